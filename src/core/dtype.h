@@ -1,0 +1,28 @@
+/* Element types of the IR and bf16 <-> fp32 conversion (round to nearest even, as
+ * PyTorch and CUDA's __float2bfloat16_rn do). */
+#ifndef PZ_CORE_DTYPE_H
+#define PZ_CORE_DTYPE_H
+#include <stdint.h>
+#include <string.h>
+
+typedef enum pz_dtype { PZ_F32 = 0, PZ_BF16 = 1, PZ_I32 = 2, PZ_DTYPE_COUNT } pz_dtype;
+typedef uint16_t pz_bf16;
+
+static inline size_t pz_dtype_size(pz_dtype t) { return t == PZ_BF16 ? 2 : 4; }
+static inline const char *pz_dtype_name(pz_dtype t) {
+  return t == PZ_F32 ? "f32" : t == PZ_BF16 ? "bf16" : t == PZ_I32 ? "i32" : "?";
+}
+static inline float pz_bf16_to_f32(pz_bf16 h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static inline pz_bf16 pz_f32_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return (pz_bf16)((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (pz_bf16)(u >> 16);
+}
+#endif

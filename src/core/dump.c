@@ -1,0 +1,103 @@
+/* Deterministic text and DOT dumps of a graph (used by `prezero graph` and the pass dumps). */
+#include "core/ir.h"
+
+static void shape(const pz_tensor *t, FILE *f) {
+  fprintf(f, "[");
+  for (int d = 0; d < t->ndim; d++) fprintf(f, d ? ",%lld" : "%lld", (long long)t->ne[d]);
+  fprintf(f, "]%s", pz_dtype_name(t->dtype));
+}
+
+static void tensor_ref(const pz_graph *g, int id, FILE *f) {
+  if (id < 0) { fprintf(f, "-"); return; }
+  const pz_tensor *t = &g->tensors[id];
+  fprintf(f, "%s", t->name);
+  shape(t, f);
+  if (t->view_of >= 0) {
+    const pz_tensor *b = &g->tensors[t->view_of];
+    int64_t rs = t->ndim == 2 ? t->stride[0] : 0;
+    fprintf(f, "{view of %s cols %lld..%lld row_stride %lld}", b->name,
+            (long long)(rs ? t->view_offset % rs : t->view_offset),
+            (long long)((rs ? t->view_offset % rs : t->view_offset) + t->ne[t->ndim - 1]), (long long)rs);
+  }
+}
+
+static void params(const pz_node *n, FILE *f) {
+  switch (n->op) {
+    case PZ_OP_GEMM: case PZ_OP_LM_HEAD:
+      fprintf(f, " zero_init=%d", n->p.gemm.zero_init); break;
+    case PZ_OP_MM_MAYBE_PREZERO:
+      fprintf(f, " zero_init=prezero_active(m)?0:1 col_offset=%lld n_base=%lld",
+              (long long)n->p.gemm.col_offset, (long long)n->p.gemm.n_base); break;
+    case PZ_OP_AR_RMSNORM: fprintf(f, " eps=%g residual=%d", n->p.norm.eps, n->p.norm.has_residual); break;
+    case PZ_OP_AR_RMSNORM_MAYBE_PREZERO:
+      fprintf(f, " eps=%g residual=%d zero_fill(n_total=%lld n_base=%lld)", n->p.norm.eps,
+              n->p.norm.has_residual, (long long)n->p.norm.n_total, (long long)n->p.norm.n_base); break;
+    case PZ_OP_MLA_ATTN:
+      fprintf(f, " heads=%d q_lora=%lld kv_lora_rank=%lld nope=%lld rope=%lld v=%lld", n->p.mla.n_heads,
+              (long long)n->p.mla.q_lora_rank, (long long)n->p.mla.kv_lora_rank,
+              (long long)n->p.mla.qk_nope_head_dim, (long long)n->p.mla.qk_rope_head_dim,
+              (long long)n->p.mla.v_head_dim); break;
+    case PZ_OP_MOE:
+      fprintf(f, " experts=%d top_k=%d groups=%d/%d scoring=%s method=%d inter=%lld shared_inter=%lld",
+              n->p.moe.n_experts, n->p.moe.top_k, n->p.moe.topk_group, n->p.moe.n_group,
+              n->p.moe.scoring == PZ_SCORE_SIGMOID ? "sigmoid" : "softmax", (int)n->p.moe.topk_method,
+              (long long)n->p.moe.inter, (long long)n->p.moe.shared_inter); break;
+    default: break;
+  }
+}
+
+pz_status pz_graph_dump_text(const pz_graph *g, FILE *f) {
+  fprintf(f, "# decode graph %s: tp=%d m=%lld layers=%d nodes=%d tensors=%d (rank 0)\n",
+          g->info.model_name, g->info.tp, (long long)g->info.m, g->info.n_layers, g->n_nodes, g->n_tensors);
+  for (int i = 0; i < g->n_nodes; i++) {
+    const pz_node *n = &g->nodes[i];
+    fprintf(f, "%4d %-40s %-26s", n->id, n->name, pz_op_name(n->op));
+    params(n, f);
+    fprintf(f, "\n       in: ");
+    for (int s = 0; s < n->n_src; s++) {
+      if (s) fprintf(f, ", ");
+      tensor_ref(g, n->src[s], f);
+    }
+    fprintf(f, "\n      out: ");
+    for (int d = 0; d < n->n_dst; d++) {
+      if (d) fprintf(f, ", ");
+      tensor_ref(g, n->dst[d], f);
+    }
+    if (n->op == PZ_OP_AR_RMSNORM_MAYBE_PREZERO) {
+      fprintf(f, "\n     fill: ");
+      tensor_ref(g, n->p.norm.fill_buf, f);
+    }
+    fprintf(f, "\n");
+  }
+  return ferror(f) ? pz_error(PZ_ERR_IO, "graph dump: write failed") : PZ_OK;
+}
+
+pz_status pz_graph_dump_dot(const pz_graph *g, FILE *f) {
+  fprintf(f, "digraph decode {\n  rankdir=TB; node [shape=box, fontname=monospace];\n");
+  for (int i = 0; i < g->n_nodes; i++) {
+    const pz_node *n = &g->nodes[i];
+    const char *color = (n->op == PZ_OP_AR_RMSNORM_MAYBE_PREZERO || n->op == PZ_OP_MM_MAYBE_PREZERO) ? "lightgreen" : "white";
+    fprintf(f, "  n%d [label=\"%s\\n%s\", style=filled, fillcolor=%s];\n", i, n->name, pz_op_name(n->op), color);
+  }
+  /* Edge from the last writer of a tensor's storage to each reader. */
+  for (int i = 0; i < g->n_nodes; i++) {
+    const pz_node *n = &g->nodes[i];
+    for (int s = 0; s < n->n_src; s++) {
+      int id = n->src[s];
+      if (id < 0 || (g->tensors[id].kind != PZ_T_ACT && g->tensors[id].kind != PZ_T_BUFFER)) continue;
+      int sid = pz_storage_of(g, id);
+      for (int j = i - 1; j >= 0; j--) {
+        const pz_node *w = &g->nodes[j];
+        int hit = 0;
+        for (int d = 0; d < w->n_dst; d++) hit |= pz_storage_of(g, w->dst[d]) == sid;
+        if (w->op == PZ_OP_AR_RMSNORM_MAYBE_PREZERO && pz_storage_of(g, w->p.norm.fill_buf) == sid) hit = 2;
+        if (hit) {
+          fprintf(f, "  n%d -> n%d [label=\"%s\"%s];\n", j, i, g->tensors[id].name, hit == 2 ? ", style=dashed" : "");
+          break;
+        }
+      }
+    }
+  }
+  fprintf(f, "}\n");
+  return ferror(f) ? pz_error(PZ_ERR_IO, "graph dot: write failed") : PZ_OK;
+}

@@ -1,0 +1,245 @@
+/* The decode-graph IR: tensors (dtype, shape, element strides, views into a base buffer)
+ * and nodes (op, typed params, src/dst tensor ids, layer and role). One graph describes the
+ * per-rank decode step; every TP rank runs the same graph on its own storage. */
+#ifndef PZ_CORE_IR_H
+#define PZ_CORE_IR_H
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "core/dtype.h"
+#include "core/status.h"
+
+#define PZ_MAX_DIMS 4
+#define PZ_MAX_SRC 20
+#define PZ_MAX_DST 4
+#define PZ_NAME_LEN 96
+
+typedef enum pz_op {
+#define PZ_OP(e, name, coll) PZ_OP_##e,
+#include "core/ops.def"
+#undef PZ_OP
+  PZ_OP_COUNT
+} pz_op;
+
+typedef enum pz_role {
+#define PZ_ROLE(e, suffix) PZ_ROLE_##e,
+#include "core/roles.def"
+#undef PZ_ROLE
+  PZ_ROLE_COUNT
+} pz_role;
+
+typedef enum pz_tensor_kind {
+  PZ_T_ACT = 0,   /* activation, produced by a node during the step */
+  PZ_T_INPUT,     /* fed by the host each step (token ids, positions) */
+  PZ_T_WEIGHT,    /* model parameter, filled at load (random or checkpoint) */
+  PZ_T_STATE,     /* persists across steps: residual stream, KV cache */
+  PZ_T_BUFFER     /* scratch buffer added by a pass (e.g. a prezero buffer) */
+} pz_tensor_kind;
+
+/* A tensor. Shape ne[0..ndim-1] is outermost-first (ne = {m, n} for an [m,n] matrix);
+ * stride[] is in elements. A view (view_of >= 0) has no storage of its own: its element
+ * (i0,i1,..) lives at base[view_offset + Σ i_d*stride[d]] of tensor view_of, which owns
+ * storage. When `batched` is set, ne[0] is the batch m (the graph's maximum); a step may
+ * run with fewer rows. */
+typedef struct pz_tensor {
+  int id;
+  char name[PZ_NAME_LEN];
+  pz_dtype dtype;
+  pz_tensor_kind kind;
+  int ndim;
+  int64_t ne[PZ_MAX_DIMS];
+  int64_t stride[PZ_MAX_DIMS];
+  int view_of;            /* -1: owns its storage */
+  int64_t view_offset;    /* elements into view_of's storage */
+  bool batched;           /* ne[0] is the batch dimension */
+  /* Weights only: how the full (unsharded) tensor maps to this rank. shard_dim = -1 means
+   * replicated; otherwise this rank holds [rank*ne[d], (rank+1)*ne[d]) of full_ne[d]. */
+  int shard_dim;
+  int64_t full_ne[PZ_MAX_DIMS];
+  float init_scale;       /* weights: values ~ U(-s, s) (+ init_offset) */
+  float init_offset;
+} pz_tensor;
+
+/* GEMM / MM_MAYBE_PREZERO / LM_HEAD.  C[m,n] (+)= A[m,k] · W[n,k]^T (+ bias).
+ * src: {A, W, bias or -1}; dst: {C}. C may be a column slice (stride[0] > n). */
+typedef struct pz_gemm_params {
+  bool zero_init;     /* true: the GEMM zeroes C itself; false: C must be zero on entry */
+  int split_k;        /* 0: backend chooses; >=1: number of K splits (1 = not split-K) */
+  int prezero_buf;    /* MM_MAYBE_PREZERO: tensor id of the whole [m,n_total] buffer */
+  int64_t n_base;     /* MM_MAYBE_PREZERO: columns [0,n_base) of the buffer are always zeroed by the donor */
+  int64_t col_offset; /* MM_MAYBE_PREZERO: first column of C inside the buffer */
+} pz_gemm_params;
+
+/* AR_RMSNORM / AR_RMSNORM_MAYBE_PREZERO / RMSNORM.
+ * AR: src {partial[m,H] f32, weight[H] bf16, residual[m,H] f32 or -1}; dst {x_norm[m,H] bf16, residual}.
+ * residual_out = (has_residual ? residual_in : 0) + Σ_ranks partial (fixed rank order);
+ * x_norm = bf16(residual_out * rsqrt(mean(residual_out²) + eps) * weight). */
+typedef struct pz_norm_params {
+  float eps;
+  bool has_residual;     /* false for layer 0 (residual starts as the embedding) */
+  /* AR_RMSNORM_MAYBE_PREZERO: zero_fill = (buf, n_total, n_base) */
+  int fill_buf;          /* tensor id of the [m, n_total] f32 buffer, -1 if none */
+  int64_t n_total;       /* columns zeroed when prezero_active(m) */
+  int64_t n_base;        /* columns always zeroed (prefix) */
+} pz_norm_params;
+
+/* YaRN RoPE scaling (DeepSeek-V2 "rope_scaling", type yarn). factor 1 = plain RoPE. */
+typedef struct pz_rope_params {
+  float theta;
+  float factor;
+  int64_t original_max_position_embeddings;
+  float beta_fast, beta_slow;
+  float mscale, mscale_all_dim;
+} pz_rope_params;
+
+/* Source slots of MLA_ATTN (index into node->src; -1 when absent). */
+enum {
+  PZ_MLA_QKV_A = 0,   /* [m, q_lora + kv_lora + rope] f32: qkv_a output (q LoRA layouts) */
+  PZ_MLA_Q,           /* [m, heads*(nope+rope)] f32: q_proj output (no q LoRA, V2-Lite) */
+  PZ_MLA_KV_A,        /* [m, kv_lora + rope] f32: kv_a output (no q LoRA) */
+  PZ_MLA_QA_NORM_W,   /* [q_lora] bf16 */
+  PZ_MLA_QB_W,        /* [heads*(nope+rope), q_lora] bf16 (heads per rank) */
+  PZ_MLA_KVA_NORM_W,  /* [kv_lora] bf16 */
+  PZ_MLA_W_UK,        /* [heads, nope, kv_lora] bf16: kv_b_proj rows for k_nope */
+  PZ_MLA_W_UV,        /* [heads, v, kv_lora] bf16: kv_b_proj rows for v */
+  PZ_MLA_O_W,         /* [H, heads*v] bf16 (row-parallel: k sharded) */
+  PZ_MLA_KV_CACHE,    /* [m, max_ctx, kv_lora + rope] bf16, per sequence (replicated over ranks) */
+  PZ_MLA_POS,         /* [m] i32: position of the new token = tokens already in the cache */
+  PZ_MLA_QB_PREZERO,  /* optional [m, heads*(nope+rope)] f32 slice, pre-zeroed by the donor */
+  PZ_MLA_OPROJ_PREZERO, /* optional [m, H] f32 slice, pre-zeroed by the donor */
+  PZ_MLA_NSRC
+};
+
+typedef struct pz_mla_params {
+  int n_heads;             /* heads on this rank = num_attention_heads / TP */
+  int64_t hidden;          /* H */
+  int64_t q_lora_rank;     /* 0: no q LoRA (q_proj layout) */
+  int64_t kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
+  int64_t max_ctx;
+  float eps;               /* q_a / kv_a layernorm eps */
+  float softmax_scale;     /* 1/sqrt(nope+rope) * yarn mscale² (DeepSeek-V2 modeling) */
+  pz_rope_params rope;
+  /* q_b / o_proj GEMM zeroing: the o_proj slot's n_base tells whether the donor always zeroes it */
+  int64_t oproj_in_base;   /* 1 if the o_proj slot lies inside the donor's always-zeroed prefix */
+} pz_mla_params;
+
+typedef enum pz_scoring { PZ_SCORE_SOFTMAX = 0, PZ_SCORE_SIGMOID = 1 } pz_scoring;
+typedef enum pz_topk_method {
+  PZ_TOPK_GREEDY = 0,            /* plain top-k over scores */
+  PZ_TOPK_GROUP_LIMITED = 1,     /* group_limited_greedy: groups ranked by max score */
+  PZ_TOPK_NOAUX_TC = 2           /* groups ranked by sum of top-2 of (score + bias) */
+} pz_topk_method;
+
+/* Source slots of MOE. Expert weights are sharded by TP along the intermediate dim. */
+enum {
+  PZ_MOE_X = 0,          /* [m,H] bf16 x_norm */
+  PZ_MOE_LOGITS,         /* [m,E] f32 router logits (output of the gate GEMM) */
+  PZ_MOE_BIAS,           /* [E] f32 e_score_correction_bias, or -1 */
+  PZ_MOE_W_GATE,         /* [E, I/TP, H] bf16 */
+  PZ_MOE_W_UP,           /* [E, I/TP, H] bf16 */
+  PZ_MOE_W_DOWN,         /* [E, H, I/TP] bf16 */
+  PZ_MOE_SH_GATE,        /* [S*I/TP, H] bf16 shared experts (S = n_shared_experts), or -1 */
+  PZ_MOE_SH_UP,          /* [S*I/TP, H] bf16 */
+  PZ_MOE_SH_DOWN,        /* [H, S*I/TP] bf16 */
+  PZ_MOE_NSRC
+};
+
+typedef struct pz_moe_params {
+  int n_experts, top_k, n_group, topk_group;
+  pz_scoring scoring;
+  pz_topk_method topk_method;
+  bool norm_topk_prob;
+  float routed_scaling_factor;
+  int64_t inter;           /* moe_intermediate_size / TP */
+  int64_t shared_inter;    /* n_shared_experts * moe_intermediate_size / TP (0: none) */
+} pz_moe_params;
+
+/* DENSE_MLP src: {x[m,H] bf16, W_gate[I/TP,H], W_up[I/TP,H], W_down[H,I/TP]} -> partial[m,H] f32. */
+typedef struct pz_mlp_params { int64_t inter; } pz_mlp_params;
+
+/* EMBEDDING / LM_HEAD / ARGMAX: vocab-parallel over TP ranks. */
+typedef struct pz_vocab_params { int64_t vocab_size, vocab_per_rank; } pz_vocab_params;
+
+typedef union pz_op_params {
+  pz_gemm_params gemm;
+  pz_norm_params norm;
+  pz_mla_params mla;
+  pz_moe_params moe;
+  pz_mlp_params mlp;
+  pz_vocab_params vocab;
+} pz_op_params;
+
+typedef struct pz_node {
+  int id;
+  pz_op op;
+  char name[PZ_NAME_LEN];   /* e.g. "layers.3.self_attn.qkv_a" */
+  int layer;                /* -1 outside the layers */
+  pz_role role;
+  int n_src, n_dst;
+  int src[PZ_MAX_SRC];      /* tensor ids; -1 = absent optional input */
+  int dst[PZ_MAX_DST];
+  pz_op_params p;
+} pz_node;
+
+/* Model dimensions the graph was built from (per-model, not per-rank). */
+typedef struct pz_graph_info {
+  int tp;
+  int64_t m;                /* maximum batch (rows of batched tensors) */
+  int n_layers;
+  int64_t hidden, vocab_size;
+  float rms_eps;
+  char model_name[64];
+} pz_graph_info;
+
+typedef struct pz_graph {
+  pz_graph_info info;
+  pz_tensor *tensors;
+  int n_tensors, cap_tensors;
+  pz_node *nodes;
+  int n_nodes, cap_nodes;
+  /* Well-known tensors (ids) the executor feeds and reads. */
+  int in_tokens, in_pos, out_tokens, out_logits;
+} pz_graph;
+
+const char *pz_op_name(pz_op op);
+bool pz_op_is_collective(pz_op op);
+const char *pz_role_suffix(pz_role r);
+
+pz_status pz_graph_create(const pz_graph_info *info, pz_graph **out);
+void pz_graph_free(pz_graph *g);
+/* Deep copy (same ids). */
+pz_status pz_graph_clone(const pz_graph *g, pz_graph **out);
+
+/* Adds a contiguous tensor that owns storage; shape is outermost-first. Returns the id
+ * in *id. Errors: PZ_ERR_SHAPE (ndim/dims invalid), PZ_ERR_OOM. */
+pz_status pz_graph_add_tensor(pz_graph *g, const char *name, pz_dtype t, pz_tensor_kind k,
+                              int ndim, const int64_t *ne, int *id);
+/* Adds a 2-D view [rows, cols] of columns [col0, col0+cols) of 2-D tensor `base`
+ * (row stride = base's row stride). Errors: PZ_ERR_SHAPE if out of range. */
+pz_status pz_graph_add_col_slice(pz_graph *g, const char *name, int base, int64_t col0,
+                                 int64_t cols, int *id);
+/* Turns existing tensor `t` into a view of columns [col0, col0+ne[1]) of 2-D tensor base. */
+pz_status pz_graph_make_col_view(pz_graph *g, int t, int base, int64_t col0);
+/* Appends a node. src/dst ids must exist (or be -1 in src). */
+pz_status pz_graph_add_node(pz_graph *g, pz_op op, const char *name, int layer, pz_role role,
+                            const int *src, int n_src, const int *dst, int n_dst,
+                            const pz_op_params *p, int *id);
+
+static inline pz_tensor *pz_T(pz_graph *g, int id) { return id >= 0 ? &g->tensors[id] : NULL; }
+/* Tensor that owns storage for id (follows view_of). */
+int pz_storage_of(const pz_graph *g, int id);
+int64_t pz_tensor_numel(const pz_tensor *t);
+/* Elements of storage the tensor spans (max offset + 1, views included). */
+int64_t pz_tensor_span(const pz_tensor *t);
+bool pz_tensor_contiguous(const pz_tensor *t);
+
+/* verify(): every id in range, dtypes and shapes match each op's contract, every input is
+ * produced before it is read (or is a weight/input/state), no op writes a weight.
+ * Errors: PZ_ERR_VERIFY with the node named in pz_last_error(). */
+pz_status pz_graph_verify(const pz_graph *g);
+
+/* Text dump: one line per node: id, name, op, src and dst with shapes/dtypes/views.
+ * DOT dump: nodes as boxes, tensors as edges. Both are deterministic. */
+pz_status pz_graph_dump_text(const pz_graph *g, FILE *f);
+pz_status pz_graph_dump_dot(const pz_graph *g, FILE *f);
+#endif

@@ -1,0 +1,190 @@
+/* verify(): structural, dtype and shape checks of a decode graph, one explicit pass before
+ * and after every transformation (ggml-style legality check). */
+#include "core/ir.h"
+#include <stdlib.h>
+#include <string.h>
+
+#define FAIL(n, ...) do { char m_[400]; snprintf(m_, sizeof m_, __VA_ARGS__); \
+  return pz_error(PZ_ERR_VERIFY, "verify: node %d (%s, %s): %s", (n)->id, (n)->name, pz_op_name((n)->op), m_); } while (0)
+
+static const pz_tensor *T(const pz_graph *g, int id) { return id >= 0 ? &g->tensors[id] : NULL; }
+
+static pz_status need(const pz_graph *g, const pz_node *n, int slot, pz_dtype dt, int ndim,
+                      const char *what) {
+  const pz_tensor *t = T(g, n->src[slot]);
+  if (!t) FAIL(n, "missing input %s", what);
+  if (t->dtype != dt) FAIL(n, "%s (%s) is %s, expected %s", what, t->name, pz_dtype_name(t->dtype), pz_dtype_name(dt));
+  if (t->ndim != ndim) FAIL(n, "%s (%s) has %d dims, expected %d", what, t->name, t->ndim, ndim);
+  return PZ_OK;
+}
+#define NEED(slot, dt, nd, what) PZ_CHECK(need(g, n, slot, dt, nd, what))
+#define EQ(a, b, what) do { if ((a) != (b)) FAIL(n, "%s: %lld != %lld", what, (long long)(a), (long long)(b)); } while (0)
+
+static pz_status check_gemm(const pz_graph *g, const pz_node *n) {
+  NEED(0, PZ_BF16, 2, "A");
+  NEED(1, PZ_BF16, 2, "W");
+  const pz_tensor *A = T(g, n->src[0]), *W = T(g, n->src[1]), *C = T(g, n->dst[0]);
+  if (C->ndim != 2 || C->dtype != PZ_F32) FAIL(n, "C must be [m,n] f32");
+  EQ(A->ne[1], W->ne[1], "A.k vs W.k");
+  EQ(C->ne[0], A->ne[0], "C.m vs A.m");
+  EQ(C->ne[1], W->ne[0], "C.n vs W.n");
+  if (C->stride[1] != 1) FAIL(n, "C columns must be unit-stride");
+  if (n->n_src > 2 && n->src[2] >= 0) {
+    NEED(2, PZ_F32, 1, "bias");
+    EQ(T(g, n->src[2])->ne[0], W->ne[0], "bias.n");
+  }
+  if (n->op == PZ_OP_MM_MAYBE_PREZERO) {
+    const pz_tensor *B = T(g, n->p.gemm.prezero_buf);
+    if (!B) FAIL(n, "mm_maybe_prezero_ without a buffer");
+    if (pz_storage_of(g, n->dst[0]) != pz_storage_of(g, B->id)) FAIL(n, "C is not a slice of the prezero buffer");
+    if (n->p.gemm.col_offset < 0 || n->p.gemm.col_offset + C->ne[1] > B->ne[1]) FAIL(n, "slice outside buffer");
+    if (n->p.gemm.n_base > B->ne[1]) FAIL(n, "n_base > n_total");
+  }
+  return PZ_OK;
+}
+
+static pz_status check_norm(const pz_graph *g, const pz_node *n) {
+  const pz_tensor *y = T(g, n->dst[0]);
+  if (n->op == PZ_OP_RMSNORM) {
+    const pz_tensor *x = T(g, n->src[0]);
+    if (!x || x->ndim != 2) FAIL(n, "x must be 2-D");
+    NEED(1, PZ_BF16, 1, "weight");
+    EQ(T(g, n->src[1])->ne[0], x->ne[1], "weight vs x.n");
+    if (y->dtype != PZ_BF16) FAIL(n, "output must be bf16");
+    return PZ_OK;
+  }
+  NEED(0, PZ_F32, 2, "partial");
+  NEED(1, PZ_BF16, 1, "weight");
+  const pz_tensor *p = T(g, n->src[0]);
+  EQ(T(g, n->src[1])->ne[0], p->ne[1], "weight vs H");
+  if (n->p.norm.has_residual) {
+    NEED(2, PZ_F32, 2, "residual");
+    if (n->n_dst < 2 || n->dst[1] != n->src[2]) FAIL(n, "residual must be updated in place (dst[1] == src[2])");
+  }
+  if (n->n_dst < 2 || T(g, n->dst[1])->dtype != PZ_F32) FAIL(n, "dst[1] must be the f32 residual");
+  if (y->dtype != PZ_BF16 || y->ne[0] != p->ne[0] || y->ne[1] != p->ne[1]) FAIL(n, "x_norm must be bf16 [m,H]");
+  if (n->op == PZ_OP_AR_RMSNORM_MAYBE_PREZERO) {
+    const pz_tensor *B = T(g, n->p.norm.fill_buf);
+    if (!B || B->ndim != 2) FAIL(n, "zero_fill buffer missing");
+    EQ(B->ne[1], n->p.norm.n_total, "n_total vs buffer width");
+    if (n->p.norm.n_base < 0 || n->p.norm.n_base > n->p.norm.n_total) FAIL(n, "n_base not in [0, n_total]");
+    EQ(B->ne[0], p->ne[0], "buffer rows vs m");
+  }
+  return PZ_OK;
+}
+
+static pz_status check_mla(const pz_graph *g, const pz_node *n) {
+  const pz_mla_params *a = &n->p.mla;
+  int64_t qh = a->qk_nope_head_dim + a->qk_rope_head_dim;
+  int64_t kvw = a->kv_lora_rank + a->qk_rope_head_dim;
+  if (n->n_src != PZ_MLA_NSRC) FAIL(n, "expected %d src slots", PZ_MLA_NSRC);
+  if (a->q_lora_rank > 0) {
+    NEED(PZ_MLA_QKV_A, PZ_F32, 2, "qkv_a");
+    EQ(T(g, n->src[PZ_MLA_QKV_A])->ne[1], a->q_lora_rank + kvw, "qkv_a width");
+    NEED(PZ_MLA_QA_NORM_W, PZ_BF16, 1, "q_a_layernorm");
+    NEED(PZ_MLA_QB_W, PZ_BF16, 2, "q_b_proj");
+    EQ(T(g, n->src[PZ_MLA_QB_W])->ne[0], a->n_heads * qh, "q_b n");
+    EQ(T(g, n->src[PZ_MLA_QB_W])->ne[1], a->q_lora_rank, "q_b k");
+  } else {
+    NEED(PZ_MLA_Q, PZ_F32, 2, "q");
+    EQ(T(g, n->src[PZ_MLA_Q])->ne[1], a->n_heads * qh, "q width");
+    NEED(PZ_MLA_KV_A, PZ_F32, 2, "kv_a");
+    EQ(T(g, n->src[PZ_MLA_KV_A])->ne[1], kvw, "kv_a width");
+    if (n->src[PZ_MLA_QB_PREZERO] >= 0) FAIL(n, "qb_prezero slot set without q LoRA");
+  }
+  NEED(PZ_MLA_KVA_NORM_W, PZ_BF16, 1, "kv_a_layernorm");
+  NEED(PZ_MLA_W_UK, PZ_BF16, 3, "W_UK");
+  NEED(PZ_MLA_W_UV, PZ_BF16, 3, "W_UV");
+  NEED(PZ_MLA_O_W, PZ_BF16, 2, "o_proj");
+  EQ(T(g, n->src[PZ_MLA_O_W])->ne[0], a->hidden, "o_proj n");
+  EQ(T(g, n->src[PZ_MLA_O_W])->ne[1], a->n_heads * a->v_head_dim, "o_proj k");
+  NEED(PZ_MLA_KV_CACHE, PZ_BF16, 3, "kv cache");
+  EQ(T(g, n->src[PZ_MLA_KV_CACHE])->ne[2], kvw, "kv cache width");
+  NEED(PZ_MLA_POS, PZ_I32, 1, "positions");
+  if (n->src[PZ_MLA_QB_PREZERO] >= 0) {
+    NEED(PZ_MLA_QB_PREZERO, PZ_F32, 2, "qb_prezero");
+    EQ(T(g, n->src[PZ_MLA_QB_PREZERO])->ne[1], a->n_heads * qh, "qb_prezero width");
+  }
+  if (n->src[PZ_MLA_OPROJ_PREZERO] >= 0) {
+    NEED(PZ_MLA_OPROJ_PREZERO, PZ_F32, 2, "oproj_prezero");
+    EQ(T(g, n->src[PZ_MLA_OPROJ_PREZERO])->ne[1], a->hidden, "oproj_prezero width");
+  }
+  const pz_tensor *o = T(g, n->dst[0]);
+  if (o->dtype != PZ_F32 || o->ndim != 2 || o->ne[1] != a->hidden) FAIL(n, "output must be f32 [m,H]");
+  return PZ_OK;
+}
+
+static pz_status check_moe(const pz_graph *g, const pz_node *n) {
+  const pz_moe_params *q = &n->p.moe;
+  NEED(PZ_MOE_X, PZ_BF16, 2, "x");
+  NEED(PZ_MOE_LOGITS, PZ_F32, 2, "router logits");
+  EQ(T(g, n->src[PZ_MOE_LOGITS])->ne[1], q->n_experts, "logits width");
+  NEED(PZ_MOE_W_GATE, PZ_BF16, 3, "experts gate");
+  NEED(PZ_MOE_W_UP, PZ_BF16, 3, "experts up");
+  NEED(PZ_MOE_W_DOWN, PZ_BF16, 3, "experts down");
+  EQ(T(g, n->src[PZ_MOE_W_GATE])->ne[0], q->n_experts, "experts count");
+  EQ(T(g, n->src[PZ_MOE_W_GATE])->ne[1], q->inter, "experts inter");
+  if (q->top_k < 1 || q->top_k > q->n_experts) FAIL(n, "top_k %d not in 1..%d", q->top_k, q->n_experts);
+  if (q->n_group < 1 || q->n_experts % q->n_group || q->topk_group < 1 || q->topk_group > q->n_group)
+    FAIL(n, "bad n_group %d / topk_group %d", q->n_group, q->topk_group);
+  if (q->topk_method == PZ_TOPK_NOAUX_TC && n->src[PZ_MOE_BIAS] < 0) FAIL(n, "noaux_tc needs e_score_correction_bias");
+  return PZ_OK;
+}
+
+pz_status pz_graph_verify(const pz_graph *g) {
+  /* written[t]: storage id has been produced (or is a weight/input/state). */
+  char *ready = calloc((size_t)g->n_tensors + 1, 1);
+  if (!ready) return pz_error(PZ_ERR_OOM, "verify: allocation");
+  pz_status st = PZ_OK;
+  for (int i = 0; i < g->n_tensors; i++) {
+    const pz_tensor *t = &g->tensors[i];
+    if (t->view_of >= g->n_tensors || t->view_of == i) {
+      st = pz_error(PZ_ERR_VERIFY, "verify: tensor %s has a bad view_of", t->name);
+      goto done;
+    }
+    if (t->view_of >= 0) {
+      const pz_tensor *b = &g->tensors[pz_storage_of(g, i)];
+      if (t->view_offset + pz_tensor_span(t) > pz_tensor_span(b) || b->dtype != t->dtype) {
+        st = pz_error(PZ_ERR_VERIFY, "verify: view %s exceeds its base %s", t->name, b->name);
+        goto done;
+      }
+    }
+    if (t->kind != PZ_T_ACT && t->kind != PZ_T_BUFFER) ready[i] = 1;
+  }
+  for (int i = 0; i < g->n_nodes && st == PZ_OK; i++) {
+    const pz_node *n = &g->nodes[i];
+    if (n->id != i) { st = pz_error(PZ_ERR_VERIFY, "verify: node %d has id %d", i, n->id); break; }
+    for (int s = 0; s < n->n_src; s++) {
+      int id = n->src[s];
+      if (id < 0) continue;
+      int sid = pz_storage_of(g, id);
+      /* A buffer filled by a donor counts as produced by it; a view of produced storage is ready. */
+      if (!ready[id] && !ready[sid]) {
+        st = pz_error(PZ_ERR_VERIFY, "verify: node %d (%s) reads %s before any node writes it", i, n->name, g->tensors[id].name);
+        goto done;
+      }
+    }
+    for (int d = 0; d < n->n_dst; d++)
+      if (g->tensors[n->dst[d]].kind == PZ_T_WEIGHT) {
+        st = pz_error(PZ_ERR_VERIFY, "verify: node %d (%s) writes weight %s", i, n->name, g->tensors[n->dst[d]].name);
+        goto done;
+      }
+    switch (n->op) {
+      case PZ_OP_GEMM: case PZ_OP_MM_MAYBE_PREZERO: case PZ_OP_LM_HEAD: st = check_gemm(g, n); break;
+      case PZ_OP_RMSNORM: case PZ_OP_AR_RMSNORM: case PZ_OP_AR_RMSNORM_MAYBE_PREZERO: st = check_norm(g, n); break;
+      case PZ_OP_MLA_ATTN: st = check_mla(g, n); break;
+      case PZ_OP_MOE: st = check_moe(g, n); break;
+      case PZ_OP_EMBEDDING: case PZ_OP_DENSE_MLP: case PZ_OP_ARGMAX: break;
+      default: st = pz_error(PZ_ERR_VERIFY, "verify: node %d has unknown op %d", i, (int)n->op);
+    }
+    if (st != PZ_OK) break;
+    for (int d = 0; d < n->n_dst; d++) {
+      ready[n->dst[d]] = 1;
+      ready[pz_storage_of(g, n->dst[d])] = 1;
+    }
+    if (n->op == PZ_OP_AR_RMSNORM_MAYBE_PREZERO) ready[pz_storage_of(g, n->p.norm.fill_buf)] = 1;
+  }
+done:
+  free(ready);
+  return st;
+}

@@ -1,0 +1,13 @@
+/* Minimal test harness: CHECK macros that report file:line and count failures. */
+#ifndef PZ_TEST_H
+#define PZ_TEST_H
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+static int pz_test_failures = 0;
+#define CHECK(cond) do { if (!(cond)) { fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); pz_test_failures++; } } while (0)
+#define CHECK_OK(call) do { pz_status s_ = (call); if (s_ != PZ_OK) { fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call, pz_status_string(s_), pz_last_error()); pz_test_failures++; } } while (0)
+#define CHECK_ST(call, want) do { pz_status s_ = (call); if (s_ != (want)) { fprintf(stderr, "%s:%d: %s -> %s, want %s (%s)\n", __FILE__, __LINE__, #call, pz_status_string(s_), pz_status_string(want), pz_last_error()); pz_test_failures++; } } while (0)
+#define CHECK_NEAR(a, b, tol) do { double a_ = (a), b_ = (b); if (!(fabs(a_ - b_) <= (tol))) { fprintf(stderr, "%s:%d: %s = %.9g, want %.9g (tol %g)\n", __FILE__, __LINE__, #a, a_, b_, (double)(tol)); pz_test_failures++; } } while (0)
+#define TEST_DONE() do { if (pz_test_failures) { fprintf(stderr, "%d check(s) failed\n", pz_test_failures); return 1; } printf("all checks passed\n"); return 0; } while (0)
+#endif
