@@ -1,0 +1,40 @@
+/* CPU reference backend: runs every TP rank of a per-rank decode graph in one process.
+ * Each rank has its own storage for every tensor; collective ops (AR_RMSNORM*, ARGMAX)
+ * see all ranks and reduce in fixed rank order 0..tp-1. Plain C, fp32 accumulation. */
+#ifndef PZ_BACKEND_CPU_H
+#define PZ_BACKEND_CPU_H
+#include "core/gate.h"
+#include "core/ir.h"
+
+typedef struct pz_cpu_exec_opts {
+  uint64_t seed;          /* weights and KV-cache contents are a pure function of (seed, tensor name, full index) */
+  int threads;            /* worker threads (0 = number of cores) */
+  int poison;             /* fill ACT/BUFFER storage with NaN before each step (tests: proves every read is written first) */
+  pz_device_desc dev;     /* what prezero_active() evaluates against */
+} pz_cpu_exec_opts;
+#define PZ_CPU_EXEC_OPTS_INIT {.seed = 1234, .threads = 0, .poison = 0}
+
+typedef struct pz_cpu_exec pz_cpu_exec;
+
+/* Per-op context passed to every CPU kernel. */
+typedef struct pz_cpu_ctx {
+  const pz_graph *g;
+  const pz_cpu_exec_opts *opts;
+  int rank, tp;
+  int64_t m;              /* rows of this step (<= g->info.m) */
+  void **data;            /* data[t]: this rank's element 0 of tensor t (views resolved) */
+  void ***rank_data;      /* rank_data[r][t]: the same for every rank (collective ops only) */
+} pz_cpu_ctx;
+
+/* Storage for every tensor on every rank; weights filled from (seed, name) and sharded
+ * consistently so any TP degree sees the same full weights. Errors: PZ_ERR_OOM, PZ_ERR_VERIFY. */
+pz_status pz_cpu_exec_create(const pz_graph *g, const pz_cpu_exec_opts *opts, pz_cpu_exec **out);
+/* One decode step for m <= g->info.m sequences: tokens[m] i32 in, pos[m] i32 (tokens already
+ * in each sequence's KV cache, < max_ctx), next[m] i32 out (greedy argmax). */
+pz_status pz_cpu_exec_step(pz_cpu_exec *e, int64_t m, const int32_t *tokens, const int32_t *pos, int32_t *next);
+/* Full logits of the last step, gathered over ranks: out[m, vocab] f32. */
+pz_status pz_cpu_exec_logits(const pz_cpu_exec *e, int64_t m, float *out);
+/* This rank's data pointer for tensor id (views resolved), for tests. */
+void *pz_cpu_exec_data(const pz_cpu_exec *e, int rank, int tensor_id);
+void pz_cpu_exec_free(pz_cpu_exec *e);
+#endif
