@@ -119,8 +119,11 @@ typedef struct pz_mla_params {
   float eps;               /* q_a / kv_a layernorm eps */
   float softmax_scale;     /* 1/sqrt(nope+rope) * yarn mscale² (DeepSeek-V2 modeling) */
   pz_rope_params rope;
-  /* q_b / o_proj GEMM zeroing: the o_proj slot's n_base tells whether the donor always zeroes it */
-  int64_t oproj_in_base;   /* 1 if the o_proj slot lies inside the donor's always-zeroed prefix */
+  /* Set by the prezero pass with the slots: the donor's zero_fill (n_total, n_base), so the
+   * op evaluates the same gate as the donor: a slot inside [0, n_base) is always pre-zeroed;
+   * one beyond n_base only when prezero_active(m, n_total, f32, H, tp). 0 when unset. */
+  int64_t prezero_n_total, prezero_n_base;
+  int64_t qb_col_offset, oproj_col_offset; /* columns of the slots inside the buffer */
 } pz_mla_params;
 
 typedef enum pz_scoring { PZ_SCORE_SOFTMAX = 0, PZ_SCORE_SIGMOID = 1 } pz_scoring;
