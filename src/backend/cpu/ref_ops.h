@@ -1,0 +1,218 @@
+/* Raw-pointer CPU reference implementations of every decode op (plain C, fp32 accumulation).
+ * The CPU backend's kernels call these, and CUDA tests call them to check GPU kernels. */
+#ifndef PZ_BACKEND_CPU_REF_OPS_H
+#define PZ_BACKEND_CPU_REF_OPS_H
+#include <stdbool.h>
+#include <stdint.h>
+#include "core/dtype.h"
+#include "core/ir.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Conventions of this header:
+ * - Matrices are row-major; every `ld*` is the row stride in ELEMENTS (>= the row length).
+ *   Columns are always unit-stride.
+ * - "fp32 accumulation in order" means: acc = 0.0f, then acc += a*b for each index in
+ *   increasing order, one rounding per add (no reassociation, no FMA contraction is relied on).
+ * - bf16 conversions round to nearest even (pz_f32_to_bf16, dtype.h).
+ * - When called from inside a CPU executor step, these functions may split their OUTPUT
+ *   elements over the executor's worker threads; every output element is still computed by
+ *   exactly one thread in the documented order, so results never depend on the thread count. */
+
+/* ---------------------------------------------------------------- GEMM (split-K) */
+
+/* Split count used when split_k == 0: 1 when k < 2048, else min(8, k / 1024).
+ * (A fixed, documented heuristic; the CUDA tuner picks its own.) */
+int pz_ref_default_split(int64_t k);
+
+/* Width of each K slice for a split count: chunk = roundup(ceil(k / split), 64), slice s is
+ * [s*chunk, min(k, (s+1)*chunk)); slices past k are empty and contribute nothing. split <= 0
+ * uses pz_ref_default_split(k). Returns chunk (>= 1). */
+int64_t pz_ref_split_chunk(int64_t k, int split);
+
+/* C[m,n] (+)= A[m,k] · W[n,k]ᵀ (+ bias[n]), simulating a split-K kernel exactly:
+ *   A: bf16, row stride lda; W: bf16 [n,k], row stride ldw (nn.Linear layout);
+ *   bias: f32 [n] or NULL; C: f32, row stride ldc (may be a column slice of a wider buffer).
+ *   For every output (i,j): K is cut into slices by pz_ref_split_chunk(k, split_k);
+ *   partial_s = fp32 dot of slice s in k order (partial_0 = dot_0 + bias[j] when bias: the
+ *   bias is added exactly once, by split 0, also when zero_init is false);
+ *   zero_init = true:  C = 0, then C += partial_s for s = 0..S-1 in order;
+ *   zero_init = false: C += partial_s for s = 0..S-1 onto whatever C holds (so a missing
+ *   pre-zero shows up in the result).
+ * Ties with the CUDA contract (DESIGN.md §3): with 0 on entry both flavours are bit-identical. */
+void pz_ref_gemm(int64_t m, int64_t n, int64_t k, const pz_bf16 *A, int64_t lda,
+                 const pz_bf16 *W, int64_t ldw, const float *bias, float *C, int64_t ldc,
+                 int split_k, bool zero_init);
+
+/* ---------------------------------------------------------------- RMSNorm, AR + RMSNorm */
+
+/* The one RMSNorm formula used everywhere (CPU and CUDA references):
+ *   ss = Σ_j r_j² (fp32, in order), mean = ss / (float)n, inv = 1.0f / sqrtf(mean + eps),
+ *   y_j = bf16((r_j * inv) * w_j)      (one rounding, at the end).
+ * Hugging Face's DeepseekV2RMSNorm rounds r*inv to bf16 before the weight multiply; we
+ * deliberately round once (this project's contract, ir.h pz_norm_params). */
+float pz_ref_rms_inv(const float *r, int64_t n, float eps);
+
+/* y[m,n] bf16 (row stride ldy) = RMSNorm(x) * w. x: f32 (x_dtype PZ_F32) or bf16 (PZ_BF16)
+ * with row stride ldx; w: bf16 [n]. Other dtypes: nothing is written (caller validates). */
+void pz_ref_rmsnorm(int64_t m, int64_t n, const void *x, pz_dtype x_dtype, int64_t ldx,
+                    const pz_bf16 *w, float eps, pz_bf16 *y, int64_t ldy);
+
+/* Fused all-reduce + residual add + RMSNorm over tp ranks' partials (DESIGN.md §3):
+ *   partials[r]: f32 [m,H] of rank r, row stride ld_partial (r = 0..tp-1);
+ *   s = partials[0]; s += partials[r] for r = 1..tp-1 (fp32, rank order);
+ *   residual_out = residual_in ? residual_in + s : s    (residual_in NULL means zero;
+ *   residual_in may equal residual_out: in place), f32, row stride ld_res for both;
+ *   x_norm[m,H] bf16 (row stride ld_x) = RMSNorm(residual_out) * w  (formula above). */
+void pz_ref_ar_rmsnorm(int tp, const float *const *partials, int64_t ld_partial,
+                       const float *residual_in, float *residual_out, int64_t ld_res,
+                       const pz_bf16 *w, float eps, int64_t m, int64_t H,
+                       pz_bf16 *x_norm, int64_t ld_x);
+
+/* ---------------------------------------------------------------- vocab-parallel ops */
+
+/* Embedding of rank `rank` (vocab-parallel): W is this rank's bf16 [vocab_per_rank, H] shard
+ * holding token ids [rank*vpr, (rank+1)*vpr). out[i,:] (f32, row stride ld_out) =
+ * W[ids[i] - rank*vpr, :] when the id falls in the shard, else 0; summing all ranks' outputs
+ * (the next all-reduce) gives the full embedding.
+ * Errors: PZ_ERR_INVALID_ARG if an id is outside [0, vocab_size). */
+pz_status pz_ref_embedding(int64_t m, const int32_t *ids, const pz_bf16 *W, int64_t H,
+                           int64_t vocab_size, int64_t vocab_per_rank, int rank,
+                           float *out, int64_t ld_out);
+
+/* Greedy argmax over the vocab shards of all tp ranks: logits[r] is rank r's f32
+ * [m, vocab_per_rank] (row stride ld); column j of rank r is token id r*vpr + j, ids at or
+ * beyond vocab_size (padding) are skipped. Ties: the lowest token id wins. NaN: the first NaN
+ * (lowest id) wins, as torch.argmax does, so a broken model shows up instead of hiding.
+ * out_ids: i32 [m]. */
+void pz_ref_argmax(int tp, const float *const *logits, int64_t ld, int64_t m,
+                   int64_t vocab_per_rank, int64_t vocab_size, int32_t *out_ids);
+
+/* ---------------------------------------------------------------- RoPE / YaRN */
+
+/* YaRN inverse frequencies for rotary dim `dim` (even), written to inv_freq[dim/2]:
+ * DeepSeek-V2 modeling (huggingface deepseek-ai/DeepSeek-V2 modeling_deepseek.py,
+ * DeepseekV2YarnRotaryEmbedding):
+ *   extra_i = 1/theta^(2i/dim), inter_i = extra_i / factor,
+ *   corr(r) = dim*ln(orig_max/(r*2π)) / (2 ln theta),
+ *   low = max(floor(corr(beta_fast)), 0), high = min(ceil(corr(beta_slow)), dim-1),
+ *   ramp_i = clamp((i - low)/(high - low), 0, 1)  (high += 0.001 when low == high),
+ *   mask_i = 1 - ramp_i, inv_freq_i = inter_i*(1 - mask_i) + extra_i*mask_i.
+ * factor <= 1 gives plain RoPE (inv_freq_i = extra_i). Computed in double, rounded to f32
+ * once (PyTorch computes in f32; values may differ from it by an ulp). */
+void pz_ref_yarn_inv_freq(const pz_rope_params *rp, int64_t dim, float *inv_freq);
+
+/* yarn_get_mscale(factor, ms) = factor <= 1 ? 1 : 0.1*ms*ln(factor) + 1 (DeepSeek-V2). */
+double pz_ref_yarn_get_mscale(double factor, double ms);
+
+/* cos/sin multiplier: get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim). */
+float pz_ref_yarn_cos_sin_mscale(const pz_rope_params *rp);
+
+/* MLA softmax scale: (nope+rope)^-0.5 * m², m = get_mscale(factor, mscale_all_dim) when
+ * mscale_all_dim != 0 (DeepseekV2Attention.__init__), else (nope+rope)^-0.5. */
+float pz_ref_mla_softmax_scale(int64_t qk_nope_head_dim, int64_t qk_rope_head_dim,
+                               const pz_rope_params *rp);
+
+/* Applies RoPE in place to x[dim] (f32) at position pos, in the Hugging Face DeepSeek
+ * convention: the input holds interleaved pairs (x[2i], x[2i+1]); apply_rotary_pos_emb first
+ * permutes to [x0,x2,..,x1,x3,..] then rotates halves. The OUTPUT is in that half-split
+ * layout:  ang_i = (float)pos * inv_freq[i] (f32 multiply), c_i = (float)cos(ang_i)*ms,
+ * s_i = (float)sin(ang_i)*ms (cos/sin evaluated in double, ms = pz_ref_yarn_cos_sin_mscale),
+ *   out[i]       = x[2i]*c_i   - x[2i+1]*s_i
+ *   out[i+dim/2] = x[2i+1]*c_i + x[2i]*s_i.
+ * q_pe and k_pe both go through it, so their dot product matches HF. At pos 0 with ms == 1 the
+ * result is the permuted input. */
+void pz_ref_rope(float *x, int64_t dim, int32_t pos, const float *inv_freq, float ms);
+
+/* ---------------------------------------------------------------- MLA decode (absorbed) */
+
+/* Pointers of one MLA decode call. Per-rank shapes (heads = p->n_heads, qh = nope+rope,
+ * kvw = kv_lora + rope): */
+typedef struct pz_ref_mla_io {
+  const float *qkv_a; int64_t ld_qkv_a;  /* q LoRA layouts: f32 [m, q_lora + kv_lora + rope] = q_c | kv_c | k_pe */
+  const float *q; int64_t ld_q;          /* no q LoRA (V2-Lite): f32 [m, heads*qh] (q_proj output) */
+  const float *kv_a; int64_t ld_kv_a;    /* no q LoRA: f32 [m, kvw] = kv_c | k_pe */
+  const pz_bf16 *qa_norm_w;              /* [q_lora] (q LoRA only) */
+  const pz_bf16 *qb_w;                   /* [heads*qh, q_lora] (q LoRA only) */
+  const pz_bf16 *kva_norm_w;             /* [kv_lora] */
+  const pz_bf16 *w_uk;                   /* [heads, nope, kv_lora] (kv_b_proj rows of k_nope) */
+  const pz_bf16 *w_uv;                   /* [heads, v, kv_lora]    (kv_b_proj rows of v) */
+  const pz_bf16 *o_w;                    /* [H, heads*v] (o_proj, row-parallel shard) */
+  pz_bf16 *kv_cache; int64_t cache_seq_stride; /* sequence i's position j at kv_cache + i*stride + j*kvw */
+  const int32_t *pos;                    /* [m] position of the new token (0 <= pos < max_ctx) */
+  float *qb_out; int64_t ld_qb_out;      /* q_b output [m, heads*qh] f32; NULL: internal scratch */
+  bool qb_zero_init;                     /* ignored when qb_out is NULL (internal: true) */
+  float *out; int64_t ld_out;            /* o_proj output = partial [m, H] f32 */
+  bool out_zero_init;                    /* false: out must hold zeros on entry (pre-zeroed slot) */
+} pz_ref_mla_io;
+
+/* One MLA decode step in the absorbed form (DeepSeek-V2 modeling, weights absorbed):
+ *  1. q LoRA: q_c = qkv_a[:, :q_lora] -> RMSNorm(q_a_layernorm) -> bf16 -> q_b GEMM
+ *     (pz_ref_gemm, split_k 0, zero_init as io) -> q f32 [m, heads*qh].
+ *     kv_c = qkv_a[:, q_lora : q_lora+kv_lora], k_pe = the last rope columns.
+ *     No q LoRA: q = io->q, kv_c / k_pe from io->kv_a.
+ *  2. c = bf16(RMSNorm(kv_c) * kva_norm_w); k_pe roped (pz_ref_rope) then bf16; both written
+ *     to the cache at pos[i] as [c | k_pe] (kvw bf16).
+ *  3. Per head h: q_nope = q[h*qh : h*qh+nope], q_pe = roped q[h*qh+nope : (h+1)*qh] (f32);
+ *     q_lat[c] = Σ_d q_nope[d]*W_UK[h,d,c] (f32, d in order);
+ *     score_j = (Σ_c q_lat[c]*C_j[c] + Σ_r q_pe[r]*Kpe_j[r]) * softmax_scale, j = 0..pos
+ *     (both dots in order, f32, summed as lat + pe);
+ *     p_j = expf(score_j - max) / Σ expf(..) (f32, j order); o_lat[c] = Σ_j p_j*C_j[c];
+ *     o[h*v + e] = bf16(Σ_c W_UV[h,e,c]*o_lat[c]).
+ *  4. out (+)= o · o_wᵀ via pz_ref_gemm(split_k 0, out_zero_init).
+ * Rounding points: q_a_layernorm output, cache contents (c, k_pe) and the o_proj input o are
+ * bf16; everything else stays f32.
+ * Errors: PZ_ERR_INVALID_ARG (pos outside [0, max_ctx), missing pointer), PZ_ERR_OOM. */
+pz_status pz_ref_mla_decode(int64_t m, const pz_mla_params *p, const pz_ref_mla_io *io);
+
+/* ---------------------------------------------------------------- MoE / MLP */
+
+/* Router top-k for m tokens (Hugging Face DeepSeek-V2/V3 MoEGate):
+ *   logits: f32 [m, E] (row stride ld); bias: f32 [E] e_score_correction_bias (noaux_tc) or NULL.
+ *   scores = softmax(logits) (max-subtracted, expf, sum in order) or sigmoid = 1/(1+expf(-x)).
+ *   greedy: top_k over scores.
+ *   group_limited_greedy: groups (E/n_group consecutive experts) ranked by their max score,
+ *     keep topk_group groups, top_k over the kept experts' scores.
+ *   noaux_tc: choice = score + bias; groups ranked by the sum of their two largest choice
+ *     values (the only one, when a group has one expert), keep topk_group groups, top_k over
+ *     the kept experts' choice; the weights are the UNbiased scores of the chosen experts.
+ *   Tie-break everywhere (groups and experts): the lower index wins. NaN scores rank lowest.
+ *   norm_topk_prob (and top_k > 1): w /= (Σ w + 1e-20f) (sum in selection order).
+ *   Then w *= routed_scaling_factor, always (DeepSeek-V3 code; V2 skipped it when
+ *   normalising, which no shipped V2 config combines with a factor != 1).
+ * Output per token, in selection order (descending choice value, ties to the lower index):
+ *   ids: i32 [m, top_k], weights: f32 [m, top_k] (row stride top_k). */
+void pz_ref_moe_route(int64_t m, const float *logits, int64_t ld, const float *bias,
+                      const pz_moe_params *p, int32_t *ids, float *weights);
+
+/* SwiGLU MLP (the TP shard of it): for each row i,
+ *   g = x·Wgᵀ, u = x·Wuᵀ (pz_ref_gemm, split 1: f32 [inter]);
+ *   h = bf16(silu(g)*u), silu(g) = g / (1 + expf(-g))  (the only rounding, before down);
+ *   out[i] (+)= h·Wdᵀ  (pz_ref_gemm split 1; f32 [H], zero_init as given).
+ * x: bf16 [m, H] row stride ldx; w_gate, w_up: bf16 [inter, H]; w_down: bf16 [H, inter];
+ * out: f32 [m, H] row stride ld_out. Errors: PZ_ERR_OOM. */
+pz_status pz_ref_mlp(int64_t m, int64_t H, int64_t inter, const pz_bf16 *x, int64_t ldx,
+                     const pz_bf16 *w_gate, const pz_bf16 *w_up, const pz_bf16 *w_down,
+                     float *out, int64_t ld_out, bool zero_init);
+
+/* MoE block (the TP shard of it): routing by pz_ref_moe_route, then for each token i
+ *   y = Σ_{j=0..top_k-1} w_ij * E_{id_ij}(x_i)   (f32, j in selection order, from 0),
+ *   where E_e(x) is pz_ref_mlp with expert e's [inter, H]/[H, inter] slices (f32 output);
+ *   then, with shared experts (sh_gate != NULL, shared_inter > 0), y += S(x_i) (pz_ref_mlp
+ *   with the [shared_inter, H] weights). out[i] = y (f32 [m,H], row stride ld_out).
+ * x: bf16 [m,H]; logits: f32 [m,E] (row stride ld_logits); bias: [E] or NULL;
+ * w_gate/w_up: bf16 [E, inter, H]; w_down: bf16 [E, H, inter].
+ * If ids_out/weights_out are non-NULL ([m, top_k]) the routing is returned there too.
+ * Errors: PZ_ERR_OOM. */
+pz_status pz_ref_moe(int64_t m, int64_t H, const pz_bf16 *x, int64_t ldx,
+                     const float *logits, int64_t ld_logits, const float *bias,
+                     const pz_moe_params *p, const pz_bf16 *w_gate, const pz_bf16 *w_up,
+                     const pz_bf16 *w_down, const pz_bf16 *sh_gate, const pz_bf16 *sh_up,
+                     const pz_bf16 *sh_down, float *out, int64_t ld_out,
+                     int32_t *ids_out, float *weights_out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
