@@ -36,7 +36,13 @@ static void params(const pz_node *n, FILE *f) {
       fprintf(f, " heads=%d q_lora=%lld kv_lora_rank=%lld nope=%lld rope=%lld v=%lld", n->p.mla.n_heads,
               (long long)n->p.mla.q_lora_rank, (long long)n->p.mla.kv_lora_rank,
               (long long)n->p.mla.qk_nope_head_dim, (long long)n->p.mla.qk_rope_head_dim,
-              (long long)n->p.mla.v_head_dim); break;
+              (long long)n->p.mla.v_head_dim);
+      /* The GEMMs inside the op, as k->n per rank. */
+      if (n->p.mla.q_lora_rank > 0)
+        fprintf(f, " q_b=%lld->%lld", (long long)n->p.mla.q_lora_rank,
+                (long long)(n->p.mla.n_heads * (n->p.mla.qk_nope_head_dim + n->p.mla.qk_rope_head_dim)));
+      fprintf(f, " o_proj=%lld->%lld", (long long)(n->p.mla.n_heads * n->p.mla.v_head_dim), (long long)n->p.mla.hidden);
+      break;
     case PZ_OP_MOE:
       fprintf(f, " experts=%d top_k=%d groups=%d/%d scoring=%s method=%d inter=%lld shared_inter=%lld",
               n->p.moe.n_experts, n->p.moe.top_k, n->p.moe.topk_group, n->p.moe.n_group,

@@ -1,0 +1,289 @@
+/* config.json reader (cJSON) for the DeepSeek-V2 family, and the embedded preset table
+ * (generated from the configs folder by cmake/embed_presets.cmake). */
+#include "model/config.h"
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Generated table {name, json}, terminated by {NULL, NULL}. */
+extern const struct { const char *name; const char *json; } pz_embedded_presets[];
+
+const char *pz_config_preset_names(void) {
+  static char buf[512];
+  if (!buf[0]) {
+    size_t o = 0;
+    for (int i = 0; pz_embedded_presets[i].name && o < sizeof buf; i++)
+      o += (size_t)snprintf(buf + o, sizeof buf - o, "%s%s", i ? ", " : "", pz_embedded_presets[i].name);
+  }
+  return buf;
+}
+
+typedef struct {
+  const cJSON *root;
+  const char *src;
+} reader;
+
+static pz_status type_err(const reader *r, const char *field, const char *want, const cJSON *it) {
+  const char *got = cJSON_IsString(it) ? "a string" : cJSON_IsBool(it) ? "a boolean"
+                  : cJSON_IsNull(it) ? "null" : cJSON_IsArray(it) ? "an array"
+                  : cJSON_IsObject(it) ? "an object" : cJSON_IsNumber(it) ? "a number" : "invalid";
+  return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" must be %s, got %s", r->src, field, want, got);
+}
+
+/* Integer field. required: missing -> error; else *v keeps its default. null_ok: null -> 0. */
+static pz_status get_int(const reader *r, const char *field, bool required, bool null_ok, int64_t min,
+                         int64_t *v) {
+  const cJSON *it = cJSON_GetObjectItemCaseSensitive(r->root, field);
+  if (!it) {
+    if (required) return pz_error(PZ_ERR_CONFIG, "config %s: required field \"%s\" is missing", r->src, field);
+    return PZ_OK;
+  }
+  if (cJSON_IsNull(it) && null_ok) { *v = 0; return PZ_OK; }
+  if (!cJSON_IsNumber(it)) return type_err(r, field, null_ok ? "an integer or null" : "an integer", it);
+  double d = it->valuedouble;
+  if (d != floor(d) || fabs(d) > 9.0e15) return type_err(r, field, "an integer", it);
+  if ((int64_t)d < min)
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is %lld, must be >= %lld", r->src, field,
+                    (long long)d, (long long)min);
+  *v = (int64_t)d;
+  return PZ_OK;
+}
+
+static pz_status get_float(const reader *r, const cJSON *obj, const char *field, bool required, float *v) {
+  const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, field);
+  if (!it) {
+    if (required) return pz_error(PZ_ERR_CONFIG, "config %s: required field \"%s\" is missing", r->src, field);
+    return PZ_OK;
+  }
+  if (!cJSON_IsNumber(it)) return type_err(r, field, "a number", it);
+  *v = (float)it->valuedouble;
+  return PZ_OK;
+}
+
+static pz_status get_bool(const reader *r, const char *field, bool *v) {
+  const cJSON *it = cJSON_GetObjectItemCaseSensitive(r->root, field);
+  if (!it) return PZ_OK;
+  if (!cJSON_IsBool(it)) return type_err(r, field, "a boolean", it);
+  *v = cJSON_IsTrue(it);
+  return PZ_OK;
+}
+
+/* String field matched against a list; *idx keeps its default when absent. */
+static pz_status get_enum(const reader *r, const char *field, const char *const *names, int n, int *idx) {
+  const cJSON *it = cJSON_GetObjectItemCaseSensitive(r->root, field);
+  if (!it) return PZ_OK;
+  if (!cJSON_IsString(it)) return type_err(r, field, "a string", it);
+  for (int i = 0; i < n; i++)
+    if (!strcmp(it->valuestring, names[i])) { *idx = i; return PZ_OK; }
+  char list[200] = "";
+  for (int i = 0; i < n; i++) {
+    strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
+    strncat(list, names[i], sizeof list - strlen(list) - 1);
+  }
+  return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is \"%s\", supported: %s", r->src, field,
+                  it->valuestring, list);
+}
+
+static pz_status parse_rope_scaling(const reader *r, pz_model_config *c) {
+  const cJSON *rs = cJSON_GetObjectItemCaseSensitive(r->root, "rope_scaling");
+  if (!rs || cJSON_IsNull(rs)) return PZ_OK;
+  if (!cJSON_IsObject(rs)) return type_err(r, "rope_scaling", "an object or null", rs);
+  const cJSON *ty = cJSON_GetObjectItemCaseSensitive(rs, "type");
+  if (!ty) ty = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+  if (!ty) return pz_error(PZ_ERR_CONFIG, "config %s: required field \"rope_scaling.type\" is missing", r->src);
+  if (!cJSON_IsString(ty)) return type_err(r, "rope_scaling.type", "a string", ty);
+  if (strcmp(ty->valuestring, "yarn"))
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"rope_scaling.type\" is \"%s\", supported: yarn",
+                    r->src, ty->valuestring);
+  reader sub = {rs, r->src};
+  pz_rope_params *p = &c->rope;
+  p->beta_fast = 32.f;
+  p->beta_slow = 1.f;
+  p->mscale = 1.f;
+  p->mscale_all_dim = 0.f;
+  PZ_CHECK(get_float(&sub, rs, "factor", true, &p->factor));
+  if (!(p->factor >= 1.f)) return pz_error(PZ_ERR_CONFIG, "config %s: field \"rope_scaling.factor\" must be >= 1", r->src);
+  int64_t orig = 0;
+  PZ_CHECK(get_int(&sub, "original_max_position_embeddings", true, false, 1, &orig));
+  p->original_max_position_embeddings = orig;
+  PZ_CHECK(get_float(&sub, rs, "beta_fast", false, &p->beta_fast));
+  PZ_CHECK(get_float(&sub, rs, "beta_slow", false, &p->beta_slow));
+  PZ_CHECK(get_float(&sub, rs, "mscale", false, &p->mscale));
+  PZ_CHECK(get_float(&sub, rs, "mscale_all_dim", false, &p->mscale_all_dim));
+  return PZ_OK;
+}
+
+static pz_status parse_root(const reader *r, pz_model_config *c) {
+  if (!cJSON_IsObject(r->root)) return pz_error(PZ_ERR_CONFIG, "config %s: top level must be a JSON object", r->src);
+  PZ_CHECK(get_int(r, "hidden_size", true, false, 1, &c->hidden_size));
+  PZ_CHECK(get_int(r, "num_hidden_layers", true, false, 1, &c->num_hidden_layers));
+  PZ_CHECK(get_int(r, "num_attention_heads", true, false, 1, &c->num_attention_heads));
+  PZ_CHECK(get_int(r, "q_lora_rank", true, true, 0, &c->q_lora_rank));
+  PZ_CHECK(get_int(r, "kv_lora_rank", true, false, 1, &c->kv_lora_rank));
+  PZ_CHECK(get_int(r, "qk_nope_head_dim", true, false, 1, &c->qk_nope_head_dim));
+  PZ_CHECK(get_int(r, "qk_rope_head_dim", true, false, 2, &c->qk_rope_head_dim));
+  PZ_CHECK(get_int(r, "v_head_dim", true, false, 1, &c->v_head_dim));
+  PZ_CHECK(get_int(r, "n_routed_experts", true, true, 0, &c->n_routed_experts));
+  c->n_shared_experts = 0;
+  PZ_CHECK(get_int(r, "n_shared_experts", false, true, 0, &c->n_shared_experts));
+  PZ_CHECK(get_int(r, "num_experts_per_tok", true, true, 0, &c->num_experts_per_tok));
+  PZ_CHECK(get_int(r, "moe_intermediate_size", true, false, 1, &c->moe_intermediate_size));
+  PZ_CHECK(get_int(r, "intermediate_size", true, false, 1, &c->intermediate_size));
+  c->first_k_dense_replace = 0;
+  PZ_CHECK(get_int(r, "first_k_dense_replace", false, false, 0, &c->first_k_dense_replace));
+  c->moe_layer_freq = 1;
+  PZ_CHECK(get_int(r, "moe_layer_freq", false, false, 1, &c->moe_layer_freq));
+  c->n_group = 1;
+  PZ_CHECK(get_int(r, "n_group", false, true, 1, &c->n_group));
+  if (c->n_group == 0) c->n_group = 1;
+  c->topk_group = 1;
+  PZ_CHECK(get_int(r, "topk_group", false, true, 1, &c->topk_group));
+  if (c->topk_group == 0) c->topk_group = 1;
+  static const char *const methods[] = {"greedy", "group_limited_greedy", "noaux_tc"};
+  int m = 0;
+  PZ_CHECK(get_enum(r, "topk_method", methods, 3, &m));
+  c->topk_method = (pz_topk_method)m;
+  static const char *const scorings[] = {"softmax", "sigmoid"};
+  int s = 0;
+  PZ_CHECK(get_enum(r, "scoring_func", scorings, 2, &s));
+  c->scoring_func = (pz_scoring)s;
+  c->norm_topk_prob = false;
+  PZ_CHECK(get_bool(r, "norm_topk_prob", &c->norm_topk_prob));
+  c->routed_scaling_factor = 1.f;
+  PZ_CHECK(get_float(r, r->root, "routed_scaling_factor", false, &c->routed_scaling_factor));
+  PZ_CHECK(get_int(r, "vocab_size", true, false, 1, &c->vocab_size));
+  PZ_CHECK(get_int(r, "max_position_embeddings", true, false, 1, &c->max_position_embeddings));
+  c->rms_norm_eps = 1e-6f;
+  PZ_CHECK(get_float(r, r->root, "rms_norm_eps", false, &c->rms_norm_eps));
+  c->rope.theta = 10000.f;
+  PZ_CHECK(get_float(r, r->root, "rope_theta", false, &c->rope.theta));
+  c->rope.factor = 1.f;
+  c->rope.original_max_position_embeddings = c->max_position_embeddings;
+  c->rope.beta_fast = 32.f;
+  c->rope.beta_slow = 1.f;
+  c->rope.mscale = 1.f;
+  c->rope.mscale_all_dim = 0.f;
+  PZ_CHECK(parse_rope_scaling(r, c));
+
+  /* Consistency of the values read. */
+  if (c->qk_rope_head_dim % 2)
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"qk_rope_head_dim\" must be even (RoPE rotates pairs), got %lld",
+                    r->src, (long long)c->qk_rope_head_dim);
+  if (!(c->rms_norm_eps > 0.f)) return pz_error(PZ_ERR_CONFIG, "config %s: field \"rms_norm_eps\" must be > 0", r->src);
+  if (!(c->rope.theta > 0.f)) return pz_error(PZ_ERR_CONFIG, "config %s: field \"rope_theta\" must be > 0", r->src);
+  if (c->first_k_dense_replace < c->num_hidden_layers && c->n_routed_experts > 0) {
+    if (c->num_experts_per_tok < 1 || c->num_experts_per_tok > c->n_routed_experts)
+      return pz_error(PZ_ERR_CONFIG, "config %s: field \"num_experts_per_tok\" (%lld) must be in 1..n_routed_experts (%lld)",
+                      r->src, (long long)c->num_experts_per_tok, (long long)c->n_routed_experts);
+    if (c->n_routed_experts % c->n_group)
+      return pz_error(PZ_ERR_CONFIG, "config %s: field \"n_group\" (%lld) must divide n_routed_experts (%lld)",
+                      r->src, (long long)c->n_group, (long long)c->n_routed_experts);
+    if (c->topk_group > c->n_group)
+      return pz_error(PZ_ERR_CONFIG, "config %s: field \"topk_group\" (%lld) must be <= n_group (%lld)", r->src,
+                      (long long)c->topk_group, (long long)c->n_group);
+    if (c->num_experts_per_tok > c->topk_group * (c->n_routed_experts / c->n_group))
+      return pz_error(PZ_ERR_CONFIG, "config %s: num_experts_per_tok (%lld) exceeds the experts in topk_group groups (%lld)",
+                      r->src, (long long)c->num_experts_per_tok,
+                      (long long)(c->topk_group * (c->n_routed_experts / c->n_group)));
+  }
+  return PZ_OK;
+}
+
+pz_status pz_config_parse(const char *json, size_t len, const char *source, pz_model_config *out) {
+  if (!json || !out) return pz_error(PZ_ERR_INVALID_ARG, "pz_config_parse: NULL argument");
+  const char *src = source ? source : "(text)";
+  const char *end = NULL;
+  cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, false);
+  if (!root) {
+    const char *e = cJSON_GetErrorPtr();
+    size_t off = (e && e >= json && e <= json + len) ? (size_t)(e - json) : len;
+    int line = 1;
+    for (size_t i = 0; i < off; i++) line += json[i] == '\n';
+    return pz_error(PZ_ERR_CONFIG, "config %s: malformed or truncated JSON at byte %zu (line %d) of %zu",
+                    src, off, line, len);
+  }
+  /* Only whitespace may follow the value. */
+  for (const char *p = end; p && p < json + len && *p; p++)
+    if (*p != ' ' && *p != '\n' && *p != '\r' && *p != '\t') {
+      cJSON_Delete(root);
+      return pz_error(PZ_ERR_CONFIG, "config %s: unexpected text after the JSON object at byte %zu", src,
+                      (size_t)(p - json));
+    }
+  memset(out, 0, sizeof *out);
+  reader r = {root, src};
+  const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "text_config");
+  if (tc) {
+    if (!cJSON_IsObject(tc)) {
+      pz_status st = type_err(&r, "text_config", "an object", tc);
+      cJSON_Delete(root);
+      return st;
+    }
+    r.root = tc;
+  }
+  pz_status st = parse_root(&r, out);
+  if (st == PZ_OK) {
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(r.root, "model_type");
+    if (!cJSON_IsString(mt)) mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+    snprintf(out->name, sizeof out->name, "%s", cJSON_IsString(mt) ? mt->valuestring : src);
+  }
+  cJSON_Delete(root);
+  return st;
+}
+
+static pz_status read_file(const char *path, char **text, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return pz_error(PZ_ERR_IO, "config %s: cannot open (%s)", path, strerror(errno));
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap);
+  for (;;) {
+    if (!buf) { fclose(f); return pz_error(PZ_ERR_OOM, "config %s: out of memory", path); }
+    n += fread(buf + n, 1, cap - n, f);
+    if (n < cap) break;
+    if (cap > (64u << 20)) { free(buf); fclose(f); return pz_error(PZ_ERR_CONFIG, "config %s: larger than 64 MiB", path); }
+    cap *= 2;
+    char *nb = realloc(buf, cap);
+    if (!nb) free(buf);
+    buf = nb;
+  }
+  int err = ferror(f);
+  fclose(f);
+  if (err) { free(buf); return pz_error(PZ_ERR_IO, "config %s: read error", path); }
+  *text = buf;
+  *len = n;
+  return PZ_OK;
+}
+
+pz_status pz_config_load(const char *name_or_path, pz_model_config *out) {
+  if (!out) return pz_error(PZ_ERR_INVALID_ARG, "pz_config_load: NULL output");
+  const char *name = (name_or_path && name_or_path[0]) ? name_or_path : "tiny";
+  size_t nl = strlen(name);
+  bool is_path = strchr(name, '/') || (nl > 5 && !strcmp(name + nl - 5, ".json"));
+  if (!is_path) {
+    for (int i = 0; pz_embedded_presets[i].name; i++)
+      if (!strcmp(pz_embedded_presets[i].name, name)) {
+        PZ_CHECK(pz_config_parse(pz_embedded_presets[i].json, strlen(pz_embedded_presets[i].json), name, out));
+        snprintf(out->name, sizeof out->name, "%s", name);
+        return PZ_OK;
+      }
+    return pz_error(PZ_ERR_NOT_FOUND, "unknown model preset \"%s\" (presets: %s, or a path to a config.json)",
+                    name, pz_config_preset_names());
+  }
+  char *text = NULL;
+  size_t len = 0;
+  PZ_CHECK(read_file(name, &text, &len));
+  pz_status st = pz_config_parse(text, len, name, out);
+  free(text);
+  return st;
+}
+
+bool pz_config_layer_is_moe(const pz_model_config *c, int64_t layer) {
+  return c->n_routed_experts > 0 && layer >= c->first_k_dense_replace && layer % c->moe_layer_freq == 0;
+}
+
+float pz_yarn_get_mscale(float scale, float mscale) {
+  if (scale <= 1.f) return 1.f;
+  return 0.1f * mscale * logf(scale) + 1.f;
+}

@@ -1,0 +1,68 @@
+/* Model configuration of the DeepSeek-V2 family (V2, V2-Lite, V3, Kimi-K2) read from a
+ * Hugging Face config.json (cJSON), or from a preset compiled into the binary. */
+#ifndef PZ_MODEL_CONFIG_H
+#define PZ_MODEL_CONFIG_H
+#include <stdbool.h>
+#include <stdint.h>
+#include "core/ir.h"
+
+/* Field names and meanings follow the Hugging Face DeepseekV2Config / DeepseekV3Config. */
+typedef struct pz_model_config {
+  char name[64];                   /* preset name, or model_type of a file, or its path's basename */
+  int64_t hidden_size;             /* H */
+  int64_t num_hidden_layers;
+  int64_t num_attention_heads;
+  int64_t q_lora_rank;             /* 0 when config.json has null (no q LoRA: q_proj layout, V2-Lite) */
+  int64_t kv_lora_rank;
+  int64_t qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
+  int64_t n_routed_experts;        /* 0: no MoE layers */
+  int64_t n_shared_experts;        /* 0 when null or absent */
+  int64_t num_experts_per_tok;     /* top-k */
+  int64_t moe_intermediate_size;
+  int64_t intermediate_size;       /* dense MLP layers */
+  int64_t first_k_dense_replace;   /* layers [0, k) are dense */
+  int64_t moe_layer_freq;          /* layer L >= k is MoE when L % freq == 0 */
+  int64_t n_group, topk_group;
+  pz_topk_method topk_method;      /* "greedy" | "group_limited_greedy" | "noaux_tc" */
+  pz_scoring scoring_func;         /* "softmax" | "sigmoid" */
+  bool norm_topk_prob;
+  float routed_scaling_factor;
+  int64_t vocab_size;
+  int64_t max_position_embeddings;
+  float rms_norm_eps;
+  pz_rope_params rope;             /* theta = rope_theta; factor 1 when rope_scaling is null */
+} pz_model_config;
+
+/* Parses config.json text (len bytes, need not be NUL-terminated). Accepts the top-level
+ * form and the form wrapped in "text_config" (multimodal checkpoints). `source` names the
+ * file in messages.
+ * Required fields: hidden_size, num_hidden_layers, num_attention_heads, q_lora_rank (may be
+ * null), kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, n_routed_experts,
+ * num_experts_per_tok, moe_intermediate_size, intermediate_size, vocab_size,
+ * max_position_embeddings. Optional with Hugging Face defaults: n_shared_experts (0),
+ * first_k_dense_replace (0), moe_layer_freq (1), n_group (1), topk_group (1), topk_method
+ * ("greedy"), scoring_func ("softmax"), norm_topk_prob (false), routed_scaling_factor (1),
+ * rms_norm_eps (1e-6), rope_theta (10000), rope_scaling (null; only type "yarn" is supported:
+ * factor, original_max_position_embeddings, beta_fast 32, beta_slow 1, mscale 1,
+ * mscale_all_dim 0).
+ * Errors: PZ_ERR_CONFIG for malformed/truncated JSON, a missing required field, a field of the
+ * wrong type (the message names the field), or inconsistent values (e.g. top-k > experts). */
+pz_status pz_config_parse(const char *json, size_t len, const char *source, pz_model_config *out);
+
+/* Loads a preset by name (see pz_config_preset_names) or, when `name_or_path` contains '/'
+ * or ends in ".json", a config.json file. NULL or "" means the default preset "tiny".
+ * Errors: PZ_ERR_NOT_FOUND for an unknown preset (the message lists the presets), PZ_ERR_IO
+ * for an unreadable file, and pz_config_parse's errors. */
+pz_status pz_config_load(const char *name_or_path, pz_model_config *out);
+
+/* Comma-separated names of the embedded presets, e.g. "deepseek_v2_lite, deepseek_v3, ...". */
+const char *pz_config_preset_names(void);
+
+/* Whether layer L (0-based) uses MoE (else a dense MLP), as in Hugging Face DeepseekV2: 
+ * n_routed_experts > 0 && L >= first_k_dense_replace && L % moe_layer_freq == 0. */
+bool pz_config_layer_is_moe(const pz_model_config *c, int64_t layer);
+
+/* YaRN attention-scale factor from DeepSeek-V2's modeling code (yarn_get_mscale):
+ * 0.1 * mscale * ln(scale) + 1 for scale > 1, else 1. */
+float pz_yarn_get_mscale(float scale, float mscale);
+#endif
