@@ -42,6 +42,14 @@ static void params(const pz_node *n, FILE *f) {
         fprintf(f, " q_b=%lld->%lld", (long long)n->p.mla.q_lora_rank,
                 (long long)(n->p.mla.n_heads * (n->p.mla.qk_nope_head_dim + n->p.mla.qk_rope_head_dim)));
       fprintf(f, " o_proj=%lld->%lld", (long long)(n->p.mla.n_heads * n->p.mla.v_head_dim), (long long)n->p.mla.hidden);
+      /* Prezero slots (only when the pass set them, so unrewritten graphs dump as before). */
+      if (n->p.mla.prezero_n_total > 0) {
+        fprintf(f, " prezero(n_total=%lld n_base=%lld", (long long)n->p.mla.prezero_n_total,
+                (long long)n->p.mla.prezero_n_base);
+        if (n->src[PZ_MLA_QB_PREZERO] >= 0) fprintf(f, " qb_prezero@%lld", (long long)n->p.mla.qb_col_offset);
+        if (n->src[PZ_MLA_OPROJ_PREZERO] >= 0) fprintf(f, " oproj_prezero@%lld", (long long)n->p.mla.oproj_col_offset);
+        fprintf(f, ")");
+      }
       break;
     case PZ_OP_MOE:
       fprintf(f, " experts=%d top_k=%d groups=%d/%d scoring=%s method=%d inter=%lld shared_inter=%lld",

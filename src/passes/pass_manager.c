@@ -1,14 +1,107 @@
-/* Pass manager placeholder: no passes registered yet. */
+/* Pass manager: verify() the input, then run the ordered pass list, each switchable off with
+ * PREZERO_DISABLE_PASSES=name,..., each followed by verify(), with optional before/after text +
+ * DOT dumps (PREZERO_DUMP_GRAPH=dir) and one statistics line per pass to opts->log. */
 #include "passes/passes.h"
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include "passes/prezero.h"
+
+typedef struct pz_pass_def {
+  const char *name;
+  /* Non-zero when the pass runs for these options (before PREZERO_DISABLE_PASSES). */
+  int (*wanted)(const pz_pass_opts *o);
+  const char *why_off;    /* shown when wanted() says no */
+  pz_status (*run)(pz_graph *g, FILE *log, pz_pass_stats *st);
+} pz_pass_def;
+
+static const pz_pass_def pass_list[] = {
+    {"prezero", pz_prezero_flag, "prezero flag off (PREZERO_ENABLE=1 or --prezero on)", pz_pass_prezero},
+};
+#define N_PASSES ((int)(sizeof pass_list / sizeof pass_list[0]))
+_Static_assert(sizeof pass_list / sizeof pass_list[0] <= PZ_MAX_PASSES, "raise PZ_MAX_PASSES");
+
 int pz_prezero_flag(const pz_pass_opts *o) {
   if (o && o->prezero >= 0) return o->prezero;
   const char *e = getenv("PREZERO_ENABLE");
   return e && e[0] == '1';
 }
+
+int pz_pass_disabled(const char *name) {
+  const char *e = getenv("PREZERO_DISABLE_PASSES");
+  if (!e || !name) return 0;
+  size_t len = strlen(name);
+  for (const char *p = e; *p;) {
+    const char *q = strchr(p, ',');
+    size_t n = q ? (size_t)(q - p) : strlen(p);
+    while (n && *p == ' ') { p++; n--; }
+    while (n && p[n - 1] == ' ') n--;
+    if ((n == len && strncmp(p, name, n) == 0) || (n == 3 && strncmp(p, "all", 3) == 0)) return 1;
+    if (!q) break;
+    p = q + 1;
+  }
+  return 0;
+}
+
+static pz_status dump_one(const pz_graph *g, const char *dir, int idx, const char *pass,
+                          const char *when) {
+  char path[4096];
+  const char *ext[2] = {"txt", "dot"};
+  for (int k = 0; k < 2; k++) {
+    snprintf(path, sizeof path, "%s/%02d-%s.%s.%s", dir, idx, pass, when, ext[k]);
+    FILE *f = fopen(path, "w");
+    if (!f) return pz_error(PZ_ERR_IO, "graph dump: cannot write %s: %s", path, strerror(errno));
+    pz_status st = k == 0 ? pz_graph_dump_text(g, f) : pz_graph_dump_dot(g, f);
+    if (fclose(f) != 0 && st == PZ_OK) st = pz_error(PZ_ERR_IO, "graph dump: cannot close %s", path);
+    PZ_CHECK(st);
+  }
+  return PZ_OK;
+}
+
+/* verify() with the pass named in the message. */
+static pz_status verify_after(const pz_graph *g, const char *when) {
+  pz_status st = pz_graph_verify(g);
+  if (st != PZ_OK) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", pz_last_error());
+    return pz_error(st, "%s: %s", when, msg);
+  }
+  return PZ_OK;
+}
+
 pz_status pz_run_passes(pz_graph *g, const pz_pass_opts *o, pz_pass_stats *stats, int *n_stats) {
   if (n_stats) *n_stats = 0;
-  if (pz_prezero_flag(o)) return pz_error(PZ_ERR_UNSUPPORTED, "the prezero pass is not implemented yet");
-  return pz_graph_verify(g);
+  if (!g) return pz_error(PZ_ERR_INVALID_ARG, "pz_run_passes: no graph");
+  pz_pass_opts def = PZ_PASS_OPTS_INIT;
+  if (!o) o = &def;
+  const char *dir = o->dump_dir ? o->dump_dir : getenv("PREZERO_DUMP_GRAPH");
+  if (dir && !dir[0]) dir = NULL;
+  PZ_CHECK(verify_after(g, "before the passes"));
+  if (dir && mkdir(dir, 0777) != 0 && errno != EEXIST)
+    return pz_error(PZ_ERR_IO, "graph dump: cannot create %s: %s", dir, strerror(errno));
+  for (int i = 0; i < N_PASSES; i++) {
+    const pz_pass_def *p = &pass_list[i];
+    pz_pass_stats st;
+    memset(&st, 0, sizeof st);
+    snprintf(st.name, sizeof st.name, "%s", p->name);
+    const char *off = NULL;
+    if (pz_pass_disabled(p->name)) off = "disabled by PREZERO_DISABLE_PASSES";
+    else if (p->wanted && !p->wanted(o)) off = p->why_off;
+    if (off) {
+      if (o->log) fprintf(o->log, "pass %-10s off: %s\n", p->name, off);
+    } else {
+      st.ran = true;
+      if (dir) PZ_CHECK(dump_one(g, dir, i + 1, p->name, "before"));
+      PZ_CHECK(p->run(g, o->log, &st));
+      char when[64];
+      snprintf(when, sizeof when, "after pass %s", p->name);
+      PZ_CHECK(verify_after(g, when));
+      if (dir) PZ_CHECK(dump_one(g, dir, i + 1, p->name, "after"));
+      if (o->log) fprintf(o->log, "pass %-10s matched=%d rewritten=%d\n", p->name, st.matched, st.rewritten);
+    }
+    if (stats) stats[i] = st;
+    if (n_stats) *n_stats = i + 1;
+  }
+  return PZ_OK;
 }

@@ -27,4 +27,8 @@ pz_status pz_run_passes(pz_graph *g, const pz_pass_opts *o, pz_pass_stats *stats
 /* The effective prezero flag for o (resolves -1 through PREZERO_ENABLE). Part of any
  * captured-graph cache key. */
 int pz_prezero_flag(const pz_pass_opts *o);
+/* Non-zero when PREZERO_DISABLE_PASSES (comma-separated names, or "all") names this pass. */
+int pz_pass_disabled(const char *name);
+/* The passes, in order: "prezero" (runs only when pz_prezero_flag() is on; see
+ * passes/prezero.h). Dumps: <dir>/NN-<pass>.{before,after}.{txt,dot}, NN = 1-based position. */
 #endif
