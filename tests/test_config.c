@@ -1,0 +1,208 @@
+/* config.json reader: presets, the text_config-wrapped form, defaults, and every kind of bad
+ * input (malformed, truncated, missing field, wrong type, bad values) written to a temp dir. */
+#include "model/config.h"
+#include "pz_test.h"
+#include <string.h>
+#include <unistd.h>
+
+/* A valid DeepSeek-V3-like config, one "key": value per entry. */
+static const char *const base[][2] = {
+    {"hidden_size", "512"}, {"num_hidden_layers", "4"}, {"num_attention_heads", "8"},
+    {"q_lora_rank", "128"}, {"kv_lora_rank", "96"}, {"qk_nope_head_dim", "32"},
+    {"qk_rope_head_dim", "32"}, {"v_head_dim", "64"}, {"n_routed_experts", "64"},
+    {"n_shared_experts", "1"}, {"num_experts_per_tok", "6"}, {"moe_intermediate_size", "128"},
+    {"intermediate_size", "1024"}, {"first_k_dense_replace", "1"}, {"moe_layer_freq", "1"},
+    {"n_group", "8"}, {"topk_group", "4"}, {"topk_method", "\"noaux_tc\""},
+    {"scoring_func", "\"sigmoid\""}, {"norm_topk_prob", "true"}, {"routed_scaling_factor", "2.5"},
+    {"vocab_size", "1024"}, {"max_position_embeddings", "4096"}, {"rms_norm_eps", "1e-6"},
+    {"rope_theta", "10000"},
+    {"rope_scaling", "{\"type\": \"yarn\", \"factor\": 40, \"original_max_position_embeddings\": 4096, "
+                     "\"beta_fast\": 32, \"beta_slow\": 1, \"mscale\": 0.707, \"mscale_all_dim\": 0.707}"},
+};
+#define NBASE ((int)(sizeof base / sizeof base[0]))
+
+/* JSON text of base with field `key` dropped (value NULL) or replaced by `value`. */
+static void make(char *out, size_t cap, const char *key, const char *value) {
+  size_t o = (size_t)snprintf(out, cap, "{\n");
+  int first = 1;
+  for (int i = 0; i < NBASE; i++) {
+    const char *v = base[i][1];
+    if (key && !strcmp(key, base[i][0])) {
+      if (!value) continue;
+      v = value;
+    }
+    o += (size_t)snprintf(out + o, cap - o, "%s  \"%s\": %s", first ? "" : ",\n", base[i][0], v);
+    first = 0;
+  }
+  snprintf(out + o, cap - o, "\n}\n");
+}
+
+static char dir[] = "/tmp/pz_test_config_XXXXXX";
+
+static const char *write_file(const char *name, const char *text) {
+  static char path[256];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "w");
+  if (!f) { perror(path); exit(1); }
+  fputs(text, f);
+  fclose(f);
+  return path;
+}
+
+/* Expects loading `text` from a file to fail with status `want` and a message containing `needle`. */
+static void expect_bad(const char *name, const char *text, pz_status want, const char *needle) {
+  pz_model_config c;
+  const char *p = write_file(name, text);
+  pz_status s = pz_config_load(p, &c);
+  if (s != want) {
+    fprintf(stderr, "%s: got %s (%s), want %s\n", name, pz_status_string(s), pz_last_error(), pz_status_string(want));
+    pz_test_failures++;
+  } else if (needle && !strstr(pz_last_error(), needle)) {
+    fprintf(stderr, "%s: message '%s' does not mention '%s'\n", name, pz_last_error(), needle);
+    pz_test_failures++;
+  } else if (strchr(pz_last_error(), '\n')) {
+    fprintf(stderr, "%s: message spans several lines: '%s'\n", name, pz_last_error());
+    pz_test_failures++;
+  }
+}
+
+int main(void) {
+  if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
+  pz_model_config c;
+  char text[8192], wrapped[8400];
+
+  /* Presets (values from the Hugging Face config.json of each model). */
+  CHECK_OK(pz_config_load("kimi_k2", &c));
+  CHECK(c.hidden_size == 7168 && c.num_attention_heads == 64 && c.q_lora_rank == 1536 && c.kv_lora_rank == 512);
+  CHECK(c.n_routed_experts == 384 && c.num_experts_per_tok == 8 && c.first_k_dense_replace == 1);
+  CHECK(c.topk_method == PZ_TOPK_NOAUX_TC && c.scoring_func == PZ_SCORE_SIGMOID && c.norm_topk_prob);
+  CHECK_NEAR(c.routed_scaling_factor, 2.827, 1e-6);
+  CHECK_NEAR(c.rope.theta, 50000, 0);
+  CHECK_NEAR(c.rope.factor, 32, 0);
+  CHECK(c.rope.original_max_position_embeddings == 4096 && c.vocab_size == 163840);
+  CHECK(!strcmp(c.name, "kimi_k2"));
+  CHECK(!pz_config_layer_is_moe(&c, 0) && pz_config_layer_is_moe(&c, 1) && pz_config_layer_is_moe(&c, 60));
+
+  CHECK_OK(pz_config_load("deepseek_v3", &c));
+  CHECK(c.num_attention_heads == 128 && c.n_routed_experts == 256 && c.n_group == 8 && c.topk_group == 4);
+  CHECK(c.first_k_dense_replace == 3 && !pz_config_layer_is_moe(&c, 2) && pz_config_layer_is_moe(&c, 3));
+
+  CHECK_OK(pz_config_load("deepseek_v2_lite", &c));
+  CHECK(c.q_lora_rank == 0);  /* null in config.json */
+  CHECK(c.topk_method == PZ_TOPK_GREEDY && c.scoring_func == PZ_SCORE_SOFTMAX && !c.norm_topk_prob);
+  CHECK(c.n_shared_experts == 2 && c.moe_intermediate_size == 1408 && c.intermediate_size == 10944);
+  CHECK_NEAR(c.rope.mscale_all_dim, 0.707, 1e-6);
+
+  /* tiny: the default, and its split-K GEMMs have n, k multiples of 64 at TP 1, 2, 4, 8. */
+  CHECK_OK(pz_config_load(NULL, &c));
+  CHECK(!strcmp(c.name, "tiny"));
+  CHECK(c.q_lora_rank > 0 && c.topk_method == PZ_TOPK_NOAUX_TC && c.n_group > 1 && c.rope.factor > 1);
+  CHECK(c.first_k_dense_replace == 1 && c.num_attention_heads % 8 == 0);
+  for (int tp = 1; tp <= 8; tp *= 2) {
+    int64_t qh = c.qk_nope_head_dim + c.qk_rope_head_dim, heads = c.num_attention_heads / tp;
+    int64_t nk[4][2] = {{c.q_lora_rank + c.kv_lora_rank + c.qk_rope_head_dim, c.hidden_size},  /* qkv_a */
+                        {heads * qh, c.q_lora_rank},                                           /* q_b */
+                        {c.hidden_size, heads * c.v_head_dim},                                 /* o_proj */
+                        {c.n_routed_experts, c.hidden_size}};                                  /* gate */
+    for (int i = 0; i < 4; i++) CHECK(nk[i][0] % 64 == 0 && nk[i][1] % 64 == 0);
+  }
+
+  /* A file with the full base parses; the values and YaRN fields come through. */
+  make(text, sizeof text, NULL, NULL);
+  CHECK_OK(pz_config_load(write_file("ok.json", text), &c));
+  CHECK(c.hidden_size == 512 && c.topk_group == 4 && c.n_group == 8);
+  CHECK_NEAR(c.rope.factor, 40, 0);
+  CHECK_NEAR(c.rope.mscale, 0.707, 1e-6);
+  CHECK_NEAR(pz_yarn_get_mscale(40.f, 0.707f), 0.1 * 0.707 * log(40.0) + 1.0, 1e-6);
+  CHECK_NEAR(pz_yarn_get_mscale(1.f, 0.707f), 1.0, 0);
+
+  /* text_config-wrapped form gives the same values. */
+  snprintf(wrapped, sizeof wrapped, "{\"model_type\": \"kimi_k25\", \"vision_config\": {}, \"text_config\": %s}", text);
+  pz_model_config w;
+  CHECK_OK(pz_config_parse(wrapped, strlen(wrapped), "wrapped", &w));
+  CHECK(w.hidden_size == c.hidden_size && w.kv_lora_rank == c.kv_lora_rank && w.n_group == c.n_group);
+  CHECK(!strcmp(w.name, "kimi_k25"));
+
+  /* Defaults for optional fields. */
+  make(text, sizeof text, "rope_scaling", NULL);
+  CHECK_OK(pz_config_parse(text, strlen(text), "no_rope_scaling", &c));
+  CHECK(c.rope.factor == 1.f && c.rope.original_max_position_embeddings == 4096);
+  make(text, sizeof text, "topk_method", NULL);
+  CHECK_OK(pz_config_parse(text, strlen(text), "no_topk_method", &c));
+  CHECK(c.topk_method == PZ_TOPK_GREEDY);
+  make(text, sizeof text, "q_lora_rank", "null");
+  CHECK_OK(pz_config_parse(text, strlen(text), "q_lora_null", &c));
+  CHECK(c.q_lora_rank == 0);
+
+  /* Malformed and truncated JSON. */
+  make(text, sizeof text, NULL, NULL);
+  char half[4096];
+  snprintf(half, sizeof half, "%.*s", (int)(strlen(text) / 2), text);
+  expect_bad("truncated.json", half, PZ_ERR_CONFIG, "JSON");
+  expect_bad("empty.json", "", PZ_ERR_CONFIG, "JSON");
+  expect_bad("malformed.json", "{hidden_size: 512}", PZ_ERR_CONFIG, "JSON");
+  expect_bad("trailing_comma.json", "{\"hidden_size\": 512,}", PZ_ERR_CONFIG, "JSON");
+  expect_bad("array.json", "[1, 2]", PZ_ERR_CONFIG, "object");
+  snprintf(wrapped, sizeof wrapped, "%s}", text);
+  expect_bad("trailing_text.json", wrapped, PZ_ERR_CONFIG, "after");
+
+  /* Each required field missing. */
+  const char *required[] = {"hidden_size", "num_hidden_layers", "num_attention_heads", "q_lora_rank", "kv_lora_rank",
+                            "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "n_routed_experts",
+                            "num_experts_per_tok", "moe_intermediate_size", "intermediate_size", "vocab_size",
+                            "max_position_embeddings"};
+  for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
+    make(text, sizeof text, required[i], NULL);
+    expect_bad("missing.json", text, PZ_ERR_CONFIG, required[i]);
+    CHECK(strstr(pz_last_error(), "missing") != NULL);
+  }
+  make(text, sizeof text, "rope_scaling", "{\"type\": \"yarn\", \"original_max_position_embeddings\": 4096}");
+  expect_bad("missing_factor.json", text, PZ_ERR_CONFIG, "factor");
+
+  /* Wrong types. */
+  make(text, sizeof text, "hidden_size", "\"7168\"");
+  expect_bad("string_int.json", text, PZ_ERR_CONFIG, "hidden_size");
+  make(text, sizeof text, "kv_lora_rank", "512.5");
+  expect_bad("fraction.json", text, PZ_ERR_CONFIG, "kv_lora_rank");
+  make(text, sizeof text, "num_attention_heads", "true");
+  expect_bad("bool_int.json", text, PZ_ERR_CONFIG, "num_attention_heads");
+  make(text, sizeof text, "norm_topk_prob", "1");
+  expect_bad("int_bool.json", text, PZ_ERR_CONFIG, "norm_topk_prob");
+  make(text, sizeof text, "rms_norm_eps", "\"1e-6\"");
+  expect_bad("string_float.json", text, PZ_ERR_CONFIG, "rms_norm_eps");
+  make(text, sizeof text, "topk_method", "3");
+  expect_bad("int_string.json", text, PZ_ERR_CONFIG, "topk_method");
+  make(text, sizeof text, "rope_scaling", "[40]");
+  expect_bad("array_obj.json", text, PZ_ERR_CONFIG, "rope_scaling");
+  make(text, sizeof text, "hidden_size", "null");
+  expect_bad("null_int.json", text, PZ_ERR_CONFIG, "hidden_size");
+  expect_bad("text_config_type.json", "{\"text_config\": 3}", PZ_ERR_CONFIG, "text_config");
+
+  /* Unsupported or inconsistent values. */
+  make(text, sizeof text, "topk_method", "\"random\"");
+  expect_bad("method.json", text, PZ_ERR_CONFIG, "topk_method");
+  make(text, sizeof text, "scoring_func", "\"relu\"");
+  expect_bad("scoring.json", text, PZ_ERR_CONFIG, "scoring_func");
+  make(text, sizeof text, "rope_scaling", "{\"type\": \"linear\", \"factor\": 2}");
+  expect_bad("rope_type.json", text, PZ_ERR_CONFIG, "rope_scaling.type");
+  make(text, sizeof text, "hidden_size", "0");
+  expect_bad("zero.json", text, PZ_ERR_CONFIG, "hidden_size");
+  make(text, sizeof text, "num_experts_per_tok", "65");
+  expect_bad("topk.json", text, PZ_ERR_CONFIG, "num_experts_per_tok");
+  make(text, sizeof text, "n_group", "7");
+  expect_bad("groups.json", text, PZ_ERR_CONFIG, "n_group");
+  make(text, sizeof text, "qk_rope_head_dim", "33");
+  expect_bad("odd_rope.json", text, PZ_ERR_CONFIG, "qk_rope_head_dim");
+
+  /* Unknown preset lists the presets; a missing file is an I/O error. */
+  CHECK_ST(pz_config_load("kimi_k3", &c), PZ_ERR_NOT_FOUND);
+  CHECK(strstr(pz_last_error(), "kimi_k3") && strstr(pz_last_error(), "kimi_k2") &&
+        strstr(pz_last_error(), "deepseek_v2_lite") && strstr(pz_last_error(), "tiny"));
+  CHECK(strstr(pz_config_preset_names(), "deepseek_v3") != NULL);
+  CHECK_ST(pz_config_load("/nonexistent/dir/config.json", &c), PZ_ERR_IO);
+
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd)) fprintf(stderr, "could not remove %s\n", dir);
+  TEST_DONE();
+}
