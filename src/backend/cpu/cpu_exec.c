@@ -1,0 +1,270 @@
+/* CPU executor: per-rank storage for every tensor, deterministic weight / KV-cache fill, and the
+ * decode step that runs every node for every TP rank (collectives once, over all ranks). */
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_pool.h"
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef pz_status (*op_fn)(pz_cpu_ctx *, const pz_node *);
+static const op_fn op_table[] = {
+#define PZ_OP(e, name, coll) pz_cpu_op_##e,
+#include "core/ops.def"
+#undef PZ_OP
+};
+_Static_assert(sizeof op_table / sizeof op_table[0] == PZ_OP_COUNT, "one CPU kernel per op");
+
+struct pz_cpu_exec {
+  pz_graph *g;              /* private copy of the graph */
+  pz_cpu_exec_opts opts;
+  int tp;
+  void **store;             /* store[r * n_tensors + t]: owner allocations (NULL for views) */
+  void ***data;             /* data[r][t]: element 0 of tensor t on rank r */
+  pz_cpu_pool *pool;
+  int64_t last_m;
+};
+
+/* ------------------------------------------------------------ deterministic values */
+
+static uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+static uint64_t name_key(uint64_t seed, const char *name) {
+  uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a 64 */
+  for (const unsigned char *s = (const unsigned char *)name; *s; s++) h = (h ^ *s) * 0x100000001b3ull;
+  return splitmix64(seed ^ splitmix64(h));
+}
+
+/* u in [-1, 1) from (key, full flat index): the top 24 bits of splitmix64, exact in f32. */
+static float hash_unit(uint64_t key, uint64_t idx) {
+  uint64_t h = splitmix64(key ^ splitmix64(idx));
+  return (float)(h >> 40) * (1.0f / 8388608.0f) - 1.0f;
+}
+
+typedef struct fill_job {
+  const pz_tensor *t;
+  void *dst;
+  uint64_t key;
+  int rank;
+  float scale, offset;
+} fill_job;
+
+static void fill_range(void *va, int64_t lo, int64_t hi) {
+  const fill_job *f = va;
+  const pz_tensor *t = f->t;
+  for (int64_t li = lo; li < hi; li++) {
+    /* local contiguous index -> coordinates -> full (unsharded) flat index */
+    int64_t rem = li, full = 0, mult = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+      int64_t cd = rem % t->ne[d];
+      rem /= t->ne[d];
+      if (d == t->shard_dim) cd += (int64_t)f->rank * t->ne[d];
+      full += cd * mult;
+      mult *= t->full_ne[d];
+    }
+    float v = f->offset + f->scale * hash_unit(f->key, (uint64_t)full);
+    if (t->dtype == PZ_BF16) ((pz_bf16 *)f->dst)[li] = pz_f32_to_bf16(v);
+    else if (t->dtype == PZ_F32) ((float *)f->dst)[li] = v;
+    else ((int32_t *)f->dst)[li] = (int32_t)v;
+  }
+}
+
+static bool ends_with(const char *s, const char *suf) {
+  size_t a = strlen(s), b = strlen(suf);
+  return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+static pz_status fill_tensor(pz_cpu_exec *e, int r, const pz_tensor *t) {
+  void *dst = e->store[(size_t)r * e->g->n_tensors + t->id];
+  fill_job f = {.t = t, .dst = dst, .key = name_key(e->opts.seed, t->name), .rank = r};
+  if (t->kind == PZ_T_WEIGHT) {
+    if (!pz_tensor_contiguous(t))
+      return pz_error(PZ_ERR_SHAPE, "weight %s must be contiguous", t->name);
+    if (t->shard_dim >= t->ndim)
+      return pz_error(PZ_ERR_SHAPE, "weight %s: shard_dim %d out of range", t->name, t->shard_dim);
+    for (int d = 0; d < t->ndim; d++) {
+      int64_t need = d == t->shard_dim ? (int64_t)(r + 1) * t->ne[d] : t->ne[d];
+      if (t->full_ne[d] < need)
+        return pz_error(PZ_ERR_SHAPE, "weight %s: rank %d's shard exceeds full dim %d (%lld < %lld)",
+                        t->name, r, d, (long long)t->full_ne[d], (long long)need);
+    }
+    f.scale = t->init_scale;
+    f.offset = t->init_offset;
+  } else if (t->kind == PZ_T_STATE && ends_with(t->name, "kv_cache")) {
+    f.t = t;
+    f.rank = 0; /* replicated over ranks: identical contents */
+    f.scale = t->init_scale != 0.0f ? t->init_scale : 1.0f;
+    f.offset = 0.0f;
+    if (!pz_tensor_contiguous(t)) return pz_error(PZ_ERR_SHAPE, "kv cache %s must be contiguous", t->name);
+  } else {
+    return PZ_OK; /* calloc'd: zero */
+  }
+  /* Unsharded view for the cache (shard_dim ignored); weights use their own mapping. */
+  pz_tensor tc = *t;
+  if (t->kind != PZ_T_WEIGHT) {
+    tc.shard_dim = -1;
+    for (int d = 0; d < t->ndim; d++) tc.full_ne[d] = t->ne[d];
+  }
+  f.t = &tc;
+  pz_par_for(pz_tensor_numel(t), 4096, fill_range, &f);
+  return PZ_OK;
+}
+
+/* ------------------------------------------------------------ create / free */
+
+static int default_threads(int req) {
+  const char *env = getenv("PREZERO_CPU_THREADS");
+  if (env && atoi(env) > 0) return atoi(env);
+  if (req > 0) return req;
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)(n > 64 ? 64 : n) : 1;
+}
+
+pz_status pz_cpu_exec_create(const pz_graph *g, const pz_cpu_exec_opts *opts, pz_cpu_exec **out) {
+  if (!g || !out) return pz_error(PZ_ERR_INVALID_ARG, "cpu exec: NULL graph or out");
+  if (g->info.tp < 1 || g->info.tp > 64) return pz_error(PZ_ERR_INVALID_ARG, "cpu exec: tp %d not in 1..64", g->info.tp);
+  PZ_CHECK(pz_graph_verify(g));
+  pz_cpu_exec *e = calloc(1, sizeof *e);
+  if (!e) return pz_error(PZ_ERR_OOM, "cpu exec allocation");
+  pz_status st = PZ_OK;
+  pz_cpu_exec_opts def = PZ_CPU_EXEC_OPTS_INIT;
+  e->opts = opts ? *opts : def;
+  if (e->opts.dev.num_sms <= 0) pz_device_desc_default(&e->opts.dev);
+  e->tp = g->info.tp;
+  PZ_CHECK_GOTO(pz_graph_clone(g, &e->g), st, fail);
+  const int nt = e->g->n_tensors;
+  e->store = calloc((size_t)e->tp * (size_t)(nt ? nt : 1), sizeof(void *));
+  e->data = calloc((size_t)e->tp, sizeof(void **));
+  if (!e->store || !e->data) { st = pz_error(PZ_ERR_OOM, "cpu exec allocation"); goto fail; }
+  PZ_CHECK_GOTO(pz_cpu_pool_create(default_threads(e->opts.threads), &e->pool), st, fail);
+  pz_cpu_pool_bind(e->pool);
+  for (int r = 0; r < e->tp; r++) {
+    e->data[r] = calloc((size_t)(nt ? nt : 1), sizeof(void *));
+    if (!e->data[r]) { st = pz_error(PZ_ERR_OOM, "cpu exec allocation"); goto fail_bound; }
+    for (int t = 0; t < nt; t++) {
+      const pz_tensor *x = &e->g->tensors[t];
+      if (x->view_of >= 0) continue;
+      size_t bytes = (size_t)pz_tensor_span(x) * pz_dtype_size(x->dtype);
+      void *p = calloc(bytes ? bytes : 1, 1);
+      if (!p) { st = pz_error(PZ_ERR_OOM, "cpu exec: %zu bytes for %s (rank %d)", bytes, x->name, r); goto fail_bound; }
+      e->store[(size_t)r * nt + t] = p;
+      PZ_CHECK_GOTO(fill_tensor(e, r, x), st, fail_bound);
+    }
+    for (int t = 0; t < nt; t++) {
+      const pz_tensor *x = &e->g->tensors[t];
+      int own = pz_storage_of(e->g, t);
+      size_t off = x->view_of >= 0 ? (size_t)x->view_offset * pz_dtype_size(x->dtype) : 0;
+      e->data[r][t] = (char *)e->store[(size_t)r * nt + own] + off;
+    }
+  }
+  pz_cpu_pool_bind(NULL);
+  *out = e;
+  return PZ_OK;
+fail_bound:
+  pz_cpu_pool_bind(NULL);
+fail:
+  pz_cpu_exec_free(e);
+  return st;
+}
+
+void pz_cpu_exec_free(pz_cpu_exec *e) {
+  if (!e) return;
+  if (e->store && e->g)
+    for (size_t i = 0; i < (size_t)e->tp * (size_t)e->g->n_tensors; i++) free(e->store[i]);
+  if (e->data)
+    for (int r = 0; r < e->tp; r++) free(e->data[r]);
+  free(e->store);
+  free(e->data);
+  pz_cpu_pool_free(e->pool);
+  pz_graph_free(e->g);
+  free(e);
+}
+
+void *pz_cpu_exec_data(const pz_cpu_exec *e, int rank, int tensor_id) {
+  if (!e || rank < 0 || rank >= e->tp || tensor_id < 0 || tensor_id >= e->g->n_tensors) return NULL;
+  return e->data[rank][tensor_id];
+}
+
+/* ------------------------------------------------------------ step */
+
+static void poison(pz_cpu_exec *e) {
+  const int nt = e->g->n_tensors;
+  for (int r = 0; r < e->tp; r++)
+    for (int t = 0; t < nt; t++) {
+      const pz_tensor *x = &e->g->tensors[t];
+      if (x->view_of >= 0 || (x->kind != PZ_T_ACT && x->kind != PZ_T_BUFFER)) continue;
+      int64_t n = pz_tensor_span(x);
+      void *p = e->store[(size_t)r * nt + t];
+      if (x->dtype == PZ_BF16) for (int64_t i = 0; i < n; i++) ((uint16_t *)p)[i] = 0x7fc0;
+      else for (int64_t i = 0; i < n; i++) ((uint32_t *)p)[i] = 0x7fc00000u; /* f32 NaN; i32: a huge bogus id */
+    }
+}
+
+static pz_status put_input(pz_cpu_exec *e, int id, int64_t m, const int32_t *v, const char *what) {
+  if (id < 0) return PZ_OK;
+  const pz_tensor *t = &e->g->tensors[id];
+  if (t->dtype != PZ_I32 || pz_tensor_numel(t) < m)
+    return pz_error(PZ_ERR_SHAPE, "cpu exec: %s tensor %s is not i32 with >= %lld elements", what, t->name, (long long)m);
+  for (int r = 0; r < e->tp; r++) memcpy(e->data[r][id], v, sizeof(int32_t) * (size_t)m);
+  return PZ_OK;
+}
+
+pz_status pz_cpu_exec_step(pz_cpu_exec *e, int64_t m, const int32_t *tokens, const int32_t *pos, int32_t *next) {
+  if (!e || !tokens || !pos) return pz_error(PZ_ERR_INVALID_ARG, "cpu exec step: NULL argument");
+  if (m < 1 || m > e->g->info.m)
+    return pz_error(PZ_ERR_INVALID_ARG, "cpu exec step: batch %lld not in 1..%lld", (long long)m, (long long)e->g->info.m);
+  for (int64_t i = 0; i < m; i++)
+    if (pos[i] < 0) return pz_error(PZ_ERR_INVALID_ARG, "cpu exec step: pos[%lld] = %d < 0", (long long)i, pos[i]);
+  if (e->opts.poison) poison(e);
+  PZ_CHECK(put_input(e, e->g->in_tokens, m, tokens, "token"));
+  PZ_CHECK(put_input(e, e->g->in_pos, m, pos, "position"));
+  pz_status st = PZ_OK;
+  pz_cpu_pool_bind(e->pool);
+  for (int i = 0; i < e->g->n_nodes && st == PZ_OK; i++) {
+    const pz_node *n = &e->g->nodes[i];
+    pz_cpu_ctx c = {.g = e->g, .opts = &e->opts, .rank = 0, .tp = e->tp, .m = m,
+                    .data = e->data[0], .rank_data = e->data};
+    if (pz_op_is_collective(n->op)) {
+      st = op_table[n->op](&c, n);
+    } else {
+      for (int r = 0; r < e->tp && st == PZ_OK; r++) {
+        c.rank = r;
+        c.data = e->data[r];
+        st = op_table[n->op](&c, n);
+      }
+    }
+    if (st != PZ_OK) pz_log_propagate(__FILE__, __LINE__, n->name, st);
+  }
+  pz_cpu_pool_bind(NULL);
+  if (st != PZ_OK) return st;
+  e->last_m = m;
+  if (next) {
+    if (e->g->out_tokens < 0) return pz_error(PZ_ERR_INVALID_ARG, "cpu exec step: graph has no out_tokens");
+    memcpy(next, e->data[0][e->g->out_tokens], sizeof(int32_t) * (size_t)m);
+  }
+  return PZ_OK;
+}
+
+pz_status pz_cpu_exec_logits(const pz_cpu_exec *e, int64_t m, float *out) {
+  if (!e || !out) return pz_error(PZ_ERR_INVALID_ARG, "cpu exec logits: NULL argument");
+  if (e->g->out_logits < 0) return pz_error(PZ_ERR_INVALID_ARG, "cpu exec logits: graph has no out_logits");
+  if (m < 1 || m > e->last_m)
+    return pz_error(PZ_ERR_INVALID_ARG, "cpu exec logits: %lld rows, last step had %lld", (long long)m, (long long)e->last_m);
+  const pz_tensor *L = &e->g->tensors[e->g->out_logits];
+  int64_t vpr = L->ne[1], ld = L->ndim >= 2 ? L->stride[0] : vpr;
+  int64_t vocab = e->g->info.vocab_size > 0 ? e->g->info.vocab_size : vpr * e->tp;
+  for (int r = 0; r < e->tp; r++) {
+    const float *src = e->data[r][e->g->out_logits];
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < vpr; j++) {
+        int64_t id = (int64_t)r * vpr + j;
+        if (id < vocab) out[i * vocab + id] = src[i * ld + j];
+      }
+  }
+  return PZ_OK;
+}

@@ -1,0 +1,192 @@
+/* CPU kernels of the decode ops (all of ops.def except the two *_MAYBE_PREZERO ops, which live
+ * in prezero_ops.c): unpack tensors and params from the node, call the ref_ops.h functions. */
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/ref_ops.h"
+#include <stdlib.h>
+#include <string.h>
+
+#define TT(id) (&c->g->tensors[(id)])
+#define DATA(id) (c->data[(id)])
+
+/* Row stride of a 1-D or 2-D tensor whose columns must be unit-stride. */
+static pz_status row_major(const pz_cpu_ctx *c, const pz_node *n, int id, int64_t *ld) {
+  const pz_tensor *t = TT(id);
+  if (t->ndim == 1) { *ld = t->ne[0]; return PZ_OK; }
+  if (t->stride[t->ndim - 1] != 1)
+    return pz_error(PZ_ERR_SHAPE, "%s: tensor %s has non-unit column stride", n->name, t->name);
+  *ld = t->stride[t->ndim - 2];
+  return PZ_OK;
+}
+#define LD(id, var) int64_t var; PZ_CHECK(row_major(c, n, (id), &var))
+
+static pz_status need_src(const pz_node *n, int slot) {
+  if (slot >= n->n_src || n->src[slot] < 0)
+    return pz_error(PZ_ERR_INVALID_ARG, "%s: missing input %d", n->name, slot);
+  return PZ_OK;
+}
+
+pz_status pz_cpu_op_EMBEDDING(pz_cpu_ctx *c, const pz_node *n) {
+  PZ_CHECK(need_src(n, 0)); PZ_CHECK(need_src(n, 1));
+  const pz_tensor *W = TT(n->src[1]), *o = TT(n->dst[0]);
+  int64_t H = W->ne[1];
+  int64_t vpr = n->p.vocab.vocab_per_rank > 0 ? n->p.vocab.vocab_per_rank : W->ne[0];
+  int64_t vocab = n->p.vocab.vocab_size > 0 ? n->p.vocab.vocab_size
+                  : c->g->info.vocab_size > 0 ? c->g->info.vocab_size : vpr * c->tp;
+  if (o->dtype != PZ_F32 || o->ne[1] != H) return pz_error(PZ_ERR_SHAPE, "%s: output must be f32 [m,%lld]", n->name, (long long)H);
+  LD(n->dst[0], ldo);
+  return pz_ref_embedding(c->m, DATA(n->src[0]), DATA(n->src[1]), H, vocab, vpr, c->rank, DATA(n->dst[0]), ldo);
+}
+
+pz_status pz_cpu_op_RMSNORM(pz_cpu_ctx *c, const pz_node *n) {
+  PZ_CHECK(need_src(n, 0)); PZ_CHECK(need_src(n, 1));
+  const pz_tensor *x = TT(n->src[0]);
+  if (x->dtype != PZ_F32 && x->dtype != PZ_BF16) return pz_error(PZ_ERR_DTYPE, "%s: x must be f32 or bf16", n->name);
+  LD(n->src[0], ldx);
+  LD(n->dst[0], ldy);
+  pz_ref_rmsnorm(c->m, x->ne[1], DATA(n->src[0]), x->dtype, ldx, DATA(n->src[1]), n->p.norm.eps,
+                 DATA(n->dst[0]), ldy);
+  return PZ_OK;
+}
+
+pz_status pz_cpu_op_AR_RMSNORM(pz_cpu_ctx *c, const pz_node *n) {
+  PZ_CHECK(need_src(n, 0)); PZ_CHECK(need_src(n, 1));
+  if (n->n_dst < 2) return pz_error(PZ_ERR_INVALID_ARG, "%s: needs dst {x_norm, residual}", n->name);
+  const pz_tensor *part = TT(n->src[0]);
+  int64_t H = part->ne[1];
+  LD(n->src[0], ldp);
+  LD(n->dst[0], ldx);
+  LD(n->dst[1], ldr);
+  bool has_res = n->p.norm.has_residual && n->n_src > 2 && n->src[2] >= 0;
+  if (has_res) {
+    LD(n->src[2], ldri);
+    if (ldri != ldr) return pz_error(PZ_ERR_SHAPE, "%s: residual in/out strides differ", n->name);
+  }
+  const float *parts[64];
+  if (c->tp > 64) return pz_error(PZ_ERR_UNSUPPORTED, "%s: tp %d > 64", n->name, c->tp);
+  for (int r = 0; r < c->tp; r++) parts[r] = c->rank_data[r][n->src[0]];
+  for (int r = 0; r < c->tp; r++) {
+    void **d = c->rank_data[r];
+    pz_ref_ar_rmsnorm(c->tp, parts, ldp, has_res ? d[n->src[2]] : NULL, d[n->dst[1]], ldr,
+                      d[n->src[1]], n->p.norm.eps, c->m, H, d[n->dst[0]], ldx);
+  }
+  return PZ_OK;
+}
+
+static pz_status gemm_common(pz_cpu_ctx *c, const pz_node *n, bool zero_init, int split_k) {
+  PZ_CHECK(need_src(n, 0)); PZ_CHECK(need_src(n, 1));
+  const pz_tensor *A = TT(n->src[0]), *W = TT(n->src[1]), *C = TT(n->dst[0]);
+  if (A->dtype != PZ_BF16 || W->dtype != PZ_BF16 || C->dtype != PZ_F32)
+    return pz_error(PZ_ERR_DTYPE, "%s: GEMM needs bf16 A, W and f32 C", n->name);
+  LD(n->src[0], lda);
+  LD(n->src[1], ldw);
+  LD(n->dst[0], ldc);
+  const float *bias = (n->n_src > 2 && n->src[2] >= 0) ? DATA(n->src[2]) : NULL;
+  pz_ref_gemm(c->m, W->ne[0], W->ne[1], DATA(n->src[0]), lda, DATA(n->src[1]), ldw, bias,
+              DATA(n->dst[0]), ldc, split_k, zero_init);
+  return PZ_OK;
+}
+
+pz_status pz_cpu_op_GEMM(pz_cpu_ctx *c, const pz_node *n) {
+  return gemm_common(c, n, n->p.gemm.zero_init, n->p.gemm.split_k);
+}
+
+pz_status pz_cpu_op_LM_HEAD(pz_cpu_ctx *c, const pz_node *n) {
+  /* LM_HEAD's params may be vocab params (union), so it always zeroes its output itself. */
+  return gemm_common(c, n, true, 0);
+}
+
+pz_status pz_cpu_op_ARGMAX(pz_cpu_ctx *c, const pz_node *n) {
+  PZ_CHECK(need_src(n, 0));
+  const pz_tensor *L = TT(n->src[0]);
+  if (L->dtype != PZ_F32 || TT(n->dst[0])->dtype != PZ_I32)
+    return pz_error(PZ_ERR_DTYPE, "%s: argmax needs f32 logits and i32 ids", n->name);
+  LD(n->src[0], ld);
+  int64_t vpr = L->ne[1];
+  int64_t vocab = n->p.vocab.vocab_size > 0 ? n->p.vocab.vocab_size
+                  : c->g->info.vocab_size > 0 ? c->g->info.vocab_size : vpr * c->tp;
+  const float *logits[64];
+  if (c->tp > 64) return pz_error(PZ_ERR_UNSUPPORTED, "%s: tp %d > 64", n->name, c->tp);
+  for (int r = 0; r < c->tp; r++) logits[r] = c->rank_data[r][n->src[0]];
+  pz_ref_argmax(c->tp, logits, ld, c->m, vpr, vocab, c->rank_data[0][n->dst[0]]);
+  for (int r = 1; r < c->tp; r++)
+    memcpy(c->rank_data[r][n->dst[0]], c->rank_data[0][n->dst[0]], sizeof(int32_t) * (size_t)c->m);
+  return PZ_OK;
+}
+
+static const void *opt_data(pz_cpu_ctx *c, const pz_node *n, int slot) {
+  return (slot < n->n_src && n->src[slot] >= 0) ? DATA(n->src[slot]) : NULL;
+}
+static int64_t opt_ld(pz_cpu_ctx *c, const pz_node *n, int slot) {
+  if (slot >= n->n_src || n->src[slot] < 0) return 0;
+  const pz_tensor *t = TT(n->src[slot]);
+  return t->ndim >= 2 ? t->stride[t->ndim - 2] : t->ne[0];
+}
+
+pz_status pz_cpu_op_MLA_ATTN(pz_cpu_ctx *c, const pz_node *n) {
+  const pz_mla_params *p = &n->p.mla;
+  if (n->n_src < PZ_MLA_NSRC) return pz_error(PZ_ERR_INVALID_ARG, "%s: expected %d src slots", n->name, PZ_MLA_NSRC);
+  PZ_CHECK(need_src(n, PZ_MLA_KV_CACHE));
+  const pz_tensor *cache = TT(n->src[PZ_MLA_KV_CACHE]);
+  pz_ref_mla_io io = {0};
+  io.qkv_a = opt_data(c, n, PZ_MLA_QKV_A); io.ld_qkv_a = opt_ld(c, n, PZ_MLA_QKV_A);
+  io.q = opt_data(c, n, PZ_MLA_Q);         io.ld_q = opt_ld(c, n, PZ_MLA_Q);
+  io.kv_a = opt_data(c, n, PZ_MLA_KV_A);   io.ld_kv_a = opt_ld(c, n, PZ_MLA_KV_A);
+  io.qa_norm_w = opt_data(c, n, PZ_MLA_QA_NORM_W);
+  io.qb_w = opt_data(c, n, PZ_MLA_QB_W);
+  io.kva_norm_w = opt_data(c, n, PZ_MLA_KVA_NORM_W);
+  io.w_uk = opt_data(c, n, PZ_MLA_W_UK);
+  io.w_uv = opt_data(c, n, PZ_MLA_W_UV);
+  io.o_w = opt_data(c, n, PZ_MLA_O_W);
+  io.kv_cache = DATA(n->src[PZ_MLA_KV_CACHE]);
+  io.cache_seq_stride = cache->stride[0];
+  io.pos = opt_data(c, n, PZ_MLA_POS);
+  /* q_b slot: inside the donor's always-zeroed prefix [0, n_base), so zero_init = false. */
+  if (n->src[PZ_MLA_QB_PREZERO] >= 0) {
+    io.qb_out = DATA(n->src[PZ_MLA_QB_PREZERO]);
+    io.ld_qb_out = opt_ld(c, n, PZ_MLA_QB_PREZERO);
+    io.qb_zero_init = false;
+  }
+  LD(n->dst[0], ldo);
+  float *dst = DATA(n->dst[0]);
+  float *oslot = n->src[PZ_MLA_OPROJ_PREZERO] >= 0 ? DATA(n->src[PZ_MLA_OPROJ_PREZERO]) : NULL;
+  int64_t ld_slot = opt_ld(c, n, PZ_MLA_OPROJ_PREZERO);
+  if (oslot) {
+    io.out = oslot;
+    io.ld_out = ld_slot;
+    io.out_zero_init = !pz_prezero_active(c->m, p->prezero_n_total, PZ_F32, p->hidden, c->tp, &c->opts->dev);
+  } else {
+    io.out = dst;
+    io.ld_out = ldo;
+    io.out_zero_init = true;
+  }
+  PZ_CHECK(pz_ref_mla_decode(c->m, p, &io));
+  if (oslot && (oslot != dst || ld_slot != ldo))
+    for (int64_t i = 0; i < c->m; i++) memcpy(dst + i * ldo, oslot + i * ld_slot, sizeof(float) * (size_t)p->hidden);
+  return PZ_OK;
+}
+
+pz_status pz_cpu_op_MOE(pz_cpu_ctx *c, const pz_node *n) {
+  const pz_moe_params *p = &n->p.moe;
+  if (n->n_src < PZ_MOE_SH_GATE) return pz_error(PZ_ERR_INVALID_ARG, "%s: too few inputs", n->name);
+  PZ_CHECK(need_src(n, PZ_MOE_X)); PZ_CHECK(need_src(n, PZ_MOE_LOGITS));
+  PZ_CHECK(need_src(n, PZ_MOE_W_GATE)); PZ_CHECK(need_src(n, PZ_MOE_W_UP)); PZ_CHECK(need_src(n, PZ_MOE_W_DOWN));
+  const pz_tensor *x = TT(n->src[PZ_MOE_X]);
+  LD(n->src[PZ_MOE_X], ldx);
+  LD(n->src[PZ_MOE_LOGITS], ldl);
+  LD(n->dst[0], ldo);
+  return pz_ref_moe(c->m, x->ne[1], DATA(n->src[PZ_MOE_X]), ldx, DATA(n->src[PZ_MOE_LOGITS]), ldl,
+                    opt_data(c, n, PZ_MOE_BIAS), p, DATA(n->src[PZ_MOE_W_GATE]), DATA(n->src[PZ_MOE_W_UP]),
+                    DATA(n->src[PZ_MOE_W_DOWN]), opt_data(c, n, PZ_MOE_SH_GATE),
+                    opt_data(c, n, PZ_MOE_SH_UP), opt_data(c, n, PZ_MOE_SH_DOWN), DATA(n->dst[0]), ldo,
+                    NULL, NULL);
+}
+
+pz_status pz_cpu_op_DENSE_MLP(pz_cpu_ctx *c, const pz_node *n) {
+  for (int s = 0; s < 4; s++) PZ_CHECK(need_src(n, s));
+  const pz_tensor *x = TT(n->src[0]), *wg = TT(n->src[1]);
+  int64_t inter = wg->ne[0];
+  LD(n->src[0], ldx);
+  LD(n->dst[0], ldo);
+  return pz_ref_mlp(c->m, x->ne[1], inter, DATA(n->src[0]), ldx, DATA(n->src[1]), DATA(n->src[2]),
+                    DATA(n->src[3]), DATA(n->dst[0]), ldo, true);
+}

@@ -1,0 +1,167 @@
+/* CPU reference of the MoE block: router scoring and top-k (greedy, group_limited_greedy,
+ * noaux_tc), routed SwiGLU experts, shared experts; and the dense SwiGLU MLP. See ref_ops.h. */
+#include "backend/cpu/ref_ops.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BF(x) pz_bf16_to_f32(x)
+
+/* a ranks before b: larger value first, NaN last, ties to the lower index. */
+static bool ranks_before(float a, int ia, float b, int ib) {
+  bool na = isnan(a), nb = isnan(b);
+  if (na != nb) return nb;
+  if (!na && a != b) return a > b;
+  return ia < ib;
+}
+
+/* Indices of the k best values among the n with allowed[i] (or all when allowed NULL), in
+ * ranking order. Plain selection: O(n*k), n <= a few hundred experts. */
+static void top_k_idx(const float *v, const unsigned char *allowed, int n, int k, int *out) {
+  unsigned char *used = calloc((size_t)n, 1);
+  unsigned char local[512];
+  if (!used && n <= 512) { memset(local, 0, (size_t)n); used = local; }
+  for (int t = 0; t < k; t++) {
+    int best = -1;
+    for (int i = 0; i < n; i++) {
+      if ((allowed && !allowed[i]) || (used && used[i])) continue;
+      if (best < 0 || ranks_before(v[i], i, v[best], best)) best = i;
+    }
+    out[t] = best;
+    if (best >= 0 && used) used[best] = 1;
+  }
+  if (used != local) free(used);
+}
+
+void pz_ref_moe_route(int64_t m, const float *logits, int64_t ld, const float *bias,
+                      const pz_moe_params *p, int32_t *ids, float *weights) {
+  const int E = p->n_experts, K = p->top_k;
+  const int G = p->n_group > 0 ? p->n_group : 1, per = E / G;
+  float *score = malloc(sizeof(float) * (size_t)E * 2 + sizeof(float) * (size_t)G);
+  unsigned char *allowed = malloc((size_t)E);
+  int *sel = malloc(sizeof(int) * (size_t)(K + G + 2));
+  if (!score || !allowed || !sel) { /* cannot happen at these sizes; leave a defined result */
+    for (int64_t i = 0; i < m * K; i++) { ids[i] = 0; weights[i] = 0.0f; }
+    free(score); free(allowed); free(sel);
+    return;
+  }
+  float *choice = score + E, *gscore = choice + E;
+  for (int64_t i = 0; i < m; i++) {
+    const float *x = logits + i * ld;
+    if (p->scoring == PZ_SCORE_SOFTMAX) {
+      float mx = -INFINITY;
+      for (int e = 0; e < E; e++) if (x[e] > mx) mx = x[e];
+      float sum = 0.0f;
+      for (int e = 0; e < E; e++) { score[e] = expf(x[e] - mx); sum += score[e]; }
+      for (int e = 0; e < E; e++) score[e] = score[e] / sum;
+    } else {
+      for (int e = 0; e < E; e++) score[e] = 1.0f / (1.0f + expf(-x[e]));
+    }
+    bool biased = p->topk_method == PZ_TOPK_NOAUX_TC && bias;
+    for (int e = 0; e < E; e++) choice[e] = biased ? score[e] + bias[e] : score[e];
+    const unsigned char *mask = NULL;
+    if (p->topk_method != PZ_TOPK_GREEDY && G > 1) {
+      for (int g = 0; g < G; g++) {
+        const float *cg = choice + g * per;
+        if (p->topk_method == PZ_TOPK_GROUP_LIMITED) {
+          int b; top_k_idx(cg, NULL, per, 1, &b);
+          gscore[g] = cg[b];
+        } else {
+          int b2[2]; int nk = per >= 2 ? 2 : 1;
+          top_k_idx(cg, NULL, per, nk, b2);
+          gscore[g] = nk == 2 ? cg[b2[0]] + cg[b2[1]] : cg[b2[0]];
+        }
+      }
+      int tg = p->topk_group < G ? p->topk_group : G;
+      top_k_idx(gscore, NULL, G, tg, sel);
+      memset(allowed, 0, (size_t)E);
+      for (int t = 0; t < tg; t++) memset(allowed + sel[t] * per, 1, (size_t)per);
+      mask = allowed;
+    }
+    top_k_idx(choice, mask, E, K, sel);
+    int32_t *id = ids + i * K;
+    float *w = weights + i * K;
+    for (int t = 0; t < K; t++) { id[t] = sel[t]; w[t] = sel[t] >= 0 ? score[sel[t]] : 0.0f; }
+    if (p->norm_topk_prob && K > 1) {
+      float den = 0.0f;
+      for (int t = 0; t < K; t++) den += w[t];
+      den += 1e-20f;
+      for (int t = 0; t < K; t++) w[t] = w[t] / den;
+    }
+    for (int t = 0; t < K; t++) w[t] = w[t] * p->routed_scaling_factor;
+  }
+  free(score); free(allowed); free(sel);
+}
+
+pz_status pz_ref_mlp(int64_t m, int64_t H, int64_t inter, const pz_bf16 *x, int64_t ldx,
+                     const pz_bf16 *w_gate, const pz_bf16 *w_up, const pz_bf16 *w_down,
+                     float *out, int64_t ld_out, bool zero_init) {
+  if (m <= 0) return PZ_OK;
+  float *g = malloc(sizeof(float) * (size_t)(2 * m * inter));
+  pz_bf16 *h = malloc(sizeof(pz_bf16) * (size_t)(m * inter));
+  if (!g || !h) { free(g); free(h); return pz_error(PZ_ERR_OOM, "mlp: scratch allocation"); }
+  float *u = g + m * inter;
+  pz_ref_gemm(m, inter, H, x, ldx, w_gate, H, NULL, g, inter, 1, true);
+  pz_ref_gemm(m, inter, H, x, ldx, w_up, H, NULL, u, inter, 1, true);
+  for (int64_t i = 0; i < m * inter; i++) {
+    float gv = g[i];
+    float s = gv / (1.0f + expf(-gv));
+    h[i] = pz_f32_to_bf16(s * u[i]);
+  }
+  pz_ref_gemm(m, H, inter, h, inter, w_down, inter, NULL, out, ld_out, 1, zero_init);
+  free(g); free(h);
+  return PZ_OK;
+}
+
+pz_status pz_ref_moe(int64_t m, int64_t H, const pz_bf16 *x, int64_t ldx,
+                     const float *logits, int64_t ld_logits, const float *bias,
+                     const pz_moe_params *p, const pz_bf16 *w_gate, const pz_bf16 *w_up,
+                     const pz_bf16 *w_down, const pz_bf16 *sh_gate, const pz_bf16 *sh_up,
+                     const pz_bf16 *sh_down, float *out, int64_t ld_out,
+                     int32_t *ids_out, float *weights_out) {
+  if (m <= 0) return PZ_OK;
+  const int K = p->top_k, E = p->n_experts;
+  const int64_t I = p->inter;
+  pz_status st = PZ_OK;
+  int32_t *ids = malloc(sizeof(int32_t) * (size_t)(m * K));
+  float *w = malloc(sizeof(float) * (size_t)(m * K));
+  float *d = malloc(sizeof(float) * (size_t)(m * K * H));      /* expert output per (token, slot) */
+  pz_bf16 *xg = malloc(sizeof(pz_bf16) * (size_t)(m * K * H));  /* gathered tokens of one expert */
+  int64_t *slot = malloc(sizeof(int64_t) * (size_t)(m * K));
+  float *dg = malloc(sizeof(float) * (size_t)(m * K * H));
+  if (!ids || !w || !d || !xg || !slot || !dg) { st = pz_error(PZ_ERR_OOM, "moe: scratch allocation"); goto done; }
+  pz_ref_moe_route(m, logits, ld_logits, bias, p, ids, w);
+  memset(d, 0, sizeof(float) * (size_t)(m * K * H)); /* slots with no expert (id -1) add 0 */
+  /* Each expert runs once over the tokens that chose it (rows are independent in the GEMM,
+   * so this equals a per-token evaluation bit for bit). */
+  for (int e = 0; e < E; e++) {
+    int64_t cnt = 0;
+    for (int64_t t = 0; t < m * K; t++)
+      if (ids[t] == e) {
+        memcpy(xg + cnt * H, x + (t / K) * ldx, sizeof(pz_bf16) * (size_t)H);
+        slot[cnt++] = t;
+      }
+    if (!cnt) continue;
+    PZ_CHECK_GOTO(pz_ref_mlp(cnt, H, I, xg, H, w_gate + (int64_t)e * I * H, w_up + (int64_t)e * I * H,
+                             w_down + (int64_t)e * H * I, dg, H, true), st, done);
+    for (int64_t c = 0; c < cnt; c++) memcpy(d + slot[c] * H, dg + c * H, sizeof(float) * (size_t)H);
+  }
+  for (int64_t i = 0; i < m; i++) {
+    float *o = out + i * ld_out;
+    for (int64_t j = 0; j < H; j++) {
+      float y = 0.0f;
+      for (int t = 0; t < K; t++) y += w[i * K + t] * d[(i * K + t) * H + j];
+      o[j] = y;
+    }
+  }
+  if (sh_gate && sh_up && sh_down && p->shared_inter > 0) {
+    PZ_CHECK_GOTO(pz_ref_mlp(m, H, p->shared_inter, x, ldx, sh_gate, sh_up, sh_down, dg, H, true), st, done);
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < H; j++) out[i * ld_out + j] += dg[i * H + j];
+  }
+  if (ids_out) memcpy(ids_out, ids, sizeof(int32_t) * (size_t)(m * K));
+  if (weights_out) memcpy(weights_out, w, sizeof(float) * (size_t)(m * K));
+done:
+  free(ids); free(w); free(d); free(xg); free(slot); free(dg);
+  return st;
+}

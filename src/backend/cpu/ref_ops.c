@@ -1,0 +1,256 @@
+/* CPU reference ops, part 1: split-K GEMM, RMSNorm, AR + residual + RMSNorm, embedding,
+ * argmax, YaRN RoPE. Formulas and their sources are documented in ref_ops.h. */
+#include "backend/cpu/ref_ops.h"
+#include "backend/cpu/cpu_pool.h"
+#include <math.h>
+#include <string.h>
+
+#ifndef M_PI
+#define M_PI 3.14159265358979323846
+#endif
+
+/* ---------------------------------------------------------------- GEMM */
+
+int pz_ref_default_split(int64_t k) {
+  if (k < 2048) return 1;
+  int64_t s = k / 1024;
+  return (int)(s > 8 ? 8 : s);
+}
+
+int64_t pz_ref_split_chunk(int64_t k, int split) {
+  if (split <= 0) split = pz_ref_default_split(k);
+  if (k < 1) return 1;
+  int64_t c = (k + split - 1) / split;
+  c = (c + 63) / 64 * 64;
+  return c;
+}
+
+typedef struct gemm_job {
+  int64_t m, n, k, lda, ldw, ldc, chunk;
+  const pz_bf16 *A, *W;
+  const float *bias;
+  float *C;
+  bool zero_init;
+} gemm_job;
+
+#define BF(x) pz_bf16_to_f32(x)
+
+/* Columns [j0, j1): 4 columns at a time (4 independent fp32 chains, each in k order). */
+static void gemm_cols(void *va, int64_t j0, int64_t j1) {
+  const gemm_job *g = va;
+  const int64_t k = g->k;
+  for (int64_t j = j0; j < j1; j += 4) {
+    int nc = (int)(j1 - j < 4 ? j1 - j : 4);
+    const pz_bf16 *w[4];
+    for (int c = 0; c < 4; c++) w[c] = g->W + (j + (c < nc ? c : 0)) * g->ldw;
+    for (int64_t i = 0; i < g->m; i++) {
+      const pz_bf16 *a = g->A + i * g->lda;
+      float *crow = g->C + i * g->ldc + j;
+      float out[4];
+      for (int c = 0; c < nc; c++) out[c] = g->zero_init ? 0.0f : crow[c];
+      for (int64_t k0 = 0; k0 < k; k0 += g->chunk) {
+        int64_t k1 = k0 + g->chunk < k ? k0 + g->chunk : k;
+        float acc0 = 0.f, acc1 = 0.f, acc2 = 0.f, acc3 = 0.f;
+        for (int64_t kk = k0; kk < k1; kk++) {
+          float av = BF(a[kk]);
+          acc0 += av * BF(w[0][kk]);
+          acc1 += av * BF(w[1][kk]);
+          acc2 += av * BF(w[2][kk]);
+          acc3 += av * BF(w[3][kk]);
+        }
+        float acc[4] = {acc0, acc1, acc2, acc3};
+        for (int c = 0; c < nc; c++) {
+          float part = acc[c];
+          if (k0 == 0 && g->bias) part += g->bias[j + c];
+          out[c] += part;
+        }
+      }
+      for (int c = 0; c < nc; c++) crow[c] = out[c];
+    }
+  }
+}
+
+static void gemm_blocks(void *va, int64_t b0, int64_t b1) {
+  const gemm_job *g = va;
+  int64_t j1 = b1 * 4 < g->n ? b1 * 4 : g->n;
+  gemm_cols(va, b0 * 4, j1);
+}
+
+void pz_ref_gemm(int64_t m, int64_t n, int64_t k, const pz_bf16 *A, int64_t lda,
+                 const pz_bf16 *W, int64_t ldw, const float *bias, float *C, int64_t ldc,
+                 int split_k, bool zero_init) {
+  if (m <= 0 || n <= 0) return;
+  gemm_job g = {.m = m, .n = n, .k = k, .lda = lda, .ldw = ldw, .ldc = ldc,
+                .chunk = pz_ref_split_chunk(k, split_k), .A = A, .W = W, .bias = bias,
+                .C = C, .zero_init = zero_init};
+  if (k <= 0) { /* no K: C = bias (or 0) / C += bias */
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) {
+        float base = zero_init ? 0.0f : C[i * ldc + j];
+        C[i * ldc + j] = base + (bias ? bias[j] : 0.0f);
+      }
+    return;
+  }
+  /* Parallel over column blocks of 4 so each thread's range stays 4-aligned. */
+  pz_par_for((n + 3) / 4, 4, gemm_blocks, &g);
+}
+
+/* ---------------------------------------------------------------- RMSNorm */
+
+float pz_ref_rms_inv(const float *r, int64_t n, float eps) {
+  float ss = 0.0f;
+  for (int64_t j = 0; j < n; j++) ss += r[j] * r[j];
+  float mean = ss / (float)n;
+  return 1.0f / sqrtf(mean + eps);
+}
+
+static void norm_row(const float *r, int64_t n, const pz_bf16 *w, float eps, pz_bf16 *y) {
+  float inv = pz_ref_rms_inv(r, n, eps);
+  for (int64_t j = 0; j < n; j++) y[j] = pz_f32_to_bf16((r[j] * inv) * BF(w[j]));
+}
+
+void pz_ref_rmsnorm(int64_t m, int64_t n, const void *x, pz_dtype x_dtype, int64_t ldx,
+                    const pz_bf16 *w, float eps, pz_bf16 *y, int64_t ldy) {
+  if (x_dtype == PZ_F32) {
+    for (int64_t i = 0; i < m; i++) norm_row((const float *)x + i * ldx, n, w, eps, y + i * ldy);
+  } else if (x_dtype == PZ_BF16) {
+    float buf[1024];
+    for (int64_t i = 0; i < m; i++) {
+      const pz_bf16 *xr = (const pz_bf16 *)x + i * ldx;
+      /* Row in chunks is not possible (the norm needs the whole row): convert in place of y's
+       * lifetime using a stack buffer when it fits, else two passes reading x directly. */
+      if (n <= 1024) {
+        for (int64_t j = 0; j < n; j++) buf[j] = BF(xr[j]);
+        norm_row(buf, n, w, eps, y + i * ldy);
+      } else {
+        float ss = 0.0f;
+        for (int64_t j = 0; j < n; j++) ss += BF(xr[j]) * BF(xr[j]);
+        float inv = 1.0f / sqrtf(ss / (float)n + eps);
+        for (int64_t j = 0; j < n; j++) y[i * ldy + j] = pz_f32_to_bf16((BF(xr[j]) * inv) * BF(w[j]));
+      }
+    }
+  }
+}
+
+void pz_ref_ar_rmsnorm(int tp, const float *const *partials, int64_t ld_partial,
+                       const float *residual_in, float *residual_out, int64_t ld_res,
+                       const pz_bf16 *w, float eps, int64_t m, int64_t H,
+                       pz_bf16 *x_norm, int64_t ld_x) {
+  for (int64_t i = 0; i < m; i++) {
+    float *ro = residual_out + i * ld_res;
+    const float *ri = residual_in ? residual_in + i * ld_res : NULL;
+    for (int64_t j = 0; j < H; j++) {
+      float s = partials[0][i * ld_partial + j];
+      for (int r = 1; r < tp; r++) s += partials[r][i * ld_partial + j];
+      ro[j] = ri ? ri[j] + s : s;
+    }
+    norm_row(ro, H, w, eps, x_norm + i * ld_x);
+  }
+}
+
+/* ---------------------------------------------------------------- vocab-parallel ops */
+
+pz_status pz_ref_embedding(int64_t m, const int32_t *ids, const pz_bf16 *W, int64_t H,
+                           int64_t vocab_size, int64_t vocab_per_rank, int rank,
+                           float *out, int64_t ld_out) {
+  int64_t lo = (int64_t)rank * vocab_per_rank;
+  for (int64_t i = 0; i < m; i++) {
+    int64_t id = ids[i];
+    if (id < 0 || id >= vocab_size)
+      return pz_error(PZ_ERR_INVALID_ARG, "embedding: token id %lld of row %lld is outside [0, %lld)",
+                      (long long)id, (long long)i, (long long)vocab_size);
+    float *o = out + i * ld_out;
+    if (id >= lo && id < lo + vocab_per_rank) {
+      const pz_bf16 *wr = W + (id - lo) * H;
+      for (int64_t j = 0; j < H; j++) o[j] = BF(wr[j]);
+    } else {
+      for (int64_t j = 0; j < H; j++) o[j] = 0.0f;
+    }
+  }
+  return PZ_OK;
+}
+
+void pz_ref_argmax(int tp, const float *const *logits, int64_t ld, int64_t m,
+                   int64_t vocab_per_rank, int64_t vocab_size, int32_t *out_ids) {
+  for (int64_t i = 0; i < m; i++) {
+    int64_t best = -1;
+    float bv = 0.0f;
+    int found_nan = 0;
+    for (int r = 0; r < tp && !found_nan; r++) {
+      const float *row = logits[r] + i * ld;
+      for (int64_t j = 0; j < vocab_per_rank; j++) {
+        int64_t id = (int64_t)r * vocab_per_rank + j;
+        if (id >= vocab_size) break;
+        float v = row[j];
+        if (isnan(v)) { best = id; found_nan = 1; break; }
+        if (best < 0 || v > bv) { best = id; bv = v; } /* strict >: the lowest id keeps ties */
+      }
+    }
+    out_ids[i] = (int32_t)(best < 0 ? 0 : best);
+  }
+}
+
+/* ---------------------------------------------------------------- RoPE / YaRN */
+
+double pz_ref_yarn_get_mscale(double factor, double ms) {
+  if (factor <= 1.0) return 1.0;
+  return 0.1 * ms * log(factor) + 1.0;
+}
+
+static double yarn_corr_dim(double rot, double dim, double base, double orig_max) {
+  return (dim * log(orig_max / (rot * 2.0 * M_PI))) / (2.0 * log(base));
+}
+
+void pz_ref_yarn_inv_freq(const pz_rope_params *rp, int64_t dim, float *inv_freq) {
+  double base = rp->theta > 0 ? rp->theta : 10000.0;
+  int64_t half = dim / 2;
+  if (rp->factor <= 1.0f) {
+    for (int64_t i = 0; i < half; i++) inv_freq[i] = (float)(1.0 / pow(base, (double)(2 * i) / (double)dim));
+    return;
+  }
+  double orig = rp->original_max_position_embeddings > 0 ? (double)rp->original_max_position_embeddings : 4096.0;
+  double low = floor(yarn_corr_dim(rp->beta_fast, (double)dim, base, orig));
+  double high = ceil(yarn_corr_dim(rp->beta_slow, (double)dim, base, orig));
+  if (low < 0) low = 0;
+  if (high > (double)(dim - 1)) high = (double)(dim - 1);
+  if (low == high) high += 0.001;
+  for (int64_t i = 0; i < half; i++) {
+    double extra = 1.0 / pow(base, (double)(2 * i) / (double)dim);
+    double inter = extra / (double)rp->factor;
+    double ramp = ((double)i - low) / (high - low);
+    if (ramp < 0) ramp = 0;
+    if (ramp > 1) ramp = 1;
+    double mask = 1.0 - ramp;
+    inv_freq[i] = (float)(inter * (1.0 - mask) + extra * mask);
+  }
+}
+
+float pz_ref_yarn_cos_sin_mscale(const pz_rope_params *rp) {
+  return (float)(pz_ref_yarn_get_mscale(rp->factor, rp->mscale) /
+                 pz_ref_yarn_get_mscale(rp->factor, rp->mscale_all_dim));
+}
+
+float pz_ref_mla_softmax_scale(int64_t qk_nope_head_dim, int64_t qk_rope_head_dim,
+                               const pz_rope_params *rp) {
+  double s = 1.0 / sqrt((double)(qk_nope_head_dim + qk_rope_head_dim));
+  if (rp && rp->mscale_all_dim != 0.0f) {
+    double ms = pz_ref_yarn_get_mscale(rp->factor, rp->mscale_all_dim);
+    s = s * ms * ms;
+  }
+  return (float)s;
+}
+
+void pz_ref_rope(float *x, int64_t dim, int32_t pos, const float *inv_freq, float ms) {
+  int64_t half = dim / 2;
+  float tmp[512];
+  float *t = tmp;
+  if (dim > 512) return; /* rope dims are 64 in every DeepSeek config; callers validate */
+  for (int64_t i = 0; i < dim; i++) t[i] = x[i];
+  for (int64_t i = 0; i < half; i++) {
+    float ang = (float)pos * inv_freq[i];
+    float c = (float)cos((double)ang) * ms, s = (float)sin((double)ang) * ms;
+    float x0 = t[2 * i], x1 = t[2 * i + 1];
+    x[i] = x0 * c - x1 * s;
+    x[i + half] = x1 * c + x0 * s;
+  }
+}
