@@ -1,6 +1,7 @@
 /* The prezero pass on hand-built graphs: rewrite structure (Kimi-K2 TP=4 shapes, dense
  * layers, no q LoRA, Llama-style q/k/v), the legality check refusing unsafe consumers,
  * byte-identical dumps when nothing matches, and the pass manager (switches, dumps, stats). */
+#define _GNU_SOURCE 1 /* open_memstream, setenv, mkdtemp */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -479,7 +480,29 @@ static void test_manager(void) {
   pz_graph_free(g);
 }
 
+/* verify() rejects broken rewrites: a GEMM accumulating into a buffer no donor filled, a slot
+ * at the wrong column, an o_proj slot that is not the op's output. */
+static void test_verify_rewrites(void) {
+  dims d = {.m = 4, .H = 256, .q_lora = 64, .kv_lora = 32, .nope = 16, .rope = 16, .v = 16,
+            .experts = 8, .inter = 32, .vocab = 256, .heads = 2, .layers = 2, .first_dense = 1, .tp = 2};
+  for (int variant = 0; variant < 4; variant++) {
+    pz_graph *g = build(&d);
+    CHECK_OK(pz_pass_prezero(g, NULL, NULL));
+    CHECK_OK(pz_graph_verify(g));
+    pz_node *D = &g->nodes[find_node(g, "layers.1.input_layernorm")];
+    pz_node *A = &g->nodes[find_node(g, "layers.1.self_attn")];
+    pz_node *Q = &g->nodes[find_node(g, "layers.1.self_attn.qkv_a")];
+    if (variant == 0) D->op = PZ_OP_AR_RMSNORM;             /* donor lost its fill */
+    if (variant == 1) A->p.mla.qb_col_offset += 1;           /* slot offset disagrees with the view */
+    if (variant == 2) A->src[PZ_MLA_OPROJ_PREZERO] = A->src[PZ_MLA_QB_PREZERO] >= 0 ? Q->dst[0] : -1;
+    if (variant == 3) Q->p.gemm.col_offset = 4;              /* C is not at col_offset */
+    CHECK_ST(pz_graph_verify(g), PZ_ERR_VERIFY);
+    pz_graph_free(g);
+  }
+}
+
 int main(void) {
+  test_verify_rewrites();
   test_kimi_tp4();
   test_no_q_lora();
   test_llama_style();

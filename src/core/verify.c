@@ -34,11 +34,16 @@ static pz_status check_gemm(const pz_graph *g, const pz_node *n) {
     EQ(T(g, n->src[2])->ne[0], W->ne[0], "bias.n");
   }
   if (n->op == PZ_OP_MM_MAYBE_PREZERO) {
+    if (n->p.gemm.prezero_buf < 0 || n->p.gemm.prezero_buf >= g->n_tensors) FAIL(n, "mm_maybe_prezero_ without a buffer");
     const pz_tensor *B = T(g, n->p.gemm.prezero_buf);
-    if (!B) FAIL(n, "mm_maybe_prezero_ without a buffer");
+    if (B->ndim != 2 || B->dtype != PZ_F32) FAIL(n, "prezero buffer %s is not 2-D f32", B->name);
     if (pz_storage_of(g, n->dst[0]) != pz_storage_of(g, B->id)) FAIL(n, "C is not a slice of the prezero buffer");
     if (n->p.gemm.col_offset < 0 || n->p.gemm.col_offset + C->ne[1] > B->ne[1]) FAIL(n, "slice outside buffer");
-    if (n->p.gemm.n_base > B->ne[1]) FAIL(n, "n_base > n_total");
+    if (n->p.gemm.n_base < 0 || n->p.gemm.n_base > B->ne[1]) FAIL(n, "n_base not in [0, n_total]");
+    /* C must be exactly columns [col_offset, col_offset + n) of the buffer's rows. */
+    if (C->view_offset != B->view_offset + n->p.gemm.col_offset || C->stride[0] != B->stride[0] || C->ne[0] != B->ne[0])
+      FAIL(n, "C is not columns [%lld, %lld) of %s", (long long)n->p.gemm.col_offset,
+           (long long)(n->p.gemm.col_offset + C->ne[1]), B->name);
   }
   return PZ_OK;
 }
@@ -64,8 +69,13 @@ static pz_status check_norm(const pz_graph *g, const pz_node *n) {
   if (n->n_dst < 2 || T(g, n->dst[1])->dtype != PZ_F32) FAIL(n, "dst[1] must be the f32 residual");
   if (y->dtype != PZ_BF16 || y->ne[0] != p->ne[0] || y->ne[1] != p->ne[1]) FAIL(n, "x_norm must be bf16 [m,H]");
   if (n->op == PZ_OP_AR_RMSNORM_MAYBE_PREZERO) {
+    if (n->p.norm.fill_buf < 0 || n->p.norm.fill_buf >= g->n_tensors) FAIL(n, "zero_fill buffer missing");
     const pz_tensor *B = T(g, n->p.norm.fill_buf);
-    if (!B || B->ndim != 2) FAIL(n, "zero_fill buffer missing");
+    if (B->ndim != 2 || B->dtype != PZ_F32 || B->view_of >= 0) FAIL(n, "zero_fill buffer %s must be a 2-D f32 tensor owning storage", B->name);
+    for (int s = 0; s < n->n_src; s++)
+      if (n->src[s] >= 0 && pz_storage_of(g, n->src[s]) == B->id) FAIL(n, "zero_fill buffer aliases input %d", s);
+    for (int d = 0; d < n->n_dst; d++)
+      if (pz_storage_of(g, n->dst[d]) == B->id) FAIL(n, "zero_fill buffer aliases output %d", d);
     EQ(B->ne[1], n->p.norm.n_total, "n_total vs buffer width");
     if (n->p.norm.n_base < 0 || n->p.norm.n_base > n->p.norm.n_total) FAIL(n, "n_base not in [0, n_total]");
     EQ(B->ne[0], p->ne[0], "buffer rows vs m");
@@ -111,6 +121,30 @@ static pz_status check_mla(const pz_graph *g, const pz_node *n) {
   }
   const pz_tensor *o = T(g, n->dst[0]);
   if (o->dtype != PZ_F32 || o->ndim != 2 || o->ne[1] != a->hidden) FAIL(n, "output must be f32 [m,H]");
+  /* Prezero slots: columns of one donor buffer [m, prezero_n_total] at the recorded offsets;
+   * the o_proj slot is the op's output itself (the partial is written there, no copy). */
+  const int slots[2] = {PZ_MLA_QB_PREZERO, PZ_MLA_OPROJ_PREZERO};
+  const int64_t offs[2] = {a->qb_col_offset, a->oproj_col_offset};
+  int base = -1;
+  for (int k = 0; k < 2; k++) {
+    const pz_tensor *s = T(g, n->src[slots[k]]);
+    if (!s) continue;
+    if (s->view_of < 0) FAIL(n, "prezero slot %s is not a view of a buffer", s->name);
+    const pz_tensor *B = T(g, s->view_of);
+    if (base >= 0 && base != s->view_of) FAIL(n, "prezero slots are in different buffers");
+    base = s->view_of;
+    if (B->ndim != 2 || B->ne[1] != a->prezero_n_total || a->prezero_n_base < 0 || a->prezero_n_base > a->prezero_n_total)
+      FAIL(n, "prezero_n_total %lld / n_base %lld do not match buffer %s", (long long)a->prezero_n_total,
+           (long long)a->prezero_n_base, B->name);
+    if (s->view_offset != B->view_offset + offs[k] || s->stride[0] != B->stride[0] || s->ne[0] != o->ne[0])
+      FAIL(n, "prezero slot %s is not columns [%lld, %lld) of %s", s->name, (long long)offs[k],
+           (long long)(offs[k] + s->ne[1]), B->name);
+  }
+  if (n->src[PZ_MLA_OPROJ_PREZERO] >= 0) {
+    const pz_tensor *s = T(g, n->src[PZ_MLA_OPROJ_PREZERO]);
+    if (pz_storage_of(g, o->id) != pz_storage_of(g, s->id) || o->view_offset != s->view_offset || o->stride[0] != s->stride[0])
+      FAIL(n, "oproj_prezero slot %s must be the op's output %s", s->name, o->name);
+  }
   return PZ_OK;
 }
 
@@ -169,6 +203,13 @@ pz_status pz_graph_verify(const pz_graph *g) {
         st = pz_error(PZ_ERR_VERIFY, "verify: node %d (%s) writes weight %s", i, n->name, g->tensors[n->dst[d]].name);
         goto done;
       }
+    /* mm_maybe_prezero_ accumulates into its slice: a donor must have filled the buffer before. */
+    if (n->op == PZ_OP_MM_MAYBE_PREZERO && n->p.gemm.prezero_buf >= 0 && n->p.gemm.prezero_buf < g->n_tensors &&
+        !ready[pz_storage_of(g, n->p.gemm.prezero_buf)]) {
+      st = pz_error(PZ_ERR_VERIFY, "verify: node %d (%s) accumulates into %s before any donor fills it", i, n->name,
+                    g->tensors[n->p.gemm.prezero_buf].name);
+      break;
+    }
     switch (n->op) {
       case PZ_OP_GEMM: case PZ_OP_MM_MAYBE_PREZERO: case PZ_OP_LM_HEAD: st = check_gemm(g, n); break;
       case PZ_OP_RMSNORM: case PZ_OP_AR_RMSNORM: case PZ_OP_AR_RMSNORM_MAYBE_PREZERO: st = check_norm(g, n); break;

@@ -8,6 +8,9 @@
 #include "core/gate.h"
 #include "core/ir.h"
 #include "passes/passes.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* The prezero pass alone (no verify, no dumps; pz_run_passes adds those). Rewrites g in place:
  * for every AR_RMSNORM donor whose x_norm feeds split-K GEMM consumers that pass the legality
@@ -35,4 +38,7 @@ int64_t pz_prezero_fill_cols(int64_t m, int64_t n_total, int64_t n_base, int64_t
  * its slice itself (or write it without accumulating). */
 bool pz_prezero_slice_zeroed(int64_t m, int64_t col_offset, int64_t n, int64_t n_total,
                              int64_t n_base, int64_t H, int tp, const pz_device_desc *dev);
+#ifdef __cplusplus
+}
+#endif
 #endif
