@@ -5,6 +5,7 @@
 #define PREZERO_H
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -20,6 +21,80 @@ typedef enum pz_status {
 const char *pz_status_string(pz_status s);
 /* Detailed message of the last failing call on this thread ("" if none). Never NULL. */
 const char *pz_last_error(void);
+
+/* ------------------------------------------------------------------ decode engine
+ * An engine holds one model's per-rank decode graph (DeepSeek-V2 family: V2, V2-Lite, V3,
+ * Kimi-K2) after the graph passes, plus the storage of every TP rank: seeded random weights
+ * and a KV cache pre-filled with seeded random content up to `context` tokens per sequence.
+ * pz_engine_step() runs one greedy decode step for a batch. */
+typedef struct pz_engine pz_engine;
+
+typedef enum pz_device_kind {
+  PZ_DEVICE_CPU = 0,   /* reference backend: all TP ranks in this process, fp32 accumulation */
+  PZ_DEVICE_CUDA = 1   /* GPU backend (not available in this build: PZ_ERR_UNSUPPORTED) */
+} pz_device_kind;
+
+/* Largest batch (sequences per step) an engine may be created for. */
+#define PZ_ENGINE_MAX_BATCH 256
+
+typedef struct pz_engine_config {
+  const char *model;     /* preset name ("tiny", "kimi_k2", "deepseek_v3", "deepseek_v2_lite") or a
+                            config.json path; NULL = "tiny" (embedded, needs no file) */
+  int tp;                /* tensor-parallel degree; must divide num_attention_heads (and the
+                            intermediate sizes and vocab_size) */
+  int max_batch;         /* sequences per step, 1..PZ_ENGINE_MAX_BATCH */
+  int context;           /* tokens already in each sequence's KV cache before the first step,
+                            0..max_position_embeddings-1 */
+  int max_steps;         /* decode steps the KV cache has room for: capacity = context + max_steps
+                            tokens, which must not exceed max_position_embeddings */
+  int layers;            /* build only the first N layers; 0 = all */
+  uint64_t seed;         /* weights and KV-cache contents are a pure function of the seed */
+  int prezero;           /* -1: from PREZERO_ENABLE (off when unset); 0: off; 1: on */
+  pz_device_kind device;
+  int threads;           /* CPU worker threads; 0 = number of cores (PREZERO_CPU_THREADS overrides) */
+} pz_engine_config;
+#define PZ_ENGINE_CONFIG_INIT                                                             \
+  {.model = NULL, .tp = 1, .max_batch = 4, .context = 128, .max_steps = 64, .layers = 0, \
+   .seed = 1234, .prezero = -1, .device = PZ_DEVICE_CPU, .threads = 0}
+
+/* What an engine was built with (resolved values). */
+typedef struct pz_engine_info {
+  char model[64];        /* preset name or the config's model_type */
+  int tp, max_batch, n_layers, prezero;
+  int64_t hidden_size, vocab_size;
+  int64_t context, max_ctx;       /* tokens: pre-filled, and KV-cache capacity per sequence */
+  int64_t weight_bytes;           /* bytes of weights over all ranks (bf16/f32 as stored) */
+  int64_t kv_cache_bytes;         /* bytes of KV cache over all ranks and layers */
+} pz_engine_info;
+
+/* Creates an engine: loads the config, builds and verifies the decode graph, runs the graph
+ * passes (prezero when enabled), allocates and fills every rank's storage.
+ * Errors: PZ_ERR_INVALID_ARG (tp, max_batch, context, max_steps or layers out of range; the
+ * message names the value and the limit), PZ_ERR_CONFIG (malformed config.json, missing field,
+ * wrong type), PZ_ERR_NOT_FOUND (unknown preset), PZ_ERR_IO (unreadable file), PZ_ERR_OOM,
+ * PZ_ERR_UNSUPPORTED (device not available). *out is NULL on error. */
+pz_status pz_engine_create(const pz_engine_config *cfg, pz_engine **out);
+
+/* One greedy decode step for sequences 0..m-1 (1 <= m <= max_batch): tokens_in[m] are the new
+ * token ids (0..vocab_size-1), tokens_out[m] receives the argmax of the logits (lowest id on
+ * ties). Each sequence's position advances by one; sequence i is at position context + the
+ * number of steps that included it. Errors: PZ_ERR_INVALID_ARG (m out of range, token id out of
+ * range, NULL pointer, or a sequence whose KV cache is full). */
+pz_status pz_engine_step(pz_engine *e, int m, const int32_t *tokens_in, int32_t *tokens_out);
+
+/* Logits of the last step's m rows (m <= that step's m): out[m * vocab_size] f32, row-major,
+ * gathered over the TP ranks. Errors: PZ_ERR_INVALID_ARG (no step yet, m too large, NULL). */
+pz_status pz_engine_logits(const pz_engine *e, int m, float *out);
+
+/* Fills *info. Errors: PZ_ERR_INVALID_ARG for NULL. */
+pz_status pz_engine_get_info(const pz_engine *e, pz_engine_info *info);
+
+/* Writes the rank-0 decode graph as run (after the passes): text (dot = 0) or Graphviz DOT
+ * (dot = 1). Errors: PZ_ERR_INVALID_ARG for NULL, PZ_ERR_IO when writing fails. */
+pz_status pz_engine_dump_graph(const pz_engine *e, FILE *f, int dot);
+
+/* Frees everything; NULL is ignored. */
+void pz_engine_destroy(pz_engine *e);
 
 #ifdef __cplusplus
 }
