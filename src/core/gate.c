@@ -1,4 +1,5 @@
-/* is_prezero_free / prezero_active (see gate.h for the rule and its source). */
+/* is_prezero_free / prezero_active and the donor's launch plan (see gate.h for the rule,
+ * its units and the source of each constant). Plain C: the CPU backend uses it too. */
 #include "core/gate.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,29 +7,82 @@
 
 void pz_device_desc_default(pz_device_desc *d) {
   memset(d, 0, sizeof *d);
-  snprintf(d->name, sizeof d->name, "default (H200-like)");
+  snprintf(d->name, sizeof d->name, "default (H200)");
   d->num_sms = 132;
+  /* Measured on one H200 by pz_gate_calibrate_cuda (bench/results/ar_h200_tp1.md). */
+  d->ctas_per_sm = 2;
+  d->fill_bytes_per_us_cta = 40000.0;
+  d->donor_t0_us = 2.0;
+  d->donor_bytes_per_us = 2.0e6;
+  d->fill_min_bytes_per_cta = 16384;
   d->donor_ctas_per_sm = 1;
   d->fill_ctas_per_sm = 1;
   d->donor_rows_per_cta = 1;
-  d->fill_bytes_per_cta = 0; /* 0: derive from H, as the original gate does */
+  d->fill_bytes_per_cta = 0;
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+bool pz_ar_plan_for(int64_t m, int64_t H, int tp, pz_ar_plan *out) {
+  memset(out, 0, sizeof *out);
+  if (m <= 0 || H <= 0 || H % 8 != 0 || H > 4 * PZ_AR_THREADS * PZ_AR_MAX_QPT || tp < 1 ||
+      tp > PZ_AR_MAX_TP)
+    return false;
+  int k = 1;
+  if (tp >= 2) k = m <= 8 ? 4 : m <= 16 ? 2 : 1;
+  const char *e = getenv("PREZERO_AR_CTAS_PER_ROW");
+  if (e && atoi(e) >= 1 && atoi(e) <= 16) k = atoi(e);
+  int64_t quads = H / 4;
+  if (k > quads) k = (int)quads;
+  int64_t slice = ceil_div(quads, k);
+  int qpt = (int)ceil_div(slice, PZ_AR_THREADS);
+  /* The kernel is instantiated for 1, 2, 4 and 8 quads per thread. */
+  qpt = qpt <= 1 ? 1 : qpt <= 2 ? 2 : qpt <= 4 ? 4 : 8;
+  out->ctas_per_row = k;
+  out->donor_ctas = m * k;
+  out->quads_per_thread = qpt;
+  out->slice_quads = slice;
+  return true;
+}
+
+int64_t pz_ar_fill_ctas(const pz_device_desc *dev, int64_t donor_ctas, int64_t bytes) {
+  if (bytes <= 0) return 0;
+  int64_t min_b = dev->fill_min_bytes_per_cta > 0 ? dev->fill_min_bytes_per_cta : 16384;
+  int64_t want = ceil_div(bytes, min_b);
+  int64_t spare = (int64_t)dev->num_sms * (dev->ctas_per_sm > 0 ? dev->ctas_per_sm : 1) - donor_ctas;
+  int64_t n = want < spare ? want : spare;
+  return n < 1 ? 1 : n;
+}
+
+double pz_ar_fill_us(const pz_device_desc *dev, int64_t donor_ctas, int64_t bytes) {
+  int64_t n = pz_ar_fill_ctas(dev, donor_ctas, bytes);
+  if (n <= 0) return 0.0;
+  double rate = dev->fill_bytes_per_us_cta > 0 ? dev->fill_bytes_per_us_cta : 1.0;
+  return (double)bytes / ((double)n * rate);
+}
+
+double pz_ar_donor_us(const pz_device_desc *dev, int64_t m, int64_t H) {
+  double rate = dev->donor_bytes_per_us > 0 ? dev->donor_bytes_per_us : 1.0;
+  return dev->donor_t0_us + (double)m * (double)H * 14.0 / rate;
 }
 
 bool pz_is_prezero_free(int64_t m, int64_t n_total, pz_dtype dt, int64_t H, int tp,
                         const pz_device_desc *dev) {
   if (m <= 0 || n_total <= 0 || !dev || dev->num_sms <= 0) return false;
-  int64_t rows = dev->donor_rows_per_cta > 0 ? dev->donor_rows_per_cta : 1;
-  int64_t donor = (m + rows - 1) / rows;
-  /* Original gate (DESIGN.md §8): one fill CTA clears 8*roundup(H/8, 32) elements. */
-  int64_t per_cta = dev->fill_bytes_per_cta > 0
-                        ? dev->fill_bytes_per_cta
-                        : 8 * ((H / 8 + 31) / 32 * 32) * (int64_t)pz_dtype_size(dt);
   int64_t bytes = m * n_total * (int64_t)pz_dtype_size(dt);
-  int64_t fill = (bytes + per_cta - 1) / per_cta;
-  int per_sm = dev->donor_ctas_per_sm < dev->fill_ctas_per_sm ? dev->donor_ctas_per_sm : dev->fill_ctas_per_sm;
-  if (per_sm < 1) per_sm = 1;
-  (void)tp;
-  return donor + fill <= (int64_t)dev->num_sms * per_sm;
+  if (dev->ctas_per_sm <= 0) {
+    /* Original gate (DESIGN.md §8): one CTA per token; one fill CTA clears 8*roundup(H/8, 32)
+     * elements. Kept for descriptions that carry no calibration. */
+    int64_t per_cta = 8 * ceil_div(H / 8, 32) * 32 * (int64_t)pz_dtype_size(dt);
+    if (per_cta <= 0) return false;
+    return m + ceil_div(bytes, per_cta) < dev->num_sms;
+  }
+  pz_ar_plan p;
+  if (!pz_ar_plan_for(m, H, tp, &p)) return false;
+  int64_t slots = (int64_t)dev->num_sms * dev->ctas_per_sm;
+  int64_t fill = pz_ar_fill_ctas(dev, p.donor_ctas, bytes);
+  if (p.donor_ctas + fill > slots) return false;
+  return pz_ar_fill_us(dev, p.donor_ctas, bytes) <= pz_ar_donor_us(dev, m, H);
 }
 
 bool pz_prezero_active(int64_t m, int64_t n_total, pz_dtype dt, int64_t H, int tp,

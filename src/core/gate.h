@@ -1,33 +1,84 @@
 /* The prezero gate: is_prezero_free() decides, per batch size m, whether the donor's
  * zero-fill CTAs fit beside its own CTAs in one wave of the device's SMs without lengthening
- * its critical path; prezero_active() adds the environment override. */
+ * its critical path; prezero_active() adds the environment override. The donor's launch plan
+ * (pz_ar_plan) lives here too, so the gate and the CUDA launcher share one arithmetic. */
 #ifndef PZ_CORE_GATE_H
 #define PZ_CORE_GATE_H
 #include <stdbool.h>
 #include <stdint.h>
 #include "core/dtype.h"
 
-/* What the gate knows of the device and of the donor kernel's launch configuration.
- * The CUDA backend fills it by calibration (SM count, occupancy, measured fill rate);
- * the CPU backend uses pz_device_desc_default() (H200 figures, DESIGN.md §7). */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What the gate knows of the device and of the donor kernel.
+ * The CUDA backend fills it by calibration (pz_gate_calibrate_cuda in
+ * src/backend/cuda/gate_cuda.h: SM count from cudaGetDeviceProperties, occupancy from
+ * cudaOccupancyMaxActiveBlocksPerMultiprocessor on the fused kernel, fill and donor rates
+ * timed on the device); the CPU backend uses pz_device_desc_default() (H200 figures). */
 typedef struct pz_device_desc {
   char name[64];
-  int num_sms;              /* multiprocessors */
-  int donor_ctas_per_sm;    /* resident donor CTAs per SM (occupancy) */
-  int fill_ctas_per_sm;     /* resident fill CTAs per SM */
-  int donor_rows_per_cta;   /* tokens handled per donor CTA (1 for the one-shot kernel) */
-  int64_t fill_bytes_per_cta; /* bytes one fill CTA zeroes in the donor's own time */
+  int num_sms;                  /* multiprocessors */
+  int ctas_per_sm;              /* resident CTAs of the fused donor kernel per SM (its fill CTAs
+                                   are CTAs of the same kernel, so one occupancy covers both) */
+  double fill_bytes_per_us_cta; /* bytes one fill CTA zeroes per µs (16-byte stores), measured */
+  double donor_t0_us;           /* donor time model, TP=1, no fill: t(m,H) = donor_t0_us + */
+  double donor_bytes_per_us;    /*   m*H*14 bytes / donor_bytes_per_us  (14 B per element:
+                                     f32 partial + residual read, f32 residual + bf16 x_norm
+                                     written). A lower bound of the donor's time at any TP. */
+  int64_t fill_min_bytes_per_cta; /* fill CTAs get at least this many bytes each (fewer CTAs
+                                     for small fills); 16 KiB by default */
+  /* Kept for the original gate's arithmetic (DESIGN.md §8) when ctas_per_sm == 0. */
+  int donor_ctas_per_sm, fill_ctas_per_sm, donor_rows_per_cta;
+  int64_t fill_bytes_per_cta;
 } pz_device_desc;
 
-/* H200-like defaults: 132 SMs, 1 donor CTA per token, fill CTA clears as many bytes as
- * one donor row of H fp32 rounded to 32*8 elements (the original gate's arithmetic). */
+/* H200 defaults, measured by pz_gate_calibrate_cuda on one H200 (bench/results/ar_h200_tp1.md):
+ * 132 SMs, occupancy and rates as recorded there. Used by the CPU backend and tests. */
 void pz_device_desc_default(pz_device_desc *d);
 
-/* True when donor CTAs + fill CTAs fit in one wave:
- *   donor = ceil(m / donor_rows_per_cta) (+ the same for every rank: grid depends on m,H,tp only)
- *   fill  = ceil(m * n_total * sizeof(dtype) / fill_bytes_per_cta)
- *   donor + fill <= num_sms * min(donor_ctas_per_sm, fill_ctas_per_sm)
- * Units: m tokens, n_total columns, H elements. Pure function of its arguments. */
+/* ---------------------------------------------------------------- donor launch plan */
+
+#define PZ_AR_THREADS 512   /* threads per donor / fill CTA */
+#define PZ_AR_MAX_TP 8
+#define PZ_AR_MAX_QPT 8     /* float4 quads per thread: H <= 4*512*8 = 16384 */
+
+/* How the fused AR + residual + RMSNorm kernel is launched for (m, H, tp). Depends on these
+ * three numbers only (plus PREZERO_AR_CTAS_PER_ROW, which must then be equal on all ranks),
+ * so every rank derives the same grid (DESIGN.md §8).
+ *   ctas_per_row: K CTAs share one token's row, each owns a contiguous slice of ceil(H/4/K)
+ *                 float4 quads; they combine their sum of squares through a local handshake.
+ *   donor_ctas = m * K; quads_per_thread = ceil(slice / PZ_AR_THREADS).
+ * Table (tp >= 2): K = 4 for m <= 8, 2 for m <= 16, 1 above; tp == 1: K = 1.
+ * Returns false when H is not a multiple of 8 or H > 4*PZ_AR_THREADS*PZ_AR_MAX_QPT. */
+typedef struct pz_ar_plan {
+  int ctas_per_row;
+  int64_t donor_ctas;
+  int quads_per_thread;
+  int64_t slice_quads;
+} pz_ar_plan;
+bool pz_ar_plan_for(int64_t m, int64_t H, int tp, pz_ar_plan *out);
+
+/* Fill CTAs the donor launches to zero `bytes` bytes beside donor_ctas donor CTAs: as many
+ * as the wave has spare slots (num_sms*ctas_per_sm - donor_ctas), at most
+ * ceil(bytes / fill_min_bytes_per_cta), at least 1 when bytes > 0 (then 0). */
+int64_t pz_ar_fill_ctas(const pz_device_desc *dev, int64_t donor_ctas, int64_t bytes);
+
+/* Estimated time of the fill (µs): bytes / (fill_ctas * fill_bytes_per_us_cta). */
+double pz_ar_fill_us(const pz_device_desc *dev, int64_t donor_ctas, int64_t bytes);
+/* Donor time lower bound (µs): donor_t0_us + m*H*14 / donor_bytes_per_us. */
+double pz_ar_donor_us(const pz_device_desc *dev, int64_t m, int64_t H);
+
+/* True when the fill of the whole [m, n_total] buffer is free beside the donor:
+ *   slots = num_sms * ctas_per_sm                         (one wave of the fused kernel)
+ *   donor = pz_ar_plan_for(m, H, tp).donor_ctas           (the launch the donor really uses)
+ *   fill  = pz_ar_fill_ctas(dev, donor, m*n_total*sizeof(dt))
+ *   free  = donor + fill <= slots  AND  pz_ar_fill_us(...) <= pz_ar_donor_us(dev, m, H)
+ * i.e. the fill CTAs run in the same wave and finish within the donor's own (TP=1, lower
+ * bound) time. Units: m tokens, n_total columns, H elements. Pure function of its arguments.
+ * When dev->ctas_per_sm == 0 the original gate of DESIGN.md §8 is used instead:
+ *   m + ceil(m*n_total / (8*roundup(H/8, 32))) < num_sms. */
 bool pz_is_prezero_free(int64_t m, int64_t n_total, pz_dtype dt, int64_t H, int tp,
                         const pz_device_desc *dev);
 
@@ -35,4 +86,8 @@ bool pz_is_prezero_free(int64_t m, int64_t n_total, pz_dtype dt, int64_t H, int 
  * overrides it (for tests). Evaluated per step / per captured batch size. */
 bool pz_prezero_active(int64_t m, int64_t n_total, pz_dtype dt, int64_t H, int tp,
                        const pz_device_desc *dev);
+
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -1,0 +1,108 @@
+/* CPU test of the prezero gate arithmetic and the donor launch plan, against hand-computed
+ * cases (the numbers in the comments are worked out by hand from gate.h's rule). */
+#define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>
+#include "core/gate.h"
+#include "prezero.h"
+#include "pz_test.h"
+
+static pz_device_desc desc(int sms, int per_sm, double fill_rate) {
+  pz_device_desc d;
+  pz_device_desc_default(&d);
+  d.num_sms = sms;
+  d.ctas_per_sm = per_sm;
+  d.fill_bytes_per_us_cta = fill_rate;
+  d.donor_t0_us = 2.0;
+  d.donor_bytes_per_us = 2.0e6;
+  d.fill_min_bytes_per_cta = 16384;
+  return d;
+}
+
+int main(void) {
+  unsetenv("PREZERO_AR_CTAS_PER_ROW");
+  unsetenv("PREZERO_FORCE_GATE");
+  const int64_t n_kimi_tp2 = 2112 + 32 * 192 + 7168; /* 15424 columns */
+
+  /* Plan: K = 4 (m <= 8), 2 (m <= 16), 1 above at tp >= 2; 1 at tp = 1. */
+  pz_ar_plan p;
+  CHECK(pz_ar_plan_for(1, 7168, 2, &p));
+  CHECK(p.ctas_per_row == 4 && p.donor_ctas == 4 && p.slice_quads == 448 && p.quads_per_thread == 1);
+  CHECK(pz_ar_plan_for(16, 7168, 2, &p));
+  CHECK(p.ctas_per_row == 2 && p.donor_ctas == 32 && p.slice_quads == 896 && p.quads_per_thread == 2);
+  CHECK(pz_ar_plan_for(32, 7168, 2, &p));
+  CHECK(p.ctas_per_row == 1 && p.donor_ctas == 32 && p.slice_quads == 1792 && p.quads_per_thread == 4);
+  CHECK(pz_ar_plan_for(8, 5120, 1, &p));
+  CHECK(p.ctas_per_row == 1 && p.donor_ctas == 8 && p.slice_quads == 1280 && p.quads_per_thread == 4);
+  CHECK(pz_ar_plan_for(3, 16384, 1, &p) && p.quads_per_thread == 8);
+  CHECK(!pz_ar_plan_for(1, 7004, 2, &p));   /* not a multiple of 8 */
+  CHECK(!pz_ar_plan_for(1, 16392, 2, &p));  /* beyond 4*512*8 */
+  CHECK(!pz_ar_plan_for(0, 7168, 2, &p));
+  setenv("PREZERO_AR_CTAS_PER_ROW", "3", 1);
+  CHECK(pz_ar_plan_for(2, 2048, 2, &p) && p.ctas_per_row == 3 && p.donor_ctas == 6 && p.slice_quads == 171);
+  unsetenv("PREZERO_AR_CTAS_PER_ROW");
+
+  pz_device_desc d = desc(132, 2, 40000.0);
+  /* m=1, tp=2: donor 4; bytes 61696 -> 4 fill CTAs; fill 61696/(4*40000) = 0.3856 µs;
+   * donor >= 2 + 7168*14/2e6 = 2.050176 µs -> free. */
+  CHECK(pz_ar_fill_ctas(&d, 4, 61696) == 4);
+  CHECK_NEAR(pz_ar_fill_us(&d, 4, 61696), 0.3856, 1e-9);
+  CHECK_NEAR(pz_ar_donor_us(&d, 1, 7168), 2.050176, 1e-9);
+  CHECK(pz_is_prezero_free(1, n_kimi_tp2, PZ_F32, 7168, 2, &d));
+  /* m=128, tp=2: donor 128; bytes 7897088 = 482*16384; spare 264-128 = 136 fill CTAs;
+   * 264 <= 264 slots; fill 7897088/(136*40000) = 1.45167 µs <= 2 + 6.422528 µs -> free. */
+  CHECK(pz_ar_fill_ctas(&d, 128, 7897088) == 136);
+  CHECK_NEAR(pz_ar_fill_us(&d, 128, 7897088), 7897088.0 / (136 * 40000.0), 1e-9);
+  CHECK(pz_is_prezero_free(128, n_kimi_tp2, PZ_F32, 7168, 2, &d));
+  /* bf16 halves the bytes: m=128 -> 3948544 B = 241*16384 -> 136 CTAs still (spare). */
+  CHECK(pz_ar_fill_ctas(&d, 128, 3948544) == 136);
+  CHECK(pz_ar_fill_ctas(&d, 4, 0) == 0);
+  /* Slow fill (1000 B/µs per CTA): m=1 fill takes 61696/4000 = 15.4 µs > 2.05 -> not free. */
+  pz_device_desc slow = desc(132, 2, 1000.0);
+  CHECK(!pz_is_prezero_free(1, n_kimi_tp2, PZ_F32, 7168, 2, &slow));
+  /* One CTA per SM: m=128 leaves 4 fill CTAs: 7897088/(4*40000) = 49.4 µs > 8.42 -> not free. */
+  pz_device_desc one = desc(132, 1, 40000.0);
+  CHECK(!pz_is_prezero_free(128, n_kimi_tp2, PZ_F32, 7168, 2, &one));
+  /* Wave limit: 100 SMs x 1, m=128 -> 128 donor CTAs alone exceed the wave. */
+  pz_device_desc small = desc(100, 1, 1e9);
+  CHECK(!pz_is_prezero_free(128, 64, PZ_F32, 7168, 2, &small));
+  /* ... while m=64 (64 donor + 1 fill CTA for 16 KiB) fits with a fast fill. */
+  CHECK(pz_is_prezero_free(64, 64, PZ_F32, 7168, 2, &small));
+  /* The plan matters: at tp=2, m=8 uses 32 donor CTAs (K=4); with 34 slots (34 SMs x 1) a
+   * fill of 3*16384 B wants 3 CTAs but gets the 2 spare ones; 34 <= 34 fits the wave and the
+   * fill takes 49152/(2*40000) = 0.6144 µs <= 2 + 8*7168*14/2e6 = 2.401 µs -> free.
+   * With the slow fill (132x2 slots, 3 CTAs): 49152/3000 = 16.4 µs -> not free. */
+  pz_device_desc tight = desc(34, 1, 40000.0);
+  CHECK(pz_ar_fill_ctas(&tight, 32, 49152) == 2);
+  CHECK(pz_is_prezero_free(8, 49152 / 4 / 8, PZ_F32, 7168, 2, &tight));
+  CHECK(!pz_is_prezero_free(8, 49152 / 4 / 8, PZ_F32, 7168, 2, &slow));
+  /* At tp=1 the same m=8 uses 8 donor CTAs. */
+  CHECK(pz_ar_plan_for(8, 7168, 1, &p) && p.donor_ctas == 8);
+
+  /* Legacy gate (ctas_per_sm = 0): m + ceil(m*n_total / (8*roundup(H/8, 32))) < SMs.
+   * H = 7168: 8*896 = 7168 elements per fill CTA. m=1: 1 + 3 = 4 < 132; m=16: 16 + 35 = 51;
+   * m=64: 64 + 138 = 202 >= 132. */
+  pz_device_desc leg = desc(132, 0, 0);
+  CHECK(pz_is_prezero_free(1, n_kimi_tp2, PZ_F32, 7168, 2, &leg));
+  CHECK(pz_is_prezero_free(16, n_kimi_tp2, PZ_F32, 7168, 2, &leg));
+  CHECK(!pz_is_prezero_free(64, n_kimi_tp2, PZ_F32, 7168, 2, &leg));
+
+  /* Arguments out of range. */
+  CHECK(!pz_is_prezero_free(0, n_kimi_tp2, PZ_F32, 7168, 2, &d));
+  CHECK(!pz_is_prezero_free(1, 0, PZ_F32, 7168, 2, &d));
+  CHECK(!pz_is_prezero_free(1, 64, PZ_F32, 7168, 2, NULL));
+
+  /* Override. */
+  setenv("PREZERO_FORCE_GATE", "off", 1);
+  CHECK(!pz_prezero_active(1, n_kimi_tp2, PZ_F32, 7168, 2, &d));
+  setenv("PREZERO_FORCE_GATE", "on", 1);
+  CHECK(pz_prezero_active(1, 1 << 30, PZ_F32, 7168, 2, &slow));
+  unsetenv("PREZERO_FORCE_GATE");
+  CHECK(pz_prezero_active(1, n_kimi_tp2, PZ_F32, 7168, 2, &d) ==
+        pz_is_prezero_free(1, n_kimi_tp2, PZ_F32, 7168, 2, &d));
+
+  /* Defaults are sane. */
+  pz_device_desc def;
+  pz_device_desc_default(&def);
+  CHECK(def.num_sms == 132 && def.ctas_per_sm >= 1 && def.fill_bytes_per_us_cta > 0 && def.donor_bytes_per_us > 0);
+  TEST_DONE();
+}
