@@ -1,0 +1,217 @@
+/* Host side of the split-K GEMM family: the handle (semaphores, cuBLAS), shape checks, the
+ * AUTO choice (env > tuner table > heuristic) and the capturable launcher of every flavour. */
+#include "backend/cuda/gemm.h"
+#include <cublas_v2.h>
+#include <stdlib.h>
+#include <string.h>
+#include "backend/cuda/cuda_util.h"
+#include "backend/cuda/tuner.h"
+
+#define PZ_GEMM_SEM_CAPACITY (1 << 16)
+#define PZ_GEMM_CUBLAS_WS (32u << 20)
+
+struct pz_gemm_ctx {
+  int device;
+  int sm_count;
+  char name[256];
+  int *sems; /* PZ_GEMM_SEM_CAPACITY ints, zero between launches */
+  cublasHandle_t cublas;
+  void *cublas_ws;
+  pz_tuner_table table;
+};
+
+static const char *const flavour_names[PZ_GEMM_FLAVOUR_COUNT] = {"auto", "atomic", "zero", "memset",
+                                                                  "fullk", "serial", "cublas"};
+
+const char *pz_gemm_flavour_name(pz_gemm_flavour f) {
+  return (int)f >= 0 && f < PZ_GEMM_FLAVOUR_COUNT ? flavour_names[f] : "?";
+}
+
+pz_gemm_flavour pz_gemm_flavour_parse(const char *s) {
+  if (!s) return PZ_GEMM_FLAVOUR_COUNT;
+  if (s[0] >= '0' && s[0] <= '6' && s[1] == 0) return (pz_gemm_flavour)(s[0] - '0');
+  for (int i = 0; i < PZ_GEMM_FLAVOUR_COUNT; i++)
+    if (!strcmp(s, flavour_names[i])) return (pz_gemm_flavour)i;
+  return PZ_GEMM_FLAVOUR_COUNT;
+}
+
+pz_status pz_gemm_ctx_create(pz_gemm_ctx **out) {
+  *out = NULL;
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    cudaGetLastError();
+    return pz_error(PZ_ERR_NO_DEVICE, "pz_gemm_ctx_create: no CUDA device");
+  }
+  pz_gemm_ctx *c = calloc(1, sizeof *c);
+  if (!c) return pz_error(PZ_ERR_OOM, "pz_gemm_ctx_create: host allocation");
+  pz_status st = PZ_OK;
+  struct cudaDeviceProp prop;
+  if (cudaGetDevice(&c->device) != cudaSuccess || cudaGetDeviceProperties(&prop, c->device) != cudaSuccess) {
+    st = pz_error(PZ_ERR_CUDA, "pz_gemm_ctx_create: cannot read device properties");
+    goto fail;
+  }
+  c->sm_count = prop.multiProcessorCount;
+  snprintf(c->name, sizeof c->name, "%s", prop.name);
+  if (cudaMalloc((void **)&c->sems, PZ_GEMM_SEM_CAPACITY * sizeof(int)) != cudaSuccess ||
+      cudaMemset(c->sems, 0, PZ_GEMM_SEM_CAPACITY * sizeof(int)) != cudaSuccess ||
+      cudaMalloc(&c->cublas_ws, PZ_GEMM_CUBLAS_WS) != cudaSuccess) {
+    st = pz_error(PZ_ERR_OOM, "pz_gemm_ctx_create: device allocation failed");
+    goto fail;
+  }
+  if (cublasCreate(&c->cublas) != CUBLAS_STATUS_SUCCESS) {
+    c->cublas = NULL;
+    st = pz_error(PZ_ERR_CUDA, "pz_gemm_ctx_create: cublasCreate failed");
+    goto fail;
+  }
+  if (cudaDeviceSynchronize() != cudaSuccess) {
+    st = pz_error(PZ_ERR_CUDA, "pz_gemm_ctx_create: device sync failed");
+    goto fail;
+  }
+  st = pz_tuner_table_init(&c->table, c->name, c->sm_count);
+  if (st != PZ_OK) goto fail;
+  *out = c;
+  return PZ_OK;
+fail:
+  pz_gemm_ctx_destroy(c);
+  return st;
+}
+
+void pz_gemm_ctx_destroy(pz_gemm_ctx *c) {
+  if (!c) return;
+  if (c->cublas) cublasDestroy(c->cublas);
+  cudaFree(c->cublas_ws);
+  cudaFree(c->sems);
+  pz_tuner_table_free(&c->table);
+  free(c);
+}
+
+const char *pz_gemm_ctx_device_name(const pz_gemm_ctx *c) { return c->name; }
+int pz_gemm_ctx_sm_count(const pz_gemm_ctx *c) { return c->sm_count; }
+struct pz_tuner_table *pz_gemm_ctx_table(pz_gemm_ctx *c) { return &c->table; }
+
+pz_status pz_gemm_check(const pz_gemm_args *a) {
+  if (!a) return pz_error(PZ_ERR_INVALID_ARG, "gemm: args is NULL");
+  if (a->m < 1 || a->m > 256)
+    return pz_error(PZ_ERR_SHAPE, "gemm: m=%d outside 1..256", a->m);
+  if (a->n < 64 || a->n % 64 || a->k < 64 || a->k % 64)
+    return pz_error(PZ_ERR_SHAPE, "gemm: n=%d and k=%d must be positive multiples of 64", a->n, a->k);
+  int64_t ldw = a->ldw ? a->ldw : a->k;
+  if (a->lda < a->k || a->lda % 8 || ldw < a->k || ldw % 8 || a->ldc < a->n)
+    return pz_error(PZ_ERR_SHAPE, "gemm: strides lda=%lld ldw=%lld (>= k=%d, multiples of 8), ldc=%lld (>= n=%d)",
+                    (long long)a->lda, (long long)ldw, a->k, (long long)a->ldc, a->n);
+  if (a->c_dtype != PZ_F32 && a->c_dtype != PZ_BF16)
+    return pz_error(PZ_ERR_DTYPE, "gemm: C must be f32 or bf16, got %s", pz_dtype_name(a->c_dtype));
+  if (!a->A || !a->W || !a->C) return pz_error(PZ_ERR_INVALID_ARG, "gemm: NULL A, W or C");
+  if (((uintptr_t)a->A & 15) || ((uintptr_t)a->W & 15))
+    return pz_error(PZ_ERR_INVALID_ARG, "gemm: A and W must be 16-byte aligned");
+  if ((unsigned)a->config.flavour >= PZ_GEMM_FLAVOUR_COUNT)
+    return pz_error(PZ_ERR_INVALID_ARG, "gemm: unknown flavour %d", (int)a->config.flavour);
+  return PZ_OK;
+}
+
+pz_gemm_config pz_gemm_heuristic(int sm_count, int m, int n, int k, bool zero_init) {
+  pz_gemm_config c;
+  c.wt = m <= 64 ? 2 : 1;
+  int tiles = n / (16 * c.wt);
+  int target = 2 * sm_count;
+  int s = (target + tiles - 1) / tiles;
+  int max_s = (k / 32) / 8;
+  if (s > max_s) s = max_s;
+  if (s > 32) s = 32;
+  if (s < 1) s = 1;
+  c.splits = s;
+  c.flavour = s == 1 ? PZ_GEMM_FULLK : zero_init ? PZ_GEMM_SPLITK_ZERO : PZ_GEMM_SPLITK_ATOMIC;
+  return c;
+}
+
+static int env_int(const char *name, int dflt) {
+  const char *v = getenv(name);
+  return v && *v ? atoi(v) : dflt;
+}
+
+static bool flavour_is_split_k(pz_gemm_flavour f) {
+  return f == PZ_GEMM_SPLITK_ATOMIC || f == PZ_GEMM_SPLITK_ZERO || f == PZ_GEMM_MEMSET_SPLITK;
+}
+
+/* Resolves flavour `want` (AUTO: env, then table, then heuristic) to a full config. */
+static pz_status choose_impl(pz_gemm_ctx *ctx, int m, int n, int k, bool zero_init, pz_gemm_flavour want,
+                             pz_gemm_config *out) {
+  pz_gemm_config c = pz_gemm_heuristic(ctx->sm_count, m, n, k, zero_init);
+  const pz_tuner_entry *e = env_int("PREZERO_GEMM_TUNER", 1) ? pz_tuner_lookup(&ctx->table, m, n, k) : NULL;
+  pz_gemm_flavour f = want;
+  const char *force = getenv("PREZERO_GEMM_FORCE");
+  if (f == PZ_GEMM_AUTO && force && *force) {
+    f = pz_gemm_flavour_parse(force);
+    if (f == PZ_GEMM_FLAVOUR_COUNT)
+      return pz_error(PZ_ERR_INVALID_ARG, "PREZERO_GEMM_FORCE=%s: use atomic|zero|memset|fullk|serial|cublas or 1..6", force);
+  }
+  if (f == PZ_GEMM_AUTO && e) f = zero_init ? e->best_zero : e->best_nozero;
+  if (f != PZ_GEMM_AUTO) {
+    if (e && e->cfg[f].splits > 0) c = e->cfg[f];
+    else if (f == PZ_GEMM_FULLK || f == PZ_GEMM_CUBLAS) c.splits = 1;
+    else if (c.splits == 1 && f != PZ_GEMM_SPLITK_SERIAL) c.splits = 2;
+    c.flavour = f;
+  }
+  if (zero_init && c.flavour == PZ_GEMM_SPLITK_ATOMIC) c.flavour = PZ_GEMM_MEMSET_SPLITK;
+  if (want == PZ_GEMM_AUTO) {
+    c.splits = env_int("PREZERO_GEMM_SPLITS", c.splits);
+    c.wt = env_int("PREZERO_GEMM_WT", c.wt);
+  }
+  if (c.splits < 1) c.splits = 1;
+  if (c.splits > k / 32) c.splits = k / 32;
+  if (c.wt != 1 && c.wt != 2) c.wt = 1;
+  *out = c;
+  return PZ_OK;
+}
+
+pz_status pz_gemm_choose(pz_gemm_ctx *ctx, int m, int n, int k, bool zero_init, pz_gemm_config *out,
+                         bool *is_split_k) {
+  PZ_CHECK(choose_impl(ctx, m, n, k, zero_init, PZ_GEMM_AUTO, out));
+  if (is_split_k) *is_split_k = flavour_is_split_k(out->flavour);
+  return PZ_OK;
+}
+
+static pz_status launch_cublas(pz_gemm_ctx *ctx, const pz_gemm_args *a, cudaStream_t s) {
+  const float alpha = 1.0f, beta = 0.0f;
+  int64_t ldw = a->ldw ? a->ldw : a->k;
+  if (cublasSetStream(ctx->cublas, s) != CUBLAS_STATUS_SUCCESS ||
+      cublasSetWorkspace(ctx->cublas, ctx->cublas_ws, PZ_GEMM_CUBLAS_WS) != CUBLAS_STATUS_SUCCESS)
+    return pz_error(PZ_ERR_CUDA, "gemm cublas: cannot set stream / workspace");
+  /* Column-major view: C'[n, m] = W'ᵀ · A' with W' = W as [k, n], A' = A as [k, m]. */
+  cublasStatus_t cs = cublasGemmEx(ctx->cublas, CUBLAS_OP_T, CUBLAS_OP_N, a->n, a->m, a->k, &alpha,
+                                   a->W, CUDA_R_16BF, (int)ldw, a->A, CUDA_R_16BF, (int)a->lda, &beta,
+                                   a->C, a->c_dtype == PZ_BF16 ? CUDA_R_16BF : CUDA_R_32F, (int)a->ldc,
+                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (cs != CUBLAS_STATUS_SUCCESS) return pz_error(PZ_ERR_CUDA, "gemm cublas: cublasGemmEx status %d", (int)cs);
+  if (a->bias) PZ_CHECK(pz_gemm_bias_add(a->C, a->ldc, a->c_dtype, a->bias, a->m, a->n, s));
+  return PZ_OK;
+}
+
+pz_status pz_gemm_launch(pz_gemm_ctx *ctx, const pz_gemm_args *a, cudaStream_t s) {
+  if (!ctx) return pz_error(PZ_ERR_INVALID_ARG, "gemm: ctx is NULL");
+  PZ_CHECK(pz_gemm_check(a));
+  pz_gemm_config c = a->config;
+  if (c.flavour == PZ_GEMM_AUTO || c.splits <= 0 || c.wt <= 0) {
+    pz_gemm_config ch;
+    PZ_CHECK(choose_impl(ctx, a->m, a->n, a->k, a->zero_init, c.flavour, &ch));
+    if (c.splits > 0 && c.flavour != PZ_GEMM_AUTO) ch.splits = c.splits;
+    if (c.wt > 0 && c.flavour != PZ_GEMM_AUTO) ch.wt = c.wt;
+    c = ch;
+  }
+  if (a->zero_init && c.flavour == PZ_GEMM_SPLITK_ATOMIC) c.flavour = PZ_GEMM_MEMSET_SPLITK;
+  switch (c.flavour) {
+    case PZ_GEMM_CUBLAS: return launch_cublas(ctx, a, s);
+    case PZ_GEMM_MEMSET_SPLITK: {
+      size_t es = pz_dtype_size(a->c_dtype);
+      if (a->ldc == a->n) PZ_CUDA_CHECK(cudaMemsetAsync(a->C, 0, (size_t)a->m * a->n * es, s));
+      else PZ_CUDA_CHECK(cudaMemset2DAsync(a->C, (size_t)a->ldc * es, 0, (size_t)a->n * es, (size_t)a->m, s));
+      return pz_gemm_kernel_launch(a, PZ_GEMM_SPLITK_ATOMIC, c.splits, c.wt, ctx->sems, PZ_GEMM_SEM_CAPACITY, s);
+    }
+    case PZ_GEMM_SPLITK_ATOMIC:
+    case PZ_GEMM_SPLITK_ZERO:
+    case PZ_GEMM_FULLK:
+    case PZ_GEMM_SPLITK_SERIAL:
+      return pz_gemm_kernel_launch(a, (int)c.flavour, c.splits, c.wt, ctx->sems, PZ_GEMM_SEM_CAPACITY, s);
+    default: return pz_error(PZ_ERR_INTERNAL, "gemm: unresolved flavour %d", (int)c.flavour);
+  }
+}

@@ -1,0 +1,133 @@
+/* CUDA split-K GEMM family for decode shapes (sm_90a): C[m,n] (+)= A[m,k]·W[n,k]ᵀ (+ bias),
+ * six flavours behind one capturable launcher, plus the handle that owns their workspace. */
+#ifndef PZ_BACKEND_CUDA_GEMM_H
+#define PZ_BACKEND_CUDA_GEMM_H
+#include <stdbool.h>
+#include <stdint.h>
+#include <cuda_runtime.h>
+#include "prezero.h"
+#include "core/dtype.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Flavours (issue 3 numbering; DESIGN.md §3). Every flavour computes the same function:
+ *   with zero_init = true, C = A·Wᵀ (+bias) whatever C held;
+ *   with zero_init = false, C must be zero on entry and ends as A·Wᵀ (+bias).
+ * 1 SPLITK_ATOMIC: split-K, each split atomically adds its partial (fp32 RED / bf16 atomics).
+ *   Does not zero C. Asked for with zero_init = true it runs as flavour 3.
+ * 2 SPLITK_ZERO: split-K; split 0 zeroes its C tile at kernel start and raises a per-tile flag;
+ *   the other splits wait for the flag before their atomics. Flags reset themselves.
+ * 3 MEMSET_SPLITK: cudaMemset2DAsync of the C slice (one memset node), then flavour 1.
+ * 4 FULLK: one CTA per n tile over all of K, plain stores (not split-K).
+ * 5 SPLITK_SERIAL: deterministic split-K: split s waits for split s-1 of its tile (turnstile),
+ *   then C = (s == 0 ? partial : C + partial). Needs no zeroing; bit-exact run to run.
+ * 6 CUBLAS: cublasGemmEx (bf16 in, fp32 compute, beta 0), plus a bias kernel when bias != NULL.
+ * PZ_GEMM_AUTO: the tuner's table for this (m bucket, n, k), else the heuristic. */
+typedef enum pz_gemm_flavour {
+  PZ_GEMM_AUTO = 0,
+  PZ_GEMM_SPLITK_ATOMIC = 1,
+  PZ_GEMM_SPLITK_ZERO = 2,
+  PZ_GEMM_MEMSET_SPLITK = 3,
+  PZ_GEMM_FULLK = 4,
+  PZ_GEMM_SPLITK_SERIAL = 5,
+  PZ_GEMM_CUBLAS = 6,
+  PZ_GEMM_FLAVOUR_COUNT
+} pz_gemm_flavour;
+
+/* Short name of a flavour ("atomic", "zero", "memset", "fullk", "serial", "cublas", "auto"). */
+const char *pz_gemm_flavour_name(pz_gemm_flavour f);
+/* Parses a name above or a digit 0..6; returns PZ_GEMM_FLAVOUR_COUNT when unknown. */
+pz_gemm_flavour pz_gemm_flavour_parse(const char *s);
+
+/* A kernel choice. splits: K slices (1 for FULLK / CUBLAS); wt: n rows per CTA / 16 per warp
+ * group (1 -> 16-row tiles, 2 -> 32-row tiles; 0 = heuristic). */
+typedef struct pz_gemm_config {
+  pz_gemm_flavour flavour;
+  int splits;
+  int wt;
+} pz_gemm_config;
+
+/* One GEMM. Shapes: 1 <= m <= 256; n, k multiples of 64.
+ *   A: bf16 [m, lda] row-major, lda >= k, lda % 8 == 0, 16-byte aligned.
+ *   W: bf16 [n, ldw] (nn.Linear layout), ldw >= k (0 means k), ldw % 8 == 0, 16-byte aligned.
+ *   C: c_dtype PZ_F32 or PZ_BF16, [m, ldc] row-major, ldc >= n: a column slice of a wider
+ *      buffer is written only in its n columns.
+ *   bias: f32 [n] or NULL; added exactly once (by split 0) in every flavour.
+ * config.flavour = AUTO (and/or splits/wt = 0) lets the tuner / heuristic fill them. */
+typedef struct pz_gemm_args {
+  int m, n, k;
+  const void *A;
+  int64_t lda;
+  const void *W;
+  int64_t ldw;
+  void *C;
+  int64_t ldc;
+  pz_dtype c_dtype;
+  const float *bias;
+  bool zero_init;
+  pz_gemm_config config;
+} pz_gemm_args;
+
+typedef struct pz_gemm_ctx pz_gemm_ctx;
+
+/* Creates a handle on the current CUDA device: per-tile semaphores (zeroed once; they reset
+ * themselves), a cuBLAS handle with a fixed 32 MiB workspace, device name / SM count, and the
+ * tuner table loaded from the cache (tuner.h). One handle per stream: two GEMMs of one
+ * handle must not run concurrently. Errors: PZ_ERR_NO_DEVICE, PZ_ERR_CUDA, PZ_ERR_OOM. */
+pz_status pz_gemm_ctx_create(pz_gemm_ctx **out);
+void pz_gemm_ctx_destroy(pz_gemm_ctx *ctx);
+/* Device name and SM count the handle was created on (for the tuner key). */
+const char *pz_gemm_ctx_device_name(const pz_gemm_ctx *ctx);
+int pz_gemm_ctx_sm_count(const pz_gemm_ctx *ctx);
+struct pz_tuner_table;
+/* The handle's tuner table (never NULL). */
+struct pz_tuner_table *pz_gemm_ctx_table(pz_gemm_ctx *ctx);
+
+/* Validates a GEMM's shape and pointers: PZ_ERR_SHAPE (m outside 1..256, n or k not a
+ * multiple of 64, ld too small or not a multiple of 8), PZ_ERR_DTYPE, PZ_ERR_INVALID_ARG
+ * (NULL or misaligned pointer). */
+pz_status pz_gemm_check(const pz_gemm_args *a);
+
+/* The kernel AUTO resolves to for (m, n, k, zero_init): PREZERO_GEMM_FORCE=<flavour> (name or
+ * digit) wins, then PREZERO_GEMM_SPLITS / PREZERO_GEMM_WT, then the tuner table, then the
+ * heuristic (pz_gemm_heuristic); PREZERO_GEMM_TUNER=0 ignores the table. The env switches act
+ * on AUTO launches only (an explicit args.config is obeyed as given). *is_split_k tells prezero
+ * whether zero_init = false has any effect (false for FULLK, CUBLAS, SERIAL: they never need a
+ * zeroed C, so prezero is a no-op for them). */
+pz_status pz_gemm_choose(pz_gemm_ctx *ctx, int m, int n, int k, bool zero_init,
+                         pz_gemm_config *out, bool *is_split_k);
+
+/* Heuristic without a table: split count so that (n tiles x splits) is about 2 CTAs per SM,
+ * each split keeping >= 8 K chunks of 32; wt 2 for m <= 64, else 1. flavour: SPLITK_ATOMIC
+ * (zero_init false) / SPLITK_ZERO (zero_init true), FULLK when splits comes out as 1. */
+pz_gemm_config pz_gemm_heuristic(int sm_count, int m, int n, int k, bool zero_init);
+
+/* Enqueues the GEMM on `stream`. No host sync, no allocation: capturable in a CUDA graph.
+ * An explicit flavour with splits/wt 0 takes them from the table entry of that flavour, else
+ * the heuristic. SPLITK_ATOMIC with zero_init = true runs as MEMSET_SPLITK.
+ * Errors: those of pz_gemm_check, PZ_ERR_CUDA (launch failure), PZ_ERR_UNSUPPORTED. */
+pz_status pz_gemm_launch(pz_gemm_ctx *ctx, const pz_gemm_args *args, cudaStream_t stream);
+
+/* ---- Kernels (kernels/gemm_splitk.cu); used by the launcher and the benchmark. ---- */
+
+/* Raw kernel launch of flavours 1,2,4,5 (mode = flavour) with a resolved config. sems: the
+ * handle's semaphore array (>= 2 * tiles ints, zero at first use). */
+pz_status pz_gemm_kernel_launch(const pz_gemm_args *a, int flavour, int splits, int wt,
+                                int *sems, int64_t sem_capacity, cudaStream_t stream);
+/* Number of semaphore ints a launch needs (2 per (token chunk, n tile)). */
+int64_t pz_gemm_sem_need(int m, int n, int wt);
+/* Fills n bf16 values at p with a hash of (index, seed): integers in [-4, 4] when `ints`,
+ * else uniform-ish reals in [-1, 1]. */
+pz_status pz_gemm_fill_bf16(void *p, int64_t n, uint32_t seed, bool ints, cudaStream_t s);
+/* Bias add for the cuBLAS flavour: C[i, j] += bias[j] over m rows and n columns. */
+pz_status pz_gemm_bias_add(void *C, int64_t ldc, pz_dtype c_dtype, const float *bias, int m,
+                           int n, cudaStream_t s);
+/* Plain streaming read of `bytes` (multiple of 16) at p: 16-byte loads, grid-stride, one
+ * reduction store into sink (never skipped by the compiler). The benchmark's yardstick. */
+pz_status pz_gemm_stream_read(const void *p, int64_t bytes, unsigned *sink, int sm_count,
+                              cudaStream_t s);
+#ifdef __cplusplus
+}
+#endif
+#endif

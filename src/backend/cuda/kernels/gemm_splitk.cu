@@ -1,0 +1,368 @@
+/* Split-K GEMM kernels for decode shapes (sm_90a): W streamed from HBM with 16-byte loads straight
+ * into mma.sync m16n8k16 fragments, activations through L1; flavours 1, 2, 4, 5 of gemm.h. */
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+extern "C" { /* core/status.h has no C++ guards of its own */
+#include "core/status.h"
+}
+#include "backend/cuda/cuda_util.h"
+#include "backend/cuda/gemm.h"
+
+/* Layout (our own; the "weights as the MMA A operand" idea is the usual swap for skinny GEMMs):
+ * - The MMA's 16-row side is W (16 output columns n), its 8-column side is 8 tokens of A.
+ * - K is consumed in chunks of 32. Lane (g = lane/4, q = lane%4) loads 16 bytes
+ *   W[n0+g(+8)][32c + 8q .. 8q+7] and A[t0+g][32c + 8q .. 8q+7]. Because a dot product does
+ *   not care in which order k is summed, those 8 k values are fed to the MMA as its logical
+ *   k {2q,2q+1, 2q+8,2q+9} (step 0) and again (step 1): every k in the chunk is used once and
+ *   each 16-byte load lands directly in fragment registers, no shared memory for operands.
+ * - A CTA (8 warps) owns NT = 16*WT output columns and one K slice; warp w takes chunks
+ *   w, w+8, ... so the CTA's loads of one step cover 16 rows x 512 contiguous bytes. Warps are
+ *   reduced in shared memory in a fixed tree order, so a CTA's partial is deterministic. */
+
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+
+struct Params {
+  const __nv_bfloat16 *A;
+  int64_t lda;
+  const __nv_bfloat16 *W;
+  int64_t ldw;
+  void *C;
+  int64_t ldc;
+  const float *bias;
+  int *sems;
+  int m, n, k;
+  int splits;
+  int mode; /* flavour: 1 atomic, 2 in-kernel zero, 4 full K store, 5 serial */
+  int c_bf16;
+};
+
+__device__ __forceinline__ uint4 ld_stream(const void *p) {
+  uint4 r;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+      : "l"(p));
+  return r;
+}
+
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ int ld_acquire(const int *p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release(int *p, int v) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void spin_until(const int *p, int want) {
+  while (ld_acquire(p) != want) __nanosleep(32);
+}
+
+__device__ __forceinline__ void c_store(const Params &p, int64_t off, float v) {
+  if (p.c_bf16) ((__nv_bfloat16 *)p.C)[off] = __float2bfloat16_rn(v);
+  else ((float *)p.C)[off] = v;
+}
+__device__ __forceinline__ void c_atomic(const Params &p, int64_t off, float v) {
+  if (p.c_bf16) atomicAdd(((__nv_bfloat16 *)p.C) + off, __float2bfloat16_rn(v));
+  else atomicAdd(((float *)p.C) + off, v);
+}
+__device__ __forceinline__ float c_load_l2(const Params &p, int64_t off) {
+  if (p.c_bf16) {
+    unsigned short u = __ldcg(((const unsigned short *)p.C) + off);
+    return __uint_as_float((unsigned)u << 16);
+  }
+  return __ldcg(((const float *)p.C) + off);
+}
+
+/* MT8: 8-token tiles per CTA (1..16); WT: 16-row W tiles per warp (1, 2); U: chunks in flight. */
+template <int MT8, int WT, int U>
+__global__ void __launch_bounds__(kThreads) gemm_splitk_kernel(Params p) {
+  constexpr int TOK = MT8 * 8;
+  constexpr int NT = WT * 16;
+  constexpr int NTP = NT + 4; /* padded row: lanes (g, q) hit distinct banks */
+  __shared__ float red[4][TOK * NTP];
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, q = lane & 3;
+  const int n0 = blockIdx.x * NT;
+  const int split = blockIdx.y;
+  const int t0 = blockIdx.z * TOK;
+  const int tile = blockIdx.z * gridDim.x + blockIdx.x;
+  const int nchunks = p.k >> 5;
+  const int c_begin = (int)((int64_t)split * nchunks / p.splits);
+  const int c_end = (int)((int64_t)(split + 1) * nchunks / p.splits);
+  const int rows = min(TOK, p.m - t0);
+
+  /* Flavour 2: split 0 zeroes this CTA's C tile first, then raises the tile's flag. */
+  if (p.mode == 2 && split == 0 && p.splits > 1) {
+    for (int e = threadIdx.x; e < rows * NT; e += kThreads) {
+      int t = e / NT, j = e - t * NT;
+      c_store(p, (int64_t)(t0 + t) * p.ldc + n0 + j, 0.0f);
+    }
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) st_release(&p.sems[2 * tile], 1);
+  }
+
+  float acc[WT][MT8][4];
+#pragma unroll
+  for (int i = 0; i < WT; i++)
+#pragma unroll
+    for (int j = 0; j < MT8; j++)
+#pragma unroll
+      for (int r = 0; r < 4; r++) acc[i][j][r] = 0.0f;
+
+  const __nv_bfloat16 *wbase = p.W + (int64_t)(n0 + g) * p.ldw + q * 8;
+  const __nv_bfloat16 *abase = p.A + q * 8;
+  const uint4 zero4 = make_uint4(0, 0, 0, 0);
+
+  for (int c0 = c_begin + warp; c0 < c_end; c0 += kWarps * U) {
+    uint4 w[U][WT][2];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int c = c0 + u * kWarps;
+#pragma unroll
+      for (int i = 0; i < WT; i++)
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+          w[u][i][h] = c < c_end ? ld_stream(wbase + (int64_t)(i * 16 + h * 8) * p.ldw + c * 32)
+                                 : zero4;
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int c = c0 + u * kWarps;
+      if (c >= c_end) break; /* warp-uniform */
+#pragma unroll
+      for (int j = 0; j < MT8; j++) {
+        const int t = t0 + j * 8 + g;
+        const uint4 x = t < p.m ? __ldg((const uint4 *)(abase + (int64_t)t * p.lda + c * 32)) : zero4;
+#pragma unroll
+        for (int i = 0; i < WT; i++) {
+          mma_bf16(acc[i][j], w[u][i][0].x, w[u][i][1].x, w[u][i][0].y, w[u][i][1].y, x.x, x.y);
+          mma_bf16(acc[i][j], w[u][i][0].z, w[u][i][1].z, w[u][i][0].w, w[u][i][1].w, x.z, x.w);
+        }
+      }
+    }
+  }
+
+  /* Fixed-order tree over the 8 warps: ((w0+w4)+(w2+w6)) + ((w1+w5)+(w3+w7)). Fragment
+   * element r of tile (i, j): n = 16i + g + 8*(r>>1), token = 8j + 2q + (r&1). */
+#pragma unroll
+  for (int half = 4; half >= 1; half >>= 1) {
+    if (warp >= half && warp < 2 * half) {
+      float *s = red[warp - half];
+#pragma unroll
+      for (int i = 0; i < WT; i++)
+#pragma unroll
+        for (int j = 0; j < MT8; j++)
+#pragma unroll
+          for (int r = 0; r < 4; r++)
+            s[(8 * j + 2 * q + (r & 1)) * NTP + 16 * i + g + 8 * (r >> 1)] = acc[i][j][r];
+    }
+    __syncthreads();
+    if (warp < half) {
+      const float *s = red[warp];
+#pragma unroll
+      for (int i = 0; i < WT; i++)
+#pragma unroll
+        for (int j = 0; j < MT8; j++)
+#pragma unroll
+          for (int r = 0; r < 4; r++)
+            acc[i][j][r] += s[(8 * j + 2 * q + (r & 1)) * NTP + 16 * i + g + 8 * (r >> 1)];
+    }
+    __syncthreads();
+  }
+  if (warp == 0) {
+#pragma unroll
+    for (int i = 0; i < WT; i++)
+#pragma unroll
+      for (int j = 0; j < MT8; j++)
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+          red[0][(8 * j + 2 * q + (r & 1)) * NTP + 16 * i + g + 8 * (r >> 1)] = acc[i][j][r];
+  }
+
+  /* Wait for our turn / for split 0's zeroing. */
+  const bool waits = (p.mode == 2 || p.mode == 5) && split > 0;
+  if (waits && threadIdx.x == 0) spin_until(&p.sems[2 * tile], p.mode == 2 ? 1 : split);
+  __syncthreads();
+
+  const bool add_bias = p.bias != nullptr && split == 0;
+  for (int e = threadIdx.x; e < rows * NT; e += kThreads) {
+    const int t = e / NT, j = e - t * NT;
+    float v = red[0][t * NTP + j];
+    if (add_bias) v += p.bias[n0 + j];
+    const int64_t off = (int64_t)(t0 + t) * p.ldc + n0 + j;
+    if (p.mode == 4 || (p.mode == 5 && split == 0) || (p.mode == 2 && p.splits == 1)) c_store(p, off, v);
+    else if (p.mode == 5) c_store(p, off, c_load_l2(p, off) + v);
+    else c_atomic(p, off, v);
+  }
+
+  if (p.mode == 5 && p.splits > 1) {
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) st_release(&p.sems[2 * tile], split == p.splits - 1 ? 0 : split + 1);
+  } else if (p.mode == 2 && split > 0) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      /* The last waiter resets the flag and the counter: every other waiter has already
+       * seen the flag (it counted after its wait), so the next launch starts from zero. */
+      if (atomicAdd(&p.sems[2 * tile + 1], 1) == p.splits - 2) {
+        p.sems[2 * tile + 1] = 0;
+        st_release(&p.sems[2 * tile], 0);
+      }
+    }
+  }
+}
+
+template <int MT8, int WT>
+cudaError_t launch_t(const Params &p, dim3 grid, cudaStream_t s) {
+  /* 16-byte W loads in flight per thread: 2*WT*U = 16 for small m, 8 when the accumulators
+   * of MT8 >= 8 need the registers (no spills, checked with -Xptxas -v). */
+  constexpr int U = (MT8 >= 8 ? 4 : 8) / WT;
+  gemm_splitk_kernel<MT8, WT, U><<<grid, kThreads, 0, s>>>(p);
+  return cudaGetLastError();
+}
+
+int mt8_for(int m) {
+  if (m <= 8) return 1;
+  if (m <= 16) return 2;
+  if (m <= 32) return 4;
+  if (m <= 64) return 8;
+  return 16;
+}
+
+__device__ __forceinline__ uint32_t hash32(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352dU;
+  x ^= x >> 15;
+  x *= 0x846ca68bU;
+  x ^= x >> 16;
+  return x;
+}
+
+__global__ void fill_kernel(__nv_bfloat16 *p, int64_t n, uint32_t seed, int ints) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    uint32_t h = hash32((uint32_t)i * 0x9e3779b9U ^ hash32(seed + (uint32_t)(i >> 32)));
+    float v = ints ? (float)((int)(h % 9u) - 4) : ((float)(h >> 8) * (2.0f / 16777216.0f) - 1.0f);
+    p[i] = __float2bfloat16_rn(v);
+  }
+}
+
+__global__ void bias_kernel(void *C, int64_t ldc, int bf, const float *bias, int m, int n) {
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < (int64_t)m * n;
+       e += (int64_t)gridDim.x * blockDim.x) {
+    int64_t t = e / n, j = e - t * n;
+    int64_t off = t * ldc + j;
+    if (bf) {
+      __nv_bfloat16 *c = (__nv_bfloat16 *)C;
+      c[off] = __float2bfloat16_rn(__bfloat162float(c[off]) + bias[j]);
+    } else {
+      ((float *)C)[off] += bias[j];
+    }
+  }
+}
+
+__global__ void __launch_bounds__(512) stream_read_kernel(const uint4 *p, int64_t n16, unsigned *sink) {
+  unsigned acc = 0;
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  for (; i + 3 * stride < n16; i += 4 * stride) {
+    uint4 a = ld_stream(p + i), b = ld_stream(p + i + stride);
+    uint4 c = ld_stream(p + i + 2 * stride), d = ld_stream(p + i + 3 * stride);
+    acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
+  }
+  for (; i < n16; i += stride) {
+    uint4 a = ld_stream(p + i);
+    acc ^= a.x ^ a.y ^ a.z ^ a.w;
+  }
+  if (acc == 0x9e3779b9U) *sink = acc; /* practically never; keeps the loads alive */
+}
+
+} // namespace
+
+extern "C" int64_t pz_gemm_sem_need(int m, int n, int wt) {
+  int mt8 = mt8_for(m);
+  if (mt8 == 16) wt = 1;
+  int64_t tiles = (int64_t)(n / (16 * wt)) * ((m + mt8 * 8 - 1) / (mt8 * 8));
+  return 2 * tiles;
+}
+
+extern "C" pz_status pz_gemm_kernel_launch(const pz_gemm_args *a, int flavour, int splits, int wt,
+                                           int *sems, int64_t sem_capacity, cudaStream_t stream) {
+  if (flavour != 1 && flavour != 2 && flavour != 4 && flavour != 5)
+    return pz_error(PZ_ERR_INVALID_ARG, "gemm kernel: flavour %d is not a kernel flavour", flavour);
+  const int mt8 = mt8_for(a->m);
+  if (mt8 == 16) wt = 1;
+  if (wt != 1 && wt != 2) return pz_error(PZ_ERR_INVALID_ARG, "gemm kernel: wt %d not 1 or 2", wt);
+  const int nchunks = a->k / 32;
+  if (flavour == 4) splits = 1;
+  if (splits < 1 || splits > nchunks)
+    return pz_error(PZ_ERR_INVALID_ARG, "gemm kernel: splits %d outside 1..%d (k=%d)", splits, nchunks, a->k);
+  if (pz_gemm_sem_need(a->m, a->n, wt) > sem_capacity)
+    return pz_error(PZ_ERR_SHAPE, "gemm kernel: n=%d needs more semaphores than the handle has", a->n);
+  Params p;
+  p.A = (const __nv_bfloat16 *)a->A;
+  p.lda = a->lda;
+  p.W = (const __nv_bfloat16 *)a->W;
+  p.ldw = a->ldw ? a->ldw : a->k;
+  p.C = a->C;
+  p.ldc = a->ldc;
+  p.bias = a->bias;
+  p.sems = sems;
+  p.m = a->m;
+  p.n = a->n;
+  p.k = a->k;
+  p.splits = splits;
+  p.mode = flavour;
+  p.c_bf16 = a->c_dtype == PZ_BF16;
+  dim3 grid(a->n / (16 * wt), splits, (a->m + mt8 * 8 - 1) / (mt8 * 8));
+  cudaError_t e;
+  switch (mt8 * 10 + wt) {
+    case 11: e = launch_t<1, 1>(p, grid, stream); break;
+    case 12: e = launch_t<1, 2>(p, grid, stream); break;
+    case 21: e = launch_t<2, 1>(p, grid, stream); break;
+    case 22: e = launch_t<2, 2>(p, grid, stream); break;
+    case 41: e = launch_t<4, 1>(p, grid, stream); break;
+    case 42: e = launch_t<4, 2>(p, grid, stream); break;
+    case 81: e = launch_t<8, 1>(p, grid, stream); break;
+    case 82: e = launch_t<8, 2>(p, grid, stream); break;
+    default: e = launch_t<16, 1>(p, grid, stream); break;
+  }
+  PZ_CUDA_CHECK(e);
+  return PZ_OK;
+}
+
+extern "C" pz_status pz_gemm_fill_bf16(void *p, int64_t n, uint32_t seed, bool ints, cudaStream_t s) {
+  fill_kernel<<<1024, 256, 0, s>>>((__nv_bfloat16 *)p, n, seed, ints ? 1 : 0);
+  PZ_CUDA_CHECK(cudaGetLastError());
+  return PZ_OK;
+}
+
+extern "C" pz_status pz_gemm_bias_add(void *C, int64_t ldc, pz_dtype c_dtype, const float *bias,
+                                      int m, int n, cudaStream_t s) {
+  int64_t total = (int64_t)m * n;
+  int blocks = (int)((total + 255) / 256);
+  if (blocks > 1024) blocks = 1024;
+  bias_kernel<<<blocks, 256, 0, s>>>(C, ldc, c_dtype == PZ_BF16, bias, m, n);
+  PZ_CUDA_CHECK(cudaGetLastError());
+  return PZ_OK;
+}
+
+extern "C" pz_status pz_gemm_stream_read(const void *p, int64_t bytes, unsigned *sink, int sm_count,
+                                         cudaStream_t s) {
+  stream_read_kernel<<<sm_count * 4, 512, 0, s>>>((const uint4 *)p, bytes / 16, sink);
+  PZ_CUDA_CHECK(cudaGetLastError());
+  return PZ_OK;
+}

@@ -1,0 +1,351 @@
+/* GEMM tuner: CUDA-graph timing of candidates over rotated weights, and the JSON table
+ * (cJSON) of winners per device, stored under PREZERO_CACHE_DIR (default ~/.cache/prezero). */
+#include "backend/cuda/tuner.h"
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "backend/cuda/cuda_util.h"
+
+#define POOL_A_ELEMS (256 * 16384)
+
+int pz_tuner_m_bucket(int m) {
+  int b = 1;
+  while (b < m) b <<= 1;
+  return b;
+}
+
+static void cache_dir(char *out, size_t n) {
+  const char *d = getenv("PREZERO_CACHE_DIR");
+  if (d && *d) snprintf(out, n, "%s", d);
+  else snprintf(out, n, "%s/.cache/prezero", getenv("HOME") ? getenv("HOME") : ".");
+}
+
+static void mkdirs(const char *path) {
+  char tmp[1024];
+  snprintf(tmp, sizeof tmp, "%s", path);
+  for (char *p = tmp + 1; *p; p++)
+    if (*p == '/') {
+      *p = 0;
+      mkdir(tmp, 0755);
+      *p = '/';
+    }
+  mkdir(tmp, 0755);
+}
+
+static pz_status load_json(pz_tuner_table *t, const char *text) {
+  cJSON *root = cJSON_Parse(text);
+  if (!root) return PZ_OK;
+  const cJSON *dev = cJSON_GetObjectItem(root, "device"), *sm = cJSON_GetObjectItem(root, "sm_count");
+  const cJSON *ents = cJSON_GetObjectItem(root, "entries");
+  if (!cJSON_IsString(dev) || strcmp(dev->valuestring, t->device) || !cJSON_IsNumber(sm) ||
+      sm->valueint != t->sm_count || !cJSON_IsArray(ents)) {
+    cJSON_Delete(root);
+    return PZ_OK;
+  }
+  const cJSON *it;
+  cJSON_ArrayForEach(it, ents) {
+    pz_tuner_entry e;
+    memset(&e, 0, sizeof e);
+    const cJSON *m = cJSON_GetObjectItem(it, "m"), *n = cJSON_GetObjectItem(it, "n"), *k = cJSON_GetObjectItem(it, "k");
+    if (!cJSON_IsNumber(m) || !cJSON_IsNumber(n) || !cJSON_IsNumber(k)) continue;
+    e.m_bucket = m->valueint;
+    e.n = n->valueint;
+    e.k = k->valueint;
+    const cJSON *fl = cJSON_GetObjectItem(it, "flavours");
+    for (int f = 1; f < PZ_GEMM_FLAVOUR_COUNT; f++) {
+      const cJSON *o = cJSON_GetObjectItem(fl, pz_gemm_flavour_name((pz_gemm_flavour)f));
+      if (!o) continue;
+      const cJSON *s = cJSON_GetObjectItem(o, "splits"), *w = cJSON_GetObjectItem(o, "wt"), *us = cJSON_GetObjectItem(o, "us");
+      e.cfg[f].flavour = (pz_gemm_flavour)f;
+      e.cfg[f].splits = cJSON_IsNumber(s) ? s->valueint : 0;
+      e.cfg[f].wt = cJSON_IsNumber(w) ? w->valueint : 1;
+      e.us[f] = cJSON_IsNumber(us) ? us->valuedouble : 0;
+    }
+    const cJSON *bn = cJSON_GetObjectItem(it, "best_nozero"), *bz = cJSON_GetObjectItem(it, "best_zero");
+    e.best_nozero = cJSON_IsString(bn) ? pz_gemm_flavour_parse(bn->valuestring) : PZ_GEMM_AUTO;
+    e.best_zero = cJSON_IsString(bz) ? pz_gemm_flavour_parse(bz->valuestring) : PZ_GEMM_AUTO;
+    if (e.best_nozero >= PZ_GEMM_FLAVOUR_COUNT) e.best_nozero = PZ_GEMM_AUTO;
+    if (e.best_zero >= PZ_GEMM_FLAVOUR_COUNT) e.best_zero = PZ_GEMM_AUTO;
+    pz_status st = pz_tuner_put(t, &e);
+    if (st != PZ_OK) {
+      cJSON_Delete(root);
+      return st;
+    }
+  }
+  cJSON_Delete(root);
+  return PZ_OK;
+}
+
+pz_status pz_tuner_table_init(pz_tuner_table *t, const char *device, int sm_count) {
+  memset(t, 0, sizeof *t);
+  snprintf(t->device, sizeof t->device, "%s", device);
+  t->sm_count = sm_count;
+  char dir[700], name[256];
+  cache_dir(dir, sizeof dir);
+  size_t j = 0;
+  for (const char *p = device; *p && j + 1 < 200; p++)
+    name[j++] = ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')) ? *p : '_';
+  name[j] = 0;
+  snprintf(t->path, sizeof t->path, "%s/gemm_%s_%dsm.json", dir, name, sm_count);
+  FILE *f = fopen(t->path, "rb");
+  if (!f) return PZ_OK;
+  fseek(f, 0, SEEK_END);
+  long sz = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *buf = sz > 0 ? malloc((size_t)sz + 1) : NULL;
+  pz_status st = PZ_OK;
+  if (buf && fread(buf, 1, (size_t)sz, f) == (size_t)sz) {
+    buf[sz] = 0;
+    st = load_json(t, buf);
+  }
+  free(buf);
+  fclose(f);
+  return st;
+}
+
+void pz_tuner_table_free(pz_tuner_table *t) {
+  free(t->e);
+  t->e = NULL;
+  t->count = t->cap = 0;
+}
+
+const pz_tuner_entry *pz_tuner_lookup(const pz_tuner_table *t, int m, int n, int k) {
+  int b = pz_tuner_m_bucket(m);
+  for (int i = 0; i < t->count; i++)
+    if (t->e[i].m_bucket == b && t->e[i].n == n && t->e[i].k == k) return &t->e[i];
+  return NULL;
+}
+
+pz_status pz_tuner_put(pz_tuner_table *t, const pz_tuner_entry *e) {
+  for (int i = 0; i < t->count; i++)
+    if (t->e[i].m_bucket == e->m_bucket && t->e[i].n == e->n && t->e[i].k == e->k) {
+      t->e[i] = *e;
+      return PZ_OK;
+    }
+  if (t->count == t->cap) {
+    int nc = t->cap ? 2 * t->cap : 64;
+    pz_tuner_entry *ne = realloc(t->e, (size_t)nc * sizeof *ne);
+    if (!ne) return pz_error(PZ_ERR_OOM, "tuner: table growth");
+    t->e = ne;
+    t->cap = nc;
+  }
+  t->e[t->count++] = *e;
+  return PZ_OK;
+}
+
+cJSON *pz_tuner_to_json(const pz_tuner_table *t) {
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddStringToObject(root, "device", t->device);
+  cJSON_AddNumberToObject(root, "sm_count", t->sm_count);
+  cJSON *arr = cJSON_AddArrayToObject(root, "entries");
+  for (int i = 0; i < t->count; i++) {
+    const pz_tuner_entry *e = &t->e[i];
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "m", e->m_bucket);
+    cJSON_AddNumberToObject(o, "n", e->n);
+    cJSON_AddNumberToObject(o, "k", e->k);
+    cJSON *fl = cJSON_AddObjectToObject(o, "flavours");
+    for (int f = 1; f < PZ_GEMM_FLAVOUR_COUNT; f++) {
+      if (e->cfg[f].splits <= 0) continue;
+      cJSON *c = cJSON_AddObjectToObject(fl, pz_gemm_flavour_name((pz_gemm_flavour)f));
+      cJSON_AddNumberToObject(c, "splits", e->cfg[f].splits);
+      cJSON_AddNumberToObject(c, "wt", e->cfg[f].wt);
+      cJSON_AddNumberToObject(c, "us", e->us[f]);
+    }
+    cJSON_AddStringToObject(o, "best_nozero", pz_gemm_flavour_name(e->best_nozero));
+    cJSON_AddStringToObject(o, "best_zero", pz_gemm_flavour_name(e->best_zero));
+    cJSON_AddItemToArray(arr, o);
+  }
+  return root;
+}
+
+pz_status pz_tuner_save(const pz_tuner_table *t) {
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s", t->path);
+  char *slash = strrchr(dir, '/');
+  if (slash) {
+    *slash = 0;
+    mkdirs(dir);
+  }
+  cJSON *root = pz_tuner_to_json(t);
+  char *text = cJSON_Print(root);
+  cJSON_Delete(root);
+  if (!text) return pz_error(PZ_ERR_OOM, "tuner: JSON print");
+  FILE *f = fopen(t->path, "wb");
+  if (!f) {
+    free(text);
+    return pz_error(PZ_ERR_IO, "tuner: cannot write %s: %s", t->path, strerror(errno));
+  }
+  size_t len = strlen(text);
+  int ok = fwrite(text, 1, len, f) == len;
+  ok &= fclose(f) == 0;
+  free(text);
+  return ok ? PZ_OK : pz_error(PZ_ERR_IO, "tuner: short write to %s", t->path);
+}
+
+pz_status pz_tuner_pool_create(pz_tuner_pool *p, size_t w_bytes) {
+  memset(p, 0, sizeof *p);
+  p->w_bytes = w_bytes;
+  PZ_CUDA_CHECK(cudaStreamCreateWithFlags(&p->stream, cudaStreamNonBlocking));
+  PZ_CUDA_CHECK(cudaMalloc(&p->w, w_bytes));
+  PZ_CUDA_CHECK(cudaMalloc(&p->a, POOL_A_ELEMS * 2));
+  PZ_CUDA_CHECK(cudaMalloc(&p->c, POOL_A_ELEMS * 4));
+  PZ_CUDA_CHECK(cudaMalloc((void **)&p->sink, 64));
+  PZ_CHECK(pz_gemm_fill_bf16(p->w, (int64_t)(w_bytes / 2), 1234u, false, p->stream));
+  PZ_CHECK(pz_gemm_fill_bf16(p->a, POOL_A_ELEMS, 99u, false, p->stream));
+  PZ_CUDA_CHECK(cudaMemsetAsync(p->c, 0, POOL_A_ELEMS * 4, p->stream));
+  PZ_CUDA_CHECK(cudaStreamSynchronize(p->stream));
+  return PZ_OK;
+}
+
+void pz_tuner_pool_destroy(pz_tuner_pool *p) {
+  cudaFree(p->w);
+  cudaFree(p->a);
+  cudaFree(p->c);
+  cudaFree(p->sink);
+  if (p->stream) cudaStreamDestroy(p->stream);
+  memset(p, 0, sizeof *p);
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* kind 0: GEMM with cfg; kind 1: streaming read of `bytes`. */
+static pz_status time_graph(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int kind, int m, int n, int k,
+                            pz_gemm_config cfg, int64_t bytes, int iters, int reps, double *us) {
+  cudaStream_t s = pool->stream;
+  size_t slot = kind == 0 ? (size_t)n * k * 2 : (size_t)bytes;
+  slot = (slot + 255) & ~(size_t)255;
+  int nrot = (int)(pool->w_bytes / slot);
+  if (nrot < 1) return pz_error(PZ_ERR_SHAPE, "tuner: %zu-byte weights exceed the %zu-byte pool", slot, pool->w_bytes);
+  pz_gemm_args a;
+  memset(&a, 0, sizeof a);
+  a.m = m;
+  a.n = n;
+  a.k = k;
+  a.A = pool->a;
+  a.lda = k;
+  a.ldw = k;
+  a.C = pool->c;
+  a.ldc = n;
+  a.c_dtype = PZ_F32;
+  a.zero_init = cfg.flavour != PZ_GEMM_SPLITK_ATOMIC;
+  a.config = cfg;
+  cudaGraph_t g = NULL;
+  cudaGraphExec_t ge = NULL;
+  cudaEvent_t e0 = NULL, e1 = NULL;
+  pz_status st = PZ_OK;
+  double *t = malloc(sizeof(double) * (size_t)reps);
+  if (!t) return pz_error(PZ_ERR_OOM, "tuner: host allocation");
+  PZ_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < iters && st == PZ_OK; i++) {
+    const char *w = (const char *)pool->w + (size_t)(i % nrot) * slot;
+    if (kind == 0) {
+      a.W = w;
+      st = pz_gemm_launch(ctx, &a, s);
+    } else {
+      st = pz_gemm_stream_read(w, bytes, pool->sink, pz_gemm_ctx_sm_count(ctx), s);
+    }
+  }
+  cudaError_t ce = cudaStreamEndCapture(s, &g);
+  if (st == PZ_OK && ce != cudaSuccess) st = pz_error(PZ_ERR_CUDA, "tuner: capture: %s", cudaGetErrorString(ce));
+  if (st == PZ_OK && (ce = cudaGraphInstantiate(&ge, g, 0)) != cudaSuccess)
+    st = pz_error(PZ_ERR_CUDA, "tuner: instantiate: %s", cudaGetErrorString(ce));
+  if (st == PZ_OK && (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess))
+    st = pz_error(PZ_ERR_CUDA, "tuner: event create");
+  if (st == PZ_OK && cudaGraphLaunch(ge, s) != cudaSuccess) st = pz_error(PZ_ERR_CUDA, "tuner: warm-up replay");
+  for (int r = 0; r < reps && st == PZ_OK; r++) {
+    float ms = 0;
+    if (cudaEventRecord(e0, s) != cudaSuccess || cudaGraphLaunch(ge, s) != cudaSuccess ||
+        cudaEventRecord(e1, s) != cudaSuccess || (ce = cudaEventSynchronize(e1)) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) {
+      st = pz_error(PZ_ERR_CUDA, "tuner: replay failed: %s", cudaGetErrorString(cudaGetLastError()));
+      break;
+    }
+    t[r] = 1000.0 * ms / iters;
+  }
+  if (st == PZ_OK) {
+    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    *us = t[reps / 2];
+  }
+  free(t);
+  if (e0) cudaEventDestroy(e0);
+  if (e1) cudaEventDestroy(e1);
+  if (ge) cudaGraphExecDestroy(ge);
+  if (g) cudaGraphDestroy(g);
+  return st;
+}
+
+pz_status pz_tuner_time_gemm(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int n, int k,
+                             pz_gemm_config cfg, int iters, int reps, double *us) {
+  return time_graph(ctx, pool, 0, m, n, k, cfg, 0, iters, reps, us);
+}
+
+pz_status pz_tuner_time_read(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int64_t bytes, int iters,
+                             int reps, double *us) {
+  pz_gemm_config none = {PZ_GEMM_AUTO, 0, 0};
+  return time_graph(ctx, pool, 1, 0, 0, 0, none, bytes, iters, reps, us);
+}
+
+static int env_int(const char *name, int dflt) {
+  const char *v = getenv(name);
+  return v && *v ? atoi(v) : dflt;
+}
+
+pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int n, int k, pz_tuner_entry *out) {
+  static const int split_list[] = {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32};
+  const int iters = env_int("PREZERO_TUNER_ITERS", 20), reps = env_int("PREZERO_TUNER_REPS", 5);
+  const int sms = pz_gemm_ctx_sm_count(ctx);
+  pz_tuner_entry e;
+  memset(&e, 0, sizeof e);
+  e.m_bucket = pz_tuner_m_bucket(m);
+  e.n = n;
+  e.k = k;
+  const int nchunks = k / 32;
+  const int flv[] = {PZ_GEMM_SPLITK_ATOMIC, PZ_GEMM_SPLITK_ZERO, PZ_GEMM_SPLITK_SERIAL, PZ_GEMM_FULLK};
+  for (int fi = 0; fi < 4; fi++) {
+    const int f = flv[fi];
+    for (int wt = 1; wt <= (m <= 64 ? 2 : 1); wt++) {
+      const int tiles = n / (16 * wt);
+      for (size_t si = 0; si < sizeof split_list / sizeof split_list[0]; si++) {
+        const int s = split_list[si];
+        if (f == PZ_GEMM_FULLK && s != 1) break;
+        if (f != PZ_GEMM_FULLK && s == 1) continue;
+        if (nchunks / s < 2 || (int64_t)tiles * s > 16 * sms) break;
+        pz_gemm_config c = {(pz_gemm_flavour)f, s, wt};
+        double us = 0;
+        PZ_CHECK(pz_tuner_time_gemm(ctx, pool, m, n, k, c, iters, reps, &us));
+        if (e.cfg[f].splits == 0 || us < e.us[f]) {
+          e.cfg[f] = c;
+          e.us[f] = us;
+        }
+      }
+    }
+  }
+  if (e.cfg[PZ_GEMM_SPLITK_ATOMIC].splits > 0) {
+    pz_gemm_config c = e.cfg[PZ_GEMM_SPLITK_ATOMIC];
+    c.flavour = PZ_GEMM_MEMSET_SPLITK;
+    e.cfg[PZ_GEMM_MEMSET_SPLITK] = c;
+    PZ_CHECK(pz_tuner_time_gemm(ctx, pool, m, n, k, c, iters, reps, &e.us[PZ_GEMM_MEMSET_SPLITK]));
+  }
+  {
+    pz_gemm_config c = {PZ_GEMM_CUBLAS, 1, 1};
+    e.cfg[PZ_GEMM_CUBLAS] = c;
+    PZ_CHECK(pz_tuner_time_gemm(ctx, pool, m, n, k, c, iters, reps, &e.us[PZ_GEMM_CUBLAS]));
+  }
+  const int nz[] = {1, 4, 5, 6}, z[] = {2, 3, 4, 5, 6};
+  e.best_nozero = PZ_GEMM_CUBLAS;
+  e.best_zero = PZ_GEMM_CUBLAS;
+  for (int i = 0; i < 4; i++)
+    if (e.cfg[nz[i]].splits > 0 && e.us[nz[i]] < e.us[e.best_nozero]) e.best_nozero = (pz_gemm_flavour)nz[i];
+  for (int i = 0; i < 5; i++)
+    if (e.cfg[z[i]].splits > 0 && e.us[z[i]] < e.us[e.best_zero]) e.best_zero = (pz_gemm_flavour)z[i];
+  PZ_CHECK(pz_tuner_put(pz_gemm_ctx_table(ctx), &e));
+  if (out) *out = e;
+  return PZ_OK;
+}

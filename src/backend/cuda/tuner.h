@@ -1,0 +1,75 @@
+/* GEMM tuner: times the split-K GEMM candidates on the device per (m bucket, n, k) and keeps
+ * the winners in a JSON table (cJSON) per device name + SM count in the cache directory. */
+#ifndef PZ_BACKEND_CUDA_TUNER_H
+#define PZ_BACKEND_CUDA_TUNER_H
+#include "backend/cuda/gemm.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One tuned shape. cfg[f] / us[f]: the best config of flavour f and its median time in µs
+ * (splits 0 / us 0 when f was not timed). best_nozero: fastest of the flavours valid with a
+ * zeroed C and no zeroing (atomic, fullk, serial, cublas); best_zero: fastest of those that
+ * zero or overwrite C themselves (zero, memset, fullk, serial, cublas). */
+typedef struct pz_tuner_entry {
+  int m_bucket, n, k;
+  pz_gemm_config cfg[PZ_GEMM_FLAVOUR_COUNT];
+  double us[PZ_GEMM_FLAVOUR_COUNT];
+  pz_gemm_flavour best_nozero, best_zero;
+} pz_tuner_entry;
+
+typedef struct pz_tuner_table {
+  char device[256];
+  int sm_count;
+  char path[1024]; /* the JSON file this table loads from and saves to */
+  int count, cap;
+  pz_tuner_entry *e;
+} pz_tuner_table;
+
+/* m bucket: m rounded up to a power of two (1, 2, 4, ..., 256). */
+int pz_tuner_m_bucket(int m);
+/* Sets up an empty table for (device, sm_count) and loads
+ * $PREZERO_CACHE_DIR (default ~/.cache/prezero)/gemm_<device>_<sm>sm.json when it exists and
+ * its device/sm_count match. A malformed file is ignored (table stays empty). PZ_ERR_OOM. */
+pz_status pz_tuner_table_init(pz_tuner_table *t, const char *device, int sm_count);
+void pz_tuner_table_free(pz_tuner_table *t);
+/* Entry for (bucket(m), n, k), or NULL. */
+const pz_tuner_entry *pz_tuner_lookup(const pz_tuner_table *t, int m, int n, int k);
+/* Inserts or replaces the entry with the same key. PZ_ERR_OOM. */
+pz_status pz_tuner_put(pz_tuner_table *t, const pz_tuner_entry *e);
+/* Writes the table to t->path (creating the directory). PZ_ERR_IO. */
+pz_status pz_tuner_save(const pz_tuner_table *t);
+/* The table as a cJSON tree (caller deletes) / from one; used by save/load and the bench. */
+struct cJSON;
+struct cJSON *pz_tuner_to_json(const pz_tuner_table *t);
+
+/* Device buffers for timing: `w` holds rotated copies of W (bytes >= 2 x L2 so each launch
+ * streams its weights from HBM), `a` bf16 [256 x 16384], `c` f32 [256 x 16384]; all filled
+ * with random bf16 / zero. */
+typedef struct pz_tuner_pool {
+  void *w;
+  size_t w_bytes;
+  void *a;
+  void *c;
+  unsigned *sink;
+  cudaStream_t stream;
+} pz_tuner_pool;
+pz_status pz_tuner_pool_create(pz_tuner_pool *p, size_t w_bytes);
+void pz_tuner_pool_destroy(pz_tuner_pool *p);
+
+/* Median µs of one GEMM launch `cfg` for (m, n, k, c f32, no bias): a CUDA graph of `iters`
+ * launches, each on the next copy of W in the pool (copies rotate), replayed `reps` times after
+ * one warm-up replay; per replay time / iters, median over replays. */
+pz_status pz_tuner_time_gemm(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int n, int k,
+                             pz_gemm_config cfg, int iters, int reps, double *us);
+/* Same method for the plain streaming read of n*k bf16 (pz_gemm_stream_read). */
+pz_status pz_tuner_time_read(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int64_t bytes, int iters,
+                             int reps, double *us);
+/* Times every candidate (flavours 1..6; splits 1..32 with >= 2 K chunks of 32 each, wt 1/2)
+ * for (m, n, k) and stores the entry (key bucket(m)) in ctx's table; *out gets a copy. */
+pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int n, int k,
+                        pz_tuner_entry *out);
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,380 @@
+/* Split-K GEMM family (src/backend/cuda/gemm.h) against a CPU reference: every flavour, exact
+ * integer inputs, guard bands around a column slice, determinism, CUDA-graph replays, shapes. */
+#define _POSIX_C_SOURCE 200809L
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "backend/cuda/gemm.h"
+#include "core/status.h"
+#include "pz_test.h"
+
+#define G 8 /* guard columns on each side of the C slice */
+static const uint32_t SENT32 = 0x7fc0dead;  /* NaN sentinel for f32 guards and stale C */
+static const uint16_t SENT16 = 0x7fd1;      /* NaN sentinel for bf16 */
+
+static uint32_t rng = 12345;
+static uint32_t next_u32(void) {
+  rng ^= rng << 13;
+  rng ^= rng >> 17;
+  rng ^= rng << 5;
+  return rng;
+}
+
+/* Host problem: A [m, lda], W [n, ldw] as bf16; bias [n]; reference ref[m, n] in double. */
+typedef struct prob {
+  int m, n, k;
+  int64_t lda, ldw;
+  pz_bf16 *A, *W;
+  float *bias;
+  double *ref;
+  double *mag; /* Σ|a·w| per output, for the tolerance of real-valued inputs */
+  double *rms; /* sqrt(Σ(a·w)²): the scale of partial sums, for bf16 atomics' roundings */
+  void *dA, *dW;
+  float *dbias;
+} prob;
+
+/* kind 0: integers in [-4, 4]; 1: integers in [-1, 1]; 2: reals in [-1, 1]. */
+static float draw(int kind) {
+  uint32_t r = next_u32();
+  if (kind == 0) return (float)((int)(r % 9u) - 4);
+  if (kind == 1) return (float)((int)(r % 3u) - 1);
+  return (float)((double)(r >> 8) / 8388608.0 - 1.0);
+}
+
+static void prob_make(prob *p, int m, int n, int k, int kind, int with_bias) {
+  memset(p, 0, sizeof *p);
+  p->m = m;
+  p->n = n;
+  p->k = k;
+  p->lda = k + 8;
+  p->ldw = k + 64;
+  p->A = malloc(sizeof(pz_bf16) * m * p->lda);
+  p->W = malloc(sizeof(pz_bf16) * n * p->ldw);
+  p->bias = malloc(sizeof(float) * n);
+  p->ref = malloc(sizeof(double) * m * n);
+  p->mag = malloc(sizeof(double) * m * n);
+  p->rms = malloc(sizeof(double) * m * n);
+  for (int64_t i = 0; i < m * p->lda; i++) p->A[i] = pz_f32_to_bf16(draw(kind));
+  for (int64_t i = 0; i < n * p->ldw; i++) p->W[i] = pz_f32_to_bf16(draw(kind));
+  for (int j = 0; j < n; j++) p->bias[j] = with_bias ? (float)((int)(next_u32() % 7u) - 3) : 0.0f;
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < n; j++) {
+      double s = p->bias[j], a = fabs(p->bias[j]), r2 = 0;
+      for (int t = 0; t < k; t++) {
+        double x = (double)pz_bf16_to_f32(p->A[i * p->lda + t]) * pz_bf16_to_f32(p->W[j * p->ldw + t]);
+        s += x;
+        a += fabs(x);
+        r2 += x * x;
+      }
+      p->ref[i * n + j] = s;
+      p->mag[i * n + j] = a;
+      p->rms[i * n + j] = sqrt(r2);
+    }
+  cudaMalloc(&p->dA, sizeof(pz_bf16) * m * p->lda);
+  cudaMalloc(&p->dW, sizeof(pz_bf16) * n * p->ldw);
+  cudaMalloc((void **)&p->dbias, sizeof(float) * n);
+  cudaMemcpy(p->dA, p->A, sizeof(pz_bf16) * m * p->lda, cudaMemcpyHostToDevice);
+  cudaMemcpy(p->dW, p->W, sizeof(pz_bf16) * n * p->ldw, cudaMemcpyHostToDevice);
+  cudaMemcpy(p->dbias, p->bias, sizeof(float) * n, cudaMemcpyHostToDevice);
+}
+
+static void prob_free(prob *p) {
+  free(p->A);
+  free(p->W);
+  free(p->bias);
+  free(p->ref);
+  free(p->mag);
+  free(p->rms);
+  cudaFree(p->dA);
+  cudaFree(p->dW);
+  cudaFree(p->dbias);
+}
+
+/* Output buffer: m rows of ldc = n + 2G (+ 4) elements; the slice starts at column G. */
+typedef struct outbuf {
+  pz_dtype dt;
+  int64_t ldc;
+  size_t es, bytes;
+  void *d, *h;
+} outbuf;
+
+static void out_make(outbuf *o, const prob *p, pz_dtype dt) {
+  o->dt = dt;
+  o->es = pz_dtype_size(dt);
+  o->ldc = p->n + 2 * G + 4;
+  o->bytes = o->es * p->m * o->ldc;
+  cudaMalloc(&o->d, o->bytes);
+  o->h = malloc(o->bytes);
+}
+static void out_free(outbuf *o) {
+  cudaFree(o->d);
+  free(o->h);
+}
+/* Fills the whole buffer with the NaN sentinel; zero_slice then zeroes the n columns. */
+static void out_poison(outbuf *o, const prob *p, int zero_slice) {
+  for (size_t i = 0; i < o->bytes / o->es; i++) {
+    if (o->es == 4) ((uint32_t *)o->h)[i] = SENT32;
+    else ((uint16_t *)o->h)[i] = SENT16;
+  }
+  if (zero_slice)
+    for (int i = 0; i < p->m; i++) memset((char *)o->h + (i * o->ldc + G) * o->es, 0, p->n * o->es);
+  cudaMemcpy(o->d, o->h, o->bytes, cudaMemcpyHostToDevice);
+}
+static void *slice(const outbuf *o) { return (char *)o->d + G * o->es; }
+
+static pz_gemm_args args_for(const prob *p, const outbuf *o, int flavour, int splits, int wt, bool zero_init,
+                             bool bias) {
+  pz_gemm_args a;
+  memset(&a, 0, sizeof a);
+  a.m = p->m;
+  a.n = p->n;
+  a.k = p->k;
+  a.A = p->dA;
+  a.lda = p->lda;
+  a.W = p->dW;
+  a.ldw = p->ldw;
+  a.C = slice(o);
+  a.ldc = o->ldc;
+  a.c_dtype = o->dt;
+  a.bias = bias ? p->dbias : NULL;
+  a.zero_init = zero_init;
+  a.config.flavour = (pz_gemm_flavour)flavour;
+  a.config.splits = splits;
+  a.config.wt = wt;
+  return a;
+}
+
+static float out_at(const outbuf *o, int64_t idx) {
+  if (o->es == 4) {
+    float f;
+    memcpy(&f, (char *)o->h + idx * 4, 4);
+    return f;
+  }
+  return pz_bf16_to_f32(((uint16_t *)o->h)[idx]);
+}
+
+/* Copies back and checks: guards untouched; slice == ref exactly (exact=1) or within tolerance. */
+static int out_check(outbuf *o, const prob *p, int exact, const char *what) {
+  cudaError_t e = cudaMemcpy(o->h, o->d, o->bytes, cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) {
+    fprintf(stderr, "%s: CUDA error %s\n", what, cudaGetErrorString(e));
+    pz_test_failures++;
+    return 1;
+  }
+  int bad = 0;
+  for (int i = 0; i < p->m && bad < 5; i++)
+    for (int64_t c = 0; c < o->ldc && bad < 5; c++) {
+      int64_t idx = i * o->ldc + c;
+      if (c < G || c >= G + p->n) {
+        int same = o->es == 4 ? ((uint32_t *)o->h)[idx] == SENT32 : ((uint16_t *)o->h)[idx] == SENT16;
+        if (!same) {
+          fprintf(stderr, "%s: guard column %lld of row %d was written\n", what, (long long)c, i);
+          bad++;
+        }
+        continue;
+      }
+      int j = (int)(c - G);
+      double want = p->ref[i * p->n + j], got = out_at(o, idx);
+      double tol = exact ? 0.0 : 2e-5 * p->mag[i * p->n + j] + 1e-6;
+      /* bf16 C: up to 8 roundings (one per atomic) of values on the scale of the partials. */
+      if (o->dt == PZ_BF16 && !exact) tol += (fabs(want) + 3.0 * p->rms[i * p->n + j]) / 64.0;
+      if (!(fabs(got - want) <= tol)) {
+        fprintf(stderr, "%s: C[%d,%d] = %.9g, want %.9g (tol %g)\n", what, i, j, got, want, tol);
+        bad++;
+      }
+    }
+  if (bad) pz_test_failures++;
+  return bad;
+}
+
+static pz_gemm_ctx *ctx;
+
+/* Every flavour x a few split counts / tile widths, zero_init false (flavour 1) and true. */
+static void check_all_flavours(prob *p, pz_dtype dt, int exact, const char *name) {
+  static const int splits_list[] = {1, 2, 3, 7};
+  outbuf o;
+  out_make(&o, p, dt);
+  char what[256];
+  for (int f = 1; f <= 6; f++)
+    for (int wt = 1; wt <= 2; wt++)
+      for (int si = 0; si < 4; si++) {
+        int s = splits_list[si];
+        if ((f == 4 || f == 6) && si > 0) continue;
+        if (f == 6 && wt == 2) continue;
+        if (s > p->k / 32) continue;
+        for (int zi = 0; zi < 2; zi++) {
+          bool zero_init = zi == 1;
+          if (f == 1 && zero_init) continue; /* runs as flavour 3, covered there */
+          snprintf(what, sizeof what, "%s m=%d n=%d k=%d %s flavour=%s splits=%d wt=%d zero_init=%d", name, p->m,
+                   p->n, p->k, pz_dtype_name(dt), pz_gemm_flavour_name((pz_gemm_flavour)f), s, wt, zero_init);
+          out_poison(&o, p, !zero_init);
+          pz_gemm_args a = args_for(p, &o, f, s, wt, zero_init, true);
+          pz_status st = pz_gemm_launch(ctx, &a, 0);
+          if (st != PZ_OK) {
+            fprintf(stderr, "%s: %s: %s\n", what, pz_status_string(st), pz_last_error());
+            pz_test_failures++;
+            continue;
+          }
+          out_check(&o, p, exact, what);
+        }
+      }
+  /* AUTO (tuner table or heuristic), both zero_init values. */
+  for (int zi = 0; zi < 2; zi++) {
+    out_poison(&o, p, zi == 0);
+    pz_gemm_args a = args_for(p, &o, PZ_GEMM_AUTO, 0, 0, zi == 1, true);
+    CHECK_OK(pz_gemm_launch(ctx, &a, 0));
+    snprintf(what, sizeof what, "%s auto zero_init=%d", name, zi);
+    out_check(&o, p, exact, what);
+  }
+  out_free(&o);
+}
+
+/* Same config three times on real-valued inputs: bit-identical (split <= 2, or serial). */
+static void check_run_to_run(prob *p) {
+  struct { int f, s; } cases[] = {{1, 2}, {2, 2}, {3, 2}, {5, 2}, {5, 7}, {4, 1}};
+  outbuf o;
+  out_make(&o, p, PZ_F32);
+  void *first = malloc(o.bytes);
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    for (int r = 0; r < 3; r++) {
+      out_poison(&o, p, cases[c].f == 1);
+      pz_gemm_args a = args_for(p, &o, cases[c].f, cases[c].s, 1, cases[c].f != 1, false);
+      CHECK_OK(pz_gemm_launch(ctx, &a, 0));
+      CHECK(cudaMemcpy(o.h, o.d, o.bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
+      if (r == 0) memcpy(first, o.h, o.bytes);
+      else if (memcmp(first, o.h, o.bytes)) {
+        fprintf(stderr, "run-to-run: flavour %d splits %d differs on run %d\n", cases[c].f, cases[c].s, r);
+        pz_test_failures++;
+      }
+    }
+  }
+  free(first);
+  out_free(&o);
+}
+
+/* A graph of one GEMM (flavour 3 = memset node + atomic kernel, 2, 5) replayed `replays`
+ * times: the result stays exact, so the self-resetting flags never go stale. */
+static void check_graph_replays(prob *p, int replays) {
+  int flv[] = {3, 2, 5};
+  outbuf o;
+  out_make(&o, p, PZ_F32);
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  for (int fi = 0; fi < 3; fi++) {
+    out_poison(&o, p, 0);
+    pz_gemm_args a = args_for(p, &o, flv[fi], 4, 1, true, true);
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    CHECK_OK(pz_gemm_launch(ctx, &a, s));
+    CHECK(cudaStreamEndCapture(s, &g) == cudaSuccess);
+    CHECK(cudaGraphInstantiate(&ge, g, 0) == cudaSuccess);
+    int bad = 0;
+    for (int r = 1; r <= replays && !bad; r++) {
+      CHECK(cudaGraphLaunch(ge, s) == cudaSuccess);
+      if (r % 500 == 0 || r == replays) {
+        CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+        char what[128];
+        snprintf(what, sizeof what, "graph flavour %d after %d replays", flv[fi], r);
+        bad = out_check(&o, p, 1, what);
+      }
+    }
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+  }
+  cudaStreamDestroy(s);
+  out_free(&o);
+}
+
+static void check_bad_shapes(prob *p) {
+  outbuf o;
+  out_make(&o, p, PZ_F32);
+  pz_gemm_args a = args_for(p, &o, 1, 2, 1, false, false);
+  pz_gemm_args b;
+  b = a; b.m = 0;        CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_SHAPE);
+  b = a; b.m = 257;      CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_SHAPE);
+  b = a; b.n = 100;      CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_SHAPE);
+  b = a; b.k = 96;       CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_SHAPE);
+  b = a; b.lda = b.k - 8; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_SHAPE);
+  b = a; b.ldc = b.n - 1; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_SHAPE);
+  b = a; b.c_dtype = PZ_I32; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_DTYPE);
+  b = a; b.config.splits = 1000; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
+  out_free(&o);
+}
+
+static void check_choose(void) {
+  pz_gemm_config c;
+  bool sk = true;
+  setenv("PREZERO_GEMM_FORCE", "fullk", 1);
+  CHECK_OK(pz_gemm_choose(ctx, 8, 2112, 7168, false, &c, &sk));
+  CHECK(c.flavour == PZ_GEMM_FULLK && !sk && c.splits == 1);
+  setenv("PREZERO_GEMM_FORCE", "atomic", 1);
+  CHECK_OK(pz_gemm_choose(ctx, 8, 2112, 7168, false, &c, &sk));
+  CHECK(c.flavour == PZ_GEMM_SPLITK_ATOMIC && sk && c.splits >= 2);
+  CHECK_OK(pz_gemm_choose(ctx, 8, 2112, 7168, true, &c, &sk));
+  CHECK(c.flavour == PZ_GEMM_MEMSET_SPLITK && sk);
+  setenv("PREZERO_GEMM_FORCE", "bogus", 1);
+  CHECK_ST(pz_gemm_choose(ctx, 8, 2112, 7168, false, &c, &sk), PZ_ERR_INVALID_ARG);
+  unsetenv("PREZERO_GEMM_FORCE");
+  setenv("PREZERO_GEMM_TUNER", "0", 1);
+  CHECK_OK(pz_gemm_choose(ctx, 4, 384, 7168, false, &c, &sk));
+  pz_gemm_config h = pz_gemm_heuristic(pz_gemm_ctx_sm_count(ctx), 4, 384, 7168, false);
+  CHECK(c.flavour == h.flavour && c.splits == h.splits && c.wt == h.wt);
+  CHECK(sk == (h.flavour == PZ_GEMM_SPLITK_ATOMIC));
+  unsetenv("PREZERO_GEMM_TUNER");
+  CHECK(pz_gemm_flavour_parse("serial") == PZ_GEMM_SPLITK_SERIAL);
+  CHECK(pz_gemm_flavour_parse("3") == PZ_GEMM_MEMSET_SPLITK);
+}
+
+int main(void) {
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    printf("test_gemm: no CUDA GPU present; skipped\n");
+    return 77;
+  }
+  /* A private, empty tuner cache so AUTO uses the heuristic deterministically. */
+  setenv("PREZERO_CACHE_DIR", "/tmp/pz_test_gemm_cache_empty", 1);
+  CHECK_OK(pz_gemm_ctx_create(&ctx));
+  if (!ctx) TEST_DONE();
+  const char *rs = getenv("PZ_TEST_REPLAYS");
+  int replays = rs ? atoi(rs) : 10000;
+  int quick = getenv("PZ_TEST_QUICK") != NULL;
+
+  /* (m, n, k): tiny m, one token tile, several tiles, m > 128 (two token chunks), m = 256. */
+  static const int shapes[][3] = {{1, 128, 256}, {5, 192, 512}, {16, 256, 1024}, {37, 128, 2048},
+                                  {100, 64, 640}, {200, 128, 384}, {256, 64, 128}};
+  int nshapes = quick ? 3 : 7;
+  for (int i = 0; i < nshapes; i++) {
+    prob p;
+    prob_make(&p, shapes[i][0], shapes[i][1], shapes[i][2], 0, 1);
+    check_all_flavours(&p, PZ_F32, 1, "int");
+    prob_free(&p);
+  }
+  {
+    prob p; /* bf16 C: values in [-1, 1], k = 128, every partial sum exact in bf16 */
+    prob_make(&p, 9, 128, 128, 1, 1);
+    check_all_flavours(&p, PZ_BF16, 1, "int-bf16");
+    prob_free(&p);
+    prob_make(&p, 24, 192, 1024, 2, 1);
+    check_all_flavours(&p, PZ_BF16, 0, "real-bf16");
+    prob_free(&p);
+  }
+  {
+    prob p; /* real-valued inputs vs the float64 reference */
+    prob_make(&p, 13, 256, 4096, 2, 1);
+    check_all_flavours(&p, PZ_F32, 0, "real");
+    check_run_to_run(&p);
+    prob_free(&p);
+  }
+  {
+    prob p;
+    prob_make(&p, 8, 384, 2048, 0, 1);
+    check_graph_replays(&p, replays);
+    check_bad_shapes(&p);
+    prob_free(&p);
+  }
+  check_choose();
+  pz_gemm_ctx_destroy(ctx);
+  TEST_DONE();
+}
