@@ -1,0 +1,174 @@
+/* The prezero CLI (path from $PZ_CLI, set by tests/CMakeLists.txt): every bad input gives a
+ * non-zero exit and exactly one stderr line "prezero <cmd>: <what>; <fix>"; run, graph, --dot
+ * and --help work. */
+#include <stdarg.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "pz_test.h"
+
+static const char *cli;
+static char dir[] = "/tmp/pz_test_cli_XXXXXX";
+static char out_txt[1 << 20], err_txt[1 << 16];
+
+static void slurp(const char *path, char *buf, size_t cap) {
+  FILE *f = fopen(path, "r");
+  size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+  buf[n] = 0;
+  if (f) fclose(f);
+}
+
+/* Runs the CLI with `args` (shell words); returns the exit code, fills out_txt / err_txt. */
+static int run(const char *args) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "\"%s\" %s >%s/out 2>%s/err", cli, args, dir, dir);
+  int rc = system(cmd);
+  char p[300];
+  snprintf(p, sizeof p, "%s/out", dir);
+  slurp(p, out_txt, sizeof out_txt);
+  snprintf(p, sizeof p, "%s/err", dir);
+  slurp(p, err_txt, sizeof err_txt);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+static void write_file(const char *name, const char *text) {
+  char p[300];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  FILE *f = fopen(p, "w");
+  if (!f) { perror(p); exit(1); }
+  fputs(text, f);
+  fclose(f);
+}
+
+static int count(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+  return n;
+}
+
+/* Expects a failure of `cmd` ("run" or "graph") with one stderr line naming `needle`. */
+static void bad(const char *cmd, const char *args, const char *needle) {
+  char full[1024], prefix[64];
+  snprintf(full, sizeof full, "%s %s", cmd, args);
+  snprintf(prefix, sizeof prefix, "prezero %s: ", cmd);
+  int rc = run(full);
+  size_t n = strlen(err_txt);
+  int ok = rc != 0 && n > 0 && err_txt[n - 1] == '\n' && count(err_txt, "\n") == 1 &&
+           !strncmp(err_txt, prefix, strlen(prefix)) && strstr(err_txt, needle) && strstr(err_txt, "; ") &&
+           !strstr(out_txt, "step 1:");
+  if (!ok) {
+    fprintf(stderr, "FAIL: prezero %s -> exit %d, stderr: [%s] (want one line with '%s')\n", full, rc, err_txt, needle);
+    pz_test_failures++;
+  }
+}
+
+static const char *cfg_lines =
+    "  \"hidden_size\": 512, \"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"q_lora_rank\": 128,\n"
+    "  \"qk_nope_head_dim\": 32, \"qk_rope_head_dim\": 32, \"v_head_dim\": 64, \"n_routed_experts\": 64,\n"
+    "  \"num_experts_per_tok\": 6, \"moe_intermediate_size\": 128, \"intermediate_size\": 1024,\n"
+    "  \"vocab_size\": 1024, \"max_position_embeddings\": 4096";
+
+int main(void) {
+  cli = getenv("PZ_CLI");
+  if (!cli || !*cli) { fprintf(stderr, "PZ_CLI is not set (run through ctest); skipping\n"); return 77; }
+  if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
+  unsetenv("PREZERO_ENABLE");
+  char text[4096], args[512];
+
+  /* Config files: good (kv_lora_rank given), malformed, truncated, missing field, wrong type. */
+  snprintf(text, sizeof text, "{\n%s,\n  \"kv_lora_rank\": 96\n}\n", cfg_lines);
+  write_file("good.json", text);
+  write_file("malformed.json", "{\"hidden_size\": 512 \"num_hidden_layers\": 2}");
+  snprintf(text, sizeof text, "{\n%s,\n  \"kv_lora_rank\": 9", cfg_lines);
+  write_file("truncated.json", text);
+  snprintf(text, sizeof text, "{\n%s\n}\n", cfg_lines);
+  write_file("missing.json", text);
+  snprintf(text, sizeof text, "{\n%s,\n  \"kv_lora_rank\": \"96\"\n}\n", cfg_lines);
+  write_file("wrongtype.json", text);
+
+  /* Success: a config.json path decodes. */
+  snprintf(args, sizeof args, "run --config %s/good.json --steps 2 --context 16 --batch 2", dir);
+  CHECK(run(args) == 0 && strstr(out_txt, "step 2:") && err_txt[0] == 0);
+
+  /* Bad input, run. */
+  snprintf(args, sizeof args, "--config %s/malformed.json", dir);
+  bad("run", args, "JSON");
+  snprintf(args, sizeof args, "--config %s/truncated.json", dir);
+  bad("run", args, "JSON");
+  snprintf(args, sizeof args, "--config %s/missing.json", dir);
+  bad("run", args, "kv_lora_rank");
+  snprintf(args, sizeof args, "--config %s/wrongtype.json", dir);
+  bad("run", args, "kv_lora_rank");
+  snprintf(args, sizeof args, "--config %s/nonexistent.json", dir);
+  bad("run", args, "nonexistent.json");
+  bad("run", "--tp 3", "num_attention_heads");
+  bad("run", "--config kimi_k2 --tp 3 --layers 1", "num_attention_heads");
+  bad("run", "--tp 0", "--tp");
+  bad("run", "--tp two", "integer");
+  bad("run", "--batch 0", "--batch");
+  bad("run", "--batch 257", "--batch");
+  bad("run", "--context 5000", "max_position_embeddings");
+  bad("run", "--context 4090 --steps 8", "max_position_embeddings");
+  bad("run", "--config kimi_k3", "kimi_k2");       /* unknown preset: the message lists the presets */
+  bad("run", "--config kimi_k3", "unknown model preset");
+  bad("run", "--frobnicate", "unknown option");
+  bad("run", "--steps", "needs a value");
+  bad("run", "--steps 0", "--steps");
+  bad("run", "--layers 9", "num_hidden_layers");
+  bad("run", "--prezero maybe", "--prezero");
+  bad("run", "--device tpu", "--device");
+
+  /* Bad input, graph. */
+  bad("graph", "--config kimi_k2 --tp 3", "num_attention_heads");
+  bad("graph", "--config kimi_k3", "kimi_k2");
+  snprintf(args, sizeof args, "--config %s/truncated.json", dir);
+  bad("graph", args, "JSON");
+  bad("graph", "--batch 0", "--batch");
+  bad("graph", "--layers 99", "num_hidden_layers");
+  bad("graph", "--context 5000", "max_position_embeddings");
+  bad("graph", "--frobnicate", "unknown option");
+
+  /* run: step lines with one token per sequence, then the timing line. */
+  CHECK(run("run --tp 2 --steps 3") == 0);
+  CHECK(count(out_txt, "\nstep ") == 3 && strstr(out_txt, "timing: 3 steps") && err_txt[0] == 0);
+  const char *s1 = strstr(out_txt, "step 1:");
+  if (s1) {
+    int a, b, c, d, e = -1;
+    int n = sscanf(s1, "step 1: %d %d %d %d\nstep 2: %d", &a, &b, &c, &d, &e);
+    CHECK(n == 5 && a >= 0 && a < 1024 && d >= 0 && d < 1024);
+  }
+  /* No arguments at all: decodes the embedded default. */
+  CHECK(run("") == 0 && strstr(out_txt, "# tiny:") && strstr(out_txt, "step 1:"));
+  /* The same seed gives the same tokens at TP 1 and TP 2 (2 steps). */
+  CHECK(run("run --tp 1 --steps 2 --seed 5") == 0);
+  char tp1[4096];
+  snprintf(tp1, sizeof tp1, "%s", strstr(out_txt, "prompt:") ? strstr(out_txt, "prompt:") : "");
+  if (strstr(tp1, "timing:")) *strstr(tp1, "timing:") = 0;
+  CHECK(strstr(tp1, "step 2:") != NULL);
+  CHECK(run("run --tp 2 --steps 2 --seed 5") == 0 && strstr(out_txt, tp1));
+
+  /* graph: the figures of the issue for Kimi-K2 at TP 4, 2 layers. */
+  snprintf(args, sizeof args, "graph --config kimi_k2 --tp 4 --layers 2 --dot %s/g.dot", dir);
+  CHECK(run(args) == 0);
+  CHECK(strstr(out_txt, "layers.0.input_layernorm") && strstr(out_txt, "layers.1.post_attention_layernorm"));
+  CHECK(strstr(out_txt, "layers.1.self_attn.qkv_a.out[4,2112]f32"));
+  CHECK(strstr(out_txt, "layers.1.input_layernorm.out[4,7168]bf16"));
+  CHECK(count(out_txt, "q_b=1536->3072 o_proj=2048->7168") == 2);
+  CHECK(strstr(out_txt, "layers.1.mlp.gate.weight[384,7168]bf16") && !strstr(out_txt, "layers.0.mlp.gate ") &&
+        !strstr(out_txt, "layers.0.mlp.gate."));
+  CHECK(count(out_txt, " ar_rmsnorm ") == 5); /* 2 per layer + final norm */
+  char dot[1 << 16], p[300];
+  snprintf(p, sizeof p, "%s/g.dot", dir);
+  slurp(p, dot, sizeof dot);
+  CHECK(!strncmp(dot, "digraph", 7) && strstr(dot, "layers.1.mlp.gate"));
+  CHECK(run("graph --config deepseek_v2_lite --tp 2 --layers 2") == 0 && strstr(out_txt, "layers.1.self_attn.q_proj") &&
+        !strstr(out_txt, "qkv_a"));
+
+  /* --help. */
+  CHECK(run("run --help") == 0 && strstr(out_txt, "usage: prezero run") && strstr(out_txt, "--context"));
+  CHECK(run("graph --help") == 0 && strstr(out_txt, "usage: prezero graph") && strstr(out_txt, "--dot"));
+
+  snprintf(text, sizeof text, "rm -rf %s", dir);
+  if (system(text)) fprintf(stderr, "could not remove %s\n", dir);
+  TEST_DONE();
+}
