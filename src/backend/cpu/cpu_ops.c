@@ -2,6 +2,7 @@
  * in prezero_ops.c): unpack tensors and params from the node, call the ref_ops.h functions. */
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/ref_ops.h"
+#include "passes/prezero.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -140,11 +141,16 @@ pz_status pz_cpu_op_MLA_ATTN(pz_cpu_ctx *c, const pz_node *n) {
   io.kv_cache = DATA(n->src[PZ_MLA_KV_CACHE]);
   io.cache_seq_stride = cache->stride[0];
   io.pos = opt_data(c, n, PZ_MLA_POS);
-  /* q_b slot: inside the donor's always-zeroed prefix [0, n_base), so zero_init = false. */
+  /* Slots (DESIGN.md §3): a slot's GEMM accumulates into it (zero_init = false) when the donor
+   * zeroed its columns this step, by the same rule the donor uses (pz_prezero_slice_zeroed:
+   * inside the always-zeroed prefix [0, n_base), or the gate holds for n_total); otherwise it
+   * zeroes them itself. Unset slots: internal scratch / the node's output, zero_init = true. */
+  const int64_t qh = p->qk_nope_head_dim + p->qk_rope_head_dim;
   if (n->src[PZ_MLA_QB_PREZERO] >= 0) {
     io.qb_out = DATA(n->src[PZ_MLA_QB_PREZERO]);
     io.ld_qb_out = opt_ld(c, n, PZ_MLA_QB_PREZERO);
-    io.qb_zero_init = false;
+    io.qb_zero_init = !pz_prezero_slice_zeroed(c->m, p->qb_col_offset, p->n_heads * qh, p->prezero_n_total,
+                                               p->prezero_n_base, c->g->info.hidden, c->tp, &c->opts->dev);
   }
   LD(n->dst[0], ldo);
   float *dst = DATA(n->dst[0]);
@@ -153,7 +159,8 @@ pz_status pz_cpu_op_MLA_ATTN(pz_cpu_ctx *c, const pz_node *n) {
   if (oslot) {
     io.out = oslot;
     io.ld_out = ld_slot;
-    io.out_zero_init = !pz_prezero_active(c->m, p->prezero_n_total, PZ_F32, p->hidden, c->tp, &c->opts->dev);
+    io.out_zero_init = !pz_prezero_slice_zeroed(c->m, p->oproj_col_offset, p->hidden, p->prezero_n_total,
+                                                p->prezero_n_base, c->g->info.hidden, c->tp, &c->opts->dev);
   } else {
     io.out = dst;
     io.ld_out = ldo;
