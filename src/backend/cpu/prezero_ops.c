@@ -6,7 +6,7 @@
 #include "passes/prezero.h"
 
 /* ar_rmsnorm_maybe_prezero_: exactly AR_RMSNORM (same node fields), then zero rows 0..m-1 of
- * this rank's [M, n_total] f32 buffer: all n_total columns when prezero_active(m, n_total, f32,
+ * every rank's [M, n_total] f32 buffer (collective: called once for all ranks): all n_total columns when prezero_active(m, n_total, f32,
  * H, tp) holds, else only the n_base prefix (pz_prezero_fill_cols). Rows >= m are left alone. */
 pz_status pz_cpu_op_AR_RMSNORM_MAYBE_PREZERO(pz_cpu_ctx *c, const pz_node *n) {
   const pz_graph *g = c->g;
@@ -23,8 +23,12 @@ pz_status pz_cpu_op_AR_RMSNORM_MAYBE_PREZERO(pz_cpu_ctx *c, const pz_node *n) {
   donor.op = PZ_OP_AR_RMSNORM;
   PZ_CHECK(pz_cpu_op_AR_RMSNORM(c, &donor));
   int64_t cols = pz_prezero_fill_cols(c->m, p->n_total, p->n_base, g->info.hidden, c->tp, &c->opts->dev);
-  float *buf = (float *)c->data[p->fill_buf];
-  for (int64_t i = 0; i < c->m && cols > 0; i++) memset(buf + i * B->stride[0], 0, (size_t)cols * sizeof(float));
+  /* A collective op: the executor calls it once per step for all ranks (rank_data[r]). */
+  for (int r = 0; r < c->tp; r++) {
+    float *buf = (float *)(c->rank_data ? c->rank_data[r][p->fill_buf] : c->data[p->fill_buf]);
+    for (int64_t i = 0; i < c->m && cols > 0; i++) memset(buf + i * B->stride[0], 0, (size_t)cols * sizeof(float));
+    if (!c->rank_data) break;
+  }
   return PZ_OK;
 }
 
