@@ -182,7 +182,9 @@ pz_status pz_ref_mla_decode(int64_t m, const pz_mla_params *p, const pz_ref_mla_
  *   Then w *= routed_scaling_factor, always (DeepSeek-V3 code; V2 skipped it when
  *   normalising, which no shipped V2 config combines with a factor != 1).
  * Output per token, in selection order (descending choice value, ties to the lower index):
- *   ids: i32 [m, top_k], weights: f32 [m, top_k] (row stride top_k). */
+ *   ids: i32 [m, top_k], weights: f32 [m, top_k] (row stride top_k). When the kept groups hold
+ *   fewer than top_k experts, the missing slots get id -1 and weight 0 (HF would pick masked
+ *   experts there; no shipped config allows it). */
 void pz_ref_moe_route(int64_t m, const float *logits, int64_t ld, const float *bias,
                       const pz_moe_params *p, int32_t *ids, float *weights);
 
