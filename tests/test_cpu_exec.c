@@ -3,6 +3,8 @@
  * bit-identical, weight sharding maps to the same full tensor, bad inputs are refused. */
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/ref_ops.h"
+#include "passes/prezero.h"
+#include <stdlib.h>
 #include "pz_test.h"
 #include <string.h>
 
@@ -112,14 +114,19 @@ static pz_graph *build(int tp) {
 enum { STEPS = 4 };
 typedef struct { float logits[STEPS][M * VOCAB]; int32_t tok[STEPS][M]; } run_out;
 
+static void run_g(pz_graph *g, int threads, int poison, run_out *o);
 static void run(int tp, int threads, int poison, run_out *o) {
   pz_graph *g = build(tp);
+  run_g(g, threads, poison, o);
+  pz_graph_free(g);
+}
+static void run_g(pz_graph *g, int threads, int poison, run_out *o) {
   pz_cpu_exec_opts opts = PZ_CPU_EXEC_OPTS_INIT;
   opts.threads = threads;
   opts.poison = poison;
   pz_cpu_exec *e = NULL;
   CHECK_OK(pz_cpu_exec_create(g, &opts, &e));
-  if (!e) { pz_graph_free(g); return; }
+  if (!e) return;
   int32_t tok[M] = {5, 17, 90}, pos[M] = {3, 0, 7};
   for (int s = 0; s < STEPS; s++) {
     CHECK_OK(pz_cpu_exec_step(e, M, tok, pos, o->tok[s]));
@@ -127,10 +134,9 @@ static void run(int tp, int threads, int poison, run_out *o) {
     for (int i = 0; i < M; i++) { tok[i] = o->tok[s][i]; pos[i]++; }
   }
   pz_cpu_exec_free(e);
-  pz_graph_free(g);
 }
 
-static run_out r1, r1b, r1t2, r1p, r2, r4;
+static run_out r1, r1b, r1t2, r1p, r2, r4, ron, roff;
 
 int main(void) {
   run(1, 1, 0, &r1);
@@ -166,6 +172,29 @@ int main(void) {
       for (int v = 1; v < VOCAB; v++) if (r1.logits[s][i * VOCAB + v] > r1.logits[s][i * VOCAB + best]) best = v;
       CHECK(r1.tok[s][i] == best);
     }
+
+  /* The prezero rewrite of this graph (qkv_a + router consumers, q_b / o_proj slots in the MLA
+   * op) gives bit-identical results with the gate forced on and off (poisoned buffers). */
+  for (int tp = 1; tp <= 2; tp++) {
+    pz_graph *gp = build(tp);
+    pz_pass_stats ps = {0};
+    CHECK_OK(pz_pass_prezero(gp, NULL, &ps));
+    CHECK(ps.matched == 2);
+    int slots = 0;
+    for (int i = 0; i < gp->n_nodes; i++)
+      if (gp->nodes[i].op == PZ_OP_MLA_ATTN)
+        slots = (gp->nodes[i].src[PZ_MLA_QB_PREZERO] >= 0) + (gp->nodes[i].src[PZ_MLA_OPROJ_PREZERO] >= 0);
+    CHECK(slots == 2);
+    CHECK_OK(pz_graph_verify(gp));
+    setenv("PREZERO_FORCE_GATE", "on", 1);
+    run_g(gp, 2, 1, &ron);
+    setenv("PREZERO_FORCE_GATE", "off", 1);
+    run_g(gp, 2, 1, &roff);
+    unsetenv("PREZERO_FORCE_GATE");
+    CHECK(memcmp(&ron, &roff, sizeof ron) == 0);
+    CHECK(memcmp(&ron, tp == 1 ? &r1 : &r2, sizeof ron) == 0);
+    pz_graph_free(gp);
+  }
 
   /* weight sharding: rank 1 of TP=2 holds rows [48, 96) of the full embedding and columns
    * [8, 16) of the (row-parallel) o_proj; its KV cache equals TP=1's */
