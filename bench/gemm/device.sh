@@ -35,21 +35,21 @@ echo "== build"; tail -3 $OUT/build.txt
 [ -x $B/test_gemm ] || { cat $OUT/build.txt; exit 1; }
 
 echo "== compute-sanitizer memcheck (quick test)"
-PZ_TEST_QUICK=1 PZ_TEST_REPLAYS=20 timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 \
+PZ_TEST_QUICK=1 PZ_TEST_REPLAYS=20 timeout 110 compute-sanitizer --tool memcheck --error-exitcode 9 \
   $B/test_gemm > $OUT/sanitizer.txt 2>&1; echo "memcheck rc=$?"; tail -4 $OUT/sanitizer.txt
 
 echo "== test"
-( time timeout 90 $B/test_gemm ) > $OUT/test.txt 2>&1; echo "test rc=$?"; tail -8 $OUT/test.txt
+( time timeout 60 $B/test_gemm ) > $OUT/test.txt 2>&1; echo "test rc=$?"; tail -8 $OUT/test.txt
 
 echo "== bench"
 mkdir -p $OUT/cache
 export PREZERO_CACHE_DIR=$OUT/cache
-( time timeout 300 $B/bench_gemm --json $OUT/gemm_h200.json --md $OUT/gemm_h200.md ) > $OUT/bench.txt 2>&1
+( time timeout 220 $B/bench_gemm --json $OUT/gemm_h200.json --md $OUT/gemm_h200.md ) > $OUT/bench.txt 2>&1
 echo "bench rc=$?"
 
 echo "== ncu (flavour-1 kernels as tuned, --clock-control none)"
 for m in 1 128; do
-  timeout 60 ncu --clock-control none -k regex:gemm_splitk -c 2 \
+  timeout 45 ncu --clock-control none -k regex:gemm_splitk -c 2 \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
     --section WarpStateStats $B/bench_gemm --no-tune --reps 3 --m $m --only Kimi-K2/tp4/qkv_a
   echo "ncu m=$m rc=$?"
