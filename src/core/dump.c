@@ -1,5 +1,6 @@
 /* Deterministic text and DOT dumps of a graph (used by `prezero graph` and the pass dumps). */
 #include "core/ir.h"
+#include <stdlib.h>
 
 static void shape(const pz_tensor *t, FILE *f) {
   fprintf(f, "[");
@@ -52,11 +53,60 @@ static void params(const pz_node *n, FILE *f) {
       }
       break;
     case PZ_OP_MOE:
-      fprintf(f, " experts=%d top_k=%d groups=%d/%d scoring=%s method=%d inter=%lld shared_inter=%lld",
+      fprintf(f, " experts=%d top_k=%d groups=%d/%d scoring=%s topk_method=%s inter=%lld shared_inter=%lld",
               n->p.moe.n_experts, n->p.moe.top_k, n->p.moe.topk_group, n->p.moe.n_group,
-              n->p.moe.scoring == PZ_SCORE_SIGMOID ? "sigmoid" : "softmax", (int)n->p.moe.topk_method,
+              n->p.moe.scoring == PZ_SCORE_SIGMOID ? "sigmoid" : "softmax",
+              n->p.moe.topk_method == PZ_TOPK_NOAUX_TC ? "noaux_tc"
+              : n->p.moe.topk_method == PZ_TOPK_GROUP_LIMITED ? "group_limited_greedy" : "greedy",
               (long long)n->p.moe.inter, (long long)n->p.moe.shared_inter); break;
     default: break;
+  }
+}
+
+/* One slice of a prezero buffer, for the summary: the consumer writing columns [col, col+w). */
+typedef struct { int64_t col, w; const char *tensor, *how, *node; } pz_slice_row;
+
+static int slice_cmp(const void *a, const void *b) {
+  const pz_slice_row *x = a, *y = b;
+  return x->col < y->col ? -1 : x->col > y->col;
+}
+
+/* After a prezero rewrite: one block per donor buffer with n_total, n_base and its slices
+ * (offset, width, consumer). Prints nothing for a graph without a zero_fill donor, so an
+ * unrewritten graph's dump is unchanged. */
+static void prezero_summary(const pz_graph *g, FILE *f) {
+  bool any = false;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const pz_node *d = &g->nodes[i];
+    if (d->op != PZ_OP_AR_RMSNORM_MAYBE_PREZERO || d->p.norm.fill_buf < 0) continue;
+    if (!any) fprintf(f, "# prezero buffers: the donor zeroes columns [0, n_base) of rows 0..m-1 every step, and "
+                         "[n_base, n_total) too when prezero_active(m); consumers beyond n_base zero their own slice otherwise\n");
+    any = true;
+    int buf = d->p.norm.fill_buf;
+    const pz_tensor *B = &g->tensors[buf];
+    fprintf(f, "#   %s [%lld,%lld]f32 n_total=%lld n_base=%lld, filled by %s\n", B->name, (long long)B->ne[0],
+            (long long)B->ne[1], (long long)d->p.norm.n_total, (long long)d->p.norm.n_base, d->name);
+    pz_slice_row rows[32];
+    int nr = 0;
+    for (int j = 0; j < g->n_nodes && nr < 30; j++) {
+      const pz_node *n = &g->nodes[j];
+      if (n->op == PZ_OP_MM_MAYBE_PREZERO && pz_storage_of(g, n->p.gemm.prezero_buf) == buf)
+        rows[nr++] = (pz_slice_row){n->p.gemm.col_offset, g->tensors[n->dst[0]].ne[1], g->tensors[n->dst[0]].name,
+                                    "mm_maybe_prezero_", n->name};
+      if (n->op == PZ_OP_MLA_ATTN) {
+        if (n->src[PZ_MLA_QB_PREZERO] >= 0 && pz_storage_of(g, n->src[PZ_MLA_QB_PREZERO]) == buf)
+          rows[nr++] = (pz_slice_row){n->p.mla.qb_col_offset, g->tensors[n->src[PZ_MLA_QB_PREZERO]].ne[1],
+                                      g->tensors[n->src[PZ_MLA_QB_PREZERO]].name, "qb_prezero slot (q_b GEMM) of", n->name};
+        if (n->src[PZ_MLA_OPROJ_PREZERO] >= 0 && pz_storage_of(g, n->src[PZ_MLA_OPROJ_PREZERO]) == buf)
+          rows[nr++] = (pz_slice_row){n->p.mla.oproj_col_offset, g->tensors[n->src[PZ_MLA_OPROJ_PREZERO]].ne[1],
+                                      g->tensors[n->src[PZ_MLA_OPROJ_PREZERO]].name, "oproj_prezero slot (o_proj GEMM) of", n->name};
+      }
+    }
+    qsort(rows, (size_t)nr, sizeof rows[0], slice_cmp);
+    for (int k = 0; k < nr; k++)
+      fprintf(f, "#     cols [%lld, %lld) width %lld: %s, %s %s%s\n", (long long)rows[k].col,
+              (long long)(rows[k].col + rows[k].w), (long long)rows[k].w, rows[k].tensor, rows[k].how, rows[k].node,
+              rows[k].col + rows[k].w > d->p.norm.n_base ? " (beyond n_base)" : "");
   }
 }
 
@@ -83,6 +133,7 @@ pz_status pz_graph_dump_text(const pz_graph *g, FILE *f) {
     }
     fprintf(f, "\n");
   }
+  prezero_summary(g, f);
   return ferror(f) ? pz_error(PZ_ERR_IO, "graph dump: write failed") : PZ_OK;
 }
 
