@@ -40,9 +40,10 @@ static uint64_t name_key(uint64_t seed, const char *name) {
   return splitmix64(seed ^ splitmix64(h));
 }
 
-/* u in [-1, 1) from (key, full flat index): the top 24 bits of splitmix64, exact in f32. */
+/* u in [-1, 1) from (key, full flat index): the top 24 bits (exact in f32) of output number
+ * idx+1 of the SplitMix64 generator seeded with key (state key + (idx+1)*gamma, then mixed). */
 static float hash_unit(uint64_t key, uint64_t idx) {
-  uint64_t h = splitmix64(key ^ splitmix64(idx));
+  uint64_t h = splitmix64(key + idx * 0x9e3779b97f4a7c15ull);
   return (float)(h >> 40) * (1.0f / 8388608.0f) - 1.0f;
 }
 
@@ -54,23 +55,35 @@ typedef struct fill_job {
   float scale, offset;
 } fill_job;
 
-static void fill_range(void *va, int64_t lo, int64_t hi) {
+/* Rows [lo, hi) of the tensor seen as [numel / ne[last], ne[last]]: the full (unsharded) flat
+ * index of a row's first element comes from its coordinates (shard dim shifted by
+ * rank * ne[shard_dim]); along the last dim it then advances by 1. */
+static void fill_rows(void *va, int64_t lo, int64_t hi) {
   const fill_job *f = va;
   const pz_tensor *t = f->t;
-  for (int64_t li = lo; li < hi; li++) {
-    /* local contiguous index -> coordinates -> full (unsharded) flat index */
-    int64_t rem = li, full = 0, mult = 1;
-    for (int d = t->ndim - 1; d >= 0; d--) {
+  const int last = t->ndim - 1;
+  const int64_t w = t->ne[last];
+  for (int64_t row = lo; row < hi; row++) {
+    int64_t rem = row, full = 0, mult = t->full_ne[last];
+    if (last == t->shard_dim) full = (int64_t)f->rank * w;
+    for (int d = last - 1; d >= 0; d--) {
       int64_t cd = rem % t->ne[d];
       rem /= t->ne[d];
       if (d == t->shard_dim) cd += (int64_t)f->rank * t->ne[d];
       full += cd * mult;
       mult *= t->full_ne[d];
     }
-    float v = f->offset + f->scale * hash_unit(f->key, (uint64_t)full);
-    if (t->dtype == PZ_BF16) ((pz_bf16 *)f->dst)[li] = pz_f32_to_bf16(v);
-    else if (t->dtype == PZ_F32) ((float *)f->dst)[li] = v;
-    else ((int32_t *)f->dst)[li] = (int32_t)v;
+    int64_t li = row * w;
+    if (t->dtype == PZ_BF16) {
+      pz_bf16 *o = (pz_bf16 *)f->dst + li;
+      for (int64_t j = 0; j < w; j++) o[j] = pz_f32_to_bf16(f->offset + f->scale * hash_unit(f->key, (uint64_t)(full + j)));
+    } else if (t->dtype == PZ_F32) {
+      float *o = (float *)f->dst + li;
+      for (int64_t j = 0; j < w; j++) o[j] = f->offset + f->scale * hash_unit(f->key, (uint64_t)(full + j));
+    } else {
+      int32_t *o = (int32_t *)f->dst + li;
+      for (int64_t j = 0; j < w; j++) o[j] = (int32_t)(f->offset + f->scale * hash_unit(f->key, (uint64_t)(full + j)));
+    }
   }
 }
 
@@ -111,7 +124,8 @@ static pz_status fill_tensor(pz_cpu_exec *e, int r, const pz_tensor *t) {
     for (int d = 0; d < t->ndim; d++) tc.full_ne[d] = t->ne[d];
   }
   f.t = &tc;
-  pz_par_for(pz_tensor_numel(t), 4096, fill_range, &f);
+  int64_t rows = pz_tensor_numel(t) / t->ne[t->ndim - 1];
+  pz_par_for(rows, 1 + 4096 / t->ne[t->ndim - 1], fill_rows, &f);
   return PZ_OK;
 }
 

@@ -3,6 +3,7 @@
 #include "backend/cpu/ref_ops.h"
 #include "backend/cpu/cpu_pool.h"
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifndef M_PI
@@ -35,45 +36,70 @@ typedef struct gemm_job {
 
 #define BF(x) pz_bf16_to_f32(x)
 
-/* Columns [j0, j1): 4 columns at a time (4 independent fp32 chains, each in k order). */
+/* Columns [j0, j1) (j0 a multiple of PZ_GEMM_NB): PZ_GEMM_NB columns at a time. The block's
+ * W rows are converted once into an f32 panel P[kk][c] (k-major), then every row i keeps one
+ * fp32 accumulator per column, each updated acc += a*w in k order: the compiler may run the
+ * PZ_GEMM_NB independent accumulators as SIMD lanes (separate multiply and add, so the
+ * rounding is the scalar one), never reassociating within a column. */
+#define PZ_GEMM_NB 16
+typedef float pz_v4 __attribute__((vector_size(16)));
 static void gemm_cols(void *va, int64_t j0, int64_t j1) {
   const gemm_job *g = va;
   const int64_t k = g->k;
-  for (int64_t j = j0; j < j1; j += 4) {
-    int nc = (int)(j1 - j < 4 ? j1 - j : 4);
-    const pz_bf16 *w[4];
-    for (int c = 0; c < 4; c++) w[c] = g->W + (j + (c < nc ? c : 0)) * g->ldw;
-    for (int64_t i = 0; i < g->m; i++) {
-      const pz_bf16 *a = g->A + i * g->lda;
-      float *crow = g->C + i * g->ldc + j;
-      float out[4];
-      for (int c = 0; c < nc; c++) out[c] = g->zero_init ? 0.0f : crow[c];
-      for (int64_t k0 = 0; k0 < k; k0 += g->chunk) {
-        int64_t k1 = k0 + g->chunk < k ? k0 + g->chunk : k;
-        float acc0 = 0.f, acc1 = 0.f, acc2 = 0.f, acc3 = 0.f;
-        for (int64_t kk = k0; kk < k1; kk++) {
-          float av = BF(a[kk]);
-          acc0 += av * BF(w[0][kk]);
-          acc1 += av * BF(w[1][kk]);
-          acc2 += av * BF(w[2][kk]);
-          acc3 += av * BF(w[3][kk]);
+  float *panel = malloc(sizeof(float) * (size_t)(PZ_GEMM_NB * (g->chunk < k ? g->chunk : k)));
+  if (!panel) { /* out of memory: the same arithmetic, one column at a time */
+    for (int64_t j = j0; j < j1; j++)
+      for (int64_t i = 0; i < g->m; i++)
+        for (int64_t k0 = 0; k0 < k; k0 += g->chunk) {
+          int64_t k1 = k0 + g->chunk < k ? k0 + g->chunk : k;
+          float acc = 0.0f;
+          for (int64_t kk = k0; kk < k1; kk++) acc += BF(g->A[i * g->lda + kk]) * BF(g->W[j * g->ldw + kk]);
+          if (k0 == 0 && g->bias) acc += g->bias[j];
+          float *cp = g->C + i * g->ldc + j;
+          *cp = ((k0 == 0 && g->zero_init) ? 0.0f : *cp) + acc;
         }
-        float acc[4] = {acc0, acc1, acc2, acc3};
+    return;
+  }
+  for (int64_t j = j0; j < j1; j += PZ_GEMM_NB) {
+    int nc = (int)(j1 - j < PZ_GEMM_NB ? j1 - j : PZ_GEMM_NB);
+    for (int64_t k0 = 0; k0 < k; k0 += g->chunk) {
+      int64_t k1 = k0 + g->chunk < k ? k0 + g->chunk : k, kl = k1 - k0;
+      for (int c = 0; c < PZ_GEMM_NB; c++) {
+        const pz_bf16 *w = g->W + (j + (c < nc ? c : 0)) * g->ldw + k0;
+        for (int64_t kk = 0; kk < kl; kk++) panel[kk * PZ_GEMM_NB + c] = BF(w[kk]);
+      }
+      for (int64_t i = 0; i < g->m; i++) {
+        const pz_bf16 *a = g->A + i * g->lda + k0;
+        /* 16 accumulators as 4 vectors of 4 lanes: lane-wise multiply then add. */
+        pz_v4 acc0 = {0}, acc1 = {0}, acc2 = {0}, acc3 = {0};
+        for (int64_t kk = 0; kk < kl; kk++) {
+          float s = BF(a[kk]);
+          pz_v4 av = {s, s, s, s};
+          const float *pr = panel + kk * PZ_GEMM_NB;
+          pz_v4 p0, p1, p2, p3;
+          memcpy(&p0, pr, 16); memcpy(&p1, pr + 4, 16); memcpy(&p2, pr + 8, 16); memcpy(&p3, pr + 12, 16);
+          acc0 += av * p0; acc1 += av * p1; acc2 += av * p2; acc3 += av * p3;
+        }
+        float acc[PZ_GEMM_NB];
+        memcpy(acc, &acc0, 16); memcpy(acc + 4, &acc1, 16); memcpy(acc + 8, &acc2, 16); memcpy(acc + 12, &acc3, 16);
+        float *crow = g->C + i * g->ldc + j;
         for (int c = 0; c < nc; c++) {
           float part = acc[c];
           if (k0 == 0 && g->bias) part += g->bias[j + c];
-          out[c] += part;
+          /* slice 0 starts from 0 (zero_init) or from C's content; later slices add on */
+          float base = (k0 == 0 && g->zero_init) ? 0.0f : crow[c];
+          crow[c] = base + part;
         }
       }
-      for (int c = 0; c < nc; c++) crow[c] = out[c];
     }
   }
+  free(panel);
 }
 
 static void gemm_blocks(void *va, int64_t b0, int64_t b1) {
   const gemm_job *g = va;
-  int64_t j1 = b1 * 4 < g->n ? b1 * 4 : g->n;
-  gemm_cols(va, b0 * 4, j1);
+  int64_t j1 = b1 * PZ_GEMM_NB < g->n ? b1 * PZ_GEMM_NB : g->n;
+  gemm_cols(va, b0 * PZ_GEMM_NB, j1);
 }
 
 void pz_ref_gemm(int64_t m, int64_t n, int64_t k, const pz_bf16 *A, int64_t lda,
@@ -91,8 +117,8 @@ void pz_ref_gemm(int64_t m, int64_t n, int64_t k, const pz_bf16 *A, int64_t lda,
       }
     return;
   }
-  /* Parallel over column blocks of 4 so each thread's range stays 4-aligned. */
-  pz_par_for((n + 3) / 4, 4, gemm_blocks, &g);
+  /* Parallel over column blocks so each thread's range stays block-aligned. */
+  pz_par_for((n + PZ_GEMM_NB - 1) / PZ_GEMM_NB, 1, gemm_blocks, &g);
 }
 
 /* ---------------------------------------------------------------- RMSNorm */
