@@ -12,7 +12,7 @@ extern "C" {
 
 typedef enum pz_status {
 #define PZ_STATUS(name, text) name,
-#include "../src/core/status.def"
+#include "prezero_status.def"
 #undef PZ_STATUS
   PZ_STATUS_COUNT
 } pz_status;

@@ -9,7 +9,7 @@ static _Thread_local char pz_err_msg[1024];
 const char *pz_status_string(pz_status s) {
   static const char *const texts[] = {
 #define PZ_STATUS(name, text) text,
-#include "core/status.def"
+#include "prezero_status.def"
 #undef PZ_STATUS
   };
   if ((int)s < 0 || s >= PZ_STATUS_COUNT) return "unknown status";
