@@ -143,6 +143,19 @@ static void test_vs_plain(void) {
   CHECK(maxv > 0.05);
   CHECK(maxerr <= 0.02 * maxv); /* o may land on the other side of a bf16 rounding */
 
+  /* worker threads (outside an executor): bit-identical output and cache */
+  {
+    static float out3[M * HID];
+    memcpy(cache, cache0, sizeof cache);
+    pz_ref_mla_io io3 = io;
+    io3.out = out3;
+    CHECK_OK(pz_ref_set_threads(2));
+    CHECK_OK(pz_ref_mla_decode(M, &p, &io3));
+    CHECK_OK(pz_ref_set_threads(1));
+    CHECK(memcmp(out3, out, sizeof out3) == 0);
+    CHECK(memcmp(cache, cache1, sizeof cache) == 0);
+  }
+
   /* slots: q_b into a pre-zeroed wider buffer (zero_init=false) and o_proj into a pre-zeroed
    * slice give bit-identical outputs; the q_b slice holds q */
   enum { W = NH * QH + HID + 5 };

@@ -175,6 +175,12 @@ static void test_tp_shards(void) {
   for (int r = 0; r < 2; r++)
     CHECK_OK(pz_ref_moe(M, H, x, H, lg, E, bias, &p, wg2[r], wu2[r], wd2[r], sg2[r], su2[r], sd2[r], part[r], H, ids2, w2));
   CHECK(memcmp(ids1, ids2, sizeof ids1) == 0 && memcmp(w1, w2, sizeof w1) == 0);
+  /* worker threads: bit-identical */
+  float part_t[M * H];
+  CHECK_OK(pz_ref_set_threads(2));
+  CHECK_OK(pz_ref_moe(M, H, x, H, lg, E, bias, &p, wg2[1], wu2[1], wd2[1], sg2[1], su2[1], sd2[1], part_t, H, NULL, NULL));
+  CHECK_OK(pz_ref_set_threads(1));
+  CHECK(memcmp(part_t, part[1], sizeof part_t) == 0);
   double maxd = 0, maxv = 0;
   for (int i = 0; i < M * H; i++) {
     maxd = fmax(maxd, fabs(full[i] - (part[0][i] + part[1][i])));

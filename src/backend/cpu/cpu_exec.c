@@ -156,6 +156,7 @@ pz_status pz_cpu_exec_create(const pz_graph *g, const pz_cpu_exec_opts *opts, pz
   e->data = calloc((size_t)e->tp, sizeof(void **));
   if (!e->store || !e->data) { st = pz_error(PZ_ERR_OOM, "cpu exec allocation"); goto fail; }
   PZ_CHECK_GOTO(pz_cpu_pool_create(default_threads(e->opts.threads), &e->pool), st, fail);
+  pz_cpu_pool *prev = pz_cpu_pool_current();
   pz_cpu_pool_bind(e->pool);
   for (int r = 0; r < e->tp; r++) {
     e->data[r] = calloc((size_t)(nt ? nt : 1), sizeof(void *));
@@ -176,11 +177,11 @@ pz_status pz_cpu_exec_create(const pz_graph *g, const pz_cpu_exec_opts *opts, pz
       e->data[r][t] = (char *)e->store[(size_t)r * nt + own] + off;
     }
   }
-  pz_cpu_pool_bind(NULL);
+  pz_cpu_pool_bind(prev);
   *out = e;
   return PZ_OK;
 fail_bound:
-  pz_cpu_pool_bind(NULL);
+  pz_cpu_pool_bind(prev);
 fail:
   pz_cpu_exec_free(e);
   return st;
@@ -238,6 +239,7 @@ pz_status pz_cpu_exec_step(pz_cpu_exec *e, int64_t m, const int32_t *tokens, con
   PZ_CHECK(put_input(e, e->g->in_tokens, m, tokens, "token"));
   PZ_CHECK(put_input(e, e->g->in_pos, m, pos, "position"));
   pz_status st = PZ_OK;
+  pz_cpu_pool *prev = pz_cpu_pool_current();
   pz_cpu_pool_bind(e->pool);
   for (int i = 0; i < e->g->n_nodes && st == PZ_OK; i++) {
     const pz_node *n = &e->g->nodes[i];
@@ -254,7 +256,7 @@ pz_status pz_cpu_exec_step(pz_cpu_exec *e, int64_t m, const int32_t *tokens, con
     }
     if (st != PZ_OK) pz_log_propagate(__FILE__, __LINE__, n->name, st);
   }
-  pz_cpu_pool_bind(NULL);
+  pz_cpu_pool_bind(prev);
   if (st != PZ_OK) return st;
   e->last_m = m;
   if (next) {

@@ -93,6 +93,7 @@ void pz_cpu_pool_free(pz_cpu_pool *p) {
 int pz_cpu_pool_threads(const pz_cpu_pool *p) { return p ? p->threads : 1; }
 
 void pz_cpu_pool_bind(pz_cpu_pool *p) { tls_pool = p; }
+pz_cpu_pool *pz_cpu_pool_current(void) { return tls_pool; }
 
 void pz_par_for(int64_t n, int64_t min_chunk, pz_par_fn fn, void *arg) {
   pz_cpu_pool *p = tls_pool;

@@ -18,6 +18,8 @@ int pz_cpu_pool_threads(const pz_cpu_pool *p);
 /* Makes p the calling thread's current pool (NULL: none). The executor binds its pool for the
  * duration of a step, so reference functions called from op kernels use it. */
 void pz_cpu_pool_bind(pz_cpu_pool *p);
+/* The calling thread's current pool (NULL: none). */
+pz_cpu_pool *pz_cpu_pool_current(void);
 
 /* Runs fn over [0, n): serially (fn(arg, 0, n)) when no pool is bound, when called from a
  * worker (no nesting), or when n < 2*min_chunk; otherwise cut into contiguous chunks, one per

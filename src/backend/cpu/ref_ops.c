@@ -5,10 +5,31 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef M_PI
 #define M_PI 3.14159265358979323846
 #endif
+
+/* ---------------------------------------------------------------- threads */
+
+static pz_cpu_pool *ref_pool = NULL;
+
+pz_status pz_ref_set_threads(int threads) {
+  if (threads == 0) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    threads = n > 0 ? (int)(n > 64 ? 64 : n) : 1;
+  }
+  if (ref_pool) {
+    if (pz_cpu_pool_current() == ref_pool) pz_cpu_pool_bind(NULL);
+    pz_cpu_pool_free(ref_pool);
+    ref_pool = NULL;
+  }
+  if (threads <= 1) return PZ_OK;
+  PZ_CHECK(pz_cpu_pool_create(threads, &ref_pool));
+  pz_cpu_pool_bind(ref_pool);
+  return PZ_OK;
+}
 
 /* ---------------------------------------------------------------- GEMM */
 

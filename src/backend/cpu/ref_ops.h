@@ -20,6 +20,14 @@ extern "C" {
  *   elements over the executor's worker threads; every output element is still computed by
  *   exactly one thread in the documented order, so results never depend on the thread count. */
 
+/* Optional worker threads for reference calls made from the calling thread outside an
+ * executor (e.g. a CUDA test checking a large shape): threads > 1 starts a process-wide pool
+ * of that many threads and binds it to the calling thread; 0 = number of online cores;
+ * 1 = serial again (the default; the pool is freed). Results are bit-identical for any count.
+ * Errors: PZ_ERR_OOM, PZ_ERR_INTERNAL (thread creation failed). Not thread-safe: call it from
+ * one thread. */
+pz_status pz_ref_set_threads(int threads);
+
 /* ---------------------------------------------------------------- GEMM (split-K) */
 
 /* Split count used when split_k == 0: 1 when k < 2048, else min(8, k / 1024).
