@@ -14,6 +14,17 @@ typedef struct pz_cpu_exec_opts {
 } pz_cpu_exec_opts;
 #define PZ_CPU_EXEC_OPTS_INIT {.seed = 1234, .threads = 0, .poison = 0}
 
+/* Executor notes:
+ * - threads: PREZERO_CPU_THREADS=N overrides opts.threads (N=1: no worker threads). Work is
+ *   split by output element, so results are bit-identical for every thread count.
+ * - dev.num_sms <= 0 (as PZ_CPU_EXEC_OPTS_INIT leaves it) means pz_device_desc_default().
+ * - Weight values: init_offset + init_scale * u, u in [-1, 1) = top 24 bits of output
+ *   number (idx+1) of SplitMix64 seeded with mix(seed, FNV-1a(name)), idx = the element's
+ *   flat index in the FULL tensor (shape full_ne; rank r's shard sits at r*ne[shard_dim]).
+ *   STATE tensors named "*kv_cache" get bf16 values init_scale (or 1) * u, the same on every
+ *   rank; other STATE and INPUT tensors start at zero.
+ * - Collective ops (AR_RMSNORM*, ARGMAX) are called once per step with ctx->rank = 0,
+ *   ctx->data = rank 0's pointers and ctx->rank_data = every rank's; other ops once per rank. */
 typedef struct pz_cpu_exec pz_cpu_exec;
 
 /* Per-op context passed to every CPU kernel. */

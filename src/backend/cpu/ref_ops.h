@@ -10,7 +10,10 @@
 extern "C" {
 #endif
 
-/* Conventions of this header:
+/* LM head: pz_ref_gemm(m, vocab_per_rank, H, x_norm, ..., W_shard, ..., NULL, logits, ...,
+ * split_k 0, zero_init true) -> this rank's logits [m, vocab/TP] f32.
+ *
+ * Conventions of this header:
  * - Matrices are row-major; every `ld*` is the row stride in ELEMENTS (>= the row length).
  *   Columns are always unit-stride.
  * - "fp32 accumulation in order" means: acc = 0.0f, then acc += a*b for each index in
@@ -185,6 +188,8 @@ pz_status pz_ref_mla_decode(int64_t m, const pz_mla_params *p, const pz_ref_mla_
  *   noaux_tc: choice = score + bias; groups ranked by the sum of their two largest choice
  *     values (the only one, when a group has one expert), keep topk_group groups, top_k over
  *     the kept experts' choice; the weights are the UNbiased scores of the chosen experts.
+ *   Experts of groups not kept are never chosen (vLLM / SGLang mask them with -inf; the HF
+ *   reference fills 0.0, which differs only when a kept expert's choice value is below 0).
  *   Tie-break everywhere (groups and experts): the lower index wins. NaN scores rank lowest.
  *   norm_topk_prob (and top_k > 1): w /= (Σ w + 1e-20f) (sum in selection order).
  *   Then w *= routed_scaling_factor, always (DeepSeek-V3 code; V2 skipped it when
