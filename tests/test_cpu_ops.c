@@ -85,6 +85,20 @@ static void test_rmsnorm(void) {
   pz_bf16 y2[12];
   pz_ref_rmsnorm(3, 4, xb, PZ_BF16, 6, w, 0.f, y2, 4);
   CHECK(memcmp(y, y2, sizeof y) == 0);
+  /* long bf16 rows (n > 1024 takes the two-pass path) equal the f32 path bit for bit */
+  {
+    enum { N = 1500 };
+    static float xf[N];
+    static pz_bf16 xh[N], wl[N], ya[N], yb[N];
+    for (int j = 0; j < N; j++) {
+      xh[j] = B(0.01f * (float)(j % 37) - 0.15f);
+      xf[j] = F(xh[j]);
+      wl[j] = B(1.0f + 0.001f * (float)(j % 11));
+    }
+    pz_ref_rmsnorm(1, N, xf, PZ_F32, N, wl, 1e-6f, ya, N);
+    pz_ref_rmsnorm(1, N, xh, PZ_BF16, N, wl, 1e-6f, yb, N);
+    CHECK(memcmp(ya, yb, sizeof ya) == 0);
+  }
   /* eps enters under the root: [1,1,1,1], eps 3 -> inv = 1/sqrt(4) = 0.5 */
   float one[4] = {1, 1, 1, 1};
   CHECK(pz_ref_rms_inv(one, 4, 3.f) == 0.5f);
