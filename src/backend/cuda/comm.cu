@@ -1,0 +1,189 @@
+/* TP communicator: peer-access check by a real cross-device write, inbox allocation, reset and
+ * error read-back (comm.h). */
+extern "C" {
+#include "core/status.h" /* C header without C++ guards */
+}
+#include "backend/cuda/comm.h"
+#include <stdlib.h>
+#include <string.h>
+#include "backend/cuda/cuda_util.h"
+
+struct pz_comm {
+  pz_comm_config cfg;
+  pz_comm_rank_view view[PZ_AR_MAX_TP];
+  size_t inbox_bytes, ss_bytes;
+};
+
+#define PZ_P2P_CHECK_WORDS 16384 /* 64 KiB written across each pair */
+
+/* dst[i] = pattern(i, salt): written by the source device into the peer's memory. */
+__global__ void pz_p2p_write_kernel(unsigned *dst, int n, unsigned salt) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    dst[i] = (unsigned)i * 2654435761u ^ salt;
+}
+
+static pz_status check_pair(int di, int dj) {
+  int can = 0;
+  PZ_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, di, dj));
+  if (!can)
+    return pz_error(PZ_ERR_NO_P2P, "GPU %d cannot access GPU %d (cudaDeviceCanAccessPeer = 0); "
+                    "use the NCCL path (PREZERO_AR_ALGO=nccl) or GPUs linked by NVLink/PCIe P2P", di, dj);
+  PZ_CUDA_CHECK(cudaSetDevice(di));
+  cudaError_t e = cudaDeviceEnablePeerAccess(dj, 0);
+  if (e == cudaErrorPeerAccessAlreadyEnabled) {
+    (void)cudaGetLastError();
+  } else if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return pz_error(PZ_ERR_NO_P2P, "enabling peer access GPU %d -> GPU %d failed: %s", di, dj,
+                    cudaGetErrorString(e));
+  }
+  /* A real write over the link: kernel on di stores into dj's memory. */
+  unsigned *buf = NULL;
+  PZ_CUDA_CHECK(cudaSetDevice(dj));
+  PZ_CUDA_CHECK(cudaMalloc(&buf, PZ_P2P_CHECK_WORDS * sizeof(unsigned)));
+  PZ_CUDA_CHECK(cudaMemset(buf, 0, PZ_P2P_CHECK_WORDS * sizeof(unsigned)));
+  PZ_CUDA_CHECK(cudaDeviceSynchronize());
+  PZ_CUDA_CHECK(cudaSetDevice(di));
+  unsigned salt = 0x9e3779b9u ^ (unsigned)(di * 131 + dj);
+  pz_p2p_write_kernel<<<16, 256>>>(buf, PZ_P2P_CHECK_WORDS, salt);
+  cudaError_t ke = cudaGetLastError();
+  if (ke == cudaSuccess) ke = cudaDeviceSynchronize();
+  unsigned *host = (unsigned *)malloc(PZ_P2P_CHECK_WORDS * sizeof(unsigned));
+  int bad = -1;
+  if (ke == cudaSuccess && host) {
+    cudaSetDevice(dj);
+    ke = cudaMemcpy(host, buf, PZ_P2P_CHECK_WORDS * sizeof(unsigned), cudaMemcpyDeviceToHost);
+    if (ke == cudaSuccess) {
+      bad = 0;
+      for (int i = 0; i < PZ_P2P_CHECK_WORDS; i++)
+        if (host[i] != ((unsigned)i * 2654435761u ^ salt)) bad++;
+    }
+  }
+  free(host);
+  cudaSetDevice(dj);
+  cudaFree(buf);
+  if (ke != cudaSuccess)
+    return pz_error(PZ_ERR_NO_P2P, "peer write GPU %d -> GPU %d failed: %s", di, dj, cudaGetErrorString(ke));
+  if (bad != 0)
+    return pz_error(PZ_ERR_NO_P2P, "peer write GPU %d -> GPU %d: %d of %d words wrong although the "
+                    "driver reports peer access; use PREZERO_AR_ALGO=nccl", di, dj, bad, PZ_P2P_CHECK_WORDS);
+  return PZ_OK;
+}
+
+static void free_all(pz_comm *c) {
+  for (int r = 0; r < c->cfg.tp; r++) {
+    pz_comm_rank_view *v = &c->view[r];
+    cudaSetDevice(v->device);
+    if (v->inbox[r]) cudaFree(v->inbox[r]);
+    if (v->ss) cudaFree(v->ss);
+    if (v->ctrl) cudaFree(v->ctrl);
+  }
+}
+
+pz_status pz_comm_create(const pz_comm_config *cfg, pz_comm **out) {
+  *out = NULL;
+  if (!cfg || cfg->tp < 1 || cfg->tp > PZ_AR_MAX_TP || cfg->max_m < 1 || cfg->max_H < 8 ||
+      cfg->max_H % 8 != 0)
+    return pz_error(PZ_ERR_INVALID_ARG, "comm: tp must be 1..%d, max_m >= 1, max_H a positive multiple of 8",
+                    PZ_AR_MAX_TP);
+  int ndev = 0;
+  cudaError_t e = cudaGetDeviceCount(&ndev);
+  if (e != cudaSuccess || ndev == 0) {
+    (void)cudaGetLastError();
+    return pz_error(PZ_ERR_NO_DEVICE, "comm: no CUDA device (%s)", cudaGetErrorString(e));
+  }
+  for (int r = 0; r < cfg->tp; r++) {
+    if (cfg->devices[r] < 0 || cfg->devices[r] >= ndev)
+      return pz_error(PZ_ERR_NO_DEVICE, "comm: rank %d wants GPU %d but %d GPU(s) are visible", r,
+                      cfg->devices[r], ndev);
+    for (int q = 0; q < r; q++)
+      if (cfg->devices[q] == cfg->devices[r] && !cfg->allow_shared_device)
+        return pz_error(PZ_ERR_INVALID_ARG, "comm: ranks %d and %d both on GPU %d (one device per rank)",
+                        q, r, cfg->devices[r]);
+  }
+  for (int i = 0; i < cfg->tp; i++)
+    for (int j = 0; j < cfg->tp; j++)
+      if (cfg->devices[i] != cfg->devices[j]) PZ_CHECK(check_pair(cfg->devices[i], cfg->devices[j]));
+
+  pz_comm *c = (pz_comm *)calloc(1, sizeof *c);
+  if (!c) return pz_error(PZ_ERR_OOM, "comm: out of host memory");
+  c->cfg = *cfg;
+  long long tus = cfg->timeout_us;
+  const char *te = getenv("PREZERO_AR_TIMEOUT_US");
+  if (te && *te) tus = atoll(te);
+  c->inbox_bytes = cfg->tp > 1 ? (size_t)2 * cfg->tp * cfg->max_m * (cfg->max_H / 2) * sizeof(uint4) : 0;
+  c->ss_bytes = (size_t)cfg->max_m * 16 * sizeof(uint2);
+  pz_status st = PZ_OK;
+  for (int r = 0; r < cfg->tp; r++) {
+    pz_comm_rank_view *v = &c->view[r];
+    v->rank = r;
+    v->tp = cfg->tp;
+    v->device = cfg->devices[r];
+    v->max_m = cfg->max_m;
+    v->max_H = cfg->max_H;
+    v->timeout_ns = tus > 0 ? tus * 1000 : 0;
+    if (cudaSetDevice(v->device) != cudaSuccess) { st = pz_error(PZ_ERR_CUDA, "comm: cudaSetDevice(%d)", v->device); break; }
+    if ((c->inbox_bytes && cudaMalloc(&v->inbox[r], c->inbox_bytes) != cudaSuccess) ||
+        cudaMalloc(&v->ss, c->ss_bytes) != cudaSuccess || cudaMalloc(&v->ctrl, 8 * sizeof(unsigned)) != cudaSuccess) {
+      (void)cudaGetLastError();
+      st = pz_error(PZ_ERR_OOM, "comm: cannot allocate %zu bytes of inbox on GPU %d", c->inbox_bytes, v->device);
+      break;
+    }
+  }
+  if (st == PZ_OK)
+    for (int r = 0; r < cfg->tp; r++)
+      for (int q = 0; q < cfg->tp; q++) c->view[r].inbox[q] = c->view[q].inbox[q];
+  if (st == PZ_OK) st = pz_comm_reset(c);
+  if (st != PZ_OK) {
+    free_all(c);
+    free(c);
+    return st;
+  }
+  *out = c;
+  return PZ_OK;
+}
+
+void pz_comm_destroy(pz_comm *c) {
+  if (!c) return;
+  for (int r = 0; r < c->cfg.tp; r++) {
+    cudaSetDevice(c->view[r].device);
+    cudaDeviceSynchronize();
+  }
+  free_all(c);
+  free(c);
+}
+
+int pz_comm_tp(const pz_comm *c) { return c->cfg.tp; }
+int pz_comm_device(const pz_comm *c, int rank) { return c->view[rank].device; }
+const pz_comm_rank_view *pz_comm_view(const pz_comm *c, int rank) { return &c->view[rank]; }
+
+pz_status pz_comm_check(pz_comm *c) {
+  for (int r = 0; r < c->cfg.tp; r++) {
+    unsigned h[8];
+    PZ_CUDA_CHECK(cudaSetDevice(c->view[r].device));
+    PZ_CUDA_CHECK(cudaDeviceSynchronize());
+    PZ_CUDA_CHECK(cudaMemcpy(h, c->view[r].ctrl, sizeof h, cudaMemcpyDeviceToHost));
+    if (h[2])
+      return pz_error(PZ_ERR_TIMEOUT, "all-reduce: rank %d (GPU %d) waited more than %lld us for a peer "
+                      "(row %u, sequence %u); reset the communicator", r, c->view[r].device,
+                      c->view[r].timeout_ns / 1000, h[3], h[0] + 1);
+  }
+  return PZ_OK;
+}
+
+pz_status pz_comm_reset(pz_comm *c) {
+  for (int r = 0; r < c->cfg.tp; r++) {
+    pz_comm_rank_view *v = &c->view[r];
+    PZ_CUDA_CHECK(cudaSetDevice(v->device));
+    PZ_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  for (int r = 0; r < c->cfg.tp; r++) {
+    pz_comm_rank_view *v = &c->view[r];
+    PZ_CUDA_CHECK(cudaSetDevice(v->device));
+    if (c->inbox_bytes) PZ_CUDA_CHECK(cudaMemset(v->inbox[r], 0, c->inbox_bytes));
+    PZ_CUDA_CHECK(cudaMemset(v->ss, 0, c->ss_bytes));
+    PZ_CUDA_CHECK(cudaMemset(v->ctrl, 0, 8 * sizeof(unsigned)));
+    PZ_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  return PZ_OK;
+}

@@ -1,0 +1,123 @@
+/* Gate calibration on the device (gate_cuda.h): occupancy, fill rate, donor time model. */
+extern "C" {
+#include "core/status.h" /* C header without C++ guards */
+}
+#include <stdlib.h>
+#include <string.h>
+#include "backend/cuda/ar_fused.h"
+#include "backend/cuda/comm.h"
+#include "backend/cuda/cuda_util.h"
+#include "backend/cuda/gate_cuda.h"
+
+namespace {
+
+int cmp_f(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Median µs per launch of a 20-launch graph that `enqueue` records. */
+template <class F>
+pz_status time_graph(cudaStream_t s, F enqueue, float *us) {
+  const int iters = 20, reps = 7;
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t ge = nullptr;
+  PZ_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  pz_status st = PZ_OK;
+  for (int i = 0; i < iters && st == PZ_OK; i++) st = enqueue();
+  cudaError_t ce = cudaStreamEndCapture(s, &g);
+  PZ_CHECK(st);
+  PZ_CUDA_CHECK(ce);
+  PZ_CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+  cudaEvent_t e0, e1;
+  PZ_CUDA_CHECK(cudaEventCreate(&e0));
+  PZ_CUDA_CHECK(cudaEventCreate(&e1));
+  float t[reps];
+  PZ_CUDA_CHECK(cudaGraphLaunch(ge, s)); /* warm-up */
+  for (int r = 0; r < reps; r++) {
+    PZ_CUDA_CHECK(cudaEventRecord(e0, s));
+    PZ_CUDA_CHECK(cudaGraphLaunch(ge, s));
+    PZ_CUDA_CHECK(cudaEventRecord(e1, s));
+    PZ_CUDA_CHECK(cudaEventSynchronize(e1));
+    PZ_CUDA_CHECK(cudaEventElapsedTime(&t[r], e0, e1));
+  }
+  qsort(t, reps, sizeof t[0], cmp_f);
+  *us = t[reps / 2] * 1000.0f / iters;
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  return PZ_OK;
+}
+
+} // namespace
+
+extern "C" pz_status pz_gate_calibrate_cuda(int device, pz_device_desc *out) {
+  pz_device_desc_default(out);
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || device < 0 || device >= ndev) {
+    (void)cudaGetLastError();
+    return pz_error(PZ_ERR_NO_DEVICE, "gate calibration: no CUDA device %d", device);
+  }
+  PZ_CUDA_CHECK(cudaSetDevice(device));
+  cudaDeviceProp prop;
+  PZ_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  snprintf(out->name, sizeof out->name, "%s", prop.name);
+  out->num_sms = prop.multiProcessorCount;
+  PZ_CHECK(pz_ar_fused_occupancy(device, &out->ctas_per_sm));
+
+  const int64_t fill_cols = 16384; /* 64 KiB of f32 per row: one row per fill CTA */
+  const int64_t Hmax = 7168, mmax = 128;
+  float *fill = nullptr, *part = nullptr, *res = nullptr;
+  pz_bf16 *w = nullptr, *x = nullptr;
+  cudaStream_t s = nullptr;
+  pz_comm *c = nullptr;
+  pz_status st = PZ_OK;
+  float t_fill = 0, t_small = 0, t_big = 0;
+  pz_comm_config cc = PZ_COMM_CONFIG_INIT;
+  cc.tp = 1;
+  cc.devices[0] = device;
+  cc.max_m = mmax;
+  cc.max_H = Hmax;
+#define CK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { st = pz_error(PZ_ERR_CUDA, "gate calibration: %s: %s", #call, cudaGetErrorString(e_)); goto done; } } while (0)
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CK(cudaMalloc(&fill, (size_t)out->num_sms * fill_cols * 4));
+  CK(cudaMalloc(&part, (size_t)mmax * Hmax * 4));
+  CK(cudaMalloc(&res, (size_t)mmax * Hmax * 4));
+  CK(cudaMalloc(&w, (size_t)Hmax * 2));
+  CK(cudaMalloc(&x, (size_t)mmax * Hmax * 2));
+  CK(cudaMemset(part, 0x3c, (size_t)mmax * Hmax * 4)); /* small positive floats, not zeros */
+  CK(cudaMemset(res, 0x3c, (size_t)mmax * Hmax * 4));
+  CK(cudaMemset(w, 0x3f, (size_t)Hmax * 2));
+  CK(cudaDeviceSynchronize());
+  PZ_CHECK_GOTO(pz_comm_create(&cc, &c), st, done);
+  {
+    pz_zero_fill zf = {fill, fill_cols, fill_cols, fill_cols, PZ_F32};
+    int n = out->num_sms;
+    PZ_CHECK_GOTO(time_graph(s, [&]() { return pz_zero_fill_launch(&zf, n, fill_cols, n, s); }, &t_fill), st, done);
+    pz_ar_rmsnorm_args a;
+    memset(&a, 0, sizeof a);
+    a.partial = part; a.residual_in = res; a.residual_out = res; a.weight = w; a.x_norm = x;
+    a.eps = 1e-6f;
+    a.m = 1; a.H = 2048; a.ld_partial = a.ld_res = a.ld_x = 2048;
+    PZ_CHECK_GOTO(time_graph(s, [&]() { return pz_ar_rmsnorm_launch(c, 0, &a, out, s); }, &t_small), st, done);
+    a.m = mmax; a.H = Hmax; a.ld_partial = a.ld_res = a.ld_x = Hmax;
+    PZ_CHECK_GOTO(time_graph(s, [&]() { return pz_ar_rmsnorm_launch(c, 0, &a, out, s); }, &t_big), st, done);
+  }
+  {
+    double fill_bytes = (double)out->num_sms * fill_cols * 4;
+    out->fill_bytes_per_us_cta = fill_bytes / t_fill / out->num_sms;
+    double b_small = 2048.0 * 14, b_big = (double)mmax * Hmax * 14;
+    double dt = t_big - t_small;
+    out->donor_bytes_per_us = dt > 0.05 ? (b_big - b_small) / dt : 2.0e6;
+    out->donor_t0_us = t_small - b_small / out->donor_bytes_per_us;
+    if (out->donor_t0_us < 0) out->donor_t0_us = 0;
+  }
+done:
+#undef CK
+  if (c) pz_comm_destroy(c);
+  cudaSetDevice(device);
+  if (s) cudaStreamDestroy(s);
+  cudaFree(fill); cudaFree(part); cudaFree(res); cudaFree(w); cudaFree(x);
+  return st;
+}
