@@ -125,6 +125,7 @@ static void *slice(const outbuf *o) { return (char *)o->d + G * o->es; }
 
 static pz_gemm_args args_for(const prob *p, const outbuf *o, int flavour, int splits, int wt, bool zero_init,
                              bool bias) {
+  static int calls = 0; /* alternate 8 and 4 warps per CTA over the launches */
   pz_gemm_args a;
   memset(&a, 0, sizeof a);
   a.m = p->m;
@@ -142,6 +143,10 @@ static pz_gemm_args args_for(const prob *p, const outbuf *o, int flavour, int sp
   a.config.flavour = (pz_gemm_flavour)flavour;
   a.config.splits = splits;
   a.config.wt = wt;
+  a.config.warps = (calls & 1) ? 4 : 8;
+  /* every other pair of launches uses the warps-along-n layout where the tile divides n */
+  a.config.wn = ((calls >> 1) & 1) && wt > 0 && p->n % (a.config.warps * 16 * wt) == 0;
+  calls++;
   return a;
 }
 
@@ -240,6 +245,8 @@ static void check_run_to_run(prob *p) {
     for (int r = 0; r < 3; r++) {
       out_poison(&o, p, cases[c].f == 1);
       pz_gemm_args a = args_for(p, &o, cases[c].f, cases[c].s, 1, cases[c].f != 1, false);
+      a.config.warps = 4 + 4 * (int)(c & 1); /* fixed per case: the warp tree's order is part of it */
+      a.config.wn = (int)(c == 1);
       CHECK_OK(pz_gemm_launch(ctx, &a, 0));
       CHECK(cudaMemcpy(o.h, o.d, o.bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
       if (r == 0) memcpy(first, o.h, o.bytes);

@@ -112,6 +112,8 @@ pz_status pz_gemm_check(const pz_gemm_args *a) {
 pz_gemm_config pz_gemm_heuristic(int sm_count, int m, int n, int k, bool zero_init) {
   pz_gemm_config c;
   c.wt = m <= 64 ? 2 : 1;
+  c.warps = 8;
+  c.wn = 0;
   int tiles = n / (16 * c.wt);
   int target = 2 * sm_count;
   int s = (target + tiles - 1) / tiles;
@@ -156,10 +158,13 @@ static pz_status choose_impl(pz_gemm_ctx *ctx, int m, int n, int k, bool zero_in
   if (want == PZ_GEMM_AUTO) {
     c.splits = env_int("PREZERO_GEMM_SPLITS", c.splits);
     c.wt = env_int("PREZERO_GEMM_WT", c.wt);
+    c.warps = env_int("PREZERO_GEMM_WARPS", c.warps);
+    c.wn = env_int("PREZERO_GEMM_WN", c.wn);
   }
   if (c.splits < 1) c.splits = 1;
   if (c.splits > k / 32) c.splits = k / 32;
   if (c.wt != 1 && c.wt != 2) c.wt = 1;
+  if (c.warps != 4 && c.warps != 8) c.warps = 8;
   *out = c;
   return PZ_OK;
 }
@@ -191,11 +196,15 @@ pz_status pz_gemm_launch(pz_gemm_ctx *ctx, const pz_gemm_args *a, cudaStream_t s
   if (!ctx) return pz_error(PZ_ERR_INVALID_ARG, "gemm: ctx is NULL");
   PZ_CHECK(pz_gemm_check(a));
   pz_gemm_config c = a->config;
-  if (c.flavour == PZ_GEMM_AUTO || c.splits <= 0 || c.wt <= 0) {
+  if (c.flavour == PZ_GEMM_AUTO || c.splits <= 0 || c.wt <= 0 || c.warps <= 0) {
     pz_gemm_config ch;
     PZ_CHECK(choose_impl(ctx, a->m, a->n, a->k, a->zero_init, c.flavour, &ch));
     if (c.splits > 0 && c.flavour != PZ_GEMM_AUTO) ch.splits = c.splits;
     if (c.wt > 0 && c.flavour != PZ_GEMM_AUTO) ch.wt = c.wt;
+    if (c.warps > 0 && c.flavour != PZ_GEMM_AUTO) {
+      ch.warps = c.warps;
+      ch.wn = c.wn;
+    }
     c = ch;
   }
   if (a->zero_init && c.flavour == PZ_GEMM_SPLITK_ATOMIC) c.flavour = PZ_GEMM_MEMSET_SPLITK;
@@ -205,13 +214,13 @@ pz_status pz_gemm_launch(pz_gemm_ctx *ctx, const pz_gemm_args *a, cudaStream_t s
       size_t es = pz_dtype_size(a->c_dtype);
       if (a->ldc == a->n) PZ_CUDA_CHECK(cudaMemsetAsync(a->C, 0, (size_t)a->m * a->n * es, s));
       else PZ_CUDA_CHECK(cudaMemset2DAsync(a->C, (size_t)a->ldc * es, 0, (size_t)a->n * es, (size_t)a->m, s));
-      return pz_gemm_kernel_launch(a, PZ_GEMM_SPLITK_ATOMIC, c.splits, c.wt, ctx->sems, PZ_GEMM_SEM_CAPACITY, s);
+      return pz_gemm_kernel_launch(a, PZ_GEMM_SPLITK_ATOMIC, c.splits, c.wt, c.warps, c.wn, ctx->sems, PZ_GEMM_SEM_CAPACITY, s);
     }
     case PZ_GEMM_SPLITK_ATOMIC:
     case PZ_GEMM_SPLITK_ZERO:
     case PZ_GEMM_FULLK:
     case PZ_GEMM_SPLITK_SERIAL:
-      return pz_gemm_kernel_launch(a, (int)c.flavour, c.splits, c.wt, ctx->sems, PZ_GEMM_SEM_CAPACITY, s);
+      return pz_gemm_kernel_launch(a, (int)c.flavour, c.splits, c.wt, c.warps, c.wn, ctx->sems, PZ_GEMM_SEM_CAPACITY, s);
     default: return pz_error(PZ_ERR_INTERNAL, "gemm: unresolved flavour %d", (int)c.flavour);
   }
 }

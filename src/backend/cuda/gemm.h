@@ -40,12 +40,17 @@ const char *pz_gemm_flavour_name(pz_gemm_flavour f);
 /* Parses a name above or a digit 0..6; returns PZ_GEMM_FLAVOUR_COUNT when unknown. */
 pz_gemm_flavour pz_gemm_flavour_parse(const char *s);
 
-/* A kernel choice. splits: K slices (1 for FULLK / CUBLAS); wt: n rows per CTA / 16 per warp
- * group (1 -> 16-row tiles, 2 -> 32-row tiles; 0 = heuristic). */
+/* A kernel choice. splits: K slices (1 for FULLK / CUBLAS); wt: output columns per warp / 16
+ * (1 -> 16, 2 -> 32; forced to 1 for m > 64); warps: 4 or 8 per CTA; wn: 0 = the CTA's warps
+ * share its columns and interleave its K chunks (reduced in shared memory, fixed order),
+ * 1 = each warp owns columns of its own (CTA tile = warps*16*wt columns, must divide n) and
+ * the warps read the same A chunks (L1 hits). 0 in splits/wt/warps = heuristic/table. */
 typedef struct pz_gemm_config {
   pz_gemm_flavour flavour;
   int splits;
   int wt;
+  int warps;
+  int wn;
 } pz_gemm_config;
 
 /* One GEMM. Shapes: 1 <= m <= 256; n, k multiples of 64.
@@ -91,7 +96,7 @@ pz_status pz_gemm_check(const pz_gemm_args *a);
 
 /* The kernel AUTO resolves to for (m, n, k, zero_init): PREZERO_GEMM_FORCE=<flavour> (name or
  * digit) wins, then PREZERO_GEMM_SPLITS / PREZERO_GEMM_WT, then the tuner table, then the
- * heuristic (pz_gemm_heuristic); PREZERO_GEMM_TUNER=0 ignores the table. The env switches act
+ * heuristic (pz_gemm_heuristic); PREZERO_GEMM_TUNER=0 ignores the table; PREZERO_GEMM_WARPS. The env switches act
  * on AUTO launches only (an explicit args.config is obeyed as given). *is_split_k tells prezero
  * whether zero_init = false has any effect (false for FULLK, CUBLAS, SERIAL: they never need a
  * zeroed C, so prezero is a no-op for them). */
@@ -99,7 +104,7 @@ pz_status pz_gemm_choose(pz_gemm_ctx *ctx, int m, int n, int k, bool zero_init,
                          pz_gemm_config *out, bool *is_split_k);
 
 /* Heuristic without a table: split count so that (n tiles x splits) is about 2 CTAs per SM,
- * each split keeping >= 8 K chunks of 32; wt 2 for m <= 64, else 1. flavour: SPLITK_ATOMIC
+ * each split keeping >= 8 K chunks of 32; wt 2 for m <= 64, else 1; 8 warps. flavour: SPLITK_ATOMIC
  * (zero_init false) / SPLITK_ZERO (zero_init true), FULLK when splits comes out as 1. */
 pz_gemm_config pz_gemm_heuristic(int sm_count, int m, int n, int k, bool zero_init);
 
@@ -113,8 +118,8 @@ pz_status pz_gemm_launch(pz_gemm_ctx *ctx, const pz_gemm_args *args, cudaStream_
 
 /* Raw kernel launch of flavours 1,2,4,5 (mode = flavour) with a resolved config. sems: the
  * handle's semaphore array (>= 2 * tiles ints, zero at first use). */
-pz_status pz_gemm_kernel_launch(const pz_gemm_args *a, int flavour, int splits, int wt,
-                                int *sems, int64_t sem_capacity, cudaStream_t stream);
+pz_status pz_gemm_kernel_launch(const pz_gemm_args *a, int flavour, int splits, int wt, int warps,
+                                int wn, int *sems, int64_t sem_capacity, cudaStream_t stream);
 /* Number of semaphore ints a launch needs (2 per (token chunk, n tile)). */
 int64_t pz_gemm_sem_need(int m, int n, int wt);
 /* Fills n bf16 values at p with a hash of (index, seed): integers in [-4, 4] when `ints`,

@@ -59,6 +59,10 @@ static pz_status load_json(pz_tuner_table *t, const char *text) {
       const cJSON *o = cJSON_GetObjectItem(fl, pz_gemm_flavour_name((pz_gemm_flavour)f));
       if (!o) continue;
       const cJSON *s = cJSON_GetObjectItem(o, "splits"), *w = cJSON_GetObjectItem(o, "wt"), *us = cJSON_GetObjectItem(o, "us");
+      const cJSON *nw = cJSON_GetObjectItem(o, "warps");
+      e.cfg[f].warps = cJSON_IsNumber(nw) ? nw->valueint : 8;
+      const cJSON *wn = cJSON_GetObjectItem(o, "wn");
+      e.cfg[f].wn = cJSON_IsNumber(wn) ? wn->valueint : 0;
       e.cfg[f].flavour = (pz_gemm_flavour)f;
       e.cfg[f].splits = cJSON_IsNumber(s) ? s->valueint : 0;
       e.cfg[f].wt = cJSON_IsNumber(w) ? w->valueint : 1;
@@ -153,6 +157,8 @@ cJSON *pz_tuner_to_json(const pz_tuner_table *t) {
       cJSON *c = cJSON_AddObjectToObject(fl, pz_gemm_flavour_name((pz_gemm_flavour)f));
       cJSON_AddNumberToObject(c, "splits", e->cfg[f].splits);
       cJSON_AddNumberToObject(c, "wt", e->cfg[f].wt);
+      cJSON_AddNumberToObject(c, "warps", e->cfg[f].warps);
+      cJSON_AddNumberToObject(c, "wn", e->cfg[f].wn);
       cJSON_AddNumberToObject(c, "us", e->us[f]);
     }
     cJSON_AddStringToObject(o, "best_nozero", pz_gemm_flavour_name(e->best_nozero));
@@ -296,7 +302,7 @@ pz_status pz_tuner_time_gemm(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m,
 
 pz_status pz_tuner_time_read(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int64_t bytes, int iters,
                              int reps, double *us) {
-  pz_gemm_config none = {PZ_GEMM_AUTO, 0, 0};
+  pz_gemm_config none = {PZ_GEMM_AUTO, 0, 0, 0, 0};
   return time_graph(ctx, pool, 1, 0, 0, 0, none, bytes, iters, reps, us);
 }
 
@@ -323,14 +329,17 @@ pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int 
   const int flv[] = {PZ_GEMM_SPLITK_ATOMIC, PZ_GEMM_SPLITK_ZERO, PZ_GEMM_SPLITK_SERIAL, PZ_GEMM_FULLK};
   for (int fi = 0; fi < 4; fi++) {
     const int f = flv[fi];
-    for (int wt = 1; wt <= (m <= 64 ? 2 : 1); wt++) {
-      const int tiles = n / (16 * wt);
+    for (int cand = 0; cand < 8; cand++) {
+      const int wt = 1 + (cand & 1), nw = cand & 2 ? 4 : 8, wn = cand >> 2;
+      if (wt == 2 && m > 64) continue;
+      if (wn && n % (16 * wt * nw)) continue;
+      const int tiles = n / (16 * wt * (wn ? nw : 1));
       for (size_t si = 0; si < sizeof split_list / sizeof split_list[0]; si++) {
         const int s = split_list[si];
         if (f == PZ_GEMM_FULLK && s != 1) break;
         if (f != PZ_GEMM_FULLK && s == 1) continue;
-        if (nchunks / s < 2 || (int64_t)tiles * s > 16 * sms) break;
-        pz_gemm_config c = {(pz_gemm_flavour)f, s, wt};
+        if (nchunks / s < 2 || (int64_t)tiles * s * nw > 128 * sms) break;
+        pz_gemm_config c = {(pz_gemm_flavour)f, s, wt, nw, wn};
         double us = 0;
         PZ_CHECK(pz_tuner_time_gemm(ctx, pool, m, n, k, c, iters, reps, &us));
         if (e.cfg[f].splits == 0 || us < e.us[f]) {
@@ -347,7 +356,7 @@ pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int 
     PZ_CHECK(pz_tuner_time_gemm(ctx, pool, m, n, k, c, iters, reps, &e.us[PZ_GEMM_MEMSET_SPLITK]));
   }
   {
-    pz_gemm_config c = {PZ_GEMM_CUBLAS, 1, 1};
+    pz_gemm_config c = {PZ_GEMM_CUBLAS, 1, 1, 8, 0};
     e.cfg[PZ_GEMM_CUBLAS] = c;
     PZ_CHECK(pz_tuner_time_gemm(ctx, pool, m, n, k, c, iters, reps, &e.us[PZ_GEMM_CUBLAS]));
   }

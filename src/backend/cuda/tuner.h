@@ -68,7 +68,7 @@ pz_status pz_tuner_time_read(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int64_
 /* Times every candidate (flavours 1..6; splits 1..32 with >= 2 K chunks of 32 each and at most
  * 16 CTAs per SM, wt 1/2) in graphs of max(20, 128 MB / weight bytes) launches (at most 64;
  * PREZERO_TUNER_ITERS / PREZERO_TUNER_REPS override), 5 replays,
- * for (m, n, k) and stores the entry (key bucket(m)) in ctx's table; *out gets a copy. */
+ * warps 4/8) for (m, n, k) and stores the entry (key bucket(m)) in ctx's table; *out gets a copy. */
 pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int n, int k,
                         pz_tuner_entry *out);
 #ifdef __cplusplus

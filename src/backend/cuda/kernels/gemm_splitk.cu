@@ -22,9 +22,6 @@ extern "C" { /* core/status.h has no C++ guards of its own */
 
 namespace {
 
-constexpr int kWarps = 8;
-constexpr int kThreads = kWarps * 32;
-
 struct Params {
   const __nv_bfloat16 *A;
   int64_t lda;
@@ -84,17 +81,27 @@ __device__ __forceinline__ float c_load_l2(const Params &p, int64_t off) {
   return __ldcg(((const float *)p.C) + off);
 }
 
-/* MT8: 8-token tiles per CTA (1..16); WT: 16-row W tiles per warp (1, 2); U: chunks in flight. */
-template <int MT8, int WT, int U>
-__global__ void __launch_bounds__(kThreads) gemm_splitk_kernel(Params p) {
+/* MT8: 8-token tiles per CTA (1..16); WT: 16-row W tiles per warp (1, 2); U: chunks in flight
+ * per warp (a register ring: chunk i+U is requested as soon as chunk i has been consumed);
+ * NW: warps per CTA (4, 8); WN: false = the CTA's warps share its NT columns and interleave
+ * its K chunks (reduced in shared memory), true = each warp owns NT columns of its own and
+ * walks every chunk of the slice (the warps read the same A chunk, so A hits L1).
+ * XP: A fragments are prefetched in the ring too (small m only). */
+template <int MT8, int WT, int U, int NW, bool WN>
+__global__ void __launch_bounds__(NW * 32, MT8 <= 2 ? 16 / NW : 1) gemm_splitk_kernel(Params p) {
   constexpr int TOK = MT8 * 8;
-  constexpr int NT = WT * 16;
-  constexpr int NTP = NT + 4; /* padded row: lanes (g, q) hit distinct banks */
-  __shared__ float red[4][TOK * NTP];
+  constexpr int NT = WT * 16;             /* columns per warp */
+  constexpr int NTC = WN ? NW * NT : NT;  /* columns per CTA */
+  constexpr int NTP = NT + 4;             /* padded rows: lanes (g, q) hit distinct banks */
+  constexpr int NTCP = NTC + 4;
+  constexpr int NTHR = NW * 32;
+  constexpr bool XP = MT8 <= 2;
+  constexpr int RED = WN ? TOK * NTCP : (NW / 2) * TOK * NTP;
+  __shared__ float red[RED];
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, q = lane & 3;
-  const int n0 = blockIdx.x * NT;
+  const int n0 = blockIdx.x * NTC;
   const int split = blockIdx.y;
   const int t0 = blockIdx.z * TOK;
   const int tile = blockIdx.z * gridDim.x + blockIdx.x;
@@ -105,8 +112,8 @@ __global__ void __launch_bounds__(kThreads) gemm_splitk_kernel(Params p) {
 
   /* Flavour 2: split 0 zeroes this CTA's C tile first, then raises the tile's flag. */
   if (p.mode == 2 && split == 0 && p.splits > 1) {
-    for (int e = threadIdx.x; e < rows * NT; e += kThreads) {
-      int t = e / NT, j = e - t * NT;
+    for (int e = threadIdx.x; e < rows * NTC; e += NTHR) {
+      int t = e / NTC, j = e - t * NTC;
       c_store(p, (int64_t)(t0 + t) * p.ldc + n0 + j, 0.0f);
     }
     __threadfence();
@@ -122,74 +129,106 @@ __global__ void __launch_bounds__(kThreads) gemm_splitk_kernel(Params p) {
 #pragma unroll
       for (int r = 0; r < 4; r++) acc[i][j][r] = 0.0f;
 
-  const __nv_bfloat16 *wbase = p.W + (int64_t)(n0 + g) * p.ldw + q * 8;
+  const int wcol = WN ? warp * NT : 0; /* this warp's first column inside the CTA tile */
+  const __nv_bfloat16 *wbase = p.W + (int64_t)(n0 + wcol + g) * p.ldw + q * 8;
   const __nv_bfloat16 *abase = p.A + q * 8;
   const uint4 zero4 = make_uint4(0, 0, 0, 0);
+  /* This warp's chunks: first + i * stride. Interleaved: one step of the CTA's warps reads
+   * 16 rows x NW*64 contiguous bytes; WN: each warp reads its rows' slice front to back. */
+  const int stride = WN ? 1 : NW;
+  const int first = WN ? c_begin : c_begin + warp;
+  const int nmine = first < c_end ? (c_end - first + stride - 1) / stride : 0;
 
-  for (int c0 = c_begin + warp; c0 < c_end; c0 += kWarps * U) {
-    uint4 w[U][WT][2];
+  uint4 w[U][WT][2];
+  uint4 xp[XP ? U : 1][MT8];
+  auto load_slot = [&](uint4(&ws)[WT][2], uint4(&xs)[MT8], int c) {
 #pragma unroll
-    for (int u = 0; u < U; u++) {
-      const int c = c0 + u * kWarps;
+    for (int i = 0; i < WT; i++)
 #pragma unroll
-      for (int i = 0; i < WT; i++)
-#pragma unroll
-        for (int h = 0; h < 2; h++)
-          w[u][i][h] = c < c_end ? ld_stream(wbase + (int64_t)(i * 16 + h * 8) * p.ldw + c * 32)
-                                 : zero4;
-    }
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-      const int c = c0 + u * kWarps;
-      if (c >= c_end) break; /* warp-uniform */
+      for (int h = 0; h < 2; h++) ws[i][h] = ld_stream(wbase + (int64_t)(i * 16 + h * 8) * p.ldw + c * 32);
+    if (XP) {
 #pragma unroll
       for (int j = 0; j < MT8; j++) {
         const int t = t0 + j * 8 + g;
-        const uint4 x = t < p.m ? __ldg((const uint4 *)(abase + (int64_t)t * p.lda + c * 32)) : zero4;
+        xs[j] = t < p.m ? __ldg((const uint4 *)(abase + (int64_t)t * p.lda + c * 32)) : zero4;
+      }
+    }
+  };
 #pragma unroll
-        for (int i = 0; i < WT; i++) {
-          mma_bf16(acc[i][j], w[u][i][0].x, w[u][i][1].x, w[u][i][0].y, w[u][i][1].y, x.x, x.y);
-          mma_bf16(acc[i][j], w[u][i][0].z, w[u][i][1].z, w[u][i][0].w, w[u][i][1].w, x.z, x.w);
+  for (int u = 0; u < U; u++) {
+    if (u < nmine) load_slot(w[u], xp[XP ? u : 0], first + u * stride);
+  }
+  for (int i0 = 0; i0 < nmine; i0 += U) {
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int i = i0 + u;
+      if (i < nmine) { /* warp-uniform */
+        const int c = first + i * stride;
+#pragma unroll
+        for (int j = 0; j < MT8; j++) {
+          uint4 x;
+          if (XP) {
+            x = xp[XP ? u : 0][j];
+          } else {
+            const int t = t0 + j * 8 + g;
+            x = t < p.m ? __ldg((const uint4 *)(abase + (int64_t)t * p.lda + c * 32)) : zero4;
+          }
+#pragma unroll
+          for (int wi = 0; wi < WT; wi++) {
+            mma_bf16(acc[wi][j], w[u][wi][0].x, w[u][wi][1].x, w[u][wi][0].y, w[u][wi][1].y, x.x, x.y);
+            mma_bf16(acc[wi][j], w[u][wi][0].z, w[u][wi][1].z, w[u][wi][0].w, w[u][wi][1].w, x.z, x.w);
+          }
         }
+        if (i + U < nmine) load_slot(w[u], xp[XP ? u : 0], c + U * stride);
       }
     }
   }
 
-  /* Fixed-order tree over the 8 warps: ((w0+w4)+(w2+w6)) + ((w1+w5)+(w3+w7)). Fragment
-   * element r of tile (i, j): n = 16i + g + 8*(r>>1), token = 8j + 2q + (r&1). */
-#pragma unroll
-  for (int half = 4; half >= 1; half >>= 1) {
-    if (warp >= half && warp < 2 * half) {
-      float *s = red[warp - half];
-#pragma unroll
-      for (int i = 0; i < WT; i++)
-#pragma unroll
-        for (int j = 0; j < MT8; j++)
-#pragma unroll
-          for (int r = 0; r < 4; r++)
-            s[(8 * j + 2 * q + (r & 1)) * NTP + 16 * i + g + 8 * (r >> 1)] = acc[i][j][r];
-    }
-    __syncthreads();
-    if (warp < half) {
-      const float *s = red[warp];
-#pragma unroll
-      for (int i = 0; i < WT; i++)
-#pragma unroll
-        for (int j = 0; j < MT8; j++)
-#pragma unroll
-          for (int r = 0; r < 4; r++)
-            acc[i][j][r] += s[(8 * j + 2 * q + (r & 1)) * NTP + 16 * i + g + 8 * (r >> 1)];
-    }
-    __syncthreads();
-  }
-  if (warp == 0) {
+  /* Fragment element r of tile (i, j): column 16i + g + 8*(r>>1), token 8j + 2q + (r&1). */
+  if (WN) {
 #pragma unroll
     for (int i = 0; i < WT; i++)
 #pragma unroll
       for (int j = 0; j < MT8; j++)
 #pragma unroll
         for (int r = 0; r < 4; r++)
-          red[0][(8 * j + 2 * q + (r & 1)) * NTP + 16 * i + g + 8 * (r >> 1)] = acc[i][j][r];
+          red[(8 * j + 2 * q + (r & 1)) * NTCP + wcol + 16 * i + g + 8 * (r >> 1)] = acc[i][j][r];
+  } else {
+    /* Fixed-order tree over the warps, e.g. for 8: ((w0+w4)+(w2+w6)) + ((w1+w5)+(w3+w7)). */
+#pragma unroll
+    for (int half = NW / 2; half >= 1; half >>= 1) {
+      if (warp >= half && warp < 2 * half) {
+        float *s = red + (warp - half) * TOK * NTP;
+#pragma unroll
+        for (int i = 0; i < WT; i++)
+#pragma unroll
+          for (int j = 0; j < MT8; j++)
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+              s[(8 * j + 2 * q + (r & 1)) * NTP + 16 * i + g + 8 * (r >> 1)] = acc[i][j][r];
+      }
+      __syncthreads();
+      if (warp < half) {
+        const float *s = red + warp * TOK * NTP;
+#pragma unroll
+        for (int i = 0; i < WT; i++)
+#pragma unroll
+          for (int j = 0; j < MT8; j++)
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+              acc[i][j][r] += s[(8 * j + 2 * q + (r & 1)) * NTP + 16 * i + g + 8 * (r >> 1)];
+      }
+      __syncthreads();
+    }
+    if (warp == 0) {
+#pragma unroll
+      for (int i = 0; i < WT; i++)
+#pragma unroll
+        for (int j = 0; j < MT8; j++)
+#pragma unroll
+          for (int r = 0; r < 4; r++)
+            red[(8 * j + 2 * q + (r & 1)) * NTCP + 16 * i + g + 8 * (r >> 1)] = acc[i][j][r];
+    }
   }
 
   /* Wait for our turn / for split 0's zeroing. */
@@ -198,9 +237,9 @@ __global__ void __launch_bounds__(kThreads) gemm_splitk_kernel(Params p) {
   __syncthreads();
 
   const bool add_bias = p.bias != nullptr && split == 0;
-  for (int e = threadIdx.x; e < rows * NT; e += kThreads) {
-    const int t = e / NT, j = e - t * NT;
-    float v = red[0][t * NTP + j];
+  for (int e = threadIdx.x; e < rows * NTC; e += NTHR) {
+    const int t = e / NTC, j = e - t * NTC;
+    float v = red[t * NTCP + j];
     if (add_bias) v += p.bias[n0 + j];
     const int64_t off = (int64_t)(t0 + t) * p.ldc + n0 + j;
     if (p.mode == 4 || (p.mode == 5 && split == 0) || (p.mode == 2 && p.splits == 1)) c_store(p, off, v);
@@ -225,13 +264,30 @@ __global__ void __launch_bounds__(kThreads) gemm_splitk_kernel(Params p) {
   }
 }
 
-template <int MT8, int WT>
+template <int MT8, int WT, int NW, bool WN>
 cudaError_t launch_t(const Params &p, dim3 grid, cudaStream_t s) {
-  /* 16-byte W loads in flight per thread: 2*WT*U = 16 for small m, 8 when the accumulators
-   * of MT8 >= 8 need the registers (no spills, checked with -Xptxas -v). */
-  constexpr int U = (MT8 >= 8 ? 4 : 8) / WT;
-  gemm_splitk_kernel<MT8, WT, U><<<grid, kThreads, 0, s>>>(p);
+  /* Ring depth U: 16-byte W loads in flight per thread = 2*WT*U: 12-16 for m <= 8, 8 for
+   * m <= 32, 4 above, where the prefetched A fragments (m <= 16) or the accumulators and the
+   * A loads the compiler hoists (m > 16) need the registers. m <= 16 is held to 128 registers
+   * (16 warps per SM). Register use and spills: -Xptxas -v (bench/gemm/device.sh logs it). */
+  constexpr int U = MT8 == 1 ? (WT == 1 ? 6 : 4) : MT8 <= 4 ? 4 / WT : (WT == 1 ? 2 : 1);
+  gemm_splitk_kernel<MT8, WT, U, NW, WN><<<grid, NW * 32, 0, s>>>(p);
   return cudaGetLastError();
+}
+
+template <int NW, bool WN>
+cudaError_t launch_nw(const Params &p, int mt8, int wt, dim3 grid, cudaStream_t s) {
+  switch (mt8 * 10 + wt) {
+    case 11: return launch_t<1, 1, NW, WN>(p, grid, s);
+    case 12: return launch_t<1, 2, NW, WN>(p, grid, s);
+    case 21: return launch_t<2, 1, NW, WN>(p, grid, s);
+    case 22: return launch_t<2, 2, NW, WN>(p, grid, s);
+    case 41: return launch_t<4, 1, NW, WN>(p, grid, s);
+    case 42: return launch_t<4, 2, NW, WN>(p, grid, s);
+    case 81: return launch_t<8, 1, NW, WN>(p, grid, s);
+    case 82: return launch_t<8, 2, NW, WN>(p, grid, s);
+    default: return launch_t<16, 1, NW, WN>(p, grid, s);
+  }
 }
 
 int mt8_for(int m) {
@@ -296,16 +352,22 @@ extern "C" int64_t pz_gemm_sem_need(int m, int n, int wt) {
   int mt8 = mt8_for(m);
   if (mt8 == 16) wt = 1;
   int64_t tiles = (int64_t)(n / (16 * wt)) * ((m + mt8 * 8 - 1) / (mt8 * 8));
-  return 2 * tiles;
+  return 2 * tiles; /* the warps-along-n layout has fewer, wider tiles: this bounds it too */
 }
 
-extern "C" pz_status pz_gemm_kernel_launch(const pz_gemm_args *a, int flavour, int splits, int wt,
-                                           int *sems, int64_t sem_capacity, cudaStream_t stream) {
+extern "C" pz_status pz_gemm_kernel_launch(const pz_gemm_args *a, int flavour, int splits, int wt, int warps,
+                                           int wn, int *sems, int64_t sem_capacity, cudaStream_t stream) {
+  if (warps == 0) warps = 8;
+  if (warps != 4 && warps != 8) return pz_error(PZ_ERR_INVALID_ARG, "gemm kernel: warps %d not 4 or 8", warps);
   if (flavour != 1 && flavour != 2 && flavour != 4 && flavour != 5)
     return pz_error(PZ_ERR_INVALID_ARG, "gemm kernel: flavour %d is not a kernel flavour", flavour);
   const int mt8 = mt8_for(a->m);
   if (mt8 == 16) wt = 1;
   if (wt != 1 && wt != 2) return pz_error(PZ_ERR_INVALID_ARG, "gemm kernel: wt %d not 1 or 2", wt);
+  const int cols = 16 * wt * (wn ? warps : 1); /* output columns per CTA */
+  if (a->n % cols)
+    return pz_error(PZ_ERR_INVALID_ARG, "gemm kernel: n=%d is not a multiple of the %d-column tile (wt %d, warps %d%s)",
+                    a->n, cols, wt, warps, wn ? ", warps along n" : "");
   const int nchunks = a->k / 32;
   if (flavour == 4) splits = 1;
   if (splits < 1 || splits > nchunks)
@@ -327,19 +389,9 @@ extern "C" pz_status pz_gemm_kernel_launch(const pz_gemm_args *a, int flavour, i
   p.splits = splits;
   p.mode = flavour;
   p.c_bf16 = a->c_dtype == PZ_BF16;
-  dim3 grid(a->n / (16 * wt), splits, (a->m + mt8 * 8 - 1) / (mt8 * 8));
-  cudaError_t e;
-  switch (mt8 * 10 + wt) {
-    case 11: e = launch_t<1, 1>(p, grid, stream); break;
-    case 12: e = launch_t<1, 2>(p, grid, stream); break;
-    case 21: e = launch_t<2, 1>(p, grid, stream); break;
-    case 22: e = launch_t<2, 2>(p, grid, stream); break;
-    case 41: e = launch_t<4, 1>(p, grid, stream); break;
-    case 42: e = launch_t<4, 2>(p, grid, stream); break;
-    case 81: e = launch_t<8, 1>(p, grid, stream); break;
-    case 82: e = launch_t<8, 2>(p, grid, stream); break;
-    default: e = launch_t<16, 1>(p, grid, stream); break;
-  }
+  dim3 grid(a->n / cols, splits, (a->m + mt8 * 8 - 1) / (mt8 * 8));
+  cudaError_t e = wn ? (warps == 4 ? launch_nw<4, true>(p, mt8, wt, grid, stream) : launch_nw<8, true>(p, mt8, wt, grid, stream))
+                     : (warps == 4 ? launch_nw<4, false>(p, mt8, wt, grid, stream) : launch_nw<8, false>(p, mt8, wt, grid, stream));
   PZ_CUDA_CHECK(e);
   return PZ_OK;
 }
