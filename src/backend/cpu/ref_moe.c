@@ -1,6 +1,7 @@
 /* CPU reference of the MoE block: router scoring and top-k (greedy, group_limited_greedy,
  * noaux_tc), routed SwiGLU experts, shared experts; and the dense SwiGLU MLP. See ref_ops.h. */
 #include "backend/cpu/ref_ops.h"
+#include "backend/cpu/cpu_pool.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +114,40 @@ pz_status pz_ref_mlp(int64_t m, int64_t H, int64_t inter, const pz_bf16 *x, int6
   return PZ_OK;
 }
 
+typedef struct moe_job {
+  int64_t H, I, m;
+  int K;
+  const pz_bf16 *x; int64_t ldx;
+  const pz_bf16 *w_gate, *w_up, *w_down;
+  const int32_t *ids;
+  float *d;                 /* [m*K, H] expert output per (token, slot) */
+  int failed;               /* set (racy but only ever to 1) when a chunk's scratch failed */
+} moe_job;
+
+/* Experts [lo, hi): each runs once over the tokens that chose it (rows are independent in the
+ * GEMMs, so this equals a per-token evaluation bit for bit) and writes only its own slots. */
+static void moe_experts(void *va, int64_t lo, int64_t hi) {
+  moe_job *J = va;
+  const int64_t H = J->H, I = J->I, MK = J->m * J->K;
+  pz_bf16 *xg = malloc(sizeof(pz_bf16) * (size_t)(MK * H));
+  float *dg = malloc(sizeof(float) * (size_t)(MK * H));
+  int64_t *slot = malloc(sizeof(int64_t) * (size_t)MK);
+  if (!xg || !dg || !slot) { J->failed = 1; free(xg); free(dg); free(slot); return; }
+  for (int64_t e = lo; e < hi; e++) {
+    int64_t cnt = 0;
+    for (int64_t t = 0; t < MK; t++)
+      if (J->ids[t] == e) {
+        memcpy(xg + cnt * H, J->x + (t / J->K) * J->ldx, sizeof(pz_bf16) * (size_t)H);
+        slot[cnt++] = t;
+      }
+    if (!cnt) continue;
+    if (pz_ref_mlp(cnt, H, I, xg, H, J->w_gate + e * I * H, J->w_up + e * I * H, J->w_down + e * H * I,
+                   dg, H, true) != PZ_OK) { J->failed = 1; break; }
+    for (int64_t c = 0; c < cnt; c++) memcpy(J->d + slot[c] * H, dg + c * H, sizeof(float) * (size_t)H);
+  }
+  free(xg); free(dg); free(slot);
+}
+
 pz_status pz_ref_moe(int64_t m, int64_t H, const pz_bf16 *x, int64_t ldx,
                      const float *logits, int64_t ld_logits, const float *bias,
                      const pz_moe_params *p, const pz_bf16 *w_gate, const pz_bf16 *w_up,
@@ -121,31 +156,18 @@ pz_status pz_ref_moe(int64_t m, int64_t H, const pz_bf16 *x, int64_t ldx,
                      int32_t *ids_out, float *weights_out) {
   if (m <= 0) return PZ_OK;
   const int K = p->top_k, E = p->n_experts;
-  const int64_t I = p->inter;
   pz_status st = PZ_OK;
   int32_t *ids = malloc(sizeof(int32_t) * (size_t)(m * K));
   float *w = malloc(sizeof(float) * (size_t)(m * K));
   float *d = malloc(sizeof(float) * (size_t)(m * K * H));      /* expert output per (token, slot) */
-  pz_bf16 *xg = malloc(sizeof(pz_bf16) * (size_t)(m * K * H));  /* gathered tokens of one expert */
-  int64_t *slot = malloc(sizeof(int64_t) * (size_t)(m * K));
-  float *dg = malloc(sizeof(float) * (size_t)(m * K * H));
-  if (!ids || !w || !d || !xg || !slot || !dg) { st = pz_error(PZ_ERR_OOM, "moe: scratch allocation"); goto done; }
+  float *sh = malloc(sizeof(float) * (size_t)(m * H));
+  if (!ids || !w || !d || !sh) { st = pz_error(PZ_ERR_OOM, "moe: scratch allocation"); goto done; }
   pz_ref_moe_route(m, logits, ld_logits, bias, p, ids, w);
   memset(d, 0, sizeof(float) * (size_t)(m * K * H)); /* slots with no expert (id -1) add 0 */
-  /* Each expert runs once over the tokens that chose it (rows are independent in the GEMM,
-   * so this equals a per-token evaluation bit for bit). */
-  for (int e = 0; e < E; e++) {
-    int64_t cnt = 0;
-    for (int64_t t = 0; t < m * K; t++)
-      if (ids[t] == e) {
-        memcpy(xg + cnt * H, x + (t / K) * ldx, sizeof(pz_bf16) * (size_t)H);
-        slot[cnt++] = t;
-      }
-    if (!cnt) continue;
-    PZ_CHECK_GOTO(pz_ref_mlp(cnt, H, I, xg, H, w_gate + (int64_t)e * I * H, w_up + (int64_t)e * I * H,
-                             w_down + (int64_t)e * H * I, dg, H, true), st, done);
-    for (int64_t c = 0; c < cnt; c++) memcpy(d + slot[c] * H, dg + c * H, sizeof(float) * (size_t)H);
-  }
+  moe_job J = {.H = H, .I = p->inter, .m = m, .K = K, .x = x, .ldx = ldx, .w_gate = w_gate,
+               .w_up = w_up, .w_down = w_down, .ids = ids, .d = d};
+  pz_par_for(E, 1, moe_experts, &J);
+  if (J.failed) { st = pz_error(PZ_ERR_OOM, "moe: expert scratch allocation"); goto done; }
   for (int64_t i = 0; i < m; i++) {
     float *o = out + i * ld_out;
     for (int64_t j = 0; j < H; j++) {
@@ -155,13 +177,13 @@ pz_status pz_ref_moe(int64_t m, int64_t H, const pz_bf16 *x, int64_t ldx,
     }
   }
   if (sh_gate && sh_up && sh_down && p->shared_inter > 0) {
-    PZ_CHECK_GOTO(pz_ref_mlp(m, H, p->shared_inter, x, ldx, sh_gate, sh_up, sh_down, dg, H, true), st, done);
+    PZ_CHECK_GOTO(pz_ref_mlp(m, H, p->shared_inter, x, ldx, sh_gate, sh_up, sh_down, sh, H, true), st, done);
     for (int64_t i = 0; i < m; i++)
-      for (int64_t j = 0; j < H; j++) out[i * ld_out + j] += dg[i * H + j];
+      for (int64_t j = 0; j < H; j++) out[i * ld_out + j] += sh[i * H + j];
   }
   if (ids_out) memcpy(ids_out, ids, sizeof(int32_t) * (size_t)(m * K));
   if (weights_out) memcpy(weights_out, w, sizeof(float) * (size_t)(m * K));
 done:
-  free(ids); free(w); free(d); free(xg); free(slot); free(dg);
+  free(ids); free(w); free(d); free(sh);
   return st;
 }

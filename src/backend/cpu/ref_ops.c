@@ -138,8 +138,11 @@ void pz_ref_gemm(int64_t m, int64_t n, int64_t k, const pz_bf16 *A, int64_t lda,
       }
     return;
   }
-  /* Parallel over column blocks so each thread's range stays block-aligned. */
-  pz_par_for((n + PZ_GEMM_NB - 1) / PZ_GEMM_NB, 1, gemm_blocks, &g);
+  /* Parallel over column blocks so each thread's range stays block-aligned; small GEMMs
+   * (< 2^17 multiply-adds, ~30 µs) stay on the calling thread, where waking workers costs more. */
+  int64_t nb = (n + PZ_GEMM_NB - 1) / PZ_GEMM_NB;
+  if (m * n * k < ((int64_t)1 << 17)) gemm_blocks(&g, 0, nb);
+  else pz_par_for(nb, 1, gemm_blocks, &g);
 }
 
 /* ---------------------------------------------------------------- RMSNorm */
