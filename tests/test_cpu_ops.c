@@ -68,6 +68,31 @@ static void test_gemm(void) {
   CHECK(same_bits(c3, e3));
   CHECK(same_bits(c1, 0.f + full));
   CHECK(same_bits(c3acc, e3acc));
+
+  /* worker threads split the columns (n = 300: a partial last block): bit-identical */
+  {
+    enum { TM = 8, TN = 300, TK = 100 };
+    static pz_bf16 ta[TM * TK], tw[TN * TK];
+    static float c1t[TM * TN], c2t[TM * TN];
+    for (int i = 0; i < TM * TK; i++) ta[i] = B(0.01f * (float)(i % 101) - 0.3f);
+    for (int i = 0; i < TN * TK; i++) tw[i] = B(0.02f * (float)(i % 53) - 0.5f);
+    pz_ref_gemm(TM, TN, TK, ta, TK, tw, TK, NULL, c1t, TN, 2, true);
+    CHECK_OK(pz_ref_set_threads(2));
+    pz_ref_gemm(TM, TN, TK, ta, TK, tw, TK, NULL, c2t, TN, 2, true);
+    CHECK_OK(pz_ref_set_threads(1));
+    CHECK(memcmp(c1t, c2t, sizeof c1t) == 0);
+    /* and equals an independent scalar evaluation of the same order (chunk 64: [0,64), [64,100)) */
+    int ok = 1;
+    for (int i = 0; i < TM; i++)
+      for (int j = 0; j < TN; j++) {
+        float q0 = 0.f, q1 = 0.f;
+        for (int k = 0; k < 64; k++) q0 += F(ta[i * TK + k]) * F(tw[j * TK + k]);
+        for (int k = 64; k < TK; k++) q1 += F(ta[i * TK + k]) * F(tw[j * TK + k]);
+        float e = 0.f; e += q0; e += q1;
+        ok &= same_bits(e, c1t[i * TN + j]);
+      }
+    CHECK(ok);
+  }
 }
 
 static void test_rmsnorm(void) {
