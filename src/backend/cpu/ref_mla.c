@@ -31,6 +31,7 @@ typedef struct mla_job {
   int64_t max_pos;                  /* largest pos + 1 over the rows (scratch size) */
   int64_t row;                      /* the sequence being processed */
   float *cf;                        /* its cache rows 0..pos as f32 [pos+1, kvw] */
+  int failed;                       /* set to 1 when a worker's scratch allocation failed */
 } mla_job;
 
 /* Cache positions [lo, hi) of row J->row to f32. */
@@ -44,14 +45,14 @@ static void mla_convert(void *va, int64_t lo, int64_t hi) {
 /* Heads [lo, hi) of row J->row: attention over positions 0..pos. Every sum below runs in the
  * order ref_ops.h documents (independent sums may be interleaved or run as vector lanes). */
 static void mla_heads(void *va, int64_t lo, int64_t hi) {
-  const mla_job *J = va;
+  mla_job *J = va;
   const pz_mla_params *p = J->p;
   const pz_ref_mla_io *io = J->io;
   const int64_t H = p->n_heads, nope = p->qk_nope_head_dim, rope = p->qk_rope_head_dim;
   const int64_t L = p->kv_lora_rank, vd = p->v_head_dim, qh = nope + rope, kvw = L + rope;
   const int64_t i = J->row, L4 = L / 4 * 4;
   float *qlat = malloc(sizeof(float) * (size_t)(L + rope + L + J->max_pos));
-  if (!qlat) return; /* the caller pre-checked a same-size allocation */
+  if (!qlat) { J->failed = 1; return; }
   float *qpe = qlat + L, *olat = qpe + rope, *sc = olat + L;
   for (int64_t h = lo; h < hi; h++) {
     const float *qrow = J->q + i * J->ldq + h * qh;
@@ -159,9 +160,8 @@ pz_status pz_ref_mla_decode(int64_t m, const pz_mla_params *p, const pz_ref_mla_
   pz_bf16 *o = malloc(sizeof(pz_bf16) * (size_t)(m * H * vd));
   pz_bf16 *qcn = NULL;
   float *qbuf = NULL;
-  float *probe = malloc(sizeof(float) * (size_t)(L + rope + L + max_pos));
   float *cf = malloc(sizeof(float) * (size_t)(max_pos * kvw));
-  if (!inv_freq || !kvtmp || !o || !probe || !cf) { st = pz_error(PZ_ERR_OOM, "mla: scratch allocation"); goto done; }
+  if (!inv_freq || !kvtmp || !o || !cf) { st = pz_error(PZ_ERR_OOM, "mla: scratch allocation"); goto done; }
   pz_ref_yarn_inv_freq(&p->rope, rope, inv_freq);
   float ms = pz_ref_yarn_cos_sin_mscale(&p->rope);
 
@@ -206,10 +206,11 @@ pz_status pz_ref_mla_decode(int64_t m, const pz_mla_params *p, const pz_ref_mla_
     pz_par_for((int64_t)io->pos[i] + 1, 256, mla_convert, &J);
     pz_par_for(H, 1, mla_heads, &J);
   }
+  if (J.failed) { st = pz_error(PZ_ERR_OOM, "mla: head scratch allocation"); goto done; }
   /* 4. o_proj */
   pz_ref_gemm(m, p->hidden, H * vd, o, H * vd, io->o_w, H * vd, NULL, io->out, io->ld_out, 0,
               io->out_zero_init);
 done:
-  free(inv_freq); free(kvtmp); free(o); free(qcn); free(qbuf); free(probe); free(cf);
+  free(inv_freq); free(kvtmp); free(o); free(qcn); free(qbuf); free(cf);
   return st;
 }

@@ -133,7 +133,7 @@ float pz_ref_mla_softmax_scale(int64_t qk_nope_head_dim, int64_t qk_rope_head_di
  *   out[i]       = x[2i]*c_i   - x[2i+1]*s_i
  *   out[i+dim/2] = x[2i+1]*c_i + x[2i]*s_i.
  * q_pe and k_pe both go through it, so their dot product matches HF. At pos 0 with ms == 1 the
- * result is the permuted input. */
+ * result is the permuted input. dim must be even and <= 512 (else x is left unchanged). */
 void pz_ref_rope(float *x, int64_t dim, int32_t pos, const float *inv_freq, float ms);
 
 /* ---------------------------------------------------------------- MLA decode (absorbed) */
