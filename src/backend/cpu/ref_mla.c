@@ -52,7 +52,7 @@ static void mla_heads(void *va, int64_t lo, int64_t hi) {
   const int64_t L = p->kv_lora_rank, vd = p->v_head_dim, qh = nope + rope, kvw = L + rope;
   const int64_t i = J->row, L4 = L / 4 * 4;
   float *qlat = malloc(sizeof(float) * (size_t)(L + rope + L + J->max_pos));
-  if (!qlat) { J->failed = 1; return; }
+  if (!qlat) { __atomic_store_n(&J->failed, 1, __ATOMIC_RELAXED); return; }
   float *qpe = qlat + L, *olat = qpe + rope, *sc = olat + L;
   for (int64_t h = lo; h < hi; h++) {
     const float *qrow = J->q + i * J->ldq + h * qh;

@@ -132,7 +132,7 @@ static void moe_experts(void *va, int64_t lo, int64_t hi) {
   pz_bf16 *xg = malloc(sizeof(pz_bf16) * (size_t)(MK * H));
   float *dg = malloc(sizeof(float) * (size_t)(MK * H));
   int64_t *slot = malloc(sizeof(int64_t) * (size_t)MK);
-  if (!xg || !dg || !slot) { J->failed = 1; free(xg); free(dg); free(slot); return; }
+  if (!xg || !dg || !slot) { __atomic_store_n(&J->failed, 1, __ATOMIC_RELAXED); free(xg); free(dg); free(slot); return; }
   for (int64_t e = lo; e < hi; e++) {
     int64_t cnt = 0;
     for (int64_t t = 0; t < MK; t++)
@@ -142,7 +142,7 @@ static void moe_experts(void *va, int64_t lo, int64_t hi) {
       }
     if (!cnt) continue;
     if (pz_ref_mlp(cnt, H, I, xg, H, J->w_gate + e * I * H, J->w_up + e * I * H, J->w_down + e * H * I,
-                   dg, H, true) != PZ_OK) { J->failed = 1; break; }
+                   dg, H, true) != PZ_OK) { __atomic_store_n(&J->failed, 1, __ATOMIC_RELAXED); break; }
     for (int64_t c = 0; c < cnt; c++) memcpy(J->d + slot[c] * H, dg + c * H, sizeof(float) * (size_t)H);
   }
   free(xg); free(dg); free(slot);
