@@ -128,6 +128,10 @@ pz_status pz_cpu_op_MLA_ATTN(pz_cpu_ctx *c, const pz_node *n) {
   if (n->n_src < PZ_MLA_NSRC) return pz_error(PZ_ERR_INVALID_ARG, "%s: expected %d src slots", n->name, PZ_MLA_NSRC);
   PZ_CHECK(need_src(n, PZ_MLA_KV_CACHE));
   const pz_tensor *cache = TT(n->src[PZ_MLA_KV_CACHE]);
+  if (cache->ndim != 3 || cache->stride[2] != 1 || cache->stride[1] != cache->ne[2] ||
+      cache->ne[2] != p->kv_lora_rank + p->qk_rope_head_dim || cache->ne[1] < p->max_ctx)
+    return pz_error(PZ_ERR_SHAPE, "%s: kv cache %s must be [m, >= max_ctx, kv_lora + rope] with contiguous rows",
+                    n->name, cache->name);
   pz_ref_mla_io io = {0};
   io.qkv_a = opt_data(c, n, PZ_MLA_QKV_A); io.ld_qkv_a = opt_ld(c, n, PZ_MLA_QKV_A);
   io.q = opt_data(c, n, PZ_MLA_Q);         io.ld_q = opt_ld(c, n, PZ_MLA_Q);
