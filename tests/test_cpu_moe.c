@@ -128,6 +128,14 @@ static void test_experts(void) {
   double w1 = 1 - w0;
   CHECK_NEAR(out[0], w0 * h + w1 * 2 * h, 1e-5);
   CHECK_NEAR(out[1], -w0 * h + w1 * 3 * h, 1e-5);
+  /* given routing: expert 1 with weight 0.5 and an empty slot (-1) */
+  int32_t gid[2] = {1, -1};
+  float gw[2] = {0.5f, 0.7f};
+  CHECK_OK(pz_ref_moe_experts(1, 2, x, 2, gid, gw, &p, wg, wu, wd, NULL, NULL, NULL, out, 2));
+  CHECK_NEAR(out[0], 0.5 * 2 * h, 1e-6);
+  CHECK_NEAR(out[1], 0.5 * 3 * h, 1e-6);
+  gid[1] = 2;
+  CHECK_ST(pz_ref_moe_experts(1, 2, x, 2, gid, gw, &p, wg, wu, wd, NULL, NULL, NULL, out, 2), PZ_ERR_INVALID_ARG);
   /* dense MLP = the shared expert alone */
   float mo[2];
   CHECK_OK(pz_ref_mlp(1, 2, 1, x, 2, sg, su, sd, mo, 2, true));

@@ -148,21 +148,20 @@ static void moe_experts(void *va, int64_t lo, int64_t hi) {
   free(xg); free(dg); free(slot);
 }
 
-pz_status pz_ref_moe(int64_t m, int64_t H, const pz_bf16 *x, int64_t ldx,
-                     const float *logits, int64_t ld_logits, const float *bias,
-                     const pz_moe_params *p, const pz_bf16 *w_gate, const pz_bf16 *w_up,
-                     const pz_bf16 *w_down, const pz_bf16 *sh_gate, const pz_bf16 *sh_up,
-                     const pz_bf16 *sh_down, float *out, int64_t ld_out,
-                     int32_t *ids_out, float *weights_out) {
+pz_status pz_ref_moe_experts(int64_t m, int64_t H, const pz_bf16 *x, int64_t ldx,
+                             const int32_t *ids, const float *weights, const pz_moe_params *p,
+                             const pz_bf16 *w_gate, const pz_bf16 *w_up, const pz_bf16 *w_down,
+                             const pz_bf16 *sh_gate, const pz_bf16 *sh_up, const pz_bf16 *sh_down,
+                             float *out, int64_t ld_out) {
   if (m <= 0) return PZ_OK;
   const int K = p->top_k, E = p->n_experts;
+  for (int64_t t = 0; t < m * K; t++)
+    if (ids[t] < -1 || ids[t] >= E)
+      return pz_error(PZ_ERR_INVALID_ARG, "moe: expert id %d of slot %lld outside [-1, %d)", ids[t], (long long)t, E);
   pz_status st = PZ_OK;
-  int32_t *ids = malloc(sizeof(int32_t) * (size_t)(m * K));
-  float *w = malloc(sizeof(float) * (size_t)(m * K));
   float *d = malloc(sizeof(float) * (size_t)(m * K * H));      /* expert output per (token, slot) */
   float *sh = malloc(sizeof(float) * (size_t)(m * H));
-  if (!ids || !w || !d || !sh) { st = pz_error(PZ_ERR_OOM, "moe: scratch allocation"); goto done; }
-  pz_ref_moe_route(m, logits, ld_logits, bias, p, ids, w);
+  if (!d || !sh) { st = pz_error(PZ_ERR_OOM, "moe: scratch allocation"); goto done; }
   memset(d, 0, sizeof(float) * (size_t)(m * K * H)); /* slots with no expert (id -1) add 0 */
   moe_job J = {.H = H, .I = p->inter, .m = m, .K = K, .x = x, .ldx = ldx, .w_gate = w_gate,
                .w_up = w_up, .w_down = w_down, .ids = ids, .d = d};
@@ -172,7 +171,7 @@ pz_status pz_ref_moe(int64_t m, int64_t H, const pz_bf16 *x, int64_t ldx,
     float *o = out + i * ld_out;
     for (int64_t j = 0; j < H; j++) {
       float y = 0.0f;
-      for (int t = 0; t < K; t++) y += w[i * K + t] * d[(i * K + t) * H + j];
+      for (int t = 0; t < K; t++) y += weights[i * K + t] * d[(i * K + t) * H + j];
       o[j] = y;
     }
   }
@@ -181,9 +180,29 @@ pz_status pz_ref_moe(int64_t m, int64_t H, const pz_bf16 *x, int64_t ldx,
     for (int64_t i = 0; i < m; i++)
       for (int64_t j = 0; j < H; j++) out[i * ld_out + j] += sh[i * H + j];
   }
+done:
+  free(d); free(sh);
+  return st;
+}
+
+pz_status pz_ref_moe(int64_t m, int64_t H, const pz_bf16 *x, int64_t ldx,
+                     const float *logits, int64_t ld_logits, const float *bias,
+                     const pz_moe_params *p, const pz_bf16 *w_gate, const pz_bf16 *w_up,
+                     const pz_bf16 *w_down, const pz_bf16 *sh_gate, const pz_bf16 *sh_up,
+                     const pz_bf16 *sh_down, float *out, int64_t ld_out,
+                     int32_t *ids_out, float *weights_out) {
+  if (m <= 0) return PZ_OK;
+  const int K = p->top_k;
+  pz_status st = PZ_OK;
+  int32_t *ids = malloc(sizeof(int32_t) * (size_t)(m * K));
+  float *w = malloc(sizeof(float) * (size_t)(m * K));
+  if (!ids || !w) { st = pz_error(PZ_ERR_OOM, "moe: scratch allocation"); goto done; }
+  pz_ref_moe_route(m, logits, ld_logits, bias, p, ids, w);
+  PZ_CHECK_GOTO(pz_ref_moe_experts(m, H, x, ldx, ids, w, p, w_gate, w_up, w_down, sh_gate, sh_up, sh_down,
+                                   out, ld_out), st, done);
   if (ids_out) memcpy(ids_out, ids, sizeof(int32_t) * (size_t)(m * K));
   if (weights_out) memcpy(weights_out, w, sizeof(float) * (size_t)(m * K));
 done:
-  free(ids); free(w); free(d); free(sh);
+  free(ids); free(w);
   return st;
 }

@@ -211,6 +211,16 @@ pz_status pz_ref_mlp(int64_t m, int64_t H, int64_t inter, const pz_bf16 *x, int6
                      const pz_bf16 *w_gate, const pz_bf16 *w_up, const pz_bf16 *w_down,
                      float *out, int64_t ld_out, bool zero_init);
 
+/* Routed + shared experts for a GIVEN routing (ids/weights [m, top_k] as pz_ref_moe_route
+ * returns them; id -1 = empty slot), so a CUDA MoE can be checked with any routing (e.g. the
+ * benchmark's uniform random one): out as pz_ref_moe below. p supplies top_k, n_experts,
+ * inter and shared_inter. Errors: PZ_ERR_INVALID_ARG (an id outside [-1, n_experts)), PZ_ERR_OOM. */
+pz_status pz_ref_moe_experts(int64_t m, int64_t H, const pz_bf16 *x, int64_t ldx,
+                             const int32_t *ids, const float *weights, const pz_moe_params *p,
+                             const pz_bf16 *w_gate, const pz_bf16 *w_up, const pz_bf16 *w_down,
+                             const pz_bf16 *sh_gate, const pz_bf16 *sh_up, const pz_bf16 *sh_down,
+                             float *out, int64_t ld_out);
+
 /* MoE block (the TP shard of it): routing by pz_ref_moe_route, then for each token i
  *   y = Σ_{j=0..top_k-1} w_ij * E_{id_ij}(x_i)   (f32, j in selection order, from 0),
  *   where E_e(x) is pz_ref_mlp with expert e's [inter, H]/[H, inter] slices (f32 output);
