@@ -179,9 +179,12 @@ static pz_status apply_plan(pz_graph *g, const plan *p, FILE *log, int *rewritte
   int64_t ne[2] = {p->rows, p->n_total};
   PZ_CHECK(pz_graph_add_tensor(g, name, PZ_F32, PZ_T_BUFFER, 2, ne, &buf));
   g->tensors[buf].batched = g->tensors[g->nodes[p->donor].dst[0]].batched;
-  if (log)
-    fprintf(log, "  prezero: %s: buffer %s [%lld, n_total=%lld] n_base=%lld\n", g->nodes[p->donor].name,
-            name, (long long)p->rows, (long long)p->n_total, (long long)p->n_base);
+  if (log) {
+    const pz_node *D = &g->nodes[p->donor];
+    fprintf(log, "  prezero: %s (layer %d, %s donor): buffer %s [%lld, n_total=%lld] n_base=%lld\n", D->name,
+            D->layer, D->role == PZ_ROLE_NONE ? "unnamed" : pz_role_suffix(D->role), name, (long long)p->rows,
+            (long long)p->n_total, (long long)p->n_base);
+  }
   for (int k = 0; k < p->n; k++) {
     const slice *s = &p->s[k];
     pz_node *n = &g->nodes[s->node];
