@@ -141,15 +141,37 @@ pz_status pz_graph_dump_dot(const pz_graph *g, FILE *f) {
   fprintf(f, "digraph decode {\n  rankdir=TB; node [shape=box, fontname=monospace];\n");
   for (int i = 0; i < g->n_nodes; i++) {
     const pz_node *n = &g->nodes[i];
-    const char *color = (n->op == PZ_OP_AR_RMSNORM_MAYBE_PREZERO || n->op == PZ_OP_MM_MAYBE_PREZERO) ? "lightgreen" : "white";
+    const char *color = (n->op == PZ_OP_AR_RMSNORM_MAYBE_PREZERO || n->op == PZ_OP_MM_MAYBE_PREZERO) ? "lightgreen"
+                        : (n->op == PZ_OP_MLA_ATTN && n->p.mla.prezero_n_total > 0) ? "palegreen" : "white";
     fprintf(f, "  n%d [label=\"%s\\n%s\", style=filled, fillcolor=%s];\n", i, n->name, pz_op_name(n->op), color);
   }
-  /* Edge from the last writer of a tensor's storage to each reader. */
+  /* Edge from the last writer of a tensor's storage to each reader. A prezero consumer (a
+   * mm_maybe_prezero_ or an MLA slot) gets a dashed "zero_fill" edge from its donor instead,
+   * labelled with its columns: the donor, not the last writer of the buffer, prepared them. */
   for (int i = 0; i < g->n_nodes; i++) {
     const pz_node *n = &g->nodes[i];
+    int pz_src[2] = {-1, -1};
+    int64_t pz_col[2] = {0, 0};
+    if (n->op == PZ_OP_MM_MAYBE_PREZERO) { pz_src[0] = n->dst[0]; pz_col[0] = n->p.gemm.col_offset; }
+    if (n->op == PZ_OP_MLA_ATTN) {
+      pz_src[0] = n->src[PZ_MLA_QB_PREZERO]; pz_col[0] = n->p.mla.qb_col_offset;
+      pz_src[1] = n->src[PZ_MLA_OPROJ_PREZERO]; pz_col[1] = n->p.mla.oproj_col_offset;
+    }
+    for (int k = 0; k < 2; k++) {
+      if (pz_src[k] < 0) continue;
+      int sid = pz_storage_of(g, pz_src[k]);
+      for (int j = i - 1; j >= 0; j--) {
+        const pz_node *w = &g->nodes[j];
+        if (w->op != PZ_OP_AR_RMSNORM_MAYBE_PREZERO || pz_storage_of(g, w->p.norm.fill_buf) != sid) continue;
+        fprintf(f, "  n%d -> n%d [label=\"zero_fill cols %lld..%lld\", style=dashed, color=darkgreen];\n", j, i,
+                (long long)pz_col[k], (long long)(pz_col[k] + g->tensors[pz_src[k]].ne[1]));
+        break;
+      }
+    }
     for (int s = 0; s < n->n_src; s++) {
       int id = n->src[s];
       if (id < 0 || (g->tensors[id].kind != PZ_T_ACT && g->tensors[id].kind != PZ_T_BUFFER)) continue;
+      if (n->op == PZ_OP_MLA_ATTN && (s == PZ_MLA_QB_PREZERO || s == PZ_MLA_OPROJ_PREZERO)) continue;
       int sid = pz_storage_of(g, id);
       for (int j = i - 1; j >= 0; j--) {
         const pz_node *w = &g->nodes[j];
