@@ -470,6 +470,28 @@ static void test_manager(void) {
   free(a);
   pz_graph_free(g);
 
+  /* PREZERO_DUMP_GRAPH from the environment; an unwritable dump dir is an I/O error. */
+  g = build(&d);
+  char dir2[] = "/tmp/pz_test_pass_env_XXXXXX";
+  CHECK(mkdtemp(dir2) != NULL);
+  setenv("PREZERO_DUMP_GRAPH", dir2, 1);
+  o = (pz_pass_opts)PZ_PASS_OPTS_INIT;
+  o.prezero = 1;
+  CHECK_OK(pz_run_passes(g, &o, NULL, NULL));
+  for (int i = 0; i < 4; i++) {
+    snprintf(path, sizeof path, "%s/01-prezero.%s", dir2, files[i]);
+    struct stat sb;
+    CHECK(stat(path, &sb) == 0 && sb.st_size > 0);
+    unlink(path);
+  }
+  rmdir(dir2);
+  pz_graph_free(g);
+  g = build(&d);
+  setenv("PREZERO_DUMP_GRAPH", "/proc/version/not_a_dir", 1);
+  CHECK_ST(pz_run_passes(g, &o, NULL, NULL), PZ_ERR_IO);
+  unsetenv("PREZERO_DUMP_GRAPH");
+  pz_graph_free(g);
+
   /* A pass that breaks the graph is caught by verify() and named. */
   g = build(&d);
   g->tensors[g->nodes[2].dst[0]].ne[1] += 1; /* qkv_a's C no longer matches W */
