@@ -282,7 +282,7 @@ static void test_no_q_lora(void) {
 
 /* Llama/Qwen-style: one donor feeding separate q, k, v GEMMs read by plain ops. No MLA and no
  * model-specific code: the pass finds them by dataflow. */
-static void test_llama_style(void) {
+static void test_llama_style(const int64_t widths[3], const int64_t want_col[3], int64_t want_total) {
   pz_graph_info info = {.tp = 2, .m = 4, .n_layers = 1, .hidden = 256};
   pz_graph *g;
   CHECK_OK(pz_graph_create(&info, &g));
@@ -293,7 +293,6 @@ static void test_llama_style(void) {
   pz_op_params np = {.norm = {.eps = 1e-6f, .has_residual = true, .fill_buf = -1}};
   node(g, PZ_OP_AR_RMSNORM, "layers.0.input_layernorm", 0, PZ_ROLE_INPUT_LAYERNORM, (int[]){part, w, res}, 3, (int[]){xn, res}, 2, &np);
   const char *names[3] = {"q_proj", "k_proj", "v_proj"};
-  int64_t widths[3] = {128, 64, 64};
   int outs[3];
   pz_op_params gp = {.gemm = {.zero_init = true, .prezero_buf = -1}};
   for (int i = 0; i < 3; i++) {
@@ -320,10 +319,8 @@ static void test_llama_style(void) {
   CHECK_OK(pz_graph_verify(g));
   CHECK(st.matched == 1 && st.rewritten == 4);
   const pz_node *D = &g->nodes[0];
-  CHECK(D->p.norm.n_total == 256 && D->p.norm.n_base == 256);
-  check_slice(g, outs[0], D->p.norm.fill_buf, 0, 128);
-  check_slice(g, outs[1], D->p.norm.fill_buf, 128, 64);
-  check_slice(g, outs[2], D->p.norm.fill_buf, 192, 64);
+  CHECK(D->p.norm.n_total == want_total && D->p.norm.n_base == want_total);
+  for (int i = 0; i < 3; i++) check_slice(g, outs[i], D->p.norm.fill_buf, want_col[i], widths[i]);
   pz_graph_free(g);
 }
 
@@ -527,7 +524,10 @@ int main(void) {
   test_verify_rewrites();
   test_kimi_tp4();
   test_no_q_lora();
-  test_llama_style();
+  /* Widths that are multiples of 32 pack densely; others start on the next 32-column line. */
+  test_llama_style((int64_t[]){128, 64, 64}, (int64_t[]){0, 128, 192}, 256);
+  test_llama_style((int64_t[]){100, 36, 60}, (int64_t[]){0, 128, 192}, 256);
+  test_llama_style((int64_t[]){8, 8, 200}, (int64_t[]){0, 32, 64}, 288);
   test_legality();
   test_manager();
   TEST_DONE();

@@ -18,9 +18,10 @@ extern "C" {
  * "<donor>.prezero_buf", turns each consumer's output into a column view of it, rewrites the
  * donor to AR_RMSNORM_MAYBE_PREZERO and the GEMMs to MM_MAYBE_PREZERO, and threads q_b / o_proj
  * slices into an MLA_ATTN node that reads those outputs (unless PREZERO_ATTN_SLOTS=0).
- * Column layout per buffer: [graph GEMM outputs in node order | q_b | o_proj], with
- * n_base = end of q_b (always zeroed by the donor) and o_proj in [n_base, n_total) (zeroed by
- * the donor only when the gate holds, else by the attention op). When nothing matches, g is not
+ * Column layout per buffer: [graph GEMM outputs in node order | q_b | o_proj], each slice
+ * starting at a multiple of 32 columns (128 bytes; n_total rounded up too), with
+ * n_base = the start of o_proj (everything before is always zeroed by the donor) and o_proj in
+ * [n_base, n_total) (zeroed by the donor only when the gate holds, else by the attention op). When nothing matches, g is not
  * touched at all. st (may be NULL) gets matched = donors rewritten, rewritten = nodes rewritten.
  * log (may be NULL) gets one line per rewritten donor with its slices (offset, width).
  * Errors: PZ_ERR_OOM, PZ_ERR_SHAPE (internal inconsistency; the graph may be half-rewritten). */

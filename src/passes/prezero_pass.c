@@ -6,6 +6,13 @@
 #include <string.h>
 
 #define MAX_SLICES 8
+/* Every slice starts at a multiple of this many columns, and n_total is rounded up to it:
+ * 32 f32 = 128 bytes, so slices and buffer rows start on a cache line (the CUDA fill and the
+ * GEMM epilogues use 16-byte stores; different GEMMs' atomics never share a line). The gap
+ * columns are zeroed with the rest and read by no one. The presets' widths are multiples of 64
+ * already, so their layout has no gaps. */
+#define COL_ALIGN 32
+static int64_t align_col(int64_t c) { return (c + COL_ALIGN - 1) / COL_ALIGN * COL_ALIGN; }
 
 typedef enum { SL_GEMM = 0, SL_QB, SL_OPROJ } slice_kind;
 static const char *const slice_kind_name[] = {"gemm", "q_b", "o_proj"};
@@ -131,6 +138,7 @@ static bool make_plan(const pz_graph *g, int donor, bool attn_slots, FILE *log, 
     const char *why = NULL;
     if (gemm_consumer(g, donor, j, &why)) {
       int64_t w = g->tensors[g->nodes[j].dst[0]].ne[1];
+      col = align_col(col);
       p->s[p->n++] = (slice){SL_GEMM, j, g->nodes[j].dst[0], col, w};
       col += w;
     } else if (log && g->nodes[j].op == PZ_OP_GEMM && g->nodes[j].src[0] == xn) {
@@ -155,9 +163,11 @@ static bool make_plan(const pz_graph *g, int donor, bool attn_slots, FILE *log, 
     p->attn = j;
     if (feeds_qkv_a && A->p.mla.q_lora_rank > 0) {
       int64_t w = mla_qb_width(&A->p.mla);
+      col = align_col(col);
       p->s[p->n++] = (slice){SL_QB, j, -1, col, w};
       col += w;
     }
+    col = align_col(col);
     p->n_base = col;
     const char *why = NULL;
     if (consumer_output_legal(g, donor, j, A->dst[0], p->rows, &why) && g->tensors[A->dst[0]].ne[1] == A->p.mla.hidden) {
@@ -167,6 +177,7 @@ static bool make_plan(const pz_graph *g, int donor, bool attn_slots, FILE *log, 
       fprintf(log, "  prezero: %s: o_proj slot of %s left unset: %s\n", D->name, A->name, why ? why : "output width");
     }
   }
+  col = align_col(col);
   if (p->attn < 0) p->n_base = col;
   p->n_total = col;
   return true;
