@@ -1,0 +1,562 @@
+/* CUDA executor: per-rank arenas on each rank's GPU, device fill identical to the CPU executor,
+ * eager node launches or one CUDA graph per (batch size, prezero flag, gate override) captured on
+ * every rank's stream, argmax candidates combined on the host in rank order. */
+#include "backend/cuda/exec.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "backend/cuda/comm.h"
+#include "backend/cuda/cuda_util.h"
+#include "backend/cuda/exec_ops.h"
+#include "backend/cuda/fill.h"
+#include "backend/cuda/gate_cuda.h"
+#include "backend/cuda/runtime.h"
+
+#define ALIGN 256
+static const int default_sizes[] = {1, 2, 4, 8, 16, 32, 64, 128};
+
+typedef struct graph_slot {
+  bool valid;
+  int64_t M;
+  int prezero;
+  char gate_env[8];             /* PREZERO_FORCE_GATE at capture ("" when unset) */
+  cudaGraph_t graph[PZ_CUDA_MAX_TP];
+  cudaGraphExec_t exec[PZ_CUDA_MAX_TP];
+} graph_slot;
+
+struct pz_cuda_exec {
+  pz_graph *g;
+  pz_cuda_exec_opts opts;
+  int tp;
+  pz_cuda_rank ranks[PZ_CUDA_MAX_TP];
+  pz_comm *comm;
+  pz_device_desc dev;
+  bool graphs;
+  int n_sizes;
+  int sizes[PZ_CUDA_MAX_CAPTURE + 1];
+  graph_slot slots[PZ_CUDA_MAX_CAPTURE + 1];
+  int64_t max_m, max_ctx;
+  int64_t *offset;              /* [n_tensors]: byte offset of each owner tensor in the arena */
+  int64_t cand_offset;          /* arena offset of the argmax candidates */
+  int64_t arena_bytes;
+  int64_t last_m;
+};
+
+/* ------------------------------------------------------------------ layout */
+
+static int64_t round_up(int64_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
+
+/* Arena layout of g: owner tensors in id order, then the argmax candidates. */
+static int64_t layout(const pz_graph *g, int64_t *offset, int64_t *cand_offset) {
+  int64_t off = 0;
+  for (int t = 0; t < g->n_tensors; t++) {
+    const pz_tensor *x = &g->tensors[t];
+    if (offset) offset[t] = -1;
+    if (x->view_of >= 0) continue;
+    if (offset) offset[t] = off;
+    off += round_up(pz_tensor_span(x) * (int64_t)pz_dtype_size(x->dtype));
+  }
+  if (cand_offset) *cand_offset = off;
+  off += round_up((int64_t)sizeof(pz_argmax_cand) * (g->info.m > 0 ? g->info.m : 1));
+  return off;
+}
+
+int64_t pz_cuda_exec_bytes(const pz_graph *g) { return g ? layout(g, NULL, NULL) : 0; }
+
+/* ------------------------------------------------------------------ options */
+
+static int parse_sizes(const char *s, int *out, int cap) {
+  int n = 0;
+  while (s && *s && n < cap) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s) break;
+    if (v > 0) out[n++] = (int)v;
+    s = *end == ',' ? end + 1 : end;
+  }
+  return n;
+}
+
+static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+/* Capture list: the requested sizes <= m, ascending and unique, plus m itself. */
+static void set_sizes(pz_cuda_exec *e) {
+  int req[PZ_CUDA_MAX_CAPTURE], n = 0;
+  if (e->opts.n_capture > 0) {
+    n = e->opts.n_capture > PZ_CUDA_MAX_CAPTURE ? PZ_CUDA_MAX_CAPTURE : e->opts.n_capture;
+    memcpy(req, e->opts.capture, sizeof(int) * (size_t)n);
+  } else {
+    n = parse_sizes(getenv("PREZERO_CUDA_GRAPH_SIZES"), req, PZ_CUDA_MAX_CAPTURE);
+    if (n == 0) {
+      n = (int)(sizeof default_sizes / sizeof default_sizes[0]);
+      memcpy(req, default_sizes, sizeof default_sizes);
+    }
+  }
+  qsort(req, (size_t)n, sizeof(int), cmp_int);
+  e->n_sizes = 0;
+  for (int i = 0; i < n; i++)
+    if (req[i] < e->max_m && (e->n_sizes == 0 || e->sizes[e->n_sizes - 1] != req[i])) e->sizes[e->n_sizes++] = req[i];
+  e->sizes[e->n_sizes++] = (int)e->max_m;
+}
+
+static bool graphs_wanted(int opt) {
+  if (opt == 0) return false;
+  if (opt == 1) return true;
+  const char *v = getenv("PREZERO_CUDA_GRAPH");
+  return !(v && strcmp(v, "0") == 0);
+}
+
+/* ------------------------------------------------------------------ create / free */
+
+static pz_status check_ops(const pz_graph *g) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const pz_node *n = &g->nodes[i];
+    if (!pz_cuda_op_launcher(n->op))
+      return pz_error(PZ_ERR_UNSUPPORTED, "CUDA executor: op %s (node %s) has no CUDA launcher: %s; use --device cpu",
+                      pz_op_name(n->op), n->name, pz_cuda_op_gap(n->op));
+  }
+  return PZ_OK;
+}
+
+static pz_status check_memory(pz_cuda_exec *e, int64_t need) {
+  int devs[PZ_CUDA_MAX_TP];
+  int64_t fr[PZ_CUDA_MAX_TP], tot[PZ_CUDA_MAX_TP];
+  for (int r = 0; r < e->tp; r++) devs[r] = e->ranks[r].device;
+  PZ_CHECK(pz_cuda_mem_info(e->tp, devs, fr, tot));
+  for (int r = 0; r < e->tp; r++) {
+    int64_t reserve = e->opts.reserve_bytes > 0 ? e->opts.reserve_bytes : pz_cuda_default_reserve(tot[r]);
+    if (need + reserve > fr[r])
+      return pz_error(PZ_ERR_OOM,
+                      "CUDA executor: rank %d needs %.2f GiB on GPU %d for the model's tensors, but only %.2f GiB are free "
+                      "(%.2f GiB kept in reserve, PREZERO_CUDA_RESERVE_MB); use fewer --layers, a smaller batch or context, or a higher TP",
+                      r, need / 1073741824.0, devs[r], fr[r] / 1073741824.0, reserve / 1073741824.0);
+  }
+  return PZ_OK;
+}
+
+static int64_t find_max_ctx(const pz_graph *g) {
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].op == PZ_OP_MLA_ATTN) return g->nodes[i].p.mla.max_ctx;
+  return 0;
+}
+
+pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, pz_cuda_exec **out) {
+  if (!g || !out) return pz_error(PZ_ERR_INVALID_ARG, "CUDA executor: NULL graph or out");
+  *out = NULL;
+  if (g->info.tp < 1 || g->info.tp > PZ_CUDA_MAX_TP)
+    return pz_error(PZ_ERR_INVALID_ARG, "CUDA executor: TP %d is outside 1..%d", g->info.tp, PZ_CUDA_MAX_TP);
+  PZ_CHECK(pz_graph_verify(g));
+  PZ_CHECK(check_ops(g));
+  const int tp = g->info.tp;
+  pz_cuda_exec_opts def = PZ_CUDA_EXEC_OPTS_INIT;
+  const pz_cuda_exec_opts *o = opts ? opts : &def;
+  int ndev = pz_cuda_device_count();
+  if (ndev == 0) return pz_error(PZ_ERR_NO_DEVICE, "CUDA executor: no GPU is visible; use --device cpu");
+  int devs[PZ_CUDA_MAX_TP];
+  for (int r = 0; r < tp; r++) devs[r] = o->n_devices > 0 ? o->devices[r] : r;
+  if (o->n_devices > 0 && o->n_devices < tp)
+    return pz_error(PZ_ERR_INVALID_ARG, "CUDA executor: %d devices given for TP %d", o->n_devices, tp);
+  for (int r = 0; r < tp; r++)
+    if (devs[r] < 0 || devs[r] >= ndev)
+      return pz_error(PZ_ERR_NO_DEVICE, "CUDA executor: TP %d needs %d GPUs (rank %d on GPU %d) but %d %s visible; "
+                      "use a smaller --tp or a machine with more GPUs", tp, tp, r, devs[r], ndev, ndev == 1 ? "is" : "are");
+
+  pz_cuda_exec *e = calloc(1, sizeof *e);
+  if (!e) return pz_error(PZ_ERR_OOM, "CUDA executor: host allocation");
+  pz_status st = PZ_OK;
+  e->opts = *o;
+  e->tp = tp;
+  for (int r = 0; r < tp; r++) e->ranks[r].device = devs[r];
+  PZ_CHECK_GOTO(pz_graph_clone(g, &e->g), st, fail);
+  e->max_m = g->info.m;
+  e->max_ctx = find_max_ctx(g);
+  e->graphs = graphs_wanted(o->graphs);
+  set_sizes(e);
+  const int nt = e->g->n_tensors;
+  e->offset = calloc((size_t)(nt ? nt : 1), sizeof(int64_t));
+  if (!e->offset) { st = pz_error(PZ_ERR_OOM, "CUDA executor: host allocation"); goto fail; }
+  e->arena_bytes = layout(e->g, e->offset, &e->cand_offset);
+  PZ_CHECK_GOTO(check_memory(e, e->arena_bytes), st, fail);
+
+  /* Communicator first: it proves peer access between every pair (PZ_ERR_NO_P2P otherwise). */
+  pz_comm_config cc = PZ_COMM_CONFIG_INIT;
+  cc.tp = tp;
+  for (int r = 0; r < tp; r++) cc.devices[r] = devs[r];
+  cc.max_m = e->max_m;
+  cc.max_H = (e->g->info.hidden + 7) / 8 * 8;
+  PZ_CHECK_GOTO(pz_comm_create(&cc, &e->comm), st, fail);
+
+  if (o->dev.num_sms > 0) e->dev = o->dev;
+  else PZ_CHECK_GOTO(pz_gate_calibrate_cuda(devs[0], &e->dev), st, fail);
+
+  for (int r = 0; r < tp; r++) {
+    pz_cuda_rank *R = &e->ranks[r];
+    if (cudaSetDevice(R->device) != cudaSuccess) { st = pz_error(PZ_ERR_CUDA, "CUDA executor: cudaSetDevice(%d)", R->device); goto fail; }
+    if (cudaStreamCreateWithFlags(&R->stream, cudaStreamNonBlocking) != cudaSuccess) {
+      R->stream = NULL;
+      st = pz_error(PZ_ERR_CUDA, "CUDA executor: stream creation on GPU %d", R->device);
+      goto fail;
+    }
+    PZ_CHECK_GOTO(pz_gemm_ctx_create(&R->gemm), st, fail);
+    cudaError_t ce = cudaMalloc((void **)&R->arena, (size_t)e->arena_bytes);
+    if (ce != cudaSuccess) {
+      cudaGetLastError();
+      R->arena = NULL;
+      st = pz_error(PZ_ERR_OOM, "CUDA executor: cudaMalloc of %.2f GiB on GPU %d (rank %d) failed: %s; use fewer --layers",
+                    e->arena_bytes / 1073741824.0, R->device, r, cudaGetErrorString(ce));
+      goto fail;
+    }
+    R->arena_bytes = (size_t)e->arena_bytes;
+    if (cudaMallocHost((void **)&R->cand_host, sizeof(pz_argmax_cand) * (size_t)e->max_m) != cudaSuccess ||
+        cudaMallocHost((void **)&R->in_host, sizeof(int32_t) * 2 * (size_t)e->max_m) != cudaSuccess) {
+      st = pz_error(PZ_ERR_OOM, "CUDA executor: pinned host allocation");
+      goto fail;
+    }
+    R->data = calloc((size_t)(nt ? nt : 1), sizeof(void *));
+    if (!R->data) { st = pz_error(PZ_ERR_OOM, "CUDA executor: host allocation"); goto fail; }
+    for (int t = 0; t < nt; t++) {
+      const pz_tensor *x = &e->g->tensors[t];
+      int own = pz_storage_of(e->g, t);
+      size_t off = x->view_of >= 0 ? (size_t)x->view_offset * pz_dtype_size(x->dtype) : 0;
+      R->data[t] = R->arena + e->offset[own] + off;
+    }
+    R->cand = (pz_argmax_cand *)(R->arena + e->cand_offset);
+    if (cudaMemsetAsync(R->arena, 0, R->arena_bytes, R->stream) != cudaSuccess) {
+      st = pz_error(PZ_ERR_CUDA, "CUDA executor: arena memset on GPU %d", R->device);
+      goto fail;
+    }
+    for (int t = 0; t < nt; t++) {
+      const pz_tensor *x = &e->g->tensors[t];
+      if (x->view_of >= 0 || !pz_fill_wanted(x)) continue;
+      PZ_CHECK_GOTO(pz_fill_tensor_launch(x, r, o->seed, R->data[t], R->stream), st, fail);
+    }
+  }
+  for (int r = 0; r < tp; r++) {
+    cudaSetDevice(e->ranks[r].device);
+    if (cudaStreamSynchronize(e->ranks[r].stream) != cudaSuccess) {
+      st = pz_error(PZ_ERR_CUDA, "CUDA executor: fill on GPU %d failed: %s", e->ranks[r].device,
+                    cudaGetErrorString(cudaGetLastError()));
+      goto fail;
+    }
+  }
+  *out = e;
+  return PZ_OK;
+fail:
+  pz_cuda_exec_free(e);
+  return st;
+}
+
+static void drop_slot(pz_cuda_exec *e, graph_slot *s) {
+  for (int r = 0; r < e->tp; r++) {
+    cudaSetDevice(e->ranks[r].device);
+    if (s->exec[r]) cudaGraphExecDestroy(s->exec[r]);
+    if (s->graph[r]) cudaGraphDestroy(s->graph[r]);
+  }
+  memset(s, 0, sizeof *s);
+}
+
+void pz_cuda_exec_free(pz_cuda_exec *e) {
+  if (!e) return;
+  for (int r = 0; r < e->tp; r++)
+    if (e->ranks[r].stream) {
+      cudaSetDevice(e->ranks[r].device);
+      cudaStreamSynchronize(e->ranks[r].stream);
+    }
+  for (int i = 0; i <= PZ_CUDA_MAX_CAPTURE; i++)
+    if (e->slots[i].valid || e->slots[i].exec[0]) drop_slot(e, &e->slots[i]);
+  for (int r = 0; r < e->tp; r++) {
+    pz_cuda_rank *R = &e->ranks[r];
+    cudaSetDevice(R->device);
+    pz_gemm_ctx_destroy(R->gemm);
+    if (R->stream) cudaStreamDestroy(R->stream);
+    cudaFree(R->arena);
+    if (R->cand_host) cudaFreeHost(R->cand_host);
+    if (R->in_host) cudaFreeHost(R->in_host);
+    free(R->data);
+  }
+  pz_comm_destroy(e->comm);
+  pz_graph_free(e->g);
+  free(e->offset);
+  cudaGetLastError();
+  free(e);
+}
+
+/* ------------------------------------------------------------------ running nodes */
+
+/* Issues every node for every rank with m rows (eager, or under capture). */
+static pz_status run_nodes(pz_cuda_exec *e, int64_t m) {
+  pz_cuda_ctx c = {.g = e->g, .tp = e->tp, .m = m, .ranks = e->ranks, .comm = e->comm, .dev = &e->dev};
+  for (int i = 0; i < e->g->n_nodes; i++) {
+    const pz_node *n = &e->g->nodes[i];
+    pz_cuda_op_fn fn = pz_cuda_op_launcher(n->op);
+    if (!fn) return pz_error(PZ_ERR_UNSUPPORTED, "CUDA executor: op %s (node %s): %s", pz_op_name(n->op), n->name, pz_cuda_op_gap(n->op));
+    pz_status st;
+    if (pz_op_is_collective(n->op)) {
+      c.rank = 0;
+      c.data = e->ranks[0].data;
+      c.stream = e->ranks[0].stream;
+      c.gemm = e->ranks[0].gemm;
+      st = fn(&c, n);
+    } else {
+      st = PZ_OK;
+      for (int r = 0; r < e->tp && st == PZ_OK; r++) {
+        PZ_CUDA_CHECK(cudaSetDevice(e->ranks[r].device));
+        c.rank = r;
+        c.data = e->ranks[r].data;
+        c.stream = e->ranks[r].stream;
+        c.gemm = e->ranks[r].gemm;
+        st = fn(&c, n);
+      }
+    }
+    if (st != PZ_OK) {
+      pz_log_propagate(__FILE__, __LINE__, n->name, st);
+      return st;
+    }
+  }
+  return PZ_OK;
+}
+
+static const char *gate_env(void) {
+  const char *v = getenv("PREZERO_FORCE_GATE");
+  return v ? v : "";
+}
+
+/* The captured graphs of batch M for the current key, capturing them when missing. */
+static pz_status get_slot(pz_cuda_exec *e, int64_t M, graph_slot **out) {
+  int idx = -1;
+  for (int i = 0; i < e->n_sizes; i++)
+    if (e->sizes[i] == M) idx = i;
+  if (idx < 0) return pz_error(PZ_ERR_INVALID_ARG, "CUDA executor: batch %lld is not a captured size", (long long)M);
+  graph_slot *s = &e->slots[idx];
+  const char *ge = gate_env();
+  if (s->valid && s->M == M && s->prezero == e->opts.prezero && strncmp(s->gate_env, ge, sizeof s->gate_env - 1) == 0) {
+    *out = s;
+    return PZ_OK;
+  }
+  if (s->valid) drop_slot(e, s);
+  for (int r = 0; r < e->tp; r++) {
+    PZ_CUDA_CHECK(cudaSetDevice(e->ranks[r].device));
+    PZ_CUDA_CHECK(cudaStreamBeginCapture(e->ranks[r].stream, cudaStreamCaptureModeRelaxed));
+  }
+  pz_status st = run_nodes(e, M);
+  for (int r = 0; r < e->tp; r++) {
+    cudaSetDevice(e->ranks[r].device);
+    cudaError_t ce = cudaStreamEndCapture(e->ranks[r].stream, &s->graph[r]);
+    if (ce != cudaSuccess && st == PZ_OK)
+      st = pz_error(PZ_ERR_CUDA, "CUDA executor: capture of batch %lld on rank %d failed: %s", (long long)M, r,
+                    cudaGetErrorString(ce));
+  }
+  for (int r = 0; r < e->tp && st == PZ_OK; r++) {
+    cudaSetDevice(e->ranks[r].device);
+    cudaError_t ce = cudaGraphInstantiate(&s->exec[r], s->graph[r], 0);
+    if (ce != cudaSuccess)
+      st = pz_error(PZ_ERR_CUDA, "CUDA executor: instantiating the graph of batch %lld on rank %d: %s", (long long)M, r,
+                    cudaGetErrorString(ce));
+  }
+  if (st != PZ_OK) {
+    cudaGetLastError();
+    drop_slot(e, s);
+    return st;
+  }
+  s->valid = true;
+  s->M = M;
+  s->prezero = e->opts.prezero;
+  snprintf(s->gate_env, sizeof s->gate_env, "%s", ge);
+  *out = s;
+  return PZ_OK;
+}
+
+int64_t pz_cuda_exec_padded_m(const pz_cuda_exec *e, int64_t m) {
+  if (!e->graphs) return m;
+  for (int i = 0; i < e->n_sizes; i++)
+    if (e->sizes[i] >= m) return e->sizes[i];
+  return e->max_m;
+}
+
+bool pz_cuda_exec_graphs(const pz_cuda_exec *e) { return e && e->graphs; }
+
+int pz_cuda_exec_capture_sizes(const pz_cuda_exec *e, int *sizes, int cap) {
+  int n = 0;
+  for (int i = 0; i < e->n_sizes && n < cap; i++) sizes[n++] = e->sizes[i];
+  return n;
+}
+
+const pz_device_desc *pz_cuda_exec_device_desc(const pz_cuda_exec *e) { return &e->dev; }
+
+/* Copies inputs (host rows already in in_host) and poisons scratch, on every rank. */
+static pz_status stage_inputs(pz_cuda_exec *e, int64_t M) {
+  for (int r = 0; r < e->tp; r++) {
+    pz_cuda_rank *R = &e->ranks[r];
+    PZ_CUDA_CHECK(cudaSetDevice(R->device));
+    if (e->g->in_tokens >= 0)
+      PZ_CUDA_CHECK(cudaMemcpyAsync(R->data[e->g->in_tokens], R->in_host, sizeof(int32_t) * (size_t)M,
+                                    cudaMemcpyHostToDevice, R->stream));
+    if (e->g->in_pos >= 0)
+      PZ_CUDA_CHECK(cudaMemcpyAsync(R->data[e->g->in_pos], R->in_host + e->max_m, sizeof(int32_t) * (size_t)M,
+                                    cudaMemcpyHostToDevice, R->stream));
+    if (e->opts.poison)
+      for (int t = 0; t < e->g->n_tensors; t++) {
+        const pz_tensor *x = &e->g->tensors[t];
+        if (x->view_of >= 0 || (x->kind != PZ_T_ACT && x->kind != PZ_T_BUFFER)) continue;
+        PZ_CUDA_CHECK(cudaMemsetAsync(R->data[t], 0xff, (size_t)pz_tensor_span(x) * pz_dtype_size(x->dtype), R->stream));
+      }
+  }
+  return PZ_OK;
+}
+
+static pz_status launch_step(pz_cuda_exec *e, int64_t M) {
+  if (!e->graphs) return run_nodes(e, M);
+  graph_slot *s = NULL;
+  PZ_CHECK(get_slot(e, M, &s));
+  for (int r = 0; r < e->tp; r++) {
+    PZ_CUDA_CHECK(cudaSetDevice(e->ranks[r].device));
+    PZ_CUDA_CHECK(cudaGraphLaunch(s->exec[r], e->ranks[r].stream));
+  }
+  return PZ_OK;
+}
+
+static pz_status wait_all(pz_cuda_exec *e) {
+  for (int r = 0; r < e->tp; r++) {
+    PZ_CUDA_CHECK(cudaSetDevice(e->ranks[r].device));
+    PZ_CUDA_CHECK(cudaStreamSynchronize(e->ranks[r].stream));
+  }
+  if (getenv("PREZERO_AR_TIMEOUT_US")) PZ_CHECK(pz_comm_check(e->comm));
+  return PZ_OK;
+}
+
+pz_status pz_cuda_exec_step(pz_cuda_exec *e, int64_t m, const int32_t *tokens, const int32_t *pos, int32_t *next) {
+  if (!e || !tokens || !pos) return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec step: NULL argument");
+  if (m < 1 || m > e->max_m)
+    return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec step: batch %lld not in 1..%lld", (long long)m, (long long)e->max_m);
+  for (int64_t i = 0; i < m; i++)
+    if (pos[i] < 0 || (e->max_ctx > 0 && pos[i] >= e->max_ctx))
+      return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec step: pos[%lld] = %d is outside 0..%lld", (long long)i, pos[i],
+                      (long long)(e->max_ctx > 0 ? e->max_ctx - 1 : 0x7fffffff));
+  const int64_t M = pz_cuda_exec_padded_m(e, m);
+  for (int r = 0; r < e->tp; r++) {
+    int32_t *tk = e->ranks[r].in_host, *ps = tk + e->max_m;
+    for (int64_t i = 0; i < M; i++) {
+      tk[i] = i < m ? tokens[i] : 0;
+      ps[i] = i < m ? pos[i] : (int32_t)(e->max_ctx > 0 ? e->max_ctx - 1 : 0);
+    }
+  }
+  PZ_CHECK(stage_inputs(e, M));
+  PZ_CHECK(launch_step(e, M));
+  PZ_CHECK(wait_all(e));
+  e->last_m = m;
+  if (next) {
+    for (int64_t i = 0; i < m; i++) {
+      int32_t best = -1, nan_id = -1;
+      float bv = 0.0f;
+      for (int r = 0; r < e->tp && nan_id < 0; r++) {
+        pz_argmax_cand cnd = e->ranks[r].cand_host[i];
+        if (cnd.id < 0) continue;
+        if (isnan(cnd.v)) nan_id = cnd.id;
+        else if (best < 0 || cnd.v > bv) { best = cnd.id; bv = cnd.v; }
+      }
+      next[i] = nan_id >= 0 ? nan_id : best < 0 ? 0 : best;
+    }
+  }
+  return PZ_OK;
+}
+
+pz_status pz_cuda_exec_logits(const pz_cuda_exec *e, int64_t m, float *out) {
+  if (!e || !out) return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec logits: NULL argument");
+  if (e->g->out_logits < 0) return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec logits: graph has no out_logits");
+  if (m < 1 || m > e->last_m)
+    return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec logits: %lld rows, last step had %lld", (long long)m, (long long)e->last_m);
+  const pz_tensor *L = &e->g->tensors[e->g->out_logits];
+  int64_t vpr = L->ne[1], ld = L->ndim >= 2 ? L->stride[0] : vpr;
+  int64_t vocab = e->g->info.vocab_size > 0 ? e->g->info.vocab_size : vpr * e->tp;
+  float *tmp = malloc(sizeof(float) * (size_t)(m * ld));
+  if (!tmp) return pz_error(PZ_ERR_OOM, "CUDA exec logits: host allocation");
+  pz_status st = PZ_OK;
+  for (int r = 0; r < e->tp && st == PZ_OK; r++) {
+    cudaSetDevice(e->ranks[r].device);
+    cudaError_t ce = cudaMemcpy(tmp, e->ranks[r].data[e->g->out_logits], sizeof(float) * (size_t)(m * ld), cudaMemcpyDeviceToHost);
+    if (ce != cudaSuccess) { st = pz_error(PZ_ERR_CUDA, "CUDA exec logits: copy from rank %d: %s", r, cudaGetErrorString(ce)); break; }
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < vpr; j++) {
+        int64_t id = (int64_t)r * vpr + j;
+        if (id < vocab) out[i * vocab + id] = tmp[i * ld + j];
+      }
+  }
+  free(tmp);
+  return st;
+}
+
+pz_status pz_cuda_exec_read(const pz_cuda_exec *e, int rank, int tensor_id, void *dst, size_t bytes) {
+  if (!e || !dst || rank < 0 || rank >= e->tp || tensor_id < 0 || tensor_id >= e->g->n_tensors)
+    return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec read: bad rank %d or tensor %d", rank, tensor_id);
+  PZ_CUDA_CHECK(cudaSetDevice(e->ranks[rank].device));
+  PZ_CUDA_CHECK(cudaStreamSynchronize(e->ranks[rank].stream));
+  PZ_CUDA_CHECK(cudaMemcpy(dst, e->ranks[rank].data[tensor_id], bytes, cudaMemcpyDeviceToHost));
+  return PZ_OK;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+pz_status pz_cuda_exec_time_step(pz_cuda_exec *e, int64_t M, int32_t pos_all, int iters, int reps, double *us_median) {
+  if (!e || !us_median || iters < 1 || reps < 1 || reps > 64 || M < 1 || M > e->max_m)
+    return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec timing: bad arguments (M %lld, iters %d, reps %d)", (long long)M, iters, reps);
+  if (pos_all < 0 || (e->max_ctx > 0 && pos_all >= e->max_ctx))
+    return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec timing: position %d outside the KV cache", pos_all);
+  if (e->graphs && pz_cuda_exec_padded_m(e, M) != M)
+    return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec timing: batch %lld is not a captured size", (long long)M);
+  int64_t vocab = e->g->info.vocab_size > 0 ? e->g->info.vocab_size : 1;
+  for (int r = 0; r < e->tp; r++) {
+    int32_t *tk = e->ranks[r].in_host, *ps = tk + e->max_m;
+    for (int64_t i = 0; i < M; i++) {
+      tk[i] = (int32_t)((i * 7919) % vocab);
+      ps[i] = pos_all;
+    }
+  }
+  PZ_CHECK(stage_inputs(e, M));
+  PZ_CHECK(launch_step(e, M)); /* warm-up (and capture) */
+  PZ_CHECK(wait_all(e));
+  cudaEvent_t ev[PZ_CUDA_MAX_TP][2];
+  memset(ev, 0, sizeof ev);
+  double t[64];
+  pz_status st = PZ_OK;
+  for (int r = 0; r < e->tp; r++) {
+    cudaSetDevice(e->ranks[r].device);
+    if (cudaEventCreate(&ev[r][0]) != cudaSuccess || cudaEventCreate(&ev[r][1]) != cudaSuccess) {
+      st = pz_error(PZ_ERR_CUDA, "CUDA exec timing: event creation");
+      goto done;
+    }
+  }
+  for (int k = 0; k < reps && st == PZ_OK; k++) {
+    cudaSetDevice(e->ranks[0].device);
+    cudaEventRecord(ev[0][0], e->ranks[0].stream);
+    for (int it = 0; it < iters && st == PZ_OK; it++) st = launch_step(e, M);
+    if (st != PZ_OK) break;
+    /* Rank 0's stop waits for every rank's end, so the time covers the slowest rank. */
+    for (int r = 1; r < e->tp; r++) {
+      cudaSetDevice(e->ranks[r].device);
+      cudaEventRecord(ev[r][1], e->ranks[r].stream);
+      cudaSetDevice(e->ranks[0].device);
+      cudaStreamWaitEvent(e->ranks[0].stream, ev[r][1], 0);
+    }
+    cudaSetDevice(e->ranks[0].device);
+    cudaEventRecord(ev[0][1], e->ranks[0].stream);
+    st = wait_all(e);
+    float ms = 0.0f;
+    if (st == PZ_OK && cudaEventElapsedTime(&ms, ev[0][0], ev[0][1]) != cudaSuccess)
+      st = pz_error(PZ_ERR_CUDA, "CUDA exec timing: elapsed time");
+    t[k] = ms * 1000.0 / iters;
+  }
+  if (st == PZ_OK) {
+    qsort(t, (size_t)reps, sizeof(double), cmp_double);
+    *us_median = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+  }
+done:
+  for (int r = 0; r < e->tp; r++) {
+    cudaSetDevice(e->ranks[r].device);
+    if (ev[r][0]) cudaEventDestroy(ev[r][0]);
+    if (ev[r][1]) cudaEventDestroy(ev[r][1]);
+  }
+  return st;
+}

@@ -1,0 +1,93 @@
+/* CUDA executor of the per-rank decode graph: every TP rank on its own GPU in this process,
+ * storage + deterministic fill, eager node launches or one CUDA graph per captured batch size. */
+#ifndef PZ_BACKEND_CUDA_EXEC_H
+#define PZ_BACKEND_CUDA_EXEC_H
+#include <stdbool.h>
+#include <stdint.h>
+#include <cuda_runtime.h>
+#include "core/gate.h"
+#include "core/ir.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PZ_CUDA_MAX_TP 8
+#define PZ_CUDA_MAX_CAPTURE 16
+
+typedef struct pz_cuda_exec_opts {
+  uint64_t seed;              /* weights and KV cache = f(seed, tensor name, full index), as the CPU executor */
+  int n_devices;              /* 0: rank r runs on CUDA device r; else devices[0..tp-1] */
+  int devices[PZ_CUDA_MAX_TP];
+  int graphs;                 /* -1: PREZERO_CUDA_GRAPH (unset or 1 = on, 0 = eager); 0: eager; 1: CUDA graphs */
+  int n_capture;              /* 0: PREZERO_CUDA_GRAPH_SIZES ("1,2,4") or the default 1,2,4,8,16,32,64,128 */
+  int capture[PZ_CUDA_MAX_CAPTURE]; /* batch sizes (tokens), ascending; sizes above the graph's m are
+                                 dropped and the graph's m is always added as the largest */
+  int prezero;                /* the graph's prezero flag (pz_prezero_flag): part of the graph cache key */
+  pz_device_desc dev;         /* gate description; num_sms == 0: pz_gate_calibrate_cuda on rank 0's GPU */
+  int poison;                 /* tests: fill ACT/BUFFER storage with NaN bytes (0xff) before each step */
+  int64_t reserve_bytes;      /* bytes to leave free per GPU; 0: pz_cuda_default_reserve() */
+} pz_cuda_exec_opts;
+#define PZ_CUDA_EXEC_OPTS_INIT {.seed = 1234, .n_devices = 0, .graphs = -1, .n_capture = 0, .prezero = 0, \
+                                .poison = 0, .reserve_bytes = 0}
+
+typedef struct pz_cuda_exec pz_cuda_exec;
+
+/* Creates the executor for graph g (after the passes; a private copy is kept):
+ *   1. checks that every node's op has a CUDA launcher (PZ_ERR_UNSUPPORTED naming the op and
+ *      node otherwise: there is no fallback), that tp GPUs are visible (PZ_ERR_NO_DEVICE) and
+ *      that the per-rank storage fits each GPU's free memory minus the reserve (PZ_ERR_OOM with
+ *      the bytes needed and free; nothing is allocated then);
+ *   2. creates the TP communicator (peer access proven between every pair: PZ_ERR_NO_P2P),
+ *      one stream and one split-K GEMM handle per rank, calibrates the gate;
+ *   3. allocates one arena per rank (views share their owner's storage, 256-byte aligned),
+ *      zeroes it and fills weights and KV caches on the device (fill.h), bit-identical to
+ *      pz_cpu_exec_create for the same seed.
+ * CUDA graphs are captured lazily, on the first step that needs a batch size.
+ * Errors: those above, PZ_ERR_VERIFY, PZ_ERR_INVALID_ARG, PZ_ERR_CUDA. */
+pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, pz_cuda_exec **out);
+
+/* One decode step for sequences 0..m-1 (1 <= m <= graph m): tokens[m] i32, pos[m] i32 (tokens
+ * already in each sequence's cache, < max_ctx), next[m] i32 out (greedy argmax, lowest id on
+ * ties; may be NULL). With graphs, m is padded to the smallest captured size M >= m: padded
+ * rows decode token 0 at position max_ctx - 1 (a cache slot no step reads before writing it)
+ * and are discarded. The step waits for every rank. Errors: PZ_ERR_INVALID_ARG, PZ_ERR_CUDA,
+ * PZ_ERR_TIMEOUT (a peer never arrived; only with PREZERO_AR_TIMEOUT_US set). */
+pz_status pz_cuda_exec_step(pz_cuda_exec *e, int64_t m, const int32_t *tokens, const int32_t *pos, int32_t *next);
+
+/* Logits of the last step's first m rows, gathered over ranks: out[m, vocab] f32 (host). */
+pz_status pz_cuda_exec_logits(const pz_cuda_exec *e, int64_t m, float *out);
+
+/* Batch size a step of m rows runs at: the smallest captured size >= m (graphs on), else m. */
+int64_t pz_cuda_exec_padded_m(const pz_cuda_exec *e, int64_t m);
+/* Whether CUDA graphs are used. */
+bool pz_cuda_exec_graphs(const pz_cuda_exec *e);
+/* Captured sizes (ascending) into sizes[cap]; returns their count. */
+int pz_cuda_exec_capture_sizes(const pz_cuda_exec *e, int *sizes, int cap);
+
+/* Timing for benchmarks: one warm-up step (capturing the graph when needed), then `reps` times
+ * the step of batch M (a captured size when graphs are on) `iters` times back to back on every
+ * rank with no host sync between steps; every row decodes token (i*7919) % vocab at position
+ * pos_all (the attention reads pos_all + 1 cache entries; that slot is rewritten each time,
+ * positions do not advance). *us_median: median over reps of (elapsed from rank 0's start to
+ * the last rank's end) / iters, in µs; graph launch and input copies included.
+ * Errors: PZ_ERR_INVALID_ARG (M not captured, pos_all outside the cache, iters < 1, reps
+ * outside 1..64), and those of pz_cuda_exec_step. */
+pz_status pz_cuda_exec_time_step(pz_cuda_exec *e, int64_t M, int32_t pos_all, int iters, int reps, double *us_median);
+
+/* The gate description the executor evaluates prezero_active() against. */
+const pz_device_desc *pz_cuda_exec_device_desc(const pz_cuda_exec *e);
+
+/* Copies this rank's bytes of tensor id (views resolved; `bytes` from its element 0) to host
+ * memory dst, after synchronising. For tests. Errors: PZ_ERR_INVALID_ARG, PZ_ERR_CUDA. */
+pz_status pz_cuda_exec_read(const pz_cuda_exec *e, int rank, int tensor_id, void *dst, size_t bytes);
+
+/* Bytes of device storage each rank needs for g (owner tensors, 256-byte aligned, + the
+ * executor's scratch), without allocating anything. */
+int64_t pz_cuda_exec_bytes(const pz_graph *g);
+
+void pz_cuda_exec_free(pz_cuda_exec *e);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,49 @@
+/* CUDA executor internals: the per-op launch context and the op table mapping each decode-graph
+ * op (core/ops.def) to the C launchers of the CUDA kernels (GEMM, AR, dense ops, MLA, MoE). */
+#ifndef PZ_BACKEND_CUDA_EXEC_OPS_H
+#define PZ_BACKEND_CUDA_EXEC_OPS_H
+#include <stdbool.h>
+#include <cuda_runtime.h>
+#include "backend/cuda/comm.h"
+#include "backend/cuda/dense_ops.h"
+#include "backend/cuda/exec.h"
+#include "backend/cuda/gemm.h"
+#include "core/gate.h"
+#include "core/ir.h"
+
+/* What one rank owns besides tensor storage. */
+typedef struct pz_cuda_rank {
+  int device;
+  cudaStream_t stream;
+  pz_gemm_ctx *gemm;
+  char *arena;                 /* device storage of every owner tensor */
+  size_t arena_bytes;
+  void **data;                 /* data[t]: element 0 of tensor t on this rank (views resolved) */
+  pz_argmax_cand *cand;        /* device [m]: this rank's argmax candidates (ARGMAX node) */
+  pz_argmax_cand *cand_host;   /* pinned host [m]: copied there by the ARGMAX node */
+  int32_t *in_host;            /* pinned host [2*m]: tokens then positions of this step */
+} pz_cuda_rank;
+
+/* Context of one op launch. Non-collective ops: rank/stream/gemm/data are this rank's.
+ * Collective ops (AR_RMSNORM*, ARGMAX) are called once and launch on every rank, issuing all
+ * ranks' kernels before anything waits. */
+typedef struct pz_cuda_ctx {
+  const pz_graph *g;
+  int rank, tp;
+  int64_t m;                   /* rows of this launch (the padded size under capture) */
+  pz_cuda_rank *ranks;         /* [tp] */
+  void **data;                 /* ranks[rank].data */
+  cudaStream_t stream;         /* ranks[rank].stream */
+  pz_gemm_ctx *gemm;           /* ranks[rank].gemm */
+  pz_comm *comm;
+  const pz_device_desc *dev;
+} pz_cuda_ctx;
+
+typedef pz_status (*pz_cuda_op_fn)(pz_cuda_ctx *c, const pz_node *n);
+
+/* The launcher of op, or NULL when this build has no CUDA kernel for it (the executor then
+ * refuses the graph with PZ_ERR_UNSUPPORTED naming the op). */
+pz_cuda_op_fn pz_cuda_op_launcher(pz_op op);
+/* Why op has no launcher (which kernel is missing), or "" when it has one. */
+const char *pz_cuda_op_gap(pz_op op);
+#endif

@@ -1,0 +1,124 @@
+/* Device fill of weights / KV caches from (seed, tensor name, full index) with SplitMix64:
+ * bit-identical to the CPU executor's fill_rows (src/backend/cpu/cpu_exec.c). */
+#include "backend/cuda/fill.h"
+#include <string.h>
+#include "backend/cuda/cuda_util.h"
+
+__host__ __device__ static inline uint64_t sm64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+extern "C" uint64_t pz_fill_name_key(uint64_t seed, const char *name) {
+  uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a 64 */
+  for (const unsigned char *s = (const unsigned char *)name; *s; s++) h = (h ^ *s) * 0x100000001b3ull;
+  return sm64(seed ^ sm64(h));
+}
+
+static int ends_with(const char *s, const char *suf) {
+  size_t a = strlen(s), b = strlen(suf);
+  return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+extern "C" int pz_fill_wanted(const pz_tensor *t) {
+  return t->kind == PZ_T_WEIGHT || (t->kind == PZ_T_STATE && ends_with(t->name, "kv_cache"));
+}
+
+struct FillArgs {
+  int ndim, shard_dim, rank;
+  int64_t ne[PZ_MAX_DIMS], full_ne[PZ_MAX_DIMS];
+  int64_t numel;
+  uint64_t key;
+  float scale, offset;
+  int dtype;
+  void *dst;
+};
+
+/* Full flat index of the first element of local row `row` (rows = all dims but the last). */
+__device__ static inline int64_t row_base(const FillArgs &a, int64_t row) {
+  const int last = a.ndim - 1;
+  int64_t full = last == a.shard_dim ? (int64_t)a.rank * a.ne[last] : 0, mult = a.full_ne[last];
+  int64_t rem = row;
+  for (int d = last - 1; d >= 0; d--) {
+    int64_t cd = rem % a.ne[d];
+    rem /= a.ne[d];
+    if (d == a.shard_dim) cd += (int64_t)a.rank * a.ne[d];
+    full += cd * mult;
+    mult *= a.full_ne[d];
+  }
+  return full;
+}
+
+__device__ static inline uint16_t f32_to_bf16_bits(float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return (uint16_t)((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+#define PZ_FILL_RUN 8 /* consecutive elements per thread */
+
+__global__ void pz_fill_kernel(FillArgs a) {
+  const int64_t w = a.ne[a.ndim - 1];
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x * PZ_FILL_RUN;
+  for (int64_t idx = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * PZ_FILL_RUN; idx < a.numel; idx += stride) {
+    int64_t row = idx / w, j = idx - row * w;
+    int64_t base = row_base(a, row);
+    for (int e = 0; e < PZ_FILL_RUN; e++) {
+      int64_t li = idx + e;
+      if (li >= a.numel) break;
+      if (j == w) { row++; j = 0; base = row_base(a, row); }
+      uint64_t h = sm64(a.key + (uint64_t)(base + j) * 0x9e3779b97f4a7c15ull);
+      float u = __fsub_rn(__fmul_rn((float)(h >> 40), 1.0f / 8388608.0f), 1.0f);
+      float v = __fadd_rn(a.offset, __fmul_rn(a.scale, u));
+      if (a.dtype == PZ_BF16) ((uint16_t *)a.dst)[li] = f32_to_bf16_bits(v);
+      else if (a.dtype == PZ_F32) ((float *)a.dst)[li] = v;
+      else ((int32_t *)a.dst)[li] = __float2int_rz(v);
+      j++;
+    }
+  }
+}
+
+extern "C" pz_status pz_fill_tensor_launch(const pz_tensor *t, int rank, uint64_t seed, void *dst, cudaStream_t s) {
+  if (!t || !dst) return pz_error(PZ_ERR_INVALID_ARG, "fill: NULL tensor or destination");
+  if (!pz_fill_wanted(t)) return pz_error(PZ_ERR_INVALID_ARG, "fill: %s is neither a weight nor a KV cache", t->name);
+  if (t->ndim < 1 || t->ndim > PZ_MAX_DIMS) return pz_error(PZ_ERR_SHAPE, "fill: %s has %d dims", t->name, t->ndim);
+  if (!pz_tensor_contiguous(t)) return pz_error(PZ_ERR_SHAPE, "fill: %s must be contiguous", t->name);
+  FillArgs a;
+  memset(&a, 0, sizeof a);
+  a.ndim = t->ndim;
+  a.numel = pz_tensor_numel(t);
+  a.key = pz_fill_name_key(seed, t->name);
+  a.dtype = (int)t->dtype;
+  a.dst = dst;
+  for (int d = 0; d < t->ndim; d++) a.ne[d] = t->ne[d];
+  if (t->kind == PZ_T_WEIGHT) {
+    if (t->shard_dim >= t->ndim) return pz_error(PZ_ERR_SHAPE, "fill: %s: shard_dim %d out of range", t->name, t->shard_dim);
+    for (int d = 0; d < t->ndim; d++) {
+      int64_t need = d == t->shard_dim ? (int64_t)(rank + 1) * t->ne[d] : t->ne[d];
+      if (t->full_ne[d] < need)
+        return pz_error(PZ_ERR_SHAPE, "fill: %s: rank %d's shard exceeds full dim %d (%lld < %lld)", t->name, rank, d,
+                        (long long)t->full_ne[d], (long long)need);
+      a.full_ne[d] = t->full_ne[d];
+    }
+    a.shard_dim = t->shard_dim;
+    a.rank = rank;
+    a.scale = t->init_scale;
+    a.offset = t->init_offset;
+  } else { /* KV cache: replicated over ranks, unsharded mapping */
+    for (int d = 0; d < t->ndim; d++) a.full_ne[d] = t->ne[d];
+    a.shard_dim = -1;
+    a.rank = 0;
+    a.scale = t->init_scale != 0.0f ? t->init_scale : 1.0f;
+    a.offset = 0.0f;
+  }
+  if (a.numel == 0) return PZ_OK;
+  int64_t runs = (a.numel + PZ_FILL_RUN - 1) / PZ_FILL_RUN;
+  int64_t blocks = (runs + 255) / 256;
+  if (blocks > 65536) blocks = 65536;
+  pz_fill_kernel<<<(unsigned)blocks, 256, 0, s>>>(a);
+  PZ_CUDA_CHECK(cudaGetLastError());
+  return PZ_OK;
+}

@@ -1,0 +1,72 @@
+/* CUDA runtime helpers: device count, free memory, reserve, and the per-layer memory plan. */
+#include "backend/cuda/runtime.h"
+#include <stdlib.h>
+#include <string.h>
+#include <cuda_runtime.h>
+#include "backend/cuda/cuda_util.h"
+
+int pz_cuda_device_count(void) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+pz_status pz_cuda_mem_info(int n, const int *devices, int64_t *free_bytes, int64_t *total_bytes) {
+  int have = pz_cuda_device_count();
+  if (have == 0) return pz_error(PZ_ERR_NO_DEVICE, "no CUDA device is visible");
+  int cur = 0;
+  PZ_CUDA_CHECK(cudaGetDevice(&cur));
+  for (int i = 0; i < n; i++) {
+    if (devices[i] < 0 || devices[i] >= have)
+      return pz_error(PZ_ERR_NO_DEVICE, "CUDA device %d does not exist (%d visible)", devices[i], have);
+    size_t f = 0, t = 0;
+    PZ_CUDA_CHECK(cudaSetDevice(devices[i]));
+    PZ_CUDA_CHECK(cudaMemGetInfo(&f, &t));
+    if (free_bytes) free_bytes[i] = (int64_t)f;
+    if (total_bytes) total_bytes[i] = (int64_t)t;
+  }
+  PZ_CUDA_CHECK(cudaSetDevice(cur));
+  return PZ_OK;
+}
+
+int64_t pz_cuda_default_reserve(int64_t total_bytes) {
+  const char *e = getenv("PREZERO_CUDA_RESERVE_MB");
+  if (e && *e && atoll(e) >= 0) return atoll(e) << 20;
+  int64_t r = total_bytes / 100 * 3;
+  return r > ((int64_t)2 << 30) ? r : ((int64_t)2 << 30);
+}
+
+static int layer_of(const char *name) {
+  if (strncmp(name, "layers.", 7) != 0) return -1;
+  char *end;
+  long L = strtol(name + 7, &end, 10);
+  if (end == name + 7 || *end != '.') return -1;
+  return (int)L;
+}
+
+pz_status pz_cuda_bytes_by_layer(const pz_graph *g, int64_t *fixed_bytes, int64_t *layer_bytes, int n_layers) {
+  if (!g || !fixed_bytes || (n_layers > 0 && !layer_bytes))
+    return pz_error(PZ_ERR_INVALID_ARG, "pz_cuda_bytes_by_layer: NULL argument");
+  *fixed_bytes = 0;
+  for (int L = 0; L < n_layers; L++) layer_bytes[L] = 0;
+  for (int i = 0; i < g->n_tensors; i++) {
+    const pz_tensor *t = &g->tensors[i];
+    if (t->view_of >= 0) continue;
+    int64_t b = (pz_tensor_span(t) * (int64_t)pz_dtype_size(t->dtype) + 255) / 256 * 256;
+    int L = layer_of(t->name);
+    if (L >= 0 && L < n_layers) layer_bytes[L] += b;
+    else *fixed_bytes += b;
+  }
+  return PZ_OK;
+}
+
+int pz_cuda_fit_layers(int64_t fixed_bytes, const int64_t *layer_bytes, int n_layers, int64_t budget) {
+  int64_t used = fixed_bytes;
+  if (used > budget) return 0;
+  int n = 0;
+  while (n < n_layers && used + layer_bytes[n] <= budget) used += layer_bytes[n++];
+  return n;
+}

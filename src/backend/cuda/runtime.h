@@ -1,0 +1,36 @@
+/* CUDA runtime helpers of the decode engine: visible GPUs, free memory, and the memory plan that
+ * decides how many layers of a model fit on each GPU (per-rank bytes, split by layer). */
+#ifndef PZ_BACKEND_CUDA_RUNTIME_H
+#define PZ_BACKEND_CUDA_RUNTIME_H
+#include <stdint.h>
+#include "core/ir.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Visible CUDA devices; 0 when there is no GPU or no driver (never an error). */
+int pz_cuda_device_count(void);
+
+/* Free and total bytes of each of the n devices (cudaMemGetInfo). Errors: PZ_ERR_NO_DEVICE,
+ * PZ_ERR_CUDA. */
+pz_status pz_cuda_mem_info(int n, const int *devices, int64_t *free_bytes, int64_t *total_bytes);
+
+/* Bytes kept free on a GPU of `total_bytes` for what the plan does not count (CUDA context,
+ * cuBLAS workspace, communicator inboxes, kernel workspaces, captured graphs):
+ * PREZERO_CUDA_RESERVE_MB when set, else max(2 GiB, 3% of total). */
+int64_t pz_cuda_default_reserve(int64_t total_bytes);
+
+/* Per-rank device bytes of graph g, split into the part outside the layers (embedding, final
+ * norm, lm_head, inputs, activations) and each layer's part: a tensor belongs to layer L when
+ * its name starts with "layers.L." (weights, KV cache, the prezero buffers of its donors).
+ * Owner tensors only (views share storage), each rounded up to 256 bytes.
+ * layer_bytes[n_layers] (n_layers = g->info.n_layers). Errors: PZ_ERR_INVALID_ARG. */
+pz_status pz_cuda_bytes_by_layer(const pz_graph *g, int64_t *fixed_bytes, int64_t *layer_bytes, int n_layers);
+
+/* Largest N in 0..n_layers with fixed + Σ_{L<N} layer_bytes[L] <= budget (bytes). */
+int pz_cuda_fit_layers(int64_t fixed_bytes, const int64_t *layer_bytes, int n_layers, int64_t budget);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
