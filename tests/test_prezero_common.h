@@ -19,14 +19,17 @@ typedef struct {
 
 static int gate_yes, gate_no; /* batch sizes seen on each side of the input_layernorm gate */
 
-/* The device the gate evaluates against: the default description shrunk to 16 SMs, so that
- * with either gate arithmetic (calibrated or the original one) small batches get the fill for
- * free and large ones do not. Both executors and the coverage count use it. */
+/* The device the gate evaluates against: 16 SMs with no calibration (ctas_per_sm = 0), so
+ * the original gate of DESIGN.md §8 decides: m + ceil(m*n_total / (8*roundup(H/8, 32))) < 16.
+ * Small batches get the fill for free and large ones do not, independent of the calibrated
+ * constants. Both executors and the coverage count use it; the tests CHECK that both sides
+ * of the gate were exercised. */
 static pz_device_desc test_dev(void) {
   pz_device_desc d;
   pz_device_desc_default(&d);
   d.num_sms = 16;
-  snprintf(d.name, sizeof d.name, "test: 16 SMs");
+  d.ctas_per_sm = 0;
+  snprintf(d.name, sizeof d.name, "test: 16 SMs, original gate");
   return d;
 }
 

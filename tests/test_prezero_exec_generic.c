@@ -96,7 +96,8 @@ static float *run(const pz_graph *g, int64_t m, size_t *n_out) {
   eo.poison = 1;
   eo.seed = 5;
   pz_device_desc_default(&eo.dev);
-  eo.dev.num_sms = 4; /* small device: the fill is free at m = 1, not at m = 8 */
+  eo.dev.num_sms = 4;     /* small device, original gate (m + m < 4 for n_total = H = 256): */
+  eo.dev.ctas_per_sm = 0; /* the fill is free at m = 1, not at m = 8 */
   pz_cpu_exec *e = NULL;
   CHECK_OK(pz_cpu_exec_create(g, &eo, &e));
   if (!e) return NULL;
@@ -141,6 +142,7 @@ int main(void) {
   pz_device_desc dev;
   pz_device_desc_default(&dev);
   dev.num_sms = 4;
+  dev.ctas_per_sm = 0;
   CHECK(pz_is_prezero_free(1, 256, PZ_F32, H, TP, &dev));
   CHECK(!pz_is_prezero_free(M, 256, PZ_F32, H, TP, &dev));
   const char *force[3] = {NULL, "on", "off"};
