@@ -15,6 +15,8 @@ static pz_device_desc desc(int sms, int per_sm, double fill_rate) {
   d.donor_t0_us = 2.0;
   d.donor_bytes_per_us = 2.0e6;
   d.fill_min_bytes_per_cta = 16384;
+  d.fill_penalty_bytes_per_us = 0; /* penalty term off unless a case sets it */
+  d.max_added_us = 0.3;
   return d;
 }
 
@@ -23,14 +25,27 @@ int main(void) {
   unsetenv("PREZERO_FORCE_GATE");
   const int64_t n_kimi_tp2 = 2112 + 32 * 192 + 7168; /* 15424 columns */
 
-  /* Plan: K = 4 (m <= 8), 2 (m <= 16), 1 above at tp >= 2; 1 at tp = 1. */
+  /* Plan at tp >= 2: K = 4 (m <= 2), 2 (m <= 8), 4 (m <= 32), 2 (m <= 64), 1 above;
+   * LL while m*H*4 <= 16*7168*4 bytes, flag protocol above. tp = 1: K = 1. */
+  unsetenv("PREZERO_AR_PROTO");
   pz_ar_plan p;
   CHECK(pz_ar_plan_for(1, 7168, 2, &p));
-  CHECK(p.ctas_per_row == 4 && p.donor_ctas == 4 && p.slice_quads == 448 && p.quads_per_thread == 1);
+  CHECK(p.ctas_per_row == 4 && p.donor_ctas == 4 && p.slice_quads == 448 && p.quads_per_thread == 1 &&
+        p.proto == PZ_AR_PROTO_LL);
+  CHECK(pz_ar_plan_for(8, 7168, 2, &p));
+  CHECK(p.ctas_per_row == 2 && p.donor_ctas == 16 && p.slice_quads == 896 && p.quads_per_thread == 2);
   CHECK(pz_ar_plan_for(16, 7168, 2, &p));
-  CHECK(p.ctas_per_row == 2 && p.donor_ctas == 32 && p.slice_quads == 896 && p.quads_per_thread == 2);
-  CHECK(pz_ar_plan_for(32, 7168, 2, &p));
-  CHECK(p.ctas_per_row == 1 && p.donor_ctas == 32 && p.slice_quads == 1792 && p.quads_per_thread == 4);
+  CHECK(p.ctas_per_row == 4 && p.donor_ctas == 64 && p.proto == PZ_AR_PROTO_LL);
+  CHECK(pz_ar_plan_for(17, 7168, 2, &p) && p.proto == PZ_AR_PROTO_FLAG);
+  CHECK(pz_ar_plan_for(56, 2048, 2, &p) && p.proto == PZ_AR_PROTO_LL && p.ctas_per_row == 2);
+  CHECK(pz_ar_plan_for(128, 7168, 2, &p));
+  CHECK(p.ctas_per_row == 1 && p.donor_ctas == 128 && p.slice_quads == 1792 && p.quads_per_thread == 4 &&
+        p.proto == PZ_AR_PROTO_FLAG);
+  setenv("PREZERO_AR_PROTO", "ll", 1);
+  CHECK(pz_ar_plan_for(128, 7168, 2, &p) && p.proto == PZ_AR_PROTO_LL);
+  setenv("PREZERO_AR_PROTO", "flag", 1);
+  CHECK(pz_ar_plan_for(1, 7168, 2, &p) && p.proto == PZ_AR_PROTO_FLAG);
+  unsetenv("PREZERO_AR_PROTO");
   CHECK(pz_ar_plan_for(8, 5120, 1, &p));
   CHECK(p.ctas_per_row == 1 && p.donor_ctas == 8 && p.slice_quads == 1280 && p.quads_per_thread == 4);
   CHECK(pz_ar_plan_for(3, 16384, 1, &p) && p.quads_per_thread == 8);
@@ -65,18 +80,38 @@ int main(void) {
   /* Wave limit: 100 SMs x 1, m=128 -> 128 donor CTAs alone exceed the wave. */
   pz_device_desc small = desc(100, 1, 1e9);
   CHECK(!pz_is_prezero_free(128, 64, PZ_F32, 7168, 2, &small));
-  /* ... while m=64 (64 donor + 1 fill CTA for 16 KiB) fits with a fast fill. */
-  CHECK(pz_is_prezero_free(64, 64, PZ_F32, 7168, 2, &small));
-  /* The plan matters: at tp=2, m=8 uses 32 donor CTAs (K=4); with 34 slots (34 SMs x 1) a
-   * fill of 3*16384 B wants 3 CTAs but gets the 2 spare ones; 34 <= 34 fits the wave and the
-   * fill takes 49152/(2*40000) = 0.6144 µs <= 2 + 8*7168*14/2e6 = 2.401 µs -> free.
+  /* ... while m=64 at tp=1 (64 donor + 1 fill CTA for 16 KiB) fits with a fast fill; at tp=2
+   * the plan gives m=64 two CTAs per row: 128 donor CTAs do not fit. */
+  CHECK(pz_is_prezero_free(64, 64, PZ_F32, 7168, 1, &small));
+  CHECK(!pz_is_prezero_free(64, 64, PZ_F32, 7168, 2, &small));
+  /* The plan matters: at tp=2, m=16 uses 64 donor CTAs (K=4); with 66 slots (66 SMs x 1) a
+   * fill of 3*16384 B wants 3 CTAs but gets the 2 spare ones; 66 <= 66 fits the wave and the
+   * fill takes 49152/(2*40000) = 0.6144 µs <= 2 + 16*7168*14/2e6 = 2.802688 µs -> free.
+   * With 65 slots nothing is left beside the 64 donor CTAs but the 1-CTA minimum: 65 <= 65,
+   * 49152/40000 = 1.2288 µs -> still free; with 64 slots: 64 + 1 > 64 -> not free.
    * With the slow fill (132x2 slots, 3 CTAs): 49152/3000 = 16.4 µs -> not free. */
-  pz_device_desc tight = desc(34, 1, 40000.0);
-  CHECK(pz_ar_fill_ctas(&tight, 32, 49152) == 2);
-  CHECK(pz_is_prezero_free(8, 49152 / 4 / 8, PZ_F32, 7168, 2, &tight));
-  CHECK(!pz_is_prezero_free(8, 49152 / 4 / 8, PZ_F32, 7168, 2, &slow));
-  /* At tp=1 the same m=8 uses 8 donor CTAs. */
-  CHECK(pz_ar_plan_for(8, 7168, 1, &p) && p.donor_ctas == 8);
+  pz_device_desc tight = desc(66, 1, 40000.0);
+  CHECK(pz_ar_fill_ctas(&tight, 64, 49152) == 2);
+  CHECK(pz_is_prezero_free(16, 49152 / 4 / 16, PZ_F32, 7168, 2, &tight));
+  tight.num_sms = 65;
+  CHECK(pz_ar_fill_ctas(&tight, 64, 49152) == 1);
+  CHECK(pz_is_prezero_free(16, 49152 / 4 / 16, PZ_F32, 7168, 2, &tight));
+  tight.num_sms = 64;
+  CHECK(!pz_is_prezero_free(16, 49152 / 4 / 16, PZ_F32, 7168, 2, &tight));
+  CHECK(!pz_is_prezero_free(16, 49152 / 4 / 16, PZ_F32, 7168, 2, &slow));
+  /* At tp=1 the same m=16 uses 16 donor CTAs: 64 slots leave room. */
+  CHECK(pz_ar_plan_for(16, 7168, 1, &p) && p.donor_ctas == 16);
+  CHECK(pz_is_prezero_free(16, 49152 / 4 / 16, PZ_F32, 7168, 1, &tight));
+
+  /* Memory-system penalty: 6e6 B/µs and 0.3 µs allow 1.8 MB of fill. Kimi-K2 at tp=2 is
+   * 61696 B per row: m=29 -> 1789184 B -> 0.298 µs free; m=30 -> 1850880 B -> 0.308 not free. */
+  d.fill_penalty_bytes_per_us = 6.0e6;
+  CHECK(pz_is_prezero_free(29, n_kimi_tp2, PZ_F32, 7168, 2, &d));
+  CHECK(!pz_is_prezero_free(30, n_kimi_tp2, PZ_F32, 7168, 2, &d));
+  /* bf16 halves the bytes: m=58 -> 1789184 B free, m=59 not. */
+  CHECK(pz_is_prezero_free(58, n_kimi_tp2, PZ_BF16, 7168, 2, &d));
+  CHECK(!pz_is_prezero_free(59, n_kimi_tp2, PZ_BF16, 7168, 2, &d));
+  d.fill_penalty_bytes_per_us = 0;
 
   /* Legacy gate (ctas_per_sm = 0): m + ceil(m*n_total / (8*roundup(H/8, 32))) < SMs.
    * H = 7168: 8*896 = 7168 elements per fill CTA. m=1: 1 + 3 = 4 < 132; m=16: 16 + 35 = 51;

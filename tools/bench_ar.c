@@ -212,7 +212,8 @@ static int setup(bench *b) {
 static void usage(FILE *f) {
   fprintf(f, "usage: prezero bench ar [--tp 1|2|..] [--json FILE] [--md FILE] [--iters N] [--reps N] [--sweep]\n"
              "  CUDA-graph replay of N launches per graph (default 50), median of --reps replays (15);\n"
-             "  --sweep also times the fused kernel at 1, 2, 4, 8 CTAs per row (PREZERO_AR_CTAS_PER_ROW).\n");
+             "  --sweep also times the fused kernel at 1, 2, 4, 8 CTAs per row (PREZERO_AR_CTAS_PER_ROW)\n"
+             "  and, at TP >= 2, with both exchange protocols (PREZERO_AR_PROTO=ll|flag).\n");
 }
 
 int pz_cmd_bench_ar(int argc, char **argv) {
@@ -253,6 +254,8 @@ int pz_cmd_bench_ar(int argc, char **argv) {
   cJSON_AddNumberToObject(gate, "fill_bytes_per_us_cta", b.dev.fill_bytes_per_us_cta);
   cJSON_AddNumberToObject(gate, "donor_t0_us", b.dev.donor_t0_us);
   cJSON_AddNumberToObject(gate, "donor_bytes_per_us", b.dev.donor_bytes_per_us);
+  cJSON_AddNumberToObject(gate, "fill_penalty_bytes_per_us", b.dev.fill_penalty_bytes_per_us);
+  cJSON_AddNumberToObject(gate, "max_added_us", b.dev.max_added_us);
   cJSON *rows = cJSON_AddArrayToObject(root, "rows");
 
   FILE *mdf = md ? fopen(md, "w") : NULL;
@@ -265,12 +268,14 @@ int pz_cmd_bench_ar(int argc, char **argv) {
     fprintf(f, "Command: `%s` (NCCL_NVLS_ENABLE=0). CUDA-graph replay of %d launches, median of %d replays, "
                "slowest rank; hot L2 (partial/residual as just written by the GEMM). Kimi-K2 fill: n_total = %lld f32 "
                "columns (qkv_a 2112 + q_b %d + o_proj 7168), n_base = %lld.\n"
-               "Gate calibration: %d SMs x %d CTAs/SM, fill %.0f B/us per CTA, donor >= %.2f us + m*H*14 B / %.0f B/us.\n\n",
+               "Gate calibration: %d SMs x %d CTAs/SM, fill %.0f B/us per CTA, donor >= %.2f us + m*H*14 B / %.0f B/us, "
+               "fill penalty %.0f B/us (free only when the fill adds <= %.2f us).\n\n",
             cmd, b.iters, b.reps, (long long)b.n_total, 64 / b.tp * 192, (long long)b.n_base, b.dev.num_sms,
-            b.dev.ctas_per_sm, b.dev.fill_bytes_per_us_cta, b.dev.donor_t0_us, b.dev.donor_bytes_per_us);
-    fprintf(f, "| H | m | donor CTAs | fill CTAs | fused µs | NCCL+RMSNorm+memset µs | fused+fill µs | fill adds µs | gate free |%s\n",
-            b.sweep ? " K=1 | K=2 | K=4 | K=8 |" : "");
-    fprintf(f, "|---|---|---|---|---|---|---|---|---|%s\n", b.sweep ? "---|---|---|---|" : "");
+            b.dev.ctas_per_sm, b.dev.fill_bytes_per_us_cta, b.dev.donor_t0_us, b.dev.donor_bytes_per_us,
+            b.dev.fill_penalty_bytes_per_us, b.dev.max_added_us);
+    fprintf(f, "| H | m | plan | donor CTAs | fill CTAs | fused µs | NCCL+RMSNorm+memset µs | fused+fill µs | fill adds µs | gate free |%s\n",
+            !b.sweep ? "" : b.tp > 1 ? " LL K=1 | LL K=2 | LL K=4 | LL K=8 | flag K=1 | flag K=2 | flag K=4 | flag K=8 |" : " K=1 | K=2 | K=4 | K=8 |");
+    fprintf(f, "|---|---|---|---|---|---|---|---|---|---|%s\n", !b.sweep ? "" : b.tp > 1 ? "---|---|---|---|---|---|---|---|" : "---|---|---|---|");
   }
   int rc = 0;
   for (int hi = 0; hi < NH && rc == 0; hi++)
@@ -281,14 +286,19 @@ int pz_cmd_bench_ar(int argc, char **argv) {
       double filled = time_kind(&b, 1, m, H, &eager);
       double nccl = b.nccl ? time_kind(&b, 2, m, H, &eager_n) : -1;
       if (fused < 0 || filled < 0) { rc = 1; break; }
-      double sw[4] = {-1, -1, -1, -1};
+      double sw[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
       if (b.sweep) {
         const char *ks[4] = {"1", "2", "4", "8"};
-        for (int k = 0; k < 4; k++) {
-          setenv("PREZERO_AR_CTAS_PER_ROW", ks[k], 1);
-          sw[k] = time_kind(&b, 0, m, H, &eager);
+        for (int k = 0; k < 8; k++) {
+          if (b.tp == 1 && k >= 4) break; /* no exchange at TP=1 */
+          setenv("PREZERO_AR_PROTO", k < 4 ? "ll" : "flag", 1);
+          setenv("PREZERO_AR_CTAS_PER_ROW", ks[k % 4], 1);
+          pz_ar_plan sp;
+          pz_ar_plan_for(m, H, b.tp, &sp);
+          if (sp.donor_ctas <= (int64_t)b.dev.num_sms * b.dev.ctas_per_sm) sw[k] = time_kind(&b, 0, m, H, &eager);
         }
         unsetenv("PREZERO_AR_CTAS_PER_ROW");
+        unsetenv("PREZERO_AR_PROTO");
       }
       pz_ar_plan p;
       pz_ar_plan_for(m, H, b.tp, &p);
@@ -298,6 +308,7 @@ int pz_cmd_bench_ar(int argc, char **argv) {
       cJSON_AddNumberToObject(row, "H", (double)H);
       cJSON_AddNumberToObject(row, "m", (double)m);
       cJSON_AddNumberToObject(row, "ctas_per_row", p.ctas_per_row);
+      cJSON_AddStringToObject(row, "proto", b.tp == 1 ? "local" : p.proto == PZ_AR_PROTO_LL ? "ll" : "flag");
       cJSON_AddNumberToObject(row, "donor_ctas", (double)p.donor_ctas);
       cJSON_AddNumberToObject(row, "fill_ctas", (double)fill_ctas);
       cJSON_AddNumberToObject(row, "fused_us", fused);
@@ -309,11 +320,9 @@ int pz_cmd_bench_ar(int argc, char **argv) {
       cJSON_AddNumberToObject(row, "gate_fill_est_us", pz_ar_fill_us(&b.dev, p.donor_ctas, m * b.n_total * 4));
       cJSON_AddNumberToObject(row, "gate_donor_est_us", pz_ar_donor_us(&b.dev, m, H));
       if (b.sweep) {
-        cJSON *s = cJSON_AddObjectToObject(row, "fused_us_by_ctas_per_row");
-        cJSON_AddNumberToObject(s, "1", sw[0]);
-        cJSON_AddNumberToObject(s, "2", sw[1]);
-        cJSON_AddNumberToObject(s, "4", sw[2]);
-        cJSON_AddNumberToObject(s, "8", sw[3]);
+        cJSON *s = cJSON_AddObjectToObject(row, "fused_us_by_proto_ctas_per_row");
+        const char *names[8] = {"ll_1", "ll_2", "ll_4", "ll_8", "flag_1", "flag_2", "flag_4", "flag_8"};
+        for (int k = 0; k < 8; k++) cJSON_AddNumberToObject(s, names[k], sw[k]);
       }
       cJSON_AddItemToArray(rows, row);
       for (int o = 0; o < 2; o++) {
@@ -322,9 +331,10 @@ int pz_cmd_bench_ar(int argc, char **argv) {
         char nb[32];
         if (nccl < 0) snprintf(nb, sizeof nb, "n/a");
         else snprintf(nb, sizeof nb, "%.2f%s", nccl, eager_n ? " (eager)" : "");
-        fprintf(f, "| %lld | %lld | %lld | %lld | %.2f | %s | %.2f | %+.2f | %s |", (long long)H, (long long)m,
-                (long long)p.donor_ctas, (long long)fill_ctas, fused, nb, filled, filled - fused, free_ ? "yes" : "no");
-        if (b.sweep) fprintf(f, " %.2f | %.2f | %.2f | %.2f |", sw[0], sw[1], sw[2], sw[3]);
+        fprintf(f, "| %lld | %lld | %s K=%d | %lld | %lld | %.2f | %s | %.2f | %+.2f | %s |", (long long)H, (long long)m,
+                b.tp == 1 ? "local" : p.proto == PZ_AR_PROTO_LL ? "LL" : "flag", p.ctas_per_row, (long long)p.donor_ctas, (long long)fill_ctas, fused, nb, filled, filled - fused, free_ ? "yes" : "no");
+        if (b.sweep)
+          for (int k = 0; k < (b.tp > 1 ? 8 : 4); k++) fprintf(f, sw[k] < 0 ? " - |" : " %.2f |", sw[k]);
         fprintf(f, "\n");
         fflush(f);
       }

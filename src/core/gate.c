@@ -15,6 +15,8 @@ void pz_device_desc_default(pz_device_desc *d) {
   d->donor_t0_us = 2.0;
   d->donor_bytes_per_us = 2.0e6;
   d->fill_min_bytes_per_cta = 16384;
+  d->fill_penalty_bytes_per_us = 6.0e6;
+  d->max_added_us = 0.3;
   d->donor_ctas_per_sm = 1;
   d->fill_ctas_per_sm = 1;
   d->donor_rows_per_cta = 1;
@@ -28,8 +30,14 @@ bool pz_ar_plan_for(int64_t m, int64_t H, int tp, pz_ar_plan *out) {
   if (m <= 0 || H <= 0 || H % 8 != 0 || H > 4 * PZ_AR_THREADS * PZ_AR_MAX_QPT || tp < 1 ||
       tp > PZ_AR_MAX_TP)
     return false;
-  int k = 1;
-  if (tp >= 2) k = m <= 8 ? 4 : m <= 16 ? 2 : 1;
+  int k = 1, proto = PZ_AR_PROTO_LL;
+  if (tp >= 2) {
+    k = m <= 2 ? 4 : m <= 8 ? 2 : m <= 32 ? 4 : m <= 64 ? 2 : 1;
+    proto = m * H * 4 <= PZ_AR_LL_MAX_BYTES ? PZ_AR_PROTO_LL : PZ_AR_PROTO_FLAG;
+  }
+  const char *pe = getenv("PREZERO_AR_PROTO");
+  if (pe && !strcmp(pe, "ll")) proto = PZ_AR_PROTO_LL;
+  if (pe && !strcmp(pe, "flag")) proto = PZ_AR_PROTO_FLAG;
   const char *e = getenv("PREZERO_AR_CTAS_PER_ROW");
   if (e && atoi(e) >= 1 && atoi(e) <= 16) k = atoi(e);
   int64_t quads = H / 4;
@@ -38,6 +46,7 @@ bool pz_ar_plan_for(int64_t m, int64_t H, int tp, pz_ar_plan *out) {
   int qpt = (int)ceil_div(slice, PZ_AR_THREADS);
   /* The kernel is instantiated for 1, 2, 4 and 8 quads per thread. */
   qpt = qpt <= 1 ? 1 : qpt <= 2 ? 2 : qpt <= 4 ? 4 : 8;
+  out->proto = proto;
   out->ctas_per_row = k;
   out->donor_ctas = m * k;
   out->quads_per_thread = qpt;
@@ -82,6 +91,8 @@ bool pz_is_prezero_free(int64_t m, int64_t n_total, pz_dtype dt, int64_t H, int 
   int64_t slots = (int64_t)dev->num_sms * dev->ctas_per_sm;
   int64_t fill = pz_ar_fill_ctas(dev, p.donor_ctas, bytes);
   if (p.donor_ctas + fill > slots) return false;
+  if (dev->fill_penalty_bytes_per_us > 0 && (double)bytes / dev->fill_penalty_bytes_per_us > dev->max_added_us)
+    return false;
   return pz_ar_fill_us(dev, p.donor_ctas, bytes) <= pz_ar_donor_us(dev, m, H);
 }
 

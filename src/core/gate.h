@@ -29,6 +29,10 @@ typedef struct pz_device_desc {
                                      written). A lower bound of the donor's time at any TP. */
   int64_t fill_min_bytes_per_cta; /* fill CTAs get at least this many bytes each (fewer CTAs
                                      for small fills); 16 KiB by default */
+  double fill_penalty_bytes_per_us; /* measured: fill bytes per µs the fill adds to the donor's
+                                     time by sharing the memory system (TP=1 donor at m=64,
+                                     H=7168 with and without a 4 MiB fill) */
+  double max_added_us;          /* the most the fill may add to the donor (0.3 µs: the target) */
   /* Kept for the original gate's arithmetic (DESIGN.md §8) when ctas_per_sm == 0. */
   int donor_ctas_per_sm, fill_ctas_per_sm, donor_rows_per_cta;
   int64_t fill_bytes_per_cta;
@@ -44,15 +48,24 @@ void pz_device_desc_default(pz_device_desc *d);
 #define PZ_AR_MAX_TP 8
 #define PZ_AR_MAX_QPT 8     /* float4 quads per thread: H <= 4*512*8 = 16384 */
 
+/* Exchange protocols of the fused kernel (tp >= 2). */
+enum {
+  PZ_AR_PROTO_LL = 0,   /* every 16-byte store carries 8 data bytes + the sequence number twice */
+  PZ_AR_PROTO_FLAG = 1  /* raw f32 rows, then a system fence and one flag per CTA slice */
+};
+
 /* How the fused AR + residual + RMSNorm kernel is launched for (m, H, tp). Depends on these
- * three numbers only (plus PREZERO_AR_CTAS_PER_ROW, which must then be equal on all ranks),
- * so every rank derives the same grid (DESIGN.md §8).
+ * three numbers only (plus PREZERO_AR_CTAS_PER_ROW / PREZERO_AR_PROTO, which must then be
+ * equal on all ranks), so every rank derives the same grid (DESIGN.md §8).
  *   ctas_per_row: K CTAs share one token's row, each owns a contiguous slice of ceil(H/4/K)
  *                 float4 quads; they combine their sum of squares through a local handshake.
  *   donor_ctas = m * K; quads_per_thread = ceil(slice / PZ_AR_THREADS).
- * Table (tp >= 2): K = 4 for m <= 8, 2 for m <= 16, 1 above; tp == 1: K = 1.
+ *   proto: PZ_AR_PROTO_LL for m*H*4 <= PZ_AR_LL_MAX_BYTES, else PZ_AR_PROTO_FLAG.
+ * Table (tp >= 2, from bench/results/ar_h200x2_tp2.md): see pz_ar_plan_for in gate.c;
+ * tp == 1: K = 1.
  * Returns false when H is not a multiple of 8 or H > 4*PZ_AR_THREADS*PZ_AR_MAX_QPT. */
 typedef struct pz_ar_plan {
+  int proto;
   int ctas_per_row;
   int64_t donor_ctas;
   int quads_per_thread;
@@ -65,6 +78,8 @@ bool pz_ar_plan_for(int64_t m, int64_t H, int tp, pz_ar_plan *out);
  * ceil(bytes / fill_min_bytes_per_cta), at least 1 when bytes > 0 (then 0). */
 int64_t pz_ar_fill_ctas(const pz_device_desc *dev, int64_t donor_ctas, int64_t bytes);
 
+#define PZ_AR_LL_MAX_BYTES (16 * 7168 * 4) /* LL protocol up to this many partial bytes per rank */
+
 /* Estimated time of the fill (µs): bytes / (fill_ctas * fill_bytes_per_us_cta). */
 double pz_ar_fill_us(const pz_device_desc *dev, int64_t donor_ctas, int64_t bytes);
 /* Donor time lower bound (µs): donor_t0_us + m*H*14 / donor_bytes_per_us. */
@@ -73,10 +88,16 @@ double pz_ar_donor_us(const pz_device_desc *dev, int64_t m, int64_t H);
 /* True when the fill of the whole [m, n_total] buffer is free beside the donor:
  *   slots = num_sms * ctas_per_sm                         (one wave of the fused kernel)
  *   donor = pz_ar_plan_for(m, H, tp).donor_ctas           (the launch the donor really uses)
- *   fill  = pz_ar_fill_ctas(dev, donor, m*n_total*sizeof(dt))
- *   free  = donor + fill <= slots  AND  pz_ar_fill_us(...) <= pz_ar_donor_us(dev, m, H)
- * i.e. the fill CTAs run in the same wave and finish within the donor's own (TP=1, lower
- * bound) time. Units: m tokens, n_total columns, H elements. Pure function of its arguments.
+ *   bytes = m*n_total*sizeof(dt)
+ *   fill  = pz_ar_fill_ctas(dev, donor, bytes)
+ *   free  = donor + fill <= slots                                   (same wave)
+ *       AND pz_ar_fill_us(dev, donor, bytes) <= pz_ar_donor_us(dev, m, H)  (ends in time)
+ *       AND bytes / fill_penalty_bytes_per_us <= max_added_us     (memory-system share)
+ * i.e. the fill CTAs run in the same wave, finish within the donor's own (TP=1, lower
+ * bound) time, and their traffic adds at most max_added_us to it. The last term comes from
+ * measurement: the first H200 run showed fills of 2.8 MB adding 0.45 µs to a 4 µs donor
+ * although they fit and ended in time (bench/results/ar_h200_tp1.md).
+ * Units: m tokens, n_total columns, H elements. Pure function of its arguments.
  * When dev->ctas_per_sm == 0 the original gate of DESIGN.md §8 is used instead:
  *   m + ceil(m*n_total / (8*roundup(H/8, 32))) < num_sms. */
 bool pz_is_prezero_free(int64_t m, int64_t n_total, pz_dtype dt, int64_t H, int tp,

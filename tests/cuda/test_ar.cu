@@ -391,6 +391,41 @@ static void test_tp2(const pz_device_desc *dd) {
         free(w);
         for (int r = 0; r < 2; r++) rank_free(&ranks[r]);
       }
+  /* Both protocols forced, odd CTAs-per-row counts (uneven slices), in place. */
+  {
+    const char *protos[2] = {"ll", "flag"};
+    const char *ks[3] = {"1", "3", "5"};
+    const int64_t pm[3] = {1, 7, 33};
+    for (int pi = 0; pi < 2; pi++)
+      for (int ki = 0; ki < 3; ki++)
+        for (int mi = 0; mi < 3; mi++) {
+          setenv("PREZERO_AR_PROTO", protos[pi], 1);
+          setenv("PREZERO_AR_CTAS_PER_ROW", ks[ki], 1);
+          int64_t m = pm[mi], H = 5120;
+          Rank ranks[2];
+          pz_bf16 *w = make_weight(H);
+          for (int r = 0; r < 2; r++) {
+            rank_alloc(&ranks[r], r, m, H);
+            make_inputs(ranks[r].h_part, ranks[r].h_res, m * ranks[r].ld, true);
+          }
+          memcpy(ranks[1].h_res, ranks[0].h_res, m * ranks[0].ld * 4);
+          pz_ar_rmsnorm_args a[2];
+          for (int r = 0; r < 2; r++) { rank_upload(&ranks[r], w); a[r] = rank_args(&ranks[r], m, true); }
+          for (int it = 0; it < 3; it++) { /* sequence numbers advance; in place: re-upload after */
+            CHECK_OK(pz_ar_rmsnorm_launch_all(c, a, dd, st));
+            for (int r = 0; r < 2; r++) { CU(cudaSetDevice(r)); CU(cudaStreamSynchronize(st[r])); }
+            if (it < 2) for (int r = 0; r < 2; r++) rank_upload(&ranks[r], w);
+          }
+          CHECK_OK(pz_comm_check(c));
+          char what[64];
+          snprintf(what, sizeof what, "tp2 %s K=%s m=%lld", protos[pi], ks[ki], (long long)m);
+          check_vs_ref(2, ranks, w, m, true, true, what);
+          free(w);
+          for (int r = 0; r < 2; r++) rank_free(&ranks[r]);
+        }
+    unsetenv("PREZERO_AR_PROTO");
+    unsetenv("PREZERO_AR_CTAS_PER_ROW");
+  }
   /* NCCL path with contiguous rows, bit-identical to the reference on integer inputs. */
   {
     pz_nccl *n = NULL;
@@ -499,8 +534,9 @@ int main(void) {
   int quick = q && atoi(q) != 0;
   pz_device_desc dd;
   CHECK_OK(pz_gate_calibrate_cuda(0, &dd));
-  printf("gate calibration: %s, %d SMs x %d CTAs, fill %.0f B/us/CTA, donor t0 %.2f us + %.0f B/us\n", dd.name,
-         dd.num_sms, dd.ctas_per_sm, dd.fill_bytes_per_us_cta, dd.donor_t0_us, dd.donor_bytes_per_us);
+  printf("gate calibration: %s, %d SMs x %d CTAs, fill %.0f B/us/CTA, donor t0 %.2f us + %.0f B/us, penalty %.0f B/us\n",
+         dd.name, dd.num_sms, dd.ctas_per_sm, dd.fill_bytes_per_us_cta, dd.donor_t0_us, dd.donor_bytes_per_us,
+         dd.fill_penalty_bytes_per_us);
   CHECK(dd.num_sms > 0 && dd.ctas_per_sm >= 1 && dd.fill_bytes_per_us_cta > 0);
   test_tp1(&dd, quick);
   test_timeout_one_gpu(&dd);

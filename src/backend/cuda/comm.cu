@@ -11,7 +11,8 @@ extern "C" {
 struct pz_comm {
   pz_comm_config cfg;
   pz_comm_rank_view view[PZ_AR_MAX_TP];
-  size_t inbox_bytes, ss_bytes;
+  size_t inbox_bytes, raw_bytes, flag_bytes, ss_bytes;
+  void *base[PZ_AR_MAX_TP]; /* one allocation per rank: inbox | raw | flags */
 };
 
 #define PZ_P2P_CHECK_WORDS 16384 /* 64 KiB written across each pair */
@@ -74,7 +75,7 @@ static void free_all(pz_comm *c) {
   for (int r = 0; r < c->cfg.tp; r++) {
     pz_comm_rank_view *v = &c->view[r];
     cudaSetDevice(v->device);
-    if (v->inbox[r]) cudaFree(v->inbox[r]);
+    if (c->base[r]) cudaFree(c->base[r]);
     if (v->ss) cudaFree(v->ss);
     if (v->ctrl) cudaFree(v->ctrl);
   }
@@ -112,6 +113,8 @@ pz_status pz_comm_create(const pz_comm_config *cfg, pz_comm **out) {
   const char *te = getenv("PREZERO_AR_TIMEOUT_US");
   if (te && *te) tus = atoll(te);
   c->inbox_bytes = cfg->tp > 1 ? (size_t)2 * cfg->tp * cfg->max_m * (cfg->max_H / 2) * sizeof(uint4) : 0;
+  c->raw_bytes = cfg->tp > 1 ? (size_t)2 * cfg->tp * cfg->max_m * (cfg->max_H / 4) * sizeof(float4) : 0;
+  c->flag_bytes = cfg->tp > 1 ? (size_t)2 * cfg->tp * cfg->max_m * 16 * sizeof(unsigned) : 0;
   c->ss_bytes = (size_t)cfg->max_m * 16 * sizeof(uint2);
   pz_status st = PZ_OK;
   for (int r = 0; r < cfg->tp; r++) {
@@ -123,16 +126,26 @@ pz_status pz_comm_create(const pz_comm_config *cfg, pz_comm **out) {
     v->max_H = cfg->max_H;
     v->timeout_ns = tus > 0 ? tus * 1000 : 0;
     if (cudaSetDevice(v->device) != cudaSuccess) { st = pz_error(PZ_ERR_CUDA, "comm: cudaSetDevice(%d)", v->device); break; }
-    if ((c->inbox_bytes && cudaMalloc(&v->inbox[r], c->inbox_bytes) != cudaSuccess) ||
+    size_t all = c->inbox_bytes + c->raw_bytes + c->flag_bytes;
+    if ((all && cudaMalloc(&c->base[r], all) != cudaSuccess) ||
         cudaMalloc(&v->ss, c->ss_bytes) != cudaSuccess || cudaMalloc(&v->ctrl, 8 * sizeof(unsigned)) != cudaSuccess) {
       (void)cudaGetLastError();
-      st = pz_error(PZ_ERR_OOM, "comm: cannot allocate %zu bytes of inbox on GPU %d", c->inbox_bytes, v->device);
+      st = pz_error(PZ_ERR_OOM, "comm: cannot allocate %zu bytes of inbox on GPU %d", all, v->device);
       break;
+    }
+    if (all) {
+      v->inbox[r] = (uint4 *)c->base[r];
+      v->raw[r] = (float4 *)((char *)c->base[r] + c->inbox_bytes);
+      v->flags[r] = (unsigned *)((char *)c->base[r] + c->inbox_bytes + c->raw_bytes);
     }
   }
   if (st == PZ_OK)
     for (int r = 0; r < cfg->tp; r++)
-      for (int q = 0; q < cfg->tp; q++) c->view[r].inbox[q] = c->view[q].inbox[q];
+      for (int q = 0; q < cfg->tp; q++) {
+        c->view[r].inbox[q] = c->view[q].inbox[q];
+        c->view[r].raw[q] = c->view[q].raw[q];
+        c->view[r].flags[q] = c->view[q].flags[q];
+      }
   if (st == PZ_OK) st = pz_comm_reset(c);
   if (st != PZ_OK) {
     free_all(c);
@@ -180,7 +193,8 @@ pz_status pz_comm_reset(pz_comm *c) {
   for (int r = 0; r < c->cfg.tp; r++) {
     pz_comm_rank_view *v = &c->view[r];
     PZ_CUDA_CHECK(cudaSetDevice(v->device));
-    if (c->inbox_bytes) PZ_CUDA_CHECK(cudaMemset(v->inbox[r], 0, c->inbox_bytes));
+    size_t all = c->inbox_bytes + c->raw_bytes + c->flag_bytes;
+    if (all) PZ_CUDA_CHECK(cudaMemset(c->base[r], 0, all));
     PZ_CUDA_CHECK(cudaMemset(v->ss, 0, c->ss_bytes));
     PZ_CUDA_CHECK(cudaMemset(v->ctrl, 0, 8 * sizeof(unsigned)));
     PZ_CUDA_CHECK(cudaDeviceSynchronize());

@@ -28,14 +28,19 @@ typedef struct pz_comm_config {
 #define PZ_COMM_CONFIG_INIT {.tp = 1, .devices = {0}, .max_m = 128, .max_H = 7168, \
                              .timeout_us = 0, .allow_shared_device = false}
 
-/* Device-side state of one rank, as the kernels see it.
- *   inbox[r]: rank r's P2P inbox, uint4 LL packets [2 parity][tp src][max_m][max_H/2]
- *             (each packet: 2 f32 data words, each followed by the 32-bit sequence number);
+/* Device-side state of one rank, as the kernels see it (all rank r's arrays are written by
+ * its peers over P2P, except ss and ctrl):
+ *   inbox[r]: LL packets, uint4 [2 parity][tp src][max_m][max_H/2] (each packet: 2 f32 data
+ *             words, each followed by the 32-bit sequence number);
+ *   raw[r]:   raw f32 rows for the flag protocol, float4 [2 parity][tp src][max_m][max_H/4];
+ *   flags[r]: uint32 [2 parity][tp src][max_m][16 CTAs per row]: sequence of the raw data;
  *   ss:       this rank's [max_m][16] uint2 (sum of squares, sequence) for CTAs sharing a row;
  *   ctrl:     this rank's uint32 [8]: [0] sequence of the last completed launch, [1] CTAs done
  *             in the current launch, [2] error flag (1 = timeout), [3] row that timed out. */
 typedef struct pz_comm_rank_view {
   uint4 *inbox[PZ_AR_MAX_TP];
+  float4 *raw[PZ_AR_MAX_TP];
+  unsigned *flags[PZ_AR_MAX_TP];
   uint2 *ss;
   unsigned *ctrl;
   int rank, tp, device;

@@ -73,7 +73,7 @@ extern "C" pz_status pz_gate_calibrate_cuda(int device, pz_device_desc *out) {
   cudaStream_t s = nullptr;
   pz_comm *c = nullptr;
   pz_status st = PZ_OK;
-  float t_fill = 0, t_small = 0, t_big = 0;
+  float t_fill = 0, t_small = 0, t_big = 0, t_a = 0, t_b = 0;
   pz_comm_config cc = PZ_COMM_CONFIG_INIT;
   cc.tp = 1;
   cc.devices[0] = device;
@@ -103,6 +103,14 @@ extern "C" pz_status pz_gate_calibrate_cuda(int device, pz_device_desc *out) {
     PZ_CHECK_GOTO(time_graph(s, [&]() { return pz_ar_rmsnorm_launch(c, 0, &a, out, s); }, &t_small), st, done);
     a.m = mmax; a.H = Hmax; a.ld_partial = a.ld_res = a.ld_x = Hmax;
     PZ_CHECK_GOTO(time_graph(s, [&]() { return pz_ar_rmsnorm_launch(c, 0, &a, out, s); }, &t_big), st, done);
+    /* Penalty: m=64, H=7168 with and without a 4 MiB fill (64 rows x 16384 f32). The fill
+     * CTA count uses the rate just measured. */
+    out->fill_bytes_per_us_cta = (double)out->num_sms * fill_cols * 4 / t_fill / out->num_sms;
+    a.m = 64;
+    PZ_CHECK_GOTO(time_graph(s, [&]() { return pz_ar_rmsnorm_launch(c, 0, &a, out, s); }, &t_a), st, done);
+    a.fill = zf;
+    a.fill_all = true;
+    PZ_CHECK_GOTO(time_graph(s, [&]() { return pz_ar_rmsnorm_launch(c, 0, &a, out, s); }, &t_b), st, done);
   }
   {
     double fill_bytes = (double)out->num_sms * fill_cols * 4;
@@ -112,6 +120,8 @@ extern "C" pz_status pz_gate_calibrate_cuda(int device, pz_device_desc *out) {
     out->donor_bytes_per_us = dt > 0.05 ? (b_big - b_small) / dt : 2.0e6;
     out->donor_t0_us = t_small - b_small / out->donor_bytes_per_us;
     if (out->donor_t0_us < 0) out->donor_t0_us = 0;
+    double added = t_b - t_a;
+    out->fill_penalty_bytes_per_us = 64.0 * fill_cols * 4 / (added > 0.02 ? added : 0.02);
   }
 done:
 #undef CK

@@ -22,10 +22,12 @@ struct ArKargs {
   long long ld_p, ld_r, ld_x;
   float eps;
   int m, H, K, slice_quads, donor_ctas;
-  int rank, tp, use_seq;
+  int rank, tp, use_seq, proto;
   long long max_m;
   long long timeout_ns;
   uint4 *inbox[PZ_AR_MAX_TP];
+  float4 *raw[PZ_AR_MAX_TP];
+  unsigned *flags[PZ_AR_MAX_TP];
   uint2 *ss;
   unsigned *ctrl;
   /* zero_fill */
@@ -94,18 +96,28 @@ __device__ __forceinline__ float4 f4add(float4 a, float4 b) {
   return make_float4(__fadd_rn(a.x, b.x), __fadd_rn(a.y, b.y), __fadd_rn(a.z, b.z), __fadd_rn(a.w, b.w));
 }
 
-/* Polls this rank's inbox slot of source `src` until every packet of the thread's quads carries
- * `seq`; returns the data in v[]. */
+/* LL layout of one CTA slice inside a row: quad lq (0..len-1) of the slice starting at quad q0
+ * travels as packet 2*q0 + lq (x, y) and packet 2*q0 + len + lq (z, w), so a warp's store
+ * instruction covers 512 contiguous bytes. */
+__device__ __forceinline__ uint4 pk_lo(float4 o, unsigned seq) {
+  return make_uint4(__float_as_uint(o.x), seq, __float_as_uint(o.y), seq);
+}
+__device__ __forceinline__ uint4 pk_hi(float4 o, unsigned seq) {
+  return make_uint4(__float_as_uint(o.z), seq, __float_as_uint(o.w), seq);
+}
+
+/* Polls this rank's LL inbox slot (row of source src, already offset by 2*q0) until every
+ * packet of the thread's quads carries `seq`; returns the data in v[]. */
 template <int QPT>
-__device__ __forceinline__ void gather_from(const ArKargs &a, const uint4 *slot, int q0, int q_end,
-                                            unsigned seq, int row, float4 (&v)[QPT]) {
+__device__ __forceinline__ void gather_ll(const ArKargs &a, const uint4 *slot, int len, unsigned seq, int row,
+                                          float4 (&v)[QPT]) {
   uint4 pk[2 * QPT];
 #pragma unroll
   for (int k = 0; k < QPT; k++) {
-    int q = q0 + threadIdx.x + k * PZ_AR_THREADS;
-    if (q < q_end) {
-      pk[2 * k] = ld_volatile_v4(slot + 2 * q);
-      pk[2 * k + 1] = ld_volatile_v4(slot + 2 * q + 1);
+    int lq = threadIdx.x + k * PZ_AR_THREADS;
+    if (lq < len) {
+      pk[2 * k] = ld_volatile_v4(slot + lq);
+      pk[2 * k + 1] = ld_volatile_v4(slot + len + lq);
     } else {
       pk[2 * k] = pk[2 * k + 1] = make_uint4(0u, seq, 0u, seq);
     }
@@ -118,8 +130,8 @@ __device__ __forceinline__ void gather_from(const ArKargs &a, const uint4 *slot,
     if (ready) break;
 #pragma unroll
     for (int j = 0; j < 2 * QPT; j++) {
-      int q = q0 + threadIdx.x + (j >> 1) * PZ_AR_THREADS;
-      if (q < q_end && (pk[j].y != seq || pk[j].w != seq)) pk[j] = ld_volatile_v4(slot + 2 * q + (j & 1));
+      int lq = threadIdx.x + (j >> 1) * PZ_AR_THREADS;
+      if (lq < len && (pk[j].y != seq || pk[j].w != seq)) pk[j] = ld_volatile_v4(slot + (j & 1) * len + lq);
     }
     if (timed_out(a, &t0, row)) break;
   }
@@ -129,19 +141,58 @@ __device__ __forceinline__ void gather_from(const ArKargs &a, const uint4 *slot,
                        __uint_as_float(pk[2 * k + 1].x), __uint_as_float(pk[2 * k + 1].z));
 }
 
+__device__ __forceinline__ void cp_async16(void *smem, const void *g) {
+  unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(sa), "l"(g) : "memory");
+}
+__device__ __forceinline__ void cp_async8(void *smem, const void *g) {
+  unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" :: "r"(sa), "l"(g) : "memory");
+}
+
 /* QPT float4 quads per thread; MINB resident CTAs per SM asked of the compiler (2 for
- * QPT <= 4, i.e. H <= 8192 with one CTA per row: at most 64 registers). */
+ * QPT <= 4, i.e. H <= 8192 with one CTA per row: at most 64 registers).
+ * Dynamic shared memory: slice_quads * 24 bytes (residual float4 + weight 4 x bf16 per quad),
+ * filled by cp.async at the start so those loads overlap the exchange. */
 template <int QPT, int MINB>
 __global__ void __launch_bounds__(PZ_AR_THREADS, MINB) ar_fused_kernel(const ArKargs a) {
   __shared__ unsigned s_seq;
   __shared__ float s_red[PZ_AR_THREADS / 32];
   __shared__ float s_inv;
+  extern __shared__ __align__(16) unsigned char dsm[];
   const int t = threadIdx.x;
 
   if ((int)blockIdx.x >= a.donor_ctas) {
     fill_role(a, blockIdx.x - a.donor_ctas, gridDim.x - a.donor_ctas);
   } else {
     const int row = blockIdx.x / a.K, part = blockIdx.x - (blockIdx.x / a.K) * a.K;
+    const int nq = a.H >> 2;
+    const int q0 = part * a.slice_quads;
+    const int len = max(0, min(a.slice_quads, nq - q0));
+    const float4 *prow = reinterpret_cast<const float4 *>(a.partial + (long long)row * a.ld_p) + q0;
+    const float4 *rin = a.res_in ? reinterpret_cast<const float4 *>(a.res_in + (long long)row * a.ld_r) + q0 : nullptr;
+    const uint2 *wq = reinterpret_cast<const uint2 *>(a.weight) + q0;
+    float4 *res_s = reinterpret_cast<float4 *>(dsm);
+    uint2 *w_s = reinterpret_cast<uint2 *>(dsm + (size_t)a.slice_quads * 16);
+
+    /* 1. Residual and weight slices start flowing into shared memory. */
+#pragma unroll
+    for (int k = 0; k < QPT; k++) {
+      int lq = t + k * PZ_AR_THREADS;
+      if (lq < len) {
+        if (rin) cp_async16(res_s + lq, rin + lq);
+        cp_async8(w_s + lq, wq + lq);
+      }
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    /* 2. This rank's partial slice into registers. */
+    float4 acc[QPT];
+#pragma unroll
+    for (int k = 0; k < QPT; k++) {
+      int lq = t + k * PZ_AR_THREADS;
+      acc[k] = lq < len ? __ldg(prow + lq) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    /* 3. The launch's sequence number. */
     unsigned seq = 0;
     if (a.use_seq) {
       if (t == 0) {
@@ -151,62 +202,98 @@ __global__ void __launch_bounds__(PZ_AR_THREADS, MINB) ar_fused_kernel(const ArK
       __syncthreads();
       seq = s_seq;
     }
-    const int nq = a.H >> 2;
-    const int q0 = part * a.slice_quads;
-    const int q_end = min(q0 + a.slice_quads, nq);
-    const float4 *prow = reinterpret_cast<const float4 *>(a.partial + (long long)row * a.ld_p);
-
-    float4 acc[QPT];
     if (a.tp > 1) {
       const unsigned par = seq & 1u;
-      const long long row_pk = (long long)(a.H >> 1);
-      /* Push this rank's slice to every peer's inbox [par][rank][row]. */
-#pragma unroll
-      for (int k = 0; k < QPT; k++) {
-        int q = q0 + t + k * PZ_AR_THREADS;
-        if (q < q_end) {
-          float4 o = __ldg(prow + q);
-          for (int p = 0; p < a.tp; p++) {
-            if (p == a.rank) continue;
-            uint4 *dst = a.inbox[p] + (((long long)par * a.tp + a.rank) * a.max_m + row) * row_pk;
-            st_volatile_v4(dst + 2 * q, make_uint4(__float_as_uint(o.x), seq, __float_as_uint(o.y), seq));
-            st_volatile_v4(dst + 2 * q + 1, make_uint4(__float_as_uint(o.z), seq, __float_as_uint(o.w), seq));
-          }
-        }
-      }
-      /* Sum in rank order 0..tp-1 (identical on every rank). */
-      for (int src = 0; src < a.tp; src++) {
-        float4 v[QPT];
-        if (src == a.rank) {
-          /* Own row again (cache hit): cheaper than keeping it in registers across the wait. */
+      if (a.proto == PZ_AR_PROTO_LL) {
+        const long long row_pk = (long long)(a.H >> 1);
+        /* 4. Push this rank's slice to every peer's inbox [par][rank][row]. */
+        for (int p = 0; p < a.tp; p++) {
+          if (p == a.rank) continue;
+          uint4 *dst = a.inbox[p] + (((long long)par * a.tp + a.rank) * a.max_m + row) * row_pk + 2 * q0;
 #pragma unroll
           for (int k = 0; k < QPT; k++) {
-            int q = q0 + t + k * PZ_AR_THREADS;
-            v[k] = q < q_end ? __ldg(prow + q) : make_float4(0.f, 0.f, 0.f, 0.f);
+            int lq = t + k * PZ_AR_THREADS;
+            if (lq < len) {
+              st_volatile_v4(dst + lq, pk_lo(acc[k], seq));
+              st_volatile_v4(dst + len + lq, pk_hi(acc[k], seq));
+            }
           }
-        } else {
-          const uint4 *slot = a.inbox[a.rank] + (((long long)par * a.tp + src) * a.max_m + row) * row_pk;
-          gather_from<QPT>(a, slot, q0, q_end, seq, row, v);
         }
+        /* 5. Sum in rank order 0..tp-1 (identical on every rank). This rank's own slice is
+         * read again (a cache hit) rather than kept in registers across the wait. */
+        for (int src = 0; src < a.tp; src++) {
+          float4 v[QPT];
+          if (src == a.rank) {
 #pragma unroll
-        for (int k = 0; k < QPT; k++) acc[k] = src == 0 ? v[k] : f4add(acc[k], v[k]);
-      }
-    } else {
+            for (int k = 0; k < QPT; k++) {
+              int lq = t + k * PZ_AR_THREADS;
+              v[k] = lq < len ? __ldg(prow + lq) : make_float4(0.f, 0.f, 0.f, 0.f);
+            }
+          } else {
+            const uint4 *slot = a.inbox[a.rank] + (((long long)par * a.tp + src) * a.max_m + row) * row_pk + 2 * q0;
+            gather_ll<QPT>(a, slot, len, seq, row, v);
+          }
 #pragma unroll
-      for (int k = 0; k < QPT; k++) {
-        int q = q0 + t + k * PZ_AR_THREADS;
-        acc[k] = q < q_end ? __ldg(prow + q) : make_float4(0.f, 0.f, 0.f, 0.f);
+          for (int k = 0; k < QPT; k++) acc[k] = src == 0 ? v[k] : f4add(acc[k], v[k]);
+        }
+      } else {
+        /* 4'. Flag protocol: raw rows, every thread fences its own stores (system scope),
+         * the CTA meets, thread 0 raises one flag per peer for this (row, slice). */
+        const long long row_q = (long long)(a.H >> 2);
+        for (int p = 0; p < a.tp; p++) {
+          if (p == a.rank) continue;
+          float4 *dst = a.raw[p] + (((long long)par * a.tp + a.rank) * a.max_m + row) * row_q + q0;
+#pragma unroll
+          for (int k = 0; k < QPT; k++) {
+            int lq = t + k * PZ_AR_THREADS;
+            if (lq < len) dst[lq] = acc[k];
+          }
+        }
+        __threadfence_system();
+        __syncthreads();
+        if (t < a.tp && t != a.rank) {
+          unsigned *f = a.flags[t] + (((long long)par * a.tp + a.rank) * a.max_m + row) * 16 + part;
+          asm volatile("st.volatile.global.u32 [%0], %1;" :: "l"(f), "r"(seq) : "memory");
+        }
+        /* 5'. Wait for every peer's flag, then read the rows and sum in rank order. */
+        if (t < a.tp && t != a.rank) {
+          const unsigned *f = a.flags[a.rank] + (((long long)par * a.tp + t) * a.max_m + row) * 16 + part;
+          unsigned long long t0 = 0;
+          for (;;) {
+            unsigned v;
+            asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(v) : "l"(f) : "memory");
+            if (v == seq) break;
+            if (timed_out(a, &t0, row)) break;
+          }
+          __threadfence();
+        }
+        __syncthreads();
+        for (int src = 0; src < a.tp; src++) {
+          const uint4 *srow = reinterpret_cast<const uint4 *>(
+              a.raw[a.rank] + (((long long)par * a.tp + src) * a.max_m + row) * row_q + q0);
+#pragma unroll
+          for (int k = 0; k < QPT; k++) {
+            int lq = t + k * PZ_AR_THREADS;
+            float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (src == a.rank && lq < len) v = __ldg(prow + lq);
+            if (src != a.rank && lq < len) {
+              uint4 u = ld_volatile_v4(srow + lq);
+              v = make_float4(__uint_as_float(u.x), __uint_as_float(u.y), __uint_as_float(u.z), __uint_as_float(u.w));
+            }
+            acc[k] = src == 0 ? v : f4add(acc[k], v);
+          }
+        }
       }
     }
 
-    /* Residual add, sum of squares of this CTA's slice. */
-    const float4 *rin = a.res_in ? reinterpret_cast<const float4 *>(a.res_in + (long long)row * a.ld_r) : nullptr;
+    /* 6. Residual add (residual_in + s), sum of squares of this CTA's slice. */
+    asm volatile("cp.async.wait_all;" ::: "memory"); /* each thread reads back only its own copies */
     float ss = 0.f;
 #pragma unroll
     for (int k = 0; k < QPT; k++) {
-      int q = q0 + t + k * PZ_AR_THREADS;
-      if (q < q_end) {
-        if (rin) acc[k] = f4add(rin[q], acc[k]);
+      int lq = t + k * PZ_AR_THREADS;
+      if (lq < len) {
+        if (rin) acc[k] = f4add(res_s[lq], acc[k]);
         ss = __fadd_rn(ss, __fmul_rn(acc[k].x, acc[k].x));
         ss = __fadd_rn(ss, __fmul_rn(acc[k].y, acc[k].y));
         ss = __fadd_rn(ss, __fmul_rn(acc[k].z, acc[k].z));
@@ -239,16 +326,16 @@ __global__ void __launch_bounds__(PZ_AR_THREADS, MINB) ar_fused_kernel(const ArK
       s_inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(tot, (float)a.H), a.eps)));
     }
     __syncthreads();
+    /* 7. x_norm = bf16((r * inv) * w), residual_out = r. */
     const float inv = s_inv;
-    float4 *rout = reinterpret_cast<float4 *>(a.res_out + (long long)row * a.ld_r);
-    uint2 *xo = reinterpret_cast<uint2 *>(a.x_norm + (long long)row * a.ld_x);
-    const uint2 *wq = reinterpret_cast<const uint2 *>(a.weight);
+    float4 *rout = reinterpret_cast<float4 *>(a.res_out + (long long)row * a.ld_r) + q0;
+    uint2 *xo = reinterpret_cast<uint2 *>(a.x_norm + (long long)row * a.ld_x) + q0;
 #pragma unroll
     for (int k = 0; k < QPT; k++) {
-      int q = q0 + t + k * PZ_AR_THREADS;
-      if (q < q_end) {
-        rout[q] = acc[k];
-        uint2 wv = __ldg(wq + q);
+      int lq = t + k * PZ_AR_THREADS;
+      if (lq < len) {
+        rout[lq] = acc[k];
+        uint2 wv = w_s[lq];
         float w0 = __uint_as_float(wv.x << 16), w1 = __uint_as_float(wv.x & 0xffff0000u);
         float w2 = __uint_as_float(wv.y << 16), w3 = __uint_as_float(wv.y & 0xffff0000u);
         __nv_bfloat16 y0 = __float2bfloat16_rn(__fmul_rn(__fmul_rn(acc[k].x, inv), w0));
@@ -258,7 +345,7 @@ __global__ void __launch_bounds__(PZ_AR_THREADS, MINB) ar_fused_kernel(const ArK
         uint2 o;
         o.x = (unsigned)__bfloat16_as_ushort(y0) | ((unsigned)__bfloat16_as_ushort(y1) << 16);
         o.y = (unsigned)__bfloat16_as_ushort(y2) | ((unsigned)__bfloat16_as_ushort(y3) << 16);
-        xo[q] = o;
+        xo[lq] = o;
       }
     }
   }
@@ -271,7 +358,7 @@ __global__ void __launch_bounds__(PZ_AR_THREADS, MINB) ar_fused_kernel(const ArK
       __threadfence();
       unsigned d = atomicAdd(&a.ctrl[1], 1u);
       if (d == gridDim.x - 1) {
-        unsigned s = a.ctrl[0] + 1u;
+        unsigned s = *reinterpret_cast<volatile unsigned *>(&a.ctrl[0]) + 1u;
         a.ctrl[0] = s == 0u ? 1u : s;
         a.ctrl[1] = 0u;
         __threadfence();
@@ -293,10 +380,27 @@ KernelFn kernel_for(int qpt) {
 /* Cached per device: SM count and fused-kernel occupancy. */
 int g_sms[64], g_occ[64];
 
+/* Dynamic shared memory of an instance at its largest slice (QPT quads per thread). */
+int smem_for_qpt(int qpt) { return qpt * PZ_AR_THREADS * 24; }
+
+/* Lets every instance use its largest dynamic shared memory on the current device. */
+pz_status set_smem_attrs(void) {
+  const int q[] = {1, 2, 4, 8};
+  for (int i = 0; i < 4; i++)
+    PZ_CUDA_CHECK(cudaFuncSetAttribute(kernel_for(q[i]), cudaFuncAttributeMaxDynamicSharedMemorySize, smem_for_qpt(q[i])));
+  return PZ_OK;
+}
+
 pz_status device_limits(int dev, int *sms, int *occ) {
   if (dev < 0 || dev >= 64) return pz_error(PZ_ERR_INVALID_ARG, "device %d out of range", dev);
   if (!g_sms[dev]) {
     int n = 0, o = 0;
+    int cur = 0;
+    PZ_CUDA_CHECK(cudaGetDevice(&cur));
+    PZ_CUDA_CHECK(cudaSetDevice(dev));
+    pz_status st = set_smem_attrs();
+    PZ_CUDA_CHECK(cudaSetDevice(cur));
+    PZ_CHECK(st);
     PZ_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
     PZ_CHECK(pz_ar_fused_occupancy(dev, &o));
     g_occ[dev] = o;
@@ -354,10 +458,12 @@ extern "C" pz_status pz_ar_fused_occupancy(int device, int *ctas_per_sm) {
   PZ_CUDA_CHECK(cudaGetDevice(&cur));
   PZ_CUDA_CHECK(cudaSetDevice(device));
   int best = 1 << 30;
+  pz_status st = set_smem_attrs();
+  if (st != PZ_OK) { cudaSetDevice(cur); return st; }
   const int q[] = {1, 2, 4}; /* H <= 8192; the QPT=8 instance (larger H) is checked at launch */
   for (int i = 0; i < 3; i++) {
     int n = 0;
-    PZ_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_for(q[i]), PZ_AR_THREADS, 0));
+    PZ_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_for(q[i]), PZ_AR_THREADS, smem_for_qpt(q[i])));
     if (n < best) best = n;
   }
   PZ_CUDA_CHECK(cudaSetDevice(cur));
@@ -393,9 +499,14 @@ extern "C" pz_status pz_ar_rmsnorm_launch(const pz_comm *c, int rank, const pz_a
   k.rank = rank;
   k.tp = v->tp;
   k.use_seq = v->tp > 1 || plan.ctas_per_row > 1;
+  k.proto = plan.proto;
   k.max_m = v->max_m;
   k.timeout_ns = v->timeout_ns;
-  for (int r = 0; r < v->tp; r++) k.inbox[r] = v->inbox[r];
+  for (int r = 0; r < v->tp; r++) {
+    k.inbox[r] = v->inbox[r];
+    k.raw[r] = v->raw[r];
+    k.flags[r] = v->flags[r];
+  }
   k.ss = v->ss;
   k.ctrl = v->ctrl;
   int64_t fill_ctas = 0;
@@ -409,7 +520,7 @@ extern "C" pz_status pz_ar_rmsnorm_launch(const pz_comm *c, int rank, const pz_a
     if (cols > 0) fill_ctas = pz_ar_fill_ctas(dev, plan.donor_ctas, a->m * cols * es);
   }
   dim3 grid((unsigned)(plan.donor_ctas + fill_ctas));
-  kernel_for(plan.quads_per_thread)<<<grid, PZ_AR_THREADS, 0, s>>>(k);
+  kernel_for(plan.quads_per_thread)<<<grid, PZ_AR_THREADS, (size_t)plan.slice_quads * 24, s>>>(k);
   PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }
@@ -435,7 +546,10 @@ extern "C" pz_status pz_rmsnorm_residual_launch(const pz_ar_rmsnorm_args *a, cud
   k.slice_quads = (int)quads;
   k.donor_ctas = (int)a->m;
   k.tp = 1;
-  kernel_for(qpt)<<<(unsigned)a->m, PZ_AR_THREADS, 0, s>>>(k);
+  int dev = 0, sms = 0, occ = 0;
+  PZ_CUDA_CHECK(cudaGetDevice(&dev));
+  PZ_CHECK(device_limits(dev, &sms, &occ)); /* sets the shared-memory attributes once */
+  kernel_for(qpt)<<<(unsigned)a->m, PZ_AR_THREADS, (size_t)quads * 24, s>>>(k);
   PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }
