@@ -361,10 +361,16 @@ static void test_legality(void) {
     size_t l1, l2;
     char *a = dump(g, &l1);
     int nt = g->n_tensors;
+    pz_graph *copy = NULL;
+    CHECK_OK(pz_graph_clone(g, &copy));
     pz_pass_stats st = {.matched = -1};
     CHECK_OK(pz_pass_prezero(g, NULL, &st));
     CHECK(st.matched == 0 && st.rewritten == 0);
-    CHECK(g->n_tensors == nt);
+    CHECK(g->n_tensors == nt && g->n_nodes == copy->n_nodes);
+    /* Bit for bit: every tensor and node record is untouched. */
+    CHECK(memcmp(g->tensors, copy->tensors, sizeof(pz_tensor) * (size_t)nt) == 0);
+    CHECK(memcmp(g->nodes, copy->nodes, sizeof(pz_node) * (size_t)g->n_nodes) == 0);
+    pz_graph_free(copy);
     char *b = dump(g, &l2);
     CHECK(l1 == l2 && memcmp(a, b, l1) == 0);
     if (l1 != l2 || memcmp(a, b, l1)) fprintf(stderr, "legality variant %d rewrote the graph\n", variant);
