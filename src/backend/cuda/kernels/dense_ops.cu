@@ -1,0 +1,227 @@
+/* CUDA kernels + launchers of the dense decode ops (dense_ops.h): embedding, RMSNorm, lm_head,
+ * argmax over a vocab shard and its cross-rank combine. */
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+extern "C" { /* core/status.h has no C++ guards of its own */
+#include "core/status.h"
+}
+#include "backend/cuda/cuda_util.h"
+#include "backend/cuda/dense_ops.h"
+
+namespace {
+
+__device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+/* Round to nearest even, NaN kept quiet: the same bits as pz_f32_to_bf16. */
+__device__ __forceinline__ uint16_t f2bf(float f) {
+  return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+}
+
+/* ---------------------------------------------------------------- embedding */
+
+__global__ void embedding_kernel(pz_embedding_params p) {
+  const int64_t i = blockIdx.x;
+  const int64_t id = p.ids[i];
+  const int64_t lo = (int64_t)p.rank * p.vocab_per_rank;
+  float *o = p.out + i * p.ld_out;
+  if (id < 0 || id >= p.vocab_size) {
+    for (int64_t j = threadIdx.x; j < p.H; j += blockDim.x) o[j] = __int_as_float(0x7fc00000);
+  } else if (id >= lo && id < lo + p.vocab_per_rank) {
+    const uint16_t *w = (const uint16_t *)p.W + (id - lo) * p.H;
+    for (int64_t j = threadIdx.x; j < p.H; j += blockDim.x) o[j] = bf2f(w[j]);
+  } else {
+    for (int64_t j = threadIdx.x; j < p.H; j += blockDim.x) o[j] = 0.0f;
+  }
+}
+
+/* ---------------------------------------------------------------- RMSNorm */
+
+#define NORM_THREADS 256
+
+/* Block-wide sum, fixed tree order (warp shuffles, then warp 0 over the warp sums). */
+__device__ __forceinline__ float block_sum(float v, float *red) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+  __syncthreads(); /* red may still be read from a previous call */
+  if (l == 0) red[w] = v;
+  __syncthreads();
+  const int nw = blockDim.x >> 5;
+  float t = l < nw ? red[l] : 0.0f;
+  for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+  return t;
+}
+
+template <typename T>
+__device__ __forceinline__ float load_x(const T *x, int64_t j);
+template <>
+__device__ __forceinline__ float load_x<float>(const float *x, int64_t j) { return x[j]; }
+template <>
+__device__ __forceinline__ float load_x<uint16_t>(const uint16_t *x, int64_t j) { return bf2f(x[j]); }
+
+template <typename T>
+__global__ void __launch_bounds__(NORM_THREADS) rmsnorm_kernel(pz_rmsnorm_params p) {
+  __shared__ float red[32];
+  const T *x = (const T *)p.x + (int64_t)blockIdx.x * p.ldx;
+  float ss = 0.0f;
+  for (int64_t j = threadIdx.x; j < p.n; j += blockDim.x) {
+    float v = load_x<T>(x, j);
+    ss = __fadd_rn(ss, __fmul_rn(v, v));
+  }
+  ss = block_sum(ss, red);
+  /* the reference's formula: mean = ss / (float)n, inv = 1 / sqrtf(mean + eps) (IEEE ops) */
+  const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)p.n), p.eps)));
+  const uint16_t *w = (const uint16_t *)p.w;
+  uint16_t *y = (uint16_t *)p.y + (int64_t)blockIdx.x * p.ldy;
+  for (int64_t j = threadIdx.x; j < p.n; j += blockDim.x)
+    y[j] = f2bf(__fmul_rn(__fmul_rn(load_x<T>(x, j), inv), bf2f(w[j])));
+}
+
+/* ---------------------------------------------------------------- argmax */
+
+/* Merge of two candidates (v, id, nan): NaN beats everything, lower id among NaNs; else larger
+ * v, lower id on ties; id -1 = none. Associative and commutative. */
+struct Cand {
+  float v;
+  int id;
+  int nan;
+};
+__device__ __forceinline__ Cand merge(Cand a, Cand b) {
+  if (a.id < 0) return b;
+  if (b.id < 0) return a;
+  if (a.nan || b.nan) {
+    if (a.nan && b.nan) return a.id < b.id ? a : b;
+    return a.nan ? a : b;
+  }
+  if (a.v > b.v) return a;
+  if (b.v > a.v) return b;
+  return a.id < b.id ? a : b;
+}
+__device__ __forceinline__ Cand shfl_cand(Cand c, int o) {
+  Cand r;
+  r.v = __shfl_xor_sync(0xffffffffu, c.v, o);
+  r.id = __shfl_xor_sync(0xffffffffu, c.id, o);
+  r.nan = __shfl_xor_sync(0xffffffffu, c.nan, o);
+  return r;
+}
+
+#define ARGMAX_THREADS 512
+__global__ void __launch_bounds__(ARGMAX_THREADS) argmax_shard_kernel(pz_argmax_params p) {
+  __shared__ Cand red[ARGMAX_THREADS / 32];
+  const int64_t i = blockIdx.x;
+  const float *row = p.logits + i * p.ld;
+  const int64_t lo = (int64_t)p.rank * p.vocab_per_rank;
+  int64_t n = p.vocab_size - lo;
+  if (n > p.vocab_per_rank) n = p.vocab_per_rank;
+  Cand c = {0.0f, -1, 0};
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    float v = row[j];
+    Cand e = {v, (int)(lo + j), isnan(v) ? 1 : 0};
+    c = merge(c, e);
+  }
+  for (int o = 16; o > 0; o >>= 1) c = merge(c, shfl_cand(c, o));
+  const int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+  if (l == 0) red[w] = c;
+  __syncthreads();
+  if (w == 0) {
+    c = l < (int)(blockDim.x >> 5) ? red[l] : Cand{0.0f, -1, 0};
+    for (int o = 16; o > 0; o >>= 1) c = merge(c, shfl_cand(c, o));
+    if (l == 0) {
+      pz_argmax_cand out;
+      out.v = c.id >= 0 ? (c.nan ? __int_as_float(0x7fc00000) : c.v) : 0.0f;
+      out.id = c.id;
+      p.cand[i] = out;
+      if (p.ids) p.ids[i] = c.id < 0 ? 0 : c.id;
+    }
+  }
+}
+
+struct CombineArgs {
+  const pz_argmax_cand *c[PZ_ARGMAX_MAX_TP];
+  int tp;
+  int64_t m;
+  int32_t *ids;
+};
+__global__ void argmax_combine_kernel(CombineArgs a) {
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= a.m) return;
+  Cand best = {0.0f, -1, 0};
+  for (int r = 0; r < a.tp; r++) {
+    pz_argmax_cand x = a.c[r][i];
+    Cand e = {x.v, x.id, isnan(x.v) ? 1 : 0};
+    if (x.id >= 0) best = merge(best, e);
+  }
+  a.ids[i] = best.id < 0 ? 0 : best.id;
+}
+
+} // namespace
+
+extern "C" pz_status pz_cuda_embedding(const pz_embedding_params *p, cudaStream_t s) {
+  if (!p || p->m < 0 || p->H < 1 || p->ld_out < p->H || p->vocab_per_rank < 1 || p->rank < 0)
+    return pz_error(PZ_ERR_INVALID_ARG, "embedding: bad shape (m, H, ld_out, vocab_per_rank, rank)");
+  if (p->m == 0) return PZ_OK;
+  if (!p->ids || !p->W || !p->out) return pz_error(PZ_ERR_INVALID_ARG, "embedding: NULL pointer");
+  embedding_kernel<<<(unsigned)p->m, 256, 0, s>>>(*p);
+  PZ_CUDA_CHECK(cudaGetLastError());
+  return PZ_OK;
+}
+
+extern "C" pz_status pz_cuda_rmsnorm(const pz_rmsnorm_params *p, cudaStream_t s) {
+  if (!p || p->m < 0 || p->n < 1 || p->n > 65536 || p->ldx < p->n || p->ldy < p->n)
+    return pz_error(PZ_ERR_INVALID_ARG, "rmsnorm: bad shape (m, n, ldx, ldy)");
+  if (p->m == 0) return PZ_OK;
+  if (!p->x || !p->w || !p->y) return pz_error(PZ_ERR_INVALID_ARG, "rmsnorm: NULL pointer");
+  if (p->x_dtype == PZ_F32) rmsnorm_kernel<float><<<(unsigned)p->m, NORM_THREADS, 0, s>>>(*p);
+  else if (p->x_dtype == PZ_BF16) rmsnorm_kernel<uint16_t><<<(unsigned)p->m, NORM_THREADS, 0, s>>>(*p);
+  else return pz_error(PZ_ERR_DTYPE, "rmsnorm: x must be f32 or bf16, got %s", pz_dtype_name(p->x_dtype));
+  PZ_CUDA_CHECK(cudaGetLastError());
+  return PZ_OK;
+}
+
+extern "C" pz_status pz_cuda_lm_head(pz_gemm_ctx *g, int m, int64_t H, int64_t vocab_per_rank,
+                                     const pz_bf16 *x, int64_t ldx, const pz_bf16 *W, float *logits,
+                                     int64_t ld_logits, cudaStream_t s) {
+  pz_gemm_args a = {};
+  a.m = m;
+  a.n = (int)vocab_per_rank;
+  a.k = (int)H;
+  a.A = x;
+  a.lda = ldx;
+  a.W = W;
+  a.ldw = H;
+  a.C = logits;
+  a.ldc = ld_logits;
+  a.c_dtype = PZ_F32;
+  a.bias = NULL;
+  a.zero_init = true;
+  a.config.flavour = PZ_GEMM_AUTO;
+  return pz_gemm_launch(g, &a, s);
+}
+
+extern "C" pz_status pz_cuda_argmax_shard(const pz_argmax_params *p, cudaStream_t s) {
+  if (!p || p->m < 0 || p->vocab_per_rank < 1 || p->ld < p->vocab_per_rank || p->rank < 0)
+    return pz_error(PZ_ERR_INVALID_ARG, "argmax: bad shape (m, ld, vocab_per_rank, rank)");
+  if (p->m == 0) return PZ_OK;
+  if (!p->logits || !p->cand) return pz_error(PZ_ERR_INVALID_ARG, "argmax: NULL logits or cand");
+  argmax_shard_kernel<<<(unsigned)p->m, ARGMAX_THREADS, 0, s>>>(*p);
+  PZ_CUDA_CHECK(cudaGetLastError());
+  return PZ_OK;
+}
+
+extern "C" pz_status pz_cuda_argmax_combine(int tp, const pz_argmax_cand *const *cands, int64_t m,
+                                            int32_t *ids, cudaStream_t s) {
+  if (tp < 1 || tp > PZ_ARGMAX_MAX_TP || !cands || !ids || m < 0)
+    return pz_error(PZ_ERR_INVALID_ARG, "argmax combine: tp %d outside 1..%d or NULL pointer", tp, PZ_ARGMAX_MAX_TP);
+  if (m == 0) return PZ_OK;
+  CombineArgs a = {};
+  for (int r = 0; r < tp; r++) {
+    if (!cands[r]) return pz_error(PZ_ERR_INVALID_ARG, "argmax combine: cands[%d] is NULL", r);
+    a.c[r] = cands[r];
+  }
+  a.tp = tp;
+  a.m = m;
+  a.ids = ids;
+  argmax_combine_kernel<<<(unsigned)((m + 127) / 128), 128, 0, s>>>(a);
+  PZ_CUDA_CHECK(cudaGetLastError());
+  return PZ_OK;
+}

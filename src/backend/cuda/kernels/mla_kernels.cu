@@ -1,0 +1,456 @@
+/* CUDA kernels of the MLA decode op (absorbed form, sm_90a): the prologue (q_a / kv_a layernorms,
+ * YaRN RoPE of k_pe, cache append), W_UK absorption with RoPE of q_pe, flash-decoding attention
+ * split along the KV sequence (mma.sync bf16, cp.async pipeline), the split combine, and W_UV. */
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+extern "C" { /* core/status.h has no C++ guards of its own */
+#include "core/status.h"
+}
+#include "backend/cuda/cuda_util.h"
+#include "backend/cuda/mla_kernels.h"
+
+/* Algorithm: flash-decoding (Dao et al., "Flash-Decoding for long-context inference", 2023):
+ * each CTA runs online softmax over one slice of the sequence and stores its unnormalised
+ * output with (max, sum); a second kernel merges the slices. MLA's absorbed form (DeepSeek-V2
+ * paper, §2.1.2; FlashMLA) uses the compressed cache row [c | k_pe] as the key and its first
+ * kv_lora columns as the value, so one tile of the cache feeds both products. The code is ours. */
+
+namespace {
+
+typedef pz_mla_kparams Kp;
+
+__device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+__device__ __forceinline__ uint16_t f2bf(float f) { return __bfloat16_as_ushort(__float2bfloat16_rn(f)); }
+__device__ __forceinline__ uint32_t pack_bf2(float lo, float hi) {
+  return (uint32_t)f2bf(lo) | ((uint32_t)f2bf(hi) << 16);
+}
+
+/* ---------------------------------------------------------------- prologue */
+
+#define PREP_THREADS 256
+
+__device__ __forceinline__ float block_sum(float v, float *red) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+  __syncthreads();
+  if (l == 0) red[w] = v;
+  __syncthreads();
+  float t = l < (int)(blockDim.x >> 5) ? red[l] : 0.0f;
+  for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+  return t;
+}
+
+/* y[j] = bf16((x[j] * inv) * w[j]), inv = 1/sqrtf(Σx²/n + eps): pz_ref_rmsnorm's formula with a
+ * tree-ordered sum (see dense_ops.h on precision). */
+__device__ void norm_row(const float *x, int n, const uint16_t *w, float eps, uint16_t *y, float *red) {
+  float ss = 0.0f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) ss = __fadd_rn(ss, __fmul_rn(x[j], x[j]));
+  ss = block_sum(ss, red);
+  const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)n), eps)));
+  for (int j = threadIdx.x; j < n; j += blockDim.x) y[j] = f2bf(__fmul_rn(__fmul_rn(x[j], inv), bf2f(w[j])));
+}
+
+/* RoPE pair r of a rope-dim vector at position pos (pz_ref_rope: interleaved input, half-split
+ * output; cos/sin in double, one f32 rounding, times ms; separate multiply and add). */
+__device__ __forceinline__ void rope_pair(const Kp &k, int pos, int r, float x0, float x1, float *o0, float *o1) {
+  const float ang = __fmul_rn((float)pos, k.inv_freq[r]);
+  const float c = __fmul_rn((float)cos((double)ang), k.rope_ms);
+  const float s = __fmul_rn((float)sin((double)ang), k.rope_ms);
+  *o0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+  *o1 = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
+}
+
+/* grid (m, 2): y = 0 q_a_layernorm (q LoRA only), y = 1 kv_a_layernorm + RoPE(k_pe) -> cache. */
+__global__ void __launch_bounds__(PREP_THREADS) mla_prep_kernel(Kp k) {
+  __shared__ float red[32];
+  const int i = blockIdx.x;
+  if (blockIdx.y == 0) {
+    if (k.q_lora > 0)
+      norm_row(k.qkv_a + (int64_t)i * k.ld_qkv_a, k.q_lora, k.qa_norm_w, k.eps, k.qcn + (int64_t)i * k.q_lora, red);
+    return;
+  }
+  const float *kv = k.q_lora > 0 ? k.qkv_a + (int64_t)i * k.ld_qkv_a + k.q_lora : k.kv_a + (int64_t)i * k.ld_kv_a;
+  const int pos = k.pos[i];
+  uint16_t *dst = k.cache + (int64_t)i * k.cache_seq_stride + (int64_t)pos * k.kvw;
+  norm_row(kv, k.L, k.kva_norm_w, k.eps, dst, red);
+  const int half = k.rope / 2;
+  for (int r = threadIdx.x; r < half; r += blockDim.x) {
+    float o0, o1;
+    rope_pair(k, pos, r, kv[k.L + 2 * r], kv[k.L + 2 * r + 1], &o0, &o1);
+    dst[k.L + r] = f2bf(o0);
+    dst[k.L + r + half] = f2bf(o1);
+  }
+}
+
+/* ---------------------------------------------------------------- W_UK absorption */
+
+#define ABS_COLS 64
+#define ABS_THREADS 256
+/* grid (heads, ceil(L/64)): CTA (h, cb) keeps W_UK[h, :, cb*64 .. +64] in shared memory and
+ * computes q_lat[i, h, c] = Σ_d q_nope[i, h, d] * W_UK[h, d, c] (d in order, separate multiply
+ * and add: the reference's f32 value) for every row, rounded to bf16 for the tensor cores.
+ * CTAs with cb == 0 also write RoPE(q_pe) (bf16) after the latent part. */
+__global__ void __launch_bounds__(ABS_THREADS) mla_absorb_kernel(Kp k) {
+  extern __shared__ uint16_t sw[]; /* [nope][64] */
+  const int h = blockIdx.x, c0 = blockIdx.y * ABS_COLS;
+  const int ncol = min(ABS_COLS, k.L - c0);
+  const uint16_t *w = k.w_uk + (int64_t)h * k.nope * k.L;
+  for (int e = threadIdx.x; e < k.nope * ABS_COLS; e += blockDim.x) {
+    int d = e / ABS_COLS, c = e % ABS_COLS;
+    sw[e] = c < ncol ? w[(int64_t)d * k.L + c0 + c] : 0;
+  }
+  __syncthreads();
+  const int c = threadIdx.x % ABS_COLS, rg = threadIdx.x / ABS_COLS, nrg = blockDim.x / ABS_COLS;
+  for (int i = rg; i < k.m; i += nrg) {
+    const float *q = k.q + (int64_t)i * k.ldq + (int64_t)h * k.qh;
+    float acc = 0.0f;
+    for (int d = 0; d < k.nope; d++) acc = __fadd_rn(acc, __fmul_rn(q[d], bf2f(sw[d * ABS_COLS + c])));
+    if (c < ncol) k.qabs[((int64_t)i * k.heads + h) * k.kvw + c0 + c] = f2bf(acc);
+  }
+  if (blockIdx.y == 0) {
+    const int half = k.rope / 2;
+    for (int e = threadIdx.x; e < k.m * half; e += blockDim.x) {
+      const int i = e / half, r = e % half;
+      const float *q = k.q + (int64_t)i * k.ldq + (int64_t)h * k.qh + k.nope;
+      float o0, o1;
+      rope_pair(k, k.pos[i], r, q[2 * r], q[2 * r + 1], &o0, &o1);
+      uint16_t *dst = k.qabs + ((int64_t)i * k.heads + h) * k.kvw + k.L;
+      dst[r] = f2bf(o0);
+      dst[r + half] = f2bf(o1);
+    }
+  }
+}
+
+/* ---------------------------------------------------------------- attention */
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void ldsm_x2_t(uint32_t (&r)[2], const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1]) : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+               "{%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+constexpr int BN = PZ_MLA_BN;
+constexpr int STAGES = PZ_MLA_STAGES;
+constexpr int PS = BN + 8; /* row stride of the P tile (elements): 80 bytes, conflict-free ldmatrix */
+
+/* Shared memory (elements of bf16 unless noted), RS = kvw + 8 (16-byte rows of odd count, so the
+ * 8 rows of an ldmatrix hit distinct banks):
+ *   sQ [16*MT][RS] | sKV [STAGES][BN][RS] | sP [16*MT][PS] | sMax f32 [4][16*MT] | sSum f32 [4][16*MT] */
+__host__ __device__ constexpr size_t attn_smem(int mt, int kvw) {
+  return (size_t)(16 * mt * (kvw + 8) + STAGES * BN * (kvw + 8) + 16 * mt * PS) * 2 + (size_t)8 * 16 * mt * 4;
+}
+
+/* grid (splits, head groups, m), 128*MT threads. Warp w owns head tile mt = w/4 (16 heads) and
+ * - in QK: the 8 positions (w%4)*8.. of the 32-position tile, over all kvw columns;
+ * - in PV: latent columns (w%4)*L/4 .. of the output (NT n-tiles of 8).
+ * Rows of the score/output tile are heads; positions beyond pos[i] or the split are masked and
+ * their cache rows are zero-filled (never read from memory). */
+template <int MT, int NT>
+__global__ void __launch_bounds__(128 * MT, 1) mla_attn_kernel(Kp k) {
+  constexpr int L = 32 * NT;
+  constexpr int HT = 16 * MT;
+  constexpr int THREADS = 128 * MT;
+  extern __shared__ uint4 smem_raw[];
+  const int kvw = k.kvw, RS = kvw + 8;
+  uint16_t *sQ = (uint16_t *)smem_raw;
+  uint16_t *sKV = sQ + HT * RS;
+  uint16_t *sP = sKV + STAGES * BN * RS;
+  float *sMax = (float *)(sP + HT * PS);
+  float *sSum = sMax + 4 * HT;
+
+  const int split = blockIdx.x, h0 = blockIdx.y * HT, i = blockIdx.z;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int mt = warp >> 2, wq = warp & 3;
+  const int n = k.pos[i] + 1;
+  int chunk = (n + k.splits - 1) / k.splits;
+  chunk = (chunk + BN - 1) / BN * BN;
+  const int start = split * chunk;
+  const int end = min(n, start + chunk);
+  float *ml = k.ml + ((int64_t)i * k.splits + split) * k.heads * 2;
+  if (start >= end) { /* empty split: marks itself so the combine skips it */
+    for (int r = tid; r < HT; r += THREADS)
+      if (h0 + r < k.heads) { ml[(h0 + r) * 2] = -INFINITY; ml[(h0 + r) * 2 + 1] = 0.0f; }
+    return;
+  }
+  const uint16_t *cache = k.cache + (int64_t)i * k.cache_seq_stride;
+  const int ntiles = (end - start + BN - 1) / BN;
+  const int c8 = kvw / 8; /* 16-byte chunks per row */
+
+  /* Q (rows beyond heads are zero) joins the first commit group. */
+  for (int e = tid; e < HT * c8; e += THREADS) {
+    const int r = e / c8, c = e % c8;
+    const bool ok = h0 + r < k.heads;
+    const uint16_t *src = ok ? k.qabs + ((int64_t)i * k.heads + h0 + r) * kvw + c * 8 : k.qabs;
+    cp_async16(sQ + r * RS + c * 8, src, ok);
+  }
+  auto load_tile = [&](int tile, int stage) {
+    const int p0 = start + tile * BN;
+    uint16_t *dst = sKV + stage * BN * RS;
+    for (int e = tid; e < BN * c8; e += THREADS) {
+      const int r = e / c8, c = e % c8;
+      const bool ok = p0 + r < end;
+      const uint16_t *src = ok ? cache + (int64_t)(p0 + r) * kvw + c * 8 : cache;
+      cp_async16(dst + r * RS + c * 8, src, ok);
+    }
+  };
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; s++) {
+    if (s < ntiles) load_tile(s, s);
+    cp_commit();
+  }
+
+  float o[NT][4];
+#pragma unroll
+  for (int j = 0; j < NT; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+  float m_run0 = -INFINITY, m_run1 = -INFINITY, l_run0 = 0.0f, l_run1 = 0.0f;
+  const int row0 = mt * 16 + g, row1 = row0 + 8;
+  const float scale = k.softmax_scale;
+
+  for (int tile = 0; tile < ntiles; tile++) {
+    cp_wait<STAGES - 2>();
+    __syncthreads();
+    {
+      const int nt = tile + STAGES - 1;
+      if (nt < ntiles) load_tile(nt, nt % STAGES);
+      cp_commit();
+    }
+    const uint16_t *kv = sKV + (tile % STAGES) * BN * RS;
+    /* S[16 heads x 8 positions] = Q · Kᵀ over kvw, two k-steps per B load */
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    {
+      const uint16_t *qa = sQ + (mt * 16 + (lane & 15)) * RS + (lane >> 4) * 8;
+      const uint16_t *kb = kv + (wq * 8 + (lane & 7)) * RS + (lane >> 3) * 8;
+      for (int kc = 0; kc < kvw; kc += 32) {
+        uint32_t a0[4], a1[4], b[4];
+        ldsm_x4(a0, qa + kc);
+        ldsm_x4(a1, qa + kc + 16);
+        ldsm_x4(b, kb + kc);
+        mma16816(s, a0, b[0], b[1]);
+        mma16816(s, a1, b[2], b[3]);
+      }
+    }
+    const int p0 = start + tile * BN + wq * 8 + 2 * t4;
+    s[0] = p0 < end ? s[0] * scale : -INFINITY;
+    s[1] = p0 + 1 < end ? s[1] * scale : -INFINITY;
+    s[2] = p0 < end ? s[2] * scale : -INFINITY;
+    s[3] = p0 + 1 < end ? s[3] * scale : -INFINITY;
+    float mx0 = fmaxf(s[0], s[1]), mx1 = fmaxf(s[2], s[3]);
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    if (t4 == 0) { sMax[wq * HT + row0] = mx0; sMax[wq * HT + row1] = mx1; }
+    __syncthreads();
+    const float mn0 = fmaxf(m_run0, fmaxf(fmaxf(sMax[row0], sMax[HT + row0]), fmaxf(sMax[2 * HT + row0], sMax[3 * HT + row0])));
+    const float mn1 = fmaxf(m_run1, fmaxf(fmaxf(sMax[row1], sMax[HT + row1]), fmaxf(sMax[2 * HT + row1], sMax[3 * HT + row1])));
+    /* the first position of every tile is valid, so mn is finite */
+    const float e0 = expf(s[0] - mn0), e1 = expf(s[1] - mn0), e2 = expf(s[2] - mn1), e3 = expf(s[3] - mn1);
+    *(uint32_t *)(sP + row0 * PS + wq * 8 + 2 * t4) = pack_bf2(e0, e1);
+    *(uint32_t *)(sP + row1 * PS + wq * 8 + 2 * t4) = pack_bf2(e2, e3);
+    float sm0 = e0 + e1, sm1 = e2 + e3;
+    sm0 += __shfl_xor_sync(0xffffffffu, sm0, 1);
+    sm0 += __shfl_xor_sync(0xffffffffu, sm0, 2);
+    sm1 += __shfl_xor_sync(0xffffffffu, sm1, 1);
+    sm1 += __shfl_xor_sync(0xffffffffu, sm1, 2);
+    if (t4 == 0) { sSum[wq * HT + row0] = sm0; sSum[wq * HT + row1] = sm1; }
+    __syncthreads();
+    const float al0 = expf(m_run0 - mn0), al1 = expf(m_run1 - mn1);
+    l_run0 = l_run0 * al0 + ((sSum[row0] + sSum[HT + row0]) + (sSum[2 * HT + row0] + sSum[3 * HT + row0]));
+    l_run1 = l_run1 * al1 + ((sSum[row1] + sSum[HT + row1]) + (sSum[2 * HT + row1] + sSum[3 * HT + row1]));
+    m_run0 = mn0;
+    m_run1 = mn1;
+#pragma unroll
+    for (int j = 0; j < NT; j++) { o[j][0] *= al0; o[j][1] *= al0; o[j][2] *= al1; o[j][3] *= al1; }
+    /* O[16 heads x L/4 columns] += P[16 x 32] · V[32 x L/4] */
+#pragma unroll
+    for (int kk = 0; kk < BN; kk += 16) {
+      uint32_t a[4];
+      ldsm_x4(a, sP + (mt * 16 + (lane & 15)) * PS + kk + (lane >> 4) * 8);
+      const uint16_t *vb = kv + (kk + (lane & 7) + ((lane >> 3) & 1) * 8) * RS + wq * (L / 4) + (lane >> 4) * 8;
+#pragma unroll
+      for (int j = 0; j < NT; j += 2) {
+        if (j + 1 < NT) {
+          uint32_t b[4];
+          ldsm_x4_t(b, vb + j * 8);
+          mma16816(o[j], a, b[0], b[1]);
+          mma16816(o[j + 1], a, b[2], b[3]);
+        } else {
+          uint32_t b[2];
+          ldsm_x2_t(b, vb + j * 8);
+          mma16816(o[j], a, b[0], b[1]);
+        }
+      }
+    }
+  }
+  cp_wait<0>();
+  /* unnormalised partial output and its (max, sum) */
+  const int64_t base = ((int64_t)i * k.splits + split) * k.heads;
+  const int ha = h0 + row0, hb = h0 + row1;
+#pragma unroll
+  for (int j = 0; j < NT; j++) {
+    const int col = wq * (L / 4) + j * 8 + 2 * t4;
+    if (ha < k.heads) *(float2 *)(k.opart + (base + ha) * L + col) = make_float2(o[j][0], o[j][1]);
+    if (hb < k.heads) *(float2 *)(k.opart + (base + hb) * L + col) = make_float2(o[j][2], o[j][3]);
+  }
+  if (wq == 0 && t4 == 0) {
+    if (ha < k.heads) { ml[ha * 2] = m_run0; ml[ha * 2 + 1] = l_run0; }
+    if (hb < k.heads) { ml[hb * 2] = m_run1; ml[hb * 2 + 1] = l_run1; }
+  }
+}
+
+/* ---------------------------------------------------------------- combine, W_UV */
+
+#define COMB_THREADS 128
+/* grid (m, heads): olat[i,h,:] = Σ_s w_s O_s / Σ_s w_s l_s, w_s = exp(max_s - max) over the
+ * non-empty splits (sum > 0), in split order. */
+__global__ void __launch_bounds__(COMB_THREADS) mla_combine_kernel(Kp k) {
+  const int i = blockIdx.x, h = blockIdx.y;
+  const float *ml = k.ml + (int64_t)i * k.splits * k.heads * 2;
+  float mx = -INFINITY;
+  for (int s = 0; s < k.splits; s++) {
+    float l = ml[((int64_t)s * k.heads + h) * 2 + 1];
+    if (l > 0.0f) mx = fmaxf(mx, ml[((int64_t)s * k.heads + h) * 2]);
+  }
+  float den = 0.0f;
+  for (int s = 0; s < k.splits; s++) {
+    float l = ml[((int64_t)s * k.heads + h) * 2 + 1];
+    if (l > 0.0f) den += expf(ml[((int64_t)s * k.heads + h) * 2] - mx) * l;
+  }
+  const float inv = 1.0f / den;
+  for (int c = threadIdx.x; c < k.L; c += blockDim.x) {
+    float acc = 0.0f;
+    for (int s = 0; s < k.splits; s++) {
+      const float *mls = ml + ((int64_t)s * k.heads + h) * 2;
+      if (mls[1] > 0.0f)
+        acc += expf(mls[0] - mx) * k.opart[(((int64_t)i * k.splits + s) * k.heads + h) * k.L + c];
+    }
+    k.olat[((int64_t)i * k.heads + h) * k.L + c] = acc * inv;
+  }
+}
+
+#define WUV_COLS 32
+#define WUV_THREADS 256
+/* grid (heads, ceil(vd/32)): W_UV[h, e0..e0+32, :] transposed into shared memory [L][32];
+ * o[i, h*vd + e] = bf16(Σ_c W_UV[h,e,c] * olat[i,h,c]) (c in order, separate multiply and add,
+ * as the reference). */
+__global__ void __launch_bounds__(WUV_THREADS) mla_wuv_kernel(Kp k) {
+  extern __shared__ uint16_t sv[]; /* [L][32] */
+  const int h = blockIdx.x, e0 = blockIdx.y * WUV_COLS;
+  const int ne = min(WUV_COLS, k.vd - e0);
+  const uint16_t *w = k.w_uv + ((int64_t)h * k.vd + e0) * k.L;
+  for (int x = threadIdx.x; x < WUV_COLS * k.L; x += blockDim.x) {
+    const int e = x / k.L, c = x % k.L;
+    sv[c * WUV_COLS + e] = e < ne ? w[(int64_t)e * k.L + c] : 0;
+  }
+  __syncthreads();
+  const int e = threadIdx.x % WUV_COLS, rg = threadIdx.x / WUV_COLS, nrg = blockDim.x / WUV_COLS;
+  for (int i = rg; i < k.m; i += nrg) {
+    const float *ol = k.olat + ((int64_t)i * k.heads + h) * k.L;
+    float acc = 0.0f;
+    for (int c = 0; c < k.L; c++) acc = __fadd_rn(acc, __fmul_rn(bf2f(sv[c * WUV_COLS + e]), ol[c]));
+    if (e < ne) k.o[(int64_t)i * k.heads * k.vd + (int64_t)h * k.vd + e0 + e] = f2bf(acc);
+  }
+}
+
+typedef void (*attn_fn)(Kp);
+template <int MT>
+attn_fn pick_nt(int L) {
+  switch (L) {
+    case 96: return mla_attn_kernel<MT, 3>;
+    case 128: return mla_attn_kernel<MT, 4>;
+    case 256: return mla_attn_kernel<MT, 8>;
+    case 512: return mla_attn_kernel<MT, 16>;
+    default: return nullptr;
+  }
+}
+attn_fn pick_attn(int mt, int L) {
+  switch (mt) {
+    case 1: return pick_nt<1>(L);
+    case 2: return pick_nt<2>(L);
+    case 4: return pick_nt<4>(L);
+    default: return nullptr;
+  }
+}
+
+} // namespace
+
+extern "C" int pz_mla_k_attn_mt(int heads) { return heads <= 16 ? 1 : heads <= 32 ? 2 : 4; }
+extern "C" size_t pz_mla_k_attn_smem(int mt, int kvw) { return attn_smem(mt, kvw); }
+
+extern "C" pz_status pz_mla_k_attn_setup(int mt, int L, int kvw, int *ctas_per_sm) {
+  attn_fn f = pick_attn(mt, L);
+  if (!f || kvw % 32 != 0 || kvw <= L)
+    return pz_error(PZ_ERR_UNSUPPORTED, "mla cuda: kv_lora_rank %d must be 96, 128, 256 or 512 and kv_lora + rope (%d) a multiple of 32",
+                    L, kvw);
+  const size_t smem = attn_smem(mt, kvw);
+  PZ_CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  int n = 0;
+  PZ_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, f, 128 * mt, smem));
+  if (n < 1) return pz_error(PZ_ERR_UNSUPPORTED, "mla cuda: attention kernel (%zu B smem) does not fit an SM", smem);
+  if (ctas_per_sm) *ctas_per_sm = n;
+  return PZ_OK;
+}
+
+extern "C" pz_status pz_mla_k_prep(const Kp *k, cudaStream_t s) {
+  mla_prep_kernel<<<dim3((unsigned)k->m, 2), PREP_THREADS, 0, s>>>(*k);
+  PZ_CUDA_CHECK(cudaGetLastError());
+  return PZ_OK;
+}
+
+extern "C" pz_status pz_mla_k_absorb(const Kp *k, cudaStream_t s) {
+  const size_t smem = (size_t)k->nope * ABS_COLS * 2;
+  if (smem > 48 * 1024) PZ_CUDA_CHECK(cudaFuncSetAttribute(mla_absorb_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  mla_absorb_kernel<<<dim3((unsigned)k->heads, (unsigned)((k->L + ABS_COLS - 1) / ABS_COLS)), ABS_THREADS, smem, s>>>(*k);
+  PZ_CUDA_CHECK(cudaGetLastError());
+  return PZ_OK;
+}
+
+extern "C" pz_status pz_mla_k_attn(const Kp *k, cudaStream_t s) {
+  attn_fn f = pick_attn(k->mt, k->L);
+  if (!f) return pz_error(PZ_ERR_UNSUPPORTED, "mla cuda: no attention kernel for kv_lora_rank %d", k->L);
+  const int ht = 16 * k->mt;
+  dim3 grid((unsigned)k->splits, (unsigned)((k->heads + ht - 1) / ht), (unsigned)k->m);
+  f<<<grid, 128 * k->mt, attn_smem(k->mt, k->kvw), s>>>(*k);
+  PZ_CUDA_CHECK(cudaGetLastError());
+  return PZ_OK;
+}
+
+extern "C" pz_status pz_mla_k_combine(const Kp *k, cudaStream_t s) {
+  mla_combine_kernel<<<dim3((unsigned)k->m, (unsigned)k->heads), COMB_THREADS, 0, s>>>(*k);
+  PZ_CUDA_CHECK(cudaGetLastError());
+  return PZ_OK;
+}
+
+extern "C" pz_status pz_mla_k_wuv(const Kp *k, cudaStream_t s) {
+  const size_t smem = (size_t)k->L * WUV_COLS * 2;
+  if (smem > 48 * 1024) PZ_CUDA_CHECK(cudaFuncSetAttribute(mla_wuv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  mla_wuv_kernel<<<dim3((unsigned)k->heads, (unsigned)((k->vd + WUV_COLS - 1) / WUV_COLS)), WUV_THREADS, smem, s>>>(*k);
+  PZ_CUDA_CHECK(cudaGetLastError());
+  return PZ_OK;
+}

@@ -1,0 +1,193 @@
+/* CUDA MLA decode op: scratch ownership, launch planning (KV splits) and the step's sequence of
+ * kernels and split-K GEMMs (mla.h). The kernels live in kernels/mla_kernels.cu. */
+#include "backend/cuda/mla.h"
+#include <stdlib.h>
+#include <string.h>
+#include "backend/cpu/ref_ops.h"
+#include "backend/cuda/cuda_util.h"
+#include "backend/cuda/mla_kernels.h"
+#include "passes/prezero.h"
+
+struct pz_mla_cuda_ctx {
+  pz_mla_params p;
+  int m_max;
+  pz_gemm_ctx *gemm;
+  int sm_count, ctas_per_sm, mt, head_groups, max_splits;
+  int64_t ms_cap;    /* m * splits the partial scratch holds (0 while creating) */
+  pz_mla_kparams k;  /* shape fields and scratch pointers; io pointers set per call */
+  void *scratch;
+};
+
+static int64_t align256(int64_t b) { return (b + 255) / 256 * 256; }
+
+int pz_mla_cuda_splits(const pz_mla_cuda_ctx *c, int m) {
+  const char *e = getenv("PREZERO_MLA_SPLITS");
+  int s;
+  if (e && *e) {
+    s = atoi(e);
+  } else {
+    int64_t per = (int64_t)m * c->head_groups;
+    s = (int)((int64_t)c->sm_count * c->ctas_per_sm / (per > 0 ? per : 1));
+  }
+  if (s > c->max_splits) s = c->max_splits;
+  if (c->ms_cap > 0 && (int64_t)s * m > c->ms_cap) s = (int)(c->ms_cap / m);
+  if (s < 1) s = 1;
+  return s;
+}
+
+pz_status pz_mla_cuda_create(const pz_mla_params *p, int m_max, pz_gemm_ctx *gemm, pz_mla_cuda_ctx **out) {
+  if (!p || !out || !gemm || m_max < 1 || m_max > 256)
+    return pz_error(PZ_ERR_INVALID_ARG, "mla cuda: NULL argument or m_max %d outside 1..256", m_max);
+  *out = NULL;
+  const int64_t H = p->n_heads, L = p->kv_lora_rank, rope = p->qk_rope_head_dim, nope = p->qk_nope_head_dim;
+  const int64_t vd = p->v_head_dim, qh = nope + rope, kvw = L + rope, ql = p->q_lora_rank;
+  if (H < 1 || rope < 2 || rope % 2 || rope > PZ_MLA_MAX_ROPE || nope < 1 || vd < 1 || p->hidden < 1 || p->max_ctx < 1)
+    return pz_error(PZ_ERR_UNSUPPORTED, "mla cuda: heads %lld, rope %lld (even, <= %d), nope %lld, v %lld unsupported",
+                    (long long)H, (long long)rope, PZ_MLA_MAX_ROPE, (long long)nope, (long long)vd);
+  if ((ql > 0 && (ql % 64 || (H * qh) % 64)) || (H * vd) % 64 || p->hidden % 64)
+    return pz_error(PZ_ERR_UNSUPPORTED, "mla cuda: GEMM dims q_lora %lld, heads*qh %lld, heads*v %lld, H %lld must be multiples of 64",
+                    (long long)ql, (long long)(H * qh), (long long)(H * vd), (long long)p->hidden);
+  pz_mla_cuda_ctx *c = calloc(1, sizeof *c);
+  if (!c) return pz_error(PZ_ERR_OOM, "mla cuda: context");
+  c->p = *p;
+  c->m_max = m_max;
+  c->gemm = gemm;
+  c->mt = pz_mla_k_attn_mt((int)H);
+  c->head_groups = (int)((H + 16 * c->mt - 1) / (16 * c->mt));
+  c->max_splits = 64;
+  pz_status st = pz_mla_k_attn_setup(c->mt, (int)L, (int)kvw, &c->ctas_per_sm);
+  int dev = 0;
+  if (st == PZ_OK && (cudaGetDevice(&dev) != cudaSuccess ||
+                      cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess))
+    st = pz_error(PZ_ERR_CUDA, "mla cuda: cannot read the device's SM count");
+  if (st != PZ_OK) { free(c); return st; }
+
+  pz_mla_kparams *k = &c->k;
+  k->heads = (int)H; k->L = (int)L; k->rope = (int)rope; k->nope = (int)nope; k->vd = (int)vd;
+  k->qh = (int)qh; k->kvw = (int)kvw; k->q_lora = (int)ql;
+  k->eps = p->eps;
+  k->softmax_scale = p->softmax_scale;
+  k->rope_ms = pz_ref_yarn_cos_sin_mscale(&p->rope);
+  pz_ref_yarn_inv_freq(&p->rope, rope, k->inv_freq);
+  k->mt = c->mt;
+  /* Scratch for the partials: the automatic split count keeps m*splits <= max(m, slots/head
+   * groups); twice that leaves room for PREZERO_MLA_SPLITS, which is clamped to it. */
+  int64_t slots = (int64_t)c->sm_count * c->ctas_per_sm;
+  int64_t ms_max = slots / c->head_groups;
+  if (ms_max < m_max) ms_max = m_max;
+  ms_max *= 2;
+  c->ms_cap = ms_max;
+  const int64_t b_qcn = align256(m_max * (ql > 0 ? ql : 1) * 2);
+  const int64_t b_q = align256(m_max * H * qh * 4);
+  const int64_t b_qabs = align256(m_max * H * kvw * 2);
+  const int64_t b_opart = align256(ms_max * H * L * 4);
+  const int64_t b_ml = align256(ms_max * H * 2 * 4);
+  const int64_t b_olat = align256(m_max * H * L * 4);
+  const int64_t b_o = align256(m_max * H * vd * 2);
+  const int64_t total = b_qcn + b_q + b_qabs + b_opart + b_ml + b_olat + b_o;
+  cudaError_t ce = cudaMalloc(&c->scratch, (size_t)total);
+  if (ce != cudaSuccess) {
+    free(c);
+    return pz_error(ce == cudaErrorMemoryAllocation ? PZ_ERR_OOM : PZ_ERR_CUDA, "mla cuda: scratch of %lld bytes: %s",
+                    (long long)total, cudaGetErrorString(ce));
+  }
+  char *b = c->scratch;
+  k->qcn = (uint16_t *)b; b += b_qcn;
+  k->q = (const float *)b; b += b_q;
+  k->qabs = (uint16_t *)b; b += b_qabs;
+  k->opart = (float *)b; b += b_opart;
+  k->ml = (float *)b; b += b_ml;
+  k->olat = (float *)b; b += b_olat;
+  k->o = (uint16_t *)b;
+  *out = c;
+  return PZ_OK;
+}
+
+void pz_mla_cuda_destroy(pz_mla_cuda_ctx *c) {
+  if (!c) return;
+  cudaFree(c->scratch);
+  free(c);
+}
+
+void *pz_mla_cuda_qabs(pz_mla_cuda_ctx *c) { return c ? c->k.qabs : NULL; }
+
+void pz_mla_cuda_slots_zeroed(const pz_mla_params *p, int64_t m, int tp, const pz_device_desc *dev,
+                              bool *qb_zeroed, bool *oproj_zeroed) {
+  const int64_t qh = p->qk_nope_head_dim + p->qk_rope_head_dim;
+  if (qb_zeroed)
+    *qb_zeroed = pz_prezero_slice_zeroed(m, p->qb_col_offset, p->n_heads * qh, p->prezero_n_total,
+                                         p->prezero_n_base, p->hidden, tp, dev);
+  if (oproj_zeroed)
+    *oproj_zeroed = pz_prezero_slice_zeroed(m, p->oproj_col_offset, p->hidden, p->prezero_n_total,
+                                            p->prezero_n_base, p->hidden, tp, dev);
+}
+
+/* Fills the per-call fields of the kernel block; checks what the kernels rely on. */
+static pz_status bind_io(pz_mla_cuda_ctx *c, int m, const pz_mla_cuda_io *io, pz_mla_kparams *k) {
+  const pz_mla_params *p = &c->p;
+  if (m < 1 || m > c->m_max) return pz_error(PZ_ERR_INVALID_ARG, "mla cuda: m %d outside 1..%d", m, c->m_max);
+  if (!io || !io->kv_cache || !io->pos || !io->kva_norm_w || !io->w_uk || !io->w_uv || !io->o_w || !io->out ||
+      (p->q_lora_rank > 0 ? (!io->qkv_a || !io->qa_norm_w || !io->qb_w) : (!io->q || !io->kv_a)))
+    return pz_error(PZ_ERR_INVALID_ARG, "mla cuda: missing input pointer");
+  const int64_t kvw = c->k.kvw;
+  if (io->cache_seq_stride % 8 || io->cache_seq_stride < p->max_ctx * kvw || ((uintptr_t)io->kv_cache & 15))
+    return pz_error(PZ_ERR_INVALID_ARG, "mla cuda: cache_seq_stride %lld must be a multiple of 8 and >= max_ctx*kvw = %lld, cache 16-byte aligned",
+                    (long long)io->cache_seq_stride, (long long)(p->max_ctx * kvw));
+  *k = c->k;
+  k->m = m;
+  k->qkv_a = io->qkv_a; k->ld_qkv_a = io->ld_qkv_a;
+  k->kv_a = io->kv_a; k->ld_kv_a = io->ld_kv_a;
+  k->qa_norm_w = io->qa_norm_w; k->kva_norm_w = io->kva_norm_w;
+  k->cache = io->kv_cache; k->cache_seq_stride = io->cache_seq_stride;
+  k->pos = io->pos;
+  k->w_uk = io->w_uk; k->w_uv = io->w_uv;
+  k->splits = pz_mla_cuda_splits(c, m);
+  return PZ_OK;
+}
+
+pz_status pz_mla_cuda_attention_only(pz_mla_cuda_ctx *c, int m, const pz_mla_cuda_io *io, cudaStream_t s) {
+  if (!c) return pz_error(PZ_ERR_INVALID_ARG, "mla cuda: NULL context");
+  pz_mla_kparams k;
+  PZ_CHECK(bind_io(c, m, io, &k));
+  PZ_CHECK(pz_mla_k_attn(&k, s));
+  return pz_mla_k_combine(&k, s);
+}
+
+pz_status pz_mla_cuda_decode(pz_mla_cuda_ctx *c, int m, const pz_mla_cuda_io *io, cudaStream_t s) {
+  if (!c) return pz_error(PZ_ERR_INVALID_ARG, "mla cuda: NULL context");
+  const pz_mla_params *p = &c->p;
+  pz_mla_kparams k;
+  PZ_CHECK(bind_io(c, m, io, &k));
+  const int64_t H = p->n_heads, qh = k.qh, ql = p->q_lora_rank;
+  PZ_CHECK(pz_mla_k_prep(&k, s));
+  if (ql > 0) {
+    /* q_b: into the slot (zero_init unless the donor pre-zeroed it) or the op's scratch */
+    float *qo = io->qb_slot ? io->qb_slot : (float *)c->k.q;
+    int64_t ldq = io->qb_slot ? io->ld_qb_slot : H * qh;
+    pz_gemm_args g = {0};
+    g.m = m; g.n = (int)(H * qh); g.k = (int)ql;
+    g.A = k.qcn; g.lda = ql;
+    g.W = io->qb_w; g.ldw = ql;
+    g.C = qo; g.ldc = ldq; g.c_dtype = PZ_F32;
+    g.zero_init = io->qb_slot ? !io->qb_slot_zeroed : true;
+    g.config.flavour = PZ_GEMM_AUTO;
+    PZ_CHECK(pz_gemm_launch(c->gemm, &g, s));
+    k.q = qo;
+    k.ldq = ldq;
+  } else {
+    k.q = io->q;
+    k.ldq = io->ld_q;
+  }
+  PZ_CHECK(pz_mla_k_absorb(&k, s));
+  PZ_CHECK(pz_mla_k_attn(&k, s));
+  PZ_CHECK(pz_mla_k_combine(&k, s));
+  PZ_CHECK(pz_mla_k_wuv(&k, s));
+  pz_gemm_args g = {0};
+  g.m = m; g.n = (int)p->hidden; g.k = (int)(H * k.vd);
+  g.A = k.o; g.lda = H * k.vd;
+  g.W = io->o_w; g.ldw = H * k.vd;
+  g.C = io->out; g.ldc = io->ld_out; g.c_dtype = PZ_F32;
+  g.zero_init = !io->out_zeroed;
+  g.config.flavour = PZ_GEMM_AUTO;
+  return pz_gemm_launch(c->gemm, &g, s);
+}

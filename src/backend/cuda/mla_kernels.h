@@ -1,0 +1,66 @@
+/* Internal: the kernel parameter block of the MLA decode kernels (kernels/mla_kernels.cu) and
+ * their raw launchers, used by the orchestrating launcher in mla.c and by the benchmark. */
+#ifndef PZ_BACKEND_CUDA_MLA_KERNELS_H
+#define PZ_BACKEND_CUDA_MLA_KERNELS_H
+#include <stdint.h>
+#include <cuda_runtime.h>
+#include "core/status.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PZ_MLA_MAX_ROPE 128   /* qk_rope_head_dim limit of the CUDA op */
+#define PZ_MLA_BN 32          /* KV positions per attention tile */
+#define PZ_MLA_STAGES 3       /* cp.async pipeline depth of the attention kernel */
+
+/* One parameter block for every MLA kernel (passed by value). Per-rank shapes:
+ * heads = p->n_heads, qh = nope + rope, kvw = kv_lora + rope. bf16 tensors are uint16_t. */
+typedef struct pz_mla_kparams {
+  int m, heads, L, rope, nope, vd, qh, kvw;
+  int q_lora;                         /* 0: no q LoRA */
+  float eps, softmax_scale, rope_ms;
+  float inv_freq[PZ_MLA_MAX_ROPE / 2]; /* YaRN inverse frequencies (pz_ref_yarn_inv_freq) */
+  /* prep: q_a_layernorm, kv_a_layernorm + k_pe RoPE + cache append */
+  const float *__restrict__ qkv_a;    /* [m, ld_qkv_a] f32: q_c | kv_c | k_pe (q LoRA) */
+  int64_t ld_qkv_a;
+  const float *__restrict__ kv_a;     /* [m, ld_kv_a] f32: kv_c | k_pe (no q LoRA) */
+  int64_t ld_kv_a;
+  const uint16_t *__restrict__ qa_norm_w;  /* [q_lora] */
+  const uint16_t *__restrict__ kva_norm_w; /* [L] */
+  uint16_t *__restrict__ qcn;         /* [m, q_lora] bf16 scratch: q_a_layernorm output */
+  uint16_t *__restrict__ cache;       /* [m, cache_seq_stride]: sequence i position j at i*stride + j*kvw */
+  int64_t cache_seq_stride;
+  const int32_t *__restrict__ pos;    /* [m] */
+  /* absorb: q_lat = q_nope · W_UK, q_pe roped */
+  const float *__restrict__ q;        /* [m, ldq] f32 (q_b output or q_proj output) */
+  int64_t ldq;
+  const uint16_t *__restrict__ w_uk;  /* [heads, nope, L] */
+  uint16_t *__restrict__ qabs;        /* [m, heads, kvw] bf16: q_lat | q_pe(roped) */
+  /* attention (split along the sequence) */
+  int splits, mt;                     /* KV splits per sequence; 16-head tiles per CTA */
+  float *__restrict__ opart;          /* [m, splits, heads, L] f32, unnormalised */
+  float *__restrict__ ml;             /* [m, splits, heads, 2] f32: running max, sum */
+  /* combine + W_UV */
+  float *__restrict__ olat;           /* [m, heads, L] f32 */
+  const uint16_t *__restrict__ w_uv;  /* [heads, vd, L] */
+  uint16_t *__restrict__ o;           /* [m, heads*vd] bf16: the o_proj input */
+} pz_mla_kparams;
+
+/* Kernels of one step, in stream order (the GEMMs go between them, from mla.c). */
+pz_status pz_mla_k_prep(const pz_mla_kparams *k, cudaStream_t s);     /* norms, RoPE(k_pe), append */
+pz_status pz_mla_k_absorb(const pz_mla_kparams *k, cudaStream_t s);   /* W_UK, RoPE(q_pe) */
+pz_status pz_mla_k_attn(const pz_mla_kparams *k, cudaStream_t s);     /* split attention */
+pz_status pz_mla_k_combine(const pz_mla_kparams *k, cudaStream_t s);  /* merge splits -> olat */
+pz_status pz_mla_k_wuv(const pz_mla_kparams *k, cudaStream_t s);      /* o = bf16(W_UV · olat) */
+
+/* Attention kernel configuration: 16-head tiles per CTA for `heads` (1, 2 or 4), dynamic shared
+ * memory in bytes, and resident CTAs per SM (occupancy, after raising the smem limit).
+ * Errors: PZ_ERR_UNSUPPORTED (kv_lora not in {32, 64, ..., 512} step 32 / rope not a multiple of
+ * 16), PZ_ERR_CUDA. */
+int pz_mla_k_attn_mt(int heads);
+size_t pz_mla_k_attn_smem(int mt, int kvw);
+pz_status pz_mla_k_attn_setup(int mt, int L, int kvw, int *ctas_per_sm);
+#ifdef __cplusplus
+}
+#endif
+#endif
