@@ -49,7 +49,7 @@ echo "bench rc=$?"
 
 echo "== ncu (flavour-1 kernels as tuned, --clock-control none)"
 for m in 1 128; do
-  timeout 45 ncu --clock-control none -k regex:gemm_splitk -c 2 \
+  timeout 45 ncu --clock-control none -k regex:gemm_s -c 2 \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
     --section WarpStateStats $B/bench_gemm --no-tune --reps 3 --m $m --only Kimi-K2/tp4/qkv_a
   echo "ncu m=$m rc=$?"

@@ -1,5 +1,9 @@
 /* Device fill of weights / KV caches from (seed, tensor name, full index) with SplitMix64:
  * bit-identical to the CPU executor's fill_rows (src/backend/cpu/cpu_exec.c). */
+extern "C" {
+#include "core/status.h" /* C headers without C++ guards */
+#include "core/ir.h"
+}
 #include "backend/cuda/fill.h"
 #include <string.h>
 #include "backend/cuda/cuda_util.h"

@@ -44,7 +44,9 @@ pz_gemm_flavour pz_gemm_flavour_parse(const char *s);
  * (1 -> 16, 2 -> 32; forced to 1 for m > 64); warps: 4 or 8 per CTA; wn: 0 = the CTA's warps
  * share its columns and interleave its K chunks (reduced in shared memory, fixed order),
  * 1 = each warp owns columns of its own (CTA tile = warps*16*wt columns, must divide n) and
- * the warps read the same A chunks (L1 hits). 0 in splits/wt/warps = heuristic/table. */
+ * the warps read the same A chunks (L1 hits); 2 = staged: m <= 16 only, 4 warps of 16 columns
+ * each streaming W through shared memory with cp.async (512-byte rows per instruction), wt and
+ * warps ignored. 0 in splits/wt/warps = heuristic/table. */
 typedef struct pz_gemm_config {
   pz_gemm_flavour flavour;
   int splits;
@@ -120,6 +122,8 @@ pz_status pz_gemm_launch(pz_gemm_ctx *ctx, const pz_gemm_args *args, cudaStream_
  * handle's semaphore array (>= 2 * tiles ints, zero at first use). */
 pz_status pz_gemm_kernel_launch(const pz_gemm_args *a, int flavour, int splits, int wt, int warps,
                                 int wn, int *sems, int64_t sem_capacity, cudaStream_t stream);
+/* Raises the staged kernels' dynamic shared-memory limit; called by pz_gemm_ctx_create. */
+pz_status pz_gemm_kernels_init(void);
 /* Number of semaphore ints a launch needs (2 per (token chunk, n tile)). */
 int64_t pz_gemm_sem_need(int m, int n, int wt);
 /* Fills n bf16 values at p with a hash of (index, seed): integers in [-4, 4] when `ints`,

@@ -326,11 +326,22 @@ pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int 
   e.n = n;
   e.k = k;
   const int nchunks = k / 32;
-  const int flv[] = {PZ_GEMM_SPLITK_ATOMIC, PZ_GEMM_SPLITK_ZERO, PZ_GEMM_SPLITK_SERIAL, PZ_GEMM_FULLK};
-  for (int fi = 0; fi < 4; fi++) {
+  /* Full sweep for atomic (1) and fullk (4); zero (2) and serial (5) time the 6 fastest
+   * split-K configs of the atomic sweep (their kernels differ only in the epilogue). */
+  enum { TOP = 6 };
+  pz_gemm_config top[TOP];
+  double top_us[TOP];
+  int ntop = 0;
+  const int flv[] = {PZ_GEMM_SPLITK_ATOMIC, PZ_GEMM_FULLK};
+  for (int fi = 0; fi < 2; fi++) {
     const int f = flv[fi];
-    for (int cand = 0; cand < 8; cand++) {
-      const int wt = 1 + (cand & 1), nw = cand & 2 ? 4 : 8, wn = cand >> 2;
+    for (int cand = 0; cand < 9; cand++) {
+      int wt = 1 + (cand & 1), nw = cand & 2 ? 4 : 8, wn = cand >> 2;
+      if (cand == 8) { /* staged (cp.async) layout, m <= 16 */
+        if (m > 16) continue;
+        wt = 1;
+        nw = 4;
+      }
       if (wt == 2 && m > 64) continue;
       if (wn && n % (16 * wt * nw)) continue;
       const int tiles = n / (16 * wt * (wn ? nw : 1));
@@ -346,9 +357,37 @@ pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int 
           e.cfg[f] = c;
           e.us[f] = us;
         }
+        if (f == PZ_GEMM_SPLITK_ATOMIC) { /* keep the TOP fastest, sorted */
+          int pos;
+          if (ntop < TOP) {
+            pos = ntop++;
+          } else {
+            if (us >= top_us[TOP - 1]) continue;
+            pos = TOP - 1;
+          }
+          while (pos > 0 && top_us[pos - 1] > us) {
+            top[pos] = top[pos - 1];
+            top_us[pos] = top_us[pos - 1];
+            pos--;
+          }
+          top[pos] = c;
+          top_us[pos] = us;
+        }
       }
     }
   }
+  const int flv2[] = {PZ_GEMM_SPLITK_ZERO, PZ_GEMM_SPLITK_SERIAL};
+  for (int fi = 0; fi < 2; fi++)
+    for (int i = 0; i < ntop; i++) {
+      pz_gemm_config c = top[i];
+      c.flavour = (pz_gemm_flavour)flv2[fi];
+      double us = 0;
+      PZ_CHECK(pz_tuner_time_gemm(ctx, pool, m, n, k, c, iters, reps, &us));
+      if (e.cfg[c.flavour].splits == 0 || us < e.us[c.flavour]) {
+        e.cfg[c.flavour] = c;
+        e.us[c.flavour] = us;
+      }
+    }
   if (e.cfg[PZ_GEMM_SPLITK_ATOMIC].splits > 0) {
     pz_gemm_config c = e.cfg[PZ_GEMM_SPLITK_ATOMIC];
     c.flavour = PZ_GEMM_MEMSET_SPLITK;

@@ -65,10 +65,12 @@ pz_status pz_tuner_time_gemm(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m,
 /* Same method for the plain streaming read of n*k bf16 (pz_gemm_stream_read). */
 pz_status pz_tuner_time_read(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int64_t bytes, int iters,
                              int reps, double *us);
-/* Times every candidate (flavours 1..6; splits 1..32 with >= 2 K chunks of 32 each and at most
- * 16 CTAs per SM, wt 1/2) in graphs of max(20, 128 MB / weight bytes) launches (at most 64;
- * PREZERO_TUNER_ITERS / PREZERO_TUNER_REPS override), 5 replays,
- * warps 4/8) for (m, n, k) and stores the entry (key bucket(m)) in ctx's table; *out gets a copy. */
+/* Times the candidates for (m, n, k) and stores the entry (key bucket(m)) in ctx's table; *out
+ * gets a copy. Candidates: atomic and fullk over every layout (wt 1/2, warps 4/8, wn 0/1, staged
+ * for m <= 16) and split 1..32 with >= 2 K chunks of 32 each and at most 128 warps per SM;
+ * zero and serial over the 6 fastest atomic configs; memset with the best atomic one; cuBLAS.
+ * Each: a graph of max(20, 128 MB / weight bytes) launches (at most 64), 5 replays, median
+ * (PREZERO_TUNER_ITERS / PREZERO_TUNER_REPS override). */
 pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int n, int k,
                         pz_tuner_entry *out);
 #ifdef __cplusplus
