@@ -25,20 +25,23 @@ int main(void) {
   unsetenv("PREZERO_FORCE_GATE");
   const int64_t n_kimi_tp2 = 2112 + 32 * 192 + 7168; /* 15424 columns */
 
-  /* Plan at tp >= 2: K = 4 (m <= 2), 2 (m <= 8), 4 (m <= 32), 2 (m <= 64), 1 above;
-   * LL while m*H*4 <= 16*7168*4 bytes, flag protocol above. tp = 1: K = 1. */
+  /* Plan at tp >= 2 (row = 4H bytes): K = ceil(row/8 KiB) for m <= 4, ceil(row/16 KiB) for
+   * m <= 16, else 2 when row >= 16 KiB; m*K <= 128; LL while m*H*4 <= 32*5120*4 bytes, flag
+   * protocol above. tp = 1: K = 1. */
   unsetenv("PREZERO_AR_PROTO");
   pz_ar_plan p;
-  CHECK(pz_ar_plan_for(1, 7168, 2, &p));
+  CHECK(pz_ar_plan_for(1, 7168, 2, &p));   /* 28672 B -> ceil(3.5) = 4 */
   CHECK(p.ctas_per_row == 4 && p.donor_ctas == 4 && p.slice_quads == 448 && p.quads_per_thread == 1 &&
         p.proto == PZ_AR_PROTO_LL);
-  CHECK(pz_ar_plan_for(8, 7168, 2, &p));
+  CHECK(pz_ar_plan_for(4, 5120, 2, &p) && p.ctas_per_row == 3 && p.slice_quads == 427); /* ceil(1280/3) */
+  CHECK(pz_ar_plan_for(8, 7168, 2, &p));   /* ceil(28672/16384) = 2 */
   CHECK(p.ctas_per_row == 2 && p.donor_ctas == 16 && p.slice_quads == 896 && p.quads_per_thread == 2);
-  CHECK(pz_ar_plan_for(16, 7168, 2, &p));
-  CHECK(p.ctas_per_row == 4 && p.donor_ctas == 64 && p.proto == PZ_AR_PROTO_LL);
-  CHECK(pz_ar_plan_for(17, 7168, 2, &p) && p.proto == PZ_AR_PROTO_FLAG);
-  CHECK(pz_ar_plan_for(56, 2048, 2, &p) && p.proto == PZ_AR_PROTO_LL && p.ctas_per_row == 2);
-  CHECK(pz_ar_plan_for(128, 7168, 2, &p));
+  CHECK(pz_ar_plan_for(16, 2048, 2, &p) && p.ctas_per_row == 1 && p.proto == PZ_AR_PROTO_LL);
+  CHECK(pz_ar_plan_for(16, 7168, 2, &p) && p.ctas_per_row == 2 && p.donor_ctas == 32 && p.proto == PZ_AR_PROTO_LL);
+  CHECK(pz_ar_plan_for(32, 5120, 2, &p) && p.proto == PZ_AR_PROTO_LL && p.ctas_per_row == 2);
+  CHECK(pz_ar_plan_for(32, 7168, 2, &p) && p.proto == PZ_AR_PROTO_FLAG && p.donor_ctas == 64);
+  CHECK(pz_ar_plan_for(64, 2048, 2, &p) && p.proto == PZ_AR_PROTO_LL && p.ctas_per_row == 1);
+  CHECK(pz_ar_plan_for(128, 7168, 2, &p));  /* 128*2 > 128 -> K = 1 */
   CHECK(p.ctas_per_row == 1 && p.donor_ctas == 128 && p.slice_quads == 1792 && p.quads_per_thread == 4 &&
         p.proto == PZ_AR_PROTO_FLAG);
   setenv("PREZERO_AR_PROTO", "ll", 1);
@@ -81,27 +84,26 @@ int main(void) {
   pz_device_desc small = desc(100, 1, 1e9);
   CHECK(!pz_is_prezero_free(128, 64, PZ_F32, 7168, 2, &small));
   /* ... while m=64 at tp=1 (64 donor + 1 fill CTA for 16 KiB) fits with a fast fill; at tp=2
-   * the plan gives m=64 two CTAs per row: 128 donor CTAs do not fit. */
+   * the plan gives m=64, H=7168 two CTAs per row: 128 donor CTAs do not fit. */
   CHECK(pz_is_prezero_free(64, 64, PZ_F32, 7168, 1, &small));
   CHECK(!pz_is_prezero_free(64, 64, PZ_F32, 7168, 2, &small));
-  /* The plan matters: at tp=2, m=16 uses 64 donor CTAs (K=4); with 66 slots (66 SMs x 1) a
-   * fill of 3*16384 B wants 3 CTAs but gets the 2 spare ones; 66 <= 66 fits the wave and the
-   * fill takes 49152/(2*40000) = 0.6144 µs <= 2 + 16*7168*14/2e6 = 2.802688 µs -> free.
-   * With 65 slots nothing is left beside the 64 donor CTAs but the 1-CTA minimum: 65 <= 65,
-   * 49152/40000 = 1.2288 µs -> still free; with 64 slots: 64 + 1 > 64 -> not free.
-   * With the slow fill (132x2 slots, 3 CTAs): 49152/3000 = 16.4 µs -> not free. */
-  pz_device_desc tight = desc(66, 1, 40000.0);
-  CHECK(pz_ar_fill_ctas(&tight, 64, 49152) == 2);
-  CHECK(pz_is_prezero_free(16, 49152 / 4 / 16, PZ_F32, 7168, 2, &tight));
-  tight.num_sms = 65;
-  CHECK(pz_ar_fill_ctas(&tight, 64, 49152) == 1);
-  CHECK(pz_is_prezero_free(16, 49152 / 4 / 16, PZ_F32, 7168, 2, &tight));
-  tight.num_sms = 64;
-  CHECK(!pz_is_prezero_free(16, 49152 / 4 / 16, PZ_F32, 7168, 2, &tight));
-  CHECK(!pz_is_prezero_free(16, 49152 / 4 / 16, PZ_F32, 7168, 2, &slow));
-  /* At tp=1 the same m=16 uses 16 donor CTAs: 64 slots leave room. */
-  CHECK(pz_ar_plan_for(16, 7168, 1, &p) && p.donor_ctas == 16);
-  CHECK(pz_is_prezero_free(16, 49152 / 4 / 16, PZ_F32, 7168, 1, &tight));
+  /* The plan matters: at tp=2, m=4, H=7168 uses 16 donor CTAs (K=4); with 18 slots (18 SMs
+   * x 1) a fill of 3*16384 B wants 3 CTAs but gets the 2 spare ones; 18 <= 18 fits the wave
+   * and the fill takes 49152/(2*40000) = 0.6144 µs <= 2 + 4*7168*14/2e6 = 2.200704 µs -> free.
+   * With 17 slots: 1 fill CTA (the minimum), 17 <= 17, 49152/40000 = 1.2288 µs -> free; with
+   * 16 slots: 16 + 1 > 16 -> not free. Slow fill (132x2 slots, 3 CTAs): 16.4 µs -> not free. */
+  pz_device_desc tight = desc(18, 1, 40000.0);
+  CHECK(pz_ar_fill_ctas(&tight, 16, 49152) == 2);
+  CHECK(pz_is_prezero_free(4, 49152 / 4 / 4, PZ_F32, 7168, 2, &tight));
+  tight.num_sms = 17;
+  CHECK(pz_ar_fill_ctas(&tight, 16, 49152) == 1);
+  CHECK(pz_is_prezero_free(4, 49152 / 4 / 4, PZ_F32, 7168, 2, &tight));
+  tight.num_sms = 16;
+  CHECK(!pz_is_prezero_free(4, 49152 / 4 / 4, PZ_F32, 7168, 2, &tight));
+  CHECK(!pz_is_prezero_free(4, 49152 / 4 / 4, PZ_F32, 7168, 2, &slow));
+  /* At tp=1 the same m=4 uses 4 donor CTAs: 16 slots leave room. */
+  CHECK(pz_ar_plan_for(4, 7168, 1, &p) && p.donor_ctas == 4);
+  CHECK(pz_is_prezero_free(4, 49152 / 4 / 4, PZ_F32, 7168, 1, &tight));
 
   /* Memory-system penalty: 6e6 B/µs and 0.3 µs allow 1.8 MB of fill. Kimi-K2 at tp=2 is
    * 61696 B per row: m=29 -> 1789184 B -> 0.298 µs free; m=30 -> 1850880 B -> 0.308 not free. */

@@ -11,11 +11,11 @@ void pz_device_desc_default(pz_device_desc *d) {
   d->num_sms = 132;
   /* Measured on one H200 by pz_gate_calibrate_cuda (bench/results/ar_h200_tp1.md). */
   d->ctas_per_sm = 2;
-  d->fill_bytes_per_us_cta = 40000.0;
-  d->donor_t0_us = 2.0;
-  d->donor_bytes_per_us = 2.0e6;
+  d->fill_bytes_per_us_cta = 18900.0;
+  d->donor_t0_us = 2.29;
+  d->donor_bytes_per_us = 5.09e6;
   d->fill_min_bytes_per_cta = 16384;
-  d->fill_penalty_bytes_per_us = 6.0e6;
+  d->fill_penalty_bytes_per_us = 6.3e6;
   d->max_added_us = 0.3;
   d->donor_ctas_per_sm = 1;
   d->fill_ctas_per_sm = 1;
@@ -32,7 +32,14 @@ bool pz_ar_plan_for(int64_t m, int64_t H, int tp, pz_ar_plan *out) {
     return false;
   int k = 1, proto = PZ_AR_PROTO_LL;
   if (tp >= 2) {
-    k = m <= 2 ? 4 : m <= 8 ? 2 : m <= 32 ? 4 : m <= 64 ? 2 : 1;
+    /* From the 2xH200 sweep (bench/results/ar_h200x2_tp2.md, LL/flag x K=1,2,4,8): small
+     * batches want about 8 KiB of row per CTA, m <= 16 about 16 KiB, larger batches two CTAs
+     * per row when the row is >= 16 KiB; at most 128 donor CTAs (one per SM on any GPU with
+     * >= 128 SMs). LL up to PZ_AR_LL_MAX_BYTES of partial per rank, the flag protocol above. */
+    int64_t row_bytes = 4 * H;
+    int64_t kk = m <= 4 ? ceil_div(row_bytes, 8192) : m <= 16 ? ceil_div(row_bytes, 16384) : row_bytes >= 16384 ? 2 : 1;
+    while (kk > 1 && m * kk > 128) kk--;
+    k = (int)(kk > 8 ? 8 : kk);
     proto = m * H * 4 <= PZ_AR_LL_MAX_BYTES ? PZ_AR_PROTO_LL : PZ_AR_PROTO_FLAG;
   }
   const char *pe = getenv("PREZERO_AR_PROTO");

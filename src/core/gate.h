@@ -38,8 +38,9 @@ typedef struct pz_device_desc {
   int64_t fill_bytes_per_cta;
 } pz_device_desc;
 
-/* H200 defaults, measured by pz_gate_calibrate_cuda on one H200 (bench/results/ar_h200_tp1.md):
- * 132 SMs, occupancy and rates as recorded there. Used by the CPU backend and tests. */
+/* H200 defaults, measured by pz_gate_calibrate_cuda on an H200 (bench/results/ar_h200_tp1.md):
+ * 132 SMs x 2 CTAs, fill 18900 B/µs per CTA, donor 2.29 µs + m*H*14 B / 5.09e6 B/µs, fill
+ * penalty 6.3e6 B/µs, at most 0.3 µs added. Used by the CPU backend and tests. */
 void pz_device_desc_default(pz_device_desc *d);
 
 /* ---------------------------------------------------------------- donor launch plan */
@@ -78,7 +79,7 @@ bool pz_ar_plan_for(int64_t m, int64_t H, int tp, pz_ar_plan *out);
  * ceil(bytes / fill_min_bytes_per_cta), at least 1 when bytes > 0 (then 0). */
 int64_t pz_ar_fill_ctas(const pz_device_desc *dev, int64_t donor_ctas, int64_t bytes);
 
-#define PZ_AR_LL_MAX_BYTES (16 * 7168 * 4) /* LL protocol up to this many partial bytes per rank */
+#define PZ_AR_LL_MAX_BYTES (32 * 5120 * 4) /* LL protocol up to this many partial bytes per rank */
 
 /* Estimated time of the fill (µs): bytes / (fill_ctas * fill_bytes_per_us_cta). */
 double pz_ar_fill_us(const pz_device_desc *dev, int64_t donor_ctas, int64_t bytes);
