@@ -31,8 +31,12 @@ typedef struct pz_engine pz_engine;
 
 typedef enum pz_device_kind {
   PZ_DEVICE_CPU = 0,   /* reference backend: all TP ranks in this process, fp32 accumulation */
-  PZ_DEVICE_CUDA = 1   /* GPU backend (not available in this build: PZ_ERR_UNSUPPORTED) */
+  PZ_DEVICE_CUDA = 1   /* GPU backend: TP rank r on CUDA device r, CUDA graphs per batch size
+                          (PZ_ERR_UNSUPPORTED in a build without CUDA) */
 } pz_device_kind;
+
+/* Number of CUDA GPUs this build can use: 0 in a CPU-only build or when none is visible. */
+int pz_gpu_count(void);
 
 /* Largest batch (sequences per step) an engine may be created for. */
 #define PZ_ENGINE_MAX_BATCH 256
@@ -52,6 +56,13 @@ typedef struct pz_engine_config {
   int prezero;           /* -1: from PREZERO_ENABLE (off when unset); 0: off; 1: on */
   pz_device_kind device;
   int threads;           /* CPU worker threads; 0 = number of cores (PREZERO_CPU_THREADS overrides) */
+  const char *model_dir; /* NULL, or a Hugging Face checkpoint directory: config.json plus
+                            model.safetensors or model.safetensors.index.json with its shards
+                            (BF16, F32 or block-scaled F8_E4M3). The config then comes from it
+                            (`model` is ignored) and the weights are loaded from it instead of the
+                            seed; errors as pz_checkpoint_open / pz_checkpoint_plan describe:
+                            PZ_ERR_IO, PZ_ERR_NOT_FOUND, PZ_ERR_SHAPE, PZ_ERR_DTYPE. CPU device only
+                            for now (else PZ_ERR_UNSUPPORTED). */
 } pz_engine_config;
 #define PZ_ENGINE_CONFIG_INIT                                                             \
   {.model = NULL, .tp = 1, .max_batch = 4, .context = 128, .max_steps = 64, .layers = 0, \
@@ -65,10 +76,20 @@ typedef struct pz_engine_info {
   int64_t context, max_ctx;       /* tokens: pre-filled, and KV-cache capacity per sequence */
   int64_t weight_bytes;           /* bytes of weights over all ranks (bf16/f32 as stored) */
   int64_t kv_cache_bytes;         /* bytes of KV cache over all ranks and layers */
+  pz_device_kind device;
+  int model_layers;               /* num_hidden_layers of the model */
+  int layers_fitted;              /* 1: layers was 0 on CUDA and only n_layers < model_layers fit in
+                                     the GPUs' free memory (the engine runs those) */
+  int64_t device_bytes_per_rank;  /* CUDA: device storage of each rank (bytes); 0 on the CPU */
 } pz_engine_info;
 
 /* Creates an engine: loads the config, builds and verifies the decode graph, runs the graph
  * passes (prezero when enabled), allocates and fills every rank's storage.
+ * On PZ_DEVICE_CUDA with layers = 0, the engine runs as many leading layers as fit in every
+ * GPU's free memory (info.layers_fitted says when that is fewer than the model has); layers = N
+ * that does not fit is PZ_ERR_OOM with the bytes needed, the bytes free and how many fit.
+ * Too few GPUs for tp: PZ_ERR_NO_DEVICE; no peer access between them: PZ_ERR_NO_P2P; an op
+ * without a CUDA kernel in this build: PZ_ERR_UNSUPPORTED naming it.
  * Errors: PZ_ERR_INVALID_ARG (tp, max_batch, context, max_steps or layers out of range; the
  * message names the value and the limit), PZ_ERR_CONFIG (malformed config.json, missing field,
  * wrong type), PZ_ERR_NOT_FOUND (unknown preset), PZ_ERR_IO (unreadable file), PZ_ERR_OOM,

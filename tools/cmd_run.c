@@ -8,6 +8,7 @@
 #include <time.h>
 #include "cli.h"
 #include "model/builder.h"
+#include "model/checkpoint.h"
 #include "prezero.h"
 
 static void usage(FILE *f) {
@@ -22,8 +23,19 @@ static void usage(FILE *f) {
           "  --layers N          run only the first N layers (default: all)\n"
           "  --seed X            seed of the weights, KV cache and prompt tokens (default 1234)\n"
           "  --prezero on|off    run the prezero pass (default: PREZERO_ENABLE, off when unset)\n"
-          "  --device cpu        backend (cpu: all TP ranks in this process)\n"
+          "  --device cpu|cuda   backend (default: cuda when a GPU is present, else cpu); both run\n"
+          "                      all TP ranks in this process (cuda: rank r on GPU r, CUDA graphs per\n"
+          "                      batch size, PREZERO_CUDA_GRAPH=0 for eager launches). On cuda without\n"
+          "                      --layers, as many layers as fit in GPU memory are run (and reported)\n"
           "  --threads N         CPU worker threads (default: all cores; PREZERO_CPU_THREADS overrides)\n"
+          "  --model DIR         Hugging Face checkpoint directory (config.json + model.safetensors or\n"
+          "                      model.safetensors.index.json and shards; BF16, F32 or block-scaled FP8):\n"
+          "                      config and weights from it instead of --config and the seed (CPU)\n"
+          "  --prompt-ids P      real prompts, one per sequence: '1,2,3;4,5' (batch = number of prompts,\n"
+          "                      each from an empty KV cache); every prompt token is fed as one decode\n"
+          "                      step, then --steps tokens are decoded greedily and printed per sequence\n"
+          "  --logits FILE       write the last step's logits, f32 little-endian [batch, vocab] (with\n"
+          "                      --prompt-ids: each sequence's row from the step of its last token)\n"
           "  --help              this text\n"
           "Prints 'step K: <next token id of each sequence>' for K = 1..S, then a timing line\n"
           "(ms per step and generated tokens/s, engine creation excluded).\n",
@@ -37,6 +49,8 @@ static const char *hint(pz_status s) {
     case PZ_ERR_IO: return "check the path given to --config";
     case PZ_ERR_OOM: return "use --layers N, a smaller --batch or a smaller --context";
     case PZ_ERR_UNSUPPORTED: return "use --device cpu";
+    case PZ_ERR_NO_DEVICE: return "use --device cpu or a smaller --tp";
+    case PZ_ERR_NO_P2P: return "use --tp 1 or GPUs with peer access";
     default: return "see 'prezero run --help'";
   }
 }
@@ -77,16 +91,140 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* --prompt-ids "1,2,3;4,5": sequences of token ids. */
+typedef struct prompts {
+  int n, max_len, len_total;
+  int32_t *tok;             /* all tokens, sequence after sequence */
+  int *off, *len;           /* [n] */
+} prompts;
+
+static void free_prompts(prompts *p) {
+  free(p->tok);
+  free(p->off);
+  free(p->len);
+  memset(p, 0, sizeof *p);
+}
+
+static int parse_prompts(const char *arg, prompts *p) {
+  size_t cap = strlen(arg) + 1;
+  p->tok = malloc(sizeof(int32_t) * cap);
+  p->off = malloc(sizeof(int) * cap);
+  p->len = malloc(sizeof(int) * cap);
+  if (!p->tok || !p->off || !p->len) {
+    free_prompts(p);
+    fprintf(stderr, "prezero run: out of memory parsing --prompt-ids; use shorter prompts\n");
+    return 1;
+  }
+  const char *s = arg;
+  for (;;) {
+    p->off[p->n] = p->len_total;
+    p->len[p->n] = 0;
+    for (;;) {
+      char *end;
+      errno = 0;
+      long v = strtol(s, &end, 10);
+      if (end == s || errno || v < 0 || v > INT32_MAX || (*end && *end != ',' && *end != ';')) {
+        fprintf(stderr, "prezero run: --prompt-ids '%s' is not a list of token ids; use e.g. --prompt-ids '1,2,3;4,5'\n", arg);
+        free_prompts(p);
+        return 1;
+      }
+      p->tok[p->len_total++] = (int32_t)v;
+      p->len[p->n]++;
+      s = end;
+      if (*s != ',') break;
+      s++;
+    }
+    if (p->len[p->n] > p->max_len) p->max_len = p->len[p->n];
+    p->n++;
+    if (!*s) break;
+    s++; /* ';' */
+  }
+  if (p->n > PZ_ENGINE_MAX_BATCH) {
+    fprintf(stderr, "prezero run: --prompt-ids has %d prompts; use at most %d\n", p->n, PZ_ENGINE_MAX_BATCH);
+    free_prompts(p);
+    return 1;
+  }
+  return 0;
+}
+
+/* f32 little-endian, whatever the host order. Returns 0 or prints one error line. */
+static int write_logits(const char *path, const float *v, long long n) {
+  FILE *f = fopen(path, "wb");
+  int ok = f != NULL;
+  for (long long i = 0; i < n && ok; i++) {
+    uint32_t u;
+    memcpy(&u, &v[i], 4);
+    unsigned char b[4] = {(unsigned char)u, (unsigned char)(u >> 8), (unsigned char)(u >> 16), (unsigned char)(u >> 24)};
+    ok = fwrite(b, 1, 4, f) == 4;
+  }
+  if (f && fclose(f) != 0) ok = 0;
+  if (!ok) fprintf(stderr, "prezero run: cannot write --logits %s (%s); check the path\n", path, strerror(errno));
+  return !ok;
+}
+
+/* Prompt mode: sequence i feeds its own prompt one token per step from position 0, then its
+ * greedy tokens; sequences of different lengths run side by side (each at its own position)
+ * until every one has `steps` new tokens. Prints "seq I: <tokens>". Logits row i is taken from
+ * the step that produced sequence i's last token. */
+static int run_prompts(pz_engine *e, const pz_engine_info *info, const prompts *p, long long steps,
+                       const char *logits_path, double t_create) {
+  const int n = p->n;
+  const int64_t V = info->vocab_size;
+  const long long total = p->max_len - 1 + steps;
+  int32_t *tok = malloc(sizeof(int32_t) * (size_t)n), *next = malloc(sizeof(int32_t) * (size_t)n);
+  int32_t *gen = malloc(sizeof(int32_t) * (size_t)(n * steps));
+  float *lg = logits_path ? malloc(sizeof(float) * (size_t)(n * V)) : NULL;
+  float *out = logits_path ? malloc(sizeof(float) * (size_t)(n * V)) : NULL;
+  pz_status st = PZ_OK;
+  if (!tok || !next || !gen || (logits_path && (!lg || !out))) st = pz_error(PZ_ERR_OOM, "prompt buffers");
+  for (int i = 0; i < n && st == PZ_OK; i++) tok[i] = p->tok[p->off[i]];
+  double t_steps = 0;
+  for (long long t = 0; t < total && st == PZ_OK; t++) {
+    double t1 = now_s();
+    st = pz_engine_step(e, n, tok, next);
+    t_steps += now_s() - t1;
+    bool got = false;
+    for (int i = 0; i < n && st == PZ_OK; i++) {
+      long long k = t + 1 - p->len[i]; /* index of the token this step generated for sequence i */
+      if (k < 0) { tok[i] = p->tok[p->off[i] + t + 1]; continue; }
+      if (k < steps) gen[i * steps + k] = next[i];
+      if (k == steps - 1 && out) {
+        if (!got) st = pz_engine_logits(e, n, lg);
+        got = true;
+        memcpy(out + i * V, lg + i * V, sizeof(float) * (size_t)V);
+      }
+      tok[i] = next[i];
+    }
+  }
+  if (st == PZ_OK) {
+    for (int i = 0; i < n; i++) {
+      printf("seq %d:", i);
+      for (long long k = 0; k < steps; k++) printf(" %d", gen[i * steps + k]);
+      printf("\n");
+    }
+    printf("timing: %lld steps, %.2f ms/step (batch %d; engine created in %.2f s)\n", total,
+           1e3 * t_steps / (double)total, n, t_create);
+  }
+  int rc = st == PZ_OK ? 0 : fail(st);
+  if (rc == 0 && out && write_logits(logits_path, out, (long long)n * V)) rc = 1;
+  free(tok); free(next); free(gen); free(lg); free(out);
+  return rc;
+}
+
 int pz_cmd_run(int argc, char **argv) {
   pz_engine_config ec = PZ_ENGINE_CONFIG_INIT;
   long long tp = 1, batch = 4, steps = 8, context = 128, layers = 0, threads = 0;
   unsigned long long seed = 1234;
   const char *config = "tiny";
+  const char *model_dir = NULL, *prompt_arg = NULL, *logits_path = NULL;
+  prompts pr = {0};
+  bool device_given = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
     static const char *const takes[] = {"--config", "--tp", "--batch", "--steps", "--context", "--layers",
-                                        "--seed", "--prezero", "--device", "--threads"};
+                                        "--seed", "--prezero", "--device", "--threads",
+                                        "--model", "--prompt-ids", "--logits"};
     bool known = false;
     for (size_t k = 0; k < sizeof takes / sizeof takes[0]; k++) known |= !strcmp(a, takes[k]);
     if (!known) {
@@ -100,6 +238,9 @@ int pz_cmd_run(int argc, char **argv) {
     i++;
     long long x = 0;
     if (!strcmp(a, "--config")) config = v;
+    else if (!strcmp(a, "--model")) model_dir = v;
+    else if (!strcmp(a, "--prompt-ids")) prompt_arg = v;
+    else if (!strcmp(a, "--logits")) logits_path = v;
     else if (!strcmp(a, "--prezero")) {
       if (!strcmp(v, "on")) ec.prezero = 1;
       else if (!strcmp(v, "off")) ec.prezero = 0;
@@ -107,7 +248,8 @@ int pz_cmd_run(int argc, char **argv) {
     } else if (!strcmp(a, "--device")) {
       if (!strcmp(v, "cpu")) ec.device = PZ_DEVICE_CPU;
       else if (!strcmp(v, "cuda")) ec.device = PZ_DEVICE_CUDA;
-      else { fprintf(stderr, "prezero run: --device '%s' is unknown; use --device cpu\n", v); return 2; }
+      else { fprintf(stderr, "prezero run: --device '%s' is unknown; use --device cpu or --device cuda\n", v); return 2; }
+      device_given = true;
     } else if (!strcmp(a, "--seed")) {
       char *end;
       errno = 0;
@@ -126,6 +268,11 @@ int pz_cmd_run(int argc, char **argv) {
       else if (!strcmp(a, "--layers")) layers = x;
       else if (!strcmp(a, "--threads")) threads = x;
     }
+  }
+  if (prompt_arg) {
+    if (parse_prompts(prompt_arg, &pr)) return 2;
+    batch = pr.n;
+    context = 0;
   }
   if (batch < 1 || batch > PZ_ENGINE_MAX_BATCH) {
     fprintf(stderr, "prezero run: --batch %lld is out of range; use --batch 1..%d\n", batch, PZ_ENGINE_MAX_BATCH);
@@ -150,8 +297,17 @@ int pz_cmd_run(int argc, char **argv) {
   }
   /* Model-dependent checks with flag-specific advice (the engine checks them again). */
   pz_model_config mc;
-  pz_status st = pz_config_load(config, &mc);
-  if (st != PZ_OK) return fail(st);
+  pz_status st = model_dir ? pz_checkpoint_load_config(model_dir, &mc) : pz_config_load(config, &mc);
+  if (st != PZ_OK) { free_prompts(&pr); return fail(st); }
+  /* Prompt mode: the KV cache needs room for the longest prompt plus the decoded tokens. */
+  if (prompt_arg) steps += pr.max_len - 1;
+  for (int i = 0; i < pr.len_total; i++)
+    if (pr.tok[i] >= mc.vocab_size) {
+      fprintf(stderr, "prezero run: --prompt-ids token %d is out of range; use ids 0..%lld (vocab_size of %s)\n",
+              pr.tok[i], (long long)mc.vocab_size - 1, mc.name);
+      free_prompts(&pr);
+      return 1;
+    }
   if (mc.num_attention_heads % tp) {
     fprintf(stderr, "prezero run: --tp %lld does not divide num_attention_heads (%lld) of %s; use a TP degree that divides it\n",
             tp, (long long)mc.num_attention_heads, mc.name);
@@ -168,7 +324,15 @@ int pz_cmd_run(int argc, char **argv) {
     return 1;
   }
 
+  if (!device_given) ec.device = pz_gpu_count() > 0 ? PZ_DEVICE_CUDA : PZ_DEVICE_CPU;
   ec.model = config;
+  if (model_dir) {
+    ec.model_dir = model_dir;
+    ec.model = NULL;
+    bool dev_flag = false; /* checkpoints load on the CPU backend unless a device is asked for */
+    for (int i = 1; i + 1 < argc; i++) dev_flag |= !strcmp(argv[i], "--device");
+    if (!dev_flag) ec.device = PZ_DEVICE_CPU;
+  }
   ec.tp = (int)tp;
   ec.max_batch = (int)batch;
   ec.context = (int)context;
@@ -179,13 +343,24 @@ int pz_cmd_run(int argc, char **argv) {
   pz_engine *e = NULL;
   double t0 = now_s();
   st = pz_engine_create(&ec, &e);
-  if (st != PZ_OK) return fail(st);
+  if (st != PZ_OK) { free_prompts(&pr); return fail(st); }
   double t_create = now_s() - t0;
   pz_engine_info info;
   pz_engine_get_info(e, &info);
-  printf("# %s: %d layers, tp %d, batch %lld, context %lld, seed %llu, prezero %s, cpu; weights %.1f MiB, KV cache %.1f MiB\n",
+  printf("# %s: %d layers, tp %d, batch %lld, context %lld, seed %llu, prezero %s, %s; weights %.1f MiB, KV cache %.1f MiB\n",
          info.model, info.n_layers, info.tp, batch, context, seed, info.prezero ? "on" : "off",
-         (double)info.weight_bytes / (1 << 20), (double)info.kv_cache_bytes / (1 << 20));
+         info.device == PZ_DEVICE_CUDA ? "cuda" : "cpu", (double)info.weight_bytes / (1 << 20),
+         (double)info.kv_cache_bytes / (1 << 20));
+  if (info.layers_fitted)
+    printf("# note: only the first %d of %s's %d layers fit in GPU memory (%.1f GiB per GPU); running those "
+           "(use --layers N to choose, a higher --tp for more)\n",
+           info.n_layers, info.model, info.model_layers, (double)info.device_bytes_per_rank / (1 << 30));
+  if (prompt_arg) {
+    int rc = run_prompts(e, &info, &pr, steps - (pr.max_len - 1), logits_path, t_create);
+    free_prompts(&pr);
+    pz_engine_destroy(e);
+    return rc;
+  }
   int32_t *tok = malloc(sizeof(int32_t) * (size_t)batch), *next = malloc(sizeof(int32_t) * (size_t)batch);
   if (!tok || !next) {
     free(tok); free(next); pz_engine_destroy(e);
@@ -207,6 +382,13 @@ int pz_cmd_run(int argc, char **argv) {
     printf("\n");
     fflush(stdout);
     memcpy(tok, next, sizeof(int32_t) * (size_t)batch);
+  }
+  if (st == PZ_OK && logits_path) {
+    float *lg = malloc(sizeof(float) * (size_t)(batch * info.vocab_size));
+    st = lg ? pz_engine_logits(e, (int)batch, lg) : pz_error(PZ_ERR_OOM, "logits buffer");
+    if (st == PZ_OK && write_logits(logits_path, lg, batch * info.vocab_size)) st = PZ_ERR_IO;
+    free(lg);
+    if (st == PZ_ERR_IO) { free(tok); free(next); pz_engine_destroy(e); return 1; }
   }
   if (st == PZ_OK)
     printf("timing: %lld steps, %.2f ms/step, %.1f tokens/s (batch %lld; engine created in %.2f s)\n", steps,

@@ -1,10 +1,15 @@
 /* Public decode engine (include/prezero.h): config -> decode graph (builder) -> graph passes
- * (prezero) -> CPU executor holding every TP rank; tracks each sequence's position. */
+ * (prezero) -> CPU executor or CUDA executor holding every TP rank; tracks each sequence's position. */
 #include <stdlib.h>
 #include <string.h>
 #include "backend/cpu/cpu_backend.h"
 #include "model/builder.h"
 #include "passes/passes.h"
+#include "model/checkpoint.h"
+#ifdef PZ_HAVE_CUDA
+#include "backend/cuda/exec.h"
+#include "backend/cuda/runtime.h"
+#endif
 
 _Static_assert(PZ_ENGINE_MAX_BATCH == PZ_MAX_BATCH, "public and builder batch limits agree");
 
@@ -13,6 +18,11 @@ struct pz_engine {
   pz_engine_config ec;
   pz_graph *g;
   pz_cpu_exec *cpu;
+#ifdef PZ_HAVE_CUDA
+  pz_cuda_exec *cuda;
+#endif
+  int layers_fitted;
+  int64_t device_bytes;
   int prezero;
   int64_t context, max_ctx;
   int32_t *pos;       /* [max_batch]: next position of each sequence */
@@ -37,10 +47,80 @@ static pz_status check_config(const pz_engine_config *c, const pz_model_config *
   if (c->layers < 0 || c->layers > mc->num_hidden_layers)
     return pz_error(PZ_ERR_INVALID_ARG, "layers %d is out of range 1..%lld (num_hidden_layers of %s)", c->layers,
                     (long long)mc->num_hidden_layers, mc->name);
+#ifdef PZ_HAVE_CUDA
+  if (c->device != PZ_DEVICE_CPU && c->device != PZ_DEVICE_CUDA)
+    return pz_error(PZ_ERR_INVALID_ARG, "device %d is unknown; use the CPU or CUDA device", (int)c->device);
+#else
   if (c->device != PZ_DEVICE_CPU)
-    return pz_error(PZ_ERR_UNSUPPORTED, "device %d is not available in this build; use the CPU device", (int)c->device);
+    return pz_error(PZ_ERR_UNSUPPORTED, "device %d is not available in this build (built without CUDA); use the CPU device",
+                    (int)c->device);
+#endif
   return PZ_OK;
 }
+
+int pz_gpu_count(void) {
+#ifdef PZ_HAVE_CUDA
+  return pz_cuda_device_count();
+#else
+  return 0;
+#endif
+}
+
+static pz_status build_graph(pz_engine *e, const pz_engine_config *cfg, int layers) {
+  pz_graph_free(e->g);
+  e->g = NULL;
+  pz_build_opts bo = {.tp = cfg->tp, .m = cfg->max_batch, .max_ctx = e->max_ctx, .layers = layers};
+  PZ_CHECK(pz_build_decode_graph(&e->cfg, &bo, &e->g));
+  pz_pass_opts po = PZ_PASS_OPTS_INIT;
+  po.prezero = cfg->prezero;
+  e->prezero = pz_prezero_flag(&po);
+  return pz_run_passes(e->g, &po, NULL, NULL);
+}
+
+#ifdef PZ_HAVE_CUDA
+/* Memory plan on the GPUs of ranks 0..tp-1: with layers = 0 keep the leading layers that fit
+ * (rebuilding the graph when fewer than all do); with layers = N fail clearly when they do not. */
+static pz_status fit_cuda(pz_engine *e, const pz_engine_config *cfg) {
+  const int tp = cfg->tp, have = pz_cuda_device_count();
+  if (have == 0) return pz_error(PZ_ERR_NO_DEVICE, "no CUDA GPU is visible; use the CPU device (--device cpu)");
+  if (tp > have || tp > PZ_CUDA_MAX_TP)
+    return pz_error(PZ_ERR_NO_DEVICE, "TP %d needs %d GPUs in this process but %d %s visible; use a TP of at most %d",
+                    tp, tp, have, have == 1 ? "is" : "are", have < PZ_CUDA_MAX_TP ? have : PZ_CUDA_MAX_TP);
+  int devs[PZ_CUDA_MAX_TP];
+  int64_t fr[PZ_CUDA_MAX_TP], tot[PZ_CUDA_MAX_TP], budget = -1;
+  for (int r = 0; r < tp; r++) devs[r] = r;
+  PZ_CHECK(pz_cuda_mem_info(tp, devs, fr, tot));
+  for (int r = 0; r < tp; r++) {
+    int64_t b = fr[r] - pz_cuda_default_reserve(tot[r]);
+    if (budget < 0 || b < budget) budget = b;
+  }
+  const int n = e->g->info.n_layers;
+  int64_t fixed, *lb = calloc((size_t)(n > 0 ? n : 1), sizeof(int64_t));
+  if (!lb) return pz_error(PZ_ERR_OOM, "engine allocation");
+  pz_status st = pz_cuda_bytes_by_layer(e->g, &fixed, lb, n);
+  /* Outside the layers = everything the executor allocates (its scratch included) minus the layers. */
+  int64_t need = pz_cuda_exec_bytes(e->g);
+  fixed = need;
+  for (int L = 0; L < n; L++) fixed -= lb[L];
+  int fit = st == PZ_OK ? pz_cuda_fit_layers(fixed, lb, n, budget) : 0;
+  const double G = 1073741824.0;
+  if (st == PZ_OK && fit == 0)
+    st = pz_error(PZ_ERR_OOM, "not even one layer of %s fits: %.2f GiB per GPU outside the layers + %.2f GiB for layer 0, "
+                  "%.2f GiB usable (free minus reserve); use a higher --tp, a smaller --batch or --context",
+                  e->cfg.name, fixed / G, n > 0 ? lb[0] / G : 0.0, budget / G);
+  else if (st == PZ_OK && fit < n && cfg->layers > 0)
+    st = pz_error(PZ_ERR_OOM, "--layers %d of %s needs %.2f GiB per GPU but %.2f GiB are usable (free minus reserve); "
+                  "at most %d layers fit; use --layers %d or less, or a higher --tp",
+                  n, e->cfg.name, need / G, budget / G, fit, fit);
+  free(lb);
+  if (st != PZ_OK) return st;
+  if (fit < n) {
+    PZ_CHECK(build_graph(e, cfg, fit));
+    e->layers_fitted = 1;
+  }
+  return PZ_OK;
+}
+#endif
 
 pz_status pz_engine_create(const pz_engine_config *cfg, pz_engine **out) {
   if (!cfg || !out) return pz_error(PZ_ERR_INVALID_ARG, "pz_engine_create: NULL argument");
@@ -50,20 +130,37 @@ pz_status pz_engine_create(const pz_engine_config *cfg, pz_engine **out) {
   pz_status st;
   e->ec = *cfg;
   e->ec.model = NULL; /* not owned */
-  PZ_CHECK_GOTO(pz_config_load(cfg->model, &e->cfg), st, fail);
+  if (cfg->model_dir) PZ_CHECK_GOTO(pz_checkpoint_load_config(cfg->model_dir, &e->cfg), st, fail);
+  else PZ_CHECK_GOTO(pz_config_load(cfg->model, &e->cfg), st, fail);
+  if (cfg->model_dir && cfg->device != PZ_DEVICE_CPU) {
+    st = pz_error(PZ_ERR_UNSUPPORTED, "loading a checkpoint directory is wired for the CPU device only; use --device cpu");
+    goto fail;
+  }
   PZ_CHECK_GOTO(check_config(cfg, &e->cfg), st, fail);
   e->context = cfg->context;
   e->max_ctx = (int64_t)cfg->context + cfg->max_steps;
-  pz_build_opts bo = {.tp = cfg->tp, .m = cfg->max_batch, .max_ctx = e->max_ctx, .layers = cfg->layers};
-  PZ_CHECK_GOTO(pz_build_decode_graph(&e->cfg, &bo, &e->g), st, fail);
-  pz_pass_opts po = PZ_PASS_OPTS_INIT;
-  po.prezero = cfg->prezero;
-  e->prezero = pz_prezero_flag(&po);
-  PZ_CHECK_GOTO(pz_run_passes(e->g, &po, NULL, NULL), st, fail);
-  pz_cpu_exec_opts xo = PZ_CPU_EXEC_OPTS_INIT;
-  xo.seed = cfg->seed;
-  xo.threads = cfg->threads;
-  PZ_CHECK_GOTO(pz_cpu_exec_create(e->g, &xo, &e->cpu), st, fail);
+  PZ_CHECK_GOTO(build_graph(e, cfg, cfg->layers), st, fail);
+  if (cfg->device == PZ_DEVICE_CUDA) {
+#ifdef PZ_HAVE_CUDA
+    PZ_CHECK_GOTO(fit_cuda(e, cfg), st, fail);
+    pz_cuda_exec_opts xo = PZ_CUDA_EXEC_OPTS_INIT;
+    xo.seed = cfg->seed;
+    xo.prezero = e->prezero;
+    PZ_CHECK_GOTO(pz_cuda_exec_create(e->g, &xo, &e->cuda), st, fail);
+    e->device_bytes = pz_cuda_exec_bytes(e->g);
+#endif
+  } else {
+    pz_cpu_exec_opts xo = PZ_CPU_EXEC_OPTS_INIT;
+    xo.seed = cfg->seed;
+    xo.threads = cfg->threads;
+    pz_checkpoint *ck = NULL; /* weights from a checkpoint directory instead of the seed */
+    if (cfg->model_dir) PZ_CHECK_GOTO(pz_checkpoint_open_planned(cfg->model_dir, &e->cfg, e->g, &ck), st, fail);
+    xo.load_weight = ck ? pz_checkpoint_fill : NULL;
+    xo.load_user = ck;
+    st = pz_cpu_exec_create(e->g, &xo, &e->cpu);
+    pz_checkpoint_close(ck);
+    if (st != PZ_OK) goto fail;
+  }
   e->pos = malloc(sizeof(int32_t) * (size_t)cfg->max_batch);
   if (!e->pos) { st = pz_error(PZ_ERR_OOM, "engine allocation"); goto fail; }
   for (int i = 0; i < cfg->max_batch; i++) e->pos[i] = cfg->context;
@@ -86,7 +183,11 @@ pz_status pz_engine_step(pz_engine *e, int m, const int32_t *tokens_in, int32_t 
       return pz_error(PZ_ERR_INVALID_ARG, "sequence %d's KV cache is full (%lld tokens); create the engine with more max_steps",
                       i, (long long)e->max_ctx);
   }
-  PZ_CHECK(pz_cpu_exec_step(e->cpu, m, tokens_in, e->pos, tokens_out));
+#ifdef PZ_HAVE_CUDA
+  if (e->cuda) PZ_CHECK(pz_cuda_exec_step(e->cuda, m, tokens_in, e->pos, tokens_out));
+  else
+#endif
+    PZ_CHECK(pz_cpu_exec_step(e->cpu, m, tokens_in, e->pos, tokens_out));
   for (int i = 0; i < m; i++) e->pos[i]++;
   e->last_m = m;
   return PZ_OK;
@@ -97,6 +198,9 @@ pz_status pz_engine_logits(const pz_engine *e, int m, float *out) {
   if (e->last_m == 0) return pz_error(PZ_ERR_INVALID_ARG, "pz_engine_logits: no step has run yet");
   if (m < 1 || m > e->last_m)
     return pz_error(PZ_ERR_INVALID_ARG, "pz_engine_logits: %d rows requested, the last step had %d", m, e->last_m);
+#ifdef PZ_HAVE_CUDA
+  if (e->cuda) return pz_cuda_exec_logits(e->cuda, m, out);
+#endif
   return pz_cpu_exec_logits(e->cpu, m, out);
 }
 
@@ -112,6 +216,10 @@ pz_status pz_engine_get_info(const pz_engine *e, pz_engine_info *info) {
   info->vocab_size = e->cfg.vocab_size;
   info->context = e->context;
   info->max_ctx = e->max_ctx;
+  info->device = e->ec.device;
+  info->model_layers = (int)e->cfg.num_hidden_layers;
+  info->layers_fitted = e->layers_fitted;
+  info->device_bytes_per_rank = e->device_bytes;
   for (int i = 0; i < e->g->n_tensors; i++) {
     const pz_tensor *t = &e->g->tensors[i];
     if (t->view_of >= 0) continue;
@@ -130,6 +238,9 @@ pz_status pz_engine_dump_graph(const pz_engine *e, FILE *f, int dot) {
 void pz_engine_destroy(pz_engine *e) {
   if (!e) return;
   pz_cpu_exec_free(e->cpu);
+#ifdef PZ_HAVE_CUDA
+  pz_cuda_exec_free(e->cuda);
+#endif
   pz_graph_free(e->g);
   free(e->pos);
   free(e);
