@@ -7,4 +7,6 @@ int pz_cmd_graph(int argc, char **argv);
 int pz_cmd_compare(int argc, char **argv);
 int pz_cmd_bench_gemm(int argc, char **argv);
 int pz_cmd_bench_ar(int argc, char **argv);
+int pz_cmd_bench_moe(int argc, char **argv);
+int pz_cmd_bench_attn(int argc, char **argv);
 #endif

@@ -9,7 +9,7 @@ static void usage(FILE *f) {
           "  run      decode steps of a model preset or config.json (default: tiny, CPU)\n"
           "  graph    print the rank-0 decode graph (text, or --dot FILE)\n"
           "  compare  prezero ON vs OFF end to end (GPU)\n"
-          "  bench    kernel benchmarks: bench gemm | bench ar (GPU)\n"
+          "  bench    kernel benchmarks: bench gemm | bench ar | bench attn (GPU)\n"
           "run 'prezero <command> --help' for its options\n");
 }
 
@@ -22,12 +22,14 @@ int main(int argc, char **argv) {
   if (!strcmp(c, "compare")) return pz_cmd_compare(argc - 1, argv + 1);
   if (!strcmp(c, "bench")) {
     if (argc < 3 || !strcmp(argv[2], "--help")) {
-      fprintf(argc < 3 ? stderr : stdout, "usage: prezero bench <gemm|ar> [options] (run 'prezero bench gemm --help')\n");
+      fprintf(argc < 3 ? stderr : stdout, "usage: prezero bench <gemm|ar|attn> [options] (run 'prezero bench gemm --help')\n");
       return argc < 3 ? 2 : 0;
     }
     if (!strcmp(argv[2], "gemm")) return pz_cmd_bench_gemm(argc - 2, argv + 2);
     if (!strcmp(argv[2], "ar")) return pz_cmd_bench_ar(argc - 2, argv + 2);
-    fprintf(stderr, "prezero bench: unknown benchmark '%s'; use gemm or ar\n", argv[2]);
+    if (!strcmp(argv[2], "moe")) return pz_cmd_bench_moe(argc - 2, argv + 2);
+    if (!strcmp(argv[2], "attn")) return pz_cmd_bench_attn(argc - 2, argv + 2);
+    fprintf(stderr, "prezero bench: unknown benchmark '%s'; use gemm, ar or attn\n", argv[2]);
     return 2;
   }
   fprintf(stderr, "prezero: unknown command '%s'; run 'prezero --help' for the list\n", c);

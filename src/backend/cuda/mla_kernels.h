@@ -11,7 +11,7 @@ extern "C" {
 
 #define PZ_MLA_MAX_ROPE 128   /* qk_rope_head_dim limit of the CUDA op */
 #define PZ_MLA_BN 32          /* KV positions per attention tile */
-#define PZ_MLA_STAGES 3       /* cp.async pipeline depth of the attention kernel */
+#define PZ_MLA_STAGES 3       /* cp.async pipeline depth of the attention kernel (2 for <= 16 heads) */
 
 /* One parameter block for every MLA kernel (passed by value). Per-rank shapes:
  * heads = p->n_heads, qh = nope + rope, kvw = kv_lora + rope. bf16 tensors are uint16_t. */

@@ -155,14 +155,15 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], 
 }
 
 constexpr int BN = PZ_MLA_BN;
-constexpr int STAGES = PZ_MLA_STAGES;
+/* cp.async stages: 2 for one head tile (two CTAs fit an SM), 3 above (one CTA per SM). */
+__host__ __device__ constexpr int stages_for(int mt) { return mt == 1 ? 2 : PZ_MLA_STAGES; }
 constexpr int PS = BN + 8; /* row stride of the P tile (elements): 80 bytes, conflict-free ldmatrix */
 
 /* Shared memory (elements of bf16 unless noted), RS = kvw + 8 (16-byte rows of odd count, so the
  * 8 rows of an ldmatrix hit distinct banks):
  *   sQ [16*MT][RS] | sKV [STAGES][BN][RS] | sP [16*MT][PS] | sMax f32 [4][16*MT] | sSum f32 [4][16*MT] */
 __host__ __device__ constexpr size_t attn_smem(int mt, int kvw) {
-  return (size_t)(16 * mt * (kvw + 8) + STAGES * BN * (kvw + 8) + 16 * mt * PS) * 2 + (size_t)8 * 16 * mt * 4;
+  return (size_t)(16 * mt * (kvw + 8) + stages_for(mt) * BN * (kvw + 8) + 16 * mt * PS) * 2 + (size_t)8 * 16 * mt * 4;
 }
 
 /* grid (splits, head groups, m), 128*MT threads. Warp w owns head tile mt = w/4 (16 heads) and
@@ -175,6 +176,8 @@ __global__ void __launch_bounds__(128 * MT, 1) mla_attn_kernel(Kp k) {
   constexpr int L = 32 * NT;
   constexpr int HT = 16 * MT;
   constexpr int THREADS = 128 * MT;
+  constexpr int STAGES = stages_for(MT);
+  constexpr int NACC = MT == 1 ? 4 : 2;
   extern __shared__ uint4 smem_raw[];
   const int kvw = k.kvw, RS = kvw + 8;
   uint16_t *sQ = (uint16_t *)smem_raw;
@@ -241,18 +244,41 @@ __global__ void __launch_bounds__(128 * MT, 1) mla_attn_kernel(Kp k) {
       cp_commit();
     }
     const uint16_t *kv = sKV + (tile % STAGES) * BN * RS;
-    /* S[16 heads x 8 positions] = Q · Kᵀ over kvw, two k-steps per B load */
-    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    /* S[16 heads x 8 positions] = Q · Kᵀ over kvw, two k-steps per B load, NACC independent
+     * accumulator chains (the mma latency, not its rate, bounds a single chain) */
+    float s[4];
     {
+      float acc[NACC][4];
+#pragma unroll
+      for (int u = 0; u < NACC; u++) acc[u][0] = acc[u][1] = acc[u][2] = acc[u][3] = 0.0f;
       const uint16_t *qa = sQ + (mt * 16 + (lane & 15)) * RS + (lane >> 4) * 8;
       const uint16_t *kb = kv + (wq * 8 + (lane & 7)) * RS + (lane >> 3) * 8;
-      for (int kc = 0; kc < kvw; kc += 32) {
+      int kc = 0;
+      for (; kc + 16 * NACC <= kvw; kc += 16 * NACC) {
+#pragma unroll
+        for (int u = 0; u < NACC / 2; u++) {
+          uint32_t a0[4], a1[4], b[4];
+          ldsm_x4(a0, qa + kc + 32 * u);
+          ldsm_x4(a1, qa + kc + 32 * u + 16);
+          ldsm_x4(b, kb + kc + 32 * u);
+          mma16816(acc[2 * u], a0, b[0], b[1]);
+          mma16816(acc[2 * u + 1], a1, b[2], b[3]);
+        }
+      }
+      for (; kc < kvw; kc += 32) {
         uint32_t a0[4], a1[4], b[4];
         ldsm_x4(a0, qa + kc);
         ldsm_x4(a1, qa + kc + 16);
         ldsm_x4(b, kb + kc);
-        mma16816(s, a0, b[0], b[1]);
-        mma16816(s, a1, b[2], b[3]);
+        mma16816(acc[0], a0, b[0], b[1]);
+        mma16816(acc[1], a1, b[2], b[3]);
+      }
+#pragma unroll
+      for (int r = 0; r < 4; r++) {
+        float t = acc[0][r];
+#pragma unroll
+        for (int u = 1; u < NACC; u++) t += acc[u][r];
+        s[r] = t;
       }
     }
     const int p0 = start + tile * BN + wq * 8 + 2 * t4;

@@ -1,0 +1,336 @@
+/* prezero bench attn: the CUDA MLA decode op on Kimi-K2 per-rank shapes (TP 1/2/4), batch m and
+ * context 8192: µs per call of the attention part and of the whole op, and the attention part's
+ * achieved HBM bandwidth (KV bytes read / time) beside a plain streaming read of the same bytes. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "cli.h"
+#ifdef PZ_HAVE_CUDA
+#include <cuda_runtime.h>
+#include <cjson/cJSON.h>
+#include "backend/cpu/ref_ops.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/mla.h"
+#include "core/status.h"
+
+#define HBM_TBPS 4.8      /* H200 datasheet HBM3e bandwidth (DESIGN.md §7) */
+#define POOL_SEQS 256     /* sequences in the rotated cache pool (2.4 GB at context 8192) */
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: prezero bench attn [--json FILE] [--md FILE] [--m 4,8,...] [--tp 1,2,4] [--ctx N] [--reps N]\n"
+          "  Kimi-K2 per-rank MLA shapes (64/TP heads, q_lora 1536, kv_lora 512, rope 64, nope 128,\n"
+          "  v 128, H 7168). Every row is timed by CUDA-graph replay (median of --reps replays, default\n"
+          "  9) of launches that rotate over a %d-sequence cache pool and two weight copies, so the\n"
+          "  KV cache and the weights stream from HBM. Columns: attention part (split attention +\n"
+          "  combine) µs and its KV bandwidth, whole op µs, streaming read of the KV bytes µs.\n"
+          "  Defaults: m 4,8,16,32,64,128; TP 1,2,4; context 8192. PREZERO_MLA_SPLITS overrides the\n"
+          "  split count.\n", POOL_SEQS);
+}
+
+static int parse_list(const char *s, int *v, int cap, int lo, int hi) {
+  int n = 0;
+  while (*s && n < cap) {
+    char *end;
+    long x = strtol(s, &end, 10);
+    if (end == s || x < lo || x > hi || (*end && *end != ',')) return -1;
+    v[n++] = (int)x;
+    s = *end == ',' ? end + 1 : end;
+  }
+  return n;
+}
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+typedef pz_status (*launch_fn)(void *ctx, int j, cudaStream_t s);
+
+/* Median µs per launch: a graph of `iters` launches (launch j rotates its buffers), one warm-up
+ * replay, then `reps` timed replays. */
+static pz_status time_graph(launch_fn f, void *ctx, int iters, int reps, cudaStream_t s, double *us) {
+  cudaGraph_t g = NULL;
+  cudaGraphExec_t ge = NULL;
+  pz_status st = PZ_OK;
+  if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess)
+    return pz_error(PZ_ERR_CUDA, "bench attn: cannot begin capture");
+  for (int j = 0; j < iters && st == PZ_OK; j++) st = f(ctx, j, s);
+  cudaError_t ce = cudaStreamEndCapture(s, &g);
+  if (st != PZ_OK) { if (g) cudaGraphDestroy(g); return st; }
+  if (ce != cudaSuccess || cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
+    if (g) cudaGraphDestroy(g);
+    return pz_error(PZ_ERR_CUDA, "bench attn: capture/instantiate failed: %s", cudaGetErrorString(cudaGetLastError()));
+  }
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  double t[64];
+  if (reps > 64) reps = 64;
+  cudaGraphLaunch(ge, s);
+  for (int r = 0; r < reps; r++) {
+    cudaEventRecord(e0, s);
+    cudaGraphLaunch(ge, s);
+    cudaEventRecord(e1, s);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    t[r] = ms * 1000.0 / iters;
+  }
+  ce = cudaStreamSynchronize(s);
+  qsort(t, (size_t)reps, sizeof(double), cmp_d);
+  *us = t[reps / 2];
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  if (ce != cudaSuccess) return pz_error(PZ_ERR_CUDA, "bench attn: replay failed: %s", cudaGetErrorString(ce));
+  return PZ_OK;
+}
+
+/* One TP shape's buffers. */
+typedef struct bench {
+  pz_mla_params p;
+  pz_mla_cuda_ctx *op;
+  pz_gemm_ctx *gemm;
+  int m;
+  int64_t stride;         /* cache elements per sequence */
+  pz_bf16 *cache;         /* [POOL_SEQS, stride] */
+  int32_t *pos;           /* [128] all ctx-1 */
+  float *qkv_a, *out;     /* [128, 3648], [128, 7168] */
+  pz_bf16 *w[2][5];       /* two copies of qa_norm, q_b, kva_norm, w_uk, w_uv; o_w below */
+  pz_bf16 *o_w[2];
+  unsigned *sink;
+  int sm_count;
+} bench;
+
+static pz_mla_cuda_io io_for(bench *b, int j) {
+  pz_mla_cuda_io io = {0};
+  const int c = j & 1;
+  const int64_t seq0 = ((int64_t)j * b->m) % POOL_SEQS;
+  io.qkv_a = b->qkv_a; io.ld_qkv_a = b->p.q_lora_rank + b->p.kv_lora_rank + b->p.qk_rope_head_dim;
+  io.qa_norm_w = b->w[c][0]; io.qb_w = b->w[c][1]; io.kva_norm_w = b->w[c][2];
+  io.w_uk = b->w[c][3]; io.w_uv = b->w[c][4]; io.o_w = b->o_w[c];
+  io.kv_cache = b->cache + seq0 * b->stride; io.cache_seq_stride = b->stride;
+  io.pos = b->pos;
+  io.out = b->out; io.ld_out = b->p.hidden; io.out_zeroed = false;
+  return io;
+}
+static pz_status run_attn(void *v, int j, cudaStream_t s) {
+  bench *b = v;
+  pz_mla_cuda_io io = io_for(b, j);
+  return pz_mla_cuda_attention_only(b->op, b->m, &io, s);
+}
+static pz_status run_op(void *v, int j, cudaStream_t s) {
+  bench *b = v;
+  pz_mla_cuda_io io = io_for(b, j);
+  return pz_mla_cuda_decode(b->op, b->m, &io, s);
+}
+static pz_status run_read(void *v, int j, cudaStream_t s) {
+  bench *b = v;
+  const int64_t seq0 = ((int64_t)j * b->m) % POOL_SEQS;
+  const int64_t bytes = (int64_t)b->m * (b->p.max_ctx * (b->p.kv_lora_rank + b->p.qk_rope_head_dim)) * 2;
+  return pz_gemm_stream_read(b->cache + seq0 * b->stride, bytes / 16 * 16, b->sink, b->sm_count, s);
+}
+
+static void *dalloc(size_t bytes, pz_status *st) {
+  void *p = NULL;
+  if (*st != PZ_OK) return NULL;
+  if (cudaMalloc(&p, bytes) != cudaSuccess) {
+    *st = pz_error(PZ_ERR_OOM, "bench attn: cannot allocate %zu bytes", bytes);
+    return NULL;
+  }
+  return p;
+}
+static void fill(void *p, int64_t n, uint32_t seed, pz_status *st) {
+  if (*st == PZ_OK && p) *st = pz_gemm_fill_bf16(p, n, seed, false, 0);
+}
+
+int pz_cmd_bench_attn(int argc, char **argv) {
+  const char *json_path = NULL, *md_path = NULL;
+  int ms[16] = {4, 8, 16, 32, 64, 128}, nm = 6, tps[8] = {1, 2, 4}, ntp = 3, reps = 9, ctx = 8192;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+    if (!v) { fprintf(stderr, "prezero bench attn: %s needs a value; see --help\n", a); return 2; }
+    i++;
+    if (!strcmp(a, "--json")) json_path = v;
+    else if (!strcmp(a, "--md")) md_path = v;
+    else if (!strcmp(a, "--reps")) reps = atoi(v);
+    else if (!strcmp(a, "--ctx")) {
+      ctx = atoi(v);
+      if (ctx < 1 || ctx > 32768) { fprintf(stderr, "prezero bench attn: --ctx %s outside 1..32768\n", v); return 2; }
+    } else if (!strcmp(a, "--m")) {
+      if ((nm = parse_list(v, ms, 16, 1, 128)) <= 0) { fprintf(stderr, "prezero bench attn: --m wants a list like 4,8 (1..128)\n"); return 2; }
+    } else if (!strcmp(a, "--tp")) {
+      if ((ntp = parse_list(v, tps, 8, 1, 64)) <= 0) { fprintf(stderr, "prezero bench attn: --tp wants a list like 1,2,4\n"); return 2; }
+      for (int k = 0; k < ntp; k++)
+        if (64 % tps[k]) { fprintf(stderr, "prezero bench attn: TP %d does not divide Kimi-K2's 64 heads\n", tps[k]); return 2; }
+    } else { fprintf(stderr, "prezero bench attn: unknown option '%s'; see --help\n", a); return 2; }
+  }
+  if (reps < 3) reps = 3;
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    fprintf(stderr, "prezero bench attn: no CUDA GPU; this benchmark needs one\n");
+    return 1;
+  }
+  struct cudaDeviceProp prop;
+  cudaGetDeviceProperties(&prop, 0);
+  bench b;
+  memset(&b, 0, sizeof b);
+  b.sm_count = prop.multiProcessorCount;
+  pz_status st = pz_gemm_ctx_create(&b.gemm);
+  cudaStream_t s;
+  cudaStreamCreate(&s);
+  const int64_t L = 512, rope = 64, nope = 128, vd = 128, ql = 1536, H = 7168, kvw = L + rope;
+  b.stride = (int64_t)ctx * kvw;
+  b.cache = dalloc(sizeof(pz_bf16) * (size_t)(POOL_SEQS * b.stride), &st);
+  fill(b.cache, POOL_SEQS * b.stride, 11, &st);
+  b.pos = dalloc(sizeof(int32_t) * 128, &st);
+  b.qkv_a = dalloc(sizeof(float) * 128 * (size_t)(ql + kvw), &st);
+  b.out = dalloc(sizeof(float) * 128 * (size_t)H, &st);
+  b.sink = dalloc(sizeof(unsigned) * 64, &st);
+  if (st == PZ_OK) {
+    int32_t hp[128];
+    for (int i = 0; i < 128; i++) hp[i] = ctx - 1;
+    cudaMemcpy(b.pos, hp, sizeof hp, cudaMemcpyHostToDevice);
+    float *hq = malloc(sizeof(float) * 128 * (size_t)(ql + kvw));
+    uint32_t r = 99;
+    for (int64_t i = 0; i < 128 * (ql + kvw); i++) {
+      r = r * 1664525u + 1013904223u;
+      hq[i] = (float)(r >> 8) / 8388608.0f - 1.0f;
+    }
+    cudaMemcpy(b.qkv_a, hq, sizeof(float) * 128 * (size_t)(ql + kvw), cudaMemcpyHostToDevice);
+    free(hq);
+  }
+  if (st != PZ_OK) {
+    fprintf(stderr, "prezero bench attn: %s\n", pz_last_error());
+    return 1;
+  }
+  printf("device: %s, %d SMs; context %d; cache pool %d sequences (%.2f GB)\n", prop.name, b.sm_count, ctx, POOL_SEQS,
+         (double)POOL_SEQS * b.stride * 2 / 1e9);
+  printf("%-8s %3s %5s %4s %6s | %10s %9s %6s | %10s %8s | %10s\n", "model", "TP", "heads", "m", "splits", "attn us",
+         "attn TB/s", "%HBM", "read us", "attn/rd", "op us");
+
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddStringToObject(root, "device", prop.name);
+  cJSON_AddNumberToObject(root, "sm_count", b.sm_count);
+  {
+    char cmd[1024] = "prezero";
+    for (int i = 0; i < argc; i++) {
+      strncat(cmd, " ", sizeof cmd - strlen(cmd) - 1);
+      strncat(cmd, argv[i], sizeof cmd - strlen(cmd) - 1);
+    }
+    cJSON_AddStringToObject(root, "command", cmd);
+    char ts[64];
+    time_t now = time(NULL);
+    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    cJSON_AddStringToObject(root, "date", ts);
+  }
+  cJSON_AddStringToObject(root, "method",
+                          "CUDA-graph replay, median of reps replays of a graph of iters launches; launch j uses "
+                          "sequences (j*m mod 256) of a 256-sequence cache pool and weight copy j%2, so KV and weights "
+                          "stream from HBM. attn = split attention + combine kernels; KV bytes = m*ctx*(kv_lora+rope)*2; "
+                          "op = the whole MLA op (prep, q_b GEMM, absorb, attention, combine, W_UV, o_proj GEMM); "
+                          "read = plain 16-byte streaming read of the KV bytes.");
+  cJSON_AddNumberToObject(root, "context", ctx);
+  cJSON_AddNumberToObject(root, "reps", reps);
+  cJSON *rows = cJSON_AddArrayToObject(root, "rows");
+  FILE *md = md_path ? fopen(md_path, "w") : NULL;
+  if (md) {
+    fprintf(md, "MLA decode attention, Kimi-K2 per-rank shapes, context %d, %s (%d SMs). CUDA-graph replay medians, KV and weights rotated beyond L2.\n\n", ctx, prop.name, b.sm_count);
+    fprintf(md, "| TP | heads | m | splits | KV MB | attn µs | attn TB/s | %% of 4.8 TB/s | read µs | attn / read | op µs |\n");
+    fprintf(md, "|---|---|---|---|---|---|---|---|---|---|---|\n");
+  }
+  int rc = 0;
+  for (int t = 0; t < ntp && st == PZ_OK; t++) {
+    const int tp = tps[t], heads = 64 / tp;
+    pz_mla_params *p = &b.p;
+    memset(p, 0, sizeof *p);
+    p->n_heads = heads; p->hidden = H; p->q_lora_rank = ql; p->kv_lora_rank = L; p->qk_nope_head_dim = nope;
+    p->qk_rope_head_dim = rope; p->v_head_dim = vd; p->max_ctx = ctx; p->eps = 1e-6f;
+    p->rope = (pz_rope_params){.theta = 50000, .factor = 32, .original_max_position_embeddings = 4096,
+                               .beta_fast = 1, .beta_slow = 1, .mscale = 1, .mscale_all_dim = 1};
+    p->softmax_scale = pz_ref_mla_softmax_scale(nope, rope, &p->rope);
+    const int64_t sz[5] = {ql, heads * (nope + rope) * ql, L, heads * nope * L, heads * vd * L};
+    for (int c = 0; c < 2; c++) {
+      for (int k = 0; k < 5; k++) {
+        b.w[c][k] = dalloc(sizeof(pz_bf16) * (size_t)sz[k], &st);
+        fill(b.w[c][k], sz[k], 100 + 10 * c + k, &st);
+      }
+      b.o_w[c] = dalloc(sizeof(pz_bf16) * (size_t)(H * heads * vd), &st);
+      fill(b.o_w[c], H * heads * vd, 200 + c, &st);
+    }
+    if (st == PZ_OK) st = pz_mla_cuda_create(p, 128, b.gemm, &b.op);
+    for (int a = 0; a < nm && st == PZ_OK; a++) {
+      b.m = ms[a];
+      const double kv_bytes = (double)b.m * ctx * kvw * 2;
+      int iters = (int)(2e9 / kv_bytes);
+      if (iters < 4) iters = 4;
+      if (iters > 64) iters = 64;
+      double us_attn = 0, us_op = 0, us_read = 0;
+      st = time_graph(run_attn, &b, iters, reps, s, &us_attn);
+      if (st == PZ_OK) st = time_graph(run_read, &b, iters, reps, s, &us_read);
+      if (st == PZ_OK) st = time_graph(run_op, &b, iters, reps, s, &us_op);
+      if (st != PZ_OK) break;
+      const double tbps = kv_bytes / us_attn / 1e6;
+      const int splits = pz_mla_cuda_splits(b.op, b.m);
+      printf("%-8s %3d %5d %4d %6d | %10.1f %9.2f %5.1f%% | %10.1f %8.2f | %10.1f\n", "Kimi-K2", tp, heads, b.m, splits,
+             us_attn, tbps, 100.0 * tbps / HBM_TBPS, us_read, us_attn / us_read, us_op);
+      if (md)
+        fprintf(md, "| %d | %d | %d | %d | %.1f | %.1f | %.2f | %.1f%% | %.1f | %.2f | %.1f |\n", tp, heads, b.m, splits,
+                kv_bytes / 1e6, us_attn, tbps, 100.0 * tbps / HBM_TBPS, us_read, us_attn / us_read, us_op);
+      cJSON *r = cJSON_CreateObject();
+      cJSON_AddStringToObject(r, "model", "Kimi-K2");
+      cJSON_AddNumberToObject(r, "tp", tp);
+      cJSON_AddNumberToObject(r, "heads", heads);
+      cJSON_AddNumberToObject(r, "m", b.m);
+      cJSON_AddNumberToObject(r, "context", ctx);
+      cJSON_AddNumberToObject(r, "splits", splits);
+      cJSON_AddNumberToObject(r, "launches_per_graph", iters);
+      cJSON_AddNumberToObject(r, "kv_bytes", kv_bytes);
+      cJSON_AddNumberToObject(r, "attn_us", us_attn);
+      cJSON_AddNumberToObject(r, "attn_tbps", tbps);
+      cJSON_AddNumberToObject(r, "attn_share_of_4p8", tbps / HBM_TBPS);
+      cJSON_AddNumberToObject(r, "read_us", us_read);
+      cJSON_AddNumberToObject(r, "op_us", us_op);
+      cJSON_AddItemToArray(rows, r);
+      fflush(stdout);
+    }
+    pz_mla_cuda_destroy(b.op);
+    b.op = NULL;
+    for (int c = 0; c < 2; c++) {
+      for (int k = 0; k < 5; k++) { cudaFree(b.w[c][k]); b.w[c][k] = NULL; }
+      cudaFree(b.o_w[c]);
+      b.o_w[c] = NULL;
+    }
+  }
+  if (st != PZ_OK) {
+    fprintf(stderr, "prezero bench attn: %s\n", pz_last_error());
+    rc = 1;
+  }
+  if (md) fclose(md);
+  if (json_path) {
+    FILE *f = fopen(json_path, "w");
+    char *txt = cJSON_Print(root);
+    if (f && txt) fprintf(f, "%s\n", txt);
+    else fprintf(stderr, "prezero bench attn: cannot write %s\n", json_path);
+    if (f) fclose(f);
+    free(txt);
+  }
+  cJSON_Delete(root);
+  cudaFree(b.cache); cudaFree(b.pos); cudaFree(b.qkv_a); cudaFree(b.out); cudaFree(b.sink);
+  pz_gemm_ctx_destroy(b.gemm);
+  cudaStreamDestroy(s);
+  return rc;
+}
+#else
+int pz_cmd_bench_attn(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  fprintf(stderr, "prezero bench attn: this build has no CUDA backend; rebuild with nvcc available (PZ_WITH_CUDA=ON)\n");
+  return 1;
+}
+#endif
