@@ -10,6 +10,7 @@
 #include "backend/cuda/exec_ops.h"
 #include "backend/cuda/fill.h"
 #include "backend/cuda/gate_cuda.h"
+#include "backend/cuda/profile.h"
 #include "backend/cuda/runtime.h"
 
 #define ALIGN 256
@@ -288,6 +289,7 @@ static pz_status run_nodes(pz_cuda_exec *e, int64_t m) {
   pz_cuda_ctx c = {.g = e->g, .tp = e->tp, .m = m, .ranks = e->ranks, .comm = e->comm, .dev = &e->dev};
   for (int i = 0; i < e->g->n_nodes; i++) {
     const pz_node *n = &e->g->nodes[i];
+    pz_profile_set_node(n->id); /* CUPTI attribution of the graph nodes captured next (profile.h) */
     pz_cuda_op_fn fn = pz_cuda_op_launcher(n->op);
     if (!fn) return pz_error(PZ_ERR_UNSUPPORTED, "CUDA executor: op %s (node %s): %s", pz_op_name(n->op), n->name, pz_cuda_op_gap(n->op));
     pz_status st;
@@ -309,10 +311,12 @@ static pz_status run_nodes(pz_cuda_exec *e, int64_t m) {
       }
     }
     if (st != PZ_OK) {
+      pz_profile_set_node(-1);
       pz_log_propagate(__FILE__, __LINE__, n->name, st);
       return st;
     }
   }
+  pz_profile_set_node(-1);
   return PZ_OK;
 }
 

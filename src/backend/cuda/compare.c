@@ -1,0 +1,544 @@
+/* `prezero compare` driver (compare.h): two executors of one model (prezero OFF / ON, same
+ * seed), memory plan, A B A B decode rounds, bit-identity and CUPTI per-component kernel times. */
+#include "backend/cuda/compare.h"
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <cuda_runtime.h>
+#include "backend/cuda/exec.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/profile.h"
+#include "backend/cuda/runtime.h"
+#include "model/builder.h"
+#include "model/config.h"
+#include "passes/passes.h"
+#include "passes/prezero.h"
+
+#define GiB (1024.0 * 1024.0 * 1024.0)
+#define EXTRA_MARGIN ((int64_t)1 << 30) /* per GPU, beside the reserve: both executors' scratch */
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+static void note(pz_cmp_result *r, FILE *log, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void note(pz_cmp_result *r, FILE *log, const char *fmt, ...) {
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  size_t n = strlen(r->notes);
+  snprintf(r->notes + n, sizeof r->notes - n, "%s%s", n ? " " : "", line);
+  if (log) fprintf(log, "compare: %s\n", line);
+}
+
+static void progress(const pz_cmp_opts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void progress(const pz_cmp_opts *o, const char *fmt, ...) {
+  if (!o->progress) return;
+  char line[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  o->progress(o->user, line);
+}
+
+static double median(double *v, int n) {
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+      double t = v[j];
+      v[j] = v[j - 1];
+      v[j - 1] = t;
+    }
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---------------------------------------------------------------- graphs and memory plan */
+
+static pz_status build(const pz_model_config *mc, const pz_cmp_opts *o, int layers, int prezero, pz_graph **g) {
+  pz_build_opts bo = PZ_BUILD_OPTS_INIT;
+  bo.tp = o->tp;
+  bo.m = o->conc[o->n_conc - 1];
+  bo.max_ctx = (int64_t)o->isl + o->osl;
+  bo.layers = layers;
+  PZ_CHECK(pz_build_decode_graph(mc, &bo, g));
+  pz_pass_opts po = PZ_PASS_OPTS_INIT;
+  po.prezero = prezero;
+  pz_status st = pz_run_passes(*g, &po, NULL, NULL);
+  if (st != PZ_OK) {
+    pz_graph_free(*g);
+    *g = NULL;
+  }
+  return st;
+}
+
+/* Chooses (or checks) the layer count so that the OFF and ON executors fit together. */
+static pz_status plan_layers(const pz_model_config *mc, const pz_cmp_opts *o, pz_cmp_result *r, int *layers) {
+  int devs[PZ_CUDA_MAX_TP];
+  int64_t fr[PZ_CUDA_MAX_TP], tot[PZ_CUDA_MAX_TP];
+  for (int i = 0; i < o->tp; i++) devs[i] = i;
+  PZ_CHECK(pz_cuda_mem_info(o->tp, devs, fr, tot));
+  int64_t budget = INT64_MAX;
+  for (int i = 0; i < o->tp; i++) {
+    int64_t b = fr[i] - pz_cuda_default_reserve(tot[i]) - EXTRA_MARGIN;
+    if (b < budget) budget = b;
+  }
+  int n = (int)mc->num_hidden_layers;
+  pz_graph *g[2] = {NULL, NULL};
+  int64_t fixed[2] = {0, 0};
+  int64_t *lb = calloc((size_t)n * 3, sizeof(int64_t));
+  if (!lb) return pz_error(PZ_ERR_OOM, "compare: memory plan");
+  pz_status st = PZ_OK;
+  for (int k = 0; k < 2 && st == PZ_OK; k++) {
+    st = build(mc, o, 0, k, &g[k]);
+    if (st == PZ_OK) st = pz_cuda_bytes_by_layer(g[k], &fixed[k], lb + (size_t)k * n, n);
+  }
+  if (st == PZ_OK) {
+    for (int L = 0; L < n; L++) lb[2 * (size_t)n + L] = lb[L] + lb[(size_t)n + L];
+    int fit = pz_cuda_fit_layers(fixed[0] + fixed[1], lb + 2 * (size_t)n, n, budget);
+    int want = o->layers > 0 ? o->layers : fit;
+    int64_t need = fixed[0] + fixed[1];
+    for (int L = 0; L < want && L < n; L++) need += lb[2 * (size_t)n + L];
+    if (o->layers > 0 && o->layers > fit) {
+      st = pz_error(PZ_ERR_OOM,
+                    "--layers %d needs %.1f GiB per GPU for the OFF and ON engines together but %.1f GiB fit beside "
+                    "the reserve; use --layers %d or fewer (or omit --layers)",
+                    o->layers, need / GiB, budget / GiB, fit);
+    } else if (want < 1) {
+      st = pz_error(PZ_ERR_OOM,
+                    "not even one layer of %s fits twice (OFF and ON) per GPU: %.1f GiB free beside the reserve; use a "
+                    "larger --tp or a smaller --isl/--osl/--conc",
+                    mc->name, budget / GiB);
+    } else {
+      *layers = want;
+      r->layers_auto = o->layers == 0;
+      note(r, o->log, "%s: %d of %lld layers (%s), %.1f GiB per GPU for OFF + ON, %.1f GiB available beside the reserve.",
+           mc->name, want, (long long)n, o->layers ? "--layers" : "as many as fit twice in free memory", need / GiB,
+           budget / GiB);
+    }
+  }
+  pz_graph_free(g[0]);
+  pz_graph_free(g[1]);
+  free(lb);
+  return st;
+}
+
+/* ---------------------------------------------------------------- prezero fired? */
+
+/* Whether prezero takes effect for one consumer at batch M: the donor zeroed its slice (the
+ * gate) and the GEMM the tuner picks for zero_init = false is split-K. */
+static int consumer_fired(pz_gemm_ctx *ctx, int64_t M, int64_t n, int64_t k, int64_t col, int64_t n_total,
+                          int64_t n_base, int64_t H, int tp, const pz_device_desc *dev) {
+  if (!pz_prezero_slice_zeroed(M, col, n, n_total, n_base, H, tp, dev)) return PZ_CMP_NOT_FIRED;
+  pz_gemm_config cfg;
+  bool split = false;
+  if (pz_gemm_choose(ctx, (int)M, (int)n, (int)k, false, &cfg, &split) != PZ_OK) return PZ_CMP_NOT_FIRED;
+  return split ? PZ_CMP_FIRED : PZ_CMP_NOT_FIRED;
+}
+
+static void fired_at(const pz_graph *g_on, pz_gemm_ctx *ctx, int64_t M, int tp, const pz_device_desc *dev,
+                     int fired[PZ_CMP_N_COMP]) {
+  for (int c = 0; c < PZ_CMP_N_COMP; c++) fired[c] = PZ_CMP_NA;
+  const int64_t H = g_on->info.hidden;
+  /* A component fires when it fires in every layer that has it (the layers share shapes). */
+  for (int i = 0; i < g_on->n_nodes; i++) {
+    const pz_node *n = &g_on->nodes[i];
+    int comp = -1;
+    if (n->role == PZ_ROLE_QKV_A || n->role == PZ_ROLE_Q_PROJ || n->role == PZ_ROLE_KV_A) comp = PZ_CMP_QKV_A;
+    else if (n->role == PZ_ROLE_ROUTER_GATE) comp = PZ_CMP_GATE;
+    int f[2] = {PZ_CMP_NA, PZ_CMP_NA}, cs[2] = {comp, -1};
+    if (comp >= 0 && (n->op == PZ_OP_GEMM || n->op == PZ_OP_MM_MAYBE_PREZERO)) {
+      if (n->op == PZ_OP_GEMM) f[0] = PZ_CMP_NOT_FIRED;
+      else {
+        const pz_tensor *W = &g_on->tensors[n->src[1]], *C = &g_on->tensors[n->dst[0]];
+        const pz_tensor *B = &g_on->tensors[n->p.gemm.prezero_buf];
+        f[0] = consumer_fired(ctx, M, W->ne[0], W->ne[1], n->p.gemm.col_offset, B->ne[1], n->p.gemm.n_base, H, tp,
+                              dev);
+        (void)C;
+      }
+    } else if (n->op == PZ_OP_MLA_ATTN) {
+      const pz_mla_params *p = &n->p.mla;
+      const int64_t qh = p->qk_nope_head_dim + p->qk_rope_head_dim;
+      cs[0] = PZ_CMP_Q_B;
+      cs[1] = PZ_CMP_O_PROJ;
+      if (p->q_lora_rank > 0)
+        f[0] = n->src[PZ_MLA_QB_PREZERO] < 0 ? PZ_CMP_NOT_FIRED
+               : consumer_fired(ctx, M, p->n_heads * qh, p->q_lora_rank, p->qb_col_offset, p->prezero_n_total,
+                                p->prezero_n_base, H, tp, dev);
+      f[1] = n->src[PZ_MLA_OPROJ_PREZERO] < 0 ? PZ_CMP_NOT_FIRED
+             : consumer_fired(ctx, M, p->hidden, p->n_heads * p->v_head_dim, p->oproj_col_offset,
+                              p->prezero_n_total, p->prezero_n_base, H, tp, dev);
+    } else {
+      continue;
+    }
+    for (int j = 0; j < 2; j++) {
+      if (cs[j] < 0 || f[j] == PZ_CMP_NA) continue;
+      if (fired[cs[j]] == PZ_CMP_NA) fired[cs[j]] = f[j];
+      else if (f[j] == PZ_CMP_NOT_FIRED) fired[cs[j]] = PZ_CMP_NOT_FIRED;
+    }
+  }
+}
+
+/* ---------------------------------------------------------------- CUPTI attribution */
+
+typedef struct comp_acc {
+  double us[PZ_CMP_N_COMP];
+  uint64_t sig[PZ_CMP_N_COMP]; /* hash of the graph nodes' kinds and names, summed */
+  int nodes[PZ_CMP_N_COMP];
+} comp_acc;
+
+static uint64_t hash_str(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return splitmix64(h);
+}
+
+/* Sums the profiled graph nodes of rank 0 (device dev0) into per-layer components of graph g:
+ * a node tagged with a GEMM / donor IR node counts for that component (its memset nodes
+ * included); inside an MLA node (in creation order: prep kernel, q_b GEMM, absorb, attention,
+ * combine, W_UV, o_proj GEMM) the non-MLA nodes between the first and second MLA kernels are
+ * q_b and those after the last MLA kernel are o_proj. Result: µs per layer, each component
+ * averaged over the layers where it has graph nodes. */
+static void attribute(const pz_graph *g, const pz_profile_node *v, int nv, int dev0, comp_acc *out,
+                      int *unattributed) {
+  int nl = g->info.n_layers > 0 ? g->info.n_layers : 1;
+  double *sum = calloc((size_t)nl * PZ_CMP_N_COMP, sizeof(double));
+  int *has = calloc((size_t)nl * PZ_CMP_N_COMP, sizeof(int));
+  memset(out, 0, sizeof *out);
+  *unattributed = 0;
+  if (!sum || !has) goto done;
+  for (int i = 0; i < nv;) {
+    if (v[i].device != dev0) { i++; continue; }
+    int tag = v[i].tag, j = i;
+    while (j < nv && v[j].device == dev0 && v[j].tag == tag) j++;
+    if (tag < 0 || tag >= g->n_nodes) {
+      *unattributed += j - i;
+      i = j;
+      continue;
+    }
+    const pz_node *n = &g->nodes[tag];
+    int L = n->layer;
+    if (L < 0 || L >= nl) { i = j; continue; }
+    int comp = -1;
+    if (n->role == PZ_ROLE_QKV_A || n->role == PZ_ROLE_Q_PROJ || n->role == PZ_ROLE_KV_A) comp = PZ_CMP_QKV_A;
+    else if (n->role == PZ_ROLE_ROUTER_GATE) comp = PZ_CMP_GATE;
+    else if (n->op == PZ_OP_AR_RMSNORM || n->op == PZ_OP_AR_RMSNORM_MAYBE_PREZERO) comp = PZ_CMP_DONOR;
+    for (int k = i; k < j; k++) {
+      int c = comp;
+      if (n->op == PZ_OP_MLA_ATTN) {
+        int mla_before = 0, mla_after = 0;
+        for (int q = i; q < j; q++)
+          if (strstr(v[q].name, "mla_")) { if (q < k) mla_before++; else if (q > k) mla_after++; }
+        if (strstr(v[k].name, "mla_")) c = -1;
+        else if (mla_before == 1 && mla_after >= 1 && n->p.mla.q_lora_rank > 0) c = PZ_CMP_Q_B;
+        else if (mla_before >= 1 && mla_after == 0) c = PZ_CMP_O_PROJ;
+        else c = -1;
+      }
+      if (c < 0) continue;
+      sum[(size_t)L * PZ_CMP_N_COMP + c] += v[k].median_us;
+      has[(size_t)L * PZ_CMP_N_COMP + c] = 1;
+      out->sig[c] += hash_str(v[k].name) + (uint64_t)v[k].kind;
+      out->nodes[c]++;
+    }
+    i = j;
+  }
+  for (int c = 0; c < PZ_CMP_N_COMP; c++) {
+    if (c == PZ_CMP_GEMM) continue;
+    double s = 0;
+    int cnt = 0;
+    for (int L = 0; L < nl; L++)
+      if (has[(size_t)L * PZ_CMP_N_COMP + c]) { s += sum[(size_t)L * PZ_CMP_N_COMP + c]; cnt++; }
+    out->us[c] = cnt ? s / cnt : -1.0;
+  }
+  out->us[PZ_CMP_GEMM] = 0;
+  for (int c = PZ_CMP_QKV_A; c <= PZ_CMP_O_PROJ; c++)
+    if (out->us[c] > 0) out->us[PZ_CMP_GEMM] += out->us[c];
+done:
+  free(sum);
+  free(has);
+}
+
+/* Replays engine e's graph of batch M under CUPTI and attributes the records. */
+static pz_status profile_engine(pz_cuda_exec *e, const pz_graph *g, int64_t M, int32_t pos, int iters, comp_acc *acc,
+                                int *unattributed, int *n_nodes) {
+  PZ_CHECK(pz_profile_flush());
+  pz_profile_clear();
+  double us = 0;
+  PZ_CHECK(pz_cuda_exec_time_step(e, M, pos, iters, 1, &us));
+  PZ_CHECK(pz_profile_flush());
+  pz_profile_node *v = NULL;
+  int nv = 0;
+  PZ_CHECK(pz_profile_summary(&v, &nv));
+  attribute(g, v, nv, 0, acc, unattributed);
+  *n_nodes = nv;
+  free(v);
+  pz_profile_clear();
+  return PZ_OK;
+}
+
+/* ---------------------------------------------------------------- the run */
+
+typedef struct engines {
+  pz_graph *g[2];          /* 0 = OFF, 1 = ON */
+  pz_cuda_exec *e[2];
+  int32_t *tok[2];         /* [rounds][osl][conc] generated tokens */
+  float *logits[3];        /* final logits: OFF last round, ON last round, OFF first round */
+} engines;
+
+static pz_status decode_round(const pz_cmp_opts *o, pz_cuda_exec *e, int conc, const int32_t *first, int32_t *out,
+                              double *seconds, const char *what, int ci, int round) {
+  int32_t tok[256], pos[256], next[256];
+  for (int i = 0; i < conc; i++) {
+    tok[i] = first[i];
+    pos[i] = o->isl;
+  }
+  int every = o->osl >= 64 ? o->osl / 16 : o->osl;
+  double t0 = now_s();
+  for (int s = 0; s < o->osl; s++) {
+    PZ_CHECK(pz_cuda_exec_step(e, conc, tok, pos, next));
+    memcpy(out + (size_t)s * conc, next, sizeof(int32_t) * (size_t)conc);
+    for (int i = 0; i < conc; i++) {
+      tok[i] = next[i];
+      pos[i]++;
+    }
+    if ((s + 1) % every == 0)
+      progress(o, "conc %d (%d/%d) round %d/%d %s step %d/%d", conc, ci + 1, o->n_conc, round + 1, o->rounds, what,
+               s + 1, o->osl);
+  }
+  *seconds = now_s() - t0;
+  return PZ_OK;
+}
+
+static double max_abs_diff(const float *a, const float *b, size_t n, bool *identical) {
+  double m = 0;
+  *identical = memcmp(a, b, n * sizeof(float)) == 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = fabs((double)a[i] - (double)b[i]);
+    if (d > m || d != d) m = d != d ? INFINITY : d;
+  }
+  return m;
+}
+
+static void determinism_line(pz_cmp_result *r) {
+  const char *vars[] = {"PREZERO_GEMM_FORCE", "PREZERO_GEMM_SPLITS", "PREZERO_GEMM_TUNER", "PREZERO_FORCE_GATE",
+                        "PREZERO_ATTN_SLOTS"};
+  size_t n = 0;
+  for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+    const char *v = getenv(vars[i]);
+    n += (size_t)snprintf(r->determinism + n, n < sizeof r->determinism ? sizeof r->determinism - n : 0, "%s%s=%s",
+                          i ? " " : "", vars[i], v ? v : "unset");
+    if (n >= sizeof r->determinism) break;
+  }
+}
+
+static pz_status check_opts(const pz_cmp_opts *o) {
+  if (o->tp < 1 || o->tp > PZ_CUDA_MAX_TP)
+    return pz_error(PZ_ERR_INVALID_ARG, "--tp %d is out of range 1..%d", o->tp, PZ_CUDA_MAX_TP);
+  if (o->n_conc < 1 || o->n_conc > PZ_CMP_MAX_CONC)
+    return pz_error(PZ_ERR_INVALID_ARG, "--conc needs 1..%d values", PZ_CMP_MAX_CONC);
+  for (int i = 0; i < o->n_conc; i++)
+    if (o->conc[i] < 1 || o->conc[i] > 256 || (i && o->conc[i] <= o->conc[i - 1]))
+      return pz_error(PZ_ERR_INVALID_ARG, "--conc values must be ascending within 1..256");
+  if (o->isl < 1 || o->osl < 1) return pz_error(PZ_ERR_INVALID_ARG, "--isl and --osl must be at least 1");
+  if (o->rounds < 1 || o->rounds > PZ_CMP_MAX_ROUNDS)
+    return pz_error(PZ_ERR_INVALID_ARG, "--rounds %d is out of range 1..%d", o->rounds, PZ_CMP_MAX_ROUNDS);
+  if (o->profile_iters < 1 || o->profile_iters > 10000)
+    return pz_error(PZ_ERR_INVALID_ARG, "profile iterations %d out of range 1..10000", o->profile_iters);
+  return PZ_OK;
+}
+
+pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
+  if (!o || !r) return pz_error(PZ_ERR_INVALID_ARG, "pz_compare_run: NULL argument");
+  memset(r, 0, sizeof *r);
+  PZ_CHECK(check_opts(o));
+  int ndev = pz_cuda_device_count();
+  if (ndev < o->tp)
+    return pz_error(PZ_ERR_NO_DEVICE, "TP %d needs %d GPUs but %d %s visible", o->tp, o->tp, ndev,
+                    ndev == 1 ? "is" : "are");
+  pz_model_config mc;
+  PZ_CHECK(pz_config_load(o->model, &mc));
+  if ((int64_t)o->isl + o->osl > mc.max_position_embeddings)
+    return pz_error(PZ_ERR_INVALID_ARG, "--isl %d + --osl %d exceeds max_position_embeddings %lld of %s", o->isl,
+                    o->osl, (long long)mc.max_position_embeddings, mc.name);
+  snprintf(r->model, sizeof r->model, "%s", mc.name);
+  r->tp = o->tp;
+  r->isl = o->isl;
+  r->osl = o->osl;
+  r->rounds = o->rounds;
+  r->seed = o->seed;
+  r->layers_total = (int)mc.num_hidden_layers;
+  determinism_line(r);
+  {
+    struct cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) snprintf(r->device, sizeof r->device, "%.127s", prop.name);
+  }
+  int layers = 0;
+  PZ_CHECK(plan_layers(&mc, o, r, &layers));
+  r->layers = layers;
+
+  engines E;
+  memset(&E, 0, sizeof E);
+  pz_gemm_ctx *gctx = NULL;
+  pz_status st = PZ_OK;
+  bool prof = o->profile;
+  if (prof) {
+    st = pz_profile_start();
+    if (st != PZ_OK) {
+      note(r, o->log, "CUPTI unavailable (%s): no per-component kernel times.", pz_last_error());
+      prof = false;
+      st = PZ_OK;
+    }
+  }
+  const int maxc = o->conc[o->n_conc - 1];
+  for (int k = 0; k < 2 && st == PZ_OK; k++) {
+    progress(o, "building and filling the %s engine (%d layers, TP %d)", k ? "ON" : "OFF", layers, o->tp);
+    st = build(&mc, o, layers, k, &E.g[k]);
+    if (st != PZ_OK) break;
+    pz_cuda_exec_opts xo = PZ_CUDA_EXEC_OPTS_INIT;
+    xo.seed = o->seed;
+    xo.graphs = 1;
+    xo.n_capture = o->n_conc;
+    memcpy(xo.capture, o->conc, sizeof(int) * (size_t)o->n_conc);
+    xo.prezero = k;
+    st = pz_cuda_exec_create(E.g[k], &xo, &E.e[k]);
+  }
+  size_t ntok = (size_t)o->rounds * o->osl * maxc;
+  size_t nlog = (size_t)maxc * (size_t)mc.vocab_size;
+  if (st == PZ_OK) {
+    for (int k = 0; k < 2; k++) E.tok[k] = malloc(ntok * sizeof(int32_t));
+    for (int k = 0; k < 3; k++) E.logits[k] = malloc(nlog * sizeof(float));
+    if (!E.tok[0] || !E.tok[1] || !E.logits[0] || !E.logits[1] || !E.logits[2])
+      st = pz_error(PZ_ERR_OOM, "compare: host buffers for tokens and logits (%.1f GiB)",
+                    3.0 * nlog * sizeof(float) / GiB);
+  }
+  if (st == PZ_OK) { /* for the "fired" rule: the tuner's choice, as the executor's GEMMs see it */
+    cudaSetDevice(0);
+    if (pz_gemm_ctx_create(&gctx) != PZ_OK) {
+      gctx = NULL;
+      note(r, o->log, "no GEMM handle for the fired/n/f rule: %s", pz_last_error());
+    }
+  }
+  const pz_device_desc *dev_on = st == PZ_OK ? pz_cuda_exec_device_desc(E.e[1]) : NULL;
+
+  for (int ci = 0; ci < o->n_conc && st == PZ_OK; ci++) {
+    const int conc = o->conc[ci];
+    pz_cmp_point *pt = &r->points[ci];
+    r->n_points = ci + 1;
+    pt->conc = conc;
+    pt->batch = (int)pz_cuda_exec_padded_m(E.e[0], conc);
+    pt->rounds = o->rounds;
+    pt->first_token_mismatch = -1;
+    pt->logits_off_spread = -1;
+    for (int c = 0; c < PZ_CMP_N_COMP; c++) {
+      pt->comp_on_us[c] = pt->comp_off_us[c] = -1;
+      pt->fired[c] = PZ_CMP_NA;
+    }
+    int32_t first[256];
+    for (int i = 0; i < conc; i++)
+      first[i] = (int32_t)(splitmix64(o->seed ^ ((uint64_t)conc << 32) ^ (uint64_t)i) % (uint64_t)mc.vocab_size);
+    /* Capture (first use of this batch size) with CUPTI records on, then per-component profile. */
+    if (gctx) fired_at(E.g[1], gctx, pt->batch, o->tp, dev_on, pt->fired);
+    if (prof && (st = pz_profile_activity(true)) != PZ_OK) break;
+    for (int k = 0; k < 2 && st == PZ_OK; k++) {
+      progress(o, "conc %d (%d/%d): capturing the %s graph", conc, ci + 1, o->n_conc, k ? "ON" : "OFF");
+      int32_t pos[256], next[256];
+      for (int i = 0; i < conc; i++) pos[i] = o->isl;
+      st = pz_cuda_exec_step(E.e[k], conc, first, pos, next);
+    }
+    if (st == PZ_OK && prof) {
+      comp_acc acc[2];
+      int unattr[2] = {0, 0}, nn[2] = {0, 0};
+      for (int k = 0; k < 2 && st == PZ_OK; k++) {
+        progress(o, "conc %d (%d/%d): CUPTI profile of the %s graph (%d replays)", conc, ci + 1, o->n_conc,
+                 k ? "ON" : "OFF", o->profile_iters);
+        st = profile_engine(E.e[k], E.g[k], pt->batch, o->isl, o->profile_iters, &acc[k], &unattr[k], &nn[k]);
+      }
+      if (st == PZ_OK) {
+        pt->profiled = nn[0] > 0 && nn[1] > 0;
+        for (int c = 0; c < PZ_CMP_N_COMP; c++) {
+          pt->comp_off_us[c] = acc[0].us[c];
+          pt->comp_on_us[c] = acc[1].us[c];
+          pt->kernels_changed[c] = acc[0].sig[c] != acc[1].sig[c] || acc[0].nodes[c] != acc[1].nodes[c];
+        }
+        if (!pt->profiled)
+          note(r, o->log, "conc %d: CUPTI delivered no graph-node kernel records (OFF %d, ON %d nodes).", conc, nn[0],
+               nn[1]);
+        else if (unattr[0] || unattr[1])
+          note(r, o->log, "conc %d: %d / %d profiled graph nodes (OFF / ON) carried no IR-node tag.", conc, unattr[0],
+               unattr[1]);
+      }
+      if (st == PZ_OK) st = pz_profile_activity(false);
+    }
+    if (st != PZ_OK) break;
+    /* Timed rounds, A B A B. */
+    double t_on[PZ_CMP_MAX_ROUNDS], t_off[PZ_CMP_MAX_ROUNDS];
+    for (int rd = 0; rd < o->rounds && st == PZ_OK; rd++) {
+      for (int k = 0; k < 2 && st == PZ_OK; k++) {
+        double sec = 0;
+        int32_t *out = E.tok[k] + (size_t)rd * o->osl * conc;
+        st = decode_round(o, E.e[k], conc, first, out, &sec, k ? "ON" : "OFF", ci, rd);
+        if (st != PZ_OK) break;
+        (k ? t_on : t_off)[rd] = sec;
+        if (k == 0 && rd == 0 && o->rounds > 1) st = pz_cuda_exec_logits(E.e[0], conc, E.logits[2]);
+        if (rd == o->rounds - 1 && st == PZ_OK) st = pz_cuda_exec_logits(E.e[k], conc, E.logits[k]);
+      }
+    }
+    if (st != PZ_OK) break;
+    double tot_on[PZ_CMP_MAX_ROUNDS], tot_off[PZ_CMP_MAX_ROUNDS];
+    for (int rd = 0; rd < o->rounds; rd++) {
+      pt->tpot_on_rounds_ms[rd] = 1e3 * t_on[rd] / o->osl;
+      pt->tpot_off_rounds_ms[rd] = 1e3 * t_off[rd] / o->osl;
+      tot_on[rd] = t_on[rd];
+      tot_off[rd] = t_off[rd];
+    }
+    double mon = median(tot_on, o->rounds), moff = median(tot_off, o->rounds);
+    pt->tpot_on_ms = 1e3 * mon / o->osl;
+    pt->tpot_off_ms = 1e3 * moff / o->osl;
+    pt->e2e_on_s = mon;
+    pt->e2e_off_s = moff;
+    pt->tput_on = (double)conc * o->osl / mon / o->tp;
+    pt->tput_off = (double)conc * o->osl / moff / o->tp;
+    /* Bit-identity. */
+    size_t nt = (size_t)o->rounds * o->osl * conc;
+    pt->tokens_identical = true;
+    for (size_t i = 0; i < nt; i++)
+      if (E.tok[0][i] != E.tok[1][i]) {
+        pt->tokens_identical = false;
+        pt->first_token_mismatch = (int64_t)(i % ((size_t)o->osl * conc));
+        break;
+      }
+    size_t nl = (size_t)conc * (size_t)mc.vocab_size;
+    pt->logits_max_abs_diff = max_abs_diff(E.logits[0], E.logits[1], nl, &pt->logits_identical);
+    if (o->rounds > 1) {
+      bool same;
+      pt->logits_off_spread = max_abs_diff(E.logits[2], E.logits[0], nl, &same);
+    }
+    progress(o, "conc %d (%d/%d) done: TPOT OFF %.3f ms, ON %.3f ms; tokens %s", conc, ci + 1, o->n_conc,
+             pt->tpot_off_ms, pt->tpot_on_ms, pt->tokens_identical ? "identical" : "DIFFER");
+  }
+  if (prof) {
+    uint64_t d = pz_profile_dropped();
+    if (d) note(r, o->log, "CUPTI dropped %llu records.", (unsigned long long)d);
+    pz_profile_stop();
+  }
+  if (gctx) pz_gemm_ctx_destroy(gctx);
+  for (int k = 0; k < 2; k++) {
+    pz_cuda_exec_free(E.e[k]);
+    pz_graph_free(E.g[k]);
+    free(E.tok[k]);
+  }
+  for (int k = 0; k < 3; k++) free(E.logits[k]);
+  return st;
+}

@@ -1,0 +1,123 @@
+/* prezero ON vs OFF on the GPU: the decode workload driver behind `prezero compare` (two
+ * executors with the same seed, alternated A B A B) and the result it reports. The result types
+ * are plain C so that the report writer also builds without CUDA. */
+#ifndef PZ_BACKEND_CUDA_COMPARE_H
+#define PZ_BACKEND_CUDA_COMPARE_H
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "core/status.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PZ_CMP_MAX_CONC 16
+#define PZ_CMP_MAX_ROUNDS 16
+
+/* Per-layer kernel-time components (µs per layer, from CUPTI records of CUDA-graph replays).
+ * QKV_A also counts q_proj / kv_a_proj (layouts without q LoRA). GEMM = the sum of the four
+ * GEMM components. DONOR = both AR + residual + RMSNorm kernels of a layer (input_layernorm and
+ * post_attention_layernorm): its ON - OFF difference is the fill cost. */
+typedef enum pz_cmp_comp {
+  PZ_CMP_QKV_A = 0,
+  PZ_CMP_Q_B,
+  PZ_CMP_GATE,
+  PZ_CMP_O_PROJ,
+  PZ_CMP_GEMM,
+  PZ_CMP_DONOR,
+  PZ_CMP_N_COMP
+} pz_cmp_comp;
+
+/* Short names used in JSON and tables: "qkv_a", "q_b", "gate", "o_proj", "gemm_subtotal",
+ * "donor". */
+static inline const char *pz_cmp_comp_name(pz_cmp_comp c) {
+  static const char *const names[PZ_CMP_N_COMP] = {"qkv_a", "q_b", "gate", "o_proj", "gemm_subtotal", "donor"};
+  return (unsigned)c < PZ_CMP_N_COMP ? names[c] : "?";
+}
+
+/* Whether prezero took effect for a consumer at a batch size. */
+typedef enum pz_cmp_fired {
+  PZ_CMP_NA = -1,        /* the component does not exist in this model / was not measured */
+  PZ_CMP_NOT_FIRED = 0,  /* "n/f": the tuner's kernel is not split-K, or the gate said no */
+  PZ_CMP_FIRED = 1
+} pz_cmp_fired;
+
+/* One concurrency. Timing values are medians over the rounds; *_rounds keep every round. */
+typedef struct pz_cmp_point {
+  int conc;                       /* requests decoded together (= batch) */
+  int batch;                      /* captured batch size the steps ran at (>= conc) */
+  double tput_on, tput_off;       /* output tokens/s per GPU: conc*osl / decode seconds / tp */
+  double tpot_on_ms, tpot_off_ms; /* decode seconds / osl, in ms */
+  double e2e_on_s, e2e_off_s;     /* per request: the osl decode steps, in s (no prefill) */
+  int rounds;
+  double tpot_on_rounds_ms[PZ_CMP_MAX_ROUNDS], tpot_off_rounds_ms[PZ_CMP_MAX_ROUNDS];
+  /* kernel time per layer (µs), each component averaged over the layers that have it;
+   * < 0 when not measured */
+  bool profiled;
+  double comp_on_us[PZ_CMP_N_COMP], comp_off_us[PZ_CMP_N_COMP];
+  int fired[PZ_CMP_N_COMP];       /* pz_cmp_fired for QKV_A..O_PROJ; NA for the others */
+  bool kernels_changed[PZ_CMP_N_COMP]; /* ON ran other graph nodes / kernels than OFF there */
+  /* bit-identity */
+  bool tokens_identical;          /* every generated token of every round, ON vs OFF */
+  bool logits_identical;          /* final step's logits [conc, vocab], ON vs OFF, bit for bit */
+  double logits_max_abs_diff;     /* max |ON - OFF| over the final logits */
+  double logits_off_spread;       /* max |OFF round 1 - OFF round 2| (the OFF path's own spread;
+                                     -1 with one round) */
+  int64_t first_token_mismatch;   /* step*conc + row of the first differing token, -1 if none */
+} pz_cmp_point;
+
+typedef struct pz_cmp_result {
+  char model[64];
+  char device[128];               /* GPU name of rank 0 */
+  int tp, layers, layers_total;   /* layers run / the model's num_hidden_layers */
+  bool layers_auto;               /* layers chosen from free memory (no --layers) */
+  int isl, osl, rounds;
+  uint64_t seed;
+  char determinism[256];          /* the settings in effect (PREZERO_GEMM_FORCE/SPLITS, gate) */
+  int n_points;
+  pz_cmp_point points[PZ_CMP_MAX_CONC];
+  char notes[1024];               /* what the run said about itself (layers chosen, dropped records) */
+} pz_cmp_result;
+
+/* Options of pz_compare_run. */
+typedef struct pz_cmp_opts {
+  const char *model;      /* preset or config.json (default "kimi_k2") */
+  int tp;                 /* GPUs (ranks 0..tp-1 on devices 0..tp-1) */
+  int layers;             /* 0: as many as fit twice (OFF and ON) in free memory */
+  int isl, osl;           /* prompt KV tokens per request (seeded random cache), decode steps */
+  int n_conc;
+  int conc[PZ_CMP_MAX_CONC]; /* ascending */
+  int rounds;             /* A B pairs: OFF ON OFF ON ... (>= 1) */
+  uint64_t seed;
+  bool profile;           /* collect CUPTI kernel records (per-component times) */
+  int profile_iters;      /* graph replays per (concurrency, engine) under CUPTI */
+  /* progress: called with a one-line status (no newline) now and then; may be NULL */
+  void (*progress)(void *user, const char *line);
+  void *user;
+  FILE *log;              /* plan / notes lines (may be NULL) */
+} pz_cmp_opts;
+#define PZ_CMP_OPTS_INIT {.model = "kimi_k2", .tp = 1, .layers = 0, .isl = 8192, .osl = 1024, .n_conc = 6, \
+                          .conc = {4, 8, 16, 32, 64, 128}, .rounds = 2, .seed = 1234, .profile = true,    \
+                          .profile_iters = 20, .progress = NULL, .user = NULL, .log = NULL}
+
+/* Runs the workload (CUDA builds only; the symbol is absent without CUDA):
+ *   1. builds the decode graph OFF and ON (prezero pass) for max batch = the largest conc and a
+ *      KV capacity of isl + osl; picks layers when 0 (largest N whose two executors fit every
+ *      GPU's free memory minus the reserve), else checks that N fits (PZ_ERR_OOM otherwise);
+ *   2. creates the two executors with the same seed (same weights and prompt KV cache),
+ *      captures one CUDA graph per concurrency (CUPTI attribution on when profiling);
+ *   3. per concurrency, `rounds` times OFF then ON: osl greedy steps of conc requests from
+ *      position isl (seeded random first tokens; each round restarts at isl), timed on the host
+ *      clock around the steps (each step ends with every rank done and the argmax combined);
+ *   4. compares the tokens of every step and the final step's logits, ON vs OFF;
+ *   5. when profiling, replays each engine's graph profile_iters times under CUPTI and sums the
+ *      per-graph-node median durations (rank 0) into the components.
+ * Errors: PZ_ERR_INVALID_ARG, PZ_ERR_NO_DEVICE (fewer than tp GPUs), PZ_ERR_OOM (the layers do
+ * not fit), PZ_ERR_UNSUPPORTED (an op without CUDA kernel; CUPTI unavailable), PZ_ERR_CUDA, and
+ * those of the model builder. */
+pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
