@@ -155,6 +155,15 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
         const pz_tuner_entry *te = pz_tuner_lookup(pz_gemm_ctx_table(ctx), m, sh->n, sh->k);
         if (tune || !te) st = pz_tuner_tune(ctx, &pool, m, sh->n, sh->k, &me->e);
         else me->e = *te;
+        /* PREZERO_BENCH_CFG=splits,wt,warps,wn pins flavours 1-3 and 5 to one kernel config (diagnostics). */
+        const char *pin = getenv("PREZERO_BENCH_CFG");
+        int ps, pw, pn, pl;
+        if (st == PZ_OK && pin && sscanf(pin, "%d,%d,%d,%d", &ps, &pw, &pn, &pl) == 4)
+          for (int f = 1; f <= 5; f++)
+            if (f != PZ_GEMM_FULLK) {
+              pz_gemm_config c = {(pz_gemm_flavour)f, ps, pw, pn, pl};
+              me->e.cfg[f] = c;
+            }
         if (st == PZ_OK) st = pz_tuner_time_read(ctx, &pool, (int64_t)bytes, iters, reps, &me->read_us);
         for (int f = 1; f < PZ_GEMM_FLAVOUR_COUNT && st == PZ_OK; f++)
           if (me->e.cfg[f].splits > 0)
