@@ -1,7 +1,572 @@
-/* prezero compare: placeholder until its issue lands. */
+/* prezero compare: prezero OFF vs ON end to end on the GPU (throughput, TPOT, E2E, per-layer
+ * kernel components from CUPTI, bit-identity), written as JSON, markdown and gnuplot plots.
+ * --render JSON re-writes the report of a saved run (works without CUDA). */
+#include <errno.h>
+#include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <cjson/cJSON.h>
+#include "backend/cuda/compare.h"
 #include "cli.h"
+#include "model/config.h"
+#include "prezero.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: prezero compare [options]   (needs the CUDA backend, except --render)\n"
+          "  --config NAME|PATH  model preset or config.json (default kimi_k2)\n"
+          "  --tp T              GPUs, ranks on devices 0..T-1 (default 1)\n"
+          "  --layers N          first N layers (default: as many as fit twice, OFF and ON, in free GPU memory)\n"
+          "  --isl L             prompt KV tokens per request, seeded random cache (default 8192)\n"
+          "  --osl S             greedy decode steps per request (default 1024)\n"
+          "  --conc A,B,...      concurrencies = batch sizes, ascending, 1..256 (default 4,8,16,32,64,128)\n"
+          "  --rounds R          OFF/ON pairs per concurrency, run A B A B (default 2)\n"
+          "  --seed X            weights, KV cache and first tokens (default 1234)\n"
+          "  --profile-iters N   CUDA-graph replays per engine under CUPTI (default 20)\n"
+          "  --no-profile        skip the CUPTI kernel breakdown\n"
+          "  --out DIR           write compare.json, compare.md, *.dat, plots.gp (+ PNGs with gnuplot) (default .)\n"
+          "  --render JSON       re-write compare.md and the plot files of a saved compare.json into --out\n"
+          "  --help              this text\n"
+          "Per concurrency: TPOT = decode seconds / osl (host clock around the steps, each step waits for\n"
+          "every GPU and the argmax); E2E per request = the osl decode steps (no prefill: the prompt KV is\n"
+          "pre-filled); tokens/s per GPU = conc*osl / decode seconds / tp. Kernel components are medians\n"
+          "per CUDA-graph node from CUPTI (rank 0), summed per layer. Determinism: see DESIGN.md section 5;\n"
+          "PREZERO_GEMM_SPLITS=2 makes ON and OFF bit-identical (0 + a + b = 0 + b + a).\n");
+}
+
+static int fail_line(const char *what, const char *fix) {
+  fprintf(stderr, "prezero compare: %s; %s\n", what, fix);
+  return 2;
+}
+
+static int parse_int(const char *flag, const char *v, long long lo, long long hi, long long *out) {
+  char *end;
+  errno = 0;
+  long long x = strtoll(v, &end, 10);
+  char msg[256];
+  if (!*v || *end || errno) {
+    snprintf(msg, sizeof msg, "%s needs an integer, got '%s'", flag, v);
+    fail_line(msg, "see 'prezero compare --help'");
+    return 1;
+  }
+  if (x < lo || x > hi) {
+    snprintf(msg, sizeof msg, "%s %lld is out of range", flag, x);
+    char fix[64];
+    snprintf(fix, sizeof fix, "use %lld..%lld", lo, hi);
+    fail_line(msg, fix);
+    return 1;
+  }
+  *out = x;
+  return 0;
+}
+
+/* "4,8,16": ascending integers in 1..256, at most PZ_CMP_MAX_CONC. */
+static int parse_conc(const char *v, int *conc, int *n) {
+  *n = 0;
+  const char *s = v;
+  while (*s) {
+    char *end;
+    errno = 0;
+    long x = strtol(s, &end, 10);
+    if (end == s || errno || (*end && *end != ',')) return fail_line("--conc needs comma-separated integers", "e.g. --conc 4,8,16");
+    if (x < 1 || x > 256) return fail_line("--conc values must be within 1..256", "e.g. --conc 4,8,16");
+    if (*n == PZ_CMP_MAX_CONC) return fail_line("--conc has too many values", "give at most 16");
+    if (*n && x <= conc[*n - 1]) return fail_line("--conc values must be ascending without repeats", "e.g. --conc 4,8,16");
+    conc[(*n)++] = (int)x;
+    s = *end ? end + 1 : end;
+    if (*end && !*s) return fail_line("--conc ends with a comma", "e.g. --conc 4,8,16");
+  }
+  if (*n == 0) return fail_line("--conc is empty", "e.g. --conc 4,8,16");
+  return 0;
+}
+
+/* ---------------------------------------------------------------- report */
+
+static double pct(double on, double off) { return off != 0 ? 100.0 * (on - off) / off : 0.0; }
+
+/* OFF's own spread over rounds, % of its median: (max - min) / median. */
+static double off_spread_pct(const pz_cmp_point *p) {
+  if (p->rounds < 2 || p->tpot_off_ms <= 0) return 0;
+  double lo = p->tpot_off_rounds_ms[0], hi = lo;
+  for (int i = 1; i < p->rounds; i++) {
+    if (p->tpot_off_rounds_ms[i] < lo) lo = p->tpot_off_rounds_ms[i];
+    if (p->tpot_off_rounds_ms[i] > hi) hi = p->tpot_off_rounds_ms[i];
+  }
+  return 100.0 * (hi - lo) / p->tpot_off_ms;
+}
+
+/* Δ of a component in µs (ON - OFF), or NAN when not measured. */
+static double comp_delta(const pz_cmp_point *p, int c) {
+  if (c == PZ_CMP_GEMM) {
+    double d = 0;
+    int any = 0;
+    for (int k = PZ_CMP_QKV_A; k <= PZ_CMP_O_PROJ; k++)
+      if (p->comp_on_us[k] >= 0 && p->comp_off_us[k] >= 0) { d += p->comp_on_us[k] - p->comp_off_us[k]; any = 1; }
+    return any ? d : NAN;
+  }
+  if (p->comp_on_us[c] < 0 || p->comp_off_us[c] < 0) return NAN;
+  return p->comp_on_us[c] - p->comp_off_us[c];
+}
+
+static const char *row_name(int c) {
+  switch (c) {
+    case PZ_CMP_GEMM: return "GEMM subtotal";
+    case PZ_CMP_DONOR: return "donor fill cost (ON - OFF)";
+    default: return pz_cmp_comp_name((pz_cmp_comp)c);
+  }
+}
+
+static void cell_delta(FILE *f, const pz_cmp_point *p, int c) {
+  if (!p->profiled) { fprintf(f, " - |"); return; }
+  if (c <= PZ_CMP_O_PROJ && p->fired[c] == PZ_CMP_NOT_FIRED) {
+    double d = comp_delta(p, c);
+    if (d == d) fprintf(f, " n/f (%+.2f) |", d);
+    else fprintf(f, " n/f |");
+    return;
+  }
+  double d = comp_delta(p, c);
+  if (d != d) fprintf(f, " - |");
+  else fprintf(f, " %+.2f |", d);
+}
+
+static void write_markdown(FILE *f, const pz_cmp_result *r) {
+  fprintf(f, "## prezero compare: %s, TP %d, %d of %d layers%s, ISL %d, OSL %d, %d round%s (%s)\n\n", r->model, r->tp,
+          r->layers, r->layers_total, r->layers_auto ? " (chosen from free memory)" : "", r->isl, r->osl, r->rounds,
+          r->rounds == 1 ? "" : "s", r->device[0] ? r->device : "GPU");
+  fprintf(f, "Decode of synthetic requests: a seeded random prompt KV cache of ISL tokens per request, then OSL greedy\n"
+             "steps with batch = concurrency, prezero OFF and ON alternated (OFF ON OFF ON ...) in one process with\n"
+             "the same seed (same weights, cache and first tokens). TPOT = decode time / OSL; E2E = the OSL decode\n"
+             "steps of one request (no prefill); tokens/s per GPU = conc x OSL / decode time / TP. Medians over the\n"
+             "rounds; 'OFF spread' = (max - min) / median of OFF's rounds, the run's own noise.\n\n");
+  fprintf(f, "| conc | tok/s/GPU ON | OFF | Δ%% | TPOT ON ms | OFF | Δ%% | E2E ON s | OFF | Δ%% | OFF spread %% |\n");
+  fprintf(f, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (int i = 0; i < r->n_points; i++) {
+    const pz_cmp_point *p = &r->points[i];
+    fprintf(f, "| %d | %.1f | %.1f | %+.2f%% | %.3f | %.3f | %+.2f%% | %.3f | %.3f | %+.2f%% | %.2f |\n", p->conc,
+            p->tput_on, p->tput_off, pct(p->tput_on, p->tput_off), p->tpot_on_ms, p->tpot_off_ms,
+            pct(p->tpot_on_ms, p->tpot_off_ms), p->e2e_on_s, p->e2e_off_s, pct(p->e2e_on_s, p->e2e_off_s),
+            off_spread_pct(p));
+  }
+  fprintf(f, "\nDecode kernel Δ per layer (ON - OFF, µs; negative = saved). CUPTI kernel + memset records of\n"
+             "CUDA-graph replays, rank 0, median per graph node; each component averaged over the layers that\n"
+             "have it; zeroing memsets/kernels count in their GEMM. n/f = not fired (the tuner's kernel is not\n"
+             "split-K, or the gate said no at this batch size).\n\n");
+  fprintf(f, "| component |");
+  for (int i = 0; i < r->n_points; i++) fprintf(f, " %d |", r->points[i].conc);
+  fprintf(f, "\n|---|");
+  for (int i = 0; i < r->n_points; i++) fprintf(f, "---:|");
+  fprintf(f, "\n");
+  for (int c = 0; c < PZ_CMP_N_COMP; c++) {
+    fprintf(f, "| %s |", row_name(c));
+    for (int i = 0; i < r->n_points; i++) cell_delta(f, &r->points[i], c);
+    fprintf(f, "\n");
+  }
+  fprintf(f, "\nKernel time per layer, ON / OFF (µs):\n\n| component |");
+  for (int i = 0; i < r->n_points; i++) fprintf(f, " %d |", r->points[i].conc);
+  fprintf(f, "\n|---|");
+  for (int i = 0; i < r->n_points; i++) fprintf(f, "---:|");
+  fprintf(f, "\n");
+  for (int c = 0; c < PZ_CMP_N_COMP; c++) {
+    fprintf(f, "| %s |", c == PZ_CMP_DONOR ? "donors (AR+RMSNorm x2)" : row_name(c));
+    for (int i = 0; i < r->n_points; i++) {
+      const pz_cmp_point *p = &r->points[i];
+      if (!p->profiled || p->comp_on_us[c] < 0) fprintf(f, " - |");
+      else fprintf(f, " %.2f / %.2f |", p->comp_on_us[c], p->comp_off_us[c]);
+    }
+    fprintf(f, "\n");
+  }
+  fprintf(f, "\nBit-identity (ON vs OFF, every token of every round; final step's logits):\n\n");
+  fprintf(f, "| conc | tokens | logits | max abs diff | OFF run-to-run spread |\n|---:|---|---|---:|---:|\n");
+  bool all_tok = true, all_log = true;
+  for (int i = 0; i < r->n_points; i++) {
+    const pz_cmp_point *p = &r->points[i];
+    all_tok &= p->tokens_identical;
+    all_log &= p->logits_identical;
+    char spread[32];
+    if (p->logits_off_spread < 0) snprintf(spread, sizeof spread, "-");
+    else snprintf(spread, sizeof spread, "%.3g", p->logits_off_spread);
+    char tok[64];
+    if (p->tokens_identical) snprintf(tok, sizeof tok, "identical");
+    else snprintf(tok, sizeof tok, "differ (first at step %lld, row %lld)",
+                  (long long)(p->first_token_mismatch / p->conc), (long long)(p->first_token_mismatch % p->conc));
+    fprintf(f, "| %d | %s | %s | %.3g | %s |\n", p->conc, tok, p->logits_identical ? "bit-identical" : "differ",
+            p->logits_max_abs_diff, spread);
+  }
+  fprintf(f, "\nVerdict: tokens %s; logits %s. Settings: %s.\n", all_tok ? "IDENTICAL" : "DIFFER",
+          all_log ? "BIT-IDENTICAL" : "not bit-identical (float atomics: split-K order is free, DESIGN.md section 5; "
+                                      "PREZERO_GEMM_SPLITS=2 makes them bit-identical)",
+          r->determinism);
+  /* Targets of issue 8. */
+  int slower = 0, short_saving = 0, measured = 0;
+  for (int i = 0; i < r->n_points; i++) {
+    const pz_cmp_point *p = &r->points[i];
+    double noise = off_spread_pct(p);
+    if (pct(p->tpot_on_ms, p->tpot_off_ms) > noise) slower++;
+    double d = comp_delta(p, PZ_CMP_GEMM);
+    if (p->profiled && d == d) {
+      measured++;
+      if (d > -4.0) short_saving++;
+    }
+  }
+  fprintf(f, "\nTargets: ON slower than OFF beyond OFF's spread at %d of %d concurrencies; per-layer GEMM saving >= 4 µs "
+             "at %d of %d profiled concurrencies.\n",
+          slower, r->n_points, measured - short_saving, measured);
+  if (r->notes[0]) fprintf(f, "\nNotes: %s\n", r->notes);
+}
+
+/* gnuplot data and script; PNGs are rendered when gnuplot is on PATH. */
+static int write_plots(const char *dir, const pz_cmp_result *r, bool *rendered) {
+  char p[1200];
+  *rendered = false;
+  snprintf(p, sizeof p, "%s/throughput.dat", dir);
+  FILE *f = fopen(p, "w");
+  if (!f) return 1;
+  fprintf(f, "# conc  tok/s/GPU ON  tok/s/GPU OFF  TPOT ON ms  TPOT OFF ms\n");
+  for (int i = 0; i < r->n_points; i++)
+    fprintf(f, "%d %.3f %.3f %.4f %.4f\n", r->points[i].conc, r->points[i].tput_on, r->points[i].tput_off,
+            r->points[i].tpot_on_ms, r->points[i].tpot_off_ms);
+  fclose(f);
+  snprintf(p, sizeof p, "%s/components.dat", dir);
+  f = fopen(p, "w");
+  if (!f) return 1;
+  fprintf(f, "# conc  Δ µs/layer (ON - OFF): qkv_a q_b gate o_proj gemm_subtotal donor_fill; n/f or unmeasured = 0\n");
+  for (int i = 0; i < r->n_points; i++) {
+    const pz_cmp_point *pt = &r->points[i];
+    fprintf(f, "%d", pt->conc);
+    for (int c = 0; c < PZ_CMP_N_COMP; c++) {
+      double d = comp_delta(pt, c);
+      bool nf = c <= PZ_CMP_O_PROJ && pt->fired[c] == PZ_CMP_NOT_FIRED;
+      fprintf(f, " %.4f", (d == d && !nf && pt->profiled) ? d : 0.0);
+    }
+    fprintf(f, "\n");
+  }
+  fclose(f);
+  snprintf(p, sizeof p, "%s/plots.gp", dir);
+  f = fopen(p, "w");
+  if (!f) return 1;
+  fprintf(f,
+          "# prezero compare plots: run 'gnuplot plots.gp' in this folder.\n"
+          "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) { set terminal pngcairo size 900,560 } else { set terminal png size 900,560 }\n"
+          "set output 'throughput.png'\n"
+          "set title '%s TP %d, %d layers: output tokens/s per GPU'\n"
+          "set xlabel 'concurrency'; set ylabel 'tokens/s per GPU'; set logscale x 2; set key left top; set grid\n"
+          "plot 'throughput.dat' using 1:2 with linespoints lw 2 title 'prezero ON', "
+          "'' using 1:3 with linespoints lw 2 title 'prezero OFF'\n"
+          "unset logscale x\n"
+          "set output 'components.png'\n"
+          "set title 'kernel time per layer, ON - OFF (µs; negative = saved; n/f = 0)'\n"
+          "set xlabel 'concurrency'; set ylabel 'µs per layer'; set style data histogram\n"
+          "set style histogram clustered gap 1; set style fill solid 0.8 border -1; set key outside right\n"
+          "plot 'components.dat' using 2:xtic(1) title 'qkv\\_a', '' using 3 title 'q\\_b', '' using 4 title 'gate', "
+          "'' using 5 title 'o\\_proj', '' using 6 title 'GEMM subtotal', '' using 7 title 'donor fill cost'\n",
+          r->model, r->tp, r->layers);
+  fclose(f);
+  if (system("command -v gnuplot >/dev/null 2>&1") == 0) {
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "cd '%s' && gnuplot plots.gp 2>/dev/null", dir);
+    *rendered = system(cmd) == 0;
+  }
+  return 0;
+}
+
+/* ---------------------------------------------------------------- JSON */
+
+static cJSON *pair_arr(const double *v, int n) { return cJSON_CreateDoubleArray(v, n); }
+
+static cJSON *to_json(const pz_cmp_result *r) {
+  cJSON *j = cJSON_CreateObject();
+  cJSON_AddStringToObject(j, "model", r->model);
+  cJSON_AddStringToObject(j, "device", r->device);
+  cJSON_AddNumberToObject(j, "tp", r->tp);
+  cJSON_AddNumberToObject(j, "layers", r->layers);
+  cJSON_AddNumberToObject(j, "layers_total", r->layers_total);
+  cJSON_AddBoolToObject(j, "layers_auto", r->layers_auto);
+  cJSON_AddNumberToObject(j, "isl", r->isl);
+  cJSON_AddNumberToObject(j, "osl", r->osl);
+  cJSON_AddNumberToObject(j, "rounds", r->rounds);
+  cJSON_AddNumberToObject(j, "seed", (double)r->seed);
+  cJSON_AddStringToObject(j, "determinism", r->determinism);
+  cJSON_AddStringToObject(j, "notes", r->notes);
+  cJSON_AddStringToObject(j, "units", "tput: output tokens/s per GPU; tpot: ms; e2e: s per request (osl decode "
+                                      "steps, no prefill); components: µs per layer (CUPTI, rank 0)");
+  cJSON *pts = cJSON_AddArrayToObject(j, "points");
+  for (int i = 0; i < r->n_points; i++) {
+    const pz_cmp_point *p = &r->points[i];
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "conc", p->conc);
+    cJSON_AddNumberToObject(o, "batch", p->batch);
+    cJSON_AddNumberToObject(o, "tput_on", p->tput_on);
+    cJSON_AddNumberToObject(o, "tput_off", p->tput_off);
+    cJSON_AddNumberToObject(o, "tpot_on_ms", p->tpot_on_ms);
+    cJSON_AddNumberToObject(o, "tpot_off_ms", p->tpot_off_ms);
+    cJSON_AddNumberToObject(o, "e2e_on_s", p->e2e_on_s);
+    cJSON_AddNumberToObject(o, "e2e_off_s", p->e2e_off_s);
+    cJSON_AddItemToObject(o, "tpot_on_rounds_ms", pair_arr(p->tpot_on_rounds_ms, p->rounds));
+    cJSON_AddItemToObject(o, "tpot_off_rounds_ms", pair_arr(p->tpot_off_rounds_ms, p->rounds));
+    cJSON_AddBoolToObject(o, "profiled", p->profiled);
+    cJSON *comp = cJSON_AddObjectToObject(o, "components_us_per_layer");
+    for (int c = 0; c < PZ_CMP_N_COMP; c++) {
+      cJSON *x = cJSON_AddObjectToObject(comp, pz_cmp_comp_name((pz_cmp_comp)c));
+      cJSON_AddNumberToObject(x, "on", p->comp_on_us[c]);
+      cJSON_AddNumberToObject(x, "off", p->comp_off_us[c]);
+      if (c <= PZ_CMP_O_PROJ)
+        cJSON_AddStringToObject(x, "fired", p->fired[c] == PZ_CMP_FIRED ? "yes" : p->fired[c] == PZ_CMP_NOT_FIRED ? "n/f" : "n/a");
+      cJSON_AddBoolToObject(x, "kernels_changed", p->kernels_changed[c]);
+    }
+    cJSON_AddBoolToObject(o, "tokens_identical", p->tokens_identical);
+    cJSON_AddNumberToObject(o, "first_token_mismatch", (double)p->first_token_mismatch);
+    cJSON_AddBoolToObject(o, "logits_identical", p->logits_identical);
+    cJSON_AddNumberToObject(o, "logits_max_abs_diff", p->logits_max_abs_diff);
+    cJSON_AddNumberToObject(o, "logits_off_spread", p->logits_off_spread);
+    cJSON_AddItemToArray(pts, o);
+  }
+  return j;
+}
+
+static double num(const cJSON *o, const char *k, double dflt) {
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+  return cJSON_IsNumber(x) ? x->valuedouble : dflt;
+}
+static bool boolean(const cJSON *o, const char *k) { return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, k)); }
+static void str(const cJSON *o, const char *k, char *dst, size_t cap) {
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+  snprintf(dst, cap, "%s", cJSON_IsString(x) ? x->valuestring : "");
+}
+
+/* Reads a compare.json; returns a one-line reason on failure (NULL when fine). */
+static const char *from_json(const char *text, pz_cmp_result *r) {
+  memset(r, 0, sizeof *r);
+  cJSON *j = cJSON_Parse(text);
+  if (!j || !cJSON_IsObject(j)) { cJSON_Delete(j); return "is not a JSON object"; }
+  const cJSON *pts = cJSON_GetObjectItemCaseSensitive(j, "points");
+  if (!cJSON_IsArray(pts) || !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(j, "tp"))) {
+    cJSON_Delete(j);
+    return "has no 'tp' number or 'points' array (not a compare.json)";
+  }
+  str(j, "model", r->model, sizeof r->model);
+  str(j, "device", r->device, sizeof r->device);
+  str(j, "determinism", r->determinism, sizeof r->determinism);
+  str(j, "notes", r->notes, sizeof r->notes);
+  r->tp = (int)num(j, "tp", 1);
+  r->layers = (int)num(j, "layers", 0);
+  r->layers_total = (int)num(j, "layers_total", 0);
+  r->layers_auto = boolean(j, "layers_auto");
+  r->isl = (int)num(j, "isl", 0);
+  r->osl = (int)num(j, "osl", 0);
+  r->rounds = (int)num(j, "rounds", 1);
+  r->seed = (uint64_t)num(j, "seed", 0);
+  const cJSON *o;
+  cJSON_ArrayForEach(o, pts) {
+    if (r->n_points == PZ_CMP_MAX_CONC) break;
+    pz_cmp_point *p = &r->points[r->n_points++];
+    p->conc = (int)num(o, "conc", 0);
+    p->batch = (int)num(o, "batch", p->conc);
+    if (p->conc < 1) { cJSON_Delete(j); return "has a point without a positive 'conc'"; }
+    p->tput_on = num(o, "tput_on", 0);
+    p->tput_off = num(o, "tput_off", 0);
+    p->tpot_on_ms = num(o, "tpot_on_ms", 0);
+    p->tpot_off_ms = num(o, "tpot_off_ms", 0);
+    p->e2e_on_s = num(o, "e2e_on_s", 0);
+    p->e2e_off_s = num(o, "e2e_off_s", 0);
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "tpot_off_rounds_ms"), *b = cJSON_GetObjectItemCaseSensitive(o, "tpot_on_rounds_ms");
+    p->rounds = 0;
+    for (int i = 0; i < PZ_CMP_MAX_ROUNDS && i < cJSON_GetArraySize(a); i++) {
+      p->tpot_off_rounds_ms[i] = cJSON_GetArrayItem(a, i)->valuedouble;
+      const cJSON *bi = cJSON_GetArrayItem(b, i);
+      p->tpot_on_rounds_ms[i] = bi ? bi->valuedouble : 0;
+      p->rounds = i + 1;
+    }
+    p->profiled = boolean(o, "profiled");
+    const cJSON *comp = cJSON_GetObjectItemCaseSensitive(o, "components_us_per_layer");
+    for (int c = 0; c < PZ_CMP_N_COMP; c++) {
+      const cJSON *x = cJSON_GetObjectItemCaseSensitive(comp, pz_cmp_comp_name((pz_cmp_comp)c));
+      p->comp_on_us[c] = num(x, "on", -1);
+      p->comp_off_us[c] = num(x, "off", -1);
+      p->kernels_changed[c] = boolean(x, "kernels_changed");
+      char fired[8];
+      str(x, "fired", fired, sizeof fired);
+      p->fired[c] = !strcmp(fired, "yes") ? PZ_CMP_FIRED : !strcmp(fired, "n/f") ? PZ_CMP_NOT_FIRED : PZ_CMP_NA;
+    }
+    p->tokens_identical = boolean(o, "tokens_identical");
+    p->first_token_mismatch = (int64_t)num(o, "first_token_mismatch", -1);
+    p->logits_identical = boolean(o, "logits_identical");
+    p->logits_max_abs_diff = num(o, "logits_max_abs_diff", 0);
+    p->logits_off_spread = num(o, "logits_off_spread", -1);
+  }
+  cJSON_Delete(j);
+  return NULL;
+}
+
+/* Writes compare.json (unless from a render), compare.md and the plots into dir; prints the
+ * markdown on stdout. */
+static int write_outputs(const char *dir, const pz_cmp_result *r, bool json) {
+  char p[1200];
+  if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+    fprintf(stderr, "prezero compare: cannot create --out folder '%s': %s; give a writable folder\n", dir, strerror(errno));
+    return 1;
+  }
+  if (json) {
+    cJSON *j = to_json(r);
+    char *text = j ? cJSON_Print(j) : NULL;
+    snprintf(p, sizeof p, "%s/compare.json", dir);
+    FILE *f = text ? fopen(p, "w") : NULL;
+    if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
+      fprintf(stderr, "prezero compare: cannot write '%s'; give a writable --out folder\n", p);
+      free(text);
+      cJSON_Delete(j);
+      return 1;
+    }
+    free(text);
+    cJSON_Delete(j);
+  }
+  snprintf(p, sizeof p, "%s/compare.md", dir);
+  FILE *f = fopen(p, "w");
+  if (!f) {
+    fprintf(stderr, "prezero compare: cannot write '%s'; give a writable --out folder\n", p);
+    return 1;
+  }
+  write_markdown(f, r);
+  fclose(f);
+  write_markdown(stdout, r);
+  bool rendered = false;
+  if (write_plots(dir, r, &rendered) != 0) {
+    fprintf(stderr, "prezero compare: cannot write the plot files in '%s'; give a writable --out folder\n", dir);
+    return 1;
+  }
+  if (rendered) fprintf(stderr, "prezero compare: wrote %s/{compare.json,compare.md,throughput.png,components.png}\n", dir);
+  else fprintf(stderr, "prezero compare: wrote %s/{compare.json,compare.md,*.dat,plots.gp}; gnuplot not found: render the "
+               "PNGs with 'cd %s && gnuplot plots.gp'\n", dir, dir);
+  return 0;
+}
+
+static int render(const char *json_path, const char *dir) {
+  FILE *f = fopen(json_path, "rb");
+  if (!f) {
+    fprintf(stderr, "prezero compare: cannot read '%s': %s; give the path of a compare.json\n", json_path, strerror(errno));
+    return 1;
+  }
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *text = malloc((size_t)(n > 0 ? n : 0) + 1);
+  size_t got = text ? fread(text, 1, (size_t)(n > 0 ? n : 0), f) : 0;
+  fclose(f);
+  if (!text) return fail_line("out of memory reading the JSON", "free some memory");
+  text[got] = 0;
+  pz_cmp_result *r = malloc(sizeof *r);
+  const char *why = r ? from_json(text, r) : "could not be read (out of memory)";
+  free(text);
+  if (why) {
+    fprintf(stderr, "prezero compare: '%s' %s; give a compare.json written by 'prezero compare'\n", json_path, why);
+    free(r);
+    return 1;
+  }
+  int rc = write_outputs(dir, r, false);
+  free(r);
+  return rc;
+}
+
+#ifdef PZ_HAVE_CUDA
+static void on_progress(void *user, const char *line) {
+  (void)user;
+  fprintf(stderr, "\r[compare] %-100.100s", line);
+  fflush(stderr);
+}
+#endif
+
 int pz_cmd_compare(int argc, char **argv) {
-  fprintf(stderr, "prezero: 'compare' is not available in this build yet\n");
+  pz_cmp_opts o = PZ_CMP_OPTS_INIT;
+  const char *out = ".", *render_path = NULL;
+  long long v;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+    if (!strcmp(a, "--no-profile")) { o.profile = false; continue; }
+    const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+    bool takes = !strcmp(a, "--config") || !strcmp(a, "--tp") || !strcmp(a, "--layers") || !strcmp(a, "--isl") ||
+                 !strcmp(a, "--osl") || !strcmp(a, "--conc") || !strcmp(a, "--rounds") || !strcmp(a, "--seed") ||
+                 !strcmp(a, "--out") || !strcmp(a, "--render") || !strcmp(a, "--profile-iters");
+    if (!takes) {
+      char msg[300];
+      snprintf(msg, sizeof msg, "unknown option '%.200s'", a);
+      return fail_line(msg, "see 'prezero compare --help'");
+    }
+    if (!val) {
+      char msg[300];
+      snprintf(msg, sizeof msg, "%s needs a value", a);
+      return fail_line(msg, "see 'prezero compare --help'");
+    }
+    i++;
+    if (!strcmp(a, "--config")) o.model = val;
+    else if (!strcmp(a, "--out")) out = val;
+    else if (!strcmp(a, "--render")) render_path = val;
+    else if (!strcmp(a, "--conc")) { if (parse_conc(val, o.conc, &o.n_conc)) return 2; }
+    else if (!strcmp(a, "--tp")) { if (parse_int(a, val, 1, 8, &v)) return 2; o.tp = (int)v; }
+    else if (!strcmp(a, "--layers")) { if (parse_int(a, val, 1, 1000, &v)) return 2; o.layers = (int)v; }
+    else if (!strcmp(a, "--isl")) { if (parse_int(a, val, 1, 1 << 20, &v)) return 2; o.isl = (int)v; }
+    else if (!strcmp(a, "--osl")) { if (parse_int(a, val, 1, 1 << 20, &v)) return 2; o.osl = (int)v; }
+    else if (!strcmp(a, "--rounds")) { if (parse_int(a, val, 1, PZ_CMP_MAX_ROUNDS, &v)) return 2; o.rounds = (int)v; }
+    else if (!strcmp(a, "--profile-iters")) { if (parse_int(a, val, 1, 10000, &v)) return 2; o.profile_iters = (int)v; }
+    else if (!strcmp(a, "--seed")) {
+      char *end;
+      errno = 0;
+      unsigned long long s = strtoull(val, &end, 0);
+      if (!*val || *end || errno) return fail_line("--seed needs a non-negative integer", "e.g. --seed 1234");
+      o.seed = s;
+    }
+  }
+  if (render_path) return render(render_path, out);
+  /* Checks that need no GPU, so they fail the same way in every build. */
+  pz_model_config mc;
+  if (pz_config_load(o.model, &mc) != PZ_OK) {
+    char msg[400];
+    snprintf(msg, sizeof msg, "%.380s", pz_last_error());
+    fail_line(msg, "use --config with a preset name or a config.json path");
+    return 1;
+  }
+  if (o.layers > mc.num_hidden_layers) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "--layers %d exceeds num_hidden_layers (%lld) of %s", o.layers,
+             (long long)mc.num_hidden_layers, mc.name);
+    fail_line(msg, "use a smaller --layers");
+    return 2;
+  }
+  if (mc.num_attention_heads % o.tp) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "--tp %d does not divide num_attention_heads (%lld) of %s", o.tp,
+             (long long)mc.num_attention_heads, mc.name);
+    fail_line(msg, "use a TP that divides it");
+    return 2;
+  }
+  if ((int64_t)o.isl + o.osl > mc.max_position_embeddings) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "--isl %d + --osl %d exceeds max_position_embeddings (%lld) of %s", o.isl, o.osl,
+             (long long)mc.max_position_embeddings, mc.name);
+    fail_line(msg, "use a smaller --isl or --osl");
+    return 2;
+  }
+#ifndef PZ_HAVE_CUDA
+  fprintf(stderr, "prezero compare: this build has no CUDA backend; rebuild with nvcc present (PZ_WITH_CUDA=ON) and run on a GPU\n");
   return 1;
+#else
+  o.progress = on_progress;
+  o.log = stderr;
+  pz_cmp_result *r = malloc(sizeof *r);
+  if (!r) return fail_line("out of memory", "free some host memory");
+  pz_status st = pz_compare_run(&o, r);
+  fprintf(stderr, "\r%-112s\r", "");
+  if (st != PZ_OK) {
+    const char *msg = pz_last_error();
+    if (strstr(msg, "; ")) fprintf(stderr, "prezero compare: %s\n", msg);
+    else fprintf(stderr, "prezero compare: %s; see 'prezero compare --help'\n", msg);
+    free(r);
+    return 1;
+  }
+  int rc = write_outputs(out, r, true);
+  free(r);
+  return rc;
+#endif
 }
