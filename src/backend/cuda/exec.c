@@ -199,6 +199,7 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
       goto fail;
     }
     PZ_CHECK_GOTO(pz_gemm_ctx_create(&R->gemm), st, fail);
+    PZ_CHECK_GOTO(pz_cuda_ops_prepare(e->g, R), st, fail);
     cudaError_t ce = cudaMalloc((void **)&R->arena, (size_t)e->arena_bytes);
     if (ce != cudaSuccess) {
       cudaGetLastError();
@@ -268,6 +269,7 @@ void pz_cuda_exec_free(pz_cuda_exec *e) {
   for (int r = 0; r < e->tp; r++) {
     pz_cuda_rank *R = &e->ranks[r];
     cudaSetDevice(R->device);
+    pz_cuda_ops_release(e->g, R);
     pz_gemm_ctx_destroy(R->gemm);
     if (R->stream) cudaStreamDestroy(R->stream);
     cudaFree(R->arena);

@@ -4,7 +4,10 @@
 #include <string.h>
 #include "backend/cuda/ar_fused.h"
 #include "backend/cuda/cuda_util.h"
+#include "backend/cuda/mla.h"
+#include "backend/cuda/moe.h"
 #include "passes/prezero.h"
+#include <stdlib.h>
 
 #define TT(id) (&c->g->tensors[(id)])
 #define DATA(id) (c->data[(id)])
@@ -187,6 +190,157 @@ static pz_status op_argmax(pz_cuda_ctx *c, const pz_node *n) {
   return PZ_OK;
 }
 
+/* ---------------------------------------------------------------- MLA (mla.h) */
+
+static const void *opt_data(pz_cuda_ctx *c, const pz_node *n, int slot) {
+  return (slot < n->n_src && n->src[slot] >= 0) ? DATA(n->src[slot]) : NULL;
+}
+static int64_t opt_ld(pz_cuda_ctx *c, const pz_node *n, int slot) {
+  if (slot >= n->n_src || n->src[slot] < 0) return 0;
+  const pz_tensor *t = TT(n->src[slot]);
+  return t->ndim >= 2 ? t->stride[t->ndim - 2] : t->ne[0];
+}
+
+/* The MLA op with its prezero slots, by the CPU op's rule (pz_cpu_op_MLA_ATTN): a set slot is
+ * written with zero_init = false exactly when the donor zeroed it for this m. */
+static pz_status op_mla(pz_cuda_ctx *c, const pz_node *n) {
+  const pz_mla_params *p = &n->p.mla;
+  if (n->n_src < PZ_MLA_NSRC) return pz_error(PZ_ERR_INVALID_ARG, "%s: expected %d src slots", n->name, PZ_MLA_NSRC);
+  PZ_CHECK(need_src(n, PZ_MLA_KV_CACHE));
+  pz_mla_cuda_ctx *mc = c->ranks[c->rank].op_ctx ? c->ranks[c->rank].op_ctx[n->id] : NULL;
+  if (!mc) return pz_error(PZ_ERR_INTERNAL, "%s: MLA context missing on rank %d", n->name, c->rank);
+  pz_mla_cuda_io io;
+  memset(&io, 0, sizeof io);
+  io.qkv_a = opt_data(c, n, PZ_MLA_QKV_A); io.ld_qkv_a = opt_ld(c, n, PZ_MLA_QKV_A);
+  io.q = opt_data(c, n, PZ_MLA_Q);         io.ld_q = opt_ld(c, n, PZ_MLA_Q);
+  io.kv_a = opt_data(c, n, PZ_MLA_KV_A);   io.ld_kv_a = opt_ld(c, n, PZ_MLA_KV_A);
+  io.qa_norm_w = opt_data(c, n, PZ_MLA_QA_NORM_W);
+  io.qb_w = opt_data(c, n, PZ_MLA_QB_W);
+  io.kva_norm_w = opt_data(c, n, PZ_MLA_KVA_NORM_W);
+  io.w_uk = opt_data(c, n, PZ_MLA_W_UK);
+  io.w_uv = opt_data(c, n, PZ_MLA_W_UV);
+  io.o_w = opt_data(c, n, PZ_MLA_O_W);
+  io.kv_cache = DATA(n->src[PZ_MLA_KV_CACHE]);
+  io.cache_seq_stride = TT(n->src[PZ_MLA_KV_CACHE])->stride[0];
+  io.pos = opt_data(c, n, PZ_MLA_POS);
+  bool qbz = false, oz = false;
+  pz_mla_cuda_slots_zeroed(p, c->m, c->tp, c->dev, &qbz, &oz);
+  if (n->src[PZ_MLA_QB_PREZERO] >= 0) {
+    io.qb_slot = DATA(n->src[PZ_MLA_QB_PREZERO]);
+    io.ld_qb_slot = opt_ld(c, n, PZ_MLA_QB_PREZERO);
+    io.qb_slot_zeroed = qbz;
+  }
+  LD(n->dst[0], ldo);
+  float *dst = DATA(n->dst[0]);
+  float *oslot = n->src[PZ_MLA_OPROJ_PREZERO] >= 0 ? DATA(n->src[PZ_MLA_OPROJ_PREZERO]) : NULL;
+  int64_t ld_slot = opt_ld(c, n, PZ_MLA_OPROJ_PREZERO);
+  if (oslot) {
+    io.out = oslot;
+    io.ld_out = ld_slot;
+    io.out_zeroed = oz;
+  } else {
+    io.out = dst;
+    io.ld_out = ldo;
+    io.out_zeroed = false;
+  }
+  pz_status st = pz_mla_cuda_decode(mc, (int)c->m, &io, c->stream);
+  if (st != PZ_OK) { pz_log_propagate(__FILE__, __LINE__, n->name, st); return st; }
+  if (oslot && (oslot != dst || ld_slot != ldo))
+    PZ_CUDA_CHECK(cudaMemcpy2DAsync(dst, (size_t)ldo * 4, oslot, (size_t)ld_slot * 4, (size_t)p->hidden * 4, (size_t)c->m,
+                                    cudaMemcpyDeviceToDevice, c->stream));
+  return PZ_OK;
+}
+
+/* ---------------------------------------------------------------- MoE, dense MLP (moe.h) */
+
+static pz_status op_moe(pz_cuda_ctx *c, const pz_node *n) {
+  if (n->n_src < PZ_MOE_SH_GATE) return pz_error(PZ_ERR_INVALID_ARG, "%s: too few inputs", n->name);
+  PZ_CHECK(need_src(n, PZ_MOE_X)); PZ_CHECK(need_src(n, PZ_MOE_LOGITS));
+  PZ_CHECK(need_src(n, PZ_MOE_W_GATE)); PZ_CHECK(need_src(n, PZ_MOE_W_UP)); PZ_CHECK(need_src(n, PZ_MOE_W_DOWN));
+  const pz_tensor *x = TT(n->src[PZ_MOE_X]);
+  LD(n->src[PZ_MOE_X], ldx);
+  LD(n->src[PZ_MOE_LOGITS], ldl);
+  LD(n->dst[0], ldo);
+  const pz_cuda_rank *R = &c->ranks[c->rank];
+  pz_moe_args a;
+  memset(&a, 0, sizeof a);
+  a.m = (int)c->m;
+  a.H = x->ne[1];
+  a.p = n->p.moe;
+  a.x = DATA(n->src[PZ_MOE_X]);
+  a.ldx = ldx;
+  a.w_gate = DATA(n->src[PZ_MOE_W_GATE]);
+  a.w_up = DATA(n->src[PZ_MOE_W_UP]);
+  a.w_down = DATA(n->src[PZ_MOE_W_DOWN]);
+  a.sh_gate = opt_data(c, n, PZ_MOE_SH_GATE);
+  a.sh_up = opt_data(c, n, PZ_MOE_SH_UP);
+  a.sh_down = opt_data(c, n, PZ_MOE_SH_DOWN);
+  a.out = DATA(n->dst[0]);
+  a.ld_out = ldo;
+  a.workspace = R->ws;
+  a.workspace_bytes = R->ws_bytes;
+  pz_status st = pz_moe_launch(&a, DATA(n->src[PZ_MOE_LOGITS]), ldl, opt_data(c, n, PZ_MOE_BIAS), NULL, NULL, c->stream);
+  if (st != PZ_OK) pz_log_propagate(__FILE__, __LINE__, n->name, st);
+  return st;
+}
+
+static pz_status op_dense_mlp(pz_cuda_ctx *c, const pz_node *n) {
+  for (int s = 0; s < 4; s++) PZ_CHECK(need_src(n, s));
+  const pz_tensor *x = TT(n->src[0]), *wg = TT(n->src[1]);
+  LD(n->src[0], ldx);
+  LD(n->dst[0], ldo);
+  const pz_cuda_rank *R = &c->ranks[c->rank];
+  pz_status st = pz_mlp_launch((int)c->m, x->ne[1], wg->ne[0], DATA(n->src[0]), ldx, DATA(n->src[1]), DATA(n->src[2]),
+                               DATA(n->src[3]), DATA(n->dst[0]), ldo, R->ws, R->ws_bytes, c->stream);
+  if (st != PZ_OK) pz_log_propagate(__FILE__, __LINE__, n->name, st);
+  return st;
+}
+
+pz_status pz_cuda_ops_prepare(const pz_graph *g, pz_cuda_rank *R) {
+  const int m = (int)g->info.m;
+  R->op_ctx = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof(void *));
+  if (!R->op_ctx) return pz_error(PZ_ERR_OOM, "CUDA executor: host allocation");
+  size_t ws = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const pz_node *n = &g->nodes[i];
+    if (n->op == PZ_OP_MLA_ATTN) {
+      pz_mla_cuda_ctx *mc = NULL;
+      pz_status st = pz_mla_cuda_create(&n->p.mla, m, R->gemm, &mc);
+      if (st != PZ_OK) { pz_log_propagate(__FILE__, __LINE__, n->name, st); return st; }
+      R->op_ctx[i] = mc;
+    } else if (n->op == PZ_OP_MOE) {
+      int64_t H = g->tensors[n->src[PZ_MOE_X]].ne[1];
+      size_t b = pz_moe_workspace_bytes(m, H, &n->p.moe) + pz_moe_route_bytes(m, &n->p.moe);
+      if (b > ws) ws = b;
+    } else if (n->op == PZ_OP_DENSE_MLP) {
+      size_t b = pz_mlp_workspace_bytes(m, g->tensors[n->src[1]].ne[0]);
+      if (b > ws) ws = b;
+    }
+  }
+  if (ws > 0) {
+    cudaError_t ce = cudaMalloc(&R->ws, ws);
+    if (ce != cudaSuccess) {
+      cudaGetLastError();
+      R->ws = NULL;
+      return pz_error(PZ_ERR_OOM, "CUDA executor: MoE/MLP workspace of %zu bytes on GPU %d: %s", ws, R->device,
+                      cudaGetErrorString(ce));
+    }
+    R->ws_bytes = ws;
+  }
+  return PZ_OK;
+}
+
+void pz_cuda_ops_release(const pz_graph *g, pz_cuda_rank *R) {
+  if (R->op_ctx && g)
+    for (int i = 0; i < g->n_nodes; i++)
+      if (R->op_ctx[i] && g->nodes[i].op == PZ_OP_MLA_ATTN) pz_mla_cuda_destroy(R->op_ctx[i]);
+  free(R->op_ctx);
+  R->op_ctx = NULL;
+  cudaFree(R->ws);
+  R->ws = NULL;
+  R->ws_bytes = 0;
+}
+
 /* ---------------------------------------------------------------- table */
 
 typedef struct { pz_cuda_op_fn fn; const char *gap; } op_entry;
@@ -196,9 +350,9 @@ static const op_entry table[PZ_OP_COUNT] = {
     [PZ_OP_RMSNORM] = {op_rmsnorm, ""},
     [PZ_OP_AR_RMSNORM] = {op_ar_rmsnorm, ""},
     [PZ_OP_GEMM] = {op_gemm, ""},
-    [PZ_OP_MLA_ATTN] = {NULL, "the CUDA MLA decode op (src/backend/cuda/mla*.h) is not in this build"},
-    [PZ_OP_MOE] = {NULL, "the CUDA MoE op (src/backend/cuda/moe*.h) is not in this build"},
-    [PZ_OP_DENSE_MLP] = {NULL, "the CUDA dense MLP (src/backend/cuda/moe*.h) is not in this build"},
+    [PZ_OP_MLA_ATTN] = {op_mla, ""},
+    [PZ_OP_MOE] = {op_moe, ""},
+    [PZ_OP_DENSE_MLP] = {op_dense_mlp, ""},
     [PZ_OP_LM_HEAD] = {op_lm_head, ""},
     [PZ_OP_ARGMAX] = {op_argmax, ""},
     [PZ_OP_AR_RMSNORM_MAYBE_PREZERO] = {op_ar_rmsnorm_maybe_prezero, ""},
