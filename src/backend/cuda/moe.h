@@ -1,0 +1,131 @@
+/* CUDA MoE for decode (sm_90a): router scoring + top-k, token gather per expert, routed
+ * SwiGLU experts (grouped, weight-streaming), shared experts and the dense SwiGLU MLP. */
+#ifndef PZ_BACKEND_CUDA_MOE_H
+#define PZ_BACKEND_CUDA_MOE_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cuda_runtime.h>
+#include "prezero.h"
+#include "core/dtype.h"
+#include "core/ir.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Limits of these kernels (checked by every launcher, PZ_ERR_SHAPE beyond them). */
+#define PZ_MOE_MAX_M 256        /* tokens per call */
+#define PZ_MOE_MAX_EXPERTS 1024 /* n_routed_experts */
+#define PZ_MOE_MAX_TOPK 32      /* num_experts_per_tok */
+#define PZ_MOE_MAX_GROUPS 32    /* n_group */
+
+/* ---------------------------------------------------------------- router top-k */
+
+/* Router scoring and top-k for m tokens; the same function as pz_ref_moe_route (ref_ops.h),
+ * bit for bit:
+ *   logits: f32 [m, E] (row stride ld_logits, the router gate GEMM's output);
+ *   bias:   f32 [E] e_score_correction_bias or NULL (used by noaux_tc only, as on the CPU);
+ *   p:      n_experts E, top_k, n_group, topk_group, scoring (softmax / sigmoid),
+ *           topk_method (greedy / group_limited_greedy / noaux_tc), norm_topk_prob,
+ *           routed_scaling_factor (inter / shared_inter are not read);
+ *   ids:    i32 [m, top_k] out, weights: f32 [m, top_k] out (row stride top_k), in selection
+ *           order; -1 / 0 in slots the kept groups cannot fill.
+ * Bit-exactness: the scores use expf_glibc (a transcription of the algorithm of glibc's
+ * expf, sysdeps/ieee754/flt-32/e_expf.c: 32-entry 2^(i/32) table, degree-3 polynomial in
+ * double; equal to glibc 2.36's expf on all 2^32 inputs but 2 on the machine it was checked
+ * on), IEEE-rounded f32 adds and divides (no contraction), the softmax sum in expert order,
+ * and the CPU's ranking rule (larger first, NaN last, ties to the lower index).
+ * One CTA of 128 threads per token. Capturable (no sync, no allocation).
+ * Errors: PZ_ERR_SHAPE (m outside 1..PZ_MOE_MAX_M, E outside 1..PZ_MOE_MAX_EXPERTS, top_k
+ * outside 1..min(E, PZ_MOE_MAX_TOPK), E not divisible by n_group, n_group > PZ_MOE_MAX_GROUPS),
+ * PZ_ERR_INVALID_ARG (NULL pointer), PZ_ERR_CUDA (launch). */
+pz_status pz_moe_route_launch(int m, const float *logits, int64_t ld_logits, const float *bias,
+                              const pz_moe_params *p, int32_t *ids, float *weights,
+                              cudaStream_t stream);
+
+/* ---------------------------------------------------------------- experts */
+
+/* One MoE block's experts on one TP rank (the MoE node after the gate GEMM and the router).
+ * Shapes (per rank): H = hidden_size, I = moe_intermediate_size / TP (p->inter),
+ * S_I = n_shared_experts * moe_intermediate_size / TP (p->shared_inter, 0 = none).
+ *   x:       bf16 [m, H] x_norm, row stride ldx (multiple of 8, 16-byte aligned)
+ *   ids, weights: the router's i32 / f32 [m, top_k] (pz_moe_route_launch)
+ *   w_gate, w_up: bf16 [E, I, H];  w_down: bf16 [E, H, I]   (expert e at e*I*H)
+ *   sh_gate, sh_up: bf16 [S_I, H]; sh_down: bf16 [H, S_I]   (or all NULL)
+ *   out:     f32 [m, H] TP partial sum (row stride ld_out), fully written:
+ *            out[i] = Σ_{t in slot order} weights[i,t] * E_{ids[i,t]}(x_i)  (+ S(x_i))
+ *            with E_e / S the SwiGLU MLP of pz_ref_mlp (h = bf16(silu(g)*u) before down).
+ *   workspace: device memory of pz_moe_workspace_bytes(...) bytes, 256-byte aligned; its
+ *            contents need no initialisation and are scratch between launches.
+ * Requirements: H, I, S_I multiples of 16 (they are rows of some matrix) and of 8 (16-byte
+ * rows); every id in [-1, E) (the router's output).
+ * Kernels (all capturable: counts, offsets and the work list stay on the device):
+ *   1. gather (1 CTA): per-expert counts, offsets, the (token, slot) pairs sorted by expert
+ *      (then by token, deterministic), and a work list of (expert, <= 32 tokens) groups;
+ *   2. gate/up + SwiGLU: one CTA item per (work group, 16 intermediate rows); the CTA's 8
+ *      warps split H and stream W_gate/W_up rows with 16-byte loads straight into bf16
+ *      tensor-core fragments (mma.m16n8k16, weights as the M side, tokens as N); only the
+ *      chosen experts' weights are read, each once per group of <= 32 tokens;
+ *   3. down: the same kernel shape over W_down's H rows; f32 result per (token, slot);
+ *   4. combine: out = Σ_t w * d in slot order (+ shared output), deterministic.
+ *   The shared experts run as a dense segment of kernels 2 and 3 (no extra launches).
+ * Persistent grids sized from the SM count and occupancy (no host sync);
+ * PREZERO_MOE_PERSISTENT=0 launches one CTA per possible item instead (idle ones exit).
+ * Errors: PZ_ERR_SHAPE, PZ_ERR_INVALID_ARG (NULL / misaligned pointer, workspace too small),
+ * PZ_ERR_CUDA. */
+typedef struct pz_moe_args {
+  int m;
+  int64_t H;
+  pz_moe_params p;
+  const pz_bf16 *x; int64_t ldx;
+  const int32_t *ids;
+  const float *weights;
+  const pz_bf16 *w_gate, *w_up, *w_down;
+  const pz_bf16 *sh_gate, *sh_up, *sh_down;
+  float *out; int64_t ld_out;
+  void *workspace; size_t workspace_bytes;
+} pz_moe_args;
+
+/* Workspace bytes pz_moe_experts_launch needs for up to max_m tokens (a multiple of 256). */
+size_t pz_moe_workspace_bytes(int max_m, int64_t H, const pz_moe_params *p);
+
+pz_status pz_moe_experts_launch(const pz_moe_args *a, cudaStream_t stream);
+
+/* Router + experts in one call: pz_moe_route_launch(logits, bias) into the workspace, then
+ * pz_moe_experts_launch. ids_out / weights_out (i32/f32 [m, top_k]) receive the routing
+ * when non-NULL (else workspace). Workspace: pz_moe_workspace_bytes + pz_moe_route_bytes. */
+size_t pz_moe_route_bytes(int max_m, const pz_moe_params *p);
+pz_status pz_moe_launch(const pz_moe_args *a, const float *logits, int64_t ld_logits,
+                        const float *bias, int32_t *ids_out, float *weights_out,
+                        cudaStream_t stream);
+
+/* ---------------------------------------------------------------- dense MLP */
+
+/* Dense SwiGLU MLP of the first first_k_dense_replace layers (TP shard; pz_ref_mlp):
+ *   x bf16 [m, H] (ldx), w_gate / w_up bf16 [inter, H], w_down bf16 [H, inter] (inter =
+ *   intermediate_size / TP), out f32 [m, H] TP partial (ld_out), fully written;
+ *   workspace >= pz_mlp_workspace_bytes(max_m, inter) bytes (the bf16 h [m, inter]).
+ * The same kernels as the experts' dense segment (2 launches). Requirements as above.
+ * Errors: PZ_ERR_SHAPE, PZ_ERR_INVALID_ARG, PZ_ERR_CUDA. */
+size_t pz_mlp_workspace_bytes(int max_m, int64_t inter);
+pz_status pz_mlp_launch(int m, int64_t H, int64_t inter, const pz_bf16 *x, int64_t ldx,
+                        const pz_bf16 *w_gate, const pz_bf16 *w_up, const pz_bf16 *w_down,
+                        float *out, int64_t ld_out, void *workspace, size_t workspace_bytes,
+                        cudaStream_t stream);
+
+/* ---------------------------------------------------------------- helpers for tests/bench */
+
+/* Fills n bf16 values with hash(seed, i) mapped to (u - 0.5) * 2 * scale, u uniform in
+ * [0,1) on a 2^-16 grid (rounded to bf16): the same values as pz_moe_hash_bf16 on the host. */
+pz_status pz_moe_fill_bf16(pz_bf16 *p, int64_t n, uint32_t seed, float scale, cudaStream_t s);
+/* Host twin of pz_moe_fill_bf16's element i. */
+pz_bf16 pz_moe_hash_bf16(uint32_t seed, int64_t i, float scale);
+/* Plain streaming read of `bytes` (multiple of 16, 16-byte aligned) at p with 16-byte loads
+ * over a grid-stride loop (8 CTAs of 512 threads per SM); sink: one device unsigned the
+ * kernel may add to. The benchmark's bandwidth yardstick (DESIGN.md §7). */
+pz_status pz_moe_stream_read(const void *p, int64_t bytes, unsigned *sink, cudaStream_t s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
