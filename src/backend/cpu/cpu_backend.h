@@ -11,6 +11,11 @@ typedef struct pz_cpu_exec_opts {
   int threads;            /* worker threads (0 = number of cores) */
   int poison;             /* fill ACT/BUFFER storage with NaN before each step (tests: proves every read is written first) */
   pz_device_desc dev;     /* what prezero_active() evaluates against */
+  /* Optional second weight source (a checkpoint, model/checkpoint.h): when set, every WEIGHT
+   * tensor t of rank r is filled by load_weight(load_user, t, r, dst) instead of the seeded
+   * hash; dst holds pz_tensor_span(t) elements of t->dtype. An error aborts the creation. */
+  pz_status (*load_weight)(void *user, const pz_tensor *t, int rank, void *dst);
+  void *load_user;
 } pz_cpu_exec_opts;
 #define PZ_CPU_EXEC_OPTS_INIT {.seed = 1234, .threads = 0, .poison = 0}
 

@@ -95,6 +95,10 @@ static bool ends_with(const char *s, const char *suf) {
 static pz_status fill_tensor(pz_cpu_exec *e, int r, const pz_tensor *t) {
   void *dst = e->store[(size_t)r * e->g->n_tensors + t->id];
   fill_job f = {.t = t, .dst = dst, .key = name_key(e->opts.seed, t->name), .rank = r};
+  if (t->kind == PZ_T_WEIGHT && e->opts.load_weight) {
+    if (!pz_tensor_contiguous(t)) return pz_error(PZ_ERR_SHAPE, "weight %s must be contiguous", t->name);
+    return e->opts.load_weight(e->opts.load_user, t, r, dst);
+  }
   if (t->kind == PZ_T_WEIGHT) {
     if (!pz_tensor_contiguous(t))
       return pz_error(PZ_ERR_SHAPE, "weight %s must be contiguous", t->name);

@@ -1,0 +1,479 @@
+/* Checkpoint directory loader (checkpoint.h): shard table, name mapping of the DeepSeek family,
+ * fuse / split / shard plans, dtype conversion and the load progress bar. */
+#include "model/checkpoint.h"
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "core/dtype.h"
+#include "model/fp8.h"
+
+/* How a graph weight's full (unsharded) rows come from checkpoint tensors. */
+typedef enum { PLAN_NONE = 0, PLAN_PLAIN, PLAN_CONCAT_ROWS, PLAN_EXPERTS, PLAN_KVB_UK, PLAN_KVB_UV } plan_kind;
+
+/* A 2-D view of one checkpoint tensor (1-D: one row). */
+typedef struct src {
+  const pz_st_tensor *w;
+  const float *scale;          /* F8_E4M3: f32 [ceil(rows/bm), scols] */
+  int64_t rows, cols, scols;
+} src;
+
+typedef struct plan {
+  plan_kind kind;
+  int n_src;
+  src *s;                      /* n_src sources */
+  int64_t split;               /* CONCAT_ROWS: rows of source 0; KVB: nope + v (rows per head) */
+  int64_t nope;                /* KVB: qk_nope_head_dim */
+} plan;
+
+struct pz_checkpoint {
+  char *dir;
+  pz_st_file **files;
+  int n_files;
+  const pz_st_tensor **table;  /* every tensor of every shard, sorted by name */
+  int n;
+  int64_t bm, bn;              /* FP8 block size */
+  bool tie_word_embeddings;
+  plan *plans;                 /* by graph tensor id */
+  int n_plans, tp;
+  /* progress */
+  int64_t total_bytes, done_bytes;
+  double t0, last_print;
+  int progress;                /* -1 unknown, 0 off, 1 on */
+  bool tty, printed;
+};
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static char *join(const char *dir, const char *name) {
+  size_t n = strlen(dir) + strlen(name) + 2;
+  char *p = malloc(n);
+  if (p) snprintf(p, n, "%s/%s", dir, name);
+  return p;
+}
+
+static int cmp_tensor(const void *a, const void *b) {
+  return strcmp((*(const pz_st_tensor *const *)a)->name, (*(const pz_st_tensor *const *)b)->name);
+}
+
+const pz_st_tensor *pz_checkpoint_find(const pz_checkpoint *ck, const char *name) {
+  if (!ck || !name) return NULL;
+  int lo = 0, hi = ck->n - 1;
+  while (lo <= hi) {
+    int mid = (lo + hi) / 2, c = strcmp(ck->table[mid]->name, name);
+    if (!c) return ck->table[mid];
+    if (c < 0) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return NULL;
+}
+
+int pz_checkpoint_count(const pz_checkpoint *ck) { return ck ? ck->n : 0; }
+
+/* Reads a whole small file (config.json, the index) into a NUL-terminated buffer. */
+static pz_status slurp(const char *path, char **buf, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return pz_error(PZ_ERR_IO, "checkpoint %s: cannot open (%s)", path, strerror(errno));
+  size_t cap = 1 << 16, n = 0;
+  char *b = malloc(cap);
+  while (b) {
+    n += fread(b + n, 1, cap - n - 1, f);
+    if (n < cap - 1) break;
+    char *nb = realloc(b, cap * 2);
+    if (!nb) { free(b); b = NULL; break; }
+    b = nb;
+    cap *= 2;
+  }
+  int err = ferror(f);
+  fclose(f);
+  if (!b) return pz_error(PZ_ERR_OOM, "checkpoint %s: out of memory", path);
+  if (err) { free(b); return pz_error(PZ_ERR_IO, "checkpoint %s: read error", path); }
+  b[n] = 0;
+  *buf = b;
+  *len = n;
+  return PZ_OK;
+}
+
+static pz_status add_file(pz_checkpoint *ck, const char *fname, pz_st_file **out) {
+  for (int i = 0; i < ck->n_files; i++) {
+    const char *p = ck->files[i]->path, *base = p + strlen(ck->dir) + 1;
+    if (!strcmp(base, fname)) { *out = ck->files[i]; return PZ_OK; }
+  }
+  if (strstr(fname, "..") || fname[0] == '/')
+    return pz_error(PZ_ERR_IO, "checkpoint %s: index names shard \"%s\" outside the directory; fix the index", ck->dir, fname);
+  char *path = join(ck->dir, fname);
+  pz_st_file **nf = realloc(ck->files, sizeof *nf * (size_t)(ck->n_files + 1));
+  if (!path || !nf) { free(path); return pz_error(PZ_ERR_OOM, "checkpoint %s: out of memory", ck->dir); }
+  ck->files = nf;
+  pz_status st = pz_st_open(path, &ck->files[ck->n_files]);
+  free(path);
+  PZ_CHECK(st);
+  *out = ck->files[ck->n_files++];
+  return PZ_OK;
+}
+
+static pz_status read_index(pz_checkpoint *ck, const char *ipath) {
+  char *txt;
+  size_t len;
+  PZ_CHECK(slurp(ipath, &txt, &len));
+  cJSON *root = cJSON_ParseWithLength(txt, len);
+  free(txt);
+  const cJSON *wm = root ? cJSON_GetObjectItemCaseSensitive(root, "weight_map") : NULL;
+  if (!cJSON_IsObject(wm)) {
+    cJSON_Delete(root);
+    return pz_error(PZ_ERR_IO, "checkpoint %s: not valid JSON with a \"weight_map\" object; fix or regenerate the index", ipath);
+  }
+  pz_status st = PZ_OK;
+  for (const cJSON *e = wm->child; e && st == PZ_OK; e = e->next) {
+    if (!cJSON_IsString(e)) {
+      st = pz_error(PZ_ERR_IO, "checkpoint %s: weight_map[\"%s\"] is not a file name; fix the index", ipath, e->string);
+      break;
+    }
+    pz_st_file *f;
+    st = add_file(ck, e->valuestring, &f);
+    if (st == PZ_OK && !pz_st_find(f, e->string))
+      st = pz_error(PZ_ERR_IO, "checkpoint %s: the index puts tensor \"%s\" in %s, which has no such tensor; fix the index",
+                    ipath, e->string, e->valuestring);
+  }
+  cJSON_Delete(root);
+  return st;
+}
+
+static void read_config_extras(pz_checkpoint *ck) {
+  char *path = join(ck->dir, "config.json"), *txt = NULL;
+  size_t len;
+  struct stat sb;
+  if (!path || stat(path, &sb) != 0 || slurp(path, &txt, &len) != PZ_OK) { free(path); return; }
+  free(path);
+  cJSON *root = cJSON_ParseWithLength(txt, len);
+  free(txt);
+  if (!root) return; /* pz_config_load reports a malformed config.json */
+  const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "text_config");
+  const cJSON *c = cJSON_IsObject(tc) ? tc : root;
+  ck->tie_word_embeddings = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "tie_word_embeddings"));
+  const cJSON *q = cJSON_GetObjectItemCaseSensitive(c, "quantization_config");
+  if (!q) q = cJSON_GetObjectItemCaseSensitive(root, "quantization_config");
+  const cJSON *bs = q ? cJSON_GetObjectItemCaseSensitive(q, "weight_block_size") : NULL;
+  if (cJSON_IsArray(bs) && cJSON_GetArraySize(bs) == 2) {
+    const cJSON *a = cJSON_GetArrayItem(bs, 0), *b = cJSON_GetArrayItem(bs, 1);
+    if (cJSON_IsNumber(a) && cJSON_IsNumber(b) && a->valuedouble >= 1 && b->valuedouble >= 1) {
+      ck->bm = (int64_t)a->valuedouble;
+      ck->bn = (int64_t)b->valuedouble;
+    }
+  }
+  cJSON_Delete(root);
+}
+
+pz_status pz_checkpoint_open(const char *dir, pz_checkpoint **out) {
+  if (!dir || !out) return pz_error(PZ_ERR_INVALID_ARG, "pz_checkpoint_open: NULL argument");
+  *out = NULL;
+  pz_checkpoint *ck = calloc(1, sizeof *ck);
+  if (!ck || !(ck->dir = strdup(dir))) { free(ck); return pz_error(PZ_ERR_OOM, "checkpoint %s: out of memory", dir); }
+  size_t dl = strlen(ck->dir);
+  while (dl > 1 && ck->dir[dl - 1] == '/') ck->dir[--dl] = 0;
+  ck->bm = ck->bn = 128;
+  ck->progress = -1;
+  pz_status st = PZ_OK;
+  char *ipath = join(ck->dir, "model.safetensors.index.json");
+  struct stat sb;
+  if (!ipath) st = pz_error(PZ_ERR_OOM, "checkpoint %s: out of memory", dir);
+  else if (stat(ipath, &sb) == 0) st = read_index(ck, ipath);
+  else {
+    char *one = join(ck->dir, "model.safetensors");
+    if (!one) st = pz_error(PZ_ERR_OOM, "checkpoint %s: out of memory", dir);
+    else if (stat(one, &sb) != 0)
+      st = pz_error(PZ_ERR_IO, "checkpoint %s: neither model.safetensors nor model.safetensors.index.json is there; "
+                    "give --model a Hugging Face checkpoint directory", ck->dir);
+    else {
+      pz_st_file *f;
+      st = add_file(ck, "model.safetensors", &f);
+    }
+    free(one);
+  }
+  free(ipath);
+  if (st == PZ_OK) {
+    for (int i = 0; i < ck->n_files; i++) ck->n += ck->files[i]->n;
+    ck->table = malloc(sizeof *ck->table * (size_t)(ck->n ? ck->n : 1));
+    if (!ck->table) st = pz_error(PZ_ERR_OOM, "checkpoint %s: out of memory", dir);
+  }
+  if (st == PZ_OK) {
+    int k = 0;
+    for (int i = 0; i < ck->n_files; i++)
+      for (int j = 0; j < ck->files[i]->n; j++) ck->table[k++] = &ck->files[i]->t[j];
+    qsort(ck->table, (size_t)ck->n, sizeof *ck->table, cmp_tensor);
+    for (int i = 1; i < ck->n && st == PZ_OK; i++)
+      if (!strcmp(ck->table[i - 1]->name, ck->table[i]->name))
+        st = pz_error(PZ_ERR_IO, "checkpoint %s: tensor \"%s\" appears in both %s and %s; remove one copy", ck->dir,
+                      ck->table[i]->name, ck->table[i - 1]->file->path, ck->table[i]->file->path);
+  }
+  if (st != PZ_OK) { pz_checkpoint_close(ck); return st; }
+  read_config_extras(ck);
+  *out = ck;
+  return PZ_OK;
+}
+
+static void free_plans(pz_checkpoint *ck) {
+  for (int i = 0; i < ck->n_plans; i++) free(ck->plans[i].s);
+  free(ck->plans);
+  ck->plans = NULL;
+  ck->n_plans = 0;
+}
+
+void pz_checkpoint_close(pz_checkpoint *ck) {
+  if (!ck) return;
+  if (ck->printed) fputc('\n', stderr);
+  free_plans(ck);
+  for (int i = 0; i < ck->n_files; i++) pz_st_close(ck->files[i]);
+  free(ck->files);
+  free(ck->table);
+  free(ck->dir);
+  free(ck);
+}
+
+/* ------------------------------------------------------------------ plans */
+
+static void shape_str(char *buf, size_t cap, int nd, const int64_t *ne) {
+  size_t o = (size_t)snprintf(buf, cap, "[");
+  for (int d = 0; d < nd && o < cap; d++) o += (size_t)snprintf(buf + o, cap - o, "%s%lld", d ? ", " : "", (long long)ne[d]);
+  if (o < cap) snprintf(buf + o, cap - o, "]");
+}
+
+/* Finds `name`, checks its shape == want[nd] and its dtype, and fills a source view. */
+static pz_status get_src(pz_checkpoint *ck, const char *name, const char *for_t, int nd, const int64_t *want,
+                         pz_dtype dst_dtype, src *s) {
+  const pz_st_tensor *w = pz_checkpoint_find(ck, name);
+  if (!w)
+    return pz_error(PZ_ERR_NOT_FOUND, "checkpoint %s: tensor \"%s\" (for %s) is missing; the checkpoint does not match its "
+                    "config.json", ck->dir, name, for_t);
+  bool same = w->ndim == nd;
+  for (int d = 0; same && d < nd; d++) same = w->shape[d] == want[d];
+  if (!same) {
+    char a[128], b[128];
+    shape_str(a, sizeof a, w->ndim, w->shape);
+    shape_str(b, sizeof b, nd, want);
+    return pz_error(PZ_ERR_SHAPE, "checkpoint %s: tensor \"%s\" has shape %s, config.json implies %s; the checkpoint does "
+                    "not match its config.json", ck->dir, name, a, b);
+  }
+  memset(s, 0, sizeof *s);
+  s->w = w;
+  s->cols = nd ? want[nd - 1] : 1;
+  s->rows = s->cols ? w->numel / s->cols : 0;
+  if (w->dtype == PZ_ST_BF16 || w->dtype == PZ_ST_F32) return PZ_OK;
+  if (w->dtype == PZ_ST_F8_E4M3 && dst_dtype == PZ_BF16 && nd == 2) {
+    char sn[512];
+    snprintf(sn, sizeof sn, "%s_scale_inv", name);
+    const pz_st_tensor *sc = pz_checkpoint_find(ck, sn);
+    int64_t sr = (s->rows + ck->bm - 1) / ck->bm, scn = (s->cols + ck->bn - 1) / ck->bn;
+    if (!sc)
+      return pz_error(PZ_ERR_DTYPE, "checkpoint %s: FP8 tensor \"%s\" has no \"%s\" block scales; only block-scaled FP8 "
+                      "is supported", ck->dir, name, sn);
+    if (sc->dtype != PZ_ST_F32 || sc->ndim != 2 || sc->shape[0] != sr || sc->shape[1] != scn)
+      return pz_error(PZ_ERR_DTYPE, "checkpoint %s: \"%s\" must be F32 [%lld, %lld] (%lldx%lld blocks of %s); check "
+                      "quantization_config.weight_block_size", ck->dir, sn, (long long)sr, (long long)scn,
+                      (long long)ck->bm, (long long)ck->bn, name);
+    s->scale = sc->data;
+    s->scols = scn;
+    return PZ_OK;
+  }
+  return pz_error(PZ_ERR_DTYPE, "checkpoint %s: tensor \"%s\" has dtype %s; supported: BF16, F32, and F8_E4M3 with "
+                  "weight_scale_inv block scales for 2-D bf16 weights", ck->dir, name, pz_st_dtype_name(w->dtype));
+}
+
+static pz_status plan_one(pz_checkpoint *ck, const pz_model_config *c, const pz_tensor *t, plan *p) {
+  char hf[512], hf2[512];
+  const char *nm = t->name;
+  const int nd = t->ndim;
+  const int64_t *full = t->full_ne;
+  int L = -1, used = 0;
+  const char *rest = NULL;
+  if (sscanf(nm, "layers.%d.%n", &L, &used) == 1 && used > 0) rest = nm + used;
+
+  if (rest && !strcmp(rest, "self_attn.fused_qkv_a_proj.weight")) {
+    if (nd != 2 || c->q_lora_rank <= 0 || full[0] <= c->q_lora_rank)
+      return pz_error(PZ_ERR_SHAPE, "checkpoint: graph tensor %s is not [q_lora + kv_lora + rope, H]", nm);
+    p->kind = PLAN_CONCAT_ROWS;
+    p->n_src = 2;
+    p->split = c->q_lora_rank;
+    if (!(p->s = calloc(2, sizeof *p->s))) return pz_error(PZ_ERR_OOM, "checkpoint: out of memory");
+    snprintf(hf, sizeof hf, "model.layers.%d.self_attn.q_a_proj.weight", L);
+    snprintf(hf2, sizeof hf2, "model.layers.%d.self_attn.kv_a_proj_with_mqa.weight", L);
+    PZ_CHECK(get_src(ck, hf, nm, 2, (int64_t[]){c->q_lora_rank, full[1]}, t->dtype, &p->s[0]));
+    PZ_CHECK(get_src(ck, hf2, nm, 2, (int64_t[]){full[0] - c->q_lora_rank, full[1]}, t->dtype, &p->s[1]));
+    return PZ_OK;
+  }
+  if (rest && (!strcmp(rest, "self_attn.kv_b_proj.w_uk") || !strcmp(rest, "self_attn.kv_b_proj.w_uv"))) {
+    if (nd != 3) return pz_error(PZ_ERR_SHAPE, "checkpoint: graph tensor %s is not 3-D", nm);
+    p->kind = strstr(rest, "w_uk") ? PLAN_KVB_UK : PLAN_KVB_UV;
+    p->n_src = 1;
+    p->split = c->qk_nope_head_dim + c->v_head_dim;
+    p->nope = c->qk_nope_head_dim;
+    if (!(p->s = calloc(1, sizeof *p->s))) return pz_error(PZ_ERR_OOM, "checkpoint: out of memory");
+    snprintf(hf, sizeof hf, "model.layers.%d.self_attn.kv_b_proj.weight", L);
+    return get_src(ck, hf, nm, 2, (int64_t[]){full[0] * p->split, full[2]}, t->dtype, &p->s[0]);
+  }
+  if (rest && !strncmp(rest, "mlp.experts.", 12) && nd == 3) {
+    const char *proj = rest + 12; /* "gate_proj.weight" */
+    p->kind = PLAN_EXPERTS;
+    p->n_src = (int)full[0];
+    if (!(p->s = calloc((size_t)full[0], sizeof *p->s))) return pz_error(PZ_ERR_OOM, "checkpoint: out of memory");
+    for (int64_t e = 0; e < full[0]; e++) {
+      snprintf(hf, sizeof hf, "model.layers.%d.mlp.experts.%lld.%s", L, (long long)e, proj);
+      PZ_CHECK(get_src(ck, hf, nm, 2, (int64_t[]){full[1], full[2]}, t->dtype, &p->s[e]));
+    }
+    return PZ_OK;
+  }
+  p->kind = PLAN_PLAIN;
+  p->n_src = 1;
+  if (!(p->s = calloc(1, sizeof *p->s))) return pz_error(PZ_ERR_OOM, "checkpoint: out of memory");
+  if (!strcmp(nm, "lm_head.weight")) {
+    snprintf(hf, sizeof hf, "%s", nm);
+    if (!pz_checkpoint_find(ck, hf) && ck->tie_word_embeddings) snprintf(hf, sizeof hf, "model.embed_tokens.weight");
+  } else {
+    snprintf(hf, sizeof hf, "model.%s", nm);
+  }
+  return get_src(ck, hf, nm, nd, full, t->dtype, &p->s[0]);
+}
+
+pz_status pz_checkpoint_plan(pz_checkpoint *ck, const pz_model_config *c, const pz_graph *g) {
+  if (!ck || !c || !g) return pz_error(PZ_ERR_INVALID_ARG, "pz_checkpoint_plan: NULL argument");
+  free_plans(ck);
+  ck->plans = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), sizeof *ck->plans);
+  if (!ck->plans) return pz_error(PZ_ERR_OOM, "checkpoint: out of memory");
+  ck->n_plans = g->n_tensors;
+  ck->tp = g->info.tp;
+  ck->total_bytes = ck->done_bytes = 0;
+  for (int i = 0; i < g->n_tensors; i++) {
+    const pz_tensor *t = &g->tensors[i];
+    if (t->kind != PZ_T_WEIGHT || t->view_of >= 0) continue;
+    pz_status st = plan_one(ck, c, t, &ck->plans[i]);
+    if (st != PZ_OK) { free_plans(ck); return st; }
+    ck->total_bytes += pz_tensor_numel(t) * (int64_t)pz_dtype_size(t->dtype) * ck->tp;
+  }
+  return PZ_OK;
+}
+
+/* ------------------------------------------------------------------ fill */
+
+/* Columns [c0, c0+n) of row r of s, converted to dst's dtype (bf16: round to nearest even). */
+static void read_row(const pz_checkpoint *ck, const src *s, int64_t r, int64_t c0, int64_t n, pz_dtype dt, void *dst,
+                     float *tmp) {
+  const pz_st_tensor *w = s->w;
+  if (w->dtype == PZ_ST_BF16) {
+    const pz_bf16 *p = (const pz_bf16 *)w->data + r * s->cols + c0;
+    if (dt == PZ_BF16) memcpy(dst, p, sizeof(pz_bf16) * (size_t)n);
+    else for (int64_t j = 0; j < n; j++) ((float *)dst)[j] = pz_bf16_to_f32(p[j]);
+    return;
+  }
+  const float *f;
+  if (w->dtype == PZ_ST_F32) {
+    f = (const float *)w->data + r * s->cols + c0;
+  } else { /* F8_E4M3, checked in get_src */
+    pz_fp8_dequant_row(w->data, s->cols, s->scale, s->scols, ck->bm, ck->bn, r, c0, n, tmp);
+    f = tmp;
+  }
+  if (dt == PZ_BF16) for (int64_t j = 0; j < n; j++) ((pz_bf16 *)dst)[j] = pz_f32_to_bf16(f[j]);
+  else memcpy(dst, f, sizeof(float) * (size_t)n);
+}
+
+static void progress(pz_checkpoint *ck, int64_t add) {
+  if (ck->progress < 0) {
+    const char *env = getenv("PREZERO_PROGRESS");
+    ck->progress = !(env && !strcmp(env, "0"));
+    ck->tty = isatty(2);
+    ck->t0 = now_s();
+    ck->last_print = 0;
+  }
+  ck->done_bytes += add;
+  if (!ck->progress || ck->total_bytes <= 0) return;
+  double t = now_s(), el = t - ck->t0;
+  bool done = ck->done_bytes >= ck->total_bytes;
+  if (!ck->tty && el < 1.0) return;
+  if (!done && t - ck->last_print < (ck->tty ? 0.1 : 5.0)) return;
+  ck->last_print = t;
+  double frac = (double)ck->done_bytes / (double)ck->total_bytes;
+  if (ck->tty) {
+    char bar[31];
+    int fill = (int)(frac * 30);
+    for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
+    bar[30] = 0;
+    fprintf(stderr, "\rloading weights [%s] %3d%% %.2f/%.2f GiB %.1f s", bar, (int)(frac * 100),
+            (double)ck->done_bytes / (1 << 30), (double)ck->total_bytes / (1 << 30), el);
+    ck->printed = !done;
+    if (done) fputc('\n', stderr);
+  } else {
+    fprintf(stderr, "loading weights: %3d%% %.2f/%.2f GiB %.1f s\n", (int)(frac * 100),
+            (double)ck->done_bytes / (1 << 30), (double)ck->total_bytes / (1 << 30), el);
+  }
+  fflush(stderr);
+}
+
+pz_status pz_checkpoint_fill(void *user, const pz_tensor *t, int rank, void *dst) {
+  pz_checkpoint *ck = user;
+  if (!ck || !t || !dst) return pz_error(PZ_ERR_INVALID_ARG, "pz_checkpoint_fill: NULL argument");
+  if (t->id < 0 || t->id >= ck->n_plans || ck->plans[t->id].kind == PLAN_NONE)
+    return pz_error(PZ_ERR_INVALID_ARG, "pz_checkpoint_fill: tensor %s was not planned (call pz_checkpoint_plan)", t->name);
+  if (rank < 0 || rank >= ck->tp)
+    return pz_error(PZ_ERR_INVALID_ARG, "pz_checkpoint_fill: rank %d is out of range 0..%d", rank, ck->tp - 1);
+  const plan *p = &ck->plans[t->id];
+  const int last = t->ndim - 1;
+  const int64_t w = t->ne[last], c0 = t->shard_dim == last ? (int64_t)rank * w : 0;
+  const int64_t rows = pz_tensor_numel(t) / (w ? w : 1);
+  const size_t esz = pz_dtype_size(t->dtype);
+  float *tmp = malloc(sizeof(float) * (size_t)(w ? w : 1));
+  if (!tmp) return pz_error(PZ_ERR_OOM, "checkpoint: out of memory");
+  for (int64_t row = 0; row < rows; row++) {
+    /* Full coordinates of this local row (all dims but the last), and its flat full row. */
+    int64_t co[PZ_MAX_DIMS] = {0}, rem = row, frow = 0, mult = 1;
+    for (int d = last - 1; d >= 0; d--) {
+      co[d] = rem % t->ne[d] + (d == t->shard_dim ? (int64_t)rank * t->ne[d] : 0);
+      rem /= t->ne[d];
+      frow += co[d] * mult;
+      mult *= t->full_ne[d];
+    }
+    const src *s = &p->s[0];
+    int64_t sr = frow;
+    switch (p->kind) {
+      case PLAN_CONCAT_ROWS:
+        if (frow >= p->split) { s = &p->s[1]; sr = frow - p->split; }
+        break;
+      case PLAN_EXPERTS: s = &p->s[co[0]]; sr = co[1]; break;
+      case PLAN_KVB_UK: sr = co[0] * p->split + co[1]; break;
+      case PLAN_KVB_UV: sr = co[0] * p->split + p->nope + co[1]; break;
+      default: break;
+    }
+    read_row(ck, s, sr, c0, w, t->dtype, (char *)dst + (size_t)(row * w) * esz, tmp);
+  }
+  free(tmp);
+  progress(ck, (int64_t)pz_tensor_numel(t) * (int64_t)esz);
+  return PZ_OK;
+}
+
+pz_status pz_checkpoint_load_config(const char *dir, pz_model_config *out) {
+  if (!dir || !out) return pz_error(PZ_ERR_INVALID_ARG, "pz_checkpoint_load_config: NULL argument");
+  char *path = join(dir, "config.json");
+  if (!path) return pz_error(PZ_ERR_OOM, "checkpoint %s: out of memory", dir);
+  pz_status st = pz_config_load(path, out);
+  free(path);
+  return st;
+}
+
+pz_status pz_checkpoint_open_planned(const char *dir, const pz_model_config *c, const pz_graph *g,
+                                     pz_checkpoint **out) {
+  if (!out) return pz_error(PZ_ERR_INVALID_ARG, "pz_checkpoint_open_planned: NULL argument");
+  PZ_CHECK(pz_checkpoint_open(dir, out));
+  pz_status st = pz_checkpoint_plan(*out, c, g);
+  if (st != PZ_OK) {
+    pz_checkpoint_close(*out);
+    *out = NULL;
+  }
+  return st;
+}

@@ -1,0 +1,70 @@
+/* Hugging Face checkpoint directory of the DeepSeek-V2 family (config.json + safetensors, one
+ * file or an index with shards): maps the builder's weight tensors to the published tensor names,
+ * fuses / splits / shards them per TP rank and converts them to the graph's dtypes. */
+#ifndef PZ_MODEL_CHECKPOINT_H
+#define PZ_MODEL_CHECKPOINT_H
+#include <stdbool.h>
+#include "core/ir.h"
+#include "model/config.h"
+#include "model/safetensors.h"
+
+typedef struct pz_checkpoint pz_checkpoint;
+
+/* Opens DIR: DIR/model.safetensors.index.json ("weight_map": name -> shard file) when present,
+ * else DIR/model.safetensors. Every shard is memory-mapped (pz_st_open) and its header checked;
+ * the tensors of all shards form one table. DIR/config.json is read (when present) for
+ * quantization_config.weight_block_size (default [128, 128]) and tie_word_embeddings.
+ * Errors (one line, naming the file): PZ_ERR_IO (no model.safetensors nor index, unreadable or
+ * corrupt file: see pz_st_open, a malformed index, a tensor named in two shards, an index entry
+ * whose shard lacks that tensor), PZ_ERR_OOM. *out is NULL on error. */
+pz_status pz_checkpoint_open(const char *dir, pz_checkpoint **out);
+
+/* Resolves every WEIGHT tensor of the per-rank graph g (built from config c with TP = g->info.tp)
+ * to checkpoint tensors and checks them, before any storage is filled:
+ *   embed_tokens.weight        <- model.embed_tokens.weight [vocab, H] (rows sharded by rank)
+ *   norm.weight                <- model.norm.weight;  lm_head.weight <- lm_head.weight (or
+ *                                 model.embed_tokens.weight when tie_word_embeddings is true)
+ *   layers.L.self_attn.fused_qkv_a_proj.weight <- rows of model.layers.L.self_attn.q_a_proj.weight
+ *                                 [q_lora, H] then kv_a_proj_with_mqa.weight [kv_lora + rope, H]
+ *   layers.L.self_attn.kv_b_proj.w_uk / w_uv <- kv_b_proj.weight [heads*(nope+v), kv_lora]: head h's
+ *                                 rows [h*(nope+v), +nope) are W_UK[h], the next v rows W_UV[h]
+ *                                 (DeepSeek-V2 modeling: kv_b output viewed as [heads, nope+v])
+ *   layers.L.mlp.experts.{gate,up,down}_proj.weight [E, ., .] <- model.layers.L.mlp.experts.e.*
+ *                                 (one 2-D tensor per expert, as published)
+ *   every other layers.L.* <- model.layers.L.* with the same suffix.
+ * Each rank's slice follows the tensor's shard_dim / full_ne (builder.c).
+ * Loadable dtypes: BF16 (copied), F32 (rounded to bf16 to nearest even, or kept for f32 tensors
+ * such as e_score_correction_bias), F8_E4M3 with NAME_scale_inv F32 block scales (`X.weight` ->
+ * `X.weight_scale_inv` [ceil(rows/bm), ceil(cols/bn)]), dequantised to bf16 at load
+ * (fp8.h): one f32 multiply and one rounding per element, and the stored weights take 2 bytes
+ * per parameter instead of 1 (the CPU backend has no FP8 GEMM).
+ * Errors (one line): PZ_ERR_NOT_FOUND (a needed tensor is missing: the message names it and
+ * the graph tensor it feeds), PZ_ERR_SHAPE (shape differs from what config.json implies),
+ * PZ_ERR_DTYPE (a dtype other than the above, or FP8 without usable scales), PZ_ERR_OOM. */
+pz_status pz_checkpoint_plan(pz_checkpoint *ck, const pz_model_config *c, const pz_graph *g);
+
+/* Fills dst (the tensor's per-rank storage: ne[] elements of t->dtype, contiguous) with TP rank
+ * `rank`'s slice of graph weight t, as planned. Signature of the CPU executor's load_weight hook
+ * (user = the checkpoint); any backend can call it to produce host tensors.
+ * Shows a progress bar on stderr while loading when stderr is a terminal, or when the load has
+ * taken more than 1 s (then as plain lines); PREZERO_PROGRESS=0 turns it off.
+ * Errors: PZ_ERR_INVALID_ARG (t was not planned, or rank out of range). */
+pz_status pz_checkpoint_fill(void *ck, const pz_tensor *t, int rank, void *dst);
+
+/* The tensor `name` of any shard, or NULL. */
+const pz_st_tensor *pz_checkpoint_find(const pz_checkpoint *ck, const char *name);
+
+/* Number of tensors over all shards. */
+int pz_checkpoint_count(const pz_checkpoint *ck);
+
+/* Reads DIR/config.json with pz_config_load. Errors: as pz_config_load (PZ_ERR_IO when the
+ * directory has no readable config.json), PZ_ERR_INVALID_ARG for NULL. */
+pz_status pz_checkpoint_load_config(const char *dir, pz_model_config *out);
+
+/* pz_checkpoint_open + pz_checkpoint_plan; on error nothing is left open. */
+pz_status pz_checkpoint_open_planned(const char *dir, const pz_model_config *c, const pz_graph *g,
+                                     pz_checkpoint **out);
+
+/* Unmaps every shard and frees; NULL is ignored. */
+void pz_checkpoint_close(pz_checkpoint *ck);
+#endif

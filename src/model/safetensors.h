@@ -1,0 +1,72 @@
+/* safetensors reader (memory-mapped, header parsed with cJSON) and a small writer used by the
+ * tests and tools. Format: https://github.com/huggingface/safetensors (README "Format"). */
+#ifndef PZ_MODEL_SAFETENSORS_H
+#define PZ_MODEL_SAFETENSORS_H
+#include <stddef.h>
+#include <stdint.h>
+#include "core/status.h"
+
+/* Element types a safetensors header may name. Only BF16, F32 and F8_E4M3 can be loaded as
+ * weights (checkpoint.h); the others are parsed so that their byte sizes can be checked. */
+typedef enum pz_st_dtype {
+  PZ_ST_BOOL, PZ_ST_U8, PZ_ST_I8, PZ_ST_F8_E4M3, PZ_ST_F8_E5M2, PZ_ST_I16, PZ_ST_U16, PZ_ST_F16,
+  PZ_ST_BF16, PZ_ST_I32, PZ_ST_U32, PZ_ST_F32, PZ_ST_F64, PZ_ST_I64, PZ_ST_U64, PZ_ST_DTYPE_COUNT
+} pz_st_dtype;
+
+/* "BF16", "F8_E4M3", ... (the header's spelling). */
+const char *pz_st_dtype_name(pz_st_dtype t);
+/* Bytes per element (1, 2, 4 or 8). */
+size_t pz_st_dtype_size(pz_st_dtype t);
+
+#define PZ_ST_MAX_DIMS 8
+
+/* One tensor of a file: data points into the mapping (valid until pz_st_close). */
+typedef struct pz_st_tensor {
+  char *name;                   /* owned by the file */
+  pz_st_dtype dtype;
+  int ndim;                     /* 0 (scalar) .. PZ_ST_MAX_DIMS */
+  int64_t shape[PZ_ST_MAX_DIMS];
+  int64_t numel;
+  const void *data;             /* little-endian, row-major */
+  size_t nbytes;                /* numel * dtype size */
+  const struct pz_st_file *file;
+} pz_st_tensor;
+
+typedef struct pz_st_file {
+  char *path;
+  void *map;                    /* whole file, read-only (NULL for an empty file) */
+  size_t size;                  /* bytes */
+  int n;                        /* tensors, in header order */
+  pz_st_tensor *t;
+} pz_st_file;
+
+/* Maps `path` read-only and parses its header: an 8-byte little-endian header length N, N
+ * bytes of JSON {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}},
+ * then the data (offsets relative to byte 8 + N).
+ * Errors (each one line naming the file): PZ_ERR_IO for a file that cannot be opened or mapped,
+ * is shorter than 8 bytes, whose header length runs beyond the file, whose header is not valid
+ * JSON (truncated or malformed), a tensor entry with a missing/ill-typed field, an unknown dtype,
+ * data_offsets outside the data area or not matching shape x dtype size, or a tensor name that
+ * appears twice in the header. PZ_ERR_OOM. *out is NULL on error. */
+pz_status pz_st_open(const char *path, pz_st_file **out);
+
+/* Unmaps and frees; NULL is ignored. */
+void pz_st_close(pz_st_file *f);
+
+/* The tensor called `name`, or NULL (linear search; checkpoint.h indexes many files). */
+const pz_st_tensor *pz_st_find(const pz_st_file *f, const char *name);
+
+/* One tensor to write. */
+typedef struct pz_st_write_entry {
+  const char *name;
+  pz_st_dtype dtype;
+  int ndim;
+  int64_t shape[PZ_ST_MAX_DIMS];
+  const void *data;             /* numel * dtype size bytes */
+} pz_st_write_entry;
+
+/* Writes a safetensors file with the entries in the given order (data packed in that order,
+ * header padded with spaces to a multiple of 8 bytes, as the reference writer does).
+ * Errors: PZ_ERR_IO (cannot write), PZ_ERR_INVALID_ARG (NULL, ndim out of range), PZ_ERR_OOM. */
+pz_status pz_st_write(const char *path, int n, const pz_st_write_entry *entries);
+#endif
