@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU-machine script of the CUDA MoE: build (nvcc/gcc, own files + core/CPU references only),
-# compute-sanitizer memcheck on the quick test, the full test, `bench moe`.
+# compute-sanitizer memcheck on the test's small shapes, the full test, `bench moe`.
 # Usage (repo root, on the GPU machine): OUT=/some/dir bash bench/moe/device.sh
 set -u
 cd "$(dirname "$0")/../.."
@@ -37,12 +37,12 @@ echo "== build"; tail -12 $OUT/build.txt
 [ -x $B/test_moe ] && [ -x $B/bench_moe ] || { cat $OUT/build.txt; exit 1; }
 
 echo "== test"
-( time timeout 100 $B/test_moe ) > $OUT/test.txt 2>&1; echo "test rc=$?"; tail -40 $OUT/test.txt
+( time timeout 75 $B/test_moe ) > $OUT/test.txt 2>&1; echo "test rc=$?"; tail -40 $OUT/test.txt
 
 echo "== bench"
-( time timeout 100 $B/bench_moe --json $OUT/moe_h200.json --md $OUT/moe_h200.md ) > $OUT/bench.txt 2>&1
+( time timeout 70 $B/bench_moe --json $OUT/moe_h200.json --md $OUT/moe_h200.md ) > $OUT/bench.txt 2>&1
 echo "bench rc=$?"; cat $OUT/bench.txt
 
 echo "== compute-sanitizer memcheck (quick test)"
-PZ_TEST_QUICK=1 timeout ${SAN_TIMEOUT:-60} compute-sanitizer --tool memcheck --error-exitcode 9 \
+PZ_TEST_QUICK=1 PZ_TEST_SMALL=1 timeout ${SAN_TIMEOUT:-60} compute-sanitizer --tool memcheck --error-exitcode 9 \
   $B/test_moe > $OUT/sanitizer.txt 2>&1; echo "memcheck rc=$?"; tail -6 $OUT/sanitizer.txt
