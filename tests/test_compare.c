@@ -1,0 +1,196 @@
+/* `prezero compare` without a GPU (CLI path from $PZ_CLI): --help, one-line argument errors, the
+ * one-line refusal without CUDA / without a GPU, and the report of a hand-written compare.json
+ * (--render): Δ%, OFF spread, per-component Δ, n/f, GEMM subtotal, verdicts, plot data. */
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "pz_test.h"
+#include "prezero.h"
+#ifdef PZ_HAVE_CUDA
+#include "backend/cuda/runtime.h"
+#endif
+
+static const char *cli;
+static char dir[] = "/tmp/pz_test_compare_XXXXXX";
+static char out_txt[1 << 20], err_txt[1 << 16], file_txt[1 << 20];
+
+static void slurp(const char *path, char *buf, size_t cap) {
+  FILE *f = fopen(path, "r");
+  size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+  buf[n] = 0;
+  if (f) fclose(f);
+}
+
+static int run(const char *args) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "\"%s\" compare %s >%s/out 2>%s/err", cli, args, dir, dir);
+  int rc = system(cmd);
+  char p[300];
+  snprintf(p, sizeof p, "%s/out", dir);
+  slurp(p, out_txt, sizeof out_txt);
+  snprintf(p, sizeof p, "%s/err", dir);
+  slurp(p, err_txt, sizeof err_txt);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+static int lines(const char *s) {
+  int n = 0;
+  for (; *s; s++) n += *s == '\n';
+  return n;
+}
+
+/* A failing invocation: non-zero exit, exactly one stderr line "prezero compare: ...; ..."
+ * naming `needle`, nothing on stdout. */
+static void bad(const char *args, const char *needle) {
+  int rc = run(args);
+  int ok = rc != 0 && lines(err_txt) == 1 && !strncmp(err_txt, "prezero compare: ", 17) && strstr(err_txt, needle) &&
+           strstr(err_txt, "; ") && out_txt[0] == 0;
+  if (!ok) fprintf(stderr, "FAIL: compare %s -> exit %d, stderr [%s], stdout [%.80s] (want one line with '%s')\n", args,
+                   rc, err_txt, out_txt, needle);
+  CHECK(ok);
+}
+
+static void write_file(const char *name, const char *text) {
+  char p[300];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  FILE *f = fopen(p, "w");
+  if (!f) { perror(p); exit(1); }
+  fputs(text, f);
+  fclose(f);
+}
+
+/* Two concurrencies. Hand-computed expectations are next to each value in main(). */
+static const char *json =
+    "{\"model\":\"kimi_k2\",\"device\":\"Test GPU\",\"tp\":2,\"layers\":3,\"layers_total\":61,\"layers_auto\":true,"
+    "\"isl\":8192,\"osl\":100,\"rounds\":2,\"seed\":1234,\"determinism\":\"PREZERO_GEMM_SPLITS=unset\",\"notes\":\"hand\","
+    "\"points\":["
+    "{\"conc\":4,\"batch\":4,\"tput_on\":1050,\"tput_off\":1000,\"tpot_on_ms\":9.5,\"tpot_off_ms\":10.0,"
+    "\"e2e_on_s\":0.95,\"e2e_off_s\":1.0,\"tpot_on_rounds_ms\":[9.4,9.6],\"tpot_off_rounds_ms\":[9.9,10.1],"
+    "\"profiled\":true,\"components_us_per_layer\":{"
+    "\"qkv_a\":{\"on\":12.5,\"off\":14.0,\"fired\":\"yes\"},\"q_b\":{\"on\":5.0,\"off\":6.25,\"fired\":\"yes\"},"
+    "\"gate\":{\"on\":7.0,\"off\":8.0,\"fired\":\"yes\"},\"o_proj\":{\"on\":10.1,\"off\":10.0,\"fired\":\"n/f\"},"
+    "\"gemm_subtotal\":{\"on\":34.6,\"off\":38.25},\"donor\":{\"on\":16.3,\"off\":16.0}},"
+    "\"tokens_identical\":true,\"first_token_mismatch\":-1,\"logits_identical\":true,\"logits_max_abs_diff\":0,"
+    "\"logits_off_spread\":0},"
+    "{\"conc\":8,\"batch\":8,\"tput_on\":1900,\"tput_off\":2000,\"tpot_on_ms\":4.2,\"tpot_off_ms\":4.0,"
+    "\"e2e_on_s\":0.42,\"e2e_off_s\":0.4,\"tpot_on_rounds_ms\":[4.2,4.2],\"tpot_off_rounds_ms\":[3.98,4.02],"
+    "\"profiled\":true,\"components_us_per_layer\":{"
+    "\"qkv_a\":{\"on\":13.0,\"off\":14.0,\"fired\":\"yes\"},\"q_b\":{\"on\":6.0,\"off\":6.0,\"fired\":\"n/f\"},"
+    "\"gate\":{\"on\":7.5,\"off\":8.0,\"fired\":\"yes\"},\"o_proj\":{\"on\":10.0,\"off\":10.0,\"fired\":\"n/f\"},"
+    "\"gemm_subtotal\":{\"on\":36.5,\"off\":38.0},\"donor\":{\"on\":16.0,\"off\":16.0}},"
+    "\"tokens_identical\":false,\"first_token_mismatch\":19,\"logits_identical\":false,\"logits_max_abs_diff\":0.5,"
+    "\"logits_off_spread\":0.25}]}";
+
+int main(void) {
+  cli = getenv("PZ_CLI");
+  if (!cli) {
+    fprintf(stderr, "PZ_CLI is not set (ctest sets it); skipping\n");
+    return 77;
+  }
+  if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
+
+  /* --help */
+  CHECK(run("--help") == 0);
+  CHECK(strstr(out_txt, "usage: prezero compare") != NULL);
+  CHECK(strstr(out_txt, "--conc") && strstr(out_txt, "--render") && strstr(out_txt, "E2E per request"));
+
+  /* argument errors: one line each */
+  bad("--tp 0", "--tp 0 is out of range");
+  bad("--tp x", "--tp needs an integer");
+  bad("--tp 3", "does not divide num_attention_heads");
+  bad("--conc 8,4", "ascending");
+  bad("--conc 4,,8", "comma-separated integers");
+  bad("--conc 4,8,", "ends with a comma");
+  bad("--conc 300", "within 1..256");
+  bad("--conc ''", "--conc is empty");
+  bad("--osl", "--osl needs a value");
+  bad("--osl 0", "--osl 0 is out of range");
+  bad("--rounds 17", "--rounds 17 is out of range");
+  bad("--frob", "unknown option '--frob'");
+  bad("--config nope", "nope");
+  bad("--layers 99", "exceeds num_hidden_layers (61)");
+  bad("--isl 1000000", "exceeds max_position_embeddings");
+  bad("--seed -x", "--seed needs");
+
+  /* Valid arguments but no GPU path: one line, non-zero (skipped on a machine with a GPU, where
+   * this would start a real run). */
+  int gpus = 0;
+#ifdef PZ_HAVE_CUDA
+  gpus = pz_cuda_device_count();
+#endif
+  if (gpus == 0) {
+    char a[400];
+    snprintf(a, sizeof a, "--config tiny --isl 16 --osl 2 --conc 1,2 --out %s/nogpu", dir);
+    int rc = run(a);
+    CHECK(rc != 0);
+    CHECK(lines(err_txt) == 1);
+    CHECK(!strncmp(err_txt, "prezero compare: ", 17));
+#ifdef PZ_HAVE_CUDA
+    CHECK(strstr(err_txt, "GPU") != NULL);
+#else
+    CHECK(strstr(err_txt, "no CUDA backend") != NULL);
+#endif
+  }
+
+  /* --render of a hand-written run */
+  write_file("in.json", json);
+  char a[600];
+  snprintf(a, sizeof a, "--render %s/in.json --out %s/rep", dir, dir);
+  CHECK(run(a) == 0);
+  char p[400];
+  snprintf(p, sizeof p, "%s/rep/compare.md", dir);
+  slurp(p, file_txt, sizeof file_txt);
+  CHECK(strcmp(file_txt, out_txt) == 0); /* stdout = the markdown file */
+  CHECK(strstr(file_txt, "kimi_k2, TP 2, 3 of 61 layers (chosen from free memory), ISL 8192, OSL 100") != NULL);
+  /* conc 4: tput +5.00%, TPOT -5.00%, E2E -5.00%, OFF spread (10.1-9.9)/10 = 2.00% */
+  CHECK(strstr(file_txt, "| 4 | 1050.0 | 1000.0 | +5.00% | 9.500 | 10.000 | -5.00% | 0.950 | 1.000 | -5.00% | 2.00 |"));
+  /* conc 8: tput -5.00%, TPOT +5.00% (slower beyond the 1.00% spread: (4.02-3.98)/4) */
+  CHECK(strstr(file_txt, "| 8 | 1900.0 | 2000.0 | -5.00% | 4.200 | 4.000 | +5.00% | 0.420 | 0.400 | +5.00% | 1.00 |"));
+  /* Δ rows: qkv_a -1.50 / -1.00; q_b -1.25 / n/f; gate -1.00 / -0.50; o_proj n/f (+0.10) / n/f;
+   * subtotal = sum of the four Δ: -3.65 / -1.50; fill cost +0.30 / +0.00 */
+  CHECK(strstr(file_txt, "| qkv_a | -1.50 | -1.00 |"));
+  CHECK(strstr(file_txt, "| q_b | -1.25 | n/f (+0.00) |"));
+  CHECK(strstr(file_txt, "| gate | -1.00 | -0.50 |"));
+  CHECK(strstr(file_txt, "| o_proj | n/f (+0.10) | n/f (+0.00) |"));
+  CHECK(strstr(file_txt, "| GEMM subtotal | -3.65 | -1.50 |"));
+  CHECK(strstr(file_txt, "| donor fill cost (ON - OFF) | +0.30 | +0.00 |"));
+  CHECK(strstr(file_txt, "| qkv_a | 12.50 / 14.00 | 13.00 / 14.00 |"));
+  /* bit-identity: step 19/8 = 2, row 19%8 = 3 */
+  CHECK(strstr(file_txt, "| 4 | identical | bit-identical | 0 | 0 |"));
+  CHECK(strstr(file_txt, "| 8 | differ (first at step 2, row 3) | differ | 0.5 | 0.25 |"));
+  /* conc 8: max diff 0.5 > OFF spread 0.25 */
+  CHECK(strstr(file_txt, "Verdict: tokens DIFFER; logits not bit-identical and beyond OFF's own run-to-run spread"));
+  CHECK(strstr(file_txt, "PREZERO_GEMM_SPLITS=unset"));
+  /* targets: slower beyond spread at conc 8 only; saving >= 4 µs at neither (-3.65, -1.50) */
+  CHECK(strstr(file_txt, "ON slower than OFF beyond OFF's spread at 1 of 2 concurrencies"));
+  CHECK(strstr(file_txt, "GEMM saving >= 4 µs at 0 of 2 profiled concurrencies"));
+  /* plot data: n/f entries are 0 */
+  snprintf(p, sizeof p, "%s/rep/components.dat", dir);
+  slurp(p, file_txt, sizeof file_txt);
+  CHECK(strstr(file_txt, "\n4 -1.5000 -1.2500 -1.0000 0.0000 -3.6500 0.3000\n"));
+  CHECK(strstr(file_txt, "\n8 -1.0000 0.0000 -0.5000 0.0000 -1.5000 0.0000\n"));
+  snprintf(p, sizeof p, "%s/rep/throughput.dat", dir);
+  slurp(p, file_txt, sizeof file_txt);
+  CHECK(strstr(file_txt, "\n4 1050.000 1000.000 9.5000 10.0000\n"));
+  snprintf(p, sizeof p, "%s/rep/plots.gp", dir);
+  slurp(p, file_txt, sizeof file_txt);
+  CHECK(strstr(file_txt, "throughput.png") && strstr(file_txt, "components.png"));
+  snprintf(p, sizeof p, "%s/rep/compare.json", dir);
+  CHECK(access(p, F_OK) != 0); /* a render does not write JSON */
+  CHECK(strstr(err_txt, "compare.md") != NULL && !strstr(err_txt, "compare.json"));
+
+  /* render errors */
+  snprintf(a, sizeof a, "--render %s/missing.json --out %s/rep2", dir, dir);
+  CHECK(run(a) != 0 && lines(err_txt) == 1 && strstr(err_txt, "cannot read"));
+  write_file("bad.json", "{\"tp\": 1, \"points\": [ {\"conc\": 4, ");
+  snprintf(a, sizeof a, "--render %s/bad.json --out %s/rep2", dir, dir);
+  CHECK(run(a) != 0 && lines(err_txt) == 1 && strstr(err_txt, "not a JSON object"));
+  write_file("other.json", "{\"model\": \"x\"}");
+  snprintf(a, sizeof a, "--render %s/other.json --out %s/rep2", dir, dir);
+  CHECK(run(a) != 0 && lines(err_txt) == 1 && strstr(err_txt, "not a compare.json"));
+
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+  TEST_DONE();
+}
