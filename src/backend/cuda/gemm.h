@@ -113,7 +113,8 @@ pz_gemm_config pz_gemm_heuristic(int sm_count, int m, int n, int k, bool zero_in
 /* Enqueues the GEMM on `stream`. No host sync, no allocation: capturable in a CUDA graph.
  * An explicit flavour with splits/wt 0 takes them from the table entry of that flavour, else
  * the heuristic. SPLITK_ATOMIC with zero_init = true runs as MEMSET_SPLITK.
- * Errors: those of pz_gemm_check, PZ_ERR_CUDA (launch failure), PZ_ERR_UNSUPPORTED. */
+ * PREZERO_GEMM_L2PF=1 (read once) adds the L2::256B prefetch-size hint to the register-ring
+ * kernels' W loads. Errors: those of pz_gemm_check, PZ_ERR_CUDA (launch), PZ_ERR_UNSUPPORTED. */
 pz_status pz_gemm_launch(pz_gemm_ctx *ctx, const pz_gemm_args *args, cudaStream_t stream);
 
 /* ---- Kernels (kernels/gemm_splitk.cu); used by the launcher and the benchmark. ---- */

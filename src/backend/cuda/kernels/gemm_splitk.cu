@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
 extern "C" { /* core/status.h has no C++ guards of its own */
 #include "core/status.h"
 }
@@ -35,8 +36,18 @@ struct Params {
   int splits;
   int mode; /* flavour: 1 atomic, 2 in-kernel zero, 4 full K store, 5 serial */
   int c_bf16;
+  int l2pf; /* 1: W loads carry the L2::256B prefetch-size hint (PREZERO_GEMM_L2PF=1) */
 };
 
+/* W load with the L2 prefetch-size hint: the L2 fetches the whole 256-byte block from DRAM,
+ * which the CTA's other warps request within a few cycles (their chunks are adjacent). */
+__device__ __forceinline__ uint4 ld_stream_pf(const void *p) {
+  uint4 r;
+  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+      : "l"(p));
+  return r;
+}
 __device__ __forceinline__ uint4 ld_stream(const void *p) {
   uint4 r;
   asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
@@ -145,7 +156,10 @@ __global__ void __launch_bounds__(NW * 32, MT8 <= 2 ? 16 / NW : 1) gemm_splitk_k
 #pragma unroll
     for (int i = 0; i < WT; i++)
 #pragma unroll
-      for (int h = 0; h < 2; h++) ws[i][h] = ld_stream(wbase + (int64_t)(i * 16 + h * 8) * p.ldw + c * 32);
+      for (int h = 0; h < 2; h++) {
+        const __nv_bfloat16 *src = wbase + (int64_t)(i * 16 + h * 8) * p.ldw + c * 32;
+        ws[i][h] = p.l2pf ? ld_stream_pf(src) : ld_stream(src);
+      }
     if (XP) {
 #pragma unroll
       for (int j = 0; j < MT8; j++) {
@@ -553,6 +567,12 @@ extern "C" pz_status pz_gemm_kernel_launch(const pz_gemm_args *a, int flavour, i
   p.splits = splits;
   p.mode = flavour;
   p.c_bf16 = a->c_dtype == PZ_BF16;
+  static int l2pf = -1; /* read once: PREZERO_GEMM_L2PF=1 turns the W prefetch-size hint on */
+  if (l2pf < 0) {
+    const char *v = getenv("PREZERO_GEMM_L2PF");
+    l2pf = v && v[0] == '1';
+  }
+  p.l2pf = l2pf;
   dim3 grid(a->n / cols, splits, (a->m + mt8 * 8 - 1) / (mt8 * 8));
   cudaError_t e = wn == 2 ? (mt8 == 1 ? launch_staged<1>(p, grid, stream) : launch_staged<2>(p, grid, stream))
                   : wn ? (warps == 4 ? launch_nw<4, true>(p, mt8, wt, grid, stream) : launch_nw<8, true>(p, mt8, wt, grid, stream))
