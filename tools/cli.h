@@ -9,4 +9,5 @@ int pz_cmd_bench_gemm(int argc, char **argv);
 int pz_cmd_bench_ar(int argc, char **argv);
 int pz_cmd_bench_moe(int argc, char **argv);
 int pz_cmd_bench_attn(int argc, char **argv);
+int pz_cmd_bench_step(int argc, char **argv);
 #endif

@@ -9,7 +9,7 @@ static void usage(FILE *f) {
           "  run      decode steps of a model preset or config.json (default: tiny, CPU)\n"
           "  graph    print the rank-0 decode graph (text, or --dot FILE)\n"
           "  compare  prezero ON vs OFF end to end (GPU)\n"
-          "  bench    kernel benchmarks: bench gemm | bench ar | bench attn (GPU)\n"
+          "  bench    kernel benchmarks: bench gemm | bench ar | bench attn | bench step (GPU)\n"
           "run 'prezero <command> --help' for its options\n");
 }
 
@@ -29,7 +29,8 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[2], "ar")) return pz_cmd_bench_ar(argc - 2, argv + 2);
     if (!strcmp(argv[2], "moe")) return pz_cmd_bench_moe(argc - 2, argv + 2);
     if (!strcmp(argv[2], "attn")) return pz_cmd_bench_attn(argc - 2, argv + 2);
-    fprintf(stderr, "prezero bench: unknown benchmark '%s'; use gemm, ar or attn\n", argv[2]);
+    if (!strcmp(argv[2], "step")) return pz_cmd_bench_step(argc - 2, argv + 2);
+    fprintf(stderr, "prezero bench: unknown benchmark '%s'; use gemm, ar, moe, attn or step\n", argv[2]);
     return 2;
   }
   fprintf(stderr, "prezero: unknown command '%s'; run 'prezero --help' for the list\n", c);

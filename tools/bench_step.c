@@ -1,0 +1,273 @@
+/* prezero bench step: time of one whole decode step (CUDA-graph replay over every TP rank) per
+ * batch size, for the first N layers of a model (Kimi-K2 by default), prezero OFF and ON. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+#ifdef PZ_HAVE_CUDA
+#include <cjson/cJSON.h>
+#include "backend/cuda/exec.h"
+#include "backend/cuda/runtime.h"
+#include "core/status.h"
+#include "model/builder.h"
+#include "model/config.h"
+#include "passes/passes.h"
+#include "passes/prezero.h"
+
+#define MAX_B 16
+#define MAX_TP 4
+#define MAX_ROUNDS 8
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: prezero bench step [--config NAME|PATH] [--tp 1,2] [--layers N] [--context L]\n"
+          "                          [--batch 1,2,4,...] [--prezero off,on] [--iters N] [--reps N]\n"
+          "                          [--rounds R] [--seed X] [--json FILE] [--md FILE]\n"
+          "  Builds the decode graph of the first --layers layers (default 3: the dense layer 0 and\n"
+          "  two MoE layers of kimi_k2, the default --config), runs the graph passes with prezero\n"
+          "  off and on, and times one decode step per batch size (default 1,2,4,...,128) as a\n"
+          "  CUDA-graph replay on every TP rank (rank r on GPU r): --iters steps back to back per\n"
+          "  replay set (default 20), median of --reps sets (default 5), every sequence at position\n"
+          "  --context (default 8192: the attention reads 8193 cached tokens). --rounds R repeats\n"
+          "  OFF, ON R times (A B A B) and reports each configuration's median over rounds.\n"
+          "  Weights are seeded random (streamed from HBM: they exceed L2 many times over).\n");
+}
+
+static int parse_list(const char *s, int *v, int cap, int lo, int hi) {
+  int n = 0;
+  while (*s) {
+    char *end;
+    long x = strtol(s, &end, 10);
+    if (end == s || x < lo || x > hi || n >= cap) return -1;
+    v[n++] = (int)x;
+    if (*end == ',') s = end + 1;
+    else if (*end) return -1;
+    else s = end;
+  }
+  return n;
+}
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof(double), cmp_d);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+typedef struct cell {
+  double us[MAX_ROUNDS];
+  int n;
+  int donors, donors_full; /* AR_RMSNORM_MAYBE_PREZERO nodes, and those whose gate said "fill all" */
+  int rewritten;           /* MM_MAYBE_PREZERO nodes */
+} cell;
+
+static int fail(const char *what) {
+  fprintf(stderr, "prezero bench step: %s: %s; see 'prezero bench step --help'\n", what, pz_last_error());
+  return 1;
+}
+
+/* One executor (tp, prezero) timed at every batch size into cells[b]. */
+static int run_one(const pz_model_config *mc, int tp, int layers, int context, const int *bs, int nb, int prezero,
+                   uint64_t seed, int iters, int reps, cell *cells, char *device, size_t device_len) {
+  int max_b = bs[nb - 1];
+  pz_build_opts bo = {.tp = tp, .m = max_b, .max_ctx = (int64_t)context + 8, .layers = layers};
+  pz_graph *g = NULL;
+  if (pz_build_decode_graph(mc, &bo, &g) != PZ_OK) return fail("building the decode graph");
+  pz_pass_opts po = PZ_PASS_OPTS_INIT;
+  po.prezero = prezero;
+  if (pz_run_passes(g, &po, NULL, NULL) != PZ_OK) { pz_graph_free(g); return fail("graph passes"); }
+  pz_cuda_exec_opts xo = PZ_CUDA_EXEC_OPTS_INIT;
+  xo.seed = seed;
+  xo.graphs = 1;
+  xo.prezero = prezero;
+  xo.n_capture = nb;
+  memcpy(xo.capture, bs, sizeof(int) * (size_t)nb);
+  pz_cuda_exec *e = NULL;
+  if (pz_cuda_exec_create(g, &xo, &e) != PZ_OK) { pz_graph_free(g); return fail("creating the CUDA executor"); }
+  snprintf(device, device_len, "%s", pz_cuda_exec_device_desc(e)->name);
+  int rc = 0;
+  for (int b = 0; b < nb && rc == 0; b++) {
+    double us = 0;
+    if (pz_cuda_exec_time_step(e, bs[b], context, iters, reps, &us) != PZ_OK) { rc = fail("timing a step"); break; }
+    cell *c = &cells[b];
+    c->us[c->n++] = us;
+    c->donors = c->donors_full = c->rewritten = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+      const pz_node *n = &g->nodes[i];
+      if (n->op == PZ_OP_MM_MAYBE_PREZERO) c->rewritten++;
+      if (n->op != PZ_OP_AR_RMSNORM_MAYBE_PREZERO) continue;
+      c->donors++;
+      c->donors_full += pz_prezero_fill_cols(bs[b], n->p.norm.n_total, n->p.norm.n_base, g->info.hidden, tp,
+                                             pz_cuda_exec_device_desc(e)) == n->p.norm.n_total;
+    }
+    fprintf(stderr, "  tp %d prezero %-3s batch %4d: %9.1f us/step\n", tp, prezero ? "on" : "off", bs[b], us);
+  }
+  pz_cuda_exec_free(e);
+  pz_graph_free(g);
+  return rc;
+}
+
+int pz_cmd_bench_step(int argc, char **argv) {
+  const char *config = "kimi_k2", *json_path = NULL, *md_path = NULL;
+  int tps[MAX_TP] = {1, 2}, ntp = 2, bs[MAX_B] = {1, 2, 4, 8, 16, 32, 64, 128}, nb = 8, pzs[2] = {0, 1}, npz = 2;
+  int layers = 3, context = 8192, iters = 20, reps = 5, rounds = 1;
+  unsigned long long seed = 1234;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+    if (!v) { fprintf(stderr, "prezero bench step: %s needs a value (or is unknown); see 'prezero bench step --help'\n", a); return 2; }
+    i++;
+    int one[1], n;
+    if (!strcmp(a, "--config")) config = v;
+    else if (!strcmp(a, "--json")) json_path = v;
+    else if (!strcmp(a, "--md")) md_path = v;
+    else if (!strcmp(a, "--tp")) { if ((ntp = parse_list(v, tps, MAX_TP, 1, 8)) < 1) goto bad; }
+    else if (!strcmp(a, "--batch")) {
+      if ((nb = parse_list(v, bs, MAX_B, 1, PZ_MAX_BATCH)) < 1) goto bad;
+      for (int k = 1; k < nb; k++) if (bs[k] <= bs[k - 1]) goto bad;
+    } else if (!strcmp(a, "--prezero")) {
+      npz = 0;
+      for (const char *s = v; *s && npz < 2;) {
+        size_t l = strcspn(s, ",");
+        if (l == 2 && !strncmp(s, "on", 2)) pzs[npz++] = 1;
+        else if (l == 3 && !strncmp(s, "off", 3)) pzs[npz++] = 0;
+        else goto bad;
+        s += l + (s[l] == ',');
+      }
+      if (npz < 1) goto bad;
+    } else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 0);
+    else if ((n = parse_list(v, one, 1, 0, 1 << 20)) == 1) {
+      if (!strcmp(a, "--layers") && one[0] >= 1) layers = one[0];
+      else if (!strcmp(a, "--context")) context = one[0];
+      else if (!strcmp(a, "--iters") && one[0] >= 1) iters = one[0];
+      else if (!strcmp(a, "--reps") && one[0] >= 1 && one[0] <= 64) reps = one[0];
+      else if (!strcmp(a, "--rounds") && one[0] >= 1 && one[0] <= MAX_ROUNDS) rounds = one[0];
+      else goto bad;
+    } else goto bad;
+    continue;
+  bad:
+    fprintf(stderr, "prezero bench step: bad value '%s' for %s; see 'prezero bench step --help'\n", v, a);
+    return 2;
+  }
+  pz_model_config mc;
+  if (pz_config_load(config, &mc) != PZ_OK) return fail("loading the config");
+  if (layers > mc.num_hidden_layers) layers = (int)mc.num_hidden_layers;
+  if ((int64_t)context + 8 > mc.max_position_embeddings) {
+    fprintf(stderr, "prezero bench step: --context %d exceeds max_position_embeddings of %s; use a smaller --context\n", context, mc.name);
+    return 1;
+  }
+  int ngpu = pz_cuda_device_count();
+  if (ngpu == 0) { fprintf(stderr, "prezero bench step: no CUDA GPU is visible; run it on a GPU machine\n"); return 1; }
+  static cell cells[MAX_TP][2][MAX_B];
+  memset(cells, 0, sizeof cells);
+  char device[64] = "?";
+  int ran[MAX_TP] = {0};
+  for (int t = 0; t < ntp; t++) {
+    if (tps[t] > ngpu) {
+      fprintf(stderr, "prezero bench step: TP %d needs %d GPUs, %d visible; skipping it\n", tps[t], tps[t], ngpu);
+      continue;
+    }
+    for (int r = 0; r < rounds; r++)
+      for (int p = 0; p < npz; p++) {
+        fprintf(stderr, "%s, %d layers, TP %d, prezero %s, round %d/%d\n", mc.name, layers, tps[t], pzs[p] ? "on" : "off",
+                r + 1, rounds);
+        if (run_one(&mc, tps[t], layers, context, bs, nb, pzs[p], seed, iters, reps, cells[t][p], device, sizeof device))
+          return 1;
+      }
+    ran[t] = 1;
+  }
+
+  /* Outputs. */
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddStringToObject(root, "bench", "step");
+  cJSON_AddStringToObject(root, "device", device);
+  cJSON_AddStringToObject(root, "model", mc.name);
+  cJSON_AddNumberToObject(root, "layers", layers);
+  cJSON_AddNumberToObject(root, "context", context);
+  cJSON_AddNumberToObject(root, "iters", iters);
+  cJSON_AddNumberToObject(root, "reps", reps);
+  cJSON_AddNumberToObject(root, "rounds", rounds);
+  cJSON_AddStringToObject(root, "method",
+                          "CUDA-graph replay of the whole decode step on every rank, iters back to back, median of reps; "
+                          "median over rounds (OFF, ON alternating); weights seeded random, streamed from HBM");
+  cJSON *rows = cJSON_AddArrayToObject(root, "results");
+  FILE *md = md_path ? fopen(md_path, "w") : NULL;
+  if (md_path && !md) { fprintf(stderr, "prezero bench step: cannot write %s; check the path\n", md_path); return 1; }
+  FILE *outs[2] = {stdout, md};
+  for (int o = 0; o < 2; o++) {
+    if (!outs[o]) continue;
+    fprintf(outs[o], "# prezero bench step: %s, first %d layers, context %d, %s\n\n", mc.name, layers, context, device);
+    fprintf(outs[o], "Decode-step time (µs, CUDA-graph replay, median of %d sets of %d steps%s).\n\n", reps, iters,
+            rounds > 1 ? ", median over rounds" : "");
+  }
+  for (int t = 0; t < ntp; t++) {
+    if (!ran[t]) continue;
+    for (int o = 0; o < 2; o++) {
+      if (!outs[o]) continue;
+      fprintf(outs[o], "TP %d\n\n| batch | OFF µs | ON µs | Δ µs | Δ %% | donors with full fill (ON) |\n|---:|---:|---:|---:|---:|---:|\n", tps[t]);
+    }
+    for (int b = 0; b < nb; b++) {
+      double us[2] = {0, 0};
+      int have[2] = {0, 0};
+      for (int p = 0; p < npz; p++) {
+        cell *c = &cells[t][p][b];
+        if (c->n == 0) continue;
+        double tmp[MAX_ROUNDS];
+        memcpy(tmp, c->us, sizeof(double) * (size_t)c->n);
+        us[pzs[p]] = median(tmp, c->n);
+        have[pzs[p]] = 1;
+        cJSON *row = cJSON_CreateObject();
+        cJSON_AddNumberToObject(row, "tp", tps[t]);
+        cJSON_AddStringToObject(row, "prezero", pzs[p] ? "on" : "off");
+        cJSON_AddNumberToObject(row, "batch", bs[b]);
+        cJSON_AddNumberToObject(row, "us_per_step", us[pzs[p]]);
+        cJSON *all = cJSON_AddArrayToObject(row, "us_rounds");
+        for (int k = 0; k < c->n; k++) cJSON_AddItemToArray(all, cJSON_CreateNumber(c->us[k]));
+        cJSON_AddNumberToObject(row, "prezero_donors", c->donors);
+        cJSON_AddNumberToObject(row, "prezero_donors_full_fill", c->donors_full);
+        cJSON_AddNumberToObject(row, "mm_maybe_prezero_nodes", c->rewritten);
+        cJSON_AddItemToArray(rows, row);
+      }
+      int full = 0, donors = 0;
+      for (int p = 0; p < npz; p++)
+        if (pzs[p]) { full = cells[t][p][b].donors_full; donors = cells[t][p][b].donors; }
+      for (int o = 0; o < 2; o++) {
+        if (!outs[o]) continue;
+        fprintf(outs[o], "| %d |", bs[b]);
+        for (int p = 0; p < 2; p++) have[p] ? fprintf(outs[o], " %.1f |", us[p]) : fprintf(outs[o], " — |");
+        if (have[0] && have[1])
+          fprintf(outs[o], " %+.1f | %+.2f%% |", us[1] - us[0], 100.0 * (us[1] - us[0]) / us[0]);
+        else
+          fprintf(outs[o], " — | — |");
+        have[1] ? fprintf(outs[o], " %d/%d |\n", full, donors) : fprintf(outs[o], " — |\n");
+      }
+    }
+    for (int o = 0; o < 2; o++)
+      if (outs[o]) fprintf(outs[o], "\n");
+  }
+  if (md) fclose(md);
+  int rc = 0;
+  if (json_path) {
+    char *text = cJSON_Print(root);
+    FILE *f = fopen(json_path, "w");
+    if (!f || !text || fputs(text, f) < 0) {
+      fprintf(stderr, "prezero bench step: cannot write %s; check the path\n", json_path);
+      rc = 1;
+    }
+    if (f) fclose(f);
+    free(text);
+  }
+  cJSON_Delete(root);
+  return rc;
+}
+#else
+int pz_cmd_bench_step(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  fprintf(stderr, "prezero bench step: this build has no CUDA backend; build with CUDA (nvcc) and run on a GPU machine\n");
+  return 1;
+}
+#endif
