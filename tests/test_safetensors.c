@@ -1,0 +1,186 @@
+/* safetensors reader/writer and FP8 E4M3 decoding: round trip of every field, hand-checked FP8
+ * values, block dequantisation against a reference computed here, and every malformed file
+ * (short file, header length beyond the file, truncated header, unknown dtype, data beyond the
+ * file, size mismatch, duplicate name) giving a one-line PZ_ERR_IO. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+#include "model/fp8.h"
+#include "model/safetensors.h"
+#include "pz_test.h"
+
+static char dir[] = "/tmp/pz_test_st_XXXXXX";
+
+static void path_of(char *buf, size_t cap, const char *name) { snprintf(buf, cap, "%s/%s", dir, name); }
+
+/* Writes raw bytes: an 8-byte little-endian length `hlen`, then `header` (strlen bytes), then
+ * `data_len` bytes of data. */
+static void write_raw(const char *name, uint64_t hlen, const char *header, size_t data_len) {
+  char p[300];
+  path_of(p, sizeof p, name);
+  FILE *f = fopen(p, "wb");
+  if (!f) { perror(p); exit(1); }
+  for (int i = 0; i < 8; i++) fputc((int)((hlen >> (8 * i)) & 0xff), f);
+  fputs(header, f);
+  for (size_t i = 0; i < data_len; i++) fputc((int)(i & 0xff), f);
+  fclose(f);
+}
+
+/* Opening `name` must fail with PZ_ERR_IO and a one-line message containing `needle`. */
+static void bad_file(const char *name, const char *needle) {
+  char p[300];
+  path_of(p, sizeof p, name);
+  pz_st_file *f = (pz_st_file *)1;
+  pz_status st = pz_st_open(p, &f);
+  const char *msg = pz_last_error();
+  int ok = st == PZ_ERR_IO && f == NULL && strstr(msg, needle) && !strchr(msg, '\n') && strstr(msg, p);
+  if (!ok) {
+    fprintf(stderr, "FAIL: %s -> %s, f=%p, msg [%s] (want PZ_ERR_IO with '%s')\n", name, pz_status_string(st),
+            (void *)f, msg, needle);
+    pz_test_failures++;
+  }
+  if (f && f != (pz_st_file *)1) pz_st_close(f);
+}
+
+/* E4M3 value from its bits, computed differently from fp8.c (double pow, no tables). */
+static double e4m3_ref(unsigned b) {
+  unsigned s = b >> 7, e = (b >> 3) & 15, m = b & 7;
+  if (e == 15 && m == 7) return NAN;
+  double v = e ? (1.0 + m / 8.0) * pow(2.0, (double)e - 7.0) : (m / 8.0) * pow(2.0, -6.0);
+  return s ? -v : v;
+}
+
+static void test_roundtrip(void) {
+  float a[6] = {1.5f, -2.0f, 0.25f, 3.0f, -0.0f, 1e-3f};
+  uint16_t b[4] = {0x3f80, 0xbf80, 0x4000, 0x0001};
+  uint8_t c[3] = {0x38, 0xb8, 0x7e};
+  pz_st_write_entry en[3] = {
+      {.name = "a.weight", .dtype = PZ_ST_F32, .ndim = 2, .shape = {2, 3}, .data = a},
+      {.name = "b", .dtype = PZ_ST_BF16, .ndim = 1, .shape = {4}, .data = b},
+      {.name = "layers.0.c", .dtype = PZ_ST_F8_E4M3, .ndim = 3, .shape = {1, 3, 1}, .data = c},
+  };
+  char p[300];
+  path_of(p, sizeof p, "rt.safetensors");
+  CHECK_OK(pz_st_write(p, 3, en));
+  pz_st_file *f = NULL;
+  CHECK_OK(pz_st_open(p, &f));
+  if (!f) return;
+  CHECK(f->n == 3);
+  const pz_st_tensor *t = pz_st_find(f, "a.weight");
+  CHECK(t && t->dtype == PZ_ST_F32 && t->ndim == 2 && t->shape[0] == 2 && t->shape[1] == 3 && t->numel == 6 &&
+        t->nbytes == 24 && !memcmp(t->data, a, 24));
+  t = pz_st_find(f, "b");
+  CHECK(t && t->dtype == PZ_ST_BF16 && t->ndim == 1 && t->shape[0] == 4 && !memcmp(t->data, b, 8));
+  t = pz_st_find(f, "layers.0.c");
+  CHECK(t && t->dtype == PZ_ST_F8_E4M3 && t->ndim == 3 && t->shape[1] == 3 && t->nbytes == 3 && !memcmp(t->data, c, 3));
+  CHECK(pz_st_find(f, "missing") == NULL);
+  /* The header is padded to 8 bytes, so every data block starts 8-byte aligned in the file. */
+  CHECK(((const char *)pz_st_find(f, "a.weight")->data - (const char *)f->map) % 8 == 0);
+  pz_st_close(f);
+  CHECK(strcmp(pz_st_dtype_name(PZ_ST_F8_E4M3), "F8_E4M3") == 0 && pz_st_dtype_size(PZ_ST_I64) == 8);
+}
+
+static void test_fp8(void) {
+  /* Hand-checked values of the E4M3 (fn) encoding. */
+  CHECK(pz_fp8_e4m3_to_f32(0x00) == 0.0f);
+  CHECK(pz_fp8_e4m3_to_f32(0x38) == 1.0f);        /* e=7, m=0 */
+  CHECK(pz_fp8_e4m3_to_f32(0xb8) == -1.0f);
+  CHECK(pz_fp8_e4m3_to_f32(0x3c) == 1.5f);        /* m=4 */
+  CHECK(pz_fp8_e4m3_to_f32(0x40) == 2.0f);
+  CHECK(pz_fp8_e4m3_to_f32(0x7e) == 448.0f);      /* the largest finite value */
+  CHECK(pz_fp8_e4m3_to_f32(0x08) == 0.015625f);   /* 2^-6, smallest normal */
+  CHECK(pz_fp8_e4m3_to_f32(0x01) == 0.001953125f);/* 2^-9, smallest subnormal */
+  CHECK(pz_fp8_e4m3_to_f32(0x07) == 0.013671875f);/* 7/8 * 2^-6 */
+  CHECK(isnan(pz_fp8_e4m3_to_f32(0x7f)) && isnan(pz_fp8_e4m3_to_f32(0xff)));
+  CHECK(signbit(pz_fp8_e4m3_to_f32(0x80)) && pz_fp8_e4m3_to_f32(0x80) == 0.0f);
+  int bad = 0;
+  for (unsigned b = 0; b < 256; b++) {
+    double r = e4m3_ref(b);
+    float v = pz_fp8_e4m3_to_f32((uint8_t)b);
+    if (isnan(r) ? !isnan(v) : (double)v != r) bad++;
+  }
+  CHECK(bad == 0);
+
+  /* Block dequantisation of a [5, 7] weight in 2x3 blocks (scale_inv [3, 3]), every row and a
+   * column window, against the reference here: w * scale_inv[r/2][c/3]. */
+  enum { R = 5, C = 7, BM = 2, BN = 3, SR = 3, SC = 3 };
+  uint8_t w[R * C];
+  float sc[SR * SC];
+  for (int i = 0; i < R * C; i++) w[i] = (uint8_t)((i * 37 + 11) & 0xff);
+  w[3] = 0x7e;
+  w[4] = 0x7f; /* NaN stays NaN */
+  for (int i = 0; i < SR * SC; i++) sc[i] = 0.5f + 0.25f * (float)i;
+  bad = 0;
+  for (int r = 0; r < R; r++) {
+    float out[C];
+    pz_fp8_dequant_row(w, C, sc, SC, BM, BN, r, 0, C, out);
+    for (int c = 0; c < C; c++) {
+      double want = e4m3_ref(w[r * C + c]) * (double)sc[(r / BM) * SC + c / BN];
+      if (isnan(want) ? !isnan(out[c]) : (double)out[c] != (double)(float)want) bad++;
+    }
+    float part[3];
+    pz_fp8_dequant_row(w, C, sc, SC, BM, BN, r, 2, 3, part); /* columns 2..4 cross a block edge */
+    for (int j = 0; j < 3; j++) {
+      double want = e4m3_ref(w[r * C + 2 + j]) * (double)sc[(r / BM) * SC + (2 + j) / BN];
+      if (isnan(want) ? !isnan(part[j]) : (double)part[j] != (double)(float)want) bad++;
+    }
+  }
+  CHECK(bad == 0);
+}
+
+static void test_bad_files(void) {
+  char p[300];
+  path_of(p, sizeof p, "short.safetensors");
+  FILE *f = fopen(p, "wb");
+  fputs("abc", f);
+  fclose(f);
+  bad_file("short.safetensors", "shorter than the 8-byte header length");
+
+  const char *good = "{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+  write_raw("ok.safetensors", strlen(good), good, 8);
+  pz_st_file *ok = NULL;
+  path_of(p, sizeof p, "ok.safetensors");
+  CHECK_OK(pz_st_open(p, &ok));
+  pz_st_close(ok);
+
+  /* Header length beyond the file. */
+  write_raw("hlen.safetensors", 100000, good, 8);
+  bad_file("hlen.safetensors", "runs beyond the file");
+  /* A header length within the file but JSON cut short (truncated header). */
+  const char *cut = "{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_of";
+  write_raw("trunc.safetensors", strlen(cut), cut, 0);
+  bad_file("trunc.safetensors", "is not a JSON object");
+  /* Unknown dtype. */
+  const char *dt = "{\"x\":{\"dtype\":\"Q4_K\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+  write_raw("dtype.safetensors", strlen(dt), dt, 8);
+  bad_file("dtype.safetensors", "unknown dtype \"Q4_K\"");
+  /* Data beyond the file (the file was cut after the header). */
+  write_raw("data.safetensors", strlen(good), good, 4);
+  bad_file("data.safetensors", "runs beyond the 4 data bytes");
+  /* Offsets that disagree with shape x dtype size. */
+  const char *sz = "{\"x\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}";
+  write_raw("size.safetensors", strlen(sz), sz, 8);
+  bad_file("size.safetensors", "need 12");
+  /* The same name twice in one header (cJSON keeps both). */
+  const char *dup = "{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                    "\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}";
+  write_raw("dup.safetensors", strlen(dup), dup, 8);
+  bad_file("dup.safetensors", "appears twice");
+  /* Missing field. */
+  const char *nof = "{\"x\":{\"dtype\":\"F32\",\"data_offsets\":[0,8]}}";
+  write_raw("nofield.safetensors", strlen(nof), nof, 8);
+  bad_file("nofield.safetensors", "lacks");
+  bad_file("does_not_exist.safetensors", "cannot open");
+}
+
+int main(void) {
+  if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
+  test_roundtrip();
+  test_fp8();
+  test_bad_files();
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+  TEST_DONE();
+}
