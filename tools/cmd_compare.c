@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <cjson/cJSON.h>
 #include "backend/cuda/compare.h"
 #include "cli.h"
@@ -479,9 +480,13 @@ static int render(const char *json_path, const char *dir) {
 }
 
 #ifdef PZ_HAVE_CUDA
+/* One status line on stderr, rewritten in place on a terminal, else one line per update. */
+static bool progress_shown;
 static void on_progress(void *user, const char *line) {
   (void)user;
-  fprintf(stderr, "\r[compare] %-100.100s", line);
+  if (isatty(2)) fprintf(stderr, "\r[compare] %-100.100s", line);
+  else fprintf(stderr, "[compare] %s\n", line);
+  progress_shown = true;
   fflush(stderr);
 }
 #endif
@@ -566,7 +571,7 @@ int pz_cmd_compare(int argc, char **argv) {
   pz_cmp_result *r = malloc(sizeof *r);
   if (!r) return fail_line("out of memory", "free some host memory");
   pz_status st = pz_compare_run(&o, r);
-  fprintf(stderr, "\r%-112s\r", "");
+  if (progress_shown && isatty(2)) fprintf(stderr, "\r%-112s\r", "");
   if (st != PZ_OK) {
     const char *msg = pz_last_error();
     if (strstr(msg, "; ")) fprintf(stderr, "prezero compare: %s\n", msg);
