@@ -26,14 +26,16 @@ int main(void) {
   const int64_t n_kimi_tp2 = 2112 + 32 * 192 + 7168; /* 15424 columns */
 
   /* Plan at tp >= 2 (row = 4H bytes): K = ceil(row/8 KiB) for m <= 4, ceil(row/16 KiB) for
-   * m <= 16, else 2 when row >= 16 KiB; m*K <= 128; LL while m*H*4 <= 32*5120*4 bytes, flag
+   * m <= 16, else 2 when row >= 16 KiB; rounded up to a power of two; m*K <= 128; LL while m*H*4 <= 32*5120*4 bytes, flag
    * protocol above. tp = 1: K = 1. */
   unsetenv("PREZERO_AR_PROTO");
   pz_ar_plan p;
   CHECK(pz_ar_plan_for(1, 7168, 2, &p));   /* 28672 B -> ceil(3.5) = 4 */
   CHECK(p.ctas_per_row == 4 && p.donor_ctas == 4 && p.slice_quads == 448 && p.quads_per_thread == 1 &&
         p.proto == PZ_AR_PROTO_LL);
-  CHECK(pz_ar_plan_for(4, 5120, 2, &p) && p.ctas_per_row == 3 && p.slice_quads == 427); /* ceil(1280/3) */
+  CHECK(pz_ar_plan_for(4, 5120, 2, &p) && p.ctas_per_row == 4 && p.slice_quads == 320); /* ceil(2.5) -> 4 */
+  CHECK(pz_ar_plan_for(4, 6144, 2, &p) && p.ctas_per_row == 4);                          /* exactly 3 -> 4 */
+  CHECK(pz_ar_plan_for(64, 7168, 2, &p) && p.ctas_per_row == 2 && p.donor_ctas == 128);
   CHECK(pz_ar_plan_for(8, 7168, 2, &p));   /* ceil(28672/16384) = 2 */
   CHECK(p.ctas_per_row == 2 && p.donor_ctas == 16 && p.slice_quads == 896 && p.quads_per_thread == 2);
   CHECK(pz_ar_plan_for(16, 2048, 2, &p) && p.ctas_per_row == 1 && p.proto == PZ_AR_PROTO_LL);

@@ -34,11 +34,13 @@ bool pz_ar_plan_for(int64_t m, int64_t H, int tp, pz_ar_plan *out) {
   if (tp >= 2) {
     /* From the 2xH200 sweep (bench/results/ar_h200x2_tp2.md, LL/flag x K=1,2,4,8): small
      * batches want about 8 KiB of row per CTA, m <= 16 about 16 KiB, larger batches two CTAs
-     * per row when the row is >= 16 KiB; at most 128 donor CTAs (one per SM on any GPU with
-     * >= 128 SMs). LL up to PZ_AR_LL_MAX_BYTES of partial per rank, the flag protocol above. */
+     * per row when the row is >= 16 KiB; K rounded up to a power of two; at most 128 donor
+     * CTAs (one per SM on any GPU with >= 128 SMs). LL up to PZ_AR_LL_MAX_BYTES of partial per rank, the flag protocol above. */
     int64_t row_bytes = 4 * H;
-    int64_t kk = m <= 4 ? ceil_div(row_bytes, 8192) : m <= 16 ? ceil_div(row_bytes, 16384) : row_bytes >= 16384 ? 2 : 1;
-    while (kk > 1 && m * kk > 128) kk--;
+    int64_t want = m <= 4 ? ceil_div(row_bytes, 8192) : m <= 16 ? ceil_div(row_bytes, 16384) : row_bytes >= 16384 ? 2 : 1;
+    int64_t kk = 1;
+    while (kk < want) kk *= 2; /* powers of two: K=3 ran slower than K=4 at H=5120, m <= 4 */
+    while (kk > 1 && m * kk > 128) kk /= 2;
     k = (int)(kk > 8 ? 8 : kk);
     proto = m * H * 4 <= PZ_AR_LL_MAX_BYTES ? PZ_AR_PROTO_LL : PZ_AR_PROTO_FLAG;
   }
