@@ -1,0 +1,529 @@
+/* Checkpoint directories written by this test from hash-filled weights, in the published
+ * Hugging Face layout (q_a_proj / kv_a_proj_with_mqa separate, kv_b_proj whole, one tensor per
+ * expert, "model." prefix): loading them gives a decode bit-identical to the hash-filled run
+ * (TP 1 and 2, V3 and V2-Lite layouts), as one file, as an index with shards, as F32, and FP8
+ * with block scales equals the bf16 checkpoint of the dequantised values computed here. Bad
+ * checkpoints give one-line errors through the library and the CLI ($PZ_CLI). */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "backend/cpu/cpu_backend.h"
+#include "core/dtype.h"
+#include "model/builder.h"
+#include "model/checkpoint.h"
+#include "model/safetensors.h"
+#include "pz_test.h"
+
+static char dir[] = "/tmp/pz_test_ck_XXXXXX";
+enum { SEED = 77, M = 2, STEPS = 5 };
+
+/* V3 layout: q LoRA, noaux_tc with groups, shared expert, a dense first layer, YaRN. */
+static const char *cfg_v3 =
+    "{\"model_type\":\"deepseek_v3\",\"hidden_size\":64,\"num_hidden_layers\":3,\"num_attention_heads\":4,"
+    "\"q_lora_rank\":32,\"kv_lora_rank\":32,\"qk_nope_head_dim\":16,\"qk_rope_head_dim\":8,\"v_head_dim\":16,"
+    "\"n_routed_experts\":8,\"n_shared_experts\":1,\"num_experts_per_tok\":2,\"moe_intermediate_size\":32,"
+    "\"intermediate_size\":96,\"first_k_dense_replace\":1,\"n_group\":2,\"topk_group\":1,\"topk_method\":\"noaux_tc\","
+    "\"scoring_func\":\"sigmoid\",\"norm_topk_prob\":true,\"routed_scaling_factor\":2.5,\"vocab_size\":256,"
+    "\"max_position_embeddings\":128,\"rms_norm_eps\":1e-6,\"rope_theta\":10000,"
+    "\"rope_scaling\":{\"type\":\"yarn\",\"factor\":4,\"original_max_position_embeddings\":32,\"mscale\":1,"
+    "\"mscale_all_dim\":0.8}%s}";
+/* V2-Lite layout: q_proj, softmax greedy, two shared experts. */
+static const char *cfg_v2 =
+    "{\"model_type\":\"deepseek_v2\",\"hidden_size\":64,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
+    "\"q_lora_rank\":null,\"kv_lora_rank\":32,\"qk_nope_head_dim\":16,\"qk_rope_head_dim\":8,\"v_head_dim\":16,"
+    "\"n_routed_experts\":8,\"n_shared_experts\":2,\"num_experts_per_tok\":2,\"moe_intermediate_size\":24,"
+    "\"intermediate_size\":96,\"first_k_dense_replace\":1,\"topk_method\":\"greedy\",\"vocab_size\":256,"
+    "\"max_position_embeddings\":128%s}";
+
+/* ------------------------------------------------------------------ helpers */
+
+static void path2(char *buf, size_t cap, const char *a, const char *b) { snprintf(buf, cap, "%s/%s/%s", dir, a, b); }
+
+static void mk(const char *sub) {
+  char p[300];
+  snprintf(p, sizeof p, "%s/%s", dir, sub);
+  if (mkdir(p, 0755) != 0) { perror(p); exit(1); }
+}
+
+static void write_text(const char *sub, const char *name, const char *text) {
+  char p[300];
+  path2(p, sizeof p, sub, name);
+  FILE *f = fopen(p, "w");
+  if (!f) { perror(p); exit(1); }
+  fputs(text, f);
+  fclose(f);
+}
+
+static void write_config(const char *sub, const char *tmpl, const char *extra) {
+  char buf[4096];
+  snprintf(buf, sizeof buf, tmpl, extra ? extra : "");
+  write_text(sub, "config.json", buf);
+}
+
+/* One checkpoint tensor: owned copy of its bytes. */
+typedef struct { char name[160]; pz_st_dtype dtype; int ndim; int64_t shape[3]; void *data; size_t nbytes; } ent;
+typedef struct { ent e[512]; int n; } ents;
+
+static ent *add(ents *s, const char *name, pz_st_dtype dt, int ndim, const int64_t *shape, const void *src) {
+  ent *e = &s->e[s->n++];
+  snprintf(e->name, sizeof e->name, "%s", name);
+  e->dtype = dt;
+  e->ndim = ndim;
+  size_t n = 1;
+  for (int d = 0; d < ndim; d++) { e->shape[d] = shape[d]; n *= (size_t)shape[d]; }
+  e->nbytes = n * pz_st_dtype_size(dt);
+  e->data = malloc(e->nbytes);
+  if (src) memcpy(e->data, src, e->nbytes);
+  return e;
+}
+
+static void free_ents(ents *s) {
+  for (int i = 0; i < s->n; i++) free(s->e[i].data);
+  s->n = 0;
+}
+
+static const pz_tensor *find_t(const pz_graph *g, const char *name) {
+  for (int i = 0; i < g->n_tensors; i++)
+    if (!strcmp(g->tensors[i].name, name)) return &g->tensors[i];
+  return NULL;
+}
+
+/* The hash-filled weights of a TP-1 graph of config file `cfg_path` (seed SEED), exported in
+ * the published layout. */
+static void export_hf(const char *cfg_path, ents *out) {
+  pz_model_config mc;
+  CHECK_OK(pz_config_load(cfg_path, &mc));
+  pz_build_opts bo = {.tp = 1, .m = 1, .max_ctx = 8, .layers = 0};
+  pz_graph *g = NULL;
+  CHECK_OK(pz_build_decode_graph(&mc, &bo, &g));
+  pz_cpu_exec_opts xo = PZ_CPU_EXEC_OPTS_INIT;
+  xo.seed = SEED;
+  xo.threads = 1;
+  pz_cpu_exec *x = NULL;
+  CHECK_OK(pz_cpu_exec_create(g, &xo, &x));
+  if (!x) exit(1);
+  const int64_t nope = mc.qk_nope_head_dim, v = mc.v_head_dim, kvl = mc.kv_lora_rank;
+  char nm[200];
+  for (int i = 0; i < g->n_tensors; i++) {
+    const pz_tensor *t = &g->tensors[i];
+    if (t->kind != PZ_T_WEIGHT) continue;
+    const void *d = pz_cpu_exec_data(x, 0, t->id);
+    const pz_st_dtype dt = t->dtype == PZ_F32 ? PZ_ST_F32 : PZ_ST_BF16;
+    int L = -1, used = 0;
+    const char *rest = sscanf(t->name, "layers.%d.%n", &L, &used) == 1 && used ? t->name + used : NULL;
+    if (rest && !strcmp(rest, "self_attn.fused_qkv_a_proj.weight")) {
+      const int64_t H = t->ne[1], q = mc.q_lora_rank;
+      snprintf(nm, sizeof nm, "model.layers.%d.self_attn.q_a_proj.weight", L);
+      add(out, nm, dt, 2, (int64_t[]){q, H}, d);
+      snprintf(nm, sizeof nm, "model.layers.%d.self_attn.kv_a_proj_with_mqa.weight", L);
+      add(out, nm, dt, 2, (int64_t[]){t->ne[0] - q, H}, (const pz_bf16 *)d + q * H);
+    } else if (rest && !strcmp(rest, "self_attn.kv_b_proj.w_uk")) {
+      char uvn[200];
+      snprintf(uvn, sizeof uvn, "layers.%d.self_attn.kv_b_proj.w_uv", L);
+      const pz_bf16 *uk = d, *uv = pz_cpu_exec_data(x, 0, find_t(g, uvn)->id);
+      const int64_t heads = t->ne[0];
+      snprintf(nm, sizeof nm, "model.layers.%d.self_attn.kv_b_proj.weight", L);
+      ent *e = add(out, nm, PZ_ST_BF16, 2, (int64_t[]){heads * (nope + v), kvl}, NULL);
+      pz_bf16 *o = e->data;
+      for (int64_t h = 0; h < heads; h++) {
+        memcpy(o + h * (nope + v) * kvl, uk + h * nope * kvl, sizeof(pz_bf16) * (size_t)(nope * kvl));
+        memcpy(o + (h * (nope + v) + nope) * kvl, uv + h * v * kvl, sizeof(pz_bf16) * (size_t)(v * kvl));
+      }
+    } else if (rest && !strcmp(rest, "self_attn.kv_b_proj.w_uv")) {
+      continue;
+    } else if (rest && !strncmp(rest, "mlp.experts.", 12) && t->ndim == 3) {
+      for (int64_t e = 0; e < t->ne[0]; e++) {
+        snprintf(nm, sizeof nm, "model.layers.%d.mlp.experts.%lld.%s", L, (long long)e, rest + 12);
+        add(out, nm, dt, 2, (int64_t[]){t->ne[1], t->ne[2]}, (const pz_bf16 *)d + e * t->ne[1] * t->ne[2]);
+      }
+    } else {
+      if (!strcmp(t->name, "lm_head.weight")) snprintf(nm, sizeof nm, "%s", t->name);
+      else snprintf(nm, sizeof nm, "model.%s", t->name);
+      add(out, nm, dt, t->ndim, t->ne, d);
+    }
+  }
+  pz_cpu_exec_free(x);
+  pz_graph_free(g);
+}
+
+/* Writes entries [lo, hi) of s to sub/file. */
+static void write_st(const char *sub, const char *file, const ents *s, int lo, int hi) {
+  pz_st_write_entry w[512];
+  for (int i = lo; i < hi; i++) {
+    const ent *e = &s->e[i];
+    w[i - lo] = (pz_st_write_entry){.name = e->name, .dtype = e->dtype, .ndim = e->ndim, .data = e->data};
+    for (int d = 0; d < e->ndim; d++) w[i - lo].shape[d] = e->shape[d];
+  }
+  char p[300];
+  path2(p, sizeof p, sub, file);
+  CHECK_OK(pz_st_write(p, hi - lo, w));
+}
+
+/* Three shards plus an index; entries [dup, dup+1) also go into the last shard when dup >= 0. */
+static void write_sharded(const char *sub, const ents *s, int dup) {
+  int cut[4] = {0, s->n / 3, 2 * s->n / 3, s->n};
+  char fn[64], idx[65536];
+  size_t o = (size_t)snprintf(idx, sizeof idx, "{\"metadata\":{\"total_size\":0},\"weight_map\":{");
+  ents extra = {.n = 0};
+  for (int k = 0; k < 3; k++) {
+    snprintf(fn, sizeof fn, "model-%05d-of-00003.safetensors", k + 1);
+    if (k == 2 && dup >= 0) {
+      /* last shard: its own range plus a copy of entry `dup` */
+      for (int i = cut[2]; i < cut[3]; i++) extra.e[extra.n++] = s->e[i];
+      extra.e[extra.n++] = s->e[dup];
+      write_st(sub, fn, &extra, 0, extra.n);
+    } else {
+      write_st(sub, fn, s, cut[k], cut[k + 1]);
+    }
+    for (int i = cut[k]; i < cut[k + 1]; i++)
+      o += (size_t)snprintf(idx + o, sizeof idx - o, "%s\"%s\":\"%s\"", o > 60 ? "," : "", s->e[i].name, fn);
+  }
+  snprintf(idx + o, sizeof idx - o, "}}");
+  write_text(sub, "model.safetensors.index.json", idx);
+}
+
+/* Greedy decode of M sequences for STEPS steps from context 0: tokens [STEPS*M], last logits [M*V]. */
+static pz_status decode(const char *model, const char *model_dir, int tp, int32_t *toks, float *logits) {
+  pz_engine_config ec = PZ_ENGINE_CONFIG_INIT;
+  ec.model = model;
+  ec.model_dir = model_dir;
+  ec.tp = tp;
+  ec.max_batch = M;
+  ec.context = 0;
+  ec.max_steps = STEPS;
+  ec.seed = SEED;
+  ec.prezero = 0;
+  ec.threads = 1;
+  pz_engine *e = NULL;
+  PZ_CHECK(pz_engine_create(&ec, &e));
+  int32_t in[M] = {5, 200}, nx[M];
+  pz_status st = PZ_OK;
+  for (int s = 0; s < STEPS && st == PZ_OK; s++) {
+    st = pz_engine_step(e, M, in, nx);
+    memcpy(toks + s * M, nx, sizeof nx);
+    memcpy(in, nx, sizeof nx);
+  }
+  if (st == PZ_OK) st = pz_engine_logits(e, M, logits);
+  pz_engine_destroy(e);
+  return st;
+}
+
+/* Checkpoint in sub must decode exactly like reference tokens/logits at TP tp. */
+static void same_decode(const char *sub, int tp, const int32_t *rt, const float *rl, int64_t V) {
+  char p[300];
+  snprintf(p, sizeof p, "%s/%s", dir, sub);
+  int32_t t[STEPS * M];
+  float *l = malloc(sizeof(float) * (size_t)(M * V));
+  pz_status st = decode(NULL, p, tp, t, l);
+  int ok = st == PZ_OK && !memcmp(t, rt, sizeof t) && !memcmp(l, rl, sizeof(float) * (size_t)(M * V));
+  if (!ok) {
+    fprintf(stderr, "FAIL: %s at TP %d: %s (%s); tokens %s, logits %s\n", sub, tp, pz_status_string(st), pz_last_error(),
+            memcmp(t, rt, sizeof t) ? "differ" : "equal", memcmp(l, rl, sizeof(float) * (size_t)(M * V)) ? "differ" : "equal");
+    pz_test_failures++;
+  }
+  free(l);
+}
+
+/* ------------------------------------------------------------------ FP8 (reference quantiser) */
+
+static double e4m3_val(unsigned b) {
+  unsigned s = b >> 7, e = (b >> 3) & 15, m = b & 7;
+  double v = e ? (1.0 + m / 8.0) * ldexp(1.0, (int)e - 7) : (m / 8.0) * ldexp(1.0, -6);
+  return s ? -v : v;
+}
+
+/* Nearest finite E4M3 byte (brute force over the 254 finite codes). */
+static uint8_t e4m3_of(double x) {
+  unsigned best = 0;
+  for (unsigned b = 0; b < 256; b++) {
+    if ((b & 0x7f) == 0x7f) continue;
+    if (fabs(e4m3_val(b) - x) < fabs(e4m3_val(best) - x)) best = b;
+  }
+  return (uint8_t)best;
+}
+
+/* Replaces every 2-D *_proj.weight (not lm_head / embed / router) of s by FP8 + F32 scale_inv in
+ * blocks of bs x bs, and the same tensor of `deq` (a copy of s) by the bf16 of the dequantised
+ * value computed here. */
+static void quantise(ents *s, ents *deq, int bs) {
+  int n0 = s->n;
+  for (int i = 0; i < n0; i++) {
+    ent *e = &s->e[i];
+    size_t len = strlen(e->name);
+    if (e->ndim != 2 || len < 12 || strcmp(e->name + len - 12, "_proj.weight")) continue;
+    const int64_t R = e->shape[0], C = e->shape[1], SR = (R + bs - 1) / bs, SC = (C + bs - 1) / bs;
+    const pz_bf16 *w = e->data;
+    uint8_t *q = malloc((size_t)(R * C));
+    float *sc = malloc(sizeof(float) * (size_t)(SR * SC));
+    pz_bf16 *dq = deq->e[i].data;
+    for (int64_t br = 0; br < SR; br++)
+      for (int64_t bc = 0; bc < SC; bc++) {
+        double mx = 0;
+        for (int64_t r = br * bs; r < R && r < (br + 1) * bs; r++)
+          for (int64_t c = bc * bs; c < C && c < (bc + 1) * bs; c++) mx = fmax(mx, fabs(pz_bf16_to_f32(w[r * C + c])));
+        float s_inv = mx > 0 ? (float)(mx / 448.0) : 1.0f;
+        sc[br * SC + bc] = s_inv;
+        for (int64_t r = br * bs; r < R && r < (br + 1) * bs; r++)
+          for (int64_t c = bc * bs; c < C && c < (bc + 1) * bs; c++) {
+            q[r * C + c] = e4m3_of(pz_bf16_to_f32(w[r * C + c]) / s_inv);
+            dq[r * C + c] = pz_f32_to_bf16((float)(e4m3_val(q[r * C + c]) * (double)s_inv));
+          }
+      }
+    free(e->data);
+    e->data = q;
+    e->dtype = PZ_ST_F8_E4M3;
+    e->nbytes = (size_t)(R * C);
+    char sn[200];
+    snprintf(sn, sizeof sn, "%s_scale_inv", e->name);
+    add(s, sn, PZ_ST_F32, 2, (int64_t[]){SR, SC}, sc);
+    free(sc);
+  }
+}
+
+static void copy_ents(const ents *a, ents *b) {
+  b->n = 0;
+  for (int i = 0; i < a->n; i++) add(b, a->e[i].name, a->e[i].dtype, a->e[i].ndim, a->e[i].shape, a->e[i].data);
+}
+
+/* ------------------------------------------------------------------ errors */
+
+static int count_nl(const char *s) {
+  int n = 0;
+  for (; *s; s++) n += *s == '\n';
+  return n;
+}
+
+/* The checkpoint in sub must fail with status want and a one-line message containing needle,
+ * through the library and through the CLI. */
+static void bad(const char *sub, pz_status want, const char *needle) {
+  char p[300];
+  snprintf(p, sizeof p, "%s/%s", dir, sub);
+  int32_t t[STEPS * M];
+  float l[M * 256];
+  pz_status st = decode(NULL, p, 1, t, l);
+  const char *msg = pz_last_error();
+  if (st != want || !strstr(msg, needle) || strchr(msg, '\n')) {
+    fprintf(stderr, "FAIL: %s -> %s [%s], want %s with '%s'\n", sub, pz_status_string(st), msg, pz_status_string(want),
+            needle);
+    pz_test_failures++;
+  }
+  const char *cli = getenv("PZ_CLI");
+  if (!cli) return;
+  char cmd[1024], err[8192] = "";
+  snprintf(cmd, sizeof cmd, "\"%s\" run --model %s --prompt-ids 1,2 --steps 2 >%s/cli.out 2>%s/cli.err", cli, p, dir, dir);
+  int rc = system(cmd);
+  char ep[300];
+  snprintf(ep, sizeof ep, "%s/cli.err", dir);
+  FILE *f = fopen(ep, "r");
+  size_t n = f ? fread(err, 1, sizeof err - 1, f) : 0;
+  err[n] = 0;
+  if (f) fclose(f);
+  int code = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+  if (code == 0 || count_nl(err) != 1 || strncmp(err, "prezero run: ", 13) || !strstr(err, needle)) {
+    fprintf(stderr, "FAIL: CLI on %s -> exit %d, stderr [%s] (want one line with '%s')\n", sub, code, err, needle);
+    pz_test_failures++;
+  }
+}
+
+static void test_errors(const char *src_cfg, const ents *good) {
+  ents s = {.n = 0};
+  /* Header length beyond the file: a good file whose length field is made huge. */
+  mk("e_hlen");
+  write_config("e_hlen", src_cfg, NULL);
+  write_st("e_hlen", "model.safetensors", good, 0, good->n);
+  char p[300];
+  path2(p, sizeof p, "e_hlen", "model.safetensors");
+  FILE *f = fopen(p, "r+b");
+  unsigned char big[8] = {0, 0, 0, 0x10, 0, 0, 0, 0};
+  fwrite(big, 1, 8, f);
+  fclose(f);
+  bad("e_hlen", PZ_ERR_IO, "runs beyond the file");
+
+  /* Truncated header: the length field matches the bytes present, the JSON stops halfway. */
+  mk("e_trunc");
+  write_config("e_trunc", src_cfg, NULL);
+  write_st("e_trunc", "model.safetensors", good, 0, good->n);
+  path2(p, sizeof p, "e_trunc", "model.safetensors");
+  f = fopen(p, "rb");
+  unsigned char hdr[8];
+  if (fread(hdr, 1, 8, f) != 8) exit(1);
+  uint64_t hl = 0;
+  for (int i = 7; i >= 0; i--) hl = (hl << 8) | hdr[i];
+  char *js = malloc(hl);
+  if (fread(js, 1, hl, f) != hl) exit(1);
+  fclose(f);
+  f = fopen(p, "wb");
+  uint64_t half = hl / 2;
+  for (int i = 0; i < 8; i++) fputc((int)((half >> (8 * i)) & 0xff), f);
+  fwrite(js, 1, half, f);
+  fclose(f);
+  free(js);
+  bad("e_trunc", PZ_ERR_IO, "is not a JSON object");
+
+  /* Wrong dtype: one weight stored as F16. */
+  mk("e_dtype");
+  write_config("e_dtype", src_cfg, NULL);
+  copy_ents(good, &s);
+  for (int i = 0; i < s.n; i++)
+    if (!strcmp(s.e[i].name, "model.layers.0.self_attn.o_proj.weight")) s.e[i].dtype = PZ_ST_F16;
+  write_st("e_dtype", "model.safetensors", &s, 0, s.n);
+  bad("e_dtype", PZ_ERR_DTYPE, "model.layers.0.self_attn.o_proj.weight\" has dtype F16");
+  free_ents(&s);
+
+  /* Missing tensor: one expert's up_proj left out. */
+  mk("e_missing");
+  write_config("e_missing", src_cfg, NULL);
+  copy_ents(good, &s);
+  for (int i = 0; i < s.n; i++)
+    if (!strcmp(s.e[i].name, "model.layers.1.mlp.experts.3.up_proj.weight")) {
+      free(s.e[i].data);
+      s.e[i] = s.e[--s.n];
+    }
+  write_st("e_missing", "model.safetensors", &s, 0, s.n);
+  bad("e_missing", PZ_ERR_NOT_FOUND, "model.layers.1.mlp.experts.3.up_proj.weight\" (for layers.1.mlp.experts.up_proj.weight) is missing");
+  free_ents(&s);
+
+  /* Shape mismatch: kv_b_proj stored transposed. */
+  mk("e_shape");
+  write_config("e_shape", src_cfg, NULL);
+  copy_ents(good, &s);
+  for (int i = 0; i < s.n; i++)
+    if (!strcmp(s.e[i].name, "model.layers.0.self_attn.kv_b_proj.weight")) {
+      int64_t a = s.e[i].shape[0];
+      s.e[i].shape[0] = s.e[i].shape[1];
+      s.e[i].shape[1] = a;
+    }
+  write_st("e_shape", "model.safetensors", &s, 0, s.n);
+  bad("e_shape", PZ_ERR_SHAPE, "kv_b_proj.weight\" has shape [32, 128], config.json implies [128, 32]");
+  free_ents(&s);
+
+  /* Duplicate name: one tensor in two shards. */
+  mk("e_dup");
+  write_config("e_dup", src_cfg, NULL);
+  write_sharded("e_dup", good, 1);
+  bad("e_dup", PZ_ERR_IO, "appears in both");
+
+  /* No weights at all. */
+  mk("e_none");
+  write_config("e_none", src_cfg, NULL);
+  bad("e_none", PZ_ERR_IO, "neither model.safetensors nor model.safetensors.index.json");
+}
+
+/* ------------------------------------------------------------------ main */
+
+static void run_layout(const char *tag, const char *tmpl, int with_errors) {
+  char sub[64], cfg_path[300];
+  snprintf(sub, sizeof sub, "%s_src", tag);
+  mk(sub);
+  write_config(sub, tmpl, NULL);
+  path2(cfg_path, sizeof cfg_path, sub, "config.json");
+  static ents hf, deq;
+  hf.n = 0;
+  export_hf(cfg_path, &hf);
+  const int64_t V = 256;
+  int32_t rt[2][STEPS * M];
+  float *rl[2] = {malloc(sizeof(float) * M * V), malloc(sizeof(float) * M * V)};
+  for (int k = 0; k < 2; k++) CHECK_OK(decode(cfg_path, NULL, k + 1, rt[k], rl[k]));
+
+  snprintf(sub, sizeof sub, "%s_one", tag);
+  mk(sub);
+  write_config(sub, tmpl, NULL);
+  write_st(sub, "model.safetensors", &hf, 0, hf.n);
+  for (int k = 0; k < 2; k++) same_decode(sub, k + 1, rt[k], rl[k], V);
+
+  snprintf(sub, sizeof sub, "%s_sharded", tag);
+  mk(sub);
+  write_config(sub, tmpl, NULL);
+  write_sharded(sub, &hf, -1);
+  for (int k = 0; k < 2; k++) same_decode(sub, k + 1, rt[k], rl[k], V);
+
+  /* F32 storage of the same (bf16-exact) values converts back exactly. */
+  snprintf(sub, sizeof sub, "%s_f32", tag);
+  mk(sub);
+  write_config(sub, tmpl, NULL);
+  static ents f32;
+  copy_ents(&hf, &f32);
+  for (int i = 0; i < f32.n; i++) {
+    ent *e = &f32.e[i];
+    if (e->dtype != PZ_ST_BF16) continue;
+    size_t n = e->nbytes / 2;
+    float *v = malloc(sizeof(float) * n);
+    for (size_t j = 0; j < n; j++) v[j] = pz_bf16_to_f32(((pz_bf16 *)e->data)[j]);
+    free(e->data);
+    e->data = v;
+    e->dtype = PZ_ST_F32;
+    e->nbytes = n * 4;
+  }
+  write_st(sub, "model.safetensors", &f32, 0, f32.n);
+  same_decode(sub, 2, rt[1], rl[1], V);
+  free_ents(&f32);
+
+  /* FP8 (16x16 blocks, partial blocks at the edges) == bf16 checkpoint of the dequantised values. */
+  static ents q8;
+  copy_ents(&hf, &q8);
+  copy_ents(&hf, &deq);
+  quantise(&q8, &deq, 16);
+  char d8[64], dref[64];
+  snprintf(d8, sizeof d8, "%s_fp8", tag);
+  snprintf(dref, sizeof dref, "%s_fp8ref", tag);
+  mk(d8);
+  mk(dref);
+  write_config(d8, tmpl, ",\"quantization_config\":{\"quant_method\":\"fp8\",\"fmt\":\"e4m3\",\"weight_block_size\":[16,16]}");
+  write_config(dref, tmpl, NULL);
+  write_st(d8, "model.safetensors", &q8, 0, q8.n);
+  write_st(dref, "model.safetensors", &deq, 0, deq.n);
+  for (int k = 0; k < 2; k++) {
+    char p[300];
+    snprintf(p, sizeof p, "%s/%s", dir, dref);
+    int32_t t[STEPS * M];
+    float *l = malloc(sizeof(float) * M * V);
+    CHECK_OK(decode(NULL, p, k + 1, t, l));
+    same_decode(d8, k + 1, t, l, V);
+    /* The quantisation must have changed the model (else the comparison proves nothing). */
+    CHECK(memcmp(l, rl[k], sizeof(float) * M * V) != 0);
+    free(l);
+  }
+  /* Without the block size in config.json the loader expects 128x128 scales: a clear error. */
+  char d8b[64];
+  snprintf(d8b, sizeof d8b, "%s_fp8_noblock", tag);
+  mk(d8b);
+  write_config(d8b, tmpl, NULL);
+  write_st(d8b, "model.safetensors", &q8, 0, q8.n);
+  if (with_errors) bad(d8b, PZ_ERR_DTYPE, "weight_block_size");
+
+  /* The CLI's prompt mode on the checkpoint equals the CLI on the hash-filled config. */
+  const char *cli = getenv("PZ_CLI");
+  if (cli && with_errors) {
+    char cmd[1200], p[300];
+    snprintf(p, sizeof p, "%s/%s_one", dir, tag);
+    snprintf(cmd, sizeof cmd, "\"%s\" run --model %s --prompt-ids '3,4,5;6' --steps 3 --logits %s/l1 | grep '^seq' > %s/o1",
+             cli, p, dir, dir);
+    CHECK(system(cmd) == 0);
+    snprintf(cmd, sizeof cmd, "\"%s\" run --config %s --seed %d --device cpu --prompt-ids '3,4,5;6' --steps 3 --logits %s/l2 | "
+             "grep '^seq' > %s/o2", cli, cfg_path, SEED, dir, dir);
+    CHECK(system(cmd) == 0);
+    snprintf(cmd, sizeof cmd, "cmp -s %s/o1 %s/o2 && cmp -s %s/l1 %s/l2 && test $(wc -l < %s/o1) -eq 2 && "
+             "test $(wc -c < %s/l1) -eq %d", dir, dir, dir, dir, dir, dir, 2 * 256 * 4);
+    CHECK(system(cmd) == 0);
+  }
+  if (with_errors) test_errors(tmpl, &hf);
+  free_ents(&q8);
+  free_ents(&deq);
+  free_ents(&hf);
+  free(rl[0]);
+  free(rl[1]);
+}
+
+int main(void) {
+  if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
+  setenv("PREZERO_PROGRESS", "0", 1);
+  run_layout("v3", cfg_v3, 1);
+  run_layout("v2", cfg_v2, 0);
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (!pz_test_failures && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+  TEST_DONE();
+}
