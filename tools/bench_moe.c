@@ -175,8 +175,8 @@ int pz_cmd_bench_moe(int argc, char **argv) {
          "%d logit sets per graph\n", prop.name, prop.multiProcessorCount, KIMI_H, KIMI_E, KIMI_K, NSETS);
   cJSON_AddStringToObject(root, "device", prop.name);
   {
-    char cmd[512] = "prezero";
-    for (int i = 0; i < argc; i++) {
+    char cmd[512] = "prezero bench moe";
+    for (int i = 1; i < argc; i++) {
       strncat(cmd, " ", sizeof cmd - strlen(cmd) - 1);
       strncat(cmd, argv[i], sizeof cmd - strlen(cmd) - 1);
     }

@@ -535,7 +535,27 @@ static void test_errors(void) {
   a.H = 512;
   a.p.inter = 40;
   CHECK_ST(pz_moe_experts_launch(&a, 0), PZ_ERR_SHAPE);
+  a.p.inter = 32;
   CHECK(pz_moe_workspace_bytes(4, 512, &p) % 256 == 0 && pz_moe_workspace_bytes(4, 512, &p) > 0);
+  /* Every pointer set except the shared weights: nothing is launched in any case below. */
+  char *dummy = NULL;
+  cudaMalloc((void **)&dummy, 4096);
+  a.x = (const pz_bf16 *)dummy; a.ldx = 512; a.ids = (const int32_t *)dummy; a.weights = (const float *)dummy;
+  a.w_gate = a.w_up = a.w_down = (const pz_bf16 *)dummy; a.out = (float *)dummy; a.ld_out = 512;
+  a.workspace = dummy; a.workspace_bytes = pz_moe_workspace_bytes(4, 512, &p);
+  CHECK_ST(pz_moe_experts_launch(&a, 0), PZ_ERR_INVALID_ARG); /* shared_inter > 0, no shared weights */
+  a.p.shared_inter = 40;
+  CHECK_ST(pz_moe_experts_launch(&a, 0), PZ_ERR_SHAPE);
+  a.p.shared_inter = 0;
+  a.workspace_bytes = 256;
+  CHECK_ST(pz_moe_experts_launch(&a, 0), PZ_ERR_INVALID_ARG); /* workspace too small */
+  a.workspace_bytes = pz_moe_workspace_bytes(4, 512, &p);
+  a.x = (const pz_bf16 *)(dummy + 2);
+  CHECK_ST(pz_moe_experts_launch(&a, 0), PZ_ERR_INVALID_ARG); /* misaligned x */
+  a.x = (const pz_bf16 *)dummy;
+  a.ldx = 500;
+  CHECK_ST(pz_moe_experts_launch(&a, 0), PZ_ERR_SHAPE);
+  cudaFree(dummy);
 }
 
 int main(void) {

@@ -507,11 +507,13 @@ extern "C" pz_status pz_moe_experts_launch(const pz_moe_args *a, cudaStream_t st
   if (K < 1 || K > E || K > PZ_MOE_MAX_TOPK) return pz_error(PZ_ERR_SHAPE, "moe: top_k = %d outside 1..min(n_experts, %d)", K, PZ_MOE_MAX_TOPK);
   if (p->inter < 16) return pz_error(PZ_ERR_SHAPE, "moe: inter = %lld < 16", (long long)p->inter);
   const bool shared = p->shared_inter > 0;
-  if (shared && (p->shared_inter % 16 || !a->sh_gate || !a->sh_up || !a->sh_down))
-    return pz_error(PZ_ERR_SHAPE, "moe: shared_inter = %lld needs a multiple of 16 and all three shared weights",
-                    (long long)p->shared_inter);
+  if (shared && p->shared_inter % 16)
+    return pz_error(PZ_ERR_SHAPE, "moe: shared_inter = %lld is not a multiple of 16", (long long)p->shared_inter);
   if (!a->x || !a->ids || !a->weights || !a->w_gate || !a->w_up || !a->w_down || !a->out || !a->workspace)
     return pz_error(PZ_ERR_INVALID_ARG, "moe: NULL pointer in args");
+  if (shared && (!a->sh_gate || !a->sh_up || !a->sh_down))
+    return pz_error(PZ_ERR_INVALID_ARG, "moe: shared_inter = %lld > 0 needs all three shared weights",
+                    (long long)p->shared_inter);
   if (a->ldx < a->H || a->ldx % 8 || a->ld_out < a->H || a->ld_out % 4)
     return pz_error(PZ_ERR_SHAPE, "moe: ldx %lld / ld_out %lld too small or misaligned", (long long)a->ldx,
                     (long long)a->ld_out);
