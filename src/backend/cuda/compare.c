@@ -193,26 +193,14 @@ static void fired_at(const pz_graph *g_on, pz_gemm_ctx *ctx, int64_t M, int tp, 
 
 /* ---------------------------------------------------------------- CUPTI attribution */
 
-typedef struct comp_acc {
-  double us[PZ_CMP_N_COMP];
-  uint64_t sig[PZ_CMP_N_COMP]; /* hash of the graph nodes' kinds and names, summed */
-  int nodes[PZ_CMP_N_COMP];
-} comp_acc;
-
 static uint64_t hash_str(const char *s) {
   uint64_t h = 1469598103934665603ull;
   for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
   return splitmix64(h);
 }
 
-/* Sums the profiled graph nodes of rank 0 (device dev0) into per-layer components of graph g:
- * a node tagged with a GEMM / donor IR node counts for that component (its memset nodes
- * included); inside an MLA node (in creation order: prep kernel, q_b GEMM, absorb, attention,
- * combine, W_UV, o_proj GEMM) the non-MLA nodes between the first and second MLA kernels are
- * q_b and those after the last MLA kernel are o_proj. Result: µs per layer, each component
- * averaged over the layers where it has graph nodes. */
-static void attribute(const pz_graph *g, const pz_profile_node *v, int nv, int dev0, comp_acc *out,
-                      int *unattributed) {
+void pz_compare_attribute(const pz_graph *g, const pz_profile_node *v, int nv, int dev0, pz_cmp_components *out,
+                          int *unattributed) {
   int nl = g->info.n_layers > 0 ? g->info.n_layers : 1;
   double *sum = calloc((size_t)nl * PZ_CMP_N_COMP, sizeof(double));
   int *has = calloc((size_t)nl * PZ_CMP_N_COMP, sizeof(int));
@@ -271,7 +259,7 @@ done:
 }
 
 /* Replays engine e's graph of batch M under CUPTI and attributes the records. */
-static pz_status profile_engine(pz_cuda_exec *e, const pz_graph *g, int64_t M, int32_t pos, int iters, comp_acc *acc,
+static pz_status profile_engine(pz_cuda_exec *e, const pz_graph *g, int64_t M, int32_t pos, int iters, pz_cmp_components *acc,
                                 int *unattributed, int *n_nodes) {
   PZ_CHECK(pz_profile_flush());
   pz_profile_clear();
@@ -281,7 +269,7 @@ static pz_status profile_engine(pz_cuda_exec *e, const pz_graph *g, int64_t M, i
   pz_profile_node *v = NULL;
   int nv = 0;
   PZ_CHECK(pz_profile_summary(&v, &nv));
-  attribute(g, v, nv, 0, acc, unattributed);
+  pz_compare_attribute(g, v, nv, 0, acc, unattributed);
   *n_nodes = nv;
   free(v);
   pz_profile_clear();
@@ -458,7 +446,7 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
       st = pz_cuda_exec_step(E.e[k], conc, first, pos, next);
     }
     if (st == PZ_OK && prof) {
-      comp_acc acc[2];
+      pz_cmp_components acc[2];
       int unattr[2] = {0, 0}, nn[2] = {0, 0};
       for (int k = 0; k < 2 && st == PZ_OK; k++) {
         progress(o, "conc %d (%d/%d): CUPTI profile of the %s graph (%d replays)", conc, ci + 1, o->n_conc,

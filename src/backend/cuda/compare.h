@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include "backend/cuda/profile.h"
+#include "core/ir.h"
 #include "core/status.h"
 #ifdef __cplusplus
 extern "C" {
@@ -116,6 +118,31 @@ typedef struct pz_cmp_opts {
  * not fit), PZ_ERR_UNSUPPORTED (an op without CUDA kernel; CUPTI unavailable), PZ_ERR_CUDA, and
  * those of the model builder. */
 pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r);
+
+/* Kernel time of one engine at one batch size, per component (µs per layer; -1 when the graph
+ * has none of it); sig / nodes: a hash of the graph nodes' kinds and names, and their count,
+ * per component (ON and OFF differ there when prezero changed what runs). */
+typedef struct pz_cmp_components {
+  double us[PZ_CMP_N_COMP];
+  uint64_t sig[PZ_CMP_N_COMP];
+  int nodes[PZ_CMP_N_COMP];
+} pz_cmp_components;
+
+/* Sums profiled graph nodes v[nv] (pz_profile_summary order: device, tag, seq) of one device
+ * into per-layer components of the decode graph g whose node ids the tags are:
+ *   - a node tagged with a GEMM IR node of role qkv_a (or q_proj / kv_a_proj) or mlp.gate counts
+ *     for that component, its memset / zeroing nodes included;
+ *   - a node tagged with an AR_RMSNORM(_MAYBE_PREZERO) IR node counts as DONOR;
+ *   - inside an MLA_ATTN IR node, in creation order (prep kernel, q_b GEMM, absorb, attention,
+ *     combine, W_UV, o_proj GEMM; MLA kernels are those whose name contains "mla_"), the other
+ *     nodes between the first and the second MLA kernel are q_b (q LoRA layouts only) and those
+ *     after the last MLA kernel are o_proj;
+ *   - nodes of IR nodes outside the layers, and of other ops, are not counted; nodes without a
+ *     tag (or a tag that is no node of g) are counted in *unattributed.
+ * Each component's time is its per-layer sum (of median_us) averaged over the layers that have
+ * nodes of it; GEMM = the sum of the four GEMM components. Pure host code. */
+void pz_compare_attribute(const pz_graph *g, const pz_profile_node *v, int nv, int device, pz_cmp_components *out,
+                          int *unattributed);
 
 #ifdef __cplusplus
 }
