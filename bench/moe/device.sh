@@ -46,3 +46,12 @@ echo "bench rc=$?"; cat $OUT/bench.txt
 echo "== compute-sanitizer memcheck (quick test)"
 PZ_TEST_QUICK=1 PZ_TEST_SMALL=1 timeout ${SAN_TIMEOUT:-60} compute-sanitizer --tool memcheck --error-exitcode 9 \
   $B/test_moe > $OUT/sanitizer.txt 2>&1; echo "memcheck rc=$?"; tail -6 $OUT/sanitizer.txt
+
+echo "== bench, PREZERO_MOE_PERSISTENT=0 (one CTA per possible item), TP 4"
+PREZERO_MOE_PERSISTENT=0 timeout 40 $B/bench_moe --tp 4 --md $OUT/moe_h200_nonpersistent.md > $OUT/bench_nonpersistent.txt 2>&1
+echo "rc=$?"; cat $OUT/bench_nonpersistent.txt
+
+echo "== ncu: gate/up and down kernels at TP 4, m = 16 (--clock-control none)"
+timeout 60 ncu --clock-control none -k regex:moe_mm_kernel -c 2 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+  --section Occupancy --section LaunchStats $B/bench_moe --tp 4 --m 16 --reps 3 > $OUT/ncu.txt 2>&1
+echo "ncu rc=$?"; grep -E "moe_mm_kernel|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Grid Size" $OUT/ncu.txt | head -24
