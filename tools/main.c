@@ -1,4 +1,4 @@
-/* prezero CLI: dispatches to run | graph | compare | bench <gemm|ar>. */
+/* prezero CLI: dispatches to run | graph | compare | bench <gemm|ar|attn|moe|step>. */
 #include <stdio.h>
 #include <string.h>
 #include "cli.h"
@@ -9,7 +9,7 @@ static void usage(FILE *f) {
           "  run      decode steps of a model preset or config.json (default: tiny, CPU)\n"
           "  graph    print the rank-0 decode graph (text, or --dot FILE)\n"
           "  compare  prezero ON vs OFF end to end (GPU)\n"
-          "  bench    kernel benchmarks: bench gemm | bench ar | bench attn | bench step (GPU)\n"
+          "  bench    kernel benchmarks: bench gemm | ar | attn | moe | step (GPU)\n"
           "run 'prezero <command> --help' for its options\n");
 }
 
@@ -22,7 +22,7 @@ int main(int argc, char **argv) {
   if (!strcmp(c, "compare")) return pz_cmd_compare(argc - 1, argv + 1);
   if (!strcmp(c, "bench")) {
     if (argc < 3 || !strcmp(argv[2], "--help")) {
-      fprintf(argc < 3 ? stderr : stdout, "usage: prezero bench <gemm|ar|attn> [options] (run 'prezero bench gemm --help')\n");
+      fprintf(argc < 3 ? stderr : stdout, "usage: prezero bench <gemm|ar|attn|moe|step> [options] (run 'prezero bench gemm --help')\n");
       return argc < 3 ? 2 : 0;
     }
     if (!strcmp(argv[2], "gemm")) return pz_cmd_bench_gemm(argc - 2, argv + 2);
