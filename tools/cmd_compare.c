@@ -448,7 +448,8 @@ static int write_outputs(const char *dir, const pz_cmp_result *r, bool json) {
   const char *js = json ? "compare.json," : "";
   if (rendered) fprintf(stderr, "prezero compare: wrote %s/{%scompare.md,throughput.png,components.png}\n", dir, js);
   else fprintf(stderr, "prezero compare: wrote %s/{%scompare.md,*.dat,plots.gp}; gnuplot not found: render the "
-               "PNGs with 'cd %s && gnuplot plots.gp'\n", dir, js, dir);
+               "PNGs with 'cd %s && gnuplot plots.gp' or 'python3 tools/plot_compare.py %s/compare.json'\n", dir, js,
+               dir, dir);
   return 0;
 }
 

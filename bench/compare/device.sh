@@ -36,8 +36,10 @@ echo "== TP 1 (GPU 0): layers chosen from free memory (2 of Kimi-K2's 61 fit twi
 CUDA_VISIBLE_DEVICES=0 timeout 170 $B/prezero compare --config kimi_k2 --tp 1 --isl 8192 --osl 32 \
   --conc 4,8,16,32,64,128 --rounds 2 --out "$OUT/tp1" > "$OUT/tp1.log" 2> "$OUT/tp1.err"
 echo "tp1 rc=$?"; grep -v '^\[compare\]' "$OUT/tp1.err" | tail -5; cat "$OUT/tp1/compare.md" 2>/dev/null
+[ -f "$OUT/tp1/throughput.png" ] || python3 tools/plot_compare.py "$OUT/tp1/compare.json" 2>&1 | tail -1
 
 echo "== TP 2 (GPUs 0,1): 3 layers (dense layer 0 + 2 MoE layers)"
 CUDA_VISIBLE_DEVICES=0,1 timeout 190 $B/prezero compare --config kimi_k2 --tp 2 --layers 3 --isl 8192 --osl 32 \
   --conc 4,8,16,32,64,128 --rounds 2 --out "$OUT/tp2" > "$OUT/tp2.log" 2> "$OUT/tp2.err"
 echo "tp2 rc=$?"; grep -v '^\[compare\]' "$OUT/tp2.err" | tail -5; cat "$OUT/tp2/compare.md" 2>/dev/null
+[ -f "$OUT/tp2/throughput.png" ] || python3 tools/plot_compare.py "$OUT/tp2/compare.json" 2>&1 | tail -1
