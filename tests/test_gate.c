@@ -22,6 +22,7 @@ static pz_device_desc desc(int sms, int per_sm, double fill_rate) {
 
 int main(void) {
   unsetenv("PREZERO_AR_CTAS_PER_ROW");
+  unsetenv("PREZERO_AR_CLUSTER");
   unsetenv("PREZERO_FORCE_GATE");
   const int64_t n_kimi_tp2 = 2112 + 32 * 192 + 7168; /* 15424 columns */
 
@@ -138,6 +139,19 @@ int main(void) {
   unsetenv("PREZERO_FORCE_GATE");
   CHECK(pz_prezero_active(1, n_kimi_tp2, PZ_F32, 7168, 2, &d) ==
         pz_is_prezero_free(1, n_kimi_tp2, PZ_F32, 7168, 2, &d));
+
+  /* Clusters: K CTAs of a row in one cluster; fill CTAs in multiples of K. */
+  setenv("PREZERO_AR_CLUSTER", "1", 1);
+  CHECK(pz_ar_plan_for(1, 7168, 2, &p) && p.cluster == 4);
+  CHECK(pz_ar_plan_fill_ctas(&d, &p, 61696) == 4);            /* 4 wanted -> 4 */
+  CHECK(pz_ar_plan_fill_ctas(&d, &p, 5 * 16384) == 4);        /* 5 -> down to 4 */
+  CHECK(pz_ar_plan_fill_ctas(&d, &p, 3 * 16384) == 4);        /* 3 -> up to one cluster */
+  CHECK(pz_ar_plan_fill_ctas(&d, &p, 0) == 0);
+  CHECK(pz_ar_plan_for(2, 2048, 2, &p) && p.cluster == 1);    /* K = 1: no cluster */
+  CHECK(pz_ar_plan_for(2, 2048, 1, &p) && p.cluster == 1);
+  unsetenv("PREZERO_AR_CLUSTER");
+  CHECK(pz_ar_plan_for(1, 7168, 2, &p) && p.cluster == 1);
+  CHECK(pz_ar_plan_fill_ctas(&d, &p, 5 * 16384) == 5);
 
   /* Defaults are sane. */
   pz_device_desc def;

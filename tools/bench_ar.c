@@ -302,7 +302,7 @@ int pz_cmd_bench_ar(int argc, char **argv) {
       }
       pz_ar_plan p;
       pz_ar_plan_for(m, H, b.tp, &p);
-      int64_t fill_ctas = pz_ar_fill_ctas(&b.dev, p.donor_ctas, m * b.n_total * 4);
+      int64_t fill_ctas = pz_ar_plan_fill_ctas(&b.dev, &p, m * b.n_total * 4);
       int free_ = pz_is_prezero_free(m, b.n_total, PZ_F32, H, b.tp, &b.dev);
       cJSON *row = cJSON_CreateObject();
       cJSON_AddNumberToObject(row, "H", (double)H);

@@ -55,6 +55,8 @@ bool pz_ar_plan_for(int64_t m, int64_t H, int tp, pz_ar_plan *out) {
   int qpt = (int)ceil_div(slice, PZ_AR_THREADS);
   /* The kernel is instantiated for 1, 2, 4 and 8 quads per thread. */
   qpt = qpt <= 1 ? 1 : qpt <= 2 ? 2 : qpt <= 4 ? 4 : 8;
+  const char *ce = getenv("PREZERO_AR_CLUSTER");
+  out->cluster = (ce && atoi(ce) == 1 && k >= 2 && k <= 8) ? k : 1;
   out->proto = proto;
   out->ctas_per_row = k;
   out->donor_ctas = m * k;
@@ -70,6 +72,13 @@ int64_t pz_ar_fill_ctas(const pz_device_desc *dev, int64_t donor_ctas, int64_t b
   int64_t spare = (int64_t)dev->num_sms * (dev->ctas_per_sm > 0 ? dev->ctas_per_sm : 1) - donor_ctas;
   int64_t n = want < spare ? want : spare;
   return n < 1 ? 1 : n;
+}
+
+int64_t pz_ar_plan_fill_ctas(const pz_device_desc *dev, const pz_ar_plan *p, int64_t bytes) {
+  int64_t n = pz_ar_fill_ctas(dev, p->donor_ctas, bytes);
+  int64_t g = p->cluster > 1 ? p->cluster : 1;
+  if (n <= 0 || g == 1) return n;
+  return n / g >= 1 ? n / g * g : g;
 }
 
 double pz_ar_fill_us(const pz_device_desc *dev, int64_t donor_ctas, int64_t bytes) {
@@ -98,11 +107,12 @@ bool pz_is_prezero_free(int64_t m, int64_t n_total, pz_dtype dt, int64_t H, int 
   pz_ar_plan p;
   if (!pz_ar_plan_for(m, H, tp, &p)) return false;
   int64_t slots = (int64_t)dev->num_sms * dev->ctas_per_sm;
-  int64_t fill = pz_ar_fill_ctas(dev, p.donor_ctas, bytes);
+  int64_t fill = pz_ar_plan_fill_ctas(dev, &p, bytes);
   if (p.donor_ctas + fill > slots) return false;
   if (dev->fill_penalty_bytes_per_us > 0 && (double)bytes / dev->fill_penalty_bytes_per_us > dev->max_added_us)
     return false;
-  return pz_ar_fill_us(dev, p.donor_ctas, bytes) <= pz_ar_donor_us(dev, m, H);
+  double rate = dev->fill_bytes_per_us_cta > 0 ? dev->fill_bytes_per_us_cta : 1.0;
+  return (double)bytes / ((double)fill * rate) <= pz_ar_donor_us(dev, m, H);
 }
 
 bool pz_prezero_active(int64_t m, int64_t n_total, pz_dtype dt, int64_t H, int tp,

@@ -67,6 +67,10 @@ enum {
  * Returns false when H is not a multiple of 8 or H > 4*PZ_AR_THREADS*PZ_AR_MAX_QPT. */
 typedef struct pz_ar_plan {
   int proto;
+  int cluster;        /* K when the K CTAs of a row form a thread-block cluster and combine
+                         their sums of squares through distributed shared memory
+                         (PREZERO_AR_CLUSTER=1, K in 2..8), else 1; fill CTAs then come in
+                         multiples of K too */
   int ctas_per_row;
   int64_t donor_ctas;
   int quads_per_thread;
@@ -81,6 +85,10 @@ int64_t pz_ar_fill_ctas(const pz_device_desc *dev, int64_t donor_ctas, int64_t b
 
 #define PZ_AR_LL_MAX_BYTES (32 * 5120 * 4) /* LL protocol up to this many partial bytes per rank */
 
+/* Fill CTAs of the real launch: pz_ar_fill_ctas rounded to a multiple of p->cluster (down
+ * when at least one cluster remains, else up to one cluster). */
+int64_t pz_ar_plan_fill_ctas(const pz_device_desc *dev, const pz_ar_plan *p, int64_t bytes);
+
 /* Estimated time of the fill (µs): bytes / (fill_ctas * fill_bytes_per_us_cta). */
 double pz_ar_fill_us(const pz_device_desc *dev, int64_t donor_ctas, int64_t bytes);
 /* Donor time lower bound (µs): donor_t0_us + m*H*14 / donor_bytes_per_us. */
@@ -90,9 +98,9 @@ double pz_ar_donor_us(const pz_device_desc *dev, int64_t m, int64_t H);
  *   slots = num_sms * ctas_per_sm                         (one wave of the fused kernel)
  *   donor = pz_ar_plan_for(m, H, tp).donor_ctas           (the launch the donor really uses)
  *   bytes = m*n_total*sizeof(dt)
- *   fill  = pz_ar_fill_ctas(dev, donor, bytes)
+ *   fill  = pz_ar_plan_fill_ctas(dev, plan, bytes)
  *   free  = donor + fill <= slots                                   (same wave)
- *       AND pz_ar_fill_us(dev, donor, bytes) <= pz_ar_donor_us(dev, m, H)  (ends in time)
+ *       AND bytes / (fill * fill_bytes_per_us_cta) <= pz_ar_donor_us(dev, m, H)  (ends in time)
  *       AND bytes / fill_penalty_bytes_per_us <= max_added_us     (memory-system share)
  * i.e. the fill CTAs run in the same wave, finish within the donor's own (TP=1, lower
  * bound) time, and their traffic adds at most max_added_us to it. The last term comes from

@@ -235,6 +235,30 @@ static void test_tp1(const pz_device_desc *dd, int quick) {
     free(w);
     rank_free(&r);
   }
+  /* The same through a thread-block cluster of 3 (distributed shared memory), with a fill
+   * whose CTA count is rounded to the cluster size. */
+  setenv("PREZERO_AR_CLUSTER", "1", 1);
+  {
+    Rank r;
+    rank_alloc(&r, 0, 9, 7168);
+    pz_bf16 *w = make_weight(7168);
+    make_inputs(r.h_part, r.h_res, 9 * r.ld, true);
+    rank_upload(&r, w);
+    FillBuf f;
+    fill_alloc(&f, 0, 9, 15424, PZ_F32);
+    fill_poison(&f);
+    pz_ar_rmsnorm_args a = rank_args(&r, 9, false);
+    a.fill = fill_desc(&f, 8256);
+    a.fill_all = true;
+    for (int it = 0; it < 3; it++) CHECK_OK(pz_ar_rmsnorm_launch(c, 0, &a, dd, s));
+    CU(cudaStreamSynchronize(s));
+    check_vs_ref(1, &r, w, 9, true, false, "tp1 K=3 cluster");
+    fill_check(&f, 9, 15424, "tp1 K=3 cluster fill");
+    cudaFree(f.base);
+    free(w);
+    rank_free(&r);
+  }
+  unsetenv("PREZERO_AR_CLUSTER");
   unsetenv("PREZERO_AR_CTAS_PER_ROW");
   /* zero_fill: f32 and bf16, full and n_base-only, odd widths (tails), with guard bands. */
   {

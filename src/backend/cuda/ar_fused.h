@@ -52,7 +52,7 @@ typedef struct pz_ar_rmsnorm_args {
 
 /* Enqueues the fused kernel of `rank` on stream s (the caller's current device is set to the
  * rank's GPU). Grid: pz_ar_plan_for(m, H, tp) donor CTAs (the same on every rank) followed by
- * pz_ar_fill_ctas(dev, donor, fill bytes) fill CTAs that skip the handshake and zero with
+ * pz_ar_plan_fill_ctas(dev, plan, fill bytes) fill CTAs that skip the handshake and zero with
  * 16-byte stores over a grid-stride loop. Every rank must enqueue the same sequence of
  * launches (same m, H); the kernels of all ranks must be able to run at the same time.
  * Capture-safe: no host memset, sequence numbers live in device memory (comm.h).

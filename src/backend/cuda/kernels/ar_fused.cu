@@ -5,6 +5,7 @@
 extern "C" {
 #include "core/status.h" /* C header without C++ guards */
 }
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,7 @@ struct ArKargs {
   long long ld_p, ld_r, ld_x;
   float eps;
   int m, H, K, slice_quads, donor_ctas;
-  int rank, tp, use_seq, proto;
+  int rank, tp, use_seq, proto, cluster;
   long long max_m;
   long long timeout_ns;
   uint4 *inbox[PZ_AR_MAX_TP];
@@ -159,6 +160,7 @@ __global__ void __launch_bounds__(PZ_AR_THREADS, MINB) ar_fused_kernel(const ArK
   __shared__ unsigned s_seq;
   __shared__ float s_red[PZ_AR_THREADS / 32];
   __shared__ float s_inv;
+  __shared__ float s_tot; /* this CTA's sum of squares, read by the cluster's other CTAs */
   extern __shared__ __align__(16) unsigned char dsm[];
   const int t = threadIdx.x;
 
@@ -304,7 +306,30 @@ __global__ void __launch_bounds__(PZ_AR_THREADS, MINB) ar_fused_kernel(const ArK
     for (int o = 16; o > 0; o >>= 1) ss = __fadd_rn(ss, __shfl_xor_sync(0xffffffffu, ss, o));
     if ((t & 31) == 0) s_red[t >> 5] = ss;
     __syncthreads();
-    if (t == 0) {
+    if (a.cluster > 1) {
+      /* K CTAs of the row form a cluster: publish this slice's sum in shared memory, meet,
+       * read all K in rank order through distributed shared memory. */
+      namespace cg = cooperative_groups;
+      cg::cluster_group cl = cg::this_cluster();
+      if (t == 0) {
+        float tot = s_red[0];
+        for (int w = 1; w < PZ_AR_THREADS / 32; w++) tot = __fadd_rn(tot, s_red[w]);
+        s_tot = tot;
+      }
+      cl.sync();
+      if (t == 0) {
+        float all = 0.f;
+        for (int j = 0; j < a.K; j++) {
+          float v = *cl.map_shared_rank(&s_tot, j);
+          all = j == 0 ? v : __fadd_rn(all, v);
+        }
+        s_inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(all, (float)a.H), a.eps)));
+      }
+      /* Arrive now (our reads of the peers' s_tot are done after the barrier below); wait at
+       * the end so no CTA leaves while another still reads its shared memory. */
+      __syncthreads();
+      asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+    } else if (t == 0) {
       float tot = s_red[0];
       for (int w = 1; w < PZ_AR_THREADS / 32; w++) tot = __fadd_rn(tot, s_red[w]);
       if (a.K > 1) {
@@ -348,6 +373,7 @@ __global__ void __launch_bounds__(PZ_AR_THREADS, MINB) ar_fused_kernel(const ArK
         xo[lq] = o;
       }
     }
+    if (a.cluster > 1) asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
   }
 
   /* The last CTA of the launch advances the sequence: every CTA has read it by then, and the
@@ -498,7 +524,8 @@ extern "C" pz_status pz_ar_rmsnorm_launch(const pz_comm *c, int rank, const pz_a
   k.donor_ctas = (int)plan.donor_ctas;
   k.rank = rank;
   k.tp = v->tp;
-  k.use_seq = v->tp > 1 || plan.ctas_per_row > 1;
+  k.cluster = plan.cluster;
+  k.use_seq = v->tp > 1 || (plan.ctas_per_row > 1 && plan.cluster == 1);
   k.proto = plan.proto;
   k.max_m = v->max_m;
   k.timeout_ns = v->timeout_ns;
@@ -517,10 +544,28 @@ extern "C" pz_status pz_ar_rmsnorm_launch(const pz_comm *c, int rank, const pz_a
     k.fill_row_bytes = cols * es;
     k.fill_stride_bytes = a->fill.row_stride * es;
     k.fill_rows = (int)a->m;
-    if (cols > 0) fill_ctas = pz_ar_fill_ctas(dev, plan.donor_ctas, a->m * cols * es);
+    if (cols > 0) fill_ctas = pz_ar_plan_fill_ctas(dev, &plan, a->m * cols * es);
   }
   dim3 grid((unsigned)(plan.donor_ctas + fill_ctas));
-  kernel_for(plan.quads_per_thread)<<<grid, PZ_AR_THREADS, (size_t)plan.slice_quads * 24, s>>>(k);
+  size_t smem = (size_t)plan.slice_quads * 24;
+  if (plan.cluster > 1) {
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(PZ_AR_THREADS);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = (unsigned)plan.cluster;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    PZ_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel_for(plan.quads_per_thread), k));
+  } else {
+    kernel_for(plan.quads_per_thread)<<<grid, PZ_AR_THREADS, smem, s>>>(k);
+  }
   PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }
