@@ -577,6 +577,7 @@ int pz_cmd_compare(int argc, char **argv) {
     const char *msg = pz_last_error();
     if (strstr(msg, "; ")) fprintf(stderr, "prezero compare: %s\n", msg);
     else fprintf(stderr, "prezero compare: %s; see 'prezero compare --help'\n", msg);
+    if (r->n_points > 0) write_outputs(out, r, true); /* the concurrencies that completed */
     free(r);
     return 1;
   }

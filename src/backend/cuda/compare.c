@@ -516,6 +516,13 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
     progress(o, "conc %d (%d/%d) done: TPOT OFF %.3f ms, ON %.3f ms; tokens %s", conc, ci + 1, o->n_conc,
              pt->tpot_off_ms, pt->tpot_on_ms, pt->tokens_identical ? "identical" : "DIFFER");
   }
+  if (st != PZ_OK && r->n_points > 0) { /* keep the concurrencies that completed */
+    char msg[400];
+    snprintf(msg, sizeof msg, "%s", pz_last_error());
+    r->n_points--;
+    note(r, o->log, "stopped at concurrency %d: %s", o->conc[r->n_points], msg);
+    pz_error(st, "%s", msg);
+  }
   if (prof) {
     uint64_t d = pz_profile_dropped();
     if (d) note(r, o->log, "CUPTI dropped %llu records.", (unsigned long long)d);

@@ -114,9 +114,12 @@ typedef struct pz_cmp_opts {
  *   4. compares the tokens of every step and the final step's logits, ON vs OFF;
  *   5. when profiling, replays each engine's graph profile_iters times under CUPTI and sums the
  *      per-graph-node median durations (rank 0) into the components.
+ * Without CUPTI (another profiler attached) the run goes on without components, saying so in
+ * r->notes. On an error after some concurrencies completed, r keeps those (r->n_points) and the
+ * note names where it stopped; the error is returned all the same.
  * Errors: PZ_ERR_INVALID_ARG, PZ_ERR_NO_DEVICE (fewer than tp GPUs), PZ_ERR_OOM (the layers do
- * not fit), PZ_ERR_UNSUPPORTED (an op without CUDA kernel; CUPTI unavailable), PZ_ERR_CUDA, and
- * those of the model builder. */
+ * not fit), PZ_ERR_UNSUPPORTED (an op without CUDA kernel), PZ_ERR_CUDA, and those of the model
+ * builder and the executor. */
 pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r);
 
 /* Kernel time of one engine at one batch size, per component (µs per layer; -1 when the graph
