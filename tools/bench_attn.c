@@ -27,7 +27,7 @@ static void usage(FILE *f) {
           "  KV cache and the weights stream from HBM. Columns: attention part (split attention +\n"
           "  combine) µs and its KV bandwidth, whole op µs, streaming read of the KV bytes µs.\n"
           "  Defaults: m 4,8,16,32,64,128; TP 1,2,4; context 8192. PREZERO_MLA_SPLITS overrides the\n"
-          "  split count.\n", POOL_SEQS);
+          "  split count; PREZERO_MLA_ATTN=1 selects the version-1 attention kernel.\n", POOL_SEQS);
 }
 
 static int parse_list(const char *s, int *v, int cap, int lo, int hi) {
@@ -277,6 +277,7 @@ int pz_cmd_bench_attn(int argc, char **argv) {
       if (st != PZ_OK) break;
       const double tbps = kv_bytes / us_attn / 1e6;
       const int splits = pz_mla_cuda_splits(b.op, b.m);
+      if (a == 0) printf("(attention kernel v%d)\n", pz_mla_cuda_attn_version(b.op));
       printf("%-8s %3d %5d %4d %6d | %10.1f %9.2f %5.1f%% | %10.1f %8.2f | %10.1f\n", "Kimi-K2", tp, heads, b.m, splits,
              us_attn, tbps, 100.0 * tbps / HBM_TBPS, us_read, us_attn / us_read, us_op);
       if (md)
@@ -289,6 +290,7 @@ int pz_cmd_bench_attn(int argc, char **argv) {
       cJSON_AddNumberToObject(r, "m", b.m);
       cJSON_AddNumberToObject(r, "context", ctx);
       cJSON_AddNumberToObject(r, "splits", splits);
+      cJSON_AddNumberToObject(r, "attn_kernel_version", pz_mla_cuda_attn_version(b.op));
       cJSON_AddNumberToObject(r, "launches_per_graph", iters);
       cJSON_AddNumberToObject(r, "kv_bytes", kv_bytes);
       cJSON_AddNumberToObject(r, "attn_us", us_attn);

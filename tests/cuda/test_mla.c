@@ -222,8 +222,8 @@ static void check_step(pz_mla_cuda_ctx *c, const layer *l, int m, int64_t ctx) {
   CHECK(nonfinite == 0);
   CHECK(worst_rms <= TOL_RMS);
   CHECK(worst_max <= TOL_MAX);
-  printf("%-20s m=%-3d ctx=%-5lld splits=%-2d rms err %.2e, max err %.2e (of row rms); cache: %lld values 1 ulp off\n",
-         l->s.name, m, (long long)ctx, pz_mla_cuda_splits(c, m), worst_rms, worst_max, (long long)ulp);
+  printf("v%d %-20s m=%-3d ctx=%-5lld splits=%-2d rms err %.2e, max err %.2e (of row rms); cache: %lld values 1 ulp off\n",
+         pz_mla_cuda_attn_version(c), l->s.name, m, (long long)ctx, pz_mla_cuda_splits(c, m), worst_rms, worst_max, (long long)ulp);
   free(ref); free(got); free(rc); free(gc);
   cudaFree(d_out);
   step_free(&st);
@@ -378,6 +378,17 @@ int main(void) {
     setenv("PREZERO_MLA_SPLITS", "64", 1);
     run_shape(&K2_TP4, ms, 1, ctx, 1, 8);
     unsetenv("PREZERO_MLA_SPLITS");
+  }
+  {
+    /* the version-1 attention kernel (PREZERO_MLA_ATTN=1) stays correct too */
+    const int ms[] = {3, 64};
+    const int64_t ctx[] = {7, 300};
+    setenv("PREZERO_MLA_ATTN", "1", 1);
+    run_shape(&TINY, ms, 2, ctx, 2, 64);
+    run_shape(&K2_TP4, ms, quick ? 1 : 2, ctx, 2, 64);
+    run_shape(&K2_TP1, ms, 1, ctx, 2, 8);
+    check_slots(&K2_TP4);
+    unsetenv("PREZERO_MLA_ATTN");
   }
   check_slots(&K2_TP4);
   check_slots(&TINY);

@@ -12,7 +12,7 @@ struct pz_mla_cuda_ctx {
   pz_mla_params p;
   int m_max;
   pz_gemm_ctx *gemm;
-  int sm_count, ctas_per_sm, mt, head_groups, max_splits;
+  int sm_count, ctas_per_sm, mt, head_groups, max_splits, attn_version;
   int64_t ms_cap;    /* m * splits the partial scratch holds (0 while creating) */
   pz_mla_kparams k;  /* shape fields and scratch pointers; io pointers set per call */
   void *scratch;
@@ -52,10 +52,19 @@ pz_status pz_mla_cuda_create(const pz_mla_params *p, int m_max, pz_gemm_ctx *gem
   c->p = *p;
   c->m_max = m_max;
   c->gemm = gemm;
-  c->mt = pz_mla_k_attn_mt((int)H);
+  /* Attention kernel: version 2 unless PREZERO_MLA_ATTN=1 or v2 has no kernel for the shape. */
+  const char *ev = getenv("PREZERO_MLA_ATTN");
+  int version = ev && *ev == '1' ? 1 : 2;
+  c->mt = pz_mla_k_attn_mt((int)H, version);
+  pz_status st = pz_mla_k_attn_setup(version, c->mt, (int)L, (int)kvw, &c->ctas_per_sm);
+  if (st != PZ_OK && version == 2) {
+    version = 1;
+    c->mt = pz_mla_k_attn_mt((int)H, version);
+    st = pz_mla_k_attn_setup(version, c->mt, (int)L, (int)kvw, &c->ctas_per_sm);
+  }
+  c->attn_version = version;
   c->head_groups = (int)((H + 16 * c->mt - 1) / (16 * c->mt));
-  c->max_splits = 64;
-  pz_status st = pz_mla_k_attn_setup(c->mt, (int)L, (int)kvw, &c->ctas_per_sm);
+  c->max_splits = PZ_MLA_MAX_SPLITS;
   int dev = 0;
   if (st == PZ_OK && (cudaGetDevice(&dev) != cudaSuccess ||
                       cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess))
@@ -70,6 +79,8 @@ pz_status pz_mla_cuda_create(const pz_mla_params *p, int m_max, pz_gemm_ctx *gem
   k->rope_ms = pz_ref_yarn_cos_sin_mscale(&p->rope);
   pz_ref_yarn_inv_freq(&p->rope, rope, k->inv_freq);
   k->mt = c->mt;
+  k->attn_version = c->attn_version;
+  if ((st = pz_mla_k_setup(k)) != PZ_OK) { free(c); return st; }
   /* Scratch for the partials: the automatic split count keeps m*splits <= max(m, slots/head
    * groups); twice that leaves room for PREZERO_MLA_SPLITS, which is clamped to it. */
   int64_t slots = (int64_t)c->sm_count * c->ctas_per_sm;
@@ -110,6 +121,7 @@ void pz_mla_cuda_destroy(pz_mla_cuda_ctx *c) {
 }
 
 void *pz_mla_cuda_qabs(pz_mla_cuda_ctx *c) { return c ? c->k.qabs : NULL; }
+int pz_mla_cuda_attn_version(const pz_mla_cuda_ctx *c) { return c ? c->attn_version : 0; }
 
 void pz_mla_cuda_slots_zeroed(const pz_mla_params *p, int64_t m, int tp, const pz_device_desc *dev,
                               bool *qb_zeroed, bool *oproj_zeroed) {

@@ -79,6 +79,10 @@ pz_status pz_mla_cuda_decode(pz_mla_cuda_ctx *c, int m, const pz_mla_cuda_io *io
 void pz_mla_cuda_slots_zeroed(const pz_mla_params *p, int64_t m, int tp, const pz_device_desc *dev,
                               bool *qb_zeroed, bool *oproj_zeroed);
 
+/* Attention kernel in use: 2 (default; Q in registers, split-k QK) or 1 (PREZERO_MLA_ATTN=1, or
+ * a shape version 2 has no kernel for). Read at pz_mla_cuda_create. */
+int pz_mla_cuda_attn_version(const pz_mla_cuda_ctx *c);
+
 /* Scratch of the op (for the benchmark): absorbed q, bf16 [m_max, heads, kvw]. */
 void *pz_mla_cuda_qabs(pz_mla_cuda_ctx *c);
 /* Launches only the attention part (attention + combine) for m rows on the cache and positions

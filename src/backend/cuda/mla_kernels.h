@@ -11,6 +11,7 @@ extern "C" {
 
 #define PZ_MLA_MAX_ROPE 128   /* qk_rope_head_dim limit of the CUDA op */
 #define PZ_MLA_BN 32          /* KV positions per attention tile */
+#define PZ_MLA_MAX_SPLITS 64  /* KV splits per sequence, at most */
 #define PZ_MLA_STAGES 3       /* cp.async pipeline depth of the attention kernel (2 for <= 16 heads) */
 
 /* One parameter block for every MLA kernel (passed by value). Per-rank shapes:
@@ -38,6 +39,7 @@ typedef struct pz_mla_kparams {
   uint16_t *__restrict__ qabs;        /* [m, heads, kvw] bf16: q_lat | q_pe(roped) */
   /* attention (split along the sequence) */
   int splits, mt;                     /* KV splits per sequence; 16-head tiles per CTA */
+  int attn_version;                   /* attention kernel: 2 (default) or 1 (PREZERO_MLA_ATTN=1) */
   float *__restrict__ opart;          /* [m, splits, heads, L] f32, unnormalised */
   float *__restrict__ ml;             /* [m, splits, heads, 2] f32: running max, sum */
   /* combine + W_UV */
@@ -52,14 +54,16 @@ pz_status pz_mla_k_absorb(const pz_mla_kparams *k, cudaStream_t s);   /* W_UK, R
 pz_status pz_mla_k_attn(const pz_mla_kparams *k, cudaStream_t s);     /* split attention */
 pz_status pz_mla_k_combine(const pz_mla_kparams *k, cudaStream_t s);  /* merge splits -> olat */
 pz_status pz_mla_k_wuv(const pz_mla_kparams *k, cudaStream_t s);      /* o = bf16(W_UV · olat) */
+/* Raises the shared-memory limits of the absorb / W_UV kernels for k's shape (at create time). */
+pz_status pz_mla_k_setup(const pz_mla_kparams *k);
 
-/* Attention kernel configuration: 16-head tiles per CTA for `heads` (1, 2 or 4), dynamic shared
- * memory in bytes, and resident CTAs per SM (occupancy, after raising the smem limit).
- * Errors: PZ_ERR_UNSUPPORTED (kv_lora not in {32, 64, ..., 512} step 32 / rope not a multiple of
- * 16), PZ_ERR_CUDA. */
-int pz_mla_k_attn_mt(int heads);
-size_t pz_mla_k_attn_smem(int mt, int kvw);
-pz_status pz_mla_k_attn_setup(int mt, int L, int kvw, int *ctas_per_sm);
+/* Attention kernel configuration for `version` (1 or 2): 16-head tiles per CTA for `heads`
+ * (v1: 1, 2 or 4; v2: 1 or 2, more heads go to more CTAs), dynamic shared memory in bytes, and
+ * resident CTAs per SM (occupancy, after raising the smem limit). Errors: PZ_ERR_UNSUPPORTED
+ * (no kernel for kv_lora / kv_lora + rope, see the message), PZ_ERR_CUDA. */
+int pz_mla_k_attn_mt(int heads, int version);
+size_t pz_mla_k_attn_smem(int version, int mt, int kvw);
+pz_status pz_mla_k_attn_setup(int version, int mt, int L, int kvw, int *ctas_per_sm);
 #ifdef __cplusplus
 }
 #endif

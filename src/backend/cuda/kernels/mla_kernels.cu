@@ -86,33 +86,57 @@ __global__ void __launch_bounds__(PREP_THREADS) mla_prep_kernel(Kp k) {
 
 /* ---------------------------------------------------------------- W_UK absorption */
 
-#define ABS_COLS 64
-#define ABS_THREADS 256
-/* grid (heads, ceil(L/64)): CTA (h, cb) keeps W_UK[h, :, cb*64 .. +64] in shared memory and
- * computes q_lat[i, h, c] = Σ_d q_nope[i, h, d] * W_UK[h, d, c] (d in order, separate multiply
- * and add: the reference's f32 value) for every row, rounded to bf16 for the tensor cores.
- * CTAs with cb == 0 also write RoPE(q_pe) (bf16) after the latent part. */
-__global__ void __launch_bounds__(ABS_THREADS) mla_absorb_kernel(Kp k) {
-  extern __shared__ uint16_t sw[]; /* [nope][64] */
-  const int h = blockIdx.x, c0 = blockIdx.y * ABS_COLS;
-  const int ncol = min(ABS_COLS, k.L - c0);
-  const uint16_t *w = k.w_uk + (int64_t)h * k.nope * k.L;
-  for (int e = threadIdx.x; e < k.nope * ABS_COLS; e += blockDim.x) {
-    int d = e / ABS_COLS, c = e % ABS_COLS;
-    sw[e] = c < ncol ? w[(int64_t)d * k.L + c0 + c] : 0;
+#define BLK_ROWS 16     /* rows (tokens) per CTA of the absorb / W_UV kernels */
+#define BLK_COLS 64     /* output columns per CTA */
+#define BLK_THREADS 256 /* thread t: columns 2*(t%32), +1 of rows 2*(t/32), +1 */
+
+/* grid (heads, ceil(m/16), ceil(L/64)): q_lat[i, h, c] = Σ_d q_nope[i, h, d] * W_UK[h, d, c]
+ * (d in order, separate multiply and add: the reference's f32 value), rounded to bf16 for the
+ * tensor cores. q rows and the W_UK block sit in shared memory; each thread owns 2 rows x 2
+ * columns. CTAs with blockIdx.z == 0 also write RoPE(q_pe) (bf16) after the latent part. */
+__global__ void __launch_bounds__(BLK_THREADS) mla_absorb_kernel(Kp k) {
+  extern __shared__ float sq[]; /* [16][nope] f32, then W [nope][64] bf16 */
+  uint16_t *sw = (uint16_t *)(sq + BLK_ROWS * k.nope);
+  const int h = blockIdx.x, i0 = blockIdx.y * BLK_ROWS, c0 = blockIdx.z * BLK_COLS;
+  const int nrow = min(BLK_ROWS, k.m - i0), ncol = min(BLK_COLS, k.L - c0);
+  for (int x = threadIdx.x; x < BLK_ROWS * k.nope; x += blockDim.x) {
+    const int r = x / k.nope, d = x % k.nope;
+    sq[x] = r < nrow ? k.q[(int64_t)(i0 + r) * k.ldq + (int64_t)h * k.qh + d] : 0.0f;
+  }
+  const uint16_t *w = k.w_uk + (int64_t)h * k.nope * k.L + c0;
+  for (int x = threadIdx.x; x < k.nope * BLK_COLS; x += blockDim.x) {
+    const int d = x / BLK_COLS, c = x % BLK_COLS;
+    sw[x] = c < ncol ? w[(int64_t)d * k.L + c] : 0;
   }
   __syncthreads();
-  const int c = threadIdx.x % ABS_COLS, rg = threadIdx.x / ABS_COLS, nrg = blockDim.x / ABS_COLS;
-  for (int i = rg; i < k.m; i += nrg) {
-    const float *q = k.q + (int64_t)i * k.ldq + (int64_t)h * k.qh;
-    float acc = 0.0f;
-    for (int d = 0; d < k.nope; d++) acc = __fadd_rn(acc, __fmul_rn(q[d], bf2f(sw[d * ABS_COLS + c])));
-    if (c < ncol) k.qabs[((int64_t)i * k.heads + h) * k.kvw + c0 + c] = f2bf(acc);
+  const int cp = 2 * (threadIdx.x & 31), r0 = 2 * (threadIdx.x >> 5);
+  const float *q0 = sq + r0 * k.nope, *q1 = q0 + k.nope;
+  float a00 = 0.0f, a01 = 0.0f, a10 = 0.0f, a11 = 0.0f;
+  for (int d = 0; d < k.nope; d++) {
+    const uint32_t wv = *(const uint32_t *)(sw + d * BLK_COLS + cp);
+    const float w0 = __uint_as_float(wv << 16), w1 = __uint_as_float(wv & 0xffff0000u);
+    const float x0 = q0[d], x1 = q1[d];
+    a00 = __fadd_rn(a00, __fmul_rn(x0, w0));
+    a01 = __fadd_rn(a01, __fmul_rn(x0, w1));
+    a10 = __fadd_rn(a10, __fmul_rn(x1, w0));
+    a11 = __fadd_rn(a11, __fmul_rn(x1, w1));
   }
-  if (blockIdx.y == 0) {
+  if (cp < ncol) {
+    if (r0 < nrow) {
+      uint16_t *o = k.qabs + ((int64_t)(i0 + r0) * k.heads + h) * k.kvw + c0 + cp;
+      o[0] = f2bf(a00);
+      if (cp + 1 < ncol) o[1] = f2bf(a01);
+    }
+    if (r0 + 1 < nrow) {
+      uint16_t *o = k.qabs + ((int64_t)(i0 + r0 + 1) * k.heads + h) * k.kvw + c0 + cp;
+      o[0] = f2bf(a10);
+      if (cp + 1 < ncol) o[1] = f2bf(a11);
+    }
+  }
+  if (blockIdx.z == 0) {
     const int half = k.rope / 2;
-    for (int e = threadIdx.x; e < k.m * half; e += blockDim.x) {
-      const int i = e / half, r = e % half;
+    for (int e = threadIdx.x; e < nrow * half; e += blockDim.x) {
+      const int i = i0 + e / half, r = e % half;
       const float *q = k.q + (int64_t)i * k.ldq + (int64_t)h * k.qh + k.nope;
       float o0, o1;
       rope_pair(k, k.pos[i], r, q[2 * r], q[2 * r + 1], &o0, &o1);
@@ -350,57 +374,287 @@ __global__ void __launch_bounds__(128 * MT, 1) mla_attn_kernel(Kp k) {
   }
 }
 
-/* ---------------------------------------------------------------- combine, W_UV */
+/* ---------------------------------------------------------------- attention, version 2 */
 
-#define COMB_THREADS 128
-/* grid (m, heads): olat[i,h,:] = Σ_s w_s O_s / Σ_s w_s l_s, w_s = exp(max_s - max) over the
- * non-empty splits (sum > 0), in split order. */
-__global__ void __launch_bounds__(COMB_THREADS) mla_combine_kernel(Kp k) {
-  const int i = blockIdx.x, h = blockIdx.y;
-  const float *ml = k.ml + (int64_t)i * k.splits * k.heads * 2;
-  float mx = -INFINITY;
-  for (int s = 0; s < k.splits; s++) {
-    float l = ml[((int64_t)s * k.heads + h) * 2 + 1];
-    if (l > 0.0f) mx = fmaxf(mx, ml[((int64_t)s * k.heads + h) * 2]);
+/* Shared memory of version 2: sQ [HT][RS] | sKV [STAGES][BN][RS] | sP [HT][PS] |
+ * sS f32 [4][HT][SS] (partial scores of the 4 k-quarters) | sMax f32 [4][HT] | sSum f32 [4][HT]. */
+constexpr int SS = BN + 8;
+__host__ __device__ constexpr size_t attn2_smem(int mt, int kvw) {
+  return attn_smem(mt, kvw) + (size_t)4 * 16 * mt * SS * 4;
+}
+
+/* Version 2 (default): as version 1, except that in QK warp (mt, kq) multiplies its head tile by
+ * ALL 32 positions of the tile over one quarter of the kvw columns, with that quarter of Q held
+ * in registers (loaded once per CTA). The tile's K rows are then read from shared memory once
+ * per head tile and Q never again (version 1 re-read both per 8 positions, which bounded it by
+ * shared-memory bandwidth); the four quarters' partial scores are summed in shared memory, in
+ * quarter order. Grid (head groups, splits, m): the head groups of one slice run side by side,
+ * so the second read of a KV tile hits L2. KQ = kvw / 64, a compile-time constant. */
+template <int MT, int NT, int KQ>
+__global__ void __launch_bounds__(128 * MT, MT == 1 ? 2 : 1) mla_attn2_kernel(Kp k) {
+  constexpr int L = 32 * NT;
+  constexpr int HT = 16 * MT;
+  constexpr int THREADS = 128 * MT;
+  constexpr int STAGES = stages_for(MT);
+  constexpr int KVW = 64 * KQ, RS = KVW + 8, C8 = KVW / 8;
+  extern __shared__ uint4 smem_raw[];
+  uint16_t *sQ = (uint16_t *)smem_raw;
+  uint16_t *sKV = sQ + HT * RS;
+  uint16_t *sP = sKV + STAGES * BN * RS;
+  float *sS = (float *)(sP + HT * PS);
+  float *sMax = sS + 4 * HT * SS;
+  float *sSum = sMax + 4 * HT;
+
+  const int h0 = blockIdx.x * HT, split = blockIdx.y, i = blockIdx.z;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int mt = warp >> 2, wq = warp & 3;
+  const int n = k.pos[i] + 1;
+  int chunk = (n + k.splits - 1) / k.splits;
+  chunk = (chunk + BN - 1) / BN * BN;
+  const int start = split * chunk;
+  const int end = min(n, start + chunk);
+  float *ml = k.ml + ((int64_t)i * k.splits + split) * k.heads * 2;
+  if (start >= end) {
+    for (int r = tid; r < HT; r += THREADS)
+      if (h0 + r < k.heads) { ml[(h0 + r) * 2] = -INFINITY; ml[(h0 + r) * 2 + 1] = 0.0f; }
+    return;
   }
-  float den = 0.0f;
-  for (int s = 0; s < k.splits; s++) {
-    float l = ml[((int64_t)s * k.heads + h) * 2 + 1];
-    if (l > 0.0f) den += expf(ml[((int64_t)s * k.heads + h) * 2] - mx) * l;
+  const uint16_t *cache = k.cache + (int64_t)i * k.cache_seq_stride;
+  const int ntiles = (end - start + BN - 1) / BN;
+
+  for (int e = tid; e < HT * C8; e += THREADS) {
+    const int r = e / C8, c = e % C8;
+    const bool ok = h0 + r < k.heads;
+    const uint16_t *src = ok ? k.qabs + ((int64_t)i * k.heads + h0 + r) * KVW + c * 8 : k.qabs;
+    cp_async16(sQ + r * RS + c * 8, src, ok);
   }
-  const float inv = 1.0f / den;
-  for (int c = threadIdx.x; c < k.L; c += blockDim.x) {
-    float acc = 0.0f;
-    for (int s = 0; s < k.splits; s++) {
-      const float *mls = ml + ((int64_t)s * k.heads + h) * 2;
-      if (mls[1] > 0.0f)
-        acc += expf(mls[0] - mx) * k.opart[(((int64_t)i * k.splits + s) * k.heads + h) * k.L + c];
+  auto load_tile = [&](int tile, int stage) {
+    const int p0 = start + tile * BN;
+    uint16_t *dst = sKV + stage * BN * RS;
+#pragma unroll
+    for (int e = tid; e < BN * C8; e += THREADS) {
+      const int r = e / C8, c = e % C8;
+      const bool ok = p0 + r < end;
+      const uint16_t *src = ok ? cache + (int64_t)(p0 + r) * KVW + c * 8 : cache;
+      cp_async16(dst + r * RS + c * 8, src, ok);
     }
-    k.olat[((int64_t)i * k.heads + h) * k.L + c] = acc * inv;
+  };
+#pragma unroll
+  for (int st = 0; st < STAGES - 1; st++) {
+    if (st < ntiles) load_tile(st, st);
+    cp_commit();
+  }
+
+  float o[NT][4];
+#pragma unroll
+  for (int j = 0; j < NT; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+  uint32_t qf[KQ][4];
+  float m_run0 = -INFINITY, m_run1 = -INFINITY, l_run0 = 0.0f, l_run1 = 0.0f;
+  const int row0 = mt * 16 + g, row1 = row0 + 8;
+  const float scale = k.softmax_scale;
+
+  for (int tile = 0; tile < ntiles; tile++) {
+    cp_wait<STAGES - 2>();
+    __syncthreads();
+    if (tile == 0) {
+#pragma unroll
+      for (int u = 0; u < KQ; u++)
+        ldsm_x4(qf[u], sQ + (mt * 16 + (lane & 15)) * RS + (wq * KQ + u) * 16 + (lane >> 4) * 8);
+    }
+    {
+      const int nt = tile + STAGES - 1;
+      if (nt < ntiles) load_tile(nt, nt % STAGES);
+      cp_commit();
+    }
+    const uint16_t *kv = sKV + (tile % STAGES) * BN * RS;
+    /* partial S[16 heads x 32 positions] over k-quarter wq: 4 independent n-tile chains */
+    {
+      float acc[4][4];
+#pragma unroll
+      for (int j = 0; j < 4; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+      const uint16_t *kb = kv + ((lane & 7) + ((lane >> 4) & 1) * 8) * RS + ((lane >> 3) & 1) * 8 + wq * KQ * 16;
+#pragma unroll
+      for (int u = 0; u < KQ; u++) {
+#pragma unroll
+        for (int pp = 0; pp < 2; pp++) {
+          uint32_t b[4];
+          ldsm_x4(b, kb + pp * 16 * RS + u * 16);
+          mma16816(acc[2 * pp], qf[u], b[0], b[1]);
+          mma16816(acc[2 * pp + 1], qf[u], b[2], b[3]);
+        }
+      }
+      float *ps = sS + wq * HT * SS;
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        *(float2 *)(ps + row0 * SS + j * 8 + 2 * t4) = make_float2(acc[j][0], acc[j][1]);
+        *(float2 *)(ps + row1 * SS + j * 8 + 2 * t4) = make_float2(acc[j][2], acc[j][3]);
+      }
+    }
+    __syncthreads();
+    /* this warp's 8 positions (wq*8..): the quarters summed in order */
+    float s[4];
+    {
+      const int col = wq * 8 + 2 * t4;
+      float2 x0 = *(const float2 *)(sS + row0 * SS + col), x1 = *(const float2 *)(sS + row1 * SS + col);
+#pragma unroll
+      for (int q = 1; q < 4; q++) {
+        const float2 y0 = *(const float2 *)(sS + (q * HT + row0) * SS + col);
+        const float2 y1 = *(const float2 *)(sS + (q * HT + row1) * SS + col);
+        x0.x += y0.x; x0.y += y0.y; x1.x += y1.x; x1.y += y1.y;
+      }
+      s[0] = x0.x; s[1] = x0.y; s[2] = x1.x; s[3] = x1.y;
+    }
+    const int p0 = start + tile * BN + wq * 8 + 2 * t4;
+    s[0] = p0 < end ? s[0] * scale : -INFINITY;
+    s[1] = p0 + 1 < end ? s[1] * scale : -INFINITY;
+    s[2] = p0 < end ? s[2] * scale : -INFINITY;
+    s[3] = p0 + 1 < end ? s[3] * scale : -INFINITY;
+    float mx0 = fmaxf(s[0], s[1]), mx1 = fmaxf(s[2], s[3]);
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    if (t4 == 0) { sMax[wq * HT + row0] = mx0; sMax[wq * HT + row1] = mx1; }
+    __syncthreads();
+    const float mn0 = fmaxf(m_run0, fmaxf(fmaxf(sMax[row0], sMax[HT + row0]), fmaxf(sMax[2 * HT + row0], sMax[3 * HT + row0])));
+    const float mn1 = fmaxf(m_run1, fmaxf(fmaxf(sMax[row1], sMax[HT + row1]), fmaxf(sMax[2 * HT + row1], sMax[3 * HT + row1])));
+    const float e0 = expf(s[0] - mn0), e1 = expf(s[1] - mn0), e2 = expf(s[2] - mn1), e3 = expf(s[3] - mn1);
+    *(uint32_t *)(sP + row0 * PS + wq * 8 + 2 * t4) = pack_bf2(e0, e1);
+    *(uint32_t *)(sP + row1 * PS + wq * 8 + 2 * t4) = pack_bf2(e2, e3);
+    float sm0 = e0 + e1, sm1 = e2 + e3;
+    sm0 += __shfl_xor_sync(0xffffffffu, sm0, 1);
+    sm0 += __shfl_xor_sync(0xffffffffu, sm0, 2);
+    sm1 += __shfl_xor_sync(0xffffffffu, sm1, 1);
+    sm1 += __shfl_xor_sync(0xffffffffu, sm1, 2);
+    if (t4 == 0) { sSum[wq * HT + row0] = sm0; sSum[wq * HT + row1] = sm1; }
+    __syncthreads();
+    const float al0 = expf(m_run0 - mn0), al1 = expf(m_run1 - mn1);
+    l_run0 = l_run0 * al0 + ((sSum[row0] + sSum[HT + row0]) + (sSum[2 * HT + row0] + sSum[3 * HT + row0]));
+    l_run1 = l_run1 * al1 + ((sSum[row1] + sSum[HT + row1]) + (sSum[2 * HT + row1] + sSum[3 * HT + row1]));
+    m_run0 = mn0;
+    m_run1 = mn1;
+#pragma unroll
+    for (int j = 0; j < NT; j++) { o[j][0] *= al0; o[j][1] *= al0; o[j][2] *= al1; o[j][3] *= al1; }
+#pragma unroll
+    for (int kk = 0; kk < BN; kk += 16) {
+      uint32_t a[4];
+      ldsm_x4(a, sP + (mt * 16 + (lane & 15)) * PS + kk + (lane >> 4) * 8);
+      const uint16_t *vb = kv + (kk + (lane & 7) + ((lane >> 3) & 1) * 8) * RS + wq * (L / 4) + (lane >> 4) * 8;
+#pragma unroll
+      for (int j = 0; j < NT; j += 2) {
+        if (j + 1 < NT) {
+          uint32_t b[4];
+          ldsm_x4_t(b, vb + j * 8);
+          mma16816(o[j], a, b[0], b[1]);
+          mma16816(o[j + 1], a, b[2], b[3]);
+        } else {
+          uint32_t b[2];
+          ldsm_x2_t(b, vb + j * 8);
+          mma16816(o[j], a, b[0], b[1]);
+        }
+      }
+    }
+  }
+  cp_wait<0>();
+  const int64_t base = ((int64_t)i * k.splits + split) * k.heads;
+  const int ha = h0 + row0, hb = h0 + row1;
+#pragma unroll
+  for (int j = 0; j < NT; j++) {
+    const int col = wq * (L / 4) + j * 8 + 2 * t4;
+    if (ha < k.heads) *(float2 *)(k.opart + (base + ha) * L + col) = make_float2(o[j][0], o[j][1]);
+    if (hb < k.heads) *(float2 *)(k.opart + (base + hb) * L + col) = make_float2(o[j][2], o[j][3]);
+  }
+  if (wq == 0 && t4 == 0) {
+    if (ha < k.heads) { ml[ha * 2] = m_run0; ml[ha * 2 + 1] = l_run0; }
+    if (hb < k.heads) { ml[hb * 2] = m_run1; ml[hb * 2 + 1] = l_run1; }
   }
 }
 
-#define WUV_COLS 32
-#define WUV_THREADS 256
-/* grid (heads, ceil(vd/32)): W_UV[h, e0..e0+32, :] transposed into shared memory [L][32];
- * o[i, h*vd + e] = bf16(Σ_c W_UV[h,e,c] * olat[i,h,c]) (c in order, separate multiply and add,
- * as the reference). */
-__global__ void __launch_bounds__(WUV_THREADS) mla_wuv_kernel(Kp k) {
-  extern __shared__ uint16_t sv[]; /* [L][32] */
-  const int h = blockIdx.x, e0 = blockIdx.y * WUV_COLS;
-  const int ne = min(WUV_COLS, k.vd - e0);
-  const uint16_t *w = k.w_uv + ((int64_t)h * k.vd + e0) * k.L;
-  for (int x = threadIdx.x; x < WUV_COLS * k.L; x += blockDim.x) {
-    const int e = x / k.L, c = x % k.L;
-    sv[c * WUV_COLS + e] = e < ne ? w[(int64_t)e * k.L + c] : 0;
+/* ---------------------------------------------------------------- combine, W_UV */
+
+#define COMB_THREADS 128
+/* grid (m, heads): olat[i,h,:] = Σ_s w_s O_s / Σ_s w_s l_s, w_s = exp(max_s - max), over the
+ * non-empty splits, which are the first ceil((pos+1)/chunk) (the attention kernel's slicing).
+ * Split weights are computed once into shared memory; columns go 4 per thread (float4). */
+__global__ void __launch_bounds__(COMB_THREADS) mla_combine_kernel(Kp k) {
+  __shared__ float sw[PZ_MLA_MAX_SPLITS], sm[PZ_MLA_MAX_SPLITS];
+  const int i = blockIdx.x, h = blockIdx.y;
+  const int n = k.pos[i] + 1;
+  int chunk = (n + k.splits - 1) / k.splits;
+  chunk = (chunk + PZ_MLA_BN - 1) / PZ_MLA_BN * PZ_MLA_BN;
+  const int nv = min(k.splits, (n + chunk - 1) / chunk);
+  const float *ml = k.ml + (int64_t)i * k.splits * k.heads * 2;
+  for (int s = threadIdx.x; s < nv; s += blockDim.x) {
+    sm[s] = ml[((int64_t)s * k.heads + h) * 2];
+    sw[s] = ml[((int64_t)s * k.heads + h) * 2 + 1];
   }
   __syncthreads();
-  const int e = threadIdx.x % WUV_COLS, rg = threadIdx.x / WUV_COLS, nrg = blockDim.x / WUV_COLS;
-  for (int i = rg; i < k.m; i += nrg) {
-    const float *ol = k.olat + ((int64_t)i * k.heads + h) * k.L;
-    float acc = 0.0f;
-    for (int c = 0; c < k.L; c++) acc = __fadd_rn(acc, __fmul_rn(bf2f(sv[c * WUV_COLS + e]), ol[c]));
-    if (e < ne) k.o[(int64_t)i * k.heads * k.vd + (int64_t)h * k.vd + e0 + e] = f2bf(acc);
+  float mx = -INFINITY;
+  for (int s = 0; s < nv; s++) mx = fmaxf(mx, sm[s]);
+  float den = 0.0f;
+  for (int s = 0; s < nv; s++) den += expf(sm[s] - mx) * sw[s];
+  __syncthreads();
+  const float inv = 1.0f / den;
+  for (int s = threadIdx.x; s < nv; s += blockDim.x) sw[s] = expf(sm[s] - mx) * inv;
+  __syncthreads();
+  const float4 *op = (const float4 *)(k.opart + ((int64_t)i * k.splits * k.heads + h) * k.L);
+  const int64_t sstride = (int64_t)k.heads * k.L / 4;
+  float4 *out = (float4 *)(k.olat + ((int64_t)i * k.heads + h) * k.L);
+  for (int c = threadIdx.x; c < k.L / 4; c += blockDim.x) {
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 4
+    for (int s = 0; s < nv; s++) {
+      const float4 v = op[s * sstride + c];
+      const float w = sw[s];
+      acc.x += w * v.x; acc.y += w * v.y; acc.z += w * v.z; acc.w += w * v.w;
+    }
+    out[c] = acc;
+  }
+}
+
+/* grid (heads, ceil(m/16), ceil(vd/64)): o[i, h*vd + e] = bf16(Σ_c W_UV[h,e,c] * olat[i,h,c])
+ * (c in order, separate multiply and add, as the reference). olat rows [16][L] f32 and the
+ * W_UV block transposed to [L][64] bf16 sit in shared memory; 2 rows x 2 columns per thread. */
+__global__ void __launch_bounds__(BLK_THREADS) mla_wuv_kernel(Kp k) {
+  extern __shared__ float so[]; /* [16][L] f32, then W [L][64] bf16 */
+  uint16_t *sv = (uint16_t *)(so + BLK_ROWS * k.L);
+  const int h = blockIdx.x, i0 = blockIdx.y * BLK_ROWS, e0 = blockIdx.z * BLK_COLS;
+  const int nrow = min(BLK_ROWS, k.m - i0), ne = min(BLK_COLS, k.vd - e0);
+  for (int x = threadIdx.x; x < BLK_ROWS * k.L; x += blockDim.x) {
+    const int r = x / k.L;
+    so[x] = r < nrow ? k.olat[((int64_t)(i0 + r) * k.heads + h) * k.L + (x - r * k.L)] : 0.0f;
+  }
+  const uint16_t *w = k.w_uv + ((int64_t)h * k.vd + e0) * k.L;
+  for (int x = threadIdx.x; x < BLK_COLS * k.L; x += blockDim.x) {
+    const int e = x / k.L, c = x - e * k.L;
+    sv[c * BLK_COLS + e] = e < ne ? w[(int64_t)e * k.L + c] : 0;
+  }
+  __syncthreads();
+  const int ep = 2 * (threadIdx.x & 31), r0 = 2 * (threadIdx.x >> 5);
+  const float *o0 = so + r0 * k.L, *o1 = o0 + k.L;
+  float a00 = 0.0f, a01 = 0.0f, a10 = 0.0f, a11 = 0.0f;
+  for (int c = 0; c < k.L; c++) {
+    const uint32_t wv = *(const uint32_t *)(sv + c * BLK_COLS + ep);
+    const float w0 = __uint_as_float(wv << 16), w1 = __uint_as_float(wv & 0xffff0000u);
+    const float x0 = o0[c], x1 = o1[c];
+    a00 = __fadd_rn(a00, __fmul_rn(w0, x0));
+    a01 = __fadd_rn(a01, __fmul_rn(w1, x0));
+    a10 = __fadd_rn(a10, __fmul_rn(w0, x1));
+    a11 = __fadd_rn(a11, __fmul_rn(w1, x1));
+  }
+  const int64_t ld = (int64_t)k.heads * k.vd;
+  if (ep < ne) {
+    if (r0 < nrow) {
+      uint16_t *o = k.o + (int64_t)(i0 + r0) * ld + (int64_t)h * k.vd + e0 + ep;
+      o[0] = f2bf(a00);
+      if (ep + 1 < ne) o[1] = f2bf(a01);
+    }
+    if (r0 + 1 < nrow) {
+      uint16_t *o = k.o + (int64_t)(i0 + r0 + 1) * ld + (int64_t)h * k.vd + e0 + ep;
+      o[0] = f2bf(a10);
+      if (ep + 1 < ne) o[1] = f2bf(a11);
+    }
   }
 }
 
@@ -415,7 +669,16 @@ attn_fn pick_nt(int L) {
     default: return nullptr;
   }
 }
-attn_fn pick_attn(int mt, int L) {
+template <int MT>
+attn_fn pick2(int L, int kvw) {
+  if (L == 96 && kvw == 128) return mla_attn2_kernel<MT, 3, 2>;
+  if (L == 128 && kvw == 192) return mla_attn2_kernel<MT, 4, 3>;
+  if (L == 256 && kvw == 320) return mla_attn2_kernel<MT, 8, 5>;
+  if (L == 512 && kvw == 576) return mla_attn2_kernel<MT, 16, 9>;
+  return nullptr;
+}
+attn_fn pick_attn(int version, int mt, int L, int kvw) {
+  if (version == 2) return mt == 1 ? pick2<1>(L, kvw) : mt == 2 ? pick2<2>(L, kvw) : nullptr;
   switch (mt) {
     case 1: return pick_nt<1>(L);
     case 2: return pick_nt<2>(L);
@@ -423,18 +686,23 @@ attn_fn pick_attn(int mt, int L) {
     default: return nullptr;
   }
 }
+size_t smem_for(int version, int mt, int kvw) { return version == 2 ? attn2_smem(mt, kvw) : attn_smem(mt, kvw); }
 
 } // namespace
 
-extern "C" int pz_mla_k_attn_mt(int heads) { return heads <= 16 ? 1 : heads <= 32 ? 2 : 4; }
-extern "C" size_t pz_mla_k_attn_smem(int mt, int kvw) { return attn_smem(mt, kvw); }
+extern "C" int pz_mla_k_attn_mt(int heads, int version) {
+  if (version == 2) return heads <= 16 ? 1 : 2;
+  return heads <= 16 ? 1 : heads <= 32 ? 2 : 4;
+}
+extern "C" size_t pz_mla_k_attn_smem(int version, int mt, int kvw) { return smem_for(version, mt, kvw); }
 
-extern "C" pz_status pz_mla_k_attn_setup(int mt, int L, int kvw, int *ctas_per_sm) {
-  attn_fn f = pick_attn(mt, L);
+extern "C" pz_status pz_mla_k_attn_setup(int version, int mt, int L, int kvw, int *ctas_per_sm) {
+  attn_fn f = pick_attn(version, mt, L, kvw);
   if (!f || kvw % 32 != 0 || kvw <= L)
-    return pz_error(PZ_ERR_UNSUPPORTED, "mla cuda: kv_lora_rank %d must be 96, 128, 256 or 512 and kv_lora + rope (%d) a multiple of 32",
-                    L, kvw);
-  const size_t smem = attn_smem(mt, kvw);
+    return pz_error(PZ_ERR_UNSUPPORTED, "mla cuda: attention v%d has no kernel for kv_lora_rank %d, kv_lora + rope %d "
+                    "(v1: kv_lora 96/128/256/512, kv_lora + rope a multiple of 32; v2: (96,128), (128,192), (256,320), (512,576))",
+                    version, L, kvw);
+  const size_t smem = smem_for(version, mt, kvw);
   PZ_CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   int n = 0;
   PZ_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, f, 128 * mt, smem));
@@ -449,20 +717,23 @@ extern "C" pz_status pz_mla_k_prep(const Kp *k, cudaStream_t s) {
   return PZ_OK;
 }
 
+static size_t absorb_smem(const Kp *k) { return (size_t)BLK_ROWS * k->nope * 4 + (size_t)k->nope * BLK_COLS * 2; }
+static size_t wuv_smem(const Kp *k) { return (size_t)BLK_ROWS * k->L * 4 + (size_t)k->L * BLK_COLS * 2; }
+
 extern "C" pz_status pz_mla_k_absorb(const Kp *k, cudaStream_t s) {
-  const size_t smem = (size_t)k->nope * ABS_COLS * 2;
-  if (smem > 48 * 1024) PZ_CUDA_CHECK(cudaFuncSetAttribute(mla_absorb_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-  mla_absorb_kernel<<<dim3((unsigned)k->heads, (unsigned)((k->L + ABS_COLS - 1) / ABS_COLS)), ABS_THREADS, smem, s>>>(*k);
+  dim3 grid((unsigned)k->heads, (unsigned)((k->m + BLK_ROWS - 1) / BLK_ROWS), (unsigned)((k->L + BLK_COLS - 1) / BLK_COLS));
+  mla_absorb_kernel<<<grid, BLK_THREADS, absorb_smem(k), s>>>(*k);
   PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }
 
 extern "C" pz_status pz_mla_k_attn(const Kp *k, cudaStream_t s) {
-  attn_fn f = pick_attn(k->mt, k->L);
-  if (!f) return pz_error(PZ_ERR_UNSUPPORTED, "mla cuda: no attention kernel for kv_lora_rank %d", k->L);
+  attn_fn f = pick_attn(k->attn_version, k->mt, k->L, k->kvw);
+  if (!f) return pz_error(PZ_ERR_UNSUPPORTED, "mla cuda: no attention v%d kernel for kv_lora_rank %d", k->attn_version, k->L);
   const int ht = 16 * k->mt;
-  dim3 grid((unsigned)k->splits, (unsigned)((k->heads + ht - 1) / ht), (unsigned)k->m);
-  f<<<grid, 128 * k->mt, attn_smem(k->mt, k->kvw), s>>>(*k);
+  const unsigned hg = (unsigned)((k->heads + ht - 1) / ht);
+  dim3 grid = k->attn_version == 2 ? dim3(hg, (unsigned)k->splits, (unsigned)k->m) : dim3((unsigned)k->splits, hg, (unsigned)k->m);
+  f<<<grid, 128 * k->mt, smem_for(k->attn_version, k->mt, k->kvw), s>>>(*k);
   PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }
@@ -474,9 +745,15 @@ extern "C" pz_status pz_mla_k_combine(const Kp *k, cudaStream_t s) {
 }
 
 extern "C" pz_status pz_mla_k_wuv(const Kp *k, cudaStream_t s) {
-  const size_t smem = (size_t)k->L * WUV_COLS * 2;
-  if (smem > 48 * 1024) PZ_CUDA_CHECK(cudaFuncSetAttribute(mla_wuv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-  mla_wuv_kernel<<<dim3((unsigned)k->heads, (unsigned)((k->vd + WUV_COLS - 1) / WUV_COLS)), WUV_THREADS, smem, s>>>(*k);
+  dim3 grid((unsigned)k->heads, (unsigned)((k->m + BLK_ROWS - 1) / BLK_ROWS), (unsigned)((k->vd + BLK_COLS - 1) / BLK_COLS));
+  mla_wuv_kernel<<<grid, BLK_THREADS, wuv_smem(k), s>>>(*k);
   PZ_CUDA_CHECK(cudaGetLastError());
+  return PZ_OK;
+}
+
+/* Raises the dynamic shared-memory limits of the absorb and W_UV kernels (once per shape). */
+extern "C" pz_status pz_mla_k_setup(const Kp *k) {
+  PZ_CUDA_CHECK(cudaFuncSetAttribute(mla_absorb_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)absorb_smem(k)));
+  PZ_CUDA_CHECK(cudaFuncSetAttribute(mla_wuv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)wuv_smem(k)));
   return PZ_OK;
 }
