@@ -59,7 +59,11 @@ static void map_put(uint64_t id, int tag, uint64_t seq) {
   if ((P.map_n + 1) * 2 > P.map_cap) {
     size_t cap = P.map_cap ? P.map_cap * 2 : 4096;
     map_slot *m = calloc(cap, sizeof *m);
-    if (!m) { P.oom = true; return; }
+    if (!m) {
+      P.oom = true;
+      if (P.map_n + 1 >= P.map_cap) return; /* no free slot left */
+      goto insert;
+    }
     for (size_t j = 0; j < P.map_cap; j++) {
       if (!P.map[j].key) continue;
       size_t i = hash64(P.map[j].key) & (cap - 1);
@@ -70,6 +74,7 @@ static void map_put(uint64_t id, int tag, uint64_t seq) {
     P.map = m;
     P.map_cap = cap;
   }
+insert:;
   uint64_t key = id + 1;
   size_t i = hash64(key) & (P.map_cap - 1);
   while (P.map[i].key && P.map[i].key != key) i = (i + 1) & (P.map_cap - 1);
