@@ -1,0 +1,242 @@
+/* Golden test against an independent implementation: the checkpoints under tests/data/golden/
+ * (written by tools/make_golden.py with Hugging Face transformers, float32, eager attention)
+ * must give the same greedy tokens and last-step logits within the file's logits_atol, at TP 1
+ * and 2, batched (prompts of different lengths side by side) and one prompt at a time, through
+ * the library and the CLI. A negative control shows the tolerance catches a RoPE detail. */
+#include <cjson/cJSON.h>
+#include <libgen.h>
+#include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "prezero.h"
+#include "pz_test.h"
+
+#define MAXP 8
+#define MAXS 64
+#define MAXV 4096
+
+typedef struct golden {
+  char dir[1024];
+  int n, steps, len[MAXP];
+  int32_t prompt[MAXP][MAXS], tokens[MAXP][MAXS];
+  int64_t vocab;
+  double atol;
+  float logits[MAXP * MAXV];
+} golden;
+
+static char tmpdir[] = "/tmp/pz_test_golden_XXXXXX";
+
+static char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = malloc((size_t)n + 1);
+  if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
+  fclose(f);
+  if (b) b[n] = 0;
+  if (len) *len = (size_t)n;
+  return b;
+}
+
+static int int_array(const cJSON *a, int32_t *out, int cap) {
+  int n = 0;
+  for (const cJSON *x = a ? a->child : NULL; x && n < cap; x = x->next) out[n++] = (int32_t)x->valuedouble;
+  return n;
+}
+
+static int load_golden(const char *dir, golden *g) {
+  memset(g, 0, sizeof *g);
+  snprintf(g->dir, sizeof g->dir, "%s", dir);
+  char p[1200];
+  snprintf(p, sizeof p, "%s/expected.json", dir);
+  char *txt = slurp(p, NULL);
+  cJSON *root = txt ? cJSON_Parse(txt) : NULL;
+  free(txt);
+  if (!root) { fprintf(stderr, "cannot read %s\n", p); return 0; }
+  const cJSON *pr = cJSON_GetObjectItem(root, "prompts"), *tk = cJSON_GetObjectItem(root, "tokens");
+  g->steps = cJSON_GetObjectItem(root, "steps")->valueint;
+  g->vocab = (int64_t)cJSON_GetObjectItem(root, "vocab_size")->valuedouble;
+  g->atol = cJSON_GetObjectItem(root, "logits_atol")->valuedouble;
+  for (const cJSON *x = pr->child; x && g->n < MAXP; x = x->next, g->n++) g->len[g->n] = int_array(x, g->prompt[g->n], MAXS);
+  int i = 0;
+  for (const cJSON *x = tk->child; x && i < MAXP; x = x->next, i++) CHECK(int_array(x, g->tokens[i], MAXS) == g->steps);
+  cJSON_Delete(root);
+  size_t len = 0;
+  snprintf(p, sizeof p, "%s/logits.f32", dir);
+  unsigned char *raw = (unsigned char *)slurp(p, &len);
+  if (!raw || len != (size_t)(g->n * g->vocab * 4) || g->vocab > MAXV) {
+    fprintf(stderr, "bad %s\n", p);
+    free(raw);
+    return 0;
+  }
+  for (int64_t k = 0; k < g->n * g->vocab; k++) {
+    uint32_t u = raw[4 * k] | (uint32_t)raw[4 * k + 1] << 8 | (uint32_t)raw[4 * k + 2] << 16 | (uint32_t)raw[4 * k + 3] << 24;
+    memcpy(&g->logits[k], &u, 4);
+  }
+  free(raw);
+  return 1;
+}
+
+/* Feeds prompts [p0, p0+n) of g side by side, each from position 0, one token per step, then
+ * greedy; tokens[i][k] and logits of the step that made each sequence's last token. */
+static pz_status run(const char *model_dir, const golden *g, int p0, int n, int tp, int32_t tokens[][MAXS], float *logits) {
+  int max_len = 0;
+  for (int i = 0; i < n; i++) max_len = g->len[p0 + i] > max_len ? g->len[p0 + i] : max_len;
+  pz_engine_config ec = PZ_ENGINE_CONFIG_INIT;
+  ec.model_dir = model_dir;
+  ec.tp = tp;
+  ec.max_batch = n;
+  ec.context = 0;
+  ec.max_steps = max_len - 1 + g->steps;
+  ec.prezero = 0;
+  ec.device = PZ_DEVICE_CPU;
+  pz_engine *e = NULL;
+  pz_status st = pz_engine_create(&ec, &e);
+  if (st != PZ_OK) return st;
+  int32_t in[MAXP], nx[MAXP];
+  static float lg[MAXP * MAXV];
+  for (int i = 0; i < n; i++) in[i] = g->prompt[p0 + i][0];
+  for (int t = 0; t < max_len - 1 + g->steps && st == PZ_OK; t++) {
+    st = pz_engine_step(e, n, in, nx);
+    int got = 0;
+    for (int i = 0; i < n && st == PZ_OK; i++) {
+      int k = t + 1 - g->len[p0 + i];
+      if (k < 0) { in[i] = g->prompt[p0 + i][t + 1]; continue; }
+      if (k < g->steps) tokens[i][k] = nx[i];
+      if (k == g->steps - 1) {
+        if (!got) st = pz_engine_logits(e, n, lg);
+        got = 1;
+        memcpy(logits + i * g->vocab, lg + i * g->vocab, sizeof(float) * (size_t)g->vocab);
+      }
+      in[i] = nx[i];
+    }
+  }
+  pz_engine_destroy(e);
+  return st;
+}
+
+static double max_diff(const float *a, const float *b, int64_t n) {
+  double m = 0;
+  for (int64_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - (double)b[i]));
+  return m;
+}
+
+static void check_model(const golden *g, const char *name) {
+  static int32_t tok[MAXP][MAXS], tok1[MAXP][MAXS];
+  static float lg[MAXP * MAXV], lg1[MAXP * MAXV];
+  const int64_t nv = g->n * g->vocab;
+  for (int tp = 1; tp <= 2; tp++) {
+    memset(tok, 0xff, sizeof tok);
+    CHECK_OK(run(g->dir, g, 0, g->n, tp, tok, lg));
+    int same = 1;
+    for (int i = 0; i < g->n; i++) same &= !memcmp(tok[i], g->tokens[i], sizeof(int32_t) * (size_t)g->steps);
+    double d = max_diff(lg, g->logits, nv);
+    printf("%s TP %d: tokens %s, max |logit - HF| = %.4f (tolerance %.4f)\n", name, tp, same ? "equal" : "DIFFER", d, g->atol);
+    CHECK(same);
+    CHECK(d <= g->atol);
+  }
+  /* One prompt at a time (TP 1) gives the batched rows bit for bit: positions are per sequence. */
+  CHECK_OK(run(g->dir, g, 0, g->n, 1, tok, lg));
+  for (int i = 0; i < g->n; i++) {
+    CHECK_OK(run(g->dir, g, i, 1, 1, &tok1[i], lg1 + i * g->vocab));
+    CHECK(!memcmp(tok1[i], tok[i], sizeof(int32_t) * (size_t)g->steps));
+  }
+  CHECK(!memcmp(lg1, lg, sizeof(float) * (size_t)nv));
+}
+
+/* The CLI's --prompt-ids / --logits on the checkpoint: same tokens, logits within tolerance. */
+static void check_cli(const golden *g, const char *name) {
+  const char *cli = getenv("PZ_CLI");
+  if (!cli) { printf("PZ_CLI unset: CLI check of %s skipped\n", name); return; }
+  char ids[2048] = "", cmd[6144], p[1200];
+  size_t o = 0;
+  for (int i = 0; i < g->n; i++)
+    for (int j = 0; j < g->len[i]; j++)
+      o += (size_t)snprintf(ids + o, sizeof ids - o, "%d%s", g->prompt[i][j], j + 1 < g->len[i] ? "," : i + 1 < g->n ? ";" : "");
+  snprintf(cmd, sizeof cmd, "\"%s\" run --model %s --device cpu --prompt-ids '%s' --steps %d --logits %s/cli.f32 > %s/cli.out",
+           cli, g->dir, ids, g->steps, tmpdir, tmpdir);
+  CHECK(system(cmd) == 0);
+  snprintf(p, sizeof p, "%s/cli.out", tmpdir);
+  char *out = slurp(p, NULL);
+  for (int i = 0; out && i < g->n; i++) {
+    char want[1024];
+    size_t w = (size_t)snprintf(want, sizeof want, "seq %d:", i);
+    for (int k = 0; k < g->steps; k++) w += (size_t)snprintf(want + w, sizeof want - w, " %d", g->tokens[i][k]);
+    snprintf(want + w, sizeof want - w, "\n");
+    if (!strstr(out, want)) { fprintf(stderr, "FAIL: CLI output lacks '%s' for %s:\n%s", want, name, out); pz_test_failures++; }
+  }
+  free(out);
+  size_t len;
+  snprintf(p, sizeof p, "%s/cli.f32", tmpdir);
+  float *l = (float *)slurp(p, &len);
+  CHECK(l && len == (size_t)(g->n * g->vocab * 4));
+  if (l && len == (size_t)(g->n * g->vocab * 4)) CHECK(max_diff(l, g->logits, g->n * g->vocab) <= g->atol);
+  free(l);
+}
+
+/* Negative control: the V3 golden model without its YaRN rope_scaling (weights shared by links)
+ * must miss the HF logits by more than the tolerance, so the tolerance does resolve RoPE. */
+static void negative_control(const golden *g) {
+  char p[1200], src[1200];
+  snprintf(p, sizeof p, "%s/noyarn", tmpdir);
+  mkdir(p, 0755);
+  snprintf(src, sizeof src, "%s/config.json", g->dir);
+  char *txt = slurp(src, NULL);
+  cJSON *root = txt ? cJSON_Parse(txt) : NULL;
+  free(txt);
+  if (!root) { CHECK(root != NULL); return; }
+  CHECK(cJSON_GetObjectItem(root, "rope_scaling") && !cJSON_IsNull(cJSON_GetObjectItem(root, "rope_scaling")));
+  cJSON_DeleteItemFromObject(root, "rope_scaling");
+  char *s = cJSON_Print(root);
+  cJSON_Delete(root);
+  snprintf(p, sizeof p, "%s/noyarn/config.json", tmpdir);
+  FILE *f = fopen(p, "w");
+  fputs(s, f);
+  fclose(f);
+  free(s);
+  static const char *files[] = {"model.safetensors.index.json", "model-00001-of-00002.safetensors",
+                                "model-00002-of-00002.safetensors", "model.safetensors"};
+  for (int i = 0; i < 4; i++) {
+    snprintf(src, sizeof src, "%s/%s", g->dir, files[i]);
+    snprintf(p, sizeof p, "%s/noyarn/%s", tmpdir, files[i]);
+    if (access(src, R_OK) == 0) CHECK(symlink(src, p) == 0);
+  }
+  static int32_t tok[MAXP][MAXS];
+  static float lg[MAXP * MAXV];
+  snprintf(p, sizeof p, "%s/noyarn", tmpdir);
+  CHECK_OK(run(p, g, 0, g->n, 1, tok, lg));
+  double d = max_diff(lg, g->logits, g->n * g->vocab);
+  printf("negative control (YaRN dropped): max |logit - HF| = %.4f, must exceed %.4f\n", d, g->atol);
+  CHECK(d > g->atol);
+}
+
+int main(void) {
+  if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 1; }
+  setenv("PREZERO_PROGRESS", "0", 1);
+  char root[600];
+  const char *env = getenv("PZ_GOLDEN_DIR");
+  if (env) snprintf(root, sizeof root, "%s", env);
+  else {
+    char here[600];
+    snprintf(here, sizeof here, "%s", __FILE__);
+    snprintf(root, sizeof root, "%s/data/golden", dirname(here));
+  }
+  static const char *models[] = {"deepseek_v3", "deepseek_v2_lite", "deepseek_v3_fp8"};
+  static golden g;
+  for (int i = 0; i < 3; i++) {
+    char d[700];
+    snprintf(d, sizeof d, "%s/%s", root, models[i]);
+    if (!load_golden(d, &g)) { pz_test_failures++; continue; }
+    check_model(&g, models[i]);
+    check_cli(&g, models[i]);
+    if (i == 0) negative_control(&g);
+  }
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+  TEST_DONE();
+}
