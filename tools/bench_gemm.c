@@ -125,7 +125,7 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
                           "CUDA graph of >= 40 launches (>= 200 MB of distinct weight copies), median of "
                           "per-replay time / launches over reps replays after one warm-up; C f32, no bias");
   cJSON_AddNumberToObject(root, "reps", reps);
-  cJSON_AddStringToObject(root, "PREZERO_GEMM_L2PF", getenv("PREZERO_GEMM_L2PF") ? getenv("PREZERO_GEMM_L2PF") : "");
+  cJSON_AddStringToObject(root, "PREZERO_GEMM_L2PF", getenv("PREZERO_GEMM_L2PF") ? getenv("PREZERO_GEMM_L2PF") : "(unset)");
   cJSON *rows = cJSON_AddArrayToObject(root, "rows");
   FILE *md = md_path ? fopen(md_path, "w") : NULL;
   if (md_path && !md) fprintf(stderr, "prezero bench gemm: cannot write %s\n", md_path);

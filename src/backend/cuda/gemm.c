@@ -114,10 +114,10 @@ pz_status pz_gemm_check(const pz_gemm_args *a) {
 pz_gemm_config pz_gemm_heuristic(int sm_count, int m, int n, int k, bool zero_init) {
   pz_gemm_config c;
   c.wt = m <= 64 ? 2 : 1;
-  c.warps = 8;
+  c.warps = 4;
   c.wn = 0;
   int tiles = n / (16 * c.wt);
-  int target = 2 * sm_count;
+  int target = 4 * sm_count;
   int s = (target + tiles - 1) / tiles;
   int max_s = (k / 32) / 8;
   if (s > max_s) s = max_s;

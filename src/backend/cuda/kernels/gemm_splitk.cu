@@ -36,7 +36,7 @@ struct Params {
   int splits;
   int mode; /* flavour: 1 atomic, 2 in-kernel zero, 4 full K store, 5 serial */
   int c_bf16;
-  int l2pf; /* 1: W loads carry the L2::256B prefetch-size hint (PREZERO_GEMM_L2PF=1) */
+  int l2pf; /* 1: W loads carry the L2::256B prefetch-size hint (default; PREZERO_GEMM_L2PF=0: off) */
 };
 
 /* W load with the L2 prefetch-size hint: the L2 fetches the whole 256-byte block from DRAM,
@@ -567,10 +567,10 @@ extern "C" pz_status pz_gemm_kernel_launch(const pz_gemm_args *a, int flavour, i
   p.splits = splits;
   p.mode = flavour;
   p.c_bf16 = a->c_dtype == PZ_BF16;
-  static int l2pf = -1; /* read once: PREZERO_GEMM_L2PF=1 turns the W prefetch-size hint on */
+  static int l2pf = -1; /* read once: PREZERO_GEMM_L2PF=0 turns the W prefetch-size hint off */
   if (l2pf < 0) {
     const char *v = getenv("PREZERO_GEMM_L2PF");
-    l2pf = v && v[0] == '1';
+    l2pf = !(v && v[0] == '0');
   }
   p.l2pf = l2pf;
   dim3 grid(a->n / cols, splits, (a->m + mt8 * 8 - 1) / (mt8 * 8));
