@@ -318,8 +318,10 @@ static void test_errors(int ngpu) {
   CHECK_ST(pz_cuda_exec_create(g, &o, &e), PZ_ERR_OOM);
   CHECK(e == NULL && strstr(pz_last_error(), "GiB"));
   o.reserve_bytes = 0;
-  if (ngpu < PZ_CUDA_MAX_TP) {
-    pz_graph *g2 = build(ngpu + 1, 0);
+  int tp_big = 2;
+  while (tp_big <= ngpu) tp_big *= 2; /* the smallest power of two above the GPU count */
+  if (tp_big <= PZ_CUDA_MAX_TP) {
+    pz_graph *g2 = build(tp_big, 0);
     if (g2) {
       CHECK_ST(pz_cuda_exec_create(g2, &o, &e), PZ_ERR_NO_DEVICE);
       CHECK(e == NULL && strstr(pz_last_error(), "GPUs"));
