@@ -48,6 +48,9 @@ echo "== test_mla"
 echo "== bench attn"
 ( time timeout 120 $B/bench_attn --json $OUT/attn_h200.json --md $OUT/attn_h200.md ) > $OUT/bench.txt 2>&1
 echo "rc=$?"; cat $OUT/bench.txt
+echo "== bench attn, version-1 attention kernel (A/B in the same run)"
+( PREZERO_MLA_ATTN=1 timeout 60 $B/bench_attn --tp 4,1 --m 4,32,128 --json $OUT/attn_h200_kernel_v1.json ) > $OUT/bench_v1.txt 2>&1
+echo "rc=$?"; cat $OUT/bench_v1.txt
 
 echo "== compute-sanitizer (quick tests)"
 PZ_TEST_QUICK=1 timeout 40 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_dense_ops > $OUT/san_dense.txt 2>&1

@@ -16,8 +16,8 @@
 /* Stated tolerances of the CUDA op against the f32 reference (mla.h explains why not exact):
  * per output row, rms(gpu - ref) <= TOL_RMS * rms(ref) and max|gpu - ref| <= TOL_MAX * rms(ref);
  * appended cache values within one bf16 ulp. */
-#define TOL_RMS 1e-2
-#define TOL_MAX 5e-2
+#define TOL_RMS 1.5e-2
+#define TOL_MAX 6e-2
 
 static uint32_t rng = 777;
 static pz_gemm_ctx *G = NULL; /* one split-K GEMM handle for every case (cuBLAS starts once) */
