@@ -68,7 +68,8 @@ static const char *json =
     "\"e2e_on_s\":0.95,\"e2e_off_s\":1.0,\"tpot_on_rounds_ms\":[9.4,9.6],\"tpot_off_rounds_ms\":[9.9,10.1],"
     "\"profiled\":true,\"components_us_per_layer\":{"
     "\"qkv_a\":{\"on\":12.5,\"off\":14.0,\"fired\":\"yes\"},\"q_b\":{\"on\":5.0,\"off\":6.25,\"fired\":\"yes\"},"
-    "\"gate\":{\"on\":7.0,\"off\":8.0,\"fired\":\"yes\"},\"o_proj\":{\"on\":10.1,\"off\":10.0,\"fired\":\"n/f\"},"
+    "\"gate\":{\"on\":7.0,\"off\":8.0,\"fired\":\"yes\",\"kernels_changed\":true},"
+    "\"o_proj\":{\"on\":10.1,\"off\":10.0,\"fired\":\"n/f\"},"
     "\"gemm_subtotal\":{\"on\":34.6,\"off\":38.25},\"donor\":{\"on\":16.3,\"off\":16.0}},"
     "\"tokens_identical\":true,\"first_token_mismatch\":-1,\"logits_identical\":true,\"logits_max_abs_diff\":0,"
     "\"logits_off_spread\":0},"
@@ -161,6 +162,8 @@ int main(void) {
   /* conc 8: max diff 0.5 > OFF spread 0.25 */
   CHECK(strstr(file_txt, "Verdict: tokens DIFFER; logits not bit-identical and beyond OFF's own run-to-run spread"));
   CHECK(strstr(file_txt, "PREZERO_GEMM_SPLITS=unset"));
+  CHECK(strstr(file_txt, "changed ON vs OFF (kernel names / memset nodes; a fired GEMM should be listed): conc 4: gate; "
+                         "conc 8: none;"));
   /* targets: slower beyond spread at conc 8 only; saving >= 4 µs at neither (-3.65, -1.50) */
   CHECK(strstr(file_txt, "ON slower than OFF beyond OFF's spread at 1 of 2 concurrencies"));
   CHECK(strstr(file_txt, "GEMM saving >= 4 µs at 0 of 2 profiled concurrencies"));

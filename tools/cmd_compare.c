@@ -179,6 +179,22 @@ static void write_markdown(FILE *f, const pz_cmp_result *r) {
     }
     fprintf(f, "\n");
   }
+  /* Cross-check of the fired rule: which components ran other graph nodes / kernels under ON. */
+  bool any_prof = false;
+  for (int i = 0; i < r->n_points; i++) any_prof |= r->points[i].profiled;
+  if (any_prof) {
+    fprintf(f, "\nGraph nodes that changed ON vs OFF (kernel names / memset nodes; a fired GEMM should be listed):");
+    for (int i = 0; i < r->n_points; i++) {
+      const pz_cmp_point *p = &r->points[i];
+      if (!p->profiled) continue;
+      fprintf(f, " conc %d:", p->conc);
+      int n = 0;
+      for (int c = 0; c < PZ_CMP_N_COMP; c++)
+        if (c != PZ_CMP_GEMM && p->kernels_changed[c]) { fprintf(f, " %s", pz_cmp_comp_name((pz_cmp_comp)c)); n++; }
+      fprintf(f, "%s;", n ? "" : " none");
+    }
+    fprintf(f, "\n");
+  }
   fprintf(f, "\nBit-identity (ON vs OFF, every token of every round; final step's logits):\n\n");
   fprintf(f, "| conc | tokens | logits | max abs diff | OFF run-to-run spread |\n|---:|---|---|---:|---:|\n");
   bool all_tok = true, all_log = true;
