@@ -4,6 +4,9 @@
 #define PZ_CORE_DTYPE_H
 #include <stdint.h>
 #include <string.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef enum pz_dtype { PZ_F32 = 0, PZ_BF16 = 1, PZ_I32 = 2, PZ_DTYPE_COUNT } pz_dtype;
 typedef uint16_t pz_bf16;
@@ -25,4 +28,7 @@ static inline pz_bf16 pz_f32_to_bf16(float f) {
   u += 0x7fffu + ((u >> 16) & 1u);
   return (pz_bf16)(u >> 16);
 }
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -30,8 +30,8 @@ typedef struct pz_device_desc {
   int64_t fill_min_bytes_per_cta; /* fill CTAs get at least this many bytes each (fewer CTAs
                                      for small fills); 16 KiB by default */
   double fill_penalty_bytes_per_us; /* measured: fill bytes per µs the fill adds to the donor's
-                                     time by sharing the memory system (TP=1 donor at m=64,
-                                     H=7168 with and without a 4 MiB fill) */
+                                     time by sharing the memory system (TP=1 donor at m=128,
+                                     H=7168 with and without an 8 MiB fill) */
   double max_added_us;          /* the most the fill may add to the donor (0.3 µs: the target) */
   /* Kept for the original gate's arithmetic (DESIGN.md §8) when ctas_per_sm == 0. */
   int donor_ctas_per_sm, fill_ctas_per_sm, donor_rows_per_cta;
@@ -63,14 +63,15 @@ enum {
  *   donor_ctas = m * K; quads_per_thread = ceil(slice / PZ_AR_THREADS).
  *   proto: PZ_AR_PROTO_LL for m*H*4 <= PZ_AR_LL_MAX_BYTES, else PZ_AR_PROTO_FLAG.
  * Table (tp >= 2, from bench/results/ar_h200x2_tp2.md): see pz_ar_plan_for in gate.c;
- * tp == 1: K = 1.
+ * tp == 1: K = 8 for m <= 8 and K = 4 for m <= 16 as thread-block clusters when H >= 6144,
+ * else K = 1.
  * Returns false when H is not a multiple of 8 or H > 4*PZ_AR_THREADS*PZ_AR_MAX_QPT. */
 typedef struct pz_ar_plan {
   int proto;
   int cluster;        /* K when the K CTAs of a row form a thread-block cluster and combine
-                         their sums of squares through distributed shared memory
-                         (PREZERO_AR_CLUSTER=1, K in 2..8), else 1; fill CTAs then come in
-                         multiples of K too */
+                         their sums of squares through distributed shared memory (default at
+                         TP=1, see below; PREZERO_AR_CLUSTER=1 everywhere K is 2..8, =0
+                         never), else 1; fill CTAs then come in multiples of K too */
   int ctas_per_row;
   int64_t donor_ctas;
   int quads_per_thread;

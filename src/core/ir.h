@@ -24,6 +24,9 @@ typedef enum pz_op {
 typedef enum pz_role {
 #define PZ_ROLE(e, suffix) PZ_ROLE_##e,
 #include "core/roles.def"
+#ifdef __cplusplus
+extern "C" {
+#endif
 #undef PZ_ROLE
   PZ_ROLE_COUNT
 } pz_role;
@@ -245,4 +248,7 @@ pz_status pz_graph_verify(const pz_graph *g);
  * DOT dump: nodes as boxes, tensors as edges. Both are deterministic. */
 pz_status pz_graph_dump_text(const pz_graph *g, FILE *f);
 pz_status pz_graph_dump_dot(const pz_graph *g, FILE *f);
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -3,6 +3,9 @@
 #define PZ_CORE_STATUS_H
 #include "prezero.h"
 #include <stdio.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* Records a printf-style message for pz_last_error() and returns s. */
 pz_status pz_error(pz_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -28,4 +31,7 @@ void pz_log_propagate(const char *file, int line, const char *expr, pz_status s)
       goto label;                                                      \
     }                                                                  \
   } while (0)
+#ifdef __cplusplus
+}
+#endif
 #endif
