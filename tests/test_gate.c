@@ -54,7 +54,18 @@ int main(void) {
   unsetenv("PREZERO_AR_PROTO");
   CHECK(pz_ar_plan_for(8, 5120, 1, &p));
   CHECK(p.ctas_per_row == 1 && p.donor_ctas == 8 && p.slice_quads == 1280 && p.quads_per_thread == 4);
-  CHECK(pz_ar_plan_for(3, 16384, 1, &p) && p.quads_per_thread == 8);
+  /* TP=1, H >= 6144: clusters of 8 (m <= 8) or 4 (m <= 16), else one CTA per row. */
+  CHECK(pz_ar_plan_for(8, 7168, 1, &p) && p.ctas_per_row == 8 && p.cluster == 8 && p.donor_ctas == 64 &&
+        p.slice_quads == 224 && p.quads_per_thread == 1);
+  CHECK(pz_ar_plan_for(16, 7168, 1, &p) && p.ctas_per_row == 4 && p.cluster == 4 && p.donor_ctas == 64);
+  CHECK(pz_ar_plan_for(17, 7168, 1, &p) && p.ctas_per_row == 1 && p.cluster == 1);
+  setenv("PREZERO_AR_CLUSTER", "0", 1);
+  CHECK(pz_ar_plan_for(8, 7168, 1, &p) && p.ctas_per_row == 1 && p.cluster == 1);
+  unsetenv("PREZERO_AR_CLUSTER");
+  setenv("PREZERO_AR_CTAS_PER_ROW", "3", 1); /* explicit K: no cluster unless asked */
+  CHECK(pz_ar_plan_for(8, 7168, 1, &p) && p.ctas_per_row == 3 && p.cluster == 1);
+  unsetenv("PREZERO_AR_CTAS_PER_ROW");
+  CHECK(pz_ar_plan_for(20, 16384, 1, &p) && p.quads_per_thread == 8 && p.cluster == 1);
   CHECK(!pz_ar_plan_for(1, 7004, 2, &p));   /* not a multiple of 8 */
   CHECK(!pz_ar_plan_for(1, 16392, 2, &p));  /* beyond 4*512*8 */
   CHECK(!pz_ar_plan_for(0, 7168, 2, &p));
@@ -86,7 +97,7 @@ int main(void) {
   /* Wave limit: 100 SMs x 1, m=128 -> 128 donor CTAs alone exceed the wave. */
   pz_device_desc small = desc(100, 1, 1e9);
   CHECK(!pz_is_prezero_free(128, 64, PZ_F32, 7168, 2, &small));
-  /* ... while m=64 at tp=1 (64 donor + 1 fill CTA for 16 KiB) fits with a fast fill; at tp=2
+  /* ... while m=64 at tp=1 (K=1: 64 donor + 1 fill CTA for 16 KiB) fits with a fast fill; at tp=2
    * the plan gives m=64, H=7168 two CTAs per row: 128 donor CTAs do not fit. */
   CHECK(pz_is_prezero_free(64, 64, PZ_F32, 7168, 1, &small));
   CHECK(!pz_is_prezero_free(64, 64, PZ_F32, 7168, 2, &small));
@@ -104,9 +115,11 @@ int main(void) {
   tight.num_sms = 16;
   CHECK(!pz_is_prezero_free(4, 49152 / 4 / 4, PZ_F32, 7168, 2, &tight));
   CHECK(!pz_is_prezero_free(4, 49152 / 4 / 4, PZ_F32, 7168, 2, &slow));
-  /* At tp=1 the same m=4 uses 4 donor CTAs: 16 slots leave room. */
-  CHECK(pz_ar_plan_for(4, 7168, 1, &p) && p.donor_ctas == 4);
-  CHECK(pz_is_prezero_free(4, 49152 / 4 / 4, PZ_F32, 7168, 1, &tight));
+  /* At tp=1, H=5120 (no clusters) m=4 uses 4 donor CTAs: 16 slots leave room; at H=7168 the
+   * TP=1 plan uses a cluster of 8 per row: 32 donor CTAs exceed the 16 slots. */
+  CHECK(pz_ar_plan_for(4, 5120, 1, &p) && p.donor_ctas == 4);
+  CHECK(pz_is_prezero_free(4, 49152 / 4 / 4, PZ_F32, 5120, 1, &tight));
+  CHECK(!pz_is_prezero_free(4, 49152 / 4 / 4, PZ_F32, 7168, 1, &tight));
 
   /* Memory-system penalty: 6e6 B/µs and 0.3 µs allow 1.8 MB of fill. Kimi-K2 at tp=2 is
    * 61696 B per row: m=29 -> 1789184 B -> 0.298 µs free; m=30 -> 1850880 B -> 0.308 not free. */

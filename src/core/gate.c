@@ -35,7 +35,8 @@ bool pz_ar_plan_for(int64_t m, int64_t H, int tp, pz_ar_plan *out) {
     /* From the 2xH200 sweep (bench/results/ar_h200x2_tp2.md, LL/flag x K=1,2,4,8): small
      * batches want about 8 KiB of row per CTA, m <= 16 about 16 KiB, larger batches two CTAs
      * per row when the row is >= 16 KiB; K rounded up to a power of two; at most 128 donor
-     * CTAs (one per SM on any GPU with >= 128 SMs). LL up to PZ_AR_LL_MAX_BYTES of partial per rank, the flag protocol above. */
+     * CTAs (one per SM on any GPU with >= 128 SMs). LL up to PZ_AR_LL_MAX_BYTES of partial
+     * per rank, the flag protocol above. */
     int64_t row_bytes = 4 * H;
     int64_t want = m <= 4 ? ceil_div(row_bytes, 8192) : m <= 16 ? ceil_div(row_bytes, 16384) : row_bytes >= 16384 ? 2 : 1;
     int64_t kk = 1;
@@ -47,16 +48,28 @@ bool pz_ar_plan_for(int64_t m, int64_t H, int tp, pz_ar_plan *out) {
   const char *pe = getenv("PREZERO_AR_PROTO");
   if (pe && !strcmp(pe, "ll")) proto = PZ_AR_PROTO_LL;
   if (pe && !strcmp(pe, "flag")) proto = PZ_AR_PROTO_FLAG;
+  /* Thread-block clusters (DSMEM sum of squares): by default only at TP=1 with rows of at
+   * least 6144 elements, where the H200 sweep (bench/results/ar_h200_tp1_cluster.md) showed
+   * K=8 (m <= 8) / K=4 (m <= 16) clusters 0.3-0.5 µs faster than one CTA per row; at TP >= 2
+   * they were slower (ar_h200x2_tp2_cluster.md). PREZERO_AR_CLUSTER=1 forces them wherever
+   * K is 2..8, =0 turns them off (TP=1 then uses one CTA per row). */
+  const char *ce = getenv("PREZERO_AR_CLUSTER");
+  int cl_mode = ce && *ce ? atoi(ce) : -1;
+  bool tp1_cluster = tp == 1 && cl_mode != 0 && H >= 6144 && m <= 16;
+  if (tp1_cluster) k = m <= 8 ? 8 : 4;
   const char *e = getenv("PREZERO_AR_CTAS_PER_ROW");
-  if (e && atoi(e) >= 1 && atoi(e) <= 16) k = atoi(e);
+  if (e && atoi(e) >= 1 && atoi(e) <= 16) {
+    k = atoi(e);
+    tp1_cluster = false; /* an explicit K uses clusters only with PREZERO_AR_CLUSTER=1 */
+  }
   int64_t quads = H / 4;
   if (k > quads) k = (int)quads;
   int64_t slice = ceil_div(quads, k);
   int qpt = (int)ceil_div(slice, PZ_AR_THREADS);
   /* The kernel is instantiated for 1, 2, 4 and 8 quads per thread. */
   qpt = qpt <= 1 ? 1 : qpt <= 2 ? 2 : qpt <= 4 ? 4 : 8;
-  const char *ce = getenv("PREZERO_AR_CLUSTER");
-  out->cluster = (ce && atoi(ce) == 1 && k >= 2 && k <= 8) ? k : 1;
+  bool use_cluster = k >= 2 && k <= 8 && (cl_mode == 1 || tp1_cluster);
+  out->cluster = use_cluster ? k : 1;
   out->proto = proto;
   out->ctas_per_row = k;
   out->donor_ctas = m * k;

@@ -103,10 +103,10 @@ extern "C" pz_status pz_gate_calibrate_cuda(int device, pz_device_desc *out) {
     PZ_CHECK_GOTO(time_graph(s, [&]() { return pz_ar_rmsnorm_launch(c, 0, &a, out, s); }, &t_small), st, done);
     a.m = mmax; a.H = Hmax; a.ld_partial = a.ld_res = a.ld_x = Hmax;
     PZ_CHECK_GOTO(time_graph(s, [&]() { return pz_ar_rmsnorm_launch(c, 0, &a, out, s); }, &t_big), st, done);
-    /* Penalty: m=64, H=7168 with and without a 4 MiB fill (64 rows x 16384 f32). The fill
+    /* Penalty: m=128, H=7168 with and without an 8 MiB fill (128 rows x 16384 f32). The fill
      * CTA count uses the rate just measured. */
     out->fill_bytes_per_us_cta = (double)out->num_sms * fill_cols * 4 / t_fill / out->num_sms;
-    a.m = 64;
+    a.m = 128;
     PZ_CHECK_GOTO(time_graph(s, [&]() { return pz_ar_rmsnorm_launch(c, 0, &a, out, s); }, &t_a), st, done);
     a.fill = zf;
     a.fill_all = true;
@@ -121,7 +121,7 @@ extern "C" pz_status pz_gate_calibrate_cuda(int device, pz_device_desc *out) {
     out->donor_t0_us = t_small - b_small / out->donor_bytes_per_us;
     if (out->donor_t0_us < 0) out->donor_t0_us = 0;
     double added = t_b - t_a;
-    out->fill_penalty_bytes_per_us = 64.0 * fill_cols * 4 / (added > 0.02 ? added : 0.02);
+    out->fill_penalty_bytes_per_us = 128.0 * fill_cols * 4 / (added > 0.02 ? added : 0.02);
   }
 done:
 #undef CK
