@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# One whole GPU round: CMake build (CUDA, sm_90a), the CUDA tests through ctest,
+# compute-sanitizer memcheck on the kernel tests, and the benchmarks, all written to $OUT.
+# Usage, from the repository root on a GPU machine (carry .deps for cJSON):
+#   OUT=/some/dir bash tools/device-check.sh [section ...]
+# Sections (default: build tests sanitizer gemm ar attn moe step compare):
+#   build      configure + build into build-dev (always runs first)
+#   tests      ctest -L cuda (every CUDA test), plus the CPU suite when PZ_CPU_TESTS=1
+#   sanitizer  compute-sanitizer memcheck on each CUDA test in quick mode (PZ_TEST_QUICK=1)
+#   gemm ar attn moe step   `prezero bench <name>` into $OUT
+#   compare    `prezero compare` at TP 1 and, with 2 GPUs, TP 2 (PZ_COMPARE_ARGS adds options)
+# Results come back as $OUT/summary.txt (what ran, exit codes) and $OUT/results.tar.gz.
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/pz_device_out}
+W=$OUT/work
+mkdir -p "$W"
+export NCCL_NVLS_ENABLE=0
+S=$OUT/summary.txt
+: > "$S"
+log() { echo "$*" | tee -a "$S"; }
+run() { # run NAME TIMEOUT CMD... : logs rc and wall time, output in $W/NAME.txt
+  local name=$1 t=$2; shift 2
+  local t0=$(date +%s%N)
+  timeout "$t" "$@" > "$W/$name.txt" 2>&1
+  local rc=$?
+  log "$(printf '%-28s rc=%-3s %6d ms' "$name" "$rc" $(( ($(date +%s%N) - t0) / 1000000 )))"
+  return $rc
+}
+
+sections=${*:-"tests sanitizer gemm ar attn moe step compare"}
+ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+log "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x$ngpu; sections: $sections"
+
+# cJSON travels as .deb packages (no registry on the GPU machine); unpack into a prefix.
+CJ=/tmp/cj
+if [ ! -f /usr/include/cjson/cJSON.h ]; then
+  mkdir -p $CJ && for f in .deps/*.deb; do dpkg -x "$f" $CJ; done
+  export LD_LIBRARY_PATH=$CJ/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+fi
+B=build-dev
+run build 400 bash -c "cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=$CJ/usr -DCMAKE_CUDA_ARCHITECTURES=90a && cmake --build $B -j16" \
+  || { tail -40 "$W/build.txt"; tar -czf "$OUT/results.tar.gz" -C "$OUT" work; exit 1; }
+P=$B/prezero
+
+for s in $sections; do
+  case $s in
+    tests)
+      run ctest_cuda 300 ctest --test-dir $B -L cuda --output-on-failure
+      grep -E "tests passed|Failed|\*\*\*" "$W/ctest_cuda.txt" | tee -a "$S"
+      if [ "${PZ_CPU_TESTS:-0}" = 1 ]; then run ctest_cpu 300 ctest --test-dir $B -LE cuda -j8; fi ;;
+    sanitizer)
+      for t in $B/tests/test_gemm $B/tests/test_ar $B/tests/test_mla $B/tests/test_dense_ops $B/tests/test_moe; do
+        [ -x "$t" ] || continue
+        PZ_TEST_QUICK=1 PZ_TEST_SMALL=1 PZ_TEST_REPLAYS=20 run "memcheck_$(basename $t)" 120 \
+          compute-sanitizer --tool memcheck --error-exitcode 9 "$t"
+        grep -E "ERROR SUMMARY" "$W/memcheck_$(basename $t).txt" | tail -1 | tee -a "$S"
+      done ;;
+    gemm) run bench_gemm 240 $P bench gemm --json $W/gemm_h200.json --md $W/gemm_h200.md ;;
+    ar)
+      run bench_ar_tp1 90 $P bench ar --tp 1 --json $W/ar_h200_tp1.json --md $W/ar_h200_tp1.md
+      [ "$ngpu" -ge 2 ] && run bench_ar_tp2 120 $P bench ar --tp 2 --json $W/ar_h200x2_tp2.json --md $W/ar_h200x2_tp2.md ;;
+    attn) run bench_attn 150 $P bench attn --json $W/attn_h200.json --md $W/attn_h200.md ;;
+    moe) run bench_moe 120 $P bench moe --json $W/moe_h200.json --md $W/moe_h200.md ;;
+    step) run bench_step 200 $P bench step --json $W/step_h200.json --md $W/step_h200.md ;;
+    compare)
+      run compare_tp1 300 $P compare --config kimi_k2 --tp 1 ${PZ_COMPARE_ARGS:-} --out $W/compare_tp1
+      [ "$ngpu" -ge 2 ] && run compare_tp2 300 $P compare --config kimi_k2 --tp 2 ${PZ_COMPARE_ARGS:-} --out $W/compare_tp2 ;;
+    build) ;;
+    *) log "unknown section $s" ;;
+  esac
+done
+tar -czf "$OUT/results.tar.gz" -C "$OUT" work
+log "== done $(date -u +%FT%TZ)"
