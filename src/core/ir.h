@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include "core/dtype.h"
 #include "core/status.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #define PZ_MAX_DIMS 4
 #define PZ_MAX_SRC 20
@@ -24,9 +27,6 @@ typedef enum pz_op {
 typedef enum pz_role {
 #define PZ_ROLE(e, suffix) PZ_ROLE_##e,
 #include "core/roles.def"
-#ifdef __cplusplus
-extern "C" {
-#endif
 #undef PZ_ROLE
   PZ_ROLE_COUNT
 } pz_role;
