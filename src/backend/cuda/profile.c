@@ -91,7 +91,9 @@ static void CUPTIAPI on_callback(void *user, CUpti_CallbackDomain dom, CUpti_Cal
   if (cuptiGetGraphNodeId(gd->node, &id) != CUPTI_SUCCESS) return;
   pthread_mutex_lock(&P.mu);
   if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED) {
-    map_put(id, cur_tag, ++P.seq);
+    /* Instantiation / cloning also reports its new nodes as created (with no tag on this
+     * thread); the CLONED callback, before or after, gives them their template's tag. */
+    if (cur_tag >= 0 || !map_find(id)) map_put(id, cur_tag, ++P.seq);
   } else if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED && gd->originalNode &&
              cuptiGetGraphNodeId(gd->originalNode, &orig) == CUPTI_SUCCESS) {
     /* Instantiation clones the template's nodes: the clone inherits tag and order. */
