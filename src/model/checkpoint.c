@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "backend/cpu/cpu_pool.h"
 #include "core/dtype.h"
 #include "model/fp8.h"
 
@@ -416,25 +417,30 @@ static void progress(pz_checkpoint *ck, int64_t add) {
   fflush(stderr);
 }
 
-pz_status pz_checkpoint_fill(void *user, const pz_tensor *t, int rank, void *dst) {
-  pz_checkpoint *ck = user;
-  if (!ck || !t || !dst) return pz_error(PZ_ERR_INVALID_ARG, "pz_checkpoint_fill: NULL argument");
-  if (t->id < 0 || t->id >= ck->n_plans || ck->plans[t->id].kind == PLAN_NONE)
-    return pz_error(PZ_ERR_INVALID_ARG, "pz_checkpoint_fill: tensor %s was not planned (call pz_checkpoint_plan)", t->name);
-  if (rank < 0 || rank >= ck->tp)
-    return pz_error(PZ_ERR_INVALID_ARG, "pz_checkpoint_fill: rank %d is out of range 0..%d", rank, ck->tp - 1);
-  const plan *p = &ck->plans[t->id];
+typedef struct fill_job {
+  const pz_checkpoint *ck;
+  const plan *p;
+  const pz_tensor *t;
+  int rank;
+  void *dst;
+  int oom;                     /* set (to 1 only) by a worker whose scratch allocation failed */
+} fill_job;
+
+/* Local rows [lo, hi) of one fill (a pz_par_for range: each row is written by one thread). */
+static void fill_rows(void *va, int64_t lo, int64_t hi) {
+  fill_job *j = va;
+  const pz_tensor *t = j->t;
+  const plan *p = j->p;
   const int last = t->ndim - 1;
-  const int64_t w = t->ne[last], c0 = t->shard_dim == last ? (int64_t)rank * w : 0;
-  const int64_t rows = pz_tensor_numel(t) / (w ? w : 1);
+  const int64_t w = t->ne[last], c0 = t->shard_dim == last ? (int64_t)j->rank * w : 0;
   const size_t esz = pz_dtype_size(t->dtype);
   float *tmp = malloc(sizeof(float) * (size_t)(w ? w : 1));
-  if (!tmp) return pz_error(PZ_ERR_OOM, "checkpoint: out of memory");
-  for (int64_t row = 0; row < rows; row++) {
+  if (!tmp) { __atomic_store_n(&j->oom, 1, __ATOMIC_RELAXED); return; }
+  for (int64_t row = lo; row < hi; row++) {
     /* Full coordinates of this local row (all dims but the last), and its flat full row. */
     int64_t co[PZ_MAX_DIMS] = {0}, rem = row, frow = 0, mult = 1;
     for (int d = last - 1; d >= 0; d--) {
-      co[d] = rem % t->ne[d] + (d == t->shard_dim ? (int64_t)rank * t->ne[d] : 0);
+      co[d] = rem % t->ne[d] + (d == t->shard_dim ? (int64_t)j->rank * t->ne[d] : 0);
       rem /= t->ne[d];
       frow += co[d] * mult;
       mult *= t->full_ne[d];
@@ -450,10 +456,25 @@ pz_status pz_checkpoint_fill(void *user, const pz_tensor *t, int rank, void *dst
       case PLAN_KVB_UV: sr = co[0] * p->split + p->nope + co[1]; break;
       default: break;
     }
-    read_row(ck, s, sr, c0, w, t->dtype, (char *)dst + (size_t)(row * w) * esz, tmp);
+    read_row(j->ck, s, sr, c0, w, t->dtype, (char *)j->dst + (size_t)(row * w) * esz, tmp);
   }
   free(tmp);
-  progress(ck, (int64_t)pz_tensor_numel(t) * (int64_t)esz);
+}
+
+pz_status pz_checkpoint_fill(void *user, const pz_tensor *t, int rank, void *dst) {
+  pz_checkpoint *ck = user;
+  if (!ck || !t || !dst) return pz_error(PZ_ERR_INVALID_ARG, "pz_checkpoint_fill: NULL argument");
+  if (t->id < 0 || t->id >= ck->n_plans || ck->plans[t->id].kind == PLAN_NONE)
+    return pz_error(PZ_ERR_INVALID_ARG, "pz_checkpoint_fill: tensor %s was not planned (call pz_checkpoint_plan)", t->name);
+  if (rank < 0 || rank >= ck->tp)
+    return pz_error(PZ_ERR_INVALID_ARG, "pz_checkpoint_fill: rank %d is out of range 0..%d", rank, ck->tp - 1);
+  const int64_t w = t->ne[t->ndim - 1];
+  const int64_t rows = pz_tensor_numel(t) / (w ? w : 1);
+  fill_job j = {.ck = ck, .p = &ck->plans[t->id], .t = t, .rank = rank, .dst = dst};
+  /* Rows in parallel when the caller has bound a CPU pool (the CPU executor does), else serial. */
+  pz_par_for(rows, 1 + 16384 / (w ? w : 1), fill_rows, &j);
+  if (j.oom) return pz_error(PZ_ERR_OOM, "checkpoint: out of memory filling %s", t->name);
+  progress(ck, (int64_t)pz_tensor_numel(t) * (int64_t)pz_dtype_size(t->dtype));
   return PZ_OK;
 }
 
