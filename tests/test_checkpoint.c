@@ -1,7 +1,8 @@
 /* Checkpoint directories written by this test from hash-filled weights, in the published
  * Hugging Face layout (q_a_proj / kv_a_proj_with_mqa separate, kv_b_proj whole, one tensor per
  * expert, "model." prefix): loading them gives a decode bit-identical to the hash-filled run
- * (TP 1 and 2, V3 and V2-Lite layouts), as one file, as an index with shards, as F32, and FP8
+ * (TP 1 and 2, V3 and V2-Lite layouts), as one file, as an index with shards, with the experts
+ * fused as transformers >= 5 saves them, as F32, and FP8
  * with block scales equals the bf16 checkpoint of the dequantised values computed here. Bad
  * checkpoints give one-line errors through the library and the CLI ($PZ_CLI). */
 #include <math.h>
@@ -64,7 +65,7 @@ static void write_config(const char *sub, const char *tmpl, const char *extra) {
 }
 
 /* One checkpoint tensor: owned copy of its bytes. */
-typedef struct { char name[160]; pz_st_dtype dtype; int ndim; int64_t shape[3]; void *data; size_t nbytes; } ent;
+typedef struct { char name[200]; pz_st_dtype dtype; int ndim; int64_t shape[3]; void *data; size_t nbytes; } ent;
 typedef struct { ent e[512]; int n; } ents;
 
 static ent *add(ents *s, const char *name, pz_st_dtype dt, int ndim, const int64_t *shape, const void *src) {
@@ -147,6 +148,45 @@ static void export_hf(const char *cfg_path, ents *out) {
   }
   pz_cpu_exec_free(x);
   pz_graph_free(g);
+}
+
+static const ent *find_e(const ents *s, const char *name) {
+  for (int i = 0; i < s->n; i++)
+    if (!strcmp(s->e[i].name, name)) return &s->e[i];
+  return NULL;
+}
+
+/* The transformers >= 5 layout of the routed experts: per layer gate_up_proj [E, 2I, H] (each
+ * expert's gate rows, then its up rows) and down_proj [E, H, I]; everything else as in `in`. */
+static void fuse_experts(const ents *in, ents *out) {
+  out->n = 0;
+  for (int i = 0; i < in->n; i++)
+    if (!strstr(in->e[i].name, ".mlp.experts.")) add(out, in->e[i].name, in->e[i].dtype, in->e[i].ndim, in->e[i].shape, in->e[i].data);
+  char nm[200];
+  for (int L = 0; L < 64; L++) {
+    snprintf(nm, sizeof nm, "model.layers.%d.mlp.experts.0.gate_proj.weight", L);
+    const ent *g0 = find_e(in, nm);
+    if (!g0) continue;
+    int E = 0;
+    for (;; E++) {
+      snprintf(nm, sizeof nm, "model.layers.%d.mlp.experts.%d.gate_proj.weight", L, E);
+      if (!find_e(in, nm)) break;
+    }
+    const int64_t I = g0->shape[0], H = g0->shape[1];
+    const size_t blk = (size_t)(I * H) * sizeof(pz_bf16);
+    snprintf(nm, sizeof nm, "model.layers.%d.mlp.experts.gate_up_proj", L);
+    ent *gu = add(out, nm, PZ_ST_BF16, 3, (int64_t[]){E, 2 * I, H}, NULL);
+    snprintf(nm, sizeof nm, "model.layers.%d.mlp.experts.down_proj", L);
+    ent *dn = add(out, nm, PZ_ST_BF16, 3, (int64_t[]){E, H, I}, NULL);
+    for (int e = 0; e < E; e++) {
+      snprintf(nm, sizeof nm, "model.layers.%d.mlp.experts.%d.gate_proj.weight", L, e);
+      memcpy((char *)gu->data + 2 * (size_t)e * blk, find_e(in, nm)->data, blk);
+      snprintf(nm, sizeof nm, "model.layers.%d.mlp.experts.%d.up_proj.weight", L, e);
+      memcpy((char *)gu->data + (2 * (size_t)e + 1) * blk, find_e(in, nm)->data, blk);
+      snprintf(nm, sizeof nm, "model.layers.%d.mlp.experts.%d.down_proj.weight", L, e);
+      memcpy((char *)dn->data + (size_t)e * blk, find_e(in, nm)->data, blk);
+    }
+  }
 }
 
 /* Writes entries [lo, hi) of s to sub/file. */
@@ -439,6 +479,17 @@ static void run_layout(const char *tag, const char *tmpl, int with_errors) {
   write_config(sub, tmpl, NULL);
   write_sharded(sub, &hf, -1);
   for (int k = 0; k < 2; k++) same_decode(sub, k + 1, rt[k], rl[k], V);
+
+  /* Routed experts fused as transformers >= 5 saves them. */
+  snprintf(sub, sizeof sub, "%s_fused", tag);
+  mk(sub);
+  write_config(sub, tmpl, NULL);
+  static ents fz;
+  fuse_experts(&hf, &fz);
+  CHECK(fz.n < hf.n);
+  write_st(sub, "model.safetensors", &fz, 0, fz.n);
+  for (int k = 0; k < 2; k++) same_decode(sub, k + 1, rt[k], rl[k], V);
+  free_ents(&fz);
 
   /* F32 storage of the same (bf16-exact) values converts back exactly. */
   snprintf(sub, sizeof sub, "%s_f32", tag);

@@ -15,7 +15,7 @@
 #include "model/fp8.h"
 
 /* How a graph weight's full (unsharded) rows come from checkpoint tensors. */
-typedef enum { PLAN_NONE = 0, PLAN_PLAIN, PLAN_CONCAT_ROWS, PLAN_EXPERTS, PLAN_KVB_UK, PLAN_KVB_UV } plan_kind;
+typedef enum { PLAN_NONE = 0, PLAN_PLAIN, PLAN_CONCAT_ROWS, PLAN_EXPERTS, PLAN_EXPERTS_FUSED, PLAN_KVB_UK, PLAN_KVB_UV } plan_kind;
 
 /* A 2-D view of one checkpoint tensor (1-D: one row). */
 typedef struct src {
@@ -28,8 +28,10 @@ typedef struct plan {
   plan_kind kind;
   int n_src;
   src *s;                      /* n_src sources */
-  int64_t split;               /* CONCAT_ROWS: rows of source 0; KVB: nope + v (rows per head) */
-  int64_t nope;                /* KVB: qk_nope_head_dim */
+  int64_t split;               /* CONCAT_ROWS: rows of source 0; KVB: nope + v (rows per head);
+                                  EXPERTS_FUSED: rows per expert in the source */
+  int64_t nope;                /* KVB: qk_nope_head_dim; EXPERTS_FUSED: first row of this
+                                  projection inside an expert's rows */
 } plan;
 
 struct pz_checkpoint {
@@ -323,6 +325,18 @@ static pz_status plan_one(pz_checkpoint *ck, const pz_model_config *c, const pz_
   }
   if (rest && !strncmp(rest, "mlp.experts.", 12) && nd == 3) {
     const char *proj = rest + 12; /* "gate_proj.weight" */
+    snprintf(hf, sizeof hf, "model.layers.%d.mlp.experts.0.%s", L, proj);
+    const bool up = !strcmp(proj, "up_proj.weight"), down = !strcmp(proj, "down_proj.weight");
+    snprintf(hf2, sizeof hf2, "model.layers.%d.mlp.experts.%s", L, down ? "down_proj" : "gate_up_proj");
+    if (!pz_checkpoint_find(ck, hf) && pz_checkpoint_find(ck, hf2)) {
+      /* transformers >= 5 layout: gate_up_proj [E, 2I, H] (gate rows first), down_proj [E, H, I]. */
+      p->kind = PLAN_EXPERTS_FUSED;
+      p->n_src = 1;
+      p->split = down ? full[1] : 2 * full[1];
+      p->nope = up ? full[1] : 0;
+      if (!(p->s = calloc(1, sizeof *p->s))) return pz_error(PZ_ERR_OOM, "checkpoint: out of memory");
+      return get_src(ck, hf2, nm, 3, (int64_t[]){full[0], p->split, full[2]}, t->dtype, &p->s[0]);
+    }
     p->kind = PLAN_EXPERTS;
     p->n_src = (int)full[0];
     if (!(p->s = calloc((size_t)full[0], sizeof *p->s))) return pz_error(PZ_ERR_OOM, "checkpoint: out of memory");
@@ -454,6 +468,7 @@ static void fill_rows(void *va, int64_t lo, int64_t hi) {
       case PLAN_EXPERTS: s = &p->s[co[0]]; sr = co[1]; break;
       case PLAN_KVB_UK: sr = co[0] * p->split + co[1]; break;
       case PLAN_KVB_UV: sr = co[0] * p->split + p->nope + co[1]; break;
+      case PLAN_EXPERTS_FUSED: sr = co[0] * p->split + p->nope + co[1]; break;
       default: break;
     }
     read_row(j->ck, s, sr, c0, w, t->dtype, (char *)j->dst + (size_t)(row * w) * esz, tmp);

@@ -30,7 +30,10 @@ pz_status pz_checkpoint_open(const char *dir, pz_checkpoint **out);
  *                                 rows [h*(nope+v), +nope) are W_UK[h], the next v rows W_UV[h]
  *                                 (DeepSeek-V2 modeling: kv_b output viewed as [heads, nope+v])
  *   layers.L.mlp.experts.{gate,up,down}_proj.weight [E, ., .] <- model.layers.L.mlp.experts.e.*
- *                                 (one 2-D tensor per expert, as published)
+ *                                 (one 2-D tensor per expert, as published), or the
+ *                                 transformers >= 5 fused layout when expert 0 is absent:
+ *                                 mlp.experts.gate_up_proj [E, 2I, H] (gate rows, then up rows)
+ *                                 and mlp.experts.down_proj [E, H, I]
  *   every other layers.L.* <- model.layers.L.* with the same suffix.
  * Each rank's slice follows the tensor's shard_dim / full_ne (builder.c).
  * Loadable dtypes: BF16 (copied), F32 (rounded to bf16 to nearest even, or kept for f32 tensors
