@@ -5,7 +5,8 @@
 # test_step), `prezero run --device cuda` at TP 1 and 2, and `prezero bench step` (Kimi-K2,
 # first 3 layers, TP 1 and 2, context 8192, prezero off/on). Run from the repository root with
 # $OUT set; carry .deps (cJSON .debs). STEP_BENCH_ARGS adds bench options (e.g. --rounds 2).
-# SKIP_TESTS=1 / SKIP_BENCH=1 skip parts. Outputs land in $OUT.
+# SKIP_TESTS=1 / SKIP_BENCH=1 skip parts; SANITIZE=1 adds compute-sanitizer memcheck on
+# test_exec. Outputs land in $OUT.
 set -o pipefail
 export NCCL_NVLS_ENABLE=0
 OUT=${OUT:-/tmp/pz_step_out}
@@ -39,7 +40,7 @@ LIBS="-L/usr/local/cuda/lib64 -L/usr/local/cuda/extras/CUPTI/lib64 -lcudart -lcu
   wait
   echo "files that failed to compile (left out):"; cat $B/failed.txt 2>/dev/null; for e in $B/o/*.err; do [ -s $e ] && grep -m3 error $e; done
   rm -f $B/libpz.a && ar rcs $B/libpz.a $B/o/lib_*.o
-  for t in tests/cuda/test_exec.c tests/cuda/test_step.c; do
+  for t in tests/cuda/test_exec.c tests/cuda/test_exec_plan.c tests/cuda/test_step.c; do
     n=$(basename $t .c); gcc $CFLAGS -c $t -o $B/$n.o && g++ -o $B/$n $B/$n.o $B/libpz.a $LIBS
   done
   for f in tools/*.c; do gcc $CFLAGS -c $f -o $B/o/cli_$(basename $f .c).o || echo "tool $f failed"; done
@@ -53,7 +54,15 @@ echo "== build"; grep -A20 "failed to compile" $OUT/step_build.log | head -20; t
 mkdir -p $OUT/cache && cp bench/results/gemm_h200_tuner_table.json "$OUT/cache/gemm_NVIDIA_H200_132sm.json"
 export PREZERO_CACHE_DIR=$OUT/cache
 
+export PREZERO_LOG_ERRORS=1 # propagation trace of any failing call
+if [ "${SANITIZE:-0}" = 1 ]; then
+  echo "== compute-sanitizer memcheck test_exec"
+  PREZERO_AR_TIMEOUT_US=60000000 timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 $B/test_exec \
+    > $OUT/sanitizer_exec.log 2>&1; echo "memcheck rc=$?"; tail -5 $OUT/sanitizer_exec.log
+fi
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
+  echo "== test_exec_plan"
+  timeout 60 $B/test_exec_plan > $OUT/test_exec_plan.log 2>&1; echo "test_exec_plan rc=$?"; tail -4 $OUT/test_exec_plan.log
   echo "== test_exec"
   PREZERO_AR_TIMEOUT_US=20000000 timeout 240 $B/test_exec > $OUT/test_exec.log 2>&1; echo "test_exec rc=$?"; tail -12 $OUT/test_exec.log
   echo "== test_step"
