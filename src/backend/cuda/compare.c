@@ -281,12 +281,10 @@ static pz_status profile_engine(pz_cuda_exec *e, const pz_graph *g, int64_t M, i
 typedef struct engines {
   pz_graph *g[2];          /* 0 = OFF, 1 = ON */
   pz_cuda_exec *e[2];
-  int32_t *tok[2];         /* [rounds][osl][conc] generated tokens */
-  float *logits[3];        /* final logits: OFF last round, ON last round, OFF first round */
 } engines;
 
-static pz_status decode_round(const pz_cmp_opts *o, pz_cuda_exec *e, int conc, const int32_t *first, int32_t *out,
-                              double *seconds, const char *what, int ci, int round) {
+static pz_status decode_round(const pz_cmp_opts *o, const pz_cmp_engine_ops *ops, void *e, int conc,
+                              const int32_t *first, int32_t *out, double *seconds, const char *what, int ci, int round) {
   int32_t tok[256], pos[256], next[256];
   for (int i = 0; i < conc; i++) {
     tok[i] = first[i];
@@ -295,7 +293,7 @@ static pz_status decode_round(const pz_cmp_opts *o, pz_cuda_exec *e, int conc, c
   int every = o->osl >= 64 ? o->osl / 16 : o->osl;
   double t0 = now_s();
   for (int s = 0; s < o->osl; s++) {
-    PZ_CHECK(pz_cuda_exec_step(e, conc, tok, pos, next));
+    PZ_CHECK(ops->step(e, conc, tok, pos, next));
     memcpy(out + (size_t)s * conc, next, sizeof(int32_t) * (size_t)conc);
     for (int i = 0; i < conc; i++) {
       tok[i] = next[i];
@@ -317,6 +315,76 @@ static double max_abs_diff(const float *a, const float *b, size_t n, bool *ident
     if (d > m || d != d) m = d != d ? INFINITY : d;
   }
   return m;
+}
+
+/* Host wrappers of the CUDA executor for pz_compare_decode. */
+static pz_status cuda_step(void *e, int m, const int32_t *tok, const int32_t *pos, int32_t *next) {
+  return pz_cuda_exec_step((pz_cuda_exec *)e, m, tok, pos, next);
+}
+static pz_status cuda_logits(void *e, int m, float *out) { return pz_cuda_exec_logits((pz_cuda_exec *)e, m, out); }
+static const pz_cmp_engine_ops cuda_ops = {cuda_step, cuda_logits};
+
+pz_status pz_compare_decode(const pz_cmp_opts *o, int ci, const pz_cmp_engine_ops *ops, void *eng[2], int64_t vocab,
+                            const int32_t *first, pz_cmp_point *pt) {
+  const int conc = o->conc[ci];
+  size_t ntok = (size_t)o->rounds * o->osl * conc, nl = (size_t)conc * (size_t)vocab;
+  int32_t *tokv[2] = {malloc(ntok * sizeof(int32_t)), malloc(ntok * sizeof(int32_t))};
+  float *logv[3] = {malloc(nl * sizeof(float)), malloc(nl * sizeof(float)), malloc(nl * sizeof(float))};
+  pz_status st = PZ_OK;
+  if (!tokv[0] || !tokv[1] || !logv[0] || !logv[1] || !logv[2]) {
+    st = pz_error(PZ_ERR_OOM, "compare: host buffers for tokens and logits (%.2f GiB)", 3.0 * nl * sizeof(float) / GiB);
+    goto done;
+  }
+  pt->conc = conc;
+  pt->rounds = o->rounds;
+  pt->first_token_mismatch = -1;
+  pt->logits_off_spread = -1;
+  /* Timed rounds, A B A B: OFF then ON, rounds times. logv: 0 = OFF last round, 1 = ON last
+   * round, 2 = OFF first round (for OFF's own run-to-run spread). */
+  double t_on[PZ_CMP_MAX_ROUNDS], t_off[PZ_CMP_MAX_ROUNDS];
+  for (int rd = 0; rd < o->rounds && st == PZ_OK; rd++) {
+    for (int k = 0; k < 2 && st == PZ_OK; k++) {
+      double sec = 0;
+      int32_t *out = tokv[k] + (size_t)rd * o->osl * conc;
+      st = decode_round(o, ops, eng[k], conc, first, out, &sec, k ? "ON" : "OFF", ci, rd);
+      if (st != PZ_OK) break;
+      (k ? t_on : t_off)[rd] = sec;
+      if (k == 0 && rd == 0 && o->rounds > 1) st = ops->logits(eng[0], conc, logv[2]);
+      if (rd == o->rounds - 1 && st == PZ_OK) st = ops->logits(eng[k], conc, logv[k]);
+    }
+  }
+  if (st != PZ_OK) goto done;
+  double tot_on[PZ_CMP_MAX_ROUNDS], tot_off[PZ_CMP_MAX_ROUNDS];
+  for (int rd = 0; rd < o->rounds; rd++) {
+    pt->tpot_on_rounds_ms[rd] = 1e3 * t_on[rd] / o->osl;
+    pt->tpot_off_rounds_ms[rd] = 1e3 * t_off[rd] / o->osl;
+    tot_on[rd] = t_on[rd];
+    tot_off[rd] = t_off[rd];
+  }
+  double mon = median(tot_on, o->rounds), moff = median(tot_off, o->rounds);
+  pt->tpot_on_ms = 1e3 * mon / o->osl;
+  pt->tpot_off_ms = 1e3 * moff / o->osl;
+  pt->e2e_on_s = mon;
+  pt->e2e_off_s = moff;
+  pt->tput_on = (double)conc * o->osl / mon / o->tp;
+  pt->tput_off = (double)conc * o->osl / moff / o->tp;
+  /* Bit-identity. */
+  pt->tokens_identical = true;
+  for (size_t i = 0; i < ntok; i++)
+    if (tokv[0][i] != tokv[1][i]) {
+      pt->tokens_identical = false;
+      pt->first_token_mismatch = (int64_t)(i % ((size_t)o->osl * conc));
+      break;
+    }
+  pt->logits_max_abs_diff = max_abs_diff(logv[0], logv[1], nl, &pt->logits_identical);
+  if (o->rounds > 1) {
+    bool same;
+    pt->logits_off_spread = max_abs_diff(logv[2], logv[0], nl, &same);
+  }
+done:
+  for (int k = 0; k < 2; k++) free(tokv[k]);
+  for (int k = 0; k < 3; k++) free(logv[k]);
+  return st;
 }
 
 static void determinism_line(pz_cmp_result *r) {
@@ -389,7 +457,6 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
       st = PZ_OK;
     }
   }
-  const int maxc = o->conc[o->n_conc - 1];
   for (int k = 0; k < 2 && st == PZ_OK; k++) {
     progress(o, "building and filling the %s engine (%d layers, TP %d)", k ? "ON" : "OFF", layers, o->tp);
     st = build(&mc, o, layers, k, &E.g[k]);
@@ -401,15 +468,6 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
     memcpy(xo.capture, o->conc, sizeof(int) * (size_t)o->n_conc);
     xo.prezero = k;
     st = pz_cuda_exec_create(E.g[k], &xo, &E.e[k]);
-  }
-  size_t ntok = (size_t)o->rounds * o->osl * maxc;
-  size_t nlog = (size_t)maxc * (size_t)mc.vocab_size;
-  if (st == PZ_OK) {
-    for (int k = 0; k < 2; k++) E.tok[k] = malloc(ntok * sizeof(int32_t));
-    for (int k = 0; k < 3; k++) E.logits[k] = malloc(nlog * sizeof(float));
-    if (!E.tok[0] || !E.tok[1] || !E.logits[0] || !E.logits[1] || !E.logits[2])
-      st = pz_error(PZ_ERR_OOM, "compare: host buffers for tokens and logits (%.1f GiB)",
-                    3.0 * nlog * sizeof(float) / GiB);
   }
   if (st == PZ_OK) { /* for the "fired" rule: the tuner's choice, as the executor's GEMMs see it */
     cudaSetDevice(0);
@@ -470,49 +528,8 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
       if (st == PZ_OK) st = pz_profile_activity(false);
     }
     if (st != PZ_OK) break;
-    /* Timed rounds, A B A B. */
-    double t_on[PZ_CMP_MAX_ROUNDS], t_off[PZ_CMP_MAX_ROUNDS];
-    for (int rd = 0; rd < o->rounds && st == PZ_OK; rd++) {
-      for (int k = 0; k < 2 && st == PZ_OK; k++) {
-        double sec = 0;
-        int32_t *out = E.tok[k] + (size_t)rd * o->osl * conc;
-        st = decode_round(o, E.e[k], conc, first, out, &sec, k ? "ON" : "OFF", ci, rd);
-        if (st != PZ_OK) break;
-        (k ? t_on : t_off)[rd] = sec;
-        if (k == 0 && rd == 0 && o->rounds > 1) st = pz_cuda_exec_logits(E.e[0], conc, E.logits[2]);
-        if (rd == o->rounds - 1 && st == PZ_OK) st = pz_cuda_exec_logits(E.e[k], conc, E.logits[k]);
-      }
-    }
+    st = pz_compare_decode(o, ci, &cuda_ops, (void *[2]){E.e[0], E.e[1]}, mc.vocab_size, first, pt);
     if (st != PZ_OK) break;
-    double tot_on[PZ_CMP_MAX_ROUNDS], tot_off[PZ_CMP_MAX_ROUNDS];
-    for (int rd = 0; rd < o->rounds; rd++) {
-      pt->tpot_on_rounds_ms[rd] = 1e3 * t_on[rd] / o->osl;
-      pt->tpot_off_rounds_ms[rd] = 1e3 * t_off[rd] / o->osl;
-      tot_on[rd] = t_on[rd];
-      tot_off[rd] = t_off[rd];
-    }
-    double mon = median(tot_on, o->rounds), moff = median(tot_off, o->rounds);
-    pt->tpot_on_ms = 1e3 * mon / o->osl;
-    pt->tpot_off_ms = 1e3 * moff / o->osl;
-    pt->e2e_on_s = mon;
-    pt->e2e_off_s = moff;
-    pt->tput_on = (double)conc * o->osl / mon / o->tp;
-    pt->tput_off = (double)conc * o->osl / moff / o->tp;
-    /* Bit-identity. */
-    size_t nt = (size_t)o->rounds * o->osl * conc;
-    pt->tokens_identical = true;
-    for (size_t i = 0; i < nt; i++)
-      if (E.tok[0][i] != E.tok[1][i]) {
-        pt->tokens_identical = false;
-        pt->first_token_mismatch = (int64_t)(i % ((size_t)o->osl * conc));
-        break;
-      }
-    size_t nl = (size_t)conc * (size_t)mc.vocab_size;
-    pt->logits_max_abs_diff = max_abs_diff(E.logits[0], E.logits[1], nl, &pt->logits_identical);
-    if (o->rounds > 1) {
-      bool same;
-      pt->logits_off_spread = max_abs_diff(E.logits[2], E.logits[0], nl, &same);
-    }
     progress(o, "conc %d (%d/%d) done: TPOT OFF %.3f ms, ON %.3f ms; tokens %s", conc, ci + 1, o->n_conc,
              pt->tpot_off_ms, pt->tpot_on_ms, pt->tokens_identical ? "identical" : "DIFFER");
   }
@@ -532,8 +549,6 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
   for (int k = 0; k < 2; k++) {
     pz_cuda_exec_free(E.e[k]);
     pz_graph_free(E.g[k]);
-    free(E.tok[k]);
   }
-  for (int k = 0; k < 3; k++) free(E.logits[k]);
   return st;
 }

@@ -122,6 +122,23 @@ typedef struct pz_cmp_opts {
  * builder and the executor. */
 pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r);
 
+/* One engine of pz_compare_decode: a decode step of m rows (tokens, positions -> next tokens,
+ * as pz_cuda_exec_step) and the last step's logits [m, vocab] f32. */
+typedef struct pz_cmp_engine_ops {
+  pz_status (*step)(void *engine, int m, const int32_t *tokens, const int32_t *pos, int32_t *next);
+  pz_status (*logits)(void *engine, int m, float *out);
+} pz_cmp_engine_ops;
+
+/* The timed part of one concurrency o->conc[ci] (backend-neutral; pz_compare_run passes its
+ * CUDA executors): o->rounds times, engine[0] (OFF) then engine[1] (ON), each decodes o->osl
+ * greedy steps of conc rows from position o->isl starting from first[conc]; wall time on the
+ * host clock around the steps. Fills pt's timing (medians over rounds, every round kept),
+ * tokens_identical / first_token_mismatch (every step of every round, OFF vs ON), the final
+ * step's logits comparison (last round, OFF vs ON) and logits_off_spread (OFF first vs last
+ * round; -1 with one round). Errors: PZ_ERR_OOM, the engines' errors. */
+pz_status pz_compare_decode(const pz_cmp_opts *o, int ci, const pz_cmp_engine_ops *ops, void *engine[2], int64_t vocab,
+                            const int32_t *first, pz_cmp_point *pt);
+
 /* Kernel time of one engine at one batch size, per component (µs per layer; -1 when the graph
  * has none of it); sig / nodes: a hash of the graph nodes' kinds and names, and their count,
  * per component (ON and OFF differ there when prezero changed what runs). */
