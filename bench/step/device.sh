@@ -67,6 +67,11 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   PREZERO_AR_TIMEOUT_US=20000000 timeout 240 $B/test_exec > $OUT/test_exec.log 2>&1; echo "test_exec rc=$?"; tail -12 $OUT/test_exec.log
   echo "== test_step"
   PREZERO_AR_TIMEOUT_US=20000000 timeout 300 $B/test_step > $OUT/test_step.log 2>&1; echo "test_step rc=$?"; tail -16 $OUT/test_step.log
+  if ! grep -q "all checks passed" $OUT/test_step.log; then
+    echo "== eager, synchronised after every node (names a faulting node)"
+    PREZERO_CUDA_GRAPH=0 PREZERO_CUDA_SYNC=1 timeout 60 $B/prezero run --device cuda --tp 1 --steps 2 --batch 2 \
+      > $OUT/run_sync.log 2>&1; echo "sync run rc=$?"; tail -6 $OUT/run_sync.log
+  fi
   echo "== prezero run --device cuda"
   for tp in 1 2; do
     timeout 60 $B/prezero run --device cuda --tp $tp --steps 4 --batch 3 --prezero on > $OUT/run_tp$tp.log 2>&1; echo "run tp$tp rc=$?"; tail -6 $OUT/run_tp$tp.log

@@ -41,6 +41,7 @@ struct pz_cuda_exec {
   int64_t cand_offset;          /* arena offset of the argmax candidates */
   int64_t arena_bytes;
   int64_t last_m;
+  bool sync_nodes;              /* PREZERO_CUDA_SYNC=1: eager steps wait after every node (debugging) */
 };
 
 /* ------------------------------------------------------------------ layout */
@@ -172,6 +173,10 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
   e->max_m = g->info.m;
   e->max_ctx = find_max_ctx(g);
   e->graphs = graphs_wanted(o->graphs);
+  {
+    const char *sv = getenv("PREZERO_CUDA_SYNC");
+    e->sync_nodes = sv && strcmp(sv, "1") == 0;
+  }
   set_sizes(e);
   const int nt = e->g->n_tensors;
   e->offset = calloc((size_t)(nt ? nt : 1), sizeof(int64_t));
@@ -286,8 +291,21 @@ void pz_cuda_exec_free(pz_cuda_exec *e) {
 
 /* ------------------------------------------------------------------ running nodes */
 
+/* Debugging (PREZERO_CUDA_SYNC=1, eager only): waits for every rank after node n so a fault is
+ * reported with the node that caused it. */
+static pz_status sync_after(pz_cuda_exec *e, const pz_node *n) {
+  for (int r = 0; r < e->tp; r++) {
+    PZ_CUDA_CHECK(cudaSetDevice(e->ranks[r].device));
+    cudaError_t ce = cudaStreamSynchronize(e->ranks[r].stream);
+    if (ce != cudaSuccess)
+      return pz_error(PZ_ERR_CUDA, "CUDA executor: node %s (%s) failed on rank %d: %s", n->name, pz_op_name(n->op), r,
+                      cudaGetErrorString(ce));
+  }
+  return PZ_OK;
+}
+
 /* Issues every node for every rank with m rows (eager, or under capture). */
-static pz_status run_nodes(pz_cuda_exec *e, int64_t m) {
+static pz_status run_nodes(pz_cuda_exec *e, int64_t m, bool capturing) {
   pz_cuda_ctx c = {.g = e->g, .tp = e->tp, .m = m, .ranks = e->ranks, .comm = e->comm, .dev = &e->dev};
   for (int i = 0; i < e->g->n_nodes; i++) {
     const pz_node *n = &e->g->nodes[i];
@@ -312,6 +330,7 @@ static pz_status run_nodes(pz_cuda_exec *e, int64_t m) {
         st = fn(&c, n);
       }
     }
+    if (st == PZ_OK && e->sync_nodes && !capturing) st = sync_after(e, n);
     if (st != PZ_OK) {
       pz_profile_set_node(-1);
       pz_log_propagate(__FILE__, __LINE__, n->name, st);
@@ -344,7 +363,7 @@ static pz_status get_slot(pz_cuda_exec *e, int64_t M, graph_slot **out) {
     PZ_CUDA_CHECK(cudaSetDevice(e->ranks[r].device));
     PZ_CUDA_CHECK(cudaStreamBeginCapture(e->ranks[r].stream, cudaStreamCaptureModeRelaxed));
   }
-  pz_status st = run_nodes(e, M);
+  pz_status st = run_nodes(e, M, true);
   for (int r = 0; r < e->tp; r++) {
     cudaSetDevice(e->ranks[r].device);
     cudaError_t ce = cudaStreamEndCapture(e->ranks[r].stream, &s->graph[r]);
@@ -411,7 +430,7 @@ static pz_status stage_inputs(pz_cuda_exec *e, int64_t M) {
 }
 
 static pz_status launch_step(pz_cuda_exec *e, int64_t M) {
-  if (!e->graphs) return run_nodes(e, M);
+  if (!e->graphs) return run_nodes(e, M, false);
   graph_slot *s = NULL;
   PZ_CHECK(get_slot(e, M, &s));
   for (int r = 0; r < e->tp; r++) {

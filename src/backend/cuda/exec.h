@@ -18,7 +18,9 @@ typedef struct pz_cuda_exec_opts {
   uint64_t seed;              /* weights and KV cache = f(seed, tensor name, full index), as the CPU executor */
   int n_devices;              /* 0: rank r runs on CUDA device r; else devices[0..tp-1] */
   int devices[PZ_CUDA_MAX_TP];
-  int graphs;                 /* -1: PREZERO_CUDA_GRAPH (unset or 1 = on, 0 = eager); 0: eager; 1: CUDA graphs */
+  int graphs;                 /* -1: PREZERO_CUDA_GRAPH (unset or 1 = on, 0 = eager); 0: eager; 1: CUDA graphs.
+                                 Eager with PREZERO_CUDA_SYNC=1 waits after every node and names
+                                 the node of a CUDA fault (debugging) */
   int n_capture;              /* 0: PREZERO_CUDA_GRAPH_SIZES ("1,2,4") or the default 1,2,4,8,16,32,64,128 */
   int capture[PZ_CUDA_MAX_CAPTURE]; /* batch sizes (tokens), ascending; sizes above the graph's m are
                                  dropped and the graph's m is always added as the largest */
