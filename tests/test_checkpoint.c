@@ -2,7 +2,7 @@
  * Hugging Face layout (q_a_proj / kv_a_proj_with_mqa separate, kv_b_proj whole, one tensor per
  * expert, "model." prefix): loading them gives a decode bit-identical to the hash-filled run
  * (TP 1 and 2, V3 and V2-Lite layouts), as one file, as an index with shards, with the experts
- * fused as transformers >= 5 saves them, as F32, and FP8
+ * fused as transformers >= 5 saves them, with tied embeddings, as F32, and FP8
  * with block scales equals the bf16 checkpoint of the dequantised values computed here. Bad
  * checkpoints give one-line errors through the library and the CLI ($PZ_CLI). */
 #include <math.h>
@@ -446,6 +446,18 @@ static void test_errors(const char *src_cfg, const ents *good) {
   write_sharded("e_dup", good, 1);
   bad("e_dup", PZ_ERR_IO, "appears in both");
 
+  /* An index naming a shard that lacks the tensor. */
+  mk("e_index");
+  write_config("e_index", src_cfg, NULL);
+  write_sharded("e_index", good, -1);
+  char ip[300];
+  path2(ip, sizeof ip, "e_index", "model.safetensors.index.json");
+  f = fopen(ip, "w");
+  fprintf(f, "{\"weight_map\":{\"model.norm.weight\":\"model-00001-of-00003.safetensors\",\"%s\":"
+          "\"model-00001-of-00003.safetensors\"}}", good->e[good->n - 1].name);
+  fclose(f);
+  bad("e_index", PZ_ERR_IO, "which has no such tensor");
+
   /* No weights at all. */
   mk("e_none");
   write_config("e_none", src_cfg, NULL);
@@ -490,6 +502,37 @@ static void run_layout(const char *tag, const char *tmpl, int with_errors) {
   write_st(sub, "model.safetensors", &fz, 0, fz.n);
   for (int k = 0; k < 2; k++) same_decode(sub, k + 1, rt[k], rl[k], V);
   free_ents(&fz);
+
+  /* tie_word_embeddings: no lm_head.weight, the embedding serves as the LM head; equals a
+   * checkpoint that stores a copy of the embedding as lm_head.weight. */
+  {
+    static ents tie, cp;
+    copy_ents(&hf, &tie);
+    copy_ents(&hf, &cp);
+    const ent *emb = find_e(&hf, "model.embed_tokens.weight");
+    for (int i = 0; i < tie.n; i++)
+      if (!strcmp(tie.e[i].name, "lm_head.weight")) { free(tie.e[i].data); tie.e[i] = tie.e[--tie.n]; }
+    for (int i = 0; i < cp.n; i++)
+      if (!strcmp(cp.e[i].name, "lm_head.weight")) memcpy(cp.e[i].data, emb->data, emb->nbytes);
+    char dt[64], dc[64], p[300];
+    snprintf(dt, sizeof dt, "%s_tied", tag);
+    snprintf(dc, sizeof dc, "%s_tiedcopy", tag);
+    mk(dt);
+    mk(dc);
+    write_config(dt, tmpl, ",\"tie_word_embeddings\":true");
+    write_config(dc, tmpl, NULL);
+    write_st(dt, "model.safetensors", &tie, 0, tie.n);
+    write_st(dc, "model.safetensors", &cp, 0, cp.n);
+    int32_t t[STEPS * M];
+    float *l = malloc(sizeof(float) * M * V);
+    snprintf(p, sizeof p, "%s/%s", dir, dc);
+    CHECK_OK(decode(NULL, p, 2, t, l));
+    same_decode(dt, 2, t, l, V);
+    CHECK(memcmp(l, rl[1], sizeof(float) * M * V) != 0);
+    free(l);
+    free_ents(&tie);
+    free_ents(&cp);
+  }
 
   /* F32 storage of the same (bf16-exact) values converts back exactly. */
   snprintf(sub, sizeof sub, "%s_f32", tag);
@@ -558,6 +601,13 @@ static void run_layout(const char *tag, const char *tmpl, int with_errors) {
     CHECK(system(cmd) == 0);
     snprintf(cmd, sizeof cmd, "cmp -s %s/o1 %s/o2 && cmp -s %s/l1 %s/l2 && test $(wc -l < %s/o1) -eq 2 && "
              "test $(wc -c < %s/l1) -eq %d", dir, dir, dir, dir, dir, dir, 2 * 256 * 4);
+    CHECK(system(cmd) == 0);
+    /* --model with --config, and a prompt token beyond the vocab: one-line usage errors. */
+    snprintf(cmd, sizeof cmd, "\"%s\" run --model %s --config tiny 2>%s/e1; test $? -eq 2 && test $(wc -l < %s/e1) -eq 1 && "
+             "grep -q 'use one of them' %s/e1", cli, p, dir, dir, dir);
+    CHECK(system(cmd) == 0);
+    snprintf(cmd, sizeof cmd, "\"%s\" run --model %s --prompt-ids 1,256 2>%s/e2; test $? -eq 1 && test $(wc -l < %s/e2) -eq 1 && "
+             "grep -q 'token 256 is out of range; use ids 0..255' %s/e2", cli, p, dir, dir, dir);
     CHECK(system(cmd) == 0);
   }
   if (with_errors) test_errors(tmpl, &hf);

@@ -217,6 +217,7 @@ int pz_cmd_run(int argc, char **argv) {
   unsigned long long seed = 1234;
   const char *config = "tiny";
   const char *model_dir = NULL, *prompt_arg = NULL, *logits_path = NULL;
+  bool config_given = false;
   prompts pr = {0};
   bool device_given = false;
   for (int i = 1; i < argc; i++) {
@@ -237,7 +238,7 @@ int pz_cmd_run(int argc, char **argv) {
     }
     i++;
     long long x = 0;
-    if (!strcmp(a, "--config")) config = v;
+    if (!strcmp(a, "--config")) { config = v; config_given = true; }
     else if (!strcmp(a, "--model")) model_dir = v;
     else if (!strcmp(a, "--prompt-ids")) prompt_arg = v;
     else if (!strcmp(a, "--logits")) logits_path = v;
@@ -268,6 +269,10 @@ int pz_cmd_run(int argc, char **argv) {
       else if (!strcmp(a, "--layers")) layers = x;
       else if (!strcmp(a, "--threads")) threads = x;
     }
+  }
+  if (model_dir && config_given) {
+    fprintf(stderr, "prezero run: --model and --config both give the model; use one of them\n");
+    return 2;
   }
   if (prompt_arg) {
     if (parse_prompts(prompt_arg, &pr)) return 2;
