@@ -39,8 +39,10 @@ pz_status pz_checkpoint_open(const char *dir, pz_checkpoint **out);
  * Loadable dtypes: BF16 (copied), F32 (rounded to bf16 to nearest even, or kept for f32 tensors
  * such as e_score_correction_bias), F8_E4M3 with NAME_scale_inv F32 block scales (`X.weight` ->
  * `X.weight_scale_inv` [ceil(rows/bm), ceil(cols/bn)]), dequantised to bf16 at load
- * (fp8.h): one f32 multiply and one rounding per element, and the stored weights take 2 bytes
- * per parameter instead of 1 (the CPU backend has no FP8 GEMM).
+ * (fp8.h): one table look-up, one f32 multiply and one rounding per element, about 0.7 ns per
+ * parameter on one core (vs 0.1 ns for a bf16 copy; measured on this project's 2-core CPU
+ * machine, 4096x7168 weight), i.e. some 8 core-minutes for DeepSeek-V3's 671B parameters; the
+ * stored weights then take 2 bytes per parameter instead of 1 (the backends have no FP8 GEMM).
  * Errors (one line): PZ_ERR_NOT_FOUND (a needed tensor is missing: the message names it and
  * the graph tensor it feeds), PZ_ERR_SHAPE (shape differs from what config.json implies),
  * PZ_ERR_DTYPE (a dtype other than the above, or FP8 without usable scales), PZ_ERR_OOM. */

@@ -22,5 +22,10 @@ void pz_fp8_dequant_row(const uint8_t *w, int64_t cols, const float *scale_inv, 
   pthread_once(&lut_once, lut_init);
   const uint8_t *src = w + row * cols + c0;
   const float *srow = scale_inv + (row / bm) * scale_cols;
-  for (int64_t j = 0; j < n; j++) out[j] = lut[src[j]] * srow[(c0 + j) / bn];
+  /* One scale per run of columns inside a block (no division per element). */
+  for (int64_t j = 0; j < n;) {
+    const int64_t blk = (c0 + j) / bn, end = (blk + 1) * bn - c0 < n ? (blk + 1) * bn - c0 : n;
+    const float sc = srow[blk];
+    for (; j < end; j++) out[j] = lut[src[j]] * sc;
+  }
 }
