@@ -65,7 +65,7 @@ int main(void) {
 
   CHECK_OK(pz_profile_activity(true));
   for (int i = 0; i < REPLAYS; i++) CHECK(cudaGraphLaunch(ge, s) == cudaSuccess);
-  CHECK_OK(pz_profile_flush());
+  CHECK_OK(pz_profile_flush(1));
   pz_profile_node *v = NULL;
   int n = 0;
   CHECK_OK(pz_profile_summary(&v, &n));
@@ -92,7 +92,7 @@ int main(void) {
   pz_profile_clear();
   CHECK_OK(pz_profile_activity(false));
   for (int i = 0; i < 3; i++) CHECK(cudaGraphLaunch(ge, s) == cudaSuccess);
-  CHECK_OK(pz_profile_flush());
+  CHECK_OK(pz_profile_flush(1));
   CHECK_OK(pz_profile_summary(&v, &n));
   CHECK(n == 0);
   free(v);

@@ -261,11 +261,12 @@ done:
 /* Replays engine e's graph of batch M under CUPTI and attributes the records. */
 static pz_status profile_engine(pz_cuda_exec *e, const pz_graph *g, int64_t M, int32_t pos, int iters, pz_cmp_components *acc,
                                 int *unattributed, int *n_nodes) {
-  PZ_CHECK(pz_profile_flush());
+  const int tp = g->info.tp;
+  PZ_CHECK(pz_profile_flush(tp));
   pz_profile_clear();
   double us = 0;
   PZ_CHECK(pz_cuda_exec_time_step(e, M, pos, iters, 1, &us));
-  PZ_CHECK(pz_profile_flush());
+  PZ_CHECK(pz_profile_flush(tp));
   pz_profile_node *v = NULL;
   int nv = 0;
   PZ_CHECK(pz_profile_summary(&v, &nv));

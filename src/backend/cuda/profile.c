@@ -209,10 +209,11 @@ pz_status pz_profile_activity(bool on) {
   return PZ_OK;
 }
 
-pz_status pz_profile_flush(void) {
+pz_status pz_profile_flush(int n_devices) {
   if (!P.started) return pz_error(PZ_ERR_INVALID_ARG, "profile: pz_profile_start has not run");
   int n = 0, cur = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+  if (n_devices > 0 && n_devices < n) n = n_devices;
   cudaGetDevice(&cur);
   for (int d = 0; d < n; d++) {
     cudaSetDevice(d);

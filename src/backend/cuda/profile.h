@@ -26,9 +26,9 @@ pz_status pz_profile_start(void);
  * Errors: PZ_ERR_INVALID_ARG (not started), PZ_ERR_UNSUPPORTED (CUPTI error, message says which). */
 pz_status pz_profile_activity(bool on);
 
-/* Waits for every visible device, then delivers every completed record to the collector
- * (cuptiActivityFlushAll). Errors: PZ_ERR_CUDA, PZ_ERR_UNSUPPORTED. */
-pz_status pz_profile_flush(void);
+/* Waits for devices 0..n_devices-1 (0: every visible device), then delivers every record to the
+ * collector (cuptiActivityFlushAll, forced). Errors: PZ_ERR_CUDA, PZ_ERR_UNSUPPORTED. */
+pz_status pz_profile_flush(int n_devices);
 
 /* Drops the records collected so far (the node attribution map is kept). */
 void pz_profile_clear(void);
