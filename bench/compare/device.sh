@@ -32,6 +32,11 @@ echo "test_profile rc=$?"; tail -12 "$OUT/test_profile.log"
 export PREZERO_CACHE_DIR=$OUT/cache
 mkdir -p "$PREZERO_CACHE_DIR"
 
+echo "== smoke: tiny preset, TP 1, seconds"
+CUDA_VISIBLE_DEVICES=0 timeout 60 $B/prezero compare --config tiny --tp 1 --isl 64 --osl 8 --conc 1,2,4 \
+  --out "$OUT/tiny" > "$OUT/tiny.log" 2> "$OUT/tiny.err"
+echo "tiny rc=$?"; grep -v '^\[compare\]' "$OUT/tiny.err" | tail -4; grep -E "^\| (1|2|4) \||Verdict|changed" "$OUT/tiny/compare.md" 2>/dev/null | head -12
+
 echo "== TP 1 (GPU 0): layers chosen from free memory (2 of Kimi-K2's 61 fit twice)"
 CUDA_VISIBLE_DEVICES=0 timeout 170 $B/prezero compare --config kimi_k2 --tp 1 --isl 8192 --osl 32 \
   --conc 4,8,16,32,64,128 --rounds 2 --out "$OUT/tp1" > "$OUT/tp1.log" 2> "$OUT/tp1.err"
