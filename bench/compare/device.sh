@@ -28,9 +28,12 @@ echo "== test_profile (CUPTI attribution)"
 timeout 60 $B/tests/test_profile > "$OUT/test_profile.log" 2>&1
 echo "test_profile rc=$?"; tail -12 "$OUT/test_profile.log"
 
-# The tuner table (if any) and the executor's gate calibration are per process; keep a cache here.
+# GEMM choices: the H200 tuner table recorded by `bench gemm` (shapes it does not hold fall back
+# to the heuristic), in a cache folder of this run.
 export PREZERO_CACHE_DIR=$OUT/cache
 mkdir -p "$PREZERO_CACHE_DIR"
+[ -f bench/results/gemm_h200_tuner_table.json ] &&
+  cp bench/results/gemm_h200_tuner_table.json "$PREZERO_CACHE_DIR/gemm_NVIDIA_H200_132sm.json"
 
 echo "== smoke: tiny preset, TP 1, seconds"
 CUDA_VISIBLE_DEVICES=0 timeout 60 $B/prezero compare --config tiny --tp 1 --isl 64 --osl 8 --conc 1,2,4 \
