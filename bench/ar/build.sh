@@ -19,5 +19,6 @@ wait
 LIB="$O/status.o $O/gate.o $O/comm.o $O/ar_fused.o $O/gate_cuda.o $O/ar_nccl.o"
 nvcc -o "$O/test_ar" "$O/test_ar.o" $LIB "$O/ref_ops.o" "$O/cpu_pool.o" -ldl -lpthread -lm
 nvcc -o "$O/bench_ar" "$O/bench_main.o" "$O/bench_ar.o" $LIB -L"$CJ/lib/x86_64-linux-gnu" -L"$CJ/lib" -lcjson -ldl -lpthread -lm
+gcc -std=gnu11 -O2 $INC -o "$O/regate" "$R/bench/ar/regate.c" "$R/src/core/gate.c" -L"$CJ/lib/x86_64-linux-gnu" -lcjson
 gcc -std=gnu11 -O2 $INC -o "$O/test_gate" "$R/tests/test_gate.c" "$R/src/core/gate.c" "$R/src/core/status.c" -lm
-echo "built $O/test_ar $O/bench_ar $O/test_gate"
+echo "built $O/test_ar $O/bench_ar $O/test_gate $O/regate"
