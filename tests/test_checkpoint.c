@@ -316,7 +316,7 @@ static void quantise(ents *s, ents *deq, int bs) {
     e->data = q;
     e->dtype = PZ_ST_F8_E4M3;
     e->nbytes = (size_t)(R * C);
-    char sn[200];
+    char sn[256];
     snprintf(sn, sizeof sn, "%s_scale_inv", e->name);
     add(s, sn, PZ_ST_F32, 2, (int64_t[]){SR, SC}, sc);
     free(sc);

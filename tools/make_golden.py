@@ -14,8 +14,9 @@ Why the comparison is meaningful and what tolerance it allows:
   (FP8 for the fp8 model: HF gets exactly the dequantised values), so both sides hold identical
   weights. HF then runs in float32 throughout; prezero rounds some activations to bf16 (RMSNorm
   outputs, the KV cache, the MLA output before o_proj, the SwiGLU product), which is the only
-  intended difference. Its size is measured here and written to expected.json as the tolerance
-  (max |logit difference| allowed: 6 x the bound below, plus 0.02).
+  intended difference. The tolerance written to expected.json is
+  logits_atol = 0.02 + 0.03 * max|logit| (0.12-0.13 for these models); the differences measured
+  by tests/test_golden.c are 0.016-0.028, and dropping YaRN from the config moves them to ~3.9.
 - Prompts are chosen so that at every greedy step the top-1 logit beats the top-2 by at least
   MARGIN, far above the tolerance, so greedy tokens must be equal.
 - Routing (noaux_tc) in this transformers version masks dropped groups with -inf as prezero does;
