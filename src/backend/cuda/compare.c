@@ -111,12 +111,12 @@ static pz_status plan_layers(const pz_model_config *mc, const pz_cmp_opts *o, pz
     int want = o->layers > 0 ? o->layers : fit;
     int64_t need = fixed[0] + fixed[1];
     for (int L = 0; L < want && L < n; L++) need += lb[2 * (size_t)n + L];
-    if (o->layers > 0 && o->layers > fit) {
+    if (o->layers > 0 && o->layers > fit && fit >= 1) {
       st = pz_error(PZ_ERR_OOM,
                     "--layers %d needs %.1f GiB per GPU for the OFF and ON engines together but %.1f GiB fit beside "
                     "the reserve; use --layers %d or fewer (or omit --layers)",
                     o->layers, need / GiB, budget / GiB, fit);
-    } else if (want < 1) {
+    } else if (want < 1 || fit < 1) {
       st = pz_error(PZ_ERR_OOM,
                     "not even one layer of %s fits twice (OFF and ON) per GPU: %.1f GiB free beside the reserve; use a "
                     "larger --tp or a smaller --isl/--osl/--conc",
@@ -162,11 +162,10 @@ static void fired_at(const pz_graph *g_on, pz_gemm_ctx *ctx, int64_t M, int tp, 
     if (comp >= 0 && (n->op == PZ_OP_GEMM || n->op == PZ_OP_MM_MAYBE_PREZERO)) {
       if (n->op == PZ_OP_GEMM) f[0] = PZ_CMP_NOT_FIRED;
       else {
-        const pz_tensor *W = &g_on->tensors[n->src[1]], *C = &g_on->tensors[n->dst[0]];
+        const pz_tensor *W = &g_on->tensors[n->src[1]];
         const pz_tensor *B = &g_on->tensors[n->p.gemm.prezero_buf];
         f[0] = consumer_fired(ctx, M, W->ne[0], W->ne[1], n->p.gemm.col_offset, B->ne[1], n->p.gemm.n_base, H, tp,
                               dev);
-        (void)C;
       }
     } else if (n->op == PZ_OP_MLA_ATTN) {
       const pz_mla_params *p = &n->p.mla;
