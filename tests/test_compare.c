@@ -6,6 +6,8 @@
 #include <unistd.h>
 #include "pz_test.h"
 #include "prezero.h"
+/* White-box: the report's JSON writer and reader (static functions of the CLI). */
+#include "../tools/cmd_compare.c"
 #ifdef PZ_HAVE_CUDA
 #include "backend/cuda/runtime.h"
 #endif
@@ -181,6 +183,19 @@ int main(void) {
   snprintf(p, sizeof p, "%s/rep/compare.json", dir);
   CHECK(access(p, F_OK) != 0); /* a render does not write JSON */
   CHECK(strstr(err_txt, "/{compare.md,") != NULL); /* no compare.json in the list of written files */
+
+  /* JSON round trip: read -> write -> read gives the same result, field for field. */
+  {
+    static pz_cmp_result r1, r2;
+    CHECK(from_json(json, &r1) == NULL);
+    CHECK(r1.n_points == 2 && r1.points[1].first_token_mismatch == 19 && r1.points[0].fired[PZ_CMP_O_PROJ] == PZ_CMP_NOT_FIRED);
+    cJSON *j = to_json(&r1);
+    char *text = cJSON_Print(j);
+    CHECK(text && from_json(text, &r2) == NULL);
+    CHECK(memcmp(&r1, &r2, sizeof r1) == 0);
+    free(text);
+    cJSON_Delete(j);
+  }
 
   /* render errors */
   snprintf(a, sizeof a, "--render %s/missing.json --out %s/rep2", dir, dir);
