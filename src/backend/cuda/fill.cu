@@ -64,29 +64,44 @@ __device__ static inline uint16_t f32_to_bf16_bits(float f) {
 
 #define PZ_FILL_RUN 8 /* consecutive elements per thread */
 
+/* Each thread fills runs of PZ_FILL_RUN consecutive elements (one 16-byte store for bf16, two for
+ * f32/i32 when the run is whole; the storage is 256-byte aligned, runs start at multiples of 8). */
 __global__ void pz_fill_kernel(FillArgs a) {
   const int64_t w = a.ne[a.ndim - 1];
   const int64_t stride = (int64_t)gridDim.x * blockDim.x * PZ_FILL_RUN;
   for (int64_t idx = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * PZ_FILL_RUN; idx < a.numel; idx += stride) {
     int64_t row = idx / w, j = idx - row * w;
     int64_t base = row_base(a, row);
-    for (int e = 0; e < PZ_FILL_RUN; e++) {
-      int64_t li = idx + e;
-      if (li >= a.numel) break;
+    uint32_t bits[PZ_FILL_RUN];
+    int cnt = 0;
+    for (int e = 0; e < PZ_FILL_RUN && idx + e < a.numel; e++, cnt++) {
       if (j == w) { row++; j = 0; base = row_base(a, row); }
       uint64_t h = sm64(a.key + (uint64_t)(base + j) * 0x9e3779b97f4a7c15ull);
       float u = __fsub_rn(__fmul_rn((float)(h >> 40), 1.0f / 8388608.0f), 1.0f);
       float v = __fadd_rn(a.offset, __fmul_rn(a.scale, u));
-      if (a.dtype == PZ_BF16) ((uint16_t *)a.dst)[li] = f32_to_bf16_bits(v);
-      else if (a.dtype == PZ_F32) ((float *)a.dst)[li] = v;
-      else ((int32_t *)a.dst)[li] = __float2int_rz(v);
+      bits[e] = a.dtype == PZ_BF16 ? (uint32_t)f32_to_bf16_bits(v)
+                : a.dtype == PZ_F32 ? __float_as_uint(v) : (uint32_t)__float2int_rz(v);
       j++;
+    }
+    if (cnt == PZ_FILL_RUN && a.dtype == PZ_BF16) {
+      uint4 q = make_uint4(bits[0] | bits[1] << 16, bits[2] | bits[3] << 16, bits[4] | bits[5] << 16, bits[6] | bits[7] << 16);
+      *(uint4 *)((uint16_t *)a.dst + idx) = q;
+    } else if (cnt == PZ_FILL_RUN) {
+      uint4 *o = (uint4 *)((uint32_t *)a.dst + idx);
+      o[0] = make_uint4(bits[0], bits[1], bits[2], bits[3]);
+      o[1] = make_uint4(bits[4], bits[5], bits[6], bits[7]);
+    } else {
+      for (int e = 0; e < cnt; e++) {
+        if (a.dtype == PZ_BF16) ((uint16_t *)a.dst)[idx + e] = (uint16_t)bits[e];
+        else ((uint32_t *)a.dst)[idx + e] = bits[e];
+      }
     }
   }
 }
 
 extern "C" pz_status pz_fill_tensor_launch(const pz_tensor *t, int rank, uint64_t seed, void *dst, cudaStream_t s) {
   if (!t || !dst) return pz_error(PZ_ERR_INVALID_ARG, "fill: NULL tensor or destination");
+  if ((uintptr_t)dst & 15) return pz_error(PZ_ERR_INVALID_ARG, "fill: %s: destination must be 16-byte aligned", t->name);
   if (!pz_fill_wanted(t)) return pz_error(PZ_ERR_INVALID_ARG, "fill: %s is neither a weight nor a KV cache", t->name);
   if (t->ndim < 1 || t->ndim > PZ_MAX_DIMS) return pz_error(PZ_ERR_SHAPE, "fill: %s has %d dims", t->name, t->ndim);
   if (!pz_tensor_contiguous(t)) return pz_error(PZ_ERR_SHAPE, "fill: %s must be contiguous", t->name);

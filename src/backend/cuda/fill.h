@@ -26,8 +26,9 @@ int pz_fill_wanted(const pz_tensor *t);
  *              * 2^-23 - 1 in [-1, 1); bf16 by round-to-nearest-even, i32 by truncation;
  *   kv_cache:  the same with rank 0's mapping (replicated), scale init_scale or 1, offset 0.
  * The multiply and add are rounded separately (no FMA), as the CPU code does.
+ * dst must be 16-byte aligned (16-byte stores).
  * Errors: PZ_ERR_SHAPE (not contiguous, shard beyond full_ne, ndim outside 1..4),
- * PZ_ERR_INVALID_ARG (t not fillable, dst NULL), PZ_ERR_CUDA. */
+ * PZ_ERR_INVALID_ARG (t not fillable, dst NULL or misaligned), PZ_ERR_CUDA. */
 pz_status pz_fill_tensor_launch(const pz_tensor *t, int rank, uint64_t seed, void *dst, cudaStream_t s);
 
 #ifdef __cplusplus
