@@ -66,12 +66,19 @@ __device__ void report_timeout(const ArKargs &a, int row) {
   if (atomicExch(&a.ctrl[2], 1u) == 0u) atomicExch(&a.ctrl[3], (unsigned)row);
 }
 
-/* True (and error recorded) when the wait started at *t0 has lasted longer than the timeout. */
-__device__ __forceinline__ bool timed_out(const ArKargs &a, unsigned long long *t0, int row) {
+/* A wait on a peer: start time and poll count (the clock is read every 64th poll). */
+struct Wait {
+  unsigned long long t0;
+  unsigned polls;
+};
+
+/* True (and error recorded) when the wait has lasted longer than the timeout. */
+__device__ __forceinline__ bool timed_out(const ArKargs &a, Wait *w, int row) {
   if (a.timeout_ns <= 0) return false;
+  if ((w->polls++ & 63u) != 0) return false;
   unsigned long long now = globaltimer();
-  if (*t0 == 0) { *t0 = now; return false; }
-  if ((long long)(now - *t0) > a.timeout_ns) { report_timeout(a, row); return true; }
+  if (w->t0 == 0) { w->t0 = now; return false; }
+  if ((long long)(now - w->t0) > a.timeout_ns) { report_timeout(a, row); return true; }
   return false;
 }
 
@@ -123,7 +130,7 @@ __device__ __forceinline__ void gather_ll(const ArKargs &a, const uint4 *slot, i
       pk[2 * k] = pk[2 * k + 1] = make_uint4(0u, seq, 0u, seq);
     }
   }
-  unsigned long long t0 = 0;
+  Wait wt = {0, 0};
   for (;;) {
     bool ready = true;
 #pragma unroll
@@ -134,7 +141,7 @@ __device__ __forceinline__ void gather_ll(const ArKargs &a, const uint4 *slot, i
       int lq = threadIdx.x + (j >> 1) * PZ_AR_THREADS;
       if (lq < len && (pk[j].y != seq || pk[j].w != seq)) pk[j] = ld_volatile_v4(slot + (j & 1) * len + lq);
     }
-    if (timed_out(a, &t0, row)) break;
+    if (timed_out(a, &wt, row)) break;
   }
 #pragma unroll
   for (int k = 0; k < QPT; k++)
@@ -163,8 +170,14 @@ __global__ void __launch_bounds__(PZ_AR_THREADS, MINB) ar_fused_kernel(const ArK
   __shared__ float s_tot; /* this CTA's sum of squares, read by the cluster's other CTAs */
   extern __shared__ __align__(16) unsigned char dsm[];
   const int t = threadIdx.x;
+  /* Launch accounting (use_seq): every CTA counts itself in ctrl[1] as it starts (a donor
+   * only after it has read the sequence); the CTA that arrives last is the last to have read
+   * it, and at its end advances ctrl[0]. The atomic's answer is needed only at the end, so
+   * its latency hides behind the kernel. */
+  unsigned arrival = 0;
 
   if ((int)blockIdx.x >= a.donor_ctas) {
+    if (a.use_seq && t == 0) arrival = atomicAdd(&a.ctrl[1], 1u);
     fill_role(a, blockIdx.x - a.donor_ctas, gridDim.x - a.donor_ctas);
   } else {
     const int row = blockIdx.x / a.K, part = blockIdx.x - (blockIdx.x / a.K) * a.K;
@@ -200,6 +213,9 @@ __global__ void __launch_bounds__(PZ_AR_THREADS, MINB) ar_fused_kernel(const ArK
       if (t == 0) {
         unsigned s = *reinterpret_cast<volatile unsigned *>(&a.ctrl[0]) + 1u;
         s_seq = s == 0u ? 1u : s; /* 0 is the value of freshly zeroed inboxes */
+        unsigned z; /* 0, but data-dependent on the read: the count is taken after it */
+        asm("and.b32 %0, %1, 0;" : "=r"(z) : "r"(s));
+        arrival = atomicAdd(&a.ctrl[1], 1u + z);
       }
       __syncthreads();
       seq = s_seq;
@@ -260,12 +276,12 @@ __global__ void __launch_bounds__(PZ_AR_THREADS, MINB) ar_fused_kernel(const ArK
         /* 5'. Wait for every peer's flag, then read the rows and sum in rank order. */
         if (t < a.tp && t != a.rank) {
           const unsigned *f = a.flags[a.rank] + (((long long)par * a.tp + t) * a.max_m + row) * 16 + part;
-          unsigned long long t0 = 0;
+          Wait wt = {0, 0};
           for (;;) {
             unsigned v;
             asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(v) : "l"(f) : "memory");
             if (v == seq) break;
-            if (timed_out(a, &t0, row)) break;
+            if (timed_out(a, &wt, row)) break;
           }
           __threadfence();
         }
@@ -339,9 +355,9 @@ __global__ void __launch_bounds__(PZ_AR_THREADS, MINB) ar_fused_kernel(const ArK
         float all = 0.f;
         for (int j = 0; j < a.K; j++) {
           uint2 v = ld_volatile_v2(slots + j);
-          unsigned long long t0 = 0;
+          Wait wt = {0, 0};
           while (v.y != seq) {
-            if (timed_out(a, &t0, row)) break;
+            if (timed_out(a, &wt, row)) break;
             v = ld_volatile_v2(slots + j);
           }
           all = j == 0 ? __uint_as_float(v.x) : __fadd_rn(all, __uint_as_float(v.x));
@@ -376,20 +392,12 @@ __global__ void __launch_bounds__(PZ_AR_THREADS, MINB) ar_fused_kernel(const ArK
     if (a.cluster > 1) asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
   }
 
-  /* The last CTA of the launch advances the sequence: every CTA has read it by then, and the
+  /* The CTA that arrived last advances the sequence: every CTA has read it by then, and the
    * next launch on this stream starts only after this one has finished. */
-  if (a.use_seq) {
-    __syncthreads();
-    if (t == 0) {
-      __threadfence();
-      unsigned d = atomicAdd(&a.ctrl[1], 1u);
-      if (d == gridDim.x - 1) {
-        unsigned s = *reinterpret_cast<volatile unsigned *>(&a.ctrl[0]) + 1u;
-        a.ctrl[0] = s == 0u ? 1u : s;
-        a.ctrl[1] = 0u;
-        __threadfence();
-      }
-    }
+  if (a.use_seq && t == 0 && arrival == gridDim.x - 1) {
+    unsigned s = *reinterpret_cast<volatile unsigned *>(&a.ctrl[0]) + 1u;
+    a.ctrl[0] = s == 0u ? 1u : s;
+    a.ctrl[1] = 0u;
   }
 }
 
