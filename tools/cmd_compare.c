@@ -275,6 +275,7 @@ static int write_plots(const char *dir, const pz_cmp_result *r, bool *rendered) 
   fprintf(f,
           "# prezero compare plots: run 'gnuplot plots.gp' in this folder.\n"
           "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) { set terminal pngcairo size 900,560 } else { set terminal png size 900,560 }\n"
+          "set termoption noenhanced\n"
           "set output 'throughput.png'\n"
           "set title '%s TP %d, %d layers: output tokens/s per GPU'\n"
           "set xlabel 'concurrency'; set ylabel 'tokens/s per GPU'; set logscale x 2; set key left top; set grid\n"
@@ -285,8 +286,8 @@ static int write_plots(const char *dir, const pz_cmp_result *r, bool *rendered) 
           "set title 'kernel time per layer, ON - OFF (µs; negative = saved; n/f = 0)'\n"
           "set xlabel 'concurrency'; set ylabel 'µs per layer'; set style data histogram\n"
           "set style histogram clustered gap 1; set style fill solid 0.8 border -1; set key outside right\n"
-          "plot 'components.dat' using 2:xtic(1) title 'qkv\\_a', '' using 3 title 'q\\_b', '' using 4 title 'gate', "
-          "'' using 5 title 'o\\_proj', '' using 6 title 'GEMM subtotal', '' using 7 title 'donor fill cost'\n",
+          "plot 'components.dat' using 2:xtic(1) title 'qkv_a', '' using 3 title 'q_b', '' using 4 title 'gate', "
+          "'' using 5 title 'o_proj', '' using 6 title 'GEMM subtotal', '' using 7 title 'donor fill cost'\n",
           r->model, r->tp, r->layers);
   fclose(f);
   if (system("command -v gnuplot >/dev/null 2>&1") == 0) {
