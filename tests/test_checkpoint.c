@@ -2,7 +2,7 @@
  * Hugging Face layout (q_a_proj / kv_a_proj_with_mqa separate, kv_b_proj whole, one tensor per
  * expert, "model." prefix): loading them gives a decode bit-identical to the hash-filled run
  * (TP 1 and 2, V3 and V2-Lite layouts), as one file, as an index with shards, with the experts
- * fused as transformers >= 5 saves them, with tied embeddings, as F32, and FP8
+ * fused as transformers >= 5 saves them, with tied embeddings, as F32 (misaligned), and FP8
  * with block scales equals the bf16 checkpoint of the dequantised values computed here. Bad
  * checkpoints give one-line errors through the library and the CLI ($PZ_CLI). */
 #include <math.h>
@@ -187,6 +187,20 @@ static void fuse_experts(const ents *in, ents *out) {
       memcpy((char *)dn->data + (size_t)e * blk, find_e(in, nm)->data, blk);
     }
   }
+}
+
+/* Puts an unused odd-sized U8 tensor first, so every tensor after it lands at an odd offset in
+ * the file: the loader must not make misaligned loads (run under UBSan to see it). */
+static void prepend_pad(ents *s) {
+  memmove(&s->e[1], &s->e[0], sizeof s->e[0] * (size_t)s->n);
+  s->n++;
+  ent *e = &s->e[0];
+  snprintf(e->name, sizeof e->name, "a.unused.pad");
+  e->dtype = PZ_ST_U8;
+  e->ndim = 1;
+  e->shape[0] = 3;
+  e->nbytes = 3;
+  e->data = calloc(1, 3);
 }
 
 /* Writes entries [lo, hi) of s to sub/file. */
@@ -551,6 +565,7 @@ static void run_layout(const char *tag, const char *tmpl, int with_errors) {
     e->dtype = PZ_ST_F32;
     e->nbytes = n * 4;
   }
+  prepend_pad(&f32);
   write_st(sub, "model.safetensors", &f32, 0, f32.n);
   same_decode(sub, 2, rt[1], rl[1], V);
   free_ents(&f32);
@@ -567,6 +582,7 @@ static void run_layout(const char *tag, const char *tmpl, int with_errors) {
   mk(dref);
   write_config(d8, tmpl, ",\"quantization_config\":{\"quant_method\":\"fp8\",\"fmt\":\"e4m3\",\"weight_block_size\":[16,16]}");
   write_config(dref, tmpl, NULL);
+  prepend_pad(&q8);
   write_st(d8, "model.safetensors", &q8, 0, q8.n);
   write_st(dref, "model.safetensors", &deq, 0, deq.n);
   for (int k = 0; k < 2; k++) {

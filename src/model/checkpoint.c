@@ -20,7 +20,7 @@ typedef enum { PLAN_NONE = 0, PLAN_PLAIN, PLAN_CONCAT_ROWS, PLAN_EXPERTS, PLAN_E
 /* A 2-D view of one checkpoint tensor (1-D: one row). */
 typedef struct src {
   const pz_st_tensor *w;
-  const float *scale;          /* F8_E4M3: f32 [ceil(rows/bm), scols] */
+  const float *scale;          /* F8_E4M3: f32 [ceil(rows/bm), scols], owned (aligned copy) */
   int64_t rows, cols, scols;
 } src;
 
@@ -225,7 +225,10 @@ pz_status pz_checkpoint_open(const char *dir, pz_checkpoint **out) {
 }
 
 static void free_plans(pz_checkpoint *ck) {
-  for (int i = 0; i < ck->n_plans; i++) free(ck->plans[i].s);
+  for (int i = 0; i < ck->n_plans; i++) {
+    for (int k = 0; ck->plans[i].s && k < ck->plans[i].n_src; k++) free((void *)ck->plans[i].s[k].scale);
+    free(ck->plans[i].s);
+  }
   free(ck->plans);
   ck->plans = NULL;
   ck->n_plans = 0;
@@ -283,7 +286,11 @@ static pz_status get_src(pz_checkpoint *ck, const char *name, const char *for_t,
       return pz_error(PZ_ERR_DTYPE, "checkpoint %s: \"%s\" must be F32 [%lld, %lld] (%lldx%lld blocks of %s); check "
                       "quantization_config.weight_block_size", ck->dir, sn, (long long)sr, (long long)scn,
                       (long long)ck->bm, (long long)ck->bn, name);
-    s->scale = sc->data;
+    /* An aligned private copy (the scales are 1/16384 of the weight's elements). */
+    float *own = malloc(sizeof(float) * (size_t)(sr * scn > 0 ? sr * scn : 1));
+    if (!own) return pz_error(PZ_ERR_OOM, "checkpoint: out of memory");
+    memcpy(own, sc->data, sc->nbytes);
+    s->scale = own;
     s->scols = scn;
     return PZ_OK;
   }
@@ -382,15 +389,23 @@ pz_status pz_checkpoint_plan(pz_checkpoint *ck, const pz_model_config *c, const 
 static void read_row(const pz_checkpoint *ck, const src *s, int64_t r, int64_t c0, int64_t n, pz_dtype dt, void *dst,
                      float *tmp) {
   const pz_st_tensor *w = s->w;
+  /* safetensors does not align tensors: a row that is not aligned to its element size is
+   * first copied into tmp (4n bytes), so no misaligned load is ever made. */
+  const size_t esz = pz_st_dtype_size(w->dtype);
+  const char *row = (const char *)w->data + (size_t)(r * s->cols + c0) * esz;
+  if (w->dtype != PZ_ST_F8_E4M3 && (uintptr_t)row % esz) {
+    memcpy(tmp, row, esz * (size_t)n);
+    row = (const char *)tmp;
+  }
   if (w->dtype == PZ_ST_BF16) {
-    const pz_bf16 *p = (const pz_bf16 *)w->data + r * s->cols + c0;
+    const pz_bf16 *p = (const pz_bf16 *)row;
     if (dt == PZ_BF16) memcpy(dst, p, sizeof(pz_bf16) * (size_t)n);
     else for (int64_t j = 0; j < n; j++) ((float *)dst)[j] = pz_bf16_to_f32(p[j]);
     return;
   }
   const float *f;
   if (w->dtype == PZ_ST_F32) {
-    f = (const float *)w->data + r * s->cols + c0;
+    f = (const float *)row;
   } else { /* F8_E4M3, checked in get_src */
     pz_fp8_dequant_row(w->data, s->cols, s->scale, s->scols, ck->bm, ck->bn, r, c0, n, tmp);
     f = tmp;

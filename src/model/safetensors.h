@@ -6,6 +6,11 @@
 #include <stdint.h>
 #include "core/status.h"
 
+/* Tensor data are little-endian and used in place: the host must be little-endian. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "prezero's safetensors reader needs a little-endian host"
+#endif
+
 /* Element types a safetensors header may name. Only BF16, F32 and F8_E4M3 can be loaded as
  * weights (checkpoint.h); the others are parsed so that their byte sizes can be checked. */
 typedef enum pz_st_dtype {
@@ -20,7 +25,9 @@ size_t pz_st_dtype_size(pz_st_dtype t);
 
 #define PZ_ST_MAX_DIMS 8
 
-/* One tensor of a file: data points into the mapping (valid until pz_st_close). */
+/* One tensor of a file: data points into the mapping (valid until pz_st_close). safetensors
+ * packs tensors back to back, so data need not be aligned to the element size: read it with
+ * memcpy unless ((uintptr_t)data % size) == 0. */
 typedef struct pz_st_tensor {
   char *name;                   /* owned by the file */
   pz_st_dtype dtype;
