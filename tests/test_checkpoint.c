@@ -472,6 +472,10 @@ static void test_errors(const char *src_cfg, const ents *good) {
   fclose(f);
   bad("e_index", PZ_ERR_IO, "which has no such tensor");
 
+  /* No config.json. */
+  mk("e_noconfig");
+  bad("e_noconfig", PZ_ERR_IO, "no config.json there");
+
   /* No weights at all. */
   mk("e_none");
   write_config("e_none", src_cfg, NULL);

@@ -85,7 +85,7 @@ int pz_checkpoint_count(const pz_checkpoint *ck) { return ck ? ck->n : 0; }
 /* Reads a whole small file (config.json, the index) into a NUL-terminated buffer. */
 static pz_status slurp(const char *path, char **buf, size_t *len) {
   FILE *f = fopen(path, "rb");
-  if (!f) return pz_error(PZ_ERR_IO, "checkpoint %s: cannot open (%s)", path, strerror(errno));
+  if (!f) return pz_error(PZ_ERR_IO, "checkpoint %s: cannot open (%s); check the model directory", path, strerror(errno));
   size_t cap = 1 << 16, n = 0;
   char *b = malloc(cap);
   while (b) {
@@ -99,7 +99,7 @@ static pz_status slurp(const char *path, char **buf, size_t *len) {
   int err = ferror(f);
   fclose(f);
   if (!b) return pz_error(PZ_ERR_OOM, "checkpoint %s: out of memory", path);
-  if (err) { free(b); return pz_error(PZ_ERR_IO, "checkpoint %s: read error", path); }
+  if (err) { free(b); return pz_error(PZ_ERR_IO, "checkpoint %s: read error; check the file", path); }
   b[n] = 0;
   *buf = b;
   *len = n;
@@ -512,6 +512,11 @@ pz_status pz_checkpoint_load_config(const char *dir, pz_model_config *out) {
   if (!dir || !out) return pz_error(PZ_ERR_INVALID_ARG, "pz_checkpoint_load_config: NULL argument");
   char *path = join(dir, "config.json");
   if (!path) return pz_error(PZ_ERR_OOM, "checkpoint %s: out of memory", dir);
+  struct stat sb;
+  if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    free(path);
+    return pz_error(PZ_ERR_IO, "checkpoint %s: no config.json there; give --model a Hugging Face checkpoint directory", dir);
+  }
   pz_status st = pz_config_load(path, out);
   free(path);
   return st;

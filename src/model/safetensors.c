@@ -173,7 +173,7 @@ pz_status pz_st_open(const char *path, pz_st_file **out) {
       int err = errno;
       close(fd);
       pz_st_close(f);
-      return pz_error(PZ_ERR_IO, "safetensors %s: mmap of %zu bytes failed (%s)", path, (size_t)sb.st_size, strerror(err));
+      return pz_error(PZ_ERR_IO, "safetensors %s: mmap of %zu bytes failed (%s); check the file and the address-space limit", path, (size_t)sb.st_size, strerror(err));
     }
     f->map = m;
   }
@@ -232,7 +232,7 @@ pz_status pz_st_write(const char *path, int n, const pz_st_write_entry *en) {
   if (!js) return pz_error(PZ_ERR_OOM, "pz_st_write: out of memory");
   size_t hl = strlen(js), padded = (hl + 7) / 8 * 8;
   FILE *f = fopen(path, "wb");
-  if (!f) { free(js); return pz_error(PZ_ERR_IO, "safetensors %s: cannot create (%s)", path, strerror(errno)); }
+  if (!f) { free(js); return pz_error(PZ_ERR_IO, "safetensors %s: cannot create (%s); check the directory", path, strerror(errno)); }
   unsigned char len8[8];
   for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)padded >> (8 * i));
   int ok = fwrite(len8, 1, 8, f) == 8 && fwrite(js, 1, hl, f) == hl;
@@ -245,6 +245,6 @@ pz_status pz_st_write(const char *path, int n, const pz_st_write_entry *en) {
     ok = nb == 0 || (en[i].data && fwrite(en[i].data, 1, nb, f) == nb);
   }
   if (fclose(f) != 0) ok = 0;
-  if (!ok) return pz_error(PZ_ERR_IO, "safetensors %s: write failed", path);
+  if (!ok) return pz_error(PZ_ERR_IO, "safetensors %s: write failed; check the disk space and permissions", path);
   return PZ_OK;
 }
