@@ -1,8 +1,8 @@
 /* Golden test against an independent implementation: the checkpoints under tests/data/golden/
  * (written by tools/make_golden.py with Hugging Face transformers, float32, eager attention)
- * must give the same greedy tokens and last-step logits within the file's logits_atol, at TP 1
- * and 2, batched (prompts of different lengths side by side) and one prompt at a time, through
- * the library and the CLI. A negative control shows the tolerance catches a RoPE detail. */
+ * must give the same greedy tokens and last-step logits within the file's logits_atol, at TP 1,
+ * 2 and 4, batched (prompts of different lengths side by side) and one prompt at a time, with the
+ * prezero pass off and on, through the library and the CLI. A negative control shows the tolerance catches a RoPE detail. */
 #include <cjson/cJSON.h>
 #include <libgen.h>
 #include <math.h>
@@ -83,7 +83,8 @@ static int load_golden(const char *dir, golden *g) {
 
 /* Feeds prompts [p0, p0+n) of g side by side, each from position 0, one token per step, then
  * greedy; tokens[i][k] and logits of the step that made each sequence's last token. */
-static pz_status run(const char *model_dir, const golden *g, int p0, int n, int tp, int32_t tokens[][MAXS], float *logits) {
+static pz_status run(const char *model_dir, const golden *g, int p0, int n, int tp, int prezero, int32_t tokens[][MAXS],
+                     float *logits) {
   int max_len = 0;
   for (int i = 0; i < n; i++) max_len = g->len[p0 + i] > max_len ? g->len[p0 + i] : max_len;
   pz_engine_config ec = PZ_ENGINE_CONFIG_INIT;
@@ -92,7 +93,7 @@ static pz_status run(const char *model_dir, const golden *g, int p0, int n, int 
   ec.max_batch = n;
   ec.context = 0;
   ec.max_steps = max_len - 1 + g->steps;
-  ec.prezero = 0;
+  ec.prezero = prezero;
   ec.device = PZ_DEVICE_CPU;
   pz_engine *e = NULL;
   pz_status st = pz_engine_create(&ec, &e);
@@ -129,9 +130,9 @@ static void check_model(const golden *g, const char *name) {
   static int32_t tok[MAXP][MAXS], tok1[MAXP][MAXS];
   static float lg[MAXP * MAXV], lg1[MAXP * MAXV];
   const int64_t nv = g->n * g->vocab;
-  for (int tp = 1; tp <= 2; tp++) {
+  for (int tp = 1; tp <= 4; tp *= 2) {
     memset(tok, 0xff, sizeof tok);
-    CHECK_OK(run(g->dir, g, 0, g->n, tp, tok, lg));
+    CHECK_OK(run(g->dir, g, 0, g->n, tp, 0, tok, lg));
     int same = 1;
     for (int i = 0; i < g->n; i++) same &= !memcmp(tok[i], g->tokens[i], sizeof(int32_t) * (size_t)g->steps);
     double d = max_diff(lg, g->logits, nv);
@@ -140,11 +141,16 @@ static void check_model(const golden *g, const char *name) {
     CHECK(d <= g->atol);
   }
   /* One prompt at a time (TP 1) gives the batched rows bit for bit: positions are per sequence. */
-  CHECK_OK(run(g->dir, g, 0, g->n, 1, tok, lg));
+  CHECK_OK(run(g->dir, g, 0, g->n, 1, 0, tok, lg));
   for (int i = 0; i < g->n; i++) {
-    CHECK_OK(run(g->dir, g, i, 1, 1, &tok1[i], lg1 + i * g->vocab));
+    CHECK_OK(run(g->dir, g, i, 1, 1, 0, &tok1[i], lg1 + i * g->vocab));
     CHECK(!memcmp(tok1[i], tok[i], sizeof(int32_t) * (size_t)g->steps));
   }
+  CHECK(!memcmp(lg1, lg, sizeof(float) * (size_t)nv));
+  /* The prezero pass on a real checkpoint's graph (TP 2) changes nothing, bit for bit. */
+  CHECK_OK(run(g->dir, g, 0, g->n, 2, 0, tok, lg));
+  CHECK_OK(run(g->dir, g, 0, g->n, 2, 1, tok1, lg1));
+  for (int i = 0; i < g->n; i++) CHECK(!memcmp(tok1[i], tok[i], sizeof(int32_t) * (size_t)g->steps));
   CHECK(!memcmp(lg1, lg, sizeof(float) * (size_t)nv));
 }
 
@@ -208,7 +214,7 @@ static void negative_control(const golden *g) {
   static int32_t tok[MAXP][MAXS];
   static float lg[MAXP * MAXV];
   snprintf(p, sizeof p, "%s/noyarn", tmpdir);
-  CHECK_OK(run(p, g, 0, g->n, 1, tok, lg));
+  CHECK_OK(run(p, g, 0, g->n, 1, 0, tok, lg));
   double d = max_diff(lg, g->logits, g->n * g->vocab);
   printf("negative control (YaRN dropped): max |logit - HF| = %.4f, must exceed %.4f\n", d, g->atol);
   CHECK(d > g->atol);
