@@ -14,6 +14,9 @@ mkdir -p "$OUT"
 cd "$(dirname "$0")/../.."
 mkdir -p /tmp/cj && for f in .deps/*.deb; do dpkg -x "$f" /tmp/cj; done
 export LD_LIBRARY_PATH=/tmp/cj/usr/lib/x86_64-linux-gnu:/usr/local/cuda/extras/CUPTI/lib64:${LD_LIBRARY_PATH:-}
+# NCCL (loaded at run time by the donors' fallback, PREZERO_AR_ALGO=nccl) from the Python wheel when present.
+NCCL_DIR=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
+[ -n "$NCCL_DIR" ] && export LD_LIBRARY_PATH=$NCCL_DIR:$LD_LIBRARY_PATH
 B=/tmp/build-step
 mkdir -p $B/o
 INC="-Iinclude -Isrc -Itools -Itests -I/tmp/cj/usr/include -I/usr/local/cuda/include -I/usr/local/cuda/extras/CUPTI/include"

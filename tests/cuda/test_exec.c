@@ -8,6 +8,7 @@
  *    padded batch (3 -> 4) bit-identical to the eager batch of 3 on the real rows;
  *  - prezero ON vs OFF bit-identical with split-K at 2 splits (DESIGN.md §5), scratch poisoned,
  *    gate forced on / off / calibrated;
+ *  - the donors' NCCL fallback (PREZERO_AR_ALGO=nccl) against the CPU, when NCCL loads;
  *  - errors: too many GPUs, memory that does not fit, an op without a CUDA kernel, bad batch. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -306,6 +307,27 @@ static void test_prezero_on_off(int tp) {
   unsetenv("PREZERO_GEMM_SPLITS");
 }
 
+/* The donors' NCCL fallback (PREZERO_AR_ALGO=nccl): the same step within the same tolerance of the
+ * CPU; skipped (with a message) when no NCCL library can be loaded. */
+static void test_nccl(int tp) {
+  setenv("PREZERO_AR_ALGO", "nccl", 1);
+  pz_graph *g = build(tp, 1);
+  pz_cuda_exec_opts o = PZ_CUDA_EXEC_OPTS_INIT;
+  pz_device_desc_default(&o.dev);
+  pz_cuda_exec *e = NULL;
+  pz_status st = g ? pz_cuda_exec_create(g, &o, &e) : PZ_ERR_INTERNAL;
+  pz_cuda_exec_free(e);
+  pz_graph_free(g);
+  if (st == PZ_ERR_UNSUPPORTED) {
+    printf("NCCL fallback, TP %d: skipped (%s)\n", tp, pz_last_error());
+  } else {
+    CHECK(st == PZ_OK);
+    printf("NCCL fallback (PREZERO_AR_ALGO=nccl): ");
+    test_vs_cpu(tp);
+  }
+  unsetenv("PREZERO_AR_ALGO");
+}
+
 /* ---------------------------------------------------------------- errors */
 
 static void test_errors(int ngpu) {
@@ -386,10 +408,12 @@ int main(void) {
   test_vs_cpu(1);
   test_graph_vs_eager(1);
   test_prezero_on_off(1);
+  test_nccl(1);
   if (ngpu >= 2) {
     test_vs_cpu(2);
     test_graph_vs_eager(2);
     test_prezero_on_off(2);
+    test_nccl(2);
   } else {
     printf("only one GPU: TP 2 cases skipped\n");
   }

@@ -31,6 +31,7 @@ struct pz_cuda_exec {
   int tp;
   pz_cuda_rank ranks[PZ_CUDA_MAX_TP];
   pz_comm *comm;
+  pz_nccl *nccl;                /* PREZERO_AR_ALGO=nccl: the donors' NCCL fallback (ar_nccl.h) */
   pz_device_desc dev;
   bool graphs;
   int n_sizes;
@@ -191,6 +192,14 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
   cc.max_m = e->max_m;
   cc.max_H = (e->g->info.hidden + 7) / 8 * 8;
   PZ_CHECK_GOTO(pz_comm_create(&cc, &e->comm), st, fail);
+  {
+    const char *algo = getenv("PREZERO_AR_ALGO");
+    if (algo && *algo && strcmp(algo, "nccl") != 0 && strcmp(algo, "fused") != 0) {
+      st = pz_error(PZ_ERR_INVALID_ARG, "CUDA executor: PREZERO_AR_ALGO=%s; use fused (default) or nccl", algo);
+      goto fail;
+    }
+    if (algo && strcmp(algo, "nccl") == 0) PZ_CHECK_GOTO(pz_nccl_create(e->comm, &e->nccl), st, fail);
+  }
 
   if (o->dev.num_sms > 0) e->dev = o->dev;
   else PZ_CHECK_GOTO(pz_gate_calibrate_cuda(devs[0], &e->dev), st, fail);
@@ -205,6 +214,12 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
     }
     PZ_CHECK_GOTO(pz_gemm_ctx_create(&R->gemm), st, fail);
     PZ_CHECK_GOTO(pz_cuda_ops_prepare(e->g, R), st, fail);
+    if (e->nccl && cudaMalloc((void **)&R->ar_tmp, sizeof(float) * (size_t)(e->max_m * e->g->info.hidden)) != cudaSuccess) {
+      cudaGetLastError();
+      R->ar_tmp = NULL;
+      st = pz_error(PZ_ERR_OOM, "CUDA executor: NCCL scratch on GPU %d", R->device);
+      goto fail;
+    }
     cudaError_t ce = cudaMalloc((void **)&R->arena, (size_t)e->arena_bytes);
     if (ce != cudaSuccess) {
       cudaGetLastError();
@@ -282,6 +297,7 @@ void pz_cuda_exec_free(pz_cuda_exec *e) {
     if (R->in_host) cudaFreeHost(R->in_host);
     free(R->data);
   }
+  pz_nccl_destroy(e->nccl);
   pz_comm_destroy(e->comm);
   pz_graph_free(e->g);
   free(e->offset);
@@ -306,7 +322,7 @@ static pz_status sync_after(pz_cuda_exec *e, const pz_node *n) {
 
 /* Issues every node for every rank with m rows (eager, or under capture). */
 static pz_status run_nodes(pz_cuda_exec *e, int64_t m, bool capturing) {
-  pz_cuda_ctx c = {.g = e->g, .tp = e->tp, .m = m, .ranks = e->ranks, .comm = e->comm, .dev = &e->dev};
+  pz_cuda_ctx c = {.g = e->g, .tp = e->tp, .m = m, .ranks = e->ranks, .comm = e->comm, .nccl = e->nccl, .dev = &e->dev};
   for (int i = 0; i < e->g->n_nodes; i++) {
     const pz_node *n = &e->g->nodes[i];
     pz_profile_set_node(n->id); /* CUPTI attribution of the graph nodes captured next (profile.h) */

@@ -40,7 +40,9 @@ typedef struct pz_cuda_exec pz_cuda_exec;
  *      that the per-rank storage fits each GPU's free memory minus the reserve (PZ_ERR_OOM with
  *      the bytes needed and free; nothing is allocated then);
  *   2. creates the TP communicator (peer access proven between every pair: PZ_ERR_NO_P2P),
- *      one stream and one split-K GEMM handle per rank, calibrates the gate;
+ *      one stream and one split-K GEMM handle per rank, calibrates the gate; with
+ *      PREZERO_AR_ALGO=nccl the donors run as NCCL all-reduce + residual/RMSNorm kernel +
+ *      memset of the fill (ar_nccl.h; a baseline; PZ_ERR_UNSUPPORTED without an NCCL library);
  *   3. allocates one arena per rank (views share their owner's storage, 256-byte aligned),
  *      zeroes it and fills weights and KV caches on the device (fill.h), bit-identical to
  *      pz_cpu_exec_create for the same seed.

@@ -158,7 +158,23 @@ static pz_status ar_common(pz_cuda_ctx *c, const pz_node *n, bool with_fill) {
     }
     streams[r] = c->ranks[r].stream;
   }
-  pz_status st = pz_ar_rmsnorm_launch_all(c->comm, args, c->dev, streams);
+  pz_status st;
+  if (c->nccl) {
+    /* NCCL sums contiguous partials in place: a strided partial (a prezero slice) is copied to
+     * the rank's contiguous scratch first. */
+    for (int r = 0; r < c->tp; r++)
+      if (ldp != H) {
+        pz_cuda_rank *R = &c->ranks[r];
+        PZ_CUDA_CHECK(cudaSetDevice(R->device));
+        PZ_CUDA_CHECK(cudaMemcpy2DAsync(R->ar_tmp, (size_t)H * 4, args[r].partial, (size_t)ldp * 4, (size_t)H * 4,
+                                        (size_t)c->m, cudaMemcpyDeviceToDevice, R->stream));
+        args[r].partial = R->ar_tmp;
+        args[r].ld_partial = H;
+      }
+    st = pz_ar_rmsnorm_nccl_launch_all(c->nccl, c->comm, args, streams);
+  } else {
+    st = pz_ar_rmsnorm_launch_all(c->comm, args, c->dev, streams);
+  }
   if (st != PZ_OK) pz_log_propagate(__FILE__, __LINE__, n->name, st);
   return st;
 }
@@ -331,6 +347,8 @@ pz_status pz_cuda_ops_prepare(const pz_graph *g, pz_cuda_rank *R) {
 }
 
 void pz_cuda_ops_release(const pz_graph *g, pz_cuda_rank *R) {
+  cudaFree(R->ar_tmp);
+  R->ar_tmp = NULL;
   if (R->op_ctx && g)
     for (int i = 0; i < g->n_nodes; i++)
       if (R->op_ctx[i] && g->nodes[i].op == PZ_OP_MLA_ATTN) pz_mla_cuda_destroy(R->op_ctx[i]);

@@ -4,6 +4,7 @@
 #define PZ_BACKEND_CUDA_EXEC_OPS_H
 #include <stdbool.h>
 #include <cuda_runtime.h>
+#include "backend/cuda/ar_nccl.h"
 #include "backend/cuda/comm.h"
 #include "backend/cuda/dense_ops.h"
 #include "backend/cuda/exec.h"
@@ -25,6 +26,7 @@ typedef struct pz_cuda_rank {
   void **op_ctx;               /* [n_nodes]: per-node op state (the MLA op's context), or NULL */
   void *ws;                    /* device scratch shared by the MoE / dense-MLP nodes (run in order) */
   size_t ws_bytes;
+  float *ar_tmp;               /* NCCL donors only: contiguous [m, H] f32 copy of a strided partial */
 } pz_cuda_rank;
 
 /* Context of one op launch. Non-collective ops: rank/stream/gemm/data are this rank's.
@@ -39,6 +41,7 @@ typedef struct pz_cuda_ctx {
   cudaStream_t stream;         /* ranks[rank].stream */
   pz_gemm_ctx *gemm;           /* ranks[rank].gemm */
   pz_comm *comm;
+  pz_nccl *nccl;               /* non-NULL: donors run as NCCL all-reduce + RMSNorm (PREZERO_AR_ALGO=nccl) */
   const pz_device_desc *dev;
 } pz_cuda_ctx;
 
