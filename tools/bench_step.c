@@ -190,6 +190,8 @@ int pz_cmd_bench_step(int argc, char **argv) {
   cJSON_AddNumberToObject(root, "iters", iters);
   cJSON_AddNumberToObject(root, "reps", reps);
   cJSON_AddNumberToObject(root, "rounds", rounds);
+  const char *algo = getenv("PREZERO_AR_ALGO");
+  cJSON_AddStringToObject(root, "ar_algo", algo && *algo ? algo : "fused");
   cJSON_AddStringToObject(root, "method",
                           "CUDA-graph replay of the whole decode step on every rank, iters back to back, median of reps; "
                           "median over rounds (OFF, ON alternating); weights seeded random, streamed from HBM");
@@ -199,7 +201,8 @@ int pz_cmd_bench_step(int argc, char **argv) {
   FILE *outs[2] = {stdout, md};
   for (int o = 0; o < 2; o++) {
     if (!outs[o]) continue;
-    fprintf(outs[o], "# prezero bench step: %s, first %d layers, context %d, %s\n\n", mc.name, layers, context, device);
+    fprintf(outs[o], "# prezero bench step: %s, first %d layers, context %d, %s, AR+RMSNorm donors: %s\n\n", mc.name,
+            layers, context, device, algo && *algo ? algo : "fused");
     fprintf(outs[o], "Decode-step time (µs, CUDA-graph replay, median of %d sets of %d steps%s).\n\n", reps, iters,
             rounds > 1 ? ", median over rounds" : "");
   }
