@@ -1,9 +1,9 @@
 #!/bin/bash
 # AR donor on the device machine: build (nvcc, sm_90a), compute-sanitizer on the TP=1 test,
 # the full test (TP=1 + TP=2) with default clusters, with clusters everywhere and with none,
-# the gate test, and `bench ar` at TP=1 and TP=2 (plus TP=1 without clusters).
+# the gate test, and `bench ar` at TP=1 and TP=2 (plus TP=1 without clusters, TP=2 with).
 # Run from the repository root with $OUT set; carry .deps (cJSON .debs). BENCH_ARGS adds
-# bench options (e.g. --sweep). Results land in $OUT (7 files).
+# bench options (e.g. --sweep). Results land in $OUT (8 files).
 set -o pipefail
 export NCCL_NVLS_ENABLE=0
 mkdir -p /tmp/cj && for f in .deps/*.deb; do dpkg -x "$f" /tmp/cj; done
@@ -28,5 +28,7 @@ echo "bench tp1 rc=$?"
 timeout 90 $B/bench_ar --tp 2 --json $OUT/ar_h200x2_tp2.json --md $OUT/ar_h200x2_tp2.md ${BENCH_ARGS} 2>>$T >/dev/null
 echo "bench tp2 rc=$?"
 PREZERO_AR_CLUSTER=0 timeout 60 $B/bench_ar --tp 1 --md $OUT/ar_h200_tp1_nocluster.md 2>>$T >/dev/null
-echo "bench tp1 no-cluster rc=$?"; tail -3 $T
-for f in ar_h200x2_tp2 ar_h200_tp1 ar_h200_tp1_nocluster; do echo "== $f"; grep "^| [0-9]" $OUT/$f.md | cut -d'|' -f2-11; done
+echo "bench tp1 no-cluster rc=$?"
+PREZERO_AR_CLUSTER=1 timeout 90 $B/bench_ar --tp 2 --md $OUT/ar_h200x2_tp2_cluster.md 2>>$T >/dev/null
+echo "bench tp2 cluster rc=$?"; tail -3 $T
+for f in ar_h200x2_tp2 ar_h200x2_tp2_cluster ar_h200_tp1; do echo "== $f"; grep "^| [0-9]" $OUT/$f.md | cut -d'|' -f2-11; done

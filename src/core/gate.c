@@ -11,12 +11,12 @@ void pz_device_desc_default(pz_device_desc *d) {
   d->num_sms = 132;
   /* Measured on one H200 by pz_gate_calibrate_cuda (bench/results/ar_h200_tp1.md). */
   d->ctas_per_sm = 2;
-  d->fill_bytes_per_us_cta = 19100.0;
-  d->donor_t0_us = 2.30;
-  d->donor_bytes_per_us = 5.05e6;
+  d->fill_bytes_per_us_cta = 18900.0;
+  d->donor_t0_us = 2.29;
+  d->donor_bytes_per_us = 4.9e6;
   d->fill_min_bytes_per_cta = 16384;
-  d->fill_penalty_bytes_per_us = 5.6e6; /* median of 4 calibrations: 4.4e6 .. 7.1e6 */
-  d->max_added_us = 0.15;
+  d->fill_penalty_bytes_per_us = 6.1e6; /* median of 5 calibrations: 4.4e6 .. 7.1e6 */
+  d->max_added_us = 0.2;
   d->donor_ctas_per_sm = 1;
   d->fill_ctas_per_sm = 1;
   d->donor_rows_per_cta = 1;

@@ -17,11 +17,12 @@ extern "C" {
  *   donor_t0_us, donor_bytes_per_us  TP=1 fused kernel without fill, same timing, at
  *                (m=1, H=2048) and (m=128, H=7168): t0 = t(1, 2048) - 2048*14 B / rate,
  *                rate = (128*7168 - 2048)*14 B / (t(128,7168) - t(1,2048)).
- *   fill_penalty_bytes_per_us  8 MiB / (t(m=128, H=7168, + 8 MiB fill) - t(m=128, H=7168)),
+ *   fill_penalty_bytes_per_us  8 MiB / median over 5 alternating pairs of
+ *                (t(m=128, H=7168, + 8 MiB fill) - t(m=128, H=7168)),
  *                floored at 0.02 µs of difference; max_added_us stays at the default
- *                (0.15 µs, see core/gate.h).
+ *                (0.2 µs, see core/gate.h).
  * The figures include the graph's per-node launch gap, as the donor's time in a decode graph
- * does. Takes about 10 ms. PREZERO_GATE_* environment variables are not read here.
+ * does. Takes about 50 ms. PREZERO_GATE_* environment variables are not read here.
  * Errors: PZ_ERR_NO_DEVICE, PZ_ERR_CUDA, PZ_ERR_OOM. */
 pz_status pz_gate_calibrate_cuda(int device, pz_device_desc *out);
 
