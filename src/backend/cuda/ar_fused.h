@@ -54,7 +54,10 @@ typedef struct pz_ar_rmsnorm_args {
  * rank's GPU). Grid: pz_ar_plan_for(m, H, tp) donor CTAs (the same on every rank) followed by
  * pz_ar_plan_fill_ctas(dev, plan, fill bytes) fill CTAs that skip the handshake and zero with
  * 16-byte stores over a grid-stride loop. Every rank must enqueue the same sequence of
- * launches (same m, H); the kernels of all ranks must be able to run at the same time.
+ * launches (same m, H), in order, on one stream per rank: launches of one communicator must
+ * not overlap on a rank (the sequence number lives in the communicator); the kernels of all
+ * ranks must be able to run at the same time. Sequence numbers are 32-bit (wrap after 2^32
+ * launches; 0 is skipped).
  * Capture-safe: no host memset, sequence numbers live in device memory (comm.h).
  * dev: gate description (occupancy, fill rate); NULL = pz_device_desc_default.
  * Errors: PZ_ERR_INVALID_ARG (pointers, alignment, rank), PZ_ERR_SHAPE (m > max_m, H > max_H,
