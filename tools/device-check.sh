@@ -38,21 +38,27 @@ if [ ! -f /usr/include/cjson/cJSON.h ]; then
   mkdir -p $CJ && for f in .deps/*.deb; do dpkg -x "$f" $CJ; done
   export LD_LIBRARY_PATH=$CJ/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 fi
+# GEMM choices: the H200 tuner table recorded by `bench gemm` (others fall back to the heuristic).
+export PREZERO_CACHE_DIR=$W/cache
+mkdir -p "$PREZERO_CACHE_DIR"
+cp bench/results/gemm_h200_tuner_table.json "$PREZERO_CACHE_DIR/gemm_NVIDIA_H200_132sm.json" 2>/dev/null
+pack() { tar -czf "$OUT/results.tar.gz" -C "$OUT" work 2>/dev/null; }
 B=build-dev
-run build 400 bash -c "cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=$CJ/usr -DCMAKE_CUDA_ARCHITECTURES=90a && cmake --build $B -j16" \
-  || { tail -40 "$W/build.txt"; tar -czf "$OUT/results.tar.gz" -C "$OUT" work; exit 1; }
+run build ${PZ_T_BUILD:-300} bash -c "cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=$CJ/usr -DCMAKE_CUDA_ARCHITECTURES=90a && cmake --build $B -j16" \
+  || { tail -40 "$W/build.txt"; pack; exit 1; }
 P=$B/prezero
 
 for s in $sections; do
   case $s in
     tests)
-      run ctest_cuda 300 ctest --test-dir $B -L cuda --output-on-failure
+      run ctest_cuda ${PZ_T_TESTS:-300} ctest --test-dir $B -L cuda --output-on-failure -j${PZ_CTEST_J:-1} --timeout ${PZ_T_TEST_EACH:-240}
       grep -E "tests passed|Failed|\*\*\*" "$W/ctest_cuda.txt" | tee -a "$S"
       if [ "${PZ_CPU_TESTS:-0}" = 1 ]; then run ctest_cpu 300 ctest --test-dir $B -LE cuda -j8; fi ;;
     sanitizer)
-      for t in $B/tests/test_gemm $B/tests/test_ar $B/tests/test_mla $B/tests/test_dense_ops $B/tests/test_moe; do
+      for t in ${PZ_SANITIZE_TESTS:-test_gemm test_ar test_mla test_dense_ops test_moe}; do
+        t=$B/tests/$t
         [ -x "$t" ] || continue
-        PZ_TEST_QUICK=1 PZ_TEST_SMALL=1 PZ_TEST_REPLAYS=20 run "memcheck_$(basename $t)" 120 \
+        PZ_TEST_QUICK=1 PZ_TEST_SMALL=1 PZ_TEST_REPLAYS=20 run "memcheck_$(basename $t)" ${PZ_T_SANITIZE:-120} \
           compute-sanitizer --tool memcheck --error-exitcode 9 "$t"
         grep -E "ERROR SUMMARY" "$W/memcheck_$(basename $t).txt" | tail -1 | tee -a "$S"
       done ;;
@@ -60,15 +66,16 @@ for s in $sections; do
     ar)
       run bench_ar_tp1 90 $P bench ar --tp 1 --json $W/ar_h200_tp1.json --md $W/ar_h200_tp1.md
       [ "$ngpu" -ge 2 ] && run bench_ar_tp2 120 $P bench ar --tp 2 --json $W/ar_h200x2_tp2.json --md $W/ar_h200x2_tp2.md ;;
-    attn) run bench_attn 150 $P bench attn --json $W/attn_h200.json --md $W/attn_h200.md ;;
+    attn) run bench_attn ${PZ_T_ATTN:-150} $P bench attn --json $W/attn_h200.json --md $W/attn_h200.md ;;
     moe) run bench_moe 120 $P bench moe --json $W/moe_h200.json --md $W/moe_h200.md ;;
-    step) run bench_step 200 $P bench step --json $W/step_h200.json --md $W/step_h200.md ;;
+    step) run bench_step ${PZ_T_STEP:-200} $P bench step --json $W/step_h200.json --md $W/step_h200.md ;;
     compare)
-      run compare_tp1 300 $P compare --config kimi_k2 --tp 1 ${PZ_COMPARE_ARGS:-} --out $W/compare_tp1
-      [ "$ngpu" -ge 2 ] && run compare_tp2 300 $P compare --config kimi_k2 --tp 2 ${PZ_COMPARE_ARGS:-} --out $W/compare_tp2 ;;
+      CUDA_VISIBLE_DEVICES=0 run compare_tp1 ${PZ_T_COMPARE:-300} $P compare --config kimi_k2 --tp 1 ${PZ_COMPARE_ARGS:-} --out $W/compare_tp1
+      [ "$ngpu" -ge 2 ] && run compare_tp2 ${PZ_T_COMPARE:-300} $P compare --config kimi_k2 --tp 2 ${PZ_COMPARE_ARGS:-} ${PZ_COMPARE_TP2_ARGS:-} --out $W/compare_tp2 ;;
     build) ;;
     *) log "unknown section $s" ;;
   esac
+  pack
 done
 tar -czf "$OUT/results.tar.gz" -C "$OUT" work
 log "== done $(date -u +%FT%TZ)"
