@@ -331,6 +331,20 @@ static void check_choose(void) {
   CHECK(c.flavour == h.flavour && c.splits == h.splits && c.wt == h.wt);
   CHECK(sk == (h.flavour == PZ_GEMM_SPLITK_ATOMIC));
   unsetenv("PREZERO_GEMM_TUNER");
+  /* A prezero consumer (zero_init = false) runs the baseline's kernel minus its zeroing. */
+  static const int shapes[][3] = {{1, 2112, 7168}, {8, 3072, 1536}, {32, 7168, 2048}, {128, 384, 7168}};
+  for (int i = 0; i < 4; i++) {
+    pz_gemm_config on, off;
+    bool sk_on = false, sk_off = false;
+    CHECK_OK(pz_gemm_choose(ctx, shapes[i][0], shapes[i][1], shapes[i][2], false, &on, &sk_on));
+    CHECK_OK(pz_gemm_choose(ctx, shapes[i][0], shapes[i][1], shapes[i][2], true, &off, &sk_off));
+    CHECK(on.splits == off.splits && on.wt == off.wt && on.warps == off.warps && on.wn == off.wn);
+    CHECK(sk_on == sk_off);
+    if (off.flavour == PZ_GEMM_SPLITK_ZERO || off.flavour == PZ_GEMM_MEMSET_SPLITK)
+      CHECK(on.flavour == PZ_GEMM_SPLITK_ATOMIC);
+    else
+      CHECK(on.flavour == off.flavour);
+  }
   CHECK(pz_gemm_flavour_parse("serial") == PZ_GEMM_SPLITK_SERIAL);
   CHECK(pz_gemm_flavour_parse("3") == PZ_GEMM_MEMSET_SPLITK);
 }

@@ -354,7 +354,7 @@ pz_status pz_compare_decode(const pz_cmp_opts *o, int ci, const pz_cmp_engine_op
     }
   }
   if (st != PZ_OK) goto done;
-  double tot_on[PZ_CMP_MAX_ROUNDS], tot_off[PZ_CMP_MAX_ROUNDS];
+  double tot_on[PZ_CMP_MAX_ROUNDS] = {0}, tot_off[PZ_CMP_MAX_ROUNDS] = {0};
   for (int rd = 0; rd < o->rounds; rd++) {
     pt->tpot_on_rounds_ms[rd] = 1e3 * t_on[rd] / o->osl;
     pt->tpot_off_rounds_ms[rd] = 1e3 * t_off[rd] / o->osl;

@@ -25,7 +25,7 @@ static pz_status row_ld(const pz_cuda_ctx *c, const pz_node *n, int id, int64_t 
   *ld = t->stride[t->ndim - 2];
   return PZ_OK;
 }
-#define LD(id, var) int64_t var; PZ_CHECK(row_ld(c, n, (id), &var))
+#define LD(id, var) int64_t var = 0; PZ_CHECK(row_ld(c, n, (id), &var))
 
 /* ---------------------------------------------------------------- dense ops (dense_ops.h) */
 

@@ -140,6 +140,18 @@ static bool flavour_is_split_k(pz_gemm_flavour f) {
 /* Resolves flavour `want` (AUTO: env, then table, then heuristic) to a full config. */
 static pz_status choose_impl(pz_gemm_ctx *ctx, int m, int n, int k, bool zero_init, pz_gemm_flavour want,
                              pz_gemm_config *out) {
+  /* zero_init = false under AUTO runs the kernel zero_init = true would run, minus its zeroing
+   * (in-kernel zero or memset node -> plain atomic split-K with the same splits and tile). So a
+   * prezero consumer differs from the baseline only by the skipped zeroing: same partial sums,
+   * bit-identical at split counts <= 2 (DESIGN.md section 5), and never a different tile choice.
+   * A baseline that is not split-K (full-K, serial, cuBLAS) stays as it is: prezero is a no-op.
+   * PREZERO_GEMM_MATCH_BASELINE=0 picks the tuner's own best zero_init = false kernel instead. */
+  if (!zero_init && want == PZ_GEMM_AUTO && env_int("PREZERO_GEMM_MATCH_BASELINE", 1)) {
+    PZ_CHECK(choose_impl(ctx, m, n, k, true, PZ_GEMM_AUTO, out));
+    if (out->flavour == PZ_GEMM_SPLITK_ZERO || out->flavour == PZ_GEMM_MEMSET_SPLITK)
+      out->flavour = PZ_GEMM_SPLITK_ATOMIC;
+    return PZ_OK;
+  }
   pz_gemm_config c = pz_gemm_heuristic(ctx->sm_count, m, n, k, zero_init);
   const pz_tuner_entry *e = env_int("PREZERO_GEMM_TUNER", 1) ? pz_tuner_lookup(&ctx->table, m, n, k) : NULL;
   pz_gemm_flavour f = want;

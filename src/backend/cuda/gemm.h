@@ -101,7 +101,8 @@ pz_status pz_gemm_check(const pz_gemm_args *a);
  * heuristic (pz_gemm_heuristic); PREZERO_GEMM_TUNER=0 ignores the table; PREZERO_GEMM_WARPS. The env switches act
  * on AUTO launches only (an explicit args.config is obeyed as given). *is_split_k tells prezero
  * whether zero_init = false has any effect (false for FULLK, CUBLAS, SERIAL: they never need a
- * zeroed C, so prezero is a no-op for them). */
+ * zeroed C, so prezero is a no-op for them). zero_init = false resolves to the zero_init = true
+ * choice with its zeroing dropped (same splits and tile), unless PREZERO_GEMM_MATCH_BASELINE=0. */
 pz_status pz_gemm_choose(pz_gemm_ctx *ctx, int m, int n, int k, bool zero_init,
                          pz_gemm_config *out, bool *is_split_k);
 
