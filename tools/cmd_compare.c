@@ -28,6 +28,8 @@ static void usage(FILE *f) {
           "  --seed X            weights, KV cache and first tokens (default 1234)\n"
           "  --profile-iters N   CUDA-graph replays per engine under CUPTI (default 20)\n"
           "  --no-profile        skip the CUPTI kernel breakdown\n"
+          "  --deterministic     split-K GEMMs use at most 2 splits (sets PREZERO_GEMM_SPLITS=2 unless set), so\n"
+          "                      ON and OFF must be bit-identical (DESIGN.md section 5); timings are then not the tuned ones\n"
           "  --out DIR           write compare.json, compare.md, *.dat, plots.gp (+ PNGs with gnuplot) (default .)\n"
           "  --render JSON       re-write compare.md and the plot files of a saved compare.json into --out\n"
           "  --help              this text\n"
@@ -517,6 +519,7 @@ int pz_cmd_compare(int argc, char **argv) {
     const char *a = argv[i];
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
     if (!strcmp(a, "--no-profile")) { o.profile = false; continue; }
+    if (!strcmp(a, "--deterministic")) { setenv("PREZERO_GEMM_SPLITS", "2", 0); continue; }
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
     bool takes = !strcmp(a, "--config") || !strcmp(a, "--tp") || !strcmp(a, "--layers") || !strcmp(a, "--isl") ||
                  !strcmp(a, "--osl") || !strcmp(a, "--conc") || !strcmp(a, "--rounds") || !strcmp(a, "--seed") ||
