@@ -3,12 +3,13 @@
 # compute-sanitizer memcheck on the kernel tests, and the benchmarks, all written to $OUT.
 # Usage, from the repository root on a GPU machine (carry .deps for cJSON):
 #   OUT=/some/dir bash tools/device-check.sh [section ...]
-# Sections (default: build tests sanitizer gemm ar attn moe step compare):
+# Sections (default: build tests sanitizer gemm ar attn moe step compare determinism):
 #   build      configure + build into build-dev (always runs first)
 #   tests      ctest -L cuda (every CUDA test), plus the CPU suite when PZ_CPU_TESTS=1
 #   sanitizer  compute-sanitizer memcheck on each CUDA test in quick mode (PZ_TEST_QUICK=1)
 #   gemm ar attn moe step   `prezero bench <name>` into $OUT
 #   compare    `prezero compare` at TP 1 and, with 2 GPUs, TP 2 (PZ_COMPARE_ARGS adds options)
+#   determinism  `prezero compare --deterministic` at TP 1 and 2: ON vs OFF bit-identity
 # Results come back as $OUT/summary.txt (what ran, exit codes) and $OUT/results.tar.gz.
 set -u
 cd "$(dirname "$0")/.."
@@ -28,7 +29,7 @@ run() { # run NAME TIMEOUT CMD... : logs rc and wall time, output in $W/NAME.txt
   return $rc
 }
 
-sections=${*:-"tests sanitizer gemm ar attn moe step compare"}
+sections=${*:-"tests sanitizer gemm ar attn moe step compare determinism"}
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
 log "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x$ngpu; sections: $sections"
 
@@ -72,6 +73,12 @@ for s in $sections; do
     compare)
       CUDA_VISIBLE_DEVICES=0 run compare_tp1 ${PZ_T_COMPARE:-300} $P compare --config kimi_k2 --tp 1 ${PZ_COMPARE_ARGS:-} --out $W/compare_tp1
       [ "$ngpu" -ge 2 ] && run compare_tp2 ${PZ_T_COMPARE:-300} $P compare --config kimi_k2 --tp 2 ${PZ_COMPARE_ARGS:-} ${PZ_COMPARE_TP2_ARGS:-} --out $W/compare_tp2 ;;
+    determinism)  # ON vs OFF must be bit-identical with at most 2 split-K splits (DESIGN.md section 5)
+      CUDA_VISIBLE_DEVICES=0 run det_tp1 ${PZ_T_COMPARE:-300} $P compare --config kimi_k2 --tp 1 --deterministic --no-profile \
+        --osl ${PZ_DET_OSL:-16} --rounds 2 --out $W/compare_det_tp1
+      [ "$ngpu" -ge 2 ] && run det_tp2 ${PZ_T_COMPARE:-300} $P compare --config kimi_k2 --tp 2 --layers 3 --deterministic \
+        --no-profile --osl ${PZ_DET_OSL:-16} --rounds 2 --out $W/compare_det_tp2
+      grep -h "^Verdict" $W/det_tp*.txt | cut -c1-160 | tee -a "$S" ;;
     build) ;;
     *) log "unknown section $s" ;;
   esac
