@@ -48,6 +48,11 @@ static pz_status get_int(const reader *r, const char *field, bool required, bool
   if ((int64_t)d < min)
     return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is %lld, must be >= %lld", r->src, field,
                     (long long)d, (long long)min);
+  /* Every integer field is a dimension, count or position: keep it in int32 range so that the
+   * builder's products and the int-typed kernel arguments cannot overflow. */
+  if ((int64_t)d > PZ_CONFIG_MAX_INT)
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is %lld, must be <= %lld", r->src, field,
+                    (long long)d, (long long)PZ_CONFIG_MAX_INT);
   *v = (int64_t)d;
   return PZ_OK;
 }
@@ -59,6 +64,9 @@ static pz_status get_float(const reader *r, const cJSON *obj, const char *field,
     return PZ_OK;
   }
   if (!cJSON_IsNumber(it)) return type_err(r, field, "a number", it);
+  if (!isfinite((float)it->valuedouble)) /* 1e999 parses as inf; NaN logits would follow */
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is %g, must be a finite float", r->src, field,
+                    it->valuedouble);
   *v = (float)it->valuedouble;
   return PZ_OK;
 }
@@ -116,10 +124,26 @@ static pz_status parse_rope_scaling(const reader *r, pz_model_config *c) {
   return PZ_OK;
 }
 
+/* A key given twice: cJSON reads the first, Python's json (transformers) the last; refuse rather
+ * than silently disagree with the reference implementation. */
+static pz_status check_duplicates(const reader *r, const cJSON *obj, const char *where) {
+  for (const cJSON *a = obj->child; a; a = a->next)
+    for (const cJSON *b = a->next; b; b = b->next)
+      if (a->string && b->string && !strcmp(a->string, b->string))
+        return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s%s\" appears twice", r->src, where, a->string);
+  return PZ_OK;
+}
+
 static pz_status parse_root(const reader *r, pz_model_config *c) {
   if (!cJSON_IsObject(r->root)) return pz_error(PZ_ERR_CONFIG, "config %s: top level must be a JSON object", r->src);
+  PZ_CHECK(check_duplicates(r, r->root, ""));
+  const cJSON *rs = cJSON_GetObjectItemCaseSensitive(r->root, "rope_scaling");
+  if (cJSON_IsObject(rs)) PZ_CHECK(check_duplicates(r, rs, "rope_scaling."));
   PZ_CHECK(get_int(r, "hidden_size", true, false, 1, &c->hidden_size));
   PZ_CHECK(get_int(r, "num_hidden_layers", true, false, 1, &c->num_hidden_layers));
+  if (c->num_hidden_layers > PZ_CONFIG_MAX_LAYERS)
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"num_hidden_layers\" is %lld, must be <= %d", r->src,
+                    (long long)c->num_hidden_layers, PZ_CONFIG_MAX_LAYERS);
   PZ_CHECK(get_int(r, "num_attention_heads", true, false, 1, &c->num_attention_heads));
   PZ_CHECK(get_int(r, "q_lora_rank", true, true, 0, &c->q_lora_rank));
   PZ_CHECK(get_int(r, "kv_lora_rank", true, false, 1, &c->kv_lora_rank));

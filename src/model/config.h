@@ -33,6 +33,11 @@ typedef struct pz_model_config {
   pz_rope_params rope;             /* theta = rope_theta; factor 1 when rope_scaling is null */
 } pz_model_config;
 
+/* Limits of the reader: every integer field is at most PZ_CONFIG_MAX_INT (int32 range, so that
+ * shape products stay far inside int64), num_hidden_layers at most PZ_CONFIG_MAX_LAYERS. */
+#define PZ_CONFIG_MAX_INT 2147483647LL
+#define PZ_CONFIG_MAX_LAYERS 10000
+
 /* Parses config.json text (len bytes, need not be NUL-terminated). Accepts the top-level
  * form and the form wrapped in "text_config" (multimodal checkpoints). `source` names the
  * file in messages.
@@ -46,7 +51,8 @@ typedef struct pz_model_config {
  * factor, original_max_position_embeddings, beta_fast 32, beta_slow 1, mscale 1,
  * mscale_all_dim 0).
  * Errors: PZ_ERR_CONFIG for malformed/truncated JSON, a missing required field, a field of the
- * wrong type (the message names the field), or inconsistent values (e.g. top-k > experts). */
+ * wrong type (the message names the field), a key given twice, an integer above the limits
+ * above, a float that is not finite, or inconsistent values (e.g. top-k > experts). */
 pz_status pz_config_parse(const char *json, size_t len, const char *source, pz_model_config *out);
 
 /* Loads a preset by name (see pz_config_preset_names) or, when `name_or_path` contains '/'
