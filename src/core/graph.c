@@ -74,8 +74,14 @@ pz_status pz_graph_add_tensor(pz_graph *g, const char *name, pz_dtype t, pz_tens
                               int ndim, const int64_t *ne, int *id) {
   if (ndim < 1 || ndim > PZ_MAX_DIMS)
     return pz_error(PZ_ERR_SHAPE, "tensor %s: ndim %d not in 1..4", name, ndim);
-  for (int d = 0; d < ndim; d++)
+  int64_t numel = 1;
+  for (int d = 0; d < ndim; d++) {
     if (ne[d] <= 0) return pz_error(PZ_ERR_SHAPE, "tensor %s: dim %d is %lld", name, d, (long long)ne[d]);
+    if (ne[d] > PZ_MAX_NUMEL / numel) /* byte counts (x 8) and strides must stay in int64 */
+      return pz_error(PZ_ERR_SHAPE, "tensor %s: more than 2^50 elements (dim %d is %lld); use smaller dimensions",
+                      name, d, (long long)ne[d]);
+    numel *= ne[d];
+  }
   PZ_CHECK(grow((void **)&g->tensors, &g->cap_tensors, g->n_tensors + 1, sizeof(pz_tensor)));
   pz_tensor *x = &g->tensors[g->n_tensors];
   memset(x, 0, sizeof *x);

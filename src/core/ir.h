@@ -216,8 +216,11 @@ void pz_graph_free(pz_graph *g);
 /* Deep copy (same ids). */
 pz_status pz_graph_clone(const pz_graph *g, pz_graph **out);
 
+/* Largest element count of one tensor (2^50): its byte count and strides stay far inside int64. */
+#define PZ_MAX_NUMEL ((int64_t)1 << 50)
 /* Adds a contiguous tensor that owns storage; shape is outermost-first. Returns the id
- * in *id. Errors: PZ_ERR_SHAPE (ndim/dims invalid), PZ_ERR_OOM. */
+ * in *id. Errors: PZ_ERR_SHAPE (ndim/dims invalid, a dim <= 0, or more than PZ_MAX_NUMEL
+ * elements), PZ_ERR_OOM. */
 pz_status pz_graph_add_tensor(pz_graph *g, const char *name, pz_dtype t, pz_tensor_kind k,
                               int ndim, const int64_t *ne, int *id);
 /* Adds a 2-D view [rows, cols] of columns [col0, col0+cols) of 2-D tensor `base`
