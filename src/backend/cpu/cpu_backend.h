@@ -8,7 +8,7 @@
 
 typedef struct pz_cpu_exec_opts {
   uint64_t seed;          /* weights and KV-cache contents are a pure function of (seed, tensor name, full index) */
-  int threads;            /* worker threads (0 = number of cores) */
+  int threads;            /* worker threads (0 = number of cores); at most PZ_CPU_MAX_THREADS are used */
   int poison;             /* fill ACT/BUFFER storage with NaN before each step (tests: proves every read is written first) */
   pz_device_desc dev;     /* what prezero_active() evaluates against */
   /* Optional second weight source (a checkpoint, model/checkpoint.h): when set, every WEIGHT
@@ -17,6 +17,7 @@ typedef struct pz_cpu_exec_opts {
   pz_status (*load_weight)(void *user, const pz_tensor *t, int rank, void *dst);
   void *load_user;
 } pz_cpu_exec_opts;
+#define PZ_CPU_MAX_THREADS 1024
 #define PZ_CPU_EXEC_OPTS_INIT {.seed = 1234, .threads = 0, .poison = 0}
 
 /* Executor notes:
@@ -43,7 +44,9 @@ typedef struct pz_cpu_ctx {
 } pz_cpu_ctx;
 
 /* Storage for every tensor on every rank; weights filled from (seed, name) and sharded
- * consistently so any TP degree sees the same full weights. Errors: PZ_ERR_OOM, PZ_ERR_VERIFY. */
+ * consistently so any TP degree sees the same full weights. Errors: PZ_ERR_OOM (also, before
+ * anything is allocated, when all ranks' storage exceeds the machine's physical RAM),
+ * PZ_ERR_VERIFY. */
 pz_status pz_cpu_exec_create(const pz_graph *g, const pz_cpu_exec_opts *opts, pz_cpu_exec **out);
 /* One decode step for m <= g->info.m sequences: tokens[m] i32 in, pos[m] i32 (tokens already
  * in each sequence's KV cache, < max_ctx), next[m] i32 out (greedy argmax). */

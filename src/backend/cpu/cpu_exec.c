@@ -135,12 +135,34 @@ static pz_status fill_tensor(pz_cpu_exec *e, int r, const pz_tensor *t) {
 
 /* ------------------------------------------------------------ create / free */
 
+/* Worker threads: PREZERO_CPU_THREADS, else the request, else the cores; at most
+ * PZ_CPU_MAX_THREADS (more only fails in pthread_create and cannot be faster). */
 static int default_threads(int req) {
   const char *env = getenv("PREZERO_CPU_THREADS");
-  if (env && atoi(env) > 0) return atoi(env);
+  if (env && atoi(env) > 0) req = atoi(env);
+  if (req > PZ_CPU_MAX_THREADS) req = PZ_CPU_MAX_THREADS;
   if (req > 0) return req;
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? (int)(n > 64 ? 64 : n) : 1;
+}
+
+/* Storage of every rank (saturating: a graph may describe far more than any machine holds)
+ * against the machine's RAM, so that an oversized model fails here with the numbers instead of
+ * calloc succeeding lazily and the fill being killed by the kernel's OOM killer. */
+static pz_status check_ram(const pz_graph *g, int tp) {
+  const double G = 1073741824.0;
+  double need = 0; /* bytes; a double cannot overflow here */
+  for (int t = 0; t < g->n_tensors; t++) {
+    const pz_tensor *x = &g->tensors[t];
+    if (x->view_of < 0) need += (double)pz_tensor_span(x) * (double)pz_dtype_size(x->dtype) * tp;
+  }
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  double have = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+  if (have > 0 && need > have)
+    return pz_error(PZ_ERR_OOM, "cpu exec: %s at TP %d needs %.1f GiB of storage (weights, KV cache, activations of "
+                    "%d layers) but this machine has %.1f GiB of RAM",
+                    g->info.model_name, tp, need / G, g->info.n_layers, have / G);
+  return PZ_OK;
 }
 
 pz_status pz_cpu_exec_create(const pz_graph *g, const pz_cpu_exec_opts *opts, pz_cpu_exec **out) {
@@ -156,6 +178,7 @@ pz_status pz_cpu_exec_create(const pz_graph *g, const pz_cpu_exec_opts *opts, pz
   e->tp = g->info.tp;
   PZ_CHECK_GOTO(pz_graph_clone(g, &e->g), st, fail);
   const int nt = e->g->n_tensors;
+  PZ_CHECK_GOTO(check_ram(e->g, e->tp), st, fail);
   e->store = calloc((size_t)e->tp * (size_t)(nt ? nt : 1), sizeof(void *));
   e->data = calloc((size_t)e->tp, sizeof(void **));
   if (!e->store || !e->data) { st = pz_error(PZ_ERR_OOM, "cpu exec allocation"); goto fail; }
