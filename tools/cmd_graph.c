@@ -86,6 +86,10 @@ int pz_cmd_graph(int argc, char **argv) {
     else if (!strcmp(a, "--batch") && parse_int(a, v, 1, PZ_MAX_BATCH, &batch)) return 2;
     else if (!strcmp(a, "--context") && parse_int(a, v, 1, (long long)1 << 40, &context)) return 2;
   }
+  if (!config[0]) {
+    fprintf(stderr, "prezero graph: --config is empty; use a preset (%s) or a config.json path\n", pz_config_preset_names());
+    return 2;
+  }
   pz_model_config cfg;
   pz_status st = pz_config_load(config, &cfg);
   if (st != PZ_OK) return fail(pz_last_error(), hint(st));

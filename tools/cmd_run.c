@@ -27,7 +27,7 @@ static void usage(FILE *f) {
           "                      all TP ranks in this process (cuda: rank r on GPU r, CUDA graphs per\n"
           "                      batch size, PREZERO_CUDA_GRAPH=0 for eager launches). On cuda without\n"
           "                      --layers, as many layers as fit in GPU memory are run (and reported)\n"
-          "  --threads N         CPU worker threads (default: all cores; PREZERO_CPU_THREADS overrides)\n"
+          "  --threads N         CPU worker threads, 0..1024 (default 0: all cores; PREZERO_CPU_THREADS overrides)\n"
           "  --model DIR         Hugging Face checkpoint directory (config.json + model.safetensors or\n"
           "                      model.safetensors.index.json and shards; BF16, F32 or block-scaled FP8):\n"
           "                      config and weights from it instead of --config and the seed (CPU)\n"
@@ -217,7 +217,7 @@ int pz_cmd_run(int argc, char **argv) {
   unsigned long long seed = 1234;
   const char *config = "tiny";
   const char *model_dir = NULL, *prompt_arg = NULL, *logits_path = NULL;
-  bool config_given = false;
+  bool config_given = false, layers_given = false;
   prompts pr = {0};
   bool device_given = false;
   for (int i = 1; i < argc; i++) {
@@ -266,7 +266,7 @@ int pz_cmd_run(int argc, char **argv) {
       else if (!strcmp(a, "--batch")) batch = x;
       else if (!strcmp(a, "--steps")) steps = x;
       else if (!strcmp(a, "--context")) context = x;
-      else if (!strcmp(a, "--layers")) layers = x;
+      else if (!strcmp(a, "--layers")) { layers = x; layers_given = true; }
       else if (!strcmp(a, "--threads")) threads = x;
     }
   }
@@ -295,9 +295,18 @@ int pz_cmd_run(int argc, char **argv) {
     fprintf(stderr, "prezero run: --context %lld is negative; use --context 0 or more\n", context);
     return 1;
   }
-  if (layers < 0 || threads < 0) {
-    fprintf(stderr, "prezero run: --%s %lld is negative; use a positive value\n", layers < 0 ? "layers" : "threads",
-            layers < 0 ? layers : threads);
+  if (config_given && !config[0]) {
+    fprintf(stderr, "prezero run: --config is empty; use a preset (%s) or a config.json path\n", pz_config_preset_names());
+    return 2;
+  }
+  if (layers_given && layers < 1) {
+    fprintf(stderr, "prezero run: --layers %lld is out of range; use --layers 1 or more (leave it out for all layers)\n",
+            layers);
+    return 1;
+  }
+  if (threads < 0 || threads > 1024) {
+    fprintf(stderr, "prezero run: --threads %lld is out of range; use --threads 1..1024 (0 or leave it out: all cores)\n",
+            threads);
     return 1;
   }
   /* Model-dependent checks with flag-specific advice (the engine checks them again). */
