@@ -168,7 +168,11 @@ static void read_config_extras(pz_checkpoint *ck) {
   const cJSON *bs = q ? cJSON_GetObjectItemCaseSensitive(q, "weight_block_size") : NULL;
   if (cJSON_IsArray(bs) && cJSON_GetArraySize(bs) == 2) {
     const cJSON *a = cJSON_GetArrayItem(bs, 0), *b = cJSON_GetArrayItem(bs, 1);
-    if (cJSON_IsNumber(a) && cJSON_IsNumber(b) && a->valuedouble >= 1 && b->valuedouble >= 1) {
+    /* Integers in 1..2^20 only (1e300 would overflow the int64 cast); anything else keeps the
+     * default, and a scale tensor that then does not match is reported by pz_checkpoint_plan. */
+    if (cJSON_IsNumber(a) && cJSON_IsNumber(b) && a->valuedouble >= 1 && b->valuedouble >= 1 &&
+        a->valuedouble <= 1048576 && b->valuedouble <= 1048576 && a->valuedouble == (double)(int64_t)a->valuedouble &&
+        b->valuedouble == (double)(int64_t)b->valuedouble) {
       ck->bm = (int64_t)a->valuedouble;
       ck->bn = (int64_t)b->valuedouble;
     }
