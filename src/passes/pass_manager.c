@@ -51,7 +51,7 @@ static pz_status dump_one(const pz_graph *g, const char *dir, int idx, const cha
   for (int k = 0; k < 2; k++) {
     snprintf(path, sizeof path, "%s/%02d-%s.%s.%s", dir, idx, pass, when, ext[k]);
     FILE *f = fopen(path, "w");
-    if (!f) return pz_error(PZ_ERR_IO, "graph dump: cannot write %s: %s", path, strerror(errno));
+    if (!f) return pz_error(PZ_ERR_IO, "graph dump: cannot write %s: %s; point PREZERO_DUMP_GRAPH at a writable directory", path, strerror(errno));
     pz_status st = k == 0 ? pz_graph_dump_text(g, f) : pz_graph_dump_dot(g, f);
     if (fclose(f) != 0 && st == PZ_OK) st = pz_error(PZ_ERR_IO, "graph dump: cannot close %s", path);
     PZ_CHECK(st);
@@ -79,7 +79,7 @@ pz_status pz_run_passes(pz_graph *g, const pz_pass_opts *o, pz_pass_stats *stats
   if (dir && !dir[0]) dir = NULL;
   PZ_CHECK(verify_after(g, "before the passes"));
   if (dir && mkdir(dir, 0777) != 0 && errno != EEXIST)
-    return pz_error(PZ_ERR_IO, "graph dump: cannot create %s: %s", dir, strerror(errno));
+    return pz_error(PZ_ERR_IO, "graph dump: cannot create %s: %s; point PREZERO_DUMP_GRAPH at a writable directory", dir, strerror(errno));
   for (int i = 0; i < N_PASSES; i++) {
     const pz_pass_def *p = &pass_list[i];
     pz_pass_stats st;
