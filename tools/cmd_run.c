@@ -309,6 +309,15 @@ int pz_cmd_run(int argc, char **argv) {
             threads);
     return 1;
   }
+  /* A --logits path that cannot be written fails now, not after the whole decode. */
+  if (logits_path) {
+    FILE *lf = fopen(logits_path, "wb");
+    if (!lf || fclose(lf) != 0) {
+      fprintf(stderr, "prezero run: cannot write --logits %s (%s); check the path\n", logits_path, strerror(errno));
+      free_prompts(&pr);
+      return 1;
+    }
+  }
   /* Model-dependent checks with flag-specific advice (the engine checks them again). */
   pz_model_config mc;
   pz_status st = model_dir ? pz_checkpoint_load_config(model_dir, &mc) : pz_config_load(config, &mc);
