@@ -61,8 +61,10 @@ typedef struct pz_engine_config {
                             (BF16, F32 or block-scaled F8_E4M3). The config then comes from it
                             (`model` is ignored) and the weights are loaded from it instead of the
                             seed; errors as pz_checkpoint_open / pz_checkpoint_plan describe:
-                            PZ_ERR_IO, PZ_ERR_NOT_FOUND, PZ_ERR_SHAPE, PZ_ERR_DTYPE. CPU device only
-                            for now (else PZ_ERR_UNSUPPORTED). */
+                            PZ_ERR_IO, PZ_ERR_NOT_FOUND, PZ_ERR_SHAPE, PZ_ERR_DTYPE. On CUDA the host
+                            converts the weights (threads workers) and copies them to each rank's
+                            GPU through two bounded staging buffers; a model whose shapes the CUDA
+                            kernels do not take fails with PZ_ERR_UNSUPPORTED or PZ_ERR_SHAPE. */
 } pz_engine_config;
 #define PZ_ENGINE_CONFIG_INIT                                                             \
   {.model = NULL, .tp = 1, .max_batch = 4, .context = 128, .max_steps = 64, .layers = 0, \

@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 #include "backend/cuda/compare.h"
 #include "cli.h"
+#include "model/checkpoint.h"
 #include "model/config.h"
 #include "prezero.h"
 
@@ -19,6 +20,8 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: prezero compare [options]   (needs the CUDA backend, except --render)\n"
           "  --config NAME|PATH  model preset or config.json (default kimi_k2)\n"
+          "  --model DIR         Hugging Face checkpoint directory (config.json + safetensors): config and\n"
+          "                      weights of both engines from it instead of --config and the seed\n"
           "  --tp T              GPUs, ranks on devices 0..T-1 (default 1)\n"
           "  --layers N          first N layers (default: as many as fit twice, OFF and ON, in free GPU memory)\n"
           "  --isl L             prompt KV tokens per request, seeded random cache (default 8192)\n"
@@ -514,6 +517,7 @@ static void on_progress(void *user, const char *line) {
 int pz_cmd_compare(int argc, char **argv) {
   pz_cmp_opts o = PZ_CMP_OPTS_INIT;
   const char *out = ".", *render_path = NULL;
+  bool config_given = false;
   long long v;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -521,8 +525,8 @@ int pz_cmd_compare(int argc, char **argv) {
     if (!strcmp(a, "--no-profile")) { o.profile = false; continue; }
     if (!strcmp(a, "--deterministic")) { setenv("PREZERO_GEMM_SPLITS", "2", 0); continue; }
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-    bool takes = !strcmp(a, "--config") || !strcmp(a, "--tp") || !strcmp(a, "--layers") || !strcmp(a, "--isl") ||
-                 !strcmp(a, "--osl") || !strcmp(a, "--conc") || !strcmp(a, "--rounds") || !strcmp(a, "--seed") ||
+    bool takes = !strcmp(a, "--config") || !strcmp(a, "--model") || !strcmp(a, "--tp") || !strcmp(a, "--layers") ||
+                 !strcmp(a, "--isl") || !strcmp(a, "--osl") || !strcmp(a, "--conc") || !strcmp(a, "--rounds") || !strcmp(a, "--seed") ||
                  !strcmp(a, "--out") || !strcmp(a, "--render") || !strcmp(a, "--profile-iters");
     if (!takes) {
       char msg[300];
@@ -535,7 +539,8 @@ int pz_cmd_compare(int argc, char **argv) {
       return fail_line(msg, "see 'prezero compare --help'");
     }
     i++;
-    if (!strcmp(a, "--config")) o.model = val;
+    if (!strcmp(a, "--config")) { o.model = val; config_given = true; }
+    else if (!strcmp(a, "--model")) o.model_dir = val;
     else if (!strcmp(a, "--out")) out = val;
     else if (!strcmp(a, "--render")) render_path = val;
     else if (!strcmp(a, "--conc")) { if (parse_conc(val, o.conc, &o.n_conc)) return 2; }
@@ -554,12 +559,16 @@ int pz_cmd_compare(int argc, char **argv) {
     }
   }
   if (render_path) return render(render_path, out);
+  if (o.model_dir && config_given)
+    return fail_line("--model and --config both give the model", "use one of them");
   /* Checks that need no GPU, so they fail the same way in every build. */
   pz_model_config mc;
-  if (pz_config_load(o.model, &mc) != PZ_OK) {
+  if ((o.model_dir ? pz_checkpoint_load_config(o.model_dir, &mc) : pz_config_load(o.model, &mc)) != PZ_OK) {
     char msg[400];
     snprintf(msg, sizeof msg, "%.380s", pz_last_error());
-    fail_line(msg, "use --config with a preset name or a config.json path");
+    if (o.model_dir && strstr(msg, "; ")) fprintf(stderr, "prezero compare: %s\n", msg);
+    else fail_line(msg, o.model_dir ? "give --model a Hugging Face checkpoint directory"
+                                     : "use --config with a preset name or a config.json path");
     return 1;
   }
   if (o.layers > mc.num_hidden_layers) {

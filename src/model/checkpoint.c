@@ -455,11 +455,13 @@ typedef struct fill_job {
   const plan *p;
   const pz_tensor *t;
   int rank;
+  int64_t row0;                /* local row of dst's first row */
   void *dst;
   int oom;                     /* set (to 1 only) by a worker whose scratch allocation failed */
 } fill_job;
 
-/* Local rows [lo, hi) of one fill (a pz_par_for range: each row is written by one thread). */
+/* Local rows row0 + [lo, hi) of one fill into dst rows [lo, hi) (a pz_par_for range: each row
+ * is written by one thread). */
 static void fill_rows(void *va, int64_t lo, int64_t hi) {
   fill_job *j = va;
   const pz_tensor *t = j->t;
@@ -469,7 +471,8 @@ static void fill_rows(void *va, int64_t lo, int64_t hi) {
   const size_t esz = pz_dtype_size(t->dtype);
   float *tmp = malloc(sizeof(float) * (size_t)(w ? w : 1));
   if (!tmp) { __atomic_store_n(&j->oom, 1, __ATOMIC_RELAXED); return; }
-  for (int64_t row = lo; row < hi; row++) {
+  for (int64_t i = lo; i < hi; i++) {
+    const int64_t row = j->row0 + i;
     /* Full coordinates of this local row (all dims but the last), and its flat full row. */
     int64_t co[PZ_MAX_DIMS] = {0}, rem = row, frow = 0, mult = 1;
     for (int d = last - 1; d >= 0; d--) {
@@ -490,12 +493,12 @@ static void fill_rows(void *va, int64_t lo, int64_t hi) {
       case PLAN_EXPERTS_FUSED: sr = co[0] * p->split + p->nope + co[1]; break;
       default: break;
     }
-    read_row(j->ck, s, sr, c0, w, t->dtype, (char *)j->dst + (size_t)(row * w) * esz, tmp);
+    read_row(j->ck, s, sr, c0, w, t->dtype, (char *)j->dst + (size_t)(i * w) * esz, tmp);
   }
   free(tmp);
 }
 
-pz_status pz_checkpoint_fill(void *user, const pz_tensor *t, int rank, void *dst) {
+pz_status pz_checkpoint_fill_rows(void *user, const pz_tensor *t, int rank, int64_t row0, int64_t n_rows, void *dst) {
   pz_checkpoint *ck = user;
   if (!ck || !t || !dst) return pz_error(PZ_ERR_INVALID_ARG, "pz_checkpoint_fill: NULL argument");
   if (t->id < 0 || t->id >= ck->n_plans || ck->plans[t->id].kind == PLAN_NONE)
@@ -504,12 +507,21 @@ pz_status pz_checkpoint_fill(void *user, const pz_tensor *t, int rank, void *dst
     return pz_error(PZ_ERR_INVALID_ARG, "pz_checkpoint_fill: rank %d is out of range 0..%d", rank, ck->tp - 1);
   const int64_t w = t->ne[t->ndim - 1];
   const int64_t rows = pz_tensor_numel(t) / (w ? w : 1);
-  fill_job j = {.ck = ck, .p = &ck->plans[t->id], .t = t, .rank = rank, .dst = dst};
+  if (row0 < 0 || n_rows < 0 || row0 + n_rows > rows)
+    return pz_error(PZ_ERR_INVALID_ARG, "pz_checkpoint_fill: rows %lld..%lld of %s are outside 0..%lld", (long long)row0,
+                    (long long)(row0 + n_rows), t->name, (long long)rows);
+  fill_job j = {.ck = ck, .p = &ck->plans[t->id], .t = t, .rank = rank, .row0 = row0, .dst = dst};
   /* Rows in parallel when the caller has bound a CPU pool (the CPU executor does), else serial. */
-  pz_par_for(rows, 1 + 16384 / (w ? w : 1), fill_rows, &j);
+  pz_par_for(n_rows, 1 + 16384 / (w ? w : 1), fill_rows, &j);
   if (j.oom) return pz_error(PZ_ERR_OOM, "checkpoint: out of memory filling %s", t->name);
-  progress(ck, (int64_t)pz_tensor_numel(t) * (int64_t)pz_dtype_size(t->dtype));
+  progress(ck, n_rows * w * (int64_t)pz_dtype_size(t->dtype));
   return PZ_OK;
+}
+
+pz_status pz_checkpoint_fill(void *user, const pz_tensor *t, int rank, void *dst) {
+  if (!t) return pz_error(PZ_ERR_INVALID_ARG, "pz_checkpoint_fill: NULL argument");
+  const int64_t w = t->ne[t->ndim - 1];
+  return pz_checkpoint_fill_rows(user, t, rank, 0, pz_tensor_numel(t) / (w ? w : 1), dst);
 }
 
 pz_status pz_checkpoint_load_config(const char *dir, pz_model_config *out) {

@@ -56,6 +56,14 @@ pz_status pz_checkpoint_plan(pz_checkpoint *ck, const pz_model_config *c, const 
  * Errors: PZ_ERR_INVALID_ARG (t was not planned, or rank out of range). */
 pz_status pz_checkpoint_fill(void *ck, const pz_tensor *t, int rank, void *dst);
 
+/* Local rows [row0, row0 + n_rows) of what pz_checkpoint_fill writes (a row = the last dim,
+ * ne[ndim-1] elements; rows are numbered row-major over the other dims of the per-rank tensor),
+ * into dst[n_rows * ne[ndim-1]] elements of t->dtype. Filling a tensor in any cut of its rows
+ * gives pz_checkpoint_fill's bytes; progress counts the rows' bytes. Lets a backend stage a large
+ * tensor through a bounded host buffer (the CUDA executor's load_weight hook).
+ * Errors: those of pz_checkpoint_fill, PZ_ERR_INVALID_ARG (rows outside the tensor). */
+pz_status pz_checkpoint_fill_rows(void *ck, const pz_tensor *t, int rank, int64_t row0, int64_t n_rows, void *dst);
+
 /* The tensor `name` of any shard, or NULL. */
 const pz_st_tensor *pz_checkpoint_find(const pz_checkpoint *ck, const char *name);
 

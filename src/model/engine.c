@@ -2,7 +2,9 @@
  * (prezero) -> CPU executor or CUDA executor holding every TP rank; tracks each sequence's position. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_pool.h"
 #include "model/builder.h"
 #include "passes/passes.h"
 #include "model/checkpoint.h"
@@ -132,10 +134,6 @@ pz_status pz_engine_create(const pz_engine_config *cfg, pz_engine **out) {
   e->ec.model = NULL; /* not owned */
   if (cfg->model_dir) PZ_CHECK_GOTO(pz_checkpoint_load_config(cfg->model_dir, &e->cfg), st, fail);
   else PZ_CHECK_GOTO(pz_config_load(cfg->model, &e->cfg), st, fail);
-  if (cfg->model_dir && cfg->device != PZ_DEVICE_CPU) {
-    st = pz_error(PZ_ERR_UNSUPPORTED, "loading a checkpoint directory is wired for the CPU device only; use --device cpu");
-    goto fail;
-  }
   PZ_CHECK_GOTO(check_config(cfg, &e->cfg), st, fail);
   e->context = cfg->context;
   e->max_ctx = (int64_t)cfg->context + cfg->max_steps;
@@ -146,7 +144,25 @@ pz_status pz_engine_create(const pz_engine_config *cfg, pz_engine **out) {
     pz_cuda_exec_opts xo = PZ_CUDA_EXEC_OPTS_INIT;
     xo.seed = cfg->seed;
     xo.prezero = e->prezero;
-    PZ_CHECK_GOTO(pz_cuda_exec_create(e->g, &xo, &e->cuda), st, fail);
+    pz_checkpoint *ck = NULL; /* weights from a checkpoint directory instead of the device fill */
+    pz_cpu_pool *pool = NULL, *prev = pz_cpu_pool_current();
+    if (cfg->model_dir) {
+      PZ_CHECK_GOTO(pz_checkpoint_open_planned(cfg->model_dir, &e->cfg, e->g, &ck), st, fail);
+      /* Host-side conversion (FP8 dequantisation, sharding) on the CPU workers; serial if none. */
+      long cores = sysconf(_SC_NPROCESSORS_ONLN);
+      int threads = cfg->threads > 0 ? cfg->threads : cores > 64 ? 64 : cores > 0 ? (int)cores : 1;
+      if (pz_cpu_pool_create(threads, &pool) == PZ_OK) pz_cpu_pool_bind(pool);
+      else pool = NULL;
+    }
+    xo.load_weight = ck ? pz_checkpoint_fill_rows : NULL;
+    xo.load_user = ck;
+    st = pz_cuda_exec_create(e->g, &xo, &e->cuda);
+    if (pool) {
+      pz_cpu_pool_bind(prev);
+      pz_cpu_pool_free(pool);
+    }
+    pz_checkpoint_close(ck);
+    if (st != PZ_OK) goto fail;
     e->device_bytes = pz_cuda_exec_bytes(e->g);
 #endif
   } else {

@@ -12,6 +12,7 @@
 #include "backend/cuda/profile.h"
 #include "backend/cuda/runtime.h"
 #include "model/builder.h"
+#include "model/checkpoint.h"
 #include "model/config.h"
 #include "passes/passes.h"
 #include "passes/prezero.h"
@@ -424,7 +425,7 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
     return pz_error(PZ_ERR_NO_DEVICE, "TP %d needs %d GPUs but %d %s visible", o->tp, o->tp, ndev,
                     ndev == 1 ? "is" : "are");
   pz_model_config mc;
-  PZ_CHECK(pz_config_load(o->model, &mc));
+  PZ_CHECK(o->model_dir ? pz_checkpoint_load_config(o->model_dir, &mc) : pz_config_load(o->model, &mc));
   if ((int64_t)o->isl + o->osl > mc.max_position_embeddings)
     return pz_error(PZ_ERR_INVALID_ARG, "--isl %d + --osl %d exceeds max_position_embeddings %lld of %s", o->isl,
                     o->osl, (long long)mc.max_position_embeddings, mc.name);
@@ -467,7 +468,15 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
     xo.n_capture = o->n_conc;
     memcpy(xo.capture, o->conc, sizeof(int) * (size_t)o->n_conc);
     xo.prezero = k;
+    pz_checkpoint *ck = NULL; /* the same checkpoint weights for OFF and ON */
+    if (o->model_dir) {
+      st = pz_checkpoint_open_planned(o->model_dir, &mc, E.g[k], &ck);
+      if (st != PZ_OK) break;
+      xo.load_weight = pz_checkpoint_fill_rows;
+      xo.load_user = ck;
+    }
     st = pz_cuda_exec_create(E.g[k], &xo, &E.e[k]);
+    pz_checkpoint_close(ck);
   }
   if (st == PZ_OK) { /* for the "fired" rule: the tuner's choice, as the executor's GEMMs see it */
     cudaSetDevice(0);

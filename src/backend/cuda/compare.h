@@ -84,6 +84,8 @@ typedef struct pz_cmp_result {
 /* Options of pz_compare_run. */
 typedef struct pz_cmp_opts {
   const char *model;      /* preset or config.json (default "kimi_k2") */
+  const char *model_dir;  /* NULL, or a Hugging Face checkpoint directory (pz_engine_config.model_dir):
+                             config and weights of both engines from it (`model` is ignored) */
   int tp;                 /* GPUs (ranks 0..tp-1 on devices 0..tp-1) */
   int layers;             /* 0: as many as fit twice (OFF and ON) in free memory */
   int isl, osl;           /* prompt KV tokens per request (seeded random cache), decode steps */
@@ -106,7 +108,8 @@ typedef struct pz_cmp_opts {
  *   1. builds the decode graph OFF and ON (prezero pass) for max batch = the largest conc and a
  *      KV capacity of isl + osl; picks layers when 0 (largest N whose two executors fit every
  *      GPU's free memory minus the reserve), else checks that N fits (PZ_ERR_OOM otherwise);
- *   2. creates the two executors with the same seed (same weights and prompt KV cache),
+ *   2. creates the two executors with the same seed (same weights and prompt KV cache; with
+ *      model_dir both load the checkpoint's weights, the KV cache stays seeded),
  *      captures one CUDA graph per concurrency (CUPTI attribution on when profiling);
  *   3. per concurrency, `rounds` times OFF then ON: osl greedy steps of conc requests from
  *      position isl (seeded random first tokens; each round restarts at isl), timed on the host
@@ -118,8 +121,9 @@ typedef struct pz_cmp_opts {
  * r->notes. On an error after some concurrencies completed, r keeps those (r->n_points) and the
  * note names where it stopped; the error is returned all the same.
  * Errors: PZ_ERR_INVALID_ARG, PZ_ERR_NO_DEVICE (fewer than tp GPUs), PZ_ERR_OOM (the layers do
- * not fit), PZ_ERR_UNSUPPORTED (an op without CUDA kernel), PZ_ERR_CUDA, and those of the model
- * builder and the executor. */
+ * not fit), PZ_ERR_UNSUPPORTED (an op without CUDA kernel, or shapes beyond a kernel's limits),
+ * PZ_ERR_CUDA, those of pz_checkpoint_open / pz_checkpoint_plan with model_dir, and those of the
+ * model builder and the executor. */
 pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r);
 
 /* One engine of pz_compare_decode: a decode step of m rows (tokens, positions -> next tokens,

@@ -143,6 +143,86 @@ static int64_t find_max_ctx(const pz_graph *g) {
   return 0;
 }
 
+/* ------------------------------------------------------------------ checkpoint weights */
+
+/* Staging chunk of the weight hook: the option, else PREZERO_CUDA_LOAD_CHUNK_KB, else 64 MiB;
+ * at least the longest weight row. */
+static size_t load_chunk(const pz_cuda_exec *e) {
+  int64_t c = e->opts.load_chunk_bytes;
+  const char *v = getenv("PREZERO_CUDA_LOAD_CHUNK_KB");
+  if (c <= 0 && v && atoll(v) > 0) c = atoll(v) * 1024;
+  if (c <= 0) c = (int64_t)64 << 20;
+  for (int t = 0; t < e->g->n_tensors; t++) {
+    const pz_tensor *x = &e->g->tensors[t];
+    if (x->kind != PZ_T_WEIGHT || x->view_of >= 0) continue;
+    int64_t row = x->ne[x->ndim - 1] * (int64_t)pz_dtype_size(x->dtype);
+    if (row > c) c = row;
+  }
+  return (size_t)c;
+}
+
+/* Rank r's WEIGHT tensors from the hook: rows filled on the host into one of two staging
+ * buffers while the other one's copy runs on the rank's stream (an event per buffer says when
+ * it may be refilled). Pageable buffers when pinning fails (cudaMemcpyAsync then returns once
+ * the source is staged, so reuse stays safe). */
+static pz_status load_weights(pz_cuda_exec *e, int r) {
+  pz_cuda_rank *R = &e->ranks[r];
+  const size_t cap = load_chunk(e);
+  char *buf[2] = {NULL, NULL};
+  bool pinned[2] = {false, false}, used[2] = {false, false};
+  cudaEvent_t ev[2] = {NULL, NULL};
+  pz_status st = PZ_OK;
+  for (int b = 0; b < 2 && st == PZ_OK; b++) {
+    if (cudaHostAlloc((void **)&buf[b], cap, cudaHostAllocPortable) == cudaSuccess) pinned[b] = true;
+    else {
+      cudaGetLastError();
+      buf[b] = malloc(cap);
+      if (!buf[b]) st = pz_error(PZ_ERR_OOM, "CUDA executor: %zu-byte host staging buffer for the weights", cap);
+    }
+    if (st == PZ_OK && cudaEventCreateWithFlags(&ev[b], cudaEventDisableTiming) != cudaSuccess) {
+      ev[b] = NULL;
+      st = pz_error(PZ_ERR_CUDA, "CUDA executor: event creation on GPU %d", R->device);
+    }
+  }
+  int slot = 0;
+  for (int t = 0; t < e->g->n_tensors && st == PZ_OK; t++) {
+    const pz_tensor *x = &e->g->tensors[t];
+    if (x->kind != PZ_T_WEIGHT || x->view_of >= 0) continue;
+    if (!pz_tensor_contiguous(x)) { st = pz_error(PZ_ERR_SHAPE, "CUDA executor: weight %s must be contiguous", x->name); break; }
+    const int64_t w = x->ne[x->ndim - 1], rowb = w * (int64_t)pz_dtype_size(x->dtype);
+    if (rowb <= 0) continue;
+    const int64_t rows = pz_tensor_numel(x) / w, per = (int64_t)cap / rowb;
+    for (int64_t r0 = 0; r0 < rows && st == PZ_OK; r0 += per) {
+      const int64_t n = rows - r0 < per ? rows - r0 : per;
+      cudaError_t ce = used[slot] ? cudaEventSynchronize(ev[slot]) : cudaSuccess;
+      if (ce != cudaSuccess) {
+        st = pz_error(PZ_ERR_CUDA, "CUDA executor: copying weights to GPU %d: %s", R->device, cudaGetErrorString(ce));
+        break;
+      }
+      st = e->opts.load_weight(e->opts.load_user, x, r, r0, n, buf[slot]);
+      if (st != PZ_OK) break;
+      ce = cudaMemcpyAsync((char *)R->data[t] + r0 * rowb, buf[slot], (size_t)(n * rowb), cudaMemcpyHostToDevice, R->stream);
+      if (ce == cudaSuccess) ce = cudaEventRecord(ev[slot], R->stream);
+      if (ce != cudaSuccess) {
+        st = pz_error(PZ_ERR_CUDA, "CUDA executor: copying weight %s to GPU %d: %s", x->name, R->device, cudaGetErrorString(ce));
+        break;
+      }
+      used[slot] = true;
+      slot ^= 1;
+    }
+  }
+  /* The buffers may still be read by a copy in flight. */
+  cudaError_t ce = cudaStreamSynchronize(R->stream);
+  if (ce != cudaSuccess && st == PZ_OK)
+    st = pz_error(PZ_ERR_CUDA, "CUDA executor: copying weights to GPU %d: %s", R->device, cudaGetErrorString(ce));
+  for (int b = 0; b < 2; b++) {
+    if (ev[b]) cudaEventDestroy(ev[b]);
+    if (pinned[b]) cudaFreeHost(buf[b]);
+    else free(buf[b]);
+  }
+  return st;
+}
+
 pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, pz_cuda_exec **out) {
   if (!g || !out) return pz_error(PZ_ERR_INVALID_ARG, "CUDA executor: NULL graph or out");
   *out = NULL;
@@ -249,9 +329,10 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
     }
     for (int t = 0; t < nt; t++) {
       const pz_tensor *x = &e->g->tensors[t];
-      if (x->view_of >= 0 || !pz_fill_wanted(x)) continue;
+      if (x->view_of >= 0 || !pz_fill_wanted(x) || (o->load_weight && x->kind == PZ_T_WEIGHT)) continue;
       PZ_CHECK_GOTO(pz_fill_tensor_launch(x, r, o->seed, R->data[t], R->stream), st, fail);
     }
+    if (o->load_weight) PZ_CHECK_GOTO(load_weights(e, r), st, fail);
   }
   for (int r = 0; r < tp; r++) {
     cudaSetDevice(e->ranks[r].device);

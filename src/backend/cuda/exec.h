@@ -28,6 +28,16 @@ typedef struct pz_cuda_exec_opts {
   pz_device_desc dev;         /* gate description; num_sms == 0: pz_gate_calibrate_cuda on rank 0's GPU */
   int poison;                 /* tests: fill ACT/BUFFER storage with NaN bytes (0xff) before each step */
   int64_t reserve_bytes;      /* bytes to leave free per GPU; 0: pz_cuda_default_reserve() */
+  /* Optional weight source (a checkpoint: pz_checkpoint_fill_rows, model/checkpoint.h): when
+   * set, every WEIGHT tensor t of rank r is produced on the host by load_weight(load_user, t, r,
+   * row0, n_rows, dst) (local rows [row0, row0 + n_rows), a row = the last dim, into dst[n_rows *
+   * ne[last]] of t's dtype) and copied to the rank's device storage, instead of the device fill.
+   * Rows go through two host staging buffers of load_chunk_bytes each (pinned when possible),
+   * so the host fills one while the other is copied; host memory stays at 2 chunks whatever
+   * the tensor sizes. Progress is the hook's (pz_checkpoint_fill_rows prints it). */
+  pz_status (*load_weight)(void *user, const pz_tensor *t, int rank, int64_t row0, int64_t n_rows, void *dst);
+  void *load_user;
+  int64_t load_chunk_bytes;   /* 0: PREZERO_CUDA_LOAD_CHUNK_KB (KiB), else 64 MiB; raised to one row when smaller */
 } pz_cuda_exec_opts;
 #define PZ_CUDA_EXEC_OPTS_INIT {.seed = 1234, .n_devices = 0, .graphs = -1, .n_capture = 0, .prezero = 0, \
                                 .poison = 0, .reserve_bytes = 0}
@@ -45,7 +55,9 @@ typedef struct pz_cuda_exec pz_cuda_exec;
  *      memset of the fill (ar_nccl.h; a baseline; PZ_ERR_UNSUPPORTED without an NCCL library);
  *   3. allocates one arena per rank (views share their owner's storage, 256-byte aligned),
  *      zeroes it and fills weights and KV caches on the device (fill.h), bit-identical to
- *      pz_cpu_exec_create for the same seed.
+ *      pz_cpu_exec_create for the same seed; with opts->load_weight the weights come from
+ *      the hook instead (its errors are returned as they are; PZ_ERR_SHAPE for a weight that
+ *      is not contiguous).
  * CUDA graphs are captured lazily, on the first step that needs a batch size.
  * Errors: those above, PZ_ERR_VERIFY, PZ_ERR_INVALID_ARG, PZ_ERR_CUDA. */
 pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, pz_cuda_exec **out);
