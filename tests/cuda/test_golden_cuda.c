@@ -334,6 +334,7 @@ static void check_device_weights(const char *cfg_path, const char *dir, int tp) 
   pz_cuda_exec_opts xo = PZ_CUDA_EXEC_OPTS_INIT;
   xo.seed = SEED + 1; /* a different seed: weights that came from the device fill would differ */
   xo.graphs = 0;
+  pz_device_desc_default(&xo.dev); /* no gate calibration needed here */
   xo.load_weight = pz_checkpoint_fill_rows;
   xo.load_user = ck;
   xo.load_chunk_bytes = 3000; /* 2 or 5 rows of 1024 / 256 bytes: chunks cut tensors and experts unevenly */
