@@ -151,25 +151,25 @@ static int cuda_limits_broken(const pz_model_config *c, int tp, char *why, size_
   } while (0)
   const long long H = c->hidden_size, heads = c->num_attention_heads / tp, ql = c->q_lora_rank;
   const long long qh = c->qk_nope_head_dim + c->qk_rope_head_dim, kva = c->kv_lora_rank + c->qk_rope_head_dim;
-  LIMIT(H % 64 == 0, "hidden_size %lld %% 64", H);
+  LIMIT(H % 64 == 0, "hidden_size %lld not a multiple of 64", H);
   if (ql > 0) {
-    LIMIT(ql % 64 == 0, "q_lora_rank %lld %% 64 (q_b GEMM k)", ql);
-    LIMIT((ql + kva) % 64 == 0, "fused qkv_a n = q_lora_rank + kv_lora_rank + rope = %lld %% 64", ql + kva);
+    LIMIT(ql % 64 == 0, "q_lora_rank %lld not a multiple of 64 (q_b GEMM k)", ql);
+    LIMIT((ql + kva) % 64 == 0, "fused qkv_a n = q_lora_rank + kv_lora_rank + rope = %lld not a multiple of 64", ql + kva);
   } else {
-    LIMIT(kva % 64 == 0, "kv_a_proj_with_mqa n = kv_lora_rank + rope = %lld %% 64", kva);
+    LIMIT(kva % 64 == 0, "kv_a_proj_with_mqa n = kv_lora_rank + rope = %lld not a multiple of 64", kva);
   }
-  LIMIT((heads * qh) % 64 == 0, "heads/TP * (nope + rope) = %lld %% 64 (q_b / q_proj GEMM n)", heads * qh);
-  LIMIT((heads * c->v_head_dim) % 64 == 0, "heads/TP * v_head_dim = %lld %% 64 (o_proj GEMM k)",
+  LIMIT((heads * qh) % 64 == 0, "heads/TP * (nope + rope) = %lld not a multiple of 64 (q_b / q_proj GEMM n)", heads * qh);
+  LIMIT((heads * c->v_head_dim) % 64 == 0, "heads/TP * v_head_dim = %lld not a multiple of 64 (o_proj GEMM k)",
         heads * (long long)c->v_head_dim);
   if (c->first_k_dense_replace > 0)
-    LIMIT((c->intermediate_size / tp) % 64 == 0, "intermediate_size/TP = %lld %% 64 (dense MLP GEMMs)",
+    LIMIT((c->intermediate_size / tp) % 64 == 0, "intermediate_size/TP = %lld not a multiple of 64 (dense MLP GEMMs)",
           (long long)(c->intermediate_size / tp));
   if (c->n_routed_experts > 0 && c->num_hidden_layers > c->first_k_dense_replace) {
-    LIMIT(H % 16 == 0, "MoE H %lld %% 16", H);
-    LIMIT((c->moe_intermediate_size / tp) % 16 == 0, "moe_intermediate_size/TP = %lld %% 16",
+    LIMIT(H % 16 == 0, "MoE H %lld not a multiple of 16", H);
+    LIMIT((c->moe_intermediate_size / tp) % 16 == 0, "moe_intermediate_size/TP = %lld not a multiple of 16",
           (long long)(c->moe_intermediate_size / tp));
   }
-  LIMIT((c->vocab_size / tp) % 64 == 0, "vocab_size/TP = %lld %% 64 (LM head GEMM n)", (long long)(c->vocab_size / tp));
+  LIMIT((c->vocab_size / tp) % 64 == 0, "vocab_size/TP = %lld not a multiple of 64 (LM head GEMM n)", (long long)(c->vocab_size / tp));
 #undef LIMIT
   return n;
 }
@@ -405,6 +405,12 @@ static void check_loader(int gpus) {
   fputs(cfg_cuda, f);
   fclose(f);
   write_checkpoint(cfg_path, dir);
+  {
+    pz_model_config mc;
+    char why[1024];
+    CHECK_OK(pz_config_load(cfg_path, &mc));
+    for (int tp = 1; tp <= 2; tp++) CHECK(cuda_limits_broken(&mc, tp, why, sizeof why) == 0); /* the reading above admits it */
+  }
   static float la[M * 1024], lb[M * 1024];
   for (int tp = 1; tp <= 2 && tp <= gpus; tp++) {
     check_device_weights(cfg_path, dir, tp);
