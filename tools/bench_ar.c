@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "bench_common.h"
 
 #ifndef PZ_HAVE_CUDA
 int pz_cmd_bench_ar(int argc, char **argv) {
@@ -43,11 +44,6 @@ typedef struct bench {
 
 #define BCU(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
   fprintf(stderr, "prezero bench ar: %s failed: %s\n", #call, cudaGetErrorString(e_)); return -1; } } while (0)
-
-static int cmp_f(const void *a, const void *b) {
-  float x = *(const float *)a, y = *(const float *)b;
-  return x < y ? -1 : x > y;
-}
 
 static pz_ar_rmsnorm_args args_for(bench *b, int r, int64_t m, int64_t H, int with_fill) {
   pz_ar_rmsnorm_args a;
@@ -97,7 +93,7 @@ static double time_kind(bench *b, int kind, int64_t m, int64_t H, int *eager) {
   if (!cap_ok || s != PZ_OK) {
     /* NCCL could not be captured here: time eager launches instead (marked in the output). */
     *eager = 1;
-    float t[64];
+    double t[64];
     int reps = b->reps < 64 ? b->reps : 64;
     for (int k = 0; k <= reps; k++) {
       for (int r = 0; r < b->tp; r++) { cudaSetDevice(pz_comm_device(b->comm, r)); BCU(cudaEventRecord(b->e0[r], b->st[r])); }
@@ -117,15 +113,14 @@ static double time_kind(bench *b, int kind, int64_t m, int64_t H, int *eager) {
       }
       if (k > 0) t[k - 1] = worst;
     }
-    qsort(t, reps, sizeof t[0], cmp_f);
-    return t[reps / 2] * 1000.0 / b->iters;
+    return pz_bench_median_hi(t, reps) * 1000.0 / b->iters;
   }
   for (int r = 0; r < b->tp; r++) {
     BCU(cudaSetDevice(pz_comm_device(b->comm, r)));
     BCU(cudaGraphInstantiate(&ge[r], g[r], 0));
     BCU(cudaGraphDestroy(g[r]));
   }
-  float t[256];
+  double t[256];
   int reps = b->reps < 256 ? b->reps : 256;
   for (int k = 0; k <= reps; k++) { /* k = 0: warm-up */
     for (int r = 0; r < b->tp; r++) {
@@ -149,8 +144,7 @@ static double time_kind(bench *b, int kind, int64_t m, int64_t H, int *eager) {
     fprintf(stderr, "prezero bench ar: %s\n", pz_last_error());
     return -1;
   }
-  qsort(t, reps, sizeof t[0], cmp_f);
-  return t[reps / 2] * 1000.0 / b->iters;
+  return pz_bench_median_hi(t, reps) * 1000.0 / b->iters;
 }
 
 static int setup(bench *b) {
@@ -235,8 +229,8 @@ int pz_cmd_bench_ar(int argc, char **argv) {
   setenv("NCCL_NVLS_ENABLE", "0", 1);
   if (setup(&b) != 0) return 1;
 
-  char cmd[512] = "prezero bench ar";
-  for (int i = 1; i < argc; i++) { strncat(cmd, " ", sizeof cmd - strlen(cmd) - 1); strncat(cmd, argv[i], sizeof cmd - strlen(cmd) - 1); }
+  char cmd[512];
+  pz_bench_command_line(cmd, sizeof cmd, "prezero bench ar", argc - 1, argv + 1);
   struct cudaDeviceProp prop;
   cudaGetDeviceProperties(&prop, 0);
   cJSON *root = cJSON_CreateObject();
@@ -275,7 +269,7 @@ int pz_cmd_bench_ar(int argc, char **argv) {
             b.dev.fill_penalty_bytes_per_us, b.dev.max_added_us);
     fprintf(f, "| H | m | plan | donor CTAs | fill CTAs | fused µs | NCCL+RMSNorm+memset µs | fused+fill µs | fill adds µs | gate free |%s\n",
             !b.sweep ? "" : b.tp > 1 ? " LL K=1 | LL K=2 | LL K=4 | LL K=8 | flag K=1 | flag K=2 | flag K=4 | flag K=8 |" : " K=1 | K=2 | K=4 | K=8 |");
-    fprintf(f, "|---|---|---|---|---|---|---|---|---|---|%s\n", !b.sweep ? "" : b.tp > 1 ? "---|---|---|---|---|---|---|---|" : "---|---|---|---|");
+    pz_bench_md_rule(f, 10 + (!b.sweep ? 0 : b.tp > 1 ? 8 : 4), 0);
   }
   int rc = 0;
   for (int hi = 0; hi < NH && rc == 0; hi++)
@@ -340,13 +334,7 @@ int pz_cmd_bench_ar(int argc, char **argv) {
       }
     }
   if (mdf) fclose(mdf);
-  if (json) {
-    char *txt = cJSON_Print(root);
-    FILE *f = fopen(json, "w");
-    if (!f || !txt) { fprintf(stderr, "prezero bench ar: cannot write %s\n", json); rc = 1; }
-    else { fputs(txt, f); fputc('\n', f); fclose(f); }
-    free(txt);
-  }
+  if (json && pz_bench_write_json(root, json, 1) != 0) { fprintf(stderr, "prezero bench ar: cannot write %s\n", json); rc = 1; }
   cJSON_Delete(root);
   if (b.nccl) pz_nccl_destroy(b.nccl);
   for (int r = 0; r < b.tp; r++) {

@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "cli.h"
+#include "bench_common.h"
 #ifdef PZ_HAVE_CUDA
 #include <cuda_runtime.h>
 #include <cjson/cJSON.h>
@@ -15,7 +15,6 @@
 #include "backend/cuda/mla.h"
 #include "core/status.h"
 
-#define HBM_TBPS 4.8      /* H200 datasheet HBM3e bandwidth (DESIGN.md §7) */
 #define POOL_SEQS 256     /* sequences in the rotated cache pool (2.4 GB at context 8192) */
 
 static void usage(FILE *f) {
@@ -30,27 +29,10 @@ static void usage(FILE *f) {
           "  split count; PREZERO_MLA_ATTN=1 selects the version-1 attention kernel.\n", POOL_SEQS);
 }
 
-static int parse_list(const char *s, int *v, int cap, int lo, int hi) {
-  int n = 0;
-  while (*s && n < cap) {
-    char *end;
-    long x = strtol(s, &end, 10);
-    if (end == s || x < lo || x > hi || (*end && *end != ',')) return -1;
-    v[n++] = (int)x;
-    s = *end == ',' ? end + 1 : end;
-  }
-  return n;
-}
-
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 typedef pz_status (*launch_fn)(void *ctx, int j, cudaStream_t s);
 
-/* Median µs per launch: a graph of `iters` launches (launch j rotates its buffers), one warm-up
- * replay, then `reps` timed replays. */
+/* Median µs per launch (pz_bench_graph_us) of a graph of `iters` launches (launch j rotates its
+ * buffers). */
 static pz_status time_graph(launch_fn f, void *ctx, int iters, int reps, cudaStream_t s, double *us) {
   cudaGraph_t g = NULL;
   cudaGraphExec_t ge = NULL;
@@ -64,26 +46,7 @@ static pz_status time_graph(launch_fn f, void *ctx, int iters, int reps, cudaStr
     if (g) cudaGraphDestroy(g);
     return pz_error(PZ_ERR_CUDA, "bench attn: capture/instantiate failed: %s", cudaGetErrorString(cudaGetLastError()));
   }
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  double t[64];
-  if (reps > 64) reps = 64;
-  cudaGraphLaunch(ge, s);
-  for (int r = 0; r < reps; r++) {
-    cudaEventRecord(e0, s);
-    cudaGraphLaunch(ge, s);
-    cudaEventRecord(e1, s);
-    cudaEventSynchronize(e1);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, e0, e1);
-    t[r] = ms * 1000.0 / iters;
-  }
-  ce = cudaStreamSynchronize(s);
-  qsort(t, (size_t)reps, sizeof(double), cmp_d);
-  *us = t[reps / 2];
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
+  ce = pz_bench_graph_us(ge, s, iters, reps, us);
   cudaGraphExecDestroy(ge);
   cudaGraphDestroy(g);
   if (ce != cudaSuccess) return pz_error(PZ_ERR_CUDA, "bench attn: replay failed: %s", cudaGetErrorString(ce));
@@ -163,9 +126,9 @@ int pz_cmd_bench_attn(int argc, char **argv) {
       ctx = atoi(v);
       if (ctx < 1 || ctx > 32768) { fprintf(stderr, "prezero bench attn: --ctx %s outside 1..32768\n", v); return 2; }
     } else if (!strcmp(a, "--m")) {
-      if ((nm = parse_list(v, ms, 16, 1, 128)) <= 0) { fprintf(stderr, "prezero bench attn: --m wants a list like 4,8 (1..128)\n"); return 2; }
+      if ((nm = pz_bench_parse_list(v, ms, 16, 1, 128)) <= 0) { fprintf(stderr, "prezero bench attn: --m wants a list like 4,8 (1..128)\n"); return 2; }
     } else if (!strcmp(a, "--tp")) {
-      if ((ntp = parse_list(v, tps, 8, 1, 64)) <= 0) { fprintf(stderr, "prezero bench attn: --tp wants a list like 1,2,4\n"); return 2; }
+      if ((ntp = pz_bench_parse_list(v, tps, 8, 1, 64)) <= 0) { fprintf(stderr, "prezero bench attn: --tp wants a list like 1,2,4\n"); return 2; }
       for (int k = 0; k < ntp; k++)
         if (64 % tps[k]) { fprintf(stderr, "prezero bench attn: TP %d does not divide Kimi-K2's 64 heads\n", tps[k]); return 2; }
     } else { fprintf(stderr, "prezero bench attn: unknown option '%s'; see --help\n", a); return 2; }
@@ -218,16 +181,9 @@ int pz_cmd_bench_attn(int argc, char **argv) {
   cJSON_AddStringToObject(root, "device", prop.name);
   cJSON_AddNumberToObject(root, "sm_count", b.sm_count);
   {
-    char cmd[1024] = "prezero";
-    for (int i = 0; i < argc; i++) {
-      strncat(cmd, " ", sizeof cmd - strlen(cmd) - 1);
-      strncat(cmd, argv[i], sizeof cmd - strlen(cmd) - 1);
-    }
-    cJSON_AddStringToObject(root, "command", cmd);
-    char ts[64];
-    time_t now = time(NULL);
-    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    cJSON_AddStringToObject(root, "date", ts);
+    char cmd[1024];
+    pz_bench_command_line(cmd, sizeof cmd, "prezero", argc, argv);
+    pz_bench_json_add_command_date(root, cmd);
   }
   cJSON_AddStringToObject(root, "method",
                           "CUDA-graph replay, median of reps replays of a graph of iters launches; launch j uses "
@@ -242,7 +198,7 @@ int pz_cmd_bench_attn(int argc, char **argv) {
   if (md) {
     fprintf(md, "MLA decode attention, Kimi-K2 per-rank shapes, context %d, %s (%d SMs). CUDA-graph replay medians, KV and weights rotated beyond L2.\n\n", ctx, prop.name, b.sm_count);
     fprintf(md, "| TP | heads | m | splits | KV MB | attn µs | attn TB/s | %% of 4.8 TB/s | read µs | attn / read | op µs |\n");
-    fprintf(md, "|---|---|---|---|---|---|---|---|---|---|---|\n");
+    pz_bench_md_rule(md, 11, 0);
   }
   int rc = 0;
   for (int t = 0; t < ntp && st == PZ_OK; t++) {
@@ -279,10 +235,10 @@ int pz_cmd_bench_attn(int argc, char **argv) {
       const int splits = pz_mla_cuda_splits(b.op, b.m);
       if (a == 0) printf("(attention kernel v%d)\n", pz_mla_cuda_attn_version(b.op));
       printf("%-8s %3d %5d %4d %6d | %10.1f %9.2f %5.1f%% | %10.1f %8.2f | %10.1f\n", "Kimi-K2", tp, heads, b.m, splits,
-             us_attn, tbps, 100.0 * tbps / HBM_TBPS, us_read, us_attn / us_read, us_op);
+             us_attn, tbps, 100.0 * tbps / PZ_BENCH_HBM_TBPS, us_read, us_attn / us_read, us_op);
       if (md)
         fprintf(md, "| %d | %d | %d | %d | %.1f | %.1f | %.2f | %.1f%% | %.1f | %.2f | %.1f |\n", tp, heads, b.m, splits,
-                kv_bytes / 1e6, us_attn, tbps, 100.0 * tbps / HBM_TBPS, us_read, us_attn / us_read, us_op);
+                kv_bytes / 1e6, us_attn, tbps, 100.0 * tbps / PZ_BENCH_HBM_TBPS, us_read, us_attn / us_read, us_op);
       cJSON *r = cJSON_CreateObject();
       cJSON_AddStringToObject(r, "model", "Kimi-K2");
       cJSON_AddNumberToObject(r, "tp", tp);
@@ -295,7 +251,7 @@ int pz_cmd_bench_attn(int argc, char **argv) {
       cJSON_AddNumberToObject(r, "kv_bytes", kv_bytes);
       cJSON_AddNumberToObject(r, "attn_us", us_attn);
       cJSON_AddNumberToObject(r, "attn_tbps", tbps);
-      cJSON_AddNumberToObject(r, "attn_share_of_4p8", tbps / HBM_TBPS);
+      cJSON_AddNumberToObject(r, "attn_share_of_4p8", tbps / PZ_BENCH_HBM_TBPS);
       cJSON_AddNumberToObject(r, "read_us", us_read);
       cJSON_AddNumberToObject(r, "op_us", us_op);
       cJSON_AddItemToArray(rows, r);
@@ -314,14 +270,8 @@ int pz_cmd_bench_attn(int argc, char **argv) {
     rc = 1;
   }
   if (md) fclose(md);
-  if (json_path) {
-    FILE *f = fopen(json_path, "w");
-    char *txt = cJSON_Print(root);
-    if (f && txt) fprintf(f, "%s\n", txt);
-    else fprintf(stderr, "prezero bench attn: cannot write %s\n", json_path);
-    if (f) fclose(f);
-    free(txt);
-  }
+  if (json_path && pz_bench_write_json(root, json_path, 1) != 0)
+    fprintf(stderr, "prezero bench attn: cannot write %s\n", json_path);
   cJSON_Delete(root);
   cudaFree(b.cache); cudaFree(b.pos); cudaFree(b.qkv_a); cudaFree(b.out); cudaFree(b.sink);
   pz_gemm_ctx_destroy(b.gemm);

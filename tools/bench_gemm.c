@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "cli.h"
+#include "bench_common.h"
 #ifdef PZ_HAVE_CUDA
 #include <cjson/cJSON.h>
 #include "backend/cuda/gemm.h"
@@ -30,7 +30,6 @@ static const shape shapes[] = {
   {"DeepSeek-V3", 8, "o_proj", 7168, OP(128, 8)}, {"DeepSeek-V3", 8, "gate", 256, 7168},
 };
 #define NSHAPES ((int)(sizeof shapes / sizeof shapes[0]))
-#define HBM_TBPS 4.8 /* H200 datasheet HBM3e bandwidth, the "HBM limit" of DESIGN.md §7 */
 
 /* Measurements of one (n, k, m), shared by every row with that shape. */
 typedef struct meas {
@@ -50,19 +49,6 @@ static void usage(FILE *f) {
           "  (PREZERO_CACHE_DIR, default ~/.cache/prezero) unless --no-tune.\n");
 }
 
-static int parse_m(const char *s, int *ms, int cap) {
-  int n = 0;
-  while (*s && n < cap) {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (end == s || v < 1 || v > 256) return -1;
-    ms[n++] = (int)v;
-    s = *end == ',' ? end + 1 : end;
-    if (*end && *end != ',') return -1;
-  }
-  return n;
-}
-
 int pz_cmd_bench_gemm(int argc, char **argv) {
   const char *json_path = NULL, *md_path = NULL, *only = NULL;
   int ms[16] = {1, 4, 8, 16, 32, 64, 128}, nm = 7, reps = 9, tune = 1;
@@ -79,7 +65,7 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
     else if (!strcmp(a, "--reps")) { reps = atoi(v); i++; }
     else if (!strcmp(a, "--pool-mb")) { pool_mb = (size_t)atol(v); i++; }
     else if (!strcmp(a, "--m")) {
-      nm = parse_m(v, ms, 16);
+      nm = pz_bench_parse_list(v, ms, 16, 1, 256);
       i++;
       if (nm <= 0) { fprintf(stderr, "prezero bench gemm: --m wants a list like 1,4,8 (1..256)\n"); return 2; }
     } else { fprintf(stderr, "prezero bench gemm: unknown option '%s'; see --help\n", a); return 2; }
@@ -110,16 +96,9 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
   cJSON_AddStringToObject(root, "device", pz_gemm_ctx_device_name(ctx));
   cJSON_AddNumberToObject(root, "sm_count", sms);
   {
-    char cmd[1024] = "prezero";
-    for (int i = 0; i < argc; i++) {
-      strncat(cmd, " ", sizeof cmd - strlen(cmd) - 1);
-      strncat(cmd, argv[i], sizeof cmd - strlen(cmd) - 1);
-    }
-    cJSON_AddStringToObject(root, "command", cmd);
-    time_t now = time(NULL);
-    char ts[64];
-    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    cJSON_AddStringToObject(root, "date", ts);
+    char cmd[1024];
+    pz_bench_command_line(cmd, sizeof cmd, "prezero", argc, argv);
+    pz_bench_json_add_command_date(root, cmd);
   }
   cJSON_AddStringToObject(root, "method",
                           "CUDA graph of >= 40 launches (>= 200 MB of distinct weight copies), median of "
@@ -131,7 +110,7 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
   if (md_path && !md) fprintf(stderr, "prezero bench gemm: cannot write %s\n", md_path);
   if (md) {
     fprintf(md, "| model | TP | gemm | n | k | m | MB | read µs | cuBLAS µs | atomic (1) | zero (2) | memset (3) | fullk (4) | serial (5) | best ours | best/cuBLAS | best/read | %% HBM limit | zero cost 2−1 | zero cost 3−1 |\n");
-    fprintf(md, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    pz_bench_md_rule(md, 20, 0);
   }
   int misses_read = 0, misses_cublas = 0, nrows = 0;
   for (int si = 0; si < NSHAPES && st == PZ_OK; si++) {
@@ -178,7 +157,7 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
       const int nz[] = {1, 4, 5};
       for (int i = 0; i < 3; i++)
         if (cf[nz[i]].splits > 0 && us[nz[i]] < best) { best = us[nz[i]]; bestf = nz[i]; }
-      const double limit = bytes / (HBM_TBPS * 1e6);
+      const double limit = bytes / (PZ_BENCH_HBM_TBPS * 1e6);
       const double cub = us[PZ_GEMM_CUBLAS];
       nrows++;
       if (best > 1.15 * me->read_us) misses_read++;
@@ -239,19 +218,13 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
     }
     cJSON_AddItemToObject(root, "tuner_table", pz_tuner_to_json(pz_gemm_ctx_table(ctx)));
   }
-  if (json_path) {
-    char *text = cJSON_Print(root);
-    FILE *f = fopen(json_path, "w");
-    if (!f || !text || fputs(text, f) < 0) {
-      fprintf(stderr, "prezero bench gemm: cannot write %s\n", json_path);
-      rc = 1;
-    }
-    if (f) fclose(f);
-    free(text);
+  if (json_path && pz_bench_write_json(root, json_path, 0) != 0) {
+    fprintf(stderr, "prezero bench gemm: cannot write %s\n", json_path);
+    rc = 1;
   }
   if (md) {
     fprintf(md, "\nBest ours = fastest of the flavours that need no zeroing in the kernel (atomic with a pre-zeroed C, fullk, serial). "
-                "read = plain 16-byte streaming read of the same bytes in the same run. HBM limit = bytes / %.1f TB/s.\n", HBM_TBPS);
+                "read = plain 16-byte streaming read of the same bytes in the same run. HBM limit = bytes / %.1f TB/s.\n", PZ_BENCH_HBM_TBPS);
     fclose(md);
   }
   cJSON_Delete(root);

@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "cli.h"
+#include "bench_common.h"
 #ifdef PZ_HAVE_CUDA
 #include <cuda_runtime.h>
 #include <cjson/cJSON.h>
@@ -18,7 +18,6 @@
 #define KIMI_E 384
 #define KIMI_K 8
 #define KIMI_I 2048
-#define HBM_TBPS 4.8 /* H200 datasheet HBM3e bandwidth (DESIGN.md §7) */
 #define NSETS 4      /* logit sets rotated inside one graph: different experts each launch */
 
 static void usage(FILE *f) {
@@ -29,23 +28,6 @@ static void usage(FILE *f) {
           "  the graph; median of --reps (default 7) replays. Bandwidth counts the distinct chosen\n"
           "  routed experts' weight bytes (and, in its own column, + the shared expert's).\n",
           NSETS);
-}
-
-static int parse_list(const char *s, int *v, int cap, int lo, int hi) {
-  int n = 0;
-  while (*s && n < cap) {
-    char *end;
-    long x = strtol(s, &end, 10);
-    if (end == s || x < lo || x > hi || (*end && *end != ',')) return -1;
-    v[n++] = (int)x;
-    s = *end == ',' ? end + 1 : end;
-  }
-  return n;
-}
-
-static int cmp_f(const void *a, const void *b) {
-  float x = *(const float *)a, y = *(const float *)b;
-  return x < y ? -1 : x > y;
 }
 
 #define BENCH_CHECK(call)                                                              \
@@ -65,28 +47,6 @@ static int cmp_f(const void *a, const void *b) {
     }                                                                                              \
   } while (0)
 
-/* Median µs per launch of a graph of `launches` launches, over reps replays after a warm-up. */
-static double time_graph(cudaGraphExec_t ge, cudaStream_t s, int launches, int reps) {
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  float t[64];
-  if (reps > 64) reps = 64;
-  cudaGraphLaunch(ge, s);
-  cudaStreamSynchronize(s);
-  for (int r = 0; r < reps; r++) {
-    cudaEventRecord(a, s);
-    cudaGraphLaunch(ge, s);
-    cudaEventRecord(b, s);
-    cudaEventSynchronize(b);
-    cudaEventElapsedTime(&t[r], a, b);
-  }
-  qsort(t, (size_t)reps, sizeof(float), cmp_f);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return t[reps / 2] * 1000.0 / launches;
-}
-
 int pz_cmd_bench_moe(int argc, char **argv) {
   const char *json_path = NULL, *md_path = NULL;
   int ms[16] = {4, 8, 16, 32, 64, 128}, nm = 6, tps[8] = {1, 2, 4}, ntp = 3, reps = 7;
@@ -98,9 +58,9 @@ int pz_cmd_bench_moe(int argc, char **argv) {
     else if (!strcmp(a, "--md")) md_path = v;
     else if (!strcmp(a, "--reps")) reps = atoi(v);
     else if (!strcmp(a, "--m")) {
-      if ((nm = parse_list(v, ms, 16, 1, PZ_MOE_MAX_M)) <= 0) { fprintf(stderr, "prezero bench moe: --m wants a list like 4,16,128 (1..%d)\n", PZ_MOE_MAX_M); return 2; }
+      if ((nm = pz_bench_parse_list(v, ms, 16, 1, PZ_MOE_MAX_M)) <= 0) { fprintf(stderr, "prezero bench moe: --m wants a list like 4,16,128 (1..%d)\n", PZ_MOE_MAX_M); return 2; }
     } else if (!strcmp(a, "--tp")) {
-      if ((ntp = parse_list(v, tps, 8, 1, 16)) <= 0) { fprintf(stderr, "prezero bench moe: --tp wants a list like 1,2,4\n"); return 2; }
+      if ((ntp = pz_bench_parse_list(v, tps, 8, 1, 16)) <= 0) { fprintf(stderr, "prezero bench moe: --tp wants a list like 1,2,4\n"); return 2; }
       for (int t = 0; t < ntp; t++)
         if (KIMI_I % tps[t] || (KIMI_I / tps[t]) % 16) { fprintf(stderr, "prezero bench moe: TP %d does not divide 2048 into multiples of 16\n", tps[t]); return 2; }
     } else { fprintf(stderr, "prezero bench moe: unknown option '%s'; see --help\n", a); return 2; }
@@ -175,16 +135,9 @@ int pz_cmd_bench_moe(int argc, char **argv) {
          "%d logit sets per graph\n", prop.name, prop.multiProcessorCount, KIMI_H, KIMI_E, KIMI_K, NSETS);
   cJSON_AddStringToObject(root, "device", prop.name);
   {
-    char cmd[512] = "prezero bench moe";
-    for (int i = 1; i < argc; i++) {
-      strncat(cmd, " ", sizeof cmd - strlen(cmd) - 1);
-      strncat(cmd, argv[i], sizeof cmd - strlen(cmd) - 1);
-    }
-    cJSON_AddStringToObject(root, "command", cmd);
-    time_t now = time(NULL);
-    char ts[64];
-    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    cJSON_AddStringToObject(root, "date", ts);
+    char cmd[512];
+    pz_bench_command_line(cmd, sizeof cmd, "prezero bench moe", argc - 1, argv + 1);
+    pz_bench_json_add_command_date(root, cmd);
   }
   cJSON_AddStringToObject(root, "method",
                           "CUDA graph of 2x4 pz_moe_launch (route+gather+gate/up+down+combine) cycling 4 random "
@@ -194,7 +147,7 @@ int pz_cmd_bench_moe(int argc, char **argv) {
   md = md_path ? fopen(md_path, "w") : NULL;
   if (md) {
     fprintf(md, "| TP | m | experts read | routed MB | µs | routed TB/s | %% of 4.8 TB/s | +shared TB/s | read µs (same bytes) | µs / read |\n");
-    fprintf(md, "|---|---|---|---|---|---|---|---|---|---|\n");
+    pz_bench_md_rule(md, 10, 0);
   }
   printf("%3s %4s %8s %10s %9s %8s %7s %9s %9s %7s\n", "TP", "m", "experts", "routed MB", "us", "TB/s", "%HBM",
          "+sh TB/s", "read us", "/read");
@@ -235,7 +188,8 @@ int pz_cmd_bench_moe(int argc, char **argv) {
       for (int r = 0; r < 2 * NSETS; r++) BENCH_CHECK(pz_moe_launch(&a, logits + (size_t)(r % NSETS) * max_m * E, E, NULL, NULL, NULL, s));
       BENCH_CUDA(cudaStreamEndCapture(s, &g));
       BENCH_CUDA(cudaGraphInstantiate(&ge, g, 0));
-      const double us = time_graph(ge, s, 2 * NSETS, reps);
+      double us = 0; /* CUDA errors of the replays surface at the cudaGetLastError check below */
+      pz_bench_graph_us(ge, s, 2 * NSETS, reps, &us);
       /* yardstick: one contiguous read of the same routed bytes, rotated over the pool */
       int64_t rb = (int64_t)routed < (int64_t)mat ? (int64_t)routed : (int64_t)mat;
       rb &= ~(int64_t)4095;
@@ -251,7 +205,8 @@ int pz_cmd_bench_moe(int argc, char **argv) {
         }
         BENCH_CUDA(cudaStreamEndCapture(s, &gr));
         BENCH_CUDA(cudaGraphInstantiate(&ger, gr, 0));
-        rus = time_graph(ger, s, nread, reps) * routed / (double)rb; /* scaled when capped at one matrix */
+        pz_bench_graph_us(ger, s, nread, reps, &rus);
+        rus = rus * routed / (double)rb; /* scaled when capped at one matrix */
         cudaGraphExecDestroy(ger);
         cudaGraphDestroy(gr);
       }
@@ -260,11 +215,11 @@ int pz_cmd_bench_moe(int argc, char **argv) {
       BENCH_CUDA(cudaGetLastError());
       const double tbps = routed / (us * 1e-6) / 1e12, tbps_sh = with_sh / (us * 1e-6) / 1e12;
       printf("%3d %4d %8.1f %10.1f %9.1f %8.2f %6.1f%% %9.2f %9.1f %7.2f\n", tp, m, distinct, routed / 1e6, us, tbps,
-             100.0 * tbps / HBM_TBPS, tbps_sh, rus, rus > 0 ? us / rus : 0.0);
+             100.0 * tbps / PZ_BENCH_HBM_TBPS, tbps_sh, rus, rus > 0 ? us / rus : 0.0);
       fflush(stdout);
       if (md)
         fprintf(md, "| %d | %d | %.1f | %.1f | %.1f | %.2f | %.1f%% | %.2f | %.1f | %.2f |\n", tp, m, distinct, routed / 1e6,
-                us, tbps, 100.0 * tbps / HBM_TBPS, tbps_sh, rus, rus > 0 ? us / rus : 0.0);
+                us, tbps, 100.0 * tbps / PZ_BENCH_HBM_TBPS, tbps_sh, rus, rus > 0 ? us / rus : 0.0);
       cJSON *row = cJSON_CreateObject();
       cJSON_AddNumberToObject(row, "tp", tp);
       cJSON_AddNumberToObject(row, "m", m);
@@ -273,7 +228,7 @@ int pz_cmd_bench_moe(int argc, char **argv) {
       cJSON_AddNumberToObject(row, "routed_bytes", routed);
       cJSON_AddNumberToObject(row, "us", us);
       cJSON_AddNumberToObject(row, "routed_tbps", tbps);
-      cJSON_AddNumberToObject(row, "hbm_share", tbps / HBM_TBPS);
+      cJSON_AddNumberToObject(row, "hbm_share", tbps / PZ_BENCH_HBM_TBPS);
       cJSON_AddNumberToObject(row, "with_shared_tbps", tbps_sh);
       cJSON_AddNumberToObject(row, "read_us_same_bytes", rus);
       cJSON_AddItemToArray(rows, row);
@@ -281,13 +236,7 @@ int pz_cmd_bench_moe(int argc, char **argv) {
   }
   rc = 0;
 fail:
-  if (json_path && rows) {
-    char *txt = cJSON_Print(root);
-    FILE *f = fopen(json_path, "w");
-    if (f && txt) fputs(txt, f);
-    if (f) fclose(f);
-    free(txt);
-  }
+  if (json_path && rows) pz_bench_write_json(root, json_path, 0);
   if (md) fclose(md);
   cJSON_Delete(root);
   cudaFree(wg); cudaFree(wu); cudaFree(wd); cudaFree(sg); cudaFree(su); cudaFree(sd); cudaFree(x);

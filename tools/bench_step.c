@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "bench_common.h"
 #ifdef PZ_HAVE_CUDA
 #include <cjson/cJSON.h>
 #include "backend/cuda/exec.h"
@@ -32,29 +33,6 @@ static void usage(FILE *f) {
           "  --context (default 8192: the attention reads 8193 cached tokens). --rounds R repeats\n"
           "  OFF, ON R times (A B A B) and reports each configuration's median over rounds.\n"
           "  Weights are seeded random (streamed from HBM: they exceed L2 many times over).\n");
-}
-
-static int parse_list(const char *s, int *v, int cap, int lo, int hi) {
-  int n = 0;
-  while (*s) {
-    char *end;
-    long x = strtol(s, &end, 10);
-    if (end == s || x < lo || x > hi || n >= cap) return -1;
-    v[n++] = (int)x;
-    if (*end == ',') s = end + 1;
-    else if (*end) return -1;
-    else s = end;
-  }
-  return n;
-}
-
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof(double), cmp_d);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 typedef struct cell {
@@ -124,9 +102,9 @@ int pz_cmd_bench_step(int argc, char **argv) {
     if (!strcmp(a, "--config")) config = v;
     else if (!strcmp(a, "--json")) json_path = v;
     else if (!strcmp(a, "--md")) md_path = v;
-    else if (!strcmp(a, "--tp")) { if ((ntp = parse_list(v, tps, MAX_TP, 1, 8)) < 1) goto bad; }
+    else if (!strcmp(a, "--tp")) { if ((ntp = pz_bench_parse_list(v, tps, MAX_TP, 1, 8)) < 1) goto bad; }
     else if (!strcmp(a, "--batch")) {
-      if ((nb = parse_list(v, bs, MAX_B, 1, PZ_MAX_BATCH)) < 1) goto bad;
+      if ((nb = pz_bench_parse_list(v, bs, MAX_B, 1, PZ_MAX_BATCH)) < 1) goto bad;
       for (int k = 1; k < nb; k++) if (bs[k] <= bs[k - 1]) goto bad;
     } else if (!strcmp(a, "--prezero")) {
       npz = 0;
@@ -139,7 +117,7 @@ int pz_cmd_bench_step(int argc, char **argv) {
       }
       if (npz < 1) goto bad;
     } else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 0);
-    else if ((n = parse_list(v, one, 1, 0, 1 << 20)) == 1) {
+    else if ((n = pz_bench_parse_list(v, one, 1, 0, 1 << 20)) == 1) {
       if (!strcmp(a, "--layers") && one[0] >= 1) layers = one[0];
       else if (!strcmp(a, "--context")) context = one[0];
       else if (!strcmp(a, "--iters") && one[0] >= 1) iters = one[0];
@@ -210,7 +188,8 @@ int pz_cmd_bench_step(int argc, char **argv) {
     if (!ran[t]) continue;
     for (int o = 0; o < 2; o++) {
       if (!outs[o]) continue;
-      fprintf(outs[o], "TP %d\n\n| batch | OFF µs | ON µs | Δ µs | Δ %% | donors with full fill (ON) |\n|---:|---:|---:|---:|---:|---:|\n", tps[t]);
+      fprintf(outs[o], "TP %d\n\n| batch | OFF µs | ON µs | Δ µs | Δ %% | donors with full fill (ON) |\n", tps[t]);
+      pz_bench_md_rule(outs[o], 6, 1);
     }
     for (int b = 0; b < nb; b++) {
       double us[2] = {0, 0};
@@ -220,7 +199,7 @@ int pz_cmd_bench_step(int argc, char **argv) {
         if (c->n == 0) continue;
         double tmp[MAX_ROUNDS];
         memcpy(tmp, c->us, sizeof(double) * (size_t)c->n);
-        us[pzs[p]] = median(tmp, c->n);
+        us[pzs[p]] = pz_bench_median(tmp, c->n);
         have[pzs[p]] = 1;
         cJSON *row = cJSON_CreateObject();
         cJSON_AddNumberToObject(row, "tp", tps[t]);
@@ -253,15 +232,9 @@ int pz_cmd_bench_step(int argc, char **argv) {
   }
   if (md) fclose(md);
   int rc = 0;
-  if (json_path) {
-    char *text = cJSON_Print(root);
-    FILE *f = fopen(json_path, "w");
-    if (!f || !text || fputs(text, f) < 0) {
-      fprintf(stderr, "prezero bench step: cannot write %s; check the path\n", json_path);
-      rc = 1;
-    }
-    if (f) fclose(f);
-    free(text);
+  if (json_path && pz_bench_write_json(root, json_path, 0) != 0) {
+    fprintf(stderr, "prezero bench step: cannot write %s; check the path\n", json_path);
+    rc = 1;
   }
   cJSON_Delete(root);
   return rc;

@@ -6,13 +6,11 @@
 # bench options (e.g. --sweep). Results land in $OUT (8 files).
 set -o pipefail
 export NCCL_NVLS_ENABLE=0
-mkdir -p /tmp/cj && for f in .deps/*.deb; do dpkg -x "$f" /tmp/cj; done
-export LD_LIBRARY_PATH=/tmp/cj/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH
-NCCL_DIR=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
-[ -n "$NCCL_DIR" ] && export LD_LIBRARY_PATH=$NCCL_DIR:$LD_LIBRARY_PATH
+. "$(dirname "$0")/../device_env.sh"
+pz_add_nccl_path
 B=/tmp/build-ar
 T=$OUT/ar_test.log
-bench/ar/build.sh $B /tmp/cj/usr > /tmp/ar_build.log 2>&1 || { tail -30 /tmp/ar_build.log; exit 1; }
+bench/ar/build.sh $B $CJ/usr > /tmp/ar_build.log 2>&1 || { tail -30 /tmp/ar_build.log; exit 1; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv > $T 2>&1
 nvidia-smi topo -m >> $T 2>&1
 echo "NCCL_DIR=$NCCL_DIR" >> $T

@@ -8,15 +8,10 @@ OUT=${OUT:-/tmp/pz_attn_out}
 mkdir -p "$OUT"
 B=/tmp/pz_attn_build
 mkdir -p $B/o
-CJ=/tmp/cj
-if [ ! -f /usr/include/cjson/cJSON.h ]; then
-  mkdir -p $CJ
-  for f in .deps/*.deb; do dpkg -x "$f" $CJ; done
-fi
-export LD_LIBRARY_PATH=$CJ/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-INC="-I include -I src -I tools -I tests -I $CJ/usr/include -I /usr/local/cuda/include"
-LIBS="-L/usr/local/cuda/lib64 -lcudart -lcublas -L$CJ/usr/lib/x86_64-linux-gnu -lcjson -lpthread -lm"
-NV="nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -lineinfo --expt-relaxed-constexpr"
+. bench/device_env.sh
+INC=$PZ_INC
+LIBS="$PZ_CUDA_LIB -lcudart -lcublas $PZ_CJSON_LIB -lpthread -lm"
+NV="nvcc $PZ_NVARCH -O3 -std=c++17 -lineinfo --expt-relaxed-constexpr"
 {
   nvidia-smi -L
   nvcc --version | tail -1
@@ -30,12 +25,12 @@ NV="nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -lineinfo --expt-r
   wait
   rm -f $B/libpz.a
   ar rcs $B/libpz.a $B/o/*.o
-  for t in tests/cuda/test_mla.c tests/cuda/test_dense_ops.c tools/bench_attn.c bench/attn/bench_main.c; do
+  for t in tests/cuda/test_mla.c tests/cuda/test_dense_ops.c tools/bench_attn.c tools/bench_common.c bench/attn/bench_main.c; do
     gcc -std=gnu11 -O2 -Wall -DPZ_HAVE_CUDA=1 $INC -c $t -o $B/$(basename $t .c).o
   done
   g++ -o $B/test_mla $B/test_mla.o $B/libpz.a $LIBS
   g++ -o $B/test_dense_ops $B/test_dense_ops.o $B/libpz.a $LIBS
-  g++ -o $B/bench_attn $B/bench_main.o $B/bench_attn.o $B/libpz.a $LIBS
+  g++ -o $B/bench_attn $B/bench_main.o $B/bench_attn.o $B/bench_common.o $B/libpz.a $LIBS
   ls -la $B/test_mla $B/test_dense_ops $B/bench_attn
 } > $OUT/build.txt 2>&1
 echo "== build"; grep -E "error|failed|mla_attn_kernelILi[124]ELi16|registers" $OUT/build.txt | head -20; tail -3 $OUT/build.txt

@@ -9,12 +9,8 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/pz_compare_out}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0
-CJ=/tmp/cj
-if [ ! -f /usr/include/cjson/cJSON.h ]; then
-  mkdir -p $CJ
-  for f in .deps/*.deb; do dpkg -x "$f" $CJ; done
-fi
-export LD_LIBRARY_PATH=$CJ/usr/lib/x86_64-linux-gnu:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+. bench/device_env.sh
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$LD_LIBRARY_PATH
 B=/tmp/pz_build_compare
 {
   nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,memory.used,memory.total --format=csv

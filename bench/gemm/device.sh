@@ -8,27 +8,22 @@ OUT=${OUT:-/tmp/pz_gemm_out}
 mkdir -p "$OUT"
 B=/tmp/pz_gemm_build
 mkdir -p $B
-CJ=/tmp/cj
-if [ ! -f /usr/include/cjson/cJSON.h ]; then
-  mkdir -p $CJ
-  for f in .deps/*.deb; do dpkg -x "$f" $CJ; done
-fi
-export LD_LIBRARY_PATH=$CJ/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-INC="-I include -I src -I tools -I tests -I $CJ/usr/include -I /usr/local/cuda/include"
-LIBS="-L/usr/local/cuda/lib64 -lcudart -lcublas -L$CJ/usr/lib/x86_64-linux-gnu -lcjson -lm"
+. bench/device_env.sh
+INC=$PZ_INC
+LIBS="$PZ_CUDA_LIB -lcudart -lcublas $PZ_CJSON_LIB -lm"
 {
   nvidia-smi -L
   nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv
   nvcc --version | tail -1
-  nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -lineinfo -Xptxas -v $INC \
+  nvcc $PZ_NVARCH -O3 -lineinfo -Xptxas -v $INC \
     -c src/backend/cuda/kernels/gemm_splitk.cu -o $B/k.o 2>&1 | grep -E "error|registers|spill" &
   for f in src/backend/cuda/gemm.c src/backend/cuda/tuner.c src/core/status.c tools/bench_gemm.c \
-           bench/gemm/bench_main.c tests/cuda/test_gemm.c; do
+           tools/bench_common.c bench/gemm/bench_main.c tests/cuda/test_gemm.c; do
     gcc -std=c11 -O2 -Wall -DPZ_HAVE_CUDA=1 $INC -c $f -o $B/$(basename $f .c).o &
   done
   wait
   g++ -o $B/test_gemm $B/test_gemm.o $B/gemm.o $B/tuner.o $B/k.o $B/status.o $LIBS
-  g++ -o $B/bench_gemm $B/bench_main.o $B/bench_gemm.o $B/gemm.o $B/tuner.o $B/k.o $B/status.o $LIBS
+  g++ -o $B/bench_gemm $B/bench_main.o $B/bench_gemm.o $B/bench_common.o $B/gemm.o $B/tuner.o $B/k.o $B/status.o $LIBS
   ls -la $B/test_gemm $B/bench_gemm
 } > $OUT/build.txt 2>&1
 echo "== build"; tail -3 $OUT/build.txt

@@ -7,8 +7,8 @@ set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/pz_gemm_out}; mkdir -p "$OUT"
 PZ_GEMM_BUILD_ONLY=1 bash bench/gemm/device.sh || exit 1
-B=/tmp/pz_gemm_build; CJ=/tmp/cj
-export LD_LIBRARY_PATH=$CJ/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+B=/tmp/pz_gemm_build
+. bench/device_env.sh
 export PREZERO_CACHE_DIR=$OUT/cache
 {
 for pf in 0 1; do PREZERO_GEMM_L2PF=$pf timeout 60 $B/test_gemm 2>&1 | tail -1 | sed "s/^/test L2PF=$pf: /"; done

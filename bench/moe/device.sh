@@ -8,15 +8,10 @@ OUT=${OUT:-/tmp/pz_moe_out}
 mkdir -p "$OUT"
 B=/tmp/pz_moe_build
 mkdir -p $B
-CJ=/tmp/cj
-if [ ! -f /usr/include/cjson/cJSON.h ]; then
-  mkdir -p $CJ
-  for f in .deps/*.deb; do dpkg -x "$f" $CJ; done
-fi
-export LD_LIBRARY_PATH=$CJ/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-INC="-I include -I src -I tools -I tests -I $CJ/usr/include -I /usr/local/cuda/include"
-LIBS="-L/usr/local/cuda/lib64 -lcudart -L$CJ/usr/lib/x86_64-linux-gnu -lcjson -lm -lpthread"
-NV="nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -lineinfo -Xptxas -v $INC"
+. bench/device_env.sh
+INC=$PZ_INC
+LIBS="$PZ_CUDA_LIB -lcudart $PZ_CJSON_LIB -lm -lpthread"
+NV="nvcc $PZ_NVARCH -O3 -std=c++17 -lineinfo -Xptxas -v $INC"
 {
   nvidia-smi -L
   nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv
@@ -24,13 +19,13 @@ NV="nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -lineinfo -Xptxas 
   $NV -c src/backend/cuda/kernels/moe_route.cu -o $B/moe_route.o 2>&1 | grep -E "error|registers|spill" &
   $NV -c src/backend/cuda/kernels/moe_experts.cu -o $B/moe_experts.o 2>&1 | grep -E "error|registers|spill" &
   for f in src/core/status.c src/backend/cpu/ref_ops.c src/backend/cpu/ref_moe.c src/backend/cpu/cpu_pool.c \
-           tests/cuda/test_moe.c tools/bench_moe.c bench/moe/bench_main.c; do
+           tests/cuda/test_moe.c tools/bench_moe.c tools/bench_common.c bench/moe/bench_main.c; do
     gcc -std=c11 -O2 -Wall -pthread -DPZ_HAVE_CUDA=1 $INC -c $f -o $B/$(basename $f .c).o &
   done
   wait
   K="$B/moe_route.o $B/moe_experts.o $B/status.o"
   g++ -o $B/test_moe $B/test_moe.o $B/ref_ops.o $B/ref_moe.o $B/cpu_pool.o $K $LIBS
-  g++ -o $B/bench_moe $B/bench_main.o $B/bench_moe.o $K $LIBS
+  g++ -o $B/bench_moe $B/bench_main.o $B/bench_moe.o $B/bench_common.o $K $LIBS
   ls -la $B/test_moe $B/bench_moe
 } > $OUT/build.txt 2>&1
 echo "== build"; tail -12 $OUT/build.txt

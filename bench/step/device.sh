@@ -12,17 +12,16 @@ export NCCL_NVLS_ENABLE=0
 OUT=${OUT:-/tmp/pz_step_out}
 mkdir -p "$OUT"
 cd "$(dirname "$0")/../.."
-mkdir -p /tmp/cj && for f in .deps/*.deb; do dpkg -x "$f" /tmp/cj; done
-export LD_LIBRARY_PATH=/tmp/cj/usr/lib/x86_64-linux-gnu:/usr/local/cuda/extras/CUPTI/lib64:${LD_LIBRARY_PATH:-}
+. bench/device_env.sh
+export LD_LIBRARY_PATH=/usr/local/cuda/extras/CUPTI/lib64:$LD_LIBRARY_PATH
 # NCCL (loaded at run time by the donors' fallback, PREZERO_AR_ALGO=nccl) from the Python wheel when present.
-NCCL_DIR=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
-[ -n "$NCCL_DIR" ] && export LD_LIBRARY_PATH=$NCCL_DIR:$LD_LIBRARY_PATH
+pz_add_nccl_path
 B=/tmp/build-step
 mkdir -p $B/o
-INC="-Iinclude -Isrc -Itools -Itests -I/tmp/cj/usr/include -I/usr/local/cuda/include -I/usr/local/cuda/extras/CUPTI/include"
+INC="$PZ_INC -I/usr/local/cuda/extras/CUPTI/include"
 CFLAGS="-std=gnu11 -O2 -g -DPZ_HAVE_CUDA=1 $INC"
-NVFLAGS="-gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -lineinfo --expt-relaxed-constexpr -DPZ_HAVE_CUDA=1 $INC"
-LIBS="-L/usr/local/cuda/lib64 -L/usr/local/cuda/extras/CUPTI/lib64 -lcudart -lcublas -lcupti -L/tmp/cj/usr/lib/x86_64-linux-gnu -lcjson -lm -lpthread -ldl"
+NVFLAGS="$PZ_NVARCH -O3 -std=c++17 -lineinfo --expt-relaxed-constexpr -DPZ_HAVE_CUDA=1 $INC"
+LIBS="$PZ_CUDA_LIB -L/usr/local/cuda/extras/CUPTI/lib64 -lcudart -lcublas -lcupti $PZ_CJSON_LIB -lm -lpthread -ldl"
 {
   nvidia-smi -L; nvidia-smi topo -m; nvcc --version | tail -1
   cmake -DOUT=$B/presets_embedded.c -DIN_DIR=$PWD/configs -P cmake/embed_presets.cmake

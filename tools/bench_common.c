@@ -1,0 +1,95 @@
+/* Helpers shared by the `prezero bench` front-ends (see bench_common.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "bench_common.h"
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <cjson/cJSON.h>
+
+int pz_bench_parse_list(const char *s, int *v, int cap, int lo, int hi) {
+  int n = 0;
+  while (*s) {
+    char *end;
+    long x = strtol(s, &end, 10);
+    if (end == s || x < lo || x > hi || (*end && *end != ',') || n >= cap) return -1;
+    v[n++] = (int)x;
+    s = *end == ',' ? end + 1 : end;
+  }
+  return n;
+}
+
+int pz_bench_cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+double pz_bench_median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof(double), pz_bench_cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double pz_bench_median_hi(double *v, int n) {
+  qsort(v, (size_t)n, sizeof(double), pz_bench_cmp_double);
+  return v[n / 2];
+}
+
+void pz_bench_command_line(char *buf, size_t cap, const char *prefix, int argc, char **argv) {
+  snprintf(buf, cap, "%s", prefix);
+  for (int i = 0; i < argc; i++) {
+    strncat(buf, " ", cap - strlen(buf) - 1);
+    strncat(buf, argv[i], cap - strlen(buf) - 1);
+  }
+}
+
+void pz_bench_json_add_command_date(cJSON *root, const char *cmd) {
+  cJSON_AddStringToObject(root, "command", cmd);
+  time_t now = time(NULL);
+  char ts[64];
+  strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+  cJSON_AddStringToObject(root, "date", ts);
+}
+
+int pz_bench_write_json(const cJSON *root, const char *path, int newline) {
+  char *text = cJSON_Print(root);
+  FILE *f = fopen(path, "w");
+  int rc = (!f || !text || fputs(text, f) < 0 || (newline && fputc('\n', f) == EOF)) ? -1 : 0;
+  if (f) fclose(f);
+  free(text);
+  return rc;
+}
+
+void pz_bench_md_rule(FILE *f, int ncols, int right_align) {
+  fputc('|', f);
+  for (int i = 0; i < ncols; i++) fputs(right_align ? "---:|" : "---|", f);
+  fputc('\n', f);
+}
+
+#ifdef PZ_HAVE_CUDA
+cudaError_t pz_bench_graph_us(cudaGraphExec_t ge, cudaStream_t s, int launches, int reps, double *us) {
+  cudaError_t err = cudaSuccess;
+#define PZ_BENCH_KEEP(call) do { cudaError_t e_ = (call); if (err == cudaSuccess) err = e_; } while (0)
+  cudaEvent_t e0 = NULL, e1 = NULL;
+  PZ_BENCH_KEEP(cudaEventCreate(&e0));
+  PZ_BENCH_KEEP(cudaEventCreate(&e1));
+  double t[PZ_BENCH_MAX_REPS];
+  if (reps > PZ_BENCH_MAX_REPS) reps = PZ_BENCH_MAX_REPS;
+  if (reps < 1) reps = 1;
+  PZ_BENCH_KEEP(cudaGraphLaunch(ge, s)); /* warm-up */
+  PZ_BENCH_KEEP(cudaStreamSynchronize(s));
+  for (int r = 0; r < reps; r++) {
+    float ms = 0;
+    PZ_BENCH_KEEP(cudaEventRecord(e0, s));
+    PZ_BENCH_KEEP(cudaGraphLaunch(ge, s));
+    PZ_BENCH_KEEP(cudaEventRecord(e1, s));
+    PZ_BENCH_KEEP(cudaEventSynchronize(e1));
+    PZ_BENCH_KEEP(cudaEventElapsedTime(&ms, e0, e1));
+    t[r] = ms;
+  }
+  PZ_BENCH_KEEP(cudaStreamSynchronize(s));
+#undef PZ_BENCH_KEEP
+  *us = pz_bench_median_hi(t, reps) * 1000.0 / launches;
+  if (e0) cudaEventDestroy(e0);
+  if (e1) cudaEventDestroy(e1);
+  return err;
+}
+#endif

@@ -1,0 +1,50 @@
+/* Helpers shared by the `prezero bench` front-ends (tools/bench_*.c): list options, medians,
+ * the command/date fields of the JSON record, JSON and markdown output, CUDA-graph replay timing. */
+#ifndef PZ_TOOLS_BENCH_COMMON_H
+#define PZ_TOOLS_BENCH_COMMON_H
+#include <stddef.h>
+#include <stdio.h>
+
+struct cJSON;
+
+/* H200 datasheet HBM3e bandwidth in TB/s: the "HBM limit" of DESIGN.md §7. */
+#define PZ_BENCH_HBM_TBPS 4.8
+
+/* Parses a comma-separated list of decimal integers ("1,4,8"; one trailing comma is allowed)
+ * into v[0..cap). Returns the count (0 for ""), or -1 when an item is not a number, lies
+ * outside lo..hi, is followed by anything but ',' or the end, or there are more than cap. */
+int pz_bench_parse_list(const char *s, int *v, int cap, int lo, int hi);
+
+/* qsort comparator of doubles, ascending. */
+int pz_bench_cmp_double(const void *a, const void *b);
+/* Sorts v[0..n) (n >= 1) in place and returns its median: the middle element for odd n, the
+ * mean of the two middle elements for even n. */
+double pz_bench_median(double *v, int n);
+/* Sorts v[0..n) (n >= 1) in place and returns v[n / 2]: the median for odd n, the upper of the
+ * two middle elements for even n. */
+double pz_bench_median_hi(double *v, int n);
+
+/* Writes `prefix`, then " argv[i]" for i in 0..argc, into buf (truncated to cap - 1 chars). */
+void pz_bench_command_line(char *buf, size_t cap, const char *prefix, int argc, char **argv);
+/* Adds "command": cmd and "date": the current UTC time as "YYYY-MM-DDTHH:MM:SSZ" to root. */
+void pz_bench_json_add_command_date(struct cJSON *root, const char *cmd);
+/* Writes cJSON_Print(root) to path, plus "\n" when newline is nonzero. Returns 0, or -1 when
+ * the file cannot be opened or written (prints nothing: the caller says what failed). */
+int pz_bench_write_json(const struct cJSON *root, const char *path, int newline);
+
+/* Writes a markdown table's header rule of ncols columns: "|---|---|\n", or with right_align
+ * "|---:|---:|\n". */
+void pz_bench_md_rule(FILE *f, int ncols, int right_align);
+
+#ifdef PZ_HAVE_CUDA
+#include <cuda_runtime_api.h>
+/* Most replays pz_bench_graph_us times. */
+#define PZ_BENCH_MAX_REPS 64
+/* Times an instantiated CUDA graph holding `launches` launches on stream s: one warm-up replay
+ * (then the stream is synchronised), then min(reps, 64) replays, each between two events and
+ * synchronised. *us = pz_bench_median_hi of the replay times, in µs per launch (replay time /
+ * launches). Returns the first CUDA error met (cudaSuccess when none); *us is set either way. */
+cudaError_t pz_bench_graph_us(cudaGraphExec_t ge, cudaStream_t s, int launches, int reps, double *us);
+#endif
+
+#endif
