@@ -51,11 +51,12 @@ typedef struct pz_engine_config {
                             0..max_position_embeddings-1 */
   int max_steps;         /* decode steps the KV cache has room for: capacity = context + max_steps
                             tokens, which must not exceed max_position_embeddings */
-  int layers;            /* build only the first N layers; 0 = all */
+  int layers;            /* build only the first N layers, 1..num_hidden_layers; 0 = all */
   uint64_t seed;         /* weights and KV-cache contents are a pure function of the seed */
   int prezero;           /* -1: from PREZERO_ENABLE (off when unset); 0: off; 1: on */
   pz_device_kind device;
-  int threads;           /* CPU worker threads; 0 = number of cores (PREZERO_CPU_THREADS overrides) */
+  int threads;           /* CPU worker threads; 0 = number of cores (PREZERO_CPU_THREADS overrides);
+                            at most 1024 are started */
   const char *model_dir; /* NULL, or a Hugging Face checkpoint directory: config.json plus
                             model.safetensors or model.safetensors.index.json with its shards
                             (BF16, F32 or block-scaled F8_E4M3). The config then comes from it
@@ -94,8 +95,12 @@ typedef struct pz_engine_info {
  * without a CUDA kernel in this build: PZ_ERR_UNSUPPORTED naming it.
  * Errors: PZ_ERR_INVALID_ARG (tp, max_batch, context, max_steps or layers out of range; the
  * message names the value and the limit), PZ_ERR_CONFIG (malformed config.json, missing field,
- * wrong type), PZ_ERR_NOT_FOUND (unknown preset), PZ_ERR_IO (unreadable file), PZ_ERR_OOM,
- * PZ_ERR_UNSUPPORTED (device not available). *out is NULL on error. */
+ * wrong type, a key given twice, an integer field above 2^31-1 or more than 10000 layers, a
+ * non-finite float, inconsistent values), PZ_ERR_NOT_FOUND (unknown preset), PZ_ERR_IO
+ * (unreadable file), PZ_ERR_SHAPE (a tensor of more than 2^50 elements), PZ_ERR_OOM (on the CPU
+ * also, before anything is allocated, when every rank's storage together exceeds the machine's
+ * physical RAM; the message gives both in GiB), PZ_ERR_UNSUPPORTED (device not available).
+ * *out is NULL on error. */
 pz_status pz_engine_create(const pz_engine_config *cfg, pz_engine **out);
 
 /* One greedy decode step for sequences 0..m-1 (1 <= m <= max_batch): tokens_in[m] are the new
