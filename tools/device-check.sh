@@ -34,12 +34,9 @@ sections=${*:-"tests sanitizer gemm ar attn moe step compare determinism"}
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
 log "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x$ngpu; sections: $sections"
 
-# cJSON travels as .deb packages (no registry on the GPU machine); unpack into a prefix.
-CJ=/tmp/cj
-if [ ! -f /usr/include/cjson/cJSON.h ]; then
-  mkdir -p $CJ && for f in .deps/*.deb; do dpkg -x "$f" $CJ; done
-  export LD_LIBRARY_PATH=$CJ/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-fi
+# cJSON travels as .deb packages (no registry on the GPU machine): unpacked into $CJ by the
+# set-up the bench scripts share.
+. bench/device_env.sh
 # GEMM choices: the H200 tuner table recorded by `bench gemm` (others fall back to the heuristic).
 export PREZERO_CACHE_DIR=$W/cache
 mkdir -p "$PREZERO_CACHE_DIR"
