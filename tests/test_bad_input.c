@@ -234,6 +234,17 @@ static void cli_configs(void) {
   path_of(p, sizeof p, "pib.json");
   snprintf(a, sizeof a, "graph --config %s", p);
   CHECK(run(a) == 0 && strstr(out_txt, "embed_tokens.weight[33554432,16777216]bf16"));
+  /* A prompt longer than max_position_embeddings (16 here) names the prompt, not --context. */
+  write_text("pos16.json", "{\"hidden_size\": 64, \"num_hidden_layers\": 1, \"num_attention_heads\": 2, "
+                           "\"q_lora_rank\": null, \"kv_lora_rank\": 32, \"qk_nope_head_dim\": 16, "
+                           "\"qk_rope_head_dim\": 16, \"v_head_dim\": 16, \"n_routed_experts\": 4, "
+                           "\"num_experts_per_tok\": 2, \"moe_intermediate_size\": 32, \"intermediate_size\": 128, "
+                           "\"vocab_size\": 256, \"max_position_embeddings\": 16}");
+  path_of(p, sizeof p, "pos16.json");
+  snprintf(a, sizeof a, "--config %s --prompt-ids 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17 --steps 1", p);
+  bad("run", a, "shorter prompts");
+  snprintf(a, sizeof a, "run --config %s --prompt-ids 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15 --steps 2", p);
+  CHECK(run(a) == 0 && strstr(out_txt, "seq 0:")); /* 15 prompt tokens + 2 steps = 16 positions */
   /* Not files. */
   BADCFG("run", "missing.json", "missing.json");
   make_dir("cfgdir.json");

@@ -336,6 +336,13 @@ int pz_cmd_run(int argc, char **argv) {
             tp, (long long)mc.num_attention_heads, mc.name);
     return 1;
   }
+  if (prompt_arg && context + steps > mc.max_position_embeddings) {
+    fprintf(stderr, "prezero run: the longest --prompt-ids prompt (%d tokens) + --steps %lld exceeds max_position_embeddings "
+            "(%lld) of %s; use shorter prompts or fewer --steps\n",
+            pr.max_len, steps - (pr.max_len - 1), (long long)mc.max_position_embeddings, mc.name);
+    free_prompts(&pr);
+    return 1;
+  }
   if (context + steps > mc.max_position_embeddings) {
     fprintf(stderr, "prezero run: --context %lld + --steps %lld exceeds max_position_embeddings (%lld) of %s; use a smaller --context\n",
             context, steps, (long long)mc.max_position_embeddings, mc.name);
