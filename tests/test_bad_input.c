@@ -150,6 +150,22 @@ static void cli_flags(void) {
   bad("run", "--steps 1 --logits /nonexistent-dir/l.bin", "--logits");
   bad("graph", "--dot /nonexistent-dir/g.dot", "--dot");
   bad("run", "--config tiny extra", "unknown option");
+  /* Output that cannot be written (a full disk) is an error, not a silent exit 0. */
+  if (access("/dev/full", W_OK) == 0) {
+    const char *full_cmds[] = {"run --steps 1 --batch 1", "graph --layers 1"};
+    for (int i = 0; i < 2; i++) {
+      char cmd[1024], p[300];
+      snprintf(cmd, sizeof cmd, "\"%s\" %s >/dev/full 2>%s/err", cli, full_cmds[i], dir);
+      int rc = system(cmd);
+      snprintf(p, sizeof p, "%s/err", dir);
+      slurp(p, err_txt, sizeof err_txt);
+      if (!(WIFEXITED(rc) && WEXITSTATUS(rc) == 1 && count(err_txt, "\n") == 1 && strstr(err_txt, "standard output") &&
+            strstr(err_txt, "; "))) {
+        fprintf(stderr, "FAIL: prezero %s >/dev/full -> %d, stderr [%s]\n", full_cmds[i], rc, err_txt);
+        pz_test_failures++;
+      }
+    }
+  }
   /* An environment switch that points nowhere names itself, not --config. */
   setenv("PREZERO_DUMP_GRAPH", "/nonexistent-dir/dump", 1);
   bad("graph", "", "PREZERO_DUMP_GRAPH");

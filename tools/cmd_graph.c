@@ -136,6 +136,6 @@ int pz_cmd_graph(int argc, char **argv) {
     if (fclose(f) && st == PZ_OK) st = pz_error(PZ_ERR_IO, "cannot write %s", dot);
   }
   pz_graph_free(g);
-  if (st != PZ_OK) return fail(pz_last_error(), hint(st));
+  if (st != PZ_OK) return fail(pz_last_error(), "check that standard output and the --dot file can be written");
   return 0;
 }

@@ -1,4 +1,5 @@
 /* prezero CLI: dispatches to run | graph | compare | bench <gemm|ar|attn|moe|step>. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include "cli.h"
@@ -13,7 +14,28 @@ static void usage(FILE *f) {
           "run 'prezero <command> --help' for its options\n");
 }
 
+/* A command that succeeded but whose standard output could not be written (a full disk, a
+ * closed pipe) fails too: the results it printed are lost. */
+static int finish(const char *cmd, int rc) {
+  errno = 0;
+  int flush_failed = fflush(stdout) != 0;
+  int err = flush_failed ? errno : 0;
+  if (rc == 0 && (flush_failed || ferror(stdout))) {
+    fprintf(stderr, "prezero %s: cannot write standard output (%s); check where the output goes\n", cmd,
+            err ? strerror(err) : "write error");
+    return 1;
+  }
+  return rc;
+}
+
+static int dispatch(int argc, char **argv);
+
 int main(int argc, char **argv) {
+  int rc = dispatch(argc, argv);
+  return finish(argc < 2 ? "run" : argv[1], rc);
+}
+
+static int dispatch(int argc, char **argv) {
   if (argc < 2) return pz_cmd_run(argc, argv); /* no command: decode the embedded default */
   const char *c = argv[1];
   if (!strcmp(c, "-h") || !strcmp(c, "--help") || !strcmp(c, "help")) { usage(stdout); return 0; }
