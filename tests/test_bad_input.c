@@ -264,7 +264,7 @@ static void cli_configs(void) {
   /* Not files. */
   BADCFG("run", "missing.json", "missing.json");
   make_dir("cfgdir.json");
-  BADCFG("run", "cfgdir.json", "cfgdir.json");
+  BADCFG("run", "cfgdir.json", "is a directory");
 #undef BADCFG
 }
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* Generated table {name, json}, terminated by {NULL, NULL}. */
 extern const struct { const char *name; const char *json; } pz_embedded_presets[];
@@ -260,6 +261,11 @@ pz_status pz_config_parse(const char *json, size_t len, const char *source, pz_m
 static pz_status read_file(const char *path, char **text, size_t *len) {
   FILE *f = fopen(path, "rb");
   if (!f) return pz_error(PZ_ERR_IO, "config %s: cannot open (%s)", path, strerror(errno));
+  struct stat sb; /* a directory opens, then fails with a bare "read error": say what it is */
+  if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    fclose(f);
+    return pz_error(PZ_ERR_IO, "config %s: is a directory, not a config.json file", path);
+  }
   size_t cap = 1 << 16, n = 0;
   char *buf = malloc(cap);
   for (;;) {
