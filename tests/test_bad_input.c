@@ -166,6 +166,11 @@ static void cli_flags(void) {
       }
     }
   }
+  /* --prezero on with the pass switched off by PREZERO_DISABLE_PASSES reports what ran: off. */
+  setenv("PREZERO_DISABLE_PASSES", "prezero", 1);
+  CHECK(run("run --prezero on --steps 1 --batch 1") == 0 && strstr(out_txt, "prezero off"));
+  unsetenv("PREZERO_DISABLE_PASSES");
+  CHECK(run("run --prezero on --steps 1 --batch 1") == 0 && strstr(out_txt, "prezero on"));
   /* An environment switch that points nowhere names itself, not --config. */
   setenv("PREZERO_DUMP_GRAPH", "/nonexistent-dir/dump", 1);
   bad("graph", "", "PREZERO_DUMP_GRAPH");

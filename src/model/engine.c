@@ -75,7 +75,8 @@ static pz_status build_graph(pz_engine *e, const pz_engine_config *cfg, int laye
   PZ_CHECK(pz_build_decode_graph(&e->cfg, &bo, &e->g));
   pz_pass_opts po = PZ_PASS_OPTS_INIT;
   po.prezero = cfg->prezero;
-  e->prezero = pz_prezero_flag(&po);
+  /* On only when the pass really runs (PREZERO_DISABLE_PASSES=prezero wins over the flag). */
+  e->prezero = pz_prezero_flag(&po) && !pz_pass_disabled("prezero");
   return pz_run_passes(e->g, &po, NULL, NULL);
 }
 
