@@ -137,6 +137,12 @@ static void cli_flags(void) {
   bad("run", "--seed -1", "--seed");
   bad("run", "--seed 18446744073709551616", "--seed");
   CHECK(run("run --seed 18446744073709551615 --steps 1 --batch 1") == 0 && strstr(out_txt, "step 1:"));
+  /* Leading zeros are decimal (base 0 made 010 octal 8 and refused 08); 0x is hex. */
+  CHECK(run("run --seed 010 --steps 1 --batch 1") == 0 && strstr(out_txt, "seed 10,"));
+  CHECK(run("run --seed 08 --steps 1 --batch 1") == 0 && strstr(out_txt, "seed 8,"));
+  CHECK(run("run --seed 0x10 --steps 1 --batch 1") == 0 && strstr(out_txt, "seed 16,"));
+  bad("run", "--seed 0x", "--seed");
+  bad("run", "--seed 12abc", "--seed");
   /* Threads, empty config, empty prompt lists, a --logits path that cannot be written. */
   bad("run", "--threads 100000", "--threads");
   bad("run", "--threads -2", "--threads");

@@ -254,8 +254,10 @@ int pz_cmd_run(int argc, char **argv) {
     } else if (!strcmp(a, "--seed")) {
       char *end;
       errno = 0;
-      seed = strtoull(v, &end, 0);
-      if (!*v || *end || errno || v[0] == '-') {
+      /* Decimal, or hex with 0x; not base 0, which read "--seed 010" as octal 8 and refused "08". */
+      bool hex = v[0] == '0' && (v[1] == 'x' || v[1] == 'X');
+      seed = strtoull(v, &end, hex ? 16 : 10);
+      if (!*v || *end || errno || v[0] == '-' || v[0] == '+' || (hex && !v[2])) {
         fprintf(stderr, "prezero run: --seed needs a non-negative integer, got '%s'; see 'prezero run --help'\n", v);
         return 2;
       }
