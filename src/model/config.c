@@ -140,6 +140,14 @@ static pz_status parse_root(const reader *r, pz_model_config *c) {
   PZ_CHECK(check_duplicates(r, r->root, ""));
   const cJSON *rs = cJSON_GetObjectItemCaseSensitive(r->root, "rope_scaling");
   if (cJSON_IsObject(rs)) PZ_CHECK(check_duplicates(r, rs, "rope_scaling."));
+  /* Neither MLA field: another family (Llama, Qwen, Mixtral, ...), not a broken DeepSeek config. */
+  if (!cJSON_GetObjectItemCaseSensitive(r->root, "q_lora_rank") &&
+      !cJSON_GetObjectItemCaseSensitive(r->root, "kv_lora_rank")) {
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(r->root, "model_type");
+    return pz_error(PZ_ERR_CONFIG, "config %s: model_type \"%s\" has no MLA fields (q_lora_rank, kv_lora_rank); prezero "
+                    "runs the DeepSeek-V2 family only (DeepSeek-V2, V2-Lite, V3, Kimi-K2 configs)", r->src,
+                    cJSON_IsString(mt) ? mt->valuestring : "?");
+  }
   PZ_CHECK(get_int(r, "hidden_size", true, false, 1, &c->hidden_size));
   PZ_CHECK(get_int(r, "num_hidden_layers", true, false, 1, &c->num_hidden_layers));
   if (c->num_hidden_layers > PZ_CONFIG_MAX_LAYERS)
