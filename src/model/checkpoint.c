@@ -115,8 +115,8 @@ static pz_status add_file(pz_checkpoint *ck, const char *fname, pz_st_file **out
     return pz_error(PZ_ERR_IO, "checkpoint %s: index names shard \"%s\" outside the directory; fix the index", ck->dir, fname);
   char *path = join(ck->dir, fname);
   pz_st_file **nf = realloc(ck->files, sizeof *nf * (size_t)(ck->n_files + 1));
+  if (nf) ck->files = nf; /* before any early return: realloc may have moved (and freed) the old block */
   if (!path || !nf) { free(path); return pz_error(PZ_ERR_OOM, "checkpoint %s: out of memory", ck->dir); }
-  ck->files = nf;
   pz_status st = pz_st_open(path, &ck->files[ck->n_files]);
   free(path);
   PZ_CHECK(st);
