@@ -1,6 +1,7 @@
 /* Hostile input beyond test_cli.c: odd flag values, degenerate and oversized config.json files,
  * corrupt checkpoint directories and misuse of the public API. Each CLI case must exit 1 or 2
- * (never a signal) with exactly one stderr line "prezero <cmd>: <what>; <fix>". */
+ * (never a signal) with exactly one stderr line "prezero <cmd>: <what>; <fix>". Runs that must
+ * succeed pass --device cpu, so the test means the same on a GPU machine. */
 #define _GNU_SOURCE 1 /* setenv, mkdtemp */
 #include <libgen.h>
 #include <stdint.h>
@@ -125,7 +126,7 @@ static void cli_flags(void) {
   /* Context: == max_position_embeddings leaves no room for a step; max - 1 with one step fits. */
   bad("run", "--context 4096 --steps 1", "max_position_embeddings");
   bad("run", "--context -1", "--context");
-  CHECK(run("run --context 4095 --steps 1 --batch 1") == 0 && strstr(out_txt, "step 1:"));
+  CHECK(run("run --context 4095 --steps 1 --batch 1 --device cpu") == 0 && strstr(out_txt, "step 1:"));
   /* Steps, layers. */
   bad("run", "--steps -3", "--steps");
   bad("run", "--steps 1000001", "--steps");
@@ -136,11 +137,11 @@ static void cli_flags(void) {
   /* Seed: negative and one past 2^64 - 1; 2^64 - 1 itself is a seed. */
   bad("run", "--seed -1", "--seed");
   bad("run", "--seed 18446744073709551616", "--seed");
-  CHECK(run("run --seed 18446744073709551615 --steps 1 --batch 1") == 0 && strstr(out_txt, "step 1:"));
+  CHECK(run("run --seed 18446744073709551615 --steps 1 --batch 1 --device cpu") == 0 && strstr(out_txt, "step 1:"));
   /* Leading zeros are decimal (base 0 made 010 octal 8 and refused 08); 0x is hex. */
-  CHECK(run("run --seed 010 --steps 1 --batch 1") == 0 && strstr(out_txt, "seed 10,"));
-  CHECK(run("run --seed 08 --steps 1 --batch 1") == 0 && strstr(out_txt, "seed 8,"));
-  CHECK(run("run --seed 0x10 --steps 1 --batch 1") == 0 && strstr(out_txt, "seed 16,"));
+  CHECK(run("run --seed 010 --steps 1 --batch 1 --device cpu") == 0 && strstr(out_txt, "seed 10,"));
+  CHECK(run("run --seed 08 --steps 1 --batch 1 --device cpu") == 0 && strstr(out_txt, "seed 8,"));
+  CHECK(run("run --seed 0x10 --steps 1 --batch 1 --device cpu") == 0 && strstr(out_txt, "seed 16,"));
   bad("run", "--seed 0x", "--seed");
   bad("run", "--seed 12abc", "--seed");
   /* Threads, empty config, empty prompt lists, a --logits path that cannot be written. */
@@ -158,7 +159,7 @@ static void cli_flags(void) {
   bad("run", "--config tiny extra", "unknown option");
   /* Output that cannot be written (a full disk) is an error, not a silent exit 0. */
   if (access("/dev/full", W_OK) == 0) {
-    const char *full_cmds[] = {"run --steps 1 --batch 1", "graph --layers 1"};
+    const char *full_cmds[] = {"run --steps 1 --batch 1 --device cpu", "graph --layers 1"};
     for (int i = 0; i < 2; i++) {
       char cmd[1024], p[300];
       snprintf(cmd, sizeof cmd, "\"%s\" %s >/dev/full 2>%s/err", cli, full_cmds[i], dir);
@@ -174,9 +175,9 @@ static void cli_flags(void) {
   }
   /* --prezero on with the pass switched off by PREZERO_DISABLE_PASSES reports what ran: off. */
   setenv("PREZERO_DISABLE_PASSES", "prezero", 1);
-  CHECK(run("run --prezero on --steps 1 --batch 1") == 0 && strstr(out_txt, "prezero off"));
+  CHECK(run("run --prezero on --steps 1 --batch 1 --device cpu") == 0 && strstr(out_txt, "prezero off"));
   unsetenv("PREZERO_DISABLE_PASSES");
-  CHECK(run("run --prezero on --steps 1 --batch 1") == 0 && strstr(out_txt, "prezero on"));
+  CHECK(run("run --prezero on --steps 1 --batch 1 --device cpu") == 0 && strstr(out_txt, "prezero on"));
   /* An environment switch that points nowhere names itself, not --config. */
   setenv("PREZERO_DUMP_GRAPH", "/nonexistent-dir/dump", 1);
   bad("graph", "", "PREZERO_DUMP_GRAPH");
@@ -194,7 +195,7 @@ static void cli_configs(void) {
   } while (0)
   write_cfg("ok.json", "512", "2", "64", "6", "8", "1024", "");
   path_of(p, sizeof p, "ok.json");
-  snprintf(a, sizeof a, "run --config %s --steps 1 --batch 1 --tp 2", p);
+  snprintf(a, sizeof a, "run --config %s --steps 1 --batch 1 --tp 2 --device cpu", p);
   CHECK(run(a) == 0 && strstr(out_txt, "step 1:"));
 
   write_text("empty.json", "");
@@ -257,7 +258,9 @@ static void cli_configs(void) {
   /* hidden_size 2^24, vocab 2^25: the embedding alone is 1 PiB; must be a clear out-of-memory
    * error before anything is allocated, on any machine. The graph itself still prints. */
   write_cfg("pib.json", "16777216", "1", "64", "6", "8", "33554432", "");
-  BADCFG("run", "pib.json", "RAM");
+  path_of(p, sizeof p, "pib.json");
+  snprintf(a, sizeof a, "--config %s --device cpu", p); /* the CPU check; CUDA has its own memory plan */
+  bad("run", a, "RAM");
   path_of(p, sizeof p, "pib.json");
   snprintf(a, sizeof a, "graph --config %s", p);
   CHECK(run(a) == 0 && strstr(out_txt, "embed_tokens.weight[33554432,16777216]bf16"));
@@ -270,7 +273,7 @@ static void cli_configs(void) {
   path_of(p, sizeof p, "pos16.json");
   snprintf(a, sizeof a, "--config %s --prompt-ids 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17 --steps 1", p);
   bad("run", a, "shorter prompts");
-  snprintf(a, sizeof a, "run --config %s --prompt-ids 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15 --steps 2", p);
+  snprintf(a, sizeof a, "run --config %s --prompt-ids 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15 --steps 2 --device cpu", p);
   CHECK(run(a) == 0 && strstr(out_txt, "seq 0:")); /* 15 prompt tokens + 2 steps = 16 positions */
   /* A config of another family names the family, not its first missing field. */
   write_text("llama.json", "{\"model_type\": \"llama\", \"hidden_size\": 4096, \"num_hidden_layers\": 32, "
