@@ -235,6 +235,12 @@ static void cli_configs(void) {
                             "\"moe_intermediate_size\": 128, \"intermediate_size\": 1024, \"vocab_size\": 1024, "
                             "\"max_position_embeddings\": 4096, \"topk_method\": \"top_p\"}");
   BADCFG("run", "method.json", "topk_method");
+  write_text("scoring.json", "{\"hidden_size\": 512, \"num_hidden_layers\": 2, \"num_attention_heads\": 8, "
+                             "\"q_lora_rank\": 128, \"kv_lora_rank\": 96, \"qk_nope_head_dim\": 32, \"qk_rope_head_dim\": 32, "
+                             "\"v_head_dim\": 64, \"n_routed_experts\": 64, \"num_experts_per_tok\": 6, "
+                             "\"moe_intermediate_size\": 128, \"intermediate_size\": 1024, \"vocab_size\": 1024, "
+                             "\"max_position_embeddings\": 4096, \"scoring_func\": \"tanh\"}");
+  BADCFG("graph", "scoring.json", "scoring_func");
   write_cfg("vocab.json", "512", "2", "64", "6", "8", "1023", "");
   path_of(p, sizeof p, "vocab.json");
   snprintf(a, sizeof a, "--config %s --tp 2", p);
