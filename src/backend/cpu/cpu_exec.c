@@ -160,8 +160,8 @@ static pz_status check_ram(const pz_graph *g, int tp) {
   double have = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
   if (have > 0 && need > have)
     return pz_error(PZ_ERR_OOM, "cpu exec: %s at TP %d needs %.1f GiB of storage (weights, KV cache, activations of "
-                    "%d layers) but this machine has %.1f GiB of RAM",
-                    g->info.model_name, tp, need / G, g->info.n_layers, have / G);
+                    "%d layer%s) but this machine has %.1f GiB of RAM",
+                    g->info.model_name, tp, need / G, g->info.n_layers, g->info.n_layers == 1 ? "" : "s", have / G);
   return PZ_OK;
 }
 
