@@ -1,6 +1,6 @@
 /* The prezero CLI (path from $PZ_CLI, set by tests/CMakeLists.txt): every bad input gives a
  * non-zero exit and exactly one stderr line "prezero <cmd>: <what>; <fix>"; run, graph, --dot
- * and --help work. */
+ * and --help work. Decoding runs pass --device cpu (on a GPU machine run defaults to cuda). */
 #include <stdarg.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -87,7 +87,7 @@ int main(void) {
   write_file("wrongtype.json", text);
 
   /* Success: a config.json path decodes. */
-  snprintf(args, sizeof args, "run --config %s/good.json --steps 2 --context 16 --batch 2", dir);
+  snprintf(args, sizeof args, "run --config %s/good.json --steps 2 --context 16 --batch 2 --device cpu", dir);
   CHECK(run(args) == 0 && strstr(out_txt, "step 2:") && err_txt[0] == 0);
 
   /* Bad input, run. */
@@ -129,7 +129,7 @@ int main(void) {
   bad("graph", "--frobnicate", "unknown option");
 
   /* run: step lines with one token per sequence, then the timing line. */
-  CHECK(run("run --tp 2 --steps 3") == 0);
+  CHECK(run("run --tp 2 --steps 3 --device cpu") == 0);
   CHECK(count(out_txt, "\nstep ") == 3 && strstr(out_txt, "timing: 3 steps") && err_txt[0] == 0);
   const char *s1 = strstr(out_txt, "step 1:");
   if (s1) {
@@ -140,12 +140,12 @@ int main(void) {
   /* No arguments at all: decodes the embedded default. */
   CHECK(run("") == 0 && strstr(out_txt, "# tiny:") && strstr(out_txt, "step 1:"));
   /* The same seed gives the same tokens at TP 1 and TP 2 (2 steps). */
-  CHECK(run("run --tp 1 --steps 2 --seed 5") == 0);
+  CHECK(run("run --tp 1 --steps 2 --seed 5 --device cpu") == 0);
   char tp1[4096];
   snprintf(tp1, sizeof tp1, "%s", strstr(out_txt, "prompt:") ? strstr(out_txt, "prompt:") : "");
   if (strstr(tp1, "timing:")) *strstr(tp1, "timing:") = 0;
   CHECK(strstr(tp1, "step 2:") != NULL);
-  CHECK(run("run --tp 2 --steps 2 --seed 5") == 0 && strstr(out_txt, tp1));
+  CHECK(run("run --tp 2 --steps 2 --seed 5 --device cpu") == 0 && strstr(out_txt, tp1));
 
   /* graph: the figures of the issue for Kimi-K2 at TP 4, 2 layers. */
   snprintf(args, sizeof args, "graph --config kimi_k2 --tp 4 --layers 2 --dot %s/g.dot", dir);
