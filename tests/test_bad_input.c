@@ -255,6 +255,14 @@ static void cli_configs(void) {
   BADCFG("graph", "many_layers.json", "num_hidden_layers"); /* was OOM-killed */
   write_cfg("inf.json", "512", "2", "64", "6", "8", "1024", ", \"rope_theta\": 1e999");
   BADCFG("run", "inf.json", "rope_theta");
+  write_cfg("beta0.json", "512", "2", "64", "6", "8", "1024",
+            ", \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4, \"original_max_position_embeddings\": 1024, "
+            "\"beta_fast\": 0, \"beta_slow\": 0}");
+  BADCFG("run", "beta0.json", "beta_fast"); /* gave NaN frequencies: token 0 everywhere */
+  write_cfg("theta1.json", "512", "2", "64", "6", "8", "1024",
+            ", \"rope_theta\": 1, \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 4, "
+            "\"original_max_position_embeddings\": 1024}");
+  BADCFG("run", "theta1.json", "rope_theta");
   write_cfg("dup.json", "512", "2", "64", "6", "8", "1024", ", \"hidden_size\": 1024");
   BADCFG("run", "dup.json", "twice");
   /* Dims each in range whose product overflows: a tensor above 2^50 elements. */

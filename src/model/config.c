@@ -122,6 +122,11 @@ static pz_status parse_rope_scaling(const reader *r, pz_model_config *c) {
   PZ_CHECK(get_float(&sub, rs, "beta_slow", false, &p->beta_slow));
   PZ_CHECK(get_float(&sub, rs, "mscale", false, &p->mscale));
   PZ_CHECK(get_float(&sub, rs, "mscale_all_dim", false, &p->mscale_all_dim));
+  /* YaRN's correction range takes log(orig / (2 pi beta)): beta <= 0 gave NaN frequencies (token
+   * 0 everywhere); transformers fails on these too. */
+  if (!(p->beta_fast > 0.f) || !(p->beta_slow > 0.f))
+    return pz_error(PZ_ERR_CONFIG, "config %s: fields \"rope_scaling.beta_fast\" (%g) and \"beta_slow\" (%g) must be > 0",
+                    r->src, p->beta_fast, p->beta_slow);
   return PZ_OK;
 }
 
@@ -207,6 +212,8 @@ static pz_status parse_root(const reader *r, pz_model_config *c) {
                     r->src, (long long)c->qk_rope_head_dim);
   if (!(c->rms_norm_eps > 0.f)) return pz_error(PZ_ERR_CONFIG, "config %s: field \"rms_norm_eps\" must be > 0", r->src);
   if (!(c->rope.theta > 0.f)) return pz_error(PZ_ERR_CONFIG, "config %s: field \"rope_theta\" must be > 0", r->src);
+  if (c->rope.factor > 1.f && c->rope.theta == 1.f) /* YaRN divides by log(rope_theta) */
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"rope_theta\" must not be 1 with YaRN rope_scaling", r->src);
   if (c->first_k_dense_replace < c->num_hidden_layers && c->n_routed_experts > 0) {
     if (c->num_experts_per_tok < 1 || c->num_experts_per_tok > c->n_routed_experts)
       return pz_error(PZ_ERR_CONFIG, "config %s: field \"num_experts_per_tok\" (%lld) must be in 1..n_routed_experts (%lld)",
