@@ -6,29 +6,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "pz_test.h"
+#include "pz_cli_test.h"
 
 static const char *cli;
 static char dir[] = "/tmp/pz_test_cli_XXXXXX";
 static char out_txt[1 << 20], err_txt[1 << 16];
 
-static void slurp(const char *path, char *buf, size_t cap) {
-  FILE *f = fopen(path, "r");
-  size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
-  buf[n] = 0;
-  if (f) fclose(f);
-}
-
-/* Runs the CLI with `args` (shell words); returns the exit code, fills out_txt / err_txt. */
+/* Runs the CLI with `args` (shell words); see pz_cli_run. */
 static int run(const char *args) {
-  char cmd[2048];
-  snprintf(cmd, sizeof cmd, "\"%s\" %s >%s/out 2>%s/err", cli, args, dir, dir);
-  int rc = system(cmd);
-  char p[300];
-  snprintf(p, sizeof p, "%s/out", dir);
-  slurp(p, out_txt, sizeof out_txt);
-  snprintf(p, sizeof p, "%s/err", dir);
-  slurp(p, err_txt, sizeof err_txt);
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+  return pz_cli_run(cli, dir, args, out_txt, sizeof out_txt, err_txt, sizeof err_txt);
 }
 
 static void write_file(const char *name, const char *text) {
