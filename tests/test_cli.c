@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include "pz_test.h"
 #include "pz_cli_test.h"
+#include "prezero.h"
 
 static const char *cli;
 static char dir[] = "/tmp/pz_test_cli_XXXXXX";
@@ -149,6 +150,16 @@ int main(void) {
   CHECK(!strncmp(dot, "digraph", 7) && strstr(dot, "layers.1.mlp.gate"));
   CHECK(run("graph --config deepseek_v2_lite --tp 2 --layers 2") == 0 && strstr(out_txt, "layers.1.self_attn.q_proj") &&
         !strstr(out_txt, "qkv_a"));
+
+  /* bench step --seed reads like run --seed (decimal, or hex with 0x); it is checked before any
+   * GPU is looked for. A build without CUDA does not parse bench options. */
+#ifdef PZ_HAVE_CUDA
+  bad("bench step", "--seed 0x", "--seed");
+  bad("bench step", "--seed -1", "--seed");
+  bad("bench step", "--seed 1e3", "--seed");
+  if (pz_gpu_count() == 0) /* 08 is accepted (base 0 read it as 0): the refusal is for the GPU */
+    CHECK(run("bench step --config tiny --context 16 --seed 08") == 1 && !strstr(err_txt, "--seed") && strstr(err_txt, "GPU"));
+#endif
 
   /* --help. */
   CHECK(run("run --help") == 0 && strstr(out_txt, "usage: prezero run") && strstr(out_txt, "--context"));

@@ -103,6 +103,26 @@ int main(void) {
   bad("--layers 99", "exceeds num_hidden_layers (61)");
   bad("--isl 1000000", "exceeds max_position_embeddings");
   bad("--seed -x", "--seed needs");
+  /* --seed reads like `prezero run --seed`: decimal, or hex with 0x; never octal. */
+  bad("--seed -1", "--seed needs");
+  bad("--seed 0x", "--seed needs");
+  bad("--seed 0x1g", "--seed needs");
+  bad("--seed \\ 7", "--seed needs"); /* a leading space */
+  bad("--seed 1e3", "--seed needs");
+  bad("--seed 18446744073709551616", "--seed needs"); /* 2^64 */
+  bad("--seed 08 --layers 99", "exceeds num_hidden_layers"); /* 08 is accepted (base 0 refused it) */
+  {
+    unsigned long long s = 77;
+    CHECK(pz_cli_parse_seed("010", &s) == 0 && s == 10);
+    CHECK(pz_cli_parse_seed("08", &s) == 0 && s == 8);
+    CHECK(pz_cli_parse_seed("0x10", &s) == 0 && s == 16);
+    CHECK(pz_cli_parse_seed("0X1f", &s) == 0 && s == 31);
+    CHECK(pz_cli_parse_seed("0", &s) == 0 && s == 0);
+    CHECK(pz_cli_parse_seed("18446744073709551615", &s) == 0 && s == 18446744073709551615ull);
+    s = 77;
+    CHECK(pz_cli_parse_seed("", &s) == -1 && pz_cli_parse_seed("+5", &s) == -1 && pz_cli_parse_seed("0x-1", &s) == -1 &&
+          pz_cli_parse_seed("12 ", &s) == -1 && s == 77);
+  }
 
   /* Valid arguments but no GPU path: one line, non-zero (skipped on a machine with a GPU, where
    * this would start a real run). */

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "cli.h"
 #include "bench_common.h"
+#include "cli_args.h"
 #ifdef PZ_HAVE_CUDA
 #include <cjson/cJSON.h>
 #include "backend/cuda/exec.h"
@@ -116,7 +117,7 @@ int pz_cmd_bench_step(int argc, char **argv) {
         s += l + (s[l] == ',');
       }
       if (npz < 1) goto bad;
-    } else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 0);
+    } else if (!strcmp(a, "--seed")) { if (pz_cli_parse_seed(v, &seed)) goto bad; }
     else if ((n = pz_bench_parse_list(v, one, 1, 0, 1 << 20)) == 1) {
       if (!strcmp(a, "--layers") && one[0] >= 1) layers = one[0];
       else if (!strcmp(a, "--context")) context = one[0];

@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 #include "backend/cuda/compare.h"
 #include "cli.h"
+#include "cli_args.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "prezero.h"
@@ -551,10 +552,12 @@ int pz_cmd_compare(int argc, char **argv) {
     else if (!strcmp(a, "--rounds")) { if (parse_int(a, val, 1, PZ_CMP_MAX_ROUNDS, &v)) return 2; o.rounds = (int)v; }
     else if (!strcmp(a, "--profile-iters")) { if (parse_int(a, val, 1, 10000, &v)) return 2; o.profile_iters = (int)v; }
     else if (!strcmp(a, "--seed")) {
-      char *end;
-      errno = 0;
-      unsigned long long s = strtoull(val, &end, 0);
-      if (!*val || *end || errno) return fail_line("--seed needs a non-negative integer", "e.g. --seed 1234");
+      unsigned long long s;
+      if (pz_cli_parse_seed(val, &s)) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "--seed needs a non-negative integer (decimal, or hex with 0x), got '%.200s'", val);
+        return fail_line(msg, "e.g. --seed 1234");
+      }
       o.seed = s;
     }
   }
