@@ -164,6 +164,25 @@ int main(void) {
   /* --help. */
   CHECK(run("run --help") == 0 && strstr(out_txt, "usage: prezero run") && strstr(out_txt, "--context"));
   CHECK(run("graph --help") == 0 && strstr(out_txt, "usage: prezero graph") && strstr(out_txt, "--dot"));
+  /* bench X --help prints the options in every build (a build without CUDA printed its refusal);
+   * without CUDA, running one is refused in one line. */
+  static const char *const benches[] = {"gemm", "ar", "attn", "moe", "step"};
+  for (int i = 0; i < 5; i++) {
+    char want[64];
+    snprintf(args, sizeof args, "bench %s --help", benches[i]);
+    snprintf(want, sizeof want, "usage: prezero bench %s", benches[i]);
+    int rc = run(args);
+    if (!(rc == 0 && !strncmp(out_txt, want, strlen(want)) && err_txt[0] == 0)) {
+      fprintf(stderr, "FAIL: prezero %s -> exit %d, stdout [%.80s], stderr [%s]\n", args, rc, out_txt, err_txt);
+      pz_test_failures++;
+    }
+    snprintf(args, sizeof args, "bench %s -h", benches[i]);
+    CHECK(run(args) == 0 && !strncmp(out_txt, want, strlen(want)));
+#ifndef PZ_HAVE_CUDA
+    snprintf(args, sizeof args, "bench %s", benches[i]);
+    bad(args, "", "this build has no CUDA backend; rebuild with nvcc present");
+#endif
+  }
 
   snprintf(text, sizeof text, "rm -rf %s", dir);
   if (system(text)) fprintf(stderr, "could not remove %s\n", dir);

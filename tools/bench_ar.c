@@ -7,11 +7,16 @@
 #include "cli.h"
 #include "bench_common.h"
 
+static void usage(FILE *f) {
+  fprintf(f, "usage: prezero bench ar [--tp 1|2|..] [--json FILE] [--md FILE] [--iters N] [--reps N] [--sweep]\n"
+             "  CUDA-graph replay of N launches per graph (default 50), median of --reps replays (15);\n"
+             "  --sweep also times the fused kernel at 1, 2, 4, 8 CTAs per row (PREZERO_AR_CTAS_PER_ROW)\n"
+             "  and, at TP >= 2, with both exchange protocols (PREZERO_AR_PROTO=ll|flag).\n");
+}
+
 #ifndef PZ_HAVE_CUDA
 int pz_cmd_bench_ar(int argc, char **argv) {
-  (void)argc; (void)argv;
-  fprintf(stderr, "prezero bench ar: this build has no CUDA backend; rebuild with nvcc available\n");
-  return 1;
+  return pz_bench_no_cuda("ar", argc, argv, usage);
 }
 #else
 #include <cjson/cJSON.h>
@@ -201,13 +206,6 @@ static int setup(bench *b) {
   free(h);
   free(hw);
   return 0;
-}
-
-static void usage(FILE *f) {
-  fprintf(f, "usage: prezero bench ar [--tp 1|2|..] [--json FILE] [--md FILE] [--iters N] [--reps N] [--sweep]\n"
-             "  CUDA-graph replay of N launches per graph (default 50), median of --reps replays (15);\n"
-             "  --sweep also times the fused kernel at 1, 2, 4, 8 CTAs per row (PREZERO_AR_CTAS_PER_ROW)\n"
-             "  and, at TP >= 2, with both exchange protocols (PREZERO_AR_PROTO=ll|flag).\n");
 }
 
 int pz_cmd_bench_ar(int argc, char **argv) {

@@ -7,13 +7,6 @@
 #include <string.h>
 #include "cli.h"
 #include "bench_common.h"
-#ifdef PZ_HAVE_CUDA
-#include <cuda_runtime.h>
-#include <cjson/cJSON.h>
-#include "backend/cpu/ref_ops.h"
-#include "backend/cuda/gemm.h"
-#include "backend/cuda/mla.h"
-#include "core/status.h"
 
 #define POOL_SEQS 256     /* sequences in the rotated cache pool (2.4 GB at context 8192) */
 
@@ -28,6 +21,14 @@ static void usage(FILE *f) {
           "  Defaults: m 4,8,16,32,64,128; TP 1,2,4; context 8192. PREZERO_MLA_SPLITS overrides the\n"
           "  split count; PREZERO_MLA_ATTN=1 selects the version-1 attention kernel.\n", POOL_SEQS);
 }
+
+#ifdef PZ_HAVE_CUDA
+#include <cuda_runtime.h>
+#include <cjson/cJSON.h>
+#include "backend/cpu/ref_ops.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/mla.h"
+#include "core/status.h"
 
 typedef pz_status (*launch_fn)(void *ctx, int j, cudaStream_t s);
 
@@ -280,9 +281,6 @@ int pz_cmd_bench_attn(int argc, char **argv) {
 }
 #else
 int pz_cmd_bench_attn(int argc, char **argv) {
-  (void)argc;
-  (void)argv;
-  fprintf(stderr, "prezero bench attn: this build has no CUDA backend; rebuild with nvcc available (PZ_WITH_CUDA=ON)\n");
-  return 1;
+  return pz_bench_no_cuda("attn", argc, argv, usage);
 }
 #endif

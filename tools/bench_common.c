@@ -64,6 +64,17 @@ void pz_bench_md_rule(FILE *f, int ncols, int right_align) {
   fputc('\n', f);
 }
 
+int pz_bench_no_cuda(const char *name, int argc, char **argv, void (*usage)(FILE *f)) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      usage(stdout);
+      return 0;
+    }
+  fprintf(stderr, "prezero bench %s: this build has no CUDA backend; rebuild with nvcc present (PZ_WITH_CUDA=ON) "
+                  "and run it on a machine with a CUDA GPU\n", name);
+  return 1;
+}
+
 #ifdef PZ_HAVE_CUDA
 cudaError_t pz_bench_graph_us(cudaGraphExec_t ge, cudaStream_t s, int launches, int reps, double *us) {
   cudaError_t err = cudaSuccess;

@@ -36,6 +36,11 @@ int pz_bench_write_json(const struct cJSON *root, const char *path, int newline)
  * "|---:|---:|\n". */
 void pz_bench_md_rule(FILE *f, int ncols, int right_align);
 
+/* `prezero bench <name>` in a build without the CUDA backend: prints usage(stdout) and returns 0
+ * when argv[1..argc) holds --help or -h; otherwise prints the one line "prezero bench <name>:
+ * this build has no CUDA backend; <how to fix>" on stderr and returns 1. */
+int pz_bench_no_cuda(const char *name, int argc, char **argv, void (*usage)(FILE *f));
+
 #ifdef PZ_HAVE_CUDA
 #include <cuda_runtime_api.h>
 /* Most replays pz_bench_graph_us times. */

@@ -6,6 +6,18 @@
 #include <string.h>
 #include "cli.h"
 #include "bench_common.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: prezero bench gemm [--json FILE] [--md FILE] [--m 1,4,8,...] [--only TEXT]\n"
+          "                          [--reps N] [--pool-mb MB] [--no-tune]\n"
+          "  Times cuBLAS and flavours 1-5 (tuned per shape) in CUDA-graph replays with the\n"
+          "  weights rotated over --pool-mb (default 1024) MB so they stream from HBM, beside a\n"
+          "  plain 16-byte streaming read of the same bytes. --only keeps rows whose\n"
+          "  'model/tp/gemm' label contains TEXT. The tuner table is saved to the cache\n"
+          "  (PREZERO_CACHE_DIR, default ~/.cache/prezero) unless --no-tune.\n");
+}
+
 #ifdef PZ_HAVE_CUDA
 #include <cjson/cJSON.h>
 #include "backend/cuda/gemm.h"
@@ -37,17 +49,6 @@ typedef struct meas {
   double read_us;
   pz_tuner_entry e; /* configs from the tuner, us[] re-timed with the final method */
 } meas;
-
-static void usage(FILE *f) {
-  fprintf(f,
-          "usage: prezero bench gemm [--json FILE] [--md FILE] [--m 1,4,8,...] [--only TEXT]\n"
-          "                          [--reps N] [--pool-mb MB] [--no-tune]\n"
-          "  Times cuBLAS and flavours 1-5 (tuned per shape) in CUDA-graph replays with the\n"
-          "  weights rotated over --pool-mb (default 1024) MB so they stream from HBM, beside a\n"
-          "  plain 16-byte streaming read of the same bytes. --only keeps rows whose\n"
-          "  'model/tp/gemm' label contains TEXT. The tuner table is saved to the cache\n"
-          "  (PREZERO_CACHE_DIR, default ~/.cache/prezero) unless --no-tune.\n");
-}
 
 int pz_cmd_bench_gemm(int argc, char **argv) {
   const char *json_path = NULL, *md_path = NULL, *only = NULL;
@@ -235,9 +236,6 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
 }
 #else
 int pz_cmd_bench_gemm(int argc, char **argv) {
-  (void)argc;
-  (void)argv;
-  fprintf(stderr, "prezero bench gemm: this build has no CUDA backend; rebuild with nvcc available (PZ_WITH_CUDA=ON)\n");
-  return 1;
+  return pz_bench_no_cuda("gemm", argc, argv, usage);
 }
 #endif

@@ -6,6 +6,19 @@
 #include <string.h>
 #include "cli.h"
 #include "bench_common.h"
+
+#define NSETS 4      /* logit sets rotated inside one graph: different experts each launch */
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: prezero bench moe [--json FILE] [--md FILE] [--m 4,8,...] [--tp 1,2,4] [--reps N]\n"
+          "  Times route + gather + gate/up + down + combine (pz_moe_launch) for Kimi-K2 per-rank\n"
+          "  shapes in CUDA-graph replays: %d random logit sets (uniform routing) rotated inside\n"
+          "  the graph; median of --reps (default 7) replays. Bandwidth counts the distinct chosen\n"
+          "  routed experts' weight bytes (and, in its own column, + the shared expert's).\n",
+          NSETS);
+}
+
 #ifdef PZ_HAVE_CUDA
 #include <cuda_runtime.h>
 #include <cjson/cJSON.h>
@@ -18,17 +31,6 @@
 #define KIMI_E 384
 #define KIMI_K 8
 #define KIMI_I 2048
-#define NSETS 4      /* logit sets rotated inside one graph: different experts each launch */
-
-static void usage(FILE *f) {
-  fprintf(f,
-          "usage: prezero bench moe [--json FILE] [--md FILE] [--m 4,8,...] [--tp 1,2,4] [--reps N]\n"
-          "  Times route + gather + gate/up + down + combine (pz_moe_launch) for Kimi-K2 per-rank\n"
-          "  shapes in CUDA-graph replays: %d random logit sets (uniform routing) rotated inside\n"
-          "  the graph; median of --reps (default 7) replays. Bandwidth counts the distinct chosen\n"
-          "  routed experts' weight bytes (and, in its own column, + the shared expert's).\n",
-          NSETS);
-}
 
 #define BENCH_CHECK(call)                                                              \
   do {                                                                                 \
@@ -246,9 +248,6 @@ fail:
 }
 #else
 int pz_cmd_bench_moe(int argc, char **argv) {
-  (void)argc;
-  (void)argv;
-  fprintf(stderr, "prezero bench moe: built without CUDA; rebuild with nvcc available\n");
-  return 1;
+  return pz_bench_no_cuda("moe", argc, argv, usage);
 }
 #endif

@@ -7,19 +7,6 @@
 #include "cli.h"
 #include "bench_common.h"
 #include "cli_args.h"
-#ifdef PZ_HAVE_CUDA
-#include <cjson/cJSON.h>
-#include "backend/cuda/exec.h"
-#include "backend/cuda/runtime.h"
-#include "core/status.h"
-#include "model/builder.h"
-#include "model/config.h"
-#include "passes/passes.h"
-#include "passes/prezero.h"
-
-#define MAX_B 16
-#define MAX_TP 4
-#define MAX_ROUNDS 8
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -35,6 +22,20 @@ static void usage(FILE *f) {
           "  OFF, ON R times (A B A B) and reports each configuration's median over rounds.\n"
           "  Weights are seeded random (streamed from HBM: they exceed L2 many times over).\n");
 }
+
+#ifdef PZ_HAVE_CUDA
+#include <cjson/cJSON.h>
+#include "backend/cuda/exec.h"
+#include "backend/cuda/runtime.h"
+#include "core/status.h"
+#include "model/builder.h"
+#include "model/config.h"
+#include "passes/passes.h"
+#include "passes/prezero.h"
+
+#define MAX_B 16
+#define MAX_TP 4
+#define MAX_ROUNDS 8
 
 typedef struct cell {
   double us[MAX_ROUNDS];
@@ -242,9 +243,6 @@ int pz_cmd_bench_step(int argc, char **argv) {
 }
 #else
 int pz_cmd_bench_step(int argc, char **argv) {
-  (void)argc;
-  (void)argv;
-  fprintf(stderr, "prezero bench step: this build has no CUDA backend; build with CUDA (nvcc) and run on a GPU machine\n");
-  return 1;
+  return pz_bench_no_cuda("step", argc, argv, usage);
 }
 #endif
