@@ -178,11 +178,20 @@ int main(void) {
     }
     snprintf(args, sizeof args, "bench %s -h", benches[i]);
     CHECK(run(args) == 0 && !strncmp(out_txt, want, strlen(want)));
-#ifndef PZ_HAVE_CUDA
     snprintf(args, sizeof args, "bench %s", benches[i]);
+#ifndef PZ_HAVE_CUDA
     bad(args, "", "this build has no CUDA backend; rebuild with nvcc present");
+#else
+    /* Without a GPU each one is refused in one line saying how many it needs and what to do. */
+    if (pz_gpu_count() == 0) bad(args, "", "needs 1 GPU, 0 visible; run it on a machine with a CUDA GPU");
 #endif
   }
+#ifdef PZ_HAVE_CUDA
+  if (pz_gpu_count() == 0) {
+    bad("bench ar", "--tp 2", "--tp 2 needs 2 GPUs, 0 visible; run it on a machine with at least 2 GPUs");
+    bad("bench step", "--tp 2,4", "TP 2 needs 2 GPUs, 0 visible; run it on a machine with at least 2 GPUs");
+  }
+#endif
 
   snprintf(text, sizeof text, "rm -rf %s", dir);
   if (system(text)) fprintf(stderr, "could not remove %s\n", dir);

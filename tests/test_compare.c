@@ -138,10 +138,26 @@ int main(void) {
     CHECK(lines(err_txt) == 1);
     CHECK(!strncmp(err_txt, "prezero compare: ", 17));
 #ifdef PZ_HAVE_CUDA
-    CHECK(strstr(err_txt, "GPU") != NULL);
+    CHECK(strstr(err_txt, "--tp 1 needs 1 GPU, 0 visible; run it on a machine with a CUDA GPU") != NULL);
+    snprintf(a, sizeof a, "--config tiny --tp 2 --isl 16 --osl 2 --conc 1 --out %s/nogpu", dir);
+    CHECK(run(a) == 1 && lines(err_txt) == 1 &&
+          strstr(err_txt, "prezero compare: --tp 2 needs 2 GPUs, 0 visible; run it on a machine with at least 2 GPUs\n"));
 #else
     CHECK(strstr(err_txt, "no CUDA backend") != NULL);
 #endif
+  }
+
+  /* The refusal for too few GPUs, shared with bench: "<what>; <how to fix>". */
+  {
+    char m[300];
+    pz_cli_gpu_refusal(m, sizeof m, "--tp 2", 2, 1, 1);
+    CHECK(!strcmp(m, "--tp 2 needs 2 GPUs, 1 visible; run it on a machine with at least 2 GPUs or use --tp 1"));
+    pz_cli_gpu_refusal(m, sizeof m, "--tp 4", 4, 0, 1); /* --tp 1 would not help either */
+    CHECK(!strcmp(m, "--tp 4 needs 4 GPUs, 0 visible; run it on a machine with at least 4 GPUs"));
+    pz_cli_gpu_refusal(m, sizeof m, "TP 2", 2, 1, 0);
+    CHECK(!strcmp(m, "TP 2 needs 2 GPUs, 1 visible; run it on a machine with at least 2 GPUs"));
+    pz_cli_gpu_refusal(m, sizeof m, "this benchmark", 1, 0, 1);
+    CHECK(!strcmp(m, "this benchmark needs 1 GPU, 0 visible; run it on a machine with a CUDA GPU"));
   }
 
   /* --render of a hand-written run */

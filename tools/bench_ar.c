@@ -153,11 +153,9 @@ static double time_kind(bench *b, int kind, int64_t m, int64_t H, int *eager) {
 }
 
 static int setup(bench *b) {
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < b->tp) {
-    fprintf(stderr, "prezero bench ar: --tp %d needs %d GPUs, %d visible\n", b->tp, b->tp, ndev);
-    return -1;
-  }
+  char what[32];
+  snprintf(what, sizeof what, "--tp %d", b->tp);
+  if (pz_bench_need_gpus("ar", what, b->tp, 1)) return -1;
   pz_comm_config cc = PZ_COMM_CONFIG_INIT;
   cc.tp = b->tp;
   for (int r = 0; r < b->tp; r++) cc.devices[r] = r;

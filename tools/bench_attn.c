@@ -135,11 +135,7 @@ int pz_cmd_bench_attn(int argc, char **argv) {
     } else { fprintf(stderr, "prezero bench attn: unknown option '%s'; see --help\n", a); return 2; }
   }
   if (reps < 3) reps = 3;
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-    fprintf(stderr, "prezero bench attn: no CUDA GPU; this benchmark needs one\n");
-    return 1;
-  }
+  if (pz_bench_need_gpus("attn", "this benchmark", 1, 0)) return 1;
   struct cudaDeviceProp prop;
   cudaGetDeviceProperties(&prop, 0);
   bench b;

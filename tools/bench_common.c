@@ -1,6 +1,7 @@
 /* Helpers shared by the `prezero bench` front-ends (see bench_common.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "bench_common.h"
+#include "cli_args.h"
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -76,6 +77,19 @@ int pz_bench_no_cuda(const char *name, int argc, char **argv, void (*usage)(FILE
 }
 
 #ifdef PZ_HAVE_CUDA
+int pz_bench_need_gpus(const char *name, const char *what, int need, int tp_flag) {
+  int have = 0;
+  if (cudaGetDeviceCount(&have) != cudaSuccess) {
+    cudaGetLastError();
+    have = 0;
+  }
+  if (have >= need) return 0;
+  char msg[300];
+  pz_cli_gpu_refusal(msg, sizeof msg, what, need, have, tp_flag);
+  fprintf(stderr, "prezero bench %s: %s\n", name, msg);
+  return -1;
+}
+
 cudaError_t pz_bench_graph_us(cudaGraphExec_t ge, cudaStream_t s, int launches, int reps, double *us) {
   cudaError_t err = cudaSuccess;
 #define PZ_BENCH_KEEP(call) do { cudaError_t e_ = (call); if (err == cudaSuccess) err = e_; } while (0)

@@ -43,6 +43,10 @@ int pz_bench_no_cuda(const char *name, int argc, char **argv, void (*usage)(FILE
 
 #ifdef PZ_HAVE_CUDA
 #include <cuda_runtime_api.h>
+/* Returns 0 when at least `need` CUDA GPUs are visible (cudaGetDeviceCount; an error counts as
+ * none); otherwise prints the one line "prezero bench <name>: " + pz_cli_gpu_refusal(what, need,
+ * visible, tp_flag) (tools/cli_args.h) on stderr and returns -1. */
+int pz_bench_need_gpus(const char *name, const char *what, int need, int tp_flag);
 /* Most replays pz_bench_graph_us times. */
 #define PZ_BENCH_MAX_REPS 64
 /* Times an instantiated CUDA graph holding `launches` launches on stream s: one warm-up replay

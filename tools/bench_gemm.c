@@ -74,6 +74,7 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
   if (reps < 3) reps = 3;
   if (pool_mb < 256) pool_mb = 256;
 
+  if (pz_bench_need_gpus("gemm", "this benchmark", 1, 0)) return 1;
   pz_gemm_ctx *ctx = NULL;
   pz_status st = pz_gemm_ctx_create(&ctx);
   if (st != PZ_OK) {

@@ -139,15 +139,23 @@ int pz_cmd_bench_step(int argc, char **argv) {
     fprintf(stderr, "prezero bench step: --context %d exceeds max_position_embeddings of %s; use a smaller --context\n", context, mc.name);
     return 1;
   }
-  int ngpu = pz_cuda_device_count();
-  if (ngpu == 0) { fprintf(stderr, "prezero bench step: no CUDA GPU is visible; run it on a GPU machine\n"); return 1; }
+  int ngpu = pz_cuda_device_count(), min_tp = tps[0];
+  for (int t = 1; t < ntp; t++) min_tp = tps[t] < min_tp ? tps[t] : min_tp;
+  if (min_tp > ngpu) { /* no --tp value can run: refuse rather than write empty tables */
+    char what[32], msg[300];
+    snprintf(what, sizeof what, "TP %d", min_tp);
+    pz_cli_gpu_refusal(msg, sizeof msg, what, min_tp, ngpu, 1);
+    fprintf(stderr, "prezero bench step: %s\n", msg);
+    return 1;
+  }
   static cell cells[MAX_TP][2][MAX_B];
   memset(cells, 0, sizeof cells);
   char device[64] = "?";
   int ran[MAX_TP] = {0};
   for (int t = 0; t < ntp; t++) {
     if (tps[t] > ngpu) {
-      fprintf(stderr, "prezero bench step: TP %d needs %d GPUs, %d visible; skipping it\n", tps[t], tps[t], ngpu);
+      fprintf(stderr, "prezero bench step: TP %d needs %d GPUs, %d visible; skipping it (run on a machine with at least %d "
+                      "GPUs to time it)\n", tps[t], tps[t], ngpu, tps[t]);
       continue;
     }
     for (int r = 0; r < rounds; r++)

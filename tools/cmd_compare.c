@@ -599,6 +599,14 @@ int pz_cmd_compare(int argc, char **argv) {
   fprintf(stderr, "prezero compare: this build has no CUDA backend; rebuild with nvcc present (PZ_WITH_CUDA=ON) and run on a GPU\n");
   return 1;
 #else
+  int gpus = pz_gpu_count();
+  if (gpus < o.tp) {
+    char what[32], msg[300];
+    snprintf(what, sizeof what, "--tp %d", o.tp);
+    pz_cli_gpu_refusal(msg, sizeof msg, what, o.tp, gpus, 1);
+    fprintf(stderr, "prezero compare: %s\n", msg);
+    return 1;
+  }
   o.progress = on_progress;
   o.log = stderr;
   pz_cmp_result *r = malloc(sizeof *r);
