@@ -131,6 +131,18 @@ static void cli_flags(void) {
   CHECK(run("run --seed 0x10 --steps 1 --batch 1 --device cpu") == 0 && strstr(out_txt, "seed 16,"));
   bad("run", "--seed 0x", "--seed");
   bad("run", "--seed 12abc", "--seed");
+  /* --device cuda that cannot run says why (no CUDA backend in this build, or no GPU) and the fix
+   * (it said "device 1 is not available" in a build without CUDA). */
+#ifndef PZ_HAVE_CUDA
+  bad("run", "--device cuda --steps 1", "this build has no CUDA backend");
+  CHECK(strstr(err_txt, "; rebuild with nvcc present (PZ_WITH_CUDA=ON) or use the CPU device (--device cpu)") &&
+        !strstr(err_txt, "device 1"));
+#else
+  if (pz_gpu_count() == 0) {
+    bad("run", "--device cuda --steps 1", "no CUDA GPU is visible");
+    CHECK(strstr(err_txt, "--device cpu") != NULL);
+  }
+#endif
   /* Threads, empty config, empty prompt lists, a --logits path that cannot be written. */
   bad("run", "--threads 100000", "--threads");
   bad("run", "--threads -2", "--threads");

@@ -53,6 +53,10 @@ static pz_status check_config(const pz_engine_config *c, const pz_model_config *
   if (c->device != PZ_DEVICE_CPU && c->device != PZ_DEVICE_CUDA)
     return pz_error(PZ_ERR_INVALID_ARG, "device %d is unknown; use the CPU or CUDA device", (int)c->device);
 #else
+  if (c->device == PZ_DEVICE_CUDA)
+    return pz_error(PZ_ERR_UNSUPPORTED, "the CUDA device is not available: this build has no CUDA backend (nvcc was not "
+                    "found, or PZ_WITH_CUDA=OFF); rebuild with nvcc present (PZ_WITH_CUDA=ON) or use the CPU device "
+                    "(--device cpu)");
   if (c->device != PZ_DEVICE_CPU)
     return pz_error(PZ_ERR_UNSUPPORTED, "device %d is not available in this build (built without CUDA); use the CPU device",
                     (int)c->device);
