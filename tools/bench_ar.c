@@ -221,7 +221,11 @@ int pz_cmd_bench_ar(int argc, char **argv) {
     else if (!strcmp(argv[i], "--sweep")) b.sweep = 1;
     else { fprintf(stderr, "prezero bench ar: unknown option '%s'; see --help\n", argv[i]); return 2; }
   }
-  if (b.tp < 1 || b.tp > MAXR || b.iters < 1 || b.reps < 1) { usage(stderr); return 2; }
+  if (b.tp < 1 || b.tp > MAXR || b.iters < 1 || b.reps < 1) {
+    fprintf(stderr, "prezero bench ar: --tp must be 1..%d and --iters, --reps at least 1 (got %d, %d, %d); see --help\n",
+            MAXR, b.tp, b.iters, b.reps);
+    return 2;
+  }
   setenv("NCCL_NVLS_ENABLE", "0", 1);
   if (setup(&b) != 0) return 1;
 

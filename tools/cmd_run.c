@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 #include "cli.h"
+#include "cli_args.h"
 #include "model/builder.h"
 #include "model/checkpoint.h"
 #include "prezero.h"
@@ -252,12 +253,8 @@ int pz_cmd_run(int argc, char **argv) {
       else { fprintf(stderr, "prezero run: --device '%s' is unknown; use --device cpu or --device cuda\n", v); return 2; }
       device_given = true;
     } else if (!strcmp(a, "--seed")) {
-      char *end;
-      errno = 0;
-      /* Decimal, or hex with 0x; not base 0, which read "--seed 010" as octal 8 and refused "08". */
-      bool hex = v[0] == '0' && (v[1] == 'x' || v[1] == 'X');
-      seed = strtoull(v, &end, hex ? 16 : 10);
-      if (!*v || *end || errno || v[0] == '-' || v[0] == '+' || (hex && !v[2])) {
+      /* Decimal, or hex with 0x (never octal): the rule every command shares (cli_args.h). */
+      if (pz_cli_parse_seed(v, &seed)) {
         fprintf(stderr, "prezero run: --seed needs a non-negative integer, got '%s'; see 'prezero run --help'\n", v);
         return 2;
       }

@@ -18,7 +18,7 @@ static pz_status row_major(const pz_cpu_ctx *c, const pz_node *n, int id, int64_
   *ld = t->stride[t->ndim - 2];
   return PZ_OK;
 }
-#define LD(id, var) int64_t var; PZ_CHECK(row_major(c, n, (id), &var))
+#define LD(id, var) int64_t var = 0; PZ_CHECK(row_major(c, n, (id), &var))
 
 static pz_status need_src(const pz_node *n, int slot) {
   if (slot >= n->n_src || n->src[slot] < 0)
