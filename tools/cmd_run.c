@@ -353,7 +353,13 @@ int pz_cmd_run(int argc, char **argv) {
     return 1;
   }
 
-  if (!device_given) ec.device = pz_gpu_count() > 0 ? PZ_DEVICE_CUDA : PZ_DEVICE_CPU;
+  if (!device_given) { /* cuda when the GPUs for this TP are visible; otherwise the CPU, said aloud */
+    int ngpu = pz_gpu_count();
+    ec.device = ngpu >= tp ? PZ_DEVICE_CUDA : PZ_DEVICE_CPU;
+    if (ngpu > 0 && ngpu < tp)
+      fprintf(stderr, "prezero run: note: %d GPU%s visible and --tp %lld needs %lld: running on the CPU backend "
+              "(--device cuda insists)\n", ngpu, ngpu == 1 ? "" : "s", (long long)tp, (long long)tp);
+  }
   ec.model = config;
   if (model_dir) {
     ec.model_dir = model_dir;
