@@ -74,8 +74,8 @@ typedef struct pz_engine_config {
 /* What an engine was built with (resolved values). */
 typedef struct pz_engine_info {
   char model[64];        /* preset name or the config's model_type */
-  int tp, max_batch, n_layers, prezero;
-  int64_t hidden_size, vocab_size;
+  int tp, max_batch, n_layers, prezero; /* prezero: 1 when the prezero pass was on and not disabled, else 0 */
+  int64_t hidden_size, vocab_size;     /* elements; tokens */
   int64_t context, max_ctx;       /* tokens: pre-filled, and KV-cache capacity per sequence */
   int64_t weight_bytes;           /* bytes of weights over all ranks (bf16/f32 as stored) */
   int64_t kv_cache_bytes;         /* bytes of KV cache over all ranks and layers */

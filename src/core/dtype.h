@@ -9,18 +9,24 @@ extern "C" {
 #endif
 
 typedef enum pz_dtype { PZ_F32 = 0, PZ_BF16 = 1, PZ_I32 = 2, PZ_DTYPE_COUNT } pz_dtype;
+/* bf16 bit pattern: the upper 16 bits of an IEEE-754 binary32. */
 typedef uint16_t pz_bf16;
 
+/* Bytes per element: 2 for PZ_BF16, else 4. */
 static inline size_t pz_dtype_size(pz_dtype t) { return t == PZ_BF16 ? 2 : 4; }
+/* "f32", "bf16", "i32", or "?" for any other value. */
 static inline const char *pz_dtype_name(pz_dtype t) {
   return t == PZ_F32 ? "f32" : t == PZ_BF16 ? "bf16" : t == PZ_I32 ? "i32" : "?";
 }
+/* Exact widening (shift into the upper half). */
 static inline float pz_bf16_to_f32(pz_bf16 h) {
   uint32_t u = (uint32_t)h << 16;
   float f;
   memcpy(&f, &u, 4);
   return f;
 }
+/* Round to nearest even; NaN stays NaN (quiet bit 0x40 set, sign and upper payload kept);
+ * values beyond the bf16 range round to ±inf. */
 static inline pz_bf16 pz_f32_to_bf16(float f) {
   uint32_t u;
   memcpy(&u, &f, 4);

@@ -36,7 +36,8 @@ typedef struct pz_device_desc {
                                    estimate: 0.2 µs, two thirds of the 0.3 µs target, because
                                    the penalty calibration spread over 4.4e6..7.1e6 B/µs
                                    between runs and a 2 MB fill at TP=2, m=32 added 0.3-0.7 µs */
-  /* Kept for the original gate's arithmetic (DESIGN.md §8) when ctas_per_sm == 0. */
+  /* Fields of the first description of the original gate; set by pz_device_desc_default (1, 1,
+   * 1, 0) but read by no rule today (the original gate below needs only num_sms). */
   int donor_ctas_per_sm, fill_ctas_per_sm, donor_rows_per_cta;
   int64_t fill_bytes_per_cta;
 } pz_device_desc;
@@ -52,7 +53,9 @@ void pz_device_desc_default(pz_device_desc *d);
 #define PZ_AR_MAX_TP 8
 #define PZ_AR_MAX_QPT 8     /* float4 quads per thread: H <= 4*512*8 = 16384 */
 
-/* Exchange protocols of the fused kernel (tp >= 2). */
+/* Exchange protocols of the fused kernel (tp >= 2). LL follows NCCL's low-latency (LL)
+ * protocol, written from its description (data and flag in one 8-byte word pair, so the reader
+ * needs no fence); see kernels/ar_fused.cu. */
 enum {
   PZ_AR_PROTO_LL = 0,   /* every 16-byte store carries 8 data bytes + the sequence number twice */
   PZ_AR_PROTO_FLAG = 1  /* raw f32 rows, then a system fence and one flag per CTA slice */
@@ -63,22 +66,24 @@ enum {
  * equal on all ranks), so every rank derives the same grid (DESIGN.md §8).
  *   ctas_per_row: K CTAs share one token's row, each owns a contiguous slice of ceil(H/4/K)
  *                 float4 quads; they combine their sum of squares through a local handshake.
- *   donor_ctas = m * K; quads_per_thread = ceil(slice / PZ_AR_THREADS).
+ *   donor_ctas = m * K; quads_per_thread = ceil(slice / PZ_AR_THREADS) rounded up to 1, 2, 4
+ *   or 8 (the kernel's instantiations); K is capped at H/4.
  *   proto: PZ_AR_PROTO_LL for m*H*4 <= PZ_AR_LL_MAX_BYTES, else PZ_AR_PROTO_FLAG.
  * Table (tp >= 2, from bench/results/ar_h200x2_tp2.md): see pz_ar_plan_for in gate.c;
  * tp == 1: K = 8 for m <= 8 and K = 4 for m <= 16 as thread-block clusters when H >= 6144,
  * else K = 1.
- * Returns false when H is not a multiple of 8 or H > 4*PZ_AR_THREADS*PZ_AR_MAX_QPT. */
+ * Returns false (and *out zeroed) when m <= 0, tp outside 1..PZ_AR_MAX_TP, H <= 0, H not a
+ * multiple of 8 or H > 4*PZ_AR_THREADS*PZ_AR_MAX_QPT. m in tokens, H in elements. */
 typedef struct pz_ar_plan {
-  int proto;
+  int proto;          /* PZ_AR_PROTO_LL or PZ_AR_PROTO_FLAG (only meaningful for tp >= 2) */
   int cluster;        /* K when the K CTAs of a row form a thread-block cluster and combine
                          their sums of squares through distributed shared memory (default at
                          TP=1, see below; PREZERO_AR_CLUSTER=1 everywhere K is 2..8, =0
                          never), else 1; fill CTAs then come in multiples of K too */
-  int ctas_per_row;
-  int64_t donor_ctas;
-  int quads_per_thread;
-  int64_t slice_quads;
+  int ctas_per_row;   /* K */
+  int64_t donor_ctas; /* m * K */
+  int quads_per_thread; /* float4 quads each thread handles: 1, 2, 4 or 8 */
+  int64_t slice_quads;  /* float4 quads of a row each of the K CTAs owns: ceil(H/4 / K) */
 } pz_ar_plan;
 bool pz_ar_plan_for(int64_t m, int64_t H, int tp, pz_ar_plan *out);
 
@@ -87,7 +92,9 @@ bool pz_ar_plan_for(int64_t m, int64_t H, int tp, pz_ar_plan *out);
  * ceil(bytes / fill_min_bytes_per_cta), at least 1 when bytes > 0 (then 0). */
 int64_t pz_ar_fill_ctas(const pz_device_desc *dev, int64_t donor_ctas, int64_t bytes);
 
-#define PZ_AR_LL_MAX_BYTES (32 * 5120 * 4) /* LL protocol up to this many partial bytes per rank */
+/* LL protocol up to this many partial bytes per rank (m=32 rows of H=5120 f32; the LL / flag
+ * crossover of the 2xH200 sweep, bench/results/ar_h200x2_tp2.md); the flag protocol above. */
+#define PZ_AR_LL_MAX_BYTES (32 * 5120 * 4)
 
 /* Fill CTAs of the real launch: pz_ar_fill_ctas rounded to a multiple of p->cluster (down
  * when at least one cluster remains, else up to one cluster). */
@@ -111,8 +118,9 @@ double pz_ar_donor_us(const pz_device_desc *dev, int64_t m, int64_t H);
  * measurement: the first H200 run showed fills of 2.8 MB adding 0.45 µs to a 4 µs donor
  * although they fit and ended in time (bench/results/ar_h200_tp1.md).
  * Units: m tokens, n_total columns, H elements. Pure function of its arguments.
- * When dev->ctas_per_sm == 0 the original gate of DESIGN.md §8 is used instead:
- *   m + ceil(m*n_total / (8*roundup(H/8, 32))) < num_sms. */
+ * When dev->ctas_per_sm <= 0 the original gate of the seed description (quoted in DESIGN.md
+ * §8: one donor CTA per token, each fill CTA clears one donor row's worth) is used instead:
+ *   m + ceil(m*n_total / (8*roundup(H/8, 32))) < num_sms   (tp is not read). */
 bool pz_is_prezero_free(int64_t m, int64_t n_total, pz_dtype dt, int64_t H, int tp,
                         const pz_device_desc *dev);
 

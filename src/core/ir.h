@@ -12,10 +12,10 @@
 extern "C" {
 #endif
 
-#define PZ_MAX_DIMS 4
-#define PZ_MAX_SRC 20
-#define PZ_MAX_DST 4
-#define PZ_NAME_LEN 96
+#define PZ_MAX_DIMS 4    /* dimensions of a tensor */
+#define PZ_MAX_SRC 20    /* inputs of a node (MLA_ATTN uses PZ_MLA_NSRC of them) */
+#define PZ_MAX_DST 4     /* outputs of a node */
+#define PZ_NAME_LEN 96   /* bytes of a tensor / node name, NUL included (longer names are cut) */
 
 typedef enum pz_op {
 #define PZ_OP(e, name, coll) PZ_OP_##e,
@@ -78,7 +78,7 @@ typedef struct pz_gemm_params {
  * residual_out = (has_residual ? residual_in : 0) + Σ_ranks partial (fixed rank order);
  * x_norm = bf16(residual_out * rsqrt(mean(residual_out²) + eps) * weight). */
 typedef struct pz_norm_params {
-  float eps;
+  float eps;             /* rms_norm_eps */
   bool has_residual;     /* false for layer 0 (residual starts as the embedding) */
   /* AR_RMSNORM_MAYBE_PREZERO: zero_fill = (buf, n_total, n_base) */
   int fill_buf;          /* tensor id of the [m, n_total] f32 buffer, -1 if none */
@@ -86,13 +86,15 @@ typedef struct pz_norm_params {
   int64_t n_base;        /* columns always zeroed (prefix) */
 } pz_norm_params;
 
-/* YaRN RoPE scaling (DeepSeek-V2 "rope_scaling", type yarn). factor 1 = plain RoPE. */
+/* YaRN RoPE scaling (DeepSeek-V2 "rope_scaling", type yarn; the formulas are those of
+ * DeepseekV2YarnRotaryEmbedding in DeepSeek-V2's modeling_deepseek.py, see
+ * pz_ref_yarn_inv_freq in backend/cpu/ref_ops.h). factor 1 = plain RoPE. */
 typedef struct pz_rope_params {
-  float theta;
-  float factor;
-  int64_t original_max_position_embeddings;
-  float beta_fast, beta_slow;
-  float mscale, mscale_all_dim;
+  float theta;                 /* rope_theta: base of the inverse frequencies */
+  float factor;                /* context extension factor (<= 1: no YaRN) */
+  int64_t original_max_position_embeddings; /* tokens of the pre-training context */
+  float beta_fast, beta_slow;  /* rotations bounding the frequency ramp (32 and 1 by default) */
+  float mscale, mscale_all_dim; /* attention-scale coefficients of yarn_get_mscale */
 } pz_rope_params;
 
 /* Source slots of MLA_ATTN (index into node->src; -1 when absent). */
@@ -150,22 +152,29 @@ enum {
   PZ_MOE_NSRC
 };
 
+/* Router and experts of MOE (config.json names: n_routed_experts, num_experts_per_tok, n_group,
+ * topk_group, scoring_func, topk_method, norm_topk_prob, routed_scaling_factor; the routing rule
+ * is pz_ref_moe_route's, backend/cpu/ref_ops.h). */
 typedef struct pz_moe_params {
-  int n_experts, top_k, n_group, topk_group;
+  int n_experts, top_k, n_group, topk_group; /* E, experts per token, groups of E/n_group experts, groups kept */
   pz_scoring scoring;
   pz_topk_method topk_method;
-  bool norm_topk_prob;
-  float routed_scaling_factor;
+  bool norm_topk_prob;         /* renormalise the top-k weights to sum 1 */
+  float routed_scaling_factor; /* multiplies the routed experts' weights */
   int64_t inter;           /* moe_intermediate_size / TP */
   int64_t shared_inter;    /* n_shared_experts * moe_intermediate_size / TP (0: none) */
 } pz_moe_params;
 
 /* DENSE_MLP src: {x[m,H] bf16, W_gate[I/TP,H], W_up[I/TP,H], W_down[H,I/TP]} -> partial[m,H] f32. */
-typedef struct pz_mlp_params { int64_t inter; } pz_mlp_params;
+typedef struct pz_mlp_params { int64_t inter; /* intermediate_size / TP */ } pz_mlp_params;
 
 /* EMBEDDING / LM_HEAD / ARGMAX: vocab-parallel over TP ranks. */
-typedef struct pz_vocab_params { int64_t vocab_size, vocab_per_rank; } pz_vocab_params;
+typedef struct pz_vocab_params {
+  int64_t vocab_size, vocab_per_rank; /* tokens; rank r holds ids [r*vocab_per_rank, (r+1)*vocab_per_rank) */
+} pz_vocab_params;
 
+/* Parameters of a node; the member read is fixed by the op (gemm: GEMM, LM_HEAD, MM_MAYBE_PREZERO;
+ * norm: RMSNORM, AR_RMSNORM*; mla: MLA_ATTN; moe: MOE; mlp: DENSE_MLP; vocab: EMBEDDING, ARGMAX). */
 typedef union pz_op_params {
   pz_gemm_params gemm;
   pz_norm_params norm;
@@ -175,8 +184,9 @@ typedef union pz_op_params {
   pz_vocab_params vocab;
 } pz_op_params;
 
+/* One op of the decode step. */
 typedef struct pz_node {
-  int id;
+  int id;                   /* index in g->nodes (nodes run in id order) */
   pz_op op;
   char name[PZ_NAME_LEN];   /* e.g. "layers.3.self_attn.qkv_a" */
   int layer;                /* -1 outside the layers */
@@ -192,11 +202,12 @@ typedef struct pz_graph_info {
   int tp;
   int64_t m;                /* maximum batch (rows of batched tensors) */
   int n_layers;
-  int64_t hidden, vocab_size;
-  float rms_eps;
+  int64_t hidden, vocab_size; /* hidden_size (elements), vocab_size (tokens) */
+  float rms_eps;            /* rms_norm_eps */
   char model_name[64];
 } pz_graph_info;
 
+/* A per-rank decode graph: tensors[i].id == i, nodes[i].id == i (arrays grown on demand). */
 typedef struct pz_graph {
   pz_graph_info info;
   pz_tensor *tensors;
@@ -207,13 +218,19 @@ typedef struct pz_graph {
   int in_tokens, in_pos, out_tokens, out_logits;
 } pz_graph;
 
+/* Dump name of op (ops.def, e.g. "ar_rmsnorm"); "?" when op is out of range. */
 const char *pz_op_name(pz_op op);
+/* Whether op is collective across TP ranks (ops.def column 3); false when out of range. */
 bool pz_op_is_collective(pz_op op);
+/* Name suffix of a role (roles.def, e.g. "self_attn.qkv_a"; "" for NONE, "?" out of range). */
 const char *pz_role_suffix(pz_role r);
 
+/* Creates an empty graph with a copy of *info; the well-known ids start at -1.
+ * Errors: PZ_ERR_OOM. */
 pz_status pz_graph_create(const pz_graph_info *info, pz_graph **out);
+/* Frees g and its arrays; NULL is ignored. */
 void pz_graph_free(pz_graph *g);
-/* Deep copy (same ids). */
+/* Deep copy (same ids, same capacities). Errors: PZ_ERR_OOM (*out untouched). */
 pz_status pz_graph_clone(const pz_graph *g, pz_graph **out);
 
 /* Largest element count of one tensor (2^50): its byte count and strides stay far inside int64. */
@@ -223,23 +240,33 @@ pz_status pz_graph_clone(const pz_graph *g, pz_graph **out);
  * elements), PZ_ERR_OOM. */
 pz_status pz_graph_add_tensor(pz_graph *g, const char *name, pz_dtype t, pz_tensor_kind k,
                               int ndim, const int64_t *ne, int *id);
-/* Adds a 2-D view [rows, cols] of columns [col0, col0+cols) of 2-D tensor `base`
- * (row stride = base's row stride). Errors: PZ_ERR_SHAPE if out of range. */
+/* Adds a 2-D view [rows, cols] (a BUFFER tensor of base's dtype and batched flag) of columns
+ * [col0, col0+cols) of 2-D tensor `base` (row stride = base's row stride, in elements); id
+ * may be NULL. Errors: PZ_ERR_INVALID_ARG (bad base id), PZ_ERR_SHAPE if out of range, PZ_ERR_OOM. */
 pz_status pz_graph_add_col_slice(pz_graph *g, const char *name, int base, int64_t col0,
                                  int64_t cols, int *id);
-/* Turns existing tensor `t` into a view of columns [col0, col0+ne[1]) of 2-D tensor base. */
+/* Turns existing 2-D tensor `t` into a view of columns [col0, col0+ne[1]) of 2-D tensor base
+ * (a view of base's owner when base is itself a view; strides taken from base). Errors:
+ * PZ_ERR_INVALID_ARG (bad id), PZ_ERR_SHAPE (not 2-D, rows or dtype differ, columns out of range). */
 pz_status pz_graph_make_col_view(pz_graph *g, int t, int base, int64_t col0);
-/* Appends a node. src/dst ids must exist (or be -1 in src). */
+/* Appends a node (id = the previous n_nodes, in *id when id != NULL); p may be NULL (zero
+ * params). src/dst ids must exist (or be -1 in src); unused slots are set to -1. Shapes are
+ * checked later by pz_graph_verify. Errors: PZ_ERR_INVALID_ARG (bad op, n_src outside
+ * 0..PZ_MAX_SRC, n_dst outside 1..PZ_MAX_DST, an id out of range), PZ_ERR_OOM. */
 pz_status pz_graph_add_node(pz_graph *g, pz_op op, const char *name, int layer, pz_role role,
                             const int *src, int n_src, const int *dst, int n_dst,
                             const pz_op_params *p, int *id);
 
+/* Tensor `id` of g, or NULL for id < 0 (absent optional input); id is not range-checked. */
 static inline pz_tensor *pz_T(pz_graph *g, int id) { return id >= 0 ? &g->tensors[id] : NULL; }
-/* Tensor that owns storage for id (follows view_of). */
+/* Tensor that owns storage for id (follows view_of); -1 for id < 0. */
 int pz_storage_of(const pz_graph *g, int id);
+/* Elements of the tensor's shape: Π ne[d]. */
 int64_t pz_tensor_numel(const pz_tensor *t);
-/* Elements of storage the tensor spans (max offset + 1, views included). */
+/* Elements of storage the tensor spans from its element 0: 1 + Σ (ne[d]-1)*stride[d]
+ * (view_offset not included). */
 int64_t pz_tensor_span(const pz_tensor *t);
+/* Row-major dense: stride[d] = Π ne[d+1..] for every dim with ne[d] > 1. */
 bool pz_tensor_contiguous(const pz_tensor *t);
 
 /* verify(): every id in range, dtypes and shapes match each op's contract, every input is
@@ -248,7 +275,8 @@ bool pz_tensor_contiguous(const pz_tensor *t);
 pz_status pz_graph_verify(const pz_graph *g);
 
 /* Text dump: one line per node: id, name, op, src and dst with shapes/dtypes/views.
- * DOT dump: nodes as boxes, tensors as edges. Both are deterministic. */
+ * DOT dump: nodes as boxes, tensors as edges. Both are deterministic.
+ * Errors: PZ_ERR_IO when writing to f fails (ferror). */
 pz_status pz_graph_dump_text(const pz_graph *g, FILE *f);
 pz_status pz_graph_dump_dot(const pz_graph *g, FILE *f);
 #ifdef __cplusplus
