@@ -18,9 +18,9 @@ typedef enum pz_st_dtype {
   PZ_ST_BF16, PZ_ST_I32, PZ_ST_U32, PZ_ST_F32, PZ_ST_F64, PZ_ST_I64, PZ_ST_U64, PZ_ST_DTYPE_COUNT
 } pz_st_dtype;
 
-/* "BF16", "F8_E4M3", ... (the header's spelling). */
+/* "BF16", "F8_E4M3", ... (the header's spelling); "?" out of range. */
 const char *pz_st_dtype_name(pz_st_dtype t);
-/* Bytes per element (1, 2, 4 or 8). */
+/* Bytes per element (1, 2, 4 or 8); 0 out of range. */
 size_t pz_st_dtype_size(pz_st_dtype t);
 
 #define PZ_ST_MAX_DIMS 8
@@ -51,7 +51,8 @@ typedef struct pz_st_file {
  * bytes of JSON {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}},
  * then the data (offsets relative to byte 8 + N).
  * Errors (each one line naming the file): PZ_ERR_IO for a file that cannot be opened or mapped,
- * is shorter than 8 bytes, whose header length runs beyond the file, whose header is not valid
+ * is shorter than 8 bytes, whose header length runs beyond the file or exceeds 256 MiB (taken
+ * as corrupt), whose header is not valid
  * JSON (truncated or malformed), a tensor entry with a missing/ill-typed field, an unknown dtype,
  * data_offsets outside the data area or not matching shape x dtype size, or a tensor name that
  * appears twice in the header. PZ_ERR_OOM. *out is NULL on error. */

@@ -20,7 +20,9 @@ typedef struct pz_cpu_exec_opts {
 #define PZ_CPU_MAX_THREADS 1024
 #define PZ_CPU_EXEC_OPTS_INIT {.seed = 1234, .threads = 0, .poison = 0}
 
-/* Executor notes:
+/* Executor notes (SplitMix64: Steele, Lea, Flood, "Fast splittable pseudorandom number
+ * generators", OOPSLA 2014, constants of prng.di.unimi.it/splitmix64.c; FNV-1a 64-bit: offset
+ * basis 0xcbf29ce484222325, prime 0x100000001b3):
  * - threads: PREZERO_CPU_THREADS=N overrides opts.threads (N=1: no worker threads). Work is
  *   split by output element, so results are bit-identical for every thread count.
  * - dev.num_sms <= 0 (as PZ_CPU_EXEC_OPTS_INIT leaves it) means pz_device_desc_default().
@@ -49,11 +51,17 @@ typedef struct pz_cpu_ctx {
  * PZ_ERR_VERIFY. */
 pz_status pz_cpu_exec_create(const pz_graph *g, const pz_cpu_exec_opts *opts, pz_cpu_exec **out);
 /* One decode step for m <= g->info.m sequences: tokens[m] i32 in, pos[m] i32 (tokens already
- * in each sequence's KV cache, < max_ctx), next[m] i32 out (greedy argmax). */
+ * in each sequence's KV cache, < max_ctx), next[m] i32 out (greedy argmax; may be NULL).
+ * Errors: PZ_ERR_INVALID_ARG (NULL e/tokens/pos, m outside 1..g->info.m, pos < 0, a token or
+ * position the ops refuse, next given for a graph without out_tokens), PZ_ERR_SHAPE (an input
+ * tensor not i32 [>= m]), and the op kernels' errors (cpu_ops.h). */
 pz_status pz_cpu_exec_step(pz_cpu_exec *e, int64_t m, const int32_t *tokens, const int32_t *pos, int32_t *next);
-/* Full logits of the last step, gathered over ranks: out[m, vocab] f32. */
+/* Full logits of the last step, gathered over ranks: out[m, vocab] f32, row-major.
+ * Errors: PZ_ERR_INVALID_ARG (NULL, no out_logits tensor, m outside 1..the last step's m). */
 pz_status pz_cpu_exec_logits(const pz_cpu_exec *e, int64_t m, float *out);
-/* This rank's data pointer for tensor id (views resolved), for tests. */
+/* This rank's data pointer for tensor id (views resolved), for tests; NULL when e is NULL or
+ * rank / tensor_id is out of range. */
 void *pz_cpu_exec_data(const pz_cpu_exec *e, int rank, int tensor_id);
+/* Stops the worker threads and frees every rank's storage; NULL is ignored. */
 void pz_cpu_exec_free(pz_cpu_exec *e);
 #endif

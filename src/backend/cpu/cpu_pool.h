@@ -12,7 +12,9 @@ typedef void (*pz_par_fn)(void *arg, int64_t lo, int64_t hi);
 /* Starts threads-1 workers (the caller is the last thread). threads < 1 is taken as 1.
  * Errors: PZ_ERR_OOM, PZ_ERR_INTERNAL (pthread_create failed). */
 pz_status pz_cpu_pool_create(int threads, pz_cpu_pool **out);
+/* Stops and joins the workers, frees p; NULL is ignored. Not while a pz_par_for runs on p. */
 void pz_cpu_pool_free(pz_cpu_pool *p);
+/* Threads of p, the caller included (1 for NULL). */
 int pz_cpu_pool_threads(const pz_cpu_pool *p);
 
 /* Makes p the calling thread's current pool (NULL: none). The executor binds its pool for the
