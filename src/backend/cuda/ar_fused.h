@@ -1,5 +1,6 @@
 /* Fused all-reduce + residual add + RMSNorm with zero_fill (the prezero donor, DESIGN.md §3),
- * C-callable launchers. One-shot LL-packet exchange over P2P for tp >= 2; TP=1 is local. */
+ * C-callable launchers. One-shot LL-packet exchange over P2P for tp >= 2 (after NCCL's
+ * low-latency protocol, see core/gate.h PZ_AR_PROTO_LL); TP=1 is local. */
 #ifndef PZ_BACKEND_CUDA_AR_FUSED_H
 #define PZ_BACKEND_CUDA_AR_FUSED_H
 #include <stdbool.h>
@@ -71,16 +72,23 @@ pz_status pz_ar_rmsnorm_launch_all(const pz_comm *c, const pz_ar_rmsnorm_args *a
                                    const pz_device_desc *dev, const cudaStream_t *streams);
 
 /* Residual + RMSNorm only (no exchange, one CTA per row, no fill) on the current device:
- * used after an NCCL all-reduce has summed the partials. Same formula as above with tp = 1. */
+ * used after an NCCL all-reduce has summed the partials. Same formula as above with tp = 1
+ * (a->partial is the sum). Errors: PZ_ERR_INVALID_ARG (pointers, strides, alignment, fill
+ * fields), PZ_ERR_SHAPE (H not a multiple of 8 or beyond 4*PZ_AR_THREADS*PZ_AR_MAX_QPT),
+ * PZ_ERR_CUDA. */
 pz_status pz_rmsnorm_residual_launch(const pz_ar_rmsnorm_args *a, cudaStream_t s);
 
 /* Fill only (donor_ctas = 0, n_ctas CTAs of the fused kernel): used by calibration.
- * Zeroes rows 0..m-1, columns [0, cols) of the fill buffer. */
+ * Zeroes rows 0..m-1, columns [0, cols) of the fill buffer (f->n_total / n_base not read).
+ * Errors: PZ_ERR_INVALID_ARG (f or f->ptr NULL, n_ctas < 1, cols outside 0..row_stride, ptr or
+ * row_stride bytes not a multiple of 16), PZ_ERR_CUDA. */
 pz_status pz_zero_fill_launch(const pz_zero_fill *f, int64_t m, int64_t cols, int n_ctas,
                               cudaStream_t s);
 
-/* Resident CTAs per SM of the fused kernel on `device`: the minimum over its instantiations
- * (cudaOccupancyMaxActiveBlocksPerMultiprocessor, PZ_AR_THREADS threads, no dynamic smem). */
+/* Resident CTAs per SM of the fused kernel on `device`: the minimum over its instantiations of
+ * 1, 2 and 4 quads per thread (H <= 8192; cudaOccupancyMaxActiveBlocksPerMultiprocessor,
+ * PZ_AR_THREADS threads, dynamic shared memory qpt*PZ_AR_THREADS*24 bytes). The current device
+ * is restored. Errors: PZ_ERR_CUDA. */
 pz_status pz_ar_fused_occupancy(int device, int *ctas_per_sm);
 
 #ifdef __cplusplus

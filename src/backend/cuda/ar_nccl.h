@@ -18,6 +18,7 @@ typedef struct pz_nccl pz_nccl;
  * (NVLink multicast must stay off). Errors: PZ_ERR_UNSUPPORTED (no NCCL library: the message
  * says how to point at one), PZ_ERR_NCCL (with NCCL's error string), PZ_ERR_OOM. */
 pz_status pz_nccl_create(const pz_comm *c, pz_nccl **out);
+/* Destroys the communicators and frees n (the NCCL library stays loaded); NULL is ignored. */
 void pz_nccl_destroy(pz_nccl *n);
 
 /* For every rank r of c: ncclAllReduce(sum, f32) of args[r].partial in place (m*H elements,

@@ -29,7 +29,8 @@ typedef struct pz_comm_config {
                              .timeout_us = 0, .allow_shared_device = false}
 
 /* Device-side state of one rank, as the kernels see it (all rank r's arrays are written by
- * its peers over P2P, except ss and ctrl):
+ * its peers over P2P, except ss and ctrl; the LL packet format follows NCCL's low-latency
+ * protocol, see core/gate.h):
  *   inbox[r]: LL packets, uint4 [2 parity][tp src][max_m][max_H/2] (each packet: 2 f32 data
  *             words, each followed by the 32-bit sequence number);
  *   raw[r]:   raw f32 rows for the flag protocol, float4 [2 parity][tp src][max_m][max_H/4];
@@ -54,17 +55,22 @@ typedef struct pz_comm_rank_view {
  * Errors: PZ_ERR_INVALID_ARG (tp, max_m, max_H, repeated device), PZ_ERR_NO_DEVICE,
  * PZ_ERR_NO_P2P (with which pair and why), PZ_ERR_OOM, PZ_ERR_CUDA. */
 pz_status pz_comm_create(const pz_comm_config *cfg, pz_comm **out);
+/* Frees every rank's buffers; NULL is ignored. No launch of c may still be running. */
 void pz_comm_destroy(pz_comm *c);
 
+/* Ranks of c. */
 int pz_comm_tp(const pz_comm *c);
+/* CUDA device of `rank` (0 <= rank < tp; not checked). */
 int pz_comm_device(const pz_comm *c, int rank);
+/* Device-side state of `rank` (0 <= rank < tp; not checked), owned by c. */
 const pz_comm_rank_view *pz_comm_view(const pz_comm *c, int rank);
 
 /* Synchronizes every rank's device and reads the device error flags. PZ_ERR_TIMEOUT when a
  * kernel gave up waiting for a peer (the communicator must then be pz_comm_reset before reuse:
- * the ranks' sequence counters no longer agree). */
+ * the ranks' sequence counters no longer agree); PZ_ERR_CUDA for a failed sync or copy. */
 pz_status pz_comm_check(pz_comm *c);
-/* Synchronizes, zeroes inboxes, scratch and counters on every rank (all ranks idle). */
+/* Synchronizes, zeroes inboxes, scratch and counters on every rank (all ranks idle).
+ * Errors: PZ_ERR_CUDA. */
 pz_status pz_comm_reset(pz_comm *c);
 
 #ifdef __cplusplus

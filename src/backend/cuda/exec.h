@@ -70,14 +70,17 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
  * PZ_ERR_TIMEOUT (a peer never arrived; only with PREZERO_AR_TIMEOUT_US set). */
 pz_status pz_cuda_exec_step(pz_cuda_exec *e, int64_t m, const int32_t *tokens, const int32_t *pos, int32_t *next);
 
-/* Logits of the last step's first m rows, gathered over ranks: out[m, vocab] f32 (host). */
+/* Logits of the last step's first m rows, gathered over ranks: out[m, vocab] f32 (host,
+ * row-major). Errors: PZ_ERR_INVALID_ARG (NULL, no out_logits tensor, m outside 1..the last
+ * step's m), PZ_ERR_OOM (host staging), PZ_ERR_CUDA. */
 pz_status pz_cuda_exec_logits(const pz_cuda_exec *e, int64_t m, float *out);
 
-/* Batch size a step of m rows runs at: the smallest captured size >= m (graphs on), else m. */
+/* Batch size a step of m rows runs at: the smallest captured size >= m (graphs on; the graph's
+ * m when none is), else m. */
 int64_t pz_cuda_exec_padded_m(const pz_cuda_exec *e, int64_t m);
-/* Whether CUDA graphs are used. */
+/* Whether CUDA graphs are used (false for NULL). */
 bool pz_cuda_exec_graphs(const pz_cuda_exec *e);
-/* Captured sizes (ascending) into sizes[cap]; returns their count. */
+/* Captured sizes (ascending, tokens) into sizes[cap]; returns their count (at most cap). */
 int pz_cuda_exec_capture_sizes(const pz_cuda_exec *e, int *sizes, int cap);
 
 /* Timing for benchmarks: one warm-up step (capturing the graph when needed), then `reps` times
@@ -90,17 +93,20 @@ int pz_cuda_exec_capture_sizes(const pz_cuda_exec *e, int *sizes, int cap);
  * outside 1..64), and those of pz_cuda_exec_step. */
 pz_status pz_cuda_exec_time_step(pz_cuda_exec *e, int64_t M, int32_t pos_all, int iters, int reps, double *us_median);
 
-/* The gate description the executor evaluates prezero_active() against. */
+/* The gate description the executor evaluates prezero_active() against (owned by e). */
 const pz_device_desc *pz_cuda_exec_device_desc(const pz_cuda_exec *e);
 
 /* Copies this rank's bytes of tensor id (views resolved; `bytes` from its element 0) to host
  * memory dst, after synchronising. For tests. Errors: PZ_ERR_INVALID_ARG, PZ_ERR_CUDA. */
 pz_status pz_cuda_exec_read(const pz_cuda_exec *e, int rank, int tensor_id, void *dst, size_t bytes);
 
-/* Bytes of device storage each rank needs for g (owner tensors, 256-byte aligned, + the
- * executor's scratch), without allocating anything. */
+/* Bytes of device storage each rank's arena needs for g (owner tensors in id order, each
+ * rounded up to 256 bytes, + the argmax candidates [m]), without allocating anything; 0 for
+ * NULL. Workspaces of the ops (MLA, MoE, GEMM handle) are not included. */
 int64_t pz_cuda_exec_bytes(const pz_graph *g);
 
+/* Waits for every rank's stream, then frees the captured graphs, op resources, GEMM handles,
+ * streams, arenas and the communicator; NULL is ignored. */
 void pz_cuda_exec_free(pz_cuda_exec *e);
 
 #ifdef __cplusplus

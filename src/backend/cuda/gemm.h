@@ -83,6 +83,7 @@ typedef struct pz_gemm_ctx pz_gemm_ctx;
  * tuner table loaded from the cache (tuner.h). One handle per stream: two GEMMs of one
  * handle must not run concurrently. Errors: PZ_ERR_NO_DEVICE, PZ_ERR_CUDA, PZ_ERR_OOM. */
 pz_status pz_gemm_ctx_create(pz_gemm_ctx **out);
+/* Frees the semaphores, the cuBLAS handle and workspace, and the table; NULL is ignored. */
 void pz_gemm_ctx_destroy(pz_gemm_ctx *ctx);
 /* Device name and SM count the handle was created on (for the tuner key). */
 const char *pz_gemm_ctx_device_name(const pz_gemm_ctx *ctx);
@@ -121,22 +122,32 @@ pz_status pz_gemm_launch(pz_gemm_ctx *ctx, const pz_gemm_args *args, cudaStream_
 
 /* ---- Kernels (kernels/gemm_splitk.cu); used by the launcher and the benchmark. ---- */
 
-/* Raw kernel launch of flavours 1,2,4,5 (mode = flavour) with a resolved config. sems: the
- * handle's semaphore array (>= 2 * tiles ints, zero at first use). */
+/* Raw kernel launch of flavours 1,2,4,5 (mode = flavour) with a resolved config (warps 0 means
+ * 8; m > 64 forces wt 1; FULLK forces splits 1). sems: the handle's semaphore array
+ * (sem_capacity ints, >= pz_gemm_sem_need, zero at first use). Shapes are not re-checked
+ * (pz_gemm_check is the launcher's). Errors: PZ_ERR_INVALID_ARG (warps not 4/8, another
+ * flavour, wt not 1/2, wn 2 with m > 16, n not a multiple of the CTA's columns, splits outside
+ * 1..k/32), PZ_ERR_SHAPE (too few semaphores), PZ_ERR_CUDA. */
 pz_status pz_gemm_kernel_launch(const pz_gemm_args *a, int flavour, int splits, int wt, int warps,
                                 int wn, int *sems, int64_t sem_capacity, cudaStream_t stream);
-/* Raises the staged kernels' dynamic shared-memory limit; called by pz_gemm_ctx_create. */
+/* Raises the staged kernels' dynamic shared-memory limit on the current device; called by
+ * pz_gemm_ctx_create. Errors: PZ_ERR_CUDA. */
 pz_status pz_gemm_kernels_init(void);
-/* Number of semaphore ints a launch needs (2 per (token chunk, n tile)). */
+/* Number of semaphore ints a launch needs (2 per (token chunk, 16*wt-column n tile)); bounds
+ * the wider tiles of wn 1 too. */
 int64_t pz_gemm_sem_need(int m, int n, int wt);
-/* Fills n bf16 values at p with a hash of (index, seed): integers in [-4, 4] when `ints`,
- * else uniform-ish reals in [-1, 1]. */
+/* Fills n bf16 values at p (device) with a hash of (index, seed): integers in [-4, 4] when
+ * `ints`, else reals in [-1, 1) on a 2^-23 grid rounded to bf16. The 32-bit mixer is
+ * Wellons' "lowbias32" (hash-prospector: constants 0x7feb352d, 0x846ca68b).
+ * Errors: PZ_ERR_CUDA (launch). */
 pz_status pz_gemm_fill_bf16(void *p, int64_t n, uint32_t seed, bool ints, cudaStream_t s);
-/* Bias add for the cuBLAS flavour: C[i, j] += bias[j] over m rows and n columns. */
+/* Bias add for the cuBLAS flavour: C[i, j] += bias[j] (f32 bias; C f32 or bf16, row stride
+ * ldc elements) over m rows and n columns. Errors: PZ_ERR_CUDA (launch). */
 pz_status pz_gemm_bias_add(void *C, int64_t ldc, pz_dtype c_dtype, const float *bias, int m,
                            int n, cudaStream_t s);
-/* Plain streaming read of `bytes` (multiple of 16) at p: 16-byte loads, grid-stride, one
- * reduction store into sink (never skipped by the compiler). The benchmark's yardstick. */
+/* Plain streaming read of `bytes` (multiple of 16) at p: 16-byte loads, grid-stride over
+ * 4*sm_count CTAs of 512 threads, one reduction store into sink (never skipped by the
+ * compiler). The benchmark's yardstick. Errors: PZ_ERR_CUDA (launch). */
 pz_status pz_gemm_stream_read(const void *p, int64_t bytes, unsigned *sink, int sm_count,
                               cudaStream_t s);
 #ifdef __cplusplus

@@ -48,6 +48,7 @@ typedef struct pz_mla_cuda_ctx pz_mla_cuda_ctx;
  * rope even <= 128, heads*qh, q_lora, heads*v and H multiples of 64 (the GEMM's rule).
  * Errors: PZ_ERR_INVALID_ARG, PZ_ERR_UNSUPPORTED (shape), PZ_ERR_CUDA, PZ_ERR_OOM. */
 pz_status pz_mla_cuda_create(const pz_mla_params *p, int m_max, pz_gemm_ctx *gemm, pz_mla_cuda_ctx **out);
+/* Frees the scratch (not the borrowed GEMM handle); NULL is ignored. */
 void pz_mla_cuda_destroy(pz_mla_cuda_ctx *c);
 
 /* KV splits per sequence for m rows: PREZERO_MLA_SPLITS (1 = no split) when set, else
@@ -81,14 +82,17 @@ void pz_mla_cuda_slots_zeroed(const pz_mla_params *p, int64_t m, int tp, const p
                               bool *qb_zeroed, bool *oproj_zeroed);
 
 /* Attention kernel in use: 2 (default; Q in registers, split-k QK) or 1 (PREZERO_MLA_ATTN=1, or
- * a shape version 2 has no kernel for). Read at pz_mla_cuda_create. */
+ * a shape version 2 has no kernel for). Read at pz_mla_cuda_create. 0 for NULL. */
 int pz_mla_cuda_attn_version(const pz_mla_cuda_ctx *c);
 
-/* Scratch of the op (for the benchmark): absorbed q, bf16 [m_max, heads, kvw]. */
+/* Scratch of the op (for the benchmark): absorbed q, bf16 [m_max, heads, kvw] (device, q_lat |
+ * roped q_pe per head); NULL for NULL. */
 void *pz_mla_cuda_qabs(pz_mla_cuda_ctx *c);
 /* Launches only the attention part (attention + combine) for m rows on the cache and positions
  * of io, reading the absorbed q left by the last decode (or pz_mla_cuda_qabs filled by hand).
- * Used by `prezero bench attn` to time the part whose bandwidth it reports. */
+ * Used by `prezero bench attn` to time the part whose bandwidth it reports.
+ * Errors: PZ_ERR_INVALID_ARG (NULL context, m outside 1..m_max, missing pointer, bad cache
+ * stride), PZ_ERR_UNSUPPORTED (no attention kernel for the shape), PZ_ERR_CUDA. */
 pz_status pz_mla_cuda_attention_only(pz_mla_cuda_ctx *c, int m, const pz_mla_cuda_io *io, cudaStream_t s);
 #ifdef __cplusplus
 }

@@ -17,9 +17,10 @@ extern "C" {
 /* One parameter block for every MLA kernel (passed by value). Per-rank shapes:
  * heads = p->n_heads, qh = nope + rope, kvw = kv_lora + rope. bf16 tensors are uint16_t. */
 typedef struct pz_mla_kparams {
-  int m, heads, L, rope, nope, vd, qh, kvw;
+  int m, heads, L, rope, nope, vd, qh, kvw; /* rows; heads per rank; L = kv_lora_rank; rope, nope,
+                                       vd = qk_rope / qk_nope / v head dims; qh = nope+rope; kvw = L+rope */
   int q_lora;                         /* 0: no q LoRA */
-  float eps, softmax_scale, rope_ms;
+  float eps, softmax_scale, rope_ms;  /* layernorm eps; pz_ref_mla_softmax_scale; pz_ref_yarn_cos_sin_mscale */
   float inv_freq[PZ_MLA_MAX_ROPE / 2]; /* YaRN inverse frequencies (pz_ref_yarn_inv_freq) */
   /* prep: q_a_layernorm, kv_a_layernorm + k_pe RoPE + cache append */
   const float *__restrict__ qkv_a;    /* [m, ld_qkv_a] f32: q_c | kv_c | k_pe (q LoRA) */
@@ -48,19 +49,24 @@ typedef struct pz_mla_kparams {
   uint16_t *__restrict__ o;           /* [m, heads*vd] bf16: the o_proj input */
 } pz_mla_kparams;
 
-/* Kernels of one step, in stream order (the GEMMs go between them, from mla.c). */
+/* Kernels of one step, in stream order (the GEMMs go between them, from mla.c). Each enqueues
+ * on s and returns PZ_ERR_CUDA when the launch fails; attn also PZ_ERR_UNSUPPORTED
+ * for a shape without a kernel instance. No argument checks: mla.c validates k. */
 pz_status pz_mla_k_prep(const pz_mla_kparams *k, cudaStream_t s);     /* norms, RoPE(k_pe), append */
 pz_status pz_mla_k_absorb(const pz_mla_kparams *k, cudaStream_t s);   /* W_UK, RoPE(q_pe) */
 pz_status pz_mla_k_attn(const pz_mla_kparams *k, cudaStream_t s);     /* split attention */
 pz_status pz_mla_k_combine(const pz_mla_kparams *k, cudaStream_t s);  /* merge splits -> olat */
 pz_status pz_mla_k_wuv(const pz_mla_kparams *k, cudaStream_t s);      /* o = bf16(W_UV · olat) */
-/* Raises the shared-memory limits of the absorb / W_UV kernels for k's shape (at create time). */
+/* Raises the shared-memory limits of the absorb / W_UV kernels for k's shape (at create time,
+ * current device). Errors: PZ_ERR_CUDA. */
 pz_status pz_mla_k_setup(const pz_mla_kparams *k);
 
 /* Attention kernel configuration for `version` (1 or 2): 16-head tiles per CTA for `heads`
- * (v1: 1, 2 or 4; v2: 1 or 2, more heads go to more CTAs), dynamic shared memory in bytes, and
- * resident CTAs per SM (occupancy, after raising the smem limit). Errors: PZ_ERR_UNSUPPORTED
- * (no kernel for kv_lora / kv_lora + rope, see the message), PZ_ERR_CUDA. */
+ * (v1: 1 for <= 16 heads, 2 for <= 32, else 4; v2: 1 for <= 16, else 2, more heads go to more
+ * CTAs), dynamic shared memory in bytes, and resident CTAs per SM (occupancy, after raising the
+ * smem limit on the current device). Errors of pz_mla_k_attn_setup: PZ_ERR_UNSUPPORTED (no
+ * kernel for kv_lora / kv_lora + rope, see the message; or the smem does not fit an SM),
+ * PZ_ERR_CUDA. */
 int pz_mla_k_attn_mt(int heads, int version);
 size_t pz_mla_k_attn_smem(int version, int mt, int kvw);
 pz_status pz_mla_k_attn_setup(int version, int mt, int L, int kvw, int *ctas_per_sm);

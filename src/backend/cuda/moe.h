@@ -86,14 +86,18 @@ typedef struct pz_moe_args {
   void *workspace; size_t workspace_bytes;
 } pz_moe_args;
 
-/* Workspace bytes pz_moe_experts_launch needs for up to max_m tokens (a multiple of 256). */
+/* Workspace bytes pz_moe_experts_launch needs for up to max_m tokens (a multiple of 256);
+ * 0 when p is NULL or max_m < 1. */
 size_t pz_moe_workspace_bytes(int max_m, int64_t H, const pz_moe_params *p);
 
 pz_status pz_moe_experts_launch(const pz_moe_args *a, cudaStream_t stream);
 
 /* Router + experts in one call: pz_moe_route_launch(logits, bias) into the workspace, then
  * pz_moe_experts_launch. ids_out / weights_out (i32/f32 [m, top_k]) receive the routing
- * when non-NULL (else workspace). Workspace: pz_moe_workspace_bytes + pz_moe_route_bytes. */
+ * when non-NULL (else workspace). Workspace: pz_moe_workspace_bytes + pz_moe_route_bytes.
+ * pz_moe_route_bytes: 2 * roundup(4 * max_m * top_k, 256) bytes (ids i32 then weights f32); 0
+ * when p is NULL or max_m < 1. pz_moe_launch errors: PZ_ERR_INVALID_ARG (NULL args, workspace
+ * too small), and those of pz_moe_route_launch and pz_moe_experts_launch. */
 size_t pz_moe_route_bytes(int max_m, const pz_moe_params *p);
 pz_status pz_moe_launch(const pz_moe_args *a, const float *logits, int64_t ld_logits,
                         const float *bias, int32_t *ids_out, float *weights_out,
@@ -116,13 +120,16 @@ pz_status pz_mlp_launch(int m, int64_t H, int64_t inter, const pz_bf16 *x, int64
 /* ---------------------------------------------------------------- helpers for tests/bench */
 
 /* Fills n bf16 values with hash(seed, i) mapped to (u - 0.5) * 2 * scale, u uniform in
- * [0,1) on a 2^-16 grid (rounded to bf16): the same values as pz_moe_hash_bf16 on the host. */
+ * [0,1) on a 2^-16 grid (rounded to bf16): the same values as pz_moe_hash_bf16 on the host.
+ * hash: the SplitMix64 finaliser (Steele, Lea, Flood 2014) of i + γ*(seed+1), bits 16..31.
+ * Errors: PZ_ERR_INVALID_ARG (p NULL, n < 0), PZ_ERR_CUDA. */
 pz_status pz_moe_fill_bf16(pz_bf16 *p, int64_t n, uint32_t seed, float scale, cudaStream_t s);
 /* Host twin of pz_moe_fill_bf16's element i. */
 pz_bf16 pz_moe_hash_bf16(uint32_t seed, int64_t i, float scale);
-/* Plain streaming read of `bytes` (multiple of 16, 16-byte aligned) at p with 16-byte loads
- * over a grid-stride loop (8 CTAs of 512 threads per SM); sink: one device unsigned the
- * kernel may add to. The benchmark's bandwidth yardstick (DESIGN.md §7). */
+/* Plain streaming read of `bytes` (multiple of 16, >= 16, 16-byte aligned) at p with 16-byte
+ * loads over a grid-stride loop (4 CTAs of 512 threads per SM); sink: one device unsigned the
+ * kernel may add to. The benchmark's bandwidth yardstick (DESIGN.md §7).
+ * Errors: PZ_ERR_INVALID_ARG (NULL / misaligned pointer, bad byte count), PZ_ERR_CUDA. */
 pz_status pz_moe_stream_read(const void *p, int64_t bytes, unsigned *sink, cudaStream_t s);
 
 #ifdef __cplusplus

@@ -26,12 +26,14 @@ typedef struct pz_tuner_table {
   pz_tuner_entry *e;
 } pz_tuner_table;
 
-/* m bucket: m rounded up to a power of two (1, 2, 4, ..., 256). */
+/* m bucket: m (tokens) rounded up to a power of two (1, 2, 4, ..., 256). */
 int pz_tuner_m_bucket(int m);
 /* Sets up an empty table for (device, sm_count) and loads
- * $PREZERO_CACHE_DIR (default ~/.cache/prezero)/gemm_<device>_<sm>sm.json when it exists and
- * its device/sm_count match. A malformed file is ignored (table stays empty). PZ_ERR_OOM. */
+ * $PREZERO_CACHE_DIR (default ~/.cache/prezero)/gemm_<device>_<sm>sm.json (characters of the
+ * device name other than [A-Za-z0-9] become '_') when it exists and its device/sm_count match.
+ * A missing or malformed file is not an error (table stays empty). Errors: PZ_ERR_OOM. */
 pz_status pz_tuner_table_init(pz_tuner_table *t, const char *device, int sm_count);
+/* Frees the entries; t itself is the caller's. */
 void pz_tuner_table_free(pz_tuner_table *t);
 /* Entry for (bucket(m), n, k), or NULL. */
 const pz_tuner_entry *pz_tuner_lookup(const pz_tuner_table *t, int m, int n, int k);
@@ -39,7 +41,8 @@ const pz_tuner_entry *pz_tuner_lookup(const pz_tuner_table *t, int m, int n, int
 pz_status pz_tuner_put(pz_tuner_table *t, const pz_tuner_entry *e);
 /* Writes the table to t->path (creating the directory). PZ_ERR_IO. */
 pz_status pz_tuner_save(const pz_tuner_table *t);
-/* The table as a cJSON tree (caller deletes) / from one; used by save/load and the bench. */
+/* The table as a cJSON tree {device, sm_count, entries: [...]} (caller deletes with
+ * cJSON_Delete); used by pz_tuner_save and the bench. */
 struct cJSON;
 struct cJSON *pz_tuner_to_json(const pz_tuner_table *t);
 
@@ -54,15 +57,21 @@ typedef struct pz_tuner_pool {
   unsigned *sink;
   cudaStream_t stream;
 } pz_tuner_pool;
+/* Allocates the pool on the current device (w_bytes of weight copies) and fills it; returns
+ * after a stream sync. Errors: PZ_ERR_OOM, PZ_ERR_CUDA (the pool may be partly allocated:
+ * pz_tuner_pool_destroy frees it). */
 pz_status pz_tuner_pool_create(pz_tuner_pool *p, size_t w_bytes);
+/* Frees the buffers and the stream, zeroes *p. */
 void pz_tuner_pool_destroy(pz_tuner_pool *p);
 
 /* Median µs of one GEMM launch `cfg` for (m, n, k, c f32, no bias): a CUDA graph of `iters`
  * launches, each on the next copy of W in the pool (copies rotate), replayed `reps` times after
- * one warm-up replay; per replay time / iters, median over replays. */
+ * one warm-up replay; per replay time / iters, median over replays.
+ * Errors: PZ_ERR_SHAPE (one copy of W, rounded up to 256 bytes, exceeds the pool), PZ_ERR_OOM,
+ * PZ_ERR_CUDA (capture, instantiate, replay), and those of pz_gemm_launch. */
 pz_status pz_tuner_time_gemm(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int n, int k,
                              pz_gemm_config cfg, int iters, int reps, double *us);
-/* Same method for the plain streaming read of n*k bf16 (pz_gemm_stream_read). */
+/* Same method and errors for the plain streaming read of `bytes` (pz_gemm_stream_read). */
 pz_status pz_tuner_time_read(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int64_t bytes, int iters,
                              int reps, double *us);
 /* Times the candidates for (m, n, k) and stores the entry (key bucket(m)) in ctx's table; *out
@@ -70,7 +79,9 @@ pz_status pz_tuner_time_read(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int64_
  * for m <= 16) and split 1..32 with >= 2 K chunks of 32 each and at most 128 warps per SM;
  * zero and serial over the 6 fastest atomic configs; memset with the best atomic one; cuBLAS.
  * Each: a graph of max(20, 128 MB / weight bytes) launches (at most 64), 5 replays, median
- * (PREZERO_TUNER_ITERS / PREZERO_TUNER_REPS override). */
+ * (PREZERO_TUNER_ITERS / PREZERO_TUNER_REPS override). Layouts whose tile does not divide n
+ * are not tried; the first failing timing ends the call.
+ * Errors: those of pz_tuner_time_gemm, PZ_ERR_OOM (table). */
 pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int n, int k,
                         pz_tuner_entry *out);
 #ifdef __cplusplus
