@@ -4,7 +4,12 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-static int pz_test_failures = 0;
+static int pz_test_failures = 0; /* failed checks so far in this test binary */
+/* CHECK(cond): counts a failure and prints file:line and the condition when cond is false.
+ * CHECK_OK(call) / CHECK_ST(call, want): the pz_status of call must be PZ_OK / want (prints the
+ * status strings and pz_last_error()). CHECK_NEAR(a, b, tol): |a - b| <= tol in double (NaN
+ * fails). TEST_DONE(): returns 1 from main when any check failed, else prints "all checks
+ * passed" and returns 0. Failures never stop the test: every check runs. */
 #define CHECK(cond) do { if (!(cond)) { fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); pz_test_failures++; } } while (0)
 #define CHECK_OK(call) do { pz_status s_ = (call); if (s_ != PZ_OK) { fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call, pz_status_string(s_), pz_last_error()); pz_test_failures++; } } while (0)
 #define CHECK_ST(call, want) do { pz_status s_ = (call); if (s_ != (want)) { fprintf(stderr, "%s:%d: %s -> %s, want %s (%s)\n", __FILE__, __LINE__, #call, pz_status_string(s_), pz_status_string(want), pz_last_error()); pz_test_failures++; } } while (0)

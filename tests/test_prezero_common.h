@@ -12,6 +12,7 @@
 #include "passes/prezero.h"
 #include "pz_test.h"
 
+/* What one decode run produced (M = the graph's max batch; rows >= m of a step: -1 / 0). */
 typedef struct {
   int32_t *tokens;   /* [steps][M] */
   float *logits;     /* [steps][M * vocab] */
@@ -33,6 +34,9 @@ static pz_device_desc test_dev(void) {
   return d;
 }
 
+/* Decode graph of `preset` (max batch M tokens, KV capacity 32, first `layers` layers, 0 = all)
+ * after pz_run_passes with prezero = 0/1 (on: at least one node must be rewritten); NULL after
+ * a failed CHECK. */
 static pz_graph *build(const char *preset, int tp, int layers, int64_t M, int prezero) {
   pz_model_config c;
   CHECK_OK(pz_config_load(preset, &c));
@@ -53,7 +57,8 @@ static pz_graph *build(const char *preset, int tp, int layers, int64_t M, int pr
   return g;
 }
 
-/* Decodes `steps` steps with batch ms[s] at step s (positions 3+s, tokens fed back). */
+/* Decodes `steps` steps with batch ms[s] at step s (positions 3+s, tokens fed back) on the CPU
+ * executor (seed 77, NaN poisoning, test_dev()), recording tokens and logits f32 [m, vocab]. */
 static void decode(const pz_graph *g, const int64_t *ms, int steps, trace *t) {
   pz_cpu_exec_opts eo = PZ_CPU_EXEC_OPTS_INIT;
   eo.poison = 1;
@@ -78,6 +83,7 @@ static void decode(const pz_graph *g, const int64_t *ms, int steps, trace *t) {
   pz_cpu_exec_free(e);
 }
 
+/* Zeroed trace buffers for `steps` steps of M rows and V = vocab_size logits per row. */
 static void trace_alloc(trace *t, int steps, int64_t M, int64_t V) {
   t->tokens = calloc((size_t)steps * (size_t)M, sizeof(int32_t));
   t->logits = calloc((size_t)steps * (size_t)(M * V), sizeof(float));
@@ -95,6 +101,8 @@ static int64_t first_n_total(const pz_graph *g) {
   return 0;
 }
 
+/* CHECKs per step that a and b have the same tokens, bit-identical logits (memcmp) and only
+ * finite logits over the step's ms[s] rows; prints the step that differs, labelled `what`. */
 static void compare(const char *what, const trace *a, const trace *b, int steps, int64_t M, int64_t V, const int64_t *ms) {
   for (int s = 0; s < steps; s++) {
     const float *la = a->logits + (size_t)s * M * V, *lb = b->logits + (size_t)s * M * V;
@@ -142,6 +150,7 @@ static void on_vs_off_modes(const char *preset, int tp, int layers, int64_t M, c
   pz_graph_free(on);
 }
 
+/* on_vs_off_modes with the gate itself, then forced on, then forced off. */
 static inline void on_vs_off(const char *preset, int tp, int layers, int64_t M, const int64_t *ms, int steps) {
   const char *const force[3] = {NULL, "on", "off"};
   on_vs_off_modes(preset, tp, layers, M, ms, steps, force, 3);
