@@ -167,8 +167,12 @@ void pz_comm_destroy(pz_comm *c) {
 }
 
 int pz_comm_tp(const pz_comm *c) { return c->cfg.tp; }
-int pz_comm_device(const pz_comm *c, int rank) { return c->view[rank].device; }
-const pz_comm_rank_view *pz_comm_view(const pz_comm *c, int rank) { return &c->view[rank]; }
+int pz_comm_device(const pz_comm *c, int rank) {
+  return c && rank >= 0 && rank < pz_comm_tp(c) ? c->view[rank].device : -1;
+}
+const pz_comm_rank_view *pz_comm_view(const pz_comm *c, int rank) {
+  return c && rank >= 0 && rank < pz_comm_tp(c) ? &c->view[rank] : NULL;
+}
 
 pz_status pz_comm_check(pz_comm *c) {
   for (int r = 0; r < c->cfg.tp; r++) {

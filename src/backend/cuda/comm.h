@@ -60,9 +60,9 @@ void pz_comm_destroy(pz_comm *c);
 
 /* Ranks of c. */
 int pz_comm_tp(const pz_comm *c);
-/* CUDA device of `rank` (0 <= rank < tp; not checked). */
+/* CUDA device of `rank`; -1 when c is NULL or rank is outside 0..tp-1. */
 int pz_comm_device(const pz_comm *c, int rank);
-/* Device-side state of `rank` (0 <= rank < tp; not checked), owned by c. */
+/* Device-side state of `rank`, owned by c; NULL when c is NULL or rank is outside 0..tp-1. */
 const pz_comm_rank_view *pz_comm_view(const pz_comm *c, int rank);
 
 /* Synchronizes every rank's device and reads the device error flags. PZ_ERR_TIMEOUT when a

@@ -489,7 +489,7 @@ static pz_status get_slot(pz_cuda_exec *e, int64_t M, graph_slot **out) {
 }
 
 int64_t pz_cuda_exec_padded_m(const pz_cuda_exec *e, int64_t m) {
-  if (!e->graphs) return m;
+  if (!e || !e->graphs) return m;
   for (int i = 0; i < e->n_sizes; i++)
     if (e->sizes[i] >= m) return e->sizes[i];
   return e->max_m;
@@ -499,6 +499,7 @@ bool pz_cuda_exec_graphs(const pz_cuda_exec *e) { return e && e->graphs; }
 
 int pz_cuda_exec_capture_sizes(const pz_cuda_exec *e, int *sizes, int cap) {
   int n = 0;
+  if (!e || !sizes) return 0;
   for (int i = 0; i < e->n_sizes && n < cap; i++) sizes[n++] = e->sizes[i];
   return n;
 }

@@ -142,28 +142,35 @@ pz_status pz_tuner_put(pz_tuner_table *t, const pz_tuner_entry *e) {
 
 cJSON *pz_tuner_to_json(const pz_tuner_table *t) {
   cJSON *root = cJSON_CreateObject();
-  cJSON_AddStringToObject(root, "device", t->device);
-  cJSON_AddNumberToObject(root, "sm_count", t->sm_count);
-  cJSON *arr = cJSON_AddArrayToObject(root, "entries");
-  for (int i = 0; i < t->count; i++) {
+  bool ok = root && cJSON_AddStringToObject(root, "device", t->device) &&
+            cJSON_AddNumberToObject(root, "sm_count", t->sm_count);
+  cJSON *arr = ok ? cJSON_AddArrayToObject(root, "entries") : NULL;
+  ok = ok && arr;
+  for (int i = 0; ok && i < t->count; i++) {
     const pz_tuner_entry *e = &t->e[i];
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "m", e->m_bucket);
-    cJSON_AddNumberToObject(o, "n", e->n);
-    cJSON_AddNumberToObject(o, "k", e->k);
-    cJSON *fl = cJSON_AddObjectToObject(o, "flavours");
-    for (int f = 1; f < PZ_GEMM_FLAVOUR_COUNT; f++) {
+    if (!o || !cJSON_AddItemToArray(arr, o)) {
+      cJSON_Delete(o);
+      ok = false;
+      break;
+    }
+    ok = cJSON_AddNumberToObject(o, "m", e->m_bucket) && cJSON_AddNumberToObject(o, "n", e->n) &&
+         cJSON_AddNumberToObject(o, "k", e->k);
+    cJSON *fl = ok ? cJSON_AddObjectToObject(o, "flavours") : NULL;
+    ok = ok && fl;
+    for (int f = 1; ok && f < PZ_GEMM_FLAVOUR_COUNT; f++) {
       if (e->cfg[f].splits <= 0) continue;
       cJSON *c = cJSON_AddObjectToObject(fl, pz_gemm_flavour_name((pz_gemm_flavour)f));
-      cJSON_AddNumberToObject(c, "splits", e->cfg[f].splits);
-      cJSON_AddNumberToObject(c, "wt", e->cfg[f].wt);
-      cJSON_AddNumberToObject(c, "warps", e->cfg[f].warps);
-      cJSON_AddNumberToObject(c, "wn", e->cfg[f].wn);
-      cJSON_AddNumberToObject(c, "us", e->us[f]);
+      ok = c && cJSON_AddNumberToObject(c, "splits", e->cfg[f].splits) &&
+           cJSON_AddNumberToObject(c, "wt", e->cfg[f].wt) && cJSON_AddNumberToObject(c, "warps", e->cfg[f].warps) &&
+           cJSON_AddNumberToObject(c, "wn", e->cfg[f].wn) && cJSON_AddNumberToObject(c, "us", e->us[f]);
     }
-    cJSON_AddStringToObject(o, "best_nozero", pz_gemm_flavour_name(e->best_nozero));
-    cJSON_AddStringToObject(o, "best_zero", pz_gemm_flavour_name(e->best_zero));
-    cJSON_AddItemToArray(arr, o);
+    ok = ok && cJSON_AddStringToObject(o, "best_nozero", pz_gemm_flavour_name(e->best_nozero)) &&
+         cJSON_AddStringToObject(o, "best_zero", pz_gemm_flavour_name(e->best_zero));
+  }
+  if (!ok) {
+    cJSON_Delete(root);
+    return NULL;
   }
   return root;
 }

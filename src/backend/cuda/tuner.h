@@ -42,7 +42,7 @@ pz_status pz_tuner_put(pz_tuner_table *t, const pz_tuner_entry *e);
 /* Writes the table to t->path (creating the directory). PZ_ERR_IO. */
 pz_status pz_tuner_save(const pz_tuner_table *t);
 /* The table as a cJSON tree {device, sm_count, entries: [...]} (caller deletes with
- * cJSON_Delete); used by pz_tuner_save and the bench. */
+ * cJSON_Delete); NULL when an allocation fails. Used by pz_tuner_save and the bench. */
 struct cJSON;
 struct cJSON *pz_tuner_to_json(const pz_tuner_table *t);
 
