@@ -1,0 +1,81 @@
+/* The golden files of tests/data/golden (written by tools/make_golden.py): prompts, expected
+ * greedy tokens and last-step logits, loaded for test_golden (CPU) and test_golden_cuda. */
+#ifndef PZ_GOLDEN_COMMON_H
+#define PZ_GOLDEN_COMMON_H
+#include <cjson/cJSON.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "pz_test.h"
+
+#define MAXP 8
+#define MAXS 64
+#define MAXV 4096
+
+typedef struct golden {
+  char dir[1024];
+  int n, steps, len[MAXP];
+  int32_t prompt[MAXP][MAXS], tokens[MAXP][MAXS];
+  int64_t vocab;
+  double atol;
+  float logits[MAXP * MAXV];
+} golden;
+
+
+/* The whole file at path, NUL-terminated (caller frees); its length in *len. NULL when unreadable. */
+static char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = malloc((size_t)n + 1);
+  if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
+  fclose(f);
+  if (b) b[n] = 0;
+  if (len) *len = (size_t)n;
+  return b;
+}
+
+static int int_array(const cJSON *a, int32_t *out, int cap) {
+  int n = 0;
+  for (const cJSON *x = a ? a->child : NULL; x && n < cap; x = x->next) out[n++] = (int32_t)x->valuedouble;
+  return n;
+}
+
+/* expected.json + logits.f32 of one golden folder (format: tests/data/golden/README.md);
+ * 0 (with a message) when unreadable. */
+static int load_golden(const char *dir, golden *g) {
+  memset(g, 0, sizeof *g);
+  snprintf(g->dir, sizeof g->dir, "%s", dir);
+  char p[1200];
+  snprintf(p, sizeof p, "%s/expected.json", dir);
+  char *txt = slurp(p, NULL);
+  cJSON *root = txt ? cJSON_Parse(txt) : NULL;
+  free(txt);
+  if (!root) { fprintf(stderr, "cannot read %s\n", p); return 0; }
+  const cJSON *pr = cJSON_GetObjectItem(root, "prompts"), *tk = cJSON_GetObjectItem(root, "tokens");
+  g->steps = cJSON_GetObjectItem(root, "steps")->valueint;
+  g->vocab = (int64_t)cJSON_GetObjectItem(root, "vocab_size")->valuedouble;
+  g->atol = cJSON_GetObjectItem(root, "logits_atol")->valuedouble;
+  for (const cJSON *x = pr->child; x && g->n < MAXP; x = x->next, g->n++) g->len[g->n] = int_array(x, g->prompt[g->n], MAXS);
+  int i = 0;
+  for (const cJSON *x = tk->child; x && i < MAXP; x = x->next, i++) CHECK(int_array(x, g->tokens[i], MAXS) == g->steps);
+  cJSON_Delete(root);
+  size_t len = 0;
+  snprintf(p, sizeof p, "%s/logits.f32", dir);
+  unsigned char *raw = (unsigned char *)slurp(p, &len);
+  if (!raw || g->vocab > MAXV || len != (size_t)(g->n * g->vocab * 4)) {
+    fprintf(stderr, "bad %s\n", p);
+    free(raw);
+    return 0;
+  }
+  for (int64_t k = 0; k < g->n * g->vocab; k++) {
+    uint32_t u = raw[4 * k] | (uint32_t)raw[4 * k + 1] << 8 | (uint32_t)raw[4 * k + 2] << 16 | (uint32_t)raw[4 * k + 3] << 24;
+    memcpy(&g->logits[k], &u, 4);
+  }
+  free(raw);
+  return 1;
+}
+#endif
