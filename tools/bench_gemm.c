@@ -43,6 +43,9 @@ static const shape shapes[] = {
 };
 #define NSHAPES ((int)(sizeof shapes / sizeof shapes[0]))
 
+/* Kernel family tag of a config's wn: "" register ring, "n" warps along n, "st" staged, "wg" wgmma. */
+static const char *kern_tag(int wn) { return wn == 1 ? "n" : wn == 2 ? "st" : wn == 3 ? "wg" : ""; }
+
 /* Measurements of one (n, k, m), shared by every row with that shape. */
 typedef struct meas {
   int n, k, m;
@@ -184,7 +187,20 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "wt", cf[f].wt);
         cJSON_AddNumberToObject(o, "warps", cf[f].warps);
         cJSON_AddNumberToObject(o, "wn", cf[f].wn);
+        cJSON_AddStringToObject(o, "kernel", f == PZ_GEMM_CUBLAS ? "cublas" : cf[f].wn == 3 ? "wgmma" : "mma.sync");
       }
+      /* What AUTO resolves to for this shape now (after this run's tuning), for both zero_init. */
+      for (int zi = 0; zi < 2; zi++) {
+        pz_gemm_config ac;
+        bool sk = false;
+        if (pz_gemm_choose(ctx, m, sh->n, sh->k, zi == 1, &ac, &sk) != PZ_OK) continue;
+        cJSON *o = cJSON_AddObjectToObject(r, zi ? "auto_zero_init" : "auto_prezero");
+        cJSON_AddStringToObject(o, "flavour", pz_gemm_flavour_name(ac.flavour));
+        cJSON_AddStringToObject(o, "kernel", ac.flavour == PZ_GEMM_CUBLAS ? "cublas" : ac.wn == 3 ? "wgmma" : "mma.sync");
+        cJSON_AddNumberToObject(o, "splits", ac.splits);
+        cJSON_AddBoolToObject(o, "split_k", sk);
+      }
+      cJSON_AddNumberToObject(r, "flop_limit_us_660tf", 2.0 * m * sh->n * sh->k / 660e6);
       cJSON_AddStringToObject(r, "best_ours", pz_gemm_flavour_name((pz_gemm_flavour)bestf));
       cJSON_AddNumberToObject(r, "best_ours_us", best);
       cJSON_AddNumberToObject(r, "best_over_cublas", best / cub);
@@ -194,14 +210,14 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
       cJSON_AddNumberToObject(r, "zero_cost_3_minus_1_us", us[3] - us[1]);
       cJSON_AddItemToArray(rows, r);
       printf("%-22s m=%-3d n=%-5d k=%-5d read %6.2f cublas %6.2f | 1:%6.2f(s%d,w%d,x%d%s) 2:%6.2f 3:%6.2f 4:%6.2f 5:%6.2f | best %-6s %6.2f  /cublas %.2f /read %.2f  HBM %3.0f%%  z2 %+.2f z3 %+.2f\n",
-             label, m, sh->n, sh->k, me->read_us, cub, us[1], cf[1].splits, cf[1].wt, cf[1].warps, cf[1].wn ? "n" : "", us[2], us[3], us[4], us[5],
+             label, m, sh->n, sh->k, me->read_us, cub, us[1], cf[1].splits, cf[1].wt, cf[1].warps, kern_tag(cf[1].wn), us[2], us[3], us[4], us[5],
              pz_gemm_flavour_name((pz_gemm_flavour)bestf), best, best / cub, best / me->read_us, 100.0 * limit / best,
              us[2] - us[1], us[3] - us[1]);
       fflush(stdout);
       if (md)
         fprintf(md, "| %s | %d | %s | %d | %d | %d | %.1f | %.2f | %.2f | %.2f (s%d w%d x%d%s) | %.2f (s%d) | %.2f | %.2f | %.2f (s%d) | %s %.2f | %.2f | %.2f | %.0f%% | %+.2f | %+.2f |\n",
                 sh->model, sh->tp, sh->gemm, sh->n, sh->k, m, bytes / 1e6, me->read_us, cub, us[1], cf[1].splits,
-                cf[1].wt, cf[1].warps, cf[1].wn ? "n" : "", us[2], cf[2].splits, us[3], us[4], us[5], cf[5].splits, pz_gemm_flavour_name((pz_gemm_flavour)bestf),
+                cf[1].wt, cf[1].warps, kern_tag(cf[1].wn), us[2], cf[2].splits, us[3], us[4], us[5], cf[5].splits, pz_gemm_flavour_name((pz_gemm_flavour)bestf),
                 best, best / cub, best / me->read_us, 100.0 * limit / best, us[2] - us[1], us[3] - us[1]);
     }
   }

@@ -3,12 +3,13 @@
 # compute-sanitizer memcheck on the kernel tests, and the benchmarks, all written to $OUT.
 # Usage, from the repository root on a GPU machine (carry .deps for cJSON):
 #   OUT=/some/dir bash tools/device-check.sh [section ...]
-# Sections (default: build tests sanitizer gemm ar attn moe step compare determinism):
+# Sections (default: build tests sanitizer gemm ar attn moe step compare determinism; also racecheck):
 #   build      configure + build into build-dev (always runs first)
 #   tests      ctest -L cuda (every CUDA test), plus the CPU suite when PZ_CPU_TESTS=1
 #   sanitizer  compute-sanitizer memcheck on each CUDA test in quick mode (PZ_TEST_QUICK=1); CUDA API
 #              return codes are not reported (the communicator expects cudaErrorPeerAccessAlreadyEnabled)
-#   gemm ar attn moe step   `prezero bench <name>` into $OUT
+#   gemm ar attn moe step   `prezero bench <name>` into $OUT (PZ_GEMM_ARGS adds bench gemm options)
+#   racecheck  compute-sanitizer racecheck and synccheck on test_gemm (quick mode)
 #   compare    `prezero compare` at TP 1 and, with 2 GPUs, TP 2 (PZ_COMPARE_ARGS adds options)
 #   determinism  `prezero compare --deterministic` at TP 1 and 2: ON vs OFF bit-identity
 # Results come back as $OUT/summary.txt (what ran, exit codes) and $OUT/results.tar.gz.
@@ -61,7 +62,14 @@ for s in $sections; do
           compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 "$t"
         grep -E "ERROR SUMMARY" "$W/memcheck_$(basename $t).txt" | tail -1 | tee -a "$S"
       done ;;
-    gemm) run bench_gemm 240 $P bench gemm --json $W/gemm_h200.json --md $W/gemm_h200.md ;;
+    gemm) run bench_gemm ${PZ_T_GEMM:-400} $P bench gemm --json $W/gemm_h200.json --md $W/gemm_h200.md ${PZ_GEMM_ARGS:-}
+      tail -${PZ_GEMM_TAIL:-30} "$W/bench_gemm.txt" | cut -c1-200 ;;
+    racecheck)  # racecheck + synccheck on the GEMM test (quick mode)
+      for tool in racecheck synccheck; do
+        PZ_TEST_QUICK=1 PZ_TEST_REPLAYS=5 run "${tool}_test_gemm" ${PZ_T_SANITIZE:-150} \
+          compute-sanitizer --tool $tool --error-exitcode 9 $B/tests/test_gemm
+        grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$W/${tool}_test_gemm.txt" | tail -1 | tee -a "$S"
+      done ;;
     ar)
       run bench_ar_tp1 90 $P bench ar --tp 1 --json $W/ar_h200_tp1.json --md $W/ar_h200_tp1.md
       [ "$ngpu" -ge 2 ] && run bench_ar_tp2 120 $P bench ar --tp 2 --json $W/ar_h200x2_tp2.json --md $W/ar_h200x2_tp2.md ;;

@@ -223,6 +223,21 @@ static void check_all_flavours(prob *p, pz_dtype dt, int exact, const char *name
             continue;
           }
           out_check(&o, p, exact, what);
+          /* The same case on the Hopper wgmma kernel (wn 3, wt = consumer warpgroups). */
+          if (f != 6 && pz_gemm_ctx_has_wgmma(ctx) && p->n % (64 * wt) == 0 && s <= p->k / 64) {
+            out_poison(&o, p, !zero_init);
+            a.config.wn = 3;
+            a.config.wt = wt;
+            st = pz_gemm_launch(ctx, &a, 0);
+            char w2[300];
+            snprintf(w2, sizeof w2, "%s [wgmma]", what);
+            if (st != PZ_OK) {
+              fprintf(stderr, "%s: %s: %s\n", w2, pz_status_string(st), pz_last_error());
+              pz_test_failures++;
+              continue;
+            }
+            out_check(&o, p, exact, w2);
+          }
         }
       }
   /* AUTO (tuner table or heuristic), both zero_init values. */
@@ -238,7 +253,8 @@ static void check_all_flavours(prob *p, pz_dtype dt, int exact, const char *name
 
 /* Same config three times on real-valued inputs: bit-identical (split <= 2, or serial). */
 static void check_run_to_run(prob *p) {
-  struct { int f, s; } cases[] = {{1, 2}, {2, 2}, {3, 2}, {5, 2}, {5, 7}, {4, 1}};
+  struct { int f, s, wn; } cases[] = {{1, 2, 0}, {2, 2, 1}, {3, 2, 0}, {5, 2, 2}, {5, 7, 0}, {4, 1, 0},
+                                      {1, 2, 3}, {2, 2, 3}, {5, 2, 3}, {5, 7, 3}, {4, 1, 3}};
   outbuf o;
   out_make(&o, p, PZ_F32);
   void *first = malloc(o.bytes);
@@ -247,7 +263,8 @@ static void check_run_to_run(prob *p) {
       out_poison(&o, p, cases[c].f == 1);
       pz_gemm_args a = args_for(p, &o, cases[c].f, cases[c].s, 1, cases[c].f != 1, false);
       a.config.warps = 4 + 4 * (int)(c & 1); /* fixed per case: the warp tree's order is part of it */
-      a.config.wn = c == 1 ? 1 : c == 3 ? 2 : 0;
+      a.config.wn = cases[c].wn;
+      if (cases[c].wn == 3 && !pz_gemm_ctx_has_wgmma(ctx)) break;
       CHECK_OK(pz_gemm_launch(ctx, &a, 0));
       CHECK(cudaMemcpy(o.h, o.d, o.bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
       if (r == 0) memcpy(first, o.h, o.bytes);
@@ -264,14 +281,16 @@ static void check_run_to_run(prob *p) {
 /* A graph of one GEMM (flavour 3 = memset node + atomic kernel, 2, 5) replayed `replays`
  * times: the result stays exact, so the self-resetting flags never go stale. */
 static void check_graph_replays(prob *p, int replays) {
-  int flv[] = {3, 2, 5};
+  const int flv[] = {3, 2, 5};
   outbuf o;
   out_make(&o, p, PZ_F32);
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
-  for (int fi = 0; fi < 3; fi++) {
+  for (int fi = 0; fi < 6; fi++) { /* 0-2: the mma.sync kernels, 3-5: the wgmma kernel */
+    if (fi >= 3 && !pz_gemm_ctx_has_wgmma(ctx)) break;
     out_poison(&o, p, 0);
-    pz_gemm_args a = args_for(p, &o, flv[fi], 4, 1, true, true);
+    pz_gemm_args a = args_for(p, &o, flv[fi % 3], 4, 1, true, true);
+    if (fi >= 3) a.config.wn = 3;
     cudaGraph_t g;
     cudaGraphExec_t ge;
     CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
@@ -284,7 +303,7 @@ static void check_graph_replays(prob *p, int replays) {
       if (r % 500 == 0 || r == replays) {
         CHECK(cudaStreamSynchronize(s) == cudaSuccess);
         char what[128];
-        snprintf(what, sizeof what, "graph flavour %d after %d replays", flv[fi], r);
+        snprintf(what, sizeof what, "graph flavour %d%s after %d replays", flv[fi % 3], fi >= 3 ? " (wgmma)" : "", r);
         bad = out_check(&o, p, 1, what);
       }
     }
@@ -308,6 +327,11 @@ static void check_bad_shapes(prob *p) {
   b = a; b.ldc = b.n - 1; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_SHAPE);
   b = a; b.c_dtype = PZ_I32; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_DTYPE);
   b = a; b.config.splits = 1000; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
+  if (pz_gemm_ctx_has_wgmma(ctx)) { /* wgmma: splits count whole 64-wide k-blocks; n % 128 for 2 warpgroups */
+    b = a; b.config.wn = 3; b.config.splits = b.k / 64 + 1; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
+    b = a; b.config.wn = 3; b.config.wt = 2; b.n = 192; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
+    b = a; b.config.wn = 3; b.config.wt = 3; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
+  }
   out_free(&o);
 }
 
@@ -327,7 +351,7 @@ static void check_choose(void) {
   unsetenv("PREZERO_GEMM_FORCE");
   setenv("PREZERO_GEMM_TUNER", "0", 1);
   CHECK_OK(pz_gemm_choose(ctx, 4, 384, 7168, false, &c, &sk));
-  pz_gemm_config h = pz_gemm_heuristic(pz_gemm_ctx_sm_count(ctx), 4, 384, 7168, false);
+  pz_gemm_config h = pz_gemm_heuristic(pz_gemm_ctx_sm_count(ctx), 4, 384, 7168, false, pz_gemm_ctx_has_wgmma(ctx));
   CHECK(c.flavour == h.flavour && c.splits == h.splits && c.wt == h.wt);
   CHECK(sk == (h.flavour == PZ_GEMM_SPLITK_ATOMIC));
   unsetenv("PREZERO_GEMM_TUNER");

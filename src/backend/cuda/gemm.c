@@ -13,6 +13,7 @@
 struct pz_gemm_ctx {
   int device;
   int sm_count;
+  bool wgmma; /* compute capability 9 (Hopper): the wgmma kernel (wn 3) is available */
   char name[256];
   int *sems; /* PZ_GEMM_SEM_CAPACITY ints, zero between launches */
   cublasHandle_t cublas;
@@ -51,6 +52,7 @@ pz_status pz_gemm_ctx_create(pz_gemm_ctx **out) {
     goto fail;
   }
   c->sm_count = prop.multiProcessorCount;
+  c->wgmma = prop.major == 9;
   snprintf(c->name, sizeof c->name, "%s", prop.name);
   if (cudaMalloc((void **)&c->sems, PZ_GEMM_SEM_CAPACITY * sizeof(int)) != cudaSuccess ||
       cudaMemset(c->sems, 0, PZ_GEMM_SEM_CAPACITY * sizeof(int)) != cudaSuccess ||
@@ -89,6 +91,7 @@ void pz_gemm_ctx_destroy(pz_gemm_ctx *c) {
 
 const char *pz_gemm_ctx_device_name(const pz_gemm_ctx *c) { return c->name; }
 int pz_gemm_ctx_sm_count(const pz_gemm_ctx *c) { return c->sm_count; }
+bool pz_gemm_ctx_has_wgmma(const pz_gemm_ctx *c) { return c->wgmma; }
 struct pz_tuner_table *pz_gemm_ctx_table(pz_gemm_ctx *c) { return &c->table; }
 
 pz_status pz_gemm_check(const pz_gemm_args *a) {
@@ -111,7 +114,31 @@ pz_status pz_gemm_check(const pz_gemm_args *a) {
   return PZ_OK;
 }
 
-pz_gemm_config pz_gemm_heuristic(int sm_count, int m, int n, int k, bool zero_init) {
+/* Hopper: the wgmma kernel, one consumer warpgroup (64 columns per CTA). The split count
+ * minimises a wave model of the busiest SM, waves x (k-blocks per split + a fixed pipeline
+ * fill of 4 k-blocks), with 2 CTAs per SM for token tiles <= 64 (96 KB rings) and 1 above;
+ * ties go to fewer splits (fewer atomics). */
+static pz_gemm_config heuristic_wgmma(int sm_count, int m, int n, int k, bool zero_init) {
+  pz_gemm_config c = {PZ_GEMM_AUTO, 1, 1, 5, 3};
+  const int bn = pz_gemm_wgmma_bn(m);
+  const int64_t tiles = (int64_t)(n / 64) * ((m + bn - 1) / bn);
+  const int64_t slots = (int64_t)sm_count * (bn <= 64 ? 2 : 1);
+  const int kb = k / 64;
+  int64_t best = -1;
+  for (int s = 1; s <= kb / 2 && s <= 64; s++) {
+    const int64_t waves = (tiles * s + slots - 1) / slots;
+    const int64_t cost = waves * ((kb + s - 1) / s + 4);
+    if (best < 0 || cost < best) {
+      best = cost;
+      c.splits = s;
+    }
+  }
+  c.flavour = c.splits == 1 ? PZ_GEMM_FULLK : zero_init ? PZ_GEMM_SPLITK_ZERO : PZ_GEMM_SPLITK_ATOMIC;
+  return c;
+}
+
+pz_gemm_config pz_gemm_heuristic(int sm_count, int m, int n, int k, bool zero_init, bool hopper) {
+  if (hopper && n % 64 == 0 && k % 64 == 0) return heuristic_wgmma(sm_count, m, n, k, zero_init);
   pz_gemm_config c;
   c.wt = m <= 64 ? 2 : 1;
   c.warps = 4;
@@ -152,7 +179,7 @@ static pz_status choose_impl(pz_gemm_ctx *ctx, int m, int n, int k, bool zero_in
       out->flavour = PZ_GEMM_SPLITK_ATOMIC;
     return PZ_OK;
   }
-  pz_gemm_config c = pz_gemm_heuristic(ctx->sm_count, m, n, k, zero_init);
+  pz_gemm_config c = pz_gemm_heuristic(ctx->sm_count, m, n, k, zero_init, ctx->wgmma);
   const pz_tuner_entry *e = env_int("PREZERO_GEMM_TUNER", 1) ? pz_tuner_lookup(&ctx->table, m, n, k) : NULL;
   pz_gemm_flavour f = want;
   const char *force = getenv("PREZERO_GEMM_FORCE");
@@ -175,10 +202,11 @@ static pz_status choose_impl(pz_gemm_ctx *ctx, int m, int n, int k, bool zero_in
     c.warps = env_int("PREZERO_GEMM_WARPS", c.warps);
     c.wn = env_int("PREZERO_GEMM_WN", c.wn);
   }
+  if (c.wn == 3 && !ctx->wgmma) c = pz_gemm_heuristic(ctx->sm_count, m, n, k, zero_init, false);
   if (c.splits < 1) c.splits = 1;
-  if (c.splits > k / 32) c.splits = k / 32;
+  if (c.splits > k / (c.wn == 3 ? 64 : 32)) c.splits = k / (c.wn == 3 ? 64 : 32);
   if (c.wt != 1 && c.wt != 2) c.wt = 1;
-  if (c.warps != 4 && c.warps != 8) c.warps = 8;
+  if (c.wn != 3 && c.warps != 4 && c.warps != 8) c.warps = 8;
   *out = c;
   return PZ_OK;
 }

@@ -107,11 +107,15 @@ pz_status pz_gemm_check(const pz_gemm_args *a);
 pz_status pz_gemm_choose(pz_gemm_ctx *ctx, int m, int n, int k, bool zero_init,
                          pz_gemm_config *out, bool *is_split_k);
 
-/* Heuristic without a table (fitted to the H200 tuner table, bench/results/gemm_h200_tuner_table.json):
+/* Heuristic without a table. hopper (and n, k multiples of 64): the wgmma kernel (wn 3, one
+ * consumer warpgroup) with the split count of a wave model (gemm.c). Otherwise (fitted to the
+ * mma.sync rows of bench/results/gemm_h200_tuner_table.json):
  * 4-warp CTAs of 16*wt columns, wt 2 for m <= 64 else 1, split count so that (n tiles x splits)
  * is about 4 CTAs per SM, each split keeping >= 8 K chunks of 32 (at most 32 splits). flavour: SPLITK_ATOMIC
  * (zero_init false) / SPLITK_ZERO (zero_init true), FULLK when splits comes out as 1. */
-pz_gemm_config pz_gemm_heuristic(int sm_count, int m, int n, int k, bool zero_init);
+pz_gemm_config pz_gemm_heuristic(int sm_count, int m, int n, int k, bool zero_init, bool hopper);
+/* True when the handle's device is a Hopper (compute capability 9) and the wgmma kernel runs. */
+bool pz_gemm_ctx_has_wgmma(const pz_gemm_ctx *ctx);
 
 /* Enqueues the GEMM on `stream`. No host sync, no allocation: capturable in a CUDA graph.
  * An explicit flavour with splits/wt 0 takes them from the table entry of that flavour, else
@@ -130,6 +134,21 @@ pz_status pz_gemm_launch(pz_gemm_ctx *ctx, const pz_gemm_args *args, cudaStream_
  * 1..k/32), PZ_ERR_SHAPE (too few semaphores), PZ_ERR_CUDA. */
 pz_status pz_gemm_kernel_launch(const pz_gemm_args *a, int flavour, int splits, int wt, int warps,
                                 int wn, int *sems, int64_t sem_capacity, cudaStream_t stream);
+/* Hopper kernel (kernels/gemm_wgmma.cu), config wn = 3: TMA + mbarrier ring of W / A tiles, one
+ * producer warp, `nwg` (1 or 2) wgmma consumer warpgroups with W's rows on the M = 64 side, so a
+ * CTA owns 64*nwg output columns and pz_gemm_wgmma_bn(m) tokens (8, 16, .., 256); k is consumed
+ * in 64-wide blocks (splits 1..k/64). Flavours 1, 2, 4, 5 as above. Errors: PZ_ERR_UNSUPPORTED
+ * (not initialised: no Hopper device or no tensor-map encoder in the driver), PZ_ERR_INVALID_ARG
+ * (flavour, nwg, n not a multiple of 64*nwg, splits), PZ_ERR_SHAPE (semaphores, strides),
+ * PZ_ERR_CUDA. */
+pz_status pz_gemm_wgmma_launch(const pz_gemm_args *a, int flavour, int splits, int nwg, int *sems,
+                               int64_t sem_capacity, cudaStream_t stream);
+/* Token tile of the Hopper kernel for batch m: the smallest of 8, 16, 32, 64, 128, 256 >= m. */
+int pz_gemm_wgmma_bn(int m);
+/* Resolves the driver's tensor-map encoder and raises the Hopper kernels' shared-memory limit;
+ * called by pz_gemm_kernels_init on a compute-capability-9 device. Errors: PZ_ERR_UNSUPPORTED,
+ * PZ_ERR_CUDA. */
+pz_status pz_gemm_wgmma_init(void);
 /* Raises the staged kernels' dynamic shared-memory limit on the current device; called by
  * pz_gemm_ctx_create. Errors: PZ_ERR_CUDA. */
 pz_status pz_gemm_kernels_init(void);

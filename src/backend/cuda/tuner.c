@@ -319,7 +319,7 @@ static int env_int(const char *name, int dflt) {
 }
 
 pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int n, int k, pz_tuner_entry *out) {
-  static const int split_list[] = {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32};
+  static const int split_list[] = {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56};
   /* >= 128 MB of distinct weight copies per graph, so no launch finds its W in L2. */
   int iters = (int)(128.0e6 / ((double)n * k * 2)) + 1;
   if (iters < 20) iters = 20;
@@ -332,7 +332,6 @@ pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int 
   e.m_bucket = pz_tuner_m_bucket(m);
   e.n = n;
   e.k = k;
-  const int nchunks = k / 32;
   /* Full sweep for atomic (1) and fullk (4); zero (2) and serial (5) time the 6 fastest
    * split-K configs of the atomic sweep (their kernels differ only in the epilogue). */
   enum { TOP = 6 };
@@ -340,23 +339,37 @@ pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int 
   double top_us[TOP];
   int ntop = 0;
   const int flv[] = {PZ_GEMM_SPLITK_ATOMIC, PZ_GEMM_FULLK};
+  /* Candidates 0-8: the mma.sync kernels (wt, warps, wn 0/1/2); 9-10: the Hopper wgmma kernel
+   * (wn 3) with 1 or 2 consumer warpgroups, only where it was initialised (compute capability 9).
+   * PREZERO_TUNER_LEGACY=0 skips 0-8 (a faster sweep on Hopper). */
+  const int hopper = pz_gemm_ctx_has_wgmma(ctx);
+  const int legacy = env_int("PREZERO_TUNER_LEGACY", 1) || !hopper;
   for (int fi = 0; fi < 2; fi++) {
     const int f = flv[fi];
-    for (int cand = 0; cand < 9; cand++) {
+    for (int cand = legacy ? 0 : 9; cand < (hopper ? 11 : 9); cand++) {
       int wt = 1 + (cand & 1), nw = cand & 2 ? 4 : 8, wn = cand >> 2;
+      int chunk = 32; /* k per unit of the kernel's split granularity */
       if (cand == 8) { /* staged (cp.async) layout, m <= 16 */
         if (m > 16) continue;
         wt = 1;
         nw = 4;
       }
-      if (wt == 2 && m > 64) continue;
-      if (wn && n % (16 * wt * nw)) continue;
-      const int tiles = n / (16 * wt * (wn ? nw : 1));
+      if (cand >= 9) { /* wgmma: wt = consumer warpgroups, 64*wt columns per CTA */
+        wn = 3;
+        wt = cand - 8;
+        nw = 4 * wt + 1;
+        chunk = 64;
+        if (n % (64 * wt)) continue;
+      } else {
+        if (wt == 2 && m > 64) continue;
+        if (wn && n % (16 * wt * nw)) continue;
+      }
+      const int tiles = wn == 3 ? n / (64 * wt) : n / (16 * wt * (wn ? nw : 1));
       for (size_t si = 0; si < sizeof split_list / sizeof split_list[0]; si++) {
         const int s = split_list[si];
         if (f == PZ_GEMM_FULLK && s != 1) break;
         if (f != PZ_GEMM_FULLK && s == 1) continue;
-        if (nchunks / s < 2 || (int64_t)tiles * s * nw > 128 * sms) break;
+        if ((k / chunk) / s < 2 || (int64_t)tiles * s * nw > 128 * sms) break;
         pz_gemm_config c = {(pz_gemm_flavour)f, s, wt, nw, wn};
         double us = 0;
         PZ_CHECK(pz_tuner_time_gemm(ctx, pool, m, n, k, c, iters, reps, &us));

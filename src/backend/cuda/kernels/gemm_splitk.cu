@@ -518,6 +518,10 @@ extern "C" pz_status pz_gemm_kernels_init(void) {
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem<1>()));
   PZ_CUDA_CHECK(cudaFuncSetAttribute(gemm_staged_kernel<2, kStagedNW, kStagedNS>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem<2>()));
+  int dev = 0, major = 0;
+  PZ_CUDA_CHECK(cudaGetDevice(&dev));
+  PZ_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  if (major == 9) PZ_CHECK(pz_gemm_wgmma_init()); /* sm_90a kernels: Hopper only */
   return PZ_OK;
 }
 
@@ -530,6 +534,7 @@ extern "C" int64_t pz_gemm_sem_need(int m, int n, int wt) {
 
 extern "C" pz_status pz_gemm_kernel_launch(const pz_gemm_args *a, int flavour, int splits, int wt, int warps,
                                            int wn, int *sems, int64_t sem_capacity, cudaStream_t stream) {
+  if (wn == 3) return pz_gemm_wgmma_launch(a, flavour, splits, wt, sems, sem_capacity, stream);
   if (warps == 0) warps = 8;
   if (warps != 4 && warps != 8) return pz_error(PZ_ERR_INVALID_ARG, "gemm kernel: warps %d not 4 or 8", warps);
   if (flavour != 1 && flavour != 2 && flavour != 4 && flavour != 5)

@@ -1,0 +1,395 @@
+/* Hopper split-K GEMM (sm_90a): TMA loads of W and A tiles into a shared-memory ring, one
+ * producer warp, wgmma consumer warpgroups with W's rows on the M = 64 side (swap-AB). */
+#include <cuda.h> /* CUtensorMap and its enums (the encoder is looked up: no libcuda link) */
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+extern "C" {
+#include "core/status.h"
+}
+#include "backend/cuda/cuda_util.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/kernels/wgmma_ops.cuh"
+
+/* Layout (our own; swap-AB is the usual trick for skinny GEMMs, DESIGN.md section 9):
+ *   Cᵀ[n, m] = W[n, k] · Aᵀ: a CTA owns BM = 64·NWG output columns (W rows) and BN tokens
+ *   (the wgmma N side, 8..256), over one K slice of whole 64-wide k-blocks.
+ * - Stage s of the ring holds W[n0 .. n0+BM) x [k, k+64) and A[t0 .. t0+BN) x [k, k+64), each a
+ *   row of 128 bytes per W row / token, written by the copy engine with the 128-byte swizzle
+ *   (16-byte unit u of row r lands at unit u ^ (r & 7)); rows past m arrive as zeros.
+ * - The producer warp's lane 0 waits for the stage to be free (empty barrier), announces the
+ *   bytes on the full barrier and issues both tensor copies. Consumer warpgroup g waits on the
+ *   full barrier, issues four m64nBNk16 wgmmas (k steps of 32 bytes inside the swizzled rows),
+ *   and frees the previous stage once its own wgmmas of that stage are done (wait_group 1).
+ * - Epilogue: the fp32 tile goes through shared memory (the ring, no longer in use) so that
+ *   every thread writes 4 adjacent columns of one token: a 16-byte vector reduction
+ *   (red.global.add.v4.f32) when C is f32 and 16-byte aligned, scalar otherwise.
+ * Flavours (gemm.h): 1 atomic, 2 in-kernel zero + flag, 4 full K store, 5 serial turnstile; the
+ * semaphore protocol is the one of gemm_splitk.cu (per tile: flag 2t, counter 2t+1). */
+
+namespace {
+
+struct WParams {
+  void *C;
+  int64_t ldc;
+  const float *bias;
+  int *sems;
+  int m, n;
+  int kblocks; /* k / 64 */
+  int splits;
+  int mode;
+  int c_bf16;
+  int vec; /* 1: C f32, 16-byte aligned rows: vector reductions / stores */
+};
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void mbar_init(uint64_t *b, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(b)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t *b, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(b)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t *b) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(b)) : "memory");
+}
+/* Waits until the phase of parity `parity` has completed (a fresh barrier counts parity 1 as done). */
+__device__ __forceinline__ void mbar_wait(uint64_t *b, uint32_t parity) {
+  uint32_t done = 0;
+  const uint32_t a = smem_u32(b);
+  while (true) {
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(a), "r"(parity)
+        : "memory");
+    if (done) break;
+  }
+}
+
+__device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+          smem_u32(dst)),
+      "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(smem_u32(bar))
+      : "memory");
+}
+
+/* Shared-memory matrix descriptor of a K-major tile with 128-byte rows, 128-byte swizzle:
+ * start address >> 4 (bits 0-13), leading byte offset 16 (unused by swizzled K-major), stride
+ * byte offset 1024 between 8-row groups (bits 32-45), swizzle mode 1 = 128B (bits 62-63).
+ * Source: PTX ISA, "Matrix Descriptor Format" of the asynchronous warpgroup MMA. */
+__device__ __forceinline__ uint64_t make_desc(const void *tile) {
+  const uint32_t a = smem_u32(tile);
+  return (uint64_t)((a & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ int ld_acquire(const int *p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release(int *p, int v) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void red_v4(float *p, float4 v) {
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
+               : "memory");
+}
+__device__ __forceinline__ void c_store(const WParams &p, int64_t off, float v) {
+  if (p.c_bf16) ((__nv_bfloat16 *)p.C)[off] = __float2bfloat16_rn(v);
+  else ((float *)p.C)[off] = v;
+}
+__device__ __forceinline__ void c_atomic(const WParams &p, int64_t off, float v) {
+  if (p.c_bf16) atomicAdd(((__nv_bfloat16 *)p.C) + off, __float2bfloat16_rn(v));
+  else atomicAdd(((float *)p.C) + off, v);
+}
+__device__ __forceinline__ float c_load_l2(const WParams &p, int64_t off) {
+  if (p.c_bf16) {
+    unsigned short u = __ldcg(((const unsigned short *)p.C) + off);
+    return __uint_as_float((unsigned)u << 16);
+  }
+  return __ldcg(((const float *)p.C) + off);
+}
+
+/* Compile-time plan of one instantiation. */
+template <int BN, int NWG>
+struct Plan {
+  static constexpr int BM = 64 * NWG;
+  static constexpr int W_BYTES = BM * 128;    /* one stage of W: BM rows x 64 bf16 */
+  static constexpr int A_BYTES = BN * 128;    /* one stage of A: BN tokens x 64 bf16 */
+  static constexpr int STAGE = W_BYTES + A_BYTES;
+  static constexpr int BUDGET = BN >= 128 ? 200 * 1024 : 96 * 1024; /* 1 resp. 2 CTAs per SM */
+  static constexpr int S0 = BUDGET / STAGE;
+  static constexpr int STAGES = S0 > 8 ? 8 : S0 < 2 ? 2 : S0;
+  static constexpr int CP = BM + 4; /* epilogue tile row (floats): fragment writes hit distinct banks */
+  static constexpr int EPI = BN * CP * 4;
+  static constexpr int RING = STAGES * STAGE;
+  static constexpr int DATA = RING > EPI ? RING : EPI;
+  static constexpr int SMEM = 1024 /* alignment slack */ + DATA + 2 * STAGES * 8;
+  static constexpr int THREADS = NWG * 128 + 32;
+};
+
+template <int BN, int NWG>
+__global__ void __launch_bounds__(Plan<BN, NWG>::THREADS, 1)
+    gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tmW, const __grid_constant__ CUtensorMap tmA,
+                      const WParams p) {
+  using P = Plan<BN, NWG>;
+  constexpr int S = P::STAGES;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char *smem = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+  uint64_t *full = (uint64_t *)(smem + P::DATA);
+  uint64_t *empty = full + S;
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int n0 = blockIdx.x * P::BM;
+  const int split = blockIdx.y;
+  const int t0 = blockIdx.z * BN;
+  const int tile = blockIdx.z * gridDim.x + blockIdx.x;
+  const int kb0 = (int)((int64_t)split * p.kblocks / p.splits);
+  const int kb1 = (int)((int64_t)(split + 1) * p.kblocks / p.splits);
+  const int nk = kb1 - kb0;
+  const int rows = min(BN, p.m - t0);
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S; s++) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], 4 * NWG);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  }
+  /* Flavour 2: split 0 zeroes this CTA's C tile first, then raises the tile's flag. */
+  if (p.mode == 2 && split == 0 && p.splits > 1) {
+    for (int e = threadIdx.x; e < rows * P::BM; e += P::THREADS) {
+      const int t = e / P::BM, j = e - t * P::BM;
+      c_store(p, (int64_t)(t0 + t) * p.ldc + n0 + j, 0.0f);
+    }
+    __threadfence();
+  }
+  __syncthreads();
+  if (p.mode == 2 && split == 0 && p.splits > 1 && threadIdx.x == 0) st_release(&p.sems[2 * tile], 1);
+
+  float acc[BN / 2];
+#pragma unroll
+  for (int i = 0; i < BN / 2; i++) acc[i] = 0.0f;
+  const int wg = warp >> 2; /* consumer warpgroup (NWG = the producer warp's group index) */
+
+  if (warp == 4 * NWG) {
+    /* Producer: lane 0 streams the K slice through the ring. */
+    if (lane == 0) {
+      for (int i = 0; i < nk; i++) {
+        const int s = i % S;
+        mbar_wait(&empty[s], ((i / S) & 1) ^ 1);
+        unsigned char *st = smem + s * P::STAGE;
+        mbar_expect_tx(&full[s], P::STAGE);
+        const int kc = (kb0 + i) * 64;
+        tma_load_2d(st, &tmW, &full[s], kc, n0);
+        tma_load_2d(st + P::W_BYTES, &tmA, &full[s], kc, t0);
+      }
+    }
+  } else {
+    for (int i = 0; i < nk; i++) {
+      const int s = i % S;
+      mbar_wait(&full[s], (i / S) & 1);
+      const unsigned char *st = smem + s * P::STAGE;
+      const uint64_t dw = make_desc(st + wg * 64 * 128);
+      const uint64_t da = make_desc(st + P::W_BYTES);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++) Wgmma<BN>::mma(acc, dw + 2 * kk, da + 2 * kk, 1);
+      wgmma_commit();
+      if (i > 0) {
+        wgmma_wait<1>();
+        if (lane == 0) mbar_arrive(&empty[(i - 1) % S]);
+      }
+    }
+    wgmma_wait<0>();
+  }
+  __syncthreads(); /* every stage consumed: the ring becomes the epilogue tile */
+
+  float *tile_s = (float *)smem; /* [BN][CP]: token-major fp32 partial of this CTA */
+  if (warp < 4 * NWG) {
+    /* Fragment element 4c + 2i + j: W row (column of C) 16*(warp%4) + lane/4 + 8i of this
+     * warpgroup's 64, token 8c + 2*(lane%4) + j (PTX ISA, wgmma D fragment layout). */
+    const int col = wg * 64 + (warp & 3) * 16 + (lane >> 2);
+    const int tq = 2 * (lane & 3);
+#pragma unroll
+    for (int c = 0; c < BN / 8; c++)
+#pragma unroll
+      for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 2; j++) tile_s[(8 * c + tq + j) * P::CP + col + 8 * i] = acc[4 * c + 2 * i + j];
+  }
+
+  const bool waits = (p.mode == 2 || p.mode == 5) && split > 0;
+  if (waits && threadIdx.x == 0)
+    while (ld_acquire(&p.sems[2 * tile]) != (p.mode == 2 ? 1 : split)) __nanosleep(32);
+  __syncthreads();
+
+  const bool add_bias = p.bias != nullptr && split == 0;
+  const bool store = p.mode == 4 || (p.mode == 5 && split == 0) || (p.mode == 2 && p.splits == 1);
+  constexpr int Q = P::BM / 4; /* 4-column groups per token row */
+  for (int e = threadIdx.x; e < rows * Q; e += P::THREADS) {
+    const int t = e / Q, j = (e - t * Q) * 4;
+    float4 v = *(const float4 *)&tile_s[t * P::CP + j];
+    if (add_bias) {
+      v.x += p.bias[n0 + j];
+      v.y += p.bias[n0 + j + 1];
+      v.z += p.bias[n0 + j + 2];
+      v.w += p.bias[n0 + j + 3];
+    }
+    const int64_t off = (int64_t)(t0 + t) * p.ldc + n0 + j;
+    if (p.vec && !store && p.mode != 5) {
+      red_v4((float *)p.C + off, v);
+    } else if (p.vec && store) {
+      *(float4 *)((float *)p.C + off) = v;
+    } else {
+      const float vv[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        if (store) c_store(p, off + u, vv[u]);
+        else if (p.mode == 5) c_store(p, off + u, c_load_l2(p, off + u) + vv[u]);
+        else c_atomic(p, off + u, vv[u]);
+      }
+    }
+  }
+
+  if (p.mode == 5 && p.splits > 1) {
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) st_release(&p.sems[2 * tile], split == p.splits - 1 ? 0 : split + 1);
+  } else if (p.mode == 2 && split > 0) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      /* The last waiter resets flag and counter (every other waiter saw the flag already). */
+      if (atomicAdd(&p.sems[2 * tile + 1], 1) == p.splits - 2) {
+        p.sems[2 * tile + 1] = 0;
+        st_release(&p.sems[2 * tile], 0);
+      }
+    }
+  }
+}
+
+PFN_cuTensorMapEncodeTiled_v12000 g_encode = nullptr; /* resolved once by pz_gemm_wgmma_init */
+
+/* 2-D bf16 tensor map over rows x k (row stride ld elements), box 64 x box_rows, 128B swizzle,
+ * rows past `rows` read as zeros. */
+pz_status encode_map(CUtensorMap *map, const void *base, int64_t rows, int64_t k, int64_t ld, int box_rows) {
+  cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)rows};
+  cuuint64_t strides[1] = {(cuuint64_t)ld * 2};
+  cuuint32_t box[2] = {64, (cuuint32_t)box_rows};
+  cuuint32_t estr[2] = {1, 1};
+  CUresult r = g_encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void *>(base), dims, strides, box, estr,
+                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) return pz_error(PZ_ERR_CUDA, "gemm wgmma: cuTensorMapEncodeTiled failed (%d)", (int)r);
+  return PZ_OK;
+}
+
+template <int BN, int NWG>
+cudaError_t set_smem() {
+  return cudaFuncSetAttribute(gemm_wgmma_kernel<BN, NWG>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              Plan<BN, NWG>::SMEM);
+}
+
+template <int BN, int NWG>
+pz_status launch_bn(const pz_gemm_args *a, WParams p, int zt, cudaStream_t s) {
+  using P = Plan<BN, NWG>;
+  CUtensorMap tw, ta;
+  const int64_t ldw = a->ldw ? a->ldw : a->k;
+  PZ_CHECK(encode_map(&tw, a->W, a->n, a->k, ldw, P::BM));
+  PZ_CHECK(encode_map(&ta, a->A, a->m, a->k, a->lda, BN));
+  dim3 grid(a->n / P::BM, p.splits, zt);
+  gemm_wgmma_kernel<BN, NWG><<<grid, P::THREADS, P::SMEM, s>>>(tw, ta, p);
+  PZ_CUDA_CHECK(cudaGetLastError());
+  return PZ_OK;
+}
+
+template <int NWG>
+pz_status launch_nwg(const pz_gemm_args *a, const WParams &p, int bn, int zt, cudaStream_t s) {
+  switch (bn) {
+    case 8: return launch_bn<8, NWG>(a, p, zt, s);
+    case 16: return launch_bn<16, NWG>(a, p, zt, s);
+    case 32: return launch_bn<32, NWG>(a, p, zt, s);
+    case 64: return launch_bn<64, NWG>(a, p, zt, s);
+    case 128: return launch_bn<128, NWG>(a, p, zt, s);
+    default: return launch_bn<256, NWG>(a, p, zt, s);
+  }
+}
+
+template <int NWG>
+cudaError_t set_all() {
+  cudaError_t e;
+  if ((e = set_smem<8, NWG>()) || (e = set_smem<16, NWG>()) || (e = set_smem<32, NWG>()) ||
+      (e = set_smem<64, NWG>()) || (e = set_smem<128, NWG>()) || (e = set_smem<256, NWG>()))
+    return e;
+  return cudaSuccess;
+}
+
+} // namespace
+
+extern "C" int pz_gemm_wgmma_bn(int m) {
+  int bn = 8;
+  while (bn < m && bn < 256) bn *= 2;
+  return bn;
+}
+
+extern "C" pz_status pz_gemm_wgmma_init(void) {
+  if (!g_encode) {
+    void *fn = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess || !fn) {
+      cudaGetLastError();
+      return pz_error(PZ_ERR_UNSUPPORTED, "gemm wgmma: the driver has no cuTensorMapEncodeTiled (needs CUDA 12+)");
+    }
+    g_encode = (PFN_cuTensorMapEncodeTiled_v12000)fn;
+  }
+  PZ_CUDA_CHECK(set_all<1>());
+  PZ_CUDA_CHECK(set_all<2>());
+  return PZ_OK;
+}
+
+extern "C" pz_status pz_gemm_wgmma_launch(const pz_gemm_args *a, int flavour, int splits, int nwg, int *sems,
+                                          int64_t sem_capacity, cudaStream_t stream) {
+  if (!g_encode) return pz_error(PZ_ERR_UNSUPPORTED, "gemm wgmma: not initialised (pz_gemm_wgmma_init)");
+  if (flavour != 1 && flavour != 2 && flavour != 4 && flavour != 5)
+    return pz_error(PZ_ERR_INVALID_ARG, "gemm wgmma: flavour %d is not a kernel flavour", flavour);
+  if (nwg != 1 && nwg != 2) return pz_error(PZ_ERR_INVALID_ARG, "gemm wgmma: %d consumer warpgroups (use 1 or 2)", nwg);
+  const int bm = 64 * nwg;
+  if (a->n % bm)
+    return pz_error(PZ_ERR_INVALID_ARG, "gemm wgmma: n=%d is not a multiple of the %d-column tile", a->n, bm);
+  const int kblocks = a->k / 64;
+  if (flavour == 4) splits = 1;
+  if (splits < 1 || splits > kblocks)
+    return pz_error(PZ_ERR_INVALID_ARG, "gemm wgmma: splits %d outside 1..%d (k=%d)", splits, kblocks, a->k);
+  const int bn = pz_gemm_wgmma_bn(a->m);
+  const int zt = (a->m + bn - 1) / bn;
+  if (2 * (int64_t)(a->n / bm) * zt > sem_capacity)
+    return pz_error(PZ_ERR_SHAPE, "gemm wgmma: n=%d needs more semaphores than the handle has", a->n);
+  const int64_t ldw = a->ldw ? a->ldw : a->k;
+  if ((a->lda * 2) % 16 || (ldw * 2) % 16)
+    return pz_error(PZ_ERR_SHAPE, "gemm wgmma: row strides must be multiples of 16 bytes");
+  WParams p;
+  p.C = a->C;
+  p.ldc = a->ldc;
+  p.bias = a->bias;
+  p.sems = sems;
+  p.m = a->m;
+  p.n = a->n;
+  p.kblocks = kblocks;
+  p.splits = splits;
+  p.mode = flavour;
+  p.c_bf16 = a->c_dtype == PZ_BF16;
+  p.vec = !p.c_bf16 && ((uintptr_t)a->C % 16) == 0 && (a->ldc % 4) == 0;
+  return nwg == 1 ? launch_nwg<1>(a, p, bn, zt, stream) : launch_nwg<2>(a, p, bn, zt, stream);
+}
