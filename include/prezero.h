@@ -6,6 +6,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+/* The library and CLI version (`prezero --version`). */
+#define PZ_VERSION "0.1.0"
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -55,7 +58,7 @@ typedef struct pz_engine_config {
   uint64_t seed;         /* weights and KV-cache contents are a pure function of the seed */
   int prezero;           /* -1: from PREZERO_ENABLE (off when unset); 0: off; 1: on */
   pz_device_kind device;
-  int threads;           /* CPU worker threads; 0 = number of cores (PREZERO_CPU_THREADS overrides);
+  int threads;           /* CPU worker threads; 0 = PREZERO_CPU_THREADS, else the number of cores;
                             at most 1024 are started */
   const char *model_dir; /* NULL, or a Hugging Face checkpoint directory: config.json plus
                             model.safetensors or model.safetensors.index.json with its shards

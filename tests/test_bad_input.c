@@ -31,11 +31,12 @@ static int count(const char *hay, const char *needle) {
 
 /* `prezero cmd args` must fail cleanly: exit 1 or 2, one stderr line with the prefix, a "; "
  * before the advice, and `needle` in it; no decode output. */
+static int last_rc; /* exit code of the last bad() */
 static void bad(const char *cmd, const char *args, const char *needle) {
   char full[2048], prefix[64];
   snprintf(full, sizeof full, "%s %s", cmd, args);
   snprintf(prefix, sizeof prefix, "prezero %s: ", cmd);
-  int rc = run(full);
+  int rc = last_rc = run(full);
   size_t n = strlen(err_txt);
   int ok = (rc == 1 || rc == 2) && n > 0 && err_txt[n - 1] == '\n' && count(err_txt, "\n") == 1 &&
            !strncmp(err_txt, prefix, strlen(prefix)) && strstr(err_txt, needle) && strstr(err_txt, "; ") &&
@@ -96,6 +97,7 @@ static void write_cfg(const char *name, const char *hidden, const char *layers, 
 }
 
 static void cli_flags(void) {
+  char a[600];
   /* TP: odd, zero, negative, too large for tiny's 8 heads, above the limit, junk, overflow. */
   bad("run", "--tp 3", "num_attention_heads");
   bad("run", "--tp -1", "--tp");
@@ -155,6 +157,11 @@ static void cli_flags(void) {
   bad("run", "--prompt-ids 1,1024", "vocab_size");
   bad("run", "--steps 1 --logits /nonexistent-dir/l.bin", "--logits");
   bad("graph", "--dot /nonexistent-dir/g.dot", "--dot");
+  CHECK(out_txt[0] == 0); /* checked before the graph is printed (it printed the whole graph first) */
+  /* --render of a directory says so (it said "out of memory reading the JSON"). */
+  snprintf(a, sizeof a, "--render %s", dir);
+  bad("compare", a, "is a directory; give the path of a compare.json");
+  CHECK(last_rc == 1 && !strstr(err_txt, "memory"));
   bad("run", "--config tiny extra", "unknown option");
   /* Output that cannot be written (a full disk) is an error, not a silent exit 0. */
   if (access("/dev/full", W_OK) == 0) {
@@ -177,6 +184,15 @@ static void cli_flags(void) {
   CHECK(run("run --prezero on --steps 1 --batch 1 --device cpu") == 0 && strstr(out_txt, "prezero off"));
   unsetenv("PREZERO_DISABLE_PASSES");
   CHECK(run("run --prezero on --steps 1 --batch 1 --device cpu") == 0 && strstr(out_txt, "prezero on"));
+  /* A flag beats its environment variable: --prezero against PREZERO_ENABLE, both ways. */
+  setenv("PREZERO_ENABLE", "1", 1);
+  CHECK(run("run --prezero off --steps 1 --batch 1 --device cpu") == 0 && strstr(out_txt, "prezero off"));
+  CHECK(run("run --steps 1 --batch 1 --device cpu") == 0 && strstr(out_txt, "prezero on"));
+  CHECK(run("graph --prezero off --layers 1") == 0 && strstr(out_txt, "# prezero off"));
+  setenv("PREZERO_ENABLE", "0", 1);
+  CHECK(run("run --prezero on --steps 1 --batch 1 --device cpu") == 0 && strstr(out_txt, "prezero on"));
+  CHECK(run("graph --prezero on --layers 1") == 0 && strstr(out_txt, "# prezero on"));
+  unsetenv("PREZERO_ENABLE");
   /* An environment switch that points nowhere names itself, not --config. */
   setenv("PREZERO_DUMP_GRAPH", "/nonexistent-dir/dump", 1);
   bad("graph", "", "PREZERO_DUMP_GRAPH");
@@ -346,13 +362,25 @@ static void cli_checkpoints(void) {
   write_text("ck_noweights/config.json", cfg);
   write_text("junk.bin", "\x7f" "ELF not a checkpoint");
   const char *dirs[][2] = {{"ck_cfgdir", "config.json"}, {"ck_wdir", "regular file"},
-                           {"ck_noweights", "model.safetensors"}, {"junk.bin", "config.json"},
-                           {"does-not-exist", "config.json"}};
+                           {"ck_noweights", "model.safetensors"}, {"junk.bin", "is a file, not a directory; pass its folder"},
+                           {"does-not-exist", "does not exist"}};
   for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
     path_of(p, sizeof p, dirs[i][0]);
     snprintf(a, sizeof a, "--model %s --steps 1", p);
     bad("run", a, dirs[i][1]);
   }
+  /* --model given a file: the message names its folder as the fix (it said "no config.json
+   * there" for a file and for a path that does not exist alike). */
+  path_of(p, sizeof p, "ck_wdir/config.json");
+  snprintf(a, sizeof a, "--model %s --steps 1", p);
+  bad("run", a, "is a file, not a directory; pass its folder (--model ");
+  path_of(p, sizeof p, "ck_wdir)");
+  CHECK(strstr(err_txt, p) != NULL);
+  CHECK(last_rc == 1 && !strstr(err_txt, "no config.json there"));
+  path_of(p, sizeof p, "does-not-exist");
+  snprintf(a, sizeof a, "--model %s --steps 1", p);
+  bad("run", a, "does not exist");
+  CHECK(last_rc == 1 && !strstr(err_txt, "no config.json there"));
   /* Index files: not an object, weight_map not an object, a shard outside the directory. */
   const char *idx[][3] = {{"ix_array", "[]", "weight_map"},
                           {"ix_map", "{\"weight_map\": [1]}", "weight_map"},
@@ -368,6 +396,58 @@ static void cli_checkpoints(void) {
     path_of(p, sizeof p, idx[i][0]);
     snprintf(a, sizeof a, "--model %s --steps 1", p);
     bad("run", a, idx[i][2]);
+  }
+  char here0[300], golden[400];
+  snprintf(here0, sizeof here0, "%s", __FILE__);
+  snprintf(golden, sizeof golden, "%s/data/golden/deepseek_v3", dirname(here0));
+  struct stat gs;
+  if (stat(golden, &gs) == 0) {
+    /* max_position_embeddings 128 and no --context: the default context shrinks to fit the steps
+     * (it failed with "--context 128 + --steps 2 exceeds" for a flag never given). */
+    snprintf(a, sizeof a, "run --model %s --steps 2 --device cpu", golden);
+    CHECK(run(a) == 0 && strstr(out_txt, "context 126,") && strstr(out_txt, "step 2:"));
+    /* The seed makes no weights with --model: the header says what it seeds, or nothing. */
+    CHECK(strstr(out_txt, "seed 1234 (prompts and KV cache)") && !strstr(out_txt, "seed 1234,"));
+    snprintf(a, sizeof a, "run --model %s --prompt-ids 1,2 --steps 1 --device cpu", golden);
+    CHECK(run(a) == 0 && strstr(out_txt, "seq 0:") && !strstr(out_txt, "seed") && strstr(out_txt, "weights from --model"));
+    /* An explicit --context still has to fit, and says so. */
+    snprintf(a, sizeof a, "--model %s --context 127 --steps 2", golden);
+    bad("run", a, "--context 127 + --steps 2 exceeds max_position_embeddings (128)");
+    CHECK(last_rc == 2);
+    snprintf(a, sizeof a, "--model %s --steps 129", golden);
+    bad("run", a, "--steps 129 exceeds max_position_embeddings (128) of deepseek_v3; use --steps 1..128");
+    CHECK(last_rc == 2);
+    /* A checkpoint directory given to --config points at --model (run, compare) or its
+     * config.json (graph); it said "not a config.json" with the advice to check the path. */
+    snprintf(a, sizeof a, "--config %s", golden);
+    bad("run", a, "is a directory, not a config.json file; for a checkpoint directory use --model ");
+    CHECK(last_rc == 1 && strstr(err_txt, golden));
+    bad("compare", a, "for a checkpoint directory use --model ");
+    bad("graph", a, "is a directory, not a config.json file; use --config ");
+    CHECK(strstr(err_txt, "deepseek_v3/config.json") != NULL);
+    /* A DeepSeek config missing the MLA ranks names them, not "the DeepSeek-V2 family only". */
+    static char gtext[1 << 14], gedit[1 << 14];
+    char gp[800];
+    snprintf(gp, sizeof gp, "%s/config.json", golden);
+    slurp(gp, gtext, sizeof gtext);
+    const char *kv = strstr(gtext, "\"kv_lora_rank\": 32,\n"), *ql = strstr(gtext, "\"q_lora_rank\": 32,\n");
+    CHECK(kv && ql && kv < ql);
+    if (kv && ql && kv < ql) {
+      size_t kl = strlen("\"kv_lora_rank\": 32,\n"), qll = strlen("\"q_lora_rank\": 32,\n");
+      snprintf(gedit, sizeof gedit, "%.*s%s", (int)(kv - gtext), gtext, kv + kl); /* no kv_lora_rank */
+      write_text("v3_nokv.json", gedit);
+      path_of(p, sizeof p, "v3_nokv.json");
+      snprintf(a, sizeof a, "--config %s", p);
+      bad("run", a, "required field \"kv_lora_rank\" is missing");
+      snprintf(gedit, sizeof gedit, "%.*s%.*s%s", (int)(kv - gtext), gtext, (int)(ql - (kv + kl)), kv + kl, ql + qll);
+      write_text("v3_nolora.json", gedit); /* neither rank: was "prezero runs the DeepSeek-V2 family only" */
+      path_of(p, sizeof p, "v3_nolora.json");
+      snprintf(a, sizeof a, "--config %s", p);
+      bad("run", a, "\"kv_lora_rank\" and \"q_lora_rank\" are missing");
+      CHECK(!strstr(err_txt, "family"));
+    }
+  } else {
+    fprintf(stderr, "note: %s not found; --model context and --config directory cases skipped\n", golden);
   }
   /* FP8 golden checkpoint with weight_block_size [1e300, 16] (was an overflowing int64 cast). */
   char here[300], src[400];

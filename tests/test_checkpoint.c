@@ -626,7 +626,7 @@ static void run_layout(const char *tag, const char *tmpl, int with_errors) {
     snprintf(cmd, sizeof cmd, "\"%s\" run --model %s --config tiny 2>%s/e1; test $? -eq 2 && test $(wc -l < %s/e1) -eq 1 && "
              "grep -q 'use one of them' %s/e1", cli, p, dir, dir, dir);
     CHECK(system(cmd) == 0);
-    snprintf(cmd, sizeof cmd, "\"%s\" run --model %s --prompt-ids 1,256 2>%s/e2; test $? -eq 1 && test $(wc -l < %s/e2) -eq 1 && "
+    snprintf(cmd, sizeof cmd, "\"%s\" run --model %s --prompt-ids 1,256 2>%s/e2; test $? -eq 2 && test $(wc -l < %s/e2) -eq 1 && "
              "grep -q 'token 256 is out of range; use ids 0..255' %s/e2", cli, p, dir, dir, dir);
     CHECK(system(cmd) == 0);
   }

@@ -129,7 +129,7 @@ int main(void) {
   snprintf(a, sizeof a, "compare --model %s/deepseek_v3 --config tiny", root);
   cli_bad(cli, a, 2, "--model and --config both give the model; use one of them");
   snprintf(a, sizeof a, "compare --model %s/nope", root);
-  cli_bad(cli, a, 1, "no config.json there");
+  cli_bad(cli, a, 1, "nope: does not exist (");
   snprintf(a, sizeof a, "compare --model %s/deepseek_v3 --layers 9", root);
   cli_bad(cli, a, 2, "exceeds num_hidden_layers (3)");
   snprintf(a, sizeof a, "compare --model %s/deepseek_v3 --tp 3", root);

@@ -34,11 +34,12 @@ static int count(const char *hay, const char *needle) {
 }
 
 /* Expects a failure of `cmd` ("run" or "graph") with one stderr line naming `needle`. */
+static int last_rc; /* exit code of the last bad() */
 static void bad(const char *cmd, const char *args, const char *needle) {
   char full[1024], prefix[64];
   snprintf(full, sizeof full, "%s %s", cmd, args);
   snprintf(prefix, sizeof prefix, "prezero %s: ", cmd);
-  int rc = run(full);
+  int rc = last_rc = run(full);
   size_t n = strlen(err_txt);
   int ok = rc != 0 && n > 0 && err_txt[n - 1] == '\n' && count(err_txt, "\n") == 1 &&
            !strncmp(err_txt, prefix, strlen(prefix)) && strstr(err_txt, needle) && strstr(err_txt, "; ") &&
@@ -160,6 +161,55 @@ int main(void) {
   if (pz_gpu_count() == 0) /* 08 is accepted (base 0 read it as 0): the refusal is for the GPU */
     CHECK(run("bench step --config tiny --context 16 --seed 08") == 1 && !strstr(err_txt, "--seed") && strstr(err_txt, "GPU"));
 #endif
+
+  /* The same error exits the same way in every subcommand: 2 for a wrong command line (values out
+   * of range, also against the model), 1 for files (run --batch 0 exited 1, graph --batch 0 2). */
+  static const struct { const char *cmd, *args, *needle; int rc; } same[] = {
+      {"run", "--batch 0", "use --batch 1..256", 2},           {"graph", "--batch 0", "use --batch 1..256", 2},
+      {"run", "--tp 3", "num_attention_heads", 2},              {"graph", "--tp 3", "num_attention_heads", 2},
+      {"compare", "--config tiny --tp 3", "num_attention_heads", 2},
+      {"run", "--layers 9", "num_hidden_layers", 2},            {"graph", "--layers 9", "num_hidden_layers", 2},
+      {"compare", "--config tiny --layers 9", "num_hidden_layers", 2},
+      {"run", "--context 5000", "max_position_embeddings", 2},  {"graph", "--context 5000", "max_position_embeddings", 2},
+      {"run", "--frobnicate", "unknown option", 2},             {"graph", "--frobnicate", "unknown option", 2},
+      {"compare", "--frobnicate", "unknown option", 2},
+      {"run", "--config kimi_k3", "unknown model preset", 1},   {"graph", "--config kimi_k3", "unknown model preset", 1},
+  };
+  for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
+    bad(same[i].cmd, same[i].args, same[i].needle);
+    if (last_rc != same[i].rc) {
+      fprintf(stderr, "FAIL: prezero %s %s exited %d, want %d\n", same[i].cmd, same[i].args, last_rc, same[i].rc);
+      pz_test_failures++;
+    }
+  }
+  /* graph --context 0 gives the model's range (it suggested 1..1099511627776). */
+  bad("graph", "--context 0", "--context 0 is out of range; use --context 1..4096 (max_position_embeddings of tiny)");
+  CHECK(last_rc == 2 && !strstr(err_txt, "1099511627776"));
+
+  /* --flag=value reads as --flag value (it was "unknown option '--tp=2'"). */
+  CHECK(run("run --tp 2 --steps 2 --seed 7 --device cpu") == 0);
+  char spaced[4096];
+  snprintf(spaced, sizeof spaced, "%s", strstr(out_txt, "prompt:") ? strstr(out_txt, "prompt:") : "");
+  if (strstr(spaced, "timing:")) *strstr(spaced, "timing:") = 0;
+  CHECK(strstr(spaced, "step 2:") != NULL);
+  CHECK(run("run --tp=2 --steps=2 --seed=7 --device=cpu --config=tiny") == 0 && strstr(out_txt, spaced) &&
+        strstr(out_txt, "tp 2,") && err_txt[0] == 0);
+  CHECK(run("graph --config=tiny --layers=1 --prezero=on") == 0 && strstr(out_txt, "# prezero on") &&
+        !strstr(out_txt, "layers.1."));
+  bad("run", "--tp=0", "--tp 0 is out of range");
+  bad("run", "--help=yes", "--help takes no value");
+  CHECK(last_rc == 2);
+
+  /* --version and the one-line description at the top of --help. */
+  CHECK(run("--version") == 0 && !strncmp(out_txt, "prezero " PZ_VERSION " (", strlen("prezero " PZ_VERSION " (")) &&
+        count(out_txt, "\n") == 1 && err_txt[0] == 0);
+#ifdef PZ_HAVE_CUDA
+  CHECK(strstr(out_txt, "CUDA backend built") != NULL);
+#else
+  CHECK(strstr(out_txt, "built without CUDA") != NULL);
+#endif
+  CHECK(run("--help") == 0 && !strncmp(out_txt, "prezero: decodes DeepSeek-V2-family models", 42) &&
+        strstr(out_txt, "\nusage: prezero <command>") && strstr(out_txt, "--version"));
 
   /* --help. */
   CHECK(run("run --help") == 0 && strstr(out_txt, "usage: prezero run") && strstr(out_txt, "--context"));

@@ -241,5 +241,16 @@ int main(void) {
   pz_cpu_exec_free(e2);
   pz_graph_free(g1);
   pz_graph_free(g2);
+  /* Thread count: a request (--threads) beats PREZERO_CPU_THREADS; the variable applies when
+   * the request is 0; the cap holds either way. */
+  setenv("PREZERO_CPU_THREADS", "1", 1);
+  CHECK(pz_cpu_threads_for(2) == 2);
+  CHECK(pz_cpu_threads_for(0) == 1);
+  setenv("PREZERO_CPU_THREADS", "3", 1);
+  CHECK(pz_cpu_threads_for(0) == 3);
+  CHECK(pz_cpu_threads_for(5000) == PZ_CPU_MAX_THREADS);
+  setenv("PREZERO_CPU_THREADS", "junk", 1);
+  CHECK(pz_cpu_threads_for(0) >= 1 && pz_cpu_threads_for(0) <= 64);
+  unsetenv("PREZERO_CPU_THREADS");
   TEST_DONE();
 }

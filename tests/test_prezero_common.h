@@ -30,7 +30,7 @@ static pz_device_desc test_dev(void) {
   pz_device_desc_default(&d);
   d.num_sms = 16;
   d.ctas_per_sm = 0;
-  snprintf(d.name, sizeof d.name, "test: 16 SMs, original gate");
+  snprintf(d.name, sizeof d.name, "test: 16 SMs, original fill gate");
   return d;
 }
 
@@ -140,7 +140,7 @@ static void on_vs_off_modes(const char *preset, int tp, int layers, int64_t M, c
     else unsetenv("PREZERO_FORCE_GATE");
     decode(on, ms, steps, &t);
     char what[128];
-    snprintf(what, sizeof what, "%s tp=%d ON (gate %s) vs OFF", preset, tp, force[f] ? force[f] : "free");
+    snprintf(what, sizeof what, "%s tp=%d ON (fill gate %s) vs OFF", preset, tp, force[f] ? force[f] : "free");
     compare(what, &base, &t, steps, M, V, ms);
   }
   unsetenv("PREZERO_FORCE_GATE");

@@ -160,7 +160,7 @@ int main(void) {
       for (size_t i = 0; b && i < n1; i++) nan += isnan(b[i]);
       CHECK(nan == 0);
       if (!(a && b && n0 == n1 && memcmp(a, b, n0 * sizeof(float)) == 0))
-        fprintf(stderr, "m=%lld gate %s: ON differs from OFF\n", (long long)ms[mi], force[f] ? force[f] : "free");
+        fprintf(stderr, "m=%lld fill gate %s: ON differs from OFF\n", (long long)ms[mi], force[f] ? force[f] : "free");
       free(b);
     }
     free(a);

@@ -167,7 +167,7 @@ static int setup(bench *b) {
     return -1;
   }
   if (pz_gate_calibrate_cuda(0, &b->dev) != PZ_OK) {
-    fprintf(stderr, "prezero bench ar: gate calibration: %s\n", pz_last_error());
+    fprintf(stderr, "prezero bench ar: fill-gate calibration: %s\n", pz_last_error());
     return -1;
   }
   if (pz_nccl_create(b->comm, &b->nccl) != PZ_OK) {
@@ -262,12 +262,12 @@ int pz_cmd_bench_ar(int argc, char **argv) {
     fprintf(f, "Command: `%s` (NCCL_NVLS_ENABLE=0). CUDA-graph replay of %d launches, median of %d replays, "
                "slowest rank; hot L2 (partial/residual as just written by the GEMM). Kimi-K2 fill: n_total = %lld f32 "
                "columns (qkv_a 2112 + q_b %d + o_proj 7168), n_base = %lld.\n"
-               "Gate calibration: %d SMs x %d CTAs/SM, fill %.0f B/us per CTA, donor >= %.2f us + m*H*14 B / %.0f B/us, "
+               "Fill-gate calibration: %d SMs x %d CTAs/SM, fill %.0f B/us per CTA, donor >= %.2f us + m*H*14 B / %.0f B/us, "
                "fill penalty %.0f B/us (free only when the fill adds <= %.2f us).\n\n",
             cmd, b.iters, b.reps, (long long)b.n_total, 64 / b.tp * 192, (long long)b.n_base, b.dev.num_sms,
             b.dev.ctas_per_sm, b.dev.fill_bytes_per_us_cta, b.dev.donor_t0_us, b.dev.donor_bytes_per_us,
             b.dev.fill_penalty_bytes_per_us, b.dev.max_added_us);
-    fprintf(f, "| H | m | plan | donor CTAs | fill CTAs | fused µs | NCCL+RMSNorm+memset µs | fused+fill µs | fill adds µs | gate free |%s\n",
+    fprintf(f, "| H | m | plan | donor CTAs | fill CTAs | fused µs | NCCL+RMSNorm+memset µs | fused+fill µs | fill adds µs | fill free |%s\n",
             !b.sweep ? "" : b.tp > 1 ? " LL K=1 | LL K=2 | LL K=4 | LL K=8 | flag K=1 | flag K=2 | flag K=4 | flag K=8 |" : " K=1 | K=2 | K=4 | K=8 |");
     pz_bench_md_rule(f, 10 + (!b.sweep ? 0 : b.tp > 1 ? 8 : 4), 0);
   }

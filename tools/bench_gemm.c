@@ -1,5 +1,5 @@
 /* prezero bench gemm: every GEMM flavour vs cuBLAS and vs a plain streaming read of the same
- * weight bytes, on the decode shapes of Kimi-K2 (TP 1/2/4) and DeepSeek-V3 (TP 4/8). */
+ * weight bytes, on the decode shapes of Kimi-K2, DeepSeek-V3 and DeepSeek-V2-Lite at TP 1/2/4/8. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,28 +18,40 @@ static void usage(FILE *f) {
           "  (PREZERO_CACHE_DIR, default ~/.cache/prezero) unless --no-tune.\n");
 }
 
+static void tune_usage(FILE *f) {
+  fprintf(f,
+          "usage: prezero tune [--m 1,2,4,...] [--only TEXT] [--pool-mb MB]\n"
+          "  Tunes the split-K GEMM of every prezero consumer shape (Kimi-K2, DeepSeek-V3, DeepSeek-V2-Lite\n"
+          "  at TP 1/2/4/8; --only keeps 'model/tp/gemm' labels containing TEXT) for each m bucket\n"
+          "  (default 1..256) on this GPU, and saves the table to the cache (PREZERO_CACHE_DIR, default\n"
+          "  ~/.cache/prezero), where it takes precedence over the table built into the library.\n"
+          "  Prints one progress line per (shape, m). About 2-5 minutes on an H200.\n");
+}
+
 #ifdef PZ_HAVE_CUDA
 #include <cjson/cJSON.h>
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/tuner.h"
 #include "core/status.h"
 
-/* Per-rank shapes (DESIGN.md §2): H = 7168, q_lora 1536, kv_lora 512, rope 64, nope 128, v 128;
- * Kimi-K2 64 heads / 384 routed experts, DeepSeek-V3 128 heads / 256 routed experts. */
+/* Per-rank shapes (DESIGN.md §2) of every prezero consumer. Kimi-K2 / DeepSeek-V3: H = 7168,
+ * q_lora 1536, kv_lora 512, rope 64, nope 128, v 128; Kimi-K2 64 heads / 384 routed experts,
+ * DeepSeek-V3 128 heads / 256. DeepSeek-V2-Lite: H = 2048, no q LoRA (q_proj and kv_a are
+ * separate GEMMs), 16 heads, 64 routed experts. */
 typedef struct shape { const char *model; int tp; const char *gemm; int n, k; } shape;
 #define QB(h, tp) ((h) / (tp) * 192)
 #define OP(h, tp) ((h) / (tp) * 128)
+#define MLA_ROWS(model, h, tp, experts)                                                             \
+  {model, tp, "qkv_a", 2112, 7168}, {model, tp, "q_b", QB(h, tp), 1536},                           \
+  {model, tp, "o_proj", 7168, OP(h, tp)}, {model, tp, "gate", experts, 7168}
+#define LITE_ROWS(tp)                                                                               \
+  {"DeepSeek-V2-Lite", tp, "q_proj", QB(16, tp), 2048}, {"DeepSeek-V2-Lite", tp, "kv_a", 576, 2048}, \
+  {"DeepSeek-V2-Lite", tp, "o_proj", 2048, OP(16, tp)}, {"DeepSeek-V2-Lite", tp, "gate", 64, 2048}
 static const shape shapes[] = {
-  {"Kimi-K2", 1, "qkv_a", 2112, 7168}, {"Kimi-K2", 1, "q_b", QB(64, 1), 1536},
-  {"Kimi-K2", 1, "o_proj", 7168, OP(64, 1)}, {"Kimi-K2", 1, "gate", 384, 7168},
-  {"Kimi-K2", 2, "qkv_a", 2112, 7168}, {"Kimi-K2", 2, "q_b", QB(64, 2), 1536},
-  {"Kimi-K2", 2, "o_proj", 7168, OP(64, 2)}, {"Kimi-K2", 2, "gate", 384, 7168},
-  {"Kimi-K2", 4, "qkv_a", 2112, 7168}, {"Kimi-K2", 4, "q_b", QB(64, 4), 1536},
-  {"Kimi-K2", 4, "o_proj", 7168, OP(64, 4)}, {"Kimi-K2", 4, "gate", 384, 7168},
-  {"DeepSeek-V3", 4, "qkv_a", 2112, 7168}, {"DeepSeek-V3", 4, "q_b", QB(128, 4), 1536},
-  {"DeepSeek-V3", 4, "o_proj", 7168, OP(128, 4)}, {"DeepSeek-V3", 4, "gate", 256, 7168},
-  {"DeepSeek-V3", 8, "qkv_a", 2112, 7168}, {"DeepSeek-V3", 8, "q_b", QB(128, 8), 1536},
-  {"DeepSeek-V3", 8, "o_proj", 7168, OP(128, 8)}, {"DeepSeek-V3", 8, "gate", 256, 7168},
+  MLA_ROWS("Kimi-K2", 64, 1, 384), MLA_ROWS("Kimi-K2", 64, 2, 384), MLA_ROWS("Kimi-K2", 64, 4, 384),
+  MLA_ROWS("Kimi-K2", 64, 8, 384), MLA_ROWS("DeepSeek-V3", 128, 1, 256), MLA_ROWS("DeepSeek-V3", 128, 2, 256),
+  MLA_ROWS("DeepSeek-V3", 128, 4, 256), MLA_ROWS("DeepSeek-V3", 128, 8, 256),
+  LITE_ROWS(1), LITE_ROWS(2), LITE_ROWS(4), LITE_ROWS(8),
 };
 #define NSHAPES ((int)(sizeof shapes / sizeof shapes[0]))
 
@@ -55,7 +67,7 @@ typedef struct meas {
 
 int pz_cmd_bench_gemm(int argc, char **argv) {
   const char *json_path = NULL, *md_path = NULL, *only = NULL;
-  int ms[16] = {1, 4, 8, 16, 32, 64, 128}, nm = 7, reps = 9, tune = 1;
+  int ms[16] = {1, 2, 4, 8, 16, 32, 64, 128, 256}, nm = 9, reps = 9, tune = 1;
   size_t pool_mb = 1024;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -114,10 +126,11 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
   FILE *md = md_path ? fopen(md_path, "w") : NULL;
   if (md_path && !md) fprintf(stderr, "prezero bench gemm: cannot write %s\n", md_path);
   if (md) {
-    fprintf(md, "| model | TP | gemm | n | k | m | MB | read µs | cuBLAS µs | atomic (1) | zero (2) | memset (3) | fullk (4) | serial (5) | best ours | best/cuBLAS | best/read | %% HBM limit | zero cost 2−1 | zero cost 3−1 |\n");
-    pz_bench_md_rule(md, 20, 0);
+    fprintf(md, "| model | TP | gemm | n | k | m | MB | read µs | cuBLAS µs | atomic (1) | zero (2) | memset (3) | fullk (4) | serial (5) | best ours | best/cuBLAS | best/read | %% HBM limit | zero cost 2−1 | zero cost 3−1 | heuristic µs | AUTO (zero_init false) |\n");
+    pz_bench_md_rule(md, 22, 0);
   }
-  int misses_read = 0, misses_cublas = 0, nrows = 0;
+  int misses_read = 0, misses_cublas = 0, nrows = 0, heur_misses = 0;
+  double heur_sum = 0, best_sum = 0;
   for (int si = 0; si < NSHAPES && st == PZ_OK; si++) {
     const shape *sh = &shapes[si];
     char label[128];
@@ -155,6 +168,8 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
             st = pz_tuner_time_gemm(ctx, &pool, m, sh->n, sh->k, me->e.cfg[f], iters, reps, &me->e.us[f]);
         if (st != PZ_OK) break;
       }
+      double heur_us = 0;
+      char auto_tag[64] = "?";
       const double *us = me->e.us;
       const pz_gemm_config *cf = me->e.cfg;
       double best = 1e30;
@@ -199,8 +214,29 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
         cJSON_AddStringToObject(o, "kernel", ac.flavour == PZ_GEMM_CUBLAS ? "cublas" : ac.wn == 3 ? "wgmma" : "mma.sync");
         cJSON_AddNumberToObject(o, "splits", ac.splits);
         cJSON_AddBoolToObject(o, "split_k", sk);
+        if (zi == 0)
+          snprintf(auto_tag, sizeof auto_tag, "%s %s s%d%s", ac.flavour == PZ_GEMM_CUBLAS ? "cublas" : ac.wn == 3 ? "wgmma" : "mma",
+                   pz_gemm_flavour_name(ac.flavour), ac.splits, sk ? " split-K" : "");
       }
       cJSON_AddNumberToObject(r, "flop_limit_us_660tf", 2.0 * m * sh->n * sh->k / 660e6);
+      /* The table-free heuristic's own pick (what a device without a table runs), same method. */
+      {
+        pz_gemm_config hc = pz_gemm_heuristic(sms, m, sh->n, sh->k, false, pz_gemm_ctx_has_wgmma(ctx));
+        double hus = 0;
+        if (pz_tuner_time_gemm(ctx, &pool, m, sh->n, sh->k, hc, iters, reps, &hus) == PZ_OK) {
+          cJSON *o = cJSON_AddObjectToObject(r, "heuristic");
+          cJSON_AddStringToObject(o, "flavour", pz_gemm_flavour_name(hc.flavour));
+          cJSON_AddNumberToObject(o, "splits", hc.splits);
+          cJSON_AddNumberToObject(o, "wt", hc.wt);
+          cJSON_AddNumberToObject(o, "wn", hc.wn);
+          cJSON_AddNumberToObject(o, "us", hus);
+          cJSON_AddNumberToObject(o, "over_best", hus / best);
+          heur_sum += hus;
+          best_sum += best;
+          if (hus > 1.10 * best) heur_misses++;
+          heur_us = hus;
+        }
+      }
       cJSON_AddStringToObject(r, "best_ours", pz_gemm_flavour_name((pz_gemm_flavour)bestf));
       cJSON_AddNumberToObject(r, "best_ours_us", best);
       cJSON_AddNumberToObject(r, "best_over_cublas", best / cub);
@@ -209,16 +245,16 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
       cJSON_AddNumberToObject(r, "zero_cost_2_minus_1_us", us[2] - us[1]);
       cJSON_AddNumberToObject(r, "zero_cost_3_minus_1_us", us[3] - us[1]);
       cJSON_AddItemToArray(rows, r);
-      printf("%-22s m=%-3d n=%-5d k=%-5d read %6.2f cublas %6.2f | 1:%6.2f(s%d,w%d,x%d%s) 2:%6.2f 3:%6.2f 4:%6.2f 5:%6.2f | best %-6s %6.2f  /cublas %.2f /read %.2f  HBM %3.0f%%  z2 %+.2f z3 %+.2f\n",
+      printf("%-22s m=%-3d n=%-5d k=%-5d read %6.2f cublas %6.2f | 1:%6.2f(s%d,w%d,x%d%s) 2:%6.2f 3:%6.2f 4:%6.2f 5:%6.2f | best %-6s %6.2f  /cublas %.2f /read %.2f  HBM %3.0f%%  z2 %+.2f z3 %+.2f heur %.2f\n",
              label, m, sh->n, sh->k, me->read_us, cub, us[1], cf[1].splits, cf[1].wt, cf[1].warps, kern_tag(cf[1].wn), us[2], us[3], us[4], us[5],
              pz_gemm_flavour_name((pz_gemm_flavour)bestf), best, best / cub, best / me->read_us, 100.0 * limit / best,
-             us[2] - us[1], us[3] - us[1]);
+             us[2] - us[1], us[3] - us[1], heur_us);
       fflush(stdout);
       if (md)
-        fprintf(md, "| %s | %d | %s | %d | %d | %d | %.1f | %.2f | %.2f | %.2f (s%d w%d x%d%s) | %.2f (s%d) | %.2f | %.2f | %.2f (s%d) | %s %.2f | %.2f | %.2f | %.0f%% | %+.2f | %+.2f |\n",
+        fprintf(md, "| %s | %d | %s | %d | %d | %d | %.1f | %.2f | %.2f | %.2f (s%d w%d x%d%s) | %.2f (s%d) | %.2f | %.2f | %.2f (s%d) | %s %.2f | %.2f | %.2f | %.0f%% | %+.2f | %+.2f | %.2f | %s |\n",
                 sh->model, sh->tp, sh->gemm, sh->n, sh->k, m, bytes / 1e6, me->read_us, cub, us[1], cf[1].splits,
                 cf[1].wt, cf[1].warps, kern_tag(cf[1].wn), us[2], cf[2].splits, us[3], us[4], us[5], cf[5].splits, pz_gemm_flavour_name((pz_gemm_flavour)bestf),
-                best, best / cub, best / me->read_us, 100.0 * limit / best, us[2] - us[1], us[3] - us[1]);
+                best, best / cub, best / me->read_us, 100.0 * limit / best, us[2] - us[1], us[3] - us[1], heur_us, auto_tag);
     }
   }
   int rc = 0;
@@ -226,7 +262,9 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
     fprintf(stderr, "prezero bench gemm: %s: %s\n", pz_status_string(st), pz_last_error());
     rc = 1;
   } else {
-    printf("rows %d: best ours > 1.15 x read on %d, slower than cuBLAS on %d\n", nrows, misses_read, misses_cublas);
+    printf("rows %d: best ours > 1.15 x read on %d, slower than cuBLAS on %d; heuristic > 1.10 x best on %d (sum %.1f vs %.1f us)\n",
+           nrows, misses_read, misses_cublas, heur_misses, heur_sum, best_sum);
+    cJSON_AddNumberToObject(root, "rows_heuristic_over_1.10x_best", heur_misses);
     cJSON_AddNumberToObject(root, "rows_over_1.15x_read", misses_read);
     cJSON_AddNumberToObject(root, "rows_slower_than_cublas", misses_cublas);
     if (tune) {
@@ -251,8 +289,95 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
   pz_gemm_ctx_destroy(ctx);
   return rc;
 }
+int pz_cmd_tune(int argc, char **argv) {
+  const char *only = NULL;
+  int ms[16] = {1, 2, 4, 8, 16, 32, 64, 128, 256}, nm = 9;
+  size_t pool_mb = 1024;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { tune_usage(stdout); return 0; }
+    else if (!v) { fprintf(stderr, "prezero tune: %s needs a value; see --help\n", a); return 2; }
+    else if (!strcmp(a, "--only")) { only = v; i++; }
+    else if (!strcmp(a, "--pool-mb")) {
+      char *end = NULL;
+      long mb = strtol(v, &end, 10);
+      if (!end || *end || mb < 256 || mb > 65536) { fprintf(stderr, "prezero tune: --pool-mb wants 256..65536\n"); return 2; }
+      pool_mb = (size_t)mb;
+      i++;
+    } else if (!strcmp(a, "--m")) {
+      nm = pz_bench_parse_list(v, ms, 16, 1, 256);
+      i++;
+      if (nm <= 0) { fprintf(stderr, "prezero tune: --m wants a list like 1,4,8 (1..256)\n"); return 2; }
+    } else { fprintf(stderr, "prezero tune: unknown option '%s'; see --help\n", a); return 2; }
+  }
+  if (pz_bench_need_gpus("tune", "tuning", 1, 0)) return 1;
+  pz_gemm_ctx *ctx = NULL;
+  if (pz_gemm_ctx_create(&ctx) != PZ_OK) {
+    fprintf(stderr, "prezero tune: %s; tuning needs a CUDA GPU\n", pz_last_error());
+    return 1;
+  }
+  pz_tuner_pool pool;
+  if (pz_tuner_pool_create(&pool, pool_mb << 20) != PZ_OK) {
+    fprintf(stderr, "prezero tune: cannot allocate the %zu MB weight pool: %s; try a smaller --pool-mb\n", pool_mb, pz_last_error());
+    pz_gemm_ctx_destroy(ctx);
+    return 1;
+  }
+  /* Distinct (n, k) of the selected rows. */
+  int nk[NSHAPES][2], nu = 0;
+  for (int si = 0; si < NSHAPES; si++) {
+    char label[128];
+    snprintf(label, sizeof label, "%s/tp%d/%s", shapes[si].model, shapes[si].tp, shapes[si].gemm);
+    if (only && !strstr(label, only)) continue;
+    int dup = 0;
+    for (int u = 0; u < nu; u++) dup |= nk[u][0] == shapes[si].n && nk[u][1] == shapes[si].k;
+    if (!dup) { nk[nu][0] = shapes[si].n; nk[nu][1] = shapes[si].k; nu++; }
+  }
+  if (nu == 0) {
+    fprintf(stderr, "prezero tune: --only '%s' matches no shape; labels look like 'Kimi-K2/tp1/qkv_a'\n", only);
+    pz_tuner_pool_destroy(&pool);
+    pz_gemm_ctx_destroy(ctx);
+    return 2;
+  }
+  printf("tuning %d shapes x %d batch sizes on %s (%d SMs)\n", nu, nm, pz_gemm_ctx_device_name(ctx), pz_gemm_ctx_sm_count(ctx));
+  pz_status st = PZ_OK;
+  const int total = nu * nm;
+  for (int u = 0, done = 0; u < nu && st == PZ_OK; u++)
+    for (int mi = 0; mi < nm && st == PZ_OK; mi++) {
+      pz_tuner_entry e;
+      st = pz_tuner_tune(ctx, &pool, ms[mi], nk[u][0], nk[u][1], &e);
+      if (st != PZ_OK) break;
+      done++;
+      const pz_gemm_config *c = &e.cfg[e.best_nozero];
+      printf("[%3d/%d] n=%-5d k=%-5d m=%-3d best %s (%s, %d splits) %.2f us, cuBLAS %.2f us\n", done, total, nk[u][0],
+             nk[u][1], ms[mi], pz_gemm_flavour_name(e.best_nozero),
+             e.best_nozero == PZ_GEMM_CUBLAS ? "cublas" : c->wn == 3 ? "wgmma" : "mma.sync", c->splits,
+             e.us[e.best_nozero], e.us[PZ_GEMM_CUBLAS]);
+      fflush(stdout);
+    }
+  int rc = 0;
+  if (st == PZ_OK) st = pz_tuner_save(pz_gemm_ctx_table(ctx));
+  if (st != PZ_OK) {
+    fprintf(stderr, "prezero tune: %s\n", pz_last_error());
+    rc = 1;
+  } else {
+    printf("tuner table: %s\n", pz_gemm_ctx_table(ctx)->path);
+  }
+  pz_tuner_pool_destroy(&pool);
+  pz_gemm_ctx_destroy(ctx);
+  return rc;
+}
 #else
 int pz_cmd_bench_gemm(int argc, char **argv) {
   return pz_bench_no_cuda("gemm", argc, argv, usage);
+}
+int pz_cmd_tune(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      tune_usage(stdout);
+      return 0;
+    }
+  fprintf(stderr, "prezero tune: this build has no CUDA backend; rebuild with nvcc on PATH on a GPU machine\n");
+  return 1;
 }
 #endif

@@ -9,6 +9,8 @@ int pz_cmd_graph(int argc, char **argv);     /* tools/cmd_graph.c: print the dec
 int pz_cmd_compare(int argc, char **argv);   /* tools/cmd_compare.c: prezero OFF vs ON on the GPU */
 /* tools/bench_<name>.c: GPU benchmarks writing JSON + markdown (1 without CUDA, see bench_common.h) */
 int pz_cmd_bench_gemm(int argc, char **argv);
+/* prezero tune: tunes the split-K GEMM of the consumer shapes on this GPU and saves the table. */
+int pz_cmd_tune(int argc, char **argv);
 int pz_cmd_bench_ar(int argc, char **argv);
 int pz_cmd_bench_moe(int argc, char **argv);
 int pz_cmd_bench_attn(int argc, char **argv);

@@ -1,12 +1,21 @@
 /* Argument parsing and messages shared by the prezero CLI subcommands (header-only, so white-box
  * tests that include a subcommand's .c file need nothing else): the --seed value, the refusal
- * for too few GPUs. */
+ * for too few GPUs, the out-of-range message, a --config that is a directory.
+ *
+ * Exit codes, the same in every subcommand: 2 when the command line itself is wrong (an unknown
+ * flag, a missing or malformed value, a value out of range, including ranges that depend on the
+ * model such as a --tp that does not divide the heads or a --context beyond
+ * max_position_embeddings, two flags that exclude each other); 1 for everything else (a file or
+ * checkpoint that cannot be read or is malformed, memory, devices, output that cannot be
+ * written). */
 #ifndef PZ_TOOLS_CLI_ARGS_H
 #define PZ_TOOLS_CLI_ARGS_H
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
 /* Parses a --seed value: decimal digits ("010" is ten, "08" is eight), or hex after 0x / 0X
  * ("0x10" is sixteen), 0 .. 2^64 - 1, as `prezero run` has always read it (never octal: base 0
@@ -35,5 +44,37 @@ static inline void pz_cli_gpu_refusal(char *buf, size_t cap, const char *what, i
   else
     snprintf(buf, cap, "%s needs %d GPUs, %d visible; run it on a machine with at least %d GPUs%s", what, need, have,
              need, tp_flag && have >= 1 ? " or use --tp 1" : "");
+}
+
+#define PZ_CLI_EXIT_USAGE 2 /* the command line is wrong */
+#define PZ_CLI_EXIT_ERROR 1 /* anything else */
+
+/* Prints "prezero <cmd>: <flag> <x> is out of range; use <flag> <lo>..<hi><why>" (why: "" or
+ * e.g. " (max_position_embeddings of tiny)") and returns PZ_CLI_EXIT_USAGE. */
+static inline int pz_cli_out_of_range(const char *cmd, const char *flag, long long x, long long lo, long long hi,
+                                      const char *why) {
+  fprintf(stderr, "prezero %s: %s %lld is out of range; use %s %lld..%lld%s\n", cmd, flag, x, flag, lo, hi,
+          why ? why : "");
+  return PZ_CLI_EXIT_USAGE;
+}
+
+/* A --config value that is a directory: prints one line saying so and what to pass instead
+ * (--model DIR when the command has --model and DIR holds a config.json, else DIR/config.json)
+ * and returns PZ_CLI_EXIT_ERROR; returns 0 when `path` is not a directory. */
+static inline int pz_cli_config_dir(const char *cmd, const char *path, int has_model_flag) {
+  struct stat sb;
+  if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return 0;
+  char cj[4096];
+  snprintf(cj, sizeof cj, "%s/config.json", path);
+  int has_cfg = stat(cj, &sb) == 0 && S_ISREG(sb.st_mode);
+  if (has_cfg && has_model_flag)
+    fprintf(stderr, "prezero %s: --config %s is a directory, not a config.json file; for a checkpoint directory use "
+            "--model %s (or --config %s for its config alone)\n", cmd, path, path, cj);
+  else if (has_cfg)
+    fprintf(stderr, "prezero %s: --config %s is a directory, not a config.json file; use --config %s\n", cmd, path, cj);
+  else
+    fprintf(stderr, "prezero %s: --config %s is a directory with no config.json; give --config a preset name or the "
+            "path of a config.json file\n", cmd, path);
+  return PZ_CLI_EXIT_ERROR;
 }
 #endif

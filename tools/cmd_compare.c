@@ -160,7 +160,7 @@ static void write_markdown(FILE *f, const pz_cmp_result *r) {
   fprintf(f, "\nDecode kernel Δ per layer (ON - OFF, µs; negative = saved). CUPTI kernel + memset records of\n"
              "CUDA-graph replays, rank 0, median per graph node; each component averaged over the layers that\n"
              "have it; zeroing memsets/kernels count in their GEMM. n/f = not fired (the tuner's kernel is not\n"
-             "split-K, or the gate said no at this batch size).\n\n");
+             "split-K, or the fill gate found the fill not free at this batch size).\n\n");
   fprintf(f, "| component |");
   for (int i = 0; i < r->n_points; i++) fprintf(f, " %d |", r->points[i].conc);
   fprintf(f, "\n|---|");
@@ -477,10 +477,19 @@ static int write_outputs(const char *dir, const pz_cmp_result *r, bool json) {
 }
 
 static int render(const char *json_path, const char *dir) {
+  struct stat sb; /* a directory opens, then reads as "out of memory": say what it is */
+  if (stat(json_path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    char cj[4096];
+    snprintf(cj, sizeof cj, "%s/compare.json", json_path);
+    int has = stat(cj, &sb) == 0 && S_ISREG(sb.st_mode);
+    fprintf(stderr, "prezero compare: --render %s is a directory; give the path of a compare.json%s%s\n", json_path,
+            has ? ", e.g. --render " : "", has ? cj : "");
+    return PZ_CLI_EXIT_ERROR;
+  }
   FILE *f = fopen(json_path, "rb");
   if (!f) {
     fprintf(stderr, "prezero compare: cannot read '%s': %s; give the path of a compare.json\n", json_path, strerror(errno));
-    return 1;
+    return PZ_CLI_EXIT_ERROR;
   }
   fseek(f, 0, SEEK_END);
   long n = ftell(f);
@@ -488,7 +497,7 @@ static int render(const char *json_path, const char *dir) {
   char *text = malloc((size_t)(n > 0 ? n : 0) + 1);
   size_t got = text ? fread(text, 1, (size_t)(n > 0 ? n : 0), f) : 0;
   fclose(f);
-  if (!text) return fail_line("out of memory reading the JSON", "free some memory");
+  if (!text) { fail_line("out of memory reading the JSON", "free some memory"); return PZ_CLI_EXIT_ERROR; }
   text[got] = 0;
   pz_cmp_result *r = malloc(sizeof *r);
   const char *why = r ? from_json(text, r) : "could not be read (out of memory)";
@@ -524,7 +533,7 @@ int pz_cmd_compare(int argc, char **argv) {
     const char *a = argv[i];
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
     if (!strcmp(a, "--no-profile")) { o.profile = false; continue; }
-    if (!strcmp(a, "--deterministic")) { setenv("PREZERO_GEMM_SPLITS", "2", 0); continue; }
+    if (!strcmp(a, "--deterministic")) { setenv("PREZERO_GEMM_SPLITS", "2", 1); continue; } /* the flag beats the environment */
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
     bool takes = !strcmp(a, "--config") || !strcmp(a, "--model") || !strcmp(a, "--tp") || !strcmp(a, "--layers") ||
                  !strcmp(a, "--isl") || !strcmp(a, "--osl") || !strcmp(a, "--conc") || !strcmp(a, "--rounds") || !strcmp(a, "--seed") ||
@@ -569,6 +578,7 @@ int pz_cmd_compare(int argc, char **argv) {
   if ((o.model_dir ? pz_checkpoint_load_config(o.model_dir, &mc) : pz_config_load(o.model, &mc)) != PZ_OK) {
     char msg[400];
     snprintf(msg, sizeof msg, "%.380s", pz_last_error());
+    if (!o.model_dir && o.model && pz_cli_config_dir("compare", o.model, 1)) return PZ_CLI_EXIT_ERROR;
     if (o.model_dir && strstr(msg, "; ")) fprintf(stderr, "prezero compare: %s\n", msg);
     else fail_line(msg, o.model_dir ? "give --model a Hugging Face checkpoint directory"
                                      : "use --config with a preset name or a config.json path");

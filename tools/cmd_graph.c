@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "cli_args.h"
 #include "model/builder.h"
 #include "passes/passes.h"
 
@@ -27,7 +28,7 @@ static void usage(FILE *f) {
 static int fail(const char *msg, const char *fix) {
   if (strstr(msg, "; ")) fprintf(stderr, "prezero graph: %s\n", msg);
   else fprintf(stderr, "prezero graph: %s; %s\n", msg, fix);
-  return 1;
+  return PZ_CLI_EXIT_ERROR;
 }
 
 static const char *hint(pz_status s) {
@@ -48,10 +49,7 @@ static int parse_int(const char *flag, const char *v, long long lo, long long hi
     fprintf(stderr, "prezero graph: %s needs an integer, got '%s'; see 'prezero graph --help'\n", flag, v ? v : "");
     return 1;
   }
-  if (x < lo || x > hi) {
-    fprintf(stderr, "prezero graph: %s %lld is out of range; use %lld..%lld\n", flag, x, lo, hi);
-    return 1;
-  }
+  if (x < lo || x > hi) return pz_cli_out_of_range("graph", flag, x, lo, hi, NULL);
   *out = x;
   return 0;
 }
@@ -84,7 +82,7 @@ int pz_cmd_graph(int argc, char **argv) {
     } else if (!strcmp(a, "--tp") && parse_int(a, v, 1, 64, &tp)) return 2;
     else if (!strcmp(a, "--layers") && parse_int(a, v, 1, 100000, &layers)) return 2;
     else if (!strcmp(a, "--batch") && parse_int(a, v, 1, PZ_MAX_BATCH, &batch)) return 2;
-    else if (!strcmp(a, "--context") && parse_int(a, v, 1, (long long)1 << 40, &context)) return 2;
+    else if (!strcmp(a, "--context") && parse_int(a, v, -((long long)1 << 40), (long long)1 << 40, &context)) return 2;
   }
   if (!config[0]) {
     fprintf(stderr, "prezero graph: --config is empty; use a preset (%s) or a config.json path\n", pz_config_preset_names());
@@ -92,16 +90,30 @@ int pz_cmd_graph(int argc, char **argv) {
   }
   pz_model_config cfg;
   pz_status st = pz_config_load(config, &cfg);
-  if (st != PZ_OK) return fail(pz_last_error(), hint(st));
+  if (st != PZ_OK) {
+    int rc = pz_cli_config_dir("graph", config, 0); /* a checkpoint directory given to --config */
+    return rc ? rc : fail(pz_last_error(), hint(st));
+  }
   if (layers > cfg.num_hidden_layers) {
-    fprintf(stderr, "prezero graph: --layers %lld exceeds num_hidden_layers (%lld) of %s; use 1..%lld\n", layers,
+    fprintf(stderr, "prezero graph: --layers %lld exceeds num_hidden_layers (%lld) of %s; use --layers 1..%lld\n", layers,
             (long long)cfg.num_hidden_layers, cfg.name, (long long)cfg.num_hidden_layers);
-    return 1;
+    return PZ_CLI_EXIT_USAGE;
   }
   if (context > cfg.max_position_embeddings) {
-    fprintf(stderr, "prezero graph: --context %lld exceeds max_position_embeddings (%lld) of %s; use a smaller --context\n",
-            context, (long long)cfg.max_position_embeddings, cfg.name);
-    return 1;
+    fprintf(stderr, "prezero graph: --context %lld exceeds max_position_embeddings (%lld) of %s; use --context 1..%lld\n",
+            context, (long long)cfg.max_position_embeddings, cfg.name, (long long)cfg.max_position_embeddings);
+    return PZ_CLI_EXIT_USAGE;
+  }
+  if (context != -1 && context < 1) {
+    char why[160];
+    snprintf(why, sizeof why, " (max_position_embeddings of %s)", cfg.name);
+    return pz_cli_out_of_range("graph", "--context", context, 1, cfg.max_position_embeddings, why);
+  }
+  /* A --dot path that cannot be written fails now, before the graph is printed. */
+  FILE *dot_f = NULL;
+  if (dot && !(dot_f = fopen(dot, "w"))) {
+    fprintf(stderr, "prezero graph: cannot write --dot %s (%s); check the --dot path\n", dot, strerror(errno));
+    return PZ_CLI_EXIT_ERROR;
   }
   pz_build_opts bo = PZ_BUILD_OPTS_INIT;
   bo.tp = (int)tp;
@@ -110,7 +122,11 @@ int pz_cmd_graph(int argc, char **argv) {
   bo.max_ctx = context > 0 ? context : (cfg.max_position_embeddings < 4096 ? cfg.max_position_embeddings : 4096);
   pz_graph *g = NULL;
   st = pz_build_decode_graph(&cfg, &bo, &g);
-  if (st != PZ_OK) return fail(pz_last_error(), hint(st));
+  if (st != PZ_OK) {
+    if (dot_f) { fclose(dot_f); remove(dot); }
+    fail(pz_last_error(), hint(st));
+    return st == PZ_ERR_INVALID_ARG ? PZ_CLI_EXIT_USAGE : PZ_CLI_EXIT_ERROR; /* a --tp that does not fit the model */
+  }
   pz_pass_opts po = PZ_PASS_OPTS_INIT;
   po.prezero = prezero;
   pz_pass_stats stats[PZ_MAX_PASSES];
@@ -118,6 +134,7 @@ int pz_cmd_graph(int argc, char **argv) {
   st = pz_run_passes(g, &po, stats, &n_stats);
   if (st != PZ_OK) {
     pz_graph_free(g);
+    if (dot_f) { fclose(dot_f); remove(dot); }
     return fail(pz_last_error(), hint(st));
   }
   printf("# prezero %s\n", pz_prezero_flag(&po) ? "on" : "off");
@@ -125,15 +142,9 @@ int pz_cmd_graph(int argc, char **argv) {
     printf("# pass %s: %s, matched %d, rewritten %d\n", stats[i].name, stats[i].ran ? "ran" : "disabled",
            stats[i].matched, stats[i].rewritten);
   st = pz_graph_dump_text(g, stdout);
-  if (st == PZ_OK && dot) {
-    FILE *f = fopen(dot, "w");
-    if (!f) {
-      fprintf(stderr, "prezero graph: cannot write %s (%s); check the --dot path\n", dot, strerror(errno));
-      pz_graph_free(g);
-      return 1;
-    }
-    st = pz_graph_dump_dot(g, f);
-    if (fclose(f) && st == PZ_OK) st = pz_error(PZ_ERR_IO, "cannot write %s", dot);
+  if (dot_f) {
+    if (st == PZ_OK) st = pz_graph_dump_dot(g, dot_f);
+    if (fclose(dot_f) && st == PZ_OK) st = pz_error(PZ_ERR_IO, "cannot write %s", dot);
   }
   pz_graph_free(g);
   if (st != PZ_OK) return fail(pz_last_error(), "check that standard output and the --dot file can be written");

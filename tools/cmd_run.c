@@ -20,7 +20,8 @@ static void usage(FILE *f) {
           "  --batch M           sequences decoded together, 1..%d (default 4)\n"
           "  --steps S           decode steps (default 8)\n"
           "  --context L         tokens already in each KV cache (seeded random), context + steps must\n"
-          "                      not exceed max_position_embeddings (default 128)\n"
+          "                      not exceed max_position_embeddings (default 128, or less so that the\n"
+          "                      steps fit)\n"
           "  --layers N          run only the first N layers (default: all)\n"
           "  --seed X            seed of the weights, KV cache and prompt tokens (default 1234)\n"
           "  --prezero on|off    run the prezero pass (default: PREZERO_ENABLE, off when unset)\n"
@@ -28,7 +29,7 @@ static void usage(FILE *f) {
           "                      all TP ranks in this process (cuda: rank r on GPU r, CUDA graphs per\n"
           "                      batch size, PREZERO_CUDA_GRAPH=0 for eager launches). On cuda without\n"
           "                      --layers, as many layers as fit in GPU memory are run (and reported)\n"
-          "  --threads N         CPU worker threads, 0..1024 (default 0: all cores; PREZERO_CPU_THREADS overrides)\n"
+          "  --threads N         CPU worker threads, 0..1024 (default: PREZERO_CPU_THREADS, else 0: all cores)\n"
           "  --model DIR         Hugging Face checkpoint directory (config.json + model.safetensors or\n"
           "                      model.safetensors.index.json and shards; BF16, F32 or block-scaled FP8):\n"
           "                      config and weights from it instead of --config and the seed (CPU)\n"
@@ -60,7 +61,9 @@ static int fail(pz_status s) {
   const char *msg = pz_last_error();
   if (strstr(msg, "; ")) fprintf(stderr, "prezero run: %s\n", msg);
   else fprintf(stderr, "prezero run: %s; %s\n", msg, hint(s));
-  return 1;
+  /* The engine refuses flag values that do not fit the model (a --tp that does not divide the
+   * vocabulary, ...) as invalid arguments: usage errors, like the same checks made here. */
+  return s == PZ_ERR_INVALID_ARG ? PZ_CLI_EXIT_USAGE : PZ_CLI_EXIT_ERROR;
 }
 
 static int parse_int(const char *flag, const char *v, long long lo, long long hi, long long *out) {
@@ -72,7 +75,7 @@ static int parse_int(const char *flag, const char *v, long long lo, long long hi
     return 1;
   }
   if (x < lo || x > hi) {
-    fprintf(stderr, "prezero run: %s %lld is out of range; use %lld..%lld\n", flag, x, lo, hi);
+    fprintf(stderr, "prezero run: %s %lld is out of range; see the range in 'prezero run --help'\n", flag, x);
     return 1;
   }
   *out = x;
@@ -218,7 +221,7 @@ int pz_cmd_run(int argc, char **argv) {
   unsigned long long seed = 1234;
   const char *config = "tiny";
   const char *model_dir = NULL, *prompt_arg = NULL, *logits_path = NULL;
-  bool config_given = false, layers_given = false;
+  bool config_given = false, layers_given = false, context_given = false;
   prompts pr = {0};
   bool device_given = false;
   for (int i = 1; i < argc; i++) {
@@ -264,14 +267,14 @@ int pz_cmd_run(int argc, char **argv) {
       if (!strcmp(a, "--tp")) tp = x;
       else if (!strcmp(a, "--batch")) batch = x;
       else if (!strcmp(a, "--steps")) steps = x;
-      else if (!strcmp(a, "--context")) context = x;
+      else if (!strcmp(a, "--context")) { context = x; context_given = true; }
       else if (!strcmp(a, "--layers")) { layers = x; layers_given = true; }
       else if (!strcmp(a, "--threads")) threads = x;
     }
   }
   if (model_dir && config_given) {
     fprintf(stderr, "prezero run: --model and --config both give the model; use one of them\n");
-    return 2;
+    return PZ_CLI_EXIT_USAGE;
   }
   if (prompt_arg) {
     if (parse_prompts(prompt_arg, &pr)) return 2;
@@ -280,19 +283,19 @@ int pz_cmd_run(int argc, char **argv) {
   }
   if (batch < 1 || batch > PZ_ENGINE_MAX_BATCH) {
     fprintf(stderr, "prezero run: --batch %lld is out of range; use --batch 1..%d\n", batch, PZ_ENGINE_MAX_BATCH);
-    return 1;
+    return PZ_CLI_EXIT_USAGE;
   }
   if (steps < 1 || steps > 1000000) {
     fprintf(stderr, "prezero run: --steps %lld is out of range; use --steps 1..1000000\n", steps);
-    return 1;
+    return PZ_CLI_EXIT_USAGE;
   }
   if (tp < 1 || tp > 64) {
     fprintf(stderr, "prezero run: --tp %lld is out of range; use a TP degree 1..64 that divides the heads\n", tp);
-    return 1;
+    return PZ_CLI_EXIT_USAGE;
   }
   if (context < 0) {
     fprintf(stderr, "prezero run: --context %lld is negative; use --context 0 or more\n", context);
-    return 1;
+    return PZ_CLI_EXIT_USAGE;
   }
   if (config_given && !config[0]) {
     fprintf(stderr, "prezero run: --config is empty; use a preset (%s) or a config.json path\n", pz_config_preset_names());
@@ -301,12 +304,12 @@ int pz_cmd_run(int argc, char **argv) {
   if (layers_given && layers < 1) {
     fprintf(stderr, "prezero run: --layers %lld is out of range; use --layers 1 or more (leave it out for all layers)\n",
             layers);
-    return 1;
+    return PZ_CLI_EXIT_USAGE;
   }
   if (threads < 0 || threads > 1024) {
     fprintf(stderr, "prezero run: --threads %lld is out of range; use --threads 1..1024 (0 or leave it out: all cores)\n",
             threads);
-    return 1;
+    return PZ_CLI_EXIT_USAGE;
   }
   /* A --logits path that cannot be written fails now, not after the whole decode. */
   if (logits_path) {
@@ -320,7 +323,11 @@ int pz_cmd_run(int argc, char **argv) {
   /* Model-dependent checks with flag-specific advice (the engine checks them again). */
   pz_model_config mc;
   pz_status st = model_dir ? pz_checkpoint_load_config(model_dir, &mc) : pz_config_load(config, &mc);
-  if (st != PZ_OK) { free_prompts(&pr); return fail(st); }
+  if (st != PZ_OK) {
+    free_prompts(&pr);
+    int rc = model_dir ? 0 : pz_cli_config_dir("run", config, 1); /* a checkpoint directory given to --config */
+    return rc ? rc : fail(st);
+  }
   /* Prompt mode: the KV cache needs room for the longest prompt plus the decoded tokens. */
   if (prompt_arg) steps += pr.max_len - 1;
   for (int i = 0; i < pr.len_total; i++)
@@ -328,29 +335,41 @@ int pz_cmd_run(int argc, char **argv) {
       fprintf(stderr, "prezero run: --prompt-ids token %d is out of range; use ids 0..%lld (vocab_size of %s)\n",
               pr.tok[i], (long long)mc.vocab_size - 1, mc.name);
       free_prompts(&pr);
-      return 1;
+      return PZ_CLI_EXIT_USAGE;
     }
   if (mc.num_attention_heads % tp) {
     fprintf(stderr, "prezero run: --tp %lld does not divide num_attention_heads (%lld) of %s; use a TP degree that divides it\n",
             tp, (long long)mc.num_attention_heads, mc.name);
-    return 1;
+    free_prompts(&pr);
+    return PZ_CLI_EXIT_USAGE;
   }
   if (prompt_arg && context + steps > mc.max_position_embeddings) {
     fprintf(stderr, "prezero run: the longest --prompt-ids prompt (%d tokens) + --steps %lld exceeds max_position_embeddings "
             "(%lld) of %s; use shorter prompts or fewer --steps\n",
             pr.max_len, steps - (pr.max_len - 1), (long long)mc.max_position_embeddings, mc.name);
     free_prompts(&pr);
-    return 1;
+    return PZ_CLI_EXIT_USAGE;
+  }
+  /* Without --context the seeded KV-cache prefix shrinks to leave room for the steps (a small
+   * checkpoint's max_position_embeddings can be below the default 128 + steps). */
+  if (!context_given && !prompt_arg) {
+    if (steps > mc.max_position_embeddings) {
+      fprintf(stderr, "prezero run: --steps %lld exceeds max_position_embeddings (%lld) of %s; use --steps 1..%lld\n",
+              steps, (long long)mc.max_position_embeddings, mc.name, (long long)mc.max_position_embeddings);
+      return PZ_CLI_EXIT_USAGE;
+    }
+    if (context + steps > mc.max_position_embeddings) context = mc.max_position_embeddings - steps;
   }
   if (context + steps > mc.max_position_embeddings) {
     fprintf(stderr, "prezero run: --context %lld + --steps %lld exceeds max_position_embeddings (%lld) of %s; use a smaller --context\n",
             context, steps, (long long)mc.max_position_embeddings, mc.name);
-    return 1;
+    return PZ_CLI_EXIT_USAGE;
   }
   if (layers > mc.num_hidden_layers) {
     fprintf(stderr, "prezero run: --layers %lld exceeds num_hidden_layers (%lld) of %s; use --layers 1..%lld\n", layers,
             (long long)mc.num_hidden_layers, mc.name, (long long)mc.num_hidden_layers);
-    return 1;
+    free_prompts(&pr);
+    return PZ_CLI_EXIT_USAGE;
   }
 
   if (!device_given) { /* cuda when the GPUs for this TP are visible; otherwise the CPU, said aloud */
@@ -382,8 +401,14 @@ int pz_cmd_run(int argc, char **argv) {
   double t_create = now_s() - t0;
   pz_engine_info info;
   pz_engine_get_info(e, &info);
-  printf("# %s: %d layers, tp %d, batch %lld, context %lld, seed %llu, prezero %s, %s; weights %.1f MiB, KV cache %.1f MiB\n",
-         info.model, info.n_layers, info.tp, batch, context, seed, info.prezero ? "on" : "off",
+  /* The seed makes the weights, the KV-cache prefix and the prompt tokens; with --model the
+   * weights are the checkpoint's, and with --prompt-ids too nothing is seeded. */
+  char seed_txt[64];
+  if (!model_dir) snprintf(seed_txt, sizeof seed_txt, "seed %llu", seed);
+  else if (!prompt_arg) snprintf(seed_txt, sizeof seed_txt, "seed %llu (prompts and KV cache)", seed);
+  else snprintf(seed_txt, sizeof seed_txt, "weights from --model");
+  printf("# %s: %d layers, tp %d, batch %lld, context %lld, %s, prezero %s, %s; weights %.1f MiB, KV cache %.1f MiB\n",
+         info.model, info.n_layers, info.tp, batch, context, seed_txt, info.prezero ? "on" : "off",
          info.device == PZ_DEVICE_CUDA ? "cuda" : "cpu", (double)info.weight_bytes / (1 << 20),
          (double)info.kv_cache_bytes / (1 << 20));
   if (info.layers_fitted)

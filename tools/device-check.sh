@@ -4,12 +4,14 @@
 # Usage, from the repository root on a GPU machine (carry .deps for cJSON):
 #   OUT=/some/dir bash tools/device-check.sh [section ...]
 # Sections (default: build tests sanitizer gemm ar attn moe step compare determinism; also racecheck):
-#   build      configure + build into build-dev (always runs first)
+#   build      configure + build into build-dev (always runs first; PZ_BUILD_TARGETS limits the targets)
 #   tests      ctest -L cuda (every CUDA test), plus the CPU suite when PZ_CPU_TESTS=1
 #   sanitizer  compute-sanitizer memcheck on each CUDA test in quick mode (PZ_TEST_QUICK=1); CUDA API
 #              return codes are not reported (the communicator expects cudaErrorPeerAccessAlreadyEnabled)
 #   gemm ar attn moe step   `prezero bench <name>` into $OUT (PZ_GEMM_ARGS adds bench gemm options)
 #   racecheck  compute-sanitizer racecheck and synccheck on test_gemm (quick mode)
+#   fresh      `prezero compare` (Kimi-K2, TP 1) on an empty cache: built-in table, then PREZERO_GEMM_BUILTIN=0
+#   tune       `prezero tune` (PZ_TUNE_ARGS) into the private cache; later sections use that table
 #   compare    `prezero compare` at TP 1 and, with 2 GPUs, TP 2 (PZ_COMPARE_ARGS adds options)
 #   determinism  `prezero compare --deterministic` at TP 1 and 2: ON vs OFF bit-identity
 # Results come back as $OUT/summary.txt (what ran, exit codes) and $OUT/results.tar.gz.
@@ -38,13 +40,13 @@ log "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name --format=csv,noheader |
 # cJSON travels as .deb packages (no registry on the GPU machine): unpacked into $CJ by the
 # set-up the bench scripts share.
 . bench/device_env.sh
-# GEMM choices: the H200 tuner table recorded by `bench gemm` (others fall back to the heuristic).
+# GEMM choices: a private cache, empty at first, so the table built into the library decides
+# until the `tune` section writes this device's own table there.
 export PREZERO_CACHE_DIR=$W/cache
 mkdir -p "$PREZERO_CACHE_DIR"
-cp bench/results/gemm_h200_tuner_table.json "$PREZERO_CACHE_DIR/gemm_NVIDIA_H200_132sm.json" 2>/dev/null
 pack() { tar -czf "$OUT/results.tar.gz" -C "$OUT" work 2>/dev/null; }
 B=build-dev
-run build ${PZ_T_BUILD:-300} bash -c "cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=$CJ/usr -DCMAKE_CUDA_ARCHITECTURES=90a && cmake --build $B -j16" \
+run build ${PZ_T_BUILD:-300} bash -c "cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=$CJ/usr -DCMAKE_CUDA_ARCHITECTURES=90a && cmake --build $B -j16 ${PZ_BUILD_TARGETS:+--target $PZ_BUILD_TARGETS}" \
   || { tail -40 "$W/build.txt"; pack; exit 1; }
 P=$B/prezero
 
@@ -62,6 +64,11 @@ for s in $sections; do
           compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 "$t"
         grep -E "ERROR SUMMARY" "$W/memcheck_$(basename $t).txt" | tail -1 | tee -a "$S"
       done ;;
+    fresh)  # compare on a fresh cache: the built-in table, then the heuristic alone
+      mkdir -p $W/empty_cache
+      PREZERO_CACHE_DIR=$W/empty_cache CUDA_VISIBLE_DEVICES=0 run compare_builtin ${PZ_T_COMPARE:-300} $P compare --config kimi_k2 --tp 1 ${PZ_COMPARE_ARGS:-} --out $W/compare_builtin
+      PREZERO_GEMM_BUILTIN=0 PREZERO_CACHE_DIR=$W/empty_cache CUDA_VISIBLE_DEVICES=0 run compare_heuristic ${PZ_T_COMPARE:-300} $P compare --config kimi_k2 --tp 1 ${PZ_COMPARE_ARGS:-} --out $W/compare_heuristic ;;
+    tune) run tune ${PZ_T_TUNE:-400} $P tune ${PZ_TUNE_ARGS:-}; tail -2 "$W/tune.txt" ;;
     gemm) run bench_gemm ${PZ_T_GEMM:-400} $P bench gemm --json $W/gemm_h200.json --md $W/gemm_h200.md ${PZ_GEMM_ARGS:-}
       tail -${PZ_GEMM_TAIL:-30} "$W/bench_gemm.txt" | cut -c1-200 ;;
     racecheck)  # racecheck + synccheck on the GEMM test (quick mode)

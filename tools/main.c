@@ -1,17 +1,52 @@
 /* prezero CLI: dispatches to run | graph | compare | bench <gemm|ar|attn|moe|step>. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "prezero.h"
 
 static void usage(FILE *f) {
   fprintf(f,
+          "prezero: decodes DeepSeek-V2-family models (V2, V2-Lite, V3, Kimi-K2) with the zeroing of\n"
+          "split-K GEMM outputs moved into the fused all-reduce + RMSNorm kernel before them (CPU or CUDA)\n"
           "usage: prezero <command> [options]\n"
           "  run      decode steps of a model preset or config.json (default: tiny, CPU)\n"
           "  graph    print the rank-0 decode graph (text, or --dot FILE)\n"
           "  compare  prezero ON vs OFF end to end (GPU)\n"
           "  bench    kernel benchmarks: bench gemm | ar | attn | moe | step (GPU)\n"
-          "run 'prezero <command> --help' for its options\n");
+          "  tune     tune the split-K GEMMs for this GPU and save the table (GPU)\n"
+          "run 'prezero <command> --help' for its options; 'prezero --version' for the version\n"
+          "options take their value as '--flag value' or '--flag=value'\n");
+}
+
+/* Flags that take no value: "--flag=..." is refused for them rather than split. */
+static const char *const no_value[] = {"--help", "-h", "--no-profile", "--deterministic", "--sweep", "--no-tune", NULL};
+
+/* Rewrites "--flag=value" (GNU style) into the two words "--flag" "value" in a new argv, from
+ * argv[first] on, so that every subcommand reads both forms. Returns NULL (after one error line)
+ * for "=" after a flag that takes no value. */
+static char **split_eq(int argc, char **argv, int first, const char *cmd, int *new_argc) {
+  char **out = malloc(sizeof(char *) * (size_t)(2 * argc + 1));
+  if (!out) return NULL;
+  int n = 0;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i], *eq = i >= first && a[0] == '-' && a[1] == '-' ? strchr(a, '=') : NULL;
+    if (!eq || eq == a + 2) { out[n++] = argv[i]; continue; }
+    size_t len = (size_t)(eq - a);
+    for (int k = 0; no_value[k]; k++)
+      if (strlen(no_value[k]) == len && !strncmp(a, no_value[k], len)) {
+        fprintf(stderr, "prezero %s: %.*s takes no value; write %.*s alone\n", cmd, (int)len, a, (int)len, a);
+        free(out);
+        return NULL;
+      }
+    argv[i][len] = 0; /* argv strings are writable (C11 5.1.2.2.1) */
+    out[n++] = argv[i];
+    out[n++] = argv[i] + len + 1;
+  }
+  out[n] = NULL;
+  *new_argc = n;
+  return out;
 }
 
 /* A command that succeeded but whose standard output could not be written (a full disk, a
@@ -31,17 +66,37 @@ static int finish(const char *cmd, int rc) {
 static int dispatch(int argc, char **argv);
 
 int main(int argc, char **argv) {
-  int rc = dispatch(argc, argv);
-  return finish(argc < 2 ? "run" : argv[1], rc);
+  const char *cmd = argc < 2 ? "run" : argv[1];
+  char bench_cmd[64];
+  if (argc >= 3 && !strcmp(cmd, "bench")) {
+    snprintf(bench_cmd, sizeof bench_cmd, "bench %.40s", argv[2]);
+    cmd = bench_cmd;
+  }
+  int n = argc;
+  char **args = split_eq(argc, argv, 1, cmd, &n);
+  if (!args) return 2;
+  int rc = dispatch(n, args);
+  rc = finish(argc < 2 ? "run" : argv[1], rc);
+  free(args);
+  return rc;
 }
 
 static int dispatch(int argc, char **argv) {
   if (argc < 2) return pz_cmd_run(argc, argv); /* no command: decode the embedded default */
   const char *c = argv[1];
   if (!strcmp(c, "-h") || !strcmp(c, "--help") || !strcmp(c, "help")) { usage(stdout); return 0; }
+  if (!strcmp(c, "--version") || !strcmp(c, "-V") || !strcmp(c, "version")) {
+#ifdef PZ_HAVE_CUDA
+    printf("prezero %s (CPU backend; CUDA backend built)\n", PZ_VERSION);
+#else
+    printf("prezero %s (CPU backend; built without CUDA)\n", PZ_VERSION);
+#endif
+    return 0;
+  }
   if (!strcmp(c, "run")) return pz_cmd_run(argc - 1, argv + 1);
   if (!strcmp(c, "graph")) return pz_cmd_graph(argc - 1, argv + 1);
   if (!strcmp(c, "compare")) return pz_cmd_compare(argc - 1, argv + 1);
+  if (!strcmp(c, "tune")) return pz_cmd_tune(argc - 1, argv + 1);
   if (!strcmp(c, "bench")) {
     if (argc < 3 || !strcmp(argv[2], "--help")) {
       fprintf(argc < 3 ? stderr : stdout, "usage: prezero bench <gemm|ar|attn|moe|step> [options] (run 'prezero bench gemm --help')\n");

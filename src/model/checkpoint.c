@@ -526,9 +526,19 @@ pz_status pz_checkpoint_fill(void *user, const pz_tensor *t, int rank, void *dst
 
 pz_status pz_checkpoint_load_config(const char *dir, pz_model_config *out) {
   if (!dir || !out) return pz_error(PZ_ERR_INVALID_ARG, "pz_checkpoint_load_config: NULL argument");
+  struct stat sb;
+  if (stat(dir, &sb) != 0)
+    return pz_error(PZ_ERR_IO, "checkpoint %s: does not exist (%s); give --model the path of a Hugging Face checkpoint "
+                    "directory", dir, strerror(errno));
+  if (!S_ISDIR(sb.st_mode)) {
+    /* Most often its config.json or a weights file: name the folder that holds it. */
+    const char *slash = strrchr(dir, '/');
+    int n = slash ? (slash == dir ? 1 : (int)(slash - dir)) : 1;
+    return pz_error(PZ_ERR_IO, "checkpoint %s: is a file, not a directory; pass its folder (--model %.*s)", dir, n,
+                    slash ? dir : ".");
+  }
   char *path = join(dir, "config.json");
   if (!path) return pz_error(PZ_ERR_OOM, "checkpoint %s: out of memory", dir);
-  struct stat sb;
   if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
     free(path);
     return pz_error(PZ_ERR_IO, "checkpoint %s: no config.json there; give --model a Hugging Face checkpoint directory", dir);

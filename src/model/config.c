@@ -145,14 +145,24 @@ static pz_status parse_root(const reader *r, pz_model_config *c) {
   PZ_CHECK(check_duplicates(r, r->root, ""));
   const cJSON *rs = cJSON_GetObjectItemCaseSensitive(r->root, "rope_scaling");
   if (cJSON_IsObject(rs)) PZ_CHECK(check_duplicates(r, rs, "rope_scaling."));
-  /* Neither MLA field: another family (Llama, Qwen, Mixtral, ...), not a broken DeepSeek config. */
-  if (!cJSON_GetObjectItemCaseSensitive(r->root, "q_lora_rank") &&
-      !cJSON_GetObjectItemCaseSensitive(r->root, "kv_lora_rank")) {
-    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(r->root, "model_type");
+  /* No MLA field and a model_type outside the family: another family (Llama, Qwen, Mixtral, ...),
+   * not a broken DeepSeek config. A deepseek_* / kimi_* model_type, or any MLA field, means a
+   * DeepSeek config with a field missing: the field reader below names it. */
+  const cJSON *mt = cJSON_GetObjectItemCaseSensitive(r->root, "model_type");
+  bool family = cJSON_IsString(mt) && (!strncmp(mt->valuestring, "deepseek", 8) || !strncmp(mt->valuestring, "kimi", 4));
+  static const char *const mla_fields[] = {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim"};
+  for (size_t i = 0; i < sizeof mla_fields / sizeof mla_fields[0]; i++)
+    family |= cJSON_GetObjectItemCaseSensitive(r->root, mla_fields[i]) != NULL;
+  if (!family) {
     return pz_error(PZ_ERR_CONFIG, "config %s: model_type \"%s\" has no MLA fields (q_lora_rank, kv_lora_rank); prezero "
                     "runs the DeepSeek-V2 family only (DeepSeek-V2, V2-Lite, V3, Kimi-K2 configs)", r->src,
                     cJSON_IsString(mt) ? mt->valuestring : "?");
   }
+  /* Both LoRA ranks missing: name both (the reader below would name only q_lora_rank). */
+  if (!cJSON_GetObjectItemCaseSensitive(r->root, "q_lora_rank") &&
+      !cJSON_GetObjectItemCaseSensitive(r->root, "kv_lora_rank"))
+    return pz_error(PZ_ERR_CONFIG, "config %s: required fields \"kv_lora_rank\" and \"q_lora_rank\" are missing (MLA "
+                    "ranks; q_lora_rank is null for V2-Lite)", r->src);
   PZ_CHECK(get_int(r, "hidden_size", true, false, 1, &c->hidden_size));
   PZ_CHECK(get_int(r, "num_hidden_layers", true, false, 1, &c->num_hidden_layers));
   if (c->num_hidden_layers > PZ_CONFIG_MAX_LAYERS)

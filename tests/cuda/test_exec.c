@@ -298,7 +298,7 @@ static void test_prezero_on_off(int tp) {
     }
   }
   unsetenv("PREZERO_FORCE_GATE");
-  printf("prezero ON vs OFF, TP %d: bit-identical (2 splits, scratch poisoned, gate on/off/calibrated, eager and graphs)\n", tp);
+  printf("prezero ON vs OFF, TP %d: bit-identical (2 splits, scratch poisoned, fill gate on/off/calibrated, eager and graphs)\n", tp);
   free(a);
   free(b);
   pz_graph_free(off);

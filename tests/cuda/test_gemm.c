@@ -223,14 +223,15 @@ static void check_all_flavours(prob *p, pz_dtype dt, int exact, const char *name
             continue;
           }
           out_check(&o, p, exact, what);
-          /* The same case on the Hopper wgmma kernel (wn 3, wt = consumer warpgroups). */
-          if (f != 6 && pz_gemm_ctx_has_wgmma(ctx) && p->n % (64 * wt) == 0 && s <= p->k / 64) {
+          /* The same case on the Hopper wgmma kernel (wn 3) with 1, 2 and 4 64-row W tiles per CTA. */
+          for (int wgt = 1; wgt <= 4 && wt == 1 && f != 6 && pz_gemm_ctx_has_wgmma(ctx); wgt *= 2) {
+            if (p->n % (64 * wgt) || s > p->k / 64) continue;
             out_poison(&o, p, !zero_init);
             a.config.wn = 3;
-            a.config.wt = wt;
+            a.config.wt = wgt;
             st = pz_gemm_launch(ctx, &a, 0);
             char w2[300];
-            snprintf(w2, sizeof w2, "%s [wgmma]", what);
+            snprintf(w2, sizeof w2, "%s [wgmma wt %d]", what, wgt);
             if (st != PZ_OK) {
               fprintf(stderr, "%s: %s: %s\n", w2, pz_status_string(st), pz_last_error());
               pz_test_failures++;
@@ -254,7 +255,7 @@ static void check_all_flavours(prob *p, pz_dtype dt, int exact, const char *name
 /* Same config three times on real-valued inputs: bit-identical (split <= 2, or serial). */
 static void check_run_to_run(prob *p) {
   struct { int f, s, wn; } cases[] = {{1, 2, 0}, {2, 2, 1}, {3, 2, 0}, {5, 2, 2}, {5, 7, 0}, {4, 1, 0},
-                                      {1, 2, 3}, {2, 2, 3}, {5, 2, 3}, {5, 7, 3}, {4, 1, 3}};
+                                      {1, 2, 3}, {2, 2, 3}, {5, 2, 3}, {5, 7, 3}, {4, 1, 3}, {1, 2, 4}};
   outbuf o;
   out_make(&o, p, PZ_F32);
   void *first = malloc(o.bytes);
@@ -263,8 +264,9 @@ static void check_run_to_run(prob *p) {
       out_poison(&o, p, cases[c].f == 1);
       pz_gemm_args a = args_for(p, &o, cases[c].f, cases[c].s, 1, cases[c].f != 1, false);
       a.config.warps = 4 + 4 * (int)(c & 1); /* fixed per case: the warp tree's order is part of it */
-      a.config.wn = cases[c].wn;
-      if (cases[c].wn == 3 && !pz_gemm_ctx_has_wgmma(ctx)) break;
+      a.config.wn = cases[c].wn == 4 ? 3 : cases[c].wn; /* 4: wgmma with wt 4 */
+      if (cases[c].wn == 4) a.config.wt = 4;
+      if (cases[c].wn >= 3 && !pz_gemm_ctx_has_wgmma(ctx)) break;
       CHECK_OK(pz_gemm_launch(ctx, &a, 0));
       CHECK(cudaMemcpy(o.h, o.d, o.bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
       if (r == 0) memcpy(first, o.h, o.bytes);
@@ -331,6 +333,7 @@ static void check_bad_shapes(prob *p) {
     b = a; b.config.wn = 3; b.config.splits = b.k / 64 + 1; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
     b = a; b.config.wn = 3; b.config.wt = 2; b.n = 192; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
     b = a; b.config.wn = 3; b.config.wt = 3; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
+    b = a; b.config.wn = 3; b.config.wt = 4; b.n = 128; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
   }
   out_free(&o);
 }
@@ -389,8 +392,8 @@ int main(void) {
 
   /* (m, n, k): tiny m, one token tile, several tiles, m > 128 (two token chunks), m = 256. */
   static const int shapes[][3] = {{1, 128, 256}, {5, 192, 512}, {16, 256, 1024}, {37, 128, 2048},
-                                  {100, 64, 640}, {200, 128, 384}, {256, 64, 128}};
-  int nshapes = quick ? 3 : 7;
+                                  {100, 64, 640}, {200, 128, 384}, {256, 64, 128}, {200, 256, 512}};
+  int nshapes = quick ? 3 : 8;
   for (int i = 0; i < nshapes; i++) {
     prob p;
     prob_make(&p, shapes[i][0], shapes[i][1], shapes[i][2], 0, 1);

@@ -159,7 +159,7 @@ static void bit_identity(int tp) {
   }
   unsetenv("PREZERO_FORCE_GATE");
   unsetenv("PREZERO_GEMM_SPLITS");
-  printf("tiny prezero ON vs OFF, TP %d: tokens (%d steps) and logits bit-identical, gate on/off/calibrated\n", tp, FREE_STEPS);
+  printf("tiny prezero ON vs OFF, TP %d: tokens (%d steps) and logits bit-identical, fill gate on/off/calibrated\n", tp, FREE_STEPS);
   /* Graph replay vs eager at captured batch sizes, deterministic GEMMs. */
   setenv("PREZERO_GEMM_FORCE", "serial", 1);
   pz_engine *eg = make(PZ_DEVICE_CUDA, tp, 1);

@@ -135,11 +135,11 @@ static pz_status fill_tensor(pz_cpu_exec *e, int r, const pz_tensor *t) {
 
 /* ------------------------------------------------------------ create / free */
 
-/* Worker threads: PREZERO_CPU_THREADS, else the request, else the cores; at most
- * PZ_CPU_MAX_THREADS (more only fails in pthread_create and cannot be faster). */
-static int default_threads(int req) {
+/* Worker threads: the request (a flag beats the environment), else PREZERO_CPU_THREADS, else
+ * the cores; at most PZ_CPU_MAX_THREADS (more only fails in pthread_create and cannot be faster). */
+int pz_cpu_threads_for(int req) {
   const char *env = getenv("PREZERO_CPU_THREADS");
-  if (env && atoi(env) > 0) req = atoi(env);
+  if (req <= 0 && env && atoi(env) > 0) req = atoi(env);
   if (req > PZ_CPU_MAX_THREADS) req = PZ_CPU_MAX_THREADS;
   if (req > 0) return req;
   long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -182,7 +182,7 @@ pz_status pz_cpu_exec_create(const pz_graph *g, const pz_cpu_exec_opts *opts, pz
   e->store = calloc((size_t)e->tp * (size_t)(nt ? nt : 1), sizeof(void *));
   e->data = calloc((size_t)e->tp, sizeof(void **));
   if (!e->store || !e->data) { st = pz_error(PZ_ERR_OOM, "cpu exec allocation"); goto fail; }
-  PZ_CHECK_GOTO(pz_cpu_pool_create(default_threads(e->opts.threads), &e->pool), st, fail);
+  PZ_CHECK_GOTO(pz_cpu_pool_create(pz_cpu_threads_for(e->opts.threads), &e->pool), st, fail);
   pz_cpu_pool *prev = pz_cpu_pool_current();
   pz_cpu_pool_bind(e->pool);
   for (int r = 0; r < e->tp; r++) {

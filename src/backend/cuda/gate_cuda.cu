@@ -57,7 +57,7 @@ extern "C" pz_status pz_gate_calibrate_cuda(int device, pz_device_desc *out) {
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || device < 0 || device >= ndev) {
     (void)cudaGetLastError();
-    return pz_error(PZ_ERR_NO_DEVICE, "gate calibration: no CUDA device %d", device);
+    return pz_error(PZ_ERR_NO_DEVICE, "fill-gate calibration: no CUDA device %d", device);
   }
   PZ_CUDA_CHECK(cudaSetDevice(device));
   cudaDeviceProp prop;
@@ -79,7 +79,7 @@ extern "C" pz_status pz_gate_calibrate_cuda(int device, pz_device_desc *out) {
   cc.devices[0] = device;
   cc.max_m = mmax;
   cc.max_H = Hmax;
-#define CK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { st = pz_error(PZ_ERR_CUDA, "gate calibration: %s: %s", #call, cudaGetErrorString(e_)); goto done; } } while (0)
+#define CK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { st = pz_error(PZ_ERR_CUDA, "fill-gate calibration: %s: %s", #call, cudaGetErrorString(e_)); goto done; } } while (0)
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   CK(cudaMalloc(&fill, (size_t)out->num_sms * fill_cols * 4));
   CK(cudaMalloc(&part, (size_t)mmax * Hmax * 4));

@@ -114,20 +114,29 @@ pz_status pz_gemm_check(const pz_gemm_args *a) {
   return PZ_OK;
 }
 
-/* Hopper: the wgmma kernel, one consumer warpgroup (64 columns per CTA). The split count
- * minimises a wave model of the busiest SM, waves x (k-blocks per split + a fixed pipeline
- * fill of 4 k-blocks), with 2 CTAs per SM for token tiles <= 64 (96 KB rings) and 1 above;
- * ties go to fewer splits (fewer atomics). */
+/* Hopper: the wgmma kernel. Fitted by hand to the H200 tuner table (bench/results/gemm_h200.json):
+ * - wt 2 (128 columns per CTA, half the A re-reads) from m >= 16 when n gives >= sm_count/4 such tiles;
+ * - full K when K is short (<= 32 k-blocks of 64) and the tiles alone fill half the SMs;
+ * - otherwise the split count minimises a wave model of the busiest SM slot: waves x (k-blocks per
+ *   split + 4 for the pipeline fill + BN/32 for the epilogue), with 2 CTAs per SM for token tiles
+ *   <= 64 and 1 above, at most 40 splits (28 from m >= 64: the reductions grow with m); ties go to
+ *   fewer splits. */
 static pz_gemm_config heuristic_wgmma(int sm_count, int m, int n, int k, bool zero_init) {
   pz_gemm_config c = {PZ_GEMM_AUTO, 1, 1, 5, 3};
-  const int bn = pz_gemm_wgmma_bn(m);
-  const int64_t tiles = (int64_t)(n / 64) * ((m + bn - 1) / bn);
-  const int64_t slots = (int64_t)sm_count * (bn <= 64 ? 2 : 1);
+  if (m >= 16 && n % 128 == 0 && n / 128 >= sm_count / 4) c.wt = 2;
+  const int bn = pz_gemm_wgmma_bn(m, c.wt);
+  const int64_t tiles = (int64_t)(n / (64 * c.wt)) * ((m + bn - 1) / bn);
+  const int64_t slots = (int64_t)sm_count * (bn <= 64 && c.wt == 1 ? 2 : 1);
   const int kb = k / 64;
+  if (kb <= 32 && m >= 16 && tiles >= sm_count / 2) {
+    c.flavour = PZ_GEMM_FULLK;
+    return c;
+  }
+  const int cap = m >= 64 ? 28 : 40;
   int64_t best = -1;
-  for (int s = 1; s <= kb / 2 && s <= 64; s++) {
+  for (int s = 1; s <= kb / 2 && s <= cap; s++) {
     const int64_t waves = (tiles * s + slots - 1) / slots;
-    const int64_t cost = waves * ((kb + s - 1) / s + 4);
+    const int64_t cost = waves * (4 * ((kb + s - 1) / s + 4) + bn / 8); /* in quarter k-blocks */
     if (best < 0 || cost < best) {
       best = cost;
       c.splits = s;
@@ -205,7 +214,7 @@ static pz_status choose_impl(pz_gemm_ctx *ctx, int m, int n, int k, bool zero_in
   if (c.wn == 3 && !ctx->wgmma) c = pz_gemm_heuristic(ctx->sm_count, m, n, k, zero_init, false);
   if (c.splits < 1) c.splits = 1;
   if (c.splits > k / (c.wn == 3 ? 64 : 32)) c.splits = k / (c.wn == 3 ? 64 : 32);
-  if (c.wt != 1 && c.wt != 2) c.wt = 1;
+  if (c.wt != 1 && c.wt != 2 && !(c.wn == 3 && c.wt == 4)) c.wt = 1;
   if (c.wn != 3 && c.warps != 4 && c.warps != 8) c.warps = 8;
   *out = c;
   return PZ_OK;

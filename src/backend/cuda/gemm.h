@@ -135,16 +135,17 @@ pz_status pz_gemm_launch(pz_gemm_ctx *ctx, const pz_gemm_args *args, cudaStream_
 pz_status pz_gemm_kernel_launch(const pz_gemm_args *a, int flavour, int splits, int wt, int warps,
                                 int wn, int *sems, int64_t sem_capacity, cudaStream_t stream);
 /* Hopper kernel (kernels/gemm_wgmma.cu), config wn = 3: TMA + mbarrier ring of W / A tiles, one
- * producer warp, `nwg` (1 or 2) wgmma consumer warpgroups with W's rows on the M = 64 side, so a
- * CTA owns 64*nwg output columns and pz_gemm_wgmma_bn(m) tokens (8, 16, .., 256); k is consumed
- * in 64-wide blocks (splits 1..k/64). Flavours 1, 2, 4, 5 as above. Errors: PZ_ERR_UNSUPPORTED
- * (not initialised: no Hopper device or no tensor-map encoder in the driver), PZ_ERR_INVALID_ARG
- * (flavour, nwg, n not a multiple of 64*nwg, splits), PZ_ERR_SHAPE (semaphores, strides),
- * PZ_ERR_CUDA. */
-pz_status pz_gemm_wgmma_launch(const pz_gemm_args *a, int flavour, int splits, int nwg, int *sems,
+ * producer warp, wgmma consumer warpgroups with W's rows on the M = 64 side. wt = 64-row W tiles
+ * per CTA: 1 (one warpgroup), 2 (two), 4 (two warpgroups of two m64 wgmmas each; m tiles of at
+ * most 128 tokens), so a CTA owns 64*wt output columns and pz_gemm_wgmma_bn(m, wt) tokens; k is
+ * consumed in 64-wide blocks (splits 1..k/64). Flavours 1, 2, 4, 5 as above. warps is ignored.
+ * Errors: PZ_ERR_UNSUPPORTED (not initialised: no Hopper device or no tensor-map encoder in the
+ * driver), PZ_ERR_INVALID_ARG (flavour, wt, n not a multiple of 64*wt, splits), PZ_ERR_SHAPE
+ * (semaphores, strides), PZ_ERR_CUDA. */
+pz_status pz_gemm_wgmma_launch(const pz_gemm_args *a, int flavour, int splits, int wt, int *sems,
                                int64_t sem_capacity, cudaStream_t stream);
-/* Token tile of the Hopper kernel for batch m: the smallest of 8, 16, 32, 64, 128, 256 >= m. */
-int pz_gemm_wgmma_bn(int m);
+/* Token tile of the Hopper kernel for batch m: the smallest of 8, 16, .., 256 (128 for wt 4) >= m. */
+int pz_gemm_wgmma_bn(int m, int wt);
 /* Resolves the driver's tensor-map encoder and raises the Hopper kernels' shared-memory limit;
  * called by pz_gemm_kernels_init on a compute-capability-9 device. Errors: PZ_ERR_UNSUPPORTED,
  * PZ_ERR_CUDA. */

@@ -1,6 +1,7 @@
 /* GEMM tuner: CUDA-graph timing of candidates over rotated weights, and the JSON table
  * (cJSON) of winners per device, stored under PREZERO_CACHE_DIR (default ~/.cache/prezero). */
 #include "backend/cuda/tuner.h"
+#include "backend/tables/gemm_tables.h"
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
@@ -9,7 +10,8 @@
 #include <sys/stat.h>
 #include "backend/cuda/cuda_util.h"
 
-#define POOL_A_ELEMS (256 * 16384)
+#define POOL_A_ELEMS (256 * 16384) /* A: m <= 256, k <= 16384 */
+#define POOL_C_ELEMS (256 * 32768) /* C: m <= 256, n <= 32768 */
 
 int pz_tuner_m_bucket(int m) {
   int b = 1;
@@ -87,26 +89,36 @@ pz_status pz_tuner_table_init(pz_tuner_table *t, const char *device, int sm_coun
   memset(t, 0, sizeof *t);
   snprintf(t->device, sizeof t->device, "%s", device);
   t->sm_count = sm_count;
-  char dir[700], name[256];
+  snprintf(t->source, sizeof t->source, "none");
+  char dir[700], key[256];
   cache_dir(dir, sizeof dir);
-  size_t j = 0;
-  for (const char *p = device; *p && j + 1 < 200; p++)
-    name[j++] = ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')) ? *p : '_';
-  name[j] = 0;
-  snprintf(t->path, sizeof t->path, "%s/gemm_%s_%dsm.json", dir, name, sm_count);
+  pz_gemm_table_key(key, sizeof key, device, sm_count);
+  snprintf(t->path, sizeof t->path, "%s/%s.json", dir, key);
   FILE *f = fopen(t->path, "rb");
-  if (!f) return PZ_OK;
-  fseek(f, 0, SEEK_END);
-  long sz = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *buf = sz > 0 ? malloc((size_t)sz + 1) : NULL;
   pz_status st = PZ_OK;
-  if (buf && fread(buf, 1, (size_t)sz, f) == (size_t)sz) {
-    buf[sz] = 0;
-    st = load_json(t, buf);
+  if (f) {
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = sz > 0 ? malloc((size_t)sz + 1) : NULL;
+    if (buf && fread(buf, 1, (size_t)sz, f) == (size_t)sz) {
+      buf[sz] = 0;
+      st = load_json(t, buf);
+    }
+    free(buf);
+    fclose(f);
+    if (st == PZ_OK && t->count > 0) snprintf(t->source, sizeof t->source, "cache");
   }
-  free(buf);
-  fclose(f);
+  /* No usable cache file: the table built into the library for this device, if any.
+   * PREZERO_GEMM_BUILTIN=0 ignores it (the heuristic then decides). */
+  const char *bi = getenv("PREZERO_GEMM_BUILTIN");
+  if (st == PZ_OK && t->count == 0 && !(bi && bi[0] == '0')) {
+    const char *text = pz_gemm_builtin_table(device, sm_count);
+    if (text) {
+      st = load_json(t, text);
+      if (st == PZ_OK && t->count > 0) snprintf(t->source, sizeof t->source, "built-in");
+    }
+  }
   return st;
 }
 
@@ -205,11 +217,11 @@ pz_status pz_tuner_pool_create(pz_tuner_pool *p, size_t w_bytes) {
   PZ_CUDA_CHECK(cudaStreamCreateWithFlags(&p->stream, cudaStreamNonBlocking));
   PZ_CUDA_CHECK(cudaMalloc(&p->w, w_bytes));
   PZ_CUDA_CHECK(cudaMalloc(&p->a, POOL_A_ELEMS * 2));
-  PZ_CUDA_CHECK(cudaMalloc(&p->c, POOL_A_ELEMS * 4));
+  PZ_CUDA_CHECK(cudaMalloc(&p->c, POOL_C_ELEMS * 4));
   PZ_CUDA_CHECK(cudaMalloc((void **)&p->sink, 64));
   PZ_CHECK(pz_gemm_fill_bf16(p->w, (int64_t)(w_bytes / 2), 1234u, false, p->stream));
   PZ_CHECK(pz_gemm_fill_bf16(p->a, POOL_A_ELEMS, 99u, false, p->stream));
-  PZ_CUDA_CHECK(cudaMemsetAsync(p->c, 0, POOL_A_ELEMS * 4, p->stream));
+  PZ_CUDA_CHECK(cudaMemsetAsync(p->c, 0, POOL_C_ELEMS * 4, p->stream));
   PZ_CUDA_CHECK(cudaStreamSynchronize(p->stream));
   return PZ_OK;
 }
@@ -236,6 +248,9 @@ static pz_status time_graph(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int kin
   slot = (slot + 255) & ~(size_t)255;
   int nrot = (int)(pool->w_bytes / slot);
   if (nrot < 1) return pz_error(PZ_ERR_SHAPE, "tuner: %zu-byte weights exceed the %zu-byte pool", slot, pool->w_bytes);
+  if (kind == 0 && ((int64_t)m * k > POOL_A_ELEMS || (int64_t)m * n > POOL_C_ELEMS))
+    return pz_error(PZ_ERR_SHAPE, "tuner: m=%d n=%d k=%d exceeds the timing pool (m*k <= %d, m*n <= %d)", m, n, k,
+                    POOL_A_ELEMS, POOL_C_ELEMS);
   pz_gemm_args a;
   memset(&a, 0, sizeof a);
   a.m = m;
@@ -339,14 +354,14 @@ pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int 
   double top_us[TOP];
   int ntop = 0;
   const int flv[] = {PZ_GEMM_SPLITK_ATOMIC, PZ_GEMM_FULLK};
-  /* Candidates 0-8: the mma.sync kernels (wt, warps, wn 0/1/2); 9-10: the Hopper wgmma kernel
-   * (wn 3) with 1 or 2 consumer warpgroups, only where it was initialised (compute capability 9).
+  /* Candidates 0-8: the mma.sync kernels (wt, warps, wn 0/1/2); 9-11: the Hopper wgmma kernel
+   * (wn 3) with 1, 2 or 4 64-row W tiles per CTA, only where it was initialised (compute capability 9).
    * PREZERO_TUNER_LEGACY=0 skips 0-8 (a faster sweep on Hopper). */
   const int hopper = pz_gemm_ctx_has_wgmma(ctx);
   const int legacy = env_int("PREZERO_TUNER_LEGACY", 1) || !hopper;
   for (int fi = 0; fi < 2; fi++) {
     const int f = flv[fi];
-    for (int cand = legacy ? 0 : 9; cand < (hopper ? 11 : 9); cand++) {
+    for (int cand = legacy ? 0 : 9; cand < (hopper ? 12 : 9); cand++) {
       int wt = 1 + (cand & 1), nw = cand & 2 ? 4 : 8, wn = cand >> 2;
       int chunk = 32; /* k per unit of the kernel's split granularity */
       if (cand == 8) { /* staged (cp.async) layout, m <= 16 */
@@ -354,10 +369,10 @@ pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int 
         wt = 1;
         nw = 4;
       }
-      if (cand >= 9) { /* wgmma: wt = consumer warpgroups, 64*wt columns per CTA */
+      if (cand >= 9) { /* wgmma: wt = 64-row W tiles per CTA (1, 2, 4) */
         wn = 3;
-        wt = cand - 8;
-        nw = 4 * wt + 1;
+        wt = cand == 9 ? 1 : cand == 10 ? 2 : 4;
+        nw = wt == 1 ? 5 : 9;
         chunk = 64;
         if (n % (64 * wt)) continue;
       } else {

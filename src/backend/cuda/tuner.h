@@ -22,6 +22,7 @@ typedef struct pz_tuner_table {
   char device[256];
   int sm_count;
   char path[1024]; /* the JSON file this table loads from and saves to */
+  char source[16];  /* where the entries came from: "cache", "built-in" or "none" */
   int count, cap;
   pz_tuner_entry *e;
 } pz_tuner_table;
@@ -30,8 +31,10 @@ typedef struct pz_tuner_table {
 int pz_tuner_m_bucket(int m);
 /* Sets up an empty table for (device, sm_count) and loads
  * $PREZERO_CACHE_DIR (default ~/.cache/prezero)/gemm_<device>_<sm>sm.json (characters of the
- * device name other than [A-Za-z0-9] become '_') when it exists and its device/sm_count match.
- * A missing or malformed file is not an error (table stays empty). Errors: PZ_ERR_OOM. */
+ * device name other than [A-Za-z0-9] become '_') when it exists and its device/sm_count match;
+ * otherwise the table built into the library for that device (backend/tables/gemm_tables.h),
+ * unless PREZERO_GEMM_BUILTIN=0. t->source says which. A missing or malformed file is not an
+ * error (table stays empty). Errors: PZ_ERR_OOM. */
 pz_status pz_tuner_table_init(pz_tuner_table *t, const char *device, int sm_count);
 /* Frees the entries; t itself is the caller's. */
 void pz_tuner_table_free(pz_tuner_table *t);
@@ -47,7 +50,7 @@ struct cJSON;
 struct cJSON *pz_tuner_to_json(const pz_tuner_table *t);
 
 /* Device buffers for timing: `w` holds rotated copies of W (bytes >= 2 x L2 so each launch
- * streams its weights from HBM), `a` bf16 [256 x 16384], `c` f32 [256 x 16384]; all filled
+ * streams its weights from HBM), `a` bf16 [256 x 16384], `c` f32 [256 x 32768]; all filled
  * with random bf16 / zero. */
 typedef struct pz_tuner_pool {
   void *w;

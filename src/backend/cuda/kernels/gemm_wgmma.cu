@@ -13,7 +13,8 @@ extern "C" {
 #include "backend/cuda/kernels/wgmma_ops.cuh"
 
 /* Layout (our own; swap-AB is the usual trick for skinny GEMMs, DESIGN.md section 9):
- *   Cᵀ[n, m] = W[n, k] · Aᵀ: a CTA owns BM = 64·NWG output columns (W rows) and BN tokens
+ *   Cᵀ[n, m] = W[n, k] · Aᵀ: a CTA owns BM = 64·NWG·WM output columns (W rows; consumer
+ *   warpgroup g issues WM m64 wgmmas on rows 64(g·WM + w)..) and BN tokens
  *   (the wgmma N side, 8..256), over one K slice of whole 64-wide k-blocks.
  * - Stage s of the ring holds W[n0 .. n0+BM) x [k, k+64) and A[t0 .. t0+BN) x [k, k+64), each a
  *   row of 128 bytes per W row / token, written by the copy engine with the 128-byte swizzle
@@ -121,13 +122,14 @@ __device__ __forceinline__ float c_load_l2(const WParams &p, int64_t off) {
 }
 
 /* Compile-time plan of one instantiation. */
-template <int BN, int NWG>
+template <int BN, int NWG, int WM>
 struct Plan {
-  static constexpr int BM = 64 * NWG;
+  static constexpr int BM = 64 * NWG * WM;
   static constexpr int W_BYTES = BM * 128;    /* one stage of W: BM rows x 64 bf16 */
   static constexpr int A_BYTES = BN * 128;    /* one stage of A: BN tokens x 64 bf16 */
   static constexpr int STAGE = W_BYTES + A_BYTES;
-  static constexpr int BUDGET = BN >= 128 ? 200 * 1024 : 96 * 1024; /* 1 resp. 2 CTAs per SM */
+  /* 2 CTAs per SM for small tiles, else 1 */
+  static constexpr int BUDGET = BN >= 128 || BM >= 256 ? 200 * 1024 : 96 * 1024;
   static constexpr int S0 = BUDGET / STAGE;
   static constexpr int STAGES = S0 > 8 ? 8 : S0 < 2 ? 2 : S0;
   static constexpr int CP = BM + 4; /* epilogue tile row (floats): fragment writes hit distinct banks */
@@ -138,11 +140,11 @@ struct Plan {
   static constexpr int THREADS = NWG * 128 + 32;
 };
 
-template <int BN, int NWG>
-__global__ void __launch_bounds__(Plan<BN, NWG>::THREADS, 1)
+template <int BN, int NWG, int WM>
+__global__ void __launch_bounds__(Plan<BN, NWG, WM>::THREADS, 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tmW, const __grid_constant__ CUtensorMap tmA,
                       const WParams p) {
-  using P = Plan<BN, NWG>;
+  using P = Plan<BN, NWG, WM>;
   constexpr int S = P::STAGES;
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
@@ -178,9 +180,11 @@ __global__ void __launch_bounds__(Plan<BN, NWG>::THREADS, 1)
   __syncthreads();
   if (p.mode == 2 && split == 0 && p.splits > 1 && threadIdx.x == 0) st_release(&p.sems[2 * tile], 1);
 
-  float acc[BN / 2];
+  float acc[WM][BN / 2];
 #pragma unroll
-  for (int i = 0; i < BN / 2; i++) acc[i] = 0.0f;
+  for (int w = 0; w < WM; w++)
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) acc[w][i] = 0.0f;
   const int wg = warp >> 2; /* consumer warpgroup (NWG = the producer warp's group index) */
 
   if (warp == 4 * NWG) {
@@ -201,11 +205,14 @@ __global__ void __launch_bounds__(Plan<BN, NWG>::THREADS, 1)
       const int s = i % S;
       mbar_wait(&full[s], (i / S) & 1);
       const unsigned char *st = smem + s * P::STAGE;
-      const uint64_t dw = make_desc(st + wg * 64 * 128);
       const uint64_t da = make_desc(st + P::W_BYTES);
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < 4; kk++) Wgmma<BN>::mma(acc, dw + 2 * kk, da + 2 * kk, 1);
+      for (int w = 0; w < WM; w++) {
+        const uint64_t dw = make_desc(st + (wg * WM + w) * 64 * 128);
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) Wgmma<BN>::mma(acc[w], dw + 2 * kk, da + 2 * kk, 1);
+      }
       wgmma_commit();
       if (i > 0) {
         wgmma_wait<1>();
@@ -220,14 +227,17 @@ __global__ void __launch_bounds__(Plan<BN, NWG>::THREADS, 1)
   if (warp < 4 * NWG) {
     /* Fragment element 4c + 2i + j: W row (column of C) 16*(warp%4) + lane/4 + 8i of this
      * warpgroup's 64, token 8c + 2*(lane%4) + j (PTX ISA, wgmma D fragment layout). */
-    const int col = wg * 64 + (warp & 3) * 16 + (lane >> 2);
     const int tq = 2 * (lane & 3);
 #pragma unroll
-    for (int c = 0; c < BN / 8; c++)
+    for (int w = 0; w < WM; w++) {
+      const int col = (wg * WM + w) * 64 + (warp & 3) * 16 + (lane >> 2);
 #pragma unroll
-      for (int i = 0; i < 2; i++)
+      for (int c = 0; c < BN / 8; c++)
 #pragma unroll
-        for (int j = 0; j < 2; j++) tile_s[(8 * c + tq + j) * P::CP + col + 8 * i] = acc[4 * c + 2 * i + j];
+        for (int i = 0; i < 2; i++)
+#pragma unroll
+          for (int j = 0; j < 2; j++) tile_s[(8 * c + tq + j) * P::CP + col + 8 * i] = acc[w][4 * c + 2 * i + j];
+    }
   }
 
   const bool waits = (p.mode == 2 || p.mode == 5) && split > 0;
@@ -295,51 +305,54 @@ pz_status encode_map(CUtensorMap *map, const void *base, int64_t rows, int64_t k
   return PZ_OK;
 }
 
-template <int BN, int NWG>
+template <int BN, int NWG, int WM>
 cudaError_t set_smem() {
-  return cudaFuncSetAttribute(gemm_wgmma_kernel<BN, NWG>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              Plan<BN, NWG>::SMEM);
+  return cudaFuncSetAttribute(gemm_wgmma_kernel<BN, NWG, WM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              Plan<BN, NWG, WM>::SMEM);
 }
 
-template <int BN, int NWG>
+template <int BN, int NWG, int WM>
 pz_status launch_bn(const pz_gemm_args *a, WParams p, int zt, cudaStream_t s) {
-  using P = Plan<BN, NWG>;
+  using P = Plan<BN, NWG, WM>;
   CUtensorMap tw, ta;
   const int64_t ldw = a->ldw ? a->ldw : a->k;
   PZ_CHECK(encode_map(&tw, a->W, a->n, a->k, ldw, P::BM));
   PZ_CHECK(encode_map(&ta, a->A, a->m, a->k, a->lda, BN));
   dim3 grid(a->n / P::BM, p.splits, zt);
-  gemm_wgmma_kernel<BN, NWG><<<grid, P::THREADS, P::SMEM, s>>>(tw, ta, p);
+  gemm_wgmma_kernel<BN, NWG, WM><<<grid, P::THREADS, P::SMEM, s>>>(tw, ta, p);
   PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }
 
-template <int NWG>
+/* WM = 2 stops at BN = 128: 2 x 128 accumulators per thread would not fit the register file. */
+template <int NWG, int WM>
 pz_status launch_nwg(const pz_gemm_args *a, const WParams &p, int bn, int zt, cudaStream_t s) {
   switch (bn) {
-    case 8: return launch_bn<8, NWG>(a, p, zt, s);
-    case 16: return launch_bn<16, NWG>(a, p, zt, s);
-    case 32: return launch_bn<32, NWG>(a, p, zt, s);
-    case 64: return launch_bn<64, NWG>(a, p, zt, s);
-    case 128: return launch_bn<128, NWG>(a, p, zt, s);
-    default: return launch_bn<256, NWG>(a, p, zt, s);
+    case 8: return launch_bn<8, NWG, WM>(a, p, zt, s);
+    case 16: return launch_bn<16, NWG, WM>(a, p, zt, s);
+    case 32: return launch_bn<32, NWG, WM>(a, p, zt, s);
+    case 64: return launch_bn<64, NWG, WM>(a, p, zt, s);
+    case 128: return launch_bn<128, NWG, WM>(a, p, zt, s);
+    default: return launch_bn<(WM == 1 ? 256 : 128), NWG, WM>(a, p, zt, s);
   }
 }
 
-template <int NWG>
+template <int NWG, int WM>
 cudaError_t set_all() {
   cudaError_t e;
-  if ((e = set_smem<8, NWG>()) || (e = set_smem<16, NWG>()) || (e = set_smem<32, NWG>()) ||
-      (e = set_smem<64, NWG>()) || (e = set_smem<128, NWG>()) || (e = set_smem<256, NWG>()))
+  if ((e = set_smem<8, NWG, WM>()) || (e = set_smem<16, NWG, WM>()) || (e = set_smem<32, NWG, WM>()) ||
+      (e = set_smem<64, NWG, WM>()) || (e = set_smem<128, NWG, WM>()) ||
+      (e = set_smem<(WM == 1 ? 256 : 128), NWG, WM>()))
     return e;
   return cudaSuccess;
 }
 
 } // namespace
 
-extern "C" int pz_gemm_wgmma_bn(int m) {
+extern "C" int pz_gemm_wgmma_bn(int m, int wt) {
   int bn = 8;
-  while (bn < m && bn < 256) bn *= 2;
+  const int cap = wt == 4 ? 128 : 256;
+  while (bn < m && bn < cap) bn *= 2;
   return bn;
 }
 
@@ -354,25 +367,27 @@ extern "C" pz_status pz_gemm_wgmma_init(void) {
     }
     g_encode = (PFN_cuTensorMapEncodeTiled_v12000)fn;
   }
-  PZ_CUDA_CHECK(set_all<1>());
-  PZ_CUDA_CHECK(set_all<2>());
+  PZ_CUDA_CHECK((set_all<1, 1>()));
+  PZ_CUDA_CHECK((set_all<2, 1>()));
+  PZ_CUDA_CHECK((set_all<2, 2>()));
   return PZ_OK;
 }
 
-extern "C" pz_status pz_gemm_wgmma_launch(const pz_gemm_args *a, int flavour, int splits, int nwg, int *sems,
+extern "C" pz_status pz_gemm_wgmma_launch(const pz_gemm_args *a, int flavour, int splits, int wt, int *sems,
                                           int64_t sem_capacity, cudaStream_t stream) {
   if (!g_encode) return pz_error(PZ_ERR_UNSUPPORTED, "gemm wgmma: not initialised (pz_gemm_wgmma_init)");
   if (flavour != 1 && flavour != 2 && flavour != 4 && flavour != 5)
     return pz_error(PZ_ERR_INVALID_ARG, "gemm wgmma: flavour %d is not a kernel flavour", flavour);
-  if (nwg != 1 && nwg != 2) return pz_error(PZ_ERR_INVALID_ARG, "gemm wgmma: %d consumer warpgroups (use 1 or 2)", nwg);
-  const int bm = 64 * nwg;
+  if (wt != 1 && wt != 2 && wt != 4)
+    return pz_error(PZ_ERR_INVALID_ARG, "gemm wgmma: wt %d (64-row W tiles per CTA) must be 1, 2 or 4", wt);
+  const int bm = 64 * wt;
   if (a->n % bm)
     return pz_error(PZ_ERR_INVALID_ARG, "gemm wgmma: n=%d is not a multiple of the %d-column tile", a->n, bm);
   const int kblocks = a->k / 64;
   if (flavour == 4) splits = 1;
   if (splits < 1 || splits > kblocks)
     return pz_error(PZ_ERR_INVALID_ARG, "gemm wgmma: splits %d outside 1..%d (k=%d)", splits, kblocks, a->k);
-  const int bn = pz_gemm_wgmma_bn(a->m);
+  const int bn = pz_gemm_wgmma_bn(a->m, wt);
   const int zt = (a->m + bn - 1) / bn;
   if (2 * (int64_t)(a->n / bm) * zt > sem_capacity)
     return pz_error(PZ_ERR_SHAPE, "gemm wgmma: n=%d needs more semaphores than the handle has", a->n);
@@ -391,5 +406,7 @@ extern "C" pz_status pz_gemm_wgmma_launch(const pz_gemm_args *a, int flavour, in
   p.mode = flavour;
   p.c_bf16 = a->c_dtype == PZ_BF16;
   p.vec = !p.c_bf16 && ((uintptr_t)a->C % 16) == 0 && (a->ldc % 4) == 0;
-  return nwg == 1 ? launch_nwg<1>(a, p, bn, zt, stream) : launch_nwg<2>(a, p, bn, zt, stream);
+  return wt == 1 ? launch_nwg<1, 1>(a, p, bn, zt, stream)
+         : wt == 2 ? launch_nwg<2, 1>(a, p, bn, zt, stream)
+                   : launch_nwg<2, 2>(a, p, bn, zt, stream);
 }
