@@ -179,7 +179,7 @@ int pz_cmd_bench_attn(int argc, char **argv) {
   cJSON_AddNumberToObject(root, "sm_count", b.sm_count);
   {
     char cmd[1024];
-    pz_bench_command_line(cmd, sizeof cmd, "prezero", argc, argv);
+    pz_bench_command_line(cmd, sizeof cmd, "prezero bench", argc, argv);
     pz_bench_json_add_command_date(root, cmd);
   }
   cJSON_AddStringToObject(root, "method",

@@ -114,7 +114,7 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
   cJSON_AddNumberToObject(root, "sm_count", sms);
   {
     char cmd[1024];
-    pz_bench_command_line(cmd, sizeof cmd, "prezero", argc, argv);
+    pz_bench_command_line(cmd, sizeof cmd, "prezero bench", argc, argv);
     pz_bench_json_add_command_date(root, cmd);
   }
   cJSON_AddStringToObject(root, "method",
