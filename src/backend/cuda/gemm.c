@@ -69,7 +69,7 @@ pz_status pz_gemm_ctx_create(pz_gemm_ctx **out) {
     st = pz_error(PZ_ERR_CUDA, "pz_gemm_ctx_create: device sync failed");
     goto fail;
   }
-  st = pz_gemm_kernels_init();
+  st = pz_gemm_kernels_init(c->wgmma);
   if (st != PZ_OK) goto fail;
   st = pz_tuner_table_init(&c->table, c->name, c->sm_count);
   if (st != PZ_OK) goto fail;

@@ -150,9 +150,10 @@ int pz_gemm_wgmma_bn(int m, int wt);
  * called by pz_gemm_kernels_init on a compute-capability-9 device. Errors: PZ_ERR_UNSUPPORTED,
  * PZ_ERR_CUDA. */
 pz_status pz_gemm_wgmma_init(void);
-/* Raises the staged kernels' dynamic shared-memory limit on the current device; called by
- * pz_gemm_ctx_create. Errors: PZ_ERR_CUDA. */
-pz_status pz_gemm_kernels_init(void);
+/* Raises the staged kernels' dynamic shared-memory limit on the current device and, when
+ * `hopper` (compute capability 9, read once by pz_gemm_ctx_create), initialises the wgmma kernel
+ * (pz_gemm_wgmma_init). Errors: PZ_ERR_CUDA, PZ_ERR_UNSUPPORTED. */
+pz_status pz_gemm_kernels_init(bool hopper);
 /* Number of semaphore ints a launch needs (2 per (token chunk, 16*wt-column n tile)); bounds
  * the wider tiles of wn 1 too. */
 int64_t pz_gemm_sem_need(int m, int n, int wt);

@@ -9,6 +9,7 @@ extern "C" { /* core/status.h has no C++ guards of its own */
 }
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/kernels/gemm_epilogue.cuh"
 
 /* Layout (our own; the "weights as the MMA A operand" idea is the usual swap for skinny GEMMs):
  * - The MMA's 16-row side is W (16 output columns n), its 8-column side is 8 tokens of A.
@@ -64,34 +65,6 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ int ld_acquire(const int *p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void st_release(int *p, int v) {
-  asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ void spin_until(const int *p, int want) {
-  while (ld_acquire(p) != want) __nanosleep(32);
-}
-
-__device__ __forceinline__ void c_store(const Params &p, int64_t off, float v) {
-  if (p.c_bf16) ((__nv_bfloat16 *)p.C)[off] = __float2bfloat16_rn(v);
-  else ((float *)p.C)[off] = v;
-}
-__device__ __forceinline__ void c_atomic(const Params &p, int64_t off, float v) {
-  if (p.c_bf16) atomicAdd(((__nv_bfloat16 *)p.C) + off, __float2bfloat16_rn(v));
-  else atomicAdd(((float *)p.C) + off, v);
-}
-__device__ __forceinline__ float c_load_l2(const Params &p, int64_t off) {
-  if (p.c_bf16) {
-    unsigned short u = __ldcg(((const unsigned short *)p.C) + off);
-    return __uint_as_float((unsigned)u << 16);
-  }
-  return __ldcg(((const float *)p.C) + off);
-}
-
 /* MT8: 8-token tiles per CTA (1..16); WT: 16-row W tiles per warp (1, 2); U: chunks in flight
  * per warp (a register ring: chunk i+U is requested as soon as chunk i has been consumed);
  * NW: warps per CTA (4, 8); WN: false = the CTA's warps share its NT columns and interleave
@@ -123,13 +96,10 @@ __global__ void __launch_bounds__(NW * 32, MT8 <= 2 ? 16 / NW : 1) gemm_splitk_k
 
   /* Flavour 2: split 0 zeroes this CTA's C tile first, then raises the tile's flag. */
   if (p.mode == 2 && split == 0 && p.splits > 1) {
-    for (int e = threadIdx.x; e < rows * NTC; e += NTHR) {
-      int t = e / NTC, j = e - t * NTC;
-      c_store(p, (int64_t)(t0 + t) * p.ldc + n0 + j, 0.0f);
-    }
+    tile_zero(p, t0, n0, rows, NTC, NTHR);
     __threadfence();
     __syncthreads();
-    if (threadIdx.x == 0) st_release(&p.sems[2 * tile], 1);
+    tile_flag_raise(p, tile);
   }
 
   float acc[WT][MT8][4];
@@ -245,9 +215,7 @@ __global__ void __launch_bounds__(NW * 32, MT8 <= 2 ? 16 / NW : 1) gemm_splitk_k
     }
   }
 
-  /* Wait for our turn / for split 0's zeroing. */
-  const bool waits = (p.mode == 2 || p.mode == 5) && split > 0;
-  if (waits && threadIdx.x == 0) spin_until(&p.sems[2 * tile], p.mode == 2 ? 1 : split);
+  tile_wait(p, split, tile); /* our turn / split 0's zeroing */
   __syncthreads();
 
   const bool add_bias = p.bias != nullptr && split == 0;
@@ -256,26 +224,10 @@ __global__ void __launch_bounds__(NW * 32, MT8 <= 2 ? 16 / NW : 1) gemm_splitk_k
     float v = red[t * NTCP + j];
     if (add_bias) v += p.bias[n0 + j];
     const int64_t off = (int64_t)(t0 + t) * p.ldc + n0 + j;
-    if (p.mode == 4 || (p.mode == 5 && split == 0) || (p.mode == 2 && p.splits == 1)) c_store(p, off, v);
-    else if (p.mode == 5) c_store(p, off, c_load_l2(p, off) + v);
-    else c_atomic(p, off, v);
+    c_put(p, split, off, v);
   }
 
-  if (p.mode == 5 && p.splits > 1) {
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) st_release(&p.sems[2 * tile], split == p.splits - 1 ? 0 : split + 1);
-  } else if (p.mode == 2 && split > 0) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      /* The last waiter resets the flag and the counter: every other waiter has already
-       * seen the flag (it counted after its wait), so the next launch starts from zero. */
-      if (atomicAdd(&p.sems[2 * tile + 1], 1) == p.splits - 2) {
-        p.sems[2 * tile + 1] = 0;
-        st_release(&p.sems[2 * tile], 0);
-      }
-    }
-  }
+  tile_release(p, split, tile);
 }
 
 /* Staged variant for small m (MT8 1 or 2): each warp owns 16 output columns and streams its
@@ -318,13 +270,10 @@ __global__ void __launch_bounds__(NW * 32) gemm_staged_kernel(Params p) {
   unsigned char *wsm = smem + RED_BYTES + warp * NS * kStageBytes;
 
   if (p.mode == 2 && split == 0 && p.splits > 1) {
-    for (int e = threadIdx.x; e < rows * NTC; e += NTHR) {
-      int t = e / NTC, j = e - t * NTC;
-      c_store(p, (int64_t)(t0 + t) * p.ldc + n0 + j, 0.0f);
-    }
+    tile_zero(p, t0, n0, rows, NTC, NTHR);
     __threadfence();
     __syncthreads();
-    if (threadIdx.x == 0) st_release(&p.sems[2 * tile], 1);
+    tile_flag_raise(p, tile);
   }
 
   float acc[MT8][4];
@@ -386,8 +335,7 @@ __global__ void __launch_bounds__(NW * 32) gemm_staged_kernel(Params p) {
     for (int r = 0; r < 4; r++)
       red[(8 * j + 2 * q + (r & 1)) * NTCP + warp * 16 + g + 8 * (r >> 1)] = acc[j][r];
 
-  const bool waits = (p.mode == 2 || p.mode == 5) && split > 0;
-  if (waits && threadIdx.x == 0) spin_until(&p.sems[2 * tile], p.mode == 2 ? 1 : split);
+  tile_wait(p, split, tile);
   __syncthreads();
 
   const bool add_bias = p.bias != nullptr && split == 0;
@@ -396,24 +344,10 @@ __global__ void __launch_bounds__(NW * 32) gemm_staged_kernel(Params p) {
     float v = red[t * NTCP + j];
     if (add_bias) v += p.bias[n0 + j];
     const int64_t off = (int64_t)(t0 + t) * p.ldc + n0 + j;
-    if (p.mode == 4 || (p.mode == 5 && split == 0) || (p.mode == 2 && p.splits == 1)) c_store(p, off, v);
-    else if (p.mode == 5) c_store(p, off, c_load_l2(p, off) + v);
-    else c_atomic(p, off, v);
+    c_put(p, split, off, v);
   }
 
-  if (p.mode == 5 && p.splits > 1) {
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) st_release(&p.sems[2 * tile], split == p.splits - 1 ? 0 : split + 1);
-  } else if (p.mode == 2 && split > 0) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      if (atomicAdd(&p.sems[2 * tile + 1], 1) == p.splits - 2) {
-        p.sems[2 * tile + 1] = 0;
-        st_release(&p.sems[2 * tile], 0);
-      }
-    }
-  }
+  tile_release(p, split, tile);
 }
 
 constexpr int kStagedNW = 4, kStagedNS = 3;
@@ -512,16 +446,13 @@ __global__ void __launch_bounds__(512) stream_read_kernel(const uint4 *p, int64_
 
 } // namespace
 
-extern "C" pz_status pz_gemm_kernels_init(void) {
+extern "C" pz_status pz_gemm_kernels_init(bool hopper) {
   /* The staged kernels take more than the default 48 KB of dynamic shared memory. */
   PZ_CUDA_CHECK(cudaFuncSetAttribute(gemm_staged_kernel<1, kStagedNW, kStagedNS>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem<1>()));
   PZ_CUDA_CHECK(cudaFuncSetAttribute(gemm_staged_kernel<2, kStagedNW, kStagedNS>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem<2>()));
-  int dev = 0, major = 0;
-  PZ_CUDA_CHECK(cudaGetDevice(&dev));
-  PZ_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  if (major == 9) PZ_CHECK(pz_gemm_wgmma_init()); /* sm_90a kernels: Hopper only */
+  if (hopper) PZ_CHECK(pz_gemm_wgmma_init()); /* sm_90a kernels: Hopper only */
   return PZ_OK;
 }
 

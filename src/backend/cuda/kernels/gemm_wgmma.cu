@@ -10,6 +10,7 @@ extern "C" {
 }
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/kernels/gemm_epilogue.cuh"
 #include "backend/cuda/kernels/wgmma_ops.cuh"
 
 /* Layout (our own; swap-AB is the usual trick for skinny GEMMs, DESIGN.md section 9):
@@ -27,7 +28,7 @@ extern "C" {
  *   every thread writes 4 adjacent columns of one token: a 16-byte vector reduction
  *   (red.global.add.v4.f32) when C is f32 and 16-byte aligned, scalar otherwise.
  * Flavours (gemm.h): 1 atomic, 2 in-kernel zero + flag, 4 full K store, 5 serial turnstile; the
- * semaphore protocol is the one of gemm_splitk.cu (per tile: flag 2t, counter 2t+1). */
+ * epilogue and its per-tile semaphore protocol are gemm_epilogue.cuh, shared with gemm_splitk.cu. */
 
 namespace {
 
@@ -93,34 +94,10 @@ __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
 
-__device__ __forceinline__ int ld_acquire(const int *p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void st_release(int *p, int v) {
-  asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
 __device__ __forceinline__ void red_v4(float *p, float4 v) {
   asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
                : "memory");
 }
-__device__ __forceinline__ void c_store(const WParams &p, int64_t off, float v) {
-  if (p.c_bf16) ((__nv_bfloat16 *)p.C)[off] = __float2bfloat16_rn(v);
-  else ((float *)p.C)[off] = v;
-}
-__device__ __forceinline__ void c_atomic(const WParams &p, int64_t off, float v) {
-  if (p.c_bf16) atomicAdd(((__nv_bfloat16 *)p.C) + off, __float2bfloat16_rn(v));
-  else atomicAdd(((float *)p.C) + off, v);
-}
-__device__ __forceinline__ float c_load_l2(const WParams &p, int64_t off) {
-  if (p.c_bf16) {
-    unsigned short u = __ldcg(((const unsigned short *)p.C) + off);
-    return __uint_as_float((unsigned)u << 16);
-  }
-  return __ldcg(((const float *)p.C) + off);
-}
-
 /* Compile-time plan of one instantiation. */
 template <int BN, int NWG, int WM>
 struct Plan {
@@ -170,15 +147,13 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM>::THREADS, 1)
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   }
   /* Flavour 2: split 0 zeroes this CTA's C tile first, then raises the tile's flag. */
-  if (p.mode == 2 && split == 0 && p.splits > 1) {
-    for (int e = threadIdx.x; e < rows * P::BM; e += P::THREADS) {
-      const int t = e / P::BM, j = e - t * P::BM;
-      c_store(p, (int64_t)(t0 + t) * p.ldc + n0 + j, 0.0f);
-    }
+  const bool zeroes = p.mode == 2 && split == 0 && p.splits > 1;
+  if (zeroes) {
+    tile_zero(p, t0, n0, rows, P::BM, P::THREADS);
     __threadfence();
   }
-  __syncthreads();
-  if (p.mode == 2 && split == 0 && p.splits > 1 && threadIdx.x == 0) st_release(&p.sems[2 * tile], 1);
+  __syncthreads(); /* also publishes the barrier initialisation */
+  if (zeroes) tile_flag_raise(p, tile);
 
   float acc[WM][BN / 2];
 #pragma unroll
@@ -240,13 +215,11 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM>::THREADS, 1)
     }
   }
 
-  const bool waits = (p.mode == 2 || p.mode == 5) && split > 0;
-  if (waits && threadIdx.x == 0)
-    while (ld_acquire(&p.sems[2 * tile]) != (p.mode == 2 ? 1 : split)) __nanosleep(32);
+  tile_wait(p, split, tile);
   __syncthreads();
 
   const bool add_bias = p.bias != nullptr && split == 0;
-  const bool store = p.mode == 4 || (p.mode == 5 && split == 0) || (p.mode == 2 && p.splits == 1);
+  const bool store = c_overwrites(p, split);
   constexpr int Q = P::BM / 4; /* 4-column groups per token row */
   for (int e = threadIdx.x; e < rows * Q; e += P::THREADS) {
     const int t = e / Q, j = (e - t * Q) * 4;
@@ -265,28 +238,11 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM>::THREADS, 1)
     } else {
       const float vv[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-      for (int u = 0; u < 4; u++) {
-        if (store) c_store(p, off + u, vv[u]);
-        else if (p.mode == 5) c_store(p, off + u, c_load_l2(p, off + u) + vv[u]);
-        else c_atomic(p, off + u, vv[u]);
-      }
+      for (int u = 0; u < 4; u++) c_put(p, split, off + u, vv[u]);
     }
   }
 
-  if (p.mode == 5 && p.splits > 1) {
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) st_release(&p.sems[2 * tile], split == p.splits - 1 ? 0 : split + 1);
-  } else if (p.mode == 2 && split > 0) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      /* The last waiter resets flag and counter (every other waiter saw the flag already). */
-      if (atomicAdd(&p.sems[2 * tile + 1], 1) == p.splits - 2) {
-        p.sems[2 * tile + 1] = 0;
-        st_release(&p.sems[2 * tile], 0);
-      }
-    }
-  }
+  tile_release(p, split, tile);
 }
 
 PFN_cuTensorMapEncodeTiled_v12000 g_encode = nullptr; /* resolved once by pz_gemm_wgmma_init */
