@@ -57,6 +57,10 @@ static const shape shapes[] = {
 
 /* Kernel family tag of a config's wn: "" register ring, "n" warps along n, "st" staged, "wg" wgmma. */
 static const char *kern_tag(int wn) { return wn == 1 ? "n" : wn == 2 ? "st" : wn == 3 ? "wg" : ""; }
+/* The kernel a resolved config runs: "cublas", "wgmma" (wn 3) or "mma.sync". */
+static const char *kernel_name(const pz_gemm_config *c) {
+  return c->flavour == PZ_GEMM_CUBLAS ? "cublas" : c->wn == 3 ? "wgmma" : "mma.sync";
+}
 
 /* Measurements of one (n, k, m), shared by every row with that shape. */
 typedef struct meas {
@@ -104,7 +108,8 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
     return 1;
   }
   int sms = pz_gemm_ctx_sm_count(ctx);
-  printf("device: %s, %d SMs; weight pool %zu MB; m = ", pz_gemm_ctx_device_name(ctx), sms, pool_mb);
+  printf("device: %s, %d SMs; tuner table at start: %s; weight pool %zu MB; m = ", pz_gemm_ctx_device_name(ctx), sms,
+         pz_gemm_ctx_table(ctx)->source, pool_mb);
   for (int i = 0; i < nm; i++) printf("%d%s", ms[i], i + 1 < nm ? "," : "\n");
 
   meas *cache = calloc((size_t)NSHAPES * nm, sizeof *cache);
@@ -112,6 +117,7 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
   cJSON *root = cJSON_CreateObject();
   cJSON_AddStringToObject(root, "device", pz_gemm_ctx_device_name(ctx));
   cJSON_AddNumberToObject(root, "sm_count", sms);
+  cJSON_AddStringToObject(root, "tuner_table_source", pz_gemm_ctx_table(ctx)->source);
   {
     char cmd[1024];
     pz_bench_command_line(cmd, sizeof cmd, "prezero bench", argc, argv);
@@ -202,7 +208,7 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "wt", cf[f].wt);
         cJSON_AddNumberToObject(o, "warps", cf[f].warps);
         cJSON_AddNumberToObject(o, "wn", cf[f].wn);
-        cJSON_AddStringToObject(o, "kernel", f == PZ_GEMM_CUBLAS ? "cublas" : cf[f].wn == 3 ? "wgmma" : "mma.sync");
+        cJSON_AddStringToObject(o, "kernel", kernel_name(&cf[f]));
       }
       /* What AUTO resolves to for this shape now (after this run's tuning), for both zero_init. */
       for (int zi = 0; zi < 2; zi++) {
@@ -211,11 +217,11 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
         if (pz_gemm_choose(ctx, m, sh->n, sh->k, zi == 1, &ac, &sk) != PZ_OK) continue;
         cJSON *o = cJSON_AddObjectToObject(r, zi ? "auto_zero_init" : "auto_prezero");
         cJSON_AddStringToObject(o, "flavour", pz_gemm_flavour_name(ac.flavour));
-        cJSON_AddStringToObject(o, "kernel", ac.flavour == PZ_GEMM_CUBLAS ? "cublas" : ac.wn == 3 ? "wgmma" : "mma.sync");
+        cJSON_AddStringToObject(o, "kernel", kernel_name(&ac));
         cJSON_AddNumberToObject(o, "splits", ac.splits);
         cJSON_AddBoolToObject(o, "split_k", sk);
         if (zi == 0)
-          snprintf(auto_tag, sizeof auto_tag, "%s %s s%d%s", ac.flavour == PZ_GEMM_CUBLAS ? "cublas" : ac.wn == 3 ? "wgmma" : "mma",
+          snprintf(auto_tag, sizeof auto_tag, "%s %s s%d%s", kernel_name(&ac),
                    pz_gemm_flavour_name(ac.flavour), ac.splits, sk ? " split-K" : "");
       }
       cJSON_AddNumberToObject(r, "flop_limit_us_660tf", 2.0 * m * sh->n * sh->k / 660e6);
@@ -339,7 +345,8 @@ int pz_cmd_tune(int argc, char **argv) {
     pz_gemm_ctx_destroy(ctx);
     return 2;
   }
-  printf("tuning %d shapes x %d batch sizes on %s (%d SMs)\n", nu, nm, pz_gemm_ctx_device_name(ctx), pz_gemm_ctx_sm_count(ctx));
+  printf("tuning %d shapes x %d batch sizes on %s (%d SMs; table before: %s)\n", nu, nm, pz_gemm_ctx_device_name(ctx),
+         pz_gemm_ctx_sm_count(ctx), pz_gemm_ctx_table(ctx)->source);
   pz_status st = PZ_OK;
   const int total = nu * nm;
   for (int u = 0, done = 0; u < nu && st == PZ_OK; u++)
@@ -351,7 +358,7 @@ int pz_cmd_tune(int argc, char **argv) {
       const pz_gemm_config *c = &e.cfg[e.best_nozero];
       printf("[%3d/%d] n=%-5d k=%-5d m=%-3d best %s (%s, %d splits) %.2f us, cuBLAS %.2f us\n", done, total, nk[u][0],
              nk[u][1], ms[mi], pz_gemm_flavour_name(e.best_nozero),
-             e.best_nozero == PZ_GEMM_CUBLAS ? "cublas" : c->wn == 3 ? "wgmma" : "mma.sync", c->splits,
+             kernel_name(c), c->splits,
              e.us[e.best_nozero], e.us[PZ_GEMM_CUBLAS]);
       fflush(stdout);
     }

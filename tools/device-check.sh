@@ -5,6 +5,7 @@
 #   OUT=/some/dir bash tools/device-check.sh [section ...]
 # Sections (default: build tests sanitizer gemm ar attn moe step compare determinism; also racecheck):
 #   build      configure + build into build-dev (always runs first; PZ_BUILD_TARGETS limits the targets)
+# PZ_CACHE=dir starts from that GEMM tuner cache instead of an empty private one.
 #   tests      ctest -L cuda (every CUDA test), plus the CPU suite when PZ_CPU_TESTS=1
 #   sanitizer  compute-sanitizer memcheck on each CUDA test in quick mode (PZ_TEST_QUICK=1); CUDA API
 #              return codes are not reported (the communicator expects cudaErrorPeerAccessAlreadyEnabled)
@@ -42,7 +43,7 @@ log "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name --format=csv,noheader |
 . bench/device_env.sh
 # GEMM choices: a private cache, empty at first, so the table built into the library decides
 # until the `tune` section writes this device's own table there.
-export PREZERO_CACHE_DIR=$W/cache
+export PREZERO_CACHE_DIR=${PZ_CACHE:-$W/cache} # PZ_CACHE: start from another cache (e.g. a saved table)
 mkdir -p "$PREZERO_CACHE_DIR"
 pack() { tar -czf "$OUT/results.tar.gz" -C "$OUT" work 2>/dev/null; }
 B=build-dev
