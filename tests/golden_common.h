@@ -23,21 +23,6 @@ typedef struct golden {
 } golden;
 
 
-/* The whole file at path, NUL-terminated (caller frees); its length in *len. NULL when unreadable. */
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *b = malloc((size_t)n + 1);
-  if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
-  fclose(f);
-  if (b) b[n] = 0;
-  if (len) *len = (size_t)n;
-  return b;
-}
-
 static int int_array(const cJSON *a, int32_t *out, int cap) {
   int n = 0;
   for (const cJSON *x = a ? a->child : NULL; x && n < cap; x = x->next) out[n++] = (int32_t)x->valuedouble;
@@ -51,7 +36,7 @@ static int load_golden(const char *dir, golden *g) {
   snprintf(g->dir, sizeof g->dir, "%s", dir);
   char p[1200];
   snprintf(p, sizeof p, "%s/expected.json", dir);
-  char *txt = slurp(p, NULL);
+  char *txt = pz_test_slurp(p, NULL);
   cJSON *root = txt ? cJSON_Parse(txt) : NULL;
   free(txt);
   if (!root) { fprintf(stderr, "cannot read %s\n", p); return 0; }
@@ -65,7 +50,7 @@ static int load_golden(const char *dir, golden *g) {
   cJSON_Delete(root);
   size_t len = 0;
   snprintf(p, sizeof p, "%s/logits.f32", dir);
-  unsigned char *raw = (unsigned char *)slurp(p, &len);
+  unsigned char *raw = (unsigned char *)pz_test_slurp(p, &len);
   if (!raw || g->vocab > MAXV || len != (size_t)(g->n * g->vocab * 4)) {
     fprintf(stderr, "bad %s\n", p);
     free(raw);

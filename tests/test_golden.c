@@ -102,7 +102,7 @@ static void check_cli(const golden *g, const char *name) {
            cli, g->dir, ids, g->steps, tmpdir, tmpdir);
   CHECK(system(cmd) == 0);
   snprintf(p, sizeof p, "%s/cli.out", tmpdir);
-  char *out = slurp(p, NULL);
+  char *out = pz_test_slurp(p, NULL);
   for (int i = 0; out && i < g->n; i++) {
     char want[1024];
     size_t w = (size_t)snprintf(want, sizeof want, "seq %d:", i);
@@ -113,7 +113,7 @@ static void check_cli(const golden *g, const char *name) {
   free(out);
   size_t len;
   snprintf(p, sizeof p, "%s/cli.f32", tmpdir);
-  float *l = (float *)slurp(p, &len);
+  float *l = (float *)pz_test_slurp(p, &len);
   CHECK(l && len == (size_t)(g->n * g->vocab * 4));
   if (l && len == (size_t)(g->n * g->vocab * 4)) CHECK(max_diff(l, g->logits, g->n * g->vocab) <= g->atol);
   free(l);
@@ -126,7 +126,7 @@ static void negative_control(const golden *g) {
   snprintf(p, sizeof p, "%s/noyarn", tmpdir);
   mkdir(p, 0755);
   snprintf(src, sizeof src, "%s/config.json", g->dir);
-  char *txt = slurp(src, NULL);
+  char *txt = pz_test_slurp(src, NULL);
   cJSON *root = txt ? cJSON_Parse(txt) : NULL;
   free(txt);
   if (!root) { CHECK(root != NULL); return; }

@@ -380,19 +380,6 @@ static void test_legality(void) {
   }
 }
 
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = malloc((size_t)n + 1);
-  *len = fread(s, 1, (size_t)n, f);
-  s[*len] = 0;
-  fclose(f);
-  return s;
-}
-
 /* Pass manager: flag, PREZERO_DISABLE_PASSES, dumps, stats, log; nothing-to-match graphs are
  * byte-identical after the passes. */
 static void test_manager(void) {
@@ -450,17 +437,17 @@ static void test_manager(void) {
   char path[256];
   size_t n;
   snprintf(path, sizeof path, "%s/01-prezero.before.txt", sub);
-  char *before = slurp(path, &n);
+  char *before = pz_test_slurp(path, &n);
   CHECK(before && n < l1 && strncmp(before, a, n) == 0 && strncmp(a + n, "digraph", 7) == 0); /* = old text dump */
   snprintf(path, sizeof path, "%s/01-prezero.after.txt", sub);
-  char *after = slurp(path, &n);
+  char *after = pz_test_slurp(path, &n);
   CHECK(after && strstr(after, "ar_rmsnorm_maybe_prezero_") && strstr(after, "zero_fill(n_total=") &&
         strstr(after, "mm_maybe_prezero_"));
   snprintf(path, sizeof path, "%s/01-prezero.after.dot", sub);
-  char *dot = slurp(path, &n);
+  char *dot = pz_test_slurp(path, &n);
   CHECK(dot && strstr(dot, "digraph") && strstr(dot, "lightgreen"));
   snprintf(path, sizeof path, "%s/01-prezero.before.dot", sub);
-  char *bdot = slurp(path, &n);
+  char *bdot = pz_test_slurp(path, &n);
   CHECK(bdot && !strstr(bdot, "lightgreen"));
   free(before); free(after); free(dot); free(bdot); free(logbuf);
   const char *files[] = {"before.txt", "before.dot", "after.txt", "after.dot"};

@@ -18,24 +18,11 @@ static int has_suffix(const char *p, const char *s) {
   return n >= k && !strcmp(p + n - k, s);
 }
 
-static char *read_all(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *b = malloc((size_t)(n > 0 ? n : 0) + 1);
-  size_t got = b ? fread(b, 1, (size_t)(n > 0 ? n : 0), f) : 0;
-  fclose(f);
-  if (b) b[got] = 0;
-  return b;
-}
-
 static int visit(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
   (void)sb; (void)ftw;
   if (type != FTW_F || strstr(path, "/tests/data/") || has_suffix(path, "/test_readme.c")) return 0; /* its own examples */
   if (!has_suffix(path, ".c") && !has_suffix(path, ".h") && !has_suffix(path, ".cu") && !has_suffix(path, ".sh")) return 0;
-  char *t = read_all(path);
+  char *t = pz_test_slurp(path, NULL);
   if (!t) return 0;
   for (char *p = strstr(t, "\"PREZERO_"); p; p = strstr(p + 1, "\"PREZERO_")) {
     char name[80];
@@ -63,7 +50,7 @@ int main(void) {
   snprintf(root, sizeof root, "%s", dirname(dirname(here)));
   char p[700];
   snprintf(p, sizeof p, "%s/README.md", root);
-  char *readme = read_all(p);
+  char *readme = pz_test_slurp(p, NULL);
   CHECK(readme != NULL);
   if (!readme) TEST_DONE();
   env_section = strstr(readme, "## Environment variables");
