@@ -236,6 +236,24 @@ int main(void) {
     if (pz_gpu_count() == 0) bad(args, "", "needs 1 GPU, 0 visible; run it on a machine with a CUDA GPU");
 #endif
   }
+  /* prezero tune: --help in every build; its refusals name "prezero tune", not "prezero bench". */
+  CHECK(run("tune --help") == 0 && !strncmp(out_txt, "usage: prezero tune", 19) && err_txt[0] == 0);
+#ifndef PZ_HAVE_CUDA
+  bad("tune", "", "this build has no CUDA backend; rebuild with nvcc present");
+#else
+  bad("tune", "--m 0", "--m 0 is not a list of batch sizes 1..256; write it like --m 1,4,8");
+  CHECK(last_rc == 2);
+  bad("tune", "--bogus", "unknown option '--bogus'");
+  CHECK(last_rc == 2);
+  bad("tune", "--only", "--only needs a value");
+  CHECK(last_rc == 2);
+  bad("tune", "--pool-mb 1", "--pool-mb 1 is outside 256..65536");
+  CHECK(last_rc == 2);
+  if (pz_gpu_count() == 0) {
+    bad("tune", "", "tuning needs 1 GPU, 0 visible; run it on a machine with a CUDA GPU");
+    CHECK(last_rc == 1);
+  }
+#endif
 #ifdef PZ_HAVE_CUDA
   if (pz_gpu_count() == 0) {
     bad("bench ar", "--tp 2", "--tp 2 needs 2 GPUs, 0 visible; run it on a machine with at least 2 GPUs");

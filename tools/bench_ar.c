@@ -16,7 +16,7 @@ static void usage(FILE *f) {
 
 #ifndef PZ_HAVE_CUDA
 int pz_cmd_bench_ar(int argc, char **argv) {
-  return pz_bench_no_cuda("ar", argc, argv, usage);
+  return pz_bench_no_cuda("bench ar", argc, argv, usage);
 }
 #else
 #include <cjson/cJSON.h>
@@ -155,7 +155,7 @@ static double time_kind(bench *b, int kind, int64_t m, int64_t H, int *eager) {
 static int setup(bench *b) {
   char what[32];
   snprintf(what, sizeof what, "--tp %d", b->tp);
-  if (pz_bench_need_gpus("ar", what, b->tp, 1)) return -1;
+  if (pz_bench_need_gpus("bench ar", what, b->tp, 1)) return -1;
   pz_comm_config cc = PZ_COMM_CONFIG_INIT;
   cc.tp = b->tp;
   for (int r = 0; r < b->tp; r++) cc.devices[r] = r;

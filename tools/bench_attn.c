@@ -135,7 +135,7 @@ int pz_cmd_bench_attn(int argc, char **argv) {
     } else { fprintf(stderr, "prezero bench attn: unknown option '%s'; see --help\n", a); return 2; }
   }
   if (reps < 3) reps = 3;
-  if (pz_bench_need_gpus("attn", "this benchmark", 1, 0)) return 1;
+  if (pz_bench_need_gpus("bench attn", "this benchmark", 1, 0)) return 1;
   struct cudaDeviceProp prop;
   cudaGetDeviceProperties(&prop, 0);
   bench b;
@@ -277,6 +277,6 @@ int pz_cmd_bench_attn(int argc, char **argv) {
 }
 #else
 int pz_cmd_bench_attn(int argc, char **argv) {
-  return pz_bench_no_cuda("attn", argc, argv, usage);
+  return pz_bench_no_cuda("bench attn", argc, argv, usage);
 }
 #endif

@@ -71,7 +71,7 @@ int pz_bench_no_cuda(const char *name, int argc, char **argv, void (*usage)(FILE
       usage(stdout);
       return 0;
     }
-  fprintf(stderr, "prezero bench %s: this build has no CUDA backend; rebuild with nvcc present (PZ_WITH_CUDA=ON) "
+  fprintf(stderr, "prezero %s: this build has no CUDA backend; rebuild with nvcc present (PZ_WITH_CUDA=ON) "
                   "and run it on a machine with a CUDA GPU\n", name);
   return 1;
 }
@@ -86,7 +86,7 @@ int pz_bench_need_gpus(const char *name, const char *what, int need, int tp_flag
   if (have >= need) return 0;
   char msg[300];
   pz_cli_gpu_refusal(msg, sizeof msg, what, need, have, tp_flag);
-  fprintf(stderr, "prezero bench %s: %s\n", name, msg);
+  fprintf(stderr, "prezero %s: %s\n", name, msg);
   return -1;
 }
 

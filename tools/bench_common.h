@@ -37,15 +37,16 @@ int pz_bench_write_json(const struct cJSON *root, const char *path, int newline)
 void pz_bench_md_rule(FILE *f, int ncols, int right_align);
 
 /* `prezero bench <name>` in a build without the CUDA backend: prints usage(stdout) and returns 0
- * when argv[1..argc) holds --help or -h; otherwise prints the one line "prezero bench <name>:
- * this build has no CUDA backend; <how to fix>" on stderr and returns 1. */
+ * when argv[1..argc) holds --help or -h; otherwise prints the one line "prezero <name>:
+ * this build has no CUDA backend; <how to fix>" on stderr and returns 1. name is the command
+ * as typed: "bench gemm", "tune". */
 int pz_bench_no_cuda(const char *name, int argc, char **argv, void (*usage)(FILE *f));
 
 #ifdef PZ_HAVE_CUDA
 #include <cuda_runtime_api.h>
 /* Returns 0 when at least `need` CUDA GPUs are visible (cudaGetDeviceCount; an error counts as
- * none); otherwise prints the one line "prezero bench <name>: " + pz_cli_gpu_refusal(what, need,
- * visible, tp_flag) (tools/cli_args.h) on stderr and returns -1. */
+ * none); otherwise prints the one line "prezero <name>: " + pz_cli_gpu_refusal(what, need,
+ * visible, tp_flag) (tools/cli_args.h) on stderr and returns -1. name as for pz_bench_no_cuda. */
 int pz_bench_need_gpus(const char *name, const char *what, int need, int tp_flag);
 /* Most replays pz_bench_graph_us times. */
 #define PZ_BENCH_MAX_REPS 64

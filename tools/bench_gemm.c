@@ -93,7 +93,7 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
   if (reps < 3) reps = 3;
   if (pool_mb < 256) pool_mb = 256;
 
-  if (pz_bench_need_gpus("gemm", "this benchmark", 1, 0)) return 1;
+  if (pz_bench_need_gpus("bench gemm", "this benchmark", 1, 0)) return 1;
   pz_gemm_ctx *ctx = NULL;
   pz_status st = pz_gemm_ctx_create(&ctx);
   if (st != PZ_OK) {
@@ -303,19 +303,28 @@ int pz_cmd_tune(int argc, char **argv) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { tune_usage(stdout); return 0; }
-    else if (!v) { fprintf(stderr, "prezero tune: %s needs a value; see --help\n", a); return 2; }
+    else if (strcmp(a, "--only") && strcmp(a, "--pool-mb") && strcmp(a, "--m")) {
+      fprintf(stderr, "prezero tune: unknown option '%s'; see --help\n", a);
+      return 2;
+    } else if (!v) { fprintf(stderr, "prezero tune: %s needs a value; see --help\n", a); return 2; }
     else if (!strcmp(a, "--only")) { only = v; i++; }
     else if (!strcmp(a, "--pool-mb")) {
       char *end = NULL;
       long mb = strtol(v, &end, 10);
-      if (!end || *end || mb < 256 || mb > 65536) { fprintf(stderr, "prezero tune: --pool-mb wants 256..65536\n"); return 2; }
+      if (!end || *end || mb < 256 || mb > 65536) {
+        fprintf(stderr, "prezero tune: --pool-mb %s is outside 256..65536; give the weight pool in MB, e.g. --pool-mb 1024\n", v);
+        return 2;
+      }
       pool_mb = (size_t)mb;
       i++;
     } else if (!strcmp(a, "--m")) {
       nm = pz_bench_parse_list(v, ms, 16, 1, 256);
       i++;
-      if (nm <= 0) { fprintf(stderr, "prezero tune: --m wants a list like 1,4,8 (1..256)\n"); return 2; }
-    } else { fprintf(stderr, "prezero tune: unknown option '%s'; see --help\n", a); return 2; }
+      if (nm <= 0) {
+        fprintf(stderr, "prezero tune: --m %s is not a list of batch sizes 1..256; write it like --m 1,4,8\n", v);
+        return 2;
+      }
+    }
   }
   if (pz_bench_need_gpus("tune", "tuning", 1, 0)) return 1;
   pz_gemm_ctx *ctx = NULL;
@@ -376,15 +385,9 @@ int pz_cmd_tune(int argc, char **argv) {
 }
 #else
 int pz_cmd_bench_gemm(int argc, char **argv) {
-  return pz_bench_no_cuda("gemm", argc, argv, usage);
+  return pz_bench_no_cuda("bench gemm", argc, argv, usage);
 }
 int pz_cmd_tune(int argc, char **argv) {
-  for (int i = 1; i < argc; i++)
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      tune_usage(stdout);
-      return 0;
-    }
-  fprintf(stderr, "prezero tune: this build has no CUDA backend; rebuild with nvcc on PATH on a GPU machine\n");
-  return 1;
+  return pz_bench_no_cuda("tune", argc, argv, tune_usage);
 }
 #endif

@@ -69,7 +69,7 @@ int pz_cmd_bench_moe(int argc, char **argv) {
     i++;
   }
   if (reps < 3) reps = 3;
-  if (pz_bench_need_gpus("moe", "this benchmark", 1, 0)) return 1;
+  if (pz_bench_need_gpus("bench moe", "this benchmark", 1, 0)) return 1;
   int rc = 1, min_tp = 1 << 30, max_m = 1;
   for (int t = 0; t < ntp; t++) min_tp = tps[t] < min_tp ? tps[t] : min_tp;
   for (int i = 0; i < nm; i++) max_m = ms[i] > max_m ? ms[i] : max_m;
@@ -244,6 +244,6 @@ fail:
 }
 #else
 int pz_cmd_bench_moe(int argc, char **argv) {
-  return pz_bench_no_cuda("moe", argc, argv, usage);
+  return pz_bench_no_cuda("bench moe", argc, argv, usage);
 }
 #endif

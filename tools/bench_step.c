@@ -251,6 +251,6 @@ int pz_cmd_bench_step(int argc, char **argv) {
 }
 #else
 int pz_cmd_bench_step(int argc, char **argv) {
-  return pz_bench_no_cuda("step", argc, argv, usage);
+  return pz_bench_no_cuda("bench step", argc, argv, usage);
 }
 #endif
