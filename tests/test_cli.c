@@ -247,7 +247,9 @@ int main(void) {
   CHECK(last_rc == 2);
   bad("tune", "--only", "--only needs a value");
   CHECK(last_rc == 2);
-  bad("tune", "--pool-mb 1", "--pool-mb 1 is outside 256..65536");
+  bad("tune", "--pool-mb 1", "--pool-mb 1 is out of range; use --pool-mb 256..65536 (MB)");
+  CHECK(last_rc == 2);
+  bad("tune", "--pool-mb 1k", "--pool-mb 1k is not a number");
   CHECK(last_rc == 2);
   if (pz_gpu_count() == 0) {
     bad("tune", "", "tuning needs 1 GPU, 0 visible; run it on a machine with a CUDA GPU");

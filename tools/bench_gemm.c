@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "cli_args.h"
 #include "bench_common.h"
 
 static void usage(FILE *f) {
@@ -311,10 +312,11 @@ int pz_cmd_tune(int argc, char **argv) {
     else if (!strcmp(a, "--pool-mb")) {
       char *end = NULL;
       long mb = strtol(v, &end, 10);
-      if (!end || *end || mb < 256 || mb > 65536) {
-        fprintf(stderr, "prezero tune: --pool-mb %s is outside 256..65536; give the weight pool in MB, e.g. --pool-mb 1024\n", v);
-        return 2;
+      if (!end || end == v || *end) {
+        fprintf(stderr, "prezero tune: --pool-mb %s is not a number; give the weight pool in MB, e.g. --pool-mb 1024\n", v);
+        return PZ_CLI_EXIT_USAGE;
       }
+      if (mb < 256 || mb > 65536) return pz_cli_out_of_range("tune", "--pool-mb", mb, 256, 65536, " (MB)");
       pool_mb = (size_t)mb;
       i++;
     } else if (!strcmp(a, "--m")) {

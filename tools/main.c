@@ -1,4 +1,4 @@
-/* prezero CLI: dispatches to run | graph | compare | bench <gemm|ar|attn|moe|step>. */
+/* prezero CLI: dispatches to run | graph | compare | tune | bench <gemm|ar|attn|moe|step>. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
