@@ -56,8 +56,9 @@ static int run_one(const pz_model_config *mc, int tp, int layers, int context, c
   pz_build_opts bo = {.tp = tp, .m = max_b, .max_ctx = (int64_t)context + 8, .layers = layers};
   pz_graph *g = NULL;
   if (pz_build_decode_graph(mc, &bo, &g) != PZ_OK) return fail("building the decode graph");
+  /* ON: the executor gets the OFF graph and runs the prezero pass per batch size (exec.h). */
   pz_pass_opts po = PZ_PASS_OPTS_INIT;
-  po.prezero = prezero;
+  po.prezero = 0;
   if (pz_run_passes(g, &po, NULL, NULL) != PZ_OK) { pz_graph_free(g); return fail("graph passes"); }
   pz_cuda_exec_opts xo = PZ_CUDA_EXEC_OPTS_INIT;
   xo.seed = seed;
@@ -75,12 +76,16 @@ static int run_one(const pz_model_config *mc, int tp, int layers, int context, c
     cell *c = &cells[b];
     c->us[c->n++] = us;
     c->donors = c->donors_full = c->rewritten = 0;
-    for (int i = 0; i < g->n_nodes; i++) {
-      const pz_node *n = &g->nodes[i];
+    const pz_graph *gb = g;
+    pz_prezero_report rep;
+    if (prezero && pz_cuda_exec_plan(e, bs[b], &rep, &gb) != PZ_OK) { rc = fail("the prezero plan"); break; }
+    if (prezero) pz_prezero_report_free(&rep);
+    for (int i = 0; i < gb->n_nodes; i++) {
+      const pz_node *n = &gb->nodes[i];
       if (n->op == PZ_OP_MM_MAYBE_PREZERO) c->rewritten++;
       if (n->op != PZ_OP_AR_RMSNORM_MAYBE_PREZERO) continue;
       c->donors++;
-      c->donors_full += pz_prezero_fill_cols(bs[b], n->p.norm.n_total, n->p.norm.n_base, g->info.hidden, tp,
+      c->donors_full += pz_prezero_fill_cols(bs[b], n->p.norm.n_total, n->p.norm.n_base, gb->info.hidden, tp,
                                              pz_cuda_exec_device_desc(e)) == n->p.norm.n_total;
     }
     fprintf(stderr, "  tp %d prezero %-3s batch %4d: %9.1f us/step\n", tp, prezero ? "on" : "off", bs[b], us);

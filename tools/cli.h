@@ -5,7 +5,8 @@
 /* argv[0] is skipped (the subcommand's name: "run", "graph", "compare", or "gemm", "ar", ...
  * after "bench"); options follow. --help / -h print the usage on stdout and return 0. */
 int pz_cmd_run(int argc, char **argv);       /* tools/cmd_run.c: greedy decode, CPU or CUDA */
-int pz_cmd_graph(int argc, char **argv);     /* tools/cmd_graph.c: print the decode graph (text / DOT) */
+int pz_cmd_graph(int argc, char **argv);
+int pz_cmd_plan(int argc, char **argv);      /* tools/cmd_plan.c: the per-batch prezero plan */     /* tools/cmd_graph.c: print the decode graph (text / DOT) */
 int pz_cmd_compare(int argc, char **argv);   /* tools/cmd_compare.c: prezero OFF vs ON on the GPU */
 /* tools/bench_<name>.c: GPU benchmarks writing JSON + markdown (1 without CUDA, see bench_common.h) */
 int pz_cmd_bench_gemm(int argc, char **argv);

@@ -24,7 +24,7 @@ static void usage(FILE *f) {
           "  --model DIR         Hugging Face checkpoint directory (config.json + safetensors): config and\n"
           "                      weights of both engines from it instead of --config and the seed\n"
           "  --tp T              GPUs, ranks on devices 0..T-1 (default 1)\n"
-          "  --layers N          first N layers (default: as many as fit twice, OFF and ON, in free GPU memory)\n"
+          "  --layers N          first N layers (default: as many as fit in free GPU memory; OFF and ON graphs share the weights)\n"
           "  --isl L             prompt KV tokens per request, seeded random cache (default 8192)\n"
           "  --osl S             greedy decode steps per request (default 1024)\n"
           "  --conc A,B,...      concurrencies = batch sizes, ascending, 1..256 (default 4,8,16,32,64,128)\n"

@@ -1,4 +1,4 @@
-/* prezero CLI: dispatches to run | graph | compare | tune | bench <gemm|ar|attn|moe|step>. */
+/* prezero CLI: dispatches to run | graph | plan | compare | tune | bench <gemm|ar|attn|moe|step>. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +13,7 @@ static void usage(FILE *f) {
           "usage: prezero <command> [options]\n"
           "  run      decode steps of a model preset or config.json (default: tiny, CPU)\n"
           "  graph    print the rank-0 decode graph (text, or --dot FILE)\n"
+          "  plan     the per-batch prezero plan: what each donor fills and which consumers fire\n"
           "  compare  prezero ON vs OFF end to end (GPU)\n"
           "  bench    kernel benchmarks: bench gemm | ar | attn | moe | step (GPU)\n"
           "  tune     tune the split-K GEMMs for this GPU and save the table (GPU)\n"
@@ -95,6 +96,7 @@ static int dispatch(int argc, char **argv) {
   }
   if (!strcmp(c, "run")) return pz_cmd_run(argc - 1, argv + 1);
   if (!strcmp(c, "graph")) return pz_cmd_graph(argc - 1, argv + 1);
+  if (!strcmp(c, "plan")) return pz_cmd_plan(argc - 1, argv + 1);
   if (!strcmp(c, "compare")) return pz_cmd_compare(argc - 1, argv + 1);
   if (!strcmp(c, "tune")) return pz_cmd_tune(argc - 1, argv + 1);
   if (!strcmp(c, "bench")) {

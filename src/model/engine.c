@@ -18,7 +18,8 @@ _Static_assert(PZ_ENGINE_MAX_BATCH == PZ_MAX_BATCH, "public and builder batch li
 struct pz_engine {
   pz_model_config cfg;
   pz_engine_config ec;
-  pz_graph *g;
+  pz_graph *g;        /* after the passes (what the CPU executor runs and the dumps show) */
+  pz_graph *g_off;    /* before the passes, kept when prezero is on: the CUDA executor plans per batch size */
   pz_cpu_exec *cpu;
 #ifdef PZ_HAVE_CUDA
   pz_cuda_exec *cuda;
@@ -74,13 +75,15 @@ int pz_gpu_count(void) {
 
 static pz_status build_graph(pz_engine *e, const pz_engine_config *cfg, int layers) {
   pz_graph_free(e->g);
-  e->g = NULL;
+  pz_graph_free(e->g_off);
+  e->g = e->g_off = NULL;
   pz_build_opts bo = {.tp = cfg->tp, .m = cfg->max_batch, .max_ctx = e->max_ctx, .layers = layers};
   PZ_CHECK(pz_build_decode_graph(&e->cfg, &bo, &e->g));
   pz_pass_opts po = PZ_PASS_OPTS_INIT;
   po.prezero = cfg->prezero;
   /* On only when the pass really runs (PREZERO_DISABLE_PASSES=prezero wins over the flag). */
   e->prezero = pz_prezero_flag(&po) && !pz_pass_disabled("prezero");
+  if (e->prezero && cfg->device == PZ_DEVICE_CUDA) PZ_CHECK(pz_graph_clone(e->g, &e->g_off));
   return pz_run_passes(e->g, &po, NULL, NULL);
 }
 
@@ -106,7 +109,7 @@ static pz_status fit_cuda(pz_engine *e, const pz_engine_config *cfg) {
   if (!lb) return pz_error(PZ_ERR_OOM, "engine allocation");
   pz_status st = pz_cuda_bytes_by_layer(e->g, &fixed, lb, n);
   /* Outside the layers = everything the executor allocates (its scratch included) minus the layers. */
-  int64_t need = pz_cuda_exec_bytes(e->g);
+  int64_t need = e->g_off ? pz_cuda_exec_bytes_per_batch(e->g_off) : pz_cuda_exec_bytes(e->g);
   fixed = need;
   for (int L = 0; L < n; L++) fixed -= lb[L];
   int fit = st == PZ_OK ? pz_cuda_fit_layers(fixed, lb, n, budget) : 0;
@@ -161,14 +164,17 @@ pz_status pz_engine_create(const pz_engine_config *cfg, pz_engine **out) {
     }
     xo.load_weight = ck ? pz_checkpoint_fill_rows : NULL;
     xo.load_user = ck;
-    st = pz_cuda_exec_create(e->g, &xo, &e->cuda);
+    /* With prezero on, the executor gets the OFF graph and runs the pass per captured batch
+     * size: consumers whose kernel there does not zero (not split-K) stay plain GEMMs, and a
+     * size where none fires runs the OFF graph itself (exec.h, opts.prezero). */
+    st = pz_cuda_exec_create(e->g_off ? e->g_off : e->g, &xo, &e->cuda);
     if (pool) {
       pz_cpu_pool_bind(prev);
       pz_cpu_pool_free(pool);
     }
     pz_checkpoint_close(ck);
     if (st != PZ_OK) goto fail;
-    e->device_bytes = pz_cuda_exec_bytes(e->g);
+    e->device_bytes = e->g_off ? pz_cuda_exec_bytes_per_batch(e->g_off) : pz_cuda_exec_bytes(e->g);
 #endif
   } else {
     pz_cpu_exec_opts xo = PZ_CPU_EXEC_OPTS_INIT;
@@ -263,6 +269,7 @@ void pz_engine_destroy(pz_engine *e) {
   pz_cuda_exec_free(e->cuda);
 #endif
   pz_graph_free(e->g);
+  pz_graph_free(e->g_off);
   free(e->pos);
   free(e);
 }

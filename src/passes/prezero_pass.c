@@ -30,7 +30,34 @@ typedef struct {
   int n;
   slice s[MAX_SLICES];
   int64_t n_base, n_total, rows;
+  pz_prezero_donor_plan rep; /* every candidate consumer, fired or not (the plan view) */
 } plan;
+
+/* ---- the per-batch question: does this consumer's kernel at m skip a zeroing? ---------- */
+
+static void rep_add(plan *p, int node, pz_prezero_slot kind, int64_t n, int64_t k, int64_t col, bool fires,
+                    const char *why) {
+  pz_prezero_donor_plan *r = &p->rep;
+  if (r->n >= PZ_PREZERO_MAX_CONSUMERS) return;
+  pz_prezero_consumer *c = &r->c[r->n++];
+  memset(c, 0, sizeof *c);
+  c->node = node;
+  c->kind = kind;
+  c->n = n;
+  c->k = k;
+  c->col = fires ? col : -1;
+  c->fires = fires;
+  snprintf(c->why, sizeof c->why, "%s", why ? why : "");
+}
+
+/* Asks b's callback (no callback: every candidate fires, the static rewrite). */
+static bool ask_fires(const pz_prezero_batch *b, const pz_graph *g, int node, pz_prezero_slot kind, int64_t n,
+                      int64_t k, char *why, size_t why_len) {
+  why[0] = 0;
+  if (!b || !b->fires) return true;
+  pz_prezero_query q = {.node = node, .kind = kind, .m = b->m, .n = n, .k = k};
+  return b->fires(b->user, g, &q, why, why_len);
+}
 
 /* ---- run-time contract shared by the ops ---------------------------------------------- */
 
@@ -124,63 +151,99 @@ static int64_t mla_qb_width(const pz_mla_params *a) {
   return (int64_t)a->n_heads * (a->qk_nope_head_dim + a->qk_rope_head_dim);
 }
 
-/* Finds the donor's consumers and the attention slots; returns false when nothing matches. */
-static bool make_plan(const pz_graph *g, int donor, bool attn_slots, FILE *log, plan *p) {
+/* Finds the donor's consumers and the attention slots; returns false when nothing fires.
+ * A candidate is a consumer that passes the legality check; it gets a slice only when it fires
+ * at b's batch size (b NULL or without a callback: always). The MLA node is linked through any
+ * candidate's output, fired or not, so q_b / o_proj can fire on their own. */
+static bool make_plan(const pz_graph *g, int donor, bool attn_slots, const pz_prezero_batch *b, FILE *log, plan *p) {
   const pz_node *D = &g->nodes[donor];
   memset(p, 0, sizeof *p);
   p->donor = donor;
   p->attn = -1;
+  p->rep.donor = donor;
   int xn = D->dst[0];
   int xs = pz_storage_of(g, xn);
   p->rows = g->tensors[xn].ne[0];
+  int cand[MAX_SLICES], n_cand = 0;
+  char why[PZ_PREZERO_WHY_LEN];
   int64_t col = 0;
-  for (int j = donor + 1; j < g->n_nodes && p->n < MAX_SLICES - 2; j++) {
-    const char *why = NULL;
-    if (gemm_consumer(g, donor, j, &why)) {
+  for (int j = donor + 1; j < g->n_nodes && n_cand < MAX_SLICES - 2; j++) {
+    const char *ill = NULL;
+    if (gemm_consumer(g, donor, j, &ill)) {
+      const pz_tensor *W = &g->tensors[g->nodes[j].src[1]];
       int64_t w = g->tensors[g->nodes[j].dst[0]].ne[1];
-      col = align_col(col);
-      p->s[p->n++] = (slice){SL_GEMM, j, g->nodes[j].dst[0], col, w};
-      col += w;
+      cand[n_cand++] = g->nodes[j].dst[0];
+      bool f = ask_fires(b, g, j, PZ_PREZERO_SLOT_GEMM, W->ne[0], W->ne[1], why, sizeof why);
+      if (f) {
+        col = align_col(col);
+        p->s[p->n++] = (slice){SL_GEMM, j, g->nodes[j].dst[0], col, w};
+      }
+      rep_add(p, j, PZ_PREZERO_SLOT_GEMM, W->ne[0], W->ne[1], col, f, why);
+      if (f) col += w;
     } else if (log && g->nodes[j].op == PZ_OP_GEMM && g->nodes[j].src[0] == xn) {
-      fprintf(log, "  prezero: %s: consumer %s left alone: %s\n", D->name, g->nodes[j].name, why);
+      fprintf(log, "  prezero: %s: consumer %s left alone: %s\n", D->name, g->nodes[j].name, ill);
     }
     if (node_writes(g, &g->nodes[j], xs)) break; /* x_norm overwritten: later readers see other data */
   }
-  if (p->n == 0) return false;
-  int n_gemm = p->n;
+  if (n_cand == 0) return false;
   /* Op-specific piece: an MLA node that reads one of these outputs gets the q_b / o_proj slots. */
   for (int j = donor + 1; attn_slots && j < g->n_nodes && p->attn < 0; j++) {
     const pz_node *A = &g->nodes[j];
     if (A->op != PZ_OP_MLA_ATTN || A->n_src != PZ_MLA_NSRC) continue;
     if (A->src[PZ_MLA_QB_PREZERO] >= 0 || A->src[PZ_MLA_OPROJ_PREZERO] >= 0) continue;
     bool feeds_qkv_a = false, feeds = false;
-    for (int k = 0; k < n_gemm; k++) {
-      int t = p->s[k].tensor;
+    for (int k = 0; k < n_cand; k++) {
+      int t = cand[k];
       if (A->src[PZ_MLA_QKV_A] == t) feeds = feeds_qkv_a = true;
       if (A->src[PZ_MLA_Q] == t || A->src[PZ_MLA_KV_A] == t) feeds = true;
     }
     if (!feeds) continue;
-    p->attn = j;
-    if (feeds_qkv_a && A->p.mla.q_lora_rank > 0) {
-      int64_t w = mla_qb_width(&A->p.mla);
-      col = align_col(col);
-      p->s[p->n++] = (slice){SL_QB, j, -1, col, w};
-      col += w;
+    const pz_mla_params *mp = &A->p.mla;
+    int64_t n_slices_before = p->n;
+    if (feeds_qkv_a && mp->q_lora_rank > 0) {
+      int64_t w = mla_qb_width(mp);
+      bool f = ask_fires(b, g, j, PZ_PREZERO_SLOT_QB, w, mp->q_lora_rank, why, sizeof why);
+      if (f) {
+        col = align_col(col);
+        p->s[p->n++] = (slice){SL_QB, j, -1, col, w};
+      }
+      rep_add(p, j, PZ_PREZERO_SLOT_QB, w, mp->q_lora_rank, col, f, why);
+      if (f) col += w;
     }
     col = align_col(col);
-    p->n_base = col;
-    const char *why = NULL;
-    if (consumer_output_legal(g, donor, j, A->dst[0], p->rows, &why) && g->tensors[A->dst[0]].ne[1] == A->p.mla.hidden) {
-      p->s[p->n++] = (slice){SL_OPROJ, j, A->dst[0], col, A->p.mla.hidden};
-      col += A->p.mla.hidden;
+    int64_t n_base = col;
+    const char *ill = NULL;
+    const int64_t ko = (int64_t)mp->n_heads * mp->v_head_dim;
+    if (consumer_output_legal(g, donor, j, A->dst[0], p->rows, &ill) && g->tensors[A->dst[0]].ne[1] == mp->hidden) {
+      bool f = ask_fires(b, g, j, PZ_PREZERO_SLOT_OPROJ, mp->hidden, ko, why, sizeof why);
+      /* A per-batch plan also asks the gate now: the o_proj slot (beyond n_base) is filled only
+       * when the whole fill is free, so a plan for m leaves it out when it is not. */
+      if (f && b && b->m > 0 &&
+          !pz_prezero_active(b->m, align_col(col + mp->hidden), PZ_F32, g->info.hidden, b->tp, b->dev)) {
+        f = false;
+        snprintf(why, sizeof why, "gate: fill of %lld columns is not free at m=%lld",
+                 (long long)align_col(col + mp->hidden), (long long)b->m);
+      }
+      if (f) {
+        p->s[p->n++] = (slice){SL_OPROJ, j, A->dst[0], col, mp->hidden};
+      }
+      rep_add(p, j, PZ_PREZERO_SLOT_OPROJ, mp->hidden, ko, col, f, why);
+      if (f) col += mp->hidden;
     } else if (log) {
-      fprintf(log, "  prezero: %s: o_proj slot of %s left unset: %s\n", D->name, A->name, why ? why : "output width");
+      fprintf(log, "  prezero: %s: o_proj slot of %s left unset: %s\n", D->name, A->name, ill ? ill : "output width");
     }
+    if (p->n > n_slices_before) {
+      p->attn = j;
+      p->n_base = n_base;
+    }
+    break;
   }
   col = align_col(col);
   if (p->attn < 0) p->n_base = col;
   p->n_total = col;
-  return true;
+  p->rep.n_total = p->n_total;
+  p->rep.n_base = p->n_base;
+  return p->n > 0;
 }
 
 static pz_status apply_plan(pz_graph *g, const plan *p, FILE *log, int *rewritten) {
@@ -241,16 +304,39 @@ static pz_status apply_plan(pz_graph *g, const plan *p, FILE *log, int *rewritte
   return PZ_OK;
 }
 
-pz_status pz_pass_prezero(pz_graph *g, FILE *log, pz_pass_stats *st) {
+static bool attn_slots_on(void) {
   const char *e = getenv("PREZERO_ATTN_SLOTS");
-  bool attn_slots = !(e && e[0] == '0');
+  return !(e && e[0] == '0');
+}
+
+pz_status pz_pass_prezero_batch(pz_graph *g, const pz_prezero_batch *b, FILE *log, pz_pass_stats *st,
+                                pz_prezero_report *rep) {
+  if (!g) return pz_error(PZ_ERR_INVALID_ARG, "prezero pass: no graph");
+  if (b && b->fires && (b->m < 1 || !b->dev || b->tp < 1))
+    return pz_error(PZ_ERR_INVALID_ARG, "prezero pass: a per-batch plan needs m >= 1, tp >= 1 and a device description");
+  bool attn_slots = b ? b->attn_slots >= 0 ? b->attn_slots != 0 : attn_slots_on() : attn_slots_on();
   int matched = 0, rewritten = 0;
+  if (rep) {
+    memset(rep, 0, sizeof *rep);
+    rep->m = b ? b->m : 0;
+  }
   for (int i = 0; i < g->n_nodes; i++) {
     if (g->nodes[i].op != PZ_OP_AR_RMSNORM) continue;
     const pz_tensor *xn = &g->tensors[g->nodes[i].dst[0]];
     if (xn->ndim != 2) continue;
     plan p;
-    if (!make_plan(g, i, attn_slots, log, &p)) continue;
+    bool any = make_plan(g, i, attn_slots, b, log, &p);
+    if (rep && p.rep.n > 0) {
+      if (rep->n_donors == rep->cap) {
+        int cap = rep->cap ? 2 * rep->cap : 16;
+        pz_prezero_donor_plan *d = realloc(rep->d, sizeof *d * (size_t)cap);
+        if (!d) return pz_error(PZ_ERR_OOM, "prezero pass: plan report");
+        rep->d = d;
+        rep->cap = cap;
+      }
+      rep->d[rep->n_donors++] = p.rep;
+    }
+    if (!any) continue;
     matched++;
     PZ_CHECK(apply_plan(g, &p, log, &rewritten));
   }
@@ -258,5 +344,85 @@ pz_status pz_pass_prezero(pz_graph *g, FILE *log, pz_pass_stats *st) {
     st->matched = matched;
     st->rewritten = rewritten;
   }
+  return PZ_OK;
+}
+
+pz_status pz_pass_prezero(pz_graph *g, FILE *log, pz_pass_stats *st) {
+  return pz_pass_prezero_batch(g, NULL, log, st, NULL);
+}
+
+void pz_prezero_report_free(pz_prezero_report *r) {
+  if (!r) return;
+  free(r->d);
+  memset(r, 0, sizeof *r);
+}
+
+bool pz_prezero_report_same(const pz_prezero_report *a, const pz_prezero_report *b) {
+  if (a->n_donors != b->n_donors) return false;
+  for (int i = 0; i < a->n_donors; i++) {
+    const pz_prezero_donor_plan *x = &a->d[i], *y = &b->d[i];
+    if (x->donor != y->donor || x->n_total != y->n_total || x->n_base != y->n_base || x->n != y->n) return false;
+    for (int k = 0; k < x->n; k++)
+      if (x->c[k].node != y->c[k].node || x->c[k].kind != y->c[k].kind || x->c[k].fires != y->c[k].fires ||
+          x->c[k].col != y->c[k].col)
+        return false;
+  }
+  return true;
+}
+
+int pz_prezero_report_fired(const pz_prezero_report *r) {
+  int n = 0;
+  for (int i = 0; r && i < r->n_donors; i++)
+    for (int k = 0; k < r->d[i].n; k++) n += r->d[i].c[k].fires;
+  return n;
+}
+
+/* ---- the plan view ---------------------------------------------------------------------- */
+
+static const char *slot_name(pz_prezero_slot k) { return k == PZ_PREZERO_SLOT_QB ? "q_b" : k == PZ_PREZERO_SLOT_OPROJ ? "o_proj" : "gemm"; }
+
+pz_status pz_prezero_report_print(const pz_prezero_report *r, const pz_graph *g, int tp, const pz_device_desc *dev,
+                                  FILE *f) {
+  if (!r || !g || !dev || !f) return pz_error(PZ_ERR_INVALID_ARG, "prezero plan print: NULL argument");
+  const int64_t H = g->info.hidden, m = r->m > 0 ? r->m : g->info.m;
+  int cand = 0, fired = 0;
+  int64_t bytes_all = 0;
+  double us_all = 0;
+  for (int i = 0; i < r->n_donors; i++) {
+    const pz_prezero_donor_plan *d = &r->d[i];
+    if (d->donor < 0 || d->donor >= g->n_nodes) return pz_error(PZ_ERR_INVALID_ARG, "prezero plan print: donor %d not in the graph", d->donor);
+    const pz_node *D = &g->nodes[d->donor];
+    int nf = 0;
+    for (int k = 0; k < d->n; k++) nf += d->c[k].fires;
+    cand += d->n;
+    fired += nf;
+    fprintf(f, "donor %s (layer %d, node %d): %d of %d consumers fire\n", D->name, D->layer, d->donor, nf, d->n);
+    if (nf > 0) {
+      int64_t cols = pz_prezero_fill_cols(m, d->n_total, d->n_base, H, tp, dev);
+      int64_t bytes = m * cols * 4;
+      pz_ar_plan ap;
+      int64_t ctas = pz_ar_plan_for(m, H, tp, &ap) ? pz_ar_plan_fill_ctas(dev, &ap, bytes) : 0;
+      double us = dev->fill_penalty_bytes_per_us > 0 ? bytes / dev->fill_penalty_bytes_per_us : 0;
+      bytes_all += bytes;
+      us_all += us;
+      fprintf(f, "  fill: columns [0, %lld) of [%lld, %lld] f32 (n_base %lld) = %lld bytes, %lld fill CTAs beside %lld donor CTAs, "
+              "predicted +%.2f us (bytes / %.3g B/us fill penalty)\n",
+              (long long)cols, (long long)m, (long long)d->n_total, (long long)d->n_base, (long long)bytes, (long long)ctas,
+              (long long)ap.donor_ctas, us, dev->fill_penalty_bytes_per_us);
+    } else {
+      fprintf(f, "  fill: none (this donor runs as in the OFF graph)\n");
+    }
+    for (int k = 0; k < d->n; k++) {
+      const pz_prezero_consumer *c = &d->c[k];
+      const pz_node *n = &g->nodes[c->node];
+      char cols[48] = "-";
+      if (c->fires) snprintf(cols, sizeof cols, "[%lld, %lld)", (long long)c->col, (long long)(c->col + c->n));
+      fprintf(f, "  %-5s %-6s %-32s n=%-6lld k=%-6lld cols %-16s %s\n", c->fires ? "fires" : "n/f", slot_name(c->kind),
+              n->name, (long long)c->n, (long long)c->k, cols, c->why);
+    }
+  }
+  fprintf(f, "total at m=%lld: %d of %d consumers fire; donors fill %lld bytes, predicted +%.2f us in all%s\n",
+          (long long)m, fired, cand, (long long)bytes_all, us_all,
+          fired == 0 ? "; nothing fires, so the ON graph is the OFF graph" : "");
   return PZ_OK;
 }

@@ -68,24 +68,18 @@ static double median(double *v, int n) {
 
 /* ---------------------------------------------------------------- graphs and memory plan */
 
-static pz_status build(const pz_model_config *mc, const pz_cmp_opts *o, int layers, int prezero, pz_graph **g) {
+/* The OFF decode graph (the executor runs the prezero pass per batch size for the ON set). */
+static pz_status build(const pz_model_config *mc, const pz_cmp_opts *o, int layers, pz_graph **g) {
   pz_build_opts bo = PZ_BUILD_OPTS_INIT;
   bo.tp = o->tp;
   bo.m = o->conc[o->n_conc - 1];
   bo.max_ctx = (int64_t)o->isl + o->osl;
   bo.layers = layers;
-  PZ_CHECK(pz_build_decode_graph(mc, &bo, g));
-  pz_pass_opts po = PZ_PASS_OPTS_INIT;
-  po.prezero = prezero;
-  pz_status st = pz_run_passes(*g, &po, NULL, NULL);
-  if (st != PZ_OK) {
-    pz_graph_free(*g);
-    *g = NULL;
-  }
-  return st;
+  return pz_build_decode_graph(mc, &bo, g);
 }
 
-/* Chooses (or checks) the layer count so that the OFF and ON executors fit together. */
+/* Chooses (or checks) the layer count so that the one executor (weights once, OFF and ON graph
+ * sets over them) fits. */
 static pz_status plan_layers(const pz_model_config *mc, const pz_cmp_opts *o, pz_cmp_result *r, int *layers) {
   int devs[PZ_CUDA_MAX_TP];
   int64_t fr[PZ_CUDA_MAX_TP], tot[PZ_CUDA_MAX_TP];
@@ -97,98 +91,67 @@ static pz_status plan_layers(const pz_model_config *mc, const pz_cmp_opts *o, pz
     if (b < budget) budget = b;
   }
   int n = (int)mc->num_hidden_layers;
-  pz_graph *g[2] = {NULL, NULL};
-  int64_t fixed[2] = {0, 0};
-  int64_t *lb = calloc((size_t)n * 3, sizeof(int64_t));
+  pz_graph *g = NULL;
+  int64_t fixed = 0;
+  int64_t *lb = calloc((size_t)n, sizeof(int64_t));
   if (!lb) return pz_error(PZ_ERR_OOM, "compare: memory plan");
-  pz_status st = PZ_OK;
-  for (int k = 0; k < 2 && st == PZ_OK; k++) {
-    st = build(mc, o, 0, k, &g[k]);
-    if (st == PZ_OK) st = pz_cuda_bytes_by_layer(g[k], &fixed[k], lb + (size_t)k * n, n);
-  }
+  pz_status st = build(mc, o, 0, &g);
+  if (st == PZ_OK) st = pz_cuda_bytes_by_layer(g, &fixed, lb, n);
   if (st == PZ_OK) {
-    for (int L = 0; L < n; L++) lb[2 * (size_t)n + L] = lb[L] + lb[(size_t)n + L];
-    int fit = pz_cuda_fit_layers(fixed[0] + fixed[1], lb + 2 * (size_t)n, n, budget);
+    /* outside the layers: what the executor allocates (prezero buffers included) minus the layers */
+    fixed = pz_cuda_exec_bytes_per_batch(g);
+    for (int L = 0; L < n; L++) fixed -= lb[L];
+    int fit = pz_cuda_fit_layers(fixed, lb, n, budget);
     int want = o->layers > 0 ? o->layers : fit;
-    int64_t need = fixed[0] + fixed[1];
-    for (int L = 0; L < want && L < n; L++) need += lb[2 * (size_t)n + L];
+    int64_t need = fixed;
+    for (int L = 0; L < want && L < n; L++) need += lb[L];
     if (o->layers > 0 && o->layers > fit && fit >= 1) {
       st = pz_error(PZ_ERR_OOM,
-                    "--layers %d needs %.1f GiB per GPU for the OFF and ON engines together but %.1f GiB fit beside "
-                    "the reserve; use --layers %d or fewer (or omit --layers)",
+                    "--layers %d needs %.1f GiB per GPU but %.1f GiB fit beside the reserve; use --layers %d or fewer "
+                    "(or omit --layers)",
                     o->layers, need / GiB, budget / GiB, fit);
     } else if (want < 1 || fit < 1) {
       st = pz_error(PZ_ERR_OOM,
-                    "not even one layer of %s fits twice (OFF and ON) per GPU: %.1f GiB free beside the reserve; use a "
-                    "larger --tp or a smaller --isl/--osl/--conc",
+                    "not even one layer of %s fits per GPU: %.1f GiB free beside the reserve; use a larger --tp or a "
+                    "smaller --isl/--osl/--conc",
                     mc->name, budget / GiB);
     } else {
       *layers = want;
       r->layers_auto = o->layers == 0;
-      note(r, o->log, "%s: %d of %lld layers (%s), %.1f GiB per GPU for OFF + ON, %.1f GiB available beside the reserve.",
-           mc->name, want, (long long)n, o->layers ? "--layers" : "as many as fit twice in free memory", need / GiB,
+      note(r, o->log, "%s: %d of %lld layers (%s), %.1f GiB per GPU (weights once; OFF and ON graphs over them), "
+           "%.1f GiB available beside the reserve.",
+           mc->name, want, (long long)n, o->layers ? "--layers" : "as many as fit in free memory", need / GiB,
            budget / GiB);
     }
   }
-  pz_graph_free(g[0]);
-  pz_graph_free(g[1]);
+  pz_graph_free(g);
   free(lb);
   return st;
 }
 
 /* ---------------------------------------------------------------- prezero fired? */
 
-/* Whether prezero takes effect for one consumer at batch M: the donor zeroed its slice (the
- * gate) and the GEMM the tuner picks for zero_init = false is split-K. */
-static int consumer_fired(pz_gemm_ctx *ctx, int64_t M, int64_t n, int64_t k, int64_t col, int64_t n_total,
-                          int64_t n_base, int64_t H, int tp, const pz_device_desc *dev) {
-  if (!pz_prezero_slice_zeroed(M, col, n, n_total, n_base, H, tp, dev)) return PZ_CMP_NOT_FIRED;
-  pz_gemm_config cfg;
-  bool split = false;
-  if (pz_gemm_choose(ctx, (int)M, (int)n, (int)k, false, &cfg, &split) != PZ_OK) return PZ_CMP_NOT_FIRED;
-  return split ? PZ_CMP_FIRED : PZ_CMP_NOT_FIRED;
+/* The component a plan entry belongs to. */
+static int comp_of(const pz_graph *g, const pz_prezero_consumer *c) {
+  if (c->kind == PZ_PREZERO_SLOT_QB) return PZ_CMP_Q_B;
+  if (c->kind == PZ_PREZERO_SLOT_OPROJ) return PZ_CMP_O_PROJ;
+  pz_role r = g->nodes[c->node].role;
+  if (r == PZ_ROLE_QKV_A || r == PZ_ROLE_Q_PROJ || r == PZ_ROLE_KV_A) return PZ_CMP_QKV_A;
+  if (r == PZ_ROLE_ROUTER_GATE) return PZ_CMP_GATE;
+  return -1;
 }
 
-static void fired_at(const pz_graph *g_on, pz_gemm_ctx *ctx, int64_t M, int tp, const pz_device_desc *dev,
-                     int fired[PZ_CMP_N_COMP]) {
+/* fired[c] from the executor's plan at M: a component fires when it fires in every layer that
+ * has it (the layers share shapes); NA when no donor has it as a candidate. */
+static void fired_from_plan(const pz_graph *g, const pz_prezero_report *rep, int fired[PZ_CMP_N_COMP]) {
   for (int c = 0; c < PZ_CMP_N_COMP; c++) fired[c] = PZ_CMP_NA;
-  const int64_t H = g_on->info.hidden;
-  /* A component fires when it fires in every layer that has it (the layers share shapes). */
-  for (int i = 0; i < g_on->n_nodes; i++) {
-    const pz_node *n = &g_on->nodes[i];
-    int comp = -1;
-    if (n->role == PZ_ROLE_QKV_A || n->role == PZ_ROLE_Q_PROJ || n->role == PZ_ROLE_KV_A) comp = PZ_CMP_QKV_A;
-    else if (n->role == PZ_ROLE_ROUTER_GATE) comp = PZ_CMP_GATE;
-    int f[2] = {PZ_CMP_NA, PZ_CMP_NA}, cs[2] = {comp, -1};
-    if (comp >= 0 && (n->op == PZ_OP_GEMM || n->op == PZ_OP_MM_MAYBE_PREZERO)) {
-      if (n->op == PZ_OP_GEMM) f[0] = PZ_CMP_NOT_FIRED;
-      else {
-        const pz_tensor *W = &g_on->tensors[n->src[1]];
-        const pz_tensor *B = &g_on->tensors[n->p.gemm.prezero_buf];
-        f[0] = consumer_fired(ctx, M, W->ne[0], W->ne[1], n->p.gemm.col_offset, B->ne[1], n->p.gemm.n_base, H, tp,
-                              dev);
-      }
-    } else if (n->op == PZ_OP_MLA_ATTN) {
-      const pz_mla_params *p = &n->p.mla;
-      const int64_t qh = p->qk_nope_head_dim + p->qk_rope_head_dim;
-      cs[0] = PZ_CMP_Q_B;
-      cs[1] = PZ_CMP_O_PROJ;
-      if (p->q_lora_rank > 0)
-        f[0] = n->src[PZ_MLA_QB_PREZERO] < 0 ? PZ_CMP_NOT_FIRED
-               : consumer_fired(ctx, M, p->n_heads * qh, p->q_lora_rank, p->qb_col_offset, p->prezero_n_total,
-                                p->prezero_n_base, H, tp, dev);
-      f[1] = n->src[PZ_MLA_OPROJ_PREZERO] < 0 ? PZ_CMP_NOT_FIRED
-             : consumer_fired(ctx, M, p->hidden, p->n_heads * p->v_head_dim, p->oproj_col_offset,
-                              p->prezero_n_total, p->prezero_n_base, H, tp, dev);
-    } else {
-      continue;
+  for (int i = 0; i < rep->n_donors; i++)
+    for (int k = 0; k < rep->d[i].n; k++) {
+      int c = comp_of(g, &rep->d[i].c[k]);
+      if (c < 0) continue;
+      int f = rep->d[i].c[k].fires ? PZ_CMP_FIRED : PZ_CMP_NOT_FIRED;
+      if (fired[c] == PZ_CMP_NA || f == PZ_CMP_NOT_FIRED) fired[c] = f;
     }
-    for (int j = 0; j < 2; j++) {
-      if (cs[j] < 0 || f[j] == PZ_CMP_NA) continue;
-      if (fired[cs[j]] == PZ_CMP_NA) fired[cs[j]] = f[j];
-      else if (f[j] == PZ_CMP_NOT_FIRED) fired[cs[j]] = PZ_CMP_NOT_FIRED;
-    }
-  }
 }
 
 /* ---------------------------------------------------------------- CUPTI attribution */
@@ -279,10 +242,11 @@ static pz_status profile_engine(pz_cuda_exec *e, const pz_graph *g, int64_t M, i
 
 /* ---------------------------------------------------------------- the run */
 
-typedef struct engines {
-  pz_graph *g[2];          /* 0 = OFF, 1 = ON */
-  pz_cuda_exec *e[2];
-} engines;
+/* The one executor seen as two engines: OFF (prezero 0) and ON (1). */
+typedef struct side {
+  pz_cuda_exec *e;
+  int prezero;
+} side;
 
 static pz_status decode_round(const pz_cmp_opts *o, const pz_cmp_engine_ops *ops, void *e, int conc,
                               const int32_t *first, int32_t *out, double *seconds, const char *what, int ci, int round) {
@@ -318,11 +282,14 @@ static double max_abs_diff(const float *a, const float *b, size_t n, bool *ident
   return m;
 }
 
-/* Host wrappers of the CUDA executor for pz_compare_decode. */
+/* Host wrappers of the CUDA executor for pz_compare_decode: each side switches the graph set
+ * before it steps (the logits are read right after that side's round). */
 static pz_status cuda_step(void *e, int m, const int32_t *tok, const int32_t *pos, int32_t *next) {
-  return pz_cuda_exec_step((pz_cuda_exec *)e, m, tok, pos, next);
+  side *sd = e;
+  PZ_CHECK(pz_cuda_exec_set_prezero(sd->e, sd->prezero));
+  return pz_cuda_exec_step(sd->e, m, tok, pos, next);
 }
-static pz_status cuda_logits(void *e, int m, float *out) { return pz_cuda_exec_logits((pz_cuda_exec *)e, m, out); }
+static pz_status cuda_logits(void *e, int m, float *out) { return pz_cuda_exec_logits(((side *)e)->e, m, out); }
 static const pz_cmp_engine_ops cuda_ops = {cuda_step, cuda_logits};
 
 pz_status pz_compare_decode(const pz_cmp_opts *o, int ci, const pz_cmp_engine_ops *ops, void *eng[2], int64_t vocab,
@@ -445,9 +412,9 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
   PZ_CHECK(plan_layers(&mc, o, r, &layers));
   r->layers = layers;
 
-  engines E;
-  memset(&E, 0, sizeof E);
-  pz_gemm_ctx *gctx = NULL;
+  pz_graph *g = NULL;
+  pz_cuda_exec *ex = NULL;
+  side sides[2] = {{NULL, 0}, {NULL, 1}};
   pz_status st = PZ_OK;
   bool prof = o->profile;
   if (prof) {
@@ -458,41 +425,34 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
       st = PZ_OK;
     }
   }
-  for (int k = 0; k < 2 && st == PZ_OK; k++) {
-    progress(o, "building and filling the %s engine (%d layers, TP %d)", k ? "ON" : "OFF", layers, o->tp);
-    st = build(&mc, o, layers, k, &E.g[k]);
-    if (st != PZ_OK) break;
+  progress(o, "building and filling the engine (%d layers, TP %d; OFF and ON graphs share it)", layers, o->tp);
+  st = build(&mc, o, layers, &g);
+  if (st == PZ_OK) {
     pz_cuda_exec_opts xo = PZ_CUDA_EXEC_OPTS_INIT;
     xo.seed = o->seed;
     xo.graphs = 1;
     xo.n_capture = o->n_conc;
     memcpy(xo.capture, o->conc, sizeof(int) * (size_t)o->n_conc);
-    xo.prezero = k;
-    pz_checkpoint *ck = NULL; /* the same checkpoint weights for OFF and ON */
+    xo.prezero = 1; /* on the OFF graph: per-batch plans, switchable (exec.h) */
+    pz_checkpoint *ck = NULL;
     if (o->model_dir) {
-      st = pz_checkpoint_open_planned(o->model_dir, &mc, E.g[k], &ck);
-      if (st != PZ_OK) break;
+      st = pz_checkpoint_open_planned(o->model_dir, &mc, g, &ck);
       xo.load_weight = pz_checkpoint_fill_rows;
       xo.load_user = ck;
     }
-    st = pz_cuda_exec_create(E.g[k], &xo, &E.e[k]);
+    if (st == PZ_OK) st = pz_cuda_exec_create(g, &xo, &ex);
     pz_checkpoint_close(ck);
+    if (st == PZ_OK && !pz_cuda_exec_per_batch(ex))
+      st = pz_error(PZ_ERR_INTERNAL, "compare: the executor did not take the per-batch prezero plan");
   }
-  if (st == PZ_OK) { /* for the "fired" rule: the tuner's choice, as the executor's GEMMs see it */
-    cudaSetDevice(0);
-    if (pz_gemm_ctx_create(&gctx) != PZ_OK) {
-      gctx = NULL;
-      note(r, o->log, "no GEMM handle for the fired/n/f rule: %s", pz_last_error());
-    }
-  }
-  const pz_device_desc *dev_on = st == PZ_OK ? pz_cuda_exec_device_desc(E.e[1]) : NULL;
+  sides[0].e = sides[1].e = ex;
 
   for (int ci = 0; ci < o->n_conc && st == PZ_OK; ci++) {
     const int conc = o->conc[ci];
     pz_cmp_point *pt = &r->points[ci];
     r->n_points = ci + 1;
     pt->conc = conc;
-    pt->batch = (int)pz_cuda_exec_padded_m(E.e[0], conc);
+    pt->batch = (int)pz_cuda_exec_padded_m(ex, conc);
     pt->rounds = o->rounds;
     pt->first_token_mismatch = -1;
     pt->logits_off_spread = -1;
@@ -504,13 +464,19 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
     for (int i = 0; i < conc; i++)
       first[i] = (int32_t)(splitmix64(o->seed ^ ((uint64_t)conc << 32) ^ (uint64_t)i) % (uint64_t)mc.vocab_size);
     /* Capture (first use of this batch size) with CUPTI records on, then per-component profile. */
-    if (gctx) fired_at(E.g[1], gctx, pt->batch, o->tp, dev_on, pt->fired);
+    {
+      pz_prezero_report rep;
+      st = pz_cuda_exec_plan(ex, pt->batch, &rep, NULL);
+      if (st != PZ_OK) break;
+      fired_from_plan(g, &rep, pt->fired);
+      pz_prezero_report_free(&rep);
+    }
     if (prof && (st = pz_profile_activity(true)) != PZ_OK) break;
     for (int k = 0; k < 2 && st == PZ_OK; k++) {
       progress(o, "conc %d (%d/%d): capturing the %s graph", conc, ci + 1, o->n_conc, k ? "ON" : "OFF");
       int32_t pos[256], next[256];
       for (int i = 0; i < conc; i++) pos[i] = o->isl;
-      st = pz_cuda_exec_step(E.e[k], conc, first, pos, next);
+      st = cuda_step(&sides[k], conc, first, pos, next);
     }
     if (st == PZ_OK && prof) {
       pz_cmp_components acc[2];
@@ -518,7 +484,8 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
       for (int k = 0; k < 2 && st == PZ_OK; k++) {
         progress(o, "conc %d (%d/%d): CUPTI profile of the %s graph (%d replays)", conc, ci + 1, o->n_conc,
                  k ? "ON" : "OFF", o->profile_iters);
-        st = profile_engine(E.e[k], E.g[k], pt->batch, o->isl, o->profile_iters, &acc[k], &unattr[k], &nn[k]);
+        st = pz_cuda_exec_set_prezero(ex, k);
+        if (st == PZ_OK) st = profile_engine(ex, g, pt->batch, o->isl, o->profile_iters, &acc[k], &unattr[k], &nn[k]);
       }
       if (st == PZ_OK) {
         pt->profiled = nn[0] > 0 && nn[1] > 0;
@@ -537,7 +504,7 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
       if (st == PZ_OK) st = pz_profile_activity(false);
     }
     if (st != PZ_OK) break;
-    st = pz_compare_decode(o, ci, &cuda_ops, (void *[2]){E.e[0], E.e[1]}, mc.vocab_size, first, pt);
+    st = pz_compare_decode(o, ci, &cuda_ops, (void *[2]){&sides[0], &sides[1]}, mc.vocab_size, first, pt);
     if (st != PZ_OK) break;
     progress(o, "conc %d (%d/%d) done: TPOT OFF %.3f ms, ON %.3f ms; tokens %s", conc, ci + 1, o->n_conc,
              pt->tpot_off_ms, pt->tpot_on_ms, pt->tokens_identical ? "identical" : "DIFFER");
@@ -554,10 +521,7 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
     if (d) note(r, o->log, "CUPTI dropped %llu records.", (unsigned long long)d);
     pz_profile_stop();
   }
-  if (gctx) pz_gemm_ctx_destroy(gctx);
-  for (int k = 0; k < 2; k++) {
-    pz_cuda_exec_free(E.e[k]);
-    pz_graph_free(E.g[k]);
-  }
+  pz_cuda_exec_free(ex);
+  pz_graph_free(g);
   return st;
 }

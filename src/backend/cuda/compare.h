@@ -1,5 +1,5 @@
-/* prezero ON vs OFF on the GPU: the decode workload driver behind `prezero compare` (two
- * executors with the same seed, alternated A B A B) and the result it reports. The result types
+/* prezero ON vs OFF on the GPU: the decode workload driver behind `prezero compare` (one
+ * executor, its OFF graphs and its per-batch ON graphs over the same weights, alternated A B A B) and the result it reports. The result types
  * are plain C so that the report writer also builds without CUDA. */
 #ifndef PZ_BACKEND_CUDA_COMPARE_H
 #define PZ_BACKEND_CUDA_COMPARE_H
@@ -87,7 +87,7 @@ typedef struct pz_cmp_opts {
   const char *model_dir;  /* NULL, or a Hugging Face checkpoint directory (pz_engine_config.model_dir):
                              config and weights of both engines from it (`model` is ignored) */
   int tp;                 /* GPUs (ranks 0..tp-1 on devices 0..tp-1) */
-  int layers;             /* 0: as many as fit twice (OFF and ON) in free memory */
+  int layers;             /* 0: as many as fit in free memory (weights once, both graph sets over them) */
   int isl, osl;           /* prompt KV tokens per request (seeded random cache), decode steps */
   int n_conc;
   int conc[PZ_CMP_MAX_CONC]; /* ascending */
@@ -105,12 +105,14 @@ typedef struct pz_cmp_opts {
                           .profile_iters = 20, .progress = NULL, .user = NULL, .log = NULL}
 
 /* Runs the workload (CUDA builds only; the symbol is absent without CUDA):
- *   1. builds the decode graph OFF and ON (prezero pass) for max batch = the largest conc and a
- *      KV capacity of isl + osl; picks layers when 0 (largest N whose two executors fit every
- *      GPU's free memory minus the reserve), else checks that N fits (PZ_ERR_OOM otherwise);
- *   2. creates the two executors with the same seed (same weights and prompt KV cache; with
- *      model_dir both load the checkpoint's weights, the KV cache stays seeded),
- *      captures one CUDA graph per concurrency (CUPTI attribution on when profiling);
+ *   1. builds the OFF decode graph for max batch = the largest conc and a KV capacity of
+ *      isl + osl; picks layers when 0 (largest N whose executor fits every GPU's free memory
+ *      minus the reserve), else checks that N fits (PZ_ERR_OOM otherwise);
+ *   2. creates one executor in per-batch prezero mode (exec.h: the ON graph of each batch size
+ *      is the prezero pass's plan for it, the OFF graph where nothing fires; with model_dir the
+ *      weights come from the checkpoint, the KV cache stays seeded), and captures an OFF and an
+ *      ON CUDA graph per concurrency (CUPTI attribution on when profiling); `fired` comes from
+ *      the executor's plan (pz_cuda_exec_plan);
  *   3. per concurrency, `rounds` times OFF then ON: osl greedy steps of conc requests from
  *      position isl (seeded random first tokens; each round restarts at isl), timed on the host
  *      clock around the steps (each step ends with every rank done and the argmax combined);

@@ -12,8 +12,11 @@
 #include "backend/cuda/gate_cuda.h"
 #include "backend/cuda/profile.h"
 #include "backend/cuda/runtime.h"
+#include "passes/prezero.h"
 
 #define ALIGN 256
+#define MAX_VARIANTS 16
+_Static_assert(sizeof(((pz_cuda_ctx *)0)->rank_data) / sizeof(void **) >= PZ_CUDA_MAX_TP, "rank_data holds every rank");
 static const int default_sizes[] = {1, 2, 4, 8, 16, 32, 64, 128};
 
 typedef struct graph_slot {
@@ -25,8 +28,26 @@ typedef struct graph_slot {
   cudaGraphExec_t exec[PZ_CUDA_MAX_TP];
 } graph_slot;
 
+/* Per-batch prezero (opts.prezero on an OFF graph): the graph a batch size runs, rewritten by
+ * the pass for the consumers that fire there. Variant 0 is the OFF graph itself (e->g, the
+ * ranks' own pointers); the others share one extra block per rank for the buffers the pass adds
+ * (one step runs at a time, and no buffer carries data from one step to the next). */
+typedef struct exec_variant {
+  pz_graph *g;                  /* e->g for variant 0 */
+  void **data[PZ_CUDA_MAX_TP];  /* NULL for variant 0 */
+  pz_prezero_report rep;
+} exec_variant;
+
 struct pz_cuda_exec {
-  pz_graph *g;
+  pz_graph *g;                  /* the graph given (the OFF graph in per-batch mode) */
+  bool per_batch;               /* opts.prezero on a graph with no prezero op: the pass runs per batch size */
+  bool plan_static;             /* per-batch with PREZERO_PLAN_PER_BATCH=0: the static rewrite at every size */
+  int on;                       /* per-batch: the graph set steps use (0 OFF, 1 ON); else opts.prezero */
+  int n_var;
+  exec_variant var[MAX_VARIANTS];
+  signed char var_of_m[PZ_CUDA_MAX_M + 1]; /* per-batch ON: variant of each batch size, -1 not built */
+  char *extra[PZ_CUDA_MAX_TP];  /* per-batch: device storage of the tensors the pass adds */
+  int64_t extra_bytes;
   pz_cuda_exec_opts opts;
   int tp;
   pz_cuda_rank ranks[PZ_CUDA_MAX_TP];
@@ -36,7 +57,7 @@ struct pz_cuda_exec {
   bool graphs;
   int n_sizes;
   int sizes[PZ_CUDA_MAX_CAPTURE + 1];
-  graph_slot slots[PZ_CUDA_MAX_CAPTURE + 1];
+  graph_slot slots[2][PZ_CUDA_MAX_CAPTURE + 1]; /* [OFF / ON set][size] (only [0] unless per-batch) */
   int64_t max_m, max_ctx;
   int64_t *offset;              /* [n_tensors]: byte offset of each owner tensor in the arena */
   int64_t cand_offset;          /* arena offset of the argmax candidates */
@@ -48,6 +69,8 @@ struct pz_cuda_exec {
 /* ------------------------------------------------------------------ layout */
 
 static int64_t round_up(int64_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
+static bool graph_has_prezero(const pz_graph *g);
+static int64_t extra_layout(const pz_graph *g, int n_off, int64_t *offset);
 
 /* Arena layout of g: owner tensors in id order, then the argmax candidates. */
 static int64_t layout(const pz_graph *g, int64_t *offset, int64_t *cand_offset) {
@@ -65,6 +88,16 @@ static int64_t layout(const pz_graph *g, int64_t *offset, int64_t *cand_offset) 
 }
 
 int64_t pz_cuda_exec_bytes(const pz_graph *g) { return g ? layout(g, NULL, NULL) : 0; }
+
+int64_t pz_cuda_exec_bytes_per_batch(const pz_graph *g) {
+  if (!g) return 0;
+  int64_t b = layout(g, NULL, NULL);
+  pz_graph *gs = NULL;
+  if (graph_has_prezero(g) || pz_graph_clone(g, &gs) != PZ_OK) return b;
+  if (pz_pass_prezero_batch(gs, NULL, NULL, NULL, NULL) == PZ_OK) b += extra_layout(gs, g->n_tensors, NULL);
+  pz_graph_free(gs);
+  return b;
+}
 
 /* ------------------------------------------------------------------ options */
 
@@ -133,6 +166,170 @@ static pz_status check_memory(pz_cuda_exec *e, int64_t need) {
                       "CUDA executor: rank %d needs %.2f GiB on GPU %d for the model's tensors, but only %.2f GiB are free "
                       "(%.2f GiB kept in reserve, PREZERO_CUDA_RESERVE_MB); use fewer --layers, a smaller batch or context, or a higher TP",
                       r, need / 1073741824.0, devs[r], fr[r] / 1073741824.0, reserve / 1073741824.0);
+  }
+  return PZ_OK;
+}
+
+/* ------------------------------------------------------------------ per-batch prezero plan */
+
+static bool graph_has_prezero(const pz_graph *g) {
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].op == PZ_OP_AR_RMSNORM_MAYBE_PREZERO || g->nodes[i].op == PZ_OP_MM_MAYBE_PREZERO) return true;
+  return false;
+}
+
+/* The plan's question, answered by the GEMM the rank-0 handle picks at m (every rank has the
+ * same device and table, so they agree): zero_init = false resolves to a split-K kernel
+ * exactly when the baseline's kernel zeroes its output (gemm.h, pz_gemm_choose). */
+static bool cuda_fires(void *user, const pz_graph *g, const pz_prezero_query *q, char *why, size_t why_len) {
+  (void)g;
+  pz_cuda_exec *e = user;
+  pz_gemm_config cfg;
+  bool split = false;
+  if (pz_gemm_choose(e->ranks[0].gemm, (int)q->m, (int)q->n, (int)q->k, false, &cfg, &split) != PZ_OK) {
+    snprintf(why, why_len, "no GEMM choice: %s", pz_last_error());
+    return false;
+  }
+  char k[80];
+  pz_gemm_config_describe(&cfg, k, sizeof k);
+  snprintf(why, why_len, "%s%s", k, split ? "" : ": no zeroing to skip");
+  return split;
+}
+
+/* Layout of the tensors g adds beyond the first n_off (owners only) from offset 0; returns bytes. */
+static int64_t extra_layout(const pz_graph *g, int n_off, int64_t *offset) {
+  int64_t off = 0;
+  for (int t = n_off; t < g->n_tensors; t++) {
+    const pz_tensor *x = &g->tensors[t];
+    if (offset) offset[t - n_off] = -1;
+    if (x->view_of >= 0) continue;
+    if (offset) offset[t - n_off] = off;
+    off += round_up(pz_tensor_span(x) * (int64_t)pz_dtype_size(x->dtype));
+  }
+  return off;
+}
+
+/* Runs the pass for batch m on a copy of the OFF graph (b NULL: the static rewrite). */
+static pz_status plan_graph(pz_cuda_exec *e, int64_t m, bool all, pz_graph **gv, pz_prezero_report *rep) {
+  PZ_CHECK(pz_graph_clone(e->g, gv));
+  pz_prezero_batch b = {.m = m, .fires = cuda_fires, .user = e, .tp = e->tp, .dev = &e->dev, .attn_slots = -1};
+  pz_status st = pz_pass_prezero_batch(*gv, all ? NULL : &b, NULL, NULL, rep);
+  if (st == PZ_OK) st = pz_graph_verify(*gv);
+  if (st != PZ_OK) {
+    pz_graph_free(*gv);
+    *gv = NULL;
+    pz_prezero_report_free(rep);
+  }
+  return st;
+}
+
+static void free_variant(exec_variant *v, const pz_cuda_exec *e) {
+  if (v->g && v->g != e->g) pz_graph_free(v->g);
+  for (int r = 0; r < PZ_CUDA_MAX_TP; r++) free(v->data[r]);
+  pz_prezero_report_free(&v->rep);
+  memset(v, 0, sizeof *v);
+}
+
+/* The variant batch m runs in the ON set, built on first use (host work only, so it may run
+ * while a capture is open). */
+static pz_status variant_for(pz_cuda_exec *e, int64_t m, exec_variant **out) {
+  if (m < 1 || m > PZ_CUDA_MAX_M) return pz_error(PZ_ERR_INVALID_ARG, "CUDA executor: batch %lld outside 1..%d", (long long)m, PZ_CUDA_MAX_M);
+  if (e->var_of_m[m] >= 0) { *out = &e->var[e->var_of_m[m]]; return PZ_OK; }
+  pz_graph *gv = NULL;
+  pz_prezero_report rep;
+  PZ_CHECK(plan_graph(e, m, e->plan_static, &gv, &rep));
+  int idx = -1;
+  if (pz_prezero_report_fired(&rep) == 0) idx = 0;
+  for (int i = 1; i < e->n_var && idx < 0; i++)
+    if (pz_prezero_report_same(&e->var[i].rep, &rep)) idx = i;
+  if (idx >= 0) {
+    pz_graph_free(gv);
+    pz_prezero_report_free(&rep);
+    e->var_of_m[m] = (signed char)idx;
+    *out = &e->var[idx];
+    return PZ_OK;
+  }
+  pz_status st = PZ_OK;
+  const int n_off = e->g->n_tensors;
+  int64_t *xoff = calloc((size_t)(gv->n_tensors - n_off + 1), sizeof(int64_t));
+  exec_variant *v = &e->var[e->n_var];
+  if (e->n_var >= MAX_VARIANTS) st = pz_error(PZ_ERR_INTERNAL, "CUDA executor: more than %d prezero plans", MAX_VARIANTS);
+  else if (!xoff) st = pz_error(PZ_ERR_OOM, "CUDA executor: host allocation");
+  else if (extra_layout(gv, n_off, xoff) > e->extra_bytes)
+    st = pz_error(PZ_ERR_INTERNAL, "CUDA executor: the prezero plan of batch %lld needs more buffer bytes than the static rewrite",
+                  (long long)m);
+  if (st == PZ_OK) st = check_ops(gv);
+  if (st == PZ_OK) {
+    memset(v, 0, sizeof *v);
+    v->g = gv;
+    v->rep = rep;
+    for (int r = 0; r < e->tp && st == PZ_OK; r++) {
+      v->data[r] = calloc((size_t)gv->n_tensors, sizeof(void *));
+      if (!v->data[r]) { st = pz_error(PZ_ERR_OOM, "CUDA executor: host allocation"); break; }
+      for (int t = 0; t < gv->n_tensors; t++) {
+        const pz_tensor *x = &gv->tensors[t];
+        int own = pz_storage_of(gv, t);
+        char *base = own < n_off ? e->ranks[r].arena + e->offset[own] : e->extra[r] + xoff[own - n_off];
+        size_t off = x->view_of >= 0 ? (size_t)x->view_offset * pz_dtype_size(x->dtype) : 0;
+        v->data[r][t] = base + off;
+      }
+    }
+    if (st == PZ_OK) {
+      e->var_of_m[m] = (signed char)e->n_var++;
+      *out = v;
+    } else {
+      free_variant(v, e);
+      gv = NULL;
+    }
+  }
+  free(xoff);
+  if (st != PZ_OK && gv) {
+    pz_graph_free(gv);
+    pz_prezero_report_free(&rep);
+  }
+  return st;
+}
+
+/* The graph and pointers a step of batch m runs. */
+static pz_status current(pz_cuda_exec *e, int64_t m, const pz_graph **g, void **data[PZ_CUDA_MAX_TP]) {
+  *g = e->g;
+  for (int r = 0; r < e->tp; r++) data[r] = e->ranks[r].data;
+  if (!e->per_batch || !e->on) return PZ_OK;
+  exec_variant *v;
+  PZ_CHECK(variant_for(e, m, &v));
+  if (v->g) {
+    *g = v->g;
+    for (int r = 0; r < e->tp; r++) data[r] = v->data[r];
+  }
+  return PZ_OK;
+}
+
+bool pz_cuda_exec_per_batch(const pz_cuda_exec *e) { return e && e->per_batch; }
+
+pz_status pz_cuda_exec_set_prezero(pz_cuda_exec *e, int on) {
+  if (!e) return pz_error(PZ_ERR_INVALID_ARG, "CUDA executor: NULL");
+  on = on != 0;
+  if (!e->per_batch && on != e->on)
+    return pz_error(PZ_ERR_INVALID_ARG, "CUDA executor: prezero can be switched only on an executor made from the OFF graph "
+                    "with opts.prezero = 1 (this one runs a graph already rewritten, or none)");
+  e->on = on;
+  return PZ_OK;
+}
+
+pz_status pz_cuda_exec_plan(pz_cuda_exec *e, int64_t m, pz_prezero_report *rep, const pz_graph **g) {
+  if (!e || !rep) return pz_error(PZ_ERR_INVALID_ARG, "CUDA executor plan: NULL argument");
+  memset(rep, 0, sizeof *rep);
+  if (m < 1 || m > e->max_m) return pz_error(PZ_ERR_INVALID_ARG, "CUDA executor plan: batch %lld not in 1..%lld", (long long)m, (long long)e->max_m);
+  pz_graph *gv = NULL;
+  PZ_CHECK(plan_graph(e, m, e->plan_static, &gv, rep));
+  pz_graph_free(gv);
+  if (g) {
+    *g = e->g;
+    if (e->per_batch) {
+      exec_variant *v;
+      PZ_CHECK(variant_for(e, m, &v));
+      *g = v->g;
+    }
   }
   return PZ_OK;
 }
@@ -263,7 +460,25 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
   e->offset = calloc((size_t)(nt ? nt : 1), sizeof(int64_t));
   if (!e->offset) { st = pz_error(PZ_ERR_OOM, "CUDA executor: host allocation"); goto fail; }
   e->arena_bytes = layout(e->g, e->offset, &e->cand_offset);
-  PZ_CHECK_GOTO(check_memory(e, e->arena_bytes), st, fail);
+  e->on = o->prezero != 0;
+  e->per_batch = o->prezero && !graph_has_prezero(e->g);
+  {
+    const char *pb = getenv("PREZERO_PLAN_PER_BATCH");
+    e->plan_static = e->per_batch && pb && strcmp(pb, "0") == 0;
+  }
+  memset(e->var_of_m, -1, sizeof e->var_of_m);
+  e->var[0].g = e->g;
+  e->n_var = 1;
+  if (e->per_batch) {
+    /* The buffers of any plan fit in those of the static rewrite (a plan's slices are a subset). */
+    pz_graph *gs = NULL;
+    pz_prezero_report rs;
+    PZ_CHECK_GOTO(plan_graph(e, e->max_m, true, &gs, &rs), st, fail);
+    e->extra_bytes = extra_layout(gs, e->g->n_tensors, NULL);
+    pz_graph_free(gs);
+    pz_prezero_report_free(&rs);
+  }
+  PZ_CHECK_GOTO(check_memory(e, e->arena_bytes + e->extra_bytes), st, fail);
 
   /* Communicator first: it proves peer access between every pair (PZ_ERR_NO_P2P otherwise). */
   pz_comm_config cc = PZ_COMM_CONFIG_INIT;
@@ -309,6 +524,16 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
       goto fail;
     }
     R->arena_bytes = (size_t)e->arena_bytes;
+    if (e->extra_bytes > 0) {
+      ce = cudaMalloc((void **)&e->extra[r], (size_t)e->extra_bytes);
+      if (ce != cudaSuccess || cudaMemsetAsync(e->extra[r], 0, (size_t)e->extra_bytes, R->stream) != cudaSuccess) {
+        cudaGetLastError();
+        if (ce != cudaSuccess) e->extra[r] = NULL;
+        st = pz_error(PZ_ERR_OOM, "CUDA executor: %.2f MiB of prezero buffers on GPU %d: %s", e->extra_bytes / 1048576.0,
+                      R->device, cudaGetErrorString(ce));
+        goto fail;
+      }
+    }
     if (cudaMallocHost((void **)&R->cand_host, sizeof(pz_argmax_cand) * (size_t)e->max_m) != cudaSuccess ||
         cudaMallocHost((void **)&R->in_host, sizeof(int32_t) * 2 * (size_t)e->max_m) != cudaSuccess) {
       st = pz_error(PZ_ERR_OOM, "CUDA executor: pinned host allocation");
@@ -365,8 +590,10 @@ void pz_cuda_exec_free(pz_cuda_exec *e) {
       cudaSetDevice(e->ranks[r].device);
       cudaStreamSynchronize(e->ranks[r].stream);
     }
-  for (int i = 0; i <= PZ_CUDA_MAX_CAPTURE; i++)
-    if (e->slots[i].valid || e->slots[i].exec[0]) drop_slot(e, &e->slots[i]);
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; i <= PZ_CUDA_MAX_CAPTURE; i++)
+      if (e->slots[k][i].valid || e->slots[k][i].exec[0]) drop_slot(e, &e->slots[k][i]);
+  for (int i = 1; i < e->n_var; i++) free_variant(&e->var[i], e);
   for (int r = 0; r < e->tp; r++) {
     pz_cuda_rank *R = &e->ranks[r];
     cudaSetDevice(R->device);
@@ -374,6 +601,7 @@ void pz_cuda_exec_free(pz_cuda_exec *e) {
     pz_gemm_ctx_destroy(R->gemm);
     if (R->stream) cudaStreamDestroy(R->stream);
     cudaFree(R->arena);
+    cudaFree(e->extra[r]);
     if (R->cand_host) cudaFreeHost(R->cand_host);
     if (R->in_host) cudaFreeHost(R->in_host);
     free(R->data);
@@ -404,15 +632,18 @@ static pz_status sync_after(pz_cuda_exec *e, const pz_node *n) {
 /* Issues every node for every rank with m rows (eager, or under capture). */
 static pz_status run_nodes(pz_cuda_exec *e, int64_t m, bool capturing) {
   pz_cuda_ctx c = {.g = e->g, .tp = e->tp, .m = m, .ranks = e->ranks, .comm = e->comm, .nccl = e->nccl, .dev = &e->dev};
-  for (int i = 0; i < e->g->n_nodes; i++) {
-    const pz_node *n = &e->g->nodes[i];
+  const pz_graph *g = e->g;
+  PZ_CHECK(current(e, m, &g, c.rank_data));
+  c.g = g;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const pz_node *n = &g->nodes[i];
     pz_profile_set_node(n->id); /* CUPTI attribution of the graph nodes captured next (profile.h) */
     pz_cuda_op_fn fn = pz_cuda_op_launcher(n->op);
     if (!fn) return pz_error(PZ_ERR_UNSUPPORTED, "CUDA executor: op %s (node %s): %s", pz_op_name(n->op), n->name, pz_cuda_op_gap(n->op));
     pz_status st;
     if (pz_op_is_collective(n->op)) {
       c.rank = 0;
-      c.data = e->ranks[0].data;
+      c.data = c.rank_data[0];
       c.stream = e->ranks[0].stream;
       c.gemm = e->ranks[0].gemm;
       st = fn(&c, n);
@@ -421,7 +652,7 @@ static pz_status run_nodes(pz_cuda_exec *e, int64_t m, bool capturing) {
       for (int r = 0; r < e->tp && st == PZ_OK; r++) {
         PZ_CUDA_CHECK(cudaSetDevice(e->ranks[r].device));
         c.rank = r;
-        c.data = e->ranks[r].data;
+        c.data = c.rank_data[r];
         c.stream = e->ranks[r].stream;
         c.gemm = e->ranks[r].gemm;
         st = fn(&c, n);
@@ -449,9 +680,9 @@ static pz_status get_slot(pz_cuda_exec *e, int64_t M, graph_slot **out) {
   for (int i = 0; i < e->n_sizes; i++)
     if (e->sizes[i] == M) idx = i;
   if (idx < 0) return pz_error(PZ_ERR_INVALID_ARG, "CUDA executor: batch %lld is not a captured size", (long long)M);
-  graph_slot *s = &e->slots[idx];
+  graph_slot *s = &e->slots[e->per_batch ? e->on : 0][idx];
   const char *ge = gate_env();
-  if (s->valid && s->M == M && s->prezero == e->opts.prezero && strncmp(s->gate_env, ge, sizeof s->gate_env - 1) == 0) {
+  if (s->valid && s->M == M && s->prezero == e->on && strncmp(s->gate_env, ge, sizeof s->gate_env - 1) == 0) {
     *out = s;
     return PZ_OK;
   }
@@ -482,7 +713,7 @@ static pz_status get_slot(pz_cuda_exec *e, int64_t M, graph_slot **out) {
   }
   s->valid = true;
   s->M = M;
-  s->prezero = e->opts.prezero;
+  s->prezero = e->on;
   snprintf(s->gate_env, sizeof s->gate_env, "%s", ge);
   *out = s;
   return PZ_OK;
@@ -523,6 +754,7 @@ static pz_status stage_inputs(pz_cuda_exec *e, int64_t M) {
         if (x->view_of >= 0 || (x->kind != PZ_T_ACT && x->kind != PZ_T_BUFFER)) continue;
         PZ_CUDA_CHECK(cudaMemsetAsync(R->data[t], 0xff, (size_t)pz_tensor_span(x) * pz_dtype_size(x->dtype), R->stream));
       }
+    if (e->opts.poison && e->extra[r]) PZ_CUDA_CHECK(cudaMemsetAsync(e->extra[r], 0xff, (size_t)e->extra_bytes, R->stream));
   }
   return PZ_OK;
 }

@@ -13,6 +13,7 @@ extern "C" {
 
 #define PZ_CUDA_MAX_TP 8
 #define PZ_CUDA_MAX_CAPTURE 16
+#define PZ_CUDA_MAX_M 256      /* largest batch (tokens) a step may have */
 
 typedef struct pz_cuda_exec_opts {
   uint64_t seed;              /* weights and KV cache = f(seed, tensor name, full index), as the CPU executor */
@@ -24,7 +25,13 @@ typedef struct pz_cuda_exec_opts {
   int n_capture;              /* 0: PREZERO_CUDA_GRAPH_SIZES ("1,2,4") or the default 1,2,4,8,16,32,64,128 */
   int capture[PZ_CUDA_MAX_CAPTURE]; /* batch sizes (tokens), ascending; sizes above the graph's m are
                                  dropped and the graph's m is always added as the largest */
-  int prezero;                /* the graph's prezero flag (pz_prezero_flag): part of the graph cache key */
+  int prezero;                /* the graph's prezero flag (pz_prezero_flag): part of the graph cache key.
+                                 1 on a graph with no prezero op (the OFF graph, before the pass):
+                                 per-batch mode, the executor runs the prezero pass for each batch
+                                 size with the consumers whose kernel there is split-K
+                                 (pz_pass_prezero_batch); a size where none is runs the OFF graph
+                                 itself. PREZERO_PLAN_PER_BATCH=0 uses the static rewrite at every
+                                 size instead. pz_cuda_exec_set_prezero switches OFF / ON. */
   pz_device_desc dev;         /* gate description; num_sms == 0: pz_gate_calibrate_cuda on rank 0's GPU */
   int poison;                 /* tests: fill ACT/BUFFER storage with NaN bytes (0xff) before each step */
   int64_t reserve_bytes;      /* bytes to leave free per GPU; 0: pz_cuda_default_reserve() */
@@ -104,6 +111,23 @@ pz_status pz_cuda_exec_read(const pz_cuda_exec *e, int rank, int tensor_id, void
  * rounded up to 256 bytes, + the argmax candidates [m]), without allocating anything; 0 for
  * NULL. Workspaces of the ops (MLA, MoE, GEMM handle) are not included. */
 int64_t pz_cuda_exec_bytes(const pz_graph *g);
+
+/* Bytes per rank a per-batch executor of the OFF graph g allocates: pz_cuda_exec_bytes(g) plus
+ * the buffers of the static rewrite (every plan's buffers fit there). */
+int64_t pz_cuda_exec_bytes_per_batch(const pz_graph *g);
+
+/* Per-batch mode (see opts.prezero): true when e runs the pass per batch size. */
+bool pz_cuda_exec_per_batch(const pz_cuda_exec *e);
+/* Switches the graph set later steps run: 0 the OFF graph, 1 the per-batch ON graphs. Both sets
+ * share the weights, KV cache and activations; their captures are kept side by side.
+ * Errors: PZ_ERR_INVALID_ARG (not per-batch and on differs from opts.prezero). */
+pz_status pz_cuda_exec_set_prezero(pz_cuda_exec *e, int on);
+/* The prezero plan at batch m (1..graph m): every donor with candidate consumers, each consumer
+ * with its shape, slice and whether its kernel at m fires (rep, owned by the caller:
+ * pz_prezero_report_free). *g (may be NULL) gets the graph the ON set runs at m (the OFF graph
+ * when nothing fires). Errors: PZ_ERR_INVALID_ARG, PZ_ERR_OOM, those of the pass. */
+struct pz_prezero_report;
+pz_status pz_cuda_exec_plan(pz_cuda_exec *e, int64_t m, struct pz_prezero_report *rep, const pz_graph **g);
 
 /* Waits for every rank's stream, then frees the captured graphs, op resources, GEMM handles,
  * streams, arenas and the communicator; NULL is ignored. */

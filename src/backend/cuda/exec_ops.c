@@ -137,7 +137,7 @@ static pz_status ar_common(pz_cuda_ctx *c, const pz_node *n, bool with_fill) {
   pz_ar_rmsnorm_args args[PZ_CUDA_MAX_TP];
   cudaStream_t streams[PZ_CUDA_MAX_TP];
   for (int r = 0; r < c->tp; r++) {
-    void **d = c->ranks[r].data;
+    void **d = c->rank_data[r];
     pz_ar_rmsnorm_args *a = &args[r];
     memset(a, 0, sizeof *a);
     a->partial = d[n->src[0]];
@@ -196,8 +196,8 @@ static pz_status op_argmax(pz_cuda_ctx *c, const pz_node *n) {
   for (int r = 0; r < c->tp; r++) {
     pz_cuda_rank *R = &c->ranks[r];
     PZ_CUDA_CHECK(cudaSetDevice(R->device));
-    pz_argmax_params p = {.logits = R->data[n->src[0]], .cand = R->cand,
-                          .ids = c->tp == 1 ? R->data[n->dst[0]] : NULL, .m = c->m, .ld = ld,
+    pz_argmax_params p = {.logits = c->rank_data[r][n->src[0]], .cand = R->cand,
+                          .ids = c->tp == 1 ? c->rank_data[r][n->dst[0]] : NULL, .m = c->m, .ld = ld,
                           .vocab_per_rank = vpr, .vocab_size = vocab, .rank = r};
     PZ_CHECK(pz_cuda_argmax_shard(&p, R->stream));
     PZ_CUDA_CHECK(cudaMemcpyAsync(R->cand_host, R->cand, sizeof(pz_argmax_cand) * (size_t)c->m,

@@ -37,7 +37,9 @@ typedef struct pz_cuda_ctx {
   int rank, tp;
   int64_t m;                   /* rows of this launch (the padded size under capture) */
   pz_cuda_rank *ranks;         /* [tp] */
-  void **data;                 /* ranks[rank].data */
+  void **data;                 /* rank_data[rank] */
+  void **rank_data[8];         /* [tp]: each rank's tensor pointers for the graph g being run
+                                  (ranks[r].data, or a per-batch plan's; PZ_CUDA_MAX_TP entries) */
   cudaStream_t stream;         /* ranks[rank].stream */
   pz_gemm_ctx *gemm;           /* ranks[rank].gemm */
   pz_comm *comm;

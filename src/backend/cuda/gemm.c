@@ -80,11 +80,37 @@ fail:
   return st;
 }
 
+pz_status pz_gemm_ctx_create_model(const char *device, int sm_count, bool hopper, pz_gemm_ctx **out) {
+  if (!out || !device || sm_count < 1) return pz_error(PZ_ERR_INVALID_ARG, "pz_gemm_ctx_create_model: NULL device or sm_count < 1");
+  *out = NULL;
+  pz_gemm_ctx *c = calloc(1, sizeof *c);
+  if (!c) return pz_error(PZ_ERR_OOM, "pz_gemm_ctx_create_model: host allocation");
+  c->device = -1;
+  c->sm_count = sm_count;
+  c->wgmma = hopper;
+  snprintf(c->name, sizeof c->name, "%s", device);
+  pz_status st = pz_tuner_table_init(&c->table, c->name, c->sm_count);
+  if (st != PZ_OK) {
+    free(c);
+    return st;
+  }
+  *out = c;
+  return PZ_OK;
+}
+
+void pz_gemm_config_describe(const pz_gemm_config *c, char *buf, size_t len) {
+  if (!buf || !len) return;
+  if (!c) { buf[0] = 0; return; }
+  const char *kern = c->flavour == PZ_GEMM_CUBLAS ? "cublas" : c->wn == 3 ? "wgmma" : "mma.sync";
+  if (c->flavour == PZ_GEMM_CUBLAS) snprintf(buf, len, "cublas");
+  else snprintf(buf, len, "%s %s splits=%d wt=%d", kern, pz_gemm_flavour_name(c->flavour), c->splits, c->wt);
+}
+
 void pz_gemm_ctx_destroy(pz_gemm_ctx *c) {
   if (!c) return;
   if (c->cublas) cublasDestroy(c->cublas);
-  cudaFree(c->cublas_ws);
-  cudaFree(c->sems);
+  if (c->cublas_ws) cudaFree(c->cublas_ws);
+  if (c->sems) cudaFree(c->sems);
   pz_tuner_table_free(&c->table);
   free(c);
 }
@@ -245,6 +271,7 @@ static pz_status launch_cublas(pz_gemm_ctx *ctx, const pz_gemm_args *a, cudaStre
 
 pz_status pz_gemm_launch(pz_gemm_ctx *ctx, const pz_gemm_args *a, cudaStream_t s) {
   if (!ctx) return pz_error(PZ_ERR_INVALID_ARG, "gemm: ctx is NULL");
+  if (!ctx->sems) return pz_error(PZ_ERR_INVALID_ARG, "gemm: a model handle (pz_gemm_ctx_create_model) only answers choices; create one with pz_gemm_ctx_create to launch");
   PZ_CHECK(pz_gemm_check(a));
   pz_gemm_config c = a->config;
   if (c.flavour == PZ_GEMM_AUTO || c.splits <= 0 || c.wt <= 0 || c.warps <= 0) {

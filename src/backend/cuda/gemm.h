@@ -83,6 +83,13 @@ typedef struct pz_gemm_ctx pz_gemm_ctx;
  * tuner table loaded from the cache (tuner.h). One handle per stream: two GEMMs of one
  * handle must not run concurrently. Errors: PZ_ERR_NO_DEVICE, PZ_ERR_CUDA, PZ_ERR_OOM. */
 pz_status pz_gemm_ctx_create(pz_gemm_ctx **out);
+/* A handle that only answers pz_gemm_choose / pz_gemm_heuristic for a device it does not touch
+ * (no CUDA call: plans on a machine without that GPU): device name and SM count pick the tuner
+ * table as pz_gemm_ctx_create would (cache, then the built-in table), hopper the wgmma kernel.
+ * pz_gemm_launch refuses it (PZ_ERR_INVALID_ARG). Errors: PZ_ERR_INVALID_ARG, PZ_ERR_OOM. */
+pz_status pz_gemm_ctx_create_model(const char *device, int sm_count, bool hopper, pz_gemm_ctx **out);
+/* One line naming a resolved config: "cublas", or "<wgmma|mma.sync> <flavour> splits=S wt=T". */
+void pz_gemm_config_describe(const pz_gemm_config *c, char *buf, size_t len);
 /* Frees the semaphores, the cuBLAS handle and workspace, and the table; NULL is ignored. */
 void pz_gemm_ctx_destroy(pz_gemm_ctx *ctx);
 /* Device name and SM count the handle was created on (for the tuner key). */

@@ -1,0 +1,147 @@
+/* prezero plan: the per-batch prezero plan of a model, as the CUDA executor makes it: for each
+ * batch size, every donor's fill (columns, bytes, fill CTAs, predicted added µs) and every
+ * consumer with the kernel it runs there and whether it fires. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "bench_common.h"
+#include "cli.h"
+#include "cli_args.h"
+#include "core/gate.h"
+#include "model/builder.h"
+#include "model/config.h"
+#include "passes/prezero.h"
+#ifdef PZ_HAVE_CUDA
+#include <cuda_runtime.h>
+#include "backend/cuda/gate_cuda.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/runtime.h"
+#include "backend/cuda/tuner.h"
+#endif
+
+#define MAX_B 16
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: prezero plan [options]\n"
+          "  --config NAME|PATH  model preset (%s) or a config.json path (default kimi_k2)\n"
+          "  --tp T              tensor-parallel degree (default 1)\n"
+          "  --batch LIST        batch sizes m, ascending, 1..%d (default 1,2,4,8,16,32,64,128)\n"
+          "  --layers N          first N layers (default: the first dense and the first MoE layer; later\n"
+          "                      layers repeat their shapes)\n"
+          "  --help              this text\n"
+          "For each batch size, prints what the CUDA executor's per-batch prezero plan does: each donor's\n"
+          "fill (columns, bytes, fill CTAs, predicted added us) and each consumer GEMM with the kernel it\n"
+          "runs at that m and whether it fires (its kernel zeroes its output, so prezero skips that).\n"
+          "With a GPU the choices are that GPU's (tuner table or heuristic) and the gate is calibrated on\n"
+          "it; without one they are those of an NVIDIA H200 (132 SMs, built-in table, H200 gate figures).\n",
+          pz_config_preset_names(), PZ_MAX_BATCH);
+}
+
+static int fail(const char *what) {
+  fprintf(stderr, "prezero plan: %s: %s; see 'prezero plan --help'\n", what, pz_last_error());
+  return PZ_CLI_EXIT_ERROR;
+}
+
+#ifdef PZ_HAVE_CUDA
+static bool fires(void *user, const pz_graph *g, const pz_prezero_query *q, char *why, size_t why_len) {
+  (void)g;
+  pz_gemm_config cfg;
+  bool split = false;
+  if (pz_gemm_choose((pz_gemm_ctx *)user, (int)q->m, (int)q->n, (int)q->k, false, &cfg, &split) != PZ_OK) {
+    snprintf(why, why_len, "no GEMM choice: %s", pz_last_error());
+    return false;
+  }
+  char k[80];
+  pz_gemm_config_describe(&cfg, k, sizeof k);
+  snprintf(why, why_len, "%s%s", k, split ? "" : ": no zeroing to skip");
+  return split;
+}
+#endif
+
+int pz_cmd_plan(int argc, char **argv) {
+  const char *config = "kimi_k2";
+  int bs[MAX_B] = {1, 2, 4, 8, 16, 32, 64, 128}, nb = 8, tp = 1, layers = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+    bool takes = !strcmp(a, "--config") || !strcmp(a, "--tp") || !strcmp(a, "--batch") || !strcmp(a, "--layers");
+    if (!takes) { fprintf(stderr, "prezero plan: unknown option '%s'; see 'prezero plan --help'\n", a); return 2; }
+    if (!v) { fprintf(stderr, "prezero plan: %s needs a value; see 'prezero plan --help'\n", a); return 2; }
+    i++;
+    int one[1];
+    if (!strcmp(a, "--config")) config = v;
+    else if (!strcmp(a, "--batch")) {
+      nb = pz_bench_parse_list(v, bs, MAX_B, 1, PZ_MAX_BATCH);
+      bool asc = nb >= 1;
+      for (int k = 1; k < nb; k++) asc = asc && bs[k] > bs[k - 1];
+      if (!asc) {
+        fprintf(stderr, "prezero plan: --batch '%s' is not an ascending list of 1..%d; e.g. --batch 1,8,64\n", v, PZ_MAX_BATCH);
+        return 2;
+      }
+    } else if (pz_bench_parse_list(v, one, 1, 1, 100000) != 1) {
+      fprintf(stderr, "prezero plan: %s needs a positive integer, got '%s'; see 'prezero plan --help'\n", a, v);
+      return 2;
+    } else if (!strcmp(a, "--tp")) tp = one[0];
+    else layers = one[0];
+  }
+  pz_model_config mc;
+  if (pz_config_load(config, &mc) != PZ_OK) return fail("loading the config");
+  if (layers == 0) layers = (int)(mc.first_k_dense_replace + 1);
+  if (layers > mc.num_hidden_layers) layers = (int)mc.num_hidden_layers;
+  pz_build_opts bo = PZ_BUILD_OPTS_INIT;
+  bo.tp = tp;
+  bo.m = bs[nb - 1];
+  bo.layers = layers;
+  bo.max_ctx = mc.max_position_embeddings < 4096 ? mc.max_position_embeddings : 4096;
+  pz_graph *g = NULL;
+  if (pz_build_decode_graph(&mc, &bo, &g) != PZ_OK) return fail("building the decode graph");
+  pz_device_desc dev;
+  pz_device_desc_default(&dev);
+  pz_prezero_batch b = {.tp = tp, .dev = &dev, .attn_slots = -1};
+  int rc = 0;
+#ifdef PZ_HAVE_CUDA
+  pz_gemm_ctx *ctx = NULL;
+  pz_status st;
+  if (pz_cuda_device_count() > 0) {
+    cudaSetDevice(0);
+    st = pz_gemm_ctx_create(&ctx);
+    if (st == PZ_OK) st = pz_gate_calibrate_cuda(0, &dev);
+    printf("# device: %s (%d SMs), tuner table: %s\n", ctx ? pz_gemm_ctx_device_name(ctx) : "?",
+           ctx ? pz_gemm_ctx_sm_count(ctx) : 0, ctx ? pz_gemm_ctx_table(ctx)->source : "?");
+  } else {
+    st = pz_gemm_ctx_create_model("NVIDIA H200", 132, true, &ctx);
+    printf("# device: none visible; modelled as NVIDIA H200 (132 SMs, Hopper), tuner table: %s, gate: H200 figures\n",
+           ctx ? pz_gemm_ctx_table(ctx)->source : "?");
+  }
+  if (st != PZ_OK) {
+    pz_gemm_ctx_destroy(ctx);
+    pz_graph_free(g);
+    return fail("the GEMM handle");
+  }
+  b.fires = fires;
+  b.user = ctx;
+#else
+  printf("# built without CUDA: kernel choices unknown, every legal consumer counted as firing\n");
+#endif
+  printf("# %s, TP %d, layers 0..%d of %lld\n", mc.name, tp, layers - 1, (long long)mc.num_hidden_layers);
+  for (int i = 0; i < nb && rc == 0; i++) {
+    pz_graph *gv = NULL;
+    pz_prezero_report rep;
+    b.m = bs[i];
+    if (pz_graph_clone(g, &gv) != PZ_OK || pz_pass_prezero_batch(gv, &b, NULL, NULL, &rep) != PZ_OK) {
+      rc = fail("the prezero pass");
+      pz_graph_free(gv);
+      break;
+    }
+    printf("\n## batch %d\n", bs[i]);
+    if (pz_prezero_report_print(&rep, g, tp, &dev, stdout) != PZ_OK) rc = fail("printing the plan");
+    pz_prezero_report_free(&rep);
+    pz_graph_free(gv);
+  }
+#ifdef PZ_HAVE_CUDA
+  pz_gemm_ctx_destroy(ctx);
+#endif
+  pz_graph_free(g);
+  return rc;
+}
