@@ -14,12 +14,13 @@ static void usage(FILE *f) {
           "                          [--batch 1,2,4,...] [--prezero off,on] [--iters N] [--reps N]\n"
           "                          [--rounds R] [--seed X] [--json FILE] [--md FILE]\n"
           "  Builds the decode graph of the first --layers layers (default 3: the dense layer 0 and\n"
-          "  two MoE layers of kimi_k2, the default --config), runs the graph passes with prezero\n"
-          "  off and on, and times one decode step per batch size (default 1,2,4,...,128) as a\n"
+          "  two MoE layers of kimi_k2, the default --config) into one executor whose ON graphs are\n"
+          "  the per-batch prezero plan over the same weights, and times one decode step per batch\n"
+          "  size (default 1,2,4,...,128) as a\n"
           "  CUDA-graph replay on every TP rank (rank r on GPU r): --iters steps back to back per\n"
           "  replay set (default 20), median of --reps sets (default 5), every sequence at position\n"
           "  --context (default 8192: the attention reads 8193 cached tokens). --rounds R repeats\n"
-          "  OFF, ON R times (A B A B) and reports each configuration's median over rounds.\n"
+          "  OFF, ON R times (A B A B, default 3) at each batch size and reports each median over rounds.\n"
           "  Weights are seeded random (streamed from HBM: they exceed L2 many times over).\n");
 }
 
@@ -49,21 +50,22 @@ static int fail(const char *what) {
   return 1;
 }
 
-/* One executor (tp, prezero) timed at every batch size into cells[b]. */
-static int run_one(const pz_model_config *mc, int tp, int layers, int context, const int *bs, int nb, int prezero,
-                   uint64_t seed, int iters, int reps, cell *cells, char *device, size_t device_len) {
+/* One executor per TP degree, both graph sets over the same weights (per-batch prezero mode,
+ * exec.h): at every batch size, `rounds` times each of pzs[] in turn (OFF, ON, OFF, ON ...),
+ * into cells[p][b]. */
+static int run_one(const pz_model_config *mc, int tp, int layers, int context, const int *bs, int nb, const int *pzs,
+                   int npz, int rounds, uint64_t seed, int iters, int reps, cell cells[2][MAX_B], char *device,
+                   size_t device_len) {
   int max_b = bs[nb - 1];
   pz_build_opts bo = {.tp = tp, .m = max_b, .max_ctx = (int64_t)context + 8, .layers = layers};
   pz_graph *g = NULL;
   if (pz_build_decode_graph(mc, &bo, &g) != PZ_OK) return fail("building the decode graph");
-  /* ON: the executor gets the OFF graph and runs the prezero pass per batch size (exec.h). */
-  pz_pass_opts po = PZ_PASS_OPTS_INIT;
-  po.prezero = 0;
-  if (pz_run_passes(g, &po, NULL, NULL) != PZ_OK) { pz_graph_free(g); return fail("graph passes"); }
+  int any_on = 0;
+  for (int p = 0; p < npz; p++) any_on |= pzs[p];
   pz_cuda_exec_opts xo = PZ_CUDA_EXEC_OPTS_INIT;
   xo.seed = seed;
   xo.graphs = 1;
-  xo.prezero = prezero;
+  xo.prezero = any_on; /* on the OFF graph: the ON set is the per-batch plan */
   xo.n_capture = nb;
   memcpy(xo.capture, bs, sizeof(int) * (size_t)nb);
   pz_cuda_exec *e = NULL;
@@ -71,24 +73,35 @@ static int run_one(const pz_model_config *mc, int tp, int layers, int context, c
   snprintf(device, device_len, "%s", pz_cuda_exec_device_desc(e)->name);
   int rc = 0;
   for (int b = 0; b < nb && rc == 0; b++) {
-    double us = 0;
-    if (pz_cuda_exec_time_step(e, bs[b], context, iters, reps, &us) != PZ_OK) { rc = fail("timing a step"); break; }
-    cell *c = &cells[b];
-    c->us[c->n++] = us;
-    c->donors = c->donors_full = c->rewritten = 0;
-    const pz_graph *gb = g;
-    pz_prezero_report rep;
-    if (prezero && pz_cuda_exec_plan(e, bs[b], &rep, &gb) != PZ_OK) { rc = fail("the prezero plan"); break; }
-    if (prezero) pz_prezero_report_free(&rep);
-    for (int i = 0; i < gb->n_nodes; i++) {
-      const pz_node *n = &gb->nodes[i];
-      if (n->op == PZ_OP_MM_MAYBE_PREZERO) c->rewritten++;
-      if (n->op != PZ_OP_AR_RMSNORM_MAYBE_PREZERO) continue;
-      c->donors++;
-      c->donors_full += pz_prezero_fill_cols(bs[b], n->p.norm.n_total, n->p.norm.n_base, gb->info.hidden, tp,
-                                             pz_cuda_exec_device_desc(e)) == n->p.norm.n_total;
+    for (int p = 0; p < npz && rc == 0; p++) {
+      cell *c = &cells[p][b];
+      c->donors = c->donors_full = c->rewritten = 0;
+      if (!pzs[p]) continue;
+      const pz_graph *gb = g;
+      pz_prezero_report rep;
+      if (pz_cuda_exec_plan(e, bs[b], &rep, &gb) != PZ_OK) { rc = fail("the prezero plan"); break; }
+      pz_prezero_report_free(&rep);
+      for (int i = 0; i < gb->n_nodes; i++) {
+        const pz_node *n = &gb->nodes[i];
+        if (n->op == PZ_OP_MM_MAYBE_PREZERO) c->rewritten++;
+        if (n->op != PZ_OP_AR_RMSNORM_MAYBE_PREZERO) continue;
+        c->donors++;
+        c->donors_full += pz_prezero_fill_cols(bs[b], n->p.norm.n_total, n->p.norm.n_base, gb->info.hidden, tp,
+                                               pz_cuda_exec_device_desc(e)) == n->p.norm.n_total;
+      }
     }
-    fprintf(stderr, "  tp %d prezero %-3s batch %4d: %9.1f us/step\n", tp, prezero ? "on" : "off", bs[b], us);
+    for (int r = 0; r < rounds && rc == 0; r++)
+      for (int p = 0; p < npz && rc == 0; p++) {
+        double us = 0;
+        if (pz_cuda_exec_set_prezero(e, pzs[p]) != PZ_OK || pz_cuda_exec_time_step(e, bs[b], context, iters, reps, &us) != PZ_OK) {
+          rc = fail("timing a step");
+          break;
+        }
+        cell *c = &cells[p][b];
+        c->us[c->n++] = us;
+        fprintf(stderr, "  tp %d prezero %-3s batch %4d round %d/%d: %9.1f us/step\n", tp, pzs[p] ? "on" : "off", bs[b],
+                r + 1, rounds, us);
+      }
   }
   pz_cuda_exec_free(e);
   pz_graph_free(g);
@@ -98,7 +111,7 @@ static int run_one(const pz_model_config *mc, int tp, int layers, int context, c
 int pz_cmd_bench_step(int argc, char **argv) {
   const char *config = "kimi_k2", *json_path = NULL, *md_path = NULL;
   int tps[MAX_TP] = {1, 2}, ntp = 2, bs[MAX_B] = {1, 2, 4, 8, 16, 32, 64, 128}, nb = 8, pzs[2] = {0, 1}, npz = 2;
-  int layers = 3, context = 8192, iters = 20, reps = 5, rounds = 1;
+  int layers = 3, context = 8192, iters = 20, reps = 5, rounds = 3;
   unsigned long long seed = 1234;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -163,13 +176,10 @@ int pz_cmd_bench_step(int argc, char **argv) {
                       "GPUs to time it)\n", tps[t], tps[t], ngpu, tps[t]);
       continue;
     }
-    for (int r = 0; r < rounds; r++)
-      for (int p = 0; p < npz; p++) {
-        fprintf(stderr, "%s, %d layers, TP %d, prezero %s, round %d/%d\n", mc.name, layers, tps[t], pzs[p] ? "on" : "off",
-                r + 1, rounds);
-        if (run_one(&mc, tps[t], layers, context, bs, nb, pzs[p], seed, iters, reps, cells[t][p], device, sizeof device))
-          return 1;
-      }
+    fprintf(stderr, "%s, %d layers, TP %d: one executor, %d round(s) of OFF / ON per batch size\n", mc.name, layers,
+            tps[t], rounds);
+    if (run_one(&mc, tps[t], layers, context, bs, nb, pzs, npz, rounds, seed, iters, reps, cells[t], device, sizeof device))
+      return 1;
     ran[t] = 1;
   }
 
@@ -187,7 +197,8 @@ int pz_cmd_bench_step(int argc, char **argv) {
   cJSON_AddStringToObject(root, "ar_algo", algo && *algo ? algo : "fused");
   cJSON_AddStringToObject(root, "method",
                           "CUDA-graph replay of the whole decode step on every rank, iters back to back, median of reps; "
-                          "median over rounds (OFF, ON alternating); weights seeded random, streamed from HBM");
+                          "median over rounds (OFF, ON alternating at each batch size, one executor: both graph sets over the same "
+                          "weights); weights seeded random, streamed from HBM");
   cJSON *rows = cJSON_AddArrayToObject(root, "results");
   FILE *md = md_path ? fopen(md_path, "w") : NULL;
   if (md_path && !md) { fprintf(stderr, "prezero bench step: cannot write %s; check the path\n", md_path); return 1; }

@@ -297,7 +297,7 @@ static pz_status current(pz_cuda_exec *e, int64_t m, const pz_graph **g, void **
   if (!e->per_batch || !e->on) return PZ_OK;
   exec_variant *v;
   PZ_CHECK(variant_for(e, m, &v));
-  if (v->g) {
+  if (v->data[0]) { /* variant 0 (nothing fires) runs the OFF graph with the ranks' own pointers */
     *g = v->g;
     for (int r = 0; r < e->tp; r++) data[r] = v->data[r];
   }

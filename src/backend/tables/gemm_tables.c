@@ -1,4 +1,4 @@
-/* Lookup of the GEMM tuner tables embedded from src/backend/tables/*.json at build time. */
+/* Lookup of the GEMM tuner tables embedded from src/backend/tables/ (*.json) at build time. */
 #include "backend/tables/gemm_tables.h"
 #include <stdio.h>
 #include <string.h>
