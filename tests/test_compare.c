@@ -103,6 +103,16 @@ int main(void) {
   bad("--layers 99", "exceeds num_hidden_layers (61)");
   bad("--isl 1000000", "exceeds max_position_embeddings");
   bad("--seed -x", "--seed needs");
+  bad("--baseline frob", "--baseline 'frob' is not one of tuned, inkernel, memset, serial, fullk, cublas");
+  bad("--baseline memset,,cublas", "--baseline '' is not one of");
+  bad("--baseline ''", "--baseline is empty");
+  bad("--baseline", "--baseline needs a value");
+  {
+    unsigned m = 0;
+    CHECK(parse_baselines("inkernel,memset,serial,cublas", &m) == 0 &&
+          m == ((1u << PZ_CMP_BASE_INKERNEL) | (1u << PZ_CMP_BASE_MEMSET) | (1u << PZ_CMP_BASE_SERIAL) | (1u << PZ_CMP_BASE_CUBLAS)));
+    CHECK(parse_baselines("tuned,fullk,", &m) == 0 && m == ((1u << PZ_CMP_BASE_TUNED) | (1u << PZ_CMP_BASE_FULLK)));
+  }
   /* --seed reads like `prezero run --seed`: decimal, or hex with 0x; never octal. */
   bad("--seed -1", "--seed needs");
   bad("--seed 0x", "--seed needs");
@@ -234,6 +244,63 @@ int main(void) {
     CHECK(memcmp(&r1, &r2, sizeof r1) == 0);
     free(text);
     cJSON_Delete(j);
+  }
+
+  /* A run with baselines and a whole-model projection, and --render byte for byte: the report
+   * of a result equals the report of its compare.json read back (values round-trip exactly). */
+  {
+    static pz_cmp_result r1, r2;
+    CHECK(from_json(json, &r1) == NULL);
+    r1.baselines = (1u << PZ_CMP_BASE_MEMSET) | (1u << PZ_CMP_BASE_CUBLAS);
+    r1.dense_total = 1;
+    r1.moe_total = 60;
+    pz_cmp_point *q = &r1.points[0];
+    q->n_dense_run = 1;
+    q->n_moe_run = 2;
+    q->dense_layer_us[0] = 100.0 / 3.0; /* not a short decimal: the JSON must carry it exactly */
+    q->dense_layer_us[1] = 33.0;
+    q->moe_layer_us[0] = 50.0;
+    q->moe_layer_us[1] = 48.125;
+    r1.points[1].dense_layer_us[0] = r1.points[1].dense_layer_us[1] = -1;
+    r1.points[1].moe_layer_us[0] = r1.points[1].moe_layer_us[1] = -1;
+    r1.points[1].n_moe_run = 3;
+    for (int c = 0; c < PZ_CMP_N_COMP; c++)
+      for (int b = 0; b < PZ_CMP_N_BASE; b++) r1.points[0].base_us[b][c] = r1.points[1].base_us[b][c] = -1;
+    const double memset_us[PZ_CMP_N_COMP] = {15.0, 7.0, 9.0, 11.0, 42.0, 16.0};
+    const double cublas_us[PZ_CMP_N_COMP] = {13.5, 5.5, 7.5, 10.5, 37.0, 16.0};
+    for (int c = 0; c < PZ_CMP_N_COMP; c++) {
+      q->base_us[PZ_CMP_BASE_TUNED][c] = q->comp_off_us[c];
+      q->base_us[PZ_CMP_BASE_MEMSET][c] = memset_us[c];
+      q->base_us[PZ_CMP_BASE_CUBLAS][c] = cublas_us[c];
+    }
+    char *m1 = NULL, *m2 = NULL;
+    size_t l1 = 0, l2 = 0;
+    FILE *f1 = open_memstream(&m1, &l1);
+    write_markdown(f1, &r1);
+    fclose(f1);
+    cJSON *j = to_json(&r1);
+    char *text = cJSON_Print(j);
+    CHECK(text && from_json(text, &r2) == NULL);
+    FILE *f2 = open_memstream(&m2, &l2);
+    write_markdown(f2, &r2);
+    fclose(f2);
+    CHECK(l1 == l2 && memcmp(m1, m2, l1) == 0);
+    /* baselines, conc 4: ON 12.5 + 5.0 + 7.0 + 10.1 + donors 16.3 = 50.90; tuned (OFF) 14 + 6.25 +
+     * 8 + 10 + 16 = 54.25; memset 15 + 7 + 9 + 11 + 16 = 58.00; cublas 13.5 + 5.5 + 7.5 + 10.5 + 16
+     * = 53.00 -> best cublas, ON - best = -2.10 */
+    CHECK(m1 && strstr(m1, "| component | prezero ON | tuned | memset | cublas |"));
+    CHECK(m1 && strstr(m1, "| qkv_a | 12.50 | 14.00 | 15.00 | 13.50 |"));
+    CHECK(m1 && strstr(m1, "| total | 50.90 | 54.25 | 58.00 | 53.00 |"));
+    CHECK(m1 && strstr(m1, "prezero ON - best baseline (cublas): -2.10 µs per layer"));
+    /* projection, conc 4: OFF 10.0 + 0 dense x 33.3 + 58 MoE x 50.0 µs = 12.9 ms; ON 9.5 + 58 x
+     * 48.125 µs = 12.29125 -> -4.72%; conc 8 has no MoE time: not projected */
+    CHECK(m1 && strstr(m1, "Projection to all 61 layers (1 dense, 60 MoE) - a projection, not a measurement"));
+    CHECK(m1 && strstr(m1, "| 4 | 1 + 2 | 33.3 / 33.0 | 50.0 / 48.1 | 12.900 | 12.291 | -4.72% |"));
+    CHECK(m1 && strstr(m1, "| 8 | 0 + 3 | - | - | - | - | - |"));
+    free(text);
+    cJSON_Delete(j);
+    free(m1);
+    free(m2);
   }
 
   /* render errors */

@@ -34,6 +34,9 @@ static void usage(FILE *f) {
           "  --no-profile        skip the CUPTI kernel breakdown\n"
           "  --deterministic     split-K GEMMs use at most 2 splits (sets PREZERO_GEMM_SPLITS=2 unless set), so\n"
           "                      ON and OFF must be bit-identical (DESIGN.md section 5); timings are then not the tuned ones\n"
+          "  --baseline LIST     also profile the OFF graph with every GEMM forced to each zeroing strategy in\n"
+          "                      LIST (tuned, inkernel, memset, serial, fullk, cublas; comma-separated) and\n"
+          "                      print their per-layer µs beside prezero ON (needs the CUPTI profile)\n"
           "  --out DIR           write compare.json, compare.md, *.dat, plots.gp and the PNGs (gnuplot, else\n"
           "                      python3 + matplotlib) into DIR, created if missing (default ./prezero_compare)\n"
           "  --render JSON       re-write compare.md and the plot files of a saved compare.json into --out\n"
@@ -154,6 +157,94 @@ static void cell_delta(FILE *f, const pz_cmp_point *p, int c) {
   else fprintf(f, " %+.2f |", d);
 }
 
+/* The reviewer's question, "is prezero needed for our split-K GEMM?": per concurrency, each
+ * consumer's and the donors' µs per layer under every measured zeroing strategy (the OFF graph
+ * with every GEMM forced to it) against prezero ON. */
+static void write_baselines(FILE *f, const pz_cmp_result *r) {
+  static const int rows[] = {PZ_CMP_QKV_A, PZ_CMP_Q_B, PZ_CMP_GATE, PZ_CMP_O_PROJ, PZ_CMP_DONOR};
+  fprintf(f, "\nPer-layer µs by zeroing strategy (CUPTI, rank 0; each baseline is the OFF graph with every GEMM forced "
+             "to that strategy, its donors without fill; prezero ON is the per-batch plan; total = 4 GEMMs + 2 donors; "
+             "best = the fastest baseline's total):\n");
+  for (int i = 0; i < r->n_points; i++) {
+    const pz_cmp_point *p = &r->points[i];
+    if (!p->profiled) continue;
+    fprintf(f, "\nconc %d:\n\n| component | prezero ON |", p->conc);
+    int nb = 0;
+    for (int b = 0; b < PZ_CMP_N_BASE; b++)
+      if (b == PZ_CMP_BASE_TUNED || (r->baselines & (1u << b))) { fprintf(f, " %s |", pz_cmp_base_name(b)); nb++; }
+    fprintf(f, "\n|---|---:|");
+    for (int k = 0; k < nb; k++) fprintf(f, "---:|");
+    fprintf(f, "\n");
+    double tot_on = 0, tot[PZ_CMP_N_BASE] = {0};
+    bool ok_on = true, ok[PZ_CMP_N_BASE];
+    for (int b = 0; b < PZ_CMP_N_BASE; b++) ok[b] = true;
+    for (size_t k = 0; k < sizeof rows / sizeof *rows; k++) {
+      int c = rows[k];
+      fprintf(f, "| %s |", c == PZ_CMP_DONOR ? "donors (x2)" : pz_cmp_comp_name((pz_cmp_comp)c));
+      if (p->comp_on_us[c] >= 0) { fprintf(f, " %.2f |", p->comp_on_us[c]); tot_on += p->comp_on_us[c]; }
+      else { fprintf(f, " - |"); ok_on = false; }
+      for (int b = 0; b < PZ_CMP_N_BASE; b++) {
+        if (b != PZ_CMP_BASE_TUNED && !(r->baselines & (1u << b))) continue;
+        double v = p->base_us[b][c];
+        if (v >= 0) { fprintf(f, " %.2f |", v); tot[b] += v; }
+        else { fprintf(f, " - |"); ok[b] = false; }
+      }
+      fprintf(f, "\n");
+    }
+    fprintf(f, "| total |");
+    if (ok_on) fprintf(f, " %.2f |", tot_on);
+    else fprintf(f, " - |");
+    int best = -1;
+    for (int b = 0; b < PZ_CMP_N_BASE; b++) {
+      if (b != PZ_CMP_BASE_TUNED && !(r->baselines & (1u << b))) continue;
+      if (ok[b]) {
+        fprintf(f, " %.2f |", tot[b]);
+        if (best < 0 || tot[b] < tot[best]) best = b;
+      } else {
+        fprintf(f, " - |");
+      }
+    }
+    fprintf(f, "\n");
+    if (ok_on && best >= 0)
+      fprintf(f, "\nprezero ON - best baseline (%s): %+.2f µs per layer\n", pz_cmp_base_name(best), tot_on - tot[best]);
+  }
+}
+
+/* Whole-model TPOT (ms), projected from this run: the measured TPOT plus, for each layer kind,
+ * the layers the run did not decode times that kind's measured per-layer kernel time. -1 when a
+ * kind the model has was not measured. side: 0 OFF, 1 ON. */
+static double tpot_projected(const pz_cmp_result *r, const pz_cmp_point *p, int side) {
+  double t = side ? p->tpot_on_ms : p->tpot_off_ms;
+  int md = r->dense_total - p->n_dense_run, mm = r->moe_total - p->n_moe_run;
+  if ((md > 0 && p->dense_layer_us[side] < 0) || (mm > 0 && p->moe_layer_us[side] < 0) || !p->profiled) return -1;
+  if (md > 0) t += md * p->dense_layer_us[side] / 1000.0;
+  if (mm > 0) t += mm * p->moe_layer_us[side] / 1000.0;
+  return t;
+}
+
+static void write_projection(FILE *f, const pz_cmp_result *r) {
+  if (r->dense_total + r->moe_total <= r->layers) return; /* the whole model ran */
+  fprintf(f, "\nProjection to all %d layers (%d dense, %d MoE) - a projection, not a measurement:\n"
+             "TPOT_all = TPOT_measured + (dense layers not run) x t_dense + (MoE layers not run) x t_moe, with t_dense / "
+             "t_moe the mean CUPTI kernel time of one layer of that kind in this run (every kernel of the layer), "
+             "per side.\n\n",
+          r->dense_total + r->moe_total, r->dense_total, r->moe_total);
+  fprintf(f, "| conc | layers run (dense + MoE) | t_dense OFF / ON µs | t_moe OFF / ON µs | TPOT_all OFF ms | ON ms | Δ%% |\n");
+  fprintf(f, "|---:|---|---:|---:|---:|---:|---:|\n");
+  for (int i = 0; i < r->n_points; i++) {
+    const pz_cmp_point *p = &r->points[i];
+    double off = tpot_projected(r, p, 0), on = tpot_projected(r, p, 1);
+    fprintf(f, "| %d | %d + %d |", p->conc, p->n_dense_run, p->n_moe_run);
+    for (int k = 0; k < 2; k++) {
+      const double *v = k ? p->moe_layer_us : p->dense_layer_us;
+      if (v[0] >= 0 && v[1] >= 0) fprintf(f, " %.1f / %.1f |", v[0], v[1]);
+      else fprintf(f, " - |");
+    }
+    if (off > 0 && on > 0) fprintf(f, " %.3f | %.3f | %+.2f%% |\n", off, on, pct(on, off));
+    else fprintf(f, " - | - | - |\n");
+  }
+}
+
 static void write_markdown(FILE *f, const pz_cmp_result *r) {
   fprintf(f, "## prezero compare: %s, TP %d, %d of %d layers%s, ISL %d, OSL %d, %d round%s (%s)\n\n", r->model, r->tp,
           r->layers, r->layers_total, r->layers_auto ? " (chosen from free memory)" : "", r->isl, r->osl, r->rounds,
@@ -209,6 +300,8 @@ static void write_markdown(FILE *f, const pz_cmp_result *r) {
     }
     fprintf(f, "\n");
   }
+  if (r->baselines) write_baselines(f, r);
+  write_projection(f, r);
   /* The fired list, from the executor's per-batch plan (saved as each component's "fired"). */
   fprintf(f, "\nConsumers that fired (the executor's per-batch plan: the ON graph differs from OFF only in these "
              "GEMMs and their donors' fill; where none fires, ON runs the OFF graph):");
@@ -365,6 +458,13 @@ static cJSON *to_json(const pz_cmp_result *r) {
   cJSON_AddNumberToObject(j, "tp", r->tp);
   cJSON_AddNumberToObject(j, "layers", r->layers);
   cJSON_AddNumberToObject(j, "layers_total", r->layers_total);
+  cJSON_AddNumberToObject(j, "dense_total", r->dense_total);
+  cJSON_AddNumberToObject(j, "moe_total", r->moe_total);
+  if (r->baselines) {
+    cJSON *bl = cJSON_AddArrayToObject(j, "baselines");
+    for (int b = 1; b < PZ_CMP_N_BASE; b++)
+      if (r->baselines & (1u << b)) cJSON_AddItemToArray(bl, cJSON_CreateString(pz_cmp_base_name(b)));
+  }
   cJSON_AddBoolToObject(j, "layers_auto", r->layers_auto);
   cJSON_AddNumberToObject(j, "isl", r->isl);
   cJSON_AddNumberToObject(j, "osl", r->osl);
@@ -397,6 +497,18 @@ static cJSON *to_json(const pz_cmp_result *r) {
       if (c <= PZ_CMP_O_PROJ)
         cJSON_AddStringToObject(x, "fired", p->fired[c] == PZ_CMP_FIRED ? "yes" : p->fired[c] == PZ_CMP_NOT_FIRED ? "n/f" : "n/a");
       cJSON_AddBoolToObject(x, "kernels_changed", p->kernels_changed[c]);
+    }
+    cJSON_AddItemToObject(o, "dense_layer_us", pair_arr(p->dense_layer_us, 2));
+    cJSON_AddItemToObject(o, "moe_layer_us", pair_arr(p->moe_layer_us, 2));
+    cJSON_AddNumberToObject(o, "n_dense_run", p->n_dense_run);
+    cJSON_AddNumberToObject(o, "n_moe_run", p->n_moe_run);
+    if (r->baselines) {
+      cJSON *bj = cJSON_AddObjectToObject(o, "baselines_us_per_layer");
+      for (int b = 0; b < PZ_CMP_N_BASE; b++) {
+        if (b != PZ_CMP_BASE_TUNED && !(r->baselines & (1u << b))) continue;
+        cJSON *x = cJSON_AddObjectToObject(bj, pz_cmp_base_name(b));
+        for (int c = 0; c < PZ_CMP_N_COMP; c++) cJSON_AddNumberToObject(x, pz_cmp_comp_name((pz_cmp_comp)c), p->base_us[b][c]);
+      }
     }
     cJSON_AddBoolToObject(o, "tokens_identical", p->tokens_identical);
     cJSON_AddNumberToObject(o, "first_token_mismatch", (double)p->first_token_mismatch);
@@ -435,6 +547,14 @@ static const char *from_json(const char *text, pz_cmp_result *r) {
   r->tp = (int)num(j, "tp", 1);
   r->layers = (int)num(j, "layers", 0);
   r->layers_total = (int)num(j, "layers_total", 0);
+  r->dense_total = (int)num(j, "dense_total", 0);
+  r->moe_total = (int)num(j, "moe_total", 0);
+  {
+    const cJSON *bl = cJSON_GetObjectItemCaseSensitive(j, "baselines"), *x;
+    cJSON_ArrayForEach(x, bl)
+      for (int b = 1; b < PZ_CMP_N_BASE; b++)
+        if (cJSON_IsString(x) && !strcmp(x->valuestring, pz_cmp_base_name(b))) r->baselines |= 1u << b;
+  }
   r->layers_auto = boolean(j, "layers_auto");
   r->isl = (int)num(j, "isl", 0);
   r->osl = (int)num(j, "osl", 0);
@@ -471,6 +591,23 @@ static const char *from_json(const char *text, pz_cmp_result *r) {
       char fired[8];
       str(x, "fired", fired, sizeof fired);
       p->fired[c] = !strcmp(fired, "yes") ? PZ_CMP_FIRED : !strcmp(fired, "n/f") ? PZ_CMP_NOT_FIRED : PZ_CMP_NA;
+    }
+    {
+      const cJSON *bj = cJSON_GetObjectItemCaseSensitive(o, "baselines_us_per_layer");
+      for (int b = 0; b < PZ_CMP_N_BASE; b++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(bj, pz_cmp_base_name(b));
+        for (int c = 0; c < PZ_CMP_N_COMP; c++) p->base_us[b][c] = num(x, pz_cmp_comp_name((pz_cmp_comp)c), -1);
+      }
+    }
+    {
+      const cJSON *d = cJSON_GetObjectItemCaseSensitive(o, "dense_layer_us"), *mo = cJSON_GetObjectItemCaseSensitive(o, "moe_layer_us");
+      for (int k = 0; k < 2; k++) {
+        const cJSON *x = cJSON_GetArrayItem(d, k), *y = cJSON_GetArrayItem(mo, k);
+        p->dense_layer_us[k] = cJSON_IsNumber(x) ? x->valuedouble : -1;
+        p->moe_layer_us[k] = cJSON_IsNumber(y) ? y->valuedouble : -1;
+      }
+      p->n_dense_run = (int)num(o, "n_dense_run", 0);
+      p->n_moe_run = (int)num(o, "n_moe_run", 0);
     }
     p->tokens_identical = boolean(o, "tokens_identical");
     p->first_token_mismatch = (int64_t)num(o, "first_token_mismatch", -1);
@@ -526,6 +663,32 @@ static int write_outputs(const char *dir, const pz_cmp_result *r, bool json, con
   else fprintf(stderr, "prezero compare: wrote %s/{%scompare.md,*.dat,plots.gp}; neither gnuplot nor python3 with "
                "matplotlib rendered the PNGs: install gnuplot, or matplotlib and 'python3 %s %s %s'\n", dir, js,
                plot_script(), src, dir);
+  return 0;
+}
+
+/* --baseline LIST: names of pz_cmp_base, comma-separated, into a bit set. */
+static int parse_baselines(const char *v, unsigned *out) {
+  unsigned m = 0;
+  const char *s = v;
+  while (*s) {
+    size_t l = strcspn(s, ",");
+    int hit = -1;
+    for (int b = 0; b < PZ_CMP_N_BASE; b++)
+      if (strlen(pz_cmp_base_name(b)) == l && !strncmp(s, pz_cmp_base_name(b), l)) hit = b;
+    if (hit < 0) {
+      char msg[400];
+      snprintf(msg, sizeof msg, "--baseline '%.*s' is not one of tuned, inkernel, memset, serial, fullk, cublas", (int)(l > 100 ? 100 : l), s);
+      return fail_line(msg, "e.g. --baseline inkernel,memset,serial,cublas");
+    }
+    m |= 1u << hit;
+    s += l;
+    if (*s == ',') {
+      s++;
+      if (!*s) break;
+    }
+  }
+  if (!m) return fail_line("--baseline is empty", "e.g. --baseline inkernel,memset,serial,cublas");
+  *out = m;
   return 0;
 }
 
@@ -590,7 +753,7 @@ int pz_cmd_compare(int argc, char **argv) {
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
     bool takes = !strcmp(a, "--config") || !strcmp(a, "--model") || !strcmp(a, "--tp") || !strcmp(a, "--layers") ||
                  !strcmp(a, "--isl") || !strcmp(a, "--osl") || !strcmp(a, "--conc") || !strcmp(a, "--rounds") || !strcmp(a, "--seed") ||
-                 !strcmp(a, "--out") || !strcmp(a, "--render") || !strcmp(a, "--profile-iters");
+                 !strcmp(a, "--out") || !strcmp(a, "--render") || !strcmp(a, "--profile-iters") || !strcmp(a, "--baseline");
     if (!takes) {
       char msg[300];
       snprintf(msg, sizeof msg, "unknown option '%.200s'", a);
@@ -606,6 +769,7 @@ int pz_cmd_compare(int argc, char **argv) {
     else if (!strcmp(a, "--model")) o.model_dir = val;
     else if (!strcmp(a, "--out")) out = val;
     else if (!strcmp(a, "--render")) render_path = val;
+    else if (!strcmp(a, "--baseline")) { if (parse_baselines(val, &o.baselines)) return 2; }
     else if (!strcmp(a, "--conc")) { if (parse_conc(val, o.conc, &o.n_conc)) return 2; }
     else if (!strcmp(a, "--tp")) { if (parse_int(a, val, 1, 8, &v)) return 2; o.tp = (int)v; }
     else if (!strcmp(a, "--layers")) { if (parse_int(a, val, 1, 1000, &v)) return 2; o.layers = (int)v; }

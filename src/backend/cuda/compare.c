@@ -167,9 +167,14 @@ void pz_compare_attribute(const pz_graph *g, const pz_profile_node *v, int nv, i
   int nl = g->info.n_layers > 0 ? g->info.n_layers : 1;
   double *sum = calloc((size_t)nl * PZ_CMP_N_COMP, sizeof(double));
   int *has = calloc((size_t)nl * PZ_CMP_N_COMP, sizeof(int));
+  double *lay = calloc((size_t)nl, sizeof(double)); /* every kernel of layer L */
+  bool *is_moe = calloc((size_t)nl, sizeof(bool));
   memset(out, 0, sizeof *out);
+  out->dense_layer_us = out->moe_layer_us = -1;
   *unattributed = 0;
-  if (!sum || !has) goto done;
+  if (!sum || !has || !lay || !is_moe) goto done;
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].op == PZ_OP_MOE && g->nodes[i].layer >= 0 && g->nodes[i].layer < nl) is_moe[g->nodes[i].layer] = true;
   for (int i = 0; i < nv;) {
     if (v[i].device != dev0) { i++; continue; }
     int tag = v[i].tag, j = i;
@@ -186,6 +191,7 @@ void pz_compare_attribute(const pz_graph *g, const pz_profile_node *v, int nv, i
     if (n->role == PZ_ROLE_QKV_A || n->role == PZ_ROLE_Q_PROJ || n->role == PZ_ROLE_KV_A) comp = PZ_CMP_QKV_A;
     else if (n->role == PZ_ROLE_ROUTER_GATE) comp = PZ_CMP_GATE;
     else if (n->op == PZ_OP_AR_RMSNORM || n->op == PZ_OP_AR_RMSNORM_MAYBE_PREZERO) comp = PZ_CMP_DONOR;
+    for (int k = i; k < j; k++) lay[L] += v[k].median_us;
     for (int k = i; k < j; k++) {
       int c = comp;
       if (n->op == PZ_OP_MLA_ATTN) {
@@ -205,6 +211,16 @@ void pz_compare_attribute(const pz_graph *g, const pz_profile_node *v, int nv, i
     }
     i = j;
   }
+  {
+    double dsum = 0, msum = 0;
+    for (int L = 0; L < nl; L++) {
+      if (!lay[L]) continue;
+      if (is_moe[L]) { msum += lay[L]; out->n_moe++; }
+      else { dsum += lay[L]; out->n_dense++; }
+    }
+    out->dense_layer_us = out->n_dense ? dsum / out->n_dense : -1;
+    out->moe_layer_us = out->n_moe ? msum / out->n_moe : -1;
+  }
   for (int c = 0; c < PZ_CMP_N_COMP; c++) {
     if (c == PZ_CMP_GEMM) continue;
     double s = 0;
@@ -219,6 +235,8 @@ void pz_compare_attribute(const pz_graph *g, const pz_profile_node *v, int nv, i
 done:
   free(sum);
   free(has);
+  free(lay);
+  free(is_moe);
 }
 
 /* Replays engine e's graph of batch M under CUPTI and attributes the records. */
@@ -403,6 +421,11 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
   r->rounds = o->rounds;
   r->seed = o->seed;
   r->layers_total = (int)mc.num_hidden_layers;
+  for (int64_t L = 0; L < mc.num_hidden_layers; L++) {
+    if (pz_config_layer_is_moe(&mc, L)) r->moe_total++;
+    else r->dense_total++;
+  }
+  r->baselines = o->profile ? o->baselines & ((1u << PZ_CMP_N_BASE) - 2) : 0;
   determinism_line(r);
   {
     struct cudaDeviceProp prop;
@@ -459,6 +482,8 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
     for (int c = 0; c < PZ_CMP_N_COMP; c++) {
       pt->comp_on_us[c] = pt->comp_off_us[c] = -1;
       pt->fired[c] = PZ_CMP_NA;
+      pt->dense_layer_us[c % 2] = pt->moe_layer_us[c % 2] = -1;
+      for (int b = 0; b < PZ_CMP_N_BASE; b++) pt->base_us[b][c] = -1;
     }
     int32_t first[256];
     for (int i = 0; i < conc; i++)
@@ -489,6 +514,12 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
       }
       if (st == PZ_OK) {
         pt->profiled = nn[0] > 0 && nn[1] > 0;
+        for (int k = 0; k < 2; k++) {
+          pt->dense_layer_us[k] = acc[k].dense_layer_us;
+          pt->moe_layer_us[k] = acc[k].moe_layer_us;
+        }
+        pt->n_dense_run = acc[0].n_dense;
+        pt->n_moe_run = acc[0].n_moe;
         for (int c = 0; c < PZ_CMP_N_COMP; c++) {
           pt->comp_off_us[c] = acc[0].us[c];
           pt->comp_on_us[c] = acc[1].us[c];
@@ -500,6 +531,29 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
         else if (unattr[0] || unattr[1])
           note(r, o->log, "conc %d: %d / %d profiled graph nodes (OFF / ON) carried no IR-node tag.", conc, unattr[0],
                unattr[1]);
+      }
+      /* Baselines: the OFF graph with every GEMM forced to one strategy, captured and profiled
+       * the same way (CUPTI on while capturing, for the node tags). */
+      if (st == PZ_OK && pt->profiled)
+        for (int c = 0; c < PZ_CMP_N_COMP; c++) pt->base_us[PZ_CMP_BASE_TUNED][c] = pt->comp_off_us[c];
+      for (int b = 1; b < PZ_CMP_N_BASE && st == PZ_OK; b++) {
+        if (!(o->baselines & (1u << b))) continue;
+        static const pz_gemm_flavour fl[PZ_CMP_N_BASE] = {PZ_GEMM_AUTO, PZ_GEMM_SPLITK_ZERO, PZ_GEMM_MEMSET_SPLITK,
+                                                          PZ_GEMM_SPLITK_SERIAL, PZ_GEMM_FULLK, PZ_GEMM_CUBLAS};
+        progress(o, "conc %d (%d/%d): baseline %s (capture + CUPTI profile)", conc, ci + 1, o->n_conc,
+                 pz_cmp_base_name(b));
+        int32_t pos[256], next[256];
+        for (int i = 0; i < conc; i++) pos[i] = o->isl;
+        st = pz_cuda_exec_set_prezero(ex, 0);
+        if (st == PZ_OK) st = pz_cuda_exec_set_gemm_force(ex, fl[b]);
+        if (st == PZ_OK) st = pz_cuda_exec_step(ex, conc, first, pos, next);
+        pz_cmp_components acc;
+        int un = 0, nn = 0;
+        if (st == PZ_OK) st = profile_engine(ex, g, pt->batch, o->isl, o->profile_iters, &acc, &un, &nn);
+        pz_status st2 = pz_cuda_exec_set_gemm_force(ex, PZ_GEMM_AUTO);
+        if (st == PZ_OK) st = st2;
+        if (st == PZ_OK && nn > 0)
+          for (int c = 0; c < PZ_CMP_N_COMP; c++) pt->base_us[b][c] = acc.us[c];
       }
       if (st == PZ_OK) st = pz_profile_activity(false);
     }

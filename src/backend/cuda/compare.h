@@ -44,6 +44,22 @@ typedef enum pz_cmp_fired {
   PZ_CMP_FIRED = 1
 } pz_cmp_fired;
 
+/* Baselines of `--baseline`: the OFF graph with every GEMM forced to one zeroing strategy
+ * (gemm.h flavours), timed per component beside prezero ON. TUNED is OFF itself (AUTO). */
+typedef enum pz_cmp_base {
+  PZ_CMP_BASE_TUNED = 0, /* AUTO: the tuner's / heuristic's choice (= OFF) */
+  PZ_CMP_BASE_INKERNEL,  /* split-K, split 0 zeroes the tile in-kernel and signals the others */
+  PZ_CMP_BASE_MEMSET,    /* split-K after a memset node */
+  PZ_CMP_BASE_SERIAL,    /* split-K with an ordered (deterministic) reduction */
+  PZ_CMP_BASE_FULLK,     /* no split: nothing to zero */
+  PZ_CMP_BASE_CUBLAS,    /* cuBLAS (beta = 0) */
+  PZ_CMP_N_BASE
+} pz_cmp_base;
+static inline const char *pz_cmp_base_name(int b) {
+  static const char *const names[PZ_CMP_N_BASE] = {"tuned", "inkernel", "memset", "serial", "fullk", "cublas"};
+  return b >= 0 && b < PZ_CMP_N_BASE ? names[b] : "?";
+}
+
 /* One concurrency. Timing values are medians over the rounds; *_rounds keep every round. */
 typedef struct pz_cmp_point {
   int conc;                       /* requests decoded together (= batch) */
@@ -58,6 +74,13 @@ typedef struct pz_cmp_point {
   bool profiled;
   double comp_on_us[PZ_CMP_N_COMP], comp_off_us[PZ_CMP_N_COMP];
   int fired[PZ_CMP_N_COMP];       /* pz_cmp_fired for QKV_A..O_PROJ; NA for the others */
+  /* per-layer µs of each component under each baseline of opts.baselines (< 0: not measured);
+   * [TUNED] repeats comp_off_us */
+  double base_us[PZ_CMP_N_BASE][PZ_CMP_N_COMP];
+  /* whole-layer kernel time (every kernel of the layer, µs, CUPTI), OFF / ON, by layer kind;
+   * -1 when no layer of that kind ran; for the TPOT projection of the whole model */
+  double dense_layer_us[2], moe_layer_us[2];
+  int n_dense_run, n_moe_run;     /* layers of each kind this run decoded */
   bool kernels_changed[PZ_CMP_N_COMP]; /* ON ran other graph nodes / kernels than OFF there */
   /* bit-identity */
   bool tokens_identical;          /* every generated token of every round, ON vs OFF */
@@ -72,6 +95,8 @@ typedef struct pz_cmp_result {
   char model[64];
   char device[128];               /* GPU name of rank 0 */
   int tp, layers, layers_total;   /* layers run / the model's num_hidden_layers */
+  unsigned baselines;             /* opts.baselines that were measured */
+  int dense_total, moe_total;     /* the model's dense / MoE layers (num_hidden_layers split) */
   bool layers_auto;               /* layers chosen from free memory (no --layers) */
   int isl, osl, rounds;
   uint64_t seed;
@@ -94,6 +119,7 @@ typedef struct pz_cmp_opts {
   int rounds;             /* A B pairs: OFF ON OFF ON ... (>= 1) */
   uint64_t seed;
   bool profile;           /* collect CUPTI kernel records (per-component times) */
+  unsigned baselines;     /* bit (1 << pz_cmp_base) per baseline to profile beside ON (needs profile) */
   int profile_iters;      /* graph replays per (concurrency, engine) under CUPTI */
   /* progress: called with a one-line status (no newline) now and then; may be NULL */
   void (*progress)(void *user, const char *line);
@@ -152,6 +178,10 @@ typedef struct pz_cmp_components {
   double us[PZ_CMP_N_COMP];
   uint64_t sig[PZ_CMP_N_COMP];
   int nodes[PZ_CMP_N_COMP];
+  /* every kernel of a layer, summed: mean over the layers with an MOE node (moe) and over the
+   * others (dense), µs; -1 when no such layer ran. n_*: layers of each kind that ran. */
+  double dense_layer_us, moe_layer_us;
+  int n_dense, n_moe;
 } pz_cmp_components;
 
 /* Sums profiled graph nodes v[nv] (pz_profile_summary order: device, tag, seq) of one device

@@ -23,6 +23,7 @@ typedef struct graph_slot {
   bool valid;
   int64_t M;
   int prezero;
+  int force;                    /* pz_gemm_flavour every AUTO GEMM was forced to (AUTO: none) */
   char gate_env[8];             /* PREZERO_FORCE_GATE at capture ("" when unset) */
   cudaGraph_t graph[PZ_CUDA_MAX_TP];
   cudaGraphExec_t exec[PZ_CUDA_MAX_TP];
@@ -57,7 +58,8 @@ struct pz_cuda_exec {
   bool graphs;
   int n_sizes;
   int sizes[PZ_CUDA_MAX_CAPTURE + 1];
-  graph_slot slots[2][PZ_CUDA_MAX_CAPTURE + 1]; /* [OFF / ON set][size] (only [0] unless per-batch) */
+  graph_slot slots[3][PZ_CUDA_MAX_CAPTURE + 1]; /* [OFF / ON / OFF under a forced GEMM flavour][size] */
+  int force;                    /* pz_cuda_exec_set_gemm_force (AUTO: none) */
   int64_t max_m, max_ctx;
   int64_t *offset;              /* [n_tensors]: byte offset of each owner tensor in the arena */
   int64_t cand_offset;          /* arena offset of the argmax candidates */
@@ -305,6 +307,14 @@ static pz_status current(pz_cuda_exec *e, int64_t m, const pz_graph **g, void **
 }
 
 bool pz_cuda_exec_per_batch(const pz_cuda_exec *e) { return e && e->per_batch; }
+
+pz_status pz_cuda_exec_set_gemm_force(pz_cuda_exec *e, int flavour) {
+  if (!e || flavour < 0 || flavour >= PZ_GEMM_FLAVOUR_COUNT)
+    return pz_error(PZ_ERR_INVALID_ARG, "CUDA executor: NULL or GEMM flavour %d outside 0..%d", flavour, PZ_GEMM_FLAVOUR_COUNT - 1);
+  for (int r = 0; r < e->tp; r++) PZ_CHECK(pz_gemm_ctx_set_force(e->ranks[r].gemm, (pz_gemm_flavour)flavour));
+  e->force = flavour;
+  return PZ_OK;
+}
 
 pz_status pz_cuda_exec_set_prezero(pz_cuda_exec *e, int on) {
   if (!e) return pz_error(PZ_ERR_INVALID_ARG, "CUDA executor: NULL");
@@ -590,7 +600,7 @@ void pz_cuda_exec_free(pz_cuda_exec *e) {
       cudaSetDevice(e->ranks[r].device);
       cudaStreamSynchronize(e->ranks[r].stream);
     }
-  for (int k = 0; k < 2; k++)
+  for (int k = 0; k < 3; k++)
     for (int i = 0; i <= PZ_CUDA_MAX_CAPTURE; i++)
       if (e->slots[k][i].valid || e->slots[k][i].exec[0]) drop_slot(e, &e->slots[k][i]);
   for (int i = 1; i < e->n_var; i++) free_variant(&e->var[i], e);
@@ -680,9 +690,9 @@ static pz_status get_slot(pz_cuda_exec *e, int64_t M, graph_slot **out) {
   for (int i = 0; i < e->n_sizes; i++)
     if (e->sizes[i] == M) idx = i;
   if (idx < 0) return pz_error(PZ_ERR_INVALID_ARG, "CUDA executor: batch %lld is not a captured size", (long long)M);
-  graph_slot *s = &e->slots[e->per_batch ? e->on : 0][idx];
+  graph_slot *s = &e->slots[e->force != PZ_GEMM_AUTO ? 2 : e->per_batch ? e->on : 0][idx];
   const char *ge = gate_env();
-  if (s->valid && s->M == M && s->prezero == e->on && strncmp(s->gate_env, ge, sizeof s->gate_env - 1) == 0) {
+  if (s->valid && s->M == M && s->prezero == e->on && s->force == e->force && strncmp(s->gate_env, ge, sizeof s->gate_env - 1) == 0) {
     *out = s;
     return PZ_OK;
   }
@@ -714,6 +724,7 @@ static pz_status get_slot(pz_cuda_exec *e, int64_t M, graph_slot **out) {
   s->valid = true;
   s->M = M;
   s->prezero = e->on;
+  s->force = e->force;
   snprintf(s->gate_env, sizeof s->gate_env, "%s", ge);
   *out = s;
   return PZ_OK;

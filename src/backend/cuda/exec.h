@@ -122,6 +122,11 @@ bool pz_cuda_exec_per_batch(const pz_cuda_exec *e);
  * share the weights, KV cache and activations; their captures are kept side by side.
  * Errors: PZ_ERR_INVALID_ARG (not per-batch and on differs from opts.prezero). */
 pz_status pz_cuda_exec_set_prezero(pz_cuda_exec *e, int on);
+/* Baselines: every AUTO GEMM of every rank resolves to pz_gemm_flavour `flavour` in later
+ * steps (gemm.h, pz_gemm_ctx_set_force; PZ_GEMM_AUTO = 0 restores the normal choice). Steps
+ * under a forced flavour capture their own graphs (kept apart from the OFF and ON sets, one
+ * flavour at a time). Errors: PZ_ERR_INVALID_ARG. */
+pz_status pz_cuda_exec_set_gemm_force(pz_cuda_exec *e, int flavour);
 /* The prezero plan at batch m (1..graph m): every donor with candidate consumers, each consumer
  * with its shape, slice and whether its kernel at m fires (rep, owned by the caller:
  * pz_prezero_report_free). *g (may be NULL) gets the graph the ON set runs at m (the OFF graph

@@ -19,6 +19,7 @@ struct pz_gemm_ctx {
   cublasHandle_t cublas;
   void *cublas_ws;
   pz_tuner_table table;
+  pz_gemm_flavour force; /* AUTO: none; else what every AUTO launch resolves to (baselines) */
 };
 
 static const char *const flavour_names[PZ_GEMM_FLAVOUR_COUNT] = {"auto", "atomic", "zero", "memset",
@@ -116,6 +117,13 @@ void pz_gemm_ctx_destroy(pz_gemm_ctx *c) {
 }
 
 const char *pz_gemm_ctx_device_name(const pz_gemm_ctx *c) { return c->name; }
+
+pz_status pz_gemm_ctx_set_force(pz_gemm_ctx *c, pz_gemm_flavour f) {
+  if (!c || (unsigned)f >= PZ_GEMM_FLAVOUR_COUNT) return pz_error(PZ_ERR_INVALID_ARG, "pz_gemm_ctx_set_force: NULL handle or flavour %d", (int)f);
+  c->force = f;
+  return PZ_OK;
+}
+pz_gemm_flavour pz_gemm_ctx_force(const pz_gemm_ctx *c) { return c ? c->force : PZ_GEMM_AUTO; }
 int pz_gemm_ctx_sm_count(const pz_gemm_ctx *c) { return c->sm_count; }
 bool pz_gemm_ctx_has_wgmma(const pz_gemm_ctx *c) { return c->wgmma; }
 struct pz_tuner_table *pz_gemm_ctx_table(pz_gemm_ctx *c) { return &c->table; }
@@ -218,6 +226,7 @@ static pz_status choose_impl(pz_gemm_ctx *ctx, int m, int n, int k, bool zero_in
   const pz_tuner_entry *e = env_int("PREZERO_GEMM_TUNER", 1) ? pz_tuner_lookup(&ctx->table, m, n, k) : NULL;
   pz_gemm_flavour f = want;
   const char *force = getenv("PREZERO_GEMM_FORCE");
+  if (f == PZ_GEMM_AUTO && ctx->force != PZ_GEMM_AUTO) f = ctx->force;
   if (f == PZ_GEMM_AUTO && force && *force) {
     f = pz_gemm_flavour_parse(force);
     if (f == PZ_GEMM_FLAVOUR_COUNT)
