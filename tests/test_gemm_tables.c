@@ -37,7 +37,7 @@ int main(void) {
   const cJSON *dev = cJSON_GetObjectItem(root, "device"), *sm = cJSON_GetObjectItem(root, "sm_count");
   CHECK(cJSON_IsString(dev) && !strcmp(dev->valuestring, "NVIDIA H200"));
   CHECK(cJSON_IsNumber(sm) && sm->valueint == 132);
-  /* Kimi-K2 TP 1 consumers (DESIGN.md section 2) at every power-of-two batch 1..256. */
+  /* Kimi-K2 TP 1 consumers (docs/ARCHITECTURE.md section 2) at every power-of-two batch 1..256. */
   static const int shapes[][2] = {{2112, 7168}, {12288, 1536}, {7168, 8192}, {384, 7168}};
   int wgmma = 0, entries = 0;
   for (int s = 0; s < 4; s++)

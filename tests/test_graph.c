@@ -1,5 +1,5 @@
 /* Decode-graph builder: per-rank shapes of every preset at TP 1/2/4/8 checked against the
- * config arithmetic (DESIGN.md §2), layer/role tagging, dense vs MoE layers, total parameter
+ * config arithmetic (docs/ARCHITECTURE.md §2), layer/role tagging, dense vs MoE layers, total parameter
  * counts against the published model sizes, and the builder's argument errors. */
 #include "model/builder.h"
 #include "pz_test.h"
@@ -171,7 +171,7 @@ int main(void) {
     }
   }
 
-  /* The figures quoted in DESIGN.md §2 for Kimi-K2 at TP=4. */
+  /* The figures quoted in docs/ARCHITECTURE.md §2 for Kimi-K2 at TP=4. */
   pz_model_config k;
   CHECK_OK(pz_config_load("kimi_k2", &k));
   pz_build_opts o = {.tp = 4, .m = 8, .max_ctx = 1024, .layers = 2};

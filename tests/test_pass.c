@@ -31,7 +31,7 @@ static int node(pz_graph *g, pz_op op, const char *name, int layer, pz_role role
   return id;
 }
 
-/* A DeepSeek-V2-family decode graph built by hand (the layout of DESIGN.md §2). */
+/* A DeepSeek-V2-family decode graph built by hand (the layout of docs/ARCHITECTURE.md §2). */
 static pz_graph *build(const dims *d) {
   pz_graph_info info = {.tp = d->tp, .m = d->m, .n_layers = d->layers, .hidden = d->H,
                         .vocab_size = d->vocab, .rms_eps = 1e-6f};
@@ -161,7 +161,7 @@ static int n_op(const pz_graph *g, pz_op op) {
   return k;
 }
 
-/* Kimi-K2 at TP=4 (DESIGN.md §2): qkv_a 7168->2112, q_b 1536->3072, o_proj 2048->7168,
+/* Kimi-K2 at TP=4 (docs/ARCHITECTURE.md §2): qkv_a 7168->2112, q_b 1536->3072, o_proj 2048->7168,
  * gate 7168->384; layer 0 dense. */
 static void test_kimi_tp4(void) {
   dims d = {.m = 128, .H = 7168, .q_lora = 1536, .kv_lora = 512, .nope = 128, .rope = 64, .v = 128,

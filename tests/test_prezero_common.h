@@ -21,7 +21,7 @@ typedef struct {
 static int gate_yes, gate_no; /* batch sizes seen on each side of the input_layernorm gate */
 
 /* The device the gate evaluates against: 16 SMs with no calibration (ctas_per_sm = 0), so
- * the original gate of DESIGN.md §8 decides: m + ceil(m*n_total / (8*roundup(H/8, 32))) < 16.
+ * the original gate of docs/ARCHITECTURE.md §8 decides: m + ceil(m*n_total / (8*roundup(H/8, 32))) < 16.
  * Small batches get the fill for free and large ones do not, independent of the calibrated
  * constants. Both executors and the coverage count use it; the tests CHECK that both sides
  * of the gate were exercised. */

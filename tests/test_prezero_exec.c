@@ -1,4 +1,4 @@
-/* Prezero ON vs OFF on the CPU backend (DESIGN.md §5): the rewritten graph decodes bit for
+/* Prezero ON vs OFF on the CPU backend (docs/ARCHITECTURE.md §5): the rewritten graph decodes bit for
  * bit like the original (logits and tokens) over several steps, at TP 1/2/4, at batch sizes
  * where the gate says yes and where it says no, with NaN-poisoned activations and buffers (a
  * missing zero-fill shows up as NaN), and with PREZERO_FORCE_GATE=on|off. Negative controls

@@ -1,4 +1,4 @@
-/* The general form of the pass (DESIGN.md §4 "Beyond the seed") executed on the CPU backend:
+/* The general form of the pass (docs/ARCHITECTURE.md §4 "Beyond the seed") executed on the CPU backend:
  * a Llama/Qwen-style graph built by hand (separate q/k/v GEMMs of widths that are not
  * multiples of 32, a bias on q, a split-K count of 2, an o_proj-like GEMM into the next donor,
  * and a router-like GEMM after it). Prezero ON and OFF give bit-identical tensors, with NaN

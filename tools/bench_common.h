@@ -7,7 +7,7 @@
 
 struct cJSON;
 
-/* H200 datasheet HBM3e bandwidth in TB/s: the "HBM limit" of DESIGN.md §7. */
+/* H200 datasheet HBM3e bandwidth in TB/s: the "HBM limit" of docs/ARCHITECTURE.md §7. */
 #define PZ_BENCH_HBM_TBPS 4.8
 
 /* Parses a comma-separated list of decimal integers ("1,4,8"; one trailing comma is allowed)

@@ -35,7 +35,7 @@ static void tune_usage(FILE *f) {
 #include "backend/cuda/tuner.h"
 #include "core/status.h"
 
-/* Per-rank shapes (DESIGN.md §2) of every prezero consumer. Kimi-K2 / DeepSeek-V3: H = 7168,
+/* Per-rank shapes (docs/ARCHITECTURE.md §2) of every prezero consumer. Kimi-K2 / DeepSeek-V3: H = 7168,
  * q_lora 1536, kv_lora 512, rope 64, nope 128, v 128; Kimi-K2 64 heads / 384 routed experts,
  * DeepSeek-V3 128 heads / 256. DeepSeek-V2-Lite: H = 2048, no q LoRA (q_proj and kv_a are
  * separate GEMMs), 16 heads, 64 routed experts. */

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cjson/cJSON.h>
-#include "backend/cuda/compare.h"
+#include "compare/compare.h"
 #include "cli.h"
 #include "cli_args.h"
 #include "model/checkpoint.h"
@@ -33,7 +33,7 @@ static void usage(FILE *f) {
           "  --profile-iters N   CUDA-graph replays per engine under CUPTI (default 20)\n"
           "  --no-profile        skip the CUPTI kernel breakdown\n"
           "  --deterministic     split-K GEMMs use at most 2 splits (sets PREZERO_GEMM_SPLITS=2 unless set), so\n"
-          "                      ON and OFF must be bit-identical (DESIGN.md section 5); timings are then not the tuned ones\n"
+          "                      ON and OFF must be bit-identical (docs/ARCHITECTURE.md section 5); timings are then not the tuned ones\n"
           "  --baseline LIST     also profile the OFF graph with every GEMM forced to each zeroing strategy in\n"
           "                      LIST (tuned, inkernel, memset, serial, fullk, cublas; comma-separated) and\n"
           "                      print their per-layer µs beside prezero ON (needs the CUPTI profile)\n"
@@ -44,7 +44,7 @@ static void usage(FILE *f) {
           "Per concurrency: TPOT = decode seconds / osl (host clock around the steps, each step waits for\n"
           "every GPU and the argmax); E2E per request = the osl decode steps (no prefill: the prompt KV is\n"
           "pre-filled); tokens/s per GPU = conc*osl / decode seconds / tp. Kernel components are medians\n"
-          "per CUDA-graph node from CUPTI (rank 0), summed per layer. Determinism: see DESIGN.md section 5;\n"
+          "per CUDA-graph node from CUPTI (rank 0), summed per layer. Determinism: see docs/ARCHITECTURE.md section 5;\n"
           "PREZERO_GEMM_SPLITS=2 makes ON and OFF bit-identical (0 + a + b = 0 + b + a).\n");
 }
 

@@ -87,7 +87,7 @@ for s in $sections; do
     compare)
       CUDA_VISIBLE_DEVICES=0 run compare_tp1 ${PZ_T_COMPARE:-300} $P compare --config kimi_k2 --tp 1 ${PZ_COMPARE_ARGS:-} --out $W/compare_tp1
       [ "$ngpu" -ge 2 ] && run compare_tp2 ${PZ_T_COMPARE:-300} $P compare --config kimi_k2 --tp 2 ${PZ_COMPARE_ARGS:-} ${PZ_COMPARE_TP2_ARGS:-} --out $W/compare_tp2 ;;
-    determinism)  # ON vs OFF must be bit-identical with at most 2 split-K splits (DESIGN.md section 5)
+    determinism)  # ON vs OFF must be bit-identical with at most 2 split-K splits (docs/ARCHITECTURE.md section 5)
       CUDA_VISIBLE_DEVICES=0 run det_tp1 ${PZ_T_COMPARE:-300} $P compare --config kimi_k2 --tp 1 --deterministic --no-profile \
         --osl ${PZ_DET_OSL:-16} --rounds 2 --out $W/compare_det_tp1
       [ "$ngpu" -ge 2 ] && run det_tp2 ${PZ_T_COMPARE:-300} $P compare --config kimi_k2 --tp 2 --layers 3 --deterministic \

@@ -111,7 +111,7 @@ bool pz_is_prezero_free(int64_t m, int64_t n_total, pz_dtype dt, int64_t H, int 
   if (m <= 0 || n_total <= 0 || !dev || dev->num_sms <= 0) return false;
   int64_t bytes = m * n_total * (int64_t)pz_dtype_size(dt);
   if (dev->ctas_per_sm <= 0) {
-    /* Original gate (DESIGN.md §8): one CTA per token; one fill CTA clears 8*roundup(H/8, 32)
+    /* Original gate (docs/ARCHITECTURE.md §8): one CTA per token; one fill CTA clears 8*roundup(H/8, 32)
      * elements. Kept for descriptions that carry no calibration. */
     int64_t per_cta = 8 * ceil_div(H / 8, 32) * 32 * (int64_t)pz_dtype_size(dt);
     if (per_cta <= 0) return false;

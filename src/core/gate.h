@@ -63,7 +63,7 @@ enum {
 
 /* How the fused AR + residual + RMSNorm kernel is launched for (m, H, tp). Depends on these
  * three numbers only (plus PREZERO_AR_CTAS_PER_ROW / PREZERO_AR_PROTO, which must then be
- * equal on all ranks), so every rank derives the same grid (DESIGN.md §8).
+ * equal on all ranks), so every rank derives the same grid (docs/ARCHITECTURE.md §8).
  *   ctas_per_row: K CTAs share one token's row, each owns a contiguous slice of ceil(H/4/K)
  *                 float4 quads; they combine their sum of squares through a local handshake.
  *   donor_ctas = m * K; quads_per_thread = ceil(slice / PZ_AR_THREADS) rounded up to 1, 2, 4
@@ -118,7 +118,7 @@ double pz_ar_donor_us(const pz_device_desc *dev, int64_t m, int64_t H);
  * measurement: the first H200 run showed fills of 2.8 MB adding 0.45 µs to a 4 µs donor
  * although they fit and ended in time (bench/results/ar_h200_tp1.md).
  * Units: m tokens, n_total columns, H elements. Pure function of its arguments.
- * When dev->ctas_per_sm <= 0 the original gate of the seed description (quoted in DESIGN.md
+ * When dev->ctas_per_sm <= 0 the original gate of the seed description (quoted in docs/ARCHITECTURE.md
  * §8: one donor CTA per token, each fill CTA clears one donor row's worth) is used instead:
  *   m + ceil(m*n_total / (8*roundup(H/8, 32))) < num_sms   (tp is not read). */
 bool pz_is_prezero_free(int64_t m, int64_t n_total, pz_dtype dt, int64_t H, int tp,

@@ -1,4 +1,4 @@
-/* Per-rank decode-graph builder for the DeepSeek-V2 family (DESIGN.md §2). Shapes only: no
+/* Per-rank decode-graph builder for the DeepSeek-V2 family (docs/ARCHITECTURE.md §2). Shapes only: no
  * weight storage is allocated here (the executor owns storage), so kimi_k2 builds instantly. */
 #include "model/builder.h"
 #include <math.h>

@@ -1,4 +1,4 @@
-/* Builder of the per-rank decode graph of the DeepSeek-V2 family (DESIGN.md §2): embedding,
+/* Builder of the per-rank decode graph of the DeepSeek-V2 family (docs/ARCHITECTURE.md §2): embedding,
  * per layer AR+RMSNorm -> qkv_a (or q_proj + kv_a) -> MLA -> AR+RMSNorm -> gate + MoE (or
  * dense MLP), final norm, vocab-parallel lm_head and argmax. Allocates no weight storage. */
 #ifndef PZ_MODEL_BUILDER_H

@@ -27,7 +27,7 @@ extern "C" {
  * Errors: PZ_ERR_OOM, PZ_ERR_SHAPE (internal inconsistency; the graph may be half-rewritten). */
 pz_status pz_pass_prezero(pz_graph *g, FILE *log, pz_pass_stats *st);
 
-/* ---- the per-batch plan (DESIGN.md §9: "the prezero plan is per batch size") ---------- */
+/* ---- the per-batch plan (docs/ARCHITECTURE.md §4, step 4) ---------- */
 
 /* Which kind of consumer a plan entry is: a graph GEMM node, or the q_b / o_proj GEMM inside
  * an MLA node (node = the MLA node). */

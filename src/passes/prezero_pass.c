@@ -1,4 +1,4 @@
-/* The prezero pass (DESIGN.md §4): donor-driven and decided by dataflow. A donor (fused
+/* The prezero pass (docs/ARCHITECTURE.md §4): donor-driven and decided by dataflow. A donor (fused
  * AR + residual + RMSNorm) zero-fills the outputs of the split-K GEMMs its x_norm feeds, and
  * the slices the MLA attention op's q_b / o_proj GEMMs write, so those run with zero_init=false. */
 #include "passes/prezero.h"

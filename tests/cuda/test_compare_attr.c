@@ -3,7 +3,7 @@
  * per-layer components computed by hand: memsets count in their GEMM, q_b / o_proj are found
  * around the MLA kernels, other ops / other devices / untagged nodes are left out. */
 #include <string.h>
-#include "backend/cuda/compare.h"
+#include "compare/compare.h"
 #include "model/builder.h"
 #include "model/config.h"
 #include "passes/passes.h"

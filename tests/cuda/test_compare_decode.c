@@ -5,7 +5,7 @@
  * OSL); the steps ran in order OFF ON OFF ON from position isl. */
 #include <string.h>
 #include "backend/cpu/cpu_backend.h"
-#include "backend/cuda/compare.h"
+#include "compare/compare.h"
 #include "model/builder.h"
 #include "model/config.h"
 #include "passes/passes.h"

@@ -6,7 +6,7 @@
  *    equal wherever the CPU's top-2 gap exceeds 2*LOGIT_TOL;
  *  - CUDA-graph replay bit-identical to eager launches (deterministic GEMM flavour), and a
  *    padded batch (3 -> 4) bit-identical to the eager batch of 3 on the real rows;
- *  - prezero ON vs OFF bit-identical with split-K at 2 splits (DESIGN.md §5), scratch poisoned,
+ *  - prezero ON vs OFF bit-identical with split-K at 2 splits (docs/ARCHITECTURE.md §5), scratch poisoned,
  *    gate forced on / off / calibrated;
  *  - the donors' NCCL fallback (PREZERO_AR_ALGO=nccl) against the CPU, when NCCL loads;
  *  - errors: too many GPUs, memory that does not fit, an op without a CUDA kernel, bad batch. */
@@ -240,7 +240,7 @@ static void test_vs_cpu(int tp) {
 /* ---------------------------------------------------------------- bit-identity */
 
 static void test_graph_vs_eager(int tp) {
-  setenv("PREZERO_GEMM_FORCE", "serial", 1); /* deterministic split-K (DESIGN.md §5) */
+  setenv("PREZERO_GEMM_FORCE", "serial", 1); /* deterministic split-K (docs/ARCHITECTURE.md §5) */
   pz_graph *g = build(tp, 1);
   if (!g) return;
   pz_cuda_exec *eg = make(g, 1, 1), *ee = make(g, 0, 1);
@@ -269,7 +269,7 @@ static void test_graph_vs_eager(int tp) {
 
 static void test_prezero_on_off(int tp) {
   /* Split-K with atomics at 2 splits: 0 + a + b == 0 + b + a, so OFF is deterministic and ON
-   * must match it bit for bit (DESIGN.md §5). */
+   * must match it bit for bit (docs/ARCHITECTURE.md §5). */
   setenv("PREZERO_GEMM_FORCE", "atomic", 1);
   setenv("PREZERO_GEMM_SPLITS", "2", 1);
   pz_graph *off = build(tp, 0), *on = build(tp, 1);

@@ -2,7 +2,7 @@
  * (2 layers, captured sizes 1, 2, 4, 8), OFF and ON graph sets of one executor:
  *  - every GEMM forced to full K (no kernel zeroes): at every size the plan fires nothing, the
  *    ON set runs the OFF graph itself (same nodes and tensors) and the logits are bit-identical;
- *  - split-K forced at 2 splits with in-kernel zero (every consumer fires, DESIGN.md §5: 0+a+b =
+ *  - split-K forced at 2 splits with in-kernel zero (every consumer fires, docs/ARCHITECTURE.md §5: 0+a+b =
  *    0+b+a): the ON graph has the rewritten ops, scratch is poisoned before each step, and the
  *    logits are bit-identical to OFF at every size;
  *  - the plan's fired list agrees with the GEMM handle's own choice at every size (defaults);

@@ -1,7 +1,7 @@
 /* CUDA MLA decode op (src/backend/cuda/mla.h) against pz_ref_mla_decode: tiny, Kimi-K2 per-rank
  * (TP 1/2/4) and the no-q-LoRA layout (V2-Lite), contexts 1/7/128/8192, batches 1/3/64; the cache
  * append (rows beyond pos are never read or written: NaN sentinels), run-to-run determinism, and
- * the qb_prezero / oproj_prezero slots set vs unset bit-identical (2 K splits, DESIGN.md §5). */
+ * the qb_prezero / oproj_prezero slots set vs unset bit-identical (2 K splits, docs/ARCHITECTURE.md §5). */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime.h>
 #include <math.h>

@@ -4,7 +4,7 @@
  *  - free-running greedy decode over FREE_STEPS steps: tokens identical to the CPU's; a
  *    sequence may only part from the CPU at a near tie (top-2 gap <= 2*LOGIT_TOL), which is
  *    reported, never at a clear gap;
- *  - prezero ON vs OFF bit-identical on the GPU with split-K at 2 splits (DESIGN.md §5);
+ *  - prezero ON vs OFF bit-identical on the GPU with split-K at 2 splits (docs/ARCHITECTURE.md §5);
  *  - CUDA-graph replay vs eager (PREZERO_CUDA_GRAPH=0) bit-identical at a captured batch with
  *    the deterministic GEMM flavour;
  *  - memory: kimi_k2 with all 61 layers on one GPU is a clear PZ_ERR_OOM, and without --layers
@@ -135,7 +135,7 @@ static void decode(pz_engine *e, int m, int32_t *toks, float *last) {
 static void bit_identity(int tp) {
   float *a = malloc(sizeof(float) * BATCH * vocab), *b = malloc(sizeof(float) * BATCH * vocab);
   int32_t ta[FREE_STEPS * BATCH], tb[FREE_STEPS * BATCH];
-  /* ON vs OFF: 2 splits, so 0 + a + b == 0 + b + a (DESIGN.md §5). */
+  /* ON vs OFF: 2 splits, so 0 + a + b == 0 + b + a (docs/ARCHITECTURE.md §5). */
   setenv("PREZERO_GEMM_FORCE", "atomic", 1);
   setenv("PREZERO_GEMM_SPLITS", "2", 1);
   static const char *const gates[] = {"on", "off", NULL};

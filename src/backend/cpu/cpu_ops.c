@@ -145,7 +145,7 @@ pz_status pz_cpu_op_MLA_ATTN(pz_cpu_ctx *c, const pz_node *n) {
   io.kv_cache = DATA(n->src[PZ_MLA_KV_CACHE]);
   io.cache_seq_stride = cache->stride[0];
   io.pos = opt_data(c, n, PZ_MLA_POS);
-  /* Slots (DESIGN.md §3): a slot's GEMM accumulates into it (zero_init = false) when the donor
+  /* Slots (docs/ARCHITECTURE.md §3): a slot's GEMM accumulates into it (zero_init = false) when the donor
    * zeroed its columns this step, by the same rule the donor uses (pz_prezero_slice_zeroed:
    * inside the always-zeroed prefix [0, n_base), or the gate holds for n_total); otherwise it
    * zeroes them itself. Unset slots: internal scratch / the node's output, zero_init = true. */

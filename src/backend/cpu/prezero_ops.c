@@ -1,4 +1,4 @@
-/* CPU kernels of the prezero rewrite ops (DESIGN.md §3): the donor with its zero_fill and the
+/* CPU kernels of the prezero rewrite ops (docs/ARCHITECTURE.md §3): the donor with its zero_fill and the
  * GEMM that skips its zeroing when its slice was pre-zeroed. The gate is evaluated here, per
  * step's m, through the shared contract in passes/prezero.h. */
 #include <string.h>

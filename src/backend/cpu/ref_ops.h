@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include "core/dtype.h"
 #include "core/ir.h"
+#include "core/rope.h"
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -51,7 +52,7 @@ int64_t pz_ref_split_chunk(int64_t k, int split);
  *   zero_init = true:  C = 0, then C += partial_s for s = 0..S-1 in order;
  *   zero_init = false: C += partial_s for s = 0..S-1 onto whatever C holds (so a missing
  *   pre-zero shows up in the result).
- * Ties with the CUDA contract (DESIGN.md §3): with 0 on entry both flavours are bit-identical. */
+ * Ties with the CUDA contract (docs/ARCHITECTURE.md §3): with 0 on entry both flavours are bit-identical. */
 void pz_ref_gemm(int64_t m, int64_t n, int64_t k, const pz_bf16 *A, int64_t lda,
                  const pz_bf16 *W, int64_t ldw, const float *bias, float *C, int64_t ldc,
                  int split_k, bool zero_init);
@@ -70,7 +71,7 @@ float pz_ref_rms_inv(const float *r, int64_t n, float eps);
 void pz_ref_rmsnorm(int64_t m, int64_t n, const void *x, pz_dtype x_dtype, int64_t ldx,
                     const pz_bf16 *w, float eps, pz_bf16 *y, int64_t ldy);
 
-/* Fused all-reduce + residual add + RMSNorm over tp ranks' partials (DESIGN.md §3):
+/* Fused all-reduce + residual add + RMSNorm over tp ranks' partials (docs/ARCHITECTURE.md §3):
  *   partials[r]: f32 [m,H] of rank r, row stride ld_partial (r = 0..tp-1);
  *   s = partials[0]; s += partials[r] for r = 1..tp-1 (fp32, rank order);
  *   residual_out = residual_in ? residual_in + s : s    (residual_in NULL means zero;
@@ -102,28 +103,8 @@ void pz_ref_argmax(int tp, const float *const *logits, int64_t ld, int64_t m,
 
 /* ---------------------------------------------------------------- RoPE / YaRN */
 
-/* YaRN inverse frequencies for rotary dim `dim` (even), written to inv_freq[dim/2]:
- * DeepSeek-V2 modeling (huggingface deepseek-ai/DeepSeek-V2 modeling_deepseek.py,
- * DeepseekV2YarnRotaryEmbedding):
- *   extra_i = 1/theta^(2i/dim), inter_i = extra_i / factor,
- *   corr(r) = dim*ln(orig_max/(r*2π)) / (2 ln theta),
- *   low = max(floor(corr(beta_fast)), 0), high = min(ceil(corr(beta_slow)), dim-1),
- *   ramp_i = clamp((i - low)/(high - low), 0, 1)  (high += 0.001 when low == high),
- *   mask_i = 1 - ramp_i, inv_freq_i = inter_i*(1 - mask_i) + extra_i*mask_i.
- * factor <= 1 gives plain RoPE (inv_freq_i = extra_i). Computed in double, rounded to f32
- * once (PyTorch computes in f32; values may differ from it by an ulp). */
-void pz_ref_yarn_inv_freq(const pz_rope_params *rp, int64_t dim, float *inv_freq);
+/* YaRN frequencies and mscales: core/rope.h (shared with the CUDA backend). */
 
-/* yarn_get_mscale(factor, ms) = factor <= 1 ? 1 : 0.1*ms*ln(factor) + 1 (DeepSeek-V2). */
-double pz_ref_yarn_get_mscale(double factor, double ms);
-
-/* cos/sin multiplier: get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim). */
-float pz_ref_yarn_cos_sin_mscale(const pz_rope_params *rp);
-
-/* MLA softmax scale: (nope+rope)^-0.5 * m², m = get_mscale(factor, mscale_all_dim) when
- * mscale_all_dim != 0 (DeepseekV2Attention.__init__), else (nope+rope)^-0.5. */
-float pz_ref_mla_softmax_scale(int64_t qk_nope_head_dim, int64_t qk_rope_head_dim,
-                               const pz_rope_params *rp);
 
 /* Applies RoPE in place to x[dim] (f32) at position pos, in the Hugging Face DeepSeek
  * convention: the input holds interleaved pairs (x[2i], x[2i+1]); apply_rotary_pos_emb first

@@ -1,4 +1,4 @@
-/* Fused all-reduce + residual add + RMSNorm with zero_fill (the prezero donor, DESIGN.md §3),
+/* Fused all-reduce + residual add + RMSNorm with zero_fill (the prezero donor, docs/ARCHITECTURE.md §3),
  * C-callable launchers. One-shot LL-packet exchange over P2P for tp >= 2 (after NCCL's
  * low-latency protocol, see core/gate.h PZ_AR_PROTO_LL); TP=1 is local. */
 #ifndef PZ_BACKEND_CUDA_AR_FUSED_H

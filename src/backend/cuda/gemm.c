@@ -213,7 +213,7 @@ static pz_status choose_impl(pz_gemm_ctx *ctx, int m, int n, int k, bool zero_in
   /* zero_init = false under AUTO runs the kernel zero_init = true would run, minus its zeroing
    * (in-kernel zero or memset node -> plain atomic split-K with the same splits and tile). So a
    * prezero consumer differs from the baseline only by the skipped zeroing: same partial sums,
-   * bit-identical at split counts <= 2 (DESIGN.md section 5), and never a different tile choice.
+   * bit-identical at split counts <= 2 (docs/ARCHITECTURE.md section 5), and never a different tile choice.
    * A baseline that is not split-K (full-K, serial, cuBLAS) stays as it is: prezero is a no-op.
    * PREZERO_GEMM_MATCH_BASELINE=0 picks the tuner's own best zero_init = false kernel instead. */
   if (!zero_init && want == PZ_GEMM_AUTO && env_int("PREZERO_GEMM_MATCH_BASELINE", 1)) {

@@ -11,7 +11,7 @@
 extern "C" {
 #endif
 
-/* Flavours (issue 3 numbering; DESIGN.md §3). Every flavour computes the same function:
+/* Flavours (issue 3 numbering; docs/ARCHITECTURE.md §3). Every flavour computes the same function:
  *   with zero_init = true, C = A·Wᵀ (+bias) whatever C held;
  *   with zero_init = false, C must be zero on entry and ends as A·Wᵀ (+bias).
  * 1 SPLITK_ATOMIC: split-K, each split atomically adds its partial (fp32 RED / bf16 atomics).

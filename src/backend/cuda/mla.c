@@ -3,7 +3,7 @@
 #include "backend/cuda/mla.h"
 #include <stdlib.h>
 #include <string.h>
-#include "backend/cpu/ref_ops.h"
+#include "core/rope.h"
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/mla_kernels.h"
 #include "passes/prezero.h"

@@ -1,5 +1,5 @@
 /* CUDA MLA decode op (DeepSeek-V2/V3 / Kimi-K2 attention, absorbed form) with its q_b and o_proj
- * GEMMs on the split-K family and the qb_prezero / oproj_prezero slots (DESIGN.md §2, §3). */
+ * GEMMs on the split-K family and the qb_prezero / oproj_prezero slots (docs/ARCHITECTURE.md §2, §3). */
 #ifndef PZ_BACKEND_CUDA_MLA_H
 #define PZ_BACKEND_CUDA_MLA_H
 #include <stdbool.h>

@@ -128,7 +128,7 @@ pz_status pz_moe_fill_bf16(pz_bf16 *p, int64_t n, uint32_t seed, float scale, cu
 pz_bf16 pz_moe_hash_bf16(uint32_t seed, int64_t i, float scale);
 /* Plain streaming read of `bytes` (multiple of 16, >= 16, 16-byte aligned) at p with 16-byte
  * loads over a grid-stride loop (4 CTAs of 512 threads per SM); sink: one device unsigned the
- * kernel may add to. The benchmark's bandwidth yardstick (DESIGN.md §7).
+ * kernel may add to. The benchmark's bandwidth yardstick (docs/ARCHITECTURE.md §7).
  * Errors: PZ_ERR_INVALID_ARG (NULL / misaligned pointer, bad byte count), PZ_ERR_CUDA. */
 pz_status pz_moe_stream_read(const void *p, int64_t bytes, unsigned *sink, cudaStream_t s);
 

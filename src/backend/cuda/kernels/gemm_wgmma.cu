@@ -13,7 +13,7 @@ extern "C" {
 #include "backend/cuda/kernels/gemm_epilogue.cuh"
 #include "backend/cuda/kernels/wgmma_ops.cuh"
 
-/* Layout (our own; swap-AB is the usual trick for skinny GEMMs, DESIGN.md section 9):
+/* Layout (our own; swap-AB is the usual trick for skinny GEMMs):
  *   Cᵀ[n, m] = W[n, k] · Aᵀ: a CTA owns BM = 64·NWG·WM output columns (W rows; consumer
  *   warpgroup g issues WM m64 wgmmas on rows 64(g·WM + w)..) and BN tokens
  *   (the wgmma N side, 8..256), over one K slice of whole 64-wide k-blocks.

@@ -1,14 +1,15 @@
-/* `prezero compare` driver (compare.h): two executors of one model (prezero OFF / ON, same
- * seed), memory plan, A B A B decode rounds, bit-identity and CUPTI per-component kernel times. */
-#include "backend/cuda/compare.h"
+/* `prezero compare` driver (compare.h): one CUDA executor of the model (its OFF graphs and its
+ * per-batch ON graphs over the same weights), memory plan, A B A B decode rounds, bit-identity,
+ * CUPTI per-component kernel times, baselines. Above model/ and passes/; reaches the GPU only
+ * through the executor, GEMM-handle and profiler interfaces of the CUDA backend. */
+#include "compare/compare.h"
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <cuda_runtime.h>
 #include "backend/cuda/exec.h"
-#include "backend/cuda/gemm.h"
+#include "backend/cuda/gemm.h" /* flavour names of the baselines */
 #include "backend/cuda/profile.h"
 #include "backend/cuda/runtime.h"
 #include "model/builder.h"
@@ -427,10 +428,6 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
   }
   r->baselines = o->profile ? o->baselines & ((1u << PZ_CMP_N_BASE) - 2) : 0;
   determinism_line(r);
-  {
-    struct cudaDeviceProp prop;
-    if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) snprintf(r->device, sizeof r->device, "%.127s", prop.name);
-  }
   int layers = 0;
   PZ_CHECK(plan_layers(&mc, o, r, &layers));
   r->layers = layers;
@@ -469,6 +466,7 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
       st = pz_error(PZ_ERR_INTERNAL, "compare: the executor did not take the per-batch prezero plan");
   }
   sides[0].e = sides[1].e = ex;
+  if (ex) snprintf(r->device, sizeof r->device, "%.127s", pz_cuda_exec_device_desc(ex)->name);
 
   for (int ci = 0; ci < o->n_conc && st == PZ_OK; ci++) {
     const int conc = o->conc[ci];

@@ -1,8 +1,8 @@
 /* prezero ON vs OFF on the GPU: the decode workload driver behind `prezero compare` (one
  * executor, its OFF graphs and its per-batch ON graphs over the same weights, alternated A B A B) and the result it reports. The result types
  * are plain C so that the report writer also builds without CUDA. */
-#ifndef PZ_BACKEND_CUDA_COMPARE_H
-#define PZ_BACKEND_CUDA_COMPARE_H
+#ifndef PZ_COMPARE_COMPARE_H
+#define PZ_COMPARE_COMPARE_H
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -1,0 +1,57 @@
+/* RoPE / YaRN constants of the DeepSeek-V2 family: inverse frequencies, the cos/sin and softmax
+ * mscale. Model math shared by every backend (formulas and sources in core/rope.h). */
+#include "core/rope.h"
+#include <math.h>
+
+#ifndef M_PI
+#define M_PI 3.14159265358979323846
+#endif
+
+double pz_ref_yarn_get_mscale(double factor, double ms) {
+  if (factor <= 1.0) return 1.0;
+  return 0.1 * ms * log(factor) + 1.0;
+}
+
+static double yarn_corr_dim(double rot, double dim, double base, double orig_max) {
+  return (dim * log(orig_max / (rot * 2.0 * M_PI))) / (2.0 * log(base));
+}
+
+void pz_ref_yarn_inv_freq(const pz_rope_params *rp, int64_t dim, float *inv_freq) {
+  double base = rp->theta > 0 ? rp->theta : 10000.0;
+  int64_t half = dim / 2;
+  if (rp->factor <= 1.0f) {
+    for (int64_t i = 0; i < half; i++) inv_freq[i] = (float)(1.0 / pow(base, (double)(2 * i) / (double)dim));
+    return;
+  }
+  double orig = rp->original_max_position_embeddings > 0 ? (double)rp->original_max_position_embeddings : 4096.0;
+  double low = floor(yarn_corr_dim(rp->beta_fast, (double)dim, base, orig));
+  double high = ceil(yarn_corr_dim(rp->beta_slow, (double)dim, base, orig));
+  if (low < 0) low = 0;
+  if (high > (double)(dim - 1)) high = (double)(dim - 1);
+  if (low == high) high += 0.001;
+  for (int64_t i = 0; i < half; i++) {
+    double extra = 1.0 / pow(base, (double)(2 * i) / (double)dim);
+    double inter = extra / (double)rp->factor;
+    double ramp = ((double)i - low) / (high - low);
+    if (ramp < 0) ramp = 0;
+    if (ramp > 1) ramp = 1;
+    double mask = 1.0 - ramp;
+    inv_freq[i] = (float)(inter * (1.0 - mask) + extra * mask);
+  }
+}
+
+float pz_ref_yarn_cos_sin_mscale(const pz_rope_params *rp) {
+  return (float)(pz_ref_yarn_get_mscale(rp->factor, rp->mscale) /
+                 pz_ref_yarn_get_mscale(rp->factor, rp->mscale_all_dim));
+}
+
+float pz_ref_mla_softmax_scale(int64_t qk_nope_head_dim, int64_t qk_rope_head_dim,
+                               const pz_rope_params *rp) {
+  double s = 1.0 / sqrt((double)(qk_nope_head_dim + qk_rope_head_dim));
+  if (rp && rp->mscale_all_dim != 0.0f) {
+    double ms = pz_ref_yarn_get_mscale(rp->factor, rp->mscale_all_dim);
+    s = s * ms * ms;
+  }
+  return (float)s;
+}
+
