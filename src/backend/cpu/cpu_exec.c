@@ -3,6 +3,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/cpu_pool.h"
+#include "core/fill_rule.h"
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -27,26 +28,7 @@ struct pz_cpu_exec {
 
 /* ------------------------------------------------------------ deterministic values */
 
-static uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-static uint64_t name_key(uint64_t seed, const char *name) {
-  uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a 64 */
-  for (const unsigned char *s = (const unsigned char *)name; *s; s++) h = (h ^ *s) * 0x100000001b3ull;
-  return splitmix64(seed ^ splitmix64(h));
-}
-
-/* u in [-1, 1) from (key, full flat index): the top 24 bits (exact in f32) of output number
- * idx+1 of the SplitMix64 generator seeded with key (state key + (idx+1)*gamma, then mixed). */
-static float hash_unit(uint64_t key, uint64_t idx) {
-  uint64_t h = splitmix64(key + idx * 0x9e3779b97f4a7c15ull);
-  return (float)(h >> 40) * (1.0f / 8388608.0f) - 1.0f;
-}
-
+/* Values: core/fill_rule.h, shared with the CUDA fill kernel (identical bits). */
 typedef struct fill_job {
   const pz_tensor *t;
   void *dst;
@@ -57,32 +39,23 @@ typedef struct fill_job {
 
 /* Rows [lo, hi) of the tensor seen as [numel / ne[last], ne[last]]: the full (unsharded) flat
  * index of a row's first element comes from its coordinates (shard dim shifted by
- * rank * ne[shard_dim]); along the last dim it then advances by 1. */
+ * rank * ne[shard_dim]; pz_fill_row_base); along the last dim it then advances by 1. */
 static void fill_rows(void *va, int64_t lo, int64_t hi) {
   const fill_job *f = va;
   const pz_tensor *t = f->t;
-  const int last = t->ndim - 1;
-  const int64_t w = t->ne[last];
+  const int64_t w = t->ne[t->ndim - 1];
   for (int64_t row = lo; row < hi; row++) {
-    int64_t rem = row, full = 0, mult = t->full_ne[last];
-    if (last == t->shard_dim) full = (int64_t)f->rank * w;
-    for (int d = last - 1; d >= 0; d--) {
-      int64_t cd = rem % t->ne[d];
-      rem /= t->ne[d];
-      if (d == t->shard_dim) cd += (int64_t)f->rank * t->ne[d];
-      full += cd * mult;
-      mult *= t->full_ne[d];
-    }
+    const int64_t full = pz_fill_row_base(t->ndim, t->ne, t->full_ne, t->shard_dim, f->rank, row);
     int64_t li = row * w;
     if (t->dtype == PZ_BF16) {
       pz_bf16 *o = (pz_bf16 *)f->dst + li;
-      for (int64_t j = 0; j < w; j++) o[j] = pz_f32_to_bf16(f->offset + f->scale * hash_unit(f->key, (uint64_t)(full + j)));
+      for (int64_t j = 0; j < w; j++) o[j] = pz_fill_bf16_bits(pz_fill_value(f->key, (uint64_t)(full + j), f->scale, f->offset));
     } else if (t->dtype == PZ_F32) {
       float *o = (float *)f->dst + li;
-      for (int64_t j = 0; j < w; j++) o[j] = f->offset + f->scale * hash_unit(f->key, (uint64_t)(full + j));
+      for (int64_t j = 0; j < w; j++) o[j] = pz_fill_value(f->key, (uint64_t)(full + j), f->scale, f->offset);
     } else {
       int32_t *o = (int32_t *)f->dst + li;
-      for (int64_t j = 0; j < w; j++) o[j] = (int32_t)(f->offset + f->scale * hash_unit(f->key, (uint64_t)(full + j)));
+      for (int64_t j = 0; j < w; j++) o[j] = pz_fill_i32(pz_fill_value(f->key, (uint64_t)(full + j), f->scale, f->offset));
     }
   }
 }
@@ -94,7 +67,7 @@ static bool ends_with(const char *s, const char *suf) {
 
 static pz_status fill_tensor(pz_cpu_exec *e, int r, const pz_tensor *t) {
   void *dst = e->store[(size_t)r * e->g->n_tensors + t->id];
-  fill_job f = {.t = t, .dst = dst, .key = name_key(e->opts.seed, t->name), .rank = r};
+  fill_job f = {.t = t, .dst = dst, .key = pz_fill_name_key(e->opts.seed, t->name), .rank = r};
   if (t->kind == PZ_T_WEIGHT && e->opts.load_weight) {
     if (!pz_tensor_contiguous(t)) return pz_error(PZ_ERR_SHAPE, "weight %s must be contiguous", t->name);
     return e->opts.load_weight(e->opts.load_user, t, r, dst);

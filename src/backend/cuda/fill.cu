@@ -1,25 +1,13 @@
-/* Device fill of weights / KV caches from (seed, tensor name, full index) with SplitMix64:
- * bit-identical to the CPU executor's fill_rows (src/backend/cpu/cpu_exec.c). */
+/* Device fill of weights / KV caches from (seed, tensor name, full index): the fill rule of
+ * core/fill_rule.h, which the CPU executor (src/backend/cpu/cpu_exec.c) also uses, so the bits match. */
 extern "C" {
 #include "core/status.h" /* C headers without C++ guards */
 #include "core/ir.h"
 }
 #include "backend/cuda/fill.h"
+#include "core/fill_rule.h"
 #include <string.h>
 #include "backend/cuda/cuda_util.h"
-
-__host__ __device__ static inline uint64_t sm64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-extern "C" uint64_t pz_fill_name_key(uint64_t seed, const char *name) {
-  uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a 64 */
-  for (const unsigned char *s = (const unsigned char *)name; *s; s++) h = (h ^ *s) * 0x100000001b3ull;
-  return sm64(seed ^ sm64(h));
-}
 
 static int ends_with(const char *s, const char *suf) {
   size_t a = strlen(s), b = strlen(suf);
@@ -42,24 +30,7 @@ struct FillArgs {
 
 /* Full flat index of the first element of local row `row` (rows = all dims but the last). */
 __device__ static inline int64_t row_base(const FillArgs &a, int64_t row) {
-  const int last = a.ndim - 1;
-  int64_t full = last == a.shard_dim ? (int64_t)a.rank * a.ne[last] : 0, mult = a.full_ne[last];
-  int64_t rem = row;
-  for (int d = last - 1; d >= 0; d--) {
-    int64_t cd = rem % a.ne[d];
-    rem /= a.ne[d];
-    if (d == a.shard_dim) cd += (int64_t)a.rank * a.ne[d];
-    full += cd * mult;
-    mult *= a.full_ne[d];
-  }
-  return full;
-}
-
-__device__ static inline uint16_t f32_to_bf16_bits(float f) {
-  uint32_t u = __float_as_uint(f);
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return (uint16_t)((u >> 16) | 0x40);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
+  return pz_fill_row_base(a.ndim, a.ne, a.full_ne, a.shard_dim, a.rank, row);
 }
 
 #define PZ_FILL_RUN 8 /* consecutive elements per thread */
@@ -76,11 +47,7 @@ __global__ void pz_fill_kernel(FillArgs a) {
     int cnt = 0;
     for (int e = 0; e < PZ_FILL_RUN && idx + e < a.numel; e++, cnt++) {
       if (j == w) { row++; j = 0; base = row_base(a, row); }
-      uint64_t h = sm64(a.key + (uint64_t)(base + j) * 0x9e3779b97f4a7c15ull);
-      float u = __fsub_rn(__fmul_rn((float)(h >> 40), 1.0f / 8388608.0f), 1.0f);
-      float v = __fadd_rn(a.offset, __fmul_rn(a.scale, u));
-      bits[e] = a.dtype == PZ_BF16 ? (uint32_t)f32_to_bf16_bits(v)
-                : a.dtype == PZ_F32 ? __float_as_uint(v) : (uint32_t)__float2int_rz(v);
+      bits[e] = pz_fill_bits(a.key, (uint64_t)(base + j), a.scale, a.offset, a.dtype);
       j++;
     }
     if (cnt == PZ_FILL_RUN && a.dtype == PZ_BF16) {

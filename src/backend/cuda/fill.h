@@ -1,5 +1,5 @@
-/* Device-side deterministic fill of weights and KV caches: the same values, bit for bit, as the
- * CPU executor's fill (src/backend/cpu/cpu_exec.c), computed on the GPU so large models load fast. */
+/* Device-side deterministic fill of weights and KV caches: the fill rule of core/fill_rule.h, the
+ * same bits as the CPU executor's fill, computed on the GPU so large models load fast. */
 #ifndef PZ_BACKEND_CUDA_FILL_H
 #define PZ_BACKEND_CUDA_FILL_H
 #include <stdint.h>
@@ -9,23 +9,17 @@
 extern "C" {
 #endif
 
-/* Key of a tensor: splitmix64(seed ^ splitmix64(FNV-1a-64(name))), as the CPU executor.
- * SplitMix64: Steele, Lea, Flood, "Fast splittable pseudorandom number generators" (2014);
- * constants of the reference implementation (prng.di.unimi.it/splitmix64.c). */
-uint64_t pz_fill_name_key(uint64_t seed, const char *name);
-
 /* Whether `t` is filled at load (weights, and STATE tensors whose name ends in "kv_cache");
  * every other tensor starts as zero. */
 int pz_fill_wanted(const pz_tensor *t);
 
 /* Enqueues the fill of tensor t's storage on `rank` (device pointer dst, contiguous, the
- * tensor's own dtype) on stream s of the current device:
- *   weights:   value(i) = init_offset + init_scale * u(key, full(i)), where full(i) is the flat
- *              index of local element i in the unsharded tensor full_ne (the shard dim shifted
- *              by rank * ne[shard_dim]) and u(key, j) = (top 24 bits of splitmix64(key + j*γ))
- *              * 2^-23 - 1 in [-1, 1); bf16 by round-to-nearest-even, i32 by truncation;
+ * tensor's own dtype) on stream s of the current device, by the rule of core/fill_rule.h with
+ * key pz_fill_name_key(seed, t->name):
+ *   weights:   element i = pz_fill_bits(key, full(i), init_scale, init_offset, dtype), where
+ *              full(i) is the flat index of local element i in the unsharded tensor full_ne
+ *              (the shard dim shifted by rank * ne[shard_dim]; pz_fill_row_base);
  *   kv_cache:  the same with rank 0's mapping (replicated), scale init_scale or 1, offset 0.
- * The multiply and add are rounded separately (no FMA), as the CPU code does.
  * dst must be 16-byte aligned (16-byte stores).
  * Errors: PZ_ERR_SHAPE (not contiguous, shard beyond full_ne, ndim outside 1..4),
  * PZ_ERR_INVALID_ARG (t not fillable, dst NULL or misaligned), PZ_ERR_CUDA. */

@@ -1,0 +1,142 @@
+/* The seeded fill rule of weights and KV caches: one element's value as a pure function of
+ * (seed, tensor name, full flat index, dtype, scale, offset), shared by both backends. */
+#ifndef PZ_CORE_FILL_RULE_H
+#define PZ_CORE_FILL_RULE_H
+/* The CPU executor (src/backend/cpu/cpu_exec.c) and the CUDA fill kernel
+ * (src/backend/cuda/fill.cu) both evaluate these functions and MUST produce identical bits:
+ * the CUDA-vs-CPU tests compare logits bit for bit from the same seed, and
+ * tests/test_fill_rule.c pins exact values, so any change here changes every seeded model.
+ *
+ * The rule, for a tensor `name` filled from `seed` (u64) with coefficients (scale, offset), f32:
+ *   key      = splitmix64(seed ^ splitmix64(fnv1a64(name)))                 pz_fill_name_key
+ *   u(i)     = (top 24 bits of splitmix64(key + i * 0x9e3779b97f4a7c15)) * 2^-23 - 1,
+ *              in [-1, 1), a multiple of 2^-23 (exact in f32)             pz_fill_unit
+ *   v(i)     = offset + scale * u(i), the product and the sum each rounded to f32
+ *              (round to nearest even, never fused into an FMA)        pz_fill_value
+ *   stored   = bf16: v rounded to nearest even (NaN stays NaN);
+ *              f32:  v;
+ *              i32:  v truncated toward zero, saturated to [INT32_MIN, INT32_MAX], NaN -> 0
+ *                                                                          pz_fill_bits
+ * where i is the element's flat (row-major) index in the FULL, unsharded tensor (shape
+ * full_ne), not in the rank's shard: pz_fill_row_base maps a rank's local row to it, so every
+ * TP degree sees the same full weights. u(i) is output number i+1 of the SplitMix64 generator
+ * seeded with key. The backends choose (scale, offset): weights use (init_scale, init_offset);
+ * "*kv_cache" STATE tensors use (init_scale or 1 when it is 0, 0) with rank 0's mapping.
+ *
+ * SplitMix64: Steele, Lea, Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014,
+ * constants of the reference implementation (prng.di.unimi.it/splitmix64.c). FNV-1a 64-bit:
+ * offset basis 0xcbf29ce484222325, prime 0x100000001b3.
+ *
+ * Every function is `static inline` and PZ_FILL_HD (__host__ __device__ under nvcc, nothing in
+ * plain C). On the device the rounding is explicit (__fmul_rn / __fadd_rn: nvcc fuses a*b+c by
+ * default); host code relies on -ffp-contract=off, which CMakeLists.txt sets for all C. */
+#include <stdint.h>
+#include <string.h>
+#include "core/dtype.h"
+
+#if defined(__CUDACC__)
+#define PZ_FILL_HD __host__ __device__
+#else
+#define PZ_FILL_HD
+#endif
+
+/* SplitMix64's output function (the finalizer applied after adding the golden gamma). */
+PZ_FILL_HD static inline uint64_t pz_fill_splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/* Key of tensor `name` (NUL-terminated, bytes as unsigned) under `seed`:
+ * splitmix64(seed ^ splitmix64(FNV-1a-64(name))). */
+PZ_FILL_HD static inline uint64_t pz_fill_name_key(uint64_t seed, const char *name) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const unsigned char *s = (const unsigned char *)name; *s; s++) h = (h ^ *s) * 0x100000001b3ull;
+  return pz_fill_splitmix64(seed ^ pz_fill_splitmix64(h));
+}
+
+/* u in [-1, 1) for full flat index `idx` of the tensor with key `key`. The scaled integer is
+ * exact (24 bits times a power of two), so the one rounding is that of the subtraction. */
+PZ_FILL_HD static inline float pz_fill_unit(uint64_t key, uint64_t idx) {
+  uint64_t h = pz_fill_splitmix64(key + idx * 0x9e3779b97f4a7c15ull);
+#ifdef __CUDA_ARCH__
+  return __fsub_rn(__fmul_rn((float)(h >> 40), 1.0f / 8388608.0f), 1.0f);
+#else
+  return (float)(h >> 40) * (1.0f / 8388608.0f) - 1.0f;
+#endif
+}
+
+/* offset + scale * u(key, idx) in f32, multiply and add rounded separately (no FMA). */
+PZ_FILL_HD static inline float pz_fill_value(uint64_t key, uint64_t idx, float scale, float offset) {
+  float u = pz_fill_unit(key, idx);
+#ifdef __CUDA_ARCH__
+  return __fadd_rn(offset, __fmul_rn(scale, u));
+#else
+  return offset + scale * u;
+#endif
+}
+
+/* bf16 bits of v: round to nearest even; a NaN stays NaN (quiet bit 0x40 set, sign and upper
+ * payload kept); values beyond the bf16 range round to +-inf. The same as core/dtype.h's
+ * pz_f32_to_bf16 (tests/test_fill_rule.c checks that), usable on the device. */
+PZ_FILL_HD static inline uint16_t pz_fill_bf16_bits(float v) {
+  uint32_t u;
+#ifdef __CUDA_ARCH__
+  u = __float_as_uint(v);
+#else
+  memcpy(&u, &v, 4);
+#endif
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return (uint16_t)((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+/* v truncated toward zero, saturated to the int32 range, NaN -> 0 (the PTX cvt.rzi.s32.f32
+ * rule, spelt out on the host where a plain cast out of range is undefined). */
+PZ_FILL_HD static inline int32_t pz_fill_i32(float v) {
+#ifdef __CUDA_ARCH__
+  return __float2int_rz(v);
+#else
+  if (v != v) return 0;
+  if (v >= 2147483648.0f) return INT32_MAX;
+  if (v <= -2147483648.0f) return INT32_MIN;
+  return (int32_t)v;
+#endif
+}
+
+/* Stored bits of pz_fill_value(key, idx, scale, offset) in `dtype` (a pz_dtype): bf16 in the
+ * low 16 bits, f32 as its IEEE-754 pattern, i32 (any other dtype) as its two's complement. */
+PZ_FILL_HD static inline uint32_t pz_fill_bits(uint64_t key, uint64_t idx, float scale, float offset, int dtype) {
+  float v = pz_fill_value(key, idx, scale, offset);
+  uint32_t u;
+#ifdef __CUDA_ARCH__
+  u = __float_as_uint(v);
+#else
+  memcpy(&u, &v, 4);
+#endif
+  return dtype == PZ_BF16 ? (uint32_t)pz_fill_bf16_bits(v) : dtype == PZ_F32 ? u : (uint32_t)pz_fill_i32(v);
+}
+
+/* Full flat index of the first element of local row `row` of a rank's shard, the shard seen as
+ * rows = all dims but the last (ne[0..ndim-1], outermost first, contiguous). full_ne is the
+ * unsharded shape; dim shard_dim (-1: none) of rank `rank` starts at rank * ne[shard_dim] in
+ * it. Along the last dim the full index then advances by 1 per element. */
+PZ_FILL_HD static inline int64_t pz_fill_row_base(int ndim, const int64_t *ne, const int64_t *full_ne, int shard_dim,
+                                                  int rank, int64_t row) {
+  const int last = ndim - 1;
+  const int64_t w = ne[last];
+  int64_t full = last == shard_dim ? (int64_t)rank * w : 0, mult = full_ne[last];
+  int64_t rem = row;
+  for (int d = last - 1; d >= 0; d--) {
+    const int64_t n = ne[d];
+    int64_t cd = rem % n;
+    rem /= n;
+    if (d == shard_dim) cd += (int64_t)rank * n;
+    full += cd * mult;
+    mult *= full_ne[d];
+  }
+  return full;
+}
+
+#endif
