@@ -1,5 +1,5 @@
-/* CUDA op table of the executor: unpacks each node's tensors and params and calls the kernels'
- * C launchers on the rank's stream. Ops without a kernel in this build have no entry (gap). */
+/* CUDA op table of the executor, generated from core/ops.def (a launcher or a declared gap per op),
+ * and its launchers: each unpacks a node's tensors and params and calls the kernels' C launchers. */
 #include "backend/cuda/exec_ops.h"
 #include <string.h>
 #include "backend/cuda/ar_fused.h"
@@ -359,27 +359,42 @@ void pz_cuda_ops_release(const pz_graph *g, pz_cuda_rank *R) {
   R->ws_bytes = 0;
 }
 
-/* ---------------------------------------------------------------- table */
+/* ---------------------------------------------------------------- table (from core/ops.def) */
+
+/* Every op of core/ops.def must say here, by a macro PZ_CUDA_OP_<E>, what this backend has for it:
+ *   PZ_CUDA_LAUNCHER(fn): the launcher above;
+ *   PZ_CUDA_GAP("why"):   no kernel in this build; the executor refuses any graph holding the op
+ *                         with PZ_ERR_UNSUPPORTED and this reason (a non-empty string literal,
+ *                         checked at compile time).
+ * The table expands PZ_CUDA_OP_##e for every PZ_OP of ops.def, so an op added there without a
+ * line here does not compile (undeclared PZ_CUDA_OP_<E>): no op can be missing silently. */
+#define PZ_CUDA_LAUNCHER(fn) {fn, ""}
+#define PZ_CUDA_GAP(why) {NULL, "" why + 0 * sizeof(char[sizeof(why) > 1 ? 1 : -1])}
+
+#define PZ_CUDA_OP_EMBEDDING PZ_CUDA_LAUNCHER(op_embedding)
+#define PZ_CUDA_OP_RMSNORM PZ_CUDA_LAUNCHER(op_rmsnorm)
+#define PZ_CUDA_OP_AR_RMSNORM PZ_CUDA_LAUNCHER(op_ar_rmsnorm)
+#define PZ_CUDA_OP_GEMM PZ_CUDA_LAUNCHER(op_gemm)
+#define PZ_CUDA_OP_MLA_ATTN PZ_CUDA_LAUNCHER(op_mla)
+#define PZ_CUDA_OP_MOE PZ_CUDA_LAUNCHER(op_moe)
+#define PZ_CUDA_OP_DENSE_MLP PZ_CUDA_LAUNCHER(op_dense_mlp)
+#define PZ_CUDA_OP_LM_HEAD PZ_CUDA_LAUNCHER(op_lm_head)
+#define PZ_CUDA_OP_ARGMAX PZ_CUDA_LAUNCHER(op_argmax)
+#define PZ_CUDA_OP_AR_RMSNORM_MAYBE_PREZERO PZ_CUDA_LAUNCHER(op_ar_rmsnorm_maybe_prezero)
+#define PZ_CUDA_OP_MM_MAYBE_PREZERO PZ_CUDA_LAUNCHER(op_mm_maybe_prezero)
 
 typedef struct { pz_cuda_op_fn fn; const char *gap; } op_entry;
 
-static const op_entry table[PZ_OP_COUNT] = {
-    [PZ_OP_EMBEDDING] = {op_embedding, ""},
-    [PZ_OP_RMSNORM] = {op_rmsnorm, ""},
-    [PZ_OP_AR_RMSNORM] = {op_ar_rmsnorm, ""},
-    [PZ_OP_GEMM] = {op_gemm, ""},
-    [PZ_OP_MLA_ATTN] = {op_mla, ""},
-    [PZ_OP_MOE] = {op_moe, ""},
-    [PZ_OP_DENSE_MLP] = {op_dense_mlp, ""},
-    [PZ_OP_LM_HEAD] = {op_lm_head, ""},
-    [PZ_OP_ARGMAX] = {op_argmax, ""},
-    [PZ_OP_AR_RMSNORM_MAYBE_PREZERO] = {op_ar_rmsnorm_maybe_prezero, ""},
-    [PZ_OP_MM_MAYBE_PREZERO] = {op_mm_maybe_prezero, ""},
+static const op_entry table[] = {
+#define PZ_OP(e, name, coll) [PZ_OP_##e] = PZ_CUDA_OP_##e,
+#include "core/ops.def"
+#undef PZ_OP
 };
+_Static_assert(sizeof table / sizeof table[0] == PZ_OP_COUNT, "one CUDA entry (launcher or gap) per op of ops.def");
 
 pz_cuda_op_fn pz_cuda_op_launcher(pz_op op) { return (unsigned)op < PZ_OP_COUNT ? table[op].fn : NULL; }
 
 const char *pz_cuda_op_gap(pz_op op) {
   if ((unsigned)op >= PZ_OP_COUNT) return "unknown op";
-  return table[op].fn ? "" : table[op].gap ? table[op].gap : "no CUDA launcher";
+  return table[op].fn ? "" : table[op].gap;
 }

@@ -49,10 +49,14 @@ typedef struct pz_cuda_ctx {
 
 typedef pz_status (*pz_cuda_op_fn)(pz_cuda_ctx *c, const pz_node *n);
 
-/* The launcher of op, or NULL when this build has no CUDA kernel for it (the executor then
- * refuses the graph with PZ_ERR_UNSUPPORTED naming the op). */
+/* The op table is generated from core/ops.def (exec_ops.c): every op there has exactly one entry,
+ * either a launcher or a declared gap with a non-empty reason, fixed at compile time.
+ * pz_cuda_op_launcher: the launcher of op, or NULL when this build has no CUDA kernel for it
+ * (a gap; also NULL for op outside 0..PZ_OP_COUNT-1). The executor then refuses the graph with
+ * PZ_ERR_UNSUPPORTED naming the op and the gap. */
 pz_cuda_op_fn pz_cuda_op_launcher(pz_op op);
-/* Why op has no launcher (which kernel is missing), or "" when it has one. */
+/* Why op has no launcher (the declared gap: which kernel is missing), "" when it has one,
+ * "unknown op" when op is out of range. Never NULL. */
 const char *pz_cuda_op_gap(pz_op op);
 
 /* Creates rank R's op resources for graph g on the current device (R's GPU): one MLA context
