@@ -69,10 +69,14 @@ typedef struct pz_engine_config {
                             converts the weights (threads workers) and copies them to each rank's
                             GPU through two bounded staging buffers; a model whose shapes the CUDA
                             kernels do not take fails with PZ_ERR_UNSUPPORTED or PZ_ERR_SHAPE. */
+  const struct pz_runtime_opts *options; /* every other switch (prezero_options.h), copied at
+                            creation; NULL: read from the PREZERO_* environment then (a malformed
+                            value is PZ_ERR_INVALID_ARG). prezero = -1 takes options->prezero. */
 } pz_engine_config;
+struct pz_runtime_opts;
 #define PZ_ENGINE_CONFIG_INIT                                                             \
   {.model = NULL, .tp = 1, .max_batch = 4, .context = 128, .max_steps = 64, .layers = 0, \
-   .seed = 1234, .prezero = -1, .device = PZ_DEVICE_CPU, .threads = 0}
+   .seed = 1234, .prezero = -1, .device = PZ_DEVICE_CPU, .threads = 0, .options = NULL}
 
 /* What an engine was built with (resolved values). */
 typedef struct pz_engine_info {

@@ -5,6 +5,7 @@
 #include "backend/cpu/ref_ops.h"
 #include "passes/prezero.h"
 #include <stdlib.h>
+#include "core/options.h"
 #include "pz_test.h"
 #include <string.h>
 
@@ -241,16 +242,22 @@ int main(void) {
   pz_cpu_exec_free(e2);
   pz_graph_free(g1);
   pz_graph_free(g2);
-  /* Thread count: a request (--threads) beats PREZERO_CPU_THREADS; the variable applies when
-   * the request is 0; the cap holds either way. */
-  setenv("PREZERO_CPU_THREADS", "1", 1);
-  CHECK(pz_cpu_threads_for(2) == 2);
-  CHECK(pz_cpu_threads_for(0) == 1);
-  setenv("PREZERO_CPU_THREADS", "3", 1);
-  CHECK(pz_cpu_threads_for(0) == 3);
-  CHECK(pz_cpu_threads_for(5000) == PZ_CPU_MAX_THREADS);
-  setenv("PREZERO_CPU_THREADS", "junk", 1);
-  CHECK(pz_cpu_threads_for(0) >= 1 && pz_cpu_threads_for(0) <= 64);
-  unsetenv("PREZERO_CPU_THREADS");
+  /* Thread count: a request (--threads) beats the option (PREZERO_CPU_THREADS); the option
+   * applies when the request is 0; the cap holds either way. */
+  CHECK(pz_cpu_threads_for(2, 1) == 2);
+  CHECK(pz_cpu_threads_for(0, 1) == 1);
+  CHECK(pz_cpu_threads_for(0, 3) == 3);
+  CHECK(pz_cpu_threads_for(5000, 3) == PZ_CPU_MAX_THREADS);
+  CHECK(pz_cpu_threads_for(0, 0) >= 1 && pz_cpu_threads_for(0, 0) <= 64);
+  /* the environment is read into the option once, by the options reader; junk is refused */
+  {
+    pz_runtime_opts ro;
+    char bad[200];
+    setenv("PREZERO_CPU_THREADS", "3", 1);
+    CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.cpu_threads == 3);
+    setenv("PREZERO_CPU_THREADS", "junk", 1);
+    CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == -1 && strstr(bad, "PREZERO_CPU_THREADS=junk"));
+    unsetenv("PREZERO_CPU_THREADS");
+  }
   TEST_DONE();
 }

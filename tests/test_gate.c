@@ -2,8 +2,10 @@
  * cases (the numbers in the comments are worked out by hand from gate.h's rule). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
+#include <string.h>
 #include "core/gate.h"
 #include "prezero.h"
+#include "core/options.h"
 #include "pz_test.h"
 
 static pz_device_desc desc(int sms, int per_sm, double fill_rate) {
@@ -47,11 +49,14 @@ int main(void) {
   CHECK(pz_ar_plan_for(128, 7168, 2, &p));  /* 128*2 > 128 -> K = 1 */
   CHECK(p.ctas_per_row == 1 && p.donor_ctas == 128 && p.slice_quads == 1792 && p.quads_per_thread == 4 &&
         p.proto == PZ_AR_PROTO_FLAG);
-  setenv("PREZERO_AR_PROTO", "ll", 1);
-  CHECK(pz_ar_plan_for(128, 7168, 2, &p) && p.proto == PZ_AR_PROTO_LL);
-  setenv("PREZERO_AR_PROTO", "flag", 1);
-  CHECK(pz_ar_plan_for(1, 7168, 2, &p) && p.proto == PZ_AR_PROTO_FLAG);
-  unsetenv("PREZERO_AR_PROTO");
+  /* Overrides travel in the device description (PREZERO_AR_* through the options reader). */
+  pz_device_desc ov;
+  memset(&ov, 0, sizeof ov);
+  ov.ar_proto = 1; /* ll */
+  CHECK(pz_ar_plan_for_dev(128, 7168, 2, &ov, &p) && p.proto == PZ_AR_PROTO_LL);
+  ov.ar_proto = 2; /* flag */
+  CHECK(pz_ar_plan_for_dev(1, 7168, 2, &ov, &p) && p.proto == PZ_AR_PROTO_FLAG);
+  ov.ar_proto = 0;
   CHECK(pz_ar_plan_for(8, 5120, 1, &p));
   CHECK(p.ctas_per_row == 1 && p.donor_ctas == 8 && p.slice_quads == 1280 && p.quads_per_thread == 4);
   /* TP=1, H >= 6144: clusters of 8 (m <= 8) or 4 (m <= 16), else one CTA per row. */
@@ -59,19 +64,21 @@ int main(void) {
         p.slice_quads == 224 && p.quads_per_thread == 1);
   CHECK(pz_ar_plan_for(16, 7168, 1, &p) && p.ctas_per_row == 4 && p.cluster == 4 && p.donor_ctas == 64);
   CHECK(pz_ar_plan_for(17, 7168, 1, &p) && p.ctas_per_row == 1 && p.cluster == 1);
-  setenv("PREZERO_AR_CLUSTER", "0", 1);
-  CHECK(pz_ar_plan_for(8, 7168, 1, &p) && p.ctas_per_row == 1 && p.cluster == 1);
-  unsetenv("PREZERO_AR_CLUSTER");
-  setenv("PREZERO_AR_CTAS_PER_ROW", "3", 1); /* explicit K: no cluster unless asked */
-  CHECK(pz_ar_plan_for(8, 7168, 1, &p) && p.ctas_per_row == 3 && p.cluster == 1);
-  unsetenv("PREZERO_AR_CTAS_PER_ROW");
+  ov.ar_cluster = 1; /* never (PREZERO_AR_CLUSTER=0) */
+  CHECK(pz_ar_plan_for_dev(8, 7168, 1, &ov, &p) && p.ctas_per_row == 1 && p.cluster == 1);
+  ov.ar_cluster = 0;
+  ov.ar_ctas_per_row = 3; /* explicit K: no cluster unless asked */
+  CHECK(pz_ar_plan_for_dev(8, 7168, 1, &ov, &p) && p.ctas_per_row == 3 && p.cluster == 1);
+  ov.ar_ctas_per_row = 0;
   CHECK(pz_ar_plan_for(20, 16384, 1, &p) && p.quads_per_thread == 8 && p.cluster == 1);
   CHECK(!pz_ar_plan_for(1, 7004, 2, &p));   /* not a multiple of 8 */
   CHECK(!pz_ar_plan_for(1, 16392, 2, &p));  /* beyond 4*512*8 */
   CHECK(!pz_ar_plan_for(0, 7168, 2, &p));
-  setenv("PREZERO_AR_CTAS_PER_ROW", "3", 1);
-  CHECK(pz_ar_plan_for(2, 2048, 2, &p) && p.ctas_per_row == 3 && p.donor_ctas == 6 && p.slice_quads == 171);
-  unsetenv("PREZERO_AR_CTAS_PER_ROW");
+  ov.ar_ctas_per_row = 3;
+  CHECK(pz_ar_plan_for_dev(2, 2048, 2, &ov, &p) && p.ctas_per_row == 3 && p.donor_ctas == 6 && p.slice_quads == 171);
+  ov.ar_ctas_per_row = 0;
+  /* the plain plan ignores every override; a NULL description is the plain plan */
+  CHECK(pz_ar_plan_for_dev(2, 2048, 2, NULL, &p) && p.ctas_per_row != 3);
 
   pz_device_desc d = desc(132, 2, 40000.0);
   /* m=1, tp=2: donor 4; bytes 61696 -> 4 fill CTAs; fill 61696/(4*40000) = 0.3856 µs;
@@ -145,24 +152,40 @@ int main(void) {
   CHECK(!pz_is_prezero_free(1, 64, PZ_F32, 7168, 2, NULL));
 
   /* Override. */
-  setenv("PREZERO_FORCE_GATE", "off", 1);
+  d.force_gate = 2; /* PREZERO_FORCE_GATE=off */
   CHECK(!pz_prezero_active(1, n_kimi_tp2, PZ_F32, 7168, 2, &d));
-  setenv("PREZERO_FORCE_GATE", "on", 1);
+  slow.force_gate = 1; /* on */
   CHECK(pz_prezero_active(1, 1 << 30, PZ_F32, 7168, 2, &slow));
+  d.force_gate = slow.force_gate = 0;
+  /* pure: the environment changes nothing once the description is fixed */
+  setenv("PREZERO_FORCE_GATE", "on", 1);
+  CHECK(pz_prezero_active(1, n_kimi_tp2, PZ_F32, 7168, 2, &d) == pz_is_prezero_free(1, n_kimi_tp2, PZ_F32, 7168, 2, &d));
+  CHECK(pz_is_prezero_free(1, 1 << 30, PZ_F32, 7168, 2, &d) == 0);
+  {
+    /* ... and the options reader carries it into a description */
+    pz_runtime_opts ro;
+    CHECK(pz_runtime_opts_from_env(&ro, NULL, 0) == 0 && ro.force_gate == 1);
+    pz_device_desc e2 = d;
+    pz_device_desc_apply_opts(&e2, &ro);
+    CHECK(e2.force_gate == 1 && pz_prezero_active(1, 1 << 30, PZ_F32, 7168, 2, &e2));
+    setenv("PREZERO_FORCE_GATE", "maybe", 1);
+    char bad[200];
+    CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == -1 && strstr(bad, "PREZERO_FORCE_GATE=maybe"));
+  }
   unsetenv("PREZERO_FORCE_GATE");
   CHECK(pz_prezero_active(1, n_kimi_tp2, PZ_F32, 7168, 2, &d) ==
         pz_is_prezero_free(1, n_kimi_tp2, PZ_F32, 7168, 2, &d));
 
   /* Clusters: K CTAs of a row in one cluster; fill CTAs in multiples of K. */
-  setenv("PREZERO_AR_CLUSTER", "1", 1);
-  CHECK(pz_ar_plan_for(1, 7168, 2, &p) && p.cluster == 4);
+  ov.ar_cluster = 2; /* PREZERO_AR_CLUSTER=1 */
+  CHECK(pz_ar_plan_for_dev(1, 7168, 2, &ov, &p) && p.cluster == 4);
   CHECK(pz_ar_plan_fill_ctas(&d, &p, 61696) == 4);            /* 4 wanted -> 4 */
   CHECK(pz_ar_plan_fill_ctas(&d, &p, 5 * 16384) == 4);        /* 5 -> down to 4 */
   CHECK(pz_ar_plan_fill_ctas(&d, &p, 3 * 16384) == 4);        /* 3 -> up to one cluster */
   CHECK(pz_ar_plan_fill_ctas(&d, &p, 0) == 0);
-  CHECK(pz_ar_plan_for(2, 2048, 2, &p) && p.cluster == 1);    /* K = 1: no cluster */
-  CHECK(pz_ar_plan_for(2, 2048, 1, &p) && p.cluster == 1);
-  unsetenv("PREZERO_AR_CLUSTER");
+  CHECK(pz_ar_plan_for_dev(2, 2048, 2, &ov, &p) && p.cluster == 1);    /* K = 1: no cluster */
+  CHECK(pz_ar_plan_for_dev(2, 2048, 1, &ov, &p) && p.cluster == 1);
+  ov.ar_cluster = 0;
   CHECK(pz_ar_plan_for(1, 7168, 2, &p) && p.cluster == 1);
   CHECK(pz_ar_plan_fill_ctas(&d, &p, 5 * 16384) == 5);
 

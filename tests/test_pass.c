@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "core/options.h"
 #include "passes/passes.h"
 #include "passes/prezero.h"
 #include "pz_test.h"
@@ -268,9 +269,8 @@ static void test_no_q_lora(void) {
 
   /* With the attention slots switched off only the graph GEMMs are rewritten. */
   g = build(&d);
-  setenv("PREZERO_ATTN_SLOTS", "0", 1);
-  CHECK_OK(pz_pass_prezero(g, NULL, &st));
-  unsetenv("PREZERO_ATTN_SLOTS");
+  pz_prezero_batch no_slots = {.m = 0, .attn_slots = 0}; /* PREZERO_ATTN_SLOTS=0 */
+  CHECK_OK(pz_pass_prezero_batch(g, &no_slots, NULL, &st, NULL));
   CHECK_OK(pz_graph_verify(g));
   const pz_node *A = &g->nodes[find_node(g, "layers.1.self_attn")];
   CHECK(A->src[PZ_MLA_OPROJ_PREZERO] == -1 && A->p.mla.prezero_n_total == 0);
@@ -403,19 +403,32 @@ static void test_manager(void) {
   CHECK(l1 == l2 && memcmp(a, b, l1) == 0);
   free(b);
 
-  /* PREZERO_ENABLE=1 turns it on; PREZERO_DISABLE_PASSES=prezero switches it off again. */
+  /* The passes read no environment: PREZERO_ENABLE alone changes nothing here ... */
   setenv("PREZERO_ENABLE", "1", 1);
-  CHECK(pz_prezero_flag(&o) == 1);
-  setenv("PREZERO_DISABLE_PASSES", "foo, prezero", 1);
-  CHECK(pz_pass_disabled("prezero") && !pz_pass_disabled("prez") && !pz_pass_disabled("foo2"));
-  CHECK_OK(pz_run_passes(g, &o, st, &ns));
-  CHECK(!st[0].ran);
-  b = dump(g, &l2);
-  CHECK(l1 == l2 && memcmp(a, b, l1) == 0);
-  free(b);
-  unsetenv("PREZERO_DISABLE_PASSES");
-  o.prezero = 0; /* the explicit flag wins over the environment */
   CHECK(pz_prezero_flag(&o) == 0);
+  /* ... the options reader turns it into the flag (pz_pass_opts_apply); disable = prezero
+   * switches it off again. */
+  {
+    pz_runtime_opts ro;
+    setenv("PREZERO_DISABLE_PASSES", "foo, prezero", 1);
+    CHECK(pz_runtime_opts_from_env(&ro, NULL, 0) == 0);
+    pz_pass_opts_apply(&o, &ro);
+    CHECK(pz_prezero_flag(&o) == 1);
+    CHECK(o.disable && pz_pass_disabled_in(o.disable, "prezero") && !pz_pass_disabled_in(o.disable, "prez") &&
+          !pz_pass_disabled_in(o.disable, "foo2") && pz_pass_disabled_in("all", "prezero") &&
+          !pz_pass_disabled_in(NULL, "prezero"));
+    CHECK_OK(pz_run_passes(g, &o, st, &ns));
+    CHECK(!st[0].ran);
+    b = dump(g, &l2);
+    CHECK(l1 == l2 && memcmp(a, b, l1) == 0);
+    free(b);
+    unsetenv("PREZERO_DISABLE_PASSES");
+    o = (pz_pass_opts)PZ_PASS_OPTS_INIT;
+    o.prezero = 0; /* an explicit flag wins over the environment */
+    pz_pass_opts_apply(&o, &ro);
+    CHECK(pz_prezero_flag(&o) == 0);
+    o = (pz_pass_opts)PZ_PASS_OPTS_INIT; /* o must not keep pointers into ro */
+  }
   unsetenv("PREZERO_ENABLE");
 
   /* On, with dumps and a log. */
@@ -460,13 +473,16 @@ static void test_manager(void) {
   free(a);
   pz_graph_free(g);
 
-  /* PREZERO_DUMP_GRAPH from the environment; an unwritable dump dir is an I/O error. */
+  /* PREZERO_DUMP_GRAPH through the options reader; an unwritable dump dir is an I/O error. */
   g = build(&d);
   char dir2[] = "/tmp/pz_test_pass_env_XXXXXX";
   CHECK(mkdtemp(dir2) != NULL);
   setenv("PREZERO_DUMP_GRAPH", dir2, 1);
+  static pz_runtime_opts ro2;
+  CHECK(pz_runtime_opts_from_env(&ro2, NULL, 0) == 0);
   o = (pz_pass_opts)PZ_PASS_OPTS_INIT;
   o.prezero = 1;
+  pz_pass_opts_apply(&o, &ro2);
   CHECK_OK(pz_run_passes(g, &o, NULL, NULL));
   for (int i = 0; i < 4; i++) {
     snprintf(path, sizeof path, "%s/01-prezero.%s", dir2, files[i]);
@@ -477,7 +493,7 @@ static void test_manager(void) {
   rmdir(dir2);
   pz_graph_free(g);
   g = build(&d);
-  setenv("PREZERO_DUMP_GRAPH", "/proc/version/not_a_dir", 1);
+  o.dump_dir = "/proc/version/not_a_dir";
   CHECK_ST(pz_run_passes(g, &o, NULL, NULL), PZ_ERR_IO);
   unsetenv("PREZERO_DUMP_GRAPH");
   pz_graph_free(g);

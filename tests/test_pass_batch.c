@@ -155,9 +155,9 @@ static void test_tp(int tp) {
   pz_graph_free(g);
 
   /* gate forced off: the o_proj slot is left out, with the reason */
-  setenv("PREZERO_FORCE_GATE", "off", 1);
-  run(off, F_ALL, 8, &dev, &g, &rep);
-  unsetenv("PREZERO_FORCE_GATE");
+  pz_device_desc dev_off = dev;
+  dev_off.force_gate = 2; /* PREZERO_FORCE_GATE=off */
+  run(off, F_ALL, 8, &dev_off, &g, &rep);
   CHECK(!rep.d[0].c[2].fires && strstr(rep.d[0].c[2].why, "gate") != NULL);
   CHECK(rep.d[0].n_total == rep.d[0].n_base);
   for (int i = 0; i < g->n_nodes; i++)
@@ -166,7 +166,7 @@ static void test_tp(int tp) {
   char *txt = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&txt, &len);
-  CHECK_OK(pz_prezero_report_print(&rep, off, tp, &dev, f));
+  CHECK_OK(pz_prezero_report_print(&rep, off, tp, &dev_off, f));
   fclose(f);
   CHECK(txt && strstr(txt, "n/f   o_proj") && strstr(txt, "fires gemm") && strstr(txt, "total at m=8: 5 of 7"));
   free(txt);

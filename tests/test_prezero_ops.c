@@ -125,7 +125,7 @@ int main(void) {
   }
 
   /* Gate forced on: all n_total columns of rows 0..m-1 on every rank, nothing else. */
-  setenv("PREZERO_FORCE_GATE", "on", 1);
+  o.dev.force_gate = 1; /* PREZERO_FORCE_GATE=on */
   poison_buf(&f);
   pz_cpu_ctx c = ctx(&f, &o, 0, m);
   CHECK_OK(pz_cpu_op_AR_RMSNORM_MAYBE_PREZERO(&c, &f.g->nodes[f.donor]));
@@ -155,7 +155,7 @@ int main(void) {
   }
 
   /* Gate forced off: only the n_base prefix; the tail GEMM zeroes its own slice. */
-  setenv("PREZERO_FORCE_GATE", "off", 1);
+  o.dev.force_gate = 2; /* off */
   poison_buf(&f);
   c = ctx(&f, &o, 0, m);
   CHECK_OK(pz_cpu_op_AR_RMSNORM_MAYBE_PREZERO(&c, &f.g->nodes[f.donor]));
@@ -177,18 +177,18 @@ int main(void) {
 
   /* The GEMM trusts the fill where the contract says it was made: without the donor, the
    * poisoned slice comes back NaN (gate on: tail; always: head in the prefix). */
-  setenv("PREZERO_FORCE_GATE", "on", 1);
+  o.dev.force_gate = 1; /* PREZERO_FORCE_GATE=on */
   poison_buf(&f);
   c = ctx(&f, &o, 0, m);
   CHECK_OK(pz_cpu_op_MM_MAYBE_PREZERO(&c, &f.g->nodes[f.mm_tail]));
   CHECK(isnan(((float *)f.data[0][f.c_tail])[0]));
-  setenv("PREZERO_FORCE_GATE", "off", 1);
+  o.dev.force_gate = 2; /* off */
   poison_buf(&f);
   CHECK_OK(pz_cpu_op_MM_MAYBE_PREZERO(&c, &f.g->nodes[f.mm_head]));
   CHECK(isnan(((float *)f.data[0][f.c_head])[0]));
   CHECK_OK(pz_cpu_op_MM_MAYBE_PREZERO(&c, &f.g->nodes[f.mm_tail])); /* zeroes itself: finite */
   CHECK(!isnan(((float *)f.data[0][f.c_tail])[0]));
-  unsetenv("PREZERO_FORCE_GATE");
+  o.dev.force_gate = 0;
 
   /* pz_prezero_slice_zeroed / pz_prezero_fill_cols, by hand. */
   pz_device_desc d = o.dev;
@@ -200,11 +200,11 @@ int main(void) {
     CHECK(pz_prezero_slice_zeroed(mm, 64, 32, 96, 64, 64, 1, &d) == act);
     CHECK(pz_prezero_fill_cols(mm, 96, 64, 64, 1, &d) == (act ? 96 : 64));
   }
-  setenv("PREZERO_FORCE_GATE", "off", 1);
+  d.force_gate = 2;
   CHECK(!pz_prezero_slice_zeroed(1, 64, 32, 96, 64, 64, 1, &d) && pz_prezero_slice_zeroed(1, 32, 32, 96, 64, 64, 1, &d));
-  setenv("PREZERO_FORCE_GATE", "on", 1);
+  d.force_gate = 1;
   CHECK(pz_prezero_slice_zeroed(256, 64, 32, 96, 64, 64, 1, &d));
-  unsetenv("PREZERO_FORCE_GATE");
+  d.force_gate = 0;
   teardown(&f);
   TEST_DONE();
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "cli.h"
 #include "bench_common.h"
+#include "core/options.h"
 
 static void usage(FILE *f) {
   fprintf(f, "usage: prezero bench ar [--tp 1|2|..] [--json FILE] [--md FILE] [--iters N] [--reps N] [--sweep]\n"
@@ -170,7 +171,14 @@ static int setup(bench *b) {
     fprintf(stderr, "prezero bench ar: fill-gate calibration: %s\n", pz_last_error());
     return -1;
   }
-  if (pz_nccl_create(b->comm, &b->nccl) != PZ_OK) {
+  pz_runtime_opts ro;
+  char bad[300];
+  if (pz_runtime_opts_from_env(&ro, bad, sizeof bad) != 0) {
+    fprintf(stderr, "prezero bench ar: %s\n", bad);
+    return -1;
+  }
+  pz_device_desc_apply_opts(&b->dev, &ro); /* PREZERO_AR_PROTO / _CLUSTER / _CTAS_PER_ROW, PREZERO_FORCE_GATE */
+  if (pz_nccl_create(b->comm, ro.nccl_lib, &b->nccl) != PZ_OK) {
     fprintf(stderr, "prezero bench ar: NCCL baseline unavailable: %s\n", pz_last_error());
     b->nccl = NULL;
   }
@@ -285,17 +293,17 @@ int pz_cmd_bench_ar(int argc, char **argv) {
         const char *ks[4] = {"1", "2", "4", "8"};
         for (int k = 0; k < 8; k++) {
           if (b.tp == 1 && k >= 4) break; /* no exchange at TP=1 */
-          setenv("PREZERO_AR_PROTO", k < 4 ? "ll" : "flag", 1);
-          setenv("PREZERO_AR_CTAS_PER_ROW", ks[k % 4], 1);
+          const pz_device_desc keep = b.dev;
+          b.dev.ar_proto = k < 4 ? 1 : 2;            /* LL, then flag */
+          b.dev.ar_ctas_per_row = atoi(ks[k % 4]);
           pz_ar_plan sp;
-          pz_ar_plan_for(m, H, b.tp, &sp);
+          pz_ar_plan_for_dev(m, H, b.tp, &b.dev, &sp);
           if (sp.donor_ctas <= (int64_t)b.dev.num_sms * b.dev.ctas_per_sm) sw[k] = time_kind(&b, 0, m, H, &eager);
+          b.dev = keep;
         }
-        unsetenv("PREZERO_AR_CTAS_PER_ROW");
-        unsetenv("PREZERO_AR_PROTO");
       }
       pz_ar_plan p;
-      pz_ar_plan_for(m, H, b.tp, &p);
+      pz_ar_plan_for_dev(m, H, b.tp, &b.dev, &p);
       int64_t fill_ctas = pz_ar_plan_fill_ctas(&b.dev, &p, m * b.n_total * 4);
       int free_ = pz_is_prezero_free(m, b.n_total, PZ_F32, H, b.tp, &b.dev);
       cJSON *row = cJSON_CreateObject();

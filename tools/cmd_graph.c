@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "cli_args.h"
 #include "model/builder.h"
+#include "core/options.h"
 #include "passes/passes.h"
 
 static void usage(FILE *f) {
@@ -129,6 +130,15 @@ int pz_cmd_graph(int argc, char **argv) {
   }
   pz_pass_opts po = PZ_PASS_OPTS_INIT;
   po.prezero = prezero;
+  pz_runtime_opts ro;
+  char bad[300];
+  if (pz_runtime_opts_from_env(&ro, bad, sizeof bad) != 0) {
+    pz_graph_free(g);
+    if (dot_f) { fclose(dot_f); remove(dot); }
+    fprintf(stderr, "prezero graph: %s; fix or unset that variable\n", bad);
+    return PZ_CLI_EXIT_ERROR;
+  }
+  pz_pass_opts_apply(&po, &ro);
   pz_pass_stats stats[PZ_MAX_PASSES];
   int n_stats = 0;
   st = pz_run_passes(g, &po, stats, &n_stats);

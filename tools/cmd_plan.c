@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "cli_args.h"
 #include "core/gate.h"
+#include "core/options.h"
 #include "model/builder.h"
 #include "model/config.h"
 #include "passes/prezero.h"
@@ -98,7 +99,14 @@ int pz_cmd_plan(int argc, char **argv) {
   if (pz_build_decode_graph(&mc, &bo, &g) != PZ_OK) return fail("building the decode graph");
   pz_device_desc dev;
   pz_device_desc_default(&dev);
-  pz_prezero_batch b = {.tp = tp, .dev = &dev, .attn_slots = -1};
+  pz_runtime_opts ro;
+  char bad[300];
+  if (pz_runtime_opts_from_env(&ro, bad, sizeof bad) != 0) {
+    pz_graph_free(g);
+    fprintf(stderr, "prezero plan: %s; fix or unset that variable\n", bad);
+    return PZ_CLI_EXIT_ERROR;
+  }
+  pz_prezero_batch b = {.tp = tp, .dev = &dev, .attn_slots = ro.attn_slots};
   int rc = 0;
 #ifdef PZ_HAVE_CUDA
   pz_gemm_ctx *ctx = NULL;
@@ -107,10 +115,12 @@ int pz_cmd_plan(int argc, char **argv) {
     cudaSetDevice(0);
     st = pz_gemm_ctx_create(&ctx);
     if (st == PZ_OK) st = pz_gate_calibrate_cuda(0, &dev);
+    pz_device_desc_apply_opts(&dev, &ro);
     printf("# device: %s (%d SMs), tuner table: %s\n", ctx ? pz_gemm_ctx_device_name(ctx) : "?",
            ctx ? pz_gemm_ctx_sm_count(ctx) : 0, ctx ? pz_gemm_ctx_table(ctx)->source : "?");
   } else {
     st = pz_gemm_ctx_create_model("NVIDIA H200", 132, true, &ctx);
+    pz_device_desc_apply_opts(&dev, &ro);
     printf("# device: none visible; modelled as NVIDIA H200 (132 SMs, Hopper), tuner table: %s, gate: H200 figures\n",
            ctx ? pz_gemm_ctx_table(ctx)->source : "?");
   }
@@ -122,6 +132,7 @@ int pz_cmd_plan(int argc, char **argv) {
   b.fires = fires;
   b.user = ctx;
 #else
+  pz_device_desc_apply_opts(&dev, &ro);
   printf("# built without CUDA: kernel choices unknown, every legal consumer counted as firing\n");
 #endif
   printf("# %s, TP %d, layers 0..%d of %lld\n", mc.name, tp, layers - 1, (long long)mc.num_hidden_layers);

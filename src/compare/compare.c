@@ -15,6 +15,7 @@
 #include "model/builder.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
+#include "core/options.h"
 #include "passes/passes.h"
 #include "passes/prezero.h"
 
@@ -81,14 +82,15 @@ static pz_status build(const pz_model_config *mc, const pz_cmp_opts *o, int laye
 
 /* Chooses (or checks) the layer count so that the one executor (weights once, OFF and ON graph
  * sets over them) fits. */
-static pz_status plan_layers(const pz_model_config *mc, const pz_cmp_opts *o, pz_cmp_result *r, int *layers) {
+static pz_status plan_layers(const pz_model_config *mc, const pz_cmp_opts *o, const pz_runtime_opts *ro,
+                             pz_cmp_result *r, int *layers) {
   int devs[PZ_CUDA_MAX_TP];
   int64_t fr[PZ_CUDA_MAX_TP], tot[PZ_CUDA_MAX_TP];
   for (int i = 0; i < o->tp; i++) devs[i] = i;
   PZ_CHECK(pz_cuda_mem_info(o->tp, devs, fr, tot));
   int64_t budget = INT64_MAX;
   for (int i = 0; i < o->tp; i++) {
-    int64_t b = fr[i] - pz_cuda_default_reserve(tot[i]) - EXTRA_MARGIN;
+    int64_t b = fr[i] - pz_cuda_reserve_for(tot[i], ro->cuda_reserve_mb) - EXTRA_MARGIN;
     if (b < budget) budget = b;
   }
   int n = (int)mc->num_hidden_layers;
@@ -374,16 +376,15 @@ done:
   return st;
 }
 
-static void determinism_line(pz_cmp_result *r) {
-  const char *vars[] = {"PREZERO_GEMM_FORCE", "PREZERO_GEMM_SPLITS", "PREZERO_GEMM_TUNER", "PREZERO_FORCE_GATE",
-                        "PREZERO_ATTN_SLOTS"};
-  size_t n = 0;
-  for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
-    const char *v = getenv(vars[i]);
-    n += (size_t)snprintf(r->determinism + n, n < sizeof r->determinism ? sizeof r->determinism - n : 0, "%s%s=%s",
-                          i ? " " : "", vars[i], v ? v : "unset");
-    if (n >= sizeof r->determinism) break;
-  }
+/* The settings that decide bit-identity, as the run's options hold them. */
+static void determinism_line(pz_cmp_result *r, const pz_runtime_opts *ro) {
+  char splits[16];
+  if (ro->gemm_splits > 0) snprintf(splits, sizeof splits, "%d", ro->gemm_splits);
+  else snprintf(splits, sizeof splits, "unset");
+  snprintf(r->determinism, sizeof r->determinism,
+           "PREZERO_GEMM_FORCE=%s PREZERO_GEMM_SPLITS=%s PREZERO_GEMM_TUNER=%d PREZERO_FORCE_GATE=%s PREZERO_ATTN_SLOTS=%d",
+           ro->gemm_force[0] ? ro->gemm_force : "unset", splits, ro->gemm_tuner,
+           ro->force_gate < 0 ? "unset" : ro->force_gate ? "on" : "off", ro->attn_slots);
 }
 
 static pz_status check_opts(const pz_cmp_opts *o) {
@@ -427,9 +428,14 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
     else r->dense_total++;
   }
   r->baselines = o->profile ? o->baselines & ((1u << PZ_CMP_N_BASE) - 2) : 0;
-  determinism_line(r);
+  pz_runtime_opts ro; /* read once for the whole run */
+  {
+    char bad[300];
+    if (pz_runtime_opts_from_env(&ro, bad, sizeof bad) != 0) return pz_error(PZ_ERR_INVALID_ARG, "%s", bad);
+  }
+  determinism_line(r, &ro);
   int layers = 0;
-  PZ_CHECK(plan_layers(&mc, o, r, &layers));
+  PZ_CHECK(plan_layers(&mc, o, &ro, r, &layers));
   r->layers = layers;
 
   pz_graph *g = NULL;
@@ -454,6 +460,7 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
     xo.n_capture = o->n_conc;
     memcpy(xo.capture, o->conc, sizeof(int) * (size_t)o->n_conc);
     xo.prezero = 1; /* on the OFF graph: per-batch plans, switchable (exec.h) */
+    xo.runtime = &ro;
     pz_checkpoint *ck = NULL;
     if (o->model_dir) {
       st = pz_checkpoint_open_planned(o->model_dir, &mc, g, &ck);

@@ -1,6 +1,7 @@
 /* is_prezero_free / prezero_active and the donor's launch plan (see gate.h for the rule,
  * its units and the source of each constant). Plain C: the CPU backend uses it too. */
 #include "core/gate.h"
+#include "core/options.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,9 +24,20 @@ void pz_device_desc_default(pz_device_desc *d) {
   d->fill_bytes_per_cta = 0;
 }
 
+void pz_device_desc_apply_opts(pz_device_desc *d, const pz_runtime_opts *o) {
+  if (!d || !o) return;
+  /* Only the options that are set; d's own overrides stay otherwise. */
+  if (o->force_gate >= 0) d->force_gate = o->force_gate ? 1 : 2;
+  if (o->ar_proto >= 0) d->ar_proto = o->ar_proto + 1;
+  if (o->ar_cluster >= 0) d->ar_cluster = o->ar_cluster ? 2 : 1;
+  if (o->ar_ctas_per_row > 0) d->ar_ctas_per_row = o->ar_ctas_per_row;
+}
+
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-bool pz_ar_plan_for(int64_t m, int64_t H, int tp, pz_ar_plan *out) {
+bool pz_ar_plan_for(int64_t m, int64_t H, int tp, pz_ar_plan *out) { return pz_ar_plan_for_dev(m, H, tp, NULL, out); }
+
+bool pz_ar_plan_for_dev(int64_t m, int64_t H, int tp, const pz_device_desc *dev, pz_ar_plan *out) {
   memset(out, 0, sizeof *out);
   if (m <= 0 || H <= 0 || H % 8 != 0 || H > 4 * PZ_AR_THREADS * PZ_AR_MAX_QPT || tp < 1 ||
       tp > PZ_AR_MAX_TP)
@@ -45,21 +57,18 @@ bool pz_ar_plan_for(int64_t m, int64_t H, int tp, pz_ar_plan *out) {
     k = (int)(kk > 8 ? 8 : kk);
     proto = m * H * 4 <= PZ_AR_LL_MAX_BYTES ? PZ_AR_PROTO_LL : PZ_AR_PROTO_FLAG;
   }
-  const char *pe = getenv("PREZERO_AR_PROTO");
-  if (pe && !strcmp(pe, "ll")) proto = PZ_AR_PROTO_LL;
-  if (pe && !strcmp(pe, "flag")) proto = PZ_AR_PROTO_FLAG;
+  if (dev && dev->ar_proto == 1) proto = PZ_AR_PROTO_LL;
+  if (dev && dev->ar_proto == 2) proto = PZ_AR_PROTO_FLAG;
   /* Thread-block clusters (DSMEM sum of squares): by default only at TP=1 with rows of at
    * least 6144 elements, where the H200 sweep (bench/results/ar_h200_tp1_cluster.md) showed
    * K=8 (m <= 8) / K=4 (m <= 16) clusters 0.3-0.5 µs faster than one CTA per row; at TP >= 2
    * they were slower (ar_h200x2_tp2_cluster.md). PREZERO_AR_CLUSTER=1 forces them wherever
    * K is 2..8, =0 turns them off (TP=1 then uses one CTA per row). */
-  const char *ce = getenv("PREZERO_AR_CLUSTER");
-  int cl_mode = ce && *ce ? atoi(ce) : -1;
+  int cl_mode = dev && dev->ar_cluster ? dev->ar_cluster - 1 : -1; /* -1 default, 0 never, 1 forced */
   bool tp1_cluster = tp == 1 && cl_mode != 0 && H >= 6144 && m <= 16;
   if (tp1_cluster) k = m <= 8 ? 8 : 4;
-  const char *e = getenv("PREZERO_AR_CTAS_PER_ROW");
-  if (e && atoi(e) >= 1 && atoi(e) <= 16) {
-    k = atoi(e);
+  if (dev && dev->ar_ctas_per_row >= 1 && dev->ar_ctas_per_row <= 16) {
+    k = dev->ar_ctas_per_row;
     tp1_cluster = false; /* an explicit K uses clusters only with PREZERO_AR_CLUSTER=1 */
   }
   int64_t quads = H / 4;
@@ -118,7 +127,7 @@ bool pz_is_prezero_free(int64_t m, int64_t n_total, pz_dtype dt, int64_t H, int 
     return m + ceil_div(bytes, per_cta) < dev->num_sms;
   }
   pz_ar_plan p;
-  if (!pz_ar_plan_for(m, H, tp, &p)) return false;
+  if (!pz_ar_plan_for_dev(m, H, tp, dev, &p)) return false;
   int64_t slots = (int64_t)dev->num_sms * dev->ctas_per_sm;
   int64_t fill = pz_ar_plan_fill_ctas(dev, &p, bytes);
   if (p.donor_ctas + fill > slots) return false;
@@ -130,8 +139,7 @@ bool pz_is_prezero_free(int64_t m, int64_t n_total, pz_dtype dt, int64_t H, int 
 
 bool pz_prezero_active(int64_t m, int64_t n_total, pz_dtype dt, int64_t H, int tp,
                        const pz_device_desc *dev) {
-  const char *f = getenv("PREZERO_FORCE_GATE");
-  if (f && strcmp(f, "on") == 0) return true;
-  if (f && strcmp(f, "off") == 0) return false;
+  if (dev && dev->force_gate == 1) return true;
+  if (dev && dev->force_gate == 2) return false;
   return pz_is_prezero_free(m, n_total, dt, H, tp, dev);
 }

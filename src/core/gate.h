@@ -40,7 +40,18 @@ typedef struct pz_device_desc {
    * 1, 0) but read by no rule today (the original gate below needs only num_sms). */
   int donor_ctas_per_sm, fill_ctas_per_sm, donor_rows_per_cta;
   int64_t fill_bytes_per_cta;
+  /* Overrides (0 = none; set from the run-time options by pz_device_desc_apply_opts, so a
+   * zero-initialised description overrides nothing): */
+  int force_gate;       /* 0 the gate decides, 1 on, 2 off (PREZERO_FORCE_GATE=on|off) */
+  int ar_proto;         /* 0 by size, 1 LL, 2 flag (PREZERO_AR_PROTO=ll|flag) */
+  int ar_cluster;       /* 0 the default rule, 1 never, 2 wherever K is 2..8 (PREZERO_AR_CLUSTER=0|1) */
+  int ar_ctas_per_row;  /* 0 by the plan, else K (PREZERO_AR_CTAS_PER_ROW) */
 } pz_device_desc;
+
+struct pz_runtime_opts;
+/* Copies the gate and donor-launch overrides of o (core/options.h) into d. Every rank must use
+ * the same description (the launch depends on it). */
+void pz_device_desc_apply_opts(pz_device_desc *d, const struct pz_runtime_opts *o);
 
 /* H200 defaults, measured by pz_gate_calibrate_cuda on an H200 (bench/results/ar_h200_tp1.md):
  * 132 SMs x 2 CTAs, fill 18900 B/µs per CTA, donor 2.29 µs + m*H*14 B / 4.9e6 B/µs, fill
@@ -86,6 +97,9 @@ typedef struct pz_ar_plan {
   int64_t slice_quads;  /* float4 quads of a row each of the K CTAs owns: ceil(H/4 / K) */
 } pz_ar_plan;
 bool pz_ar_plan_for(int64_t m, int64_t H, int tp, pz_ar_plan *out);
+/* The same with dev's overrides (ar_proto, ar_cluster, ar_ctas_per_row) applied; dev may be NULL
+ * (then = pz_ar_plan_for). The plan the launcher and the gate use. Pure. */
+bool pz_ar_plan_for_dev(int64_t m, int64_t H, int tp, const pz_device_desc *dev, pz_ar_plan *out);
 
 /* Fill CTAs the donor launches to zero `bytes` bytes beside donor_ctas donor CTAs: as many
  * as the wave has spare slots (num_sms*ctas_per_sm - donor_ctas), at most
@@ -124,8 +138,8 @@ double pz_ar_donor_us(const pz_device_desc *dev, int64_t m, int64_t H);
 bool pz_is_prezero_free(int64_t m, int64_t n_total, pz_dtype dt, int64_t H, int tp,
                         const pz_device_desc *dev);
 
-/* prezero_active(m): the gate's answer for this batch, unless PREZERO_FORCE_GATE=on|off
- * overrides it (for tests). Evaluated per step / per captured batch size. */
+/* prezero_active(m): the gate's answer for this batch, unless dev->force_gate overrides it
+ * (PREZERO_FORCE_GATE=on|off, for tests). Evaluated per step / per captured batch size. Pure. */
 bool pz_prezero_active(int64_t m, int64_t n_total, pz_dtype dt, int64_t H, int tp,
                        const pz_device_desc *dev);
 

@@ -1,5 +1,6 @@
 /* pz_status strings and the per-thread last-error message. */
 #include "core/status.h"
+#include "core/options.h"
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,8 +28,7 @@ pz_status pz_error(pz_status s, const char *fmt, ...) {
 }
 
 void pz_log_propagate(const char *file, int line, const char *expr, pz_status s) {
-  const char *e = getenv("PREZERO_LOG_ERRORS");
-  if (e && e[0] == '1')
+  if (pz_runtime_log_errors()) /* PREZERO_LOG_ERRORS=1 (core/options.h) */
     fprintf(stderr, "prezero: %s:%d: %s -> %s (%s)\n", file, line, expr,
             pz_status_string(s), pz_err_msg);
 }

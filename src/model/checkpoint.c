@@ -1,6 +1,7 @@
 /* Checkpoint directory loader (checkpoint.h): shard table, name mapping of the DeepSeek family,
  * fuse / split / shard plans, dtype conversion and the load progress bar. */
 #include "model/checkpoint.h"
+#include "core/options.h"
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -420,8 +421,7 @@ static void read_row(const pz_checkpoint *ck, const src *s, int64_t r, int64_t c
 
 static void progress(pz_checkpoint *ck, int64_t add) {
   if (ck->progress < 0) {
-    const char *env = getenv("PREZERO_PROGRESS");
-    ck->progress = !(env && !strcmp(env, "0"));
+    ck->progress = pz_runtime_progress() != 0; /* PREZERO_PROGRESS=0 silences it */
     ck->tty = isatty(2);
     ck->t0 = now_s();
     ck->last_print = 0;

@@ -6,6 +6,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_pool.h"
 #include "model/builder.h"
+#include "core/options.h"
 #include "passes/passes.h"
 #include "model/checkpoint.h"
 #ifdef PZ_HAVE_CUDA
@@ -20,6 +21,7 @@ struct pz_engine {
   pz_engine_config ec;
   pz_graph *g;        /* after the passes (what the CPU executor runs and the dumps show) */
   pz_graph *g_off;    /* before the passes, kept when prezero is on: the CUDA executor plans per batch size */
+  pz_runtime_opts ro; /* the options at creation (cfg->options, else the environment) */
   pz_cpu_exec *cpu;
 #ifdef PZ_HAVE_CUDA
   pz_cuda_exec *cuda;
@@ -81,8 +83,9 @@ static pz_status build_graph(pz_engine *e, const pz_engine_config *cfg, int laye
   PZ_CHECK(pz_build_decode_graph(&e->cfg, &bo, &e->g));
   pz_pass_opts po = PZ_PASS_OPTS_INIT;
   po.prezero = cfg->prezero;
+  pz_pass_opts_apply(&po, &e->ro);
   /* On only when the pass really runs (PREZERO_DISABLE_PASSES=prezero wins over the flag). */
-  e->prezero = pz_prezero_flag(&po) && !pz_pass_disabled("prezero");
+  e->prezero = pz_prezero_flag(&po) && !pz_pass_disabled_in(po.disable, "prezero");
   if (e->prezero && cfg->device == PZ_DEVICE_CUDA) PZ_CHECK(pz_graph_clone(e->g, &e->g_off));
   return pz_run_passes(e->g, &po, NULL, NULL);
 }
@@ -101,7 +104,7 @@ static pz_status fit_cuda(pz_engine *e, const pz_engine_config *cfg) {
   for (int r = 0; r < tp; r++) devs[r] = r;
   PZ_CHECK(pz_cuda_mem_info(tp, devs, fr, tot));
   for (int r = 0; r < tp; r++) {
-    int64_t b = fr[r] - pz_cuda_default_reserve(tot[r]);
+    int64_t b = fr[r] - pz_cuda_reserve_for(tot[r], e->ro.cuda_reserve_mb);
     if (budget < 0 || b < budget) budget = b;
   }
   const int n = e->g->info.n_layers;
@@ -140,6 +143,15 @@ pz_status pz_engine_create(const pz_engine_config *cfg, pz_engine **out) {
   pz_status st;
   e->ec = *cfg;
   e->ec.model = NULL; /* not owned */
+  e->ec.options = NULL;
+  if (cfg->options) e->ro = *cfg->options;
+  else {
+    char bad[300];
+    if (pz_runtime_opts_from_env(&e->ro, bad, sizeof bad) != 0) {
+      st = pz_error(PZ_ERR_INVALID_ARG, "%s; fix or unset that variable", bad);
+      goto fail;
+    }
+  }
   if (cfg->model_dir) PZ_CHECK_GOTO(pz_checkpoint_load_config(cfg->model_dir, &e->cfg), st, fail);
   else PZ_CHECK_GOTO(pz_config_load(cfg->model, &e->cfg), st, fail);
   PZ_CHECK_GOTO(check_config(cfg, &e->cfg), st, fail);
@@ -152,6 +164,7 @@ pz_status pz_engine_create(const pz_engine_config *cfg, pz_engine **out) {
     pz_cuda_exec_opts xo = PZ_CUDA_EXEC_OPTS_INIT;
     xo.seed = cfg->seed;
     xo.prezero = e->prezero;
+    xo.runtime = &e->ro;
     pz_checkpoint *ck = NULL; /* weights from a checkpoint directory instead of the device fill */
     pz_cpu_pool *pool = NULL, *prev = pz_cpu_pool_current();
     if (cfg->model_dir) {
@@ -180,6 +193,7 @@ pz_status pz_engine_create(const pz_engine_config *cfg, pz_engine **out) {
     pz_cpu_exec_opts xo = PZ_CPU_EXEC_OPTS_INIT;
     xo.seed = cfg->seed;
     xo.threads = cfg->threads;
+    xo.runtime = &e->ro;
     pz_checkpoint *ck = NULL; /* weights from a checkpoint directory instead of the seed */
     if (cfg->model_dir) PZ_CHECK_GOTO(pz_checkpoint_open_planned(cfg->model_dir, &e->cfg, e->g, &ck), st, fail);
     xo.load_weight = ck ? pz_checkpoint_fill : NULL;

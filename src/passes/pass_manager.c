@@ -1,11 +1,12 @@
-/* Pass manager: verify() the input, then run the ordered pass list, each switchable off with
- * PREZERO_DISABLE_PASSES=name,..., each followed by verify(), with optional before/after text +
- * DOT dumps (PREZERO_DUMP_GRAPH=dir) and one statistics line per pass to opts->log. */
+/* Pass manager: verify() the input, then run the ordered pass list, each switchable off by name
+ * (opts->disable), each followed by verify(), with optional before/after text + DOT dumps
+ * (opts->dump_dir) and one statistics line per pass to opts->log. Reads no environment. */
 #include "passes/passes.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "core/options.h"
 #include "passes/prezero.h"
 
 typedef struct pz_pass_def {
@@ -13,23 +14,31 @@ typedef struct pz_pass_def {
   /* Non-zero when the pass runs for these options (before PREZERO_DISABLE_PASSES). */
   int (*wanted)(const pz_pass_opts *o);
   const char *why_off;    /* shown when wanted() says no */
-  pz_status (*run)(pz_graph *g, FILE *log, pz_pass_stats *st);
+  pz_status (*run)(pz_graph *g, const pz_pass_opts *o, FILE *log, pz_pass_stats *st);
 } pz_pass_def;
 
+static pz_status run_prezero(pz_graph *g, const pz_pass_opts *o, FILE *log, pz_pass_stats *st) {
+  pz_prezero_batch b = {.m = 0, .fires = NULL, .attn_slots = o->attn_slots == 0 ? 0 : 1};
+  return pz_pass_prezero_batch(g, &b, log, st, NULL);
+}
+
 static const pz_pass_def pass_list[] = {
-    {"prezero", pz_prezero_flag, "prezero flag off (PREZERO_ENABLE=1 or --prezero on)", pz_pass_prezero},
+    {"prezero", pz_prezero_flag, "prezero flag off (PREZERO_ENABLE=1 or --prezero on)", run_prezero},
 };
 #define N_PASSES ((int)(sizeof pass_list / sizeof pass_list[0]))
 _Static_assert(sizeof pass_list / sizeof pass_list[0] <= PZ_MAX_PASSES, "raise PZ_MAX_PASSES");
 
-int pz_prezero_flag(const pz_pass_opts *o) {
-  if (o && o->prezero >= 0) return o->prezero;
-  const char *e = getenv("PREZERO_ENABLE");
-  return e && e[0] == '1';
+int pz_prezero_flag(const pz_pass_opts *o) { return o && o->prezero == 1; }
+
+void pz_pass_opts_apply(pz_pass_opts *po, const pz_runtime_opts *ro) {
+  if (!po || !ro) return;
+  if (po->prezero < 0) po->prezero = ro->prezero == 1;
+  if (!po->dump_dir) po->dump_dir = ro->dump_graph;
+  if (!po->disable) po->disable = ro->disable_passes;
+  if (po->attn_slots < 0) po->attn_slots = ro->attn_slots;
 }
 
-int pz_pass_disabled(const char *name) {
-  const char *e = getenv("PREZERO_DISABLE_PASSES");
+int pz_pass_disabled_in(const char *e, const char *name) {
   if (!e || !name) return 0;
   size_t len = strlen(name);
   for (const char *p = e; *p;) {
@@ -51,7 +60,7 @@ static pz_status dump_one(const pz_graph *g, const char *dir, int idx, const cha
   for (int k = 0; k < 2; k++) {
     snprintf(path, sizeof path, "%s/%02d-%s.%s.%s", dir, idx, pass, when, ext[k]);
     FILE *f = fopen(path, "w");
-    if (!f) return pz_error(PZ_ERR_IO, "graph dump: cannot write %s: %s; point PREZERO_DUMP_GRAPH at a writable directory", path, strerror(errno));
+    if (!f) return pz_error(PZ_ERR_IO, "graph dump: cannot write %s: %s; point PREZERO_DUMP_GRAPH (the dump folder) at a writable directory", path, strerror(errno));
     pz_status st = k == 0 ? pz_graph_dump_text(g, f) : pz_graph_dump_dot(g, f);
     if (fclose(f) != 0 && st == PZ_OK) st = pz_error(PZ_ERR_IO, "graph dump: cannot close %s", path);
     PZ_CHECK(st);
@@ -75,25 +84,25 @@ pz_status pz_run_passes(pz_graph *g, const pz_pass_opts *o, pz_pass_stats *stats
   if (!g) return pz_error(PZ_ERR_INVALID_ARG, "pz_run_passes: no graph");
   pz_pass_opts def = PZ_PASS_OPTS_INIT;
   if (!o) o = &def;
-  const char *dir = o->dump_dir ? o->dump_dir : getenv("PREZERO_DUMP_GRAPH");
+  const char *dir = o->dump_dir;
   if (dir && !dir[0]) dir = NULL;
   PZ_CHECK(verify_after(g, "before the passes"));
   if (dir && mkdir(dir, 0777) != 0 && errno != EEXIST)
-    return pz_error(PZ_ERR_IO, "graph dump: cannot create %s: %s; point PREZERO_DUMP_GRAPH at a writable directory", dir, strerror(errno));
+    return pz_error(PZ_ERR_IO, "graph dump: cannot create %s: %s; point PREZERO_DUMP_GRAPH (the dump folder) at a writable directory", dir, strerror(errno));
   for (int i = 0; i < N_PASSES; i++) {
     const pz_pass_def *p = &pass_list[i];
     pz_pass_stats st;
     memset(&st, 0, sizeof st);
     snprintf(st.name, sizeof st.name, "%s", p->name);
     const char *off = NULL;
-    if (pz_pass_disabled(p->name)) off = "disabled by PREZERO_DISABLE_PASSES";
+    if (pz_pass_disabled_in(o->disable, p->name)) off = "disabled by PREZERO_DISABLE_PASSES";
     else if (p->wanted && !p->wanted(o)) off = p->why_off;
     if (off) {
       if (o->log) fprintf(o->log, "pass %-10s off: %s\n", p->name, off);
     } else {
       st.ran = true;
       if (dir) PZ_CHECK(dump_one(g, dir, i + 1, p->name, "before"));
-      PZ_CHECK(p->run(g, o->log, &st));
+      PZ_CHECK(p->run(g, o, o->log, &st));
       char when[64];
       snprintf(when, sizeof when, "after pass %s", p->name);
       PZ_CHECK(verify_after(g, when));

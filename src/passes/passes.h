@@ -6,12 +6,15 @@
 #include <stdio.h>
 #include "core/ir.h"
 
+/* Everything the passes read: no environment (pz_pass_opts_from_env fills these from it). */
 typedef struct pz_pass_opts {
-  int prezero;            /* -1: from PREZERO_ENABLE (default off); 0: off; 1: on */
-  const char *dump_dir;   /* NULL: from PREZERO_DUMP_GRAPH (unset: no dumps) */
+  int prezero;            /* -1 or 0: off; 1: on (PREZERO_ENABLE) */
+  const char *dump_dir;   /* NULL or "": no dumps (PREZERO_DUMP_GRAPH) */
   FILE *log;              /* statistics lines go here when non-NULL */
+  const char *disable;    /* NULL, or comma-separated pass names or "all" to skip (PREZERO_DISABLE_PASSES) */
+  int attn_slots;         /* -1 or 1: thread slices into the attention op's slots; 0: not (PREZERO_ATTN_SLOTS) */
 } pz_pass_opts;
-#define PZ_PASS_OPTS_INIT {.prezero = -1, .dump_dir = NULL, .log = NULL}
+#define PZ_PASS_OPTS_INIT {.prezero = -1, .dump_dir = NULL, .log = NULL, .disable = NULL, .attn_slots = -1}
 
 #define PZ_MAX_PASSES 8
 typedef struct pz_pass_stats {
@@ -24,11 +27,15 @@ typedef struct pz_pass_stats {
  * entries, *n_stats their count. Errors: PZ_ERR_VERIFY if a pass breaks the graph, PZ_ERR_IO
  * for dump failures, PZ_ERR_OOM. */
 pz_status pz_run_passes(pz_graph *g, const pz_pass_opts *o, pz_pass_stats *stats, int *n_stats);
-/* The effective prezero flag for o (resolves -1 through PREZERO_ENABLE). Part of any
- * captured-graph cache key. */
+/* The effective prezero flag for o (1 only when o->prezero is 1). Part of any captured-graph
+ * cache key. */
 int pz_prezero_flag(const pz_pass_opts *o);
-/* Non-zero when PREZERO_DISABLE_PASSES (comma-separated names, or "all") names this pass. */
-int pz_pass_disabled(const char *name);
+/* Non-zero when the list (comma-separated names, or "all"; NULL = none) names this pass. */
+int pz_pass_disabled_in(const char *list, const char *name);
+/* Fills the pass options from run-time options ro (core/options.h): prezero (unless *po already
+ * says 0 or 1), dump_dir, disable and attn_slots. ro's strings must outlive po. */
+struct pz_runtime_opts;
+void pz_pass_opts_apply(pz_pass_opts *po, const struct pz_runtime_opts *ro);
 /* The passes, in order: "prezero" (runs only when pz_prezero_flag() is on; see
  * passes/prezero.h). Dumps: <dir>/NN-<pass>.{before,after}.{txt,dot}, NN = 1-based position. */
 #endif

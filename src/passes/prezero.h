@@ -17,7 +17,8 @@ extern "C" {
  * check (see prezero_pass.c, consumer_output_legal), it adds one [m, n_total] f32 BUFFER
  * "<donor>.prezero_buf", turns each consumer's output into a column view of it, rewrites the
  * donor to AR_RMSNORM_MAYBE_PREZERO and the GEMMs to MM_MAYBE_PREZERO, and threads q_b / o_proj
- * slices into an MLA_ATTN node that reads those outputs (unless PREZERO_ATTN_SLOTS=0).
+ * slices into an MLA_ATTN node that reads those outputs (pz_pass_prezero_batch with
+ * attn_slots = 0 does not; the pass manager passes PREZERO_ATTN_SLOTS through pz_pass_opts).
  * Column layout per buffer: [graph GEMM outputs in node order | q_b | o_proj], each slice
  * starting at a multiple of 32 columns (128 bytes; n_total rounded up too), with
  * n_base = the start of o_proj (everything before is always zeroed by the donor) and o_proj in
@@ -58,7 +59,7 @@ typedef struct pz_prezero_batch {
   void *user;
   int tp;
   const pz_device_desc *dev;  /* the gate's description (required with fires) */
-  int attn_slots;             /* -1: PREZERO_ATTN_SLOTS (unset or 1 = on); 0: off; 1: on */
+  int attn_slots;             /* 0: no slices into the attention op's slots; else (-1, 1) on */
 } pz_prezero_batch;
 
 /* What a plan did for one donor: its buffer's columns and every candidate consumer. */

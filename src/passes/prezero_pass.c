@@ -304,17 +304,12 @@ static pz_status apply_plan(pz_graph *g, const plan *p, FILE *log, int *rewritte
   return PZ_OK;
 }
 
-static bool attn_slots_on(void) {
-  const char *e = getenv("PREZERO_ATTN_SLOTS");
-  return !(e && e[0] == '0');
-}
-
 pz_status pz_pass_prezero_batch(pz_graph *g, const pz_prezero_batch *b, FILE *log, pz_pass_stats *st,
                                 pz_prezero_report *rep) {
   if (!g) return pz_error(PZ_ERR_INVALID_ARG, "prezero pass: no graph");
   if (b && b->fires && (b->m < 1 || !b->dev || b->tp < 1))
     return pz_error(PZ_ERR_INVALID_ARG, "prezero pass: a per-batch plan needs m >= 1, tp >= 1 and a device description");
-  bool attn_slots = b ? b->attn_slots >= 0 ? b->attn_slots != 0 : attn_slots_on() : attn_slots_on();
+  bool attn_slots = !b || b->attn_slots != 0;
   int matched = 0, rewritten = 0;
   if (rep) {
     memset(rep, 0, sizeof *rep);
@@ -401,7 +396,7 @@ pz_status pz_prezero_report_print(const pz_prezero_report *r, const pz_graph *g,
       int64_t cols = pz_prezero_fill_cols(m, d->n_total, d->n_base, H, tp, dev);
       int64_t bytes = m * cols * 4;
       pz_ar_plan ap;
-      int64_t ctas = pz_ar_plan_for(m, H, tp, &ap) ? pz_ar_plan_fill_ctas(dev, &ap, bytes) : 0;
+      int64_t ctas = pz_ar_plan_for_dev(m, H, tp, dev, &ap) ? pz_ar_plan_fill_ctas(dev, &ap, bytes) : 0;
       double us = dev->fill_penalty_bytes_per_us > 0 ? bytes / dev->fill_penalty_bytes_per_us : 0;
       bytes_all += bytes;
       us_all += us;

@@ -220,8 +220,12 @@ static void test_tp1(const pz_device_desc *dd, int quick) {
         free(w);
         rank_free(&r);
       }
-  /* K = 3 CTAs per row on one GPU: the local sum-of-squares handshake. */
-  setenv("PREZERO_AR_CTAS_PER_ROW", "3", 1);
+  /* K = 3 CTAs per row on one GPU: the local sum-of-squares handshake (the override travels in
+   * the device description: PREZERO_AR_CTAS_PER_ROW=3 through the options reader). */
+  pz_device_desc k3 = *dd;
+  k3.ar_ctas_per_row = 3;
+  const pz_device_desc *dd0 = dd;
+  dd = &k3;
   {
     Rank r;
     rank_alloc(&r, 0, 9, 7168);
@@ -237,7 +241,7 @@ static void test_tp1(const pz_device_desc *dd, int quick) {
   }
   /* The same through a thread-block cluster of 3 (distributed shared memory), with a fill
    * whose CTA count is rounded to the cluster size. */
-  setenv("PREZERO_AR_CLUSTER", "1", 1);
+  k3.ar_cluster = 2; /* PREZERO_AR_CLUSTER=1 */
   {
     Rank r;
     rank_alloc(&r, 0, 9, 7168);
@@ -258,8 +262,7 @@ static void test_tp1(const pz_device_desc *dd, int quick) {
     free(w);
     rank_free(&r);
   }
-  unsetenv("PREZERO_AR_CLUSTER");
-  unsetenv("PREZERO_AR_CTAS_PER_ROW");
+  dd = dd0;
   /* zero_fill: f32 and bf16, full and n_base-only, odd widths (tails), with guard bands. */
   {
     const int64_t m = 7, H = 2048;
@@ -423,8 +426,9 @@ static void test_tp2(const pz_device_desc *dd) {
     for (int pi = 0; pi < 2; pi++)
       for (int ki = 0; ki < 3; ki++)
         for (int mi = 0; mi < 3; mi++) {
-          setenv("PREZERO_AR_PROTO", protos[pi], 1);
-          setenv("PREZERO_AR_CTAS_PER_ROW", ks[ki], 1);
+          pz_device_desc forced = *dd;
+          forced.ar_proto = pi + 1; /* 1 ll, 2 flag */
+          forced.ar_ctas_per_row = atoi(ks[ki]);
           int64_t m = pm[mi], H = 5120;
           Rank ranks[2];
           pz_bf16 *w = make_weight(H);
@@ -436,7 +440,7 @@ static void test_tp2(const pz_device_desc *dd) {
           pz_ar_rmsnorm_args a[2];
           for (int r = 0; r < 2; r++) { rank_upload(&ranks[r], w); a[r] = rank_args(&ranks[r], m, true); }
           for (int it = 0; it < 3; it++) { /* sequence numbers advance; in place: re-upload after */
-            CHECK_OK(pz_ar_rmsnorm_launch_all(c, a, dd, st));
+            CHECK_OK(pz_ar_rmsnorm_launch_all(c, a, &forced, st));
             for (int r = 0; r < 2; r++) { CU(cudaSetDevice(r)); CU(cudaStreamSynchronize(st[r])); }
             if (it < 2) for (int r = 0; r < 2; r++) rank_upload(&ranks[r], w);
           }
@@ -447,13 +451,11 @@ static void test_tp2(const pz_device_desc *dd) {
           free(w);
           for (int r = 0; r < 2; r++) rank_free(&ranks[r]);
         }
-    unsetenv("PREZERO_AR_PROTO");
-    unsetenv("PREZERO_AR_CTAS_PER_ROW");
   }
   /* NCCL path with contiguous rows, bit-identical to the reference on integer inputs. */
   {
     pz_nccl *n = NULL;
-    if (pz_nccl_create(c, &n) == PZ_OK) {
+    if (pz_nccl_create(c, getenv("PREZERO_NCCL_LIB"), &n) == PZ_OK) {
       const int64_t m = 16, H = 7168;
       pz_bf16 *w = make_weight(H);
       Rank ranks[2];

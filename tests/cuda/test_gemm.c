@@ -7,6 +7,7 @@
 #include <string.h>
 #include "backend/cuda/gemm.h"
 #include "core/status.h"
+#include "core/options.h"
 #include "pz_test.h"
 
 #define G 8 /* guard columns on each side of the C slice */
@@ -338,26 +339,47 @@ static void check_bad_shapes(prob *p) {
   out_free(&o);
 }
 
+/* A handle with explicit options: forced flavour ("" none) and the tuner switch. */
+static pz_gemm_ctx *mk(const char *force, int tuner, pz_status want) {
+  pz_runtime_opts ro;
+  pz_runtime_opts_default(&ro);
+  const char *cd = getenv("PREZERO_CACHE_DIR");
+  if (cd) snprintf(ro.cache_dir, sizeof ro.cache_dir, "%s", cd);
+  snprintf(ro.gemm_force, sizeof ro.gemm_force, "%s", force);
+  ro.gemm_tuner = tuner;
+  pz_gemm_ctx *h = NULL;
+  CHECK_ST(pz_gemm_ctx_create_opts(&ro, &h), want);
+  return h;
+}
+
 static void check_choose(void) {
   pz_gemm_config c;
   bool sk = true;
+  pz_gemm_ctx *h1 = mk("fullk", 1, PZ_OK);
+  if (h1) CHECK_OK(pz_gemm_choose(h1, 8, 2112, 7168, false, &c, &sk));
+  CHECK(h1 && c.flavour == PZ_GEMM_FULLK && !sk && c.splits == 1);
+  pz_gemm_ctx_destroy(h1);
+  pz_gemm_ctx *h2 = mk("atomic", 1, PZ_OK);
+  if (h2) CHECK_OK(pz_gemm_choose(h2, 8, 2112, 7168, false, &c, &sk));
+  CHECK(h2 && c.flavour == PZ_GEMM_SPLITK_ATOMIC && sk && c.splits >= 2);
+  if (h2) CHECK_OK(pz_gemm_choose(h2, 8, 2112, 7168, true, &c, &sk));
+  CHECK(h2 && c.flavour == PZ_GEMM_MEMSET_SPLITK && sk);
+  pz_gemm_ctx_destroy(h2);
+  CHECK(mk("bogus", 1, PZ_ERR_INVALID_ARG) == NULL); /* refused when the handle is made */
+  /* the environment still sets the options of a handle made without them */
   setenv("PREZERO_GEMM_FORCE", "fullk", 1);
-  CHECK_OK(pz_gemm_choose(ctx, 8, 2112, 7168, false, &c, &sk));
-  CHECK(c.flavour == PZ_GEMM_FULLK && !sk && c.splits == 1);
-  setenv("PREZERO_GEMM_FORCE", "atomic", 1);
-  CHECK_OK(pz_gemm_choose(ctx, 8, 2112, 7168, false, &c, &sk));
-  CHECK(c.flavour == PZ_GEMM_SPLITK_ATOMIC && sk && c.splits >= 2);
-  CHECK_OK(pz_gemm_choose(ctx, 8, 2112, 7168, true, &c, &sk));
-  CHECK(c.flavour == PZ_GEMM_MEMSET_SPLITK && sk);
-  setenv("PREZERO_GEMM_FORCE", "bogus", 1);
-  CHECK_ST(pz_gemm_choose(ctx, 8, 2112, 7168, false, &c, &sk), PZ_ERR_INVALID_ARG);
+  pz_gemm_ctx *he = NULL;
+  CHECK_OK(pz_gemm_ctx_create(&he));
   unsetenv("PREZERO_GEMM_FORCE");
-  setenv("PREZERO_GEMM_TUNER", "0", 1);
-  CHECK_OK(pz_gemm_choose(ctx, 4, 384, 7168, false, &c, &sk));
+  if (he) CHECK_OK(pz_gemm_choose(he, 8, 2112, 7168, false, &c, &sk));
+  CHECK(he && c.flavour == PZ_GEMM_FULLK); /* read at creation: unsetting it later changes nothing */
+  pz_gemm_ctx_destroy(he);
+  pz_gemm_ctx *h3 = mk("", 0, PZ_OK);
+  if (h3) CHECK_OK(pz_gemm_choose(h3, 4, 384, 7168, false, &c, &sk));
   pz_gemm_config h = pz_gemm_heuristic(pz_gemm_ctx_sm_count(ctx), 4, 384, 7168, false, pz_gemm_ctx_has_wgmma(ctx));
-  CHECK(c.flavour == h.flavour && c.splits == h.splits && c.wt == h.wt);
+  CHECK(h3 && c.flavour == h.flavour && c.splits == h.splits && c.wt == h.wt);
   CHECK(sk == (h.flavour == PZ_GEMM_SPLITK_ATOMIC));
-  unsetenv("PREZERO_GEMM_TUNER");
+  pz_gemm_ctx_destroy(h3);
   /* A prezero consumer (zero_init = false) runs the baseline's kernel minus its zeroing. */
   static const int shapes[][3] = {{1, 2112, 7168}, {8, 3072, 1536}, {32, 7168, 2048}, {128, 384, 7168}};
   for (int i = 0; i < 4; i++) {

@@ -20,7 +20,14 @@
 #define TOL_MAX 6e-2
 
 static uint32_t rng = 777;
-static pz_gemm_ctx *G = NULL; /* one split-K GEMM handle for every case (cuBLAS starts once) */
+static pz_gemm_ctx *G = NULL; /* the split-K GEMM handle of the cases */
+
+/* A new handle from the environment as it is now (options are read when a handle is made). */
+static void remake_G(void) {
+  pz_gemm_ctx_destroy(G);
+  G = NULL;
+  CHECK_OK(pz_gemm_ctx_create(&G));
+}
 static uint32_t next_u32(void) {
   rng ^= rng << 13;
   rng ^= rng >> 17;
@@ -235,6 +242,7 @@ static void check_step(pz_mla_cuda_ctx *c, const layer *l, int m, int64_t ctx) {
 static void check_slots(const shape *s) {
   setenv("PREZERO_GEMM_SPLITS", "2", 1);
   setenv("PREZERO_GEMM_TUNER", "0", 1);
+  remake_G();
   layer l;
   layer_make(&l, s, 128);
   pz_gemm_ctx *g = G;
@@ -316,6 +324,7 @@ static void check_slots(const shape *s) {
   layer_free(&l);
   unsetenv("PREZERO_GEMM_SPLITS");
   unsetenv("PREZERO_GEMM_TUNER");
+  remake_G();
 }
 
 static void run_shape(const shape *s, const int *ms, int nm, const int64_t *ctxs, int nc, int m_max) {
@@ -374,21 +383,28 @@ int main(void) {
     const int ms[] = {3};
     const int64_t ctx[] = {300};
     setenv("PREZERO_MLA_SPLITS", "1", 1);
+    remake_G();
     run_shape(&K2_TP4, ms, 1, ctx, 1, 8);
     setenv("PREZERO_MLA_SPLITS", "64", 1);
+    remake_G();
     run_shape(&K2_TP4, ms, 1, ctx, 1, 8);
     unsetenv("PREZERO_MLA_SPLITS");
+    remake_G();
   }
   {
     /* the version-1 attention kernel (PREZERO_MLA_ATTN=1) stays correct too */
     const int ms[] = {3, 64};
     const int64_t ctx[] = {7, 300};
     setenv("PREZERO_MLA_ATTN", "1", 1);
+    remake_G();
     run_shape(&TINY, ms, 2, ctx, 2, 64);
     run_shape(&K2_TP4, ms, quick ? 1 : 2, ctx, 2, 64);
     run_shape(&K2_TP1, ms, 1, ctx, 2, 8);
+    unsetenv("PREZERO_MLA_ATTN"); /* check_slots makes its own handle: keep v1 for it */
+    setenv("PREZERO_MLA_ATTN", "1", 1);
     check_slots(&K2_TP4);
     unsetenv("PREZERO_MLA_ATTN");
+    remake_G();
   }
   check_slots(&K2_TP4);
   check_slots(&TINY);

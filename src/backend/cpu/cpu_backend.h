@@ -16,14 +16,16 @@ typedef struct pz_cpu_exec_opts {
    * hash; dst holds pz_tensor_span(t) elements of t->dtype. An error aborts the creation. */
   pz_status (*load_weight)(void *user, const pz_tensor *t, int rank, void *dst);
   void *load_user;
+  const struct pz_runtime_opts *runtime; /* switches (core/options.h) read once at creation; NULL: the environment */
 } pz_cpu_exec_opts;
+struct pz_runtime_opts;
 #define PZ_CPU_MAX_THREADS 1024
 #define PZ_CPU_EXEC_OPTS_INIT {.seed = 1234, .threads = 0, .poison = 0}
 
 /* Executor notes (SplitMix64: Steele, Lea, Flood, "Fast splittable pseudorandom number
  * generators", OOPSLA 2014, constants of prng.di.unimi.it/splitmix64.c; FNV-1a 64-bit: offset
  * basis 0xcbf29ce484222325, prime 0x100000001b3):
- * - threads: opts.threads, or PREZERO_CPU_THREADS=N when it is 0 (1: no worker threads). Work is
+ * - threads: opts.threads, or the option cpu_threads (PREZERO_CPU_THREADS=N) when it is 0 (1: no worker threads). Work is
  *   split by output element, so results are bit-identical for every thread count.
  * - dev.num_sms <= 0 (as PZ_CPU_EXEC_OPTS_INIT leaves it) means pz_device_desc_default().
  * - Weight values: init_offset + init_scale * u, u in [-1, 1) = top 24 bits of output
@@ -52,7 +54,7 @@ typedef struct pz_cpu_ctx {
 /* The worker threads an executor asked for `req` threads starts: req when > 0 (a flag beats the
  * environment), else PREZERO_CPU_THREADS when set and > 0, else the cores (at most 64); never
  * above PZ_CPU_MAX_THREADS. */
-int pz_cpu_threads_for(int req);
+int pz_cpu_threads_for(int req, int opt_threads);
 pz_status pz_cpu_exec_create(const pz_graph *g, const pz_cpu_exec_opts *opts, pz_cpu_exec **out);
 /* One decode step for m <= g->info.m sequences: tokens[m] i32 in, pos[m] i32 (tokens already
  * in each sequence's KV cache, < max_ctx), next[m] i32 out (greedy argmax; may be NULL).

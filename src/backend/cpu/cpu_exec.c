@@ -1,6 +1,7 @@
 /* CPU executor: per-rank storage for every tensor, deterministic weight / KV-cache fill, and the
  * decode step that runs every node for every TP rank (collectives once, over all ranks). */
 #include "backend/cpu/cpu_backend.h"
+#include "core/options.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/cpu_pool.h"
 #include "core/fill_rule.h"
@@ -108,11 +109,10 @@ static pz_status fill_tensor(pz_cpu_exec *e, int r, const pz_tensor *t) {
 
 /* ------------------------------------------------------------ create / free */
 
-/* Worker threads: the request (a flag beats the environment), else PREZERO_CPU_THREADS, else
- * the cores; at most PZ_CPU_MAX_THREADS (more only fails in pthread_create and cannot be faster). */
-int pz_cpu_threads_for(int req) {
-  const char *env = getenv("PREZERO_CPU_THREADS");
-  if (req <= 0 && env && atoi(env) > 0) req = atoi(env);
+/* Worker threads: the request (a flag beats the environment), else the option (PREZERO_CPU_THREADS),
+ * else the cores; at most PZ_CPU_MAX_THREADS (more only fails in pthread_create and cannot be faster). */
+int pz_cpu_threads_for(int req, int opt_threads) {
+  if (req <= 0 && opt_threads > 0) req = opt_threads;
   if (req > PZ_CPU_MAX_THREADS) req = PZ_CPU_MAX_THREADS;
   if (req > 0) return req;
   long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -148,6 +148,16 @@ pz_status pz_cpu_exec_create(const pz_graph *g, const pz_cpu_exec_opts *opts, pz
   pz_cpu_exec_opts def = PZ_CPU_EXEC_OPTS_INIT;
   e->opts = opts ? *opts : def;
   if (e->opts.dev.num_sms <= 0) pz_device_desc_default(&e->opts.dev);
+  pz_runtime_opts ro;
+  if (e->opts.runtime) ro = *e->opts.runtime;
+  else {
+    char bad[300];
+    if (pz_runtime_opts_from_env(&ro, bad, sizeof bad) != 0) {
+      free(e);
+      return pz_error(PZ_ERR_INVALID_ARG, "cpu exec: %s", bad);
+    }
+  }
+  pz_device_desc_apply_opts(&e->opts.dev, &ro); /* PREZERO_FORCE_GATE, the donor-launch overrides */
   e->tp = g->info.tp;
   PZ_CHECK_GOTO(pz_graph_clone(g, &e->g), st, fail);
   const int nt = e->g->n_tensors;
@@ -155,7 +165,7 @@ pz_status pz_cpu_exec_create(const pz_graph *g, const pz_cpu_exec_opts *opts, pz
   e->store = calloc((size_t)e->tp * (size_t)(nt ? nt : 1), sizeof(void *));
   e->data = calloc((size_t)e->tp, sizeof(void **));
   if (!e->store || !e->data) { st = pz_error(PZ_ERR_OOM, "cpu exec allocation"); goto fail; }
-  PZ_CHECK_GOTO(pz_cpu_pool_create(pz_cpu_threads_for(e->opts.threads), &e->pool), st, fail);
+  PZ_CHECK_GOTO(pz_cpu_pool_create(pz_cpu_threads_for(e->opts.threads, ro.cpu_threads), &e->pool), st, fail);
   pz_cpu_pool *prev = pz_cpu_pool_current();
   pz_cpu_pool_bind(e->pool);
   for (int r = 0; r < e->tp; r++) {

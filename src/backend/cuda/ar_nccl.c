@@ -25,10 +25,10 @@ struct pz_nccl {
 
 static const char *nccl_err(pz_nccl *n, int r) { return n->err ? n->err(r) : "?"; }
 
-pz_status pz_nccl_create(const pz_comm *c, pz_nccl **out) {
+pz_status pz_nccl_create(const pz_comm *c, const char *lib_name, pz_nccl **out) {
   *out = NULL;
   setenv("NCCL_NVLS_ENABLE", "0", 1);
-  const char *names[] = {getenv("PREZERO_NCCL_LIB"), "libnccl.so.2", "libnccl.so"};
+  const char *names[] = {lib_name, "libnccl.so.2", "libnccl.so"};
   void *lib = NULL;
   for (int i = 0; i < 3 && !lib; i++)
     if (names[i] && *names[i]) lib = dlopen(names[i], RTLD_NOW | RTLD_GLOBAL);

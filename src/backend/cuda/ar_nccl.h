@@ -13,11 +13,11 @@ extern "C" {
 
 typedef struct pz_nccl pz_nccl;
 
-/* Loads NCCL (PREZERO_NCCL_LIB, else libnccl.so.2, else libnccl.so) and creates one NCCL
+/* Loads NCCL (lib_name when non-empty: PREZERO_NCCL_LIB; else libnccl.so.2, else libnccl.so) and creates one NCCL
  * communicator per rank of c with ncclCommInitAll over c's devices. Sets NCCL_NVLS_ENABLE=0
  * (NVLink multicast must stay off). Errors: PZ_ERR_UNSUPPORTED (no NCCL library: the message
  * says how to point at one), PZ_ERR_NCCL (with NCCL's error string), PZ_ERR_OOM. */
-pz_status pz_nccl_create(const pz_comm *c, pz_nccl **out);
+pz_status pz_nccl_create(const pz_comm *c, const char *lib_name, pz_nccl **out);
 /* Destroys the communicators and frees n (the NCCL library stays loaded); NULL is ignored. */
 void pz_nccl_destroy(pz_nccl *n);
 

@@ -109,9 +109,7 @@ pz_status pz_comm_create(const pz_comm_config *cfg, pz_comm **out) {
   pz_comm *c = (pz_comm *)calloc(1, sizeof *c);
   if (!c) return pz_error(PZ_ERR_OOM, "comm: out of host memory");
   c->cfg = *cfg;
-  long long tus = cfg->timeout_us;
-  const char *te = getenv("PREZERO_AR_TIMEOUT_US");
-  if (te && *te) tus = atoll(te);
+  long long tus = cfg->timeout_us; /* the executor puts PREZERO_AR_TIMEOUT_US here */
   c->inbox_bytes = cfg->tp > 1 ? (size_t)2 * cfg->tp * cfg->max_m * (cfg->max_H / 2) * sizeof(uint4) : 0;
   c->raw_bytes = cfg->tp > 1 ? (size_t)2 * cfg->tp * cfg->max_m * (cfg->max_H / 4) * sizeof(float4) : 0;
   c->flag_bytes = cfg->tp > 1 ? (size_t)2 * cfg->tp * cfg->max_m * 16 * sizeof(unsigned) : 0;

@@ -12,6 +12,7 @@
 #include "backend/cuda/gate_cuda.h"
 #include "backend/cuda/profile.h"
 #include "backend/cuda/runtime.h"
+#include "core/options.h"
 #include "passes/prezero.h"
 
 #define ALIGN 256
@@ -24,7 +25,6 @@ typedef struct graph_slot {
   int64_t M;
   int prezero;
   int force;                    /* pz_gemm_flavour every AUTO GEMM was forced to (AUTO: none) */
-  char gate_env[8];             /* PREZERO_FORCE_GATE at capture ("" when unset) */
   cudaGraph_t graph[PZ_CUDA_MAX_TP];
   cudaGraphExec_t exec[PZ_CUDA_MAX_TP];
 } graph_slot;
@@ -41,6 +41,7 @@ typedef struct exec_variant {
 
 struct pz_cuda_exec {
   pz_graph *g;                  /* the graph given (the OFF graph in per-batch mode) */
+  pz_runtime_opts ro;           /* the options at creation (opts->runtime, else the environment) */
   bool per_batch;               /* opts.prezero on a graph with no prezero op: the pass runs per batch size */
   bool plan_static;             /* per-batch with PREZERO_PLAN_PER_BATCH=0: the static rewrite at every size */
   int on;                       /* per-batch: the graph set steps use (0 OFF, 1 ON); else opts.prezero */
@@ -124,7 +125,7 @@ static void set_sizes(pz_cuda_exec *e) {
     n = e->opts.n_capture > PZ_CUDA_MAX_CAPTURE ? PZ_CUDA_MAX_CAPTURE : e->opts.n_capture;
     memcpy(req, e->opts.capture, sizeof(int) * (size_t)n);
   } else {
-    n = parse_sizes(getenv("PREZERO_CUDA_GRAPH_SIZES"), req, PZ_CUDA_MAX_CAPTURE);
+    n = parse_sizes(e->ro.cuda_graph_sizes, req, PZ_CUDA_MAX_CAPTURE);
     if (n == 0) {
       n = (int)(sizeof default_sizes / sizeof default_sizes[0]);
       memcpy(req, default_sizes, sizeof default_sizes);
@@ -137,11 +138,10 @@ static void set_sizes(pz_cuda_exec *e) {
   e->sizes[e->n_sizes++] = (int)e->max_m;
 }
 
-static bool graphs_wanted(int opt) {
+static bool graphs_wanted(int opt, const pz_runtime_opts *ro) {
   if (opt == 0) return false;
   if (opt == 1) return true;
-  const char *v = getenv("PREZERO_CUDA_GRAPH");
-  return !(v && strcmp(v, "0") == 0);
+  return ro->cuda_graph != 0;
 }
 
 /* ------------------------------------------------------------------ create / free */
@@ -162,7 +162,7 @@ static pz_status check_memory(pz_cuda_exec *e, int64_t need) {
   for (int r = 0; r < e->tp; r++) devs[r] = e->ranks[r].device;
   PZ_CHECK(pz_cuda_mem_info(e->tp, devs, fr, tot));
   for (int r = 0; r < e->tp; r++) {
-    int64_t reserve = e->opts.reserve_bytes > 0 ? e->opts.reserve_bytes : pz_cuda_default_reserve(tot[r]);
+    int64_t reserve = e->opts.reserve_bytes > 0 ? e->opts.reserve_bytes : pz_cuda_reserve_for(tot[r], e->ro.cuda_reserve_mb);
     if (need + reserve > fr[r])
       return pz_error(PZ_ERR_OOM,
                       "CUDA executor: rank %d needs %.2f GiB on GPU %d for the model's tensors, but only %.2f GiB are free "
@@ -214,8 +214,9 @@ static int64_t extra_layout(const pz_graph *g, int n_off, int64_t *offset) {
 /* Runs the pass for batch m on a copy of the OFF graph (b NULL: the static rewrite). */
 static pz_status plan_graph(pz_cuda_exec *e, int64_t m, bool all, pz_graph **gv, pz_prezero_report *rep) {
   PZ_CHECK(pz_graph_clone(e->g, gv));
-  pz_prezero_batch b = {.m = m, .fires = cuda_fires, .user = e, .tp = e->tp, .dev = &e->dev, .attn_slots = -1};
-  pz_status st = pz_pass_prezero_batch(*gv, all ? NULL : &b, NULL, NULL, rep);
+  pz_prezero_batch b = {.m = m, .fires = cuda_fires, .user = e, .tp = e->tp, .dev = &e->dev, .attn_slots = e->ro.attn_slots};
+  pz_prezero_batch bs = {.m = 0, .attn_slots = e->ro.attn_slots}; /* the static rewrite */
+  pz_status st = pz_pass_prezero_batch(*gv, all ? &bs : &b, NULL, NULL, rep);
   if (st == PZ_OK) st = pz_graph_verify(*gv);
   if (st != PZ_OK) {
     pz_graph_free(*gv);
@@ -356,8 +357,7 @@ static int64_t find_max_ctx(const pz_graph *g) {
  * at least the longest weight row. */
 static size_t load_chunk(const pz_cuda_exec *e) {
   int64_t c = e->opts.load_chunk_bytes;
-  const char *v = getenv("PREZERO_CUDA_LOAD_CHUNK_KB");
-  if (c <= 0 && v && atoll(v) > 0) c = atoll(v) * 1024;
+  if (c <= 0 && e->ro.cuda_load_chunk_kb > 0) c = e->ro.cuda_load_chunk_kb * 1024;
   if (c <= 0) c = (int64_t)64 << 20;
   for (int t = 0; t < e->g->n_tensors; t++) {
     const pz_tensor *x = &e->g->tensors[t];
@@ -460,11 +460,16 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
   PZ_CHECK_GOTO(pz_graph_clone(g, &e->g), st, fail);
   e->max_m = g->info.m;
   e->max_ctx = find_max_ctx(g);
-  e->graphs = graphs_wanted(o->graphs);
-  {
-    const char *sv = getenv("PREZERO_CUDA_SYNC");
-    e->sync_nodes = sv && strcmp(sv, "1") == 0;
+  if (o->runtime) e->ro = *o->runtime;
+  else {
+    char bad[300];
+    if (pz_runtime_opts_from_env(&e->ro, bad, sizeof bad) != 0) {
+      st = pz_error(PZ_ERR_INVALID_ARG, "CUDA executor: %s", bad);
+      goto fail;
+    }
   }
+  e->graphs = graphs_wanted(o->graphs, &e->ro);
+  e->sync_nodes = e->ro.cuda_sync != 0;
   set_sizes(e);
   const int nt = e->g->n_tensors;
   e->offset = calloc((size_t)(nt ? nt : 1), sizeof(int64_t));
@@ -472,10 +477,7 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
   e->arena_bytes = layout(e->g, e->offset, &e->cand_offset);
   e->on = o->prezero != 0;
   e->per_batch = o->prezero && !graph_has_prezero(e->g);
-  {
-    const char *pb = getenv("PREZERO_PLAN_PER_BATCH");
-    e->plan_static = e->per_batch && pb && strcmp(pb, "0") == 0;
-  }
+  e->plan_static = e->per_batch && !e->ro.plan_per_batch;
   memset(e->var_of_m, -1, sizeof e->var_of_m);
   e->var[0].g = e->g;
   e->n_var = 1;
@@ -496,18 +498,13 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
   for (int r = 0; r < tp; r++) cc.devices[r] = devs[r];
   cc.max_m = e->max_m;
   cc.max_H = (e->g->info.hidden + 7) / 8 * 8;
+  if (e->ro.ar_timeout_us >= 0) cc.timeout_us = e->ro.ar_timeout_us;
   PZ_CHECK_GOTO(pz_comm_create(&cc, &e->comm), st, fail);
-  {
-    const char *algo = getenv("PREZERO_AR_ALGO");
-    if (algo && *algo && strcmp(algo, "nccl") != 0 && strcmp(algo, "fused") != 0) {
-      st = pz_error(PZ_ERR_INVALID_ARG, "CUDA executor: PREZERO_AR_ALGO=%s; use fused (default) or nccl", algo);
-      goto fail;
-    }
-    if (algo && strcmp(algo, "nccl") == 0) PZ_CHECK_GOTO(pz_nccl_create(e->comm, &e->nccl), st, fail);
-  }
+  if (strcmp(e->ro.ar_algo, "nccl") == 0) PZ_CHECK_GOTO(pz_nccl_create(e->comm, e->ro.nccl_lib, &e->nccl), st, fail);
 
   if (o->dev.num_sms > 0) e->dev = o->dev;
   else PZ_CHECK_GOTO(pz_gate_calibrate_cuda(devs[0], &e->dev), st, fail);
+  pz_device_desc_apply_opts(&e->dev, &e->ro); /* PREZERO_FORCE_GATE, PREZERO_AR_PROTO / _CLUSTER / _CTAS_PER_ROW */
 
   for (int r = 0; r < tp; r++) {
     pz_cuda_rank *R = &e->ranks[r];
@@ -517,7 +514,7 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
       st = pz_error(PZ_ERR_CUDA, "CUDA executor: stream creation on GPU %d", R->device);
       goto fail;
     }
-    PZ_CHECK_GOTO(pz_gemm_ctx_create(&R->gemm), st, fail);
+    PZ_CHECK_GOTO(pz_gemm_ctx_create_opts(&e->ro, &R->gemm), st, fail);
     PZ_CHECK_GOTO(pz_cuda_ops_prepare(e->g, R), st, fail);
     if (e->nccl && cudaMalloc((void **)&R->ar_tmp, sizeof(float) * (size_t)(e->max_m * e->g->info.hidden)) != cudaSuccess) {
       cudaGetLastError();
@@ -679,11 +676,6 @@ static pz_status run_nodes(pz_cuda_exec *e, int64_t m, bool capturing) {
   return PZ_OK;
 }
 
-static const char *gate_env(void) {
-  const char *v = getenv("PREZERO_FORCE_GATE");
-  return v ? v : "";
-}
-
 /* The captured graphs of batch M for the current key, capturing them when missing. */
 static pz_status get_slot(pz_cuda_exec *e, int64_t M, graph_slot **out) {
   int idx = -1;
@@ -691,8 +683,7 @@ static pz_status get_slot(pz_cuda_exec *e, int64_t M, graph_slot **out) {
     if (e->sizes[i] == M) idx = i;
   if (idx < 0) return pz_error(PZ_ERR_INVALID_ARG, "CUDA executor: batch %lld is not a captured size", (long long)M);
   graph_slot *s = &e->slots[e->force != PZ_GEMM_AUTO ? 2 : e->per_batch ? e->on : 0][idx];
-  const char *ge = gate_env();
-  if (s->valid && s->M == M && s->prezero == e->on && s->force == e->force && strncmp(s->gate_env, ge, sizeof s->gate_env - 1) == 0) {
+  if (s->valid && s->M == M && s->prezero == e->on && s->force == e->force) {
     *out = s;
     return PZ_OK;
   }
@@ -725,7 +716,6 @@ static pz_status get_slot(pz_cuda_exec *e, int64_t M, graph_slot **out) {
   s->M = M;
   s->prezero = e->on;
   s->force = e->force;
-  snprintf(s->gate_env, sizeof s->gate_env, "%s", ge);
   *out = s;
   return PZ_OK;
 }
@@ -786,7 +776,7 @@ static pz_status wait_all(pz_cuda_exec *e) {
     PZ_CUDA_CHECK(cudaSetDevice(e->ranks[r].device));
     PZ_CUDA_CHECK(cudaStreamSynchronize(e->ranks[r].stream));
   }
-  if (getenv("PREZERO_AR_TIMEOUT_US")) PZ_CHECK(pz_comm_check(e->comm));
+  if (e->ro.ar_timeout_us >= 0) PZ_CHECK(pz_comm_check(e->comm));
   return PZ_OK;
 }
 

@@ -45,9 +45,12 @@ typedef struct pz_cuda_exec_opts {
   pz_status (*load_weight)(void *user, const pz_tensor *t, int rank, int64_t row0, int64_t n_rows, void *dst);
   void *load_user;
   int64_t load_chunk_bytes;   /* 0: PREZERO_CUDA_LOAD_CHUNK_KB (KiB), else 64 MiB; raised to one row when smaller */
+  const struct pz_runtime_opts *runtime; /* every other switch (core/options.h), read once at creation;
+                                 NULL: from the environment (pz_runtime_opts_from_env) */
 } pz_cuda_exec_opts;
 #define PZ_CUDA_EXEC_OPTS_INIT {.seed = 1234, .n_devices = 0, .graphs = -1, .n_capture = 0, .prezero = 0, \
-                                .poison = 0, .reserve_bytes = 0}
+                                .poison = 0, .reserve_bytes = 0, .runtime = NULL}
+struct pz_runtime_opts;
 
 typedef struct pz_cuda_exec pz_cuda_exec;
 

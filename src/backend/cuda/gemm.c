@@ -6,6 +6,7 @@
 #include <string.h>
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/tuner.h"
+#include "core/options.h"
 
 #define PZ_GEMM_SEM_CAPACITY (1 << 16)
 #define PZ_GEMM_CUBLAS_WS (32u << 20)
@@ -20,7 +21,26 @@ struct pz_gemm_ctx {
   void *cublas_ws;
   pz_tuner_table table;
   pz_gemm_flavour force; /* AUTO: none; else what every AUTO launch resolves to (baselines) */
+  pz_runtime_opts ro;    /* the options at creation (core/options.h) */
+  pz_gemm_flavour env_force; /* ro.gemm_force parsed (AUTO: none) */
 };
+
+/* Reads the GEMM options of ro into c; PZ_ERR_INVALID_ARG for a bad PREZERO_GEMM_FORCE. */
+static pz_status take_opts(pz_gemm_ctx *c, const pz_runtime_opts *ro) {
+  c->ro = *ro;
+  c->env_force = PZ_GEMM_AUTO;
+  if (ro->gemm_force[0]) {
+    c->env_force = pz_gemm_flavour_parse(ro->gemm_force);
+    if (c->env_force == PZ_GEMM_FLAVOUR_COUNT)
+      return pz_error(PZ_ERR_INVALID_ARG, "PREZERO_GEMM_FORCE=%s: use atomic|zero|memset|fullk|serial|cublas or 1..6",
+                      ro->gemm_force);
+  }
+  if (ro->gemm_wt > 0 && ro->gemm_wt != 1 && ro->gemm_wt != 2 && ro->gemm_wt != 4)
+    return pz_error(PZ_ERR_INVALID_ARG, "PREZERO_GEMM_WT=%d: use 1, 2 or 4 (4 only with the wgmma kernel)", ro->gemm_wt);
+  if (ro->gemm_warps > 0 && ro->gemm_warps != 4 && ro->gemm_warps != 8)
+    return pz_error(PZ_ERR_INVALID_ARG, "PREZERO_GEMM_WARPS=%d: use 4 or 8", ro->gemm_warps);
+  return PZ_OK;
+}
 
 static const char *const flavour_names[PZ_GEMM_FLAVOUR_COUNT] = {"auto", "atomic", "zero", "memset",
                                                                   "fullk", "serial", "cublas"};
@@ -38,6 +58,17 @@ pz_gemm_flavour pz_gemm_flavour_parse(const char *s) {
 }
 
 pz_status pz_gemm_ctx_create(pz_gemm_ctx **out) {
+  pz_runtime_opts ro;
+  char bad[300];
+  if (pz_runtime_opts_from_env(&ro, bad, sizeof bad) != 0) {
+    *out = NULL;
+    return pz_error(PZ_ERR_INVALID_ARG, "pz_gemm_ctx_create: %s", bad);
+  }
+  return pz_gemm_ctx_create_opts(&ro, out);
+}
+
+pz_status pz_gemm_ctx_create_opts(const pz_runtime_opts *ro, pz_gemm_ctx **out) {
+  if (!out || !ro) return pz_error(PZ_ERR_INVALID_ARG, "pz_gemm_ctx_create_opts: NULL argument");
   *out = NULL;
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -46,7 +77,11 @@ pz_status pz_gemm_ctx_create(pz_gemm_ctx **out) {
   }
   pz_gemm_ctx *c = calloc(1, sizeof *c);
   if (!c) return pz_error(PZ_ERR_OOM, "pz_gemm_ctx_create: host allocation");
-  pz_status st = PZ_OK;
+  pz_status st = take_opts(c, ro);
+  if (st != PZ_OK) {
+    free(c);
+    return st;
+  }
   struct cudaDeviceProp prop;
   if (cudaGetDevice(&c->device) != cudaSuccess || cudaGetDeviceProperties(&prop, c->device) != cudaSuccess) {
     st = pz_error(PZ_ERR_CUDA, "pz_gemm_ctx_create: cannot read device properties");
@@ -72,7 +107,7 @@ pz_status pz_gemm_ctx_create(pz_gemm_ctx **out) {
   }
   st = pz_gemm_kernels_init(c->wgmma);
   if (st != PZ_OK) goto fail;
-  st = pz_tuner_table_init(&c->table, c->name, c->sm_count);
+  st = pz_tuner_table_init(&c->table, c->name, c->sm_count, c->ro.cache_dir, c->ro.gemm_builtin);
   if (st != PZ_OK) goto fail;
   *out = c;
   return PZ_OK;
@@ -90,7 +125,12 @@ pz_status pz_gemm_ctx_create_model(const char *device, int sm_count, bool hopper
   c->sm_count = sm_count;
   c->wgmma = hopper;
   snprintf(c->name, sizeof c->name, "%s", device);
-  pz_status st = pz_tuner_table_init(&c->table, c->name, c->sm_count);
+  pz_runtime_opts ro;
+  char bad[300];
+  pz_status st = pz_runtime_opts_from_env(&ro, bad, sizeof bad) != 0
+                     ? pz_error(PZ_ERR_INVALID_ARG, "pz_gemm_ctx_create_model: %s", bad)
+                     : take_opts(c, &ro);
+  if (st == PZ_OK) st = pz_tuner_table_init(&c->table, c->name, c->sm_count, c->ro.cache_dir, c->ro.gemm_builtin);
   if (st != PZ_OK) {
     free(c);
     return st;
@@ -124,6 +164,7 @@ pz_status pz_gemm_ctx_set_force(pz_gemm_ctx *c, pz_gemm_flavour f) {
   return PZ_OK;
 }
 pz_gemm_flavour pz_gemm_ctx_force(const pz_gemm_ctx *c) { return c ? c->force : PZ_GEMM_AUTO; }
+const pz_runtime_opts *pz_gemm_ctx_opts(const pz_gemm_ctx *c) { return c ? &c->ro : NULL; }
 int pz_gemm_ctx_sm_count(const pz_gemm_ctx *c) { return c->sm_count; }
 bool pz_gemm_ctx_has_wgmma(const pz_gemm_ctx *c) { return c->wgmma; }
 struct pz_tuner_table *pz_gemm_ctx_table(pz_gemm_ctx *c) { return &c->table; }
@@ -198,11 +239,6 @@ pz_gemm_config pz_gemm_heuristic(int sm_count, int m, int n, int k, bool zero_in
   return c;
 }
 
-static int env_int(const char *name, int dflt) {
-  const char *v = getenv(name);
-  return v && *v ? atoi(v) : dflt;
-}
-
 static bool flavour_is_split_k(pz_gemm_flavour f) {
   return f == PZ_GEMM_SPLITK_ATOMIC || f == PZ_GEMM_SPLITK_ZERO || f == PZ_GEMM_MEMSET_SPLITK;
 }
@@ -216,22 +252,17 @@ static pz_status choose_impl(pz_gemm_ctx *ctx, int m, int n, int k, bool zero_in
    * bit-identical at split counts <= 2 (docs/ARCHITECTURE.md section 5), and never a different tile choice.
    * A baseline that is not split-K (full-K, serial, cuBLAS) stays as it is: prezero is a no-op.
    * PREZERO_GEMM_MATCH_BASELINE=0 picks the tuner's own best zero_init = false kernel instead. */
-  if (!zero_init && want == PZ_GEMM_AUTO && env_int("PREZERO_GEMM_MATCH_BASELINE", 1)) {
+  if (!zero_init && want == PZ_GEMM_AUTO && ctx->ro.gemm_match_baseline) {
     PZ_CHECK(choose_impl(ctx, m, n, k, true, PZ_GEMM_AUTO, out));
     if (out->flavour == PZ_GEMM_SPLITK_ZERO || out->flavour == PZ_GEMM_MEMSET_SPLITK)
       out->flavour = PZ_GEMM_SPLITK_ATOMIC;
     return PZ_OK;
   }
   pz_gemm_config c = pz_gemm_heuristic(ctx->sm_count, m, n, k, zero_init, ctx->wgmma);
-  const pz_tuner_entry *e = env_int("PREZERO_GEMM_TUNER", 1) ? pz_tuner_lookup(&ctx->table, m, n, k) : NULL;
+  const pz_tuner_entry *e = ctx->ro.gemm_tuner ? pz_tuner_lookup(&ctx->table, m, n, k) : NULL;
   pz_gemm_flavour f = want;
-  const char *force = getenv("PREZERO_GEMM_FORCE");
   if (f == PZ_GEMM_AUTO && ctx->force != PZ_GEMM_AUTO) f = ctx->force;
-  if (f == PZ_GEMM_AUTO && force && *force) {
-    f = pz_gemm_flavour_parse(force);
-    if (f == PZ_GEMM_FLAVOUR_COUNT)
-      return pz_error(PZ_ERR_INVALID_ARG, "PREZERO_GEMM_FORCE=%s: use atomic|zero|memset|fullk|serial|cublas or 1..6", force);
-  }
+  if (f == PZ_GEMM_AUTO) f = ctx->env_force;
   if (f == PZ_GEMM_AUTO && e) f = zero_init ? e->best_zero : e->best_nozero;
   if (f != PZ_GEMM_AUTO) {
     if (e && e->cfg[f].splits > 0) c = e->cfg[f];
@@ -241,10 +272,10 @@ static pz_status choose_impl(pz_gemm_ctx *ctx, int m, int n, int k, bool zero_in
   }
   if (zero_init && c.flavour == PZ_GEMM_SPLITK_ATOMIC) c.flavour = PZ_GEMM_MEMSET_SPLITK;
   if (want == PZ_GEMM_AUTO) {
-    c.splits = env_int("PREZERO_GEMM_SPLITS", c.splits);
-    c.wt = env_int("PREZERO_GEMM_WT", c.wt);
-    c.warps = env_int("PREZERO_GEMM_WARPS", c.warps);
-    c.wn = env_int("PREZERO_GEMM_WN", c.wn);
+    if (ctx->ro.gemm_splits > 0) c.splits = ctx->ro.gemm_splits;
+    if (ctx->ro.gemm_wt > 0) c.wt = ctx->ro.gemm_wt;
+    if (ctx->ro.gemm_warps > 0) c.warps = ctx->ro.gemm_warps;
+    if (ctx->ro.gemm_wn >= 0) c.wn = ctx->ro.gemm_wn;
   }
   if (c.wn == 3 && !ctx->wgmma) c = pz_gemm_heuristic(ctx->sm_count, m, n, k, zero_init, false);
   if (c.splits < 1) c.splits = 1;
@@ -295,6 +326,9 @@ pz_status pz_gemm_launch(pz_gemm_ctx *ctx, const pz_gemm_args *a, cudaStream_t s
     c = ch;
   }
   if (a->zero_init && c.flavour == PZ_GEMM_SPLITK_ATOMIC) c.flavour = PZ_GEMM_MEMSET_SPLITK;
+  pz_gemm_args la = *a;
+  la.no_l2pf = !ctx->ro.gemm_l2pf;
+  a = &la;
   switch (c.flavour) {
     case PZ_GEMM_CUBLAS: return launch_cublas(ctx, a, s);
     case PZ_GEMM_MEMSET_SPLITK: {

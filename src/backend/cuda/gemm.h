@@ -74,6 +74,7 @@ typedef struct pz_gemm_args {
   const float *bias;
   bool zero_init;
   pz_gemm_config config;
+  bool no_l2pf;       /* set by pz_gemm_launch from the handle's options (PREZERO_GEMM_L2PF=0) */
 } pz_gemm_args;
 
 typedef struct pz_gemm_ctx pz_gemm_ctx;
@@ -83,6 +84,13 @@ typedef struct pz_gemm_ctx pz_gemm_ctx;
  * tuner table loaded from the cache (tuner.h). One handle per stream: two GEMMs of one
  * handle must not run concurrently. Errors: PZ_ERR_NO_DEVICE, PZ_ERR_CUDA, PZ_ERR_OOM. */
 pz_status pz_gemm_ctx_create(pz_gemm_ctx **out);
+/* The same with explicit run-time options (core/options.h: the PREZERO_GEMM_* fields,
+ * cache_dir, gemm_builtin), read once here; pz_gemm_ctx_create reads them from the environment.
+ * Errors as above, plus PZ_ERR_INVALID_ARG for a bad forced flavour, wt or warps. */
+struct pz_runtime_opts;
+pz_status pz_gemm_ctx_create_opts(const struct pz_runtime_opts *ro, pz_gemm_ctx **out);
+/* The options the handle was created with (for the ops that run on it, e.g. the MLA op). */
+const struct pz_runtime_opts *pz_gemm_ctx_opts(const pz_gemm_ctx *c);
 /* A handle that only answers pz_gemm_choose / pz_gemm_heuristic for a device it does not touch
  * (no CUDA call: plans on a machine without that GPU): device name and SM count pick the tuner
  * table as pz_gemm_ctx_create would (cache, then the built-in table), hopper the wgmma kernel.
@@ -109,9 +117,10 @@ struct pz_tuner_table *pz_gemm_ctx_table(pz_gemm_ctx *ctx);
  * (NULL or misaligned pointer). */
 pz_status pz_gemm_check(const pz_gemm_args *a);
 
-/* The kernel AUTO resolves to for (m, n, k, zero_init): PREZERO_GEMM_FORCE=<flavour> (name or
- * digit) wins, then PREZERO_GEMM_SPLITS / PREZERO_GEMM_WT, then the tuner table, then the
- * heuristic (pz_gemm_heuristic); PREZERO_GEMM_TUNER=0 ignores the table; PREZERO_GEMM_WARPS. The env switches act
+/* The kernel AUTO resolves to for (m, n, k, zero_init): pz_gemm_ctx_set_force, then the
+ * handle's forced flavour (PREZERO_GEMM_FORCE, name or digit, read at creation) win, then its
+ * splits / wt (PREZERO_GEMM_SPLITS / _WT), then the tuner table, then the heuristic
+ * (pz_gemm_heuristic); PREZERO_GEMM_TUNER=0 ignores the table; PREZERO_GEMM_WARPS. The switches act
  * on AUTO launches only (an explicit args.config is obeyed as given). *is_split_k tells prezero
  * whether zero_init = false has any effect (false for FULLK, CUBLAS, SERIAL: they never need a
  * zeroed C, so prezero is a no-op for them). zero_init = false resolves to the zero_init = true

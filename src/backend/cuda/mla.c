@@ -3,6 +3,7 @@
 #include "backend/cuda/mla.h"
 #include <stdlib.h>
 #include <string.h>
+#include "core/options.h"
 #include "core/rope.h"
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/mla_kernels.h"
@@ -13,6 +14,7 @@ struct pz_mla_cuda_ctx {
   int m_max;
   pz_gemm_ctx *gemm;
   int sm_count, ctas_per_sm, mt, head_groups, max_splits, attn_version;
+  int forced_splits; /* 0: by occupancy */
   int64_t ms_cap;    /* m * splits the partial scratch holds (0 while creating) */
   pz_mla_kparams k;  /* shape fields and scratch pointers; io pointers set per call */
   void *scratch;
@@ -21,10 +23,9 @@ struct pz_mla_cuda_ctx {
 static int64_t align256(int64_t b) { return (b + 255) / 256 * 256; }
 
 int pz_mla_cuda_splits(const pz_mla_cuda_ctx *c, int m) {
-  const char *e = getenv("PREZERO_MLA_SPLITS");
   int s;
-  if (e && *e) {
-    s = atoi(e);
+  if (c->forced_splits > 0) { /* PREZERO_MLA_SPLITS, from the GEMM handle's options */
+    s = c->forced_splits;
   } else {
     int64_t per = (int64_t)m * c->head_groups;
     s = (int)((int64_t)c->sm_count * c->ctas_per_sm / (per > 0 ? per : 1));
@@ -52,9 +53,11 @@ pz_status pz_mla_cuda_create(const pz_mla_params *p, int m_max, pz_gemm_ctx *gem
   c->p = *p;
   c->m_max = m_max;
   c->gemm = gemm;
-  /* Attention kernel: version 2 unless PREZERO_MLA_ATTN=1 or v2 has no kernel for the shape. */
-  const char *ev = getenv("PREZERO_MLA_ATTN");
-  int version = ev && *ev == '1' ? 1 : 2;
+  /* Attention kernel: version 2 unless PREZERO_MLA_ATTN=1 (the GEMM handle's options) or v2 has
+   * no kernel for the shape. */
+  const pz_runtime_opts *ro = pz_gemm_ctx_opts(gemm);
+  int version = ro && ro->mla_attn == 1 ? 1 : 2;
+  c->forced_splits = ro && ro->mla_splits > 0 ? ro->mla_splits : 0;
   c->mt = pz_mla_k_attn_mt((int)H, version);
   pz_status st = pz_mla_k_attn_setup(version, c->mt, (int)L, (int)kvw, &c->ctas_per_sm);
   if (st != PZ_OK && version == 2) {

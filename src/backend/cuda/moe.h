@@ -70,7 +70,7 @@ pz_status pz_moe_route_launch(int m, const float *logits, int64_t ld_logits, con
  *   4. combine: out = Σ_t w * d in slot order (+ shared output), deterministic.
  *   The shared experts run as a dense segment of kernels 2 and 3 (no extra launches).
  * Persistent grids sized from the SM count and occupancy (no host sync);
- * PREZERO_MOE_PERSISTENT=0 launches one CTA per possible item instead (idle ones exit).
+ * no_persistent (PREZERO_MOE_PERSISTENT=0) launches one CTA per possible item instead (idle ones exit).
  * Errors: PZ_ERR_SHAPE, PZ_ERR_INVALID_ARG (NULL / misaligned pointer, workspace too small),
  * PZ_ERR_CUDA. */
 typedef struct pz_moe_args {
@@ -84,6 +84,7 @@ typedef struct pz_moe_args {
   const pz_bf16 *sh_gate, *sh_up, *sh_down;
   float *out; int64_t ld_out;
   void *workspace; size_t workspace_bytes;
+  bool no_persistent;     /* one CTA per possible item instead of persistent grids (a baseline) */
 } pz_moe_args;
 
 /* Workspace bytes pz_moe_experts_launch needs for up to max_m tokens (a multiple of 256);

@@ -32,9 +32,10 @@ pz_status pz_cuda_mem_info(int n, const int *devices, int64_t *free_bytes, int64
   return PZ_OK;
 }
 
-int64_t pz_cuda_default_reserve(int64_t total_bytes) {
-  const char *e = getenv("PREZERO_CUDA_RESERVE_MB");
-  if (e && *e && atoll(e) >= 0) return atoll(e) << 20;
+int64_t pz_cuda_default_reserve(int64_t total_bytes) { return pz_cuda_reserve_for(total_bytes, -1); }
+
+int64_t pz_cuda_reserve_for(int64_t total_bytes, int64_t reserve_mb) {
+  if (reserve_mb >= 0) return reserve_mb << 20;
   int64_t r = total_bytes / 100 * 3;
   return r > ((int64_t)2 << 30) ? r : ((int64_t)2 << 30);
 }

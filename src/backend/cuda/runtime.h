@@ -17,8 +17,10 @@ pz_status pz_cuda_mem_info(int n, const int *devices, int64_t *free_bytes, int64
 
 /* Bytes kept free on a GPU of `total_bytes` for what the plan does not count (CUDA context,
  * cuBLAS workspace, communicator inboxes, kernel workspaces, captured graphs):
- * PREZERO_CUDA_RESERVE_MB when set, else max(2 GiB, 3% of total). */
+ * max(2 GiB, 3% of total). */
 int64_t pz_cuda_default_reserve(int64_t total_bytes);
+/* reserve_mb MiB when reserve_mb >= 0 (PREZERO_CUDA_RESERVE_MB), else pz_cuda_default_reserve. */
+int64_t pz_cuda_reserve_for(int64_t total_bytes, int64_t reserve_mb);
 
 /* Per-rank device bytes of graph g, split into the part outside the layers (embedding, final
  * norm, lm_head, inputs, activations) and each layer's part: a tensor belongs to layer L when

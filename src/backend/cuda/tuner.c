@@ -1,6 +1,7 @@
 /* GEMM tuner: CUDA-graph timing of candidates over rotated weights, and the JSON table
  * (cJSON) of winners per device, stored under PREZERO_CACHE_DIR (default ~/.cache/prezero). */
 #include "backend/cuda/tuner.h"
+#include "core/options.h"
 #include "backend/tables/gemm_tables.h"
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -17,12 +18,6 @@ int pz_tuner_m_bucket(int m) {
   int b = 1;
   while (b < m) b <<= 1;
   return b;
-}
-
-static void cache_dir(char *out, size_t n) {
-  const char *d = getenv("PREZERO_CACHE_DIR");
-  if (d && *d) snprintf(out, n, "%s", d);
-  else snprintf(out, n, "%s/.cache/prezero", getenv("HOME") ? getenv("HOME") : ".");
 }
 
 static void mkdirs(const char *path) {
@@ -85,13 +80,14 @@ static pz_status load_json(pz_tuner_table *t, const char *text) {
   return PZ_OK;
 }
 
-pz_status pz_tuner_table_init(pz_tuner_table *t, const char *device, int sm_count) {
+pz_status pz_tuner_table_init(pz_tuner_table *t, const char *device, int sm_count, const char *cache_dir,
+                              int builtin) {
   memset(t, 0, sizeof *t);
   snprintf(t->device, sizeof t->device, "%s", device);
   t->sm_count = sm_count;
   snprintf(t->source, sizeof t->source, "none");
   char dir[700], key[256];
-  cache_dir(dir, sizeof dir);
+  snprintf(dir, sizeof dir, "%s", cache_dir && *cache_dir ? cache_dir : "./.cache/prezero");
   pz_gemm_table_key(key, sizeof key, device, sm_count);
   snprintf(t->path, sizeof t->path, "%s/%s.json", dir, key);
   FILE *f = fopen(t->path, "rb");
@@ -111,8 +107,7 @@ pz_status pz_tuner_table_init(pz_tuner_table *t, const char *device, int sm_coun
   }
   /* No usable cache file: the table built into the library for this device, if any.
    * PREZERO_GEMM_BUILTIN=0 ignores it (the heuristic then decides). */
-  const char *bi = getenv("PREZERO_GEMM_BUILTIN");
-  if (st == PZ_OK && t->count == 0 && !(bi && bi[0] == '0')) {
+  if (st == PZ_OK && t->count == 0 && builtin) {
     const char *text = pz_gemm_builtin_table(device, sm_count);
     if (text) {
       st = load_json(t, text);
@@ -328,10 +323,8 @@ pz_status pz_tuner_time_read(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int64_
   return time_graph(ctx, pool, 1, 0, 0, 0, none, bytes, iters, reps, us);
 }
 
-static int env_int(const char *name, int dflt) {
-  const char *v = getenv(name);
-  return v && *v ? atoi(v) : dflt;
-}
+/* The handle's option when set (> 0, or >= 0 for switches), else dflt. */
+static int opt_or(int v, int dflt) { return v >= 0 ? v : dflt; }
 
 pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int n, int k, pz_tuner_entry *out) {
   static const int split_list[] = {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56};
@@ -339,8 +332,9 @@ pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int 
   int iters = (int)(128.0e6 / ((double)n * k * 2)) + 1;
   if (iters < 20) iters = 20;
   if (iters > 64) iters = 64;
-  iters = env_int("PREZERO_TUNER_ITERS", iters);
-  const int reps = env_int("PREZERO_TUNER_REPS", 5);
+  const pz_runtime_opts *ro = pz_gemm_ctx_opts(ctx);
+  iters = opt_or(ro->tuner_iters, iters);
+  const int reps = opt_or(ro->tuner_reps, 5);
   const int sms = pz_gemm_ctx_sm_count(ctx);
   pz_tuner_entry e;
   memset(&e, 0, sizeof e);
@@ -358,7 +352,7 @@ pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int 
    * (wn 3) with 1, 2 or 4 64-row W tiles per CTA, only where it was initialised (compute capability 9).
    * PREZERO_TUNER_LEGACY=0 skips 0-8 (a faster sweep on Hopper). */
   const int hopper = pz_gemm_ctx_has_wgmma(ctx);
-  const int legacy = env_int("PREZERO_TUNER_LEGACY", 1) || !hopper;
+  const int legacy = opt_or(ro->tuner_legacy, 1) || !hopper;
   for (int fi = 0; fi < 2; fi++) {
     const int f = flv[fi];
     for (int cand = legacy ? 0 : 9; cand < (hopper ? 12 : 9); cand++) {

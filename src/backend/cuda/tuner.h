@@ -30,12 +30,13 @@ typedef struct pz_tuner_table {
 /* m bucket: m (tokens) rounded up to a power of two (1, 2, 4, ..., 256). */
 int pz_tuner_m_bucket(int m);
 /* Sets up an empty table for (device, sm_count) and loads
- * $PREZERO_CACHE_DIR (default ~/.cache/prezero)/gemm_<device>_<sm>sm.json (characters of the
+ * cache_dir (the handle's options: PREZERO_CACHE_DIR, default ~/.cache/prezero)/gemm_<device>_<sm>sm.json (characters of the
  * device name other than [A-Za-z0-9] become '_') when it exists and its device/sm_count match;
  * otherwise the table built into the library for that device (backend/tables/gemm_tables.h),
- * unless PREZERO_GEMM_BUILTIN=0. t->source says which. A missing or malformed file is not an
+ * unless builtin is 0 (PREZERO_GEMM_BUILTIN=0). t->source says which. A missing or malformed file is not an
  * error (table stays empty). Errors: PZ_ERR_OOM. */
-pz_status pz_tuner_table_init(pz_tuner_table *t, const char *device, int sm_count);
+pz_status pz_tuner_table_init(pz_tuner_table *t, const char *device, int sm_count, const char *cache_dir,
+                              int builtin);
 /* Frees the entries; t itself is the caller's. */
 void pz_tuner_table_free(pz_tuner_table *t);
 /* Entry for (bucket(m), n, k), or NULL. */

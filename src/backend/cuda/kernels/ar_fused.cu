@@ -516,7 +516,7 @@ extern "C" pz_status pz_ar_rmsnorm_launch(const pz_comm *c, int rank, const pz_a
   pz_device_desc dd;
   if (!dev) { pz_device_desc_default(&dd); dev = &dd; }
   pz_ar_plan plan;
-  if (!pz_ar_plan_for(a->m, a->H, v->tp, &plan)) return pz_error(PZ_ERR_SHAPE, "ar_rmsnorm: no plan for H=%lld", (long long)a->H);
+  if (!pz_ar_plan_for_dev(a->m, a->H, v->tp, dev, &plan)) return pz_error(PZ_ERR_SHAPE, "ar_rmsnorm: no plan for H=%lld", (long long)a->H);
   if (plan.ctas_per_row > 16) return pz_error(PZ_ERR_SHAPE, "ar_rmsnorm: at most 16 CTAs per row");
   int sms = 0, occ = 0;
   PZ_CHECK(device_limits(v->device, &sms, &occ));

@@ -503,12 +503,7 @@ extern "C" pz_status pz_gemm_kernel_launch(const pz_gemm_args *a, int flavour, i
   p.splits = splits;
   p.mode = flavour;
   p.c_bf16 = a->c_dtype == PZ_BF16;
-  static int l2pf = -1; /* read once: PREZERO_GEMM_L2PF=0 turns the W prefetch-size hint off */
-  if (l2pf < 0) {
-    const char *v = getenv("PREZERO_GEMM_L2PF");
-    l2pf = !(v && v[0] == '0');
-  }
-  p.l2pf = l2pf;
+  p.l2pf = !a->no_l2pf; /* PREZERO_GEMM_L2PF=0 (the handle's options) turns the W prefetch-size hint off */
   dim3 grid(a->n / cols, splits, (a->m + mt8 * 8 - 1) / (mt8 * 8));
   cudaError_t e = wn == 2 ? (mt8 == 1 ? launch_staged<1>(p, grid, stream) : launch_staged<2>(p, grid, stream))
                   : wn ? (warps == 4 ? launch_nw<4, true>(p, mt8, wt, grid, stream) : launch_nw<8, true>(p, mt8, wt, grid, stream))

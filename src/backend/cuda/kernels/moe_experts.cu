@@ -130,6 +130,7 @@ struct mm_params {
   const int *pairs;
   const int4 *work;
   const int *n_work;             // nullptr: no routed segment
+  bool one_per_item;             // host only: one CTA per possible item instead of a persistent grid
 };
 
 __device__ __forceinline__ uint4 ld_stream(const void *p) {
@@ -445,12 +446,8 @@ template <bool DUAL>
 pz_status launch_mm(const mm_params &mp, int64_t max_items, cudaStream_t stream) {
   const int sms = sm_count();
   if (sms <= 0) return pz_error(PZ_ERR_CUDA, "moe: cannot read the SM count of the current device");
-  static int persistent = -1;  // PREZERO_MOE_PERSISTENT=0: one CTA per possible item instead
-  if (persistent < 0) {
-    const char *e = getenv("PREZERO_MOE_PERSISTENT");
-    persistent = (e && e[0] == '0') ? 0 : 1;
-  }
-  int64_t grid = persistent ? (int64_t)sms * blocks_per_sm<DUAL>() : max_items;
+  // PREZERO_MOE_PERSISTENT=0 (pz_moe_args.no_persistent): one CTA per possible item instead
+  int64_t grid = !mp.one_per_item ? (int64_t)sms * blocks_per_sm<DUAL>() : max_items;
   if (grid > max_items) grid = max_items;
   if (grid > 0x7fffffff) grid = 0x7fffffff;
   if (grid < 1) grid = 1;
@@ -551,6 +548,7 @@ extern "C" pz_status pz_moe_experts_launch(const pz_moe_args *a, cudaStream_t st
   up.pairs = pairs;
   up.work = work;
   up.n_work = n_work;
+  up.one_per_item = a->no_persistent;
   up.dense = seg(a->sh_gate, a->sh_up, 0, SI, H, a->x, a->ldx, 0, hs, SI, 0);
   up.routed = seg(a->w_gate, a->w_up, I * H, I, H, a->x, a->ldx, 1, h, I, 0);
   int64_t max_items = (shared ? d_groups * tiles_of(up.dense) : 0) + max_work * tiles_of(up.routed);
@@ -623,6 +621,7 @@ extern "C" pz_status pz_mlp_launch(int m, int64_t H, int64_t inter, const pz_bf1
   up.pairs = nullptr;
   up.work = nullptr;
   up.n_work = nullptr;
+  up.one_per_item = false;
   up.dense = seg(w_gate, w_up, 0, inter, H, x, ldx, 0, workspace, inter, 0);
   up.routed = up.dense;
   PZ_CHECK(launch_mm<true>(up, groups * tiles_of(up.dense), stream));

@@ -1,0 +1,137 @@
+/* The options reader: the one place the library reads the environment (core/options.h). */
+#include "core/options.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void pz_runtime_opts_default(pz_runtime_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->prezero = -1;
+  o->attn_slots = 1;
+  o->plan_per_batch = 1;
+  o->force_gate = -1;
+  o->ar_proto = -1;
+  o->ar_cluster = -1;
+  snprintf(o->ar_algo, sizeof o->ar_algo, "fused");
+  o->ar_timeout_us = -1;
+  o->gemm_splits = o->gemm_wt = o->gemm_warps = o->gemm_wn = -1;
+  o->gemm_tuner = o->gemm_builtin = o->gemm_match_baseline = o->gemm_l2pf = 1;
+  snprintf(o->cache_dir, sizeof o->cache_dir, "./.cache/prezero");
+  o->tuner_iters = o->tuner_reps = o->tuner_legacy = -1;
+  o->cuda_graph = 1;
+  o->cuda_reserve_mb = -1;
+  o->mla_attn = 2;
+  o->moe_persistent = -1;
+  o->progress = -1;
+}
+
+typedef struct reader {
+  char *err;
+  size_t len;
+  int bad;
+} reader;
+
+static void complain(reader *r, const char *name, const char *v, const char *want) {
+  if (!r->bad && r->err && r->len) snprintf(r->err, r->len, "%s=%s: %s", name, v, want);
+  r->bad = 1;
+}
+
+/* An integer variable in [lo, hi]; unset or empty leaves *out. */
+static void get_int(reader *r, const char *name, long long lo, long long hi, int64_t *out) {
+  const char *v = getenv(name);
+  if (!v || !*v) return;
+  char *end;
+  errno = 0;
+  long long x = strtoll(v, &end, 10);
+  if (*end || errno || x < lo || x > hi) {
+    char want[96];
+    snprintf(want, sizeof want, "use an integer in %lld..%lld", lo, hi);
+    complain(r, name, v, want);
+    return;
+  }
+  *out = x;
+}
+
+static void get_i(reader *r, const char *name, long long lo, long long hi, int *out) {
+  int64_t x = *out;
+  get_int(r, name, lo, hi, &x);
+  *out = (int)x;
+}
+
+/* "0" turns a default-on switch off; anything else set leaves it on ("1"). */
+static void get_flag(const char *name, int *out) {
+  const char *v = getenv(name);
+  if (v && *v) *out = strcmp(v, "0") != 0;
+}
+
+static void get_str(const char *name, char *dst, size_t cap) {
+  const char *v = getenv(name);
+  if (v) snprintf(dst, cap, "%s", v);
+}
+
+int pz_runtime_opts_from_env(pz_runtime_opts *o, char *err, size_t err_len) {
+  reader r = {err, err_len, 0};
+  if (err && err_len) err[0] = 0;
+  pz_runtime_opts_default(o);
+  const char *v = getenv("PREZERO_ENABLE");
+  if (v && *v) o->prezero = v[0] == '1';
+  get_str("PREZERO_DISABLE_PASSES", o->disable_passes, sizeof o->disable_passes);
+  get_str("PREZERO_DUMP_GRAPH", o->dump_graph, sizeof o->dump_graph);
+  get_flag("PREZERO_ATTN_SLOTS", &o->attn_slots);
+  get_flag("PREZERO_PLAN_PER_BATCH", &o->plan_per_batch);
+  if ((v = getenv("PREZERO_FORCE_GATE")) && *v) {
+    if (!strcmp(v, "on")) o->force_gate = 1;
+    else if (!strcmp(v, "off")) o->force_gate = 0;
+    else complain(&r, "PREZERO_FORCE_GATE", v, "use on or off");
+  }
+  if ((v = getenv("PREZERO_AR_PROTO")) && *v) {
+    if (!strcmp(v, "ll")) o->ar_proto = 0;
+    else if (!strcmp(v, "flag")) o->ar_proto = 1;
+    else complain(&r, "PREZERO_AR_PROTO", v, "use ll or flag");
+  }
+  get_i(&r, "PREZERO_AR_CLUSTER", 0, 1, &o->ar_cluster);
+  get_i(&r, "PREZERO_AR_CTAS_PER_ROW", 1, 16, &o->ar_ctas_per_row);
+  if ((v = getenv("PREZERO_AR_ALGO")) && *v) {
+    if (strcmp(v, "fused") && strcmp(v, "nccl")) complain(&r, "PREZERO_AR_ALGO", v, "use fused (default) or nccl");
+    else snprintf(o->ar_algo, sizeof o->ar_algo, "%s", v);
+  }
+  get_int(&r, "PREZERO_AR_TIMEOUT_US", 0, (int64_t)1 << 40, &o->ar_timeout_us);
+  get_str("PREZERO_NCCL_LIB", o->nccl_lib, sizeof o->nccl_lib);
+  get_str("PREZERO_GEMM_FORCE", o->gemm_force, sizeof o->gemm_force);
+  get_i(&r, "PREZERO_GEMM_SPLITS", 1, 1024, &o->gemm_splits);
+  get_i(&r, "PREZERO_GEMM_WT", 1, 4, &o->gemm_wt);
+  get_i(&r, "PREZERO_GEMM_WARPS", 4, 8, &o->gemm_warps);
+  get_i(&r, "PREZERO_GEMM_WN", 0, 3, &o->gemm_wn);
+  get_flag("PREZERO_GEMM_TUNER", &o->gemm_tuner);
+  get_flag("PREZERO_GEMM_BUILTIN", &o->gemm_builtin);
+  get_flag("PREZERO_GEMM_MATCH_BASELINE", &o->gemm_match_baseline);
+  get_flag("PREZERO_GEMM_L2PF", &o->gemm_l2pf);
+  if ((v = getenv("PREZERO_CACHE_DIR")) && *v) snprintf(o->cache_dir, sizeof o->cache_dir, "%s", v);
+  else if ((v = getenv("HOME")) && *v) snprintf(o->cache_dir, sizeof o->cache_dir, "%s/.cache/prezero", v);
+  get_i(&r, "PREZERO_TUNER_ITERS", 1, 1 << 20, &o->tuner_iters);
+  get_i(&r, "PREZERO_TUNER_REPS", 1, 1 << 10, &o->tuner_reps);
+  get_i(&r, "PREZERO_TUNER_LEGACY", 0, 1, &o->tuner_legacy);
+  get_flag("PREZERO_CUDA_GRAPH", &o->cuda_graph);
+  get_str("PREZERO_CUDA_GRAPH_SIZES", o->cuda_graph_sizes, sizeof o->cuda_graph_sizes);
+  get_int(&r, "PREZERO_CUDA_LOAD_CHUNK_KB", 1, (int64_t)1 << 30, &o->cuda_load_chunk_kb);
+  if ((v = getenv("PREZERO_CUDA_SYNC")) && *v) o->cuda_sync = !strcmp(v, "1");
+  get_int(&r, "PREZERO_CUDA_RESERVE_MB", 0, (int64_t)1 << 30, &o->cuda_reserve_mb);
+  get_i(&r, "PREZERO_MLA_SPLITS", 1, 1 << 16, &o->mla_splits);
+  if ((v = getenv("PREZERO_MLA_ATTN")) && *v) o->mla_attn = v[0] == '1' ? 1 : 2;
+  get_i(&r, "PREZERO_MOE_PERSISTENT", 0, 1, &o->moe_persistent);
+  get_i(&r, "PREZERO_CPU_THREADS", 1, 4096, &o->cpu_threads);
+  if ((v = getenv("PREZERO_PROGRESS")) && *v) o->progress = strcmp(v, "0") != 0;
+  if ((v = getenv("PREZERO_LOG_ERRORS")) && *v) o->log_errors = v[0] == '1';
+  return r.bad ? -1 : 0;
+}
+
+bool pz_runtime_log_errors(void) {
+  const char *e = getenv("PREZERO_LOG_ERRORS");
+  return e && e[0] == '1';
+}
+
+int pz_runtime_progress(void) {
+  const char *e = getenv("PREZERO_PROGRESS");
+  return e && *e ? strcmp(e, "0") != 0 : -1;
+}
