@@ -534,11 +534,10 @@ static inline void bo_build(const bo_case *c, bo_graph *bg) {
   }
 }
 
-/* PREZERO_FORCE_GATE for case c (on / off / unset). */
-static inline void bo_env(const bo_case *c) {
-  if (c->var & BO_GATE_ON) setenv("PREZERO_FORCE_GATE", "on", 1);
-  else if (c->var & BO_GATE_OFF) setenv("PREZERO_FORCE_GATE", "off", 1);
-  else unsetenv("PREZERO_FORCE_GATE");
+/* The gate override of case c in a device description (PREZERO_FORCE_GATE=on / off / unset),
+ * given to the executor when it is made (options are read once, at creation). */
+static inline void bo_gate(const bo_case *c, pz_device_desc *d) {
+  d->force_gate = (c->var & BO_GATE_ON) ? 1 : (c->var & BO_GATE_OFF) ? 2 : 0;
 }
 
 /* The CPU executor of bg (inputs by bo_load_cpu, scratch poisoned with NaN before each step, 2
@@ -549,6 +548,7 @@ static inline pz_cpu_exec *bo_cpu_create(bo_graph *bg) {
   o.threads = 2;
   o.poison = 1;
   pz_device_desc_default(&o.dev);
+  bo_gate(bg->c, &o.dev);
   o.load_weight = bo_load_cpu;
   o.load_user = bg;
   pz_cpu_exec *e = NULL;
@@ -558,9 +558,6 @@ static inline pz_cpu_exec *bo_cpu_create(bo_graph *bg) {
 
 /* One step of c->m rows on the CPU executor; next (ARGMAX graphs) may be NULL. */
 static inline pz_status bo_cpu_step(bo_graph *bg, pz_cpu_exec *e, int32_t *next) {
-  bo_env(bg->c);
-  pz_status st = pz_cpu_exec_step(e, bg->c->m, bg->tokens, bg->pos, bg->g->out_tokens >= 0 ? next : NULL);
-  unsetenv("PREZERO_FORCE_GATE");
-  return st;
+  return pz_cpu_exec_step(e, bg->c->m, bg->tokens, bg->pos, bg->g->out_tokens >= 0 ? next : NULL);
 }
 #endif

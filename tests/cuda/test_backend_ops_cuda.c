@@ -43,6 +43,7 @@ static pz_status cuda_create(bo_graph *bg, pz_cuda_exec **out) {
   o.poison = 1;
   o.prezero = 0; /* run each graph as built (no per-batch pass) */
   pz_device_desc_default(&o.dev);
+  bo_gate(bg->c, &o.dev);
   o.load_weight = load_cuda;
   o.load_user = bg;
   o.load_chunk_bytes = 1 << 20;
@@ -166,9 +167,7 @@ static int run_case(const bo_case *c, const char *flavour) {
     CHECK_OK(bo_cpu_step(&bg, ce, nc));
     pz_status st = cuda_create(&bg, &ge);
     if (st == PZ_OK) {
-      bo_env(c);
       st = pz_cuda_exec_step(ge, c->m, bg.tokens, bg.pos, ng);
-      unsetenv("PREZERO_FORCE_GATE");
     }
     if (c->cuda_gap) {
       bad = st == PZ_OK;

@@ -6,6 +6,7 @@
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/mla.h"
 #include "backend/cuda/moe.h"
+#include "core/options.h"
 #include "passes/prezero.h"
 #include <stdlib.h>
 
@@ -295,6 +296,10 @@ static pz_status op_moe(pz_cuda_ctx *c, const pz_node *n) {
   a.ld_out = ldo;
   a.workspace = R->ws;
   a.workspace_bytes = R->ws_bytes;
+  {
+    const pz_runtime_opts *ro = pz_gemm_ctx_opts(c->gemm); /* PREZERO_MOE_PERSISTENT=0: one CTA per item */
+    a.no_persistent = ro && ro->moe_persistent == 0;
+  }
   pz_status st = pz_moe_launch(&a, DATA(n->src[PZ_MOE_LOGITS]), ldl, opt_data(c, n, PZ_MOE_BIAS), NULL, NULL, c->stream);
   if (st != PZ_OK) pz_log_propagate(__FILE__, __LINE__, n->name, st);
   return st;
