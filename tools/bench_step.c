@@ -195,6 +195,11 @@ int pz_cmd_bench_step(int argc, char **argv) {
   cJSON_AddNumberToObject(root, "rounds", rounds);
   const char *algo = getenv("PREZERO_AR_ALGO");
   cJSON_AddStringToObject(root, "ar_algo", algo && *algo ? algo : "fused");
+  {
+    char cmd[1024];
+    pz_bench_command_line(cmd, sizeof cmd, "prezero bench step", argc - 1, argv + 1);
+    pz_bench_json_add_command_date(root, cmd);
+  }
   cJSON_AddStringToObject(root, "method",
                           "CUDA-graph replay of the whole decode step on every rank, iters back to back, median of reps; "
                           "median over rounds (OFF, ON alternating at each batch size, one executor: both graph sets over the same "

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <cjson/cJSON.h>
 #include "compare/compare.h"
@@ -373,6 +374,7 @@ static void write_markdown(FILE *f, const pz_cmp_result *r) {
              "at %d of %d profiled concurrencies <= 32.\n",
           slower, r->n_points, not_worse, measured, small_ok, small);
   if (r->notes[0]) fprintf(f, "\nNotes: %s\n", r->notes);
+  if (r->command[0]) fprintf(f, "\nCommand: `%s`%s%s\n", r->command, r->date[0] ? ", " : "", r->date);
 }
 
 /* The matplotlib renderer: $PREZERO_PLOT_SCRIPT, else tools/plot_compare.py of the source tree. */
@@ -472,6 +474,8 @@ static cJSON *to_json(const pz_cmp_result *r) {
   cJSON_AddNumberToObject(j, "seed", (double)r->seed);
   cJSON_AddStringToObject(j, "determinism", r->determinism);
   cJSON_AddStringToObject(j, "notes", r->notes);
+  cJSON_AddStringToObject(j, "command", r->command);
+  cJSON_AddStringToObject(j, "date", r->date);
   cJSON_AddStringToObject(j, "units", "tput: output tokens/s per GPU; tpot: ms; e2e: s per request (osl decode "
                                       "steps, no prefill); components: µs per layer (CUPTI, rank 0)");
   cJSON *pts = cJSON_AddArrayToObject(j, "points");
@@ -544,6 +548,8 @@ static const char *from_json(const char *text, pz_cmp_result *r) {
   str(j, "device", r->device, sizeof r->device);
   str(j, "determinism", r->determinism, sizeof r->determinism);
   str(j, "notes", r->notes, sizeof r->notes);
+  str(j, "command", r->command, sizeof r->command);
+  str(j, "date", r->date, sizeof r->date);
   r->tp = (int)num(j, "tp", 1);
   r->layers = (int)num(j, "layers", 0);
   r->layers_total = (int)num(j, "layers_total", 0);
@@ -839,6 +845,15 @@ int pz_cmd_compare(int argc, char **argv) {
   pz_cmp_result *r = malloc(sizeof *r);
   if (!r) return fail_line("out of memory", "free some host memory");
   pz_status st = pz_compare_run(&o, r);
+  snprintf(r->command, sizeof r->command, "prezero");
+  for (int i = 0; i < argc; i++) {
+    strncat(r->command, " ", sizeof r->command - strlen(r->command) - 1);
+    strncat(r->command, argv[i], sizeof r->command - strlen(r->command) - 1);
+  }
+  {
+    time_t now = time(NULL);
+    strftime(r->date, sizeof r->date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+  }
   if (progress_shown && isatty(2)) fprintf(stderr, "\r%-112s\r", "");
   if (st != PZ_OK) {
     const char *msg = pz_last_error();

@@ -104,6 +104,8 @@ typedef struct pz_cmp_result {
   int n_points;
   pz_cmp_point points[PZ_CMP_MAX_CONC];
   char notes[1024];               /* what the run said about itself (layers chosen, dropped records) */
+  char command[512];              /* the command line that made it (set by the CLI) */
+  char date[32];                  /* UTC, ISO 8601, when it finished (set by the CLI) */
 } pz_cmp_result;
 
 /* Options of pz_compare_run. */
