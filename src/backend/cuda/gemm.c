@@ -243,52 +243,109 @@ static bool flavour_is_split_k(pz_gemm_flavour f) {
   return f == PZ_GEMM_SPLITK_ATOMIC || f == PZ_GEMM_SPLITK_ZERO || f == PZ_GEMM_MEMSET_SPLITK;
 }
 
-/* Resolves flavour `want` (AUTO: env, then table, then heuristic) to a full config. */
-static pz_status choose_impl(pz_gemm_ctx *ctx, int m, int n, int k, bool zero_init, pz_gemm_flavour want,
-                             pz_gemm_config *out) {
+/* Why a config cannot run (NULL when it can): the kernels' own limits, checked once here so the
+ * launchers below never adjust a config. */
+static const char *config_invalid(const pz_gemm_target *t, int m, int k, const pz_gemm_config *c) {
+  if ((unsigned)c->flavour >= PZ_GEMM_FLAVOUR_COUNT || c->flavour == PZ_GEMM_AUTO) return "no flavour";
+  if (c->flavour == PZ_GEMM_CUBLAS) return NULL;
+  if (c->wn < 0 || c->wn > 3) return "kernel (wn) outside 0..3";
+  if (c->wn == 3 && !t->hopper) return "the wgmma kernel (wn 3) needs a Hopper GPU (compute capability 9)";
+  const int kblocks = k / (c->wn == 3 ? 64 : 32);
+  if (c->splits < 1 || c->splits > kblocks) return "split count outside 1..the k-blocks of the kernel";
+  if (c->flavour == PZ_GEMM_FULLK && c->splits != 1) return "full K with more than one split";
+  if (c->wn == 3 ? (c->wt != 1 && c->wt != 2 && c->wt != 4) : (c->wt != 1 && c->wt != 2)) return "W tiles per CTA (wt) not 1, 2 (or 4 with wgmma)";
+  if (c->wn != 3 && c->warps != 4 && c->warps != 8) return "warps not 4 or 8";
+  (void)m;
+  return NULL;
+}
+
+pz_status pz_gemm_resolve(const pz_gemm_target *t, int m, int n, int k, bool zero_init, const pz_gemm_config *want,
+                          pz_gemm_config *out) {
+  if (!t || !out) return pz_error(PZ_ERR_INVALID_ARG, "gemm resolve: NULL argument");
+  pz_runtime_opts dflt;
+  const pz_runtime_opts *ro = t->ro;
+  if (!ro) { pz_runtime_opts_default(&dflt); ro = &dflt; }
+  pz_gemm_config w = want ? *want : (pz_gemm_config){PZ_GEMM_AUTO, 0, 0, 0, 0};
   /* zero_init = false under AUTO runs the kernel zero_init = true would run, minus its zeroing
    * (in-kernel zero or memset node -> plain atomic split-K with the same splits and tile). So a
    * prezero consumer differs from the baseline only by the skipped zeroing: same partial sums,
-   * bit-identical at split counts <= 2 (docs/ARCHITECTURE.md section 5), and never a different tile choice.
+   * bit-identical at split counts <= 2 (docs/ARCHITECTURE.md §5), and never a different tile choice.
    * A baseline that is not split-K (full-K, serial, cuBLAS) stays as it is: prezero is a no-op.
-   * PREZERO_GEMM_MATCH_BASELINE=0 picks the tuner's own best zero_init = false kernel instead. */
-  if (!zero_init && want == PZ_GEMM_AUTO && ctx->ro.gemm_match_baseline) {
-    PZ_CHECK(choose_impl(ctx, m, n, k, true, PZ_GEMM_AUTO, out));
-    if (out->flavour == PZ_GEMM_SPLITK_ZERO || out->flavour == PZ_GEMM_MEMSET_SPLITK)
-      out->flavour = PZ_GEMM_SPLITK_ATOMIC;
+   * gemm_match_baseline = 0 (PREZERO_GEMM_MATCH_BASELINE=0) picks the tuner's own best
+   * zero_init = false kernel instead. */
+  if (!zero_init && w.flavour == PZ_GEMM_AUTO && ro->gemm_match_baseline) {
+    PZ_CHECK(pz_gemm_resolve(t, m, n, k, true, &w, out));
+    if (out->flavour == PZ_GEMM_SPLITK_ZERO || out->flavour == PZ_GEMM_MEMSET_SPLITK) out->flavour = PZ_GEMM_SPLITK_ATOMIC;
     return PZ_OK;
   }
-  pz_gemm_config c = pz_gemm_heuristic(ctx->sm_count, m, n, k, zero_init, ctx->wgmma);
-  const pz_tuner_entry *e = ctx->ro.gemm_tuner ? pz_tuner_lookup(&ctx->table, m, n, k) : NULL;
-  pz_gemm_flavour f = want;
-  if (f == PZ_GEMM_AUTO && ctx->force != PZ_GEMM_AUTO) f = ctx->force;
-  if (f == PZ_GEMM_AUTO) f = ctx->env_force;
-  if (f == PZ_GEMM_AUTO && e) f = zero_init ? e->best_zero : e->best_nozero;
+  const char *source = "the heuristic";
+  pz_gemm_config c = pz_gemm_heuristic(t->sm_count, m, n, k, zero_init, t->hopper);
+  const pz_tuner_entry *e = ro->gemm_tuner && t->table ? pz_tuner_lookup(t->table, m, n, k) : NULL;
+  pz_gemm_flavour f = w.flavour;
+  const bool automatic = f == PZ_GEMM_AUTO;
+  if (f == PZ_GEMM_AUTO) f = t->force; /* pz_gemm_ctx_set_force (baselines) */
+  if (f == PZ_GEMM_AUTO && ro->gemm_force[0]) {
+    f = pz_gemm_flavour_parse(ro->gemm_force);
+    if (f == PZ_GEMM_FLAVOUR_COUNT)
+      return pz_error(PZ_ERR_INVALID_ARG, "PREZERO_GEMM_FORCE=%s: use atomic|zero|memset|fullk|serial|cublas or 1..6", ro->gemm_force);
+    source = "PREZERO_GEMM_FORCE";
+  }
+  if (f == PZ_GEMM_AUTO && e) {
+    f = zero_init ? e->best_zero : e->best_nozero;
+    source = "the tuner table";
+  }
   if (f != PZ_GEMM_AUTO) {
-    if (e && e->cfg[f].splits > 0) c = e->cfg[f];
-    else if (f == PZ_GEMM_FULLK || f == PZ_GEMM_CUBLAS) c.splits = 1;
-    else if (c.splits == 1 && f != PZ_GEMM_SPLITK_SERIAL) c.splits = 2;
+    if (e && e->cfg[f].splits > 0) {
+      c = e->cfg[f];
+      if (!strcmp(source, "the heuristic")) source = "the tuner table";
+    } else if (f == PZ_GEMM_FULLK || f == PZ_GEMM_CUBLAS) {
+      c.splits = 1;
+    } else if (c.splits == 1 && f != PZ_GEMM_SPLITK_SERIAL) {
+      c.splits = 2; /* a split-K flavour asked of a shape the heuristic runs whole */
+    }
     c.flavour = f;
   }
   if (zero_init && c.flavour == PZ_GEMM_SPLITK_ATOMIC) c.flavour = PZ_GEMM_MEMSET_SPLITK;
-  if (want == PZ_GEMM_AUTO) {
-    if (ctx->ro.gemm_splits > 0) c.splits = ctx->ro.gemm_splits;
-    if (ctx->ro.gemm_wt > 0) c.wt = ctx->ro.gemm_wt;
-    if (ctx->ro.gemm_warps > 0) c.warps = ctx->ro.gemm_warps;
-    if (ctx->ro.gemm_wn >= 0) c.wn = ctx->ro.gemm_wn;
+  if (automatic) { /* the options' overrides act on AUTO launches only */
+    if (ro->gemm_splits > 0) { /* a global option: capped at each GEMM's k-blocks (documented), not an error */
+      const int kblocks = k / ((ro->gemm_wn >= 0 ? ro->gemm_wn : c.wn) == 3 ? 64 : 32);
+      c.splits = ro->gemm_splits < kblocks ? ro->gemm_splits : kblocks > 0 ? kblocks : 1;
+      source = "PREZERO_GEMM_SPLITS";
+    }
+    if (ro->gemm_wt > 0) { c.wt = ro->gemm_wt; source = "PREZERO_GEMM_WT"; }
+    if (ro->gemm_warps > 0) { c.warps = ro->gemm_warps; source = "PREZERO_GEMM_WARPS"; }
+    if (ro->gemm_wn >= 0) { c.wn = ro->gemm_wn; source = "PREZERO_GEMM_WN"; }
+  } else { /* an explicit config: its non-zero fields are obeyed as given */
+    if (w.splits > 0) c.splits = w.splits;
+    if (w.wt > 0) c.wt = w.wt;
+    if (w.warps > 0) { c.warps = w.warps; c.wn = w.wn; }
+    source = "the caller's config";
   }
-  if (c.wn == 3 && !ctx->wgmma) c = pz_gemm_heuristic(ctx->sm_count, m, n, k, zero_init, false);
-  if (c.splits < 1) c.splits = 1;
-  if (c.splits > k / (c.wn == 3 ? 64 : 32)) c.splits = k / (c.wn == 3 ? 64 : 32);
-  if (c.wt != 1 && c.wt != 2 && !(c.wn == 3 && c.wt == 4)) c.wt = 1;
-  if (c.wn != 3 && c.warps != 4 && c.warps != 8) c.warps = 8;
+  if (c.flavour == PZ_GEMM_FULLK || c.flavour == PZ_GEMM_CUBLAS) c.splits = 1;
+  const char *why = config_invalid(t, m, k, &c);
+  if (why)
+    return pz_error(PZ_ERR_INVALID_ARG,
+                    "gemm m=%d n=%d k=%d: %s gives %s splits=%d wt=%d warps=%d wn=%d, which cannot run: %s; fix or delete it "
+                    "(a tuner table: re-run prezero tune)",
+                    m, n, k, source, pz_gemm_flavour_name(c.flavour), c.splits, c.wt, c.warps, c.wn, why);
   *out = c;
   return PZ_OK;
 }
 
+void pz_gemm_ctx_target(const pz_gemm_ctx *ctx, pz_gemm_target *t) {
+  t->sm_count = ctx->sm_count;
+  t->hopper = ctx->wgmma;
+  t->table = &ctx->table;
+  t->ro = &ctx->ro;
+  t->force = ctx->force;
+}
+
 pz_status pz_gemm_choose(pz_gemm_ctx *ctx, int m, int n, int k, bool zero_init, pz_gemm_config *out,
                          bool *is_split_k) {
-  PZ_CHECK(choose_impl(ctx, m, n, k, zero_init, PZ_GEMM_AUTO, out));
+  if (!ctx || !out) return pz_error(PZ_ERR_INVALID_ARG, "gemm choose: NULL argument");
+  pz_gemm_target t;
+  pz_gemm_ctx_target(ctx, &t);
+  PZ_CHECK(pz_gemm_resolve(&t, m, n, k, zero_init, NULL, out));
   if (is_split_k) *is_split_k = flavour_is_split_k(out->flavour);
   return PZ_OK;
 }
@@ -313,19 +370,10 @@ pz_status pz_gemm_launch(pz_gemm_ctx *ctx, const pz_gemm_args *a, cudaStream_t s
   if (!ctx) return pz_error(PZ_ERR_INVALID_ARG, "gemm: ctx is NULL");
   if (!ctx->sems) return pz_error(PZ_ERR_INVALID_ARG, "gemm: a model handle (pz_gemm_ctx_create_model) only answers choices; create one with pz_gemm_ctx_create to launch");
   PZ_CHECK(pz_gemm_check(a));
-  pz_gemm_config c = a->config;
-  if (c.flavour == PZ_GEMM_AUTO || c.splits <= 0 || c.wt <= 0 || c.warps <= 0) {
-    pz_gemm_config ch;
-    PZ_CHECK(choose_impl(ctx, a->m, a->n, a->k, a->zero_init, c.flavour, &ch));
-    if (c.splits > 0 && c.flavour != PZ_GEMM_AUTO) ch.splits = c.splits;
-    if (c.wt > 0 && c.flavour != PZ_GEMM_AUTO) ch.wt = c.wt;
-    if (c.warps > 0 && c.flavour != PZ_GEMM_AUTO) {
-      ch.warps = c.warps;
-      ch.wn = c.wn;
-    }
-    c = ch;
-  }
-  if (a->zero_init && c.flavour == PZ_GEMM_SPLITK_ATOMIC) c.flavour = PZ_GEMM_MEMSET_SPLITK;
+  pz_gemm_target t;
+  pz_gemm_ctx_target(ctx, &t);
+  pz_gemm_config c;
+  PZ_CHECK(pz_gemm_resolve(&t, a->m, a->n, a->k, a->zero_init, &a->config, &c));
   pz_gemm_args la = *a;
   la.no_l2pf = !ctx->ro.gemm_l2pf;
   a = &la;
@@ -335,13 +383,15 @@ pz_status pz_gemm_launch(pz_gemm_ctx *ctx, const pz_gemm_args *a, cudaStream_t s
       size_t es = pz_dtype_size(a->c_dtype);
       if (a->ldc == a->n) PZ_CUDA_CHECK(cudaMemsetAsync(a->C, 0, (size_t)a->m * a->n * es, s));
       else PZ_CUDA_CHECK(cudaMemset2DAsync(a->C, (size_t)a->ldc * es, 0, (size_t)a->n * es, (size_t)a->m, s));
-      return pz_gemm_kernel_launch(a, PZ_GEMM_SPLITK_ATOMIC, c.splits, c.wt, c.warps, c.wn, ctx->sems, PZ_GEMM_SEM_CAPACITY, s);
+      pz_gemm_config k = c;
+      k.flavour = PZ_GEMM_SPLITK_ATOMIC; /* the zeroing is the memset node above */
+      return pz_gemm_kernel_launch(a, &k, ctx->sems, PZ_GEMM_SEM_CAPACITY, s);
     }
     case PZ_GEMM_SPLITK_ATOMIC:
     case PZ_GEMM_SPLITK_ZERO:
     case PZ_GEMM_FULLK:
     case PZ_GEMM_SPLITK_SERIAL:
-      return pz_gemm_kernel_launch(a, (int)c.flavour, c.splits, c.wt, c.warps, c.wn, ctx->sems, PZ_GEMM_SEM_CAPACITY, s);
+      return pz_gemm_kernel_launch(a, &c, ctx->sems, PZ_GEMM_SEM_CAPACITY, s);
     default: return pz_error(PZ_ERR_INTERNAL, "gemm: unresolved flavour %d", (int)c.flavour);
   }
 }

@@ -117,6 +117,31 @@ struct pz_tuner_table *pz_gemm_ctx_table(pz_gemm_ctx *ctx);
  * (NULL or misaligned pointer). */
 pz_status pz_gemm_check(const pz_gemm_args *a);
 
+/* What a GEMM choice depends on besides the shape: the device, its tuner table and the options. */
+struct pz_tuner_table;
+typedef struct pz_gemm_target {
+  int sm_count;
+  bool hopper;                         /* compute capability 9: the wgmma kernel (wn 3) exists */
+  const struct pz_tuner_table *table;  /* NULL: none */
+  const struct pz_runtime_opts *ro;    /* NULL: the defaults (no forced flavour, table on, ...) */
+  pz_gemm_flavour force;               /* AUTO: none (pz_gemm_ctx_set_force) */
+} pz_gemm_target;
+
+/* The one GEMM choice, pure (no device, no environment): a full config for C[m,n] (+)= A[m,k]·W[n,k]ᵀ
+ * with zero_init. want (NULL = AUTO) is the caller's config: AUTO takes, in order, t->force, the
+ * forced flavour of ro (PREZERO_GEMM_FORCE), the tuner table's best for (m, n, k) and zero_init,
+ * the heuristic; then ro's splits / wt / warps / wn overrides. An explicit flavour takes its table
+ * entry (else the heuristic's tile) and then want's non-zero fields. zero_init = true turns
+ * SPLITK_ATOMIC into MEMSET_SPLITK; zero_init = false under AUTO keeps the zero_init = true choice
+ * minus its zeroing (unless ro->gemm_match_baseline is 0). Nothing is clamped: a result the
+ * kernels cannot run (splits beyond the k-blocks, a wt the layout lacks, wgmma off Hopper) is
+ * PZ_ERR_INVALID_ARG naming where it came from (table entry, option, caller). The launcher, the
+ * tuner, compare, the executor's plan and `prezero plan` all go through it. */
+pz_status pz_gemm_resolve(const pz_gemm_target *t, int m, int n, int k, bool zero_init, const pz_gemm_config *want,
+                          pz_gemm_config *out);
+/* The handle's target (its SM count, Hopper flag, table, options and forced flavour). */
+void pz_gemm_ctx_target(const pz_gemm_ctx *ctx, pz_gemm_target *t);
+
 /* The kernel AUTO resolves to for (m, n, k, zero_init): pz_gemm_ctx_set_force, then the
  * handle's forced flavour (PREZERO_GEMM_FORCE, name or digit, read at creation) win, then its
  * splits / wt (PREZERO_GEMM_SPLITS / _WT), then the tuner table, then the heuristic
@@ -126,7 +151,7 @@ pz_status pz_gemm_check(const pz_gemm_args *a);
  * zeroed C, so prezero is a no-op for them). zero_init = false resolves to the zero_init = true
  * choice with its zeroing dropped (same splits and tile), unless PREZERO_GEMM_MATCH_BASELINE=0. */
 pz_status pz_gemm_choose(pz_gemm_ctx *ctx, int m, int n, int k, bool zero_init,
-                         pz_gemm_config *out, bool *is_split_k);
+                         pz_gemm_config *out, bool *is_split_k);  /* = pz_gemm_resolve(target(ctx), AUTO) */
 
 /* Heuristic without a table. hopper (and n, k multiples of 64): the wgmma kernel (wn 3, one
  * consumer warpgroup) with the split count of a wave model (gemm.c). Otherwise (fitted to the
@@ -147,14 +172,15 @@ pz_status pz_gemm_launch(pz_gemm_ctx *ctx, const pz_gemm_args *args, cudaStream_
 
 /* ---- Kernels (kernels/gemm_splitk.cu); used by the launcher and the benchmark. ---- */
 
-/* Raw kernel launch of flavours 1,2,4,5 (mode = flavour) with a resolved config (warps 0 means
- * 8; m > 64 forces wt 1; FULLK forces splits 1). sems: the handle's semaphore array
+/* Raw kernel launch of a config pz_gemm_resolve returned (flavour SPLITK_ATOMIC, SPLITK_ZERO,
+ * FULLK or SPLITK_SERIAL; the layout's own rules: warps 0 means 8, m > 64 runs wt 1, the staged
+ * layout wn 2 fixes wt and warps). sems: the handle's semaphore array
  * (sem_capacity ints, >= pz_gemm_sem_need, zero at first use). Shapes are not re-checked
  * (pz_gemm_check is the launcher's). Errors: PZ_ERR_INVALID_ARG (warps not 4/8, another
  * flavour, wt not 1/2, wn 2 with m > 16, n not a multiple of the CTA's columns, splits outside
  * 1..k/32), PZ_ERR_SHAPE (too few semaphores), PZ_ERR_CUDA. */
-pz_status pz_gemm_kernel_launch(const pz_gemm_args *a, int flavour, int splits, int wt, int warps,
-                                int wn, int *sems, int64_t sem_capacity, cudaStream_t stream);
+pz_status pz_gemm_kernel_launch(const pz_gemm_args *a, const pz_gemm_config *cfg, int *sems, int64_t sem_capacity,
+                                cudaStream_t stream);
 /* Hopper kernel (kernels/gemm_wgmma.cu), config wn = 3: TMA + mbarrier ring of W / A tiles, one
  * producer warp, wgmma consumer warpgroups with W's rows on the M = 64 side. wt = 64-row W tiles
  * per CTA: 1 (one warpgroup), 2 (two), 4 (two warpgroups of two m64 wgmmas each; m tiles of at
@@ -163,7 +189,7 @@ pz_status pz_gemm_kernel_launch(const pz_gemm_args *a, int flavour, int splits, 
  * Errors: PZ_ERR_UNSUPPORTED (not initialised: no Hopper device or no tensor-map encoder in the
  * driver), PZ_ERR_INVALID_ARG (flavour, wt, n not a multiple of 64*wt, splits), PZ_ERR_SHAPE
  * (semaphores, strides), PZ_ERR_CUDA. */
-pz_status pz_gemm_wgmma_launch(const pz_gemm_args *a, int flavour, int splits, int wt, int *sems,
+pz_status pz_gemm_wgmma_launch(const pz_gemm_args *a, pz_gemm_flavour flavour, int splits, int wt, int *sems,
                                int64_t sem_capacity, cudaStream_t stream);
 /* Token tile of the Hopper kernel for batch m: the smallest of 8, 16, .., 256 (128 for wt 4) >= m. */
 int pz_gemm_wgmma_bn(int m, int wt);

@@ -6,7 +6,7 @@
 
 /* Every helper takes the kernel's parameter struct P, which has at least:
  *   void *C; int64_t ldc; int c_bf16 (C is bf16, else f32); int *sems (2 ints per tile: flag 2t,
- *   counter 2t+1, zero between launches); int splits; int mode (flavour 1, 2, 4 or 5). */
+ *   counter 2t+1, zero between launches); int splits; pz_gemm_flavour mode (SPLITK_ATOMIC, SPLITK_ZERO, FULLK or SPLITK_SERIAL). */
 
 __device__ __forceinline__ int gemm_ld_acquire(const int *p) {
   int v;
@@ -41,14 +41,14 @@ __device__ __forceinline__ float c_load_l2(const P &p, int64_t off) {
  * split of the serial turnstile, or flavour 2 without splits. */
 template <class P>
 __device__ __forceinline__ bool c_overwrites(const P &p, int split) {
-  return p.mode == 4 || (p.mode == 5 && split == 0) || (p.mode == 2 && p.splits == 1);
+  return p.mode == PZ_GEMM_FULLK || (p.mode == PZ_GEMM_SPLITK_SERIAL && split == 0) || (p.mode == PZ_GEMM_SPLITK_ZERO && p.splits == 1);
 }
 /* One element of the CTA's partial into C[off]: store, serial add (split > 0 of flavour 5), or
  * atomic add. */
 template <class P>
 __device__ __forceinline__ void c_put(const P &p, int split, int64_t off, float v) {
   if (c_overwrites(p, split)) c_store(p, off, v);
-  else if (p.mode == 5) c_store(p, off, c_load_l2(p, off) + v);
+  else if (p.mode == PZ_GEMM_SPLITK_SERIAL) c_store(p, off, c_load_l2(p, off) + v);
   else c_atomic(p, off, v);
 }
 
@@ -70,8 +70,8 @@ __device__ __forceinline__ void tile_flag_raise(const P &p, int tile) {
  * turn (flavour 5: the flag equals its split index). The caller syncs the CTA after it. */
 template <class P>
 __device__ __forceinline__ void tile_wait(const P &p, int split, int tile) {
-  if ((p.mode == 2 || p.mode == 5) && split > 0 && threadIdx.x == 0)
-    while (gemm_ld_acquire(&p.sems[2 * tile]) != (p.mode == 2 ? 1 : split)) __nanosleep(32);
+  if ((p.mode == PZ_GEMM_SPLITK_ZERO || p.mode == PZ_GEMM_SPLITK_SERIAL) && split > 0 && threadIdx.x == 0)
+    while (gemm_ld_acquire(&p.sems[2 * tile]) != (p.mode == PZ_GEMM_SPLITK_ZERO ? 1 : split)) __nanosleep(32);
 }
 /* After the epilogue, called by every thread of the CTA: flavour 5 passes the turn to the next
  * split (the last one resets the flag to 0); in flavour 2 the last waiter resets flag and counter
@@ -79,11 +79,11 @@ __device__ __forceinline__ void tile_wait(const P &p, int split, int tile) {
  * starts from zero. */
 template <class P>
 __device__ __forceinline__ void tile_release(const P &p, int split, int tile) {
-  if (p.mode == 5 && p.splits > 1) {
+  if (p.mode == PZ_GEMM_SPLITK_SERIAL && p.splits > 1) {
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) gemm_st_release(&p.sems[2 * tile], split == p.splits - 1 ? 0 : split + 1);
-  } else if (p.mode == 2 && split > 0) {
+  } else if (p.mode == PZ_GEMM_SPLITK_ZERO && split > 0) {
     __syncthreads();
     if (threadIdx.x == 0 && atomicAdd(&p.sems[2 * tile + 1], 1) == p.splits - 2) {
       p.sems[2 * tile + 1] = 0;

@@ -35,7 +35,7 @@ struct Params {
   int *sems;
   int m, n, k;
   int splits;
-  int mode; /* flavour: 1 atomic, 2 in-kernel zero, 4 full K store, 5 serial */
+  pz_gemm_flavour mode; /* SPLITK_ATOMIC, SPLITK_ZERO (in-kernel zero), FULLK (store), SPLITK_SERIAL */
   int c_bf16;
   int l2pf; /* 1: W loads carry the L2::256B prefetch-size hint (default; PREZERO_GEMM_L2PF=0: off) */
 };
@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(NW * 32, MT8 <= 2 ? 16 / NW : 1) gemm_splitk_k
   const int rows = min(TOK, p.m - t0);
 
   /* Flavour 2: split 0 zeroes this CTA's C tile first, then raises the tile's flag. */
-  if (p.mode == 2 && split == 0 && p.splits > 1) {
+  if (p.mode == PZ_GEMM_SPLITK_ZERO && split == 0 && p.splits > 1) {
     tile_zero(p, t0, n0, rows, NTC, NTHR);
     __threadfence();
     __syncthreads();
@@ -269,7 +269,7 @@ __global__ void __launch_bounds__(NW * 32) gemm_staged_kernel(Params p) {
   const int rows = min(TOK, p.m - t0);
   unsigned char *wsm = smem + RED_BYTES + warp * NS * kStageBytes;
 
-  if (p.mode == 2 && split == 0 && p.splits > 1) {
+  if (p.mode == PZ_GEMM_SPLITK_ZERO && split == 0 && p.splits > 1) {
     tile_zero(p, t0, n0, rows, NTC, NTHR);
     __threadfence();
     __syncthreads();
@@ -463,13 +463,18 @@ extern "C" int64_t pz_gemm_sem_need(int m, int n, int wt) {
   return 2 * tiles; /* the warps-along-n layout has fewer, wider tiles: this bounds it too */
 }
 
-extern "C" pz_status pz_gemm_kernel_launch(const pz_gemm_args *a, int flavour, int splits, int wt, int warps,
-                                           int wn, int *sems, int64_t sem_capacity, cudaStream_t stream) {
+extern "C" pz_status pz_gemm_kernel_launch(const pz_gemm_args *a, const pz_gemm_config *cfg, int *sems,
+                                           int64_t sem_capacity, cudaStream_t stream) {
+  if (!cfg) return pz_error(PZ_ERR_INVALID_ARG, "gemm kernel: NULL config");
+  const pz_gemm_flavour flavour = cfg->flavour;
+  int splits = cfg->splits, wt = cfg->wt, warps = cfg->warps;
+  const int wn = cfg->wn;
   if (wn == 3) return pz_gemm_wgmma_launch(a, flavour, splits, wt, sems, sem_capacity, stream);
   if (warps == 0) warps = 8;
   if (warps != 4 && warps != 8) return pz_error(PZ_ERR_INVALID_ARG, "gemm kernel: warps %d not 4 or 8", warps);
-  if (flavour != 1 && flavour != 2 && flavour != 4 && flavour != 5)
-    return pz_error(PZ_ERR_INVALID_ARG, "gemm kernel: flavour %d is not a kernel flavour", flavour);
+  if (flavour != PZ_GEMM_SPLITK_ATOMIC && flavour != PZ_GEMM_SPLITK_ZERO && flavour != PZ_GEMM_FULLK &&
+      flavour != PZ_GEMM_SPLITK_SERIAL)
+    return pz_error(PZ_ERR_INVALID_ARG, "gemm kernel: flavour %s is not a kernel flavour", pz_gemm_flavour_name(flavour));
   const int mt8 = mt8_for(a->m);
   if (mt8 == 16) wt = 1;
   if (wt != 1 && wt != 2) return pz_error(PZ_ERR_INVALID_ARG, "gemm kernel: wt %d not 1 or 2", wt);
@@ -483,7 +488,7 @@ extern "C" pz_status pz_gemm_kernel_launch(const pz_gemm_args *a, int flavour, i
     return pz_error(PZ_ERR_INVALID_ARG, "gemm kernel: n=%d is not a multiple of the %d-column tile (wt %d, warps %d%s)",
                     a->n, cols, wt, warps, wn ? ", warps along n" : "");
   const int nchunks = a->k / 32;
-  if (flavour == 4) splits = 1;
+  if (flavour == PZ_GEMM_FULLK) splits = 1;
   if (splits < 1 || splits > nchunks)
     return pz_error(PZ_ERR_INVALID_ARG, "gemm kernel: splits %d outside 1..%d (k=%d)", splits, nchunks, a->k);
   if (pz_gemm_sem_need(a->m, a->n, wt) > sem_capacity)

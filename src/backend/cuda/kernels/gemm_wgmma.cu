@@ -40,7 +40,7 @@ struct WParams {
   int m, n;
   int kblocks; /* k / 64 */
   int splits;
-  int mode;
+  pz_gemm_flavour mode; /* SPLITK_ATOMIC, SPLITK_ZERO, FULLK or SPLITK_SERIAL */
   int c_bf16;
   int vec; /* 1: C f32, 16-byte aligned rows: vector reductions / stores */
 };
@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM>::THREADS, 1)
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   }
   /* Flavour 2: split 0 zeroes this CTA's C tile first, then raises the tile's flag. */
-  const bool zeroes = p.mode == 2 && split == 0 && p.splits > 1;
+  const bool zeroes = p.mode == PZ_GEMM_SPLITK_ZERO && split == 0 && p.splits > 1;
   if (zeroes) {
     tile_zero(p, t0, n0, rows, P::BM, P::THREADS);
     __threadfence();
@@ -231,7 +231,7 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM>::THREADS, 1)
       v.w += p.bias[n0 + j + 3];
     }
     const int64_t off = (int64_t)(t0 + t) * p.ldc + n0 + j;
-    if (p.vec && !store && p.mode != 5) {
+    if (p.vec && !store && p.mode != PZ_GEMM_SPLITK_SERIAL) {
       red_v4((float *)p.C + off, v);
     } else if (p.vec && store) {
       *(float4 *)((float *)p.C + off) = v;
@@ -329,18 +329,19 @@ extern "C" pz_status pz_gemm_wgmma_init(void) {
   return PZ_OK;
 }
 
-extern "C" pz_status pz_gemm_wgmma_launch(const pz_gemm_args *a, int flavour, int splits, int wt, int *sems,
+extern "C" pz_status pz_gemm_wgmma_launch(const pz_gemm_args *a, pz_gemm_flavour flavour, int splits, int wt, int *sems,
                                           int64_t sem_capacity, cudaStream_t stream) {
   if (!g_encode) return pz_error(PZ_ERR_UNSUPPORTED, "gemm wgmma: not initialised (pz_gemm_wgmma_init)");
-  if (flavour != 1 && flavour != 2 && flavour != 4 && flavour != 5)
-    return pz_error(PZ_ERR_INVALID_ARG, "gemm wgmma: flavour %d is not a kernel flavour", flavour);
+  if (flavour != PZ_GEMM_SPLITK_ATOMIC && flavour != PZ_GEMM_SPLITK_ZERO && flavour != PZ_GEMM_FULLK &&
+      flavour != PZ_GEMM_SPLITK_SERIAL)
+    return pz_error(PZ_ERR_INVALID_ARG, "gemm wgmma: flavour %d is not a kernel flavour", (int)flavour);
   if (wt != 1 && wt != 2 && wt != 4)
     return pz_error(PZ_ERR_INVALID_ARG, "gemm wgmma: wt %d (64-row W tiles per CTA) must be 1, 2 or 4", wt);
   const int bm = 64 * wt;
   if (a->n % bm)
     return pz_error(PZ_ERR_INVALID_ARG, "gemm wgmma: n=%d is not a multiple of the %d-column tile", a->n, bm);
   const int kblocks = a->k / 64;
-  if (flavour == 4) splits = 1;
+  if (flavour == PZ_GEMM_FULLK) splits = 1;
   if (splits < 1 || splits > kblocks)
     return pz_error(PZ_ERR_INVALID_ARG, "gemm wgmma: splits %d outside 1..%d (k=%d)", splits, kblocks, a->k);
   const int bn = pz_gemm_wgmma_bn(a->m, wt);

@@ -1,0 +1,117 @@
+/* pz_gemm_resolve, the one GEMM choice, needs no GPU (runs in any CUDA build): it is a pure
+ * function of its target (SM count, Hopper flag, tuner table, options, forced flavour) and the
+ * shape, whatever the environment holds; AUTO follows force > option > table > heuristic; a
+ * prezero consumer keeps the baseline's config minus its zeroing; nothing is clamped silently:
+ * a table entry, a caller's config or an option the kernels cannot run is refused, naming it. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>
+#include <string.h>
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/tuner.h"
+#include "core/options.h"
+#include "pz_test.h"
+
+static pz_gemm_config resolve_ok(const pz_gemm_target *t, int m, int n, int k, bool zi, const pz_gemm_config *want) {
+  pz_gemm_config c;
+  memset(&c, 0, sizeof c);
+  CHECK_OK(pz_gemm_resolve(t, m, n, k, zi, want, &c));
+  return c;
+}
+
+static bool same(const pz_gemm_config *a, const pz_gemm_config *b) {
+  return a->flavour == b->flavour && a->splits == b->splits && a->wt == b->wt && a->warps == b->warps && a->wn == b->wn;
+}
+
+int main(void) {
+  pz_runtime_opts ro;
+  pz_runtime_opts_default(&ro);
+  pz_tuner_table tab;
+  CHECK_OK(pz_tuner_table_init(&tab, "Test GPU", 132, "/nonexistent/prezero_cache", 0));
+  CHECK(tab.count == 0);
+  pz_gemm_target t = {.sm_count = 132, .hopper = true, .table = &tab, .ro = &ro, .force = PZ_GEMM_AUTO};
+
+  /* No table entry: the heuristic, whatever the environment says (pure). */
+  setenv("PREZERO_GEMM_FORCE", "cublas", 1);
+  setenv("PREZERO_GEMM_SPLITS", "3", 1);
+  pz_gemm_config h = pz_gemm_heuristic(132, 8, 2112, 7168, true, true);
+  pz_gemm_config c = resolve_ok(&t, 8, 2112, 7168, true, NULL);
+  if (h.flavour == PZ_GEMM_SPLITK_ATOMIC) h.flavour = PZ_GEMM_MEMSET_SPLITK;
+  CHECK(same(&c, &h));
+  unsetenv("PREZERO_GEMM_FORCE");
+  unsetenv("PREZERO_GEMM_SPLITS");
+
+  /* A prezero consumer (zero_init = false): the baseline's config, its zeroing dropped. */
+  pz_gemm_config base = resolve_ok(&t, 8, 2112, 7168, true, NULL);
+  pz_gemm_config cons = resolve_ok(&t, 8, 2112, 7168, false, NULL);
+  CHECK(cons.splits == base.splits && cons.wt == base.wt && cons.wn == base.wn);
+  CHECK((base.flavour == PZ_GEMM_SPLITK_ZERO || base.flavour == PZ_GEMM_MEMSET_SPLITK) ? cons.flavour == PZ_GEMM_SPLITK_ATOMIC
+                                                                                         : cons.flavour == base.flavour);
+
+  /* The table decides when it has the shape; the forced flavour of the options beats it, and
+   * the handle's force (baselines) beats both. */
+  pz_tuner_entry e;
+  memset(&e, 0, sizeof e);
+  e.m_bucket = 8;
+  e.n = 2112;
+  e.k = 7168;
+  e.cfg[PZ_GEMM_SPLITK_ZERO] = (pz_gemm_config){PZ_GEMM_SPLITK_ZERO, 6, 1, 5, 3};
+  e.cfg[PZ_GEMM_SPLITK_ATOMIC] = (pz_gemm_config){PZ_GEMM_SPLITK_ATOMIC, 6, 1, 5, 3};
+  e.cfg[PZ_GEMM_FULLK] = (pz_gemm_config){PZ_GEMM_FULLK, 1, 2, 5, 3};
+  e.cfg[PZ_GEMM_CUBLAS] = (pz_gemm_config){PZ_GEMM_CUBLAS, 1, 1, 4, 0};
+  e.best_zero = PZ_GEMM_SPLITK_ZERO;
+  e.best_nozero = PZ_GEMM_SPLITK_ATOMIC;
+  CHECK_OK(pz_tuner_put(&tab, &e));
+  c = resolve_ok(&t, 7, 2112, 7168, true, NULL); /* m 7 -> bucket 8 */
+  CHECK(c.flavour == PZ_GEMM_SPLITK_ZERO && c.splits == 6 && c.wn == 3);
+  snprintf(ro.gemm_force, sizeof ro.gemm_force, "fullk");
+  c = resolve_ok(&t, 8, 2112, 7168, true, NULL);
+  CHECK(c.flavour == PZ_GEMM_FULLK && c.splits == 1 && c.wt == 2);
+  t.force = PZ_GEMM_CUBLAS;
+  c = resolve_ok(&t, 8, 2112, 7168, true, NULL);
+  CHECK(c.flavour == PZ_GEMM_CUBLAS);
+  t.force = PZ_GEMM_AUTO;
+  ro.gemm_force[0] = 0;
+  /* the table off (PREZERO_GEMM_TUNER=0): the heuristic again */
+  ro.gemm_tuner = 0;
+  c = resolve_ok(&t, 8, 2112, 7168, true, NULL);
+  CHECK(same(&c, &h));
+  ro.gemm_tuner = 1;
+
+  /* PREZERO_GEMM_SPLITS: obeyed, capped at the GEMM's k-blocks (7168 / 64 = 112; 128 / 64 = 2). */
+  ro.gemm_splits = 3;
+  c = resolve_ok(&t, 8, 2112, 7168, true, NULL);
+  CHECK(c.splits == 3);
+  ro.gemm_splits = 40;
+  snprintf(ro.gemm_force, sizeof ro.gemm_force, "atomic");
+  c = resolve_ok(&t, 8, 256, 128, false, NULL);
+  CHECK(c.flavour == PZ_GEMM_SPLITK_ATOMIC && c.splits == 2);
+  ro.gemm_force[0] = 0;
+  c = resolve_ok(&t, 8, 256, 128, true, NULL); /* the heuristic runs it whole: full K has one split */
+  CHECK(c.flavour != PZ_GEMM_FULLK || c.splits == 1);
+  ro.gemm_splits = -1;
+
+  /* Refused, never clamped: a table entry that cannot run, a caller's config, wgmma off Hopper. */
+  e.cfg[PZ_GEMM_SPLITK_ZERO].splits = 500; /* > 112 k-blocks */
+  CHECK_OK(pz_tuner_put(&tab, &e));
+  CHECK_ST(pz_gemm_resolve(&t, 8, 2112, 7168, true, NULL, &c), PZ_ERR_INVALID_ARG);
+  CHECK(strstr(pz_last_error(), "the tuner table") && strstr(pz_last_error(), "splits=500"));
+  pz_gemm_config bad = {PZ_GEMM_SPLITK_ATOMIC, 2, 3, 0, 3}; /* wt 3 */
+  CHECK_ST(pz_gemm_resolve(&t, 8, 4096, 4096, false, &bad, &c), PZ_ERR_INVALID_ARG);
+  CHECK(strstr(pz_last_error(), "the caller's config"));
+  pz_gemm_target old = t;
+  old.hopper = false;
+  old.table = NULL;
+  pz_gemm_config wg = {PZ_GEMM_SPLITK_ATOMIC, 2, 1, 4, 3};
+  CHECK_ST(pz_gemm_resolve(&old, 8, 4096, 4096, false, &wg, &c), PZ_ERR_INVALID_ARG);
+  CHECK(strstr(pz_last_error(), "Hopper"));
+  /* an explicit config that can run is returned as given */
+  pz_gemm_config ex = {PZ_GEMM_SPLITK_SERIAL, 4, 2, 4, 0};
+  c = resolve_ok(&old, 8, 4096, 4096, false, &ex);
+  CHECK(same(&c, &ex));
+  /* a malformed forced flavour */
+  snprintf(ro.gemm_force, sizeof ro.gemm_force, "bogus");
+  CHECK_ST(pz_gemm_resolve(&old, 8, 4096, 4096, true, NULL, &c), PZ_ERR_INVALID_ARG);
+  CHECK(strstr(pz_last_error(), "PREZERO_GEMM_FORCE=bogus"));
+  pz_tuner_table_free(&tab);
+  TEST_DONE();
+}
