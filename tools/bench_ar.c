@@ -48,8 +48,7 @@ typedef struct bench {
   int64_t n_total, n_base;
 } bench;
 
-#define BCU(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
-  fprintf(stderr, "prezero bench ar: %s failed: %s\n", #call, cudaGetErrorString(e_)); return -1; } } while (0)
+#define BCU(call) PZ_BENCH_CUDA("bench ar", call, return -1)
 
 static pz_ar_rmsnorm_args args_for(bench *b, int r, int64_t m, int64_t H, int with_fill) {
   pz_ar_rmsnorm_args a;
@@ -86,12 +85,14 @@ static double time_kind(bench *b, int kind, int64_t m, int64_t H, int *eager) {
   for (int i = 0; i < b->iters && s == PZ_OK; i++)
     s = kind == 2 ? pz_ar_rmsnorm_nccl_launch_all(b->nccl, b->comm, a, b->st)
                   : pz_ar_rmsnorm_launch_all(b->comm, a, &b->dev, b->st);
+  /* Every rank's capture is ended; a failed one (NCCL refuses capture here) is an answer, not
+   * an error: the eager path below times it instead. */
   int cap_ok = 1;
   for (int r = 0; r < b->tp; r++) {
-    cudaSetDevice(pz_comm_device(b->comm, r));
-    if (cudaStreamEndCapture(b->st[r], &g[r]) != cudaSuccess) cap_ok = 0;
+    BCU(cudaSetDevice(pz_comm_device(b->comm, r)));
+    if (!PZ_CUDA_PROBE(cudaStreamEndCapture(b->st[r], &g[r]))) cap_ok = 0;
   }
-  (void)cudaGetLastError();
+  (void)cudaGetLastError(); /* what the failed launches under capture left */
   if (s != PZ_OK && kind != 2) {
     fprintf(stderr, "prezero bench ar: launch failed: %s\n", pz_last_error());
     return -1;
@@ -102,7 +103,7 @@ static double time_kind(bench *b, int kind, int64_t m, int64_t H, int *eager) {
     double t[64];
     int reps = b->reps < 64 ? b->reps : 64;
     for (int k = 0; k <= reps; k++) {
-      for (int r = 0; r < b->tp; r++) { cudaSetDevice(pz_comm_device(b->comm, r)); BCU(cudaEventRecord(b->e0[r], b->st[r])); }
+      for (int r = 0; r < b->tp; r++) { BCU(cudaSetDevice(pz_comm_device(b->comm, r))); BCU(cudaEventRecord(b->e0[r], b->st[r])); }
       for (int i = 0; i < b->iters; i++)
         if (pz_ar_rmsnorm_nccl_launch_all(b->nccl, b->comm, a, b->st) != PZ_OK) {
           fprintf(stderr, "prezero bench ar: NCCL path failed: %s\n", pz_last_error());
@@ -110,7 +111,7 @@ static double time_kind(bench *b, int kind, int64_t m, int64_t H, int *eager) {
         }
       float worst = 0;
       for (int r = 0; r < b->tp; r++) {
-        cudaSetDevice(pz_comm_device(b->comm, r));
+        BCU(cudaSetDevice(pz_comm_device(b->comm, r)));
         BCU(cudaEventRecord(b->e1[r], b->st[r]));
         BCU(cudaEventSynchronize(b->e1[r]));
         float ms;
@@ -119,7 +120,7 @@ static double time_kind(bench *b, int kind, int64_t m, int64_t H, int *eager) {
       }
       if (k > 0) t[k - 1] = worst;
     }
-    return pz_bench_median_hi(t, reps) * 1000.0 / b->iters;
+    return pz_median(t, reps) * 1000.0 / b->iters;
   }
   for (int r = 0; r < b->tp; r++) {
     BCU(cudaSetDevice(pz_comm_device(b->comm, r)));
@@ -130,14 +131,14 @@ static double time_kind(bench *b, int kind, int64_t m, int64_t H, int *eager) {
   int reps = b->reps < 256 ? b->reps : 256;
   for (int k = 0; k <= reps; k++) { /* k = 0: warm-up */
     for (int r = 0; r < b->tp; r++) {
-      cudaSetDevice(pz_comm_device(b->comm, r));
+      BCU(cudaSetDevice(pz_comm_device(b->comm, r)));
       BCU(cudaEventRecord(b->e0[r], b->st[r]));
       BCU(cudaGraphLaunch(ge[r], b->st[r]));
       BCU(cudaEventRecord(b->e1[r], b->st[r]));
     }
     float worst = 0;
     for (int r = 0; r < b->tp; r++) {
-      cudaSetDevice(pz_comm_device(b->comm, r));
+      BCU(cudaSetDevice(pz_comm_device(b->comm, r)));
       BCU(cudaEventSynchronize(b->e1[r]));
       float ms;
       BCU(cudaEventElapsedTime(&ms, b->e0[r], b->e1[r]));
@@ -145,12 +146,15 @@ static double time_kind(bench *b, int kind, int64_t m, int64_t H, int *eager) {
     }
     if (k > 0) t[k - 1] = worst;
   }
-  for (int r = 0; r < b->tp; r++) { cudaSetDevice(pz_comm_device(b->comm, r)); cudaGraphExecDestroy(ge[r]); }
+  for (int r = 0; r < b->tp; r++) { /* a destroy: nothing to report */
+    PZ_CUDA_IGNORE(cudaSetDevice(pz_comm_device(b->comm, r)));
+    PZ_CUDA_IGNORE(cudaGraphExecDestroy(ge[r]));
+  }
   if (pz_comm_check(b->comm) != PZ_OK) {
     fprintf(stderr, "prezero bench ar: %s\n", pz_last_error());
     return -1;
   }
-  return pz_bench_median_hi(t, reps) * 1000.0 / b->iters;
+  return pz_median(t, reps) * 1000.0 / b->iters;
 }
 
 static int setup(bench *b) {
@@ -240,7 +244,7 @@ int pz_cmd_bench_ar(int argc, char **argv) {
   char cmd[512];
   pz_bench_command_line(cmd, sizeof cmd, "prezero bench ar", argc - 1, argv + 1);
   struct cudaDeviceProp prop;
-  cudaGetDeviceProperties(&prop, 0);
+  PZ_BENCH_CUDA("bench ar", cudaGetDeviceProperties(&prop, 0), return 1);
   cJSON *root = cJSON_CreateObject();
   cJSON_AddStringToObject(root, "command", cmd);
   cJSON_AddStringToObject(root, "device", prop.name);
@@ -345,10 +349,11 @@ int pz_cmd_bench_ar(int argc, char **argv) {
   if (json && pz_bench_write_json(root, json, 1) != 0) { fprintf(stderr, "prezero bench ar: cannot write %s\n", json); rc = 1; }
   cJSON_Delete(root);
   if (b.nccl) pz_nccl_destroy(b.nccl);
-  for (int r = 0; r < b.tp; r++) {
-    cudaSetDevice(pz_comm_device(b.comm, r));
-    cudaFree(b.part[r]); cudaFree(b.partn[r]); cudaFree(b.res[r]); cudaFree(b.w[r]); cudaFree(b.x[r]); cudaFree(b.fill[r]);
-    cudaStreamDestroy(b.st[r]);
+  for (int r = 0; r < b.tp; r++) { /* cleanup: failures ignored on purpose (the exit code is decided) */
+    PZ_CUDA_IGNORE(cudaSetDevice(pz_comm_device(b.comm, r)));
+    PZ_CUDA_IGNORE(cudaFree(b.part[r])); PZ_CUDA_IGNORE(cudaFree(b.partn[r])); PZ_CUDA_IGNORE(cudaFree(b.res[r]));
+    PZ_CUDA_IGNORE(cudaFree(b.w[r])); PZ_CUDA_IGNORE(cudaFree(b.x[r])); PZ_CUDA_IGNORE(cudaFree(b.fill[r]));
+    PZ_CUDA_IGNORE(cudaStreamDestroy(b.st[r]));
   }
   pz_comm_destroy(b.comm);
   return rc;

@@ -38,20 +38,14 @@ static pz_status time_graph(launch_fn f, void *ctx, int iters, int reps, cudaStr
   cudaGraph_t g = NULL;
   cudaGraphExec_t ge = NULL;
   pz_status st = PZ_OK;
-  if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess)
-    return pz_error(PZ_ERR_CUDA, "bench attn: cannot begin capture");
+  PZ_CUDA_CHECK_MSG(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "bench attn: cannot begin capture");
   for (int j = 0; j < iters && st == PZ_OK; j++) st = f(ctx, j, s);
-  cudaError_t ce = cudaStreamEndCapture(s, &g);
-  if (st != PZ_OK) { if (g) cudaGraphDestroy(g); return st; }
-  if (ce != cudaSuccess || cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
-    if (g) cudaGraphDestroy(g);
-    return pz_error(PZ_ERR_CUDA, "bench attn: capture/instantiate failed: %s", cudaGetErrorString(cudaGetLastError()));
-  }
-  ce = pz_bench_graph_us(ge, s, iters, reps, us);
-  cudaGraphExecDestroy(ge);
-  cudaGraphDestroy(g);
-  if (ce != cudaSuccess) return pz_error(PZ_ERR_CUDA, "bench attn: replay failed: %s", cudaGetErrorString(ce));
-  return PZ_OK;
+  PZ_CUDA_KEEP_MSG(cudaStreamEndCapture(s, &g), st, "bench attn: capture/instantiate failed"); /* always ended */
+  if (st == PZ_OK) st = PZ_CUDA_STATUS_MSG(cudaGraphInstantiate(&ge, g, 0), "bench attn: capture/instantiate failed");
+  if (st == PZ_OK) st = pz_bench_graph_us(ge, s, iters, reps, us); /* its message names the replay call that failed */
+  if (ge) PZ_CUDA_IGNORE(cudaGraphExecDestroy(ge)); /* cleanup: st is what counts */
+  if (g) PZ_CUDA_IGNORE(cudaGraphDestroy(g));
+  return st;
 }
 
 /* One TP shape's buffers. */
@@ -102,11 +96,8 @@ static pz_status run_read(void *v, int j, cudaStream_t s) {
 static void *dalloc(size_t bytes, pz_status *st) {
   void *p = NULL;
   if (*st != PZ_OK) return NULL;
-  if (cudaMalloc(&p, bytes) != cudaSuccess) {
-    *st = pz_error(PZ_ERR_OOM, "bench attn: cannot allocate %zu bytes", bytes);
-    return NULL;
-  }
-  return p;
+  *st = PZ_CUDA_STATUS_AS(cudaMalloc(&p, bytes), PZ_ERR_OOM, "bench attn: cannot allocate %zu bytes", bytes);
+  return *st == PZ_OK ? p : NULL;
 }
 static void fill(void *p, int64_t n, uint32_t seed, pz_status *st) {
   if (*st == PZ_OK && p) *st = pz_gemm_fill_bf16(p, n, seed, false, 0);
@@ -137,13 +128,13 @@ int pz_cmd_bench_attn(int argc, char **argv) {
   if (reps < 3) reps = 3;
   if (pz_bench_need_gpus("bench attn", "this benchmark", 1, 0)) return 1;
   struct cudaDeviceProp prop;
-  cudaGetDeviceProperties(&prop, 0);
+  PZ_BENCH_CUDA("bench attn", cudaGetDeviceProperties(&prop, 0), return 1);
   bench b;
   memset(&b, 0, sizeof b);
   b.sm_count = prop.multiProcessorCount;
   pz_status st = pz_gemm_ctx_create(&b.gemm);
-  cudaStream_t s;
-  cudaStreamCreate(&s);
+  cudaStream_t s = NULL;
+  if (st == PZ_OK) st = PZ_CUDA_STATUS(cudaStreamCreate(&s));
   const int64_t L = 512, rope = 64, nope = 128, vd = 128, ql = 1536, H = 7168, kvw = L + rope;
   b.stride = (int64_t)ctx * kvw;
   b.cache = dalloc(sizeof(pz_bf16) * (size_t)(POOL_SEQS * b.stride), &st);
@@ -155,14 +146,14 @@ int pz_cmd_bench_attn(int argc, char **argv) {
   if (st == PZ_OK) {
     int32_t hp[128];
     for (int i = 0; i < 128; i++) hp[i] = ctx - 1;
-    cudaMemcpy(b.pos, hp, sizeof hp, cudaMemcpyHostToDevice);
+    st = PZ_CUDA_STATUS(cudaMemcpy(b.pos, hp, sizeof hp, cudaMemcpyHostToDevice));
     float *hq = malloc(sizeof(float) * 128 * (size_t)(ql + kvw));
     uint32_t r = 99;
     for (int64_t i = 0; i < 128 * (ql + kvw); i++) {
       r = r * 1664525u + 1013904223u;
       hq[i] = (float)(r >> 8) / 8388608.0f - 1.0f;
     }
-    cudaMemcpy(b.qkv_a, hq, sizeof(float) * 128 * (size_t)(ql + kvw), cudaMemcpyHostToDevice);
+    if (st == PZ_OK) st = PZ_CUDA_STATUS(cudaMemcpy(b.qkv_a, hq, sizeof(float) * 128 * (size_t)(ql + kvw), cudaMemcpyHostToDevice));
     free(hq);
   }
   if (st != PZ_OK) {
@@ -257,8 +248,8 @@ int pz_cmd_bench_attn(int argc, char **argv) {
     pz_mla_cuda_destroy(b.op);
     b.op = NULL;
     for (int c = 0; c < 2; c++) {
-      for (int k = 0; k < 5; k++) { cudaFree(b.w[c][k]); b.w[c][k] = NULL; }
-      cudaFree(b.o_w[c]);
+      for (int k = 0; k < 5; k++) { PZ_CUDA_IGNORE(cudaFree(b.w[c][k])); b.w[c][k] = NULL; } /* cleanup */
+      PZ_CUDA_IGNORE(cudaFree(b.o_w[c]));
       b.o_w[c] = NULL;
     }
   }
@@ -270,9 +261,11 @@ int pz_cmd_bench_attn(int argc, char **argv) {
   if (json_path && pz_bench_write_json(root, json_path, 1) != 0)
     fprintf(stderr, "prezero bench attn: cannot write %s\n", json_path);
   cJSON_Delete(root);
-  cudaFree(b.cache); cudaFree(b.pos); cudaFree(b.qkv_a); cudaFree(b.out); cudaFree(b.sink);
+  /* Cleanup: failures ignored on purpose (the exit code is already decided). */
+  PZ_CUDA_IGNORE(cudaFree(b.cache)); PZ_CUDA_IGNORE(cudaFree(b.pos)); PZ_CUDA_IGNORE(cudaFree(b.qkv_a));
+  PZ_CUDA_IGNORE(cudaFree(b.out)); PZ_CUDA_IGNORE(cudaFree(b.sink));
   pz_gemm_ctx_destroy(b.gemm);
-  cudaStreamDestroy(s);
+  if (s) PZ_CUDA_IGNORE(cudaStreamDestroy(s));
   return rc;
 }
 #else

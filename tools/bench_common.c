@@ -19,21 +19,6 @@ int pz_bench_parse_list(const char *s, int *v, int cap, int lo, int hi) {
   return n;
 }
 
-int pz_bench_cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-double pz_bench_median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof(double), pz_bench_cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-double pz_bench_median_hi(double *v, int n) {
-  qsort(v, (size_t)n, sizeof(double), pz_bench_cmp_double);
-  return v[n / 2];
-}
-
 void pz_bench_command_line(char *buf, size_t cap, const char *prefix, int argc, char **argv) {
   snprintf(buf, cap, "%s", prefix);
   for (int i = 0; i < argc; i++) {
@@ -79,10 +64,7 @@ int pz_bench_no_cuda(const char *name, int argc, char **argv, void (*usage)(FILE
 #ifdef PZ_HAVE_CUDA
 int pz_bench_need_gpus(const char *name, const char *what, int need, int tp_flag) {
   int have = 0;
-  if (cudaGetDeviceCount(&have) != cudaSuccess) {
-    cudaGetLastError();
-    have = 0;
-  }
+  if (!PZ_CUDA_PROBE(cudaGetDeviceCount(&have))) have = 0; /* no driver / no GPU: none visible */
   if (have >= need) return 0;
   char msg[300];
   pz_cli_gpu_refusal(msg, sizeof msg, what, need, have, tp_flag);
@@ -90,31 +72,29 @@ int pz_bench_need_gpus(const char *name, const char *what, int need, int tp_flag
   return -1;
 }
 
-cudaError_t pz_bench_graph_us(cudaGraphExec_t ge, cudaStream_t s, int launches, int reps, double *us) {
-  cudaError_t err = cudaSuccess;
-#define PZ_BENCH_KEEP(call) do { cudaError_t e_ = (call); if (err == cudaSuccess) err = e_; } while (0)
+pz_status pz_bench_graph_us(cudaGraphExec_t ge, cudaStream_t s, int launches, int reps, double *us) {
+  pz_status st = PZ_OK; /* every call runs; the first failure is the one reported (PZ_CUDA_KEEP) */
   cudaEvent_t e0 = NULL, e1 = NULL;
-  PZ_BENCH_KEEP(cudaEventCreate(&e0));
-  PZ_BENCH_KEEP(cudaEventCreate(&e1));
+  PZ_CUDA_KEEP(cudaEventCreate(&e0), st);
+  PZ_CUDA_KEEP(cudaEventCreate(&e1), st);
   double t[PZ_BENCH_MAX_REPS];
   if (reps > PZ_BENCH_MAX_REPS) reps = PZ_BENCH_MAX_REPS;
   if (reps < 1) reps = 1;
-  PZ_BENCH_KEEP(cudaGraphLaunch(ge, s)); /* warm-up */
-  PZ_BENCH_KEEP(cudaStreamSynchronize(s));
+  PZ_CUDA_KEEP(cudaGraphLaunch(ge, s), st); /* warm-up */
+  PZ_CUDA_KEEP(cudaStreamSynchronize(s), st);
   for (int r = 0; r < reps; r++) {
     float ms = 0;
-    PZ_BENCH_KEEP(cudaEventRecord(e0, s));
-    PZ_BENCH_KEEP(cudaGraphLaunch(ge, s));
-    PZ_BENCH_KEEP(cudaEventRecord(e1, s));
-    PZ_BENCH_KEEP(cudaEventSynchronize(e1));
-    PZ_BENCH_KEEP(cudaEventElapsedTime(&ms, e0, e1));
+    PZ_CUDA_KEEP(cudaEventRecord(e0, s), st);
+    PZ_CUDA_KEEP(cudaGraphLaunch(ge, s), st);
+    PZ_CUDA_KEEP(cudaEventRecord(e1, s), st);
+    PZ_CUDA_KEEP(cudaEventSynchronize(e1), st);
+    PZ_CUDA_KEEP(cudaEventElapsedTime(&ms, e0, e1), st);
     t[r] = ms;
   }
-  PZ_BENCH_KEEP(cudaStreamSynchronize(s));
-#undef PZ_BENCH_KEEP
-  *us = pz_bench_median_hi(t, reps) * 1000.0 / launches;
-  if (e0) cudaEventDestroy(e0);
-  if (e1) cudaEventDestroy(e1);
-  return err;
+  PZ_CUDA_KEEP(cudaStreamSynchronize(s), st);
+  *us = pz_median(t, reps) * 1000.0 / launches;
+  if (e0) PZ_CUDA_IGNORE(cudaEventDestroy(e0)); /* cleanup: st already says how the replays went */
+  if (e1) PZ_CUDA_IGNORE(cudaEventDestroy(e1));
+  return st;
 }
 #endif

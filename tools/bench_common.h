@@ -1,9 +1,11 @@
-/* Helpers shared by the `prezero bench` front-ends (tools/bench_*.c): list options, medians,
- * the command/date fields of the JSON record, JSON and markdown output, CUDA-graph replay timing. */
+/* Helpers shared by the `prezero bench` front-ends (tools/bench_*.c): list options, the
+ * command/date fields of the JSON record, JSON and markdown output, CUDA-graph replay timing,
+ * CUDA checks. Medians are pz_median (core/stats.h). */
 #ifndef PZ_TOOLS_BENCH_COMMON_H
 #define PZ_TOOLS_BENCH_COMMON_H
 #include <stddef.h>
 #include <stdio.h>
+#include "core/stats.h" /* pz_median: the medians every front-end reports */
 
 struct cJSON;
 
@@ -14,15 +16,6 @@ struct cJSON;
  * into v[0..cap). Returns the count (0 for ""), or -1 when an item is not a number, lies
  * outside lo..hi, is followed by anything but ',' or the end, or there are more than cap. */
 int pz_bench_parse_list(const char *s, int *v, int cap, int lo, int hi);
-
-/* qsort comparator of doubles, ascending. */
-int pz_bench_cmp_double(const void *a, const void *b);
-/* Sorts v[0..n) (n >= 1) in place and returns its median: the middle element for odd n, the
- * mean of the two middle elements for even n. */
-double pz_bench_median(double *v, int n);
-/* Sorts v[0..n) (n >= 1) in place and returns v[n / 2]: the median for odd n, the upper of the
- * two middle elements for even n. */
-double pz_bench_median_hi(double *v, int n);
 
 /* Writes `prefix`, then " argv[i]" for i in 0..argc, into buf (truncated to cap - 1 chars). */
 void pz_bench_command_line(char *buf, size_t cap, const char *prefix, int argc, char **argv);
@@ -44,6 +37,21 @@ int pz_bench_no_cuda(const char *name, int argc, char **argv, void (*usage)(FILE
 
 #ifdef PZ_HAVE_CUDA
 #include <cuda_runtime_api.h>
+#include "backend/cuda/cuda_util.h"
+/* The front-ends' form of PZ_CUDA_CHECK (backend/cuda/cuda_util.h) for functions that print
+ * their error themselves: a failed call is recorded by pz_cuda_error (file:line, the call, the
+ * CUDA error text; last-error state cleared), printed as the one line "prezero <name>: <that
+ * message>" on stderr, and then the statement on_fail runs (`return -1`, `goto fail`).
+ * name: the command as typed, "bench ar", ... */
+#define PZ_BENCH_CUDA(name, call, on_fail)                                           \
+  do {                                                                               \
+    cudaError_t pz_be_ = (call);                                                     \
+    if (pz_be_ != cudaSuccess) {                                                     \
+      pz_cuda_error(pz_be_, __FILE__, __LINE__, #call);                              \
+      fprintf(stderr, "prezero %s: %s\n", (name), pz_last_error());                  \
+      on_fail;                                                                       \
+    }                                                                                \
+  } while (0)
 /* Returns 0 when at least `need` CUDA GPUs are visible (cudaGetDeviceCount; an error counts as
  * none); otherwise prints the one line "prezero <name>: " + pz_cli_gpu_refusal(what, need,
  * visible, tp_flag) (tools/cli_args.h) on stderr and returns -1. name as for pz_bench_no_cuda. */
@@ -52,9 +60,10 @@ int pz_bench_need_gpus(const char *name, const char *what, int need, int tp_flag
 #define PZ_BENCH_MAX_REPS 64
 /* Times an instantiated CUDA graph holding `launches` launches on stream s: one warm-up replay
  * (then the stream is synchronised), then min(reps, 64) replays, each between two events and
- * synchronised. *us = pz_bench_median_hi of the replay times, in µs per launch (replay time /
- * launches). Returns the first CUDA error met (cudaSuccess when none); *us is set either way. */
-cudaError_t pz_bench_graph_us(cudaGraphExec_t ge, cudaStream_t s, int launches, int reps, double *us);
+ * synchronised. *us = pz_median of the replay times, in µs per launch (replay time / launches).
+ * Returns PZ_OK, or the status of the first CUDA error met (PZ_CUDA_KEEP: every call still runs,
+ * the message names it); *us is set either way. */
+pz_status pz_bench_graph_us(cudaGraphExec_t ge, cudaStream_t s, int launches, int reps, double *us);
 #endif
 
 #endif

@@ -40,14 +40,7 @@ static void usage(FILE *f) {
       goto fail;                                                                       \
     }                                                                                  \
   } while (0)
-#define BENCH_CUDA(call)                                                                           \
-  do {                                                                                             \
-    cudaError_t e_ = (call);                                                                       \
-    if (e_ != cudaSuccess) {                                                                       \
-      fprintf(stderr, "prezero bench moe: %s failed: %s\n", #call, cudaGetErrorString(e_));       \
-      goto fail;                                                                                   \
-    }                                                                                              \
-  } while (0)
+#define BENCH_CUDA(call) PZ_BENCH_CUDA("bench moe", call, goto fail)
 
 int pz_cmd_bench_moe(int argc, char **argv) {
   const char *json_path = NULL, *md_path = NULL;
@@ -75,9 +68,9 @@ int pz_cmd_bench_moe(int argc, char **argv) {
   for (int i = 0; i < nm; i++) max_m = ms[i] > max_m ? ms[i] : max_m;
   const int64_t H = KIMI_H, E = KIMI_E, Imax = KIMI_I / min_tp;
   struct cudaDeviceProp prop;
-  cudaGetDeviceProperties(&prop, 0);
+  PZ_BENCH_CUDA("bench moe", cudaGetDeviceProperties(&prop, 0), return 1);
   size_t fr = 0, tot = 0;
-  cudaMemGetInfo(&fr, &tot);
+  PZ_BENCH_CUDA("bench moe", cudaMemGetInfo(&fr, &tot), return 1);
   const size_t mat = (size_t)E * Imax * H * 2, need = 3 * mat + ((size_t)2 << 30);
   pz_bf16 *wg = NULL, *wu = NULL, *wd = NULL, *sg = NULL, *su = NULL, *sd = NULL, *x = NULL;
   float *logits = NULL, *out = NULL;
@@ -116,8 +109,9 @@ int pz_cmd_bench_moe(int argc, char **argv) {
       r ^= r << 13; r ^= r >> 7; r ^= r << 17;
       hl[i] = (float)((double)(r >> 11) / 9007199254740992.0 * 8.0 - 4.0);
     }
-    cudaMemcpy(logits, hl, sizeof(float) * NSETS * max_m * E, cudaMemcpyHostToDevice);
+    pz_status copied = PZ_CUDA_STATUS(cudaMemcpy(logits, hl, sizeof(float) * NSETS * max_m * E, cudaMemcpyHostToDevice));
     free(hl);
+    BENCH_CHECK(copied); /* the message names the cudaMemcpy */
   }
   {
     pz_moe_params p0;
@@ -172,7 +166,7 @@ int pz_cmd_bench_moe(int argc, char **argv) {
       for (int ls = 0; ls < NSETS; ls++) {
         BENCH_CHECK(pz_moe_launch(&a, logits + (size_t)ls * max_m * E, E, NULL, NULL, NULL, s));
         BENCH_CUDA(cudaStreamSynchronize(s));
-        cudaMemcpy(h_ids, ids, sizeof(int32_t) * m * KIMI_K, cudaMemcpyDeviceToHost);
+        BENCH_CUDA(cudaMemcpy(h_ids, ids, sizeof(int32_t) * m * KIMI_K, cudaMemcpyDeviceToHost));
         unsigned char seen[KIMI_E] = {0};
         for (int q = 0; q < m * KIMI_K; q++)
           if (h_ids[q] >= 0 && h_ids[q] < KIMI_E && !seen[h_ids[q]]) { seen[h_ids[q]] = 1; distinct += 1; }
@@ -186,8 +180,8 @@ int pz_cmd_bench_moe(int argc, char **argv) {
       for (int r = 0; r < 2 * NSETS; r++) BENCH_CHECK(pz_moe_launch(&a, logits + (size_t)(r % NSETS) * max_m * E, E, NULL, NULL, NULL, s));
       BENCH_CUDA(cudaStreamEndCapture(s, &g));
       BENCH_CUDA(cudaGraphInstantiate(&ge, g, 0));
-      double us = 0; /* CUDA errors of the replays surface at the cudaGetLastError check below */
-      pz_bench_graph_us(ge, s, 2 * NSETS, reps, &us);
+      double us = 0;
+      BENCH_CHECK(pz_bench_graph_us(ge, s, 2 * NSETS, reps, &us));
       /* yardstick: one contiguous read of the same routed bytes, rotated over the pool */
       int64_t rb = (int64_t)routed < (int64_t)mat ? (int64_t)routed : (int64_t)mat;
       rb &= ~(int64_t)4095;
@@ -203,13 +197,13 @@ int pz_cmd_bench_moe(int argc, char **argv) {
         }
         BENCH_CUDA(cudaStreamEndCapture(s, &gr));
         BENCH_CUDA(cudaGraphInstantiate(&ger, gr, 0));
-        pz_bench_graph_us(ger, s, nread, reps, &rus);
+        BENCH_CHECK(pz_bench_graph_us(ger, s, nread, reps, &rus));
         rus = rus * routed / (double)rb; /* scaled when capped at one matrix */
-        cudaGraphExecDestroy(ger);
-        cudaGraphDestroy(gr);
+        PZ_CUDA_IGNORE(cudaGraphExecDestroy(ger)); /* a destroy: nothing to report */
+        PZ_CUDA_IGNORE(cudaGraphDestroy(gr));
       }
-      cudaGraphExecDestroy(ge);
-      cudaGraphDestroy(g);
+      PZ_CUDA_IGNORE(cudaGraphExecDestroy(ge));
+      PZ_CUDA_IGNORE(cudaGraphDestroy(g));
       BENCH_CUDA(cudaGetLastError());
       const double tbps = routed / (us * 1e-6) / 1e12, tbps_sh = with_sh / (us * 1e-6) / 1e12;
       printf("%3d %4d %8.1f %10.1f %9.1f %8.2f %6.1f%% %9.2f %9.1f %7.2f\n", tp, m, distinct, routed / 1e6, us, tbps,
@@ -237,9 +231,12 @@ fail:
   if (json_path && rows) pz_bench_write_json(root, json_path, 0);
   if (md) fclose(md);
   cJSON_Delete(root);
-  cudaFree(wg); cudaFree(wu); cudaFree(wd); cudaFree(sg); cudaFree(su); cudaFree(sd); cudaFree(x);
-  cudaFree(logits); cudaFree(out); cudaFree(ws); cudaFree(sink);
-  if (s) cudaStreamDestroy(s);
+  /* Cleanup: failures ignored on purpose (the exit code is already decided). */
+  PZ_CUDA_IGNORE(cudaFree(wg)); PZ_CUDA_IGNORE(cudaFree(wu)); PZ_CUDA_IGNORE(cudaFree(wd));
+  PZ_CUDA_IGNORE(cudaFree(sg)); PZ_CUDA_IGNORE(cudaFree(su)); PZ_CUDA_IGNORE(cudaFree(sd)); PZ_CUDA_IGNORE(cudaFree(x));
+  PZ_CUDA_IGNORE(cudaFree(logits)); PZ_CUDA_IGNORE(cudaFree(out)); PZ_CUDA_IGNORE(cudaFree(ws));
+  PZ_CUDA_IGNORE(cudaFree(sink));
+  if (s) PZ_CUDA_IGNORE(cudaStreamDestroy(s));
   return rc;
 }
 #else

@@ -230,7 +230,7 @@ int pz_cmd_bench_step(int argc, char **argv) {
         if (c->n == 0) continue;
         double tmp[MAX_ROUNDS];
         memcpy(tmp, c->us, sizeof(double) * (size_t)c->n);
-        us[pzs[p]] = pz_bench_median(tmp, c->n);
+        us[pzs[p]] = pz_median(tmp, c->n);
         have[pzs[p]] = 1;
         cJSON *row = cJSON_CreateObject();
         cJSON_AddNumberToObject(row, "tp", tps[t]);

@@ -14,6 +14,7 @@
 #include "passes/prezero.h"
 #ifdef PZ_HAVE_CUDA
 #include <cuda_runtime.h>
+#include "backend/cuda/cuda_util.h"
 #include "backend/cuda/gate_cuda.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/runtime.h"
@@ -112,8 +113,8 @@ int pz_cmd_plan(int argc, char **argv) {
   pz_gemm_ctx *ctx = NULL;
   pz_status st;
   if (pz_cuda_device_count() > 0) {
-    cudaSetDevice(0);
-    st = pz_gemm_ctx_create(&ctx);
+    st = PZ_CUDA_STATUS(cudaSetDevice(0));
+    if (st == PZ_OK) st = pz_gemm_ctx_create(&ctx);
     if (st == PZ_OK) st = pz_gate_calibrate_cuda(0, &dev);
     pz_device_desc_apply_opts(&dev, &ro);
     printf("# device: %s (%d SMs), tuner table: %s\n", ctx ? pz_gemm_ctx_device_name(ctx) : "?",

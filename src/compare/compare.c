@@ -16,6 +16,7 @@
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "core/options.h"
+#include "core/stats.h"
 #include "passes/passes.h"
 #include "passes/prezero.h"
 
@@ -56,16 +57,6 @@ static void progress(const pz_cmp_opts *o, const char *fmt, ...) {
   vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
   o->progress(o->user, line);
-}
-
-static double median(double *v, int n) {
-  for (int i = 1; i < n; i++)
-    for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
-      double t = v[j];
-      v[j] = v[j - 1];
-      v[j - 1] = t;
-    }
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* ---------------------------------------------------------------- graphs and memory plan */
@@ -350,7 +341,7 @@ pz_status pz_compare_decode(const pz_cmp_opts *o, int ci, const pz_cmp_engine_op
     tot_on[rd] = t_on[rd];
     tot_off[rd] = t_off[rd];
   }
-  double mon = median(tot_on, o->rounds), moff = median(tot_off, o->rounds);
+  double mon = pz_median(tot_on, o->rounds), moff = pz_median(tot_off, o->rounds);
   pt->tpot_on_ms = 1e3 * mon / o->osl;
   pt->tpot_off_ms = 1e3 * moff / o->osl;
   pt->e2e_on_s = mon;

@@ -79,13 +79,17 @@ pz_status pz_ar_rmsnorm_nccl_launch_all(pz_nccl *n, const pz_comm *c, const pz_a
     if (args[r].ld_partial != args[r].H || args[r].m != args[0].m || args[r].H != args[0].H)
       return pz_error(PZ_ERR_INVALID_ARG, "nccl: partials must be contiguous (ld_partial == H), same m, H on all ranks");
   if (tp > 1) {
+    /* The group is always closed; a cudaSetDevice failure inside it is the error reported. */
+    pz_status st = PZ_OK;
     int rc = n->group_start();
-    for (int r = 0; r < tp && rc == NCCL_SUCCESS; r++) {
-      if (cudaSetDevice(pz_comm_device(c, r)) != cudaSuccess) break;
+    for (int r = 0; r < tp && rc == NCCL_SUCCESS && st == PZ_OK; r++) {
+      PZ_CUDA_KEEP(cudaSetDevice(pz_comm_device(c, r)), st);
+      if (st != PZ_OK) break;
       rc = n->all_reduce(args[r].partial, (void *)args[r].partial, (size_t)(args[r].m * args[r].H), NCCL_FLOAT32,
                          NCCL_SUM, n->comms[r], streams[r]);
     }
     int rc2 = n->group_end();
+    if (st != PZ_OK) return st;
     if (rc != NCCL_SUCCESS || rc2 != NCCL_SUCCESS)
       return pz_error(PZ_ERR_NCCL, "ncclAllReduce: %s", nccl_err(n, rc != NCCL_SUCCESS ? rc : rc2));
   }

@@ -23,6 +23,16 @@ __global__ void pz_p2p_write_kernel(unsigned *dst, int n, unsigned salt) {
     dst[i] = (unsigned)i * 2654435761u ^ salt;
 }
 
+/* cudaDeviceEnablePeerAccess, where "already enabled" (by an earlier communicator) is success. */
+static cudaError_t enable_peer(int dj) {
+  cudaError_t e = cudaDeviceEnablePeerAccess(dj, 0);
+  if (e == cudaErrorPeerAccessAlreadyEnabled) {
+    (void)cudaGetLastError();
+    e = cudaSuccess;
+  }
+  return e;
+}
+
 static pz_status check_pair(int di, int dj) {
   int can = 0;
   PZ_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, di, dj));
@@ -30,54 +40,53 @@ static pz_status check_pair(int di, int dj) {
     return pz_error(PZ_ERR_NO_P2P, "GPU %d cannot access GPU %d (cudaDeviceCanAccessPeer = 0); "
                     "use the NCCL path (PREZERO_AR_ALGO=nccl) or GPUs linked by NVLink/PCIe P2P", di, dj);
   PZ_CUDA_CHECK(cudaSetDevice(di));
-  cudaError_t e = cudaDeviceEnablePeerAccess(dj, 0);
-  if (e == cudaErrorPeerAccessAlreadyEnabled) {
-    (void)cudaGetLastError();
-  } else if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    return pz_error(PZ_ERR_NO_P2P, "enabling peer access GPU %d -> GPU %d failed: %s", di, dj,
-                    cudaGetErrorString(e));
-  }
-  /* A real write over the link: kernel on di stores into dj's memory. */
+  PZ_CHECK(PZ_CUDA_STATUS_AS(enable_peer(dj), PZ_ERR_NO_P2P, "enabling peer access GPU %d -> GPU %d failed", di, dj));
+  /* A real write over the link: kernel on di stores into dj's memory. A failure of the write
+   * itself (launch, sync, read-back) is PZ_ERR_NO_P2P; of the set-up around it PZ_ERR_CUDA. */
   unsigned *buf = NULL;
   PZ_CUDA_CHECK(cudaSetDevice(dj));
   PZ_CUDA_CHECK(cudaMalloc(&buf, PZ_P2P_CHECK_WORDS * sizeof(unsigned)));
-  PZ_CUDA_CHECK(cudaMemset(buf, 0, PZ_P2P_CHECK_WORDS * sizeof(unsigned)));
-  PZ_CUDA_CHECK(cudaDeviceSynchronize());
-  PZ_CUDA_CHECK(cudaSetDevice(di));
-  unsigned salt = 0x9e3779b9u ^ (unsigned)(di * 131 + dj);
-  pz_p2p_write_kernel<<<16, 256>>>(buf, PZ_P2P_CHECK_WORDS, salt);
-  cudaError_t ke = cudaGetLastError();
-  if (ke == cudaSuccess) ke = cudaDeviceSynchronize();
-  unsigned *host = (unsigned *)malloc(PZ_P2P_CHECK_WORDS * sizeof(unsigned));
+  pz_status st = PZ_OK;
   int bad = -1;
-  if (ke == cudaSuccess && host) {
-    cudaSetDevice(dj);
-    ke = cudaMemcpy(host, buf, PZ_P2P_CHECK_WORDS * sizeof(unsigned), cudaMemcpyDeviceToHost);
-    if (ke == cudaSuccess) {
-      bad = 0;
-      for (int i = 0; i < PZ_P2P_CHECK_WORDS; i++)
-        if (host[i] != ((unsigned)i * 2654435761u ^ salt)) bad++;
-    }
+  unsigned *host = NULL;
+  const unsigned salt = 0x9e3779b9u ^ (unsigned)(di * 131 + dj);
+  PZ_CUDA_CHECK_GOTO(cudaMemset(buf, 0, PZ_P2P_CHECK_WORDS * sizeof(unsigned)), st, done);
+  PZ_CUDA_CHECK_GOTO(cudaDeviceSynchronize(), st, done);
+  PZ_CUDA_CHECK_GOTO(cudaSetDevice(di), st, done);
+  pz_p2p_write_kernel<<<16, 256>>>(buf, PZ_P2P_CHECK_WORDS, salt);
+  PZ_CHECK_GOTO(PZ_CUDA_STATUS_AS(cudaGetLastError(), PZ_ERR_NO_P2P, "peer write GPU %d -> GPU %d failed", di, dj), st,
+                done);
+  PZ_CHECK_GOTO(PZ_CUDA_STATUS_AS(cudaDeviceSynchronize(), PZ_ERR_NO_P2P, "peer write GPU %d -> GPU %d failed", di, dj),
+                st, done);
+  host = (unsigned *)malloc(PZ_P2P_CHECK_WORDS * sizeof(unsigned));
+  if (host) {
+    PZ_CHECK_GOTO(PZ_CUDA_STATUS_AS(cudaSetDevice(dj), PZ_ERR_NO_P2P, "peer write GPU %d -> GPU %d failed", di, dj), st,
+                  done);
+    PZ_CHECK_GOTO(PZ_CUDA_STATUS_AS(cudaMemcpy(host, buf, PZ_P2P_CHECK_WORDS * sizeof(unsigned), cudaMemcpyDeviceToHost),
+                                    PZ_ERR_NO_P2P, "peer write GPU %d -> GPU %d failed", di, dj),
+                  st, done);
+    bad = 0;
+    for (int i = 0; i < PZ_P2P_CHECK_WORDS; i++)
+      if (host[i] != ((unsigned)i * 2654435761u ^ salt)) bad++;
   }
-  free(host);
-  cudaSetDevice(dj);
-  cudaFree(buf);
-  if (ke != cudaSuccess)
-    return pz_error(PZ_ERR_NO_P2P, "peer write GPU %d -> GPU %d failed: %s", di, dj, cudaGetErrorString(ke));
   if (bad != 0)
-    return pz_error(PZ_ERR_NO_P2P, "peer write GPU %d -> GPU %d: %d of %d words wrong although the "
-                    "driver reports peer access; use PREZERO_AR_ALGO=nccl", di, dj, bad, PZ_P2P_CHECK_WORDS);
-  return PZ_OK;
+    st = pz_error(PZ_ERR_NO_P2P, "peer write GPU %d -> GPU %d: %d of %d words wrong although the "
+                  "driver reports peer access; use PREZERO_AR_ALGO=nccl", di, dj, bad, PZ_P2P_CHECK_WORDS);
+done:
+  free(host);
+  PZ_CUDA_IGNORE(cudaSetDevice(dj)); /* cleanup: st already says how the check went */
+  PZ_CUDA_IGNORE(cudaFree(buf));
+  return st;
 }
 
+/* Cleanup (no status to return): these calls' failures are ignored on purpose. */
 static void free_all(pz_comm *c) {
   for (int r = 0; r < c->cfg.tp; r++) {
     pz_comm_rank_view *v = &c->view[r];
-    cudaSetDevice(v->device);
-    if (c->base[r]) cudaFree(c->base[r]);
-    if (v->ss) cudaFree(v->ss);
-    if (v->ctrl) cudaFree(v->ctrl);
+    PZ_CUDA_IGNORE(cudaSetDevice(v->device));
+    if (c->base[r]) PZ_CUDA_IGNORE(cudaFree(c->base[r]));
+    if (v->ss) PZ_CUDA_IGNORE(cudaFree(v->ss));
+    if (v->ctrl) PZ_CUDA_IGNORE(cudaFree(v->ctrl));
   }
 }
 
@@ -88,11 +97,8 @@ pz_status pz_comm_create(const pz_comm_config *cfg, pz_comm **out) {
     return pz_error(PZ_ERR_INVALID_ARG, "comm: tp must be 1..%d, max_m >= 1, max_H a positive multiple of 8",
                     PZ_AR_MAX_TP);
   int ndev = 0;
-  cudaError_t e = cudaGetDeviceCount(&ndev);
-  if (e != cudaSuccess || ndev == 0) {
-    (void)cudaGetLastError();
-    return pz_error(PZ_ERR_NO_DEVICE, "comm: no CUDA device (%s)", cudaGetErrorString(e));
-  }
+  PZ_CHECK(PZ_CUDA_STATUS_AS(cudaGetDeviceCount(&ndev), PZ_ERR_NO_DEVICE, "comm: no CUDA device"));
+  if (ndev == 0) return pz_error(PZ_ERR_NO_DEVICE, "comm: no CUDA device (none visible)");
   for (int r = 0; r < cfg->tp; r++) {
     if (cfg->devices[r] < 0 || cfg->devices[r] >= ndev)
       return pz_error(PZ_ERR_NO_DEVICE, "comm: rank %d wants GPU %d but %d GPU(s) are visible", r,
@@ -123,14 +129,20 @@ pz_status pz_comm_create(const pz_comm_config *cfg, pz_comm **out) {
     v->max_m = cfg->max_m;
     v->max_H = cfg->max_H;
     v->timeout_ns = tus > 0 ? tus * 1000 : 0;
-    if (cudaSetDevice(v->device) != cudaSuccess) { st = pz_error(PZ_ERR_CUDA, "comm: cudaSetDevice(%d)", v->device); break; }
+    PZ_CUDA_CHECK_MSG_GOTO(cudaSetDevice(v->device), st, fail, "comm: cudaSetDevice(%d)", v->device);
     size_t all = c->inbox_bytes + c->raw_bytes + c->flag_bytes;
-    if ((all && cudaMalloc(&c->base[r], all) != cudaSuccess) ||
-        cudaMalloc(&v->ss, c->ss_bytes) != cudaSuccess || cudaMalloc(&v->ctrl, 8 * sizeof(unsigned)) != cudaSuccess) {
-      (void)cudaGetLastError();
-      st = pz_error(PZ_ERR_OOM, "comm: cannot allocate %zu bytes of inbox on GPU %d", all, v->device);
-      break;
-    }
+    /* Each allocation goes to a local first, so a failed one leaves its field NULL for free_all. */
+    void *base = NULL, *ss = NULL, *ctrl = NULL;
+    if (all)
+      PZ_CUDA_CHECK_MSG_GOTO(cudaMalloc(&base, all), st, fail, "comm: cannot allocate %zu bytes of inbox on GPU %d", all,
+                             v->device);
+    c->base[r] = base;
+    PZ_CUDA_CHECK_MSG_GOTO(cudaMalloc(&ss, c->ss_bytes), st, fail, "comm: cannot allocate %zu bytes of inbox on GPU %d",
+                           all, v->device);
+    v->ss = (uint2 *)ss;
+    PZ_CUDA_CHECK_MSG_GOTO(cudaMalloc(&ctrl, 8 * sizeof(unsigned)), st, fail,
+                           "comm: cannot allocate %zu bytes of inbox on GPU %d", all, v->device);
+    v->ctrl = (unsigned *)ctrl;
     if (all) {
       v->inbox[r] = (uint4 *)c->base[r];
       v->raw[r] = (float4 *)((char *)c->base[r] + c->inbox_bytes);
@@ -145,6 +157,7 @@ pz_status pz_comm_create(const pz_comm_config *cfg, pz_comm **out) {
         c->view[r].flags[q] = c->view[q].flags[q];
       }
   if (st == PZ_OK) st = pz_comm_reset(c);
+fail:
   if (st != PZ_OK) {
     free_all(c);
     free(c);
@@ -156,9 +169,9 @@ pz_status pz_comm_create(const pz_comm_config *cfg, pz_comm **out) {
 
 void pz_comm_destroy(pz_comm *c) {
   if (!c) return;
-  for (int r = 0; r < c->cfg.tp; r++) {
-    cudaSetDevice(c->view[r].device);
-    cudaDeviceSynchronize();
+  for (int r = 0; r < c->cfg.tp; r++) { /* a destroy cannot fail: results ignored on purpose */
+    PZ_CUDA_IGNORE(cudaSetDevice(c->view[r].device));
+    PZ_CUDA_IGNORE(cudaDeviceSynchronize());
   }
   free_all(c);
   free(c);

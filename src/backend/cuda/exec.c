@@ -13,6 +13,7 @@
 #include "backend/cuda/profile.h"
 #include "backend/cuda/runtime.h"
 #include "core/options.h"
+#include "core/stats.h"
 #include "passes/prezero.h"
 
 #define ALIGN 256
@@ -379,52 +380,46 @@ static pz_status load_weights(pz_cuda_exec *e, int r) {
   bool pinned[2] = {false, false}, used[2] = {false, false};
   cudaEvent_t ev[2] = {NULL, NULL};
   pz_status st = PZ_OK;
-  for (int b = 0; b < 2 && st == PZ_OK; b++) {
-    if (cudaHostAlloc((void **)&buf[b], cap, cudaHostAllocPortable) == cudaSuccess) pinned[b] = true;
+  for (int b = 0; b < 2; b++) {
+    /* A failed pinned allocation is not an error: pageable memory serves. */
+    if (PZ_CUDA_PROBE(cudaHostAlloc((void **)&buf[b], cap, cudaHostAllocPortable))) pinned[b] = true;
     else {
-      cudaGetLastError();
       buf[b] = malloc(cap);
-      if (!buf[b]) st = pz_error(PZ_ERR_OOM, "CUDA executor: %zu-byte host staging buffer for the weights", cap);
+      if (!buf[b]) { st = pz_error(PZ_ERR_OOM, "CUDA executor: %zu-byte host staging buffer for the weights", cap); goto done; }
     }
-    if (st == PZ_OK && cudaEventCreateWithFlags(&ev[b], cudaEventDisableTiming) != cudaSuccess) {
-      ev[b] = NULL;
-      st = pz_error(PZ_ERR_CUDA, "CUDA executor: event creation on GPU %d", R->device);
-    }
+    cudaEvent_t evb = NULL; /* stored once created, so a failed call leaves ev[b] NULL */
+    PZ_CUDA_CHECK_MSG_GOTO(cudaEventCreateWithFlags(&evb, cudaEventDisableTiming), st, done,
+                           "CUDA executor: event creation on GPU %d", R->device);
+    ev[b] = evb;
   }
   int slot = 0;
-  for (int t = 0; t < e->g->n_tensors && st == PZ_OK; t++) {
+  for (int t = 0; t < e->g->n_tensors; t++) {
     const pz_tensor *x = &e->g->tensors[t];
     if (x->kind != PZ_T_WEIGHT || x->view_of >= 0) continue;
-    if (!pz_tensor_contiguous(x)) { st = pz_error(PZ_ERR_SHAPE, "CUDA executor: weight %s must be contiguous", x->name); break; }
+    if (!pz_tensor_contiguous(x)) { st = pz_error(PZ_ERR_SHAPE, "CUDA executor: weight %s must be contiguous", x->name); goto done; }
     const int64_t w = x->ne[x->ndim - 1], rowb = w * (int64_t)pz_dtype_size(x->dtype);
     if (rowb <= 0) continue;
     const int64_t rows = pz_tensor_numel(x) / w, per = (int64_t)cap / rowb;
-    for (int64_t r0 = 0; r0 < rows && st == PZ_OK; r0 += per) {
+    for (int64_t r0 = 0; r0 < rows; r0 += per) {
       const int64_t n = rows - r0 < per ? rows - r0 : per;
-      cudaError_t ce = used[slot] ? cudaEventSynchronize(ev[slot]) : cudaSuccess;
-      if (ce != cudaSuccess) {
-        st = pz_error(PZ_ERR_CUDA, "CUDA executor: copying weights to GPU %d: %s", R->device, cudaGetErrorString(ce));
-        break;
-      }
-      st = e->opts.load_weight(e->opts.load_user, x, r, r0, n, buf[slot]);
-      if (st != PZ_OK) break;
-      ce = cudaMemcpyAsync((char *)R->data[t] + r0 * rowb, buf[slot], (size_t)(n * rowb), cudaMemcpyHostToDevice, R->stream);
-      if (ce == cudaSuccess) ce = cudaEventRecord(ev[slot], R->stream);
-      if (ce != cudaSuccess) {
-        st = pz_error(PZ_ERR_CUDA, "CUDA executor: copying weight %s to GPU %d: %s", x->name, R->device, cudaGetErrorString(ce));
-        break;
-      }
+      if (used[slot])
+        PZ_CUDA_CHECK_MSG_GOTO(cudaEventSynchronize(ev[slot]), st, done, "CUDA executor: copying weights to GPU %d", R->device);
+      PZ_CHECK_GOTO(e->opts.load_weight(e->opts.load_user, x, r, r0, n, buf[slot]), st, done);
+      PZ_CUDA_CHECK_MSG_GOTO(cudaMemcpyAsync((char *)R->data[t] + r0 * rowb, buf[slot], (size_t)(n * rowb),
+                                             cudaMemcpyHostToDevice, R->stream),
+                             st, done, "CUDA executor: copying weight %s to GPU %d", x->name, R->device);
+      PZ_CUDA_CHECK_MSG_GOTO(cudaEventRecord(ev[slot], R->stream), st, done, "CUDA executor: copying weight %s to GPU %d",
+                             x->name, R->device);
       used[slot] = true;
       slot ^= 1;
     }
   }
+done:
   /* The buffers may still be read by a copy in flight. */
-  cudaError_t ce = cudaStreamSynchronize(R->stream);
-  if (ce != cudaSuccess && st == PZ_OK)
-    st = pz_error(PZ_ERR_CUDA, "CUDA executor: copying weights to GPU %d: %s", R->device, cudaGetErrorString(ce));
+  PZ_CUDA_KEEP_MSG(cudaStreamSynchronize(R->stream), st, "CUDA executor: copying weights to GPU %d", R->device);
   for (int b = 0; b < 2; b++) {
-    if (ev[b]) cudaEventDestroy(ev[b]);
-    if (pinned[b]) cudaFreeHost(buf[b]);
+    if (ev[b]) PZ_CUDA_IGNORE(cudaEventDestroy(ev[b])); /* cleanup: the status above is what counts */
+    if (pinned[b]) PZ_CUDA_IGNORE(cudaFreeHost(buf[b]));
     else free(buf[b]);
   }
   return st;
@@ -508,44 +503,42 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
 
   for (int r = 0; r < tp; r++) {
     pz_cuda_rank *R = &e->ranks[r];
-    if (cudaSetDevice(R->device) != cudaSuccess) { st = pz_error(PZ_ERR_CUDA, "CUDA executor: cudaSetDevice(%d)", R->device); goto fail; }
-    if (cudaStreamCreateWithFlags(&R->stream, cudaStreamNonBlocking) != cudaSuccess) {
-      R->stream = NULL;
-      st = pz_error(PZ_ERR_CUDA, "CUDA executor: stream creation on GPU %d", R->device);
-      goto fail;
-    }
+    PZ_CUDA_CHECK_MSG_GOTO(cudaSetDevice(R->device), st, fail, "CUDA executor: cudaSetDevice(%d)", R->device);
+    /* Each handle is created into a local and stored only once it exists, so a failed call never
+     * leaves a stale value for pz_cuda_exec_free (the fields start NULL: calloc). */
+    cudaStream_t stream = NULL;
+    PZ_CUDA_CHECK_MSG_GOTO(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), st, fail,
+                           "CUDA executor: stream creation on GPU %d", R->device);
+    R->stream = stream;
     PZ_CHECK_GOTO(pz_gemm_ctx_create_opts(&e->ro, &R->gemm), st, fail);
     PZ_CHECK_GOTO(pz_cuda_ops_prepare(e->g, R), st, fail);
-    if (e->nccl && cudaMalloc((void **)&R->ar_tmp, sizeof(float) * (size_t)(e->max_m * e->g->info.hidden)) != cudaSuccess) {
-      cudaGetLastError();
-      R->ar_tmp = NULL;
-      st = pz_error(PZ_ERR_OOM, "CUDA executor: NCCL scratch on GPU %d", R->device);
-      goto fail;
+    if (e->nccl) {
+      void *ar_tmp = NULL;
+      PZ_CUDA_CHECK_MSG_GOTO(cudaMalloc(&ar_tmp, sizeof(float) * (size_t)(e->max_m * e->g->info.hidden)), st, fail,
+                             "CUDA executor: NCCL scratch on GPU %d", R->device);
+      R->ar_tmp = ar_tmp;
     }
-    cudaError_t ce = cudaMalloc((void **)&R->arena, (size_t)e->arena_bytes);
-    if (ce != cudaSuccess) {
-      cudaGetLastError();
-      R->arena = NULL;
-      st = pz_error(PZ_ERR_OOM, "CUDA executor: cudaMalloc of %.2f GiB on GPU %d (rank %d) failed: %s; use fewer --layers",
-                    e->arena_bytes / 1073741824.0, R->device, r, cudaGetErrorString(ce));
-      goto fail;
-    }
+    void *arena = NULL;
+    PZ_CUDA_CHECK_MSG_GOTO(cudaMalloc(&arena, (size_t)e->arena_bytes), st, fail,
+                           "CUDA executor: cudaMalloc of %.2f GiB on GPU %d (rank %d) failed; use fewer --layers",
+                           e->arena_bytes / 1073741824.0, R->device, r);
+    R->arena = arena;
     R->arena_bytes = (size_t)e->arena_bytes;
     if (e->extra_bytes > 0) {
-      ce = cudaMalloc((void **)&e->extra[r], (size_t)e->extra_bytes);
-      if (ce != cudaSuccess || cudaMemsetAsync(e->extra[r], 0, (size_t)e->extra_bytes, R->stream) != cudaSuccess) {
-        cudaGetLastError();
-        if (ce != cudaSuccess) e->extra[r] = NULL;
-        st = pz_error(PZ_ERR_OOM, "CUDA executor: %.2f MiB of prezero buffers on GPU %d: %s", e->extra_bytes / 1048576.0,
-                      R->device, cudaGetErrorString(ce));
-        goto fail;
-      }
+      void *extra = NULL;
+      PZ_CUDA_CHECK_MSG_GOTO(cudaMalloc(&extra, (size_t)e->extra_bytes), st, fail,
+                             "CUDA executor: %.2f MiB of prezero buffers on GPU %d", e->extra_bytes / 1048576.0, R->device);
+      e->extra[r] = extra;
+      PZ_CUDA_CHECK_MSG_GOTO(cudaMemsetAsync(e->extra[r], 0, (size_t)e->extra_bytes, R->stream), st, fail,
+                             "CUDA executor: %.2f MiB of prezero buffers on GPU %d", e->extra_bytes / 1048576.0, R->device);
     }
-    if (cudaMallocHost((void **)&R->cand_host, sizeof(pz_argmax_cand) * (size_t)e->max_m) != cudaSuccess ||
-        cudaMallocHost((void **)&R->in_host, sizeof(int32_t) * 2 * (size_t)e->max_m) != cudaSuccess) {
-      st = pz_error(PZ_ERR_OOM, "CUDA executor: pinned host allocation");
-      goto fail;
-    }
+    void *cand_host = NULL, *in_host = NULL;
+    PZ_CUDA_CHECK_MSG_GOTO(cudaMallocHost(&cand_host, sizeof(pz_argmax_cand) * (size_t)e->max_m), st, fail,
+                           "CUDA executor: pinned host allocation");
+    R->cand_host = cand_host;
+    PZ_CUDA_CHECK_MSG_GOTO(cudaMallocHost(&in_host, sizeof(int32_t) * 2 * (size_t)e->max_m), st, fail,
+                           "CUDA executor: pinned host allocation");
+    R->in_host = in_host;
     R->data = calloc((size_t)(nt ? nt : 1), sizeof(void *));
     if (!R->data) { st = pz_error(PZ_ERR_OOM, "CUDA executor: host allocation"); goto fail; }
     for (int t = 0; t < nt; t++) {
@@ -555,10 +548,8 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
       R->data[t] = R->arena + e->offset[own] + off;
     }
     R->cand = (pz_argmax_cand *)(R->arena + e->cand_offset);
-    if (cudaMemsetAsync(R->arena, 0, R->arena_bytes, R->stream) != cudaSuccess) {
-      st = pz_error(PZ_ERR_CUDA, "CUDA executor: arena memset on GPU %d", R->device);
-      goto fail;
-    }
+    PZ_CUDA_CHECK_MSG_GOTO(cudaMemsetAsync(R->arena, 0, R->arena_bytes, R->stream), st, fail,
+                           "CUDA executor: arena memset on GPU %d", R->device);
     for (int t = 0; t < nt; t++) {
       const pz_tensor *x = &e->g->tensors[t];
       if (x->view_of >= 0 || !pz_fill_wanted(x) || (o->load_weight && x->kind == PZ_T_WEIGHT)) continue;
@@ -567,12 +558,10 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
     if (o->load_weight) PZ_CHECK_GOTO(load_weights(e, r), st, fail);
   }
   for (int r = 0; r < tp; r++) {
-    cudaSetDevice(e->ranks[r].device);
-    if (cudaStreamSynchronize(e->ranks[r].stream) != cudaSuccess) {
-      st = pz_error(PZ_ERR_CUDA, "CUDA executor: fill on GPU %d failed: %s", e->ranks[r].device,
-                    cudaGetErrorString(cudaGetLastError()));
-      goto fail;
-    }
+    PZ_CUDA_CHECK_MSG_GOTO(cudaSetDevice(e->ranks[r].device), st, fail, "CUDA executor: cudaSetDevice(%d)",
+                           e->ranks[r].device);
+    PZ_CUDA_CHECK_MSG_GOTO(cudaStreamSynchronize(e->ranks[r].stream), st, fail, "CUDA executor: fill on GPU %d failed",
+                           e->ranks[r].device);
   }
   *out = e;
   return PZ_OK;
@@ -581,21 +570,24 @@ fail:
   return st;
 }
 
+/* Cleanup (no status to return): failures of these calls are ignored on purpose. */
 static void drop_slot(pz_cuda_exec *e, graph_slot *s) {
   for (int r = 0; r < e->tp; r++) {
-    cudaSetDevice(e->ranks[r].device);
-    if (s->exec[r]) cudaGraphExecDestroy(s->exec[r]);
-    if (s->graph[r]) cudaGraphDestroy(s->graph[r]);
+    PZ_CUDA_IGNORE(cudaSetDevice(e->ranks[r].device));
+    if (s->exec[r]) PZ_CUDA_IGNORE(cudaGraphExecDestroy(s->exec[r]));
+    if (s->graph[r]) PZ_CUDA_IGNORE(cudaGraphDestroy(s->graph[r]));
   }
   memset(s, 0, sizeof *s);
 }
 
+/* A free cannot fail: its CUDA calls' results are ignored on purpose, and the last-error state
+ * they leave is cleared at the end. */
 void pz_cuda_exec_free(pz_cuda_exec *e) {
   if (!e) return;
   for (int r = 0; r < e->tp; r++)
     if (e->ranks[r].stream) {
-      cudaSetDevice(e->ranks[r].device);
-      cudaStreamSynchronize(e->ranks[r].stream);
+      PZ_CUDA_IGNORE(cudaSetDevice(e->ranks[r].device));
+      PZ_CUDA_IGNORE(cudaStreamSynchronize(e->ranks[r].stream));
     }
   for (int k = 0; k < 3; k++)
     for (int i = 0; i <= PZ_CUDA_MAX_CAPTURE; i++)
@@ -603,21 +595,21 @@ void pz_cuda_exec_free(pz_cuda_exec *e) {
   for (int i = 1; i < e->n_var; i++) free_variant(&e->var[i], e);
   for (int r = 0; r < e->tp; r++) {
     pz_cuda_rank *R = &e->ranks[r];
-    cudaSetDevice(R->device);
+    PZ_CUDA_IGNORE(cudaSetDevice(R->device));
     pz_cuda_ops_release(e->g, R);
     pz_gemm_ctx_destroy(R->gemm);
-    if (R->stream) cudaStreamDestroy(R->stream);
-    cudaFree(R->arena);
-    cudaFree(e->extra[r]);
-    if (R->cand_host) cudaFreeHost(R->cand_host);
-    if (R->in_host) cudaFreeHost(R->in_host);
+    if (R->stream) PZ_CUDA_IGNORE(cudaStreamDestroy(R->stream));
+    PZ_CUDA_IGNORE(cudaFree(R->arena));
+    PZ_CUDA_IGNORE(cudaFree(e->extra[r]));
+    if (R->cand_host) PZ_CUDA_IGNORE(cudaFreeHost(R->cand_host));
+    if (R->in_host) PZ_CUDA_IGNORE(cudaFreeHost(R->in_host));
     free(R->data);
   }
   pz_nccl_destroy(e->nccl);
   pz_comm_destroy(e->comm);
   pz_graph_free(e->g);
   free(e->offset);
-  cudaGetLastError();
+  (void)cudaGetLastError(); /* clear what the ignored calls above left */
   free(e);
 }
 
@@ -628,10 +620,8 @@ void pz_cuda_exec_free(pz_cuda_exec *e) {
 static pz_status sync_after(pz_cuda_exec *e, const pz_node *n) {
   for (int r = 0; r < e->tp; r++) {
     PZ_CUDA_CHECK(cudaSetDevice(e->ranks[r].device));
-    cudaError_t ce = cudaStreamSynchronize(e->ranks[r].stream);
-    if (ce != cudaSuccess)
-      return pz_error(PZ_ERR_CUDA, "CUDA executor: node %s (%s) failed on rank %d: %s", n->name, pz_op_name(n->op), r,
-                      cudaGetErrorString(ce));
+    PZ_CUDA_CHECK_MSG(cudaStreamSynchronize(e->ranks[r].stream), "CUDA executor: node %s (%s) failed on rank %d", n->name,
+                      pz_op_name(n->op), r);
   }
   return PZ_OK;
 }
@@ -692,23 +682,22 @@ static pz_status get_slot(pz_cuda_exec *e, int64_t M, graph_slot **out) {
     PZ_CUDA_CHECK(cudaSetDevice(e->ranks[r].device));
     PZ_CUDA_CHECK(cudaStreamBeginCapture(e->ranks[r].stream, cudaStreamCaptureModeRelaxed));
   }
+  /* Every rank's capture is ended even after a failure (the first error is the one reported). */
   pz_status st = run_nodes(e, M, true);
   for (int r = 0; r < e->tp; r++) {
-    cudaSetDevice(e->ranks[r].device);
-    cudaError_t ce = cudaStreamEndCapture(e->ranks[r].stream, &s->graph[r]);
-    if (ce != cudaSuccess && st == PZ_OK)
-      st = pz_error(PZ_ERR_CUDA, "CUDA executor: capture of batch %lld on rank %d failed: %s", (long long)M, r,
-                    cudaGetErrorString(ce));
+    PZ_CUDA_KEEP_MSG(cudaSetDevice(e->ranks[r].device), st, "CUDA executor: cudaSetDevice(%d)", e->ranks[r].device);
+    PZ_CUDA_KEEP_MSG(cudaStreamEndCapture(e->ranks[r].stream, &s->graph[r]), st,
+                     "CUDA executor: capture of batch %lld on rank %d failed", (long long)M, r);
   }
   for (int r = 0; r < e->tp && st == PZ_OK; r++) {
-    cudaSetDevice(e->ranks[r].device);
-    cudaError_t ce = cudaGraphInstantiate(&s->exec[r], s->graph[r], 0);
-    if (ce != cudaSuccess)
-      st = pz_error(PZ_ERR_CUDA, "CUDA executor: instantiating the graph of batch %lld on rank %d: %s", (long long)M, r,
-                    cudaGetErrorString(ce));
+    PZ_CUDA_CHECK_MSG_GOTO(cudaSetDevice(e->ranks[r].device), st, fail, "CUDA executor: cudaSetDevice(%d)",
+                           e->ranks[r].device);
+    PZ_CUDA_CHECK_MSG_GOTO(cudaGraphInstantiate(&s->exec[r], s->graph[r], 0), st, fail,
+                           "CUDA executor: instantiating the graph of batch %lld on rank %d", (long long)M, r);
   }
+fail:
   if (st != PZ_OK) {
-    cudaGetLastError();
+    (void)cudaGetLastError();
     drop_slot(e, s);
     return st;
   }
@@ -828,15 +817,18 @@ pz_status pz_cuda_exec_logits(const pz_cuda_exec *e, int64_t m, float *out) {
   if (!tmp) return pz_error(PZ_ERR_OOM, "CUDA exec logits: host allocation");
   pz_status st = PZ_OK;
   for (int r = 0; r < e->tp && st == PZ_OK; r++) {
-    cudaSetDevice(e->ranks[r].device);
-    cudaError_t ce = cudaMemcpy(tmp, e->ranks[r].data[e->g->out_logits], sizeof(float) * (size_t)(m * ld), cudaMemcpyDeviceToHost);
-    if (ce != cudaSuccess) { st = pz_error(PZ_ERR_CUDA, "CUDA exec logits: copy from rank %d: %s", r, cudaGetErrorString(ce)); break; }
+    PZ_CUDA_CHECK_MSG_GOTO(cudaSetDevice(e->ranks[r].device), st, done, "CUDA exec logits: cudaSetDevice(%d)",
+                           e->ranks[r].device);
+    PZ_CUDA_CHECK_MSG_GOTO(cudaMemcpy(tmp, e->ranks[r].data[e->g->out_logits], sizeof(float) * (size_t)(m * ld),
+                                      cudaMemcpyDeviceToHost),
+                           st, done, "CUDA exec logits: copy from rank %d", r);
     for (int64_t i = 0; i < m; i++)
       for (int64_t j = 0; j < vpr; j++) {
         int64_t id = (int64_t)r * vpr + j;
         if (id < vocab) out[i * vocab + id] = tmp[i * ld + j];
       }
   }
+done:
   free(tmp);
   return st;
 }
@@ -848,11 +840,6 @@ pz_status pz_cuda_exec_read(const pz_cuda_exec *e, int rank, int tensor_id, void
   PZ_CUDA_CHECK(cudaStreamSynchronize(e->ranks[rank].stream));
   PZ_CUDA_CHECK(cudaMemcpy(dst, e->ranks[rank].data[tensor_id], bytes, cudaMemcpyDeviceToHost));
   return PZ_OK;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
 }
 
 pz_status pz_cuda_exec_time_step(pz_cuda_exec *e, int64_t M, int32_t pos_all, int iters, int reps, double *us_median) {
@@ -878,41 +865,37 @@ pz_status pz_cuda_exec_time_step(pz_cuda_exec *e, int64_t M, int32_t pos_all, in
   double t[64];
   pz_status st = PZ_OK;
   for (int r = 0; r < e->tp; r++) {
-    cudaSetDevice(e->ranks[r].device);
-    if (cudaEventCreate(&ev[r][0]) != cudaSuccess || cudaEventCreate(&ev[r][1]) != cudaSuccess) {
-      st = pz_error(PZ_ERR_CUDA, "CUDA exec timing: event creation");
-      goto done;
-    }
+    PZ_CUDA_CHECK_MSG_GOTO(cudaSetDevice(e->ranks[r].device), st, done, "CUDA exec timing: cudaSetDevice(%d)",
+                           e->ranks[r].device);
+    PZ_CUDA_CHECK_MSG_GOTO(cudaEventCreate(&ev[r][0]), st, done, "CUDA exec timing: event creation");
+    PZ_CUDA_CHECK_MSG_GOTO(cudaEventCreate(&ev[r][1]), st, done, "CUDA exec timing: event creation");
   }
-  for (int k = 0; k < reps && st == PZ_OK; k++) {
-    cudaSetDevice(e->ranks[0].device);
-    cudaEventRecord(ev[0][0], e->ranks[0].stream);
-    for (int it = 0; it < iters && st == PZ_OK; it++) st = launch_step(e, M);
-    if (st != PZ_OK) break;
+  const int d0 = e->ranks[0].device;
+  for (int k = 0; k < reps; k++) {
+    PZ_CUDA_CHECK_GOTO(cudaSetDevice(d0), st, done);
+    PZ_CUDA_CHECK_GOTO(cudaEventRecord(ev[0][0], e->ranks[0].stream), st, done);
+    for (int it = 0; it < iters; it++) PZ_CHECK_GOTO(launch_step(e, M), st, done);
     /* Rank 0's stop waits for every rank's end, so the time covers the slowest rank. */
     for (int r = 1; r < e->tp; r++) {
-      cudaSetDevice(e->ranks[r].device);
-      cudaEventRecord(ev[r][1], e->ranks[r].stream);
-      cudaSetDevice(e->ranks[0].device);
-      cudaStreamWaitEvent(e->ranks[0].stream, ev[r][1], 0);
+      PZ_CUDA_CHECK_GOTO(cudaSetDevice(e->ranks[r].device), st, done);
+      PZ_CUDA_CHECK_GOTO(cudaEventRecord(ev[r][1], e->ranks[r].stream), st, done);
+      PZ_CUDA_CHECK_GOTO(cudaSetDevice(d0), st, done);
+      PZ_CUDA_CHECK_GOTO(cudaStreamWaitEvent(e->ranks[0].stream, ev[r][1], 0), st, done);
     }
-    cudaSetDevice(e->ranks[0].device);
-    cudaEventRecord(ev[0][1], e->ranks[0].stream);
-    st = wait_all(e);
+    PZ_CUDA_CHECK_GOTO(cudaSetDevice(d0), st, done);
+    PZ_CUDA_CHECK_GOTO(cudaEventRecord(ev[0][1], e->ranks[0].stream), st, done);
+    PZ_CHECK_GOTO(wait_all(e), st, done);
     float ms = 0.0f;
-    if (st == PZ_OK && cudaEventElapsedTime(&ms, ev[0][0], ev[0][1]) != cudaSuccess)
-      st = pz_error(PZ_ERR_CUDA, "CUDA exec timing: elapsed time");
+    PZ_CUDA_CHECK_MSG_GOTO(cudaEventElapsedTime(&ms, ev[0][0], ev[0][1]), st, done, "CUDA exec timing: elapsed time");
     t[k] = ms * 1000.0 / iters;
   }
-  if (st == PZ_OK) {
-    qsort(t, (size_t)reps, sizeof(double), cmp_double);
-    *us_median = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
-  }
+  *us_median = pz_median(t, reps);
 done:
+  /* Cleanup: failures here are ignored on purpose (st already says how the timing went). */
   for (int r = 0; r < e->tp; r++) {
-    cudaSetDevice(e->ranks[r].device);
-    if (ev[r][0]) cudaEventDestroy(ev[r][0]);
-    if (ev[r][1]) cudaEventDestroy(ev[r][1]);
+    PZ_CUDA_IGNORE(cudaSetDevice(e->ranks[r].device));
+    if (ev[r][0]) PZ_CUDA_IGNORE(cudaEventDestroy(ev[r][0]));
+    if (ev[r][1]) PZ_CUDA_IGNORE(cudaEventDestroy(ev[r][1]));
   }
   return st;
 }

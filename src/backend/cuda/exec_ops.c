@@ -339,27 +339,24 @@ pz_status pz_cuda_ops_prepare(const pz_graph *g, pz_cuda_rank *R) {
     }
   }
   if (ws > 0) {
-    cudaError_t ce = cudaMalloc(&R->ws, ws);
-    if (ce != cudaSuccess) {
-      cudaGetLastError();
-      R->ws = NULL;
-      return pz_error(PZ_ERR_OOM, "CUDA executor: MoE/MLP workspace of %zu bytes on GPU %d: %s", ws, R->device,
-                      cudaGetErrorString(ce));
-    }
+    void *p = NULL; /* stored once allocated, so a failed call leaves R->ws NULL */
+    PZ_CUDA_CHECK_MSG(cudaMalloc(&p, ws), "CUDA executor: MoE/MLP workspace of %zu bytes on GPU %d", ws, R->device);
+    R->ws = p;
     R->ws_bytes = ws;
   }
   return PZ_OK;
 }
 
+/* A release cannot fail: the frees' results are ignored on purpose. */
 void pz_cuda_ops_release(const pz_graph *g, pz_cuda_rank *R) {
-  cudaFree(R->ar_tmp);
+  PZ_CUDA_IGNORE(cudaFree(R->ar_tmp));
   R->ar_tmp = NULL;
   if (R->op_ctx && g)
     for (int i = 0; i < g->n_nodes; i++)
       if (R->op_ctx[i] && g->nodes[i].op == PZ_OP_MLA_ATTN) pz_mla_cuda_destroy(R->op_ctx[i]);
   free(R->op_ctx);
   R->op_ctx = NULL;
-  cudaFree(R->ws);
+  PZ_CUDA_IGNORE(cudaFree(R->ws));
   R->ws = NULL;
   R->ws_bytes = 0;
 }

@@ -8,46 +8,44 @@ extern "C" {
 #include "backend/cuda/comm.h"
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/gate_cuda.h"
+#include "core/stats.h"
 
 namespace {
 
-int cmp_f(const void *a, const void *b) {
-  float x = *(const float *)a, y = *(const float *)b;
-  return x < y ? -1 : x > y;
-}
-
-/* Median µs per launch of a 20-launch graph that `enqueue` records. */
+/* Median µs per launch of a 20-launch graph that `enqueue` records (pz_median of 7 replays). */
 template <class F>
 pz_status time_graph(cudaStream_t s, F enqueue, float *us) {
   const int iters = 20, reps = 7;
   cudaGraph_t g = nullptr;
   cudaGraphExec_t ge = nullptr;
-  PZ_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  double t[reps];
   pz_status st = PZ_OK;
+  PZ_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   for (int i = 0; i < iters && st == PZ_OK; i++) st = enqueue();
-  cudaError_t ce = cudaStreamEndCapture(s, &g);
-  PZ_CHECK(st);
-  PZ_CUDA_CHECK(ce);
-  PZ_CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
-  cudaEvent_t e0, e1;
-  PZ_CUDA_CHECK(cudaEventCreate(&e0));
-  PZ_CUDA_CHECK(cudaEventCreate(&e1));
-  float t[reps];
-  PZ_CUDA_CHECK(cudaGraphLaunch(ge, s)); /* warm-up */
+  PZ_CUDA_KEEP(cudaStreamEndCapture(s, &g), st); /* the capture is ended even after a failed enqueue */
+  if (st != PZ_OK) goto done;
+  PZ_CUDA_CHECK_GOTO(cudaGraphInstantiate(&ge, g, 0), st, done);
+  PZ_CUDA_CHECK_GOTO(cudaEventCreate(&e0), st, done);
+  PZ_CUDA_CHECK_GOTO(cudaEventCreate(&e1), st, done);
+  PZ_CUDA_CHECK_GOTO(cudaGraphLaunch(ge, s), st, done); /* warm-up */
   for (int r = 0; r < reps; r++) {
-    PZ_CUDA_CHECK(cudaEventRecord(e0, s));
-    PZ_CUDA_CHECK(cudaGraphLaunch(ge, s));
-    PZ_CUDA_CHECK(cudaEventRecord(e1, s));
-    PZ_CUDA_CHECK(cudaEventSynchronize(e1));
-    PZ_CUDA_CHECK(cudaEventElapsedTime(&t[r], e0, e1));
+    float ms = 0;
+    PZ_CUDA_CHECK_GOTO(cudaEventRecord(e0, s), st, done);
+    PZ_CUDA_CHECK_GOTO(cudaGraphLaunch(ge, s), st, done);
+    PZ_CUDA_CHECK_GOTO(cudaEventRecord(e1, s), st, done);
+    PZ_CUDA_CHECK_GOTO(cudaEventSynchronize(e1), st, done);
+    PZ_CUDA_CHECK_GOTO(cudaEventElapsedTime(&ms, e0, e1), st, done);
+    t[r] = ms;
   }
-  qsort(t, reps, sizeof t[0], cmp_f);
-  *us = t[reps / 2] * 1000.0f / iters;
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  cudaGraphExecDestroy(ge);
-  cudaGraphDestroy(g);
-  return PZ_OK;
+  *us = (float)pz_median(t, reps) * 1000.0f / iters; /* odd reps: the middle float itself */
+done:
+  /* Cleanup: failures here are ignored on purpose (st says how the timing went). */
+  if (e0) PZ_CUDA_IGNORE(cudaEventDestroy(e0));
+  if (e1) PZ_CUDA_IGNORE(cudaEventDestroy(e1));
+  if (ge) PZ_CUDA_IGNORE(cudaGraphExecDestroy(ge));
+  if (g) PZ_CUDA_IGNORE(cudaGraphDestroy(g));
+  return st;
 }
 
 } // namespace
@@ -55,10 +53,8 @@ pz_status time_graph(cudaStream_t s, F enqueue, float *us) {
 extern "C" pz_status pz_gate_calibrate_cuda(int device, pz_device_desc *out) {
   pz_device_desc_default(out);
   int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || device < 0 || device >= ndev) {
-    (void)cudaGetLastError();
+  if (!PZ_CUDA_PROBE(cudaGetDeviceCount(&ndev)) || device < 0 || device >= ndev)
     return pz_error(PZ_ERR_NO_DEVICE, "fill-gate calibration: no CUDA device %d", device);
-  }
   PZ_CUDA_CHECK(cudaSetDevice(device));
   cudaDeviceProp prop;
   PZ_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
@@ -79,7 +75,7 @@ extern "C" pz_status pz_gate_calibrate_cuda(int device, pz_device_desc *out) {
   cc.devices[0] = device;
   cc.max_m = mmax;
   cc.max_H = Hmax;
-#define CK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { st = pz_error(PZ_ERR_CUDA, "fill-gate calibration: %s: %s", #call, cudaGetErrorString(e_)); goto done; } } while (0)
+#define CK(call) PZ_CUDA_CHECK_MSG_GOTO(call, st, done, "fill-gate calibration")
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   CK(cudaMalloc(&fill, (size_t)out->num_sms * fill_cols * 4));
   CK(cudaMalloc(&part, (size_t)mmax * Hmax * 4));
@@ -108,7 +104,7 @@ extern "C" pz_status pz_gate_calibrate_cuda(int device, pz_device_desc *out) {
     out->fill_bytes_per_us_cta = (double)out->num_sms * fill_cols * 4 / t_fill / out->num_sms;
     a.m = 128;
     /* Five alternating pairs; the median difference (one pair varied by +-25% run to run). */
-    float diffs[5];
+    double diffs[5];
     for (int i = 0; i < 5; i++) {
       a.fill.ptr = nullptr;
       a.fill_all = false;
@@ -118,8 +114,7 @@ extern "C" pz_status pz_gate_calibrate_cuda(int device, pz_device_desc *out) {
       PZ_CHECK_GOTO(time_graph(s, [&]() { return pz_ar_rmsnorm_launch(c, 0, &a, out, s); }, &t_b), st, done);
       diffs[i] = t_b - t_a;
     }
-    qsort(diffs, 5, sizeof diffs[0], cmp_f);
-    t_b = t_a + diffs[2];
+    t_b = t_a + (float)pz_median(diffs, 5); /* odd count: the middle difference itself */
   }
   {
     double fill_bytes = (double)out->num_sms * fill_cols * 4;
@@ -135,8 +130,10 @@ extern "C" pz_status pz_gate_calibrate_cuda(int device, pz_device_desc *out) {
 done:
 #undef CK
   if (c) pz_comm_destroy(c);
-  cudaSetDevice(device);
-  if (s) cudaStreamDestroy(s);
-  cudaFree(fill); cudaFree(part); cudaFree(res); cudaFree(w); cudaFree(x);
+  /* Cleanup: failures here are ignored on purpose (st says how the calibration went). */
+  PZ_CUDA_IGNORE(cudaSetDevice(device));
+  if (s) PZ_CUDA_IGNORE(cudaStreamDestroy(s));
+  PZ_CUDA_IGNORE(cudaFree(fill)); PZ_CUDA_IGNORE(cudaFree(part)); PZ_CUDA_IGNORE(cudaFree(res));
+  PZ_CUDA_IGNORE(cudaFree(w)); PZ_CUDA_IGNORE(cudaFree(x));
   return st;
 }

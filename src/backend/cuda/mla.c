@@ -69,10 +69,10 @@ pz_status pz_mla_cuda_create(const pz_mla_params *p, int m_max, pz_gemm_ctx *gem
   c->head_groups = (int)((H + 16 * c->mt - 1) / (16 * c->mt));
   c->max_splits = PZ_MLA_MAX_SPLITS;
   int dev = 0;
-  if (st == PZ_OK && (cudaGetDevice(&dev) != cudaSuccess ||
-                      cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess))
-    st = pz_error(PZ_ERR_CUDA, "mla cuda: cannot read the device's SM count");
-  if (st != PZ_OK) { free(c); return st; }
+  if (st != PZ_OK) goto fail;
+  PZ_CUDA_CHECK_MSG_GOTO(cudaGetDevice(&dev), st, fail, "mla cuda: cannot read the device's SM count");
+  PZ_CUDA_CHECK_MSG_GOTO(cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, dev), st, fail,
+                         "mla cuda: cannot read the device's SM count");
 
   pz_mla_kparams *k = &c->k;
   k->heads = (int)H; k->L = (int)L; k->rope = (int)rope; k->nope = (int)nope; k->vd = (int)vd;
@@ -83,7 +83,7 @@ pz_status pz_mla_cuda_create(const pz_mla_params *p, int m_max, pz_gemm_ctx *gem
   pz_ref_yarn_inv_freq(&p->rope, rope, k->inv_freq);
   k->mt = c->mt;
   k->attn_version = c->attn_version;
-  if ((st = pz_mla_k_setup(k)) != PZ_OK) { free(c); return st; }
+  PZ_CHECK_GOTO(pz_mla_k_setup(k), st, fail);
   /* Scratch for the partials: the automatic split count keeps m*splits <= max(m, slots/head
    * groups); twice that leaves room for PREZERO_MLA_SPLITS, which is clamped to it. */
   int64_t slots = (int64_t)c->sm_count * c->ctas_per_sm;
@@ -99,12 +99,8 @@ pz_status pz_mla_cuda_create(const pz_mla_params *p, int m_max, pz_gemm_ctx *gem
   const int64_t b_olat = align256(m_max * H * L * 4);
   const int64_t b_o = align256(m_max * H * vd * 2);
   const int64_t total = b_qcn + b_q + b_qabs + b_opart + b_ml + b_olat + b_o;
-  cudaError_t ce = cudaMalloc(&c->scratch, (size_t)total);
-  if (ce != cudaSuccess) {
-    free(c);
-    return pz_error(ce == cudaErrorMemoryAllocation ? PZ_ERR_OOM : PZ_ERR_CUDA, "mla cuda: scratch of %lld bytes: %s",
-                    (long long)total, cudaGetErrorString(ce));
-  }
+  PZ_CUDA_CHECK_MSG_GOTO(cudaMalloc((void **)&c->scratch, (size_t)total), st, fail, "mla cuda: scratch of %lld bytes",
+                         (long long)total);
   char *b = c->scratch;
   k->qcn = (uint16_t *)b; b += b_qcn;
   k->q = (const float *)b; b += b_q;
@@ -115,11 +111,15 @@ pz_status pz_mla_cuda_create(const pz_mla_params *p, int m_max, pz_gemm_ctx *gem
   k->o = (uint16_t *)b;
   *out = c;
   return PZ_OK;
+fail:
+  free(c);
+  return st;
 }
 
+/* A destroy cannot fail: the free's result is ignored on purpose. */
 void pz_mla_cuda_destroy(pz_mla_cuda_ctx *c) {
   if (!c) return;
-  cudaFree(c->scratch);
+  PZ_CUDA_IGNORE(cudaFree(c->scratch));
   free(c);
 }
 

@@ -7,6 +7,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include "backend/cuda/cuda_util.h"
+#include "core/stats.h"
 
 static _Thread_local int cur_tag = -1;
 void pz_profile_set_node(int node_id) { cur_tag = node_id; }
@@ -212,21 +214,21 @@ pz_status pz_profile_activity(bool on) {
 pz_status pz_profile_flush(int n_devices) {
   if (!P.started) return pz_error(PZ_ERR_INVALID_ARG, "profile: pz_profile_start has not run");
   int n = 0, cur = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+  pz_status st = PZ_OK;
+  if (!PZ_CUDA_PROBE(cudaGetDeviceCount(&n))) n = 0; /* no device: nothing to wait for */
   if (n_devices > 0 && n_devices < n) n = n_devices;
-  cudaGetDevice(&cur);
+  if (n > 0) PZ_CUDA_CHECK_MSG(cudaGetDevice(&cur), "profile: current device");
   for (int d = 0; d < n; d++) {
-    cudaSetDevice(d);
-    cudaError_t ce = cudaDeviceSynchronize();
-    if (ce != cudaSuccess) {
-      cudaSetDevice(cur);
-      return pz_error(PZ_ERR_CUDA, "profile: device %d: %s", d, cudaGetErrorString(ce));
-    }
+    PZ_CUDA_CHECK_MSG_GOTO(cudaSetDevice(d), st, restore, "profile: device %d", d);
+    PZ_CUDA_CHECK_MSG_GOTO(cudaDeviceSynchronize(), st, restore, "profile: device %d", d);
   }
-  cudaSetDevice(cur);
+  if (n > 0) PZ_CUDA_CHECK_MSG(cudaSetDevice(cur), "profile: restoring device %d", cur);
   CUPTI_TRY(cuptiActivityFlushAll(1), "flush");
   if (P.oom) return pz_error(PZ_ERR_OOM, "profile: out of host memory while collecting records");
   return PZ_OK;
+restore:
+  PZ_CUDA_IGNORE(cudaSetDevice(cur)); /* error path: put the caller's device back; st is what counts */
+  return st;
 }
 
 void pz_profile_clear(void) {
@@ -257,21 +259,29 @@ pz_status pz_profile_summary(pz_profile_node **out, int *n) {
   *n = 0;
   pthread_mutex_lock(&P.mu);
   qsort(P.recs, P.n_recs, sizeof(rec), cmp_rec);
-  size_t groups = 0;
-  for (size_t i = 0; i < P.n_recs; i++)
-    if (i == 0 || P.recs[i].gnid != P.recs[i - 1].gnid) groups++;
+  size_t groups = 0, widest = 0;
+  for (size_t i = 0, start = 0; i < P.n_recs; i++) {
+    if (i == 0 || P.recs[i].gnid != P.recs[i - 1].gnid) {
+      groups++;
+      start = i;
+    }
+    if (i - start + 1 > widest) widest = i - start + 1;
+  }
   pz_profile_node *v = calloc(groups ? groups : 1, sizeof *v);
-  if (!v) {
+  double *dur = malloc((widest ? widest : 1) * sizeof *dur); /* one group's durations, for pz_median */
+  if (!v || !dur) {
     pthread_mutex_unlock(&P.mu);
+    free(v);
+    free(dur);
     return pz_error(PZ_ERR_OOM, "profile summary");
   }
   size_t k = 0;
   for (size_t i = 0; i < P.n_recs;) {
     size_t j = i;
     while (j < P.n_recs && P.recs[j].gnid == P.recs[i].gnid) j++;
-    size_t c = j - i; /* durations of the group are sorted ascending */
-    double med = c % 2 ? (double)P.recs[i + c / 2].dur_ns : 0.5 * ((double)P.recs[i + c / 2 - 1].dur_ns +
-                                                                  (double)P.recs[i + c / 2].dur_ns);
+    size_t c = j - i; /* durations of the group are sorted ascending: recs[i] is the minimum */
+    for (size_t q = 0; q < c; q++) dur[q] = (double)P.recs[i + q].dur_ns;
+    double med = pz_median(dur, (int)c);
     const map_slot *m = map_find(P.recs[i].gnid);
     v[k++] = (pz_profile_node){.graph_node_id = P.recs[i].gnid, .tag = m ? m->tag : -1, .seq = m ? m->seq : 0,
                                .device = (int)P.recs[i].device, .kind = (int)P.recs[i].kind,
@@ -280,6 +290,7 @@ pz_status pz_profile_summary(pz_profile_node **out, int *n) {
     i = j;
   }
   pthread_mutex_unlock(&P.mu);
+  free(dur);
   qsort(v, k, sizeof *v, cmp_node);
   *out = v;
   *n = (int)k;

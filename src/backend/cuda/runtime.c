@@ -7,11 +7,7 @@
 
 int pz_cuda_device_count(void) {
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return n;
+  return PZ_CUDA_PROBE(cudaGetDeviceCount(&n)) ? n : 0; /* no driver / no GPU: 0, not an error */
 }
 
 pz_status pz_cuda_mem_info(int n, const int *devices, int64_t *free_bytes, int64_t *total_bytes) {

@@ -493,7 +493,10 @@ extern "C" pz_status pz_ar_fused_occupancy(int device, int *ctas_per_sm) {
   PZ_CUDA_CHECK(cudaSetDevice(device));
   int best = 1 << 30;
   pz_status st = set_smem_attrs();
-  if (st != PZ_OK) { cudaSetDevice(cur); return st; }
+  if (st != PZ_OK) {
+    PZ_CUDA_IGNORE(cudaSetDevice(cur)); /* error path: restore the caller's device; st is what counts */
+    return st;
+  }
   const int q[] = {1, 2, 4}; /* H <= 8192; the QPT=8 instance (larger H) is checked at launch */
   for (int i = 0; i < 3; i++) {
     int n = 0;

@@ -420,23 +420,27 @@ ws_layout layout_of(int max_m, int64_t H, const pz_moe_params *p) {
   return l;
 }
 
-int sm_count() {
-  int dev = 0, sms = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 0;
-  return sms;
+// The SM count of the current device. (A failed query used to surface at the next launch check
+// as a stale last error; it is reported here, by the call that failed.)
+pz_status sm_count(int *sms) {
+  int dev = 0;
+  PZ_CUDA_CHECK_MSG(cudaGetDevice(&dev), "moe: cannot read the SM count of the current device");
+  PZ_CUDA_CHECK_MSG(cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev),
+                    "moe: cannot read the SM count of the current device");
+  return PZ_OK;
 }
 
 template <bool DUAL>
-int blocks_per_sm() {
+pz_status blocks_per_sm(int *out) {
   static int cached = 0;  // same value on every device of one kind; queried once
   if (!cached) {
     int b = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, moe_mm_kernel<DUAL>, kThreads, 0) != cudaSuccess || b < 1)
-      b = 1;
-    cached = b;
+    PZ_CUDA_CHECK_MSG(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, moe_mm_kernel<DUAL>, kThreads, 0),
+                      "moe: occupancy of the expert GEMM kernel");
+    cached = b < 1 ? 1 : b;
   }
-  return cached;
+  *out = cached;
+  return PZ_OK;
 }
 
 bool aligned16(const void *q) { return ((uintptr_t)q & 15u) == 0; }
@@ -444,10 +448,12 @@ bool aligned16(const void *q) { return ((uintptr_t)q & 15u) == 0; }
 // Launches one expert-GEMM kernel; max_items bounds the items (grid = min(bound, SMs x occupancy)).
 template <bool DUAL>
 pz_status launch_mm(const mm_params &mp, int64_t max_items, cudaStream_t stream) {
-  const int sms = sm_count();
+  int sms = 0, per_sm = 0;
+  PZ_CHECK(sm_count(&sms));
   if (sms <= 0) return pz_error(PZ_ERR_CUDA, "moe: cannot read the SM count of the current device");
+  if (!mp.one_per_item) PZ_CHECK(blocks_per_sm<DUAL>(&per_sm));
   // PREZERO_MOE_PERSISTENT=0 (pz_moe_args.no_persistent): one CTA per possible item instead
-  int64_t grid = !mp.one_per_item ? (int64_t)sms * blocks_per_sm<DUAL>() : max_items;
+  int64_t grid = !mp.one_per_item ? (int64_t)sms * per_sm : max_items;
   if (grid > max_items) grid = max_items;
   if (grid > 0x7fffffff) grid = 0x7fffffff;
   if (grid < 1) grid = 1;
@@ -644,7 +650,8 @@ extern "C" pz_status pz_moe_fill_bf16(pz_bf16 *p, int64_t n, uint32_t seed, floa
 extern "C" pz_status pz_moe_stream_read(const void *p, int64_t bytes, unsigned *sink, cudaStream_t s) {
   if (!p || !sink || bytes < 16 || bytes % 16 || !aligned16(p))
     return pz_error(PZ_ERR_INVALID_ARG, "moe stream read: NULL/misaligned pointer or bytes not a multiple of 16");
-  const int sms = sm_count();
+  int sms = 0;
+  PZ_CHECK(sm_count(&sms));
   moe_stream_read_kernel<<<(unsigned)(sms > 0 ? sms * 4 : 512), 512, 0, s>>>((const uint4 *)p, bytes / 16, sink);
   PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
