@@ -71,10 +71,8 @@ pz_status pz_gemm_ctx_create_opts(const pz_runtime_opts *ro, pz_gemm_ctx **out) 
   if (!out || !ro) return pz_error(PZ_ERR_INVALID_ARG, "pz_gemm_ctx_create_opts: NULL argument");
   *out = NULL;
   int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-    cudaGetLastError();
+  if (!PZ_CUDA_PROBE(cudaGetDeviceCount(&ndev)) || ndev == 0) /* no device is an answer */
     return pz_error(PZ_ERR_NO_DEVICE, "pz_gemm_ctx_create: no CUDA device");
-  }
   pz_gemm_ctx *c = calloc(1, sizeof *c);
   if (!c) return pz_error(PZ_ERR_OOM, "pz_gemm_ctx_create: host allocation");
   pz_status st = take_opts(c, ro);
@@ -83,28 +81,20 @@ pz_status pz_gemm_ctx_create_opts(const pz_runtime_opts *ro, pz_gemm_ctx **out) 
     return st;
   }
   struct cudaDeviceProp prop;
-  if (cudaGetDevice(&c->device) != cudaSuccess || cudaGetDeviceProperties(&prop, c->device) != cudaSuccess) {
-    st = pz_error(PZ_ERR_CUDA, "pz_gemm_ctx_create: cannot read device properties");
-    goto fail;
-  }
+  PZ_CUDA_CHECK_MSG_GOTO(cudaGetDevice(&c->device), st, fail, "pz_gemm_ctx_create");
+  PZ_CUDA_CHECK_MSG_GOTO(cudaGetDeviceProperties(&prop, c->device), st, fail, "pz_gemm_ctx_create");
   c->sm_count = prop.multiProcessorCount;
   c->wgmma = prop.major == 9;
   snprintf(c->name, sizeof c->name, "%s", prop.name);
-  if (cudaMalloc((void **)&c->sems, PZ_GEMM_SEM_CAPACITY * sizeof(int)) != cudaSuccess ||
-      cudaMemset(c->sems, 0, PZ_GEMM_SEM_CAPACITY * sizeof(int)) != cudaSuccess ||
-      cudaMalloc(&c->cublas_ws, PZ_GEMM_CUBLAS_WS) != cudaSuccess) {
-    st = pz_error(PZ_ERR_OOM, "pz_gemm_ctx_create: device allocation failed");
-    goto fail;
-  }
+  PZ_CUDA_CHECK_MSG_GOTO(cudaMalloc((void **)&c->sems, PZ_GEMM_SEM_CAPACITY * sizeof(int)), st, fail, "pz_gemm_ctx_create: semaphores");
+  PZ_CUDA_CHECK_MSG_GOTO(cudaMemset(c->sems, 0, PZ_GEMM_SEM_CAPACITY * sizeof(int)), st, fail, "pz_gemm_ctx_create: semaphores");
+  PZ_CUDA_CHECK_MSG_GOTO(cudaMalloc(&c->cublas_ws, PZ_GEMM_CUBLAS_WS), st, fail, "pz_gemm_ctx_create: cuBLAS workspace");
   if (cublasCreate(&c->cublas) != CUBLAS_STATUS_SUCCESS) {
     c->cublas = NULL;
     st = pz_error(PZ_ERR_CUDA, "pz_gemm_ctx_create: cublasCreate failed");
     goto fail;
   }
-  if (cudaDeviceSynchronize() != cudaSuccess) {
-    st = pz_error(PZ_ERR_CUDA, "pz_gemm_ctx_create: device sync failed");
-    goto fail;
-  }
+  PZ_CUDA_CHECK_MSG_GOTO(cudaDeviceSynchronize(), st, fail, "pz_gemm_ctx_create");
   st = pz_gemm_kernels_init(c->wgmma);
   if (st != PZ_OK) goto fail;
   st = pz_tuner_table_init(&c->table, c->name, c->sm_count, c->ro.cache_dir, c->ro.gemm_builtin);
@@ -150,8 +140,8 @@ void pz_gemm_config_describe(const pz_gemm_config *c, char *buf, size_t len) {
 void pz_gemm_ctx_destroy(pz_gemm_ctx *c) {
   if (!c) return;
   if (c->cublas) cublasDestroy(c->cublas);
-  if (c->cublas_ws) cudaFree(c->cublas_ws);
-  if (c->sems) cudaFree(c->sems);
+  if (c->cublas_ws) PZ_CUDA_IGNORE(cudaFree(c->cublas_ws)); /* teardown: nothing to report */
+  if (c->sems) PZ_CUDA_IGNORE(cudaFree(c->sems));
   pz_tuner_table_free(&c->table);
   free(c);
 }

@@ -2,6 +2,7 @@
  * (cJSON) of winners per device, stored under PREZERO_CACHE_DIR (default ~/.cache/prezero). */
 #include "backend/cuda/tuner.h"
 #include "core/options.h"
+#include "core/stats.h"
 #include "backend/tables/gemm_tables.h"
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -230,10 +231,6 @@ void pz_tuner_pool_destroy(pz_tuner_pool *p) {
   memset(p, 0, sizeof *p);
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 /* kind 0: GEMM with cfg; kind 1: streaming read of `bytes`. */
 static pz_status time_graph(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int kind, int m, int n, int k,
@@ -283,32 +280,26 @@ static pz_status time_graph(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int kin
       st = pz_gemm_stream_read(w, bytes, pool->sink, pz_gemm_ctx_sm_count(ctx), s);
     }
   }
-  cudaError_t ce = cudaStreamEndCapture(s, &g);
-  if (st == PZ_OK && ce != cudaSuccess) st = pz_error(PZ_ERR_CUDA, "tuner: capture: %s", cudaGetErrorString(ce));
-  if (st == PZ_OK && (ce = cudaGraphInstantiate(&ge, g, 0)) != cudaSuccess)
-    st = pz_error(PZ_ERR_CUDA, "tuner: instantiate: %s", cudaGetErrorString(ce));
-  if (st == PZ_OK && (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess))
-    st = pz_error(PZ_ERR_CUDA, "tuner: event create");
-  if (st == PZ_OK && cudaGraphLaunch(ge, s) != cudaSuccess) st = pz_error(PZ_ERR_CUDA, "tuner: warm-up replay");
+  PZ_CUDA_KEEP_MSG(cudaStreamEndCapture(s, &g), st, "tuner: capture");
+  if (st == PZ_OK) st = PZ_CUDA_STATUS_MSG(cudaGraphInstantiate(&ge, g, 0), "tuner: instantiate");
+  if (st == PZ_OK) st = PZ_CUDA_STATUS_MSG(cudaEventCreate(&e0), "tuner: event create");
+  if (st == PZ_OK) st = PZ_CUDA_STATUS_MSG(cudaEventCreate(&e1), "tuner: event create");
+  if (st == PZ_OK) st = PZ_CUDA_STATUS_MSG(cudaGraphLaunch(ge, s), "tuner: warm-up replay");
   for (int r = 0; r < reps && st == PZ_OK; r++) {
     float ms = 0;
-    if (cudaEventRecord(e0, s) != cudaSuccess || cudaGraphLaunch(ge, s) != cudaSuccess ||
-        cudaEventRecord(e1, s) != cudaSuccess || (ce = cudaEventSynchronize(e1)) != cudaSuccess ||
-        cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) {
-      st = pz_error(PZ_ERR_CUDA, "tuner: replay failed: %s", cudaGetErrorString(cudaGetLastError()));
-      break;
-    }
+    st = PZ_CUDA_STATUS_MSG(cudaEventRecord(e0, s), "tuner: replay");
+    if (st == PZ_OK) st = PZ_CUDA_STATUS_MSG(cudaGraphLaunch(ge, s), "tuner: replay");
+    if (st == PZ_OK) st = PZ_CUDA_STATUS_MSG(cudaEventRecord(e1, s), "tuner: replay");
+    if (st == PZ_OK) st = PZ_CUDA_STATUS_MSG(cudaEventSynchronize(e1), "tuner: replay");
+    if (st == PZ_OK) st = PZ_CUDA_STATUS_MSG(cudaEventElapsedTime(&ms, e0, e1), "tuner: replay");
     t[r] = 1000.0 * ms / iters;
   }
-  if (st == PZ_OK) {
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
-    *us = t[reps / 2];
-  }
+  if (st == PZ_OK) *us = pz_median(t, reps); /* core/stats.h: the one median */
   free(t);
-  if (e0) cudaEventDestroy(e0);
-  if (e1) cudaEventDestroy(e1);
-  if (ge) cudaGraphExecDestroy(ge);
-  if (g) cudaGraphDestroy(g);
+  if (e0) PZ_CUDA_IGNORE(cudaEventDestroy(e0)); /* cleanup: nothing to report */
+  if (e1) PZ_CUDA_IGNORE(cudaEventDestroy(e1));
+  if (ge) PZ_CUDA_IGNORE(cudaGraphExecDestroy(ge));
+  if (g) PZ_CUDA_IGNORE(cudaGraphDestroy(g));
   return st;
 }
 
