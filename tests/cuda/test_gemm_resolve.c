@@ -108,6 +108,10 @@ int main(void) {
   pz_gemm_config ex = {PZ_GEMM_SPLITK_SERIAL, 4, 2, 4, 0};
   c = resolve_ok(&old, 8, 4096, 4096, false, &ex);
   CHECK(same(&c, &ex));
+  /* a forced split-K flavour on a one-k-block GEMM keeps its one split (k 64 on wgmma) */
+  snprintf(ro.gemm_force, sizeof ro.gemm_force, "memset");
+  c = resolve_ok(&t, 1, 64, 64, true, NULL);
+  CHECK(c.flavour == PZ_GEMM_MEMSET_SPLITK && c.splits == 1);
   /* a malformed forced flavour */
   snprintf(ro.gemm_force, sizeof ro.gemm_force, "bogus");
   CHECK_ST(pz_gemm_resolve(&old, 8, 4096, 4096, true, NULL, &c), PZ_ERR_INVALID_ARG);

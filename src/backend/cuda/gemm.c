@@ -290,8 +290,8 @@ pz_status pz_gemm_resolve(const pz_gemm_target *t, int m, int n, int k, bool zer
       if (!strcmp(source, "the heuristic")) source = "the tuner table";
     } else if (f == PZ_GEMM_FULLK || f == PZ_GEMM_CUBLAS) {
       c.splits = 1;
-    } else if (c.splits == 1 && f != PZ_GEMM_SPLITK_SERIAL) {
-      c.splits = 2; /* a split-K flavour asked of a shape the heuristic runs whole */
+    } else if (c.splits == 1 && f != PZ_GEMM_SPLITK_SERIAL && k / (c.wn == 3 ? 64 : 32) >= 2) {
+      c.splits = 2; /* a split-K flavour asked of a shape the heuristic runs whole (one k-block: stays 1) */
     }
     c.flavour = f;
   }
