@@ -91,6 +91,9 @@ typedef struct pz_engine_info {
   int layers_fitted;              /* 1: layers was 0 on CUDA and only n_layers < model_layers fit in
                                      the GPUs' free memory (the engine runs those) */
   int64_t device_bytes_per_rank;  /* CUDA: device storage of each rank (bytes); 0 on the CPU */
+  char gemm_table[1040];          /* CUDA: where the split-K GEMM choices come from: "cache <path>",
+                                     "built-in" (the table compiled in for this GPU) or "none"
+                                     (the heuristic); "" on the CPU */
 } pz_engine_info;
 
 /* Creates an engine: loads the config, builds and verifies the decode graph, runs the graph

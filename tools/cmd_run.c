@@ -411,6 +411,7 @@ int pz_cmd_run(int argc, char **argv) {
          info.model, info.n_layers, info.tp, batch, context, seed_txt, info.prezero ? "on" : "off",
          info.device == PZ_DEVICE_CUDA ? "cuda" : "cpu", (double)info.weight_bytes / (1 << 20),
          (double)info.kv_cache_bytes / (1 << 20));
+  if (info.gemm_table[0]) printf("# split-K GEMM choices: tuner table %s\n", info.gemm_table);
   if (info.layers_fitted)
     printf("# note: only the first %d of %s's %d layers fit in GPU memory (%.1f GiB per GPU); running those "
            "(use --layers N to choose, a higher --tp for more)\n",

@@ -75,51 +75,33 @@ static pz_status build(const pz_model_config *mc, const pz_cmp_opts *o, int laye
  * sets over them) fits. */
 static pz_status plan_layers(const pz_model_config *mc, const pz_cmp_opts *o, const pz_runtime_opts *ro,
                              pz_cmp_result *r, int *layers) {
-  int devs[PZ_CUDA_MAX_TP];
-  int64_t fr[PZ_CUDA_MAX_TP], tot[PZ_CUDA_MAX_TP];
-  for (int i = 0; i < o->tp; i++) devs[i] = i;
-  PZ_CHECK(pz_cuda_mem_info(o->tp, devs, fr, tot));
-  int64_t budget = INT64_MAX;
-  for (int i = 0; i < o->tp; i++) {
-    int64_t b = fr[i] - pz_cuda_reserve_for(tot[i], ro->cuda_reserve_mb) - EXTRA_MARGIN;
-    if (b < budget) budget = b;
-  }
-  int n = (int)mc->num_hidden_layers;
   pz_graph *g = NULL;
-  int64_t fixed = 0;
-  int64_t *lb = calloc((size_t)n, sizeof(int64_t));
-  if (!lb) return pz_error(PZ_ERR_OOM, "compare: memory plan");
-  pz_status st = build(mc, o, 0, &g);
-  if (st == PZ_OK) st = pz_cuda_bytes_by_layer(g, &fixed, lb, n);
-  if (st == PZ_OK) {
-    /* outside the layers: what the executor allocates (prezero buffers included) minus the layers */
-    fixed = pz_cuda_exec_bytes_per_batch(g);
-    for (int L = 0; L < n; L++) fixed -= lb[L];
-    int fit = pz_cuda_fit_layers(fixed, lb, n, budget);
-    int want = o->layers > 0 ? o->layers : fit;
-    int64_t need = fixed;
-    for (int L = 0; L < want && L < n; L++) need += lb[L];
-    if (o->layers > 0 && o->layers > fit && fit >= 1) {
-      st = pz_error(PZ_ERR_OOM,
-                    "--layers %d needs %.1f GiB per GPU but %.1f GiB fit beside the reserve; use --layers %d or fewer "
-                    "(or omit --layers)",
-                    o->layers, need / GiB, budget / GiB, fit);
-    } else if (want < 1 || fit < 1) {
-      st = pz_error(PZ_ERR_OOM,
-                    "not even one layer of %s fits per GPU: %.1f GiB free beside the reserve; use a larger --tp or a "
-                    "smaller --isl/--osl/--conc",
-                    mc->name, budget / GiB);
-    } else {
-      *layers = want;
-      r->layers_auto = o->layers == 0;
-      note(r, o->log, "%s: %d of %lld layers (%s), %.1f GiB per GPU (weights once; OFF and ON graphs over them), "
-           "%.1f GiB available beside the reserve.",
-           mc->name, want, (long long)n, o->layers ? "--layers" : "as many as fit in free memory", need / GiB,
-           budget / GiB);
-    }
-  }
+  PZ_CHECK(build(mc, o, 0, &g));
+  pz_cuda_mem_plan mp;
+  pz_status st = pz_cuda_plan_memory(g, true, o->tp, ro->cuda_reserve_mb, EXTRA_MARGIN, &mp); /* runtime.h */
   pz_graph_free(g);
-  free(lb);
+  if (st != PZ_OK) return st;
+  const int n = mp.n_layers, fit = mp.fit;
+  const int want = o->layers > 0 ? o->layers : fit;
+  const int64_t need = mp.cum[want < n ? want : n];
+  if (o->layers > 0 && o->layers > fit && fit >= 1) {
+    st = pz_error(PZ_ERR_OOM,
+                  "--layers %d needs %.1f GiB per GPU but %.1f GiB fit beside the reserve; use --layers %d or fewer "
+                  "(or omit --layers)",
+                  o->layers, need / GiB, mp.budget / GiB, fit);
+  } else if (want < 1 || fit < 1) {
+    st = pz_error(PZ_ERR_OOM,
+                  "not even one layer of %s fits per GPU: %.1f GiB free beside the reserve; use a larger --tp or a "
+                  "smaller --isl/--osl/--conc",
+                  mc->name, mp.budget / GiB);
+  } else {
+    *layers = want;
+    r->layers_auto = o->layers == 0;
+    note(r, o->log, "%s: %d of %d layers (%s), %.1f GiB per GPU (weights once; OFF and ON graphs over them), "
+         "%.1f GiB available beside the reserve.",
+         mc->name, want, n, o->layers ? "--layers" : "as many as fit in free memory", need / GiB, mp.budget / GiB);
+  }
+  pz_cuda_mem_plan_free(&mp);
   return st;
 }
 

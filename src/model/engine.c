@@ -99,33 +99,21 @@ static pz_status fit_cuda(pz_engine *e, const pz_engine_config *cfg) {
   if (tp > have || tp > PZ_CUDA_MAX_TP)
     return pz_error(PZ_ERR_NO_DEVICE, "TP %d needs %d GPUs in this process but %d %s visible; use a TP of at most %d",
                     tp, tp, have, have == 1 ? "is" : "are", have < PZ_CUDA_MAX_TP ? have : PZ_CUDA_MAX_TP);
-  int devs[PZ_CUDA_MAX_TP];
-  int64_t fr[PZ_CUDA_MAX_TP], tot[PZ_CUDA_MAX_TP], budget = -1;
-  for (int r = 0; r < tp; r++) devs[r] = r;
-  PZ_CHECK(pz_cuda_mem_info(tp, devs, fr, tot));
-  for (int r = 0; r < tp; r++) {
-    int64_t b = fr[r] - pz_cuda_reserve_for(tot[r], e->ro.cuda_reserve_mb);
-    if (budget < 0 || b < budget) budget = b;
-  }
-  const int n = e->g->info.n_layers;
-  int64_t fixed, *lb = calloc((size_t)(n > 0 ? n : 1), sizeof(int64_t));
-  if (!lb) return pz_error(PZ_ERR_OOM, "engine allocation");
-  pz_status st = pz_cuda_bytes_by_layer(e->g, &fixed, lb, n);
-  /* Outside the layers = everything the executor allocates (its scratch included) minus the layers. */
-  int64_t need = e->g_off ? pz_cuda_exec_bytes_per_batch(e->g_off) : pz_cuda_exec_bytes(e->g);
-  fixed = need;
-  for (int L = 0; L < n; L++) fixed -= lb[L];
-  int fit = st == PZ_OK ? pz_cuda_fit_layers(fixed, lb, n, budget) : 0;
+  /* The one memory plan (runtime.h); the executor counts per-batch prezero buffers when given the OFF graph. */
+  pz_cuda_mem_plan mp;
+  PZ_CHECK(pz_cuda_plan_memory(e->g_off ? e->g_off : e->g, e->g_off != NULL, tp, e->ro.cuda_reserve_mb, 0, &mp));
+  const int n = mp.n_layers, fit = mp.fit;
   const double G = 1073741824.0;
-  if (st == PZ_OK && fit == 0)
+  pz_status st = PZ_OK;
+  if (fit == 0)
     st = pz_error(PZ_ERR_OOM, "not even one layer of %s fits: %.2f GiB per GPU outside the layers + %.2f GiB for layer 0, "
                   "%.2f GiB usable (free minus reserve); use a higher --tp, a smaller --batch or --context",
-                  e->cfg.name, fixed / G, n > 0 ? lb[0] / G : 0.0, budget / G);
-  else if (st == PZ_OK && fit < n && cfg->layers > 0)
+                  e->cfg.name, mp.cum[0] / G, n > 0 ? (mp.cum[1] - mp.cum[0]) / G : 0.0, mp.budget / G);
+  else if (fit < n && cfg->layers > 0)
     st = pz_error(PZ_ERR_OOM, "--layers %d of %s needs %.2f GiB per GPU but %.2f GiB are usable (free minus reserve); "
                   "at most %d layers fit; use --layers %d or less, or a higher --tp",
-                  n, e->cfg.name, need / G, budget / G, fit, fit);
-  free(lb);
+                  n, e->cfg.name, mp.cum[n] / G, mp.budget / G, fit, fit);
+  pz_cuda_mem_plan_free(&mp);
   if (st != PZ_OK) return st;
   if (fit < n) {
     PZ_CHECK(build_graph(e, cfg, fit));
@@ -261,6 +249,9 @@ pz_status pz_engine_get_info(const pz_engine *e, pz_engine_info *info) {
   info->model_layers = (int)e->cfg.num_hidden_layers;
   info->layers_fitted = e->layers_fitted;
   info->device_bytes_per_rank = e->device_bytes;
+#ifdef PZ_HAVE_CUDA
+  if (e->cuda) pz_cuda_exec_gemm_table(e->cuda, info->gemm_table, sizeof info->gemm_table);
+#endif
   for (int i = 0; i < e->g->n_tensors; i++) {
     const pz_tensor *t = &e->g->tensors[i];
     if (t->view_of >= 0) continue;

@@ -12,6 +12,7 @@
 #include "backend/cuda/gate_cuda.h"
 #include "backend/cuda/profile.h"
 #include "backend/cuda/runtime.h"
+#include "backend/cuda/tuner.h"
 #include "core/options.h"
 #include "core/stats.h"
 #include "passes/prezero.h"
@@ -309,6 +310,15 @@ static pz_status current(pz_cuda_exec *e, int64_t m, const pz_graph **g, void **
 }
 
 bool pz_cuda_exec_per_batch(const pz_cuda_exec *e) { return e && e->per_batch; }
+
+void pz_cuda_exec_gemm_table(const pz_cuda_exec *e, char *buf, size_t len) {
+  if (!buf || !len) return;
+  buf[0] = 0;
+  if (!e || !e->ranks[0].gemm) return;
+  const pz_tuner_table *t = pz_gemm_ctx_table(e->ranks[0].gemm);
+  if (!strcmp(t->source, "cache")) snprintf(buf, len, "cache %s", t->path);
+  else snprintf(buf, len, "%s", t->source);
+}
 
 pz_status pz_cuda_exec_set_gemm_force(pz_cuda_exec *e, int flavour) {
   if (!e || flavour < 0 || flavour >= PZ_GEMM_FLAVOUR_COUNT)

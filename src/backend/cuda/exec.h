@@ -119,6 +119,9 @@ int64_t pz_cuda_exec_bytes(const pz_graph *g);
  * the buffers of the static rewrite (every plan's buffers fit there). */
 int64_t pz_cuda_exec_bytes_per_batch(const pz_graph *g);
 
+/* Where rank 0's GEMM choices come from: "cache <path>", "built-in" or "none" (into buf[len]). */
+void pz_cuda_exec_gemm_table(const pz_cuda_exec *e, char *buf, size_t len);
+
 /* Per-batch mode (see opts.prezero): true when e runs the pass per batch size. */
 bool pz_cuda_exec_per_batch(const pz_cuda_exec *e);
 /* Switches the graph set later steps run: 0 the OFF graph, 1 the per-batch ON graphs. Both sets

@@ -1,5 +1,6 @@
 /* CUDA runtime helpers: device count, free memory, reserve, and the per-layer memory plan. */
 #include "backend/cuda/runtime.h"
+#include "backend/cuda/exec.h"
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime.h>
@@ -66,4 +67,46 @@ int pz_cuda_fit_layers(int64_t fixed_bytes, const int64_t *layer_bytes, int n_la
   int n = 0;
   while (n < n_layers && used + layer_bytes[n] <= budget) used += layer_bytes[n++];
   return n;
+}
+
+pz_status pz_cuda_plan_memory(const pz_graph *g, bool per_batch, int tp, int64_t reserve_mb, int64_t margin,
+                              pz_cuda_mem_plan *out) {
+  if (!g || !out || tp < 1 || tp > PZ_CUDA_MAX_TP) return pz_error(PZ_ERR_INVALID_ARG, "memory plan: bad arguments");
+  memset(out, 0, sizeof *out);
+  int devs[PZ_CUDA_MAX_TP];
+  int64_t fr[PZ_CUDA_MAX_TP], tot[PZ_CUDA_MAX_TP];
+  for (int r = 0; r < tp; r++) devs[r] = r;
+  PZ_CHECK(pz_cuda_mem_info(tp, devs, fr, tot));
+  out->budget = INT64_MAX;
+  for (int r = 0; r < tp; r++) {
+    int64_t b = fr[r] - pz_cuda_reserve_for(tot[r], reserve_mb) - margin;
+    if (b < out->budget) out->budget = b;
+  }
+  const int n = g->info.n_layers > 0 ? g->info.n_layers : 0;
+  int64_t fixed = 0, *lb = calloc((size_t)n + 1, sizeof(int64_t));
+  out->cum = calloc((size_t)n + 1, sizeof(int64_t));
+  if (!lb || !out->cum) {
+    free(lb);
+    pz_cuda_mem_plan_free(out);
+    return pz_error(PZ_ERR_OOM, "memory plan: host allocation");
+  }
+  pz_status st = pz_cuda_bytes_by_layer(g, &fixed, lb, n);
+  if (st == PZ_OK) {
+    /* outside the layers = everything the executor allocates (its prezero buffers included) minus the layers */
+    fixed = per_batch ? pz_cuda_exec_bytes_per_batch(g) : pz_cuda_exec_bytes(g);
+    for (int L = 0; L < n; L++) fixed -= lb[L];
+    out->n_layers = n;
+    out->cum[0] = fixed;
+    for (int L = 0; L < n; L++) out->cum[L + 1] = out->cum[L] + lb[L];
+    out->fit = pz_cuda_fit_layers(fixed, lb, n, out->budget);
+  }
+  free(lb);
+  if (st != PZ_OK) pz_cuda_mem_plan_free(out);
+  return st;
+}
+
+void pz_cuda_mem_plan_free(pz_cuda_mem_plan *p) {
+  if (!p) return;
+  free(p->cum);
+  p->cum = NULL;
 }

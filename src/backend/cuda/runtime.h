@@ -2,6 +2,7 @@
  * decides how many layers of a model fit on each GPU (per-rank bytes, split by layer). */
 #ifndef PZ_BACKEND_CUDA_RUNTIME_H
 #define PZ_BACKEND_CUDA_RUNTIME_H
+#include <stdbool.h>
 #include <stdint.h>
 #include "core/ir.h"
 #ifdef __cplusplus
@@ -31,6 +32,21 @@ pz_status pz_cuda_bytes_by_layer(const pz_graph *g, int64_t *fixed_bytes, int64_
 
 /* Largest N in 0..n_layers with fixed + Σ_{L<N} layer_bytes[L] <= budget (bytes). */
 int pz_cuda_fit_layers(int64_t fixed_bytes, const int64_t *layer_bytes, int n_layers, int64_t budget);
+
+/* The one memory plan (the engine and compare use it): for graph g on GPUs 0..tp-1, the budget
+ * per GPU (the smallest free memory minus the reserve, pz_cuda_reserve_for(total, reserve_mb),
+ * minus margin), the bytes the executor allocates for the first N layers (cum[N], N = 0..n_layers:
+ * everything outside the layers in cum[0], as pz_cuda_exec_bytes_per_batch counts it when
+ * per_batch, else pz_cuda_exec_bytes) and the largest N that fits (fit). Free with
+ * pz_cuda_mem_plan_free. Errors: PZ_ERR_NO_DEVICE, PZ_ERR_CUDA, PZ_ERR_OOM (host), PZ_ERR_INVALID_ARG. */
+typedef struct pz_cuda_mem_plan {
+  int64_t budget;   /* bytes per GPU usable by the executor */
+  int n_layers, fit;
+  int64_t *cum;     /* [n_layers + 1] */
+} pz_cuda_mem_plan;
+pz_status pz_cuda_plan_memory(const pz_graph *g, bool per_batch, int tp, int64_t reserve_mb, int64_t margin,
+                              pz_cuda_mem_plan *out);
+void pz_cuda_mem_plan_free(pz_cuda_mem_plan *p);
 
 #ifdef __cplusplus
 }
