@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include "backend/cpu/cpu_pool.h"
+#include "core/pool.h"
 #include "core/dtype.h"
 #include "model/fp8.h"
 

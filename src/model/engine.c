@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "backend/cpu/cpu_backend.h"
-#include "backend/cpu/cpu_pool.h"
+#include "core/pool.h"
 #include "model/builder.h"
 #include "core/options.h"
 #include "passes/passes.h"

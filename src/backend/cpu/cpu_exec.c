@@ -3,7 +3,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "core/options.h"
 #include "backend/cpu/cpu_ops.h"
-#include "backend/cpu/cpu_pool.h"
+#include "core/pool.h"
 #include "core/fill_rule.h"
 #include <stdlib.h>
 #include <string.h>

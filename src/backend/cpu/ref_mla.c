@@ -1,7 +1,7 @@
 /* CPU reference of the MLA decode op in its absorbed form (q_a_layernorm, q_b GEMM,
  * kv_a_layernorm, YaRN RoPE, cache append, latent attention, W_UV, o_proj). See ref_ops.h. */
 #include "backend/cpu/ref_ops.h"
-#include "backend/cpu/cpu_pool.h"
+#include "core/pool.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* CPU reference of the MoE block: router scoring and top-k (greedy, group_limited_greedy,
  * noaux_tc), routed SwiGLU experts, shared experts; and the dense SwiGLU MLP. See ref_ops.h. */
 #include "backend/cpu/ref_ops.h"
-#include "backend/cpu/cpu_pool.h"
+#include "core/pool.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* CPU reference ops, part 1: split-K GEMM, RMSNorm, AR + residual + RMSNorm, embedding,
  * argmax, YaRN RoPE. Formulas and their sources are documented in ref_ops.h. */
 #include "backend/cpu/ref_ops.h"
-#include "backend/cpu/cpu_pool.h"
+#include "core/pool.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

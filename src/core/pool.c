@@ -1,5 +1,5 @@
 /* Worker-thread pool of the CPU backend (pthreads): one job at a time, generation-counted. */
-#include "backend/cpu/cpu_pool.h"
+#include "core/pool.h"
 #include <pthread.h>
 #include <stdlib.h>
 

@@ -1,7 +1,7 @@
-/* Worker-thread pool of the CPU backend: a parallel-for over an index range whose chunks are
+/* Worker-thread pool (used by the CPU backend and the checkpoint loader): a parallel-for over an index range whose chunks are
  * a pure function of (n, threads); callers give each output element to exactly one index. */
-#ifndef PZ_BACKEND_CPU_POOL_H
-#define PZ_BACKEND_CPU_POOL_H
+#ifndef PZ_CORE_POOL_H
+#define PZ_CORE_POOL_H
 #include <stdint.h>
 #include "core/status.h"
 
