@@ -91,3 +91,68 @@ __device__ __forceinline__ void tile_release(const P &p, int split, int tile) {
     }
   }
 }
+
+/* The whole epilogue of a CTA whose tile sits reduced in shared memory: wait for the turn /
+ * the zeroing, add the bias in split 0 only, write each of the rows x NTC values through the
+ * flavour's c_put, release the tile. red[t * NTCP + j] is token t0 + t, column n0 + j; NTHR
+ * threads share the loop. Every thread of the CTA calls it. */
+template <int NTC, int NTCP, int NTHR, class P>
+__device__ __forceinline__ void tile_epilogue_from_smem(const P &p, const float *red, int rows, int t0, int n0,
+                                                        int split, int tile) {
+  tile_wait(p, split, tile); /* our turn / split 0's zeroing */
+  __syncthreads();
+  const bool add_bias = p.bias != nullptr && split == 0;
+  for (int e = threadIdx.x; e < rows * NTC; e += NTHR) {
+    const int t = e / NTC, j = e - t * NTC;
+    float v = red[t * NTCP + j];
+    if (add_bias) v += p.bias[n0 + j];
+    const int64_t off = (int64_t)(t0 + t) * p.ldc + n0 + j;
+    c_put(p, split, off, v);
+  }
+  tile_release(p, split, tile);
+}
+
+/* Host side: the launch fields both kernels' parameter blocks share (output, bias, semaphores,
+ * shape, split count, flavour). */
+template <class P>
+inline void gemm_params_common(P &p, const pz_gemm_args *a, int *sems, int splits, pz_gemm_flavour flavour) {
+  p.C = a->C;
+  p.ldc = a->ldc;
+  p.bias = a->bias;
+  p.sems = sems;
+  p.m = a->m;
+  p.n = a->n;
+  p.splits = splits;
+  p.mode = flavour;
+}
+
+/* Where a split-K CTA works: its C tile (columns n0.., tokens t0.., `rows` of them, flag index
+ * `tile`), its split and its half-open range of 32-wide K chunks. Grid: x = column tiles of NTC,
+ * y = splits, z = token tiles of TOK. */
+struct gemm_tile {
+  int n0, split, t0, tile, c_begin, c_end, rows;
+};
+template <int TOK, int NTC, class P>
+__device__ __forceinline__ gemm_tile gemm_tile_of(const P &p) {
+  gemm_tile t;
+  t.n0 = blockIdx.x * NTC;
+  t.split = blockIdx.y;
+  t.t0 = blockIdx.z * TOK;
+  t.tile = blockIdx.z * gridDim.x + blockIdx.x;
+  const int nchunks = p.k >> 5;
+  t.c_begin = (int)((int64_t)t.split * nchunks / p.splits);
+  t.c_end = (int)((int64_t)(t.split + 1) * nchunks / p.splits);
+  t.rows = min(TOK, p.m - t.t0);
+  return t;
+}
+/* Flavour 2 (in-kernel zero): split 0 zeroes its C tile, then raises the tile's flag. Every
+ * thread of the CTA calls it. */
+template <int NTC, int NTHR, class P>
+__device__ __forceinline__ void tile_zero_prologue(const P &p, const gemm_tile &t) {
+  if (p.mode == PZ_GEMM_SPLITK_ZERO && t.split == 0 && p.splits > 1) {
+    tile_zero(p, t.t0, t.n0, t.rows, NTC, NTHR);
+    __threadfence();
+    __syncthreads();
+    tile_flag_raise(p, t.tile);
+  }
+}

@@ -71,6 +71,23 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1
  * its K chunks (reduced in shared memory), true = each warp owns NT columns of its own and
  * walks every chunk of the slice (the warps read the same A chunk, so A hits L1).
  * XP: A fragments are prefetched in the ring too (small m only). */
+/* Shared-memory slot of accumulator element r of fragment (i, j) held by lane (g, q): token
+ * 8j + 2q + (r & 1) at row `stride`, column col + 16i + g + 8(r >> 1) (the m16n8 C layout). */
+__device__ __forceinline__ int frag_slot(int i, int j, int r, int g, int q, int stride, int col) {
+  return (8 * j + 2 * q + (r & 1)) * stride + col + 16 * i + g + 8 * (r >> 1);
+}
+
+/* Calls f(i, j, r) for every accumulator element of a warp's WT x MT8 fragments (unrolled). */
+template <int WT, int MT8, class F>
+__device__ __forceinline__ void for_each_acc(F &&f) {
+#pragma unroll
+  for (int i = 0; i < WT; i++)
+#pragma unroll
+    for (int j = 0; j < MT8; j++)
+#pragma unroll
+      for (int r = 0; r < 4; r++) f(i, j, r);
+}
+
 template <int MT8, int WT, int U, int NW, bool WN>
 __global__ void __launch_bounds__(NW * 32, MT8 <= 2 ? 16 / NW : 1) gemm_splitk_kernel(Params p) {
   constexpr int TOK = MT8 * 8;
@@ -85,22 +102,11 @@ __global__ void __launch_bounds__(NW * 32, MT8 <= 2 ? 16 / NW : 1) gemm_splitk_k
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, q = lane & 3;
-  const int n0 = blockIdx.x * NTC;
-  const int split = blockIdx.y;
-  const int t0 = blockIdx.z * TOK;
-  const int tile = blockIdx.z * gridDim.x + blockIdx.x;
-  const int nchunks = p.k >> 5;
-  const int c_begin = (int)((int64_t)split * nchunks / p.splits);
-  const int c_end = (int)((int64_t)(split + 1) * nchunks / p.splits);
-  const int rows = min(TOK, p.m - t0);
+  const gemm_tile gt = gemm_tile_of<TOK, NTC>(p);
+  const int n0 = gt.n0, split = gt.split, t0 = gt.t0, tile = gt.tile;
+  const int c_begin = gt.c_begin, c_end = gt.c_end, rows = gt.rows;
 
-  /* Flavour 2: split 0 zeroes this CTA's C tile first, then raises the tile's flag. */
-  if (p.mode == PZ_GEMM_SPLITK_ZERO && split == 0 && p.splits > 1) {
-    tile_zero(p, t0, n0, rows, NTC, NTHR);
-    __threadfence();
-    __syncthreads();
-    tile_flag_raise(p, tile);
-  }
+  tile_zero_prologue<NTC, NTHR>(p, gt); /* flavour 2: split 0 zeroes the C tile, then raises its flag */
 
   float acc[WT][MT8][4];
 #pragma unroll
@@ -170,64 +176,28 @@ __global__ void __launch_bounds__(NW * 32, MT8 <= 2 ? 16 / NW : 1) gemm_splitk_k
 
   /* Fragment element r of tile (i, j): column 16i + g + 8*(r>>1), token 8j + 2q + (r&1). */
   if (WN) {
-#pragma unroll
-    for (int i = 0; i < WT; i++)
-#pragma unroll
-      for (int j = 0; j < MT8; j++)
-#pragma unroll
-        for (int r = 0; r < 4; r++)
-          red[(8 * j + 2 * q + (r & 1)) * NTCP + wcol + 16 * i + g + 8 * (r >> 1)] = acc[i][j][r];
+    for_each_acc<WT, MT8>([&](int i, int j, int r) { red[frag_slot(i, j, r, g, q, NTCP, wcol)] = acc[i][j][r]; });
   } else {
     /* Fixed-order tree over the warps, e.g. for 8: ((w0+w4)+(w2+w6)) + ((w1+w5)+(w3+w7)). */
 #pragma unroll
     for (int half = NW / 2; half >= 1; half >>= 1) {
       if (warp >= half && warp < 2 * half) {
         float *s = red + (warp - half) * TOK * NTP;
-#pragma unroll
-        for (int i = 0; i < WT; i++)
-#pragma unroll
-          for (int j = 0; j < MT8; j++)
-#pragma unroll
-            for (int r = 0; r < 4; r++)
-              s[(8 * j + 2 * q + (r & 1)) * NTP + 16 * i + g + 8 * (r >> 1)] = acc[i][j][r];
+        for_each_acc<WT, MT8>([&](int i, int j, int r) { s[frag_slot(i, j, r, g, q, NTP, 0)] = acc[i][j][r]; });
       }
       __syncthreads();
       if (warp < half) {
         const float *s = red + warp * TOK * NTP;
-#pragma unroll
-        for (int i = 0; i < WT; i++)
-#pragma unroll
-          for (int j = 0; j < MT8; j++)
-#pragma unroll
-            for (int r = 0; r < 4; r++)
-              acc[i][j][r] += s[(8 * j + 2 * q + (r & 1)) * NTP + 16 * i + g + 8 * (r >> 1)];
+        for_each_acc<WT, MT8>([&](int i, int j, int r) { acc[i][j][r] += s[frag_slot(i, j, r, g, q, NTP, 0)]; });
       }
       __syncthreads();
     }
     if (warp == 0) {
-#pragma unroll
-      for (int i = 0; i < WT; i++)
-#pragma unroll
-        for (int j = 0; j < MT8; j++)
-#pragma unroll
-          for (int r = 0; r < 4; r++)
-            red[(8 * j + 2 * q + (r & 1)) * NTCP + 16 * i + g + 8 * (r >> 1)] = acc[i][j][r];
+      for_each_acc<WT, MT8>([&](int i, int j, int r) { red[frag_slot(i, j, r, g, q, NTCP, 0)] = acc[i][j][r]; });
     }
   }
 
-  tile_wait(p, split, tile); /* our turn / split 0's zeroing */
-  __syncthreads();
-
-  const bool add_bias = p.bias != nullptr && split == 0;
-  for (int e = threadIdx.x; e < rows * NTC; e += NTHR) {
-    const int t = e / NTC, j = e - t * NTC;
-    float v = red[t * NTCP + j];
-    if (add_bias) v += p.bias[n0 + j];
-    const int64_t off = (int64_t)(t0 + t) * p.ldc + n0 + j;
-    c_put(p, split, off, v);
-  }
-
-  tile_release(p, split, tile);
+  tile_epilogue_from_smem<NTC, NTCP, NTHR>(p, red, rows, t0, n0, split, tile);
 }
 
 /* Staged variant for small m (MT8 1 or 2): each warp owns 16 output columns and streams its
@@ -259,22 +229,12 @@ __global__ void __launch_bounds__(NW * 32) gemm_staged_kernel(Params p) {
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, q = lane & 3;
-  const int n0 = blockIdx.x * NTC;
-  const int split = blockIdx.y;
-  const int t0 = blockIdx.z * TOK;
-  const int tile = blockIdx.z * gridDim.x + blockIdx.x;
-  const int nchunks = p.k >> 5;
-  const int c_begin = (int)((int64_t)split * nchunks / p.splits);
-  const int c_end = (int)((int64_t)(split + 1) * nchunks / p.splits);
-  const int rows = min(TOK, p.m - t0);
+  const gemm_tile gt = gemm_tile_of<TOK, NTC>(p);
+  const int n0 = gt.n0, split = gt.split, t0 = gt.t0, tile = gt.tile;
+  const int c_begin = gt.c_begin, c_end = gt.c_end, rows = gt.rows;
   unsigned char *wsm = smem + RED_BYTES + warp * NS * kStageBytes;
 
-  if (p.mode == PZ_GEMM_SPLITK_ZERO && split == 0 && p.splits > 1) {
-    tile_zero(p, t0, n0, rows, NTC, NTHR);
-    __threadfence();
-    __syncthreads();
-    tile_flag_raise(p, tile);
-  }
+  tile_zero_prologue<NTC, NTHR>(p, gt);
 
   float acc[MT8][4];
 #pragma unroll
@@ -335,19 +295,7 @@ __global__ void __launch_bounds__(NW * 32) gemm_staged_kernel(Params p) {
     for (int r = 0; r < 4; r++)
       red[(8 * j + 2 * q + (r & 1)) * NTCP + warp * 16 + g + 8 * (r >> 1)] = acc[j][r];
 
-  tile_wait(p, split, tile);
-  __syncthreads();
-
-  const bool add_bias = p.bias != nullptr && split == 0;
-  for (int e = threadIdx.x; e < rows * NTC; e += NTHR) {
-    const int t = e / NTC, j = e - t * NTC;
-    float v = red[t * NTCP + j];
-    if (add_bias) v += p.bias[n0 + j];
-    const int64_t off = (int64_t)(t0 + t) * p.ldc + n0 + j;
-    c_put(p, split, off, v);
-  }
-
-  tile_release(p, split, tile);
+  tile_epilogue_from_smem<NTC, NTCP, NTHR>(p, red, rows, t0, n0, split, tile);
 }
 
 constexpr int kStagedNW = 4, kStagedNS = 3;
@@ -498,15 +446,8 @@ extern "C" pz_status pz_gemm_kernel_launch(const pz_gemm_args *a, const pz_gemm_
   p.lda = a->lda;
   p.W = (const __nv_bfloat16 *)a->W;
   p.ldw = a->ldw ? a->ldw : a->k;
-  p.C = a->C;
-  p.ldc = a->ldc;
-  p.bias = a->bias;
-  p.sems = sems;
-  p.m = a->m;
-  p.n = a->n;
+  gemm_params_common(p, a, sems, splits, flavour);
   p.k = a->k;
-  p.splits = splits;
-  p.mode = flavour;
   p.c_bf16 = a->c_dtype == PZ_BF16;
   p.l2pf = !a->no_l2pf; /* PREZERO_GEMM_L2PF=0 (the handle's options) turns the W prefetch-size hint off */
   dim3 grid(a->n / cols, splits, (a->m + mt8 * 8 - 1) / (mt8 * 8));

@@ -352,15 +352,8 @@ extern "C" pz_status pz_gemm_wgmma_launch(const pz_gemm_args *a, pz_gemm_flavour
   if ((a->lda * 2) % 16 || (ldw * 2) % 16)
     return pz_error(PZ_ERR_SHAPE, "gemm wgmma: row strides must be multiples of 16 bytes");
   WParams p;
-  p.C = a->C;
-  p.ldc = a->ldc;
-  p.bias = a->bias;
-  p.sems = sems;
-  p.m = a->m;
-  p.n = a->n;
+  gemm_params_common(p, a, sems, splits, flavour);
   p.kblocks = kblocks;
-  p.splits = splits;
-  p.mode = flavour;
   p.c_bf16 = a->c_dtype == PZ_BF16;
   p.vec = !p.c_bf16 && ((uintptr_t)a->C % 16) == 0 && (a->ldc % 4) == 0;
   return wt == 1 ? launch_nwg<1, 1>(a, p, bn, zt, stream)
