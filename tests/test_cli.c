@@ -214,6 +214,15 @@ int main(void) {
   /* --help. */
   CHECK(run("run --help") == 0 && strstr(out_txt, "usage: prezero run") && strstr(out_txt, "--context"));
   CHECK(run("graph --help") == 0 && strstr(out_txt, "usage: prezero graph") && strstr(out_txt, "--dot"));
+  /* prezero plan: every donor and consumer per batch size, on any build (no GPU: an H200 model
+   * on CUDA builds, every legal consumer counted as firing without CUDA); one-line errors. */
+  CHECK(run("plan --help") == 0 && strstr(out_txt, "usage: prezero plan"));
+  CHECK(run("plan --config kimi_k2 --batch 4,64 --layers 2") == 0 && strstr(out_txt, "## batch 4") &&
+        strstr(out_txt, "## batch 64") && strstr(out_txt, "donor layers.1.post_attention_layernorm") &&
+        strstr(out_txt, "total at m=64:") && strstr(out_txt, "layers.0.self_attn.qkv_a"));
+  bad("plan", "--batch 8,4", "not an ascending list");
+  bad("plan", "--frob 1", "unknown option '--frob'");
+  bad("plan", "--layers x", "--layers needs a positive integer");
   /* bench X --help prints the options in every build (a build without CUDA printed its refusal);
    * without CUDA, running one is refused in one line. */
   static const char *const benches[] = {"gemm", "ar", "attn", "moe", "step"};

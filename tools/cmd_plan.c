@@ -15,6 +15,7 @@
 #ifdef PZ_HAVE_CUDA
 #include <cuda_runtime.h>
 #include "backend/cuda/cuda_util.h"
+#include "backend/cuda/exec.h"
 #include "backend/cuda/gate_cuda.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/runtime.h"
@@ -45,21 +46,6 @@ static int fail(const char *what) {
   return PZ_CLI_EXIT_ERROR;
 }
 
-#ifdef PZ_HAVE_CUDA
-static bool fires(void *user, const pz_graph *g, const pz_prezero_query *q, char *why, size_t why_len) {
-  (void)g;
-  pz_gemm_config cfg;
-  bool split = false;
-  if (pz_gemm_choose((pz_gemm_ctx *)user, (int)q->m, (int)q->n, (int)q->k, false, &cfg, &split) != PZ_OK) {
-    snprintf(why, why_len, "no GEMM choice: %s", pz_last_error());
-    return false;
-  }
-  char k[80];
-  pz_gemm_config_describe(&cfg, k, sizeof k);
-  snprintf(why, why_len, "%s%s", k, split ? "" : ": no zeroing to skip");
-  return split;
-}
-#endif
 
 int pz_cmd_plan(int argc, char **argv) {
   const char *config = "kimi_k2";
@@ -130,7 +116,7 @@ int pz_cmd_plan(int argc, char **argv) {
     pz_graph_free(g);
     return fail("the GEMM handle");
   }
-  b.fires = fires;
+  b.fires = pz_cuda_gemm_fires; /* the executor's own question (exec.h) */
   b.user = ctx;
 #else
   pz_device_desc_apply_opts(&dev, &ro);

@@ -185,12 +185,11 @@ static bool graph_has_prezero(const pz_graph *g) {
 /* The plan's question, answered by the GEMM the rank-0 handle picks at m (every rank has the
  * same device and table, so they agree): zero_init = false resolves to a split-K kernel
  * exactly when the baseline's kernel zeroes its output (gemm.h, pz_gemm_choose). */
-static bool cuda_fires(void *user, const pz_graph *g, const pz_prezero_query *q, char *why, size_t why_len) {
+bool pz_cuda_gemm_fires(void *gemm, const pz_graph *g, const pz_prezero_query *q, char *why, size_t why_len) {
   (void)g;
-  pz_cuda_exec *e = user;
   pz_gemm_config cfg;
   bool split = false;
-  if (pz_gemm_choose(e->ranks[0].gemm, (int)q->m, (int)q->n, (int)q->k, false, &cfg, &split) != PZ_OK) {
+  if (pz_gemm_choose((pz_gemm_ctx *)gemm, (int)q->m, (int)q->n, (int)q->k, false, &cfg, &split) != PZ_OK) {
     snprintf(why, why_len, "no GEMM choice: %s", pz_last_error());
     return false;
   }
@@ -198,6 +197,10 @@ static bool cuda_fires(void *user, const pz_graph *g, const pz_prezero_query *q,
   pz_gemm_config_describe(&cfg, k, sizeof k);
   snprintf(why, why_len, "%s%s", k, split ? "" : ": no zeroing to skip");
   return split;
+}
+
+static bool cuda_fires(void *user, const pz_graph *g, const pz_prezero_query *q, char *why, size_t why_len) {
+  return pz_cuda_gemm_fires(((pz_cuda_exec *)user)->ranks[0].gemm, g, q, why, why_len);
 }
 
 /* Layout of the tensors g adds beyond the first n_off (owners only) from offset 0; returns bytes. */

@@ -119,6 +119,12 @@ int64_t pz_cuda_exec_bytes(const pz_graph *g);
  * the buffers of the static rewrite (every plan's buffers fit there). */
 int64_t pz_cuda_exec_bytes_per_batch(const pz_graph *g);
 
+/* The per-batch plan's question (passes/prezero.h, pz_prezero_fires_fn) answered by GEMM handle
+ * `gemm` (a pz_gemm_ctx *): fires when zero_init = false resolves to a split-K kernel there, i.e.
+ * the baseline's kernel zeroes its output; why gets the kernel's name (and the reason when not). */
+struct pz_prezero_query;
+bool pz_cuda_gemm_fires(void *gemm, const pz_graph *g, const struct pz_prezero_query *q, char *why, size_t why_len);
+
 /* Where rank 0's GEMM choices come from: "cache <path>", "built-in" or "none" (into buf[len]). */
 void pz_cuda_exec_gemm_table(const pz_cuda_exec *e, char *buf, size_t len);
 
