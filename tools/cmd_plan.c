@@ -98,24 +98,26 @@ int pz_cmd_plan(int argc, char **argv) {
 #ifdef PZ_HAVE_CUDA
   pz_gemm_ctx *ctx = NULL;
   pz_status st;
-  if (pz_cuda_device_count() > 0) {
+  const bool gpu = pz_cuda_device_count() > 0;
+  if (gpu) {
     st = PZ_CUDA_STATUS(cudaSetDevice(0));
     if (st == PZ_OK) st = pz_gemm_ctx_create(&ctx);
     if (st == PZ_OK) st = pz_gate_calibrate_cuda(0, &dev);
-    pz_device_desc_apply_opts(&dev, &ro);
-    printf("# device: %s (%d SMs), tuner table: %s\n", ctx ? pz_gemm_ctx_device_name(ctx) : "?",
-           ctx ? pz_gemm_ctx_sm_count(ctx) : 0, ctx ? pz_gemm_ctx_table(ctx)->source : "?");
   } else {
     st = pz_gemm_ctx_create_model("NVIDIA H200", 132, true, &ctx);
-    pz_device_desc_apply_opts(&dev, &ro);
-    printf("# device: none visible; modelled as NVIDIA H200 (132 SMs, Hopper), tuner table: %s, gate: H200 figures\n",
-           ctx ? pz_gemm_ctx_table(ctx)->source : "?");
   }
-  if (st != PZ_OK) {
+  if (st != PZ_OK) { /* before anything is printed: the one error line is all the output */
     pz_gemm_ctx_destroy(ctx);
     pz_graph_free(g);
     return fail("the GEMM handle");
   }
+  pz_device_desc_apply_opts(&dev, &ro);
+  if (gpu)
+    printf("# device: %s (%d SMs), tuner table: %s\n", pz_gemm_ctx_device_name(ctx), pz_gemm_ctx_sm_count(ctx),
+           pz_gemm_ctx_table(ctx)->source);
+  else
+    printf("# device: none visible; modelled as NVIDIA H200 (132 SMs, Hopper), tuner table: %s, gate: H200 figures\n",
+           pz_gemm_ctx_table(ctx)->source);
   b.fires = pz_cuda_gemm_fires; /* the executor's own question (exec.h) */
   b.user = ctx;
 #else
