@@ -14,30 +14,36 @@ extern "C" {
 #define PZ_OPTS_PATH 1024
 
 /* Each field names the environment variable it is read from (the README's environment table
- * says what each does). -1 in an int field means "not set: the library's own choice". */
+ * says what each does). -1 in an int field means "not set: the library's own choice". Values set
+ * in the struct directly are checked where they are used (e.g. a GEMM handle refuses a bad
+ * forced flavour or tile); the environment reader checks every variable it reads. The two
+ * message switches, PREZERO_LOG_ERRORS and PREZERO_PROGRESS, are not fields: they are read
+ * where they act (pz_runtime_log_errors, pz_runtime_progress). */
 typedef struct pz_runtime_opts {
   /* graph passes */
   int prezero;                        /* PREZERO_ENABLE: -1 unset (off), 0, 1 */
-  char disable_passes[256];           /* PREZERO_DISABLE_PASSES: comma-separated names or "all" */
+  char disable_passes[256];           /* PREZERO_DISABLE_PASSES: comma-separated pass names ("prezero") or "all" */
   char dump_graph[PZ_OPTS_PATH];      /* PREZERO_DUMP_GRAPH: folder for before/after dumps ("" none) */
   int attn_slots;                     /* PREZERO_ATTN_SLOTS: 1 thread slices into the attention op, 0 not */
   int plan_per_batch;                 /* PREZERO_PLAN_PER_BATCH: 1 per-batch plans (CUDA), 0 the static rewrite */
   /* fill gate and donor launch */
   int force_gate;                     /* PREZERO_FORCE_GATE: -1 the gate decides, 0 off, 1 on */
-  int ar_proto;                       /* PREZERO_AR_PROTO: -1 by size, else PZ_AR_PROTO_LL / _FLAG */
+  int ar_proto;                       /* PREZERO_AR_PROTO: -1 by size, 0 LL packets, 1 flag protocol */
   int ar_cluster;                     /* PREZERO_AR_CLUSTER: -1 default, 0 never, 1 wherever K is 2..8 */
   int ar_ctas_per_row;                /* PREZERO_AR_CTAS_PER_ROW: 0 by plan, else 1..16 */
   char ar_algo[16];                   /* PREZERO_AR_ALGO: "fused" (default) or "nccl" */
   int64_t ar_timeout_us;              /* PREZERO_AR_TIMEOUT_US: -1 the communicator's own, else µs per wait (0 forever) */
   char nccl_lib[PZ_OPTS_PATH];        /* PREZERO_NCCL_LIB: library to dlopen ("" the default names) */
   /* split-K GEMMs */
-  char gemm_force[16];                /* PREZERO_GEMM_FORCE: "" none, else a flavour name or digit */
+  char gemm_force[16];                /* PREZERO_GEMM_FORCE: "" none, else atomic, zero, memset, fullk,
+                                         serial, cublas (or 1..6) */
   int gemm_splits, gemm_wt, gemm_warps, gemm_wn; /* PREZERO_GEMM_SPLITS / _WT / _WARPS / _WN: -1 unset */
   int gemm_tuner;                     /* PREZERO_GEMM_TUNER: 1 use the tuner table, 0 heuristic only */
   int gemm_builtin;                   /* PREZERO_GEMM_BUILTIN: 1 built-in table when no cache file, 0 never */
   int gemm_match_baseline;            /* PREZERO_GEMM_MATCH_BASELINE: 1 prezero GEMMs keep the baseline's config */
   int gemm_l2pf;                      /* PREZERO_GEMM_L2PF: 1 W prefetch-size hint on (mma.sync kernels), 0 off */
-  char cache_dir[PZ_OPTS_PATH];       /* PREZERO_CACHE_DIR, else $HOME/.cache/prezero */
+  char cache_dir[PZ_OPTS_PATH];       /* PREZERO_CACHE_DIR, else $HOME/.cache/prezero (the environment
+                                         reader); pz_runtime_opts_default: ./.cache/prezero */
   int tuner_iters, tuner_reps, tuner_legacy; /* PREZERO_TUNER_ITERS / _REPS / _LEGACY: -1 unset */
   /* CUDA executor */
   int cuda_graph;                     /* PREZERO_CUDA_GRAPH: 1 CUDA graphs, 0 eager */
@@ -50,9 +56,7 @@ typedef struct pz_runtime_opts {
   int mla_attn;                       /* PREZERO_MLA_ATTN: 2 attention kernel v2, 1 v1 */
   int moe_persistent;                 /* PREZERO_MOE_PERSISTENT: -1 default, 0 off, 1 on */
   /* host */
-  int cpu_threads;                    /* PREZERO_CPU_THREADS: 0 default */
-  int progress;                       /* PREZERO_PROGRESS: -1 on a terminal, 0 off, 1 on */
-  int log_errors;                     /* PREZERO_LOG_ERRORS: 1 print every error where it is raised */
+  int cpu_threads;                    /* PREZERO_CPU_THREADS: 0 default (the cores, at most 64), else 1..1024 */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. */

@@ -107,6 +107,7 @@ int main(void) {
   bad("--baseline memset,,cublas", "--baseline '' is not one of");
   bad("--baseline ''", "--baseline is empty");
   bad("--baseline", "--baseline needs a value");
+  bad("--baseline memset --no-profile", "--baseline needs the CUPTI profile");
   {
     unsigned m = 0;
     CHECK(parse_baselines("inkernel,memset,serial,cublas", &m) == 0 &&

@@ -258,6 +258,18 @@ int main(void) {
     setenv("PREZERO_CPU_THREADS", "junk", 1);
     CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == -1 && strstr(bad, "PREZERO_CPU_THREADS=junk"));
     unsetenv("PREZERO_CPU_THREADS");
+    /* 0/1 switches take 0 or 1 only; a bad forced flavour or tile is refused by the reader */
+    static const char *const badv[][2] = {{"PREZERO_CUDA_GRAPH", "x"}, {"PREZERO_GEMM_BUILTIN", "no"},
+                                          {"PREZERO_ENABLE", "yes"}, {"PREZERO_GEMM_FORCE", "bogus"},
+                                          {"PREZERO_GEMM_WT", "3"}, {"PREZERO_MLA_ATTN", "3"}};
+    for (size_t i = 0; i < sizeof badv / sizeof badv[0]; i++) {
+      setenv(badv[i][0], badv[i][1], 1);
+      CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == -1 && strstr(bad, badv[i][0]));
+      unsetenv(badv[i][0]);
+    }
+    setenv("PREZERO_GEMM_BUILTIN", "0", 1);
+    CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.gemm_builtin == 0);
+    unsetenv("PREZERO_GEMM_BUILTIN");
   }
   TEST_DONE();
 }

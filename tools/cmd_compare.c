@@ -451,27 +451,40 @@ static int write_plots(const char *dir, const pz_cmp_result *r, const char *json
 
 /* ---------------------------------------------------------------- JSON */
 
-static cJSON *pair_arr(const double *v, int n) { return cJSON_CreateDoubleArray(v, n); }
+/* A number written with 17 significant digits, so reading it back gives the same double and
+ * --render reproduces the report byte for byte (cJSON's own printer may keep 15 digits). */
+static cJSON *num17(double v) {
+  char b[40];
+  if (v != v || v > 1e308 || v < -1e308) return cJSON_CreateNull();
+  snprintf(b, sizeof b, "%.17g", v);
+  return cJSON_CreateRaw(b);
+}
+static void add_num(cJSON *o, const char *k, double v) { cJSON_AddItemToObject(o, k, num17(v)); }
+static cJSON *pair_arr(const double *v, int n) {
+  cJSON *a = cJSON_CreateArray();
+  for (int i = 0; a && i < n; i++) cJSON_AddItemToArray(a, num17(v[i]));
+  return a;
+}
 
 static cJSON *to_json(const pz_cmp_result *r) {
   cJSON *j = cJSON_CreateObject();
   cJSON_AddStringToObject(j, "model", r->model);
   cJSON_AddStringToObject(j, "device", r->device);
-  cJSON_AddNumberToObject(j, "tp", r->tp);
-  cJSON_AddNumberToObject(j, "layers", r->layers);
-  cJSON_AddNumberToObject(j, "layers_total", r->layers_total);
-  cJSON_AddNumberToObject(j, "dense_total", r->dense_total);
-  cJSON_AddNumberToObject(j, "moe_total", r->moe_total);
+  add_num(j, "tp", r->tp);
+  add_num(j, "layers", r->layers);
+  add_num(j, "layers_total", r->layers_total);
+  add_num(j, "dense_total", r->dense_total);
+  add_num(j, "moe_total", r->moe_total);
   if (r->baselines) {
     cJSON *bl = cJSON_AddArrayToObject(j, "baselines");
     for (int b = 1; b < PZ_CMP_N_BASE; b++)
       if (r->baselines & (1u << b)) cJSON_AddItemToArray(bl, cJSON_CreateString(pz_cmp_base_name(b)));
   }
   cJSON_AddBoolToObject(j, "layers_auto", r->layers_auto);
-  cJSON_AddNumberToObject(j, "isl", r->isl);
-  cJSON_AddNumberToObject(j, "osl", r->osl);
-  cJSON_AddNumberToObject(j, "rounds", r->rounds);
-  cJSON_AddNumberToObject(j, "seed", (double)r->seed);
+  add_num(j, "isl", r->isl);
+  add_num(j, "osl", r->osl);
+  add_num(j, "rounds", r->rounds);
+  add_num(j, "seed", (double)r->seed);
   cJSON_AddStringToObject(j, "determinism", r->determinism);
   cJSON_AddStringToObject(j, "notes", r->notes);
   cJSON_AddStringToObject(j, "command", r->command);
@@ -482,43 +495,43 @@ static cJSON *to_json(const pz_cmp_result *r) {
   for (int i = 0; i < r->n_points; i++) {
     const pz_cmp_point *p = &r->points[i];
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "conc", p->conc);
-    cJSON_AddNumberToObject(o, "batch", p->batch);
-    cJSON_AddNumberToObject(o, "tput_on", p->tput_on);
-    cJSON_AddNumberToObject(o, "tput_off", p->tput_off);
-    cJSON_AddNumberToObject(o, "tpot_on_ms", p->tpot_on_ms);
-    cJSON_AddNumberToObject(o, "tpot_off_ms", p->tpot_off_ms);
-    cJSON_AddNumberToObject(o, "e2e_on_s", p->e2e_on_s);
-    cJSON_AddNumberToObject(o, "e2e_off_s", p->e2e_off_s);
+    add_num(o, "conc", p->conc);
+    add_num(o, "batch", p->batch);
+    add_num(o, "tput_on", p->tput_on);
+    add_num(o, "tput_off", p->tput_off);
+    add_num(o, "tpot_on_ms", p->tpot_on_ms);
+    add_num(o, "tpot_off_ms", p->tpot_off_ms);
+    add_num(o, "e2e_on_s", p->e2e_on_s);
+    add_num(o, "e2e_off_s", p->e2e_off_s);
     cJSON_AddItemToObject(o, "tpot_on_rounds_ms", pair_arr(p->tpot_on_rounds_ms, p->rounds));
     cJSON_AddItemToObject(o, "tpot_off_rounds_ms", pair_arr(p->tpot_off_rounds_ms, p->rounds));
     cJSON_AddBoolToObject(o, "profiled", p->profiled);
     cJSON *comp = cJSON_AddObjectToObject(o, "components_us_per_layer");
     for (int c = 0; c < PZ_CMP_N_COMP; c++) {
       cJSON *x = cJSON_AddObjectToObject(comp, pz_cmp_comp_name((pz_cmp_comp)c));
-      cJSON_AddNumberToObject(x, "on", p->comp_on_us[c]);
-      cJSON_AddNumberToObject(x, "off", p->comp_off_us[c]);
+      add_num(x, "on", p->comp_on_us[c]);
+      add_num(x, "off", p->comp_off_us[c]);
       if (c <= PZ_CMP_O_PROJ)
         cJSON_AddStringToObject(x, "fired", p->fired[c] == PZ_CMP_FIRED ? "yes" : p->fired[c] == PZ_CMP_NOT_FIRED ? "n/f" : "n/a");
       cJSON_AddBoolToObject(x, "kernels_changed", p->kernels_changed[c]);
     }
     cJSON_AddItemToObject(o, "dense_layer_us", pair_arr(p->dense_layer_us, 2));
     cJSON_AddItemToObject(o, "moe_layer_us", pair_arr(p->moe_layer_us, 2));
-    cJSON_AddNumberToObject(o, "n_dense_run", p->n_dense_run);
-    cJSON_AddNumberToObject(o, "n_moe_run", p->n_moe_run);
+    add_num(o, "n_dense_run", p->n_dense_run);
+    add_num(o, "n_moe_run", p->n_moe_run);
     if (r->baselines) {
       cJSON *bj = cJSON_AddObjectToObject(o, "baselines_us_per_layer");
       for (int b = 0; b < PZ_CMP_N_BASE; b++) {
         if (b != PZ_CMP_BASE_TUNED && !(r->baselines & (1u << b))) continue;
         cJSON *x = cJSON_AddObjectToObject(bj, pz_cmp_base_name(b));
-        for (int c = 0; c < PZ_CMP_N_COMP; c++) cJSON_AddNumberToObject(x, pz_cmp_comp_name((pz_cmp_comp)c), p->base_us[b][c]);
+        for (int c = 0; c < PZ_CMP_N_COMP; c++) add_num(x, pz_cmp_comp_name((pz_cmp_comp)c), p->base_us[b][c]);
       }
     }
     cJSON_AddBoolToObject(o, "tokens_identical", p->tokens_identical);
-    cJSON_AddNumberToObject(o, "first_token_mismatch", (double)p->first_token_mismatch);
+    add_num(o, "first_token_mismatch", (double)p->first_token_mismatch);
     cJSON_AddBoolToObject(o, "logits_identical", p->logits_identical);
-    cJSON_AddNumberToObject(o, "logits_max_abs_diff", p->logits_max_abs_diff);
-    cJSON_AddNumberToObject(o, "logits_off_spread", p->logits_off_spread);
+    add_num(o, "logits_max_abs_diff", p->logits_max_abs_diff);
+    add_num(o, "logits_off_spread", p->logits_off_spread);
     cJSON_AddItemToArray(pts, o);
   }
   return j;
@@ -794,6 +807,8 @@ int pz_cmd_compare(int argc, char **argv) {
     }
   }
   if (render_path) return render(render_path, out);
+  if (o.baselines && !o.profile)
+    return fail_line("--baseline needs the CUPTI profile", "drop --no-profile or --baseline");
   if (o.model_dir && config_given)
     return fail_line("--model and --config both give the model", "use one of them");
   /* Checks that need no GPU, so they fail the same way in every build. */

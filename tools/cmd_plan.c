@@ -30,8 +30,8 @@ static void usage(FILE *f) {
           "  --config NAME|PATH  model preset (%s) or a config.json path (default kimi_k2)\n"
           "  --tp T              tensor-parallel degree (default 1)\n"
           "  --batch LIST        batch sizes m, ascending, 1..%d (default 1,2,4,8,16,32,64,128)\n"
-          "  --layers N          first N layers (default: the first dense and the first MoE layer; later\n"
-          "                      layers repeat their shapes)\n"
+          "  --layers N          first N layers (default: the dense layers and the first MoE layer,\n"
+          "                      first_k_dense_replace + 1; later layers repeat their shapes)\n"
           "  --help              this text\n"
           "For each batch size, prints what the CUDA executor's per-batch prezero plan does: each donor's\n"
           "fill (columns, bytes, fill CTAs, predicted added us) and each consumer GEMM with the kernel it\n"
@@ -73,8 +73,22 @@ int pz_cmd_plan(int argc, char **argv) {
     } else if (!strcmp(a, "--tp")) tp = one[0];
     else layers = one[0];
   }
+  pz_runtime_opts ro;
+  char bad[300];
+  if (pz_runtime_opts_from_env(&ro, bad, sizeof bad) != 0) {
+    fprintf(stderr, "prezero plan: %s; fix or unset that variable\n", bad);
+    return PZ_CLI_EXIT_USAGE;
+  }
   pz_model_config mc;
-  if (pz_config_load(config, &mc) != PZ_OK) return fail("loading the config");
+  if (pz_config_load(config, &mc) != PZ_OK) {
+    fprintf(stderr, "prezero plan: %s; give --config a preset name or a config.json path\n", pz_last_error());
+    return PZ_CLI_EXIT_ERROR;
+  }
+  if (layers > mc.num_hidden_layers) {
+    fprintf(stderr, "prezero plan: --layers %d exceeds num_hidden_layers (%lld) of %s; use --layers 1..%lld\n", layers,
+            (long long)mc.num_hidden_layers, mc.name, (long long)mc.num_hidden_layers);
+    return PZ_CLI_EXIT_USAGE;
+  }
   if (layers == 0) layers = (int)(mc.first_k_dense_replace + 1);
   if (layers > mc.num_hidden_layers) layers = (int)mc.num_hidden_layers;
   pz_build_opts bo = PZ_BUILD_OPTS_INIT;
@@ -83,16 +97,13 @@ int pz_cmd_plan(int argc, char **argv) {
   bo.layers = layers;
   bo.max_ctx = mc.max_position_embeddings < 4096 ? mc.max_position_embeddings : 4096;
   pz_graph *g = NULL;
-  if (pz_build_decode_graph(&mc, &bo, &g) != PZ_OK) return fail("building the decode graph");
+  pz_status bst = pz_build_decode_graph(&mc, &bo, &g);
+  if (bst != PZ_OK) { /* e.g. a --tp that does not divide the heads: the command line is wrong */
+    fprintf(stderr, "prezero plan: %s\n", pz_last_error());
+    return bst == PZ_ERR_INVALID_ARG ? PZ_CLI_EXIT_USAGE : PZ_CLI_EXIT_ERROR;
+  }
   pz_device_desc dev;
   pz_device_desc_default(&dev);
-  pz_runtime_opts ro;
-  char bad[300];
-  if (pz_runtime_opts_from_env(&ro, bad, sizeof bad) != 0) {
-    pz_graph_free(g);
-    fprintf(stderr, "prezero plan: %s; fix or unset that variable\n", bad);
-    return PZ_CLI_EXIT_ERROR;
-  }
   pz_prezero_batch b = {.tp = tp, .dev = &dev, .attn_slots = ro.attn_slots};
   int rc = 0;
 #ifdef PZ_HAVE_CUDA

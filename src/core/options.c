@@ -23,7 +23,6 @@ void pz_runtime_opts_default(pz_runtime_opts *o) {
   o->cuda_reserve_mb = -1;
   o->mla_attn = 2;
   o->moe_persistent = -1;
-  o->progress = -1;
 }
 
 typedef struct reader {
@@ -59,10 +58,22 @@ static void get_i(reader *r, const char *name, long long lo, long long hi, int *
   *out = (int)x;
 }
 
-/* "0" turns a default-on switch off; anything else set leaves it on ("1"). */
-static void get_flag(const char *name, int *out) {
+/* A 0 / 1 switch; anything else is refused. */
+static void get_flag(reader *r, const char *name, int *out) {
   const char *v = getenv(name);
-  if (v && *v) *out = strcmp(v, "0") != 0;
+  if (!v || !*v) return;
+  if (!strcmp(v, "0")) *out = 0;
+  else if (!strcmp(v, "1")) *out = 1;
+  else complain(r, name, v, "use 0 or 1");
+}
+
+/* The GEMM flavour names and digits prezero understands (gemm.h pz_gemm_flavour_parse). */
+static bool gemm_flavour_ok(const char *v) {
+  static const char *const names[] = {"auto", "atomic", "zero", "memset", "fullk", "serial", "cublas"};
+  if (v[0] >= '0' && v[0] <= '6' && v[1] == 0) return true;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (!strcmp(v, names[i])) return true;
+  return false;
 }
 
 static void get_str(const char *name, char *dst, size_t cap) {
@@ -74,12 +85,12 @@ int pz_runtime_opts_from_env(pz_runtime_opts *o, char *err, size_t err_len) {
   reader r = {err, err_len, 0};
   if (err && err_len) err[0] = 0;
   pz_runtime_opts_default(o);
-  const char *v = getenv("PREZERO_ENABLE");
-  if (v && *v) o->prezero = v[0] == '1';
+  const char *v = NULL;
+  get_flag(&r, "PREZERO_ENABLE", &o->prezero);
   get_str("PREZERO_DISABLE_PASSES", o->disable_passes, sizeof o->disable_passes);
   get_str("PREZERO_DUMP_GRAPH", o->dump_graph, sizeof o->dump_graph);
-  get_flag("PREZERO_ATTN_SLOTS", &o->attn_slots);
-  get_flag("PREZERO_PLAN_PER_BATCH", &o->plan_per_batch);
+  get_flag(&r, "PREZERO_ATTN_SLOTS", &o->attn_slots);
+  get_flag(&r, "PREZERO_PLAN_PER_BATCH", &o->plan_per_batch);
   if ((v = getenv("PREZERO_FORCE_GATE")) && *v) {
     if (!strcmp(v, "on")) o->force_gate = 1;
     else if (!strcmp(v, "off")) o->force_gate = 0;
@@ -98,31 +109,43 @@ int pz_runtime_opts_from_env(pz_runtime_opts *o, char *err, size_t err_len) {
   }
   get_int(&r, "PREZERO_AR_TIMEOUT_US", 0, (int64_t)1 << 40, &o->ar_timeout_us);
   get_str("PREZERO_NCCL_LIB", o->nccl_lib, sizeof o->nccl_lib);
-  get_str("PREZERO_GEMM_FORCE", o->gemm_force, sizeof o->gemm_force);
+  if ((v = getenv("PREZERO_GEMM_FORCE")) && *v) {
+    if (gemm_flavour_ok(v)) snprintf(o->gemm_force, sizeof o->gemm_force, "%s", v);
+    else complain(&r, "PREZERO_GEMM_FORCE", v, "use atomic, zero, memset, fullk, serial, cublas or 1..6");
+  }
   get_i(&r, "PREZERO_GEMM_SPLITS", 1, 1024, &o->gemm_splits);
   get_i(&r, "PREZERO_GEMM_WT", 1, 4, &o->gemm_wt);
+  if (o->gemm_wt == 3) {
+    complain(&r, "PREZERO_GEMM_WT", "3", "use 1, 2 or 4 (4 only with the wgmma kernel)");
+    o->gemm_wt = -1;
+  }
   get_i(&r, "PREZERO_GEMM_WARPS", 4, 8, &o->gemm_warps);
+  if (o->gemm_warps > 0 && o->gemm_warps != 4 && o->gemm_warps != 8) {
+    complain(&r, "PREZERO_GEMM_WARPS", getenv("PREZERO_GEMM_WARPS"), "use 4 or 8");
+    o->gemm_warps = -1;
+  }
   get_i(&r, "PREZERO_GEMM_WN", 0, 3, &o->gemm_wn);
-  get_flag("PREZERO_GEMM_TUNER", &o->gemm_tuner);
-  get_flag("PREZERO_GEMM_BUILTIN", &o->gemm_builtin);
-  get_flag("PREZERO_GEMM_MATCH_BASELINE", &o->gemm_match_baseline);
-  get_flag("PREZERO_GEMM_L2PF", &o->gemm_l2pf);
+  get_flag(&r, "PREZERO_GEMM_TUNER", &o->gemm_tuner);
+  get_flag(&r, "PREZERO_GEMM_BUILTIN", &o->gemm_builtin);
+  get_flag(&r, "PREZERO_GEMM_MATCH_BASELINE", &o->gemm_match_baseline);
+  get_flag(&r, "PREZERO_GEMM_L2PF", &o->gemm_l2pf);
   if ((v = getenv("PREZERO_CACHE_DIR")) && *v) snprintf(o->cache_dir, sizeof o->cache_dir, "%s", v);
   else if ((v = getenv("HOME")) && *v) snprintf(o->cache_dir, sizeof o->cache_dir, "%s/.cache/prezero", v);
   get_i(&r, "PREZERO_TUNER_ITERS", 1, 1 << 20, &o->tuner_iters);
   get_i(&r, "PREZERO_TUNER_REPS", 1, 1 << 10, &o->tuner_reps);
   get_i(&r, "PREZERO_TUNER_LEGACY", 0, 1, &o->tuner_legacy);
-  get_flag("PREZERO_CUDA_GRAPH", &o->cuda_graph);
+  get_flag(&r, "PREZERO_CUDA_GRAPH", &o->cuda_graph);
   get_str("PREZERO_CUDA_GRAPH_SIZES", o->cuda_graph_sizes, sizeof o->cuda_graph_sizes);
   get_int(&r, "PREZERO_CUDA_LOAD_CHUNK_KB", 1, (int64_t)1 << 30, &o->cuda_load_chunk_kb);
-  if ((v = getenv("PREZERO_CUDA_SYNC")) && *v) o->cuda_sync = !strcmp(v, "1");
+  get_flag(&r, "PREZERO_CUDA_SYNC", &o->cuda_sync);
   get_int(&r, "PREZERO_CUDA_RESERVE_MB", 0, (int64_t)1 << 30, &o->cuda_reserve_mb);
   get_i(&r, "PREZERO_MLA_SPLITS", 1, 1 << 16, &o->mla_splits);
-  if ((v = getenv("PREZERO_MLA_ATTN")) && *v) o->mla_attn = v[0] == '1' ? 1 : 2;
+  get_i(&r, "PREZERO_MLA_ATTN", 1, 2, &o->mla_attn);
   get_i(&r, "PREZERO_MOE_PERSISTENT", 0, 1, &o->moe_persistent);
-  get_i(&r, "PREZERO_CPU_THREADS", 1, 4096, &o->cpu_threads);
-  if ((v = getenv("PREZERO_PROGRESS")) && *v) o->progress = strcmp(v, "0") != 0;
-  if ((v = getenv("PREZERO_LOG_ERRORS")) && *v) o->log_errors = v[0] == '1';
+  get_i(&r, "PREZERO_CPU_THREADS", 1, 1024, &o->cpu_threads);
+  int msg = -1; /* the two message switches are read where they act; checked here too */
+  get_flag(&r, "PREZERO_PROGRESS", &msg);
+  get_flag(&r, "PREZERO_LOG_ERRORS", &msg);
   return r.bad ? -1 : 0;
 }
 
