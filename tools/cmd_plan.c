@@ -11,6 +11,7 @@
 #include "core/options.h"
 #include "model/builder.h"
 #include "model/config.h"
+#include "passes/passes.h"
 #include "passes/prezero.h"
 #ifdef PZ_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -131,11 +132,24 @@ int pz_cmd_plan(int argc, char **argv) {
            pz_gemm_ctx_table(ctx)->source);
   b.fires = pz_cuda_gemm_fires; /* the executor's own question (exec.h) */
   b.user = ctx;
+  if (!ro.plan_per_batch) {
+    b.fires = NULL; /* PREZERO_PLAN_PER_BATCH=0: the executor runs the static rewrite at every size */
+    printf("# PREZERO_PLAN_PER_BATCH=0: the static rewrite (every legal consumer gets a slice; the gate decides o_proj's fill at run time)\n");
+  }
+  if (!ro.gemm_tuner) printf("# PREZERO_GEMM_TUNER=0: the table is not consulted; the heuristic chooses\n");
 #else
   pz_device_desc_apply_opts(&dev, &ro);
   printf("# built without CUDA: kernel choices unknown, every legal consumer counted as firing\n");
 #endif
   printf("# %s, TP %d, layers 0..%d of %lld\n", mc.name, tp, layers - 1, (long long)mc.num_hidden_layers);
+  if (pz_pass_disabled_in(ro.disable_passes, "prezero")) {
+    printf("# the prezero pass is disabled (PREZERO_DISABLE_PASSES): nothing is rewritten, every batch size runs the OFF graph\n");
+#ifdef PZ_HAVE_CUDA
+    pz_gemm_ctx_destroy(ctx);
+#endif
+    pz_graph_free(g);
+    return 0;
+  }
   for (int i = 0; i < nb && rc == 0; i++) {
     pz_graph *gv = NULL;
     pz_prezero_report rep;
