@@ -195,9 +195,96 @@ __host__ __device__ constexpr size_t attn_smem(int mt, int kvw) {
  * - in PV: latent columns (w%4)*L/4 .. of the output (NT n-tiles of 8).
  * Rows of the score/output tile are heads; positions beyond pos[i] or the split are masked and
  * their cache rows are zero-filled (never read from memory). */
+/* One KV tile of the flash-decoding loop, shared by both attention kernels: mask and scale this
+ * lane's four scores s (tokens start + tile*BN + wq*8 + 2*t4 + {0,1} for rows row0 / row1; -inf
+ * past `end`), the running max over the four warps of the tile (sMax), the probabilities as bf16
+ * into sP, the running sum (sSum), the rescale of the output accumulators o, and o += P · V with V
+ * the tile's latent rows in kv (row stride RS elements). m_run / l_run: the running max and sum of
+ * rows row0 and row1. Every thread of the CTA calls it (it syncs twice). */
+template <int NT, int HT>
+__device__ __forceinline__ void attn_tile_softmax_pv(float (&s)[4], float (&o)[NT][4], float &m_run0, float &m_run1,
+                                                     float &l_run0, float &l_run1, float *sMax, float *sSum,
+                                                     uint16_t *sP, const uint16_t *kv, int RS, float scale, int start,
+                                                     int tile, int end, int wq, int t4, int row0, int row1, int mt,
+                                                     int lane) {
+  constexpr int L = 32 * NT;
+  const int p0 = start + tile * BN + wq * 8 + 2 * t4;
+  s[0] = p0 < end ? s[0] * scale : -INFINITY;
+  s[1] = p0 + 1 < end ? s[1] * scale : -INFINITY;
+  s[2] = p0 < end ? s[2] * scale : -INFINITY;
+  s[3] = p0 + 1 < end ? s[3] * scale : -INFINITY;
+  float mx0 = fmaxf(s[0], s[1]), mx1 = fmaxf(s[2], s[3]);
+  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+  if (t4 == 0) { sMax[wq * HT + row0] = mx0; sMax[wq * HT + row1] = mx1; }
+  __syncthreads();
+  const float mn0 = fmaxf(m_run0, fmaxf(fmaxf(sMax[row0], sMax[HT + row0]), fmaxf(sMax[2 * HT + row0], sMax[3 * HT + row0])));
+  const float mn1 = fmaxf(m_run1, fmaxf(fmaxf(sMax[row1], sMax[HT + row1]), fmaxf(sMax[2 * HT + row1], sMax[3 * HT + row1])));
+  /* the first position of every tile is valid, so mn is finite */
+  const float e0 = expf(s[0] - mn0), e1 = expf(s[1] - mn0), e2 = expf(s[2] - mn1), e3 = expf(s[3] - mn1);
+  *(uint32_t *)(sP + row0 * PS + wq * 8 + 2 * t4) = pack_bf2(e0, e1);
+  *(uint32_t *)(sP + row1 * PS + wq * 8 + 2 * t4) = pack_bf2(e2, e3);
+  float sm0 = e0 + e1, sm1 = e2 + e3;
+  sm0 += __shfl_xor_sync(0xffffffffu, sm0, 1);
+  sm0 += __shfl_xor_sync(0xffffffffu, sm0, 2);
+  sm1 += __shfl_xor_sync(0xffffffffu, sm1, 1);
+  sm1 += __shfl_xor_sync(0xffffffffu, sm1, 2);
+  if (t4 == 0) { sSum[wq * HT + row0] = sm0; sSum[wq * HT + row1] = sm1; }
+  __syncthreads();
+  const float al0 = expf(m_run0 - mn0), al1 = expf(m_run1 - mn1);
+  l_run0 = l_run0 * al0 + ((sSum[row0] + sSum[HT + row0]) + (sSum[2 * HT + row0] + sSum[3 * HT + row0]));
+  l_run1 = l_run1 * al1 + ((sSum[row1] + sSum[HT + row1]) + (sSum[2 * HT + row1] + sSum[3 * HT + row1]));
+  m_run0 = mn0;
+  m_run1 = mn1;
+#pragma unroll
+  for (int j = 0; j < NT; j++) { o[j][0] *= al0; o[j][1] *= al0; o[j][2] *= al1; o[j][3] *= al1; }
+  /* O[16 heads x L/4 columns] += P[16 x 32] · V[32 x L/4] */
+#pragma unroll
+  for (int kk = 0; kk < BN; kk += 16) {
+    uint32_t a[4];
+    ldsm_x4(a, sP + (mt * 16 + (lane & 15)) * PS + kk + (lane >> 4) * 8);
+    const uint16_t *vb = kv + (kk + (lane & 7) + ((lane >> 3) & 1) * 8) * RS + wq * (L / 4) + (lane >> 4) * 8;
+#pragma unroll
+    for (int j = 0; j < NT; j += 2) {
+      if (j + 1 < NT) {
+        uint32_t b[4];
+        ldsm_x4_t(b, vb + j * 8);
+        mma16816(o[j], a, b[0], b[1]);
+        mma16816(o[j + 1], a, b[2], b[3]);
+      } else {
+        uint32_t b[2];
+        ldsm_x2_t(b, vb + j * 8);
+        mma16816(o[j], a, b[0], b[1]);
+      }
+    }
+  }
+}
+
+/* The split's unnormalised partial output (k.opart) and its (max, sum) per head (ml), shared by
+ * both attention kernels. */
+template <int NT>
+__device__ __forceinline__ void attn_write_partial(const Kp &k, const float (&o)[NT][4], int i, int split, int h0,
+                                                   int row0, int row1, int wq, int t4, float *ml, float m_run0,
+                                                   float m_run1, float l_run0, float l_run1) {
+  constexpr int L = 32 * NT;
+  const int64_t base = ((int64_t)i * k.splits + split) * k.heads;
+  const int ha = h0 + row0, hb = h0 + row1;
+#pragma unroll
+  for (int j = 0; j < NT; j++) {
+    const int col = wq * (L / 4) + j * 8 + 2 * t4;
+    if (ha < k.heads) *(float2 *)(k.opart + (base + ha) * L + col) = make_float2(o[j][0], o[j][1]);
+    if (hb < k.heads) *(float2 *)(k.opart + (base + hb) * L + col) = make_float2(o[j][2], o[j][3]);
+  }
+  if (wq == 0 && t4 == 0) {
+    if (ha < k.heads) { ml[ha * 2] = m_run0; ml[ha * 2 + 1] = l_run0; }
+    if (hb < k.heads) { ml[hb * 2] = m_run1; ml[hb * 2 + 1] = l_run1; }
+  }
+}
+
 template <int MT, int NT>
 __global__ void __launch_bounds__(128 * MT, 1) mla_attn_kernel(Kp k) {
-  constexpr int L = 32 * NT;
   constexpr int HT = 16 * MT;
   constexpr int THREADS = 128 * MT;
   constexpr int STAGES = stages_for(MT);
@@ -305,73 +392,12 @@ __global__ void __launch_bounds__(128 * MT, 1) mla_attn_kernel(Kp k) {
         s[r] = t;
       }
     }
-    const int p0 = start + tile * BN + wq * 8 + 2 * t4;
-    s[0] = p0 < end ? s[0] * scale : -INFINITY;
-    s[1] = p0 + 1 < end ? s[1] * scale : -INFINITY;
-    s[2] = p0 < end ? s[2] * scale : -INFINITY;
-    s[3] = p0 + 1 < end ? s[3] * scale : -INFINITY;
-    float mx0 = fmaxf(s[0], s[1]), mx1 = fmaxf(s[2], s[3]);
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    if (t4 == 0) { sMax[wq * HT + row0] = mx0; sMax[wq * HT + row1] = mx1; }
-    __syncthreads();
-    const float mn0 = fmaxf(m_run0, fmaxf(fmaxf(sMax[row0], sMax[HT + row0]), fmaxf(sMax[2 * HT + row0], sMax[3 * HT + row0])));
-    const float mn1 = fmaxf(m_run1, fmaxf(fmaxf(sMax[row1], sMax[HT + row1]), fmaxf(sMax[2 * HT + row1], sMax[3 * HT + row1])));
-    /* the first position of every tile is valid, so mn is finite */
-    const float e0 = expf(s[0] - mn0), e1 = expf(s[1] - mn0), e2 = expf(s[2] - mn1), e3 = expf(s[3] - mn1);
-    *(uint32_t *)(sP + row0 * PS + wq * 8 + 2 * t4) = pack_bf2(e0, e1);
-    *(uint32_t *)(sP + row1 * PS + wq * 8 + 2 * t4) = pack_bf2(e2, e3);
-    float sm0 = e0 + e1, sm1 = e2 + e3;
-    sm0 += __shfl_xor_sync(0xffffffffu, sm0, 1);
-    sm0 += __shfl_xor_sync(0xffffffffu, sm0, 2);
-    sm1 += __shfl_xor_sync(0xffffffffu, sm1, 1);
-    sm1 += __shfl_xor_sync(0xffffffffu, sm1, 2);
-    if (t4 == 0) { sSum[wq * HT + row0] = sm0; sSum[wq * HT + row1] = sm1; }
-    __syncthreads();
-    const float al0 = expf(m_run0 - mn0), al1 = expf(m_run1 - mn1);
-    l_run0 = l_run0 * al0 + ((sSum[row0] + sSum[HT + row0]) + (sSum[2 * HT + row0] + sSum[3 * HT + row0]));
-    l_run1 = l_run1 * al1 + ((sSum[row1] + sSum[HT + row1]) + (sSum[2 * HT + row1] + sSum[3 * HT + row1]));
-    m_run0 = mn0;
-    m_run1 = mn1;
-#pragma unroll
-    for (int j = 0; j < NT; j++) { o[j][0] *= al0; o[j][1] *= al0; o[j][2] *= al1; o[j][3] *= al1; }
-    /* O[16 heads x L/4 columns] += P[16 x 32] · V[32 x L/4] */
-#pragma unroll
-    for (int kk = 0; kk < BN; kk += 16) {
-      uint32_t a[4];
-      ldsm_x4(a, sP + (mt * 16 + (lane & 15)) * PS + kk + (lane >> 4) * 8);
-      const uint16_t *vb = kv + (kk + (lane & 7) + ((lane >> 3) & 1) * 8) * RS + wq * (L / 4) + (lane >> 4) * 8;
-#pragma unroll
-      for (int j = 0; j < NT; j += 2) {
-        if (j + 1 < NT) {
-          uint32_t b[4];
-          ldsm_x4_t(b, vb + j * 8);
-          mma16816(o[j], a, b[0], b[1]);
-          mma16816(o[j + 1], a, b[2], b[3]);
-        } else {
-          uint32_t b[2];
-          ldsm_x2_t(b, vb + j * 8);
-          mma16816(o[j], a, b[0], b[1]);
-        }
-      }
-    }
+    attn_tile_softmax_pv<NT, HT>(s, o, m_run0, m_run1, l_run0, l_run1, sMax, sSum, sP, kv, RS, scale, start, tile, end, wq,
+                                 t4, row0, row1, mt, lane);
   }
   cp_wait<0>();
   /* unnormalised partial output and its (max, sum) */
-  const int64_t base = ((int64_t)i * k.splits + split) * k.heads;
-  const int ha = h0 + row0, hb = h0 + row1;
-#pragma unroll
-  for (int j = 0; j < NT; j++) {
-    const int col = wq * (L / 4) + j * 8 + 2 * t4;
-    if (ha < k.heads) *(float2 *)(k.opart + (base + ha) * L + col) = make_float2(o[j][0], o[j][1]);
-    if (hb < k.heads) *(float2 *)(k.opart + (base + hb) * L + col) = make_float2(o[j][2], o[j][3]);
-  }
-  if (wq == 0 && t4 == 0) {
-    if (ha < k.heads) { ml[ha * 2] = m_run0; ml[ha * 2 + 1] = l_run0; }
-    if (hb < k.heads) { ml[hb * 2] = m_run1; ml[hb * 2 + 1] = l_run1; }
-  }
+  attn_write_partial<NT>(k, o, i, split, h0, row0, row1, wq, t4, ml, m_run0, m_run1, l_run0, l_run1);
 }
 
 /* ---------------------------------------------------------------- attention, version 2 */
@@ -392,7 +418,6 @@ __host__ __device__ constexpr size_t attn2_smem(int mt, int kvw) {
  * so the second read of a KV tile hits L2. KQ = kvw / 64, a compile-time constant. */
 template <int MT, int NT, int KQ>
 __global__ void __launch_bounds__(128 * MT, MT == 1 ? 2 : 1) mla_attn2_kernel(Kp k) {
-  constexpr int L = 32 * NT;
   constexpr int HT = 16 * MT;
   constexpr int THREADS = 128 * MT;
   constexpr int STAGES = stages_for(MT);
@@ -505,70 +530,11 @@ __global__ void __launch_bounds__(128 * MT, MT == 1 ? 2 : 1) mla_attn2_kernel(Kp
       }
       s[0] = x0.x; s[1] = x0.y; s[2] = x1.x; s[3] = x1.y;
     }
-    const int p0 = start + tile * BN + wq * 8 + 2 * t4;
-    s[0] = p0 < end ? s[0] * scale : -INFINITY;
-    s[1] = p0 + 1 < end ? s[1] * scale : -INFINITY;
-    s[2] = p0 < end ? s[2] * scale : -INFINITY;
-    s[3] = p0 + 1 < end ? s[3] * scale : -INFINITY;
-    float mx0 = fmaxf(s[0], s[1]), mx1 = fmaxf(s[2], s[3]);
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    if (t4 == 0) { sMax[wq * HT + row0] = mx0; sMax[wq * HT + row1] = mx1; }
-    __syncthreads();
-    const float mn0 = fmaxf(m_run0, fmaxf(fmaxf(sMax[row0], sMax[HT + row0]), fmaxf(sMax[2 * HT + row0], sMax[3 * HT + row0])));
-    const float mn1 = fmaxf(m_run1, fmaxf(fmaxf(sMax[row1], sMax[HT + row1]), fmaxf(sMax[2 * HT + row1], sMax[3 * HT + row1])));
-    const float e0 = expf(s[0] - mn0), e1 = expf(s[1] - mn0), e2 = expf(s[2] - mn1), e3 = expf(s[3] - mn1);
-    *(uint32_t *)(sP + row0 * PS + wq * 8 + 2 * t4) = pack_bf2(e0, e1);
-    *(uint32_t *)(sP + row1 * PS + wq * 8 + 2 * t4) = pack_bf2(e2, e3);
-    float sm0 = e0 + e1, sm1 = e2 + e3;
-    sm0 += __shfl_xor_sync(0xffffffffu, sm0, 1);
-    sm0 += __shfl_xor_sync(0xffffffffu, sm0, 2);
-    sm1 += __shfl_xor_sync(0xffffffffu, sm1, 1);
-    sm1 += __shfl_xor_sync(0xffffffffu, sm1, 2);
-    if (t4 == 0) { sSum[wq * HT + row0] = sm0; sSum[wq * HT + row1] = sm1; }
-    __syncthreads();
-    const float al0 = expf(m_run0 - mn0), al1 = expf(m_run1 - mn1);
-    l_run0 = l_run0 * al0 + ((sSum[row0] + sSum[HT + row0]) + (sSum[2 * HT + row0] + sSum[3 * HT + row0]));
-    l_run1 = l_run1 * al1 + ((sSum[row1] + sSum[HT + row1]) + (sSum[2 * HT + row1] + sSum[3 * HT + row1]));
-    m_run0 = mn0;
-    m_run1 = mn1;
-#pragma unroll
-    for (int j = 0; j < NT; j++) { o[j][0] *= al0; o[j][1] *= al0; o[j][2] *= al1; o[j][3] *= al1; }
-#pragma unroll
-    for (int kk = 0; kk < BN; kk += 16) {
-      uint32_t a[4];
-      ldsm_x4(a, sP + (mt * 16 + (lane & 15)) * PS + kk + (lane >> 4) * 8);
-      const uint16_t *vb = kv + (kk + (lane & 7) + ((lane >> 3) & 1) * 8) * RS + wq * (L / 4) + (lane >> 4) * 8;
-#pragma unroll
-      for (int j = 0; j < NT; j += 2) {
-        if (j + 1 < NT) {
-          uint32_t b[4];
-          ldsm_x4_t(b, vb + j * 8);
-          mma16816(o[j], a, b[0], b[1]);
-          mma16816(o[j + 1], a, b[2], b[3]);
-        } else {
-          uint32_t b[2];
-          ldsm_x2_t(b, vb + j * 8);
-          mma16816(o[j], a, b[0], b[1]);
-        }
-      }
-    }
+    attn_tile_softmax_pv<NT, HT>(s, o, m_run0, m_run1, l_run0, l_run1, sMax, sSum, sP, kv, RS, scale, start, tile, end, wq,
+                                 t4, row0, row1, mt, lane);
   }
   cp_wait<0>();
-  const int64_t base = ((int64_t)i * k.splits + split) * k.heads;
-  const int ha = h0 + row0, hb = h0 + row1;
-#pragma unroll
-  for (int j = 0; j < NT; j++) {
-    const int col = wq * (L / 4) + j * 8 + 2 * t4;
-    if (ha < k.heads) *(float2 *)(k.opart + (base + ha) * L + col) = make_float2(o[j][0], o[j][1]);
-    if (hb < k.heads) *(float2 *)(k.opart + (base + hb) * L + col) = make_float2(o[j][2], o[j][3]);
-  }
-  if (wq == 0 && t4 == 0) {
-    if (ha < k.heads) { ml[ha * 2] = m_run0; ml[ha * 2 + 1] = l_run0; }
-    if (hb < k.heads) { ml[hb * 2] = m_run1; ml[hb * 2 + 1] = l_run1; }
-  }
+  attn_write_partial<NT>(k, o, i, split, h0, row0, row1, wq, t4, ml, m_run0, m_run1, l_run0, l_run1);
 }
 
 /* ---------------------------------------------------------------- combine, W_UV */
