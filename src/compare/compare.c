@@ -402,10 +402,7 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
   }
   r->baselines = o->profile ? o->baselines & ((1u << PZ_CMP_N_BASE) - 2) : 0;
   pz_runtime_opts ro; /* read once for the whole run */
-  {
-    char bad[300];
-    if (pz_runtime_opts_from_env(&ro, bad, sizeof bad) != 0) return pz_error(PZ_ERR_INVALID_ARG, "%s", bad);
-  }
+  PZ_CHECK(pz_runtime_opts_take(&ro, NULL, NULL, NULL));
   determinism_line(r, &ro);
   int layers = 0;
   PZ_CHECK(plan_layers(&mc, o, &ro, r, &layers));

@@ -77,16 +77,22 @@ PZ_FILL_HD static inline float pz_fill_value(uint64_t key, uint64_t idx, float s
 #endif
 }
 
-/* bf16 bits of v: round to nearest even; a NaN stays NaN (quiet bit 0x40 set, sign and upper
- * payload kept); values beyond the bf16 range round to +-inf. The same as core/dtype.h's
- * pz_f32_to_bf16 (tests/test_fill_rule.c checks that), usable on the device. */
-PZ_FILL_HD static inline uint16_t pz_fill_bf16_bits(float v) {
+/* The IEEE-754 bit pattern of v, on the host and the device. */
+PZ_FILL_HD static inline uint32_t pz_fill_f32_bits(float v) {
   uint32_t u;
 #ifdef __CUDA_ARCH__
   u = __float_as_uint(v);
 #else
   memcpy(&u, &v, 4);
 #endif
+  return u;
+}
+
+/* bf16 bits of v: round to nearest even; a NaN stays NaN (quiet bit 0x40 set, sign and upper
+ * payload kept); values beyond the bf16 range round to +-inf. The same as core/dtype.h's
+ * pz_f32_to_bf16 (tests/test_fill_rule.c checks that), usable on the device. */
+PZ_FILL_HD static inline uint16_t pz_fill_bf16_bits(float v) {
+  uint32_t u = pz_fill_f32_bits(v);
   if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return (uint16_t)((u >> 16) | 0x40);
   u += 0x7fffu + ((u >> 16) & 1u);
   return (uint16_t)(u >> 16);
@@ -109,13 +115,7 @@ PZ_FILL_HD static inline int32_t pz_fill_i32(float v) {
  * low 16 bits, f32 as its IEEE-754 pattern, i32 (any other dtype) as its two's complement. */
 PZ_FILL_HD static inline uint32_t pz_fill_bits(uint64_t key, uint64_t idx, float scale, float offset, int dtype) {
   float v = pz_fill_value(key, idx, scale, offset);
-  uint32_t u;
-#ifdef __CUDA_ARCH__
-  u = __float_as_uint(v);
-#else
-  memcpy(&u, &v, 4);
-#endif
-  return dtype == PZ_BF16 ? (uint32_t)pz_fill_bf16_bits(v) : dtype == PZ_F32 ? u : (uint32_t)pz_fill_i32(v);
+  return dtype == PZ_BF16 ? (uint32_t)pz_fill_bf16_bits(v) : dtype == PZ_F32 ? pz_fill_f32_bits(v) : (uint32_t)pz_fill_i32(v);
 }
 
 /* Full flat index of the first element of local row `row` of a rank's shard, the shard seen as

@@ -1,5 +1,6 @@
 /* The options reader: the one place the library reads the environment (core/options.h). */
 #include "core/options.h"
+#include "core/status.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -157,4 +158,15 @@ bool pz_runtime_log_errors(void) {
 int pz_runtime_progress(void) {
   const char *e = getenv("PREZERO_PROGRESS");
   return e && *e ? strcmp(e, "0") != 0 : -1;
+}
+
+pz_status pz_runtime_opts_take(pz_runtime_opts *out, const pz_runtime_opts *given, const char *who, const char *fix) {
+  if (!out) return pz_error(PZ_ERR_INVALID_ARG, "pz_runtime_opts_take: NULL out");
+  if (given) {
+    *out = *given;
+    return PZ_OK;
+  }
+  char bad[300];
+  if (pz_runtime_opts_from_env(out, bad, sizeof bad) == 0) return PZ_OK;
+  return pz_error(PZ_ERR_INVALID_ARG, "%s%s%s%s%s", who ? who : "", who ? ": " : "", bad, fix ? "; " : "", fix ? fix : "");
 }

@@ -132,14 +132,7 @@ pz_status pz_engine_create(const pz_engine_config *cfg, pz_engine **out) {
   e->ec = *cfg;
   e->ec.model = NULL; /* not owned */
   e->ec.options = NULL;
-  if (cfg->options) e->ro = *cfg->options;
-  else {
-    char bad[300];
-    if (pz_runtime_opts_from_env(&e->ro, bad, sizeof bad) != 0) {
-      st = pz_error(PZ_ERR_INVALID_ARG, "%s; fix or unset that variable", bad);
-      goto fail;
-    }
-  }
+  PZ_CHECK_GOTO(pz_runtime_opts_take(&e->ro, cfg->options, NULL, "fix or unset that variable"), st, fail);
   if (cfg->model_dir) PZ_CHECK_GOTO(pz_checkpoint_load_config(cfg->model_dir, &e->cfg), st, fail);
   else PZ_CHECK_GOTO(pz_config_load(cfg->model, &e->cfg), st, fail);
   PZ_CHECK_GOTO(check_config(cfg, &e->cfg), st, fail);

@@ -149,13 +149,10 @@ pz_status pz_cpu_exec_create(const pz_graph *g, const pz_cpu_exec_opts *opts, pz
   e->opts = opts ? *opts : def;
   if (e->opts.dev.num_sms <= 0) pz_device_desc_default(&e->opts.dev);
   pz_runtime_opts ro;
-  if (e->opts.runtime) ro = *e->opts.runtime;
-  else {
-    char bad[300];
-    if (pz_runtime_opts_from_env(&ro, bad, sizeof bad) != 0) {
-      free(e);
-      return pz_error(PZ_ERR_INVALID_ARG, "cpu exec: %s", bad);
-    }
+  st = pz_runtime_opts_take(&ro, e->opts.runtime, "cpu exec", NULL);
+  if (st != PZ_OK) {
+    free(e);
+    return st;
   }
   pz_device_desc_apply_opts(&e->opts.dev, &ro); /* PREZERO_FORCE_GATE, the donor-launch overrides */
   e->tp = g->info.tp;

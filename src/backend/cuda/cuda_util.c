@@ -17,25 +17,31 @@ pz_status pz_cuda_error(cudaError_t ce, const char *file, int line, const char *
   return ce == cudaSuccess ? PZ_OK : fail(status_of(ce), ce, file, line, call, NULL);
 }
 
+/* The context line from fmt and its arguments, then fail(). */
+static pz_status vfail(pz_status s, cudaError_t ce, const char *file, int line, const char *call, const char *fmt,
+                       va_list ap) {
+  char ctx[512];
+  vsnprintf(ctx, sizeof ctx, fmt, ap);
+  return fail(s, ce, file, line, call, ctx);
+}
+
 pz_status pz_cuda_error_ctx(cudaError_t ce, const char *file, int line, const char *call, const char *fmt, ...) {
   if (ce == cudaSuccess) return PZ_OK;
-  char ctx[512];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(ctx, sizeof ctx, fmt, ap);
+  pz_status st = vfail(status_of(ce), ce, file, line, call, fmt, ap);
   va_end(ap);
-  return fail(status_of(ce), ce, file, line, call, ctx);
+  return st;
 }
 
 pz_status pz_cuda_error_as(pz_status s, cudaError_t ce, const char *file, int line, const char *call, const char *fmt,
                            ...) {
   if (ce == cudaSuccess) return PZ_OK;
-  char ctx[512];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(ctx, sizeof ctx, fmt, ap);
+  pz_status st = vfail(s, ce, file, line, call, fmt, ap);
   va_end(ap);
-  return fail(s, ce, file, line, call, ctx);
+  return st;
 }
 
 int pz_cuda_probe(cudaError_t ce) {

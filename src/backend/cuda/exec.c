@@ -468,14 +468,7 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
   PZ_CHECK_GOTO(pz_graph_clone(g, &e->g), st, fail);
   e->max_m = g->info.m;
   e->max_ctx = find_max_ctx(g);
-  if (o->runtime) e->ro = *o->runtime;
-  else {
-    char bad[300];
-    if (pz_runtime_opts_from_env(&e->ro, bad, sizeof bad) != 0) {
-      st = pz_error(PZ_ERR_INVALID_ARG, "CUDA executor: %s", bad);
-      goto fail;
-    }
-  }
+  PZ_CHECK_GOTO(pz_runtime_opts_take(&e->ro, o->runtime, "CUDA executor", NULL), st, fail);
   e->graphs = graphs_wanted(o->graphs, &e->ro);
   e->sync_nodes = e->ro.cuda_sync != 0;
   set_sizes(e);

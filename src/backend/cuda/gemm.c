@@ -59,11 +59,8 @@ pz_gemm_flavour pz_gemm_flavour_parse(const char *s) {
 
 pz_status pz_gemm_ctx_create(pz_gemm_ctx **out) {
   pz_runtime_opts ro;
-  char bad[300];
-  if (pz_runtime_opts_from_env(&ro, bad, sizeof bad) != 0) {
-    *out = NULL;
-    return pz_error(PZ_ERR_INVALID_ARG, "pz_gemm_ctx_create: %s", bad);
-  }
+  if (out) *out = NULL;
+  PZ_CHECK(pz_runtime_opts_take(&ro, NULL, "pz_gemm_ctx_create", NULL));
   return pz_gemm_ctx_create_opts(&ro, out);
 }
 
@@ -116,10 +113,8 @@ pz_status pz_gemm_ctx_create_model(const char *device, int sm_count, bool hopper
   c->wgmma = hopper;
   snprintf(c->name, sizeof c->name, "%s", device);
   pz_runtime_opts ro;
-  char bad[300];
-  pz_status st = pz_runtime_opts_from_env(&ro, bad, sizeof bad) != 0
-                     ? pz_error(PZ_ERR_INVALID_ARG, "pz_gemm_ctx_create_model: %s", bad)
-                     : take_opts(c, &ro);
+  pz_status st = pz_runtime_opts_take(&ro, NULL, "pz_gemm_ctx_create_model", NULL);
+  if (st == PZ_OK) st = take_opts(c, &ro);
   if (st == PZ_OK) st = pz_tuner_table_init(&c->table, c->name, c->sm_count, c->ro.cache_dir, c->ro.gemm_builtin);
   if (st != PZ_OK) {
     free(c);
