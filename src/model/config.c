@@ -3,6 +3,7 @@
 #include "model/config.h"
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <regex.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,6 +141,194 @@ static pz_status check_duplicates(const reader *r, const cJSON *obj, const char 
   return PZ_OK;
 }
 
+
+/* ------------------------------------------------------------------ quantization_config */
+
+static bool compile_pattern(const char *re, regex_t *out) {
+  char buf[PZ_QUANT_PATTERN_LEN + 8];
+  snprintf(buf, sizeof buf, "^(%s)", re); /* Python re.match anchors at the start only */
+  return regcomp(out, buf, REG_EXTENDED | REG_NOSUB) == 0;
+}
+
+static bool pattern_matches(const char *pat, const char *module) {
+  if (!strncmp(pat, "re:", 3)) {
+    regex_t rx;
+    if (!compile_pattern(pat + 3, &rx)) return false;
+    bool hit = regexec(&rx, module, 0, NULL, 0) == 0;
+    regfree(&rx);
+    return hit;
+  }
+  return !strcmp(pat, "Linear") || !strcmp(pat, module);
+}
+
+bool pz_quant_applies(const pz_quant_config *q, const char *module) {
+  if (!q || !module || q->kind == PZ_WQ_NONE) return false;
+  if (q->kind == PZ_WQ_FP8) return true;
+  bool hit = false;
+  for (int i = 0; i < q->n_targets && !hit; i++) hit = pattern_matches(q->targets[i], module);
+  for (int i = 0; i < q->n_ignore && hit; i++)
+    if (strcmp(q->ignore[i], "Linear") && pattern_matches(q->ignore[i], module)) hit = false;
+  return hit;
+}
+
+const char *pz_wquant_name(pz_wquant k) { return k == PZ_WQ_INT4 ? "int4" : k == PZ_WQ_FP8 ? "fp8" : "bf16"; }
+
+void pz_quant_config_synthetic(pz_wquant kind, pz_quant_config *q) {
+  memset(q, 0, sizeof *q);
+  q->kind = kind;
+  if (kind == PZ_WQ_INT4) {
+    q->num_bits = 4;
+    q->group_size = 32;
+    q->n_targets = 1;
+    snprintf(q->targets[0], PZ_QUANT_PATTERN_LEN, "Linear");
+    static const char *const ig[] = {"re:.*lm_head.*", "re:.*self_attn.*", "re:.*shared_experts.*",
+                                     "re:.*mlp\\.(gate|up|gate_up|down)_proj.*"};
+    q->n_ignore = 4;
+    for (int i = 0; i < 4; i++) snprintf(q->ignore[i], PZ_QUANT_PATTERN_LEN, "%s", ig[i]);
+  } else if (kind == PZ_WQ_FP8) {
+    q->block_rows = q->block_cols = 128;
+  }
+}
+
+static pz_status q_unsupported(const reader *r, const char *field, const char *got, const char *supported) {
+  return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.%s is %s, which prezero does not support (%s)", r->src,
+                  field, got, supported);
+}
+
+/* A list of pattern strings into dst[PZ_QUANT_MAX_PATTERNS]. */
+static pz_status q_patterns(const reader *r, const cJSON *arr, const char *field, char (*dst)[PZ_QUANT_PATTERN_LEN],
+                            int *n) {
+  *n = 0;
+  if (!arr || cJSON_IsNull(arr)) return PZ_OK;
+  if (!cJSON_IsArray(arr)) return type_err(r, field, "a list of strings", arr);
+  for (const cJSON *e = arr->child; e; e = e->next) {
+    if (!cJSON_IsString(e)) return type_err(r, field, "a list of strings", e);
+    if (*n >= PZ_QUANT_MAX_PATTERNS)
+      return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" has more than %d entries; prezero keeps at most %d", r->src,
+                      field, PZ_QUANT_MAX_PATTERNS, PZ_QUANT_MAX_PATTERNS);
+    if (strlen(e->valuestring) >= PZ_QUANT_PATTERN_LEN)
+      return pz_error(PZ_ERR_CONFIG, "config %s: an entry of \"%s\" is longer than %d bytes", r->src, field,
+                      PZ_QUANT_PATTERN_LEN - 1);
+    if (!strncmp(e->valuestring, "re:", 3)) {
+      regex_t rx;
+      if (!compile_pattern(e->valuestring + 3, &rx))
+        return pz_error(PZ_ERR_CONFIG, "config %s: \"%s\" entry \"%s\" is not a regular expression prezero can read",
+                        r->src, field, e->valuestring);
+      regfree(&rx);
+    }
+    snprintf(dst[(*n)++], PZ_QUANT_PATTERN_LEN, "%s", e->valuestring);
+  }
+  return PZ_OK;
+}
+
+#define Q_SUPPORTED "compressed-tensors pack-quantized INT4 (num_bits 4, group_size 32, symmetric, strategy \"group\") " \
+                    "or fp8 with weight_block_size"
+
+static pz_status parse_int4_group(const reader *r, const cJSON *q, pz_quant_config *out) {
+  const cJSON *groups = cJSON_GetObjectItemCaseSensitive(q, "config_groups");
+  if (!cJSON_IsObject(groups) || !groups->child)
+    return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.config_groups is missing or empty; %s needs one group",
+                    r->src, "compressed-tensors");
+  if (groups->child->next)
+    return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.config_groups has more than one group, which prezero "
+                    "does not support (one INT4 group)", r->src);
+  const cJSON *g = groups->child;
+  char where[160];
+  if (!cJSON_IsObject(g)) return type_err(r, "quantization_config.config_groups.*", "an object", g);
+  const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(g, "format");
+  if (cJSON_IsString(fmt) && strcmp(fmt->valuestring, "pack-quantized"))
+    return q_unsupported(r, "config_groups.format", fmt->valuestring, Q_SUPPORTED);
+  const char *acts[] = {"input_activations", "output_activations"};
+  for (int i = 0; i < 2; i++) {
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(g, acts[i]);
+    if (a && !cJSON_IsNull(a)) {
+      snprintf(where, sizeof where, "config_groups.%s.%s", g->string, acts[i]);
+      return q_unsupported(r, where, "set", "weight-only quantisation: W4A16, activations stay bf16");
+    }
+  }
+  const cJSON *w = cJSON_GetObjectItemCaseSensitive(g, "weights");
+  if (!cJSON_IsObject(w))
+    return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.config_groups.%s.weights is missing", r->src, g->string);
+  const cJSON *ty = cJSON_GetObjectItemCaseSensitive(w, "type");
+  if (ty && !(cJSON_IsString(ty) && !strcmp(ty->valuestring, "int")))
+    return q_unsupported(r, "weights.type", cJSON_IsString(ty) ? ty->valuestring : "not a string", Q_SUPPORTED);
+  const cJSON *nb = cJSON_GetObjectItemCaseSensitive(w, "num_bits");
+  if (!cJSON_IsNumber(nb) || nb->valuedouble != 4) {
+    char got[64];
+    snprintf(got, sizeof got, cJSON_IsNumber(nb) ? "%g" : "missing", cJSON_IsNumber(nb) ? nb->valuedouble : 0.0);
+    return q_unsupported(r, "weights.num_bits", got, "num_bits 4");
+  }
+  const cJSON *gs = cJSON_GetObjectItemCaseSensitive(w, "group_size");
+  if (!cJSON_IsNumber(gs) || gs->valuedouble != 32) {
+    char got[64];
+    snprintf(got, sizeof got, cJSON_IsNumber(gs) ? "%g" : "missing or null", cJSON_IsNumber(gs) ? gs->valuedouble : 0.0);
+    return q_unsupported(r, "weights.group_size", got, "group_size 32");
+  }
+  const cJSON *stg = cJSON_GetObjectItemCaseSensitive(w, "strategy");
+  if (!cJSON_IsString(stg) || strcmp(stg->valuestring, "group"))
+    return q_unsupported(r, "weights.strategy", cJSON_IsString(stg) ? stg->valuestring : "missing", "strategy \"group\"");
+  const cJSON *sym = cJSON_GetObjectItemCaseSensitive(w, "symmetric");
+  if (!cJSON_IsTrue(sym)) return q_unsupported(r, "weights.symmetric", "not true", "symmetric INT4 (no zero points)");
+  const cJSON *ao = cJSON_GetObjectItemCaseSensitive(w, "actorder");
+  if (ao && !cJSON_IsNull(ao) && !cJSON_IsFalse(ao))
+    return q_unsupported(r, "weights.actorder", cJSON_IsString(ao) ? ao->valuestring : "set",
+                         "actorder null: columns in their natural order");
+  const cJSON *dyn = cJSON_GetObjectItemCaseSensitive(w, "dynamic");
+  if (dyn && !cJSON_IsFalse(dyn) && !cJSON_IsNull(dyn))
+    return q_unsupported(r, "weights.dynamic", "set", "static weight scales");
+  out->kind = PZ_WQ_INT4;
+  out->num_bits = 4;
+  out->group_size = 32;
+  PZ_CHECK(q_patterns(r, cJSON_GetObjectItemCaseSensitive(g, "targets"), "quantization_config.config_groups.*.targets",
+                      out->targets, &out->n_targets));
+  if (out->n_targets == 0)
+    return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.config_groups.%s.targets is missing or empty", r->src,
+                    g->string);
+  return q_patterns(r, cJSON_GetObjectItemCaseSensitive(q, "ignore"), "quantization_config.ignore", out->ignore,
+                    &out->n_ignore);
+}
+
+static pz_status parse_quant(const reader *r, const cJSON *outer, pz_quant_config *out) {
+  memset(out, 0, sizeof *out);
+  const cJSON *q = cJSON_GetObjectItemCaseSensitive(r->root, "quantization_config");
+  if (!q && outer) q = cJSON_GetObjectItemCaseSensitive(outer, "quantization_config");
+  if (!q || cJSON_IsNull(q)) return PZ_OK;
+  if (!cJSON_IsObject(q)) return type_err(r, "quantization_config", "an object", q);
+  PZ_CHECK(check_duplicates(r, q, "quantization_config."));
+  const cJSON *m = cJSON_GetObjectItemCaseSensitive(q, "quant_method");
+  if (!cJSON_IsString(m))
+    return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.quant_method is missing; supported: %s", r->src,
+                    Q_SUPPORTED);
+  if (!strcmp(m->valuestring, "compressed-tensors")) {
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(q, "format");
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "pack-quantized"))
+      return q_unsupported(r, "format", cJSON_IsString(fmt) ? fmt->valuestring : "missing", Q_SUPPORTED);
+    const cJSON *kv = cJSON_GetObjectItemCaseSensitive(q, "kv_cache_scheme");
+    if (kv && !cJSON_IsNull(kv)) return q_unsupported(r, "kv_cache_scheme", "set", "a bf16 KV cache");
+    return parse_int4_group(r, q, out);
+  }
+  if (!strcmp(m->valuestring, "fp8")) {
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(q, "fmt");
+    if (fmt && !(cJSON_IsString(fmt) && !strcmp(fmt->valuestring, "e4m3")))
+      return q_unsupported(r, "fmt", cJSON_IsString(fmt) ? fmt->valuestring : "not a string", "fp8 fmt \"e4m3\"");
+    const cJSON *bs = cJSON_GetObjectItemCaseSensitive(q, "weight_block_size");
+    if (!bs || cJSON_IsNull(bs)) return q_unsupported(r, "weight_block_size", "missing (per-tensor FP8)", Q_SUPPORTED);
+    const cJSON *a = cJSON_IsArray(bs) && cJSON_GetArraySize(bs) == 2 ? cJSON_GetArrayItem(bs, 0) : NULL;
+    const cJSON *b = a ? cJSON_GetArrayItem(bs, 1) : NULL;
+    if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b) || a->valuedouble < 1 || b->valuedouble < 1 || a->valuedouble > 65536 ||
+        b->valuedouble > 65536 || a->valuedouble != floor(a->valuedouble) || b->valuedouble != floor(b->valuedouble))
+      return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.weight_block_size must be [rows, cols], integers "
+                      "1..65536", r->src);
+    out->kind = PZ_WQ_FP8;
+    out->block_rows = (int64_t)a->valuedouble;
+    out->block_cols = (int64_t)b->valuedouble;
+    return PZ_OK;
+  }
+  char got[96];
+  snprintf(got, sizeof got, "\"%.80s\"", m->valuestring);
+  return q_unsupported(r, "quant_method", got, Q_SUPPORTED);
+}
+
 static pz_status parse_root(const reader *r, pz_model_config *c) {
   if (!cJSON_IsObject(r->root)) return pz_error(PZ_ERR_CONFIG, "config %s: top level must be a JSON object", r->src);
   PZ_CHECK(check_duplicates(r, r->root, ""));
@@ -274,7 +463,9 @@ pz_status pz_config_parse(const char *json, size_t len, const char *source, pz_m
     r.root = tc;
   }
   pz_status st = parse_root(&r, out);
+  if (st == PZ_OK) st = parse_quant(&r, tc ? root : NULL, &out->quant);
   if (st == PZ_OK) {
+    out->text_config = tc != NULL;
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(r.root, "model_type");
     if (!cJSON_IsString(mt)) mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
     snprintf(out->name, sizeof out->name, "%s", cJSON_IsString(mt) ? mt->valuestring : src);

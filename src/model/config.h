@@ -6,6 +6,31 @@
 #include <stdint.h>
 #include "core/ir.h"
 
+/* Weight quantisation of a checkpoint (config.json "quantization_config"). */
+typedef enum pz_wquant {
+  PZ_WQ_NONE = 0,  /* no quantization_config: every weight bf16 (or f32) */
+  PZ_WQ_INT4 = 1,  /* compressed-tensors "pack-quantized": symmetric INT4, one bf16 scale per group of
+                      group_size input columns (strategy "group"); W4A16 */
+  PZ_WQ_FP8 = 2    /* quant_method "fp8": e4m3 weights with f32 weight_scale_inv per block_rows x
+                      block_cols block (DeepSeek-V3, Kimi-K2); W8A16 */
+} pz_wquant;
+
+#define PZ_QUANT_MAX_PATTERNS 16   /* entries of targets / ignore */
+#define PZ_QUANT_PATTERN_LEN 128   /* bytes of one entry, NUL included */
+
+/* quantization_config as far as prezero runs it. targets / ignore are compressed-tensors' module
+ * patterns: "Linear" (every Linear module), "re:REGEX" (Python re.match: anchored at the start
+ * of the module name; read as a POSIX extended regex) or an exact module name. */
+typedef struct pz_quant_config {
+  pz_wquant kind;
+  int num_bits;                    /* INT4: 4 */
+  int group_size;                  /* INT4: 32 */
+  int64_t block_rows, block_cols;  /* FP8: weight_block_size, [128, 128] in DeepSeek-V3 */
+  int n_targets, n_ignore;
+  char targets[PZ_QUANT_MAX_PATTERNS][PZ_QUANT_PATTERN_LEN];
+  char ignore[PZ_QUANT_MAX_PATTERNS][PZ_QUANT_PATTERN_LEN];
+} pz_quant_config;
+
 /* Field names and meanings follow the Hugging Face DeepseekV2Config / DeepseekV3Config. */
 typedef struct pz_model_config {
   char name[64];                   /* preset name, or model_type of a file, or its path's basename */
@@ -31,6 +56,9 @@ typedef struct pz_model_config {
   int64_t max_position_embeddings;
   float rms_norm_eps;
   pz_rope_params rope;             /* theta = rope_theta; factor 1 when rope_scaling is null */
+  pz_quant_config quant;           /* kind PZ_WQ_NONE without quantization_config */
+  bool text_config;                /* the file wrapped the text model in "text_config" (Kimi-K2.5):
+                                      its checkpoint names tensors "language_model.model.*" */
 } pz_model_config;
 
 /* Limits of the reader: every integer field is at most PZ_CONFIG_MAX_INT (int32 range, so that
@@ -50,6 +78,14 @@ typedef struct pz_model_config {
  * rms_norm_eps (1e-6), rope_theta (10000), rope_scaling (null; only type "yarn" is supported:
  * factor, original_max_position_embeddings, beta_fast 32, beta_slow 1, mscale 1,
  * mscale_all_dim 0).
+ * quantization_config (inside text_config, or at the top level): quant_method "compressed-tensors"
+ * with format "pack-quantized" and one config group whose weights are type "int", num_bits 4,
+ * group_size 32, strategy "group", symmetric true, actorder null, not dynamic, and no
+ * input/output activation quantisation; its targets and the top-level ignore list are kept
+ * (at most PZ_QUANT_MAX_PATTERNS of PZ_QUANT_PATTERN_LEN - 1 bytes each; a "re:" pattern must
+ * compile). Or quant_method "fp8" with fmt "e4m3" (when given) and weight_block_size
+ * [rows, cols] (integers 1..65536). Anything else is PZ_ERR_CONFIG with one line naming the
+ * unsupported field and value.
  * Errors: PZ_ERR_CONFIG for malformed/truncated JSON, a missing required field, a field of the
  * wrong type (the message names the field), a key given twice, an integer above the limits
  * above, a float that is not finite, or inconsistent values (e.g. top-k > experts). */
@@ -67,6 +103,21 @@ const char *pz_config_preset_names(void);
 /* Whether layer L (0-based) uses MoE (else a dense MLP), as in Hugging Face DeepseekV2: 
  * n_routed_experts > 0 && L >= first_k_dense_replace && L % moe_layer_freq == 0. */
 bool pz_config_layer_is_moe(const pz_model_config *c, int64_t layer);
+
+/* Whether the Linear module `module` (a Hugging Face module name such as
+ * "model.layers.3.mlp.experts.0.gate_proj", with the checkpoint's prefix) is quantised under q:
+ * kind != NONE and, for INT4, some target matches it and no ignore entry does (compressed-tensors'
+ * rule); FP8 configs have no lists: every Linear module matches (the checkpoint's dtypes decide).
+ * A "re:" pattern that does not compile matches nothing (pz_config_parse refuses such configs). */
+bool pz_quant_applies(const pz_quant_config *q, const char *module);
+
+/* "int4" / "fp8" / "bf16" for a kind (bf16 for PZ_WQ_NONE). */
+const char *pz_wquant_name(pz_wquant k);
+
+/* The quantisation prezero gives synthetic weights for `--quant int4|fp8`: INT4 group 32 with the
+ * targets "Linear" and an ignore list that keeps everything but the routed experts in bf16
+ * (attention, shared experts, the dense MLP, lm_head: Kimi-K2-Thinking's list), or FP8 128x128. */
+void pz_quant_config_synthetic(pz_wquant kind, pz_quant_config *out);
 
 /* YaRN attention-scale factor from DeepSeek-V2's modeling code (yarn_get_mscale):
  * 0.1 * mscale * ln(scale) + 1 for scale > 1, else 1. */

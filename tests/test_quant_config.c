@@ -1,0 +1,129 @@
+/* quantization_config: the kimi_k25 preset (text_config-wrapped, compressed-tensors INT4 group 32
+ * routed experts), fp8 block configs, the targets / ignore rule, and every unsupported scheme as
+ * a one-line PZ_ERR_CONFIG naming the field. */
+#include "model/config.h"
+#include "pz_test.h"
+#include <string.h>
+
+/* A small valid DeepSeek config with `quant` as its quantization_config (NULL: none). */
+static pz_status parse_with(const char *quant, pz_model_config *c) {
+  static char text[8192];
+  snprintf(text, sizeof text,
+           "{\"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"q_lora_rank\": 32,"
+           " \"kv_lora_rank\": 32, \"qk_nope_head_dim\": 16, \"qk_rope_head_dim\": 8, \"v_head_dim\": 16,"
+           " \"n_routed_experts\": 8, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 64,"
+           " \"intermediate_size\": 128, \"vocab_size\": 256, \"max_position_embeddings\": 512%s%s}",
+           quant ? ", \"quantization_config\": " : "", quant ? quant : "");
+  return pz_config_parse(text, strlen(text), "q.json", c);
+}
+
+/* A compressed-tensors config whose one group's weights are `weights` and ignore list `ignore`. */
+static const char *ct(const char *weights, const char *extra) {
+  static char q[4096];
+  snprintf(q, sizeof q,
+           "{\"quant_method\": \"compressed-tensors\", \"format\": \"pack-quantized\", \"config_groups\": {\"group_0\": "
+           "{\"targets\": [\"Linear\"], \"input_activations\": null, \"weights\": %s}}, \"ignore\": [\"lm_head\", "
+           "\"re:.*self_attn.*\"]%s}", weights, extra ? extra : "");
+  return q;
+}
+#define W_OK "{\"num_bits\": 4, \"group_size\": 32, \"strategy\": \"group\", \"symmetric\": true, \"type\": \"int\", \"actorder\": null, \"dynamic\": false}"
+
+static void expect_bad(const char *quant, const char *needle) {
+  pz_model_config c;
+  pz_status s = parse_with(quant, &c);
+  if (s != PZ_ERR_CONFIG) {
+    fprintf(stderr, "quant %s: got %s, want config error\n", quant, pz_status_string(s));
+    pz_test_failures++;
+  } else if (!strstr(pz_last_error(), needle) || strchr(pz_last_error(), '\n')) {
+    fprintf(stderr, "quant %s: message '%s' does not name '%s' on one line\n", quant, pz_last_error(), needle);
+    pz_test_failures++;
+  }
+}
+
+int main(void) {
+  pz_model_config c, k2;
+  /* The preset: Kimi-K2's text model, wrapped, INT4 experts only. */
+  CHECK_OK(pz_config_load("kimi_k25", &c));
+  CHECK_OK(pz_config_load("kimi_k2", &k2));
+  CHECK(!strcmp(c.name, "kimi_k25") && c.text_config && !k2.text_config);
+  CHECK(c.hidden_size == k2.hidden_size && c.num_hidden_layers == 61 && c.n_routed_experts == 384 &&
+        c.moe_intermediate_size == 2048 && c.intermediate_size == k2.intermediate_size &&
+        c.num_attention_heads == k2.num_attention_heads && c.q_lora_rank == k2.q_lora_rank &&
+        c.kv_lora_rank == k2.kv_lora_rank && c.vocab_size == k2.vocab_size &&
+        c.num_experts_per_tok == 8 && c.first_k_dense_replace == 1 && c.topk_method == k2.topk_method);
+  CHECK(c.quant.kind == PZ_WQ_INT4 && c.quant.num_bits == 4 && c.quant.group_size == 32);
+  CHECK(k2.quant.kind == PZ_WQ_NONE);
+  CHECK(c.quant.n_targets == 1 && !strcmp(c.quant.targets[0], "Linear") && c.quant.n_ignore == 6);
+  const char *P = "language_model.model.layers.";
+  char m[160];
+  static const struct { const char *suffix; bool q; } mods[] = {
+      {"1.mlp.experts.0.gate_proj", true}, {"60.mlp.experts.383.down_proj", true}, {"5.mlp.experts.7.up_proj", true},
+      {"0.mlp.gate_proj", false}, {"0.mlp.down_proj", false}, {"3.mlp.shared_experts.up_proj", false},
+      {"3.self_attn.q_a_proj", false}, {"3.self_attn.kv_b_proj", false}, {"3.self_attn.o_proj", false}};
+  for (size_t i = 0; i < sizeof mods / sizeof mods[0]; i++) {
+    snprintf(m, sizeof m, "%s%s", P, mods[i].suffix);
+    if (pz_quant_applies(&c.quant, m) != mods[i].q) {
+      fprintf(stderr, "pz_quant_applies(%s) != %d\n", m, mods[i].q);
+      pz_test_failures++;
+    }
+  }
+  CHECK(!pz_quant_applies(&c.quant, "language_model.lm_head"));
+  CHECK(!pz_quant_applies(&k2.quant, "model.layers.1.mlp.experts.0.gate_proj"));
+
+  /* Exact names, "re:" anchored at the start (re.match), targets other than Linear. */
+  CHECK_OK(parse_with(ct(W_OK, NULL), &c));
+  CHECK(c.quant.kind == PZ_WQ_INT4 && c.quant.n_ignore == 2 && !c.text_config);
+  CHECK(!pz_quant_applies(&c.quant, "lm_head") && pz_quant_applies(&c.quant, "x.lm_head"));
+  CHECK(!pz_quant_applies(&c.quant, "model.layers.1.self_attn.o_proj"));
+  CHECK(pz_quant_applies(&c.quant, "model.layers.1.mlp.gate_proj"));
+  CHECK_OK(parse_with("{\"quant_method\": \"compressed-tensors\", \"format\": \"pack-quantized\", \"config_groups\": "
+                      "{\"g\": {\"targets\": [\"re:.*experts.*\"], \"weights\": " W_OK "}}}", &c));
+  CHECK(pz_quant_applies(&c.quant, "model.layers.1.mlp.experts.0.up_proj"));
+  CHECK(pz_quant_applies(&c.quant, "model.layers.1.mlp.shared_experts.up_proj")); /* ".*experts.*" matches it too */
+  CHECK(!pz_quant_applies(&c.quant, "model.layers.1.self_attn.o_proj"));
+
+  /* FP8 blocks. */
+  CHECK_OK(parse_with("{\"quant_method\": \"fp8\", \"fmt\": \"e4m3\", \"activation_scheme\": \"dynamic\", "
+                      "\"weight_block_size\": [128, 64]}", &c));
+  CHECK(c.quant.kind == PZ_WQ_FP8 && c.quant.block_rows == 128 && c.quant.block_cols == 64);
+  CHECK(pz_quant_applies(&c.quant, "model.layers.1.mlp.experts.0.up_proj"));
+  CHECK_OK(parse_with("null", &c));
+  CHECK(c.quant.kind == PZ_WQ_NONE);
+
+  /* Synthetic (--quant int4): only routed experts. */
+  pz_quant_config s;
+  pz_quant_config_synthetic(PZ_WQ_INT4, &s);
+  CHECK(pz_quant_applies(&s, "model.layers.1.mlp.experts.0.gate_proj") && !pz_quant_applies(&s, "model.layers.0.mlp.up_proj") &&
+        !pz_quant_applies(&s, "model.layers.1.mlp.shared_experts.down_proj") && !pz_quant_applies(&s, "lm_head") &&
+        !pz_quant_applies(&s, "model.layers.1.self_attn.q_b_proj"));
+  CHECK(!strcmp(pz_wquant_name(PZ_WQ_INT4), "int4") && !strcmp(pz_wquant_name(PZ_WQ_NONE), "bf16"));
+
+  /* Unsupported schemes: one line naming the field. */
+  expect_bad(ct("{\"num_bits\": 8, \"group_size\": 32, \"strategy\": \"group\", \"symmetric\": true}", NULL), "num_bits");
+  expect_bad(ct("{\"num_bits\": 4, \"group_size\": 128, \"strategy\": \"group\", \"symmetric\": true}", NULL), "group_size");
+  expect_bad(ct("{\"num_bits\": 4, \"group_size\": null, \"strategy\": \"channel\", \"symmetric\": true}", NULL), "group_size");
+  expect_bad(ct("{\"num_bits\": 4, \"group_size\": 32, \"strategy\": \"channel\", \"symmetric\": true}", NULL), "strategy");
+  expect_bad(ct("{\"num_bits\": 4, \"group_size\": 32, \"strategy\": \"group\", \"symmetric\": false}", NULL), "symmetric");
+  expect_bad(ct("{\"num_bits\": 4, \"group_size\": 32, \"strategy\": \"group\", \"symmetric\": true, \"actorder\": \"group\"}", NULL),
+             "actorder");
+  expect_bad(ct("{\"num_bits\": 4, \"group_size\": 32, \"strategy\": \"group\", \"symmetric\": true, \"type\": \"float\"}", NULL),
+             "weights.type");
+  expect_bad(ct(W_OK, ", \"kv_cache_scheme\": {\"num_bits\": 8}"), "kv_cache_scheme");
+  expect_bad("{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\"}", "format");
+  expect_bad("{\"quant_method\": \"gptq\", \"bits\": 4}", "quant_method");
+  expect_bad("{\"quant_method\": \"awq\"}", "\"awq\"");
+  expect_bad("{\"bits\": 4}", "quant_method");
+  expect_bad("{\"quant_method\": \"fp8\"}", "weight_block_size");
+  expect_bad("{\"quant_method\": \"fp8\", \"weight_block_size\": [128]}", "weight_block_size");
+  expect_bad("{\"quant_method\": \"fp8\", \"fmt\": \"e5m2\", \"weight_block_size\": [128, 128]}", "fmt");
+  expect_bad("{\"quant_method\": \"compressed-tensors\", \"format\": \"pack-quantized\", \"config_groups\": {\"g\": "
+             "{\"targets\": [\"Linear\"], \"input_activations\": {\"num_bits\": 8}, \"weights\": " W_OK "}}}", "input_activations");
+  expect_bad("{\"quant_method\": \"compressed-tensors\", \"format\": \"pack-quantized\", \"config_groups\": {\"a\": "
+             "{\"targets\": [\"Linear\"], \"weights\": " W_OK "}, \"b\": {\"targets\": [\"Linear\"], \"weights\": " W_OK "}}}",
+             "more than one group");
+  expect_bad(ct(W_OK, ", \"ignore\": [\"re:(\"]"), "appears twice"); /* ignore given twice */
+  expect_bad("{\"quant_method\": \"compressed-tensors\", \"format\": \"pack-quantized\", \"config_groups\": {\"g\": "
+             "{\"targets\": [\"re:(unclosed\"], \"weights\": " W_OK "}}}", "regular expression");
+  expect_bad("\"int4\"", "quantization_config");
+  TEST_DONE();
+}
