@@ -283,6 +283,109 @@ __device__ __forceinline__ void attn_write_partial(const Kp &k, const float (&o)
   }
 }
 
+/* Lane roles in an attention CTA of 128*MT threads, shared by both kernels: warp 4*mt + wq owns
+ * head tile mt (16 heads) and quarter wq; lane 4*g + t4 holds rows row0 = 16*mt + g and row1 =
+ * row0 + 8 of that tile's scores and outputs (the mma.m16n8k16 accumulator layout). */
+struct AttnLane {
+  int tid, lane, t4, mt, wq, row0, row1;
+};
+__device__ __forceinline__ AttnLane attn_lane() {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, mt = warp >> 2;
+  return AttnLane{tid, lane, lane & 3, mt, warp & 3, mt * 16 + g, mt * 16 + g + 8};
+}
+
+/* The split's slice of the KV sequence, shared by both attention kernels: sequence i's n =
+ * pos[i] + 1 cached tokens are cut into k.splits chunks of whole BN tiles; split `split` owns
+ * tokens [start, end), ntiles tiles of BN (the last one partial), reads its cache rows from
+ * `cache` (row t of sequence i at cache + t * kvw) and writes its (max, sum) per head to ml (the
+ * k.ml rows of (i, split)). */
+struct AttnSlice {
+  int start, end, ntiles;
+  float *ml;
+  const uint16_t *cache;
+};
+
+/* Fills *sl for CTA (split, head tile h0 .. h0 + HT - 1, sequence i). An empty split (start >=
+ * end) marks its heads (-inf, 0) so the combine skips it, and returns false: the CTA then has
+ * nothing more to do. */
+template <int HT, int THREADS>
+__device__ __forceinline__ bool attn_slice(const Kp &k, int i, int split, int h0, int tid, AttnSlice *sl) {
+  const int n = k.pos[i] + 1;
+  int chunk = (n + k.splits - 1) / k.splits;
+  chunk = (chunk + BN - 1) / BN * BN;
+  const int start = split * chunk;
+  const int end = min(n, start + chunk);
+  float *ml = k.ml + ((int64_t)i * k.splits + split) * k.heads * 2;
+  if (start >= end) {
+    for (int r = tid; r < HT; r += THREADS)
+      if (h0 + r < k.heads) { ml[(h0 + r) * 2] = -INFINITY; ml[(h0 + r) * 2 + 1] = 0.0f; }
+    return false;
+  }
+  sl->start = start;
+  sl->end = end;
+  sl->ntiles = (end - start + BN - 1) / BN;
+  sl->ml = ml;
+  sl->cache = k.cache + (int64_t)i * k.cache_seq_stride;
+  return true;
+}
+
+/* KV tile `tile` of slice sl (cache rows start + tile*BN .., kvw columns; rows at or past end
+ * are zero-filled, never read) into stage `stage` of sKV (row stride RS elements), by cp.async
+ * from every thread of the CTA. No commit: the caller groups the copies. HINT: the copy loop
+ * carries `#pragma unroll` (version 2's loop had it, version 1's not: each keeps its code). */
+template <int THREADS, bool HINT>
+__device__ __forceinline__ void attn_load_kv(uint16_t *sKV, const AttnSlice &sl, int tile, int stage, int kvw, int RS,
+                                             int tid) {
+  const int c8 = kvw / 8; /* 16-byte chunks per row */
+  const int p0 = sl.start + tile * BN, end = sl.end;
+  const uint16_t *cache = sl.cache;
+  uint16_t *dst = sKV + stage * BN * RS;
+  auto copy = [&](int e) {
+    const int r = e / c8, c = e % c8;
+    const bool ok = p0 + r < end;
+    const uint16_t *src = ok ? cache + (int64_t)(p0 + r) * kvw + c * 8 : cache;
+    cp_async16(dst + r * RS + c * 8, src, ok);
+  };
+  if constexpr (HINT) {
+#pragma unroll
+    for (int e = tid; e < BN * c8; e += THREADS) copy(e);
+  } else {
+    for (int e = tid; e < BN * c8; e += THREADS) copy(e);
+  }
+}
+
+/* The pipeline's start, shared by both attention kernels: the Q tile (heads h0 .. h0 + HT - 1 of
+ * sequence i, kvw columns of k.qabs; rows beyond k.heads are zero) into sQ, then the first
+ * STAGES - 1 KV tiles of slice sl (those below sl.ntiles) into stages 0.., one commit group per
+ * stage (Q joins the first). */
+template <int HT, int THREADS, int STAGES, bool HINT>
+__device__ __forceinline__ void attn_load_prologue(const Kp &k, uint16_t *sQ, uint16_t *sKV, const AttnSlice &sl, int i,
+                                                   int h0, int kvw, int RS, int tid) {
+  const int c8 = kvw / 8;
+  for (int e = tid; e < HT * c8; e += THREADS) {
+    const int r = e / c8, c = e % c8;
+    const bool ok = h0 + r < k.heads;
+    const uint16_t *src = ok ? k.qabs + ((int64_t)i * k.heads + h0 + r) * kvw + c * 8 : k.qabs;
+    cp_async16(sQ + r * RS + c * 8, src, ok);
+  }
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; s++) {
+    if (s < sl.ntiles) attn_load_kv<THREADS, HINT>(sKV, sl, s, s, kvw, RS, tid);
+    cp_commit();
+  }
+}
+
+/* Inside the tile loop, after the wait for tile `tile`: the copy of tile tile + STAGES - 1 (when
+ * there is one) into the stage the previous tile freed, as one commit group (empty past the end,
+ * so the group count stays what cp_wait expects). */
+template <int THREADS, int STAGES, bool HINT>
+__device__ __forceinline__ void attn_prefetch(uint16_t *sKV, const AttnSlice &sl, int tile, int kvw, int RS, int tid) {
+  const int nt = tile + STAGES - 1;
+  if (nt < sl.ntiles) attn_load_kv<THREADS, HINT>(sKV, sl, nt, nt % STAGES, kvw, RS, tid);
+  cp_commit();
+}
+
 template <int MT, int NT>
 __global__ void __launch_bounds__(128 * MT, 1) mla_attn_kernel(Kp k) {
   constexpr int HT = 16 * MT;
@@ -298,62 +401,21 @@ __global__ void __launch_bounds__(128 * MT, 1) mla_attn_kernel(Kp k) {
   float *sSum = sMax + 4 * HT;
 
   const int split = blockIdx.x, h0 = blockIdx.y * HT, i = blockIdx.z;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int g = lane >> 2, t4 = lane & 3;
-  const int mt = warp >> 2, wq = warp & 3;
-  const int n = k.pos[i] + 1;
-  int chunk = (n + k.splits - 1) / k.splits;
-  chunk = (chunk + BN - 1) / BN * BN;
-  const int start = split * chunk;
-  const int end = min(n, start + chunk);
-  float *ml = k.ml + ((int64_t)i * k.splits + split) * k.heads * 2;
-  if (start >= end) { /* empty split: marks itself so the combine skips it */
-    for (int r = tid; r < HT; r += THREADS)
-      if (h0 + r < k.heads) { ml[(h0 + r) * 2] = -INFINITY; ml[(h0 + r) * 2 + 1] = 0.0f; }
-    return;
-  }
-  const uint16_t *cache = k.cache + (int64_t)i * k.cache_seq_stride;
-  const int ntiles = (end - start + BN - 1) / BN;
-  const int c8 = kvw / 8; /* 16-byte chunks per row */
-
-  /* Q (rows beyond heads are zero) joins the first commit group. */
-  for (int e = tid; e < HT * c8; e += THREADS) {
-    const int r = e / c8, c = e % c8;
-    const bool ok = h0 + r < k.heads;
-    const uint16_t *src = ok ? k.qabs + ((int64_t)i * k.heads + h0 + r) * kvw + c * 8 : k.qabs;
-    cp_async16(sQ + r * RS + c * 8, src, ok);
-  }
-  auto load_tile = [&](int tile, int stage) {
-    const int p0 = start + tile * BN;
-    uint16_t *dst = sKV + stage * BN * RS;
-    for (int e = tid; e < BN * c8; e += THREADS) {
-      const int r = e / c8, c = e % c8;
-      const bool ok = p0 + r < end;
-      const uint16_t *src = ok ? cache + (int64_t)(p0 + r) * kvw + c * 8 : cache;
-      cp_async16(dst + r * RS + c * 8, src, ok);
-    }
-  };
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; s++) {
-    if (s < ntiles) load_tile(s, s);
-    cp_commit();
-  }
+  const auto [tid, lane, t4, mt, wq, row0, row1] = attn_lane();
+  AttnSlice sl;
+  if (!attn_slice<HT, THREADS>(k, i, split, h0, tid, &sl)) return;
+  attn_load_prologue<HT, THREADS, STAGES, false>(k, sQ, sKV, sl, i, h0, kvw, RS, tid);
 
   float o[NT][4];
 #pragma unroll
   for (int j = 0; j < NT; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
   float m_run0 = -INFINITY, m_run1 = -INFINITY, l_run0 = 0.0f, l_run1 = 0.0f;
-  const int row0 = mt * 16 + g, row1 = row0 + 8;
   const float scale = k.softmax_scale;
 
-  for (int tile = 0; tile < ntiles; tile++) {
+  for (int tile = 0; tile < sl.ntiles; tile++) {
     cp_wait<STAGES - 2>();
     __syncthreads();
-    {
-      const int nt = tile + STAGES - 1;
-      if (nt < ntiles) load_tile(nt, nt % STAGES);
-      cp_commit();
-    }
+    attn_prefetch<THREADS, STAGES, false>(sKV, sl, tile, kvw, RS, tid);
     const uint16_t *kv = sKV + (tile % STAGES) * BN * RS;
     /* S[16 heads x 8 positions] = Q · Kᵀ over kvw, two k-steps per B load, NACC independent
      * accumulator chains (the mma latency, not its rate, bounds a single chain) */
@@ -392,12 +454,12 @@ __global__ void __launch_bounds__(128 * MT, 1) mla_attn_kernel(Kp k) {
         s[r] = t;
       }
     }
-    attn_tile_softmax_pv<NT, HT>(s, o, m_run0, m_run1, l_run0, l_run1, sMax, sSum, sP, kv, RS, scale, start, tile, end, wq,
-                                 t4, row0, row1, mt, lane);
+    attn_tile_softmax_pv<NT, HT>(s, o, m_run0, m_run1, l_run0, l_run1, sMax, sSum, sP, kv, RS, scale, sl.start, tile,
+                                 sl.end, wq, t4, row0, row1, mt, lane);
   }
   cp_wait<0>();
   /* unnormalised partial output and its (max, sum) */
-  attn_write_partial<NT>(k, o, i, split, h0, row0, row1, wq, t4, ml, m_run0, m_run1, l_run0, l_run1);
+  attn_write_partial<NT>(k, o, i, split, h0, row0, row1, wq, t4, sl.ml, m_run0, m_run1, l_run0, l_run1);
 }
 
 /* ---------------------------------------------------------------- attention, version 2 */
@@ -421,7 +483,7 @@ __global__ void __launch_bounds__(128 * MT, MT == 1 ? 2 : 1) mla_attn2_kernel(Kp
   constexpr int HT = 16 * MT;
   constexpr int THREADS = 128 * MT;
   constexpr int STAGES = stages_for(MT);
-  constexpr int KVW = 64 * KQ, RS = KVW + 8, C8 = KVW / 8;
+  constexpr int KVW = 64 * KQ, RS = KVW + 8;
   extern __shared__ uint4 smem_raw[];
   uint16_t *sQ = (uint16_t *)smem_raw;
   uint16_t *sKV = sQ + HT * RS;
@@ -431,55 +493,19 @@ __global__ void __launch_bounds__(128 * MT, MT == 1 ? 2 : 1) mla_attn2_kernel(Kp
   float *sSum = sMax + 4 * HT;
 
   const int h0 = blockIdx.x * HT, split = blockIdx.y, i = blockIdx.z;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int g = lane >> 2, t4 = lane & 3;
-  const int mt = warp >> 2, wq = warp & 3;
-  const int n = k.pos[i] + 1;
-  int chunk = (n + k.splits - 1) / k.splits;
-  chunk = (chunk + BN - 1) / BN * BN;
-  const int start = split * chunk;
-  const int end = min(n, start + chunk);
-  float *ml = k.ml + ((int64_t)i * k.splits + split) * k.heads * 2;
-  if (start >= end) {
-    for (int r = tid; r < HT; r += THREADS)
-      if (h0 + r < k.heads) { ml[(h0 + r) * 2] = -INFINITY; ml[(h0 + r) * 2 + 1] = 0.0f; }
-    return;
-  }
-  const uint16_t *cache = k.cache + (int64_t)i * k.cache_seq_stride;
-  const int ntiles = (end - start + BN - 1) / BN;
-
-  for (int e = tid; e < HT * C8; e += THREADS) {
-    const int r = e / C8, c = e % C8;
-    const bool ok = h0 + r < k.heads;
-    const uint16_t *src = ok ? k.qabs + ((int64_t)i * k.heads + h0 + r) * KVW + c * 8 : k.qabs;
-    cp_async16(sQ + r * RS + c * 8, src, ok);
-  }
-  auto load_tile = [&](int tile, int stage) {
-    const int p0 = start + tile * BN;
-    uint16_t *dst = sKV + stage * BN * RS;
-#pragma unroll
-    for (int e = tid; e < BN * C8; e += THREADS) {
-      const int r = e / C8, c = e % C8;
-      const bool ok = p0 + r < end;
-      const uint16_t *src = ok ? cache + (int64_t)(p0 + r) * KVW + c * 8 : cache;
-      cp_async16(dst + r * RS + c * 8, src, ok);
-    }
-  };
-#pragma unroll
-  for (int st = 0; st < STAGES - 1; st++) {
-    if (st < ntiles) load_tile(st, st);
-    cp_commit();
-  }
+  const auto [tid, lane, t4, mt, wq, row0, row1] = attn_lane();
+  AttnSlice sl;
+  if (!attn_slice<HT, THREADS>(k, i, split, h0, tid, &sl)) return;
+  attn_load_prologue<HT, THREADS, STAGES, true>(k, sQ, sKV, sl, i, h0, KVW, RS, tid);
 
   float o[NT][4];
 #pragma unroll
   for (int j = 0; j < NT; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
   uint32_t qf[KQ][4];
   float m_run0 = -INFINITY, m_run1 = -INFINITY, l_run0 = 0.0f, l_run1 = 0.0f;
-  const int row0 = mt * 16 + g, row1 = row0 + 8;
   const float scale = k.softmax_scale;
 
-  for (int tile = 0; tile < ntiles; tile++) {
+  for (int tile = 0; tile < sl.ntiles; tile++) {
     cp_wait<STAGES - 2>();
     __syncthreads();
     if (tile == 0) {
@@ -487,11 +513,7 @@ __global__ void __launch_bounds__(128 * MT, MT == 1 ? 2 : 1) mla_attn2_kernel(Kp
       for (int u = 0; u < KQ; u++)
         ldsm_x4(qf[u], sQ + (mt * 16 + (lane & 15)) * RS + (wq * KQ + u) * 16 + (lane >> 4) * 8);
     }
-    {
-      const int nt = tile + STAGES - 1;
-      if (nt < ntiles) load_tile(nt, nt % STAGES);
-      cp_commit();
-    }
+    attn_prefetch<THREADS, STAGES, true>(sKV, sl, tile, KVW, RS, tid);
     const uint16_t *kv = sKV + (tile % STAGES) * BN * RS;
     /* partial S[16 heads x 32 positions] over k-quarter wq: 4 independent n-tile chains */
     {
@@ -530,11 +552,11 @@ __global__ void __launch_bounds__(128 * MT, MT == 1 ? 2 : 1) mla_attn2_kernel(Kp
       }
       s[0] = x0.x; s[1] = x0.y; s[2] = x1.x; s[3] = x1.y;
     }
-    attn_tile_softmax_pv<NT, HT>(s, o, m_run0, m_run1, l_run0, l_run1, sMax, sSum, sP, kv, RS, scale, start, tile, end, wq,
-                                 t4, row0, row1, mt, lane);
+    attn_tile_softmax_pv<NT, HT>(s, o, m_run0, m_run1, l_run0, l_run1, sMax, sSum, sP, kv, RS, scale, sl.start, tile,
+                                 sl.end, wq, t4, row0, row1, mt, lane);
   }
   cp_wait<0>();
-  attn_write_partial<NT>(k, o, i, split, h0, row0, row1, wq, t4, ml, m_run0, m_run1, l_run0, l_run1);
+  attn_write_partial<NT>(k, o, i, split, h0, row0, row1, wq, t4, sl.ml, m_run0, m_run1, l_run0, l_run1);
 }
 
 /* ---------------------------------------------------------------- combine, W_UV */
