@@ -240,6 +240,28 @@ static void check_all_flavours(prob *p, pz_dtype dt, int exact, const char *name
             }
             out_check(&o, p, exact, w2);
           }
+          /* The Hopper stream-K kernel (wn 4): atomic flavours only, grids from one CTA (every
+           * segment in one share) to more CTAs than work units, so shares start and end
+           * anywhere inside tiles. */
+          static const int ctas_list[] = {1, 3, 7, 0 /* the SM count */, 5000};
+          for (int ci = 0; ci < 5 && (f == 1 || f == 3) && wt == 1 && si == 0 && pz_gemm_ctx_has_wgmma(ctx); ci++)
+            for (int wgt = 1; wgt <= 4; wgt *= 2) {
+              if (p->n % (64 * wgt)) continue;
+              out_poison(&o, p, !zero_init);
+              a.config.wn = 4;
+              a.config.wt = wgt;
+              a.config.warps = 9;
+              a.config.splits = ctas_list[ci] ? ctas_list[ci] : pz_gemm_ctx_sm_count(ctx);
+              st = pz_gemm_launch(ctx, &a, 0);
+              char w2[320];
+              snprintf(w2, sizeof w2, "%s [stream-K wt %d ctas %d]", what, wgt, a.config.splits);
+              if (st != PZ_OK) {
+                fprintf(stderr, "%s: %s: %s\n", w2, pz_status_string(st), pz_last_error());
+                pz_test_failures++;
+                continue;
+              }
+              out_check(&o, p, exact, w2);
+            }
         }
       }
   /* AUTO (tuner table or heuristic), both zero_init values. */
@@ -289,11 +311,16 @@ static void check_graph_replays(prob *p, int replays) {
   out_make(&o, p, PZ_F32);
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
-  for (int fi = 0; fi < 6; fi++) { /* 0-2: the mma.sync kernels, 3-5: the wgmma kernel */
+  for (int fi = 0; fi < 7; fi++) { /* 0-2: the mma.sync kernels, 3-5: the wgmma kernel, 6: stream-K */
     if (fi >= 3 && !pz_gemm_ctx_has_wgmma(ctx)) break;
     out_poison(&o, p, 0);
     pz_gemm_args a = args_for(p, &o, flv[fi % 3], 4, 1, true, true);
     if (fi >= 3) a.config.wn = 3;
+    if (fi == 6) { /* memset node + the stream-K kernel */
+      a.config.wn = 4;
+      a.config.warps = 9;
+      a.config.splits = pz_gemm_ctx_sm_count(ctx);
+    }
     cudaGraph_t g;
     cudaGraphExec_t ge;
     CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
@@ -335,6 +362,13 @@ static void check_bad_shapes(prob *p) {
     b = a; b.config.wn = 3; b.config.wt = 2; b.n = 192; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
     b = a; b.config.wn = 3; b.config.wt = 3; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
     b = a; b.config.wn = 3; b.config.wt = 4; b.n = 128; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
+    /* stream-K (wn 4): only the atomic flavours; its grid is at least one CTA. */
+    b = a; b.config.flavour = PZ_GEMM_SPLITK_ZERO; b.config.wn = 4; b.config.warps = 9; b.config.splits = 132;
+    CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
+    b = a; b.config.flavour = PZ_GEMM_SPLITK_SERIAL; b.config.wn = 4; b.config.warps = 9; b.config.splits = 132;
+    CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
+    b = a; b.config.flavour = PZ_GEMM_SPLITK_ATOMIC; b.config.wn = 4; b.config.warps = 9; b.config.wt = 3; b.config.splits = 132;
+    CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
   }
   out_free(&o);
 }

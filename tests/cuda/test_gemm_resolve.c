@@ -116,6 +116,47 @@ int main(void) {
   snprintf(ro.gemm_force, sizeof ro.gemm_force, "bogus");
   CHECK_ST(pz_gemm_resolve(&old, 8, 4096, 4096, true, NULL, &c), PZ_ERR_INVALID_ARG);
   CHECK(strstr(pz_last_error(), "PREZERO_GEMM_FORCE=bogus"));
+  ro.gemm_force[0] = 0;
+
+  /* The stream-K kernel (wn 4, splits = its CTA count) from the table: a prezero consumer keeps
+   * it; a fixed split count (the deterministic mode's PREZERO_GEMM_SPLITS=2) runs the split-K
+   * kernel instead; PREZERO_GEMM_WN=4 asks for it with one CTA per SM; it takes only the atomic
+   * flavours. */
+  pz_tuner_entry sk;
+  memset(&sk, 0, sizeof sk);
+  sk.m_bucket = 32;
+  sk.n = 7168;
+  sk.k = 8192;
+  sk.cfg[PZ_GEMM_SPLITK_ATOMIC] = (pz_gemm_config){PZ_GEMM_SPLITK_ATOMIC, 132, 2, 9, 4};
+  sk.cfg[PZ_GEMM_MEMSET_SPLITK] = (pz_gemm_config){PZ_GEMM_MEMSET_SPLITK, 132, 2, 9, 4};
+  sk.cfg[PZ_GEMM_SPLITK_ZERO] = (pz_gemm_config){PZ_GEMM_SPLITK_ZERO, 4, 2, 9, 3};
+  sk.cfg[PZ_GEMM_CUBLAS] = (pz_gemm_config){PZ_GEMM_CUBLAS, 1, 1, 4, 0};
+  sk.best_zero = PZ_GEMM_MEMSET_SPLITK;
+  sk.best_nozero = PZ_GEMM_SPLITK_ATOMIC;
+  CHECK_OK(pz_tuner_put(&tab, &sk));
+  c = resolve_ok(&t, 32, 7168, 8192, true, NULL);
+  CHECK(c.flavour == PZ_GEMM_MEMSET_SPLITK && c.wn == 4 && c.splits == 132 && c.wt == 2);
+  c = resolve_ok(&t, 32, 7168, 8192, false, NULL);
+  CHECK(c.flavour == PZ_GEMM_SPLITK_ATOMIC && c.wn == 4 && c.splits == 132);
+  ro.gemm_splits = 2;
+  c = resolve_ok(&t, 32, 7168, 8192, false, NULL);
+  CHECK(c.flavour == PZ_GEMM_SPLITK_ATOMIC && c.wn == 3 && c.splits == 2 && c.wt == 2);
+  ro.gemm_splits = -1;
+  ro.gemm_wn = 4; /* on a shape the table lacks: the heuristic's tile, one CTA per SM */
+  c = resolve_ok(&t, 16, 4096, 4096, false, NULL);
+  CHECK(c.wn == 4 && c.splits == 132 && c.flavour == PZ_GEMM_SPLITK_ATOMIC);
+  ro.gemm_wn = 3; /* and back: the split-K kernel gets a split count it can run */
+  c = resolve_ok(&t, 32, 7168, 8192, false, NULL);
+  CHECK(c.wn == 3 && c.splits >= 1 && c.splits <= 8192 / 64);
+  ro.gemm_wn = -1;
+  pz_gemm_config skz = {PZ_GEMM_SPLITK_ZERO, 132, 2, 9, 4};
+  CHECK_ST(pz_gemm_resolve(&t, 32, 7168, 8192, true, &skz, &c), PZ_ERR_INVALID_ARG);
+  CHECK(strstr(pz_last_error(), "stream-K"));
+  pz_gemm_config skold = {PZ_GEMM_SPLITK_ATOMIC, 132, 2, 9, 4};
+  CHECK_ST(pz_gemm_resolve(&old, 32, 7168, 8192, false, &skold, &c), PZ_ERR_INVALID_ARG);
+  char desc[96];
+  pz_gemm_config_describe(&skold, desc, sizeof desc);
+  CHECK(!strcmp(desc, "wgmma stream-K atomic ctas=132 wt=2"));
   pz_tuner_table_free(&tab);
   TEST_DONE();
 }

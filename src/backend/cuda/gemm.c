@@ -129,6 +129,7 @@ void pz_gemm_config_describe(const pz_gemm_config *c, char *buf, size_t len) {
   if (!c) { buf[0] = 0; return; }
   const char *kern = c->flavour == PZ_GEMM_CUBLAS ? "cublas" : c->wn == 3 ? "wgmma" : "mma.sync";
   if (c->flavour == PZ_GEMM_CUBLAS) snprintf(buf, len, "cublas");
+  else if (c->wn == 4) snprintf(buf, len, "wgmma stream-K %s ctas=%d wt=%d", pz_gemm_flavour_name(c->flavour), c->splits, c->wt);
   else snprintf(buf, len, "%s %s splits=%d wt=%d", kern, pz_gemm_flavour_name(c->flavour), c->splits, c->wt);
 }
 
@@ -233,8 +234,15 @@ static bool flavour_is_split_k(pz_gemm_flavour f) {
 static const char *config_invalid(const pz_gemm_target *t, int m, int k, const pz_gemm_config *c) {
   if ((unsigned)c->flavour >= PZ_GEMM_FLAVOUR_COUNT || c->flavour == PZ_GEMM_AUTO) return "no flavour";
   if (c->flavour == PZ_GEMM_CUBLAS) return NULL;
-  if (c->wn < 0 || c->wn > 3) return "kernel (wn) outside 0..3";
-  if (c->wn == 3 && !t->hopper) return "the wgmma kernel (wn 3) needs a Hopper GPU (compute capability 9)";
+  if (c->wn < 0 || c->wn > 4) return "kernel (wn) outside 0..4";
+  if (c->wn >= 3 && !t->hopper) return "the wgmma kernels (wn 3, 4) need a Hopper GPU (compute capability 9)";
+  if (c->wn == 4) { /* stream-K: splits is the persistent grid's CTA count */
+    if (c->flavour != PZ_GEMM_SPLITK_ATOMIC && c->flavour != PZ_GEMM_MEMSET_SPLITK)
+      return "the stream-K kernel (wn 4) runs only the atomic flavours (atomic, memset)";
+    if (c->splits < 1 || c->splits > 65535) return "stream-K grid (splits = CTAs) outside 1..65535";
+    if (c->wt != 1 && c->wt != 2 && c->wt != 4) return "W tiles per CTA (wt) not 1, 2 or 4";
+    return NULL;
+  }
   const int kblocks = k / (c->wn == 3 ? 64 : 32);
   if (c->splits < 1 || c->splits > kblocks) return "split count outside 1..the k-blocks of the kernel";
   if (c->flavour == PZ_GEMM_FULLK && c->splits != 1) return "full K with more than one split";
@@ -285,21 +293,33 @@ pz_status pz_gemm_resolve(const pz_gemm_target *t, int m, int n, int k, bool zer
       if (!strcmp(source, "the heuristic")) source = "the tuner table";
     } else if (f == PZ_GEMM_FULLK || f == PZ_GEMM_CUBLAS) {
       c.splits = 1;
-    } else if (c.splits == 1 && f != PZ_GEMM_SPLITK_SERIAL && k / (c.wn == 3 ? 64 : 32) >= 2) {
+    } else if (c.splits == 1 && f != PZ_GEMM_SPLITK_SERIAL && k / (c.wn >= 3 ? 64 : 32) >= 2) {
       c.splits = 2; /* a split-K flavour asked of a shape the heuristic runs whole (one k-block: stays 1) */
     }
     c.flavour = f;
   }
   if (zero_init && c.flavour == PZ_GEMM_SPLITK_ATOMIC) c.flavour = PZ_GEMM_MEMSET_SPLITK;
   if (automatic) { /* the options' overrides act on AUTO launches only */
+    if (ro->gemm_wn >= 0 && ro->gemm_wn != c.wn) { /* a kernel switch: the other kernel's grid rule */
+      if (ro->gemm_wn == 4) { /* stream-K zeroes C only through the memset node */
+        c.splits = t->sm_count;
+        if (c.flavour == PZ_GEMM_SPLITK_ZERO) c.flavour = PZ_GEMM_MEMSET_SPLITK;
+      }
+      else if (c.wn == 4) c.splits = pz_gemm_heuristic(t->sm_count, m, n, k, zero_init, t->hopper).splits;
+      c.wn = ro->gemm_wn;
+      source = "PREZERO_GEMM_WN";
+    }
     if (ro->gemm_splits > 0) { /* a global option: capped at each GEMM's k-blocks (documented), not an error */
-      const int kblocks = k / ((ro->gemm_wn >= 0 ? ro->gemm_wn : c.wn) == 3 ? 64 : 32);
-      c.splits = ro->gemm_splits < kblocks ? ro->gemm_splits : kblocks > 0 ? kblocks : 1;
+      /* A fixed split count (the deterministic mode) runs the split-K kernel, not stream-K, unless
+       * PREZERO_GEMM_WN=4 asks for stream-K: then it is that kernel's CTA count. */
+      if (c.wn == 4 && ro->gemm_wn != 4) c.wn = 3;
+      const int kblocks = k / (c.wn >= 3 ? 64 : 32);
+      c.splits = c.wn == 4 ? ro->gemm_splits
+                 : ro->gemm_splits < kblocks ? ro->gemm_splits : kblocks > 0 ? kblocks : 1;
       source = "PREZERO_GEMM_SPLITS";
     }
     if (ro->gemm_wt > 0) { c.wt = ro->gemm_wt; source = "PREZERO_GEMM_WT"; }
     if (ro->gemm_warps > 0) { c.warps = ro->gemm_warps; source = "PREZERO_GEMM_WARPS"; }
-    if (ro->gemm_wn >= 0) { c.wn = ro->gemm_wn; source = "PREZERO_GEMM_WN"; }
   } else { /* an explicit config: its non-zero fields are obeyed as given */
     if (w.splits > 0) c.splits = w.splits;
     if (w.wt > 0) c.wt = w.wt;

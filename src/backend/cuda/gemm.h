@@ -46,7 +46,10 @@ pz_gemm_flavour pz_gemm_flavour_parse(const char *s);
  * 1 = each warp owns columns of its own (CTA tile = warps*16*wt columns, must divide n) and
  * the warps read the same A chunks (L1 hits); 2 = staged: m <= 16 only, 4 warps of 16 columns
  * each streaming W through shared memory with cp.async (512-byte rows per instruction), wt and
- * warps ignored. 0 in splits/wt/warps = heuristic/table. */
+ * warps ignored; 3 = the Hopper TMA + wgmma split-K kernel (wt = 64-row W tiles per CTA: 1, 2, 4);
+ * 4 = the Hopper stream-K kernel: a persistent grid of `splits` CTAs (the SM count) sharing the
+ * (tile, k-block) units evenly, atomic flavour only (1, or 3 with its memset node).
+ * 0 in splits/wt/warps = heuristic/table. */
 typedef struct pz_gemm_config {
   pz_gemm_flavour flavour;
   int splits;
@@ -191,6 +194,17 @@ pz_status pz_gemm_kernel_launch(const pz_gemm_args *a, const pz_gemm_config *cfg
  * (semaphores, strides), PZ_ERR_CUDA. */
 pz_status pz_gemm_wgmma_launch(const pz_gemm_args *a, pz_gemm_flavour flavour, int splits, int wt, int *sems,
                                int64_t sem_capacity, cudaStream_t stream);
+/* Hopper stream-K kernel (kernels/gemm_wgmma_streamk.cu), config wn = 4: `ctas` persistent CTAs
+ * (normally the SM count; fewer when there are fewer (tile, k-block) units) each take an equal
+ * contiguous share of the units, W tiles as in pz_gemm_wgmma_launch (wt 1, 2, 4), and add their
+ * partial tiles into C atomically, so C must hold zeros on entry (flavour SPLITK_ATOMIC only;
+ * MEMSET_SPLITK is this after the launcher's memset node). The order in which partials land is not
+ * fixed: not bit-reproducible run to run. Errors: PZ_ERR_INVALID_ARG (flavour, wt, ctas < 1, n not
+ * a multiple of 64*wt), PZ_ERR_SHAPE (strides), PZ_ERR_UNSUPPORTED (not initialised), PZ_ERR_CUDA. */
+pz_status pz_gemm_wgmma_streamk_launch(const pz_gemm_args *a, pz_gemm_flavour flavour, int ctas, int wt,
+                                       cudaStream_t stream);
+/* Raises the stream-K kernels' shared-memory limit (called by pz_gemm_wgmma_init). Errors: PZ_ERR_CUDA. */
+pz_status pz_gemm_wgmma_streamk_init(void);
 /* Token tile of the Hopper kernel for batch m: the smallest of 8, 16, .., 256 (128 for wt 4) >= m. */
 int pz_gemm_wgmma_bn(int m, int wt);
 /* Resolves the driver's tensor-map encoder and raises the Hopper kernels' shared-memory limit;

@@ -12,6 +12,7 @@ extern "C" {
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels/gemm_epilogue.cuh"
 #include "backend/cuda/kernels/wgmma_ops.cuh"
+#include "backend/cuda/kernels/gemm_wgmma_common.cuh"
 
 /* Layout (our own; swap-AB is the usual trick for skinny GEMMs):
  *   Cᵀ[n, m] = W[n, k] · Aᵀ: a CTA owns BM = 64·NWG·WM output columns (W rows; consumer
@@ -30,7 +31,10 @@ extern "C" {
  * Flavours (gemm.h): 1 atomic, 2 in-kernel zero + flag, 4 full K store, 5 serial turnstile; the
  * epilogue and its per-tile semaphore protocol are gemm_epilogue.cuh, shared with gemm_splitk.cu. */
 
+static PFN_cuTensorMapEncodeTiled_v12000 g_encode = nullptr; /* resolved once by pz_gemm_wgmma_init */
+
 namespace {
+using namespace pz_wg;
 
 struct WParams {
   void *C;
@@ -45,59 +49,6 @@ struct WParams {
   int vec; /* 1: C f32, 16-byte aligned rows: vector reductions / stores */
 };
 
-__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-__device__ __forceinline__ void mbar_init(uint64_t *b, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(b)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint64_t *b, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(b)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t *b) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(b)) : "memory");
-}
-/* Waits until the phase of parity `parity` has completed (a fresh barrier counts parity 1 as done). */
-__device__ __forceinline__ void mbar_wait(uint64_t *b, uint32_t parity) {
-  uint32_t done = 0;
-  const uint32_t a = smem_u32(b);
-  while (true) {
-    asm volatile(
-        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-        : "=r"(done)
-        : "r"(a), "r"(parity)
-        : "memory");
-    if (done) break;
-  }
-}
-
-__device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
-          smem_u32(dst)),
-      "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(smem_u32(bar))
-      : "memory");
-}
-
-/* Shared-memory matrix descriptor of a K-major tile with 128-byte rows, 128-byte swizzle:
- * start address >> 4 (bits 0-13), leading byte offset 16 (unused by swizzled K-major), stride
- * byte offset 1024 between 8-row groups (bits 32-45), swizzle mode 1 = 128B (bits 62-63).
- * Source: PTX ISA, "Matrix Descriptor Format" of the asynchronous warpgroup MMA. */
-__device__ __forceinline__ uint64_t make_desc(const void *tile) {
-  const uint32_t a = smem_u32(tile);
-  return (uint64_t)((a & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
-}
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-}
-
-__device__ __forceinline__ void red_v4(float *p, float4 v) {
-  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
-               : "memory");
-}
 /* Compile-time plan of one instantiation. */
 template <int BN, int NWG, int WM>
 struct Plan {
@@ -245,22 +196,6 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM>::THREADS, 1)
   tile_release(p, split, tile);
 }
 
-PFN_cuTensorMapEncodeTiled_v12000 g_encode = nullptr; /* resolved once by pz_gemm_wgmma_init */
-
-/* 2-D bf16 tensor map over rows x k (row stride ld elements), box 64 x box_rows, 128B swizzle,
- * rows past `rows` read as zeros. */
-pz_status encode_map(CUtensorMap *map, const void *base, int64_t rows, int64_t k, int64_t ld, int box_rows) {
-  cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)rows};
-  cuuint64_t strides[1] = {(cuuint64_t)ld * 2};
-  cuuint32_t box[2] = {64, (cuuint32_t)box_rows};
-  cuuint32_t estr[2] = {1, 1};
-  CUresult r = g_encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void *>(base), dims, strides, box, estr,
-                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) return pz_error(PZ_ERR_CUDA, "gemm wgmma: cuTensorMapEncodeTiled failed (%d)", (int)r);
-  return PZ_OK;
-}
-
 template <int BN, int NWG, int WM>
 cudaError_t set_smem() {
   return cudaFuncSetAttribute(gemm_wgmma_kernel<BN, NWG, WM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -272,8 +207,8 @@ pz_status launch_bn(const pz_gemm_args *a, WParams p, int zt, cudaStream_t s) {
   using P = Plan<BN, NWG, WM>;
   CUtensorMap tw, ta;
   const int64_t ldw = a->ldw ? a->ldw : a->k;
-  PZ_CHECK(encode_map(&tw, a->W, a->n, a->k, ldw, P::BM));
-  PZ_CHECK(encode_map(&ta, a->A, a->m, a->k, a->lda, BN));
+  PZ_CHECK(pz_gemm_wgmma_encode_map(&tw, a->W, a->n, a->k, ldw, P::BM));
+  PZ_CHECK(pz_gemm_wgmma_encode_map(&ta, a->A, a->m, a->k, a->lda, BN));
   dim3 grid(a->n / P::BM, p.splits, zt);
   gemm_wgmma_kernel<BN, NWG, WM><<<grid, P::THREADS, P::SMEM, s>>>(tw, ta, p);
   PZ_CUDA_CHECK(cudaGetLastError());
@@ -305,6 +240,22 @@ cudaError_t set_all() {
 
 } // namespace
 
+/* 2-D bf16 tensor map over rows x k (row stride ld elements), box 64 x box_rows, 128B swizzle,
+ * rows past `rows` read as zeros. */
+pz_status pz_gemm_wgmma_encode_map(CUtensorMap *map, const void *base, int64_t rows, int64_t k, int64_t ld, int box_rows) {
+  if (!g_encode) return pz_error(PZ_ERR_UNSUPPORTED, "gemm wgmma: not initialised (pz_gemm_wgmma_init)");
+  cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)rows};
+  cuuint64_t strides[1] = {(cuuint64_t)ld * 2};
+  cuuint32_t box[2] = {64, (cuuint32_t)box_rows};
+  cuuint32_t estr[2] = {1, 1};
+  CUresult r = g_encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void *>(base), dims, strides, box, estr,
+                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) return pz_error(PZ_ERR_CUDA, "gemm wgmma: cuTensorMapEncodeTiled failed (%d)", (int)r);
+  return PZ_OK;
+}
+
+
 extern "C" int pz_gemm_wgmma_bn(int m, int wt) {
   int bn = 8;
   const int cap = wt == 4 ? 128 : 256;
@@ -326,7 +277,7 @@ extern "C" pz_status pz_gemm_wgmma_init(void) {
   PZ_CUDA_CHECK((set_all<1, 1>()));
   PZ_CUDA_CHECK((set_all<2, 1>()));
   PZ_CUDA_CHECK((set_all<2, 2>()));
-  return PZ_OK;
+  return pz_gemm_wgmma_streamk_init();
 }
 
 extern "C" pz_status pz_gemm_wgmma_launch(const pz_gemm_args *a, pz_gemm_flavour flavour, int splits, int wt, int *sems,
