@@ -26,7 +26,7 @@ static void usage(FILE *f) {
 
 #ifdef PZ_HAVE_CUDA
 #include <cjson/cJSON.h>
-#include "backend/cuda/exec.h"
+#include "backend/backend.h"
 #include "backend/cuda/runtime.h"
 #include "core/status.h"
 #include "model/builder.h"
@@ -50,8 +50,8 @@ static int fail(const char *what) {
   return 1;
 }
 
-/* One executor per TP degree, both graph sets over the same weights (per-batch prezero mode,
- * exec.h): at every batch size, `rounds` times each of pzs[] in turn (OFF, ON, OFF, ON ...),
+/* One CUDA backend per TP degree, both graph sets over the same weights (per-batch prezero mode,
+ * backend/backend.h, cuda/exec.h): at every batch size, `rounds` times each of pzs[] in turn (OFF, ON, OFF, ON ...),
  * into cells[p][b]. */
 static int run_one(const pz_model_config *mc, int tp, int layers, int context, const int *bs, int nb, const int *pzs,
                    int npz, int rounds, uint64_t seed, int iters, int reps, cell cells[2][MAX_B], char *device,
@@ -62,15 +62,15 @@ static int run_one(const pz_model_config *mc, int tp, int layers, int context, c
   if (pz_build_decode_graph(mc, &bo, &g) != PZ_OK) return fail("building the decode graph");
   int any_on = 0;
   for (int p = 0; p < npz; p++) any_on |= pzs[p];
-  pz_cuda_exec_opts xo = PZ_CUDA_EXEC_OPTS_INIT;
+  pz_backend_opts xo = PZ_BACKEND_OPTS_INIT;
   xo.seed = seed;
   xo.graphs = 1;
   xo.prezero = any_on; /* on the OFF graph: the ON set is the per-batch plan */
   xo.n_capture = nb;
   memcpy(xo.capture, bs, sizeof(int) * (size_t)nb);
-  pz_cuda_exec *e = NULL;
-  if (pz_cuda_exec_create(g, &xo, &e) != PZ_OK) { pz_graph_free(g); return fail("creating the CUDA executor"); }
-  snprintf(device, device_len, "%s", pz_cuda_exec_device_desc(e)->name);
+  pz_backend *e = NULL;
+  if (pz_backend_create(PZ_BACKEND_CUDA, g, &xo, &e) != PZ_OK) { pz_graph_free(g); return fail("creating the CUDA executor"); }
+  snprintf(device, device_len, "%s", pz_backend_device_desc(e)->name);
   int rc = 0;
   for (int b = 0; b < nb && rc == 0; b++) {
     for (int p = 0; p < npz && rc == 0; p++) {
@@ -79,7 +79,7 @@ static int run_one(const pz_model_config *mc, int tp, int layers, int context, c
       if (!pzs[p]) continue;
       const pz_graph *gb = g;
       pz_prezero_report rep;
-      if (pz_cuda_exec_plan(e, bs[b], &rep, &gb) != PZ_OK) { rc = fail("the prezero plan"); break; }
+      if (pz_backend_plan(e, bs[b], &rep, &gb) != PZ_OK) { rc = fail("the prezero plan"); break; }
       pz_prezero_report_free(&rep);
       for (int i = 0; i < gb->n_nodes; i++) {
         const pz_node *n = &gb->nodes[i];
@@ -87,13 +87,13 @@ static int run_one(const pz_model_config *mc, int tp, int layers, int context, c
         if (n->op != PZ_OP_AR_RMSNORM_MAYBE_PREZERO) continue;
         c->donors++;
         c->donors_full += pz_prezero_fill_cols(bs[b], n->p.norm.n_total, n->p.norm.n_base, gb->info.hidden, tp,
-                                               pz_cuda_exec_device_desc(e)) == n->p.norm.n_total;
+                                               pz_backend_device_desc(e)) == n->p.norm.n_total;
       }
     }
     for (int r = 0; r < rounds && rc == 0; r++)
       for (int p = 0; p < npz && rc == 0; p++) {
         double us = 0;
-        if (pz_cuda_exec_set_prezero(e, pzs[p]) != PZ_OK || pz_cuda_exec_time_step(e, bs[b], context, iters, reps, &us) != PZ_OK) {
+        if (pz_backend_set_prezero(e, pzs[p]) != PZ_OK || pz_backend_time_step(e, bs[b], context, iters, reps, &us) != PZ_OK) {
           rc = fail("timing a step");
           break;
         }
@@ -103,7 +103,7 @@ static int run_one(const pz_model_config *mc, int tp, int layers, int context, c
                 r + 1, rounds, us);
       }
   }
-  pz_cuda_exec_free(e);
+  pz_backend_destroy(e);
   pz_graph_free(g);
   return rc;
 }

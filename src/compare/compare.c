@@ -1,14 +1,14 @@
-/* `prezero compare` driver (compare.h): one CUDA executor of the model (its OFF graphs and its
+/* `prezero compare` driver (compare.h): one CUDA backend of the model (its OFF graphs and its
  * per-batch ON graphs over the same weights), memory plan, A B A B decode rounds, bit-identity,
  * CUPTI per-component kernel times, baselines. Above model/ and passes/; reaches the GPU only
- * through the executor, GEMM-handle and profiler interfaces of the CUDA backend. */
+ * through the backend interface (backend/backend.h), the memory plan and the profiler. */
 #include "compare/compare.h"
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "backend/cuda/exec.h"
+#include "backend/backend.h"
 #include "backend/cuda/gemm.h" /* flavour names of the baselines */
 #include "backend/cuda/profile.h"
 #include "backend/cuda/runtime.h"
@@ -215,14 +215,14 @@ done:
   free(is_moe);
 }
 
-/* Replays engine e's graph of batch M under CUPTI and attributes the records. */
-static pz_status profile_engine(pz_cuda_exec *e, const pz_graph *g, int64_t M, int32_t pos, int iters, pz_cmp_components *acc,
+/* Replays backend e's graph of batch M under CUPTI and attributes the records. */
+static pz_status profile_engine(pz_backend *e, const pz_graph *g, int64_t M, int32_t pos, int iters, pz_cmp_components *acc,
                                 int *unattributed, int *n_nodes) {
   const int tp = g->info.tp;
   PZ_CHECK(pz_profile_flush(tp));
   pz_profile_clear();
   double us = 0;
-  PZ_CHECK(pz_cuda_exec_time_step(e, M, pos, iters, 1, &us));
+  PZ_CHECK(pz_backend_time_step(e, M, pos, iters, 1, &us));
   PZ_CHECK(pz_profile_flush(tp));
   pz_profile_node *v = NULL;
   int nv = 0;
@@ -236,9 +236,9 @@ static pz_status profile_engine(pz_cuda_exec *e, const pz_graph *g, int64_t M, i
 
 /* ---------------------------------------------------------------- the run */
 
-/* The one executor seen as two engines: OFF (prezero 0) and ON (1). */
+/* The one backend seen as two engines: OFF (prezero 0) and ON (1). */
 typedef struct side {
-  pz_cuda_exec *e;
+  pz_backend *e;
   int prezero;
 } side;
 
@@ -276,14 +276,14 @@ static double max_abs_diff(const float *a, const float *b, size_t n, bool *ident
   return m;
 }
 
-/* Host wrappers of the CUDA executor for pz_compare_decode: each side switches the graph set
- * before it steps (the logits are read right after that side's round). */
+/* Host wrappers of the backend for pz_compare_decode: each side switches the graph set before
+ * it steps (the logits are read right after that side's round). */
 static pz_status cuda_step(void *e, int m, const int32_t *tok, const int32_t *pos, int32_t *next) {
   side *sd = e;
-  PZ_CHECK(pz_cuda_exec_set_prezero(sd->e, sd->prezero));
-  return pz_cuda_exec_step(sd->e, m, tok, pos, next);
+  PZ_CHECK(pz_backend_set_prezero(sd->e, sd->prezero));
+  return pz_backend_step(sd->e, m, tok, pos, next);
 }
-static pz_status cuda_logits(void *e, int m, float *out) { return pz_cuda_exec_logits(((side *)e)->e, m, out); }
+static pz_status cuda_logits(void *e, int m, float *out) { return pz_backend_logits(((side *)e)->e, m, out); }
 static const pz_cmp_engine_ops cuda_ops = {cuda_step, cuda_logits};
 
 pz_status pz_compare_decode(const pz_cmp_opts *o, int ci, const pz_cmp_engine_ops *ops, void *eng[2], int64_t vocab,
@@ -361,8 +361,8 @@ static void determinism_line(pz_cmp_result *r, const pz_runtime_opts *ro) {
 }
 
 static pz_status check_opts(const pz_cmp_opts *o) {
-  if (o->tp < 1 || o->tp > PZ_CUDA_MAX_TP)
-    return pz_error(PZ_ERR_INVALID_ARG, "--tp %d is out of range 1..%d", o->tp, PZ_CUDA_MAX_TP);
+  const int max_tp = pz_backend_max_tp(PZ_BACKEND_CUDA);
+  if (o->tp < 1 || o->tp > max_tp) return pz_error(PZ_ERR_INVALID_ARG, "--tp %d is out of range 1..%d", o->tp, max_tp);
   if (o->n_conc < 1 || o->n_conc > PZ_CMP_MAX_CONC)
     return pz_error(PZ_ERR_INVALID_ARG, "--conc needs 1..%d values", PZ_CMP_MAX_CONC);
   for (int i = 0; i < o->n_conc; i++)
@@ -409,7 +409,7 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
   r->layers = layers;
 
   pz_graph *g = NULL;
-  pz_cuda_exec *ex = NULL;
+  pz_backend *ex = NULL;
   side sides[2] = {{NULL, 0}, {NULL, 1}};
   pz_status st = PZ_OK;
   bool prof = o->profile;
@@ -424,12 +424,12 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
   progress(o, "building and filling the engine (%d layers, TP %d; OFF and ON graphs share it)", layers, o->tp);
   st = build(&mc, o, layers, &g);
   if (st == PZ_OK) {
-    pz_cuda_exec_opts xo = PZ_CUDA_EXEC_OPTS_INIT;
+    pz_backend_opts xo = PZ_BACKEND_OPTS_INIT;
     xo.seed = o->seed;
     xo.graphs = 1;
     xo.n_capture = o->n_conc;
     memcpy(xo.capture, o->conc, sizeof(int) * (size_t)o->n_conc);
-    xo.prezero = 1; /* on the OFF graph: per-batch plans, switchable (exec.h) */
+    xo.prezero = 1; /* on the OFF graph: per-batch plans, switchable (cuda/exec.h) */
     xo.runtime = &ro;
     pz_checkpoint *ck = NULL;
     if (o->model_dir) {
@@ -437,20 +437,20 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
       xo.load_weight = pz_checkpoint_fill_rows;
       xo.load_user = ck;
     }
-    if (st == PZ_OK) st = pz_cuda_exec_create(g, &xo, &ex);
+    if (st == PZ_OK) st = pz_backend_create(PZ_BACKEND_CUDA, g, &xo, &ex);
     pz_checkpoint_close(ck);
-    if (st == PZ_OK && !pz_cuda_exec_per_batch(ex))
+    if (st == PZ_OK && !pz_backend_per_batch(ex))
       st = pz_error(PZ_ERR_INTERNAL, "compare: the executor did not take the per-batch prezero plan");
   }
   sides[0].e = sides[1].e = ex;
-  if (ex) snprintf(r->device, sizeof r->device, "%.127s", pz_cuda_exec_device_desc(ex)->name);
+  if (ex) snprintf(r->device, sizeof r->device, "%.127s", pz_backend_device_desc(ex)->name);
 
   for (int ci = 0; ci < o->n_conc && st == PZ_OK; ci++) {
     const int conc = o->conc[ci];
     pz_cmp_point *pt = &r->points[ci];
     r->n_points = ci + 1;
     pt->conc = conc;
-    pt->batch = (int)pz_cuda_exec_padded_m(ex, conc);
+    pt->batch = (int)pz_backend_padded_m(ex, conc);
     pt->rounds = o->rounds;
     pt->first_token_mismatch = -1;
     pt->logits_off_spread = -1;
@@ -466,7 +466,7 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
     /* Capture (first use of this batch size) with CUPTI records on, then per-component profile. */
     {
       pz_prezero_report rep;
-      st = pz_cuda_exec_plan(ex, pt->batch, &rep, NULL);
+      st = pz_backend_plan(ex, pt->batch, &rep, NULL);
       if (st != PZ_OK) break;
       fired_from_plan(g, &rep, pt->fired);
       pz_prezero_report_free(&rep);
@@ -484,7 +484,7 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
       for (int k = 0; k < 2 && st == PZ_OK; k++) {
         progress(o, "conc %d (%d/%d): CUPTI profile of the %s graph (%d replays)", conc, ci + 1, o->n_conc,
                  k ? "ON" : "OFF", o->profile_iters);
-        st = pz_cuda_exec_set_prezero(ex, k);
+        st = pz_backend_set_prezero(ex, k);
         if (st == PZ_OK) st = profile_engine(ex, g, pt->batch, o->isl, o->profile_iters, &acc[k], &unattr[k], &nn[k]);
       }
       if (st == PZ_OK) {
@@ -519,13 +519,13 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
                  pz_cmp_base_name(b));
         int32_t pos[256], next[256];
         for (int i = 0; i < conc; i++) pos[i] = o->isl;
-        st = pz_cuda_exec_set_prezero(ex, 0);
-        if (st == PZ_OK) st = pz_cuda_exec_set_gemm_force(ex, fl[b]);
-        if (st == PZ_OK) st = pz_cuda_exec_step(ex, conc, first, pos, next);
+        st = pz_backend_set_prezero(ex, 0);
+        if (st == PZ_OK) st = pz_backend_set_gemm_force(ex, fl[b]);
+        if (st == PZ_OK) st = pz_backend_step(ex, conc, first, pos, next);
         pz_cmp_components acc;
         int un = 0, nn = 0;
         if (st == PZ_OK) st = profile_engine(ex, g, pt->batch, o->isl, o->profile_iters, &acc, &un, &nn);
-        pz_status st2 = pz_cuda_exec_set_gemm_force(ex, PZ_GEMM_AUTO);
+        pz_status st2 = pz_backend_set_gemm_force(ex, PZ_GEMM_AUTO);
         if (st == PZ_OK) st = st2;
         if (st == PZ_OK && nn > 0)
           for (int c = 0; c < PZ_CMP_N_COMP; c++) pt->base_us[b][c] = acc.us[c];
@@ -550,7 +550,7 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
     if (d) note(r, o->log, "CUPTI dropped %llu records.", (unsigned long long)d);
     pz_profile_stop();
   }
-  pz_cuda_exec_free(ex);
+  pz_backend_destroy(ex);
   pz_graph_free(g);
   return st;
 }

@@ -136,11 +136,11 @@ typedef struct pz_cmp_opts {
  *   1. builds the OFF decode graph for max batch = the largest conc and a KV capacity of
  *      isl + osl; picks layers when 0 (largest N whose executor fits every GPU's free memory
  *      minus the reserve), else checks that N fits (PZ_ERR_OOM otherwise);
- *   2. creates one executor in per-batch prezero mode (exec.h: the ON graph of each batch size
- *      is the prezero pass's plan for it, the OFF graph where nothing fires; with model_dir the
- *      weights come from the checkpoint, the KV cache stays seeded), and captures an OFF and an
- *      ON CUDA graph per concurrency (CUPTI attribution on when profiling); `fired` comes from
- *      the executor's plan (pz_cuda_exec_plan);
+ *   2. creates one CUDA backend (backend/backend.h) in per-batch prezero mode (cuda/exec.h: the
+ *      ON graph of each batch size is the prezero pass's plan for it, the OFF graph where nothing
+ *      fires; with model_dir the weights come from the checkpoint, the KV cache stays seeded),
+ *      and captures an OFF and an ON CUDA graph per concurrency (CUPTI attribution on when profiling); `fired` comes from
+ *      the backend's plan (pz_backend_plan);
  *   3. per concurrency, `rounds` times OFF then ON: osl greedy steps of conc requests from
  *      position isl (seeded random first tokens; each round restarts at isl), timed on the host
  *      clock around the steps (each step ends with every rank done and the argmax combined);
@@ -157,14 +157,14 @@ typedef struct pz_cmp_opts {
 pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r);
 
 /* One engine of pz_compare_decode: a decode step of m rows (tokens, positions -> next tokens,
- * as pz_cuda_exec_step) and the last step's logits [m, vocab] f32. */
+ * as pz_backend_step) and the last step's logits [m, vocab] f32. */
 typedef struct pz_cmp_engine_ops {
   pz_status (*step)(void *engine, int m, const int32_t *tokens, const int32_t *pos, int32_t *next);
   pz_status (*logits)(void *engine, int m, float *out);
 } pz_cmp_engine_ops;
 
 /* The timed part of one concurrency o->conc[ci] (backend-neutral; pz_compare_run passes its
- * CUDA executors): o->rounds times, engine[0] (OFF) then engine[1] (ON), each decodes o->osl
+ * CUDA backend, seen as an OFF and an ON engine): o->rounds times, engine[0] (OFF) then engine[1] (ON), each decodes o->osl
  * greedy steps of conc rows from position o->isl starting from first[conc]; wall time on the
  * host clock around the steps. Fills pt's timing (medians over rounds, every round kept),
  * tokens_identical / first_token_mismatch (every step of every round, OFF vs ON), the final

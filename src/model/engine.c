@@ -1,17 +1,17 @@
 /* Public decode engine (include/prezero.h): config -> decode graph (builder) -> graph passes
- * (prezero) -> CPU executor or CUDA executor holding every TP rank; tracks each sequence's position. */
+ * (prezero) -> a backend holding every TP rank (backend/backend.h: the CPU or the CUDA one);
+ * tracks each sequence's position. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "backend/cpu/cpu_backend.h"
+#include "backend/backend.h"
 #include "core/pool.h"
 #include "model/builder.h"
 #include "core/options.h"
 #include "passes/passes.h"
 #include "model/checkpoint.h"
 #ifdef PZ_HAVE_CUDA
-#include "backend/cuda/exec.h"
-#include "backend/cuda/runtime.h"
+#include "backend/cuda/runtime.h" /* visible GPUs, the memory plan */
 #endif
 
 _Static_assert(PZ_ENGINE_MAX_BATCH == PZ_MAX_BATCH, "public and builder batch limits agree");
@@ -19,13 +19,10 @@ _Static_assert(PZ_ENGINE_MAX_BATCH == PZ_MAX_BATCH, "public and builder batch li
 struct pz_engine {
   pz_model_config cfg;
   pz_engine_config ec;
-  pz_graph *g;        /* after the passes (what the CPU executor runs and the dumps show) */
-  pz_graph *g_off;    /* before the passes, kept when prezero is on: the CUDA executor plans per batch size */
+  pz_graph *g;        /* after the passes (what the CPU backend runs and the dumps show) */
+  pz_graph *g_off;    /* before the passes, kept when prezero is on: the CUDA backend plans per batch size */
   pz_runtime_opts ro; /* the options at creation (cfg->options, else the environment) */
-  pz_cpu_exec *cpu;
-#ifdef PZ_HAVE_CUDA
-  pz_cuda_exec *cuda;
-#endif
+  pz_backend *be;     /* the backend the steps run on */
   int layers_fitted;
   int64_t device_bytes;
   int prezero;
@@ -96,9 +93,10 @@ static pz_status build_graph(pz_engine *e, const pz_engine_config *cfg, int laye
 static pz_status fit_cuda(pz_engine *e, const pz_engine_config *cfg) {
   const int tp = cfg->tp, have = pz_cuda_device_count();
   if (have == 0) return pz_error(PZ_ERR_NO_DEVICE, "no CUDA GPU is visible; use the CPU device (--device cpu)");
-  if (tp > have || tp > PZ_CUDA_MAX_TP)
+  const int max_tp = pz_backend_max_tp(PZ_BACKEND_CUDA);
+  if (tp > have || tp > max_tp)
     return pz_error(PZ_ERR_NO_DEVICE, "TP %d needs %d GPUs in this process but %d %s visible; use a TP of at most %d",
-                    tp, tp, have, have == 1 ? "is" : "are", have < PZ_CUDA_MAX_TP ? have : PZ_CUDA_MAX_TP);
+                    tp, tp, have, have == 1 ? "is" : "are", have < max_tp ? have : max_tp);
   /* The one memory plan (runtime.h); the executor counts per-batch prezero buffers when given the OFF graph. */
   pz_cuda_mem_plan mp;
   PZ_CHECK(pz_cuda_plan_memory(e->g_off ? e->g_off : e->g, e->g_off != NULL, tp, e->ro.cuda_reserve_mb, 0, &mp));
@@ -139,14 +137,14 @@ pz_status pz_engine_create(const pz_engine_config *cfg, pz_engine **out) {
   e->context = cfg->context;
   e->max_ctx = (int64_t)cfg->context + cfg->max_steps;
   PZ_CHECK_GOTO(build_graph(e, cfg, cfg->layers), st, fail);
+  pz_backend_opts bo = PZ_BACKEND_OPTS_INIT;
+  bo.seed = cfg->seed;
+  bo.runtime = &e->ro;
+  pz_checkpoint *ck = NULL; /* weights from a checkpoint directory instead of the seeded fill */
   if (cfg->device == PZ_DEVICE_CUDA) {
 #ifdef PZ_HAVE_CUDA
     PZ_CHECK_GOTO(fit_cuda(e, cfg), st, fail);
-    pz_cuda_exec_opts xo = PZ_CUDA_EXEC_OPTS_INIT;
-    xo.seed = cfg->seed;
-    xo.prezero = e->prezero;
-    xo.runtime = &e->ro;
-    pz_checkpoint *ck = NULL; /* weights from a checkpoint directory instead of the device fill */
+    bo.prezero = e->prezero;
     pz_cpu_pool *pool = NULL, *prev = pz_cpu_pool_current();
     if (cfg->model_dir) {
       PZ_CHECK_GOTO(pz_checkpoint_open_planned(cfg->model_dir, &e->cfg, e->g, &ck), st, fail);
@@ -156,33 +154,29 @@ pz_status pz_engine_create(const pz_engine_config *cfg, pz_engine **out) {
       if (pz_cpu_pool_create(threads, &pool) == PZ_OK) pz_cpu_pool_bind(pool);
       else pool = NULL;
     }
-    xo.load_weight = ck ? pz_checkpoint_fill_rows : NULL;
-    xo.load_user = ck;
-    /* With prezero on, the executor gets the OFF graph and runs the pass per captured batch
+    bo.load_weight = ck ? pz_checkpoint_fill_rows : NULL;
+    bo.load_user = ck;
+    /* With prezero on, the backend gets the OFF graph and runs the pass per captured batch
      * size: consumers whose kernel there does not zero (not split-K) stay plain GEMMs, and a
-     * size where none fires runs the OFF graph itself (exec.h, opts.prezero). */
-    st = pz_cuda_exec_create(e->g_off ? e->g_off : e->g, &xo, &e->cuda);
+     * size where none fires runs the OFF graph itself (cuda/exec.h, opts.prezero). */
+    st = pz_backend_create(PZ_BACKEND_CUDA, e->g_off ? e->g_off : e->g, &bo, &e->be);
     if (pool) {
       pz_cpu_pool_bind(prev);
       pz_cpu_pool_free(pool);
     }
     pz_checkpoint_close(ck);
     if (st != PZ_OK) goto fail;
-    e->device_bytes = e->g_off ? pz_cuda_exec_bytes_per_batch(e->g_off) : pz_cuda_exec_bytes(e->g);
 #endif
   } else {
-    pz_cpu_exec_opts xo = PZ_CPU_EXEC_OPTS_INIT;
-    xo.seed = cfg->seed;
-    xo.threads = cfg->threads;
-    xo.runtime = &e->ro;
-    pz_checkpoint *ck = NULL; /* weights from a checkpoint directory instead of the seed */
+    bo.threads = cfg->threads;
     if (cfg->model_dir) PZ_CHECK_GOTO(pz_checkpoint_open_planned(cfg->model_dir, &e->cfg, e->g, &ck), st, fail);
-    xo.load_weight = ck ? pz_checkpoint_fill : NULL;
-    xo.load_user = ck;
-    st = pz_cpu_exec_create(e->g, &xo, &e->cpu);
+    bo.load_weight = ck ? pz_checkpoint_fill_rows : NULL; /* all rows of a tensor at once (= pz_checkpoint_fill) */
+    bo.load_user = ck;
+    st = pz_backend_create(PZ_BACKEND_CPU, e->g, &bo, &e->be);
     pz_checkpoint_close(ck);
     if (st != PZ_OK) goto fail;
   }
+  e->device_bytes = pz_backend_device_bytes(e->be);
   e->pos = malloc(sizeof(int32_t) * (size_t)cfg->max_batch);
   if (!e->pos) { st = pz_error(PZ_ERR_OOM, "engine allocation"); goto fail; }
   for (int i = 0; i < cfg->max_batch; i++) e->pos[i] = cfg->context;
@@ -205,11 +199,7 @@ pz_status pz_engine_step(pz_engine *e, int m, const int32_t *tokens_in, int32_t 
       return pz_error(PZ_ERR_INVALID_ARG, "sequence %d's KV cache is full (%lld tokens); create the engine with more max_steps",
                       i, (long long)e->max_ctx);
   }
-#ifdef PZ_HAVE_CUDA
-  if (e->cuda) PZ_CHECK(pz_cuda_exec_step(e->cuda, m, tokens_in, e->pos, tokens_out));
-  else
-#endif
-    PZ_CHECK(pz_cpu_exec_step(e->cpu, m, tokens_in, e->pos, tokens_out));
+  PZ_CHECK(pz_backend_step(e->be, m, tokens_in, e->pos, tokens_out));
   for (int i = 0; i < m; i++) e->pos[i]++;
   e->last_m = m;
   return PZ_OK;
@@ -220,10 +210,7 @@ pz_status pz_engine_logits(const pz_engine *e, int m, float *out) {
   if (e->last_m == 0) return pz_error(PZ_ERR_INVALID_ARG, "pz_engine_logits: no step has run yet");
   if (m < 1 || m > e->last_m)
     return pz_error(PZ_ERR_INVALID_ARG, "pz_engine_logits: %d rows requested, the last step had %d", m, e->last_m);
-#ifdef PZ_HAVE_CUDA
-  if (e->cuda) return pz_cuda_exec_logits(e->cuda, m, out);
-#endif
-  return pz_cpu_exec_logits(e->cpu, m, out);
+  return pz_backend_logits(e->be, m, out);
 }
 
 pz_status pz_engine_get_info(const pz_engine *e, pz_engine_info *info) {
@@ -242,9 +229,7 @@ pz_status pz_engine_get_info(const pz_engine *e, pz_engine_info *info) {
   info->model_layers = (int)e->cfg.num_hidden_layers;
   info->layers_fitted = e->layers_fitted;
   info->device_bytes_per_rank = e->device_bytes;
-#ifdef PZ_HAVE_CUDA
-  if (e->cuda) pz_cuda_exec_gemm_table(e->cuda, info->gemm_table, sizeof info->gemm_table);
-#endif
+  pz_backend_gemm_table(e->be, info->gemm_table, sizeof info->gemm_table);
   for (int i = 0; i < e->g->n_tensors; i++) {
     const pz_tensor *t = &e->g->tensors[i];
     if (t->view_of >= 0) continue;
@@ -262,10 +247,7 @@ pz_status pz_engine_dump_graph(const pz_engine *e, FILE *f, int dot) {
 
 void pz_engine_destroy(pz_engine *e) {
   if (!e) return;
-  pz_cpu_exec_free(e->cpu);
-#ifdef PZ_HAVE_CUDA
-  pz_cuda_exec_free(e->cuda);
-#endif
+  pz_backend_destroy(e->be);
   pz_graph_free(e->g);
   pz_graph_free(e->g_off);
   free(e->pos);

@@ -68,6 +68,10 @@ pz_status pz_cpu_exec_logits(const pz_cpu_exec *e, int64_t m, float *out);
 /* This rank's data pointer for tensor id (views resolved), for tests; NULL when e is NULL or
  * rank / tensor_id is out of range. */
 void *pz_cpu_exec_data(const pz_cpu_exec *e, int rank, int tensor_id);
+/* The gate description the executor evaluates prezero_active() against: opts.dev (or
+ * pz_device_desc_default when its num_sms <= 0) with the options' gate and donor-launch overrides
+ * applied; owned by e, NULL for NULL. */
+const pz_device_desc *pz_cpu_exec_device_desc(const pz_cpu_exec *e);
 /* Stops the worker threads and frees every rank's storage; NULL is ignored. */
 void pz_cpu_exec_free(pz_cpu_exec *e);
 #endif

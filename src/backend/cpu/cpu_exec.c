@@ -212,6 +212,8 @@ void *pz_cpu_exec_data(const pz_cpu_exec *e, int rank, int tensor_id) {
   return e->data[rank][tensor_id];
 }
 
+const pz_device_desc *pz_cpu_exec_device_desc(const pz_cpu_exec *e) { return e ? &e->opts.dev : NULL; }
+
 /* ------------------------------------------------------------ step */
 
 static void poison(pz_cpu_exec *e) {

@@ -724,6 +724,15 @@ int64_t pz_cuda_exec_padded_m(const pz_cuda_exec *e, int64_t m) {
 
 bool pz_cuda_exec_graphs(const pz_cuda_exec *e) { return e && e->graphs; }
 
+pz_status pz_cuda_exec_capture(pz_cuda_exec *e, int64_t m) {
+  if (!e) return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec capture: NULL executor");
+  if (m < 1 || m > e->max_m)
+    return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec capture: batch %lld not in 1..%lld", (long long)m, (long long)e->max_m);
+  if (!e->graphs) return PZ_OK;
+  graph_slot *s = NULL;
+  return get_slot(e, pz_cuda_exec_padded_m(e, m), &s);
+}
+
 int pz_cuda_exec_capture_sizes(const pz_cuda_exec *e, int *sizes, int cap) {
   int n = 0;
   if (!e || !sizes) return 0;

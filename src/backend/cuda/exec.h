@@ -80,6 +80,12 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
  * PZ_ERR_TIMEOUT (a peer never arrived; only with PREZERO_AR_TIMEOUT_US set). */
 pz_status pz_cuda_exec_step(pz_cuda_exec *e, int64_t m, const int32_t *tokens, const int32_t *pos, int32_t *next);
 
+/* Captures the CUDA graphs of batch pz_cuda_exec_padded_m(e, m) for the set later steps run (OFF /
+ * ON / forced flavour) when they are missing, without running them (a step would capture them
+ * itself); nothing to do when graphs are off. 1 <= m <= graph m. Errors: PZ_ERR_INVALID_ARG,
+ * PZ_ERR_CUDA, the launchers' errors (PZ_ERR_UNSUPPORTED for shapes beyond a kernel). */
+pz_status pz_cuda_exec_capture(pz_cuda_exec *e, int64_t m);
+
 /* Logits of the last step's first m rows, gathered over ranks: out[m, vocab] f32 (host,
  * row-major). Errors: PZ_ERR_INVALID_ARG (NULL, no out_logits tensor, m outside 1..the last
  * step's m), PZ_ERR_OOM (host staging), PZ_ERR_CUDA. */
