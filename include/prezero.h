@@ -44,6 +44,9 @@ int pz_gpu_count(void);
 /* Largest batch (sequences per step) an engine may be created for. */
 #define PZ_ENGINE_MAX_BATCH 256
 
+/* pz_engine_config.quant values. */
+enum { PZ_QUANT_AUTO = 0, PZ_QUANT_BF16 = 1, PZ_QUANT_INT4 = 2, PZ_QUANT_FP8 = 3 };
+
 typedef struct pz_engine_config {
   const char *model;     /* preset name ("tiny", "kimi_k2", "deepseek_v3", "deepseek_v2_lite") or a
                             config.json path; NULL = "tiny" (embedded, needs no file) */
@@ -69,6 +72,13 @@ typedef struct pz_engine_config {
                             converts the weights (threads workers) and copies them to each rank's
                             GPU through two bounded staging buffers; a model whose shapes the CUDA
                             kernels do not take fails with PZ_ERR_UNSUPPORTED or PZ_ERR_SHAPE. */
+  int quant;             /* storage of the routed experts' synthetic weights (`--quant`): PZ_QUANT_AUTO
+                            (0, as the model's quantization_config says: kimi_k25 INT4), PZ_QUANT_BF16,
+                            PZ_QUANT_INT4 (compressed-tensors W4A16, group 32) or PZ_QUANT_FP8 (e4m3,
+                            128x128 block scales, W8A16); the seeded bf16 model's experts quantised.
+                            Not with model_dir (a checkpoint's weights come as stored):
+                            PZ_ERR_INVALID_ARG. CUDA has no quantised expert kernel yet:
+                            PZ_ERR_UNSUPPORTED there. */
   const struct pz_runtime_opts *options; /* every other switch (prezero_options.h), copied at
                             creation; NULL: read from the PREZERO_* environment then (a malformed
                             value is PZ_ERR_INVALID_ARG). prezero = -1 takes options->prezero. */

@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
-#include "model/fp8.h"
+#include "core/fp8.h"
 #include "model/safetensors.h"
 #include "pz_test.h"
 

@@ -36,6 +36,10 @@ static void usage(FILE *f) {
           "  --prompt-ids P      real prompts, one per sequence: '1,2,3;4,5' (batch = number of prompts,\n"
           "                      each from an empty KV cache); every prompt token is fed as one decode\n"
           "                      step, then --steps tokens are decoded greedily and printed per sequence\n"
+          "  --quant int4|fp8|bf16  routed experts of the seeded weights stored as compressed-tensors INT4\n"
+          "                      (group 32, W4A16), FP8 e4m3 with 128x128 block scales (W8A16) or bf16:\n"
+          "                      the bf16 model's experts quantised (default: the config's\n"
+          "                      quantization_config; kimi_k25 is INT4). CPU only for int4 and fp8\n"
           "  --logits FILE       write the last step's logits, f32 little-endian [batch, vocab] (with\n"
           "                      --prompt-ids: each sequence's row from the step of its last token)\n"
           "  --help              this text\n"
@@ -229,7 +233,7 @@ int pz_cmd_run(int argc, char **argv) {
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
     static const char *const takes[] = {"--config", "--tp", "--batch", "--steps", "--context", "--layers",
                                         "--seed", "--prezero", "--device", "--threads",
-                                        "--model", "--prompt-ids", "--logits"};
+                                        "--model", "--prompt-ids", "--logits", "--quant"};
     bool known = false;
     for (size_t k = 0; k < sizeof takes / sizeof takes[0]; k++) known |= !strcmp(a, takes[k]);
     if (!known) {
@@ -246,7 +250,12 @@ int pz_cmd_run(int argc, char **argv) {
     else if (!strcmp(a, "--model")) model_dir = v;
     else if (!strcmp(a, "--prompt-ids")) prompt_arg = v;
     else if (!strcmp(a, "--logits")) logits_path = v;
-    else if (!strcmp(a, "--prezero")) {
+    else if (!strcmp(a, "--quant")) {
+      if (!strcmp(v, "int4")) ec.quant = PZ_QUANT_INT4;
+      else if (!strcmp(v, "fp8")) ec.quant = PZ_QUANT_FP8;
+      else if (!strcmp(v, "bf16")) ec.quant = PZ_QUANT_BF16;
+      else { fprintf(stderr, "prezero run: --quant '%s' is unknown; use --quant int4, fp8 or bf16\n", v); return 2; }
+    } else if (!strcmp(a, "--prezero")) {
       if (!strcmp(v, "on")) ec.prezero = 1;
       else if (!strcmp(v, "off")) ec.prezero = 0;
       else { fprintf(stderr, "prezero run: --prezero '%s' is not on or off; use --prezero on|off\n", v); return 2; }
@@ -274,6 +283,10 @@ int pz_cmd_run(int argc, char **argv) {
   }
   if (model_dir && config_given) {
     fprintf(stderr, "prezero run: --model and --config both give the model; use one of them\n");
+    return PZ_CLI_EXIT_USAGE;
+  }
+  if (model_dir && ec.quant != PZ_QUANT_AUTO) {
+    fprintf(stderr, "prezero run: --quant sets synthetic weights, --model's weights come as stored; drop one of them\n");
     return PZ_CLI_EXIT_USAGE;
   }
   if (prompt_arg) {

@@ -1,5 +1,5 @@
 /* FP8 E4M3 decoding and block dequantisation (fp8.h). */
-#include "model/fp8.h"
+#include "core/fp8.h"
 #include <math.h>
 #include <pthread.h>
 

@@ -1,7 +1,7 @@
 /* FP8 E4M3 (the "e4m3fn" variant: no infinities, 0x7f/0xff are NaN) decoding and the
  * 128x128 block dequantisation DeepSeek-V3 / Kimi-K2 checkpoints use (weight_scale_inv). */
-#ifndef PZ_MODEL_FP8_H
-#define PZ_MODEL_FP8_H
+#ifndef PZ_CORE_FP8_H
+#define PZ_CORE_FP8_H
 #include <stdint.h>
 
 /* Value of one E4M3 byte: sign bit 7, exponent bits 6..3 (bias 7), mantissa bits 2..0;

@@ -149,7 +149,17 @@ enum {
   PZ_MOE_SH_GATE,        /* [S*I/TP, H] bf16 shared experts (S = n_shared_experts), or -1 */
   PZ_MOE_SH_UP,          /* [S*I/TP, H] bf16 */
   PZ_MOE_SH_DOWN,        /* [H, S*I/TP] bf16 */
-  PZ_MOE_NSRC
+  PZ_MOE_NSRC,
+  /* Quantised routed experts only (pz_moe_params.wquant != 0): the node then has PZ_MOE_NSRC_Q
+   * sources, the three scales after the bf16 layout's slots (core/quant.h gives the element rules):
+   * INT4: W_GATE / W_UP are i32 [E, I/TP, H/8] and W_DOWN i32 [E, H, I/TP/8] (weight_packed words),
+   *       the scales bf16 [E, I/TP, H/32] and [E, H, I/TP/32] (weight_scale, one per group of 32);
+   * FP8:  W_* are u8 (e4m3) of the bf16 shapes, the scales f32 [E, ceil(I/TP/bm), ceil(H/bn)] and
+   *       [E, ceil(H/bm), ceil(I/TP/bn)] (weight_scale_inv). */
+  PZ_MOE_S_GATE = PZ_MOE_NSRC,
+  PZ_MOE_S_UP,
+  PZ_MOE_S_DOWN,
+  PZ_MOE_NSRC_Q
 };
 
 /* Router and experts of MOE (config.json names: n_routed_experts, num_experts_per_tok, n_group,
@@ -163,6 +173,10 @@ typedef struct pz_moe_params {
   float routed_scaling_factor; /* multiplies the routed experts' weights */
   int64_t inter;           /* moe_intermediate_size / TP */
   int64_t shared_inter;    /* n_shared_experts * moe_intermediate_size / TP (0: none) */
+  int wquant;              /* routed experts' storage: 0 bf16, 1 INT4 group (W4A16), 2 FP8 block (W8A16);
+                              the values of model/config.h's pz_wquant */
+  int64_t q_group;         /* INT4: columns per scale (32) */
+  int64_t q_block_rows, q_block_cols; /* FP8: weight_block_size */
 } pz_moe_params;
 
 /* DENSE_MLP src: {x[m,H] bf16, W_gate[I/TP,H], W_up[I/TP,H], W_down[H,I/TP]} -> partial[m,H] f32. */

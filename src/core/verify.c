@@ -148,16 +148,47 @@ static pz_status check_mla(const pz_graph *g, const pz_node *n) {
   return PZ_OK;
 }
 
+/* Routed experts by storage (core/ir.h, PZ_MOE_S_*): bf16, INT4 words + bf16 group scales, or
+ * e4m3 bytes + f32 block scales; every shape follows from (E, inter, H) and the group / block. */
+static pz_status check_moe_experts(const pz_graph *g, const pz_node *n) {
+  const pz_moe_params *q = &n->p.moe;
+  const int64_t E = q->n_experts, I = q->inter, H = T(g, n->src[PZ_MOE_X])->ne[1];
+  const int slot[3] = {PZ_MOE_W_GATE, PZ_MOE_W_UP, PZ_MOE_W_DOWN}, sslot[3] = {PZ_MOE_S_GATE, PZ_MOE_S_UP, PZ_MOE_S_DOWN};
+  static const char *const what[3] = {"experts gate", "experts up", "experts down"};
+  static const char *const swhat[3] = {"experts gate scale", "experts up scale", "experts down scale"};
+  if (q->wquant < 0 || q->wquant > 2) FAIL(n, "wquant %d is not 0 (bf16), 1 (int4) or 2 (fp8)", q->wquant);
+  if (q->wquant && n->n_src < PZ_MOE_NSRC_Q) FAIL(n, "quantised experts need %d sources, got %d", PZ_MOE_NSRC_Q, n->n_src);
+  if (q->wquant == 1 && (q->q_group < 8 || q->q_group % 8 || H % q->q_group || I % q->q_group))
+    FAIL(n, "INT4 group %lld must be a multiple of 8 dividing H %lld and inter %lld", (long long)q->q_group, (long long)H,
+         (long long)I);
+  if (q->wquant == 2 && (q->q_block_rows < 1 || q->q_block_cols < 1)) FAIL(n, "FP8 block size must be positive");
+  for (int i = 0; i < 3; i++) {
+    const int64_t rows = i == 2 ? H : I, cols = i == 2 ? I : H;
+    const pz_dtype wd = q->wquant == 1 ? PZ_I32 : q->wquant == 2 ? PZ_U8 : PZ_BF16;
+    NEED(slot[i], wd, 3, what[i]);
+    const pz_tensor *w = T(g, n->src[slot[i]]);
+    const int64_t wc = q->wquant == 1 ? cols / 8 : cols;
+    if (w->ne[0] != E || w->ne[1] != rows || w->ne[2] != wc)
+      FAIL(n, "%s (%s) is [%lld, %lld, %lld], expected [%lld, %lld, %lld]", what[i], w->name, (long long)w->ne[0],
+           (long long)w->ne[1], (long long)w->ne[2], (long long)E, (long long)rows, (long long)wc);
+    if (!q->wquant) continue;
+    NEED(sslot[i], q->wquant == 1 ? PZ_BF16 : PZ_F32, 3, swhat[i]);
+    const pz_tensor *s = T(g, n->src[sslot[i]]);
+    const int64_t sr = q->wquant == 1 ? rows : (rows + q->q_block_rows - 1) / q->q_block_rows;
+    const int64_t sc = q->wquant == 1 ? cols / q->q_group : (cols + q->q_block_cols - 1) / q->q_block_cols;
+    if (s->ne[0] != E || s->ne[1] != sr || s->ne[2] != sc)
+      FAIL(n, "%s (%s) is [%lld, %lld, %lld], expected [%lld, %lld, %lld]", swhat[i], s->name, (long long)s->ne[0],
+           (long long)s->ne[1], (long long)s->ne[2], (long long)E, (long long)sr, (long long)sc);
+  }
+  return PZ_OK;
+}
+
 static pz_status check_moe(const pz_graph *g, const pz_node *n) {
   const pz_moe_params *q = &n->p.moe;
   NEED(PZ_MOE_X, PZ_BF16, 2, "x");
   NEED(PZ_MOE_LOGITS, PZ_F32, 2, "router logits");
   EQ(T(g, n->src[PZ_MOE_LOGITS])->ne[1], q->n_experts, "logits width");
-  NEED(PZ_MOE_W_GATE, PZ_BF16, 3, "experts gate");
-  NEED(PZ_MOE_W_UP, PZ_BF16, 3, "experts up");
-  NEED(PZ_MOE_W_DOWN, PZ_BF16, 3, "experts down");
-  EQ(T(g, n->src[PZ_MOE_W_GATE])->ne[0], q->n_experts, "experts count");
-  EQ(T(g, n->src[PZ_MOE_W_GATE])->ne[1], q->inter, "experts inter");
+  PZ_CHECK(check_moe_experts(g, n));
   if (q->top_k < 1 || q->top_k > q->n_experts) FAIL(n, "top_k %d not in 1..%d", q->top_k, q->n_experts);
   if (q->n_group < 1 || q->n_experts % q->n_group || q->topk_group < 1 || q->topk_group > q->n_group)
     FAIL(n, "bad n_group %d / topk_group %d", q->n_group, q->topk_group);

@@ -3,6 +3,7 @@
 #include "model/builder.h"
 #include <math.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 typedef struct {
@@ -136,14 +137,91 @@ static pz_status attention(bld *b, int L, int x_norm, int pos, int64_t max_ctx, 
   return pz_graph_add_node(b->g, PZ_OP_MLA_ATTN, nn, L, PZ_ROLE_ATTN, src, PZ_MLA_NSRC, (int[]){*out}, 1, &p, NULL);
 }
 
+/* Whether layer L's routed experts are stored quantised (model/config.h pz_quant_applies on the
+ * Hugging Face module names of expert 0, with the checkpoint prefix of a text_config-wrapped
+ * config): all three projections alike, else an error. */
+static pz_status experts_quant(bld *b, int L, pz_wquant *kind) {
+  const pz_model_config *c = b->c;
+  static const char *const proj[] = {"gate_proj", "up_proj", "down_proj"};
+  int n = 0;
+  for (int i = 0; i < 3; i++) {
+    char m[PZ_NAME_LEN + 32];
+    snprintf(m, sizeof m, "%smodel.layers.%d.mlp.experts.0.%s", c->text_config ? "language_model." : "", L, proj[i]);
+    n += pz_quant_applies(&c->quant, m);
+  }
+  if (n != 0 && n != 3)
+    return pz_error(PZ_ERR_CONFIG, "quantization_config of %s quantises %d of the 3 routed-expert projections of layer %d; "
+                    "prezero needs gate, up and down alike", c->name, n, L);
+  *kind = n ? c->quant.kind : PZ_WQ_NONE;
+  return PZ_OK;
+}
+
+/* The routed experts' weight tensors (and scales when quantised, docs in core/ir.h): bf16
+ * [E, I, H] / [E, H, I]; INT4 i32 words [E, I, H/8] / [E, H, I/8] + bf16 scales per 32 columns;
+ * FP8 u8 of the bf16 shapes + f32 block scales (bf16 instead when TP > 1 and the shard of
+ * moe_intermediate_size is not a whole number of blocks). Sets p's wquant fields. Quantised tensors keep the
+ * bf16 twin's init_scale (the synthetic quantiser, model/quant_synth.h, starts from those values). */
+static pz_status routed_experts(bld *b, int L, int *src, pz_moe_params *p) {
+  const pz_model_config *c = b->c;
+  char wn[PZ_NAME_LEN];
+  const int64_t H = c->hidden_size, E = c->n_routed_experts, I = c->moe_intermediate_size / b->tp;
+  pz_wquant q;
+  PZ_CHECK(experts_quant(b, L, &q));
+  p->wquant = (int)q;
+  static const char *const proj[] = {"gate_proj", "up_proj", "down_proj"};
+  const int slot[] = {PZ_MOE_W_GATE, PZ_MOE_W_UP, PZ_MOE_W_DOWN}, sslot[] = {PZ_MOE_S_GATE, PZ_MOE_S_UP, PZ_MOE_S_DOWN};
+  if (q == PZ_WQ_INT4) {
+    const int64_t g = c->quant.group_size;
+    if (H % g || I % g)
+      return pz_error(PZ_ERR_INVALID_ARG, "INT4 experts of %s need hidden_size (%lld) and moe_intermediate_size / TP (%lld) "
+                      "to be multiples of the group size %lld; use a TP that keeps them so", c->name, (long long)H,
+                      (long long)I, (long long)g);
+    p->q_group = g;
+  }
+  if (q == PZ_WQ_FP8) {
+    p->q_block_rows = c->quant.block_rows;
+    p->q_block_cols = c->quant.block_cols;
+    /* A TP shard that cuts a scale block keeps the loader's bf16 dequantisation (checkpoint.h). */
+    if (b->tp > 1 && (I % p->q_block_rows || I % p->q_block_cols)) {
+      q = PZ_WQ_NONE;
+      p->wquant = 0;
+      p->q_block_rows = p->q_block_cols = 0;
+    }
+  }
+  for (int i = 0; i < 3; i++) {
+    const bool down = i == 2;
+    const int64_t rows = down ? H : I, cols = down ? I : H; /* per rank */
+    const int sd = down ? 2 : 1;
+    const float sc = down ? inv_sqrt(c->moe_intermediate_size) : inv_sqrt(H);
+    if (q == PZ_WQ_NONE) {
+      fmt(wn, "layers.%d.mlp.experts.%s.weight", L, proj[i]);
+      PZ_CHECK(weight(b, wn, PZ_BF16, 3, (int64_t[]){E, rows, cols}, sd, sc, 0.f, &src[slot[i]]));
+    } else if (q == PZ_WQ_INT4) {
+      fmt(wn, "layers.%d.mlp.experts.%s.weight_packed", L, proj[i]);
+      PZ_CHECK(weight(b, wn, PZ_I32, 3, (int64_t[]){E, rows, cols / 8}, sd, sc, 0.f, &src[slot[i]]));
+      fmt(wn, "layers.%d.mlp.experts.%s.weight_scale", L, proj[i]);
+      PZ_CHECK(weight(b, wn, PZ_BF16, 3, (int64_t[]){E, rows, cols / p->q_group}, sd, sc, 0.f, &src[sslot[i]]));
+    } else {
+      const int64_t bm = p->q_block_rows, bn = p->q_block_cols;
+      fmt(wn, "layers.%d.mlp.experts.%s.weight", L, proj[i]);
+      PZ_CHECK(weight(b, wn, PZ_U8, 3, (int64_t[]){E, rows, cols}, sd, sc, 0.f, &src[slot[i]]));
+      fmt(wn, "layers.%d.mlp.experts.%s.weight_scale_inv", L, proj[i]);
+      PZ_CHECK(weight(b, wn, PZ_F32, 3, (int64_t[]){E, (rows + bm - 1) / bm, (cols + bn - 1) / bn}, sd, sc, 0.f,
+                      &src[sslot[i]]));
+    }
+  }
+  return PZ_OK;
+}
+
 static pz_status moe(bld *b, int L, int x_norm, int *out) {
   const pz_model_config *c = b->c;
   char nn[PZ_NAME_LEN], wn[PZ_NAME_LEN];
   const int64_t H = c->hidden_size, E = c->n_routed_experts, I = c->moe_intermediate_size / b->tp;
   const int64_t SI = c->n_shared_experts * c->moe_intermediate_size / b->tp;
-  int src[PZ_MOE_NSRC];
-  for (int i = 0; i < PZ_MOE_NSRC; i++) src[i] = -1;
+  int src[PZ_MOE_NSRC_Q];
+  for (int i = 0; i < PZ_MOE_NSRC_Q; i++) src[i] = -1;
   src[PZ_MOE_X] = x_norm;
+  pz_moe_params p_q = {0};
   fmt(nn, "layers.%d.%s", L, pz_role_suffix(PZ_ROLE_ROUTER_GATE));
   fmt(wn, "layers.%d.mlp.gate.weight", L);
   PZ_CHECK(gemm(b, nn, L, PZ_ROLE_ROUTER_GATE, x_norm, wn, E, H, -1, H, &src[PZ_MOE_LOGITS]));
@@ -151,13 +229,7 @@ static pz_status moe(bld *b, int L, int x_norm, int *out) {
     fmt(wn, "layers.%d.mlp.gate.e_score_correction_bias", L);
     PZ_CHECK(weight(b, wn, PZ_F32, 1, (int64_t[]){E}, -1, 0.05f, 0.f, &src[PZ_MOE_BIAS]));
   }
-  fmt(wn, "layers.%d.mlp.experts.gate_proj.weight", L);
-  PZ_CHECK(weight(b, wn, PZ_BF16, 3, (int64_t[]){E, I, H}, 1, inv_sqrt(H), 0.f, &src[PZ_MOE_W_GATE]));
-  fmt(wn, "layers.%d.mlp.experts.up_proj.weight", L);
-  PZ_CHECK(weight(b, wn, PZ_BF16, 3, (int64_t[]){E, I, H}, 1, inv_sqrt(H), 0.f, &src[PZ_MOE_W_UP]));
-  fmt(wn, "layers.%d.mlp.experts.down_proj.weight", L);
-  PZ_CHECK(weight(b, wn, PZ_BF16, 3, (int64_t[]){E, H, I}, 2, inv_sqrt(c->moe_intermediate_size), 0.f,
-                  &src[PZ_MOE_W_DOWN]));
+  PZ_CHECK(routed_experts(b, L, src, &p_q));
   if (SI > 0) {
     fmt(wn, "layers.%d.mlp.shared_experts.gate_proj.weight", L);
     PZ_CHECK(weight(b, wn, PZ_BF16, 2, (int64_t[]){SI, H}, 0, inv_sqrt(H), 0.f, &src[PZ_MOE_SH_GATE]));
@@ -169,12 +241,15 @@ static pz_status moe(bld *b, int L, int x_norm, int *out) {
   pz_op_params p = {.moe = {.n_experts = (int)E, .top_k = (int)c->num_experts_per_tok, .n_group = (int)c->n_group,
                             .topk_group = (int)c->topk_group, .scoring = c->scoring_func,
                             .topk_method = c->topk_method, .norm_topk_prob = c->norm_topk_prob,
-                            .routed_scaling_factor = c->routed_scaling_factor, .inter = I, .shared_inter = SI}};
+                            .routed_scaling_factor = c->routed_scaling_factor, .inter = I, .shared_inter = SI,
+                            .wquant = p_q.wquant, .q_group = p_q.q_group, .q_block_rows = p_q.q_block_rows,
+                            .q_block_cols = p_q.q_block_cols}};
   fmt(nn, "layers.%d.mlp", L);
   char tn[PZ_NAME_LEN];
   fmt(tn, "%s.out", nn);
   PZ_CHECK(batched(b, tn, PZ_F32, PZ_T_ACT, H, out));
-  return pz_graph_add_node(b->g, PZ_OP_MOE, nn, L, PZ_ROLE_MOE, src, PZ_MOE_NSRC, (int[]){*out}, 1, &p, NULL);
+  return pz_graph_add_node(b->g, PZ_OP_MOE, nn, L, PZ_ROLE_MOE, src, p_q.wquant ? PZ_MOE_NSRC_Q : PZ_MOE_NSRC,
+                           (int[]){*out}, 1, &p, NULL);
 }
 
 static pz_status dense_mlp(bld *b, int L, int x_norm, int *out) {

@@ -13,7 +13,8 @@
 #include <unistd.h>
 #include "core/pool.h"
 #include "core/dtype.h"
-#include "model/fp8.h"
+#include "core/fp8.h"
+#include "core/quant.h"
 
 /* How a graph weight's full (unsharded) rows come from checkpoint tensors. */
 typedef enum { PLAN_NONE = 0, PLAN_PLAIN, PLAN_CONCAT_ROWS, PLAN_EXPERTS, PLAN_EXPERTS_FUSED, PLAN_KVB_UK, PLAN_KVB_UV } plan_kind;
@@ -23,6 +24,10 @@ typedef struct src {
   const pz_st_tensor *w;
   const float *scale;          /* F8_E4M3: f32 [ceil(rows/bm), scols], owned (aligned copy) */
   int64_t rows, cols, scols;
+  const pz_st_tensor *qscale;  /* INT4 weight_packed read as values (dequantised at load): its
+                                  weight_scale bf16 [rows, cols/group]; rows/cols are the values' */
+  int64_t group;
+  bool raw;                    /* copied as stored (packed INT4 words, e4m3 bytes into u8) */
 } src;
 
 typedef struct plan {
@@ -42,6 +47,7 @@ struct pz_checkpoint {
   const pz_st_tensor **table;  /* every tensor of every shard, sorted by name */
   int n;
   int64_t bm, bn;              /* FP8 block size */
+  char prefix[32];             /* "" or "language_model." (Kimi-K2.5): put before every Hugging Face name */
   bool tie_word_embeddings;
   plan *plans;                 /* by graph tensor id */
   int n_plans, tp;
@@ -82,6 +88,13 @@ const pz_st_tensor *pz_checkpoint_find(const pz_checkpoint *ck, const char *name
 }
 
 int pz_checkpoint_count(const pz_checkpoint *ck) { return ck ? ck->n : 0; }
+
+/* The tensor `name` (a Hugging Face name without the checkpoint's prefix); full[] gets the name
+ * as stored, for messages. */
+static const pz_st_tensor *ck_find(const pz_checkpoint *ck, const char *name, char *full, size_t cap) {
+  snprintf(full, cap, "%s%s", ck->prefix, name);
+  return pz_checkpoint_find(ck, full);
+}
 
 /* Reads a whole small file (config.json, the index) into a NUL-terminated buffer. */
 static pz_status slurp(const char *path, char **buf, size_t *len) {
@@ -258,13 +271,73 @@ static void shape_str(char *buf, size_t cap, int nd, const int64_t *ne) {
   if (o < cap) snprintf(buf + o, cap - o, "]");
 }
 
-/* Finds `name`, checks its shape == want[nd] and its dtype, and fills a source view. */
+/* INT4 source read as values: `name` = "X.weight" is absent, "X.weight_packed" int32 [rows, cols/8],
+ * "X.weight_scale" bf16 [rows, cols/group] and "X.weight_shape" [rows, cols] are there (compressed-tensors
+ * pack-quantized; the group follows from the scale's shape). */
+static pz_status get_int4_values(pz_checkpoint *ck, const char *name, const char *for_t, int nd, const int64_t *want, src *s) {
+  char base[512], pn[560], sn[560], shn[560], full[600];
+  snprintf(base, sizeof base, "%.*s", (int)(strlen(name) - strlen(".weight")), name);
+  snprintf(pn, sizeof pn, "%s.weight_packed", base);
+  snprintf(sn, sizeof sn, "%s.weight_scale", base);
+  snprintf(shn, sizeof shn, "%s.weight_shape", base);
+  const pz_st_tensor *w = ck_find(ck, pn, full, sizeof full);
+  if (nd != 2 || want[1] % 8)
+    return pz_error(PZ_ERR_SHAPE, "checkpoint %s: INT4 tensor \"%s\" (for %s) must be 2-D with columns a multiple of 8",
+                    ck->dir, full, for_t);
+  if (w->dtype != PZ_ST_I32 || w->ndim != 2 || w->shape[0] != want[0] || w->shape[1] != want[1] / 8)
+    return pz_error(PZ_ERR_SHAPE, "checkpoint %s: \"%s\" must be I32 [%lld, %lld] (eight 4-bit values per word of the "
+                    "[%lld, %lld] weight), got %s; the checkpoint does not match its config.json", ck->dir, full,
+                    (long long)want[0], (long long)(want[1] / 8), (long long)want[0], (long long)want[1],
+                    pz_st_dtype_name(w->dtype));
+  const pz_st_tensor *sc = ck_find(ck, sn, full, sizeof full);
+  if (!sc)
+    return pz_error(PZ_ERR_NOT_FOUND, "checkpoint %s: INT4 tensor \"%s%s\" has no scales \"%s\"; pack-quantized weights need "
+                    "their weight_scale", ck->dir, ck->prefix, pn, full);
+  if (sc->dtype != PZ_ST_BF16 || sc->ndim != 2 || sc->shape[0] != want[0] || sc->shape[1] < 1 || want[1] % sc->shape[1] ||
+      (want[1] / sc->shape[1]) % 8)
+    return pz_error(PZ_ERR_SHAPE, "checkpoint %s: \"%s\" must be BF16 [%lld, %lld / group] with a group a multiple of 8; "
+                    "check quantization_config.group_size", ck->dir, full, (long long)want[0], (long long)want[1]);
+  const pz_st_tensor *sh = ck_find(ck, shn, full, sizeof full);
+  int64_t shape[2] = {0, 0};
+  if (sh && (sh->dtype == PZ_ST_I64 || sh->dtype == PZ_ST_I32) && sh->numel == 2)
+    for (int d = 0; d < 2; d++) {
+      if (sh->dtype == PZ_ST_I64) memcpy(&shape[d], (const char *)sh->data + 8 * d, 8);
+      else { int32_t v; memcpy(&v, (const char *)sh->data + 4 * d, 4); shape[d] = v; }
+    }
+  if (!sh || shape[0] != want[0] || shape[1] != want[1])
+    return pz_error(PZ_ERR_SHAPE, "checkpoint %s: \"%s\" must be an integer [2] holding [%lld, %lld]%s", ck->dir, full,
+                    (long long)want[0], (long long)want[1], sh ? "" : " (it is missing)");
+  memset(s, 0, sizeof *s);
+  s->w = w;
+  s->rows = want[0];
+  s->cols = want[1];
+  s->qscale = sc;
+  s->group = want[1] / sc->shape[1];
+  return PZ_OK;
+}
+
+/* Finds `name`, checks its shape == want[nd] and its dtype, and fills a source view. dst_dtype
+ * i32 (packed INT4 words) and u8 (e4m3 bytes) take the tensor as stored. */
 static pz_status get_src(pz_checkpoint *ck, const char *name, const char *for_t, int nd, const int64_t *want,
                          pz_dtype dst_dtype, src *s) {
-  const pz_st_tensor *w = pz_checkpoint_find(ck, name);
-  if (!w)
+  char full[600], alt[600], altf[640];
+  const pz_st_tensor *w = ck_find(ck, name, full, sizeof full);
+  const size_t nl = strlen(name);
+  if (!w && nl > 7 && !strcmp(name + nl - 7, ".weight") && (dst_dtype == PZ_BF16 || dst_dtype == PZ_F32)) {
+    snprintf(alt, sizeof alt, "%s_packed", name);
+    if (ck_find(ck, alt, altf, sizeof altf)) return get_int4_values(ck, name, for_t, nd, want, s);
+  }
+  if (!w) {
+    if (nl > 14 && !strcmp(name + nl - 14, ".weight_packed")) {
+      snprintf(alt, sizeof alt, "%.*s", (int)(nl - 7), name); /* X.weight */
+      if (ck_find(ck, alt, altf, sizeof altf))
+        return pz_error(PZ_ERR_DTYPE, "checkpoint %s: config.json's quantization_config makes %s INT4 but the checkpoint "
+                        "stores \"%s\" unquantised; fix quantization_config (its ignore list) or the checkpoint", ck->dir,
+                        for_t, altf);
+    }
     return pz_error(PZ_ERR_NOT_FOUND, "checkpoint %s: tensor \"%s\" (for %s) is missing; the checkpoint does not match its "
-                    "config.json", ck->dir, name, for_t);
+                    "config.json", ck->dir, full, for_t);
+  }
   bool same = w->ndim == nd;
   for (int d = 0; same && d < nd; d++) same = w->shape[d] == want[d];
   if (!same) {
@@ -272,25 +345,34 @@ static pz_status get_src(pz_checkpoint *ck, const char *name, const char *for_t,
     shape_str(a, sizeof a, w->ndim, w->shape);
     shape_str(b, sizeof b, nd, want);
     return pz_error(PZ_ERR_SHAPE, "checkpoint %s: tensor \"%s\" has shape %s, config.json implies %s; the checkpoint does "
-                    "not match its config.json", ck->dir, name, a, b);
+                    "not match its config.json", ck->dir, full, a, b);
   }
   memset(s, 0, sizeof *s);
   s->w = w;
   s->cols = nd ? want[nd - 1] : 1;
   s->rows = s->cols ? w->numel / s->cols : 0;
+  if (dst_dtype == PZ_I32 || dst_dtype == PZ_U8) {
+    const pz_st_dtype need = dst_dtype == PZ_I32 ? PZ_ST_I32 : PZ_ST_F8_E4M3;
+    if (w->dtype != need)
+      return pz_error(PZ_ERR_DTYPE, "checkpoint %s: tensor \"%s\" has dtype %s; %s needs %s (%s)", ck->dir, full,
+                      pz_st_dtype_name(w->dtype), for_t, pz_st_dtype_name(need),
+                      dst_dtype == PZ_I32 ? "compressed-tensors pack-quantized words" : "FP8 e4m3 experts kept as FP8");
+    s->raw = true;
+    return PZ_OK;
+  }
   if (w->dtype == PZ_ST_BF16 || w->dtype == PZ_ST_F32) return PZ_OK;
   if (w->dtype == PZ_ST_F8_E4M3 && dst_dtype == PZ_BF16 && nd == 2) {
-    char sn[512];
+    char sn[512], sfull[600];
     snprintf(sn, sizeof sn, "%s_scale_inv", name);
-    const pz_st_tensor *sc = pz_checkpoint_find(ck, sn);
+    const pz_st_tensor *sc = ck_find(ck, sn, sfull, sizeof sfull);
     int64_t sr = (s->rows + ck->bm - 1) / ck->bm, scn = (s->cols + ck->bn - 1) / ck->bn;
     if (!sc)
       return pz_error(PZ_ERR_DTYPE, "checkpoint %s: FP8 tensor \"%s\" has no \"%s\" block scales; only block-scaled FP8 "
-                      "is supported", ck->dir, name, sn);
+                      "is supported", ck->dir, full, sfull);
     if (sc->dtype != PZ_ST_F32 || sc->ndim != 2 || sc->shape[0] != sr || sc->shape[1] != scn)
       return pz_error(PZ_ERR_DTYPE, "checkpoint %s: \"%s\" must be F32 [%lld, %lld] (%lldx%lld blocks of %s); check "
-                      "quantization_config.weight_block_size", ck->dir, sn, (long long)sr, (long long)scn,
-                      (long long)ck->bm, (long long)ck->bn, name);
+                      "quantization_config.weight_block_size", ck->dir, sfull, (long long)sr, (long long)scn,
+                      (long long)ck->bm, (long long)ck->bn, full);
     /* An aligned private copy (the scales are 1/16384 of the weight's elements). */
     float *own = malloc(sizeof(float) * (size_t)(sr * scn > 0 ? sr * scn : 1));
     if (!own) return pz_error(PZ_ERR_OOM, "checkpoint: out of memory");
@@ -299,8 +381,9 @@ static pz_status get_src(pz_checkpoint *ck, const char *name, const char *for_t,
     s->scols = scn;
     return PZ_OK;
   }
-  return pz_error(PZ_ERR_DTYPE, "checkpoint %s: tensor \"%s\" has dtype %s; supported: BF16, F32, and F8_E4M3 with "
-                  "weight_scale_inv block scales for 2-D bf16 weights", ck->dir, name, pz_st_dtype_name(w->dtype));
+  return pz_error(PZ_ERR_DTYPE, "checkpoint %s: tensor \"%s\" has dtype %s; supported: BF16, F32, F8_E4M3 with "
+                  "weight_scale_inv block scales for 2-D bf16 weights, I32 pack-quantized INT4 (weight_packed + "
+                  "weight_scale)", ck->dir, full, pz_st_dtype_name(w->dtype));
 }
 
 static pz_status plan_one(pz_checkpoint *ck, const pz_model_config *c, const pz_tensor *t, plan *p) {
@@ -340,7 +423,8 @@ static pz_status plan_one(pz_checkpoint *ck, const pz_model_config *c, const pz_
     snprintf(hf, sizeof hf, "model.layers.%d.mlp.experts.0.%s", L, proj);
     const bool up = !strcmp(proj, "up_proj.weight"), down = !strcmp(proj, "down_proj.weight");
     snprintf(hf2, sizeof hf2, "model.layers.%d.mlp.experts.%s", L, down ? "down_proj" : "gate_up_proj");
-    if (!pz_checkpoint_find(ck, hf) && pz_checkpoint_find(ck, hf2)) {
+    char f1[600], f2[600];
+    if (!ck_find(ck, hf, f1, sizeof f1) && ck_find(ck, hf2, f2, sizeof f2)) {
       /* transformers >= 5 layout: gate_up_proj [E, 2I, H] (gate rows first), down_proj [E, H, I]. */
       p->kind = PLAN_EXPERTS_FUSED;
       p->n_src = 1;
@@ -363,7 +447,8 @@ static pz_status plan_one(pz_checkpoint *ck, const pz_model_config *c, const pz_
   if (!(p->s = calloc(1, sizeof *p->s))) return pz_error(PZ_ERR_OOM, "checkpoint: out of memory");
   if (!strcmp(nm, "lm_head.weight")) {
     snprintf(hf, sizeof hf, "%s", nm);
-    if (!pz_checkpoint_find(ck, hf) && ck->tie_word_embeddings) snprintf(hf, sizeof hf, "model.embed_tokens.weight");
+    char f1[600];
+    if (!ck_find(ck, hf, f1, sizeof f1) && ck->tie_word_embeddings) snprintf(hf, sizeof hf, "model.embed_tokens.weight");
   } else {
     snprintf(hf, sizeof hf, "model.%s", nm);
   }
@@ -377,6 +462,10 @@ pz_status pz_checkpoint_plan(pz_checkpoint *ck, const pz_model_config *c, const 
   if (!ck->plans) return pz_error(PZ_ERR_OOM, "checkpoint: out of memory");
   ck->n_plans = g->n_tensors;
   ck->tp = g->info.tp;
+  /* Kimi-K2.5 keeps the text model under "language_model." (its config wraps it in text_config). */
+  ck->prefix[0] = 0;
+  if (!pz_checkpoint_find(ck, "model.embed_tokens.weight") && pz_checkpoint_find(ck, "language_model.model.embed_tokens.weight"))
+    snprintf(ck->prefix, sizeof ck->prefix, "language_model.");
   ck->total_bytes = ck->done_bytes = 0;
   for (int i = 0; i < g->n_tensors; i++) {
     const pz_tensor *t = &g->tensors[i];
@@ -394,6 +483,26 @@ pz_status pz_checkpoint_plan(pz_checkpoint *ck, const pz_model_config *c, const 
 static void read_row(const pz_checkpoint *ck, const src *s, int64_t r, int64_t c0, int64_t n, pz_dtype dt, void *dst,
                      float *tmp) {
   const pz_st_tensor *w = s->w;
+  if (s->raw) { /* packed INT4 words or e4m3 bytes, as stored */
+    const size_t e = pz_st_dtype_size(w->dtype);
+    memcpy(dst, (const char *)w->data + (size_t)(r * s->cols + c0) * e, e * (size_t)n);
+    return;
+  }
+  if (s->qscale) { /* INT4 values: row r's words and scales copied aligned, then q * scale (core/quant.h) */
+    const int64_t words = s->cols / 8, groups = s->cols / s->group;
+    void *buf = malloc(4 * (size_t)words + 2 * (size_t)groups + sizeof(float) * (size_t)(n ? n : 1));
+    if (!buf) { memset(dst, 0, pz_dtype_size(dt) * (size_t)n); return; } /* cannot happen at row sizes */
+    int32_t *pw = buf;
+    float *vals = (float *)(pw + words);
+    pz_bf16 *sc = (pz_bf16 *)(vals + n);
+    memcpy(pw, (const char *)w->data + (size_t)(r * words) * 4, 4 * (size_t)words);
+    memcpy(sc, (const char *)s->qscale->data + (size_t)(r * groups) * 2, 2 * (size_t)groups);
+    pz_int4_dequant_row(pw, sc, s->group, c0, n, vals);
+    if (dt == PZ_BF16) for (int64_t j = 0; j < n; j++) ((pz_bf16 *)dst)[j] = pz_f32_to_bf16(vals[j]);
+    else memcpy(dst, vals, sizeof(float) * (size_t)n);
+    free(buf);
+    return;
+  }
   /* safetensors does not align tensors: a row that is not aligned to its element size is
    * first copied into tmp (4n bytes), so no misaligned load is ever made. */
   const size_t esz = pz_st_dtype_size(w->dtype);

@@ -35,17 +35,31 @@ pz_status pz_checkpoint_open(const char *dir, pz_checkpoint **out);
  *                                 mlp.experts.gate_up_proj [E, 2I, H] (gate rows, then up rows)
  *                                 and mlp.experts.down_proj [E, H, I]
  *   every other layers.L.* <- model.layers.L.* with the same suffix.
+ * Every name above gets the prefix "language_model." when the checkpoint has
+ * language_model.model.embed_tokens.weight and no model.embed_tokens.weight (Kimi-K2.5).
+ * Quantised routed experts (the graph's, from config.json's quantization_config; core/ir.h
+ * PZ_MOE_S_*) are copied as stored, per expert e and projection P:
+ *   INT4: layers.L.mlp.experts.P.weight_packed i32 <- ...experts.e.P.weight_packed I32 [out, in/8]
+ *         and .weight_scale bf16 <- ...experts.e.P.weight_scale BF16 [out, in/32] (compressed-tensors
+ *         pack-quantized; a TP shard of down_proj's columns is a slice of whole words and groups);
+ *   FP8:  layers.L.mlp.experts.P.weight u8 <- F8_E4M3 [out, in] and .weight_scale_inv f32 <- F32
+ *         [ceil(out/bm), ceil(in/bn)].
+ * A bf16 graph weight X.weight whose checkpoint tensor is INT4 (X.weight_packed I32 [out, in/8],
+ * X.weight_scale BF16 [out, in/group], X.weight_shape I64/I32 [2] = [out, in]; e.g. shared experts
+ * a config does not ignore) is dequantised at load: bf16(q * scale) (core/quant.h).
  * Each rank's slice follows the tensor's shard_dim / full_ne (builder.c).
  * Loadable dtypes: BF16 (copied), F32 (rounded to bf16 to nearest even, or kept for f32 tensors
  * such as e_score_correction_bias), F8_E4M3 with NAME_scale_inv F32 block scales (`X.weight` ->
  * `X.weight_scale_inv` [ceil(rows/bm), ceil(cols/bn)]), dequantised to bf16 at load
- * (fp8.h): one table look-up, one f32 multiply and one rounding per element, about 0.7 ns per
+ * (core/fp8.h): one table look-up, one f32 multiply and one rounding per element, about 0.7 ns per
  * parameter on one core (vs 0.1 ns for a bf16 copy; measured on this project's 2-core CPU
  * machine, 4096x7168 weight), i.e. some 8 core-minutes for DeepSeek-V3's 671B parameters; the
  * stored weights then take 2 bytes per parameter instead of 1 (the backends have no FP8 GEMM).
- * Errors (one line): PZ_ERR_NOT_FOUND (a needed tensor is missing: the message names it and
- * the graph tensor it feeds), PZ_ERR_SHAPE (shape differs from what config.json implies),
- * PZ_ERR_DTYPE (a dtype other than the above, or FP8 without usable scales), PZ_ERR_OOM. */
+ * Errors (one line): PZ_ERR_NOT_FOUND (a needed tensor is missing, INT4 scales included: the
+ * message names it and the graph tensor it feeds), PZ_ERR_SHAPE (shape differs from what
+ * config.json implies; a packed tensor not [out, in/8], scales not [out, in/group], weight_shape
+ * missing or not [out, in]), PZ_ERR_DTYPE (a dtype other than the above, FP8 without usable
+ * scales, experts stored unquantised where config.json says INT4), PZ_ERR_OOM. */
 pz_status pz_checkpoint_plan(pz_checkpoint *ck, const pz_model_config *c, const pz_graph *g);
 
 /* Fills dst (the tensor's per-rank storage: ne[] elements of t->dtype, contiguous) with TP rank

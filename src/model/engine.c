@@ -10,6 +10,7 @@
 #include "core/options.h"
 #include "passes/passes.h"
 #include "model/checkpoint.h"
+#include "model/quant_synth.h"
 #ifdef PZ_HAVE_CUDA
 #include "backend/cuda/runtime.h" /* visible GPUs, the memory plan */
 #endif
@@ -28,6 +29,7 @@ struct pz_engine {
   int prezero;
   int64_t context, max_ctx;
   int32_t *pos;       /* [max_batch]: next position of each sequence */
+  pz_quant_synth_ctx synth; /* weight source of quantised graphs without a checkpoint */
   int last_m;
 };
 
@@ -121,6 +123,15 @@ static pz_status fit_cuda(pz_engine *e, const pz_engine_config *cfg) {
 }
 #endif
 
+/* Synthetic seeded weights for a graph with quantised experts (model/quant_synth.h); else the
+ * backend's own seeded fill. */
+static void synth_weights(pz_engine *e, pz_backend_opts *bo) {
+  if (!pz_graph_has_quant_weights(e->g)) return;
+  e->synth = (pz_quant_synth_ctx){.q = {.seed = bo->seed}, .g = e->g};
+  bo->load_weight = pz_quant_synth_fill_rows_hook;
+  bo->load_user = &e->synth;
+}
+
 pz_status pz_engine_create(const pz_engine_config *cfg, pz_engine **out) {
   if (!cfg || !out) return pz_error(PZ_ERR_INVALID_ARG, "pz_engine_create: NULL argument");
   *out = NULL;
@@ -134,6 +145,19 @@ pz_status pz_engine_create(const pz_engine_config *cfg, pz_engine **out) {
   if (cfg->model_dir) PZ_CHECK_GOTO(pz_checkpoint_load_config(cfg->model_dir, &e->cfg), st, fail);
   else PZ_CHECK_GOTO(pz_config_load(cfg->model, &e->cfg), st, fail);
   PZ_CHECK_GOTO(check_config(cfg, &e->cfg), st, fail);
+  if (cfg->quant != PZ_QUANT_AUTO) { /* --quant: synthetic weights in that storage */
+    if (cfg->quant < PZ_QUANT_AUTO || cfg->quant > PZ_QUANT_FP8) {
+      st = pz_error(PZ_ERR_INVALID_ARG, "quant %d is not one of auto, bf16, int4, fp8", cfg->quant);
+      goto fail;
+    }
+    if (cfg->model_dir) {
+      st = pz_error(PZ_ERR_INVALID_ARG, "--quant sets synthetic weights; a checkpoint's weights come as stored (drop --quant "
+                    "or --model)");
+      goto fail;
+    }
+    pz_quant_config_synthetic(cfg->quant == PZ_QUANT_INT4 ? PZ_WQ_INT4 : cfg->quant == PZ_QUANT_FP8 ? PZ_WQ_FP8 : PZ_WQ_NONE,
+                              &e->cfg.quant);
+  }
   e->context = cfg->context;
   e->max_ctx = (int64_t)cfg->context + cfg->max_steps;
   PZ_CHECK_GOTO(build_graph(e, cfg, cfg->layers), st, fail);
@@ -159,6 +183,7 @@ pz_status pz_engine_create(const pz_engine_config *cfg, pz_engine **out) {
     /* With prezero on, the backend gets the OFF graph and runs the pass per captured batch
      * size: consumers whose kernel there does not zero (not split-K) stay plain GEMMs, and a
      * size where none fires runs the OFF graph itself (cuda/exec.h, opts.prezero). */
+    if (!ck) synth_weights(e, &bo); /* quantised experts without a checkpoint (quant_synth.h) */
     st = pz_backend_create(PZ_BACKEND_CUDA, e->g_off ? e->g_off : e->g, &bo, &e->be);
     if (pool) {
       pz_cpu_pool_bind(prev);
@@ -172,6 +197,7 @@ pz_status pz_engine_create(const pz_engine_config *cfg, pz_engine **out) {
     if (cfg->model_dir) PZ_CHECK_GOTO(pz_checkpoint_open_planned(cfg->model_dir, &e->cfg, e->g, &ck), st, fail);
     bo.load_weight = ck ? pz_checkpoint_fill_rows : NULL; /* all rows of a tensor at once (= pz_checkpoint_fill) */
     bo.load_user = ck;
+    if (!ck) synth_weights(e, &bo); /* quantised experts without a checkpoint (quant_synth.h) */
     st = pz_backend_create(PZ_BACKEND_CPU, e->g, &bo, &e->be);
     pz_checkpoint_close(ck);
     if (st != PZ_OK) goto fail;

@@ -76,6 +76,9 @@ static pz_status fill_tensor(pz_cpu_exec *e, int r, const pz_tensor *t) {
   if (t->kind == PZ_T_WEIGHT) {
     if (!pz_tensor_contiguous(t))
       return pz_error(PZ_ERR_SHAPE, "weight %s must be contiguous", t->name);
+    if (t->dtype == PZ_U8 || (t->dtype == PZ_I32 && ends_with(t->name, ".weight_packed"))) /* quantised: only a weight source knows the scheme */
+      return pz_error(PZ_ERR_INVALID_ARG, "weight %s is stored quantised (%s); give the executor a load_weight source "
+                      "(a checkpoint, or model/quant_synth.h for synthetic weights)", t->name, pz_dtype_name(t->dtype));
     if (t->shard_dim >= t->ndim)
       return pz_error(PZ_ERR_SHAPE, "weight %s: shard_dim %d out of range", t->name, t->shard_dim);
     for (int d = 0; d < t->ndim; d++) {

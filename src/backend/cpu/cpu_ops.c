@@ -185,6 +185,18 @@ pz_status pz_cpu_op_MOE(pz_cpu_ctx *c, const pz_node *n) {
   LD(n->src[PZ_MOE_X], ldx);
   LD(n->src[PZ_MOE_LOGITS], ldl);
   LD(n->dst[0], ldo);
+  if (p->wquant) { /* INT4 / FP8 routed experts (core/ir.h PZ_MOE_S_*) */
+    if (n->n_src < PZ_MOE_NSRC_Q) return pz_error(PZ_ERR_INVALID_ARG, "%s: quantised experts without scales", n->name);
+    PZ_CHECK(need_src(n, PZ_MOE_S_GATE)); PZ_CHECK(need_src(n, PZ_MOE_S_UP)); PZ_CHECK(need_src(n, PZ_MOE_S_DOWN));
+    pz_ref_qexperts q = {.wquant = p->wquant, .group = p->q_group, .block_rows = p->q_block_rows,
+                         .block_cols = p->q_block_cols, .w_gate = DATA(n->src[PZ_MOE_W_GATE]),
+                         .w_up = DATA(n->src[PZ_MOE_W_UP]), .w_down = DATA(n->src[PZ_MOE_W_DOWN]),
+                         .s_gate = DATA(n->src[PZ_MOE_S_GATE]), .s_up = DATA(n->src[PZ_MOE_S_UP]),
+                         .s_down = DATA(n->src[PZ_MOE_S_DOWN])};
+    return pz_ref_moe_q(c->m, x->ne[1], DATA(n->src[PZ_MOE_X]), ldx, DATA(n->src[PZ_MOE_LOGITS]), ldl,
+                        opt_data(c, n, PZ_MOE_BIAS), p, &q, opt_data(c, n, PZ_MOE_SH_GATE), opt_data(c, n, PZ_MOE_SH_UP),
+                        opt_data(c, n, PZ_MOE_SH_DOWN), DATA(n->dst[0]), ldo, NULL, NULL);
+  }
   return pz_ref_moe(c->m, x->ne[1], DATA(n->src[PZ_MOE_X]), ldx, DATA(n->src[PZ_MOE_LOGITS]), ldl,
                     opt_data(c, n, PZ_MOE_BIAS), p, DATA(n->src[PZ_MOE_W_GATE]), DATA(n->src[PZ_MOE_W_UP]),
                     DATA(n->src[PZ_MOE_W_DOWN]), opt_data(c, n, PZ_MOE_SH_GATE),

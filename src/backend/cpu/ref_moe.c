@@ -2,6 +2,7 @@
  * noaux_tc), routed SwiGLU experts, shared experts; and the dense SwiGLU MLP. See ref_ops.h. */
 #include "backend/cpu/ref_ops.h"
 #include "core/pool.h"
+#include "core/quant.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,24 +95,59 @@ void pz_ref_moe_route(int64_t m, const float *logits, int64_t ld, const float *b
   free(score); free(allowed); free(sel);
 }
 
-pz_status pz_ref_mlp(int64_t m, int64_t H, int64_t inter, const pz_bf16 *x, int64_t ldx,
-                     const pz_bf16 *w_gate, const pz_bf16 *w_up, const pz_bf16 *w_down,
-                     float *out, int64_t ld_out, bool zero_init) {
+/* pz_ref_mlp with bf16 weights (wg..) or, when wgf is set, f32 weights (wgf..). */
+static pz_status mlp_any(int64_t m, int64_t H, int64_t inter, const pz_bf16 *x, int64_t ldx,
+                         const pz_bf16 *w_gate, const pz_bf16 *w_up, const pz_bf16 *w_down,
+                         const float *wgf, const float *wuf, const float *wdf,
+                         float *out, int64_t ld_out, bool zero_init) {
   if (m <= 0) return PZ_OK;
   float *g = malloc(sizeof(float) * (size_t)(2 * m * inter));
   pz_bf16 *h = malloc(sizeof(pz_bf16) * (size_t)(m * inter));
   if (!g || !h) { free(g); free(h); return pz_error(PZ_ERR_OOM, "mlp: scratch allocation"); }
   float *u = g + m * inter;
-  pz_ref_gemm(m, inter, H, x, ldx, w_gate, H, NULL, g, inter, 1, true);
-  pz_ref_gemm(m, inter, H, x, ldx, w_up, H, NULL, u, inter, 1, true);
+  if (wgf) {
+    pz_ref_gemm_wf32(m, inter, H, x, ldx, wgf, H, NULL, g, inter, 1, true);
+    pz_ref_gemm_wf32(m, inter, H, x, ldx, wuf, H, NULL, u, inter, 1, true);
+  } else {
+    pz_ref_gemm(m, inter, H, x, ldx, w_gate, H, NULL, g, inter, 1, true);
+    pz_ref_gemm(m, inter, H, x, ldx, w_up, H, NULL, u, inter, 1, true);
+  }
   for (int64_t i = 0; i < m * inter; i++) {
     float gv = g[i];
     float s = gv / (1.0f + expf(-gv));
     h[i] = pz_f32_to_bf16(s * u[i]);
   }
-  pz_ref_gemm(m, H, inter, h, inter, w_down, inter, NULL, out, ld_out, 1, zero_init);
+  if (wdf) pz_ref_gemm_wf32(m, H, inter, h, inter, wdf, inter, NULL, out, ld_out, 1, zero_init);
+  else pz_ref_gemm(m, H, inter, h, inter, w_down, inter, NULL, out, ld_out, 1, zero_init);
   free(g); free(h);
   return PZ_OK;
+}
+
+pz_status pz_ref_mlp(int64_t m, int64_t H, int64_t inter, const pz_bf16 *x, int64_t ldx,
+                     const pz_bf16 *w_gate, const pz_bf16 *w_up, const pz_bf16 *w_down,
+                     float *out, int64_t ld_out, bool zero_init) {
+  return mlp_any(m, H, inter, x, ldx, w_gate, w_up, w_down, NULL, NULL, NULL, out, ld_out, zero_init);
+}
+
+void pz_ref_qexpert_dequant(const pz_ref_qexperts *q, int which, int64_t e, int64_t inter, int64_t H, float *out) {
+  const int64_t rows = which == 2 ? H : inter, cols = which == 2 ? inter : H;
+  const void *w = which == 0 ? q->w_gate : which == 1 ? q->w_up : q->w_down;
+  const void *sc = which == 0 ? q->s_gate : which == 1 ? q->s_up : q->s_down;
+  if (q->wquant == 1) {
+    const int32_t *pw = (const int32_t *)w + e * rows * (cols / 8);
+    const pz_bf16 *ps = (const pz_bf16 *)sc + e * rows * (cols / q->group);
+    for (int64_t r = 0; r < rows; r++)
+      pz_int4_dequant_row(pw + r * (cols / 8), ps + r * (cols / q->group), q->group, 0, cols, out + r * cols);
+  } else {
+    const int64_t sr = (rows + q->block_rows - 1) / q->block_rows, scn = (cols + q->block_cols - 1) / q->block_cols;
+    const uint8_t *pw = (const uint8_t *)w + e * rows * cols;
+    const float *ps = (const float *)sc + e * sr * scn;
+    for (int64_t r = 0; r < rows; r++) {
+      float *o = out + r * cols;
+      pz_fp8_dequant_row(pw, cols, ps, scn, q->block_rows, q->block_cols, r, 0, cols, o);
+      for (int64_t j = 0; j < cols; j++) o[j] = pz_bf16_to_f32(pz_f32_to_bf16(o[j])); /* the loader's bf16 rounding */
+    }
+  }
 }
 
 typedef struct moe_job {
@@ -119,6 +155,7 @@ typedef struct moe_job {
   int K;
   const pz_bf16 *x; int64_t ldx;
   const pz_bf16 *w_gate, *w_up, *w_down;
+  const pz_ref_qexperts *q; /* quantised experts instead of w_* (pz_ref_moe_experts_q), else NULL */
   const int32_t *ids;
   float *d;                 /* [m*K, H] expert output per (token, slot) */
   int failed;               /* set (racy but only ever to 1) when a chunk's scratch failed */
@@ -132,7 +169,12 @@ static void moe_experts(void *va, int64_t lo, int64_t hi) {
   pz_bf16 *xg = malloc(sizeof(pz_bf16) * (size_t)(MK * H));
   float *dg = malloc(sizeof(float) * (size_t)(MK * H));
   int64_t *slot = malloc(sizeof(int64_t) * (size_t)MK);
-  if (!xg || !dg || !slot) { __atomic_store_n(&J->failed, 1, __ATOMIC_RELAXED); free(xg); free(dg); free(slot); return; }
+  float *wf = J->q ? malloc(sizeof(float) * (size_t)(3 * I * H)) : NULL; /* one expert, dequantised */
+  if (!xg || !dg || !slot || (J->q && !wf)) {
+    __atomic_store_n(&J->failed, 1, __ATOMIC_RELAXED);
+    free(xg); free(dg); free(slot); free(wf);
+    return;
+  }
   for (int64_t e = lo; e < hi; e++) {
     int64_t cnt = 0;
     for (int64_t t = 0; t < MK; t++)
@@ -141,19 +183,31 @@ static void moe_experts(void *va, int64_t lo, int64_t hi) {
         slot[cnt++] = t;
       }
     if (!cnt) continue;
-    if (pz_ref_mlp(cnt, H, I, xg, H, J->w_gate + e * I * H, J->w_up + e * I * H, J->w_down + e * H * I,
-                   dg, H, true) != PZ_OK) { __atomic_store_n(&J->failed, 1, __ATOMIC_RELAXED); break; }
+    pz_status st;
+    if (J->q) {
+      for (int w = 0; w < 3; w++) pz_ref_qexpert_dequant(J->q, w, e, I, H, wf + w * I * H);
+      st = mlp_any(cnt, H, I, xg, H, NULL, NULL, NULL, wf, wf + I * H, wf + 2 * I * H, dg, H, true);
+    } else {
+      st = pz_ref_mlp(cnt, H, I, xg, H, J->w_gate + e * I * H, J->w_up + e * I * H, J->w_down + e * H * I, dg, H, true);
+    }
+    if (st != PZ_OK) { __atomic_store_n(&J->failed, 1, __ATOMIC_RELAXED); break; }
     for (int64_t c = 0; c < cnt; c++) memcpy(J->d + slot[c] * H, dg + c * H, sizeof(float) * (size_t)H);
   }
-  free(xg); free(dg); free(slot);
+  free(xg); free(dg); free(slot); free(wf);
 }
 
-pz_status pz_ref_moe_experts(int64_t m, int64_t H, const pz_bf16 *x, int64_t ldx,
+static pz_status experts_any(int64_t m, int64_t H, const pz_bf16 *x, int64_t ldx,
                              const int32_t *ids, const float *weights, const pz_moe_params *p,
                              const pz_bf16 *w_gate, const pz_bf16 *w_up, const pz_bf16 *w_down,
+                             const pz_ref_qexperts *q,
                              const pz_bf16 *sh_gate, const pz_bf16 *sh_up, const pz_bf16 *sh_down,
                              float *out, int64_t ld_out) {
   if (m <= 0) return PZ_OK;
+  if (q && (q->wquant < 1 || q->wquant > 2 || (q->wquant == 1 && (q->group < 8 || q->group % 8)) ||
+            (q->wquant == 2 && (q->block_rows < 1 || q->block_cols < 1))))
+    return pz_error(PZ_ERR_INVALID_ARG, "moe: quantised experts with wquant %d, group %lld, block %lldx%lld are not INT4 "
+                    "(group a multiple of 8) or FP8 (positive block)", q->wquant, (long long)q->group,
+                    (long long)q->block_rows, (long long)q->block_cols);
   const int K = p->top_k, E = p->n_experts;
   for (int64_t t = 0; t < m * K; t++)
     if (ids[t] < -1 || ids[t] >= E)
@@ -164,7 +218,7 @@ pz_status pz_ref_moe_experts(int64_t m, int64_t H, const pz_bf16 *x, int64_t ldx
   if (!d || !sh) { st = pz_error(PZ_ERR_OOM, "moe: scratch allocation"); goto done; }
   memset(d, 0, sizeof(float) * (size_t)(m * K * H)); /* slots with no expert (id -1) add 0 */
   moe_job J = {.H = H, .I = p->inter, .m = m, .K = K, .x = x, .ldx = ldx, .w_gate = w_gate,
-               .w_up = w_up, .w_down = w_down, .ids = ids, .d = d};
+               .w_up = w_up, .w_down = w_down, .q = q, .ids = ids, .d = d};
   pz_par_for(E, 1, moe_experts, &J);
   if (J.failed) { st = pz_error(PZ_ERR_OOM, "moe: expert scratch allocation"); goto done; }
   for (int64_t i = 0; i < m; i++) {
@@ -185,12 +239,28 @@ done:
   return st;
 }
 
-pz_status pz_ref_moe(int64_t m, int64_t H, const pz_bf16 *x, int64_t ldx,
-                     const float *logits, int64_t ld_logits, const float *bias,
-                     const pz_moe_params *p, const pz_bf16 *w_gate, const pz_bf16 *w_up,
-                     const pz_bf16 *w_down, const pz_bf16 *sh_gate, const pz_bf16 *sh_up,
-                     const pz_bf16 *sh_down, float *out, int64_t ld_out,
-                     int32_t *ids_out, float *weights_out) {
+pz_status pz_ref_moe_experts(int64_t m, int64_t H, const pz_bf16 *x, int64_t ldx,
+                             const int32_t *ids, const float *weights, const pz_moe_params *p,
+                             const pz_bf16 *w_gate, const pz_bf16 *w_up, const pz_bf16 *w_down,
+                             const pz_bf16 *sh_gate, const pz_bf16 *sh_up, const pz_bf16 *sh_down,
+                             float *out, int64_t ld_out) {
+  return experts_any(m, H, x, ldx, ids, weights, p, w_gate, w_up, w_down, NULL, sh_gate, sh_up, sh_down, out, ld_out);
+}
+
+pz_status pz_ref_moe_experts_q(int64_t m, int64_t H, const pz_bf16 *x, int64_t ldx,
+                               const int32_t *ids, const float *weights, const pz_moe_params *p,
+                               const pz_ref_qexperts *q, const pz_bf16 *sh_gate, const pz_bf16 *sh_up,
+                               const pz_bf16 *sh_down, float *out, int64_t ld_out) {
+  if (!q) return pz_error(PZ_ERR_INVALID_ARG, "moe: NULL quantised experts");
+  return experts_any(m, H, x, ldx, ids, weights, p, NULL, NULL, NULL, q, sh_gate, sh_up, sh_down, out, ld_out);
+}
+
+static pz_status moe_any(int64_t m, int64_t H, const pz_bf16 *x, int64_t ldx,
+                         const float *logits, int64_t ld_logits, const float *bias,
+                         const pz_moe_params *p, const pz_bf16 *w_gate, const pz_bf16 *w_up,
+                         const pz_bf16 *w_down, const pz_ref_qexperts *q, const pz_bf16 *sh_gate, const pz_bf16 *sh_up,
+                         const pz_bf16 *sh_down, float *out, int64_t ld_out,
+                         int32_t *ids_out, float *weights_out) {
   if (m <= 0) return PZ_OK;
   const int K = p->top_k;
   pz_status st = PZ_OK;
@@ -198,11 +268,31 @@ pz_status pz_ref_moe(int64_t m, int64_t H, const pz_bf16 *x, int64_t ldx,
   float *w = malloc(sizeof(float) * (size_t)(m * K));
   if (!ids || !w) { st = pz_error(PZ_ERR_OOM, "moe: scratch allocation"); goto done; }
   pz_ref_moe_route(m, logits, ld_logits, bias, p, ids, w);
-  PZ_CHECK_GOTO(pz_ref_moe_experts(m, H, x, ldx, ids, w, p, w_gate, w_up, w_down, sh_gate, sh_up, sh_down,
-                                   out, ld_out), st, done);
+  PZ_CHECK_GOTO(experts_any(m, H, x, ldx, ids, w, p, w_gate, w_up, w_down, q, sh_gate, sh_up, sh_down,
+                            out, ld_out), st, done);
   if (ids_out) memcpy(ids_out, ids, sizeof(int32_t) * (size_t)(m * K));
   if (weights_out) memcpy(weights_out, w, sizeof(float) * (size_t)(m * K));
 done:
   free(ids); free(w);
   return st;
+}
+
+pz_status pz_ref_moe(int64_t m, int64_t H, const pz_bf16 *x, int64_t ldx,
+                     const float *logits, int64_t ld_logits, const float *bias,
+                     const pz_moe_params *p, const pz_bf16 *w_gate, const pz_bf16 *w_up,
+                     const pz_bf16 *w_down, const pz_bf16 *sh_gate, const pz_bf16 *sh_up,
+                     const pz_bf16 *sh_down, float *out, int64_t ld_out,
+                     int32_t *ids_out, float *weights_out) {
+  return moe_any(m, H, x, ldx, logits, ld_logits, bias, p, w_gate, w_up, w_down, NULL, sh_gate, sh_up, sh_down, out,
+                 ld_out, ids_out, weights_out);
+}
+
+pz_status pz_ref_moe_q(int64_t m, int64_t H, const pz_bf16 *x, int64_t ldx,
+                       const float *logits, int64_t ld_logits, const float *bias,
+                       const pz_moe_params *p, const pz_ref_qexperts *q, const pz_bf16 *sh_gate,
+                       const pz_bf16 *sh_up, const pz_bf16 *sh_down, float *out, int64_t ld_out,
+                       int32_t *ids_out, float *weights_out) {
+  if (!q) return pz_error(PZ_ERR_INVALID_ARG, "moe: NULL quantised experts");
+  return moe_any(m, H, x, ldx, logits, ld_logits, bias, p, NULL, NULL, NULL, q, sh_gate, sh_up, sh_down, out, ld_out,
+                 ids_out, weights_out);
 }

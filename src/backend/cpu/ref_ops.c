@@ -50,10 +50,16 @@ int64_t pz_ref_split_chunk(int64_t k, int split) {
 typedef struct gemm_job {
   int64_t m, n, k, lda, ldw, ldc, chunk;
   const pz_bf16 *A, *W;
+  const float *Wf;          /* f32 weights instead of W (pz_ref_gemm_wf32), else NULL */
   const float *bias;
   float *C;
   bool zero_init;
 } gemm_job;
+
+/* Element (j, kk) of W as f32, whichever its storage. */
+static inline float wval(const gemm_job *g, int64_t j, int64_t kk) {
+  return g->Wf ? g->Wf[j * g->ldw + kk] : pz_bf16_to_f32(g->W[j * g->ldw + kk]);
+}
 
 #define BF(x) pz_bf16_to_f32(x)
 
@@ -74,7 +80,7 @@ static void gemm_cols(void *va, int64_t j0, int64_t j1) {
         for (int64_t k0 = 0; k0 < k; k0 += g->chunk) {
           int64_t k1 = k0 + g->chunk < k ? k0 + g->chunk : k;
           float acc = 0.0f;
-          for (int64_t kk = k0; kk < k1; kk++) acc += BF(g->A[i * g->lda + kk]) * BF(g->W[j * g->ldw + kk]);
+          for (int64_t kk = k0; kk < k1; kk++) acc += BF(g->A[i * g->lda + kk]) * wval(g, j, kk);
           if (k0 == 0 && g->bias) acc += g->bias[j];
           float *cp = g->C + i * g->ldc + j;
           *cp = ((k0 == 0 && g->zero_init) ? 0.0f : *cp) + acc;
@@ -86,8 +92,14 @@ static void gemm_cols(void *va, int64_t j0, int64_t j1) {
     for (int64_t k0 = 0; k0 < k; k0 += g->chunk) {
       int64_t k1 = k0 + g->chunk < k ? k0 + g->chunk : k, kl = k1 - k0;
       for (int c = 0; c < PZ_GEMM_NB; c++) {
-        const pz_bf16 *w = g->W + (j + (c < nc ? c : 0)) * g->ldw + k0;
-        for (int64_t kk = 0; kk < kl; kk++) panel[kk * PZ_GEMM_NB + c] = BF(w[kk]);
+        const int64_t jc = j + (c < nc ? c : 0);
+        if (g->Wf) {
+          const float *w = g->Wf + jc * g->ldw + k0;
+          for (int64_t kk = 0; kk < kl; kk++) panel[kk * PZ_GEMM_NB + c] = w[kk];
+        } else {
+          const pz_bf16 *w = g->W + jc * g->ldw + k0;
+          for (int64_t kk = 0; kk < kl; kk++) panel[kk * PZ_GEMM_NB + c] = BF(w[kk]);
+        }
       }
       for (int64_t i = 0; i < g->m; i++) {
         const pz_bf16 *a = g->A + i * g->lda + k0;
@@ -123,26 +135,40 @@ static void gemm_blocks(void *va, int64_t b0, int64_t b1) {
   gemm_cols(va, b0 * PZ_GEMM_NB, j1);
 }
 
-void pz_ref_gemm(int64_t m, int64_t n, int64_t k, const pz_bf16 *A, int64_t lda,
-                 const pz_bf16 *W, int64_t ldw, const float *bias, float *C, int64_t ldc,
-                 int split_k, bool zero_init) {
+static void gemm_run(gemm_job *g) {
+  const int64_t m = g->m, n = g->n, k = g->k;
   if (m <= 0 || n <= 0) return;
-  gemm_job g = {.m = m, .n = n, .k = k, .lda = lda, .ldw = ldw, .ldc = ldc,
-                .chunk = pz_ref_split_chunk(k, split_k), .A = A, .W = W, .bias = bias,
-                .C = C, .zero_init = zero_init};
   if (k <= 0) { /* no K: C = bias (or 0) / C += bias */
     for (int64_t i = 0; i < m; i++)
       for (int64_t j = 0; j < n; j++) {
-        float base = zero_init ? 0.0f : C[i * ldc + j];
-        C[i * ldc + j] = base + (bias ? bias[j] : 0.0f);
+        float base = g->zero_init ? 0.0f : g->C[i * g->ldc + j];
+        g->C[i * g->ldc + j] = base + (g->bias ? g->bias[j] : 0.0f);
       }
     return;
   }
   /* Parallel over column blocks so each thread's range stays block-aligned; small GEMMs
    * (< 2^17 multiply-adds, ~30 µs) stay on the calling thread, where waking workers costs more. */
   int64_t nb = (n + PZ_GEMM_NB - 1) / PZ_GEMM_NB;
-  if (m * n * k < ((int64_t)1 << 17)) gemm_blocks(&g, 0, nb);
-  else pz_par_for(nb, 1, gemm_blocks, &g);
+  if (m * n * k < ((int64_t)1 << 17)) gemm_blocks(g, 0, nb);
+  else pz_par_for(nb, 1, gemm_blocks, g);
+}
+
+void pz_ref_gemm(int64_t m, int64_t n, int64_t k, const pz_bf16 *A, int64_t lda,
+                 const pz_bf16 *W, int64_t ldw, const float *bias, float *C, int64_t ldc,
+                 int split_k, bool zero_init) {
+  gemm_job g = {.m = m, .n = n, .k = k, .lda = lda, .ldw = ldw, .ldc = ldc,
+                .chunk = pz_ref_split_chunk(k, split_k), .A = A, .W = W, .bias = bias,
+                .C = C, .zero_init = zero_init};
+  gemm_run(&g);
+}
+
+void pz_ref_gemm_wf32(int64_t m, int64_t n, int64_t k, const pz_bf16 *A, int64_t lda,
+                      const float *W, int64_t ldw, const float *bias, float *C, int64_t ldc,
+                      int split_k, bool zero_init) {
+  gemm_job g = {.m = m, .n = n, .k = k, .lda = lda, .ldw = ldw, .ldc = ldc,
+                .chunk = pz_ref_split_chunk(k, split_k), .A = A, .Wf = W, .bias = bias,
+                .C = C, .zero_init = zero_init};
+  gemm_run(&g);
 }
 
 /* ---------------------------------------------------------------- RMSNorm */

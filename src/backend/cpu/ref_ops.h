@@ -57,6 +57,14 @@ void pz_ref_gemm(int64_t m, int64_t n, int64_t k, const pz_bf16 *A, int64_t lda,
                  const pz_bf16 *W, int64_t ldw, const float *bias, float *C, int64_t ldc,
                  int split_k, bool zero_init);
 
+/* pz_ref_gemm with f32 weights W[n,k] (row stride ldw): the same slices, order and roundings, each
+ * weight read as it is instead of widened from bf16, so weights that are exact in bf16 give
+ * pz_ref_gemm's bits. Used for dequantised INT4 / FP8 experts (int4 x scale is exact in f32, not
+ * always in bf16). */
+void pz_ref_gemm_wf32(int64_t m, int64_t n, int64_t k, const pz_bf16 *A, int64_t lda,
+                      const float *W, int64_t ldw, const float *bias, float *C, int64_t ldc,
+                      int split_k, bool zero_init);
+
 /* ---------------------------------------------------------------- RMSNorm, AR + RMSNorm */
 
 /* The one RMSNorm formula used everywhere (CPU and CUDA references):
@@ -217,6 +225,42 @@ pz_status pz_ref_moe(int64_t m, int64_t H, const pz_bf16 *x, int64_t ldx,
                      const pz_bf16 *w_down, const pz_bf16 *sh_gate, const pz_bf16 *sh_up,
                      const pz_bf16 *sh_down, float *out, int64_t ld_out,
                      int32_t *ids_out, float *weights_out);
+
+/* ---------------------------------------------------------------- quantised routed experts */
+
+/* Routed-expert weights stored quantised (core/ir.h PZ_MOE_S_*, core/quant.h):
+ *   wquant 1 (INT4): w_* int32 words [E, rows, cols/8], s_* bf16 [E, rows, cols/group];
+ *   wquant 2 (FP8):  w_* e4m3 bytes [E, rows, cols], s_* f32 [E, ceil(rows/bm), ceil(cols/bn)];
+ * with (rows, cols) = (inter, H) for gate / up and (H, inter) for down. */
+typedef struct pz_ref_qexperts {
+  int wquant;                       /* 1 INT4, 2 FP8 */
+  int64_t group, block_rows, block_cols;
+  const void *w_gate, *w_up, *w_down;
+  const void *s_gate, *s_up, *s_down;
+} pz_ref_qexperts;
+
+/* Dequantises projection `which` (0 gate, 1 up, 2 down) of expert e into out[rows * cols] f32:
+ * INT4: q * scale (pz_int4_dequant_row), exact in f32; FP8: bf16(e4m3 * scale_inv) (pz_fp8_dequant_row,
+ * then rounded to bf16 as the checkpoint loader's dequantisation is), so FP8 experts kept as FP8
+ * compute exactly what the same checkpoint dequantised at load computes. */
+void pz_ref_qexpert_dequant(const pz_ref_qexperts *q, int which, int64_t e, int64_t inter, int64_t H, float *out);
+
+/* pz_ref_moe_experts with quantised routed experts: each chosen expert's three matrices are
+ * dequantised to f32 (pz_ref_qexpert_dequant) and its SwiGLU runs as pz_ref_mlp does, with
+ * pz_ref_gemm_wf32 for the weight products; everything else (slots, combine order, shared
+ * experts in bf16) is pz_ref_moe_experts'. So weights whose dequantised values are exact in bf16
+ * give the bf16 path's bits. Errors: those of pz_ref_moe_experts, PZ_ERR_INVALID_ARG (bad wquant). */
+pz_status pz_ref_moe_experts_q(int64_t m, int64_t H, const pz_bf16 *x, int64_t ldx,
+                               const int32_t *ids, const float *weights, const pz_moe_params *p,
+                               const pz_ref_qexperts *q, const pz_bf16 *sh_gate, const pz_bf16 *sh_up,
+                               const pz_bf16 *sh_down, float *out, int64_t ld_out);
+
+/* pz_ref_moe (routing, then the experts) with quantised routed experts (pz_ref_moe_experts_q). */
+pz_status pz_ref_moe_q(int64_t m, int64_t H, const pz_bf16 *x, int64_t ldx,
+                       const float *logits, int64_t ld_logits, const float *bias,
+                       const pz_moe_params *p, const pz_ref_qexperts *q, const pz_bf16 *sh_gate,
+                       const pz_bf16 *sh_up, const pz_bf16 *sh_down, float *out, int64_t ld_out,
+                       int32_t *ids_out, float *weights_out);
 
 #ifdef __cplusplus
 }

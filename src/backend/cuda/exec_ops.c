@@ -274,6 +274,9 @@ static pz_status op_moe(pz_cuda_ctx *c, const pz_node *n) {
   if (n->n_src < PZ_MOE_SH_GATE) return pz_error(PZ_ERR_INVALID_ARG, "%s: too few inputs", n->name);
   PZ_CHECK(need_src(n, PZ_MOE_X)); PZ_CHECK(need_src(n, PZ_MOE_LOGITS));
   PZ_CHECK(need_src(n, PZ_MOE_W_GATE)); PZ_CHECK(need_src(n, PZ_MOE_W_UP)); PZ_CHECK(need_src(n, PZ_MOE_W_DOWN));
+  if (n->p.moe.wquant)
+    return pz_error(PZ_ERR_UNSUPPORTED, "%s: %s routed experts have no CUDA path in the executor yet; use --quant bf16 or "
+                    "the CPU device (--device cpu)", n->name, n->p.moe.wquant == 1 ? "INT4" : "FP8");
   const pz_tensor *x = TT(n->src[PZ_MOE_X]);
   LD(n->src[PZ_MOE_X], ldx);
   LD(n->src[PZ_MOE_LOGITS], ldl);

@@ -1,0 +1,330 @@
+/* compressed-tensors pack-quantized checkpoints (Kimi-K2.5 layout: config wrapped in text_config,
+ * tensors under "language_model."), written by this test from hash-filled weights with
+ * power-of-two group scales: the routed experts (kept packed in memory) and the shared experts
+ * (dequantised to bf16 at load) are INT4. The INT4 model and its dequantised bf16 twin (a plain
+ * checkpoint written here from the same integers) decode identical tokens and logits at TP 1 and 2;
+ * the packed words and scales read back are the written ones, per rank; bad checkpoints give
+ * one-line errors. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "backend/cpu/cpu_backend.h"
+#include "core/quant.h"
+#include "model/builder.h"
+#include "model/checkpoint.h"
+#include "model/safetensors.h"
+#include "pz_test.h"
+
+static char dir[] = "/tmp/pz_test_int4_XXXXXX";
+enum { SEED = 91, M = 2, STEPS = 5, V = 256 };
+
+#define TEXT                                                                                                         \
+  "\"model_type\":\"kimi_k2\",\"hidden_size\":64,\"num_hidden_layers\":3,\"num_attention_heads\":4,"                    \
+  "\"q_lora_rank\":32,\"kv_lora_rank\":32,\"qk_nope_head_dim\":16,\"qk_rope_head_dim\":8,\"v_head_dim\":16,"            \
+  "\"n_routed_experts\":8,\"n_shared_experts\":1,\"num_experts_per_tok\":2,\"moe_intermediate_size\":64,"              \
+  "\"intermediate_size\":96,\"first_k_dense_replace\":1,\"n_group\":2,\"topk_group\":1,\"topk_method\":\"noaux_tc\","  \
+  "\"scoring_func\":\"sigmoid\",\"norm_topk_prob\":true,\"routed_scaling_factor\":2.5,\"vocab_size\":256,"             \
+  "\"max_position_embeddings\":128,\"rms_norm_eps\":1e-6,\"rope_theta\":10000"
+/* Routed and shared experts INT4; attention, the dense MLP and lm_head bf16. */
+#define QCFG                                                                                                          \
+  "\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\","                   \
+  "\"quantization_status\":\"compressed\",\"config_groups\":{\"group_0\":{\"targets\":[\"Linear\"],"                   \
+  "\"input_activations\":null,\"output_activations\":null,\"weights\":{\"num_bits\":4,\"group_size\":32,"             \
+  "\"strategy\":\"group\",\"symmetric\":true,\"type\":\"int\",\"actorder\":null,\"dynamic\":false}}},"                \
+  "\"ignore\":[\"re:.*self_attn.*\",\"re:.*mlp\\\\.(gate|up|gate_up|down)_proj.*\",\"re:.*lm_head.*\"]}"
+static const char *cfg_int4 = "{\"model_type\":\"kimi_k25\",\"text_config\":{" TEXT "," QCFG "}}";
+static const char *cfg_bf16 = "{" TEXT "}";
+
+typedef struct { char name[300]; pz_st_dtype dtype; int ndim; int64_t shape[3]; void *data; size_t nbytes; } ent;
+typedef struct { ent e[600]; int n; } ents;
+
+static ent *add(ents *s, const char *name, pz_st_dtype dt, int ndim, const int64_t *shape, const void *src) {
+  ent *e = &s->e[s->n++];
+  snprintf(e->name, sizeof e->name, "%s", name);
+  e->dtype = dt;
+  e->ndim = ndim;
+  size_t n = 1;
+  for (int d = 0; d < ndim; d++) { e->shape[d] = shape[d]; n *= (size_t)shape[d]; }
+  e->nbytes = n * pz_st_dtype_size(dt);
+  e->data = calloc(1, e->nbytes ? e->nbytes : 1);
+  if (src) memcpy(e->data, src, e->nbytes);
+  return e;
+}
+static void free_ents(ents *s) { for (int i = 0; i < s->n; i++) free(s->e[i].data); s->n = 0; }
+static ent *find_e(ents *s, const char *name) {
+  for (int i = 0; i < s->n; i++) if (!strcmp(s->e[i].name, name)) return &s->e[i];
+  return NULL;
+}
+static const pz_tensor *find_t(const pz_graph *g, const char *name) {
+  for (int i = 0; i < g->n_tensors; i++) if (!strcmp(g->tensors[i].name, name)) return &g->tensors[i];
+  return NULL;
+}
+
+static void write_file(const char *sub, const char *name, const char *text) {
+  char p[300];
+  snprintf(p, sizeof p, "%s/%s", dir, sub);
+  mkdir(p, 0755);
+  snprintf(p, sizeof p, "%s/%s/%s", dir, sub, name);
+  FILE *f = fopen(p, "w");
+  if (!f) { perror(p); exit(1); }
+  fputs(text, f);
+  fclose(f);
+}
+
+static void write_ck(const char *sub, const char *cfg, const ents *s) {
+  write_file(sub, "config.json", cfg);
+  static pz_st_write_entry w[600];
+  for (int i = 0; i < s->n; i++) {
+    w[i] = (pz_st_write_entry){.name = s->e[i].name, .dtype = s->e[i].dtype, .ndim = s->e[i].ndim, .data = s->e[i].data};
+    for (int d = 0; d < s->e[i].ndim; d++) w[i].shape[d] = s->e[i].shape[d];
+  }
+  char p[300];
+  snprintf(p, sizeof p, "%s/%s/model.safetensors", dir, sub);
+  CHECK_OK(pz_st_write(p, s->n, w));
+}
+
+/* Hash-filled bf16 weights of the plain config in the published layout (prefix "model."). */
+static void export_bf16(ents *out) {
+  pz_model_config mc;
+  CHECK_OK(pz_config_parse(cfg_bf16, strlen(cfg_bf16), "bf16", &mc));
+  pz_build_opts bo = {.tp = 1, .m = 1, .max_ctx = 8, .layers = 0};
+  pz_graph *g = NULL;
+  CHECK_OK(pz_build_decode_graph(&mc, &bo, &g));
+  pz_cpu_exec_opts xo = PZ_CPU_EXEC_OPTS_INIT;
+  xo.seed = SEED;
+  xo.threads = 1;
+  pz_cpu_exec *x = NULL;
+  CHECK_OK(pz_cpu_exec_create(g, &xo, &x));
+  if (!x) exit(1);
+  const int64_t nope = mc.qk_nope_head_dim, v = mc.v_head_dim, kvl = mc.kv_lora_rank;
+  char nm[200];
+  for (int i = 0; i < g->n_tensors; i++) {
+    const pz_tensor *t = &g->tensors[i];
+    if (t->kind != PZ_T_WEIGHT) continue;
+    const void *d = pz_cpu_exec_data(x, 0, t->id);
+    const pz_st_dtype dt = t->dtype == PZ_F32 ? PZ_ST_F32 : PZ_ST_BF16;
+    int L = -1, used = 0;
+    const char *rest = sscanf(t->name, "layers.%d.%n", &L, &used) == 1 && used ? t->name + used : NULL;
+    if (rest && !strcmp(rest, "self_attn.fused_qkv_a_proj.weight")) {
+      const int64_t H = t->ne[1], q = mc.q_lora_rank;
+      snprintf(nm, sizeof nm, "model.layers.%d.self_attn.q_a_proj.weight", L);
+      add(out, nm, dt, 2, (int64_t[]){q, H}, d);
+      snprintf(nm, sizeof nm, "model.layers.%d.self_attn.kv_a_proj_with_mqa.weight", L);
+      add(out, nm, dt, 2, (int64_t[]){t->ne[0] - q, H}, (const pz_bf16 *)d + q * H);
+    } else if (rest && !strcmp(rest, "self_attn.kv_b_proj.w_uk")) {
+      char uvn[200];
+      snprintf(uvn, sizeof uvn, "layers.%d.self_attn.kv_b_proj.w_uv", L);
+      const pz_bf16 *uk = d, *uv = pz_cpu_exec_data(x, 0, find_t(g, uvn)->id);
+      const int64_t heads = t->ne[0];
+      snprintf(nm, sizeof nm, "model.layers.%d.self_attn.kv_b_proj.weight", L);
+      ent *e = add(out, nm, PZ_ST_BF16, 2, (int64_t[]){heads * (nope + v), kvl}, NULL);
+      pz_bf16 *o = e->data;
+      for (int64_t h = 0; h < heads; h++) {
+        memcpy(o + h * (nope + v) * kvl, uk + h * nope * kvl, sizeof(pz_bf16) * (size_t)(nope * kvl));
+        memcpy(o + (h * (nope + v) + nope) * kvl, uv + h * v * kvl, sizeof(pz_bf16) * (size_t)(v * kvl));
+      }
+    } else if (rest && !strcmp(rest, "self_attn.kv_b_proj.w_uv")) {
+      continue;
+    } else if (rest && !strncmp(rest, "mlp.experts.", 12) && t->ndim == 3) {
+      for (int64_t e = 0; e < t->ne[0]; e++) {
+        snprintf(nm, sizeof nm, "model.layers.%d.mlp.experts.%lld.%s", L, (long long)e, rest + 12);
+        add(out, nm, dt, 2, (int64_t[]){t->ne[1], t->ne[2]}, (const pz_bf16 *)d + e * t->ne[1] * t->ne[2]);
+      }
+    } else {
+      snprintf(nm, sizeof nm, "%s%s", strcmp(t->name, "lm_head.weight") ? "model." : "", t->name);
+      add(out, nm, dt, t->ndim, t->ne, d);
+    }
+  }
+  pz_cpu_exec_free(x);
+  pz_graph_free(g);
+}
+
+/* Every expert weight (routed and shared) of `bf` becomes INT4 with power-of-two scales in `q`
+ * (weight_packed / weight_scale / weight_shape, names prefixed "language_model."), and its value in
+ * `bf` the exact dequantised q * s (exact in bf16). Other tensors are copied with the prefix. */
+static void quantise(ents *bf, ents *q) {
+  char nm[260];
+  for (int i = 0; i < bf->n; i++) {
+    ent *e = &bf->e[i];
+    const bool expert = strstr(e->name, "experts.") && strstr(e->name, "_proj.weight");
+    if (!expert) {
+      snprintf(nm, sizeof nm, "language_model.%s", e->name);
+      add(q, nm, e->dtype, e->ndim, e->shape, e->data);
+      continue;
+    }
+    const int64_t R = e->shape[0], C = e->shape[1];
+    int32_t *pk = calloc((size_t)(R * C / 8), 4);
+    pz_bf16 *sc = calloc((size_t)(R * C / 32), 2), *w = e->data;
+    for (int64_t r = 0; r < R; r++)
+      for (int64_t g0 = 0; g0 < C; g0 += 32) {
+        float amax = 0;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(pz_bf16_to_f32(w[r * C + g0 + j])));
+        const float s = amax > 0 ? ldexpf(1.0f, (int)ceilf(log2f(amax / 7.0f))) : 1.0f; /* |q| <= 7 */
+        sc[r * (C / 32) + g0 / 32] = pz_f32_to_bf16(s);
+        for (int j = 0; j < 32; j++) {
+          int v = (int)rintf(pz_bf16_to_f32(w[r * C + g0 + j]) / s);
+          v = v < -8 ? -8 : v > 7 ? 7 : v;
+          const int64_t c = g0 + j;
+          pk[r * (C / 8) + c / 8] |= (int32_t)((uint32_t)(v + 8) << (4 * (c % 8)));
+          w[r * C + c] = pz_f32_to_bf16((float)v * s); /* the twin: exactly q * s */
+        }
+      }
+    char base[220];
+    snprintf(base, sizeof base, "language_model.%.*s", (int)(strlen(e->name) - 7), e->name);
+    snprintf(nm, sizeof nm, "%s.weight_packed", base);
+    add(q, nm, PZ_ST_I32, 2, (int64_t[]){R, C / 8}, pk);
+    snprintf(nm, sizeof nm, "%s.weight_scale", base);
+    add(q, nm, PZ_ST_BF16, 2, (int64_t[]){R, C / 32}, sc);
+    snprintf(nm, sizeof nm, "%s.weight_shape", base);
+    add(q, nm, PZ_ST_I64, 1, (int64_t[]){2}, (int64_t[]){R, C});
+    free(pk);
+    free(sc);
+  }
+}
+
+static pz_status decode(const char *sub, int tp, int32_t *toks, float *logits) {
+  char p[300];
+  snprintf(p, sizeof p, "%s/%s", dir, sub);
+  pz_engine_config ec = PZ_ENGINE_CONFIG_INIT;
+  ec.model_dir = p;
+  ec.tp = tp;
+  ec.max_batch = M;
+  ec.context = 0;
+  ec.max_steps = STEPS;
+  ec.seed = SEED;
+  ec.prezero = 0;
+  ec.threads = 1;
+  pz_engine *e = NULL;
+  PZ_CHECK(pz_engine_create(&ec, &e));
+  int32_t in[M] = {5, 200}, nx[M];
+  pz_status st = PZ_OK;
+  for (int s = 0; s < STEPS && st == PZ_OK; s++) {
+    st = pz_engine_step(e, M, in, nx);
+    memcpy(toks + s * M, nx, sizeof nx);
+    memcpy(in, nx, sizeof nx);
+  }
+  if (st == PZ_OK && logits) st = pz_engine_logits(e, M, logits);
+  pz_engine_destroy(e);
+  return st;
+}
+
+/* A copy of q with entry `name` changed by f (shape / dtype) or dropped (f NULL), written to sub;
+ * loading it must fail with `want` and one line naming `needle`. */
+static void bad(ents *q, const char *sub, const char *name, void (*f)(ent *), pz_status want, const char *needle) {
+  ents s = {.n = 0};
+  for (int i = 0; i < q->n; i++) {
+    if (!strcmp(q->e[i].name, name) && !f) continue;
+    ent *e = add(&s, q->e[i].name, q->e[i].dtype, q->e[i].ndim, q->e[i].shape, q->e[i].data);
+    if (!strcmp(e->name, name)) f(e);
+  }
+  write_ck(sub, cfg_int4, &s);
+  int32_t t[STEPS * M];
+  pz_status st = decode(sub, 1, t, NULL);
+  const char *msg = pz_last_error();
+  if (st != want || !strstr(msg, needle) || strchr(msg, '\n')) {
+    fprintf(stderr, "FAIL: %s -> %s [%s], want %s with '%s'\n", sub, pz_status_string(st), msg, pz_status_string(want),
+            needle);
+    pz_test_failures++;
+  }
+  free_ents(&s);
+}
+static void narrow(ent *e) { e->shape[1] -= 1; e->nbytes = (size_t)(e->shape[0] * e->shape[1]) * pz_st_dtype_size(e->dtype); }
+static void as_u32(ent *e) { e->dtype = PZ_ST_U32; }
+static void wrong_shape_value(ent *e) { ((int64_t *)e->data)[1] = 7; }
+
+int main(void) {
+  if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
+  static ents bf, q;
+  export_bf16(&bf);
+  quantise(&bf, &q);
+  write_ck("twin", cfg_bf16, &bf);
+  write_ck("int4", cfg_int4, &q);
+
+  /* The INT4 checkpoint's graph: routed experts packed, shared experts bf16. */
+  pz_model_config mc;
+  char p[300];
+  snprintf(p, sizeof p, "%s/int4", dir);
+  CHECK_OK(pz_checkpoint_load_config(p, &mc));
+  CHECK(mc.quant.kind == PZ_WQ_INT4 && mc.text_config);
+  for (int tp = 1; tp <= 2; tp++) {
+    pz_build_opts bo = {.tp = tp, .m = M, .max_ctx = 8, .layers = 0};
+    pz_graph *g = NULL;
+    CHECK_OK(pz_build_decode_graph(&mc, &bo, &g));
+    if (!g) return 1;
+    const pz_tensor *gp = find_t(g, "layers.1.mlp.experts.gate_proj.weight_packed");
+    const pz_tensor *dp = find_t(g, "layers.1.mlp.experts.down_proj.weight_packed");
+    const pz_tensor *ds = find_t(g, "layers.1.mlp.experts.down_proj.weight_scale");
+    const pz_tensor *sh = find_t(g, "layers.1.mlp.shared_experts.up_proj.weight");
+    CHECK(gp && gp->dtype == PZ_I32 && gp->ne[0] == 8 && gp->ne[1] == 64 / tp && gp->ne[2] == 64 / 8);
+    CHECK(dp && dp->dtype == PZ_I32 && dp->ne[1] == 64 && dp->ne[2] == 64 / tp / 8);
+    CHECK(ds && ds->dtype == PZ_BF16 && ds->ne[2] == 64 / tp / 32);
+    CHECK(sh && sh->dtype == PZ_BF16);
+    CHECK(!find_t(g, "layers.1.mlp.experts.gate_proj.weight"));
+    /* Round trip: each rank's packed words and scales are the written ones (down: a column slice). */
+    pz_checkpoint *ck = NULL;
+    CHECK_OK(pz_checkpoint_open_planned(p, &mc, g, &ck));
+    if (ck && gp && dp && ds) {
+      for (int r = 0; r < tp; r++) {
+        int32_t *got = malloc(sizeof(int32_t) * (size_t)pz_tensor_numel(dp));
+        pz_bf16 *gs = malloc(sizeof(pz_bf16) * (size_t)pz_tensor_numel(ds));
+        CHECK_OK(pz_checkpoint_fill(ck, dp, r, got));
+        CHECK_OK(pz_checkpoint_fill(ck, ds, r, gs));
+        int bad_words = 0, bad_scales = 0;
+        for (int e = 0; e < 8; e++) {
+          char nm[200];
+          snprintf(nm, sizeof nm, "language_model.model.layers.1.mlp.experts.%d.down_proj.weight_packed", e);
+          const int32_t *src = find_e(&q, nm)->data;
+          snprintf(nm, sizeof nm, "language_model.model.layers.1.mlp.experts.%d.down_proj.weight_scale", e);
+          const pz_bf16 *ssrc = find_e(&q, nm)->data;
+          for (int64_t row = 0; row < 64; row++) {
+            for (int64_t w = 0; w < dp->ne[2]; w++)
+              bad_words += got[(e * 64 + row) * dp->ne[2] + w] != src[row * 8 + r * dp->ne[2] + w];
+            for (int64_t w = 0; w < ds->ne[2]; w++)
+              bad_scales += gs[(e * 64 + row) * ds->ne[2] + w] != ssrc[row * 2 + r * ds->ne[2] + w];
+          }
+        }
+        CHECK(bad_words == 0 && bad_scales == 0);
+        free(got);
+        free(gs);
+      }
+    }
+    pz_checkpoint_close(ck);
+    pz_graph_free(g);
+  }
+
+  /* The INT4 model and its dequantised bf16 twin: identical tokens and logits. */
+  for (int tp = 1; tp <= 2; tp++) {
+    int32_t t4[STEPS * M], tb[STEPS * M];
+    float l4[M * V], lb[M * V];
+    CHECK_OK(decode("int4", tp, t4, l4));
+    CHECK_OK(decode("twin", tp, tb, lb));
+    CHECK(!memcmp(t4, tb, sizeof t4));
+    CHECK(!memcmp(l4, lb, sizeof l4));
+    int nonzero = 0;
+    for (int i = 0; i < M * V; i++) nonzero += l4[i] != 0.0f;
+    CHECK(nonzero > V); /* a real decode, not an all-zero one */
+  }
+
+  /* Bad checkpoints: one line each, naming the tensor. */
+  bad(&q, "e_shape", "language_model.model.layers.1.mlp.experts.3.up_proj.weight_packed", narrow, PZ_ERR_SHAPE,
+      "experts.3.up_proj.weight_packed");
+  bad(&q, "e_noscale", "language_model.model.layers.2.mlp.experts.5.gate_proj.weight_scale", NULL, PZ_ERR_NOT_FOUND,
+      "experts.5.gate_proj.weight_scale");
+  bad(&q, "e_dtype", "language_model.model.layers.1.mlp.experts.0.down_proj.weight_packed", as_u32, PZ_ERR_DTYPE,
+      "experts.0.down_proj.weight_packed");
+  bad(&q, "e_sh_noscale", "language_model.model.layers.1.mlp.shared_experts.down_proj.weight_scale", NULL,
+      PZ_ERR_NOT_FOUND, "shared_experts.down_proj.weight_scale");
+  bad(&q, "e_sh_shape", "language_model.model.layers.2.mlp.shared_experts.gate_proj.weight_packed", narrow, PZ_ERR_SHAPE,
+      "shared_experts.gate_proj.weight_packed");
+  bad(&q, "e_wshape", "language_model.model.layers.1.mlp.shared_experts.up_proj.weight_shape", wrong_shape_value,
+      PZ_ERR_SHAPE, "weight_shape");
+  /* config.json says INT4 but the experts are stored in bf16. */
+  write_ck("e_bf16_experts", cfg_int4, &bf);
+  int32_t t[STEPS * M];
+  CHECK_ST(decode("e_bf16_experts", 1, t, NULL), PZ_ERR_DTYPE);
+  CHECK(strstr(pz_last_error(), "unquantised") && !strchr(pz_last_error(), '\n'));
+  free_ents(&bf);
+  free_ents(&q);
+  TEST_DONE();
+}
