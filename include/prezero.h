@@ -77,8 +77,8 @@ typedef struct pz_engine_config {
                             PZ_QUANT_INT4 (compressed-tensors W4A16, group 32) or PZ_QUANT_FP8 (e4m3,
                             128x128 block scales, W8A16); the seeded bf16 model's experts quantised.
                             Not with model_dir (a checkpoint's weights come as stored):
-                            PZ_ERR_INVALID_ARG. CUDA has no quantised expert kernel yet:
-                            PZ_ERR_UNSUPPORTED there. */
+                            PZ_ERR_INVALID_ARG. On CUDA, INT4 experts run the W4A16 kernels
+                            (backend/cuda/moe_q.h); FP8 experts have none yet: PZ_ERR_UNSUPPORTED. */
   const struct pz_runtime_opts *options; /* every other switch (prezero_options.h), copied at
                             creation; NULL: read from the PREZERO_* environment then (a malformed
                             value is PZ_ERR_INVALID_ARG). prezero = -1 takes options->prezero. */

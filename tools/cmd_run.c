@@ -39,7 +39,7 @@ static void usage(FILE *f) {
           "  --quant int4|fp8|bf16  routed experts of the seeded weights stored as compressed-tensors INT4\n"
           "                      (group 32, W4A16), FP8 e4m3 with 128x128 block scales (W8A16) or bf16:\n"
           "                      the bf16 model's experts quantised (default: the config's\n"
-          "                      quantization_config; kimi_k25 is INT4). CPU only for int4 and fp8\n"
+          "                      quantization_config; kimi_k25 is INT4). fp8 runs on the CPU only\n"
           "  --logits FILE       write the last step's logits, f32 little-endian [batch, vocab] (with\n"
           "                      --prompt-ids: each sequence's row from the step of its last token)\n"
           "  --help              this text\n"

@@ -165,7 +165,7 @@ static pz_status routed_experts(bld *b, int L, int *src, pz_moe_params *p) {
   const pz_model_config *c = b->c;
   char wn[PZ_NAME_LEN];
   const int64_t H = c->hidden_size, E = c->n_routed_experts, I = c->moe_intermediate_size / b->tp;
-  pz_wquant q;
+  pz_wquant q = PZ_WQ_NONE;
   PZ_CHECK(experts_quant(b, L, &q));
   p->wquant = (int)q;
   static const char *const proj[] = {"gate_proj", "up_proj", "down_proj"};

@@ -6,6 +6,7 @@
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/mla.h"
 #include "backend/cuda/moe.h"
+#include "backend/cuda/moe_q.h"
 #include "core/options.h"
 #include "passes/prezero.h"
 #include <stdlib.h>
@@ -270,13 +271,60 @@ static pz_status op_mla(pz_cuda_ctx *c, const pz_node *n) {
 
 /* ---------------------------------------------------------------- MoE, dense MLP (moe.h) */
 
+/* INT4 routed experts (moe_q.h): the router into the workspace's tail, then the W4A16 experts. */
+static pz_status op_moe_w4a16(pz_cuda_ctx *c, const pz_node *n) {
+  if (n->n_src < PZ_MOE_NSRC_Q) return pz_error(PZ_ERR_INVALID_ARG, "%s: quantised experts without scales", n->name);
+  PZ_CHECK(need_src(n, PZ_MOE_S_GATE)); PZ_CHECK(need_src(n, PZ_MOE_S_UP)); PZ_CHECK(need_src(n, PZ_MOE_S_DOWN));
+  const pz_tensor *x = TT(n->src[PZ_MOE_X]);
+  LD(n->src[PZ_MOE_X], ldx);
+  LD(n->src[PZ_MOE_LOGITS], ldl);
+  LD(n->dst[0], ldo);
+  const pz_cuda_rank *R = &c->ranks[c->rank];
+  const pz_moe_params *p = &n->p.moe;
+  const size_t rb = pz_moe_route_bytes((int)c->m, p), half = rb / 2;
+  if (R->ws_bytes < rb) return pz_error(PZ_ERR_INTERNAL, "%s: MoE workspace smaller than the routing", n->name);
+  char *route = (char *)R->ws + (R->ws_bytes - rb) / 256 * 256;
+  int32_t *ids = (int32_t *)route;
+  float *wts = (float *)(route + half);
+  pz_status st = pz_moe_route_launch((int)c->m, DATA(n->src[PZ_MOE_LOGITS]), ldl, opt_data(c, n, PZ_MOE_BIAS), p, ids, wts,
+                                     c->stream);
+  if (st == PZ_OK) {
+    pz_moe_q_args a;
+    memset(&a, 0, sizeof a);
+    a.m = (int)c->m;
+    a.H = x->ne[1];
+    a.p = *p;
+    a.x = DATA(n->src[PZ_MOE_X]);
+    a.ldx = ldx;
+    a.ids = ids;
+    a.weights = wts;
+    a.w_gate = DATA(n->src[PZ_MOE_W_GATE]);
+    a.w_up = DATA(n->src[PZ_MOE_W_UP]);
+    a.w_down = DATA(n->src[PZ_MOE_W_DOWN]);
+    a.s_gate = DATA(n->src[PZ_MOE_S_GATE]);
+    a.s_up = DATA(n->src[PZ_MOE_S_UP]);
+    a.s_down = DATA(n->src[PZ_MOE_S_DOWN]);
+    a.sh_gate = opt_data(c, n, PZ_MOE_SH_GATE);
+    a.sh_up = opt_data(c, n, PZ_MOE_SH_UP);
+    a.sh_down = opt_data(c, n, PZ_MOE_SH_DOWN);
+    a.out = DATA(n->dst[0]);
+    a.ld_out = ldo;
+    a.workspace = R->ws;
+    a.workspace_bytes = (size_t)(route - (char *)R->ws);
+    st = pz_moe_w4a16_launch(&a, c->stream);
+  }
+  if (st != PZ_OK) pz_log_propagate(__FILE__, __LINE__, n->name, st);
+  return st;
+}
+
 static pz_status op_moe(pz_cuda_ctx *c, const pz_node *n) {
   if (n->n_src < PZ_MOE_SH_GATE) return pz_error(PZ_ERR_INVALID_ARG, "%s: too few inputs", n->name);
   PZ_CHECK(need_src(n, PZ_MOE_X)); PZ_CHECK(need_src(n, PZ_MOE_LOGITS));
   PZ_CHECK(need_src(n, PZ_MOE_W_GATE)); PZ_CHECK(need_src(n, PZ_MOE_W_UP)); PZ_CHECK(need_src(n, PZ_MOE_W_DOWN));
+  if (n->p.moe.wquant == 1) return op_moe_w4a16(c, n);
   if (n->p.moe.wquant)
-    return pz_error(PZ_ERR_UNSUPPORTED, "%s: %s routed experts have no CUDA path in the executor yet; use --quant bf16 or "
-                    "the CPU device (--device cpu)", n->name, n->p.moe.wquant == 1 ? "INT4" : "FP8");
+    return pz_error(PZ_ERR_UNSUPPORTED, "%s: FP8 routed experts have no CUDA kernel yet; use --quant bf16 or int4, or "
+                    "the CPU device (--device cpu)", n->name);
   const pz_tensor *x = TT(n->src[PZ_MOE_X]);
   LD(n->src[PZ_MOE_X], ldx);
   LD(n->src[PZ_MOE_LOGITS], ldl);
@@ -335,6 +383,8 @@ pz_status pz_cuda_ops_prepare(const pz_graph *g, pz_cuda_rank *R) {
     } else if (n->op == PZ_OP_MOE) {
       int64_t H = g->tensors[n->src[PZ_MOE_X]].ne[1];
       size_t b = pz_moe_workspace_bytes(m, H, &n->p.moe) + pz_moe_route_bytes(m, &n->p.moe);
+      if (n->p.moe.wquant == 1) /* W4A16: its experts' workspace, then the routing (op_moe_w4a16) */
+        b = pz_moe_w4a16_workspace_bytes(m, H, &n->p.moe) + pz_moe_route_bytes(m, &n->p.moe) + 256;
       if (b > ws) ws = b;
     } else if (n->op == PZ_OP_DENSE_MLP) {
       size_t b = pz_mlp_workspace_bytes(m, g->tensors[n->src[1]].ne[0]);

@@ -1,0 +1,221 @@
+/* CUDA W4A16 routed experts (src/backend/cuda/moe_q.h) against the CPU reference of quantised
+ * experts (pz_ref_moe_experts_q, ref_ops.h: int4 x scale in f32, the bf16 MoE math) at Kimi-K2.5's
+ * per-rank shapes (H 7168, moe_intermediate 2048 at TP 1, 1024 at TP 2, 512 at TP 4; 384 experts at
+ * TP 4, fewer at TP 1 / 2 to bound the host's memory), m = 1..128, with the bf16 shared expert, tied
+ * routing (every token the same experts), every expert chosen, empty slots; determinism (two launches
+ * bit-identical); argument errors; and the engine on CUDA with synthetic INT4 experts (`--quant int4`,
+ * tiny, TP 1) against the CPU engine's logits. Exits 77 (skipped) without a GPU. */
+#define _POSIX_C_SOURCE 200809L
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "backend/cpu/ref_ops.h"
+#include "backend/cuda/moe_q.h"
+#include "core/status.h"
+#include "prezero.h"
+#include "pz_test.h"
+
+/* |gpu - ref| <= TOL_REL * max|ref row| + 1e-6: the GPU sums each 32-column group on the tensor
+ * cores and adds scale * group sum, the CPU adds x * (q * scale) one by one (f32 both), and h =
+ * bf16(silu(g) * u) may round to a neighbouring bf16 (2^-8 relative) for a few elements; the same
+ * policy as test_moe's bf16 experts. */
+#define TOL_REL 2e-3
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint32_t rnd32(void) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (uint32_t)(rng >> 32);
+}
+static double urand(void) { return (double)rnd32() / 4294967296.0; }
+
+static void *up(const void *h, size_t bytes) {
+  void *d = NULL;
+  if (cudaMalloc(&d, bytes ? bytes : 16) != cudaSuccess) { fprintf(stderr, "cudaMalloc %zu failed\n", bytes); exit(1); }
+  if (bytes && cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice) != cudaSuccess) exit(1);
+  return d;
+}
+
+enum { ROUTE_RANDOM, ROUTE_TIED, ROUTE_ALL, ROUTE_EMPTY };
+
+/* One case: returns the worst |gpu - ref| / (max|ref row| + tiny) over the rows. */
+static void run_case(const char *name, int E, int K, int64_t H, int64_t I, int64_t SI, int m, int route) {
+  pz_moe_params p;
+  memset(&p, 0, sizeof p);
+  p.n_experts = E;
+  p.top_k = K;
+  p.n_group = 1;
+  p.topk_group = 1;
+  p.inter = I;
+  p.shared_inter = SI;
+  p.wquant = 1;
+  p.q_group = 32;
+  const size_t nw_gu = (size_t)E * I * (H / 8), nw_d = (size_t)E * H * (I / 8);
+  const size_t ns_gu = (size_t)E * I * (H / 32), ns_d = (size_t)E * H * (I / 32);
+  int32_t *wg = malloc(4 * nw_gu), *wu = malloc(4 * nw_gu), *wd = malloc(4 * nw_d);
+  pz_bf16 *sg = malloc(2 * ns_gu), *su = malloc(2 * ns_gu), *sd = malloc(2 * ns_d), *x = malloc(2 * (size_t)m * H);
+  pz_bf16 *shg = SI ? malloc(2 * (size_t)SI * H) : NULL, *shu = SI ? malloc(2 * (size_t)SI * H) : NULL;
+  pz_bf16 *shd = SI ? malloc(2 * (size_t)SI * H) : NULL;
+  for (size_t i = 0; i < nw_gu; i++) { wg[i] = (int32_t)rnd32(); wu[i] = (int32_t)rnd32(); }
+  for (size_t i = 0; i < nw_d; i++) wd[i] = (int32_t)rnd32();
+  /* Scales with random mantissas around 1/sqrt(fan_in) / 4 (not powers of two). */
+  for (size_t i = 0; i < ns_gu; i++) {
+    sg[i] = pz_f32_to_bf16((float)((0.5 + urand()) * 0.25 / sqrt((double)H)));
+    su[i] = pz_f32_to_bf16((float)((0.5 + urand()) * 0.25 / sqrt((double)H)));
+  }
+  for (size_t i = 0; i < ns_d; i++) sd[i] = pz_f32_to_bf16((float)((0.5 + urand()) * 0.25 / sqrt((double)I)));
+  for (int64_t i = 0; i < m * H; i++) x[i] = pz_f32_to_bf16((float)(2 * urand() - 1));
+  for (int64_t i = 0; SI && i < SI * H; i++) {
+    shg[i] = pz_f32_to_bf16((float)((2 * urand() - 1) / sqrt((double)H)));
+    shu[i] = pz_f32_to_bf16((float)((2 * urand() - 1) / sqrt((double)H)));
+    shd[i] = pz_f32_to_bf16((float)((2 * urand() - 1) / sqrt((double)SI)));
+  }
+  int32_t *ids = malloc(4 * (size_t)m * K);
+  float *wts = malloc(4 * (size_t)m * K);
+  for (int i = 0; i < m; i++)
+    for (int t = 0; t < K; t++) {
+      int id;
+      if (route == ROUTE_TIED) id = (t * 7) % E;                /* every token the same K experts */
+      else if (route == ROUTE_ALL) id = (i * K + t) % E;        /* m * K >= E: every expert chosen */
+      else {
+        int ok;
+        do { /* K distinct experts per token */
+          id = (int)(rnd32() % (uint32_t)E);
+          ok = 1;
+          for (int u = 0; u < t; u++) ok &= ids[i * K + u] != id;
+        } while (!ok);
+      }
+      if (route == ROUTE_EMPTY && t == K - 1) id = -1;
+      ids[i * K + t] = id;
+      wts[i * K + t] = route == ROUTE_TIED ? 0.125f : (float)(0.05 + urand());
+    }
+  /* CPU reference */
+  float *ref = malloc(4 * (size_t)m * H), *gpu = malloc(4 * (size_t)m * H), *gpu2 = malloc(4 * (size_t)m * H);
+  pz_ref_qexperts q = {.wquant = 1, .group = 32, .w_gate = wg, .w_up = wu, .w_down = wd, .s_gate = sg, .s_up = su, .s_down = sd};
+  CHECK_OK(pz_ref_moe_experts_q(m, H, x, H, ids, wts, &p, &q, shg, shu, shd, ref, H));
+  /* GPU */
+  pz_moe_q_args a;
+  memset(&a, 0, sizeof a);
+  a.m = m;
+  a.H = H;
+  a.p = p;
+  a.x = up(x, 2 * (size_t)m * H);
+  a.ldx = H;
+  a.ids = up(ids, 4 * (size_t)m * K);
+  a.weights = up(wts, 4 * (size_t)m * K);
+  a.w_gate = up(wg, 4 * nw_gu);
+  a.w_up = up(wu, 4 * nw_gu);
+  a.w_down = up(wd, 4 * nw_d);
+  a.s_gate = up(sg, 2 * ns_gu);
+  a.s_up = up(su, 2 * ns_gu);
+  a.s_down = up(sd, 2 * ns_d);
+  if (SI) {
+    a.sh_gate = up(shg, 2 * (size_t)SI * H);
+    a.sh_up = up(shu, 2 * (size_t)SI * H);
+    a.sh_down = up(shd, 2 * (size_t)SI * H);
+  }
+  float *dout = up(NULL, 4 * (size_t)m * H);
+  a.out = dout;
+  a.ld_out = H;
+  a.workspace_bytes = pz_moe_w4a16_workspace_bytes(m, H, &p);
+  a.workspace = up(NULL, a.workspace_bytes);
+  CHECK_OK(pz_moe_w4a16_launch(&a, 0));
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
+  cudaMemcpy(gpu, dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
+  CHECK_OK(pz_moe_w4a16_launch(&a, 0));
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
+  cudaMemcpy(gpu2, dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
+  CHECK(!memcmp(gpu, gpu2, 4 * (size_t)m * H)); /* deterministic */
+  double worst = 0;
+  int bad = 0;
+  for (int i = 0; i < m; i++) {
+    double mx = 0;
+    for (int64_t j = 0; j < H; j++) mx = fmax(mx, fabs(ref[i * H + j]));
+    for (int64_t j = 0; j < H; j++) {
+      const double e = fabs((double)gpu[i * H + j] - ref[i * H + j]);
+      if (!(e <= TOL_REL * mx + 1e-6)) bad++;
+      worst = fmax(worst, e / (mx + 1e-30));
+    }
+  }
+  printf("%-28s E %3d K %d H %lld I %4lld shared %4lld m %3d: worst %.2e of the row max%s\n", name, E, K, (long long)H,
+         (long long)I, (long long)SI, m, worst, bad ? "  FAIL" : "");
+  if (bad) pz_test_failures++;
+  /* Argument errors (once per case is cheap). */
+  pz_moe_q_args b = a;
+  b.p.wquant = 0;
+  CHECK_ST(pz_moe_w4a16_launch(&b, 0), PZ_ERR_INVALID_ARG);
+  b = a;
+  b.workspace_bytes = 16;
+  CHECK_ST(pz_moe_w4a16_launch(&b, 0), PZ_ERR_INVALID_ARG);
+  b = a;
+  b.H = H - 16;
+  b.ldx = H;
+  CHECK_ST(pz_moe_w4a16_launch(&b, 0), PZ_ERR_SHAPE);
+  void *dp[] = {(void *)a.x, (void *)a.ids, (void *)a.weights, (void *)a.w_gate, (void *)a.w_up, (void *)a.w_down,
+                (void *)a.s_gate, (void *)a.s_up, (void *)a.s_down, (void *)a.sh_gate, (void *)a.sh_up, (void *)a.sh_down,
+                dout, a.workspace};
+  for (size_t i = 0; i < sizeof dp / sizeof dp[0]; i++) cudaFree(dp[i]);
+  free(wg); free(wu); free(wd); free(sg); free(su); free(sd); free(x); free(shg); free(shu); free(shd);
+  free(ids); free(wts); free(ref); free(gpu); free(gpu2);
+}
+
+/* One decode step of tiny with INT4 experts on the CPU and on GPU 0: logits within TOL_REL of the
+ * largest |logit| (the MoE sums in another order; every other op as test_exec checks it). */
+static void engine_case(void) {
+  float *lg[2] = {NULL, NULL};
+  int vocab = 0;
+  for (int d = 0; d < 2; d++) {
+    pz_engine_config ec = PZ_ENGINE_CONFIG_INIT;
+    ec.quant = PZ_QUANT_INT4;
+    ec.layers = 2;
+    ec.max_batch = 4;
+    ec.context = 16;
+    ec.max_steps = 2;
+    ec.prezero = 0;
+    ec.device = d ? PZ_DEVICE_CUDA : PZ_DEVICE_CPU;
+    pz_engine *e = NULL;
+    CHECK_OK(pz_engine_create(&ec, &e));
+    if (!e) return;
+    pz_engine_info info;
+    CHECK_OK(pz_engine_get_info(e, &info));
+    vocab = (int)info.vocab_size;
+    int32_t in[4] = {1, 7, 300, 999}, out[4];
+    CHECK_OK(pz_engine_step(e, 4, in, out));
+    lg[d] = malloc(sizeof(float) * 4 * (size_t)vocab);
+    CHECK_OK(pz_engine_logits(e, 4, lg[d]));
+    pz_engine_destroy(e);
+  }
+  double mx = 0, md = 0;
+  for (int i = 0; i < 4 * vocab; i++) {
+    mx = fmax(mx, fabs(lg[0][i]));
+    md = fmax(md, fabs((double)lg[0][i] - lg[1][i]));
+  }
+  printf("engine tiny --quant int4, TP 1: max |cuda - cpu| logit %.3e (max |logit| %.3f)\n", md, mx);
+  CHECK(md <= 1e-2 * mx);
+  free(lg[0]);
+  free(lg[1]);
+}
+
+int main(void) {
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    printf("no CUDA GPU: skipped\n");
+    return 77;
+  }
+  pz_ref_set_threads(0);
+  const int64_t H = 7168;
+  /* Kimi-K2.5 per rank: TP 1 (I 2048), TP 2 (1024), TP 4 (512); shared expert bf16 [I, H]. */
+  static const int ms1[] = {1, 4, 16}, ms2[] = {1, 8, 64}, ms4[] = {1, 4, 16, 128};
+  for (int i = 0; i < 3; i++) run_case("kimi_k25 tp1", 16, 8, H, 2048, 2048, ms1[i], ROUTE_RANDOM);
+  for (int i = 0; i < 3; i++) run_case("kimi_k25 tp2", 32, 8, H, 1024, 1024, ms2[i], ROUTE_RANDOM);
+  for (int i = 0; i < 4; i++) run_case("kimi_k25 tp4", 384, 8, H, 512, 512, ms4[i], ROUTE_RANDOM);
+  run_case("kimi_k25 tp4 ties", 384, 8, H, 512, 512, 32, ROUTE_TIED);
+  run_case("kimi_k25 tp4 all experts", 384, 8, H, 512, 0, 48, ROUTE_ALL);
+  run_case("kimi_k25 tp4 empty slots", 384, 8, H, 512, 512, 8, ROUTE_EMPTY);
+  run_case("small all experts", 8, 8, 256, 64, 0, 3, ROUTE_ALL);
+  engine_case();
+  TEST_DONE();
+}
