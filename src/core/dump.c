@@ -58,7 +58,11 @@ static void params(const pz_node *n, FILE *f) {
               n->p.moe.scoring == PZ_SCORE_SIGMOID ? "sigmoid" : "softmax",
               n->p.moe.topk_method == PZ_TOPK_NOAUX_TC ? "noaux_tc"
               : n->p.moe.topk_method == PZ_TOPK_GROUP_LIMITED ? "group_limited_greedy" : "greedy",
-              (long long)n->p.moe.inter, (long long)n->p.moe.shared_inter); break;
+              (long long)n->p.moe.inter, (long long)n->p.moe.shared_inter);
+      if (n->p.moe.wquant == 1) fprintf(f, " experts_int4 group=%lld", (long long)n->p.moe.q_group);
+      else if (n->p.moe.wquant == 2)
+        fprintf(f, " experts_fp8 block=%lldx%lld", (long long)n->p.moe.q_block_rows, (long long)n->p.moe.q_block_cols);
+      break;
     default: break;
   }
 }
