@@ -3,7 +3,7 @@
 # cJSON: when the system has no /usr/include/cjson/cJSON.h, unpacks the carried .deps/*.deb into
 # $CJ (/tmp/cj) and puts its library folder on LD_LIBRARY_PATH. Sets the compile/link flags the
 # scripts share:
-#   PZ_INC       -I flags: include, src, tools, tests, cJSON, CUDA
+#   PZ_INC       -I flags: the repo root (bench/dev/...), include, src, tools, tests, cJSON, CUDA
 #   PZ_CJSON_LIB -L/-l flags of cJSON
 #   PZ_CUDA_LIB  -L flag of the CUDA libraries (add -lcudart, -lcublas, ... as needed)
 #   PZ_NVARCH    nvcc code generation for the H200 (sm_90a)
@@ -15,7 +15,7 @@ if [ ! -f /usr/include/cjson/cJSON.h ]; then
   for f in .deps/*.deb; do dpkg -x "$f" $CJ; done
 fi
 export LD_LIBRARY_PATH=$CJ/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-PZ_INC="-I include -I src -I tools -I tests -I $CJ/usr/include -I /usr/local/cuda/include"
+PZ_INC="-I . -I include -I src -I tools -I tests -I $CJ/usr/include -I /usr/local/cuda/include"
 PZ_CJSON_LIB="-L$CJ/usr/lib/x86_64-linux-gnu -lcjson"
 PZ_CUDA_LIB="-L/usr/local/cuda/lib64"
 PZ_NVARCH="-gencode=arch=compute_90a,code=sm_90a"

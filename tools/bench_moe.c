@@ -23,6 +23,7 @@ static void usage(FILE *f) {
 #include <cuda_runtime.h>
 #include <cjson/cJSON.h>
 #include "backend/cuda/moe.h"
+#include "bench/dev/dev_helpers.h" /* pz_moe_fill_bf16, pz_moe_stream_read */
 #include "core/status.h"
 
 /* Kimi-K2 (configs/kimi_k2.json): H 7168, 384 routed experts, top 8, moe_intermediate 2048,

@@ -51,8 +51,8 @@ static int fail(const char *what) {
 }
 
 /* One CUDA backend per TP degree, both graph sets over the same weights (per-batch prezero mode,
- * backend/backend.h, cuda/exec.h): at every batch size, `rounds` times each of pzs[] in turn (OFF, ON, OFF, ON ...),
- * into cells[p][b]. */
+ * backend/backend.h, cuda/exec.h): at every batch size, `rounds` times each of pzs[] in turn
+ * (OFF, ON, OFF, ON ...), into cells[p][b]. */
 static int run_one(const pz_model_config *mc, int tp, int layers, int context, const int *bs, int nb, const int *pzs,
                    int npz, int rounds, uint64_t seed, int iters, int reps, cell cells[2][MAX_B], char *device,
                    size_t device_len) {

@@ -10,6 +10,7 @@
 #include <string.h>
 #include "backend/cpu/ref_ops.h"
 #include "backend/cuda/moe.h"
+#include "bench/dev/dev_helpers.h" /* pz_moe_fill_bf16 and its host twin */
 #include "core/status.h"
 #include "pz_test.h"
 

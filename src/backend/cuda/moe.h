@@ -118,20 +118,8 @@ pz_status pz_mlp_launch(int m, int64_t H, int64_t inter, const pz_bf16 *x, int64
                         float *out, int64_t ld_out, void *workspace, size_t workspace_bytes,
                         cudaStream_t stream);
 
-/* ---------------------------------------------------------------- helpers for tests/bench */
-
-/* Fills n bf16 values with hash(seed, i) mapped to (u - 0.5) * 2 * scale, u uniform in
- * [0,1) on a 2^-16 grid (rounded to bf16): the same values as pz_moe_hash_bf16 on the host.
- * hash: the SplitMix64 finaliser (Steele, Lea, Flood 2014) of i + γ*(seed+1), bits 16..31.
- * Errors: PZ_ERR_INVALID_ARG (p NULL, n < 0), PZ_ERR_CUDA. */
-pz_status pz_moe_fill_bf16(pz_bf16 *p, int64_t n, uint32_t seed, float scale, cudaStream_t s);
-/* Host twin of pz_moe_fill_bf16's element i. */
-pz_bf16 pz_moe_hash_bf16(uint32_t seed, int64_t i, float scale);
-/* Plain streaming read of `bytes` (multiple of 16, >= 16, 16-byte aligned) at p with 16-byte
- * loads over a grid-stride loop (4 CTAs of 512 threads per SM); sink: one device unsigned the
- * kernel may add to. The benchmark's bandwidth yardstick (docs/ARCHITECTURE.md §7).
- * Errors: PZ_ERR_INVALID_ARG (NULL / misaligned pointer, bad byte count), PZ_ERR_CUDA. */
-pz_status pz_moe_stream_read(const void *p, int64_t bytes, unsigned *sink, cudaStream_t s);
+/* The fills and the streaming-read yardstick that tests and benchmarks use live in the kernel
+ * workbench: bench/dev/dev_helpers.h (pz_moe_fill_bf16, pz_moe_hash_bf16, pz_moe_stream_read). */
 
 #ifdef __cplusplus
 }
