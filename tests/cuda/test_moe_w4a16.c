@@ -35,7 +35,14 @@ static double urand(void) { return (double)rnd32() / 4294967296.0; }
 static void *up(const void *h, size_t bytes) {
   void *d = NULL;
   if (cudaMalloc(&d, bytes ? bytes : 16) != cudaSuccess) { fprintf(stderr, "cudaMalloc %zu failed\n", bytes); exit(1); }
-  if (bytes && cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice) != cudaSuccess) exit(1);
+  if (h && bytes && cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+    fprintf(stderr, "cudaMemcpy %zu failed\n", bytes);
+    exit(1);
+  }
+  if (!h && cudaMemset(d, 0, bytes ? bytes : 16) != cudaSuccess) {
+    fprintf(stderr, "cudaMemset %zu failed\n", bytes);
+    exit(1);
+  }
   return d;
 }
 
