@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM>::THREADS, 1)
   using P = Plan<BN, NWG, WM>;
   constexpr int S = P::STAGES;
   extern __shared__ unsigned char smem_raw[];
-  unsigned char *smem = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+  unsigned char *smem = smem_align_1k(smem_raw); /* the 128-byte swizzle repeats every 1024 bytes */
   uint64_t *full = (uint64_t *)(smem + P::DATA);
   uint64_t *empty = full + S;
 
@@ -90,14 +90,7 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM>::THREADS, 1)
   const int nk = kb1 - kb0;
   const int rows = min(BN, p.m - t0);
 
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < S; s++) {
-      mbar_init(&full[s], 1);
-      mbar_init(&empty[s], 4 * NWG);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  }
+  ring_init(full, empty, S, 4 * NWG);
   /* Flavour 2: split 0 zeroes this CTA's C tile first, then raises the tile's flag. */
   const bool zeroes = p.mode == PZ_GEMM_SPLITK_ZERO && split == 0 && p.splits > 1;
   if (zeroes) {
@@ -131,16 +124,7 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM>::THREADS, 1)
     for (int i = 0; i < nk; i++) {
       const int s = i % S;
       mbar_wait(&full[s], (i / S) & 1);
-      const unsigned char *st = smem + s * P::STAGE;
-      const uint64_t da = make_desc(st + P::W_BYTES);
-      wgmma_fence();
-#pragma unroll
-      for (int w = 0; w < WM; w++) {
-        const uint64_t dw = make_desc(st + (wg * WM + w) * 64 * 128);
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) Wgmma<BN>::mma(acc[w], dw + 2 * kk, da + 2 * kk, 1);
-      }
-      wgmma_commit();
+      wg_mma_stage<BN, WM, P::W_BYTES>(acc, smem + s * P::STAGE, wg);
       if (i > 0) {
         wgmma_wait<1>();
         if (lane == 0) mbar_arrive(&empty[(i - 1) % S]);
@@ -151,21 +135,7 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM>::THREADS, 1)
   __syncthreads(); /* every stage consumed: the ring becomes the epilogue tile */
 
   float *tile_s = (float *)smem; /* [BN][CP]: token-major fp32 partial of this CTA */
-  if (warp < 4 * NWG) {
-    /* Fragment element 4c + 2i + j: W row (column of C) 16*(warp%4) + lane/4 + 8i of this
-     * warpgroup's 64, token 8c + 2*(lane%4) + j (PTX ISA, wgmma D fragment layout). */
-    const int tq = 2 * (lane & 3);
-#pragma unroll
-    for (int w = 0; w < WM; w++) {
-      const int col = (wg * WM + w) * 64 + (warp & 3) * 16 + (lane >> 2);
-#pragma unroll
-      for (int c = 0; c < BN / 8; c++)
-#pragma unroll
-        for (int i = 0; i < 2; i++)
-#pragma unroll
-          for (int j = 0; j < 2; j++) tile_s[(8 * c + tq + j) * P::CP + col + 8 * i] = acc[w][4 * c + 2 * i + j];
-    }
-  }
+  if (warp < 4 * NWG) wg_frag_to_smem<BN, WM, P::CP>(tile_s, acc, wg, warp, lane);
 
   tile_wait(p, split, tile);
   __syncthreads();
@@ -176,12 +146,7 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM>::THREADS, 1)
   for (int e = threadIdx.x; e < rows * Q; e += P::THREADS) {
     const int t = e / Q, j = (e - t * Q) * 4;
     float4 v = *(const float4 *)&tile_s[t * P::CP + j];
-    if (add_bias) {
-      v.x += p.bias[n0 + j];
-      v.y += p.bias[n0 + j + 1];
-      v.z += p.bias[n0 + j + 2];
-      v.w += p.bias[n0 + j + 3];
-    }
+    if (add_bias) add_bias4(v, p.bias, n0 + j);
     const int64_t off = (int64_t)(t0 + t) * p.ldc + n0 + j;
     if (p.vec && !store && p.mode != PZ_GEMM_SPLITK_SERIAL) {
       red_v4((float *)p.C + off, v);

@@ -5,7 +5,9 @@
 #pragma once
 #include <cuda.h>
 #include <cudaTypedefs.h>
+#include <cuda_runtime.h>
 #include <stdint.h>
+#include "backend/cuda/kernels/wgmma_ops.cuh"
 extern "C" {
 #include "core/status.h"
 }
@@ -68,6 +70,68 @@ __device__ __forceinline__ void red_v4(float *p, float4 v) {
 /* Named barrier `id` (1..15; 0 is __syncthreads) over `count` threads (a multiple of 32). */
 __device__ __forceinline__ void bar_sync(int id, int count) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+
+/* The dynamic shared memory rounded up to 1024 bytes (the launch adds 1024 of slack). */
+__device__ __forceinline__ unsigned char *smem_align_1k(unsigned char *raw) {
+  return (unsigned char *)(((uintptr_t)raw + 1023) & ~(uintptr_t)1023);
+}
+
+/* Thread 0 initialises the TMA ring's barriers: full[s] waits for the producer's one arrival
+ * plus the stage's bytes, empty[s] for one arrival per consumer warp; then fences them for the
+ * copy engine. The caller syncs the CTA before any use. */
+__device__ __forceinline__ void ring_init(uint64_t *full, uint64_t *empty, int stages, int consumer_warps) {
+  if (threadIdx.x != 0) return;
+  for (int s = 0; s < stages; s++) {
+    mbar_init(&full[s], 1);
+    mbar_init(&empty[s], consumer_warps);
+  }
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+/* One ring stage into the accumulators: warpgroup wg's WM m64 W tiles (rows 64 (wg WM + w) of
+ * the stage) times the stage's BN tokens (at byte W_BYTES), four k16 steps of 32 bytes inside the
+ * 128-byte swizzled rows, committed as one wgmma group. */
+template <int BN, int WM, int W_BYTES>
+__device__ __forceinline__ void wg_mma_stage(float (&acc)[WM][BN / 2], const unsigned char *st, int wg) {
+  const uint64_t da = make_desc(st + W_BYTES);
+  wgmma_fence();
+#pragma unroll
+  for (int w = 0; w < WM; w++) {
+    const uint64_t dw = make_desc(st + (wg * WM + w) * 64 * 128);
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) Wgmma<BN>::mma(acc[w], dw + 2 * kk, da + 2 * kk, 1);
+  }
+  wgmma_commit();
+}
+
+/* The accumulators into a token-major fp32 tile [BN][CP] of shared memory. Fragment element
+ * 4c + 2i + j: W row (column of C) 16 (warp % 4) + lane / 4 + 8i of the warpgroup's 64, token
+ * 8c + 2 (lane % 4) + j (PTX ISA, wgmma D fragment layout); CP = BM + 4 keeps the writes on
+ * distinct banks. */
+template <int BN, int WM, int CP>
+__device__ __forceinline__ void wg_frag_to_smem(float *tile_s, const float (&acc)[WM][BN / 2], int wg, int warp,
+                                                int lane) {
+  const int tq = 2 * (lane & 3);
+#pragma unroll
+  for (int w = 0; w < WM; w++) {
+    const int col = (wg * WM + w) * 64 + (warp & 3) * 16 + (lane >> 2);
+#pragma unroll
+    for (int c = 0; c < BN / 8; c++)
+#pragma unroll
+      for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 2; j++) tile_s[(8 * c + tq + j) * CP + col + 8 * i] = acc[w][4 * c + 2 * i + j];
+  }
+}
+
+/* v += bias[col .. col + 3] */
+__device__ __forceinline__ void add_bias4(float4 &v, const float *bias, int col) {
+  v.x += bias[col];
+  v.y += bias[col + 1];
+  v.z += bias[col + 2];
+  v.w += bias[col + 3];
 }
 
 } // namespace pz_wg

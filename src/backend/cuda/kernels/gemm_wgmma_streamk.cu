@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(SKPlan<BN, NWG, WM>::THREADS, 1)
   using P = SKPlan<BN, NWG, WM>;
   constexpr int S = P::STAGES;
   extern __shared__ unsigned char smem_raw[];
-  unsigned char *smem = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+  unsigned char *smem = smem_align_1k(smem_raw); /* the 128-byte swizzle repeats every 1024 bytes */
   float *tile_s = (float *)(smem + P::RING); /* [BN][CP]: token-major fp32 partial of a segment */
   uint64_t *full = (uint64_t *)(smem + P::RING + P::EPI);
   uint64_t *empty = full + S;
@@ -93,14 +93,7 @@ __global__ void __launch_bounds__(SKPlan<BN, NWG, WM>::THREADS, 1)
   const int64_t u_begin = (int64_t)blockIdx.x * p.units / gridDim.x;
   const int64_t u_end = (int64_t)(blockIdx.x + 1) * p.units / gridDim.x;
 
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < S; s++) {
-      mbar_init(&full[s], 1);
-      mbar_init(&empty[s], 4 * NWG);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  }
+  ring_init(full, empty, S, 4 * NWG);
   __syncthreads(); /* the only CTA-wide barrier: the producer warp leaves after its loop */
 
   if (warp == 4 * NWG) {
@@ -126,7 +119,6 @@ __global__ void __launch_bounds__(SKPlan<BN, NWG, WM>::THREADS, 1)
   }
 
   const int wg = warp >> 2;
-  const int tq = 2 * (lane & 3);
   constexpr int Q = P::BM / 4; /* 4-column groups per token row */
   uint32_t g = 0;
   float acc[WM][BN / 2];
@@ -141,16 +133,7 @@ __global__ void __launch_bounds__(SKPlan<BN, NWG, WM>::THREADS, 1)
     for (int i = 0; i < sg.kn; i++, g++) {
       const int s = (int)(g % S);
       mbar_wait(&full[s], (g / S) & 1);
-      const unsigned char *st = smem + s * P::STAGE;
-      const uint64_t da = make_desc(st + P::W_BYTES);
-      wgmma_fence();
-#pragma unroll
-      for (int w = 0; w < WM; w++) {
-        const uint64_t dw = make_desc(st + (wg * WM + w) * 64 * 128);
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) Wgmma<BN>::mma(acc[w], dw + 2 * kk, da + 2 * kk, 1);
-      }
-      wgmma_commit();
+      wg_mma_stage<BN, WM, P::W_BYTES>(acc, smem + s * P::STAGE, wg);
       if (i > 0) {
         wgmma_wait<1>();
         if (lane == 0) mbar_arrive(&empty[(g - 1) % S]);
@@ -161,27 +144,13 @@ __global__ void __launch_bounds__(SKPlan<BN, NWG, WM>::THREADS, 1)
 
     /* Epilogue of the segment; the producer keeps loading the next one meanwhile. */
     bar_sync(1, P::CONSUMERS); /* the previous segment's reads of tile_s are done */
-#pragma unroll
-    for (int w = 0; w < WM; w++) {
-      const int col = (wg * WM + w) * 64 + (warp & 3) * 16 + (lane >> 2);
-#pragma unroll
-      for (int c = 0; c < BN / 8; c++)
-#pragma unroll
-        for (int i = 0; i < 2; i++)
-#pragma unroll
-          for (int j = 0; j < 2; j++) tile_s[(8 * c + tq + j) * P::CP + col + 8 * i] = acc[w][4 * c + 2 * i + j];
-    }
+    wg_frag_to_smem<BN, WM, P::CP>(tile_s, acc, wg, warp, lane);
     bar_sync(1, P::CONSUMERS);
     const bool add_bias = p.bias != nullptr && sg.kb == 0;
     for (int e = threadIdx.x; e < rows * Q; e += P::CONSUMERS) {
       const int t = e / Q, j = (e - t * Q) * 4;
       float4 v = *(const float4 *)&tile_s[t * P::CP + j];
-      if (add_bias) {
-        v.x += p.bias[n0 + j];
-        v.y += p.bias[n0 + j + 1];
-        v.z += p.bias[n0 + j + 2];
-        v.w += p.bias[n0 + j + 3];
-      }
+      if (add_bias) add_bias4(v, p.bias, n0 + j);
       const int64_t off = (int64_t)(t0 + t) * p.ldc + n0 + j;
       if (p.vec) {
         red_v4((float *)p.C + off, v);
