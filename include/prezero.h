@@ -78,7 +78,7 @@ typedef struct pz_engine_config {
                             128x128 block scales, W8A16); the seeded bf16 model's experts quantised.
                             Not with model_dir (a checkpoint's weights come as stored):
                             PZ_ERR_INVALID_ARG. On CUDA, INT4 experts run the W4A16 kernels
-                            (backend/cuda/moe_q.h); FP8 experts have none yet: PZ_ERR_UNSUPPORTED. */
+                            and FP8 experts the W8A16 ones (backend/cuda/moe_q.h). */
   const struct pz_runtime_opts *options; /* every other switch (prezero_options.h), copied at
                             creation; NULL: read from the PREZERO_* environment then (a malformed
                             value is PZ_ERR_INVALID_ARG). prezero = -1 takes options->prezero. */

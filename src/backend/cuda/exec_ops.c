@@ -271,8 +271,9 @@ static pz_status op_mla(pz_cuda_ctx *c, const pz_node *n) {
 
 /* ---------------------------------------------------------------- MoE, dense MLP (moe.h) */
 
-/* INT4 routed experts (moe_q.h): the router into the workspace's tail, then the W4A16 experts. */
-static pz_status op_moe_w4a16(pz_cuda_ctx *c, const pz_node *n) {
+/* Quantised routed experts (moe_q.h): the router into the workspace's tail, then the W4A16 (INT4)
+ * or W8A16 (FP8) experts. */
+static pz_status op_moe_q(pz_cuda_ctx *c, const pz_node *n) {
   if (n->n_src < PZ_MOE_NSRC_Q) return pz_error(PZ_ERR_INVALID_ARG, "%s: quantised experts without scales", n->name);
   PZ_CHECK(need_src(n, PZ_MOE_S_GATE)); PZ_CHECK(need_src(n, PZ_MOE_S_UP)); PZ_CHECK(need_src(n, PZ_MOE_S_DOWN));
   const pz_tensor *x = TT(n->src[PZ_MOE_X]);
@@ -311,7 +312,7 @@ static pz_status op_moe_w4a16(pz_cuda_ctx *c, const pz_node *n) {
     a.ld_out = ldo;
     a.workspace = R->ws;
     a.workspace_bytes = (size_t)(route - (char *)R->ws);
-    st = pz_moe_w4a16_launch(&a, c->stream);
+    st = p->wquant == 1 ? pz_moe_w4a16_launch(&a, c->stream) : pz_moe_w8a16_launch(&a, c->stream);
   }
   if (st != PZ_OK) pz_log_propagate(__FILE__, __LINE__, n->name, st);
   return st;
@@ -321,10 +322,9 @@ static pz_status op_moe(pz_cuda_ctx *c, const pz_node *n) {
   if (n->n_src < PZ_MOE_SH_GATE) return pz_error(PZ_ERR_INVALID_ARG, "%s: too few inputs", n->name);
   PZ_CHECK(need_src(n, PZ_MOE_X)); PZ_CHECK(need_src(n, PZ_MOE_LOGITS));
   PZ_CHECK(need_src(n, PZ_MOE_W_GATE)); PZ_CHECK(need_src(n, PZ_MOE_W_UP)); PZ_CHECK(need_src(n, PZ_MOE_W_DOWN));
-  if (n->p.moe.wquant == 1) return op_moe_w4a16(c, n);
+  if (n->p.moe.wquant == 1 || n->p.moe.wquant == 2) return op_moe_q(c, n);
   if (n->p.moe.wquant)
-    return pz_error(PZ_ERR_UNSUPPORTED, "%s: FP8 routed experts have no CUDA kernel yet; use --quant bf16 or int4, or "
-                    "the CPU device (--device cpu)", n->name);
+    return pz_error(PZ_ERR_UNSUPPORTED, "%s: routed experts with wquant %d have no CUDA kernel", n->name, n->p.moe.wquant);
   const pz_tensor *x = TT(n->src[PZ_MOE_X]);
   LD(n->src[PZ_MOE_X], ldx);
   LD(n->src[PZ_MOE_LOGITS], ldl);
@@ -383,8 +383,10 @@ pz_status pz_cuda_ops_prepare(const pz_graph *g, pz_cuda_rank *R) {
     } else if (n->op == PZ_OP_MOE) {
       int64_t H = g->tensors[n->src[PZ_MOE_X]].ne[1];
       size_t b = pz_moe_workspace_bytes(m, H, &n->p.moe) + pz_moe_route_bytes(m, &n->p.moe);
-      if (n->p.moe.wquant == 1) /* W4A16: its experts' workspace, then the routing (op_moe_w4a16) */
+      if (n->p.moe.wquant == 1) /* W4A16: its experts' workspace, then the routing (op_moe_q) */
         b = pz_moe_w4a16_workspace_bytes(m, H, &n->p.moe) + pz_moe_route_bytes(m, &n->p.moe) + 256;
+      else if (n->p.moe.wquant == 2) /* W8A16: the same */
+        b = pz_moe_w8a16_workspace_bytes(m, H, &n->p.moe) + pz_moe_route_bytes(m, &n->p.moe) + 256;
       if (b > ws) ws = b;
     } else if (n->op == PZ_OP_DENSE_MLP) {
       size_t b = pz_mlp_workspace_bytes(m, g->tensors[n->src[1]].ne[0]);

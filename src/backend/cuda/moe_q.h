@@ -1,7 +1,12 @@
-/* CUDA routed experts with INT4 weights (W4A16, sm_90a): compressed-tensors pack-quantized words
- * and bf16 group-32 scales (core/quant.h) stay packed in device memory and are dequantised in
- * registers; tensor cores (mma.m16n8k16 bf16) multiply the 4-bit integers, and each group's
- * scale multiplies its f32 partial sum. Shared experts stay bf16 (pz_mlp_launch, moe.h). */
+/* CUDA routed experts with quantised weights (sm_90a), both on tensor cores (mma.m16n8k16 bf16):
+ * - W4A16: compressed-tensors pack-quantized words and bf16 group-32 scales (core/quant.h) stay
+ *   packed in device memory and are dequantised in registers; the tensor cores multiply the 4-bit
+ *   integers, and each group's scale multiplies its f32 partial sum.
+ * - W8A16: FP8 e4m3 bytes and f32 block scales (weight_scale_inv, core/fp8.h) stay as stored; each
+ *   weight becomes bf16(e4m3 * scale) in registers, the value the loader's bf16 dequantisation and
+ *   the CPU reference (pz_ref_qexpert_dequant) give.
+ * Shared experts stay bf16 (pz_mlp_launch, moe.h). The kernels share one structure
+ * (kernels/moe_q_common.cuh). */
 #ifndef PZ_BACKEND_CUDA_MOE_Q_H
 #define PZ_BACKEND_CUDA_MOE_Q_H
 #include <stddef.h>
@@ -17,23 +22,29 @@ extern "C" {
 /* One MoE block's routed (+ shared) experts on one TP rank, for a given routing:
  *   x:        bf16 [m, H] (row stride ldx, a multiple of 8; 16-byte aligned)
  *   ids, weights: i32 / f32 [m, top_k] (pz_moe_route_launch; id -1 = empty slot)
- *   w_gate, w_up: i32 [E, I, H/8] packed words, s_gate, s_up: bf16 [E, I, H/32];
- *   w_down: i32 [E, H, I/8], s_down: bf16 [E, H, I/32]  (I = p.inter, the rank's shard)
+ *   W4A16 (p.wquant 1): w_gate, w_up: i32 [E, I, H/8] packed words, s_gate, s_up: bf16 [E, I, H/32];
+ *                       w_down: i32 [E, H, I/8], s_down: bf16 [E, H, I/32]  (I = p.inter, the rank's shard)
+ *   W8A16 (p.wquant 2): w_gate, w_up: e4m3 bytes [E, I, H], s_gate, s_up: f32 [E, ceil(I/bm), ceil(H/bn)];
+ *                       w_down: e4m3 [E, H, I], s_down: f32 [E, ceil(H/bm), ceil(I/bn)]
+ *                       (bm, bn = p.q_block_rows, p.q_block_cols; 128 x 128 in DeepSeek-V3 / Kimi-K2)
  *   sh_gate, sh_up: bf16 [S_I, H], sh_down: bf16 [H, S_I] (S_I = p.shared_inter) or NULL
  *   out: f32 [m, H] (row stride ld_out, a multiple of 4), fully written:
  *        out[i] = Σ_{t in slot order} weights[i,t] * E_{ids[i,t]}(x_i)  (+ S(x_i))
  *   with E_e the SwiGLU of pz_ref_moe_experts_q (ref_ops.h): g = x·Wgᵀ, u = x·Wuᵀ, h = bf16(silu(g)*u),
- *   d = h·Wdᵀ, W = q * scale. The products sum in another order than the CPU (per group of 32
- *   columns on the tensor cores, then scale * group sum added in f32), so results agree within
- *   rounding, not bit for bit; the combine is the same f32 order as the CPU's.
- * Requirements: p.wquant == 1 and p.q_group == 32; H and I multiples of 32; 1 <= m <= 256;
- * n_experts <= 1024, top_k <= 32 (moe.h limits).
+ *   d = h·Wdᵀ, W = q * scale (INT4) or bf16(e4m3 * scale_inv) (FP8). The products sum in another
+ *   order than the CPU (W4A16: per group of 32 columns on the tensor cores, then scale * group sum
+ *   added in f32; W8A16: f32 accumulation on the tensor cores in k order per warp slice), so results
+ *   agree within rounding, not bit for bit; the combine is the same f32 order as the CPU's.
+ * Requirements: W4A16: p.wquant == 1 and p.q_group == 32, H and I multiples of 32;
+ *   W8A16: p.wquant == 2, q_block_rows >= 1, q_block_cols a multiple of 16, H and I multiples of 64;
+ *   both: 1 <= m <= 256; n_experts <= 1024, top_k <= 32 (moe.h limits).
  * Kernels (capturable; no host sync): gather (one CTA: per-expert counts, token lists in pair
  * order, work items of <= 32 tokens), gate/up + SwiGLU over the chosen experts only, down, and
  * the combine; the shared experts run first through pz_mlp_launch into out.
- * Workspace: pz_moe_w4a16_workspace_bytes(max_m, H, &p) bytes, 256-byte aligned, no initialisation.
+ * Workspace: pz_moe_w4a16_workspace_bytes / pz_moe_w8a16_workspace_bytes(max_m, H, &p) bytes (the
+ * same layout), 256-byte aligned, no initialisation.
  * Errors: PZ_ERR_SHAPE (limits above), PZ_ERR_INVALID_ARG (NULL / misaligned pointers, workspace
- * too small, wquant / group not INT4 group 32), PZ_ERR_CUDA (launch). */
+ * too small, wquant / group / block not the launcher's format), PZ_ERR_CUDA (launch). */
 typedef struct pz_moe_q_args {
   int m;
   int64_t H;
@@ -41,8 +52,8 @@ typedef struct pz_moe_q_args {
   const pz_bf16 *x; int64_t ldx;
   const int32_t *ids;
   const float *weights;
-  const int32_t *w_gate, *w_up, *w_down;
-  const pz_bf16 *s_gate, *s_up, *s_down;
+  const void *w_gate, *w_up, *w_down;  /* i32 words (W4A16) or e4m3 bytes (W8A16) */
+  const void *s_gate, *s_up, *s_down;  /* bf16 group scales (W4A16) or f32 block scales (W8A16) */
   const pz_bf16 *sh_gate, *sh_up, *sh_down;
   float *out; int64_t ld_out;
   void *workspace; size_t workspace_bytes;
@@ -50,6 +61,8 @@ typedef struct pz_moe_q_args {
 
 size_t pz_moe_w4a16_workspace_bytes(int max_m, int64_t H, const pz_moe_params *p);
 pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t stream);
+size_t pz_moe_w8a16_workspace_bytes(int max_m, int64_t H, const pz_moe_params *p);
+pz_status pz_moe_w8a16_launch(const pz_moe_q_args *a, cudaStream_t stream);
 
 #ifdef __cplusplus
 }
