@@ -19,6 +19,7 @@ extern "C" { /* core/status.h has no C++ guards of its own */
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/moe_q.h"
+#include "backend/cuda/kernels/moe_item_common.cuh"
 
 namespace {
 namespace moeq {
@@ -87,65 +88,21 @@ struct mm_params {
   const int *n_work;
 };
 
-__device__ __forceinline__ float silu_mul(float g, float u) {
-  float s = __fdiv_rn(g, __fadd_rn(1.0f, expf(-g)));
-  return __fmul_rn(s, u);
-}
 
 // One item: rows [tile*16*WR, ..) for cnt (<= 32) tokens at sorted positions pos0.., expert e.
 // WR row groups x WK K slices of warps; slices reduced in warp order through shared memory.
 template <class Q, bool DUAL, int NT>
 __device__ void run_item(const mm_params &p, int e, int tile, int pos0, int cnt, float *red) {
   const seg &s = p.s;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int WK = s.WK, WR = kWarps / WK, wr = warp / WK, wk = warp % WK;
-  const int row0 = (tile * WR + wr) * 16;
+  const pz_moe_item::item_pos ip = pz_moe_item::item_at<kWarps>(s, tile, s.K / Q::kChunk);
   float acc[2][NT][4];
-#pragma unroll
-  for (int a = 0; a < 2; a++)
-#pragma unroll
-    for (int j = 0; j < NT; j++)
-#pragma unroll
-      for (int r = 0; r < 4; r++) acc[a][j][r] = 0.0f;
-  if (row0 < s.N) {
+  pz_moe_item::zero_acc<NT>(acc);
+  if (ip.row0 < s.N) {
     const __nv_bfloat16 *xr[NT];
-#pragma unroll
-    for (int j = 0; j < NT; j++) {
-      int slot = j * 8 + (lane >> 2);
-      if (slot >= cnt) slot = cnt - 1;
-      const int pos = pos0 + slot;
-      const int row = s.in_mode == 1 ? p.pairs[pos] / p.topk : pos;
-      xr[j] = s.in + (int64_t)row * s.ld_in;
-    }
-    const int nch = s.K / Q::kChunk;
-    const int cb = (int)((int64_t)wk * nch / WK), ce = (int)((int64_t)(wk + 1) * nch / WK);
-    Q::template tile<DUAL, NT>(s, e, row0, cb, ce, xr, acc);
+    pz_moe_item::token_rows<NT>(s, p, pos0, cnt, ip.lane, xr);
+    Q::template tile<DUAL, NT>(s, e, ip.row0, ip.cb, ip.ce, xr, acc);
   }
-  constexpr int NM = DUAL ? 2 : 1;
-#pragma unroll
-  for (int a = 0; a < NM; a++)
-#pragma unroll
-    for (int j = 0; j < NT; j++)
-#pragma unroll
-      for (int r = 0; r < 4; r++) red[(((warp * NM + a) * NT + j) * 4 + r) * 32 + lane] = acc[a][j][r];
-  __syncthreads();
-  const int per_wr = 16 * NT * 8;
-  for (int f = threadIdx.x; f < WR * per_wr; f += kThreads) {
-    const int fr = f / per_wr, rem = f % per_wr, tok = rem / 16, row = rem % 16;
-    const int grow = (tile * WR + fr) * 16 + row;
-    if (tok >= cnt || grow >= s.N) continue;
-    const int j = tok >> 3, n = tok & 7;
-    const int ln = (row & 7) * 4 + (n >> 1), r = (row >> 3) * 2 + (n & 1);
-    float v[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int a = 0; a < NM; a++)
-      for (int q = 0; q < WK; q++) v[a] += red[((((fr * WK + q) * NM + a) * NT + j) * 4 + r) * 32 + ln];
-    const int pos = pos0 + tok;
-    const int orow = s.out_mode == 1 ? p.pairs[pos] : pos;
-    if (DUAL) reinterpret_cast<__nv_bfloat16 *>(s.out)[(int64_t)orow * s.ld_out + grow] = __float2bfloat16_rn(silu_mul(v[0], v[1]));
-    else reinterpret_cast<float *>(s.out)[(int64_t)orow * s.ld_out + grow] = v[0];
-  }
-  __syncthreads();
+  pz_moe_item::reduce_write<DUAL, NT, kWarps, kThreads>(s, p, acc, tile, pos0, cnt, red);
 }
 
 __host__ __device__ inline int tiles_of(const seg &s) {

@@ -1,0 +1,98 @@
+/* The pieces of one grouped-expert work item that the bf16 (moe_experts.cu) and the quantised
+ * (moe_q_common.cuh: W4A16, W8A16) expert kernels share: SwiGLU, the input rows of the item's
+ * tokens, and the reduction of the warps' K slices through shared memory in warp order
+ * (deterministic) followed by the write of h (bf16, SwiGLU applied) or d (f32).
+ * S is the kernel's segment (N, WK, in, ld_in, in_mode, out, ld_out, out_mode), P its launch
+ * parameters (pairs, topk); WARPS / THREADS the CTA's warps / threads. */
+#pragma once
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+namespace pz_moe_item {
+
+/* silu(g) * u with IEEE round-to-nearest operations (the CPU reference's order). */
+__device__ __forceinline__ float silu_mul(float g, float u) {
+  float s = __fdiv_rn(g, __fadd_rn(1.0f, expf(-g)));
+  return __fmul_rn(s, u);
+}
+
+/* Where this warp works in an item: its lane, its first W row (row group warp / WK of row tile
+ * `tile`, 16 rows each) and its K slice [cb, ce) of the item's nch K chunks (slice warp % WK). */
+struct item_pos {
+  int lane, row0, cb, ce;
+};
+template <int WARPS, class S>
+__device__ __forceinline__ item_pos item_at(const S &s, int tile, int nch) {
+  const int warp = threadIdx.x >> 5, WK = s.WK, wk = warp % WK;
+  item_pos ip;
+  ip.lane = threadIdx.x & 31;
+  ip.row0 = (tile * (WARPS / WK) + warp / WK) * 16;
+  ip.cb = (int)((int64_t)wk * nch / WK);
+  ip.ce = (int)((int64_t)(wk + 1) * nch / WK);
+  return ip;
+}
+
+template <int NT>
+__device__ __forceinline__ void zero_acc(float (&acc)[2][NT][4]) {
+#pragma unroll
+  for (int a = 0; a < 2; a++)
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+      for (int r = 0; r < 4; r++) acc[a][j][r] = 0.0f;
+}
+
+/* Input row of the lane's token j * 8 + lane / 4 (the last token past cnt) at sorted positions
+ * pos0..: in_mode 1 reads x of the pair's token (pairs[pos] / topk), 0 the row at pos. */
+template <int NT, class S, class P>
+__device__ __forceinline__ void token_rows(const S &s, const P &p, int pos0, int cnt, int lane,
+                                           const __nv_bfloat16 *(&xr)[NT]) {
+#pragma unroll
+  for (int j = 0; j < NT; j++) {
+    int slot = j * 8 + (lane >> 2);
+    if (slot >= cnt) slot = cnt - 1;
+    const int pos = pos0 + slot;
+    const int row = s.in_mode == 1 ? p.pairs[pos] / p.topk : pos;
+    xr[j] = s.in + (int64_t)row * s.ld_in;
+  }
+}
+
+/* Every warp's mma accumulators (row tile of 16 x NT*8 tokens; DUAL: gate and up) into red, then
+ * for each (row, token) of the item the sum over the WK K slices in warp order, written to
+ * out row (out_mode 1: pairs[pos], 0: pos): bf16 silu(gate) * up when DUAL, else f32. Every
+ * thread of the CTA calls it. */
+template <bool DUAL, int NT, int WARPS, int THREADS, class S, class P>
+__device__ __forceinline__ void reduce_write(const S &s, const P &p, const float (&acc)[2][NT][4], int tile, int pos0,
+                                             int cnt, float *red) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int WK = s.WK, WR = WARPS / WK;
+  constexpr int NM = DUAL ? 2 : 1;
+#pragma unroll
+  for (int a = 0; a < NM; a++)
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+      for (int r = 0; r < 4; r++) red[(((warp * NM + a) * NT + j) * 4 + r) * 32 + lane] = acc[a][j][r];
+  __syncthreads();
+  const int per_wr = 16 * NT * 8;
+  for (int f = threadIdx.x; f < WR * per_wr; f += THREADS) {
+    const int fr = f / per_wr, rem = f % per_wr, tok = rem / 16, row = rem % 16;
+    const int grow = (tile * WR + fr) * 16 + row;
+    if (tok >= cnt || grow >= s.N) continue;
+    const int j = tok >> 3, n = tok & 7;
+    const int ln = (row & 7) * 4 + (n >> 1), r = (row >> 3) * 2 + (n & 1);
+    float v[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int a = 0; a < NM; a++)
+      for (int q = 0; q < WK; q++) v[a] += red[((((fr * WK + q) * NM + a) * NT + j) * 4 + r) * 32 + ln];
+    const int pos = pos0 + tok;
+    const int orow = s.out_mode == 1 ? p.pairs[pos] : pos;
+    if (DUAL)
+      reinterpret_cast<__nv_bfloat16 *>(s.out)[(int64_t)orow * s.ld_out + grow] = __float2bfloat16_rn(silu_mul(v[0], v[1]));
+    else
+      reinterpret_cast<float *>(s.out)[(int64_t)orow * s.ld_out + grow] = v[0];
+  }
+  __syncthreads();
+}
+
+} // namespace pz_moe_item
