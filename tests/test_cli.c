@@ -223,6 +223,52 @@ int main(void) {
   bad("plan", "--batch 8,4", "not an ascending list");
   bad("plan", "--frob 1", "unknown option '--frob'");
   bad("plan", "--layers x", "--layers needs a positive integer");
+  /* prezero plan prints the memory plan on CUDA builds: INT4 experts (kimi_k25) are stored packed,
+   * so one MoE layer holds 384 x 3 x 2048 x 7168 x (1/2 + 2/32) bytes = 8.86 GiB of experts (bf16
+   * kimi_k2: 31.50 GiB) plus attention, router, shared expert and KV cache (< 1 GiB here), and more
+   * layers fit. */
+#ifdef PZ_HAVE_CUDA
+  {
+    double gib[2] = {0, 0};
+    int fit[2] = {0, 0};
+    static const char *const cfgs[2] = {"kimi_k25", "kimi_k2"};
+    for (int k = 0; k < 2; k++) {
+      snprintf(args, sizeof args, "plan --config %s --batch 4", cfgs[k]);
+      CHECK(run(args) == 0);
+      const char *ln = strstr(out_txt, "# memory per GPU");
+      CHECK(ln != NULL);
+      if (!ln) continue;
+      const char *pm = strstr(ln, "GiB outside the layers, ");
+      const char *pf = strstr(ln, "; ");
+      if (pm) gib[k] = atof(pm + strlen("GiB outside the layers, "));
+      if (pf) fit[k] = atoi(pf + 2);
+      CHECK(strstr(ln, k == 0 ? "(routed experts int4 W4A16 group 32)" : "(routed experts bf16)") != NULL);
+      CHECK(strstr(ln, " of 61 layers fit in ") != NULL);
+    }
+    const double e4 = 384.0 * 3 * 2048 * 7168 * (0.5 + 2.0 / 32) / 1073741824.0, e16 = 384.0 * 3 * 2048 * 7168 * 2 / 1073741824.0;
+    CHECK(gib[0] >= e4 && gib[0] < e4 + 1.0);
+    CHECK(gib[1] >= e16 && gib[1] < e16 + 1.0);
+    CHECK(fit[0] > fit[1] && fit[1] >= 1);
+  }
+#endif
+  /* --quant of bench moe and compare: a storage name, else one line and exit 2 (every build: parsed
+   * before any GPU is looked for); compare refuses it with --model. */
+  bad("bench moe", "--quant int3", "--quant 'int3' is not a storage; use --quant bf16, int4 or fp8");
+  CHECK(last_rc == 2);
+  bad("bench moe", "--quant", "--quant needs a value");
+  CHECK(last_rc == 2);
+  bad("bench moe", "--m 0", "--m '0' is not a list of batch sizes");
+  CHECK(last_rc == 2);
+  bad("bench moe", "--tp 3", "TP 3 does not split moe_intermediate 2048");
+  CHECK(last_rc == 2);
+  bad("bench moe", "--frob", "unknown option '--frob'");
+  CHECK(last_rc == 2);
+  bad("compare", "--config kimi_k25 --quant nf4", "--quant 'nf4' is not a storage of the routed experts; use --quant bf16, int4 or fp8");
+  CHECK(last_rc == 2);
+  bad("compare", "--model /nonexistent --quant int4", "--quant sets synthetic weights but --model's checkpoint comes as stored; drop --quant or --model");
+  CHECK(last_rc == 2);
+  bad("compare", "--config kimi_k25 --quant", "--quant needs a value");
+  CHECK(last_rc == 2);
   /* bench X --help prints the options in every build (a build without CUDA printed its refusal);
    * without CUDA, running one is refused in one line. */
   static const char *const benches[] = {"gemm", "ar", "attn", "moe", "step"};

@@ -25,6 +25,9 @@ static void usage(FILE *f) {
           "  --model DIR         Hugging Face checkpoint directory (config.json + safetensors): config and\n"
           "                      weights of both engines from it instead of --config and the seed\n"
           "  --tp T              GPUs, ranks on devices 0..T-1 (default 1)\n"
+          "  --quant Q           routed experts of the seeded weights: bf16, int4 (W4A16 group 32) or fp8 (W8A16\n"
+          "                      128x128 blocks); the layers that fit follow their bytes (default: the config's\n"
+          "                      quantization_config, int4 for kimi_k25, else bf16; not with --model)\n"
           "  --layers N          first N layers (default: as many as fit in free GPU memory; OFF and ON graphs share the weights)\n"
           "  --isl L             prompt KV tokens per request, seeded random cache (default 8192)\n"
           "  --osl S             greedy decode steps per request (default 1024)\n"
@@ -246,9 +249,63 @@ static void write_projection(FILE *f, const pz_cmp_result *r) {
   }
 }
 
+/* prezero's saving per layer (OFF - ON of the 4 GEMMs + 2 donors, µs; NAN when not profiled) and
+ * its share of the step: measured (the layers this run decoded over its TPOT OFF) and projected
+ * to all the model's layers (over the projected TPOT OFF); NAN where not measured. */
+static void step_share(const pz_cmp_result *r, const pz_cmp_point *p, double *saving, double *share_run,
+                       double *share_all) {
+  const double d = layer_delta(p);
+  *saving = d == d ? -d : NAN;
+  *share_run = *share_all = NAN;
+  if (*saving != *saving || p->tpot_off_ms <= 0) return;
+  const int run = p->n_dense_run + p->n_moe_run > 0 ? p->n_dense_run + p->n_moe_run : r->layers;
+  *share_run = *saving * run / (p->tpot_off_ms * 1000.0);
+  const int all = r->dense_total + r->moe_total > 0 ? r->dense_total + r->moe_total : r->layers_total;
+  if (r->dense_total + r->moe_total <= 0) return; /* a report without the layer split: no projection */
+  const double t_all = all <= r->layers ? p->tpot_off_ms : tpot_projected(r, p, 0);
+  if (t_all > 0) *share_all = *saving * all / (t_all * 1000.0);
+}
+
+/* How many layers fit and what one layer costs, the question of a quantised model (issue 15). */
+static void write_layer_summary(FILE *f, const pz_cmp_result *r) {
+  const int all = r->dense_total + r->moe_total > 0 ? r->dense_total + r->moe_total : r->layers_total;
+  fprintf(f, "\nLayers and share of the step: %d of %d layers fit on each GPU%s", r->layers, r->layers_total,
+          r->layers_auto ? " (chosen from free memory)" : " (--layers)");
+  if (r->experts[0]) fprintf(f, "; routed experts %s", r->experts);
+  if (r->moe_layer_bytes > 0)
+    fprintf(f, "; one MoE layer %.2f GiB per GPU, %.2f GiB outside the layers, %.1f GiB usable", r->moe_layer_bytes / 1073741824.0,
+            r->fixed_bytes / 1073741824.0, r->budget_bytes / 1073741824.0);
+  fprintf(f, ". Saving = OFF - ON of the 4 GEMMs + 2 donors per layer (CUPTI); share of the step = saving x layers / "
+             "TPOT OFF, for the layers run (measured) and for all %d (over the projected TPOT, a projection).\n\n", all);
+  fprintf(f, "| conc | MoE layer OFF / ON µs | dense layer OFF / ON µs | saving per layer µs | share of a MoE layer | "
+             "TPOT OFF ms (%d layers run) | share of the step, layers run | share of a %d-layer step |\n",
+          r->layers, all);
+  fprintf(f, "|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (int i = 0; i < r->n_points; i++) {
+    const pz_cmp_point *p = &r->points[i];
+    double sv, sr, sa;
+    step_share(r, p, &sv, &sr, &sa);
+    fprintf(f, "| %d |", p->conc);
+    for (int k = 0; k < 2; k++) {
+      const double *v = k ? p->dense_layer_us : p->moe_layer_us;
+      if (v[0] >= 0 && v[1] >= 0) fprintf(f, " %.1f / %.1f |", v[0], v[1]);
+      else fprintf(f, " - |");
+    }
+    if (sv == sv) fprintf(f, " %+.2f |", sv);
+    else fprintf(f, " - |");
+    if (sv == sv && p->moe_layer_us[0] > 0) fprintf(f, " %.2f%% |", 100.0 * sv / p->moe_layer_us[0]);
+    else fprintf(f, " - |");
+    fprintf(f, " %.3f |", p->tpot_off_ms);
+    if (sr == sr) fprintf(f, " %.2f%% |", 100.0 * sr);
+    else fprintf(f, " - |");
+    if (sa == sa) fprintf(f, " %.2f%% |\n", 100.0 * sa);
+    else fprintf(f, " - |\n");
+  }
+}
+
 static void write_markdown(FILE *f, const pz_cmp_result *r) {
-  fprintf(f, "## prezero compare: %s, TP %d, %d of %d layers%s, ISL %d, OSL %d, %d round%s (%s)\n\n", r->model, r->tp,
-          r->layers, r->layers_total, r->layers_auto ? " (chosen from free memory)" : "", r->isl, r->osl, r->rounds,
+  fprintf(f, "## prezero compare: %s%s%s%s, TP %d, %d of %d layers%s, ISL %d, OSL %d, %d round%s (%s)\n\n", r->model,
+          r->experts[0] ? " (routed experts " : "", r->experts, r->experts[0] ? ")" : "", r->tp, r->layers, r->layers_total, r->layers_auto ? " (chosen from free memory)" : "", r->isl, r->osl, r->rounds,
           r->rounds == 1 ? "" : "s", r->device[0] ? r->device : "GPU");
   fprintf(f, "Decode of synthetic requests: a seeded random prompt KV cache of ISL tokens per request, then OSL greedy\n"
              "steps with batch = concurrency, prezero OFF and ON alternated (OFF ON OFF ON ...) in one process with\n"
@@ -303,6 +360,7 @@ static void write_markdown(FILE *f, const pz_cmp_result *r) {
   }
   if (r->baselines) write_baselines(f, r);
   write_projection(f, r);
+  write_layer_summary(f, r);
   /* The fired list, from the executor's per-batch plan (saved as each component's "fired"). */
   fprintf(f, "\nConsumers that fired (the executor's per-batch plan: the ON graph differs from OFF only in these "
              "GEMMs and their donors' fill; where none fires, ON runs the OFF graph):");
@@ -475,6 +533,10 @@ static cJSON *to_json(const pz_cmp_result *r) {
   add_num(j, "layers_total", r->layers_total);
   add_num(j, "dense_total", r->dense_total);
   add_num(j, "moe_total", r->moe_total);
+  cJSON_AddStringToObject(j, "experts", r->experts);
+  add_num(j, "moe_layer_bytes", r->moe_layer_bytes);
+  add_num(j, "fixed_bytes", r->fixed_bytes);
+  add_num(j, "budget_bytes", r->budget_bytes);
   if (r->baselines) {
     cJSON *bl = cJSON_AddArrayToObject(j, "baselines");
     for (int b = 1; b < PZ_CMP_N_BASE; b++)
@@ -497,6 +559,13 @@ static cJSON *to_json(const pz_cmp_result *r) {
     cJSON *o = cJSON_CreateObject();
     add_num(o, "conc", p->conc);
     add_num(o, "batch", p->batch);
+    {
+      double sv, sr, sa; /* derived (the report's "share of the step" table); not read back */
+      step_share(r, p, &sv, &sr, &sa);
+      add_num(o, "saving_per_layer_us", sv);
+      add_num(o, "share_of_step_run", sr);
+      add_num(o, "share_of_step_all_layers", sa);
+    }
     add_num(o, "tput_on", p->tput_on);
     add_num(o, "tput_off", p->tput_off);
     add_num(o, "tpot_on_ms", p->tpot_on_ms);
@@ -568,6 +637,10 @@ static const char *from_json(const char *text, pz_cmp_result *r) {
   r->layers_total = (int)num(j, "layers_total", 0);
   r->dense_total = (int)num(j, "dense_total", 0);
   r->moe_total = (int)num(j, "moe_total", 0);
+  str(j, "experts", r->experts, sizeof r->experts);
+  r->moe_layer_bytes = num(j, "moe_layer_bytes", 0);
+  r->fixed_bytes = num(j, "fixed_bytes", 0);
+  r->budget_bytes = num(j, "budget_bytes", 0);
   {
     const cJSON *bl = cJSON_GetObjectItemCaseSensitive(j, "baselines"), *x;
     cJSON_ArrayForEach(x, bl)
@@ -772,7 +845,7 @@ int pz_cmd_compare(int argc, char **argv) {
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
     bool takes = !strcmp(a, "--config") || !strcmp(a, "--model") || !strcmp(a, "--tp") || !strcmp(a, "--layers") ||
                  !strcmp(a, "--isl") || !strcmp(a, "--osl") || !strcmp(a, "--conc") || !strcmp(a, "--rounds") || !strcmp(a, "--seed") ||
-                 !strcmp(a, "--out") || !strcmp(a, "--render") || !strcmp(a, "--profile-iters") || !strcmp(a, "--baseline");
+                 !strcmp(a, "--out") || !strcmp(a, "--render") || !strcmp(a, "--profile-iters") || !strcmp(a, "--baseline") || !strcmp(a, "--quant");
     if (!takes) {
       char msg[300];
       snprintf(msg, sizeof msg, "unknown option '%.200s'", a);
@@ -789,6 +862,14 @@ int pz_cmd_compare(int argc, char **argv) {
     else if (!strcmp(a, "--out")) out = val;
     else if (!strcmp(a, "--render")) render_path = val;
     else if (!strcmp(a, "--baseline")) { if (parse_baselines(val, &o.baselines)) return 2; }
+    else if (!strcmp(a, "--quant")) {
+      o.quant = !strcmp(val, "bf16") ? PZ_QUANT_BF16 : !strcmp(val, "int4") ? PZ_QUANT_INT4 : !strcmp(val, "fp8") ? PZ_QUANT_FP8 : -1;
+      if (o.quant < 0) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "--quant '%.200s' is not a storage of the routed experts", val);
+        return fail_line(msg, "use --quant bf16, int4 or fp8");
+      }
+    }
     else if (!strcmp(a, "--conc")) { if (parse_conc(val, o.conc, &o.n_conc)) return 2; }
     else if (!strcmp(a, "--tp")) { if (parse_int(a, val, 1, 8, &v)) return 2; o.tp = (int)v; }
     else if (!strcmp(a, "--layers")) { if (parse_int(a, val, 1, 1000, &v)) return 2; o.layers = (int)v; }
@@ -811,6 +892,8 @@ int pz_cmd_compare(int argc, char **argv) {
     return fail_line("--baseline needs the CUPTI profile", "drop --no-profile or --baseline");
   if (o.model_dir && config_given)
     return fail_line("--model and --config both give the model", "use one of them");
+  if (o.model_dir && o.quant != PZ_QUANT_AUTO)
+    return fail_line("--quant sets synthetic weights but --model's checkpoint comes as stored", "drop --quant or --model");
   /* Checks that need no GPU, so they fail the same way in every build. */
   pz_model_config mc;
   if ((o.model_dir ? pz_checkpoint_load_config(o.model_dir, &mc) : pz_config_load(o.model, &mc)) != PZ_OK) {

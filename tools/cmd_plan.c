@@ -48,6 +48,61 @@ static int fail(const char *what) {
 }
 
 
+#ifdef PZ_HAVE_CUDA
+/* What an H200 reports (cudaMemGetInfo total) and holds free before the executor, when none is
+ * visible: 139.8 GiB total, the CUDA context's ~0.5 GiB taken. */
+#define H200_TOTAL_BYTES 150110011392LL
+#define H200_CONTEXT_BYTES (512LL << 20)
+#define PLAN_MARGIN ((int64_t)1 << 30) /* prezero compare's margin beside the reserve */
+
+/* "# memory per GPU: ..." from the one memory plan (cuda/runtime.h) of the whole model at the
+ * largest batch and context: the stored bytes (INT4 / FP8 experts at their packed size), one MoE
+ * and one dense layer, and how many layers fit beside the reserve on this GPU (or a modelled H200),
+ * weights once with prezero compare's per-batch graph sets. */
+static int memory_line(const pz_model_config *mc, int tp, int m, int64_t ctx, bool gpu, const pz_runtime_opts *ro) {
+  pz_build_opts bo = PZ_BUILD_OPTS_INIT;
+  bo.tp = tp;
+  bo.m = m;
+  bo.layers = 0;
+  bo.max_ctx = ctx;
+  pz_graph *g = NULL;
+  if (pz_build_decode_graph(mc, &bo, &g) != PZ_OK) return -1;
+  const char *experts = "bf16";
+  char eq[64];
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].op == PZ_OP_MOE) {
+      const pz_moe_params *p = &g->nodes[i].p.moe;
+      if (p->wquant == 1) snprintf(eq, sizeof eq, "int4 W4A16 group %lld", (long long)p->q_group), experts = eq;
+      else if (p->wquant == 2)
+        snprintf(eq, sizeof eq, "fp8 W8A16 block %lldx%lld", (long long)p->q_block_rows, (long long)p->q_block_cols), experts = eq;
+      break;
+    }
+  pz_cuda_mem_plan mp;
+  pz_status st;
+  if (gpu) st = pz_cuda_plan_memory(g, true, tp, ro->cuda_reserve_mb, PLAN_MARGIN, &mp);
+  else
+    st = pz_cuda_plan_memory_budget(g, true, H200_TOTAL_BYTES - H200_CONTEXT_BYTES -
+                                                 pz_cuda_reserve_for(H200_TOTAL_BYTES, ro->cuda_reserve_mb) - PLAN_MARGIN,
+                                    &mp);
+  pz_graph_free(g);
+  if (st != PZ_OK) return -1;
+  int64_t moe = 0, dense = 0;
+  for (int L = 0; L < mp.n_layers; L++) {
+    const int64_t b = mp.cum[L + 1] - mp.cum[L];
+    if (pz_config_layer_is_moe(mc, L)) moe = b;
+    else dense = b;
+  }
+  const double G = 1073741824.0;
+  printf("# memory per GPU (batch %d, context %lld): %.2f GiB outside the layers, %.2f GiB per MoE layer (routed experts %s)",
+         m, (long long)ctx, mp.cum[0] / G, moe / G, experts);
+  if (dense) printf(", %.2f GiB per dense layer", dense / G);
+  printf("; %d of %d layers fit in %.1f GiB (%s, minus the reserve and 1 GiB, as prezero compare plans)\n", mp.fit,
+         mp.n_layers, mp.budget / G, gpu ? "GPU 0's free memory" : "the free memory of a modelled H200 of 139.8 GiB");
+  pz_cuda_mem_plan_free(&mp);
+  return 0;
+}
+#endif
+
 int pz_cmd_plan(int argc, char **argv) {
   const char *config = "kimi_k2";
   int bs[MAX_B] = {1, 2, 4, 8, 16, 32, 64, 128}, nb = 8, tp = 1, layers = 0;
@@ -142,6 +197,13 @@ int pz_cmd_plan(int argc, char **argv) {
   printf("# built without CUDA: kernel choices unknown, every legal consumer counted as firing\n");
 #endif
   printf("# %s, TP %d, layers 0..%d of %lld\n", mc.name, tp, layers - 1, (long long)mc.num_hidden_layers);
+#ifdef PZ_HAVE_CUDA
+  if (memory_line(&mc, tp, bs[nb - 1], (int64_t)bo.max_ctx, gpu, &ro) != 0) {
+    pz_gemm_ctx_destroy(ctx);
+    pz_graph_free(g);
+    return fail("the memory plan");
+  }
+#endif
   if (pz_pass_disabled_in(ro.disable_passes, "prezero")) {
     printf("# the prezero pass is disabled (PREZERO_DISABLE_PASSES): nothing is rewritten, every batch size runs the OFF graph\n");
 #ifdef PZ_HAVE_CUDA

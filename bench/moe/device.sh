@@ -18,13 +18,15 @@ NV="nvcc $PZ_NVARCH -O3 -std=c++17 -lineinfo -Xptxas -v $INC"
   nvcc --version | tail -1
   $NV -c src/backend/cuda/kernels/moe_route.cu -o $B/moe_route.o 2>&1 | grep -E "error|registers|spill" &
   $NV -c src/backend/cuda/kernels/moe_experts.cu -o $B/moe_experts.o 2>&1 | grep -E "error|registers|spill" &
+  $NV -c src/backend/cuda/kernels/moe_w4a16.cu -o $B/moe_w4a16.o 2>&1 | grep -E "error|registers|spill" &
+  $NV -c src/backend/cuda/kernels/moe_w8a16.cu -o $B/moe_w8a16.o 2>&1 | grep -E "error|registers|spill" &
   $NV -c bench/dev/dev_helpers.cu -o $B/dev_helpers.o 2>&1 | grep -E "error" & # fills + stream read (bench/dev)
-  for f in src/core/status.c src/backend/cpu/ref_ops.c src/backend/cpu/ref_moe.c src/backend/cpu/cpu_pool.c \
+  for f in src/core/status.c src/backend/cuda/cuda_util.c src/backend/cpu/ref_ops.c src/backend/cpu/ref_moe.c src/backend/cpu/cpu_pool.c \
            tests/cuda/test_moe.c tools/bench_moe.c tools/bench_common.c bench/moe/bench_main.c; do
     gcc -std=c11 -O2 -Wall -pthread -DPZ_HAVE_CUDA=1 $INC -c $f -o $B/$(basename $f .c).o &
   done
   wait
-  K="$B/moe_route.o $B/moe_experts.o $B/dev_helpers.o $B/status.o"
+  K="$B/moe_route.o $B/moe_experts.o $B/moe_w4a16.o $B/moe_w8a16.o $B/dev_helpers.o $B/status.o $B/cuda_util.o"
   g++ -o $B/test_moe $B/test_moe.o $B/ref_ops.o $B/ref_moe.o $B/cpu_pool.o $K $LIBS
   g++ -o $B/bench_moe $B/bench_main.o $B/bench_moe.o $B/bench_common.o $K $LIBS
   ls -la $B/test_moe $B/bench_moe
@@ -38,6 +40,10 @@ echo "== test"
 echo "== bench"
 ( time timeout 70 $B/bench_moe --json $OUT/moe_h200.json --md $OUT/moe_h200.md ) > $OUT/bench.txt 2>&1
 echo "bench rc=$?"; cat $OUT/bench.txt
+
+echo "== bench --quant int4 (Kimi-K2.5 INT4 W4A16 experts; bf16 timed in the same run)"
+( time timeout 240 $B/bench_moe --quant int4 --json $OUT/moe_h200_int4.json --md $OUT/moe_h200_int4.md ) > $OUT/bench_int4.txt 2>&1
+echo "bench int4 rc=$?"; cat $OUT/bench_int4.txt
 
 echo "== compute-sanitizer memcheck (quick test)"
 PZ_TEST_QUICK=1 PZ_TEST_SMALL=1 timeout ${SAN_TIMEOUT:-60} compute-sanitizer --tool memcheck --error-exitcode 9 \

@@ -79,9 +79,24 @@ static pz_status plan_layers(const pz_model_config *mc, const pz_cmp_opts *o, co
   PZ_CHECK(build(mc, o, 0, &g));
   pz_cuda_mem_plan mp;
   pz_status st = pz_cuda_plan_memory(g, true, o->tp, ro->cuda_reserve_mb, EXTRA_MARGIN, &mp); /* runtime.h */
+  /* the routed experts' storage as built, and one MoE layer's bytes */
+  snprintf(r->experts, sizeof r->experts, "bf16");
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].op == PZ_OP_MOE) {
+      const pz_moe_params *p = &g->nodes[i].p.moe;
+      if (p->wquant == 1) snprintf(r->experts, sizeof r->experts, "int4 W4A16 group %lld", (long long)p->q_group);
+      else if (p->wquant == 2)
+        snprintf(r->experts, sizeof r->experts, "fp8 W8A16 block %lldx%lld", (long long)p->q_block_rows,
+                 (long long)p->q_block_cols);
+      break;
+    }
   pz_graph_free(g);
   if (st != PZ_OK) return st;
   const int n = mp.n_layers, fit = mp.fit;
+  r->fixed_bytes = (double)mp.cum[0];
+  r->budget_bytes = (double)mp.budget;
+  for (int L = n - 1; L >= 0; L--)
+    if (pz_config_layer_is_moe(mc, L)) { r->moe_layer_bytes = (double)(mp.cum[L + 1] - mp.cum[L]); break; }
   const int want = o->layers > 0 ? o->layers : fit;
   const int64_t need = mp.cum[want < n ? want : n];
   if (o->layers > 0 && o->layers > fit && fit >= 1) {
@@ -98,8 +113,9 @@ static pz_status plan_layers(const pz_model_config *mc, const pz_cmp_opts *o, co
     *layers = want;
     r->layers_auto = o->layers == 0;
     note(r, o->log, "%s: %d of %d layers (%s), %.1f GiB per GPU (weights once; OFF and ON graphs over them), "
-         "%.1f GiB available beside the reserve.",
-         mc->name, want, n, o->layers ? "--layers" : "as many as fit in free memory", need / GiB, mp.budget / GiB);
+         "%.1f GiB available beside the reserve; routed experts %s, %.2f GiB per MoE layer.",
+         mc->name, want, n, o->layers ? "--layers" : "as many as fit in free memory", need / GiB, mp.budget / GiB,
+         r->experts, r->moe_layer_bytes / GiB);
   }
   pz_cuda_mem_plan_free(&mp);
   return st;
@@ -386,6 +402,15 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
                     ndev == 1 ? "is" : "are");
   pz_model_config mc;
   PZ_CHECK(o->model_dir ? pz_checkpoint_load_config(o->model_dir, &mc) : pz_config_load(o->model, &mc));
+  if (o->quant != PZ_QUANT_AUTO) { /* synthetic weights in that storage (the executor's device fill) */
+    if (o->quant < PZ_QUANT_AUTO || o->quant > PZ_QUANT_FP8)
+      return pz_error(PZ_ERR_INVALID_ARG, "quant %d is not one of auto, bf16, int4, fp8", o->quant);
+    if (o->model_dir)
+      return pz_error(PZ_ERR_INVALID_ARG, "--quant sets synthetic weights; a checkpoint's weights come as stored (drop "
+                      "--quant or --model)");
+    pz_quant_config_synthetic(o->quant == PZ_QUANT_INT4 ? PZ_WQ_INT4 : o->quant == PZ_QUANT_FP8 ? PZ_WQ_FP8 : PZ_WQ_NONE,
+                              &mc.quant);
+  }
   if ((int64_t)o->isl + o->osl > mc.max_position_embeddings)
     return pz_error(PZ_ERR_INVALID_ARG, "--isl %d + --osl %d exceeds max_position_embeddings %lld of %s", o->isl,
                     o->osl, (long long)mc.max_position_embeddings, mc.name);

@@ -103,6 +103,12 @@ typedef struct pz_cmp_result {
   char determinism[256];          /* the settings in effect (PREZERO_GEMM_FORCE/SPLITS, gate) */
   int n_points;
   pz_cmp_point points[PZ_CMP_MAX_CONC];
+  char experts[64];               /* routed experts' storage as the graph holds them: "bf16",
+                                     "int4 W4A16 group 32", "fp8 W8A16 block 128x128" */
+  double moe_layer_bytes;         /* per-GPU bytes of one MoE layer (weights, KV cache, prezero
+                                     buffers; the memory plan's count), 0 when unknown */
+  double fixed_bytes;             /* per-GPU bytes outside the layers (the plan's cum[0]) */
+  double budget_bytes;            /* per-GPU bytes usable beside the reserve */
   char notes[1024];               /* what the run said about itself (layers chosen, dropped records) */
   char command[512];              /* the command line that made it (set by the CLI) */
   char date[32];                  /* UTC, ISO 8601, when it finished (set by the CLI) */
@@ -115,6 +121,9 @@ typedef struct pz_cmp_opts {
                              config and weights of both engines from it (`model` is ignored) */
   int tp;                 /* GPUs (ranks 0..tp-1 on devices 0..tp-1) */
   int layers;             /* 0: as many as fit in free memory (weights once, both graph sets over them) */
+  int quant;              /* routed experts' synthetic storage (prezero.h PZ_QUANT_*): PZ_QUANT_AUTO (0)
+                             as the config says (kimi_k25: INT4), or BF16 / INT4 / FP8 (`--quant`; not
+                             with model_dir). The layer count that fits follows the stored bytes. */
   int isl, osl;           /* prompt KV tokens per request (seeded random cache), decode steps */
   int n_conc;
   int conc[PZ_CMP_MAX_CONC]; /* ascending */
@@ -133,6 +142,8 @@ typedef struct pz_cmp_opts {
                           .profile_iters = 20, .progress = NULL, .user = NULL, .log = NULL}
 
 /* Runs the workload (CUDA builds only; the symbol is absent without CUDA):
+ *   0. with o->quant, stores the routed experts of the seeded weights that way (the CUDA
+ *      executor fills them on the GPU, the bits of model/quant_synth.h);
  *   1. builds the OFF decode graph for max batch = the largest conc and a KV capacity of
  *      isl + osl; picks layers when 0 (largest N whose executor fits every GPU's free memory
  *      minus the reserve), else checks that N fits (PZ_ERR_OOM otherwise);

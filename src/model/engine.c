@@ -183,7 +183,8 @@ pz_status pz_engine_create(const pz_engine_config *cfg, pz_engine **out) {
     /* With prezero on, the backend gets the OFF graph and runs the pass per captured batch
      * size: consumers whose kernel there does not zero (not split-K) stay plain GEMMs, and a
      * size where none fires runs the OFF graph itself (cuda/exec.h, opts.prezero). */
-    if (!ck) synth_weights(e, &bo); /* quantised experts without a checkpoint (quant_synth.h) */
+    /* Quantised experts without a checkpoint: the CUDA executor's own device fill gives them the
+     * bits of quant_synth.h (core/quant_fill.h), far faster than the host hook at Kimi size. */
     st = pz_backend_create(PZ_BACKEND_CUDA, e->g_off ? e->g_off : e->g, &bo, &e->be);
     if (pool) {
       pz_cpu_pool_bind(prev);

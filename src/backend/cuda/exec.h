@@ -41,7 +41,10 @@ typedef struct pz_cuda_exec_opts {
    * ne[last]] of t's dtype) and copied to the rank's device storage, instead of the device fill.
    * Rows go through two host staging buffers of load_chunk_bytes each (pinned when possible),
    * so the host fills one while the other is copied; host memory stays at 2 chunks whatever
-   * the tensor sizes. Progress is the hook's (pz_checkpoint_fill_rows prints it). */
+   * the tensor sizes. Progress is the hook's (pz_checkpoint_fill_rows prints it). Without it,
+   * the device fill gives quantised expert tensors (INT4 weight_packed / weight_scale, FP8 e4m3
+   * weight / weight_scale_inv) the synthetic quantised values of model/quant_synth.h, bit for
+   * bit, computed on the GPU (core/quant_fill.h, pz_fill_quant_launch). */
   pz_status (*load_weight)(void *user, const pz_tensor *t, int rank, int64_t row0, int64_t n_rows, void *dst);
   void *load_user;
   int64_t load_chunk_bytes;   /* 0: PREZERO_CUDA_LOAD_CHUNK_KB (KiB), else 64 MiB; raised to one row when smaller */

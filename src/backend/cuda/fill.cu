@@ -6,6 +6,7 @@ extern "C" {
 }
 #include "backend/cuda/fill.h"
 #include "core/fill_rule.h"
+#include "core/quant_fill.h"
 #include <string.h>
 #include "backend/cuda/cuda_util.h"
 
@@ -105,6 +106,48 @@ extern "C" pz_status pz_fill_tensor_launch(const pz_tensor *t, int rank, uint64_
   int64_t blocks = (runs + 255) / 256;
   if (blocks > 65536) blocks = 65536;
   pz_fill_kernel<<<(unsigned)blocks, 256, 0, s>>>(a);
+  PZ_CUDA_CHECK(cudaGetLastError());
+  return PZ_OK;
+}
+
+/* ---------------------------------------------------------------- quantised synthetic weights */
+
+/* One thread per (row, group) for INT4 (words or the scale), per element for FP8: the functions of
+ * core/quant_fill.h, the loop of pz_qfill_rows_host. */
+__global__ void pz_qfill_kernel(pz_qfill q, int rank, void *dst) {
+  const int64_t per_row = q.kind == PZ_QFILL_INT4_PACKED || q.kind == PZ_QFILL_INT4_SCALE ? q.cols / q.group : q.cols;
+  const int64_t n = q.rows * per_row;
+  for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t r = idx / per_row, c = idx - r * per_row;
+    if (q.kind == PZ_QFILL_INT4_PACKED || q.kind == PZ_QFILL_INT4_SCALE) {
+      const int64_t b = pz_qfill_index(&q, rank, r, c * q.group);
+      const uint16_t sb = pz_qfill_int4_scale(&q, b);
+      if (q.kind == PZ_QFILL_INT4_SCALE) {
+        ((uint16_t *)dst)[r * q.out_cols + c] = sb;
+        continue;
+      }
+      const float s = pz_qfill_f32((uint32_t)sb << 16);
+      for (int64_t k = 0; k < q.group / 8; k++)
+        ((int32_t *)dst)[r * q.out_cols + c * (q.group / 8) + k] = pz_qfill_int4_word(&q, b + 8 * k, s);
+    } else if (q.kind == PZ_QFILL_FP8_BYTES) {
+      ((uint8_t *)dst)[r * q.out_cols + c] = pz_qfill_e4m3(pz_qfill_div(pz_qfill_value(&q, pz_qfill_index(&q, rank, r, c)), q.fp8_s));
+    } else {
+      ((float *)dst)[r * q.out_cols + c] = q.fp8_s;
+    }
+  }
+}
+
+extern "C" pz_status pz_fill_quant_launch(const pz_qfill *q, int rank, void *dst, cudaStream_t s) {
+  if (!q || !dst || q->kind == PZ_QFILL_NONE) return pz_error(PZ_ERR_INVALID_ARG, "quantised fill: nothing to fill");
+  if ((q->kind == PZ_QFILL_INT4_PACKED || q->kind == PZ_QFILL_INT4_SCALE) && (q->group < 8 || q->group % 8 || q->cols % q->group))
+    return pz_error(PZ_ERR_SHAPE, "quantised fill: group %lld does not split %lld columns", (long long)q->group,
+                    (long long)q->cols);
+  const int64_t per_row = q->kind == PZ_QFILL_INT4_PACKED || q->kind == PZ_QFILL_INT4_SCALE ? q->cols / q->group : q->cols;
+  const int64_t n = q->rows * per_row;
+  if (n == 0) return PZ_OK;
+  int64_t blocks = (n + 255) / 256;
+  if (blocks > 65536) blocks = 65536;
+  pz_qfill_kernel<<<(unsigned)blocks, 256, 0, s>>>(*q, rank, dst);
   PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }

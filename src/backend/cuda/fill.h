@@ -25,6 +25,15 @@ int pz_fill_wanted(const pz_tensor *t);
  * PZ_ERR_INVALID_ARG (t not fillable, dst NULL or misaligned), PZ_ERR_CUDA. */
 pz_status pz_fill_tensor_launch(const pz_tensor *t, int rank, uint64_t seed, void *dst, cudaStream_t s);
 
+/* Enqueues the fill of a quantised synthetic weight (q from pz_qfill_plan, core/quant_fill.h:
+ * INT4 packed words or their bf16 scales, FP8 e4m3 bytes or their f32 scales) of `rank` into dst
+ * (contiguous, the tensor's dtype) on stream s: bit for bit what model/quant_synth.h gives on the
+ * host (the host twin pz_qfill_rows_host is tested against it), computed on the GPU.
+ * Errors: PZ_ERR_INVALID_ARG (NULL, kind none), PZ_ERR_SHAPE (an INT4 group that does not split
+ * the columns), PZ_ERR_CUDA. */
+struct pz_qfill;
+pz_status pz_fill_quant_launch(const struct pz_qfill *q, int rank, void *dst, cudaStream_t s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -77,11 +77,18 @@ pz_status pz_cuda_plan_memory(const pz_graph *g, bool per_batch, int tp, int64_t
   int64_t fr[PZ_CUDA_MAX_TP], tot[PZ_CUDA_MAX_TP];
   for (int r = 0; r < tp; r++) devs[r] = r;
   PZ_CHECK(pz_cuda_mem_info(tp, devs, fr, tot));
-  out->budget = INT64_MAX;
+  int64_t budget = INT64_MAX;
   for (int r = 0; r < tp; r++) {
     int64_t b = fr[r] - pz_cuda_reserve_for(tot[r], reserve_mb) - margin;
-    if (b < out->budget) out->budget = b;
+    if (b < budget) budget = b;
   }
+  return pz_cuda_plan_memory_budget(g, per_batch, budget, out);
+}
+
+pz_status pz_cuda_plan_memory_budget(const pz_graph *g, bool per_batch, int64_t budget, pz_cuda_mem_plan *out) {
+  if (!g || !out) return pz_error(PZ_ERR_INVALID_ARG, "memory plan: bad arguments");
+  memset(out, 0, sizeof *out);
+  out->budget = budget;
   const int n = g->info.n_layers > 0 ? g->info.n_layers : 0;
   int64_t fixed = 0, *lb = calloc((size_t)n + 1, sizeof(int64_t));
   out->cum = calloc((size_t)n + 1, sizeof(int64_t));

@@ -47,6 +47,9 @@ typedef struct pz_cuda_mem_plan {
 pz_status pz_cuda_plan_memory(const pz_graph *g, bool per_batch, int tp, int64_t reserve_mb, int64_t margin,
                               pz_cuda_mem_plan *out);
 void pz_cuda_mem_plan_free(pz_cuda_mem_plan *p);
+/* The same plan for a given per-GPU budget (bytes), without asking any device (`prezero plan`
+ * models an H200 when none is visible). Errors: PZ_ERR_INVALID_ARG, PZ_ERR_OOM (host). */
+pz_status pz_cuda_plan_memory_budget(const pz_graph *g, bool per_batch, int64_t budget, pz_cuda_mem_plan *out);
 
 #ifdef __cplusplus
 }
