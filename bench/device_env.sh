@@ -9,7 +9,7 @@
 #   PZ_NVARCH    nvcc code generation for the H200 (sm_90a)
 # pz_add_nccl_path: puts the NCCL library of the Python wheel (nvidia-nccl-cu12), when installed,
 # on LD_LIBRARY_PATH and sets NCCL_DIR (empty when absent).
-CJ=/tmp/cj
+export CJ=/tmp/cj
 if [ ! -f /usr/include/cjson/cJSON.h ]; then
   mkdir -p $CJ
   for f in .deps/*.deb; do dpkg -x "$f" $CJ; done
