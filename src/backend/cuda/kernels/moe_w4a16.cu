@@ -134,6 +134,198 @@ __device__ __forceinline__ void warp_tile(const int32_t *w0, const int32_t *w1, 
   }
 }
 
+// ---------------------------------------------------------------- 16-byte path (W4V)
+// One uint4 per lane and row = one whole 32-column group (4 words). Per "super-chunk" of 4 groups
+// lane c of a quad loads group ch+c of rows g and g+8 (each warp load: 8 rows x 64 contiguous
+// bytes), then a 4x4 transpose inside the quad gives lane c word c of each of the 4 groups: the
+// same per-group fragment map as warp_tile above, so every mma still sums one group only and the
+// scale is applied per group in f32 exactly as before.
+
+__device__ __forceinline__ uint4 ld16(const uint4 *p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+
+// v (lane c of the quad: words 0..3 of group c) -> words c of groups 0..3 (block transpose by
+// xor 2, then 2x2 transposes by xor 1; two shuffles per stage).
+__device__ __forceinline__ void quad_transpose(uint4 &v, int c) {
+  const unsigned full = 0xffffffffu;
+  {
+    const bool h = (c & 2) != 0;
+    const uint32_t s0 = h ? v.x : v.z, s1 = h ? v.y : v.w;
+    const uint32_t r0 = __shfl_xor_sync(full, s0, 2), r1 = __shfl_xor_sync(full, s1, 2);
+    if (h) { v.x = r0; v.y = r1; } else { v.z = r0; v.w = r1; }
+  }
+  {
+    const bool h = (c & 1) != 0;
+    const uint32_t s0 = h ? v.x : v.y, s1 = h ? v.z : v.w;
+    const uint32_t r0 = __shfl_xor_sync(full, s0, 1), r1 = __shfl_xor_sync(full, s1, 1);
+    if (h) { v.x = r0; v.z = r1; } else { v.y = r0; v.w = r1; }
+  }
+}
+
+__device__ __forceinline__ uint32_t comp(const uint4 &v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// 8 nibbles of a word as 4 bf16 pairs in the order (i, i+4) for register i (one shift + lop3 +
+// bf16 subtract each); x is permuted to the same order by perm_x. bf16 bits 0x4300 | u = 128 + u.
+__device__ __forceinline__ uint4 unpack8p(uint32_t w) {
+  const __nv_bfloat162 off = __floats2bfloat162_rn(136.0f, 136.0f);
+  uint32_t r[4];
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    const uint32_t v = ((w >> (4 * i)) & 0x000f000fu) | 0x43004300u;
+    __nv_bfloat162 h = *reinterpret_cast<const __nv_bfloat162 *>(&v);
+    h = __hsub2(h, off);
+    r[i] = *reinterpret_cast<const uint32_t *>(&h);
+  }
+  return make_uint4(r[0], r[1], r[2], r[3]);
+}
+
+// 8 consecutive bf16 (x0..x7 as (0,1) (2,3) (4,5) (6,7)) -> (0,4) (1,5) (2,6) (3,7).
+__device__ __forceinline__ uint4 perm_x(const uint4 &x) {
+  return make_uint4(__byte_perm(x.x, x.z, 0x5410), __byte_perm(x.x, x.z, 0x7632), __byte_perm(x.y, x.w, 0x5410),
+                    __byte_perm(x.y, x.w, 0x7632));
+}
+
+// Scales of groups ch..ch+3 for rows g / g+8: lane c loads group ch+c (coalesced over the quad),
+// packed (row g low, row g+8 high); lane G of the quad holds group G.
+__device__ __forceinline__ uint32_t ld_scales(const __nv_bfloat16 *lo, const __nv_bfloat16 *hi, int k) {
+  const unsigned short a = __ldg(reinterpret_cast<const unsigned short *>(lo) + k);
+  const unsigned short b = __ldg(reinterpret_cast<const unsigned short *>(hi) + k);
+  return (uint32_t)a | ((uint32_t)b << 16);
+}
+__device__ __forceinline__ float bf_lo(uint32_t v) { return __uint_as_float(v << 16); }
+__device__ __forceinline__ float bf_hi(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
+
+template <bool DUAL, int NT>
+struct vbuf {
+  uint4 a[2], b[DUAL ? 2 : 1];
+  uint32_t sa, sb;
+};
+
+template <bool DUAL, int NT, int U>
+__device__ __forceinline__ void vload(vbuf<DUAL, NT> (&r)[U], const uint4 *a0, const uint4 *a1, const uint4 *b0,
+                                      const uint4 *b1, const __nv_bfloat16 *sa0, const __nv_bfloat16 *sa1,
+                                      const __nv_bfloat16 *sb0, const __nv_bfloat16 *sb1, int ch, int c) {
+#pragma unroll
+  for (int u = 0; u < U; u++) {
+    const int k = ch + 4 * u + c;
+    r[u].a[0] = ld16(a0 + k);
+    r[u].a[1] = ld16(a1 + k);
+    r[u].sa = ld_scales(sa0, sa1, k);
+    if (DUAL) {
+      r[u].b[DUAL ? 1 : 0] = ld16(b1 + k);
+      r[u].b[0] = ld16(b0 + k);
+      r[u].sb = ld_scales(sb0, sb1, k);
+    } else {
+      r[u].sb = 0;
+    }
+  }
+}
+
+template <bool DUAL, int NT, int U>
+__device__ __forceinline__ void vcompute(vbuf<DUAL, NT> (&r)[U], int ch, int lane,
+                                         const __nv_bfloat16 *const (&xr)[NT], float (&acc)[2][NT][4]) {
+  const int c = lane & 3, qb = lane & ~3;
+  const unsigned full = 0xffffffffu;
+#pragma unroll
+  for (int u = 0; u < U; u++) {
+    quad_transpose(r[u].a[0], c);
+    quad_transpose(r[u].a[1], c);
+    if (DUAL) {
+      quad_transpose(r[u].b[0], c);
+      quad_transpose(r[u].b[DUAL ? 1 : 0], c);
+    }
+#pragma unroll
+    for (int G = 0; G < 4; G++) {
+      const int k = ch + 4 * u + G;
+      const uint32_t sa = __shfl_sync(full, r[u].sa, qb | G);
+      const uint32_t sb = DUAL ? __shfl_sync(full, r[u].sb, qb | G) : 0u;
+      const uint4 la = unpack8p(comp(r[u].a[0], G)), ha = unpack8p(comp(r[u].a[1], G));
+      uint4 lb = la, hb = ha;
+      if (DUAL) {
+        lb = unpack8p(comp(r[u].b[0], G));
+        hb = unpack8p(comp(r[u].b[DUAL ? 1 : 0], G));
+      }
+#pragma unroll
+      for (int j = 0; j < NT; j++) {
+        const uint4 xv = perm_x(__ldg(reinterpret_cast<const uint4 *>(xr[j] + k * kGroup + c * 8)));
+        float d[4];
+        mma2_zero(d, la, ha, xv);
+        add_scaled(acc[0][j], d, bf_lo(sa), bf_hi(sa));
+        if (DUAL) {
+          mma2_zero(d, lb, hb, xv);
+          add_scaled(acc[1][j], d, bf_lo(sb), bf_hi(sb));
+        }
+      }
+    }
+  }
+}
+
+// Same contract as warp_tile; needs 16-byte aligned weights (rows are: K % 32 == 0). Whole
+// super-chunks of 4 groups go through the 16-byte path, U at a time with the next U prefetched into
+// registers while the current ones are computed; the < 4 groups left use warp_tile's loads.
+template <bool DUAL, int NT>
+__device__ __forceinline__ void warp_tile_v(const int32_t *w0, const int32_t *w1, const __nv_bfloat16 *s0,
+                                            const __nv_bfloat16 *s1, int K, int cb, int ce,
+                                            const __nv_bfloat16 *const (&xr)[NT], float (&acc)[2][NT][4]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+  const int KQ = K / 32, KG = K / kGroup;  // uint4 per row, scales per row
+  const uint4 *a0 = reinterpret_cast<const uint4 *>(w0) + (int64_t)g * KQ, *a1 = a0 + (int64_t)8 * KQ;
+  const uint4 *b0 = DUAL ? reinterpret_cast<const uint4 *>(w1) + (int64_t)g * KQ : a0;
+  const uint4 *b1 = DUAL ? b0 + (int64_t)8 * KQ : a1;
+  const __nv_bfloat16 *sa0 = s0 + (int64_t)g * KG, *sa1 = sa0 + (int64_t)8 * KG;
+  const __nv_bfloat16 *sb0 = DUAL ? s1 + (int64_t)g * KG : sa0, *sb1 = DUAL ? sb0 + (int64_t)8 * KG : sa1;
+  constexpr int U = DUAL ? 1 : (NT <= 2 ? 2 : 1);
+  constexpr bool PF = DUAL ? NT <= 1 : NT <= 2;  // prefetch only where the registers allow (no spills)
+  constexpr int S = 4 * U;  // groups per step
+  int ch = cb;
+  if (PF && ch + S <= ce) {
+    vbuf<DUAL, NT> cur[U];
+    vload<DUAL, NT, U>(cur, a0, a1, b0, b1, sa0, sa1, sb0, sb1, ch, c);
+    for (;;) {
+      const bool more = ch + 2 * S <= ce;
+      vbuf<DUAL, NT> nxt[U];
+      if (more) vload<DUAL, NT, U>(nxt, a0, a1, b0, b1, sa0, sa1, sb0, sb1, ch + S, c);
+      vcompute<DUAL, NT, U>(cur, ch, lane, xr, acc);
+      ch += S;
+      if (!more) break;
+#pragma unroll
+      for (int u = 0; u < U; u++) cur[u] = nxt[u];
+    }
+  }
+  // Whole super-chunks left (fewer than U), one at a time.
+  for (; ch + 4 <= ce; ch += 4) {
+    vbuf<DUAL, NT> one[1];
+    vload<DUAL, NT, 1>(one, a0, a1, b0, b1, sa0, sa1, sb0, sb1, ch, c);
+    vcompute<DUAL, NT, 1>(one, ch, lane, xr, acc);
+  }
+  if (ch < ce) warp_tile<DUAL, NT>(w0, w1, s0, s1, K, ch, ce, xr, acc);
+}
+
+// The 16-byte INT4 policy (weights 16-byte aligned): same layout and results as W4.
+struct W4V {
+  static constexpr int kChunk = kGroup;
+  template <bool DUAL, int NT>
+  static __device__ __forceinline__ void tile(const seg &s, int e, int row0, int cb, int ce,
+                                              const __nv_bfloat16 *const (&xr)[NT], float (&acc)[2][NT][4]) {
+    const int64_t wo = (int64_t)e * s.wstride + (int64_t)row0 * (s.K / 8);
+    const int64_t so = (int64_t)e * s.sstride + (int64_t)row0 * (s.K / kGroup);
+    const int32_t *w0 = (const int32_t *)s.w0, *w1 = (const int32_t *)s.w1;
+    const __nv_bfloat16 *s0 = (const __nv_bfloat16 *)s.s0, *s1 = (const __nv_bfloat16 *)s.s1;
+    /* NT >= 2 (9+ tokens of one expert in the item: rare in decode) keeps the 4-byte path: the 16-byte
+       one's x loads for 4 groups do not fit 128 registers there without spills. */
+    if (NT <= 1)
+      warp_tile_v<DUAL, NT>(w0 + wo, DUAL ? w1 + wo : nullptr, s0 + so, DUAL ? s1 + so : nullptr, s.K, cb, ce, xr, acc);
+    else
+      warp_tile<DUAL, NT>(w0 + wo, DUAL ? w1 + wo : nullptr, s0 + so, DUAL ? s1 + so : nullptr, s.K, cb, ce, xr, acc);
+  }
+};
+
 // The INT4 policy of moe_q_common.cuh: s.w* i32 words [N, K/8], s.s* bf16 scales [N, K/32].
 struct W4 {
   static constexpr int kChunk = kGroup;
@@ -180,5 +372,9 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
   dn.w0 = a->w_down; dn.s0 = a->s_down;
   dn.wstride = H * (I / 8); dn.sstride = H * (I / kGroup);
   dn.N = (int)H; dn.K = (int)I; dn.WK = choose_wk(I);
+  /* 16-byte weight loads when every packed array is 16-byte aligned (rows and experts then are:
+     K % 32 == 0); otherwise the 4-byte path, same results. */
+  if (aligned(a->w_gate, 16) && aligned(a->w_up, 16) && aligned(a->w_down, 16))
+    return run_all<W4V>(a, l, up, dn, "moe w4a16", stream);
   return run_all<W4>(a, l, up, dn, "moe w4a16", stream);
 }
