@@ -6,24 +6,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-
-/* The library and CLI version (`prezero --version`). */
-#define PZ_VERSION "0.1.0"
+/* PZ_VERSION, PZ_API, pz_status, pz_status_string, pz_last_error, pz_elem_type. */
+#include "prezero/common.h"
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-typedef enum pz_status {
-#define PZ_STATUS(name, text) name,
-#include "prezero_status.def"
-#undef PZ_STATUS
-  PZ_STATUS_COUNT
-} pz_status;
-
-/* Short fixed text of a status value ("ok", "out of memory", ...). Never NULL. */
-const char *pz_status_string(pz_status s);
-/* Detailed message of the last failing call on this thread ("" if none). Never NULL. */
-const char *pz_last_error(void);
 
 /* ------------------------------------------------------------------ decode engine
  * An engine holds one model's per-rank decode graph (DeepSeek-V2 family: V2, V2-Lite, V3,
@@ -39,7 +26,7 @@ typedef enum pz_device_kind {
 } pz_device_kind;
 
 /* Number of CUDA GPUs this build can use: 0 in a CPU-only build or when none is visible. */
-int pz_gpu_count(void);
+PZ_API int pz_gpu_count(void);
 
 /* Largest batch (sequences per step) an engine may be created for. */
 #define PZ_ENGINE_MAX_BATCH 256
@@ -121,30 +108,38 @@ typedef struct pz_engine_info {
  * also, before anything is allocated, when every rank's storage together exceeds the machine's
  * physical RAM; the message gives both in GiB), PZ_ERR_UNSUPPORTED (device not available).
  * *out is NULL on error. */
-pz_status pz_engine_create(const pz_engine_config *cfg, pz_engine **out);
+PZ_API pz_status pz_engine_create(const pz_engine_config *cfg, pz_engine **out);
 
 /* One greedy decode step for sequences 0..m-1 (1 <= m <= max_batch): tokens_in[m] are the new
  * token ids (0..vocab_size-1), tokens_out[m] receives the argmax of the logits (lowest id on
  * ties). Each sequence's position advances by one; sequence i is at position context + the
  * number of steps that included it. Errors: PZ_ERR_INVALID_ARG (m out of range, token id out of
  * range, NULL pointer, or a sequence whose KV cache is full). */
-pz_status pz_engine_step(pz_engine *e, int m, const int32_t *tokens_in, int32_t *tokens_out);
+PZ_API pz_status pz_engine_step(pz_engine *e, int m, const int32_t *tokens_in, int32_t *tokens_out);
 
 /* Logits of the last step's m rows (m <= that step's m): out[m * vocab_size] f32, row-major,
  * gathered over the TP ranks. Errors: PZ_ERR_INVALID_ARG (no step yet, m too large, NULL). */
-pz_status pz_engine_logits(const pz_engine *e, int m, float *out);
+PZ_API pz_status pz_engine_logits(const pz_engine *e, int m, float *out);
 
 /* Fills *info. Errors: PZ_ERR_INVALID_ARG for NULL. */
-pz_status pz_engine_get_info(const pz_engine *e, pz_engine_info *info);
+PZ_API pz_status pz_engine_get_info(const pz_engine *e, pz_engine_info *info);
 
 /* Writes the rank-0 decode graph as run (after the passes): text (dot = 0) or Graphviz DOT
  * (dot = 1). Errors: PZ_ERR_INVALID_ARG for NULL, PZ_ERR_IO when writing fails. */
-pz_status pz_engine_dump_graph(const pz_engine *e, FILE *f, int dot);
+PZ_API pz_status pz_engine_dump_graph(const pz_engine *e, FILE *f, int dot);
 
 /* Frees everything; NULL is ignored. */
-void pz_engine_destroy(pz_engine *e);
+PZ_API void pz_engine_destroy(pz_engine *e);
 
 #ifdef __cplusplus
 }
+#endif
+
+/* The multi-process communicator (fused AR + residual + RMSNorm with zero_fill), when this
+ * copy of the headers has it. */
+#if defined(__has_include)
+#if __has_include("prezero/allreduce.h")
+#include "prezero/allreduce.h"
+#endif
 #endif
 #endif /* PREZERO_H */

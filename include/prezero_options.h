@@ -61,21 +61,21 @@ typedef struct pz_runtime_opts {
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. */
-void pz_runtime_opts_default(pz_runtime_opts *o);
+PZ_API void pz_runtime_opts_default(pz_runtime_opts *o);
 /* Defaults overridden by every PREZERO_* variable that is set (and HOME for cache_dir). Returns
  * 0, or -1 after writing one line naming a malformed value (e.g. PREZERO_GEMM_WT=x) to
  * err[err_len] (may be NULL); the field then keeps its default. */
-int pz_runtime_opts_from_env(pz_runtime_opts *o, char *err, size_t err_len);
+PZ_API int pz_runtime_opts_from_env(pz_runtime_opts *o, char *err, size_t err_len);
 /* *out = *given, or (given NULL) the environment's options. A malformed variable is
  * PZ_ERR_INVALID_ARG with the message "[who: ]<variable and what to use>[; fix]" (who and fix
  * may be NULL). The one way engines, executors and GEMM handles take their options. */
-pz_status pz_runtime_opts_take(pz_runtime_opts *out, const pz_runtime_opts *given, const char *who, const char *fix);
+PZ_API pz_status pz_runtime_opts_take(pz_runtime_opts *out, const pz_runtime_opts *given, const char *who, const char *fix);
 
 /* The two switches of messages rather than of computation, read where they act (each call):
  * PREZERO_LOG_ERRORS=1 (print every error where it is raised) and PREZERO_PROGRESS (checkpoint
  * loading progress: 0 off, 1 on, -1 unset). */
-bool pz_runtime_log_errors(void);
-int pz_runtime_progress(void);
+PZ_API bool pz_runtime_log_errors(void);
+PZ_API int pz_runtime_progress(void);
 
 #ifdef __cplusplus
 }
