@@ -135,6 +135,11 @@ PZ_API void pz_engine_destroy(pz_engine *e);
 }
 #endif
 
+/* The kernel-level API, for engines of their own (one process per GPU, their own streams,
+ * buffers and CUDA graphs): the split-K GEMM, the fill gate, the decode-graph IR and passes. */
+#include "prezero/gemm.h"
+#include "prezero/gate.h"
+#include "prezero/graph.h"
 /* The multi-process communicator (fused AR + residual + RMSNorm with zero_fill), when this
  * copy of the headers has it. */
 #if defined(__has_include)
