@@ -67,6 +67,12 @@ typedef struct pz_ar_rmsnorm_args {
 pz_status pz_ar_rmsnorm_launch(const pz_comm *c, int rank, const pz_ar_rmsnorm_args *a,
                                const pz_device_desc *dev, cudaStream_t s);
 
+/* The same on one rank's device-side state alone (pz_ar_rmsnorm_launch calls it with
+ * pz_comm_view(c, rank)): v->inbox/raw/flags[q] may be peer pointers or CUDA IPC mappings of
+ * rank q's buffers in another process (src/backend/cuda/ar_mp.c). Same contract and errors. */
+pz_status pz_ar_rmsnorm_launch_view(const pz_comm_rank_view *v, const pz_ar_rmsnorm_args *a,
+                                    const pz_device_desc *dev, cudaStream_t s);
+
 /* The same for every rank: args[r] and streams[r] for r = 0..tp-1. */
 pz_status pz_ar_rmsnorm_launch_all(const pz_comm *c, const pz_ar_rmsnorm_args *args,
                                    const pz_device_desc *dev, const cudaStream_t *streams);

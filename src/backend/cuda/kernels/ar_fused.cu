@@ -76,6 +76,9 @@ struct Wait {
 __device__ __forceinline__ bool timed_out(const ArKargs &a, Wait *w, int row) {
   if (a.timeout_ns <= 0) return false;
   if ((w->polls++ & 63u) != 0) return false;
+  /* Another wait of this rank already gave up (this launch or an earlier one): fail fast, so
+   * launches queued behind a timed-out one end at once instead of each waiting again. */
+  if (*reinterpret_cast<volatile unsigned *>(&a.ctrl[2]) != 0u) return true;
   unsigned long long now = globaltimer();
   if (w->t0 == 0) { w->t0 = now; return false; }
   if ((long long)(now - w->t0) > a.timeout_ns) { report_timeout(a, row); return true; }
@@ -511,8 +514,15 @@ extern "C" pz_status pz_ar_fused_occupancy(int device, int *ctas_per_sm) {
 extern "C" pz_status pz_ar_rmsnorm_launch(const pz_comm *c, int rank, const pz_ar_rmsnorm_args *a,
                                           const pz_device_desc *dev, cudaStream_t s) {
   if (!c || rank < 0 || rank >= pz_comm_tp(c)) return pz_error(PZ_ERR_INVALID_ARG, "ar_rmsnorm: bad comm or rank %d", rank);
+  return pz_ar_rmsnorm_launch_view(pz_comm_view(c, rank), a, dev, s);
+}
+
+extern "C" pz_status pz_ar_rmsnorm_launch_view(const pz_comm_rank_view *v, const pz_ar_rmsnorm_args *a,
+                                               const pz_device_desc *dev, cudaStream_t s) {
+  if (!v || v->rank < 0 || v->rank >= v->tp || !v->ctrl || !v->ss)
+    return pz_error(PZ_ERR_INVALID_ARG, "ar_rmsnorm: bad rank view");
+  const int rank = v->rank;
   PZ_CHECK(check_args(a));
-  const pz_comm_rank_view *v = pz_comm_view(c, rank);
   if (a->m > v->max_m || a->H > v->max_H)
     return pz_error(PZ_ERR_SHAPE, "ar_rmsnorm: m=%lld H=%lld beyond the communicator's max_m=%lld max_H=%lld",
                     (long long)a->m, (long long)a->H, (long long)v->max_m, (long long)v->max_H);

@@ -1,0 +1,110 @@
+/* pz_ar_get_unique_id / pz_ar_unique_id_remove (every build), and the multi-process
+ * communicator's stubs when the CUDA backend is not built (include/prezero/allreduce.h). */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE
+#include "backend/ar_mp_id.h"
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "core/status.h"
+
+_Static_assert(sizeof(pz_ar_id_layout) <= PZ_AR_UNIQUE_ID_BYTES, "id layout too large");
+
+static uint64_t random_nonce(void) {
+  uint64_t v = 0;
+  int fd = open("/dev/urandom", O_RDONLY);
+  if (fd >= 0) {
+    if (read(fd, &v, sizeof v) != (ssize_t)sizeof v) v = 0;
+    close(fd);
+  }
+  if (v == 0) { /* no urandom: time and pid */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    v = ((uint64_t)ts.tv_sec * 1000000007ull) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32);
+    if (v == 0) v = 1;
+  }
+  return v;
+}
+
+static int dir_usable(const char *d) {
+  struct stat sb;
+  return d && d[0] == '/' && stat(d, &sb) == 0 && S_ISDIR(sb.st_mode) && access(d, W_OK | X_OK) == 0;
+}
+
+pz_status pz_ar_get_unique_id(pz_ar_unique_id *out) {
+  if (!out) return pz_error(PZ_ERR_INVALID_ARG, "pz_ar_get_unique_id: out is NULL");
+  memset(out, 0, sizeof *out);
+  const char *base = NULL;
+  if (dir_usable("/dev/shm")) {
+    base = "/dev/shm";
+  } else {
+    const char *t = getenv("TMPDIR");
+    base = dir_usable(t) ? t : "/tmp";
+  }
+  pz_ar_id_layout L;
+  memset(&L, 0, sizeof L);
+  memcpy(L.magic, PZ_AR_ID_MAGIC, sizeof PZ_AR_ID_MAGIC);
+  L.nonce = random_nonce();
+  int n = snprintf(L.dir, sizeof L.dir, "%s/pz_ar.XXXXXX", base);
+  if (n < 0 || (size_t)n >= sizeof L.dir)
+    return pz_error(PZ_ERR_IO, "pz_ar_get_unique_id: rendezvous path under %s longer than %d bytes", base,
+                    PZ_AR_ID_DIR_MAX - 1);
+  if (!mkdtemp(L.dir))
+    return pz_error(PZ_ERR_IO, "pz_ar_get_unique_id: cannot create a directory under %s: %s", base, strerror(errno));
+  memcpy(out->internal, &L, sizeof L);
+  return PZ_OK;
+}
+
+pz_status pz_ar_id_parse(const pz_ar_unique_id *id, pz_ar_id_layout *out) {
+  if (!id) return pz_error(PZ_ERR_INVALID_ARG, "all-reduce id is NULL");
+  memcpy(out, id->internal, sizeof *out);
+  if (memcmp(out->magic, PZ_AR_ID_MAGIC, sizeof PZ_AR_ID_MAGIC) != 0 || out->dir[0] != '/' ||
+      memchr(out->dir, 0, sizeof out->dir) == NULL)
+    return pz_error(PZ_ERR_INVALID_ARG, "not an all-reduce unique id (make it with pz_ar_get_unique_id and copy "
+                    "all %d bytes)", PZ_AR_UNIQUE_ID_BYTES);
+  return PZ_OK;
+}
+
+pz_status pz_ar_unique_id_remove(const pz_ar_unique_id *id) {
+  pz_ar_id_layout L;
+  PZ_CHECK(pz_ar_id_parse(id, &L));
+  DIR *d = opendir(L.dir);
+  if (!d) return PZ_OK; /* already gone */
+  struct dirent *e;
+  char p[PZ_AR_ID_DIR_MAX + 300];
+  while ((e = readdir(d)) != NULL) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    snprintf(p, sizeof p, "%s/%s", L.dir, e->d_name);
+    unlink(p);
+  }
+  closedir(d);
+  rmdir(L.dir);
+  return PZ_OK;
+}
+
+#ifndef PZ_HAVE_CUDA
+#define PZ_AR_NO_CUDA pz_error(PZ_ERR_UNSUPPORTED, "multi-process all-reduce: built without the CUDA backend")
+pz_status pz_ar_comm_init_rank(pz_ar_comm **comm, int world, int rank, pz_ar_unique_id id, int device,
+                               int timeout_ms) {
+  if (comm) *comm = NULL;
+  return PZ_AR_NO_CUDA;
+}
+pz_status pz_ar_comm_init_rank_config(pz_ar_comm **comm, const pz_ar_comm_config *cfg, pz_ar_unique_id id) {
+  if (comm) *comm = NULL;
+  return PZ_AR_NO_CUDA;
+}
+void pz_ar_comm_destroy(pz_ar_comm *comm) { (void)comm; }
+int pz_ar_comm_rank(const pz_ar_comm *comm) { return -1; }
+int pz_ar_comm_world(const pz_ar_comm *comm) { return -1; }
+int pz_ar_comm_device(const pz_ar_comm *comm) { return -1; }
+pz_status pz_ar_rmsnorm(pz_ar_comm *comm, const pz_ar_rmsnorm_params *p, pz_ar_stream stream) {
+  return PZ_AR_NO_CUDA;
+}
+pz_status pz_ar_comm_check(pz_ar_comm *comm, pz_ar_stream stream) { return PZ_AR_NO_CUDA; }
+#endif
