@@ -89,8 +89,51 @@ struct mm_params {
 };
 
 
+__host__ __device__ inline int tiles_of(const seg &s) {
+  const int rt = 16 * (kWarps / s.WK);
+  return (s.N + rt - 1) / rt;
+}
+
+// Optional L2 prefetch hook of a policy Q: `static constexpr bool kL2Prefetch = true;` and
+//   template <bool DUAL> static __device__ void prefetch(const seg &s, int e, int row0, int cb, int ce);
+// (one warp: hint the bytes tile<DUAL, *>(s, e, row0, cb, ce, ..) will read into L2; no results
+// change). Policies without it (W8A16) compile to the kernel they had.
+template <class Q>
+__host__ __device__ constexpr auto l2pf_of(int) -> decltype(Q::kL2Prefetch, bool()) {
+  return Q::kL2Prefetch;
+}
+template <class Q>
+__host__ __device__ constexpr bool l2pf_of(long) {
+  return false;
+}
+
+// Items prefetched ahead of the one being computed: 2 when an item's weights are small (the down
+// pass: <= 64 KB per CTA), else 1, so at most ~1-2 items per CTA (tens of MB GPU-wide) sit in L2.
+__device__ __forceinline__ int prefetch_depth(const seg &s) {
+  const int64_t rows = 16 * (kWarps / s.WK);
+  const int64_t bytes = rows * ((int64_t)s.K / 2) * (s.w1 ? 2 : 1);
+  return bytes <= 65536 ? 2 : 1;
+}
+
+// This thread's slot (shared memory) of the next item to prefetch: keeps it out of the registers.
+template <class Q>
+__device__ __forceinline__ volatile int *nxt_slot() {
+  __shared__ int s[kThreads];
+  return s + threadIdx.x;
+}
+
+// This warp's share of the item of expert e, row tile `tile` into L2.
+template <class Q, bool DUAL>
+__device__ __forceinline__ void prefetch_item(const mm_params &p, int e, int tile) {
+  const pz_moe_item::item_pos ip = pz_moe_item::item_at<kWarps>(p.s, tile, p.s.K / Q::kChunk);
+  if (ip.row0 < p.s.N) Q::template prefetch<DUAL>(p.s, e, ip.row0, ip.cb, ip.ce);
+}
+
 // One item: rows [tile*16*WR, ..) for cnt (<= 32) tokens at sorted positions pos0.., expert e.
 // WR row groups x WK K slices of warps; slices reduced in warp order through shared memory.
+// With a prefetching policy, once this warp's loads of the item are done (before the reduction's
+// barriers) it hints the item *nxt_slot = expert * tiles + row tile into L2 (< 0: none), so HBM
+// stays busy across items. The slot (this thread's, shared memory) keeps no register over the tile.
 template <class Q, bool DUAL, int NT>
 __device__ void run_item(const mm_params &p, int e, int tile, int pos0, int cnt, float *red) {
   const seg &s = p.s;
@@ -102,12 +145,14 @@ __device__ void run_item(const mm_params &p, int e, int tile, int pos0, int cnt,
     pz_moe_item::token_rows<NT>(s, p, pos0, cnt, ip.lane, xr);
     Q::template tile<DUAL, NT>(s, e, ip.row0, ip.cb, ip.ce, xr, acc);
   }
+  if constexpr (l2pf_of<Q>(0)) {
+    const int nxt = *nxt_slot<Q>();
+    if (nxt >= 0) {
+      const int tiles = tiles_of(s);
+      prefetch_item<Q, DUAL>(p, nxt / tiles, nxt % tiles);
+    }
+  }
   pz_moe_item::reduce_write<DUAL, NT, kWarps, kThreads>(s, p, acc, tile, pos0, cnt, red);
-}
-
-__host__ __device__ inline int tiles_of(const seg &s) {
-  const int rt = 16 * (kWarps / s.WK);
-  return (s.N + rt - 1) / rt;
 }
 
 // Persistent grid over (work entry, row tile) items; the work count is read from the device.
@@ -115,9 +160,23 @@ template <class Q, bool DUAL>
 __global__ void __launch_bounds__(kThreads, 2) mm_kernel(mm_params p) {
   __shared__ float red[kWarps * 2 * 4 * 4 * 32];
   const int tiles = tiles_of(p.s), total = *p.n_work * tiles;
+  constexpr bool PF = l2pf_of<Q>(0);
+  if constexpr (PF) {
+    const int pd = prefetch_depth(p.s);
+    for (int d = 0; d < pd; d++) {
+      const int it = blockIdx.x + d * (int)gridDim.x;
+      if (it < total) prefetch_item<Q, DUAL>(p, p.work[it / tiles].x, it % tiles);
+    }
+  }
   for (int it = blockIdx.x; it < total; it += gridDim.x) {
     const int wi = it / tiles, tile = it % tiles;
     const int4 w = p.work[wi];
+    int nxt = -1;
+    if constexpr (PF) {
+      const int nx = it + prefetch_depth(p.s) * (int)gridDim.x; /* read now, used after the tile */
+      if (nx < total) nxt = p.work[nx / tiles].x * tiles + nx % tiles;
+      *nxt_slot<Q>() = nxt;
+    }
     switch ((w.z + 7) / 8) {
       case 1: run_item<Q, DUAL, 1>(p, w.x, tile, w.y, w.z, red); break;
       case 2: run_item<Q, DUAL, 2>(p, w.x, tile, w.y, w.z, red); break;

@@ -2,8 +2,11 @@
 // experts only with the INT4 words dequantised in registers (4-bit integers as bf16 on the tensor
 // cores, one f32 scale multiply per 32-column group), and the deterministic combine. Modelled on
 // the bf16 expert kernels of moe_experts.cu (same item shapes and fragment map); the gather, item
-// loop, combine and host flow are moe_q_common.cuh's (shared with moe_w8a16.cu).
+// loop, combine and host flow are moe_q_common.cuh's (shared with moe_w8a16.cu). Each warp hints
+// the weights and scales of the CTA's next item(s) into L2 once its own loads of the current item
+// are done (prefetch_rows), so HBM stays busy over the reduction and the next item's start.
 #include "backend/cuda/kernels/moe_q_common.cuh"
+#include <stdlib.h>
 
 namespace {
 
@@ -307,9 +310,60 @@ __device__ __forceinline__ void warp_tile_v(const int32_t *w0, const int32_t *w1
   if (ch < ce) warp_tile<DUAL, NT>(w0, w1, s0, s1, K, ch, ce, xr, acc);
 }
 
+// ---------------------------------------------------------------- L2 prefetch (hints only)
+// One warp hints into L2 what its tile over groups [cb, ce) of rows row0..row0+15 will read: lane
+// (row lane % 16, matrix lane / 16 when DUAL, else half lane / 16 of the groups) covers its row's
+// weights (BULK: cp.async.bulk.prefetch, 16-byte aligned, else one prefetch per 32-byte sector)
+// and scales, 8 groups (128 weight bytes) per step in k order across the lanes, so the bytes
+// arrive roughly in the order the tile consumes them. No results depend on it.
+
+__device__ __forceinline__ void pf_l2(const void *q) { asm volatile("prefetch.global.L2 [%0];" ::"l"(q)); }
+
+__device__ __forceinline__ void pf_bulk(const void *q, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(q), "r"(bytes) : "memory");
+#else
+  for (uint32_t o = 0; o < bytes; o += 32) pf_l2((const char *)q + o);
+#endif
+}
+
+template <bool DUAL, bool BULK>
+__device__ __forceinline__ void prefetch_rows(const seg &s, int e, int row0, int cb, int ce) {
+  const int lane = threadIdx.x & 31, row = lane & 15, hi = lane >> 4;
+  const int m = DUAL ? hi : 0;
+  int g0 = cb, g1 = ce;
+  if (!DUAL) {
+    const int mid = cb + (ce - cb) / 2;
+    g0 = hi ? mid : cb;
+    g1 = hi ? ce : mid;
+  }
+  if (g0 >= g1) return;
+  const int64_t r = (int64_t)row0 + row;
+  const char *w = (const char *)(m ? s.w1 : s.w0) + 4 * ((int64_t)e * s.wstride + r * (s.K / 8));
+  const char *sc = (const char *)(m ? s.s1 : s.s0) + 2 * ((int64_t)e * s.sstride + r * (s.K / kGroup));
+  for (int g = g0; g < g1; g += 8) {
+    const int n = g1 - g < 8 ? g1 - g : 8;  // groups this step: 16 bytes of weights, 2 of scales each
+    if (BULK) {
+      pf_bulk(w + 16 * (int64_t)g, 16u * (uint32_t)n);
+    } else {
+      for (int o = 0; o < 16 * n; o += 32) pf_l2(w + 16 * (int64_t)g + o);
+      pf_l2(w + 16 * (int64_t)(g + n) - 1);
+    }
+    pf_l2(sc + 2 * (int64_t)g);
+    pf_l2(sc + 2 * (int64_t)(g + n) - 1);
+  }
+}
+
 // The 16-byte INT4 policy (weights 16-byte aligned): same layout and results as W4.
+// PF: the L2 prefetch hook (kernel-side hints only; PF false is the kernel of c6c16cc).
+template <bool PF>
 struct W4V {
   static constexpr int kChunk = kGroup;
+  static constexpr bool kL2Prefetch = PF;
+  template <bool DUAL>
+  static __device__ __forceinline__ void prefetch(const seg &s, int e, int row0, int cb, int ce) {
+    prefetch_rows<DUAL, true>(s, e, row0, cb, ce);
+  }
   template <bool DUAL, int NT>
   static __device__ __forceinline__ void tile(const seg &s, int e, int row0, int cb, int ce,
                                               const __nv_bfloat16 *const (&xr)[NT], float (&acc)[2][NT][4]) {
@@ -327,8 +381,14 @@ struct W4V {
 };
 
 // The INT4 policy of moe_q_common.cuh: s.w* i32 words [N, K/8], s.s* bf16 scales [N, K/32].
+template <bool PF>
 struct W4 {
   static constexpr int kChunk = kGroup;
+  static constexpr bool kL2Prefetch = PF;
+  template <bool DUAL>
+  static __device__ __forceinline__ void prefetch(const seg &s, int e, int row0, int cb, int ce) {
+    prefetch_rows<DUAL, false>(s, e, row0, cb, ce);
+  }
   template <bool DUAL, int NT>
   static __device__ __forceinline__ void tile(const seg &s, int e, int row0, int cb, int ce,
                                               const __nv_bfloat16 *const (&xr)[NT], float (&acc)[2][NT][4]) {
@@ -374,7 +434,15 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
   dn.N = (int)H; dn.K = (int)I; dn.WK = choose_wk(I);
   /* 16-byte weight loads when every packed array is 16-byte aligned (rows and experts then are:
      K % 32 == 0); otherwise the 4-byte path, same results. */
-  if (aligned(a->w_gate, 16) && aligned(a->w_up, 16) && aligned(a->w_down, 16))
-    return run_all<W4V>(a, l, up, dn, "moe w4a16", stream);
-  return run_all<W4>(a, l, up, dn, "moe w4a16", stream);
+  const bool v16 = aligned(a->w_gate, 16) && aligned(a->w_up, 16) && aligned(a->w_down, 16);
+  /* L2 prefetch of the next items (same results); PZ_MOE_INT4_L2PF=0 turns it off for A/B runs. */
+  static int pf = -1;
+  if (pf < 0) {
+    const char *ev = getenv("PZ_MOE_INT4_L2PF");
+    pf = (ev && ev[0] == '0' && ev[1] == 0) ? 0 : 1;
+  }
+  if (v16) return pf ? run_all<W4V<true>>(a, l, up, dn, "moe w4a16", stream)
+                     : run_all<W4V<false>>(a, l, up, dn, "moe w4a16", stream);
+  return pf ? run_all<W4<true>>(a, l, up, dn, "moe w4a16", stream)
+            : run_all<W4<false>>(a, l, up, dn, "moe w4a16", stream);
 }
