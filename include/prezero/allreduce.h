@@ -56,7 +56,7 @@ typedef struct pz_ar_unique_id {
 } pz_ar_unique_id;
 
 /* Creates the rendezvous directory (mode 0700) and fills *out. The directory is made under
- * /dev/shm when writable, else $TMPDIR (an absolute, writable directory) or /tmp.
+ * /dev/shm when writable, else /tmp.
  * Errors: PZ_ERR_INVALID_ARG (out NULL), PZ_ERR_IO (directory cannot be created, path longer
  * than the id holds). */
 PZ_API pz_status pz_ar_get_unique_id(pz_ar_unique_id *out);

@@ -24,6 +24,7 @@ void pz_runtime_opts_default(pz_runtime_opts *o) {
   o->cuda_reserve_mb = -1;
   o->mla_attn = 2;
   o->moe_persistent = -1;
+  o->moe_l2pf = 1;
 }
 
 typedef struct reader {
@@ -143,6 +144,7 @@ int pz_runtime_opts_from_env(pz_runtime_opts *o, char *err, size_t err_len) {
   get_i(&r, "PREZERO_MLA_SPLITS", 1, 1 << 16, &o->mla_splits);
   get_i(&r, "PREZERO_MLA_ATTN", 1, 2, &o->mla_attn);
   get_i(&r, "PREZERO_MOE_PERSISTENT", 0, 1, &o->moe_persistent);
+  get_flag(&r, "PREZERO_MOE_L2PF", &o->moe_l2pf);
   get_i(&r, "PREZERO_CPU_THREADS", 1, 1024, &o->cpu_threads);
   int msg = -1; /* the two message switches are read where they act; checked here too */
   get_flag(&r, "PREZERO_PROGRESS", &msg);
