@@ -106,14 +106,14 @@ static int parse(int argc, char **argv, bench_args *b) {
 #include "core/options.h"
 
 /* PREZERO_MOE_L2PF from the options reader (read once). */
-static int moe_no_l2pf(void) {
+static int moe_l2pf(void) {
   static int v = -1;
   if (v < 0) {
     pz_runtime_opts o;
     pz_runtime_opts_default(&o);
     char err[256];
     if (pz_runtime_opts_from_env(&o, err, sizeof err) != 0) fprintf(stderr, "prezero bench moe: %s\n", err);
-    v = o.moe_l2pf == 0;
+    v = o.moe_l2pf == 1;
   }
   return v;
 }
@@ -387,7 +387,7 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
           a.w_gate = v.wg; a.w_up = v.wu; a.w_down = v.wd; a.s_gate = v.sg; a.s_up = v.su; a.s_down = v.sd;
           a.sh_gate = sg; a.sh_up = su; a.sh_down = sd;
           a.out = out; a.ld_out = H; a.workspace = ws; a.workspace_bytes = (size_t)(route - (char *)ws);
-          a.no_l2pf = moe_no_l2pf(); /* PREZERO_MOE_L2PF=0: the W4A16 kernel without its L2 prefetch */
+          a.l2pf = moe_l2pf(); /* PREZERO_MOE_L2PF=1: the W4A16 kernel with its L2 prefetch */
           lst = pz_moe_route_launch(m, logits + (size_t)(r % NSETS) * max_m * E, E, NULL, &p, ids, wts, s);
           if (lst == PZ_OK) lst = q == Q_INT4 ? pz_moe_w4a16_launch(&a, s) : pz_moe_w8a16_launch(&a, s);
         }

@@ -24,7 +24,7 @@ void pz_runtime_opts_default(pz_runtime_opts *o) {
   o->cuda_reserve_mb = -1;
   o->mla_attn = 2;
   o->moe_persistent = -1;
-  o->moe_l2pf = 1;
+  o->moe_l2pf = 0; /* measured slower on the H200 (bench/results/moe_h200_int4_l2pf.md) */
 }
 
 typedef struct reader {

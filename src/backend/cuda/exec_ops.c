@@ -312,8 +312,8 @@ static pz_status op_moe_q(pz_cuda_ctx *c, const pz_node *n) {
     a.ld_out = ldo;
     a.workspace = R->ws;
     a.workspace_bytes = (size_t)(route - (char *)R->ws);
-    const pz_runtime_opts *qro = pz_gemm_ctx_opts(c->gemm); /* PREZERO_MOE_L2PF=0: no L2 prefetch */
-    a.no_l2pf = qro && qro->moe_l2pf == 0;
+    const pz_runtime_opts *qro = pz_gemm_ctx_opts(c->gemm); /* PREZERO_MOE_L2PF=1: L2 prefetch */
+    a.l2pf = qro && qro->moe_l2pf == 1;
     st = p->wquant == 1 ? pz_moe_w4a16_launch(&a, c->stream) : pz_moe_w8a16_launch(&a, c->stream);
   }
   if (st != PZ_OK) pz_log_propagate(__FILE__, __LINE__, n->name, st);

@@ -57,7 +57,8 @@ typedef struct pz_moe_q_args {
   const pz_bf16 *sh_gate, *sh_up, *sh_down;
   float *out; int64_t ld_out;
   void *workspace; size_t workspace_bytes;
-  int no_l2pf; /* W4A16: 1 skips the L2 prefetch of the next items (PREZERO_MOE_L2PF=0); same results */
+  int l2pf; /* W4A16: 1 prefetches the next items' weights into L2 (PREZERO_MOE_L2PF=1; 0, the default,
+             * was faster on the H200); same results */
 } pz_moe_q_args;
 
 size_t pz_moe_w4a16_workspace_bytes(int max_m, int64_t H, const pz_moe_params *p);

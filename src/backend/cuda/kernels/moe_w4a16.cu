@@ -435,8 +435,8 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
   /* 16-byte weight loads when every packed array is 16-byte aligned (rows and experts then are:
      K % 32 == 0); otherwise the 4-byte path, same results. */
   const bool v16 = aligned(a->w_gate, 16) && aligned(a->w_up, 16) && aligned(a->w_down, 16);
-  /* L2 prefetch of the next items (same results); a->no_l2pf (PREZERO_MOE_L2PF=0) turns it off. */
-  const bool pf = !a->no_l2pf;
+  /* L2 prefetch of the next items (same results): a->l2pf (PREZERO_MOE_L2PF=1); off by default. */
+  const bool pf = a->l2pf != 0;
   if (v16) return pf ? run_all<W4V<true>>(a, l, up, dn, "moe w4a16", stream)
                      : run_all<W4V<false>>(a, l, up, dn, "moe w4a16", stream);
   return pf ? run_all<W4<true>>(a, l, up, dn, "moe w4a16", stream)
