@@ -354,15 +354,16 @@ __device__ __forceinline__ void prefetch_rows(const seg &s, int e, int row0, int
   }
 }
 
-// The 16-byte INT4 policy (weights 16-byte aligned): same layout and results as W4.
-// PF: the L2 prefetch hook (kernel-side hints only; PF false is the kernel of c6c16cc).
-template <bool PF>
-struct W4V {
+// The INT4 policy of moe_q_common.cuh: s.w* i32 words [N, K/8], s.s* bf16 scales [N, K/32].
+// V16: the 16-byte weight loads (weights 16-byte aligned; same layout and results as the 4-byte
+// path). PF: the L2 prefetch hook (kernel-side hints only; PF false is the kernel of c6c16cc).
+template <bool PF, bool V16>
+struct W4P {
   static constexpr int kChunk = kGroup;
   static constexpr bool kL2Prefetch = PF;
   template <bool DUAL>
   static __device__ __forceinline__ void prefetch(const seg &s, int e, int row0, int cb, int ce) {
-    prefetch_rows<DUAL, true>(s, e, row0, cb, ce);
+    prefetch_rows<DUAL, V16>(s, e, row0, cb, ce);
   }
   template <bool DUAL, int NT>
   static __device__ __forceinline__ void tile(const seg &s, int e, int row0, int cb, int ce,
@@ -373,32 +374,14 @@ struct W4V {
     const __nv_bfloat16 *s0 = (const __nv_bfloat16 *)s.s0, *s1 = (const __nv_bfloat16 *)s.s1;
     /* NT >= 2 (9+ tokens of one expert in the item: rare in decode) keeps the 4-byte path: the 16-byte
        one's x loads for 4 groups do not fit 128 registers there without spills. */
-    if (NT <= 1)
+    if constexpr (V16 && NT <= 1)
       warp_tile_v<DUAL, NT>(w0 + wo, DUAL ? w1 + wo : nullptr, s0 + so, DUAL ? s1 + so : nullptr, s.K, cb, ce, xr, acc);
     else
       warp_tile<DUAL, NT>(w0 + wo, DUAL ? w1 + wo : nullptr, s0 + so, DUAL ? s1 + so : nullptr, s.K, cb, ce, xr, acc);
   }
 };
-
-// The INT4 policy of moe_q_common.cuh: s.w* i32 words [N, K/8], s.s* bf16 scales [N, K/32].
-template <bool PF>
-struct W4 {
-  static constexpr int kChunk = kGroup;
-  static constexpr bool kL2Prefetch = PF;
-  template <bool DUAL>
-  static __device__ __forceinline__ void prefetch(const seg &s, int e, int row0, int cb, int ce) {
-    prefetch_rows<DUAL, false>(s, e, row0, cb, ce);
-  }
-  template <bool DUAL, int NT>
-  static __device__ __forceinline__ void tile(const seg &s, int e, int row0, int cb, int ce,
-                                              const __nv_bfloat16 *const (&xr)[NT], float (&acc)[2][NT][4]) {
-    const int64_t wo = (int64_t)e * s.wstride + (int64_t)row0 * (s.K / 8);
-    const int64_t so = (int64_t)e * s.sstride + (int64_t)row0 * (s.K / kGroup);
-    const int32_t *w0 = (const int32_t *)s.w0, *w1 = (const int32_t *)s.w1;
-    const __nv_bfloat16 *s0 = (const __nv_bfloat16 *)s.s0, *s1 = (const __nv_bfloat16 *)s.s1;
-    warp_tile<DUAL, NT>(w0 + wo, DUAL ? w1 + wo : nullptr, s0 + so, DUAL ? s1 + so : nullptr, s.K, cb, ce, xr, acc);
-  }
-};
+template <bool PF> using W4V = W4P<PF, true>;
+template <bool PF> using W4 = W4P<PF, false>;
 
 }  // namespace
 
