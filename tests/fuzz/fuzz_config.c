@@ -1,5 +1,5 @@
 /* libFuzzer target: pz_config_parse (config.json, incl. text_config / quantization_config /
- * rope_scaling). Seed corpus: configs/ and tests/data/golden/ config.json files. */
+ * rope_scaling). Seed corpus: copies of configs/ and tests/data/golden/ config.json files in a scratch folder (libFuzzer writes into it). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

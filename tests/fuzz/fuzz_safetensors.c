@@ -1,5 +1,5 @@
 /* libFuzzer target: pz_st_open on the input as a whole file (header length, JSON header, data).
- * Seed corpus: tests/data/golden/ and tests/data/int4/ safetensors files. */
+ * Seed corpus: copies of tests/data/golden/ and tests/data/int4/ safetensors files in a scratch folder. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
