@@ -110,6 +110,17 @@ int pz_storage_of(const pz_graph *g, int id) {
   return id;
 }
 
+const pz_tensor *pz_graph_find_tensor(const pz_graph *g, const char *name) {
+  for (int i = 0; g && name && i < g->n_tensors; i++)
+    if (!strcmp(g->tensors[i].name, name)) return &g->tensors[i];
+  return NULL;
+}
+
+bool pz_name_ends_with(const char *s, const char *suf) {
+  const size_t a = strlen(s), b = strlen(suf);
+  return a >= b && !strcmp(s + a - b, suf);
+}
+
 int64_t pz_tensor_numel(const pz_tensor *t) {
   int64_t n = 1;
   for (int d = 0; d < t->ndim; d++) n *= t->ne[d];

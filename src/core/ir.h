@@ -277,6 +277,10 @@ static inline pz_tensor *pz_T(pz_graph *g, int id) { return id >= 0 ? &g->tensor
 int pz_storage_of(const pz_graph *g, int id);
 /* Elements of the tensor's shape: Π ne[d]. */
 int64_t pz_tensor_numel(const pz_tensor *t);
+/* The tensor of g named `name` (exact match), or NULL when there is none. */
+const pz_tensor *pz_graph_find_tensor(const pz_graph *g, const char *name);
+/* True when the tensor name s ends with suf (e.g. ".weight_packed"). */
+bool pz_name_ends_with(const char *s, const char *suf);
 /* Elements of storage the tensor spans from its element 0: 1 + Σ (ne[d]-1)*stride[d]
  * (view_offset not included). */
 int64_t pz_tensor_span(const pz_tensor *t);

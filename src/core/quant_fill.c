@@ -3,16 +3,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static int ends_with(const char *s, const char *suf) {
-  size_t a = strlen(s), b = strlen(suf);
-  return a >= b && !strcmp(s + a - b, suf);
-}
-
-static const pz_tensor *find(const pz_graph *g, const char *name) {
-  for (int i = 0; i < g->n_tensors; i++)
-    if (!strcmp(g->tensors[i].name, name)) return &g->tensors[i];
-  return NULL;
-}
 
 static void geometry(pz_qfill *q, const pz_tensor *v) {
   q->ndim = v->ndim;
@@ -32,13 +22,13 @@ pz_status pz_qfill_plan(const pz_graph *g, const pz_tensor *t, uint64_t seed, pz
   const int last = t->ndim - 1;
   char base[PZ_NAME_LEN + 16], pn[PZ_NAME_LEN + 32], sn[PZ_NAME_LEN + 32];
   snprintf(base, sizeof base, "%s", t->name);
-  const int packed = t->dtype == PZ_I32 && ends_with(base, ".weight_packed");
-  const int iscale = t->dtype == PZ_BF16 && ends_with(base, ".weight_scale");
+  const int packed = t->dtype == PZ_I32 && pz_name_ends_with(base, ".weight_packed");
+  const int iscale = t->dtype == PZ_BF16 && pz_name_ends_with(base, ".weight_scale");
   if (packed || iscale) {
     *strrchr(base, '.') = 0; /* X */
     snprintf(pn, sizeof pn, "%s.weight_packed", base);
     snprintf(sn, sizeof sn, "%s.weight_scale", base);
-    const pz_tensor *tp = find(g, pn), *ts = find(g, sn);
+    const pz_tensor *tp = pz_graph_find_tensor(g, pn), *ts = pz_graph_find_tensor(g, sn);
     if (iscale && (!tp || tp->dtype != PZ_I32)) return PZ_OK; /* a plain bf16 tensor of that name */
     if (!tp || !ts || tp->ndim != ts->ndim || ts->ne[last] < 1 || (tp->ne[last] * 8) % ts->ne[last] ||
         (tp->ne[last] * 8 / ts->ne[last]) % 8)
@@ -54,8 +44,8 @@ pz_status pz_qfill_plan(const pz_graph *g, const pz_tensor *t, uint64_t seed, pz
     out->key = pz_fill_name_key(seed, sn);
     return PZ_OK;
   }
-  const int f8 = t->dtype == PZ_U8 && ends_with(base, ".weight");
-  const int f8scale = t->dtype == PZ_F32 && ends_with(base, ".weight_scale_inv");
+  const int f8 = t->dtype == PZ_U8 && pz_name_ends_with(base, ".weight");
+  const int f8scale = t->dtype == PZ_F32 && pz_name_ends_with(base, ".weight_scale_inv");
   if (f8 || f8scale) {
     geometry(out, t);
     out->kind = f8 ? PZ_QFILL_FP8_BYTES : PZ_QFILL_FP8_SCALE;

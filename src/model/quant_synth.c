@@ -11,16 +11,6 @@ bool pz_graph_has_quant_weights(const pz_graph *g) {
   return false;
 }
 
-static bool ends_with(const char *s, const char *suf) {
-  size_t a = strlen(s), b = strlen(suf);
-  return a >= b && !strcmp(s + a - b, suf);
-}
-
-static const pz_tensor *find(const pz_graph *g, const char *name) {
-  for (int i = 0; i < g->n_tensors; i++)
-    if (!strcmp(g->tensors[i].name, name)) return &g->tensors[i];
-  return NULL;
-}
 
 /* The bf16 twin's values of local row r (cols elements, shape tw) as f32. */
 static void twin_row(const pz_tensor *tw, uint64_t key, int rank, int64_t r, float *out) {
@@ -41,16 +31,16 @@ pz_status pz_quant_synth_fill_rows(const pz_quant_synth *q, const pz_graph *g, c
                     (long long)(row0 + n_rows), t->name, (long long)rows);
   char base[PZ_NAME_LEN], twin[PZ_NAME_LEN + 8];
   snprintf(base, sizeof base, "%s", t->name);
-  const bool packed = t->dtype == PZ_I32 && ends_with(base, ".weight_packed");
-  const bool iscale = t->dtype == PZ_BF16 && ends_with(base, ".weight_scale");
-  const bool f8 = t->dtype == PZ_U8 && ends_with(base, ".weight");
-  const bool f8scale = t->dtype == PZ_F32 && ends_with(base, ".weight_scale_inv");
+  const bool packed = t->dtype == PZ_I32 && pz_name_ends_with(base, ".weight_packed");
+  const bool iscale = t->dtype == PZ_BF16 && pz_name_ends_with(base, ".weight_scale");
+  const bool f8 = t->dtype == PZ_U8 && pz_name_ends_with(base, ".weight");
+  const bool f8scale = t->dtype == PZ_F32 && pz_name_ends_with(base, ".weight_scale_inv");
   if (packed || iscale) {
     *strrchr(base, '.') = 0; /* X */
     char pn[PZ_NAME_LEN + 16], sn[PZ_NAME_LEN + 16];
     snprintf(pn, sizeof pn, "%s.weight_packed", base);
     snprintf(sn, sizeof sn, "%s.weight_scale", base);
-    const pz_tensor *tp = find(g, pn), *ts = find(g, sn);
+    const pz_tensor *tp = pz_graph_find_tensor(g, pn), *ts = pz_graph_find_tensor(g, sn);
     if (!tp || !ts || tp->ndim != ts->ndim || ts->ne[last] < 1 || (tp->ne[last] * 8) % ts->ne[last])
       return pz_error(PZ_ERR_INVALID_ARG, "synthetic weights: %s needs both %s and %s with matching shapes", t->name, pn, sn);
     const int64_t cols = tp->ne[last] * 8, group = cols / ts->ne[last];

@@ -61,11 +61,6 @@ static void fill_rows(void *va, int64_t lo, int64_t hi) {
   }
 }
 
-static bool ends_with(const char *s, const char *suf) {
-  size_t a = strlen(s), b = strlen(suf);
-  return a >= b && strcmp(s + a - b, suf) == 0;
-}
-
 static pz_status fill_tensor(pz_cpu_exec *e, int r, const pz_tensor *t) {
   void *dst = e->store[(size_t)r * e->g->n_tensors + t->id];
   fill_job f = {.t = t, .dst = dst, .key = pz_fill_name_key(e->opts.seed, t->name), .rank = r};
@@ -76,7 +71,7 @@ static pz_status fill_tensor(pz_cpu_exec *e, int r, const pz_tensor *t) {
   if (t->kind == PZ_T_WEIGHT) {
     if (!pz_tensor_contiguous(t))
       return pz_error(PZ_ERR_SHAPE, "weight %s must be contiguous", t->name);
-    if (t->dtype == PZ_U8 || (t->dtype == PZ_I32 && ends_with(t->name, ".weight_packed"))) /* quantised: only a weight source knows the scheme */
+    if (t->dtype == PZ_U8 || (t->dtype == PZ_I32 && pz_name_ends_with(t->name, ".weight_packed"))) /* quantised: only a weight source knows the scheme */
       return pz_error(PZ_ERR_INVALID_ARG, "weight %s is stored quantised (%s); give the executor a load_weight source "
                       "(a checkpoint, or model/quant_synth.h for synthetic weights)", t->name, pz_dtype_name(t->dtype));
     if (t->shard_dim >= t->ndim)
@@ -89,7 +84,7 @@ static pz_status fill_tensor(pz_cpu_exec *e, int r, const pz_tensor *t) {
     }
     f.scale = t->init_scale;
     f.offset = t->init_offset;
-  } else if (t->kind == PZ_T_STATE && ends_with(t->name, "kv_cache")) {
+  } else if (t->kind == PZ_T_STATE && pz_name_ends_with(t->name, "kv_cache")) {
     f.t = t;
     f.rank = 0; /* replicated over ranks: identical contents */
     f.scale = t->init_scale != 0.0f ? t->init_scale : 1.0f;
