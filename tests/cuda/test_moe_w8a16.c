@@ -22,21 +22,8 @@
 #include "core/status.h"
 #include "prezero.h"
 #include "pz_test.h"
+#include "moe_q_test_common.h"
 
-/* |gpu - ref| <= TOL_REL * max|ref row| + 1e-6, test_moe_w4a16's policy: the weights are the
- * reference's bf16 values exactly, but the GPU sums the products in another order (f32 on the tensor
- * cores per warp K slice, then the slices), and h = bf16(silu(g) * u) may round to a neighbouring
- * bf16 (2^-8 relative) for a few elements. */
-#define TOL_REL 2e-3
-
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd32(void) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return (uint32_t)(rng >> 32);
-}
-static double urand(void) { return (double)rnd32() / 4294967296.0; }
 
 static void *dev_alloc(size_t bytes) {
   void *d = NULL;
@@ -271,43 +258,6 @@ static void run_case(const char *name, model *md, int K, int m, int route, int s
   free(x); free(ids); free(wts); free(ref); free(gpu); free(gpu2);
 }
 
-/* One decode step of tiny with FP8 experts on the CPU and on GPU 0: logits within 1e-2 of the
- * largest |logit| (the MoE sums in another order; every other op as test_exec checks it). */
-static void engine_case(void) {
-  float *lg[2] = {NULL, NULL};
-  int vocab = 0;
-  for (int d = 0; d < 2; d++) {
-    pz_engine_config ec = PZ_ENGINE_CONFIG_INIT;
-    ec.quant = PZ_QUANT_FP8;
-    ec.layers = 2;
-    ec.max_batch = 4;
-    ec.context = 16;
-    ec.max_steps = 2;
-    ec.prezero = 0;
-    ec.device = d ? PZ_DEVICE_CUDA : PZ_DEVICE_CPU;
-    pz_engine *e = NULL;
-    CHECK_OK(pz_engine_create(&ec, &e));
-    if (!e) { free(lg[0]); return; }
-    pz_engine_info info;
-    CHECK_OK(pz_engine_get_info(e, &info));
-    vocab = (int)info.vocab_size;
-    int32_t in[4] = {1, 7, 300, 999}, out[4];
-    CHECK_OK(pz_engine_step(e, 4, in, out));
-    lg[d] = malloc(sizeof(float) * 4 * (size_t)vocab);
-    CHECK_OK(pz_engine_logits(e, 4, lg[d]));
-    pz_engine_destroy(e);
-  }
-  double mx = 0, md = 0;
-  for (int i = 0; i < 4 * vocab; i++) {
-    mx = fmax(mx, fabs(lg[0][i]));
-    md = fmax(md, fabs((double)lg[0][i] - lg[1][i]));
-  }
-  printf("engine tiny --quant fp8, TP 1: max |cuda - cpu| logit %.3e (max |logit| %.3f)\n", md, mx);
-  CHECK(md <= 1e-2 * mx);
-  free(lg[0]);
-  free(lg[1]);
-}
-
 int main(void) {
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -342,6 +292,6 @@ int main(void) {
   run_case("small blocks 24x48", &md, 4, 5, ROUTE_RANDOM, 1);
   run_case("small blocks 24x48 empty", &md, 4, 33, ROUTE_EMPTY, 1);
   model_free(&md);
-  engine_case();
+  engine_quant_case(PZ_QUANT_FP8, "fp8");
   TEST_DONE();
 }
