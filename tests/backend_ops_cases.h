@@ -502,6 +502,8 @@ typedef struct bo_entry { bo_build_fn build; const char *gap; } bo_entry;
 #define BO_OP_ARGMAX BO_BUILDER(bo_build_argmax)
 #define BO_OP_AR_RMSNORM_MAYBE_PREZERO BO_BUILDER(bo_build_prezero)
 #define BO_OP_MM_MAYBE_PREZERO BO_BUILDER(bo_build_prezero)
+#define BO_OP_GQA_ATTN BO_GAP("GQA attention: cases land with its kernels")
+#define BO_OP_SILU_MUL BO_GAP("SiLU-mul: cases land with its kernels")
 static const bo_entry bo_entries[] = {
 #define PZ_OP(e, name, coll) [PZ_OP_##e] = BO_OP_##e,
 #include "core/ops.def"

@@ -20,7 +20,7 @@ static const char *const role_suffix[] = {
 #undef PZ_ROLE
 };
 _Static_assert(sizeof op_names / sizeof op_names[0] == PZ_OP_COUNT, "ops.def table size");
-_Static_assert(PZ_OP_COUNT == 11, "update backends when adding an op");
+_Static_assert(PZ_OP_COUNT == 13, "update backends when adding an op");
 
 const char *pz_op_name(pz_op op) { return (unsigned)op < PZ_OP_COUNT ? op_names[op] : "?"; }
 bool pz_op_is_collective(pz_op op) { return (unsigned)op < PZ_OP_COUNT && op_coll[op]; }

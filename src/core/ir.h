@@ -86,15 +86,25 @@ typedef struct pz_norm_params {
   int64_t n_base;        /* columns always zeroed (prefix) */
 } pz_norm_params;
 
-/* YaRN RoPE scaling (DeepSeek-V2 "rope_scaling", type yarn; the formulas are those of
+/* config.json "rope_scaling" type. */
+typedef enum pz_rope_type {
+  PZ_ROPE_DEFAULT = 0,  /* rope_scaling null (or type "default"): inv_freq_i = theta^(-2i/dim) */
+  PZ_ROPE_YARN = 1,     /* DeepSeek-V2 YaRN (pz_ref_yarn_inv_freq, core/rope.h) */
+  PZ_ROPE_LLAMA3 = 2    /* Llama 3.1 "llama3" (pz_ref_llama3_inv_freq, core/rope.h) */
+} pz_rope_type;
+
+/* RoPE parameters. YaRN (DeepSeek-V2 "rope_scaling", type yarn; the formulas are those of
  * DeepseekV2YarnRotaryEmbedding in DeepSeek-V2's modeling_deepseek.py, see
- * pz_ref_yarn_inv_freq in backend/cpu/ref_ops.h). factor 1 = plain RoPE. */
+ * pz_ref_yarn_inv_freq in core/rope.h): factor 1 = plain RoPE. The MLA layouts read
+ * factor > 1 as YaRN; the GQA layouts read `type` (pz_rope_inv_freq, core/rope.h). */
 typedef struct pz_rope_params {
   float theta;                 /* rope_theta: base of the inverse frequencies */
   float factor;                /* context extension factor (<= 1: no YaRN) */
   int64_t original_max_position_embeddings; /* tokens of the pre-training context */
   float beta_fast, beta_slow;  /* rotations bounding the frequency ramp (32 and 1 by default) */
   float mscale, mscale_all_dim; /* attention-scale coefficients of yarn_get_mscale */
+  pz_rope_type type;           /* PZ_ROPE_DEFAULT unless rope_scaling names a type */
+  float low_freq_factor, high_freq_factor; /* llama3: 1 and 4 in Llama 3.1 */
 } pz_rope_params;
 
 /* Source slots of MLA_ATTN (index into node->src; -1 when absent). */
@@ -131,7 +141,10 @@ typedef struct pz_mla_params {
   int64_t qb_col_offset, oproj_col_offset; /* columns of the slots inside the buffer */
 } pz_mla_params;
 
-typedef enum pz_scoring { PZ_SCORE_SOFTMAX = 0, PZ_SCORE_SIGMOID = 1 } pz_scoring;
+/* Router scoring. SOFTMAX: softmax over all E logits, then top-k of the probabilities (DeepSeek-V2,
+ * Qwen3-MoE; norm_topk_prob renormalises the k). SIGMOID: DeepSeek-V3. TOPK_SOFTMAX: top-k of the
+ * logits, then softmax over those k (Mixtral; the k weights sum to 1). */
+typedef enum pz_scoring { PZ_SCORE_SOFTMAX = 0, PZ_SCORE_SIGMOID = 1, PZ_SCORE_TOPK_SOFTMAX = 2 } pz_scoring;
 typedef enum pz_topk_method {
   PZ_TOPK_GREEDY = 0,            /* plain top-k over scores */
   PZ_TOPK_GROUP_LIMITED = 1,     /* group_limited_greedy: groups ranked by max score */
@@ -179,6 +192,44 @@ typedef struct pz_moe_params {
   int64_t q_block_rows, q_block_cols; /* FP8: weight_block_size */
 } pz_moe_params;
 
+/* Source slots of GQA_ATTN (index into node->src; -1 when absent). Per-rank shapes: heads =
+ * pz_gqa_params.n_heads, kvh = n_kv_heads, d = head_dim. */
+enum {
+  PZ_GQA_QKV = 0,       /* [m, (heads + 2*kvh)*d] f32: qkv_proj output, bias included: q | k | v */
+  PZ_GQA_Q_NORM_W,      /* [d] bf16: q_norm weight (Qwen3 qk-norm), or -1 */
+  PZ_GQA_K_NORM_W,      /* [d] bf16: k_norm weight, or -1 (present exactly when Q_NORM_W is) */
+  PZ_GQA_O_W,           /* [H, heads*d] bf16: o_proj (row-parallel: k sharded) */
+  PZ_GQA_K_CACHE,       /* [m, kvh, max_ctx, d] bf16, per sequence (this rank's kv heads) */
+  PZ_GQA_V_CACHE,       /* [m, kvh, max_ctx, d] bf16 */
+  PZ_GQA_POS,           /* [m] i32: position of the new token = tokens already in the cache */
+  PZ_GQA_OPROJ_PREZERO, /* optional [m, H] f32 slice, pre-zeroed by the donor */
+  PZ_GQA_NSRC
+};
+
+/* GQA decode attention of one layer (Llama / Qwen2 / Qwen3 / Mixtral / Qwen3-MoE), per row i at
+ * position p = pos[i], for each head h with kv head g = h / (heads / kvh):
+ *   q = qkv[i, h*d : +d], k = qkv[i, (heads+g)*d : +d], v = qkv[i, (heads+kvh+g)*d : +d] (f32);
+ *   qk_norm: q = RMSNorm(q, eps) * q_norm_w, k = RMSNorm(k, eps) * k_norm_w (per head, over d);
+ *   RoPE, rotate-half (GPT-NeoX) pairing (j, j + d/2), inv_freq from pz_rope_inv_freq(rope, d);
+ *   k_cache[i, g, p] = bf16(k), v_cache[i, g, p] = bf16(v);
+ *   o[h] = Σ_{t<=p} softmax_t(softmax_scale * q·k_cache[i,g,t]) v_cache[i,g,t], rounded to bf16;
+ *   partial[i, :] = o_w · o (f32), written to dst, or accumulated into the pre-zeroed slot.
+ * The exact rounding points are pz_ref_gqa_attention's (backend/cpu/ref_ops.h). */
+typedef struct pz_gqa_params {
+  int n_heads;             /* query heads on this rank = num_attention_heads / TP */
+  int n_kv_heads;          /* kv heads on this rank = num_key_value_heads / TP (1 when TP > kv heads:
+                              each kv head is replicated over TP / num_key_value_heads ranks) */
+  int64_t head_dim;        /* d */
+  int64_t hidden;          /* H */
+  int64_t max_ctx;         /* KV-cache capacity in tokens */
+  float eps;               /* q_norm / k_norm eps (rms_norm_eps) */
+  float softmax_scale;     /* head_dim^-0.5 */
+  pz_rope_params rope;
+  /* Set by the prezero pass with the o_proj slot (as pz_mla_params'). 0 when unset. */
+  int64_t prezero_n_total, prezero_n_base;
+  int64_t oproj_col_offset;
+} pz_gqa_params;
+
 /* DENSE_MLP src: {x[m,H] bf16, W_gate[I/TP,H], W_up[I/TP,H], W_down[H,I/TP]} -> partial[m,H] f32. */
 typedef struct pz_mlp_params { int64_t inter; /* intermediate_size / TP */ } pz_mlp_params;
 
@@ -188,11 +239,13 @@ typedef struct pz_vocab_params {
 } pz_vocab_params;
 
 /* Parameters of a node; the member read is fixed by the op (gemm: GEMM, LM_HEAD, MM_MAYBE_PREZERO;
- * norm: RMSNORM, AR_RMSNORM*; mla: MLA_ATTN; moe: MOE; mlp: DENSE_MLP; vocab: EMBEDDING, ARGMAX). */
+ * norm: RMSNORM, AR_RMSNORM*; mla: MLA_ATTN; gqa: GQA_ATTN; moe: MOE; mlp: DENSE_MLP, SILU_MUL (inter = I);
+ * vocab: EMBEDDING, ARGMAX). */
 typedef union pz_op_params {
   pz_gemm_params gemm;
   pz_norm_params norm;
   pz_mla_params mla;
+  pz_gqa_params gqa;
   pz_moe_params moe;
   pz_mlp_params mlp;
   pz_vocab_params vocab;

@@ -55,3 +55,30 @@ float pz_ref_mla_softmax_scale(int64_t qk_nope_head_dim, int64_t qk_rope_head_di
   return (float)s;
 }
 
+
+void pz_ref_llama3_inv_freq(const pz_rope_params *rp, int64_t dim, float *inv_freq) {
+  double base = rp->theta > 0 ? rp->theta : 10000.0;
+  double factor = rp->factor > 0 ? rp->factor : 1.0;
+  double lo = rp->low_freq_factor, hi = rp->high_freq_factor;
+  double orig = rp->original_max_position_embeddings > 0 ? (double)rp->original_max_position_embeddings : 8192.0;
+  double low_wl = orig / lo, high_wl = orig / hi;
+  for (int64_t i = 0; i < dim / 2; i++) {
+    double f = 1.0 / pow(base, (double)(2 * i) / (double)dim);
+    double wl = 2.0 * M_PI / f;
+    double v;
+    if (wl > low_wl) v = f / factor;
+    else if (wl < high_wl || hi == lo) v = f;
+    else {
+      double s = (orig / wl - lo) / (hi - lo);
+      v = (1.0 - s) * f / factor + s * f;
+    }
+    inv_freq[i] = (float)v;
+  }
+}
+
+void pz_rope_inv_freq(const pz_rope_params *rp, int64_t dim, float *inv_freq) {
+  if (rp->type == PZ_ROPE_LLAMA3) { pz_ref_llama3_inv_freq(rp, dim, inv_freq); return; }
+  if (rp->type == PZ_ROPE_YARN) { pz_ref_yarn_inv_freq(rp, dim, inv_freq); return; }
+  double base = rp->theta > 0 ? rp->theta : 10000.0;
+  for (int64_t i = 0; i < dim / 2; i++) inv_freq[i] = (float)(1.0 / pow(base, (double)(2 * i) / (double)dim));
+}

@@ -20,6 +20,19 @@ extern "C" {
  * once (PyTorch computes in f32; values may differ from it by an ulp). */
 void pz_ref_yarn_inv_freq(const pz_rope_params *rp, int64_t dim, float *inv_freq);
 
+/* Llama 3.1 "llama3" inverse frequencies (transformers' _compute_llama3_parameters): with
+ * base_i = theta^(-2i/dim), wavelen_i = 2π / base_i, low_wl = orig_max / low_freq_factor,
+ * high_wl = orig_max / high_freq_factor:
+ *   wavelen_i > low_wl:  base_i / factor;   wavelen_i < high_wl: base_i;
+ *   otherwise, s = (orig_max / wavelen_i - low_freq_factor) / (high_freq_factor - low_freq_factor):
+ *   (1 - s) * base_i / factor + s * base_i.
+ * Written to inv_freq[dim/2]; computed in double, rounded to f32 once. */
+void pz_ref_llama3_inv_freq(const pz_rope_params *rp, int64_t dim, float *inv_freq);
+
+/* inv_freq[dim/2] for rp->type: DEFAULT theta^(-2i/dim), YARN pz_ref_yarn_inv_freq, LLAMA3
+ * pz_ref_llama3_inv_freq. The GQA layouts' one entry point (host math for both backends). */
+void pz_rope_inv_freq(const pz_rope_params *rp, int64_t dim, float *inv_freq);
+
 /* yarn_get_mscale(factor, ms) = factor <= 1 ? 1 : 0.1*ms*ln(factor) + 1 (DeepSeek-V2). */
 double pz_ref_yarn_get_mscale(double factor, double ms);
 

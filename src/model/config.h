@@ -31,9 +31,31 @@ typedef struct pz_quant_config {
   char ignore[PZ_QUANT_MAX_PATTERNS][PZ_QUANT_PATTERN_LEN];
 } pz_quant_config;
 
-/* Field names and meanings follow the Hugging Face DeepseekV2Config / DeepseekV3Config. */
+/* The attention family of a layout. */
+typedef enum pz_attn_kind {
+  PZ_ATTN_MLA = 0,   /* deepseek_v2, deepseek_v3 (Kimi-K2): multi-head latent attention */
+  PZ_ATTN_GQA = 1    /* llama, qwen2, qwen3, qwen3_moe, mixtral: grouped-query attention */
+} pz_attn_kind;
+
+#define PZ_CONFIG_MAX_MLP_ONLY 64  /* entries of qwen3_moe's mlp_only_layers */
+
+/* Field names and meanings follow the Hugging Face DeepseekV2Config / DeepseekV3Config; the GQA
+ * layouts' fields follow LlamaConfig, Qwen2Config, Qwen3Config, Qwen3MoeConfig and MixtralConfig and
+ * are mapped onto the same struct (see pz_config_parse). */
 typedef struct pz_model_config {
   char name[64];                   /* preset name, or model_type of a file, or its path's basename */
+  char model_type[32];             /* config.json model_type ("deepseek_v3", "llama", "qwen3_moe", ...) */
+  pz_attn_kind attn;               /* MLA or GQA */
+  /* GQA layouts only (0 / false for MLA): */
+  int64_t num_key_value_heads;     /* kv heads (default num_attention_heads) */
+  int64_t head_dim;                /* per-head width (default hidden_size / num_attention_heads) */
+  bool attention_bias;             /* q/k/v projections have biases (qwen2: always; llama: "attention_bias") */
+  bool qk_norm;                    /* qwen3, qwen3_moe: per-head RMSNorm of q and k before RoPE */
+  bool tie_word_embeddings;        /* lm_head shares embed_tokens.weight */
+  int64_t decoder_sparse_step;     /* 0: DeepSeek's MoE-layer rule; >= 1 (qwen3_moe, mixtral = 1): layer L is MoE
+                                      when (L + 1) % step == 0 and L is not in mlp_only_layers */
+  int n_mlp_only;
+  int32_t mlp_only_layers[PZ_CONFIG_MAX_MLP_ONLY];
   int64_t hidden_size;             /* H */
   int64_t num_hidden_layers;
   int64_t num_attention_heads;

@@ -213,3 +213,13 @@ pz_status pz_cpu_op_DENSE_MLP(pz_cpu_ctx *c, const pz_node *n) {
   return pz_ref_mlp(c->m, x->ne[1], inter, DATA(n->src[0]), ldx, DATA(n->src[1]), DATA(n->src[2]),
                     DATA(n->src[3]), DATA(n->dst[0]), ldo, true);
 }
+
+/* Placeholders while the GQA layout lands (replaced by ref_gqa.c's kernels). */
+pz_status pz_cpu_op_GQA_ATTN(pz_cpu_ctx *x, const pz_node *n) {
+  (void)x;
+  return pz_error(PZ_ERR_UNSUPPORTED, "node %s: GQA attention has no CPU kernel yet", n->name);
+}
+pz_status pz_cpu_op_SILU_MUL(pz_cpu_ctx *x, const pz_node *n) {
+  (void)x;
+  return pz_error(PZ_ERR_UNSUPPORTED, "node %s: SiLU-mul has no CPU kernel yet", n->name);
+}

@@ -441,6 +441,8 @@ void pz_cuda_ops_release(const pz_graph *g, pz_cuda_rank *R) {
 #define PZ_CUDA_OP_ARGMAX PZ_CUDA_LAUNCHER(op_argmax)
 #define PZ_CUDA_OP_AR_RMSNORM_MAYBE_PREZERO PZ_CUDA_LAUNCHER(op_ar_rmsnorm_maybe_prezero)
 #define PZ_CUDA_OP_MM_MAYBE_PREZERO PZ_CUDA_LAUNCHER(op_mm_maybe_prezero)
+#define PZ_CUDA_OP_GQA_ATTN PZ_CUDA_GAP("GQA attention has no CUDA kernel yet")
+#define PZ_CUDA_OP_SILU_MUL PZ_CUDA_GAP("SiLU-mul has no CUDA kernel yet")
 
 typedef struct { pz_cuda_op_fn fn; const char *gap; } op_entry;
 
