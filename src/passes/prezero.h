@@ -16,13 +16,15 @@ extern "C" {
  * for every AR_RMSNORM donor whose x_norm feeds split-K GEMM consumers that pass the legality
  * check (see prezero_pass.c, consumer_output_legal), it adds one [m, n_total] f32 BUFFER
  * "<donor>.prezero_buf", turns each consumer's output into a column view of it, rewrites the
- * donor to AR_RMSNORM_MAYBE_PREZERO and the GEMMs to MM_MAYBE_PREZERO, and threads q_b / o_proj
- * slices into an MLA_ATTN node that reads those outputs (pz_pass_prezero_batch with
- * attn_slots = 0 does not; the pass manager passes PREZERO_ATTN_SLOTS through pz_pass_opts).
- * Column layout per buffer: [graph GEMM outputs in node order | q_b | o_proj], each slice
- * starting at a multiple of 32 columns (128 bytes; n_total rounded up too), with
- * n_base = the start of o_proj (everything before is always zeroed by the donor) and o_proj in
- * [n_base, n_total) (zeroed by the donor only when the gate holds, else by the attention op). When nothing matches, g is not
+ * donor to AR_RMSNORM_MAYBE_PREZERO and the GEMMs to MM_MAYBE_PREZERO, and threads slices into
+ * the slots of the first attention op that reads one of those outputs (passes/attn_slots.h:
+ * MLA_ATTN q_b and o_proj, GQA_ATTN o_proj; pz_pass_prezero_batch with attn_slots = 0 does not;
+ * the pass manager passes PREZERO_ATTN_SLOTS through pz_pass_opts).
+ * Column layout per buffer: [graph GEMM outputs in node order | inner-GEMM slots (q_b) | output
+ * slot (o_proj)], each slice starting at a multiple of 32 columns (128 bytes; n_total rounded up
+ * too), with n_base = the start of the output slot (everything before is always zeroed by the
+ * donor) and the output slot in [n_base, n_total) (zeroed by the donor only when the gate holds,
+ * else by the attention op). When nothing matches, g is not
  * touched at all. st (may be NULL) gets matched = donors rewritten, rewritten = nodes rewritten.
  * log (may be NULL) gets one line per rewritten donor with its slices (offset, width).
  * Errors: PZ_ERR_OOM, PZ_ERR_SHAPE (internal inconsistency; the graph may be half-rewritten). */
@@ -30,8 +32,8 @@ pz_status pz_pass_prezero(pz_graph *g, FILE *log, pz_pass_stats *st);
 
 /* ---- the per-batch plan (docs/ARCHITECTURE.md §4, step 4) ---------- */
 
-/* Which kind of consumer a plan entry is: a graph GEMM node, or the q_b / o_proj GEMM inside
- * an MLA node (node = the MLA node). */
+/* Which kind of consumer a plan entry is: a graph GEMM node, or a GEMM inside an attention node
+ * (node = the attention node): q_b (MLA_ATTN) or o_proj (MLA_ATTN, GQA_ATTN; the op's output). */
 typedef enum { PZ_PREZERO_SLOT_GEMM = 0, PZ_PREZERO_SLOT_QB, PZ_PREZERO_SLOT_OPROJ } pz_prezero_slot;
 
 /* One consumer GEMM at batch m: C[m, n] (+)= A[m, k] · W[n, k]ᵀ (n, k in elements). */

@@ -1,9 +1,12 @@
 /* The prezero pass (docs/ARCHITECTURE.md §4): donor-driven and decided by dataflow. A donor (fused
  * AR + residual + RMSNorm) zero-fills the outputs of the split-K GEMMs its x_norm feeds, and
- * the slices the MLA attention op's q_b / o_proj GEMMs write, so those run with zero_init=false. */
+ * the slices an attention op's inner GEMMs write (its slots, described per op in attn_slots.c:
+ * MLA q_b / o_proj, GQA o_proj), so those run with zero_init=false. Nothing here names a model,
+ * a layout or a role. */
 #include "passes/prezero.h"
 #include <stdlib.h>
 #include <string.h>
+#include "passes/attn_slots.h"
 
 #define MAX_SLICES 8
 /* Every slice starts at a multiple of this many columns, and n_total is rounded up to it:
@@ -14,19 +17,19 @@
 #define COL_ALIGN 32
 static int64_t align_col(int64_t c) { return (c + COL_ALIGN - 1) / COL_ALIGN * COL_ALIGN; }
 
-typedef enum { SL_GEMM = 0, SL_QB, SL_OPROJ } slice_kind;
-static const char *const slice_kind_name[] = {"gemm", "q_b", "o_proj"};
-
 typedef struct {
-  slice_kind kind;
-  int node;         /* GEMM node (SL_GEMM) or the MLA node (SL_QB, SL_OPROJ) */
-  int tensor;       /* SL_GEMM / SL_OPROJ: the existing output tensor that becomes a view */
+  pz_prezero_slot kind; /* a graph GEMM, or one of an attention op's slots */
+  const char *name;     /* "gemm", or the slot's name (attn_slots.h) */
+  int node;             /* GEMM node, or the attention node */
+  int tensor;           /* GEMM / output slot: the existing output tensor that becomes a view; else -1 */
+  int src;              /* slot: its index into the attention node's src; else -1 */
+  bool output;          /* slot: the op's output dst[0] */
   int64_t col, width;
 } slice;
 
 typedef struct {
   int donor;
-  int attn;         /* MLA node that gets slots, -1 if none */
+  int attn;         /* attention node that gets slots, -1 if none */
   int n;
   slice s[MAX_SLICES];
   int64_t n_base, n_total, rows;
@@ -75,12 +78,12 @@ bool pz_prezero_slice_zeroed(int64_t m, int64_t col_offset, int64_t n, int64_t n
 
 /* ---- dataflow queries ----------------------------------------------------------------- */
 
-/* Does node n read / write storage sid? A donor's zero_fill and the MLA slots count as writes
- * (the fill writes the buffer; the op writes its q_b / o_proj results into the slots). */
+/* Does node n read / write storage sid? A donor's zero_fill and an attention op's slots count
+ * as writes (the fill writes the buffer; the op writes its inner GEMMs' results into the slots). */
 static bool node_reads(const pz_graph *g, const pz_node *n, int sid) {
   for (int s = 0; s < n->n_src; s++) {
     if (n->src[s] < 0) continue;
-    if (n->op == PZ_OP_MLA_ATTN && (s == PZ_MLA_QB_PREZERO || s == PZ_MLA_OPROJ_PREZERO)) continue;
+    if (pz_attn_is_slot(n->op, s)) continue;
     if (pz_storage_of(g, n->src[s]) == sid) return true;
   }
   if (n->op == PZ_OP_MM_MAYBE_PREZERO && pz_storage_of(g, n->dst[0]) == sid) return true; /* accumulates */
@@ -93,9 +96,8 @@ static bool node_writes(const pz_graph *g, const pz_node *n, int sid) {
   if (n->op == PZ_OP_AR_RMSNORM_MAYBE_PREZERO && n->p.norm.fill_buf >= 0 &&
       pz_storage_of(g, n->p.norm.fill_buf) == sid)
     return true;
-  if (n->op == PZ_OP_MLA_ATTN)
-    for (int s = PZ_MLA_QB_PREZERO; s <= PZ_MLA_OPROJ_PREZERO; s++)
-      if (n->src[s] >= 0 && pz_storage_of(g, n->src[s]) == sid) return true;
+  for (int s = 0; s < n->n_src; s++)
+    if (n->src[s] >= 0 && pz_attn_is_slot(n->op, s) && pz_storage_of(g, n->src[s]) == sid) return true;
   return false;
 }
 
@@ -147,14 +149,83 @@ static bool gemm_consumer(const pz_graph *g, int donor, int j, const char **why)
   return consumer_output_legal(g, donor, j, n->dst[0], g->tensors[D->dst[0]].ne[0], why);
 }
 
-static int64_t mla_qb_width(const pz_mla_params *a) {
-  return (int64_t)a->n_heads * (a->qk_nope_head_dim + a->qk_rope_head_dim);
+/* Is src index `link` of attention node A the output of one of the donor's candidates? */
+static bool linked_through(const pz_node *A, int link, const int *cand, int n_cand) {
+  for (int k = 0; k < n_cand; k++)
+    if (A->src[link] == cand[k]) return true;
+  return false;
+}
+
+/* The attention op after the donor that reads a candidate's output (through one of its links,
+ * attn_slots.h) gets its slots: the inner-GEMM slots first, each when its link is fed (and it
+ * fires), then the output slot at n_base (when the output passes the legality check, fires and,
+ * in a per-batch plan, the gate holds). *colp is the next free column, updated; p->attn and
+ * p->n_base are set when some slot got a slice. */
+static void attn_plan(const pz_graph *g, int donor, const int *cand, int n_cand, const pz_prezero_batch *b, FILE *log,
+                      plan *p, int64_t *colp) {
+  const pz_node *D = &g->nodes[donor];
+  char why[PZ_PREZERO_WHY_LEN];
+  int64_t col = *colp;
+  for (int j = donor + 1; j < g->n_nodes; j++) {
+    const pz_node *A = &g->nodes[j];
+    pz_attn_desc ad;
+    if (!pz_attn_describe(A, &ad)) continue;
+    bool set = false; /* slots already threaded (a second run of the pass) */
+    for (int s = 0; s < A->n_src; s++) set = set || (A->src[s] >= 0 && pz_attn_is_slot(A->op, s));
+    if (set) continue;
+    bool feeds = false;
+    for (int l = 0; l < ad.n_links; l++) feeds = feeds || linked_through(A, ad.link[l], cand, n_cand);
+    if (!feeds) continue;
+    int n_slices_before = p->n;
+    int64_t n_base = -1;
+    for (int k = 0; k < ad.n_slots; k++) {
+      const pz_attn_slot *sl = &ad.slot[k];
+      if (sl->link >= 0 && !linked_through(A, sl->link, cand, n_cand)) continue;
+      if (!sl->output) {
+        bool f = ask_fires(b, g, j, sl->kind, sl->n, sl->k, why, sizeof why);
+        if (f) {
+          col = align_col(col);
+          p->s[p->n++] = (slice){sl->kind, sl->name, j, -1, sl->src, false, col, sl->n};
+        }
+        rep_add(p, j, sl->kind, sl->n, sl->k, col, f, why);
+        if (f) col += sl->n;
+        continue;
+      }
+      col = align_col(col);
+      if (n_base < 0) n_base = col;
+      const char *ill = NULL;
+      if (consumer_output_legal(g, donor, j, A->dst[0], p->rows, &ill) && g->tensors[A->dst[0]].ne[1] == sl->n) {
+        bool f = ask_fires(b, g, j, sl->kind, sl->n, sl->k, why, sizeof why);
+        /* A per-batch plan also asks the gate now: an output slot (beyond n_base) is filled only
+         * when the whole fill is free, so a plan for m leaves it out when it is not. */
+        if (f && b && b->m > 0 &&
+            !pz_prezero_active(b->m, align_col(col + sl->n), PZ_F32, g->info.hidden, b->tp, b->dev)) {
+          f = false;
+          snprintf(why, sizeof why, "gate: fill of %lld columns is not free at m=%lld",
+                   (long long)align_col(col + sl->n), (long long)b->m);
+        }
+        if (f) p->s[p->n++] = (slice){sl->kind, sl->name, j, A->dst[0], sl->src, true, col, sl->n};
+        rep_add(p, j, sl->kind, sl->n, sl->k, col, f, why);
+        if (f) col += sl->n;
+      } else if (log) {
+        fprintf(log, "  prezero: %s: %s slot of %s left unset: %s\n", D->name, sl->name, A->name,
+                ill ? ill : "output width");
+      }
+    }
+    if (n_base < 0) n_base = col = align_col(col);
+    if (p->n > n_slices_before) {
+      p->attn = j;
+      p->n_base = n_base;
+    }
+    break;
+  }
+  *colp = col;
 }
 
 /* Finds the donor's consumers and the attention slots; returns false when nothing fires.
  * A candidate is a consumer that passes the legality check; it gets a slice only when it fires
- * at b's batch size (b NULL or without a callback: always). The MLA node is linked through any
- * candidate's output, fired or not, so q_b / o_proj can fire on their own. */
+ * at b's batch size (b NULL or without a callback: always). The attention node is linked through
+ * any candidate's output, fired or not, so its slots can fire on their own. */
 static bool make_plan(const pz_graph *g, int donor, bool attn_slots, const pz_prezero_batch *b, FILE *log, plan *p) {
   const pz_node *D = &g->nodes[donor];
   memset(p, 0, sizeof *p);
@@ -167,7 +238,7 @@ static bool make_plan(const pz_graph *g, int donor, bool attn_slots, const pz_pr
   int cand[MAX_SLICES], n_cand = 0;
   char why[PZ_PREZERO_WHY_LEN];
   int64_t col = 0;
-  for (int j = donor + 1; j < g->n_nodes && n_cand < MAX_SLICES - 2; j++) {
+  for (int j = donor + 1; j < g->n_nodes && n_cand < MAX_SLICES - PZ_ATTN_MAX_SLOTS; j++) {
     const char *ill = NULL;
     if (gemm_consumer(g, donor, j, &ill)) {
       const pz_tensor *W = &g->tensors[g->nodes[j].src[1]];
@@ -176,7 +247,7 @@ static bool make_plan(const pz_graph *g, int donor, bool attn_slots, const pz_pr
       bool f = ask_fires(b, g, j, PZ_PREZERO_SLOT_GEMM, W->ne[0], W->ne[1], why, sizeof why);
       if (f) {
         col = align_col(col);
-        p->s[p->n++] = (slice){SL_GEMM, j, g->nodes[j].dst[0], col, w};
+        p->s[p->n++] = (slice){PZ_PREZERO_SLOT_GEMM, "gemm", j, g->nodes[j].dst[0], -1, false, col, w};
       }
       rep_add(p, j, PZ_PREZERO_SLOT_GEMM, W->ne[0], W->ne[1], col, f, why);
       if (f) col += w;
@@ -186,58 +257,7 @@ static bool make_plan(const pz_graph *g, int donor, bool attn_slots, const pz_pr
     if (node_writes(g, &g->nodes[j], xs)) break; /* x_norm overwritten: later readers see other data */
   }
   if (n_cand == 0) return false;
-  /* Op-specific piece: an MLA node that reads one of these outputs gets the q_b / o_proj slots. */
-  for (int j = donor + 1; attn_slots && j < g->n_nodes && p->attn < 0; j++) {
-    const pz_node *A = &g->nodes[j];
-    if (A->op != PZ_OP_MLA_ATTN || A->n_src != PZ_MLA_NSRC) continue;
-    if (A->src[PZ_MLA_QB_PREZERO] >= 0 || A->src[PZ_MLA_OPROJ_PREZERO] >= 0) continue;
-    bool feeds_qkv_a = false, feeds = false;
-    for (int k = 0; k < n_cand; k++) {
-      int t = cand[k];
-      if (A->src[PZ_MLA_QKV_A] == t) feeds = feeds_qkv_a = true;
-      if (A->src[PZ_MLA_Q] == t || A->src[PZ_MLA_KV_A] == t) feeds = true;
-    }
-    if (!feeds) continue;
-    const pz_mla_params *mp = &A->p.mla;
-    int64_t n_slices_before = p->n;
-    if (feeds_qkv_a && mp->q_lora_rank > 0) {
-      int64_t w = mla_qb_width(mp);
-      bool f = ask_fires(b, g, j, PZ_PREZERO_SLOT_QB, w, mp->q_lora_rank, why, sizeof why);
-      if (f) {
-        col = align_col(col);
-        p->s[p->n++] = (slice){SL_QB, j, -1, col, w};
-      }
-      rep_add(p, j, PZ_PREZERO_SLOT_QB, w, mp->q_lora_rank, col, f, why);
-      if (f) col += w;
-    }
-    col = align_col(col);
-    int64_t n_base = col;
-    const char *ill = NULL;
-    const int64_t ko = (int64_t)mp->n_heads * mp->v_head_dim;
-    if (consumer_output_legal(g, donor, j, A->dst[0], p->rows, &ill) && g->tensors[A->dst[0]].ne[1] == mp->hidden) {
-      bool f = ask_fires(b, g, j, PZ_PREZERO_SLOT_OPROJ, mp->hidden, ko, why, sizeof why);
-      /* A per-batch plan also asks the gate now: the o_proj slot (beyond n_base) is filled only
-       * when the whole fill is free, so a plan for m leaves it out when it is not. */
-      if (f && b && b->m > 0 &&
-          !pz_prezero_active(b->m, align_col(col + mp->hidden), PZ_F32, g->info.hidden, b->tp, b->dev)) {
-        f = false;
-        snprintf(why, sizeof why, "gate: fill of %lld columns is not free at m=%lld",
-                 (long long)align_col(col + mp->hidden), (long long)b->m);
-      }
-      if (f) {
-        p->s[p->n++] = (slice){SL_OPROJ, j, A->dst[0], col, mp->hidden};
-      }
-      rep_add(p, j, PZ_PREZERO_SLOT_OPROJ, mp->hidden, ko, col, f, why);
-      if (f) col += mp->hidden;
-    } else if (log) {
-      fprintf(log, "  prezero: %s: o_proj slot of %s left unset: %s\n", D->name, A->name, ill ? ill : "output width");
-    }
-    if (p->n > n_slices_before) {
-      p->attn = j;
-      p->n_base = n_base;
-    }
-    break;
-  }
+  if (attn_slots) attn_plan(g, donor, cand, n_cand, b, log, p, &col);
   col = align_col(col);
   if (p->attn < 0) p->n_base = col;
   p->n_total = col;
@@ -262,7 +282,7 @@ static pz_status apply_plan(pz_graph *g, const plan *p, FILE *log, int *rewritte
   for (int k = 0; k < p->n; k++) {
     const slice *s = &p->s[k];
     pz_node *n = &g->nodes[s->node];
-    if (s->kind == SL_GEMM) {
+    if (s->kind == PZ_PREZERO_SLOT_GEMM) {
       PZ_CHECK(pz_graph_make_col_view(g, s->tensor, buf, s->col));
       n->op = PZ_OP_MM_MAYBE_PREZERO;
       n->p.gemm.prezero_buf = buf;
@@ -271,28 +291,23 @@ static pz_status apply_plan(pz_graph *g, const plan *p, FILE *log, int *rewritte
       (*rewritten)++;
     } else {
       int sl;
-      snprintf(name, sizeof name, "%s.%s.prezero", n->name, s->kind == SL_QB ? "q_b" : "o_proj");
+      snprintf(name, sizeof name, "%s.%s.prezero", n->name, s->name);
       PZ_CHECK(pz_graph_add_col_slice(g, name, buf, s->col, s->width, &sl));
       n = &g->nodes[s->node];
-      if (s->kind == SL_QB) {
-        n->src[PZ_MLA_QB_PREZERO] = sl;
-        n->p.mla.qb_col_offset = s->col;
-      } else {
-        /* The op's output is the slot itself: the readers of the partial keep their tensor id. */
-        PZ_CHECK(pz_graph_make_col_view(g, s->tensor, buf, s->col));
-        n->src[PZ_MLA_OPROJ_PREZERO] = sl;
-        n->p.mla.oproj_col_offset = s->col;
-      }
+      /* An output slot is the op's output itself: the readers of the partial keep their tensor id. */
+      if (s->output) PZ_CHECK(pz_graph_make_col_view(g, s->tensor, buf, s->col));
+      n->src[s->src] = sl;
+      if (!pz_attn_set_slot_col(n, s->kind, s->col))
+        return pz_error(PZ_ERR_SHAPE, "prezero pass: %s has no %s slot", n->name, s->name);
     }
     if (log)
-      fprintf(log, "  prezero:   %-6s %-40s cols [%lld, %lld) width %lld%s\n", slice_kind_name[s->kind],
+      fprintf(log, "  prezero:   %-6s %-40s cols [%lld, %lld) width %lld%s\n", s->name,
               g->nodes[s->node].name, (long long)s->col, (long long)(s->col + s->width),
               (long long)s->width, s->col + s->width <= p->n_base ? "" : " (beyond n_base)");
   }
   if (p->attn >= 0) {
-    pz_node *A = &g->nodes[p->attn];
-    A->p.mla.prezero_n_total = p->n_total;
-    A->p.mla.prezero_n_base = p->n_base;
+    if (!pz_attn_set_fill(&g->nodes[p->attn], p->n_total, p->n_base))
+      return pz_error(PZ_ERR_SHAPE, "prezero pass: %s has no prezero fields", g->nodes[p->attn].name);
     (*rewritten)++;
   }
   pz_node *D = &g->nodes[p->donor];
