@@ -1,7 +1,7 @@
 # Shared set-up of the bench/*/device.sh scripts, sourced from the repository root:
 #   . bench/device_env.sh
 # cJSON: when the system has no /usr/include/cjson/cJSON.h, unpacks the carried .deps/*.deb into
-# $CJ (/tmp/cj) and puts its library folder on LD_LIBRARY_PATH. Sets the compile/link flags the
+# $CJ (/tmp/cj) and puts its library folder on LD_LIBRARY_PATH and its prefix on CMAKE_PREFIX_PATH. Sets the compile/link flags the
 # scripts share:
 #   PZ_INC       -I flags: the repo root (bench/dev/...), include, src, tools, tests, cJSON, CUDA
 #   PZ_CJSON_LIB -L/-l flags of cJSON
@@ -15,6 +15,8 @@ if [ ! -f /usr/include/cjson/cJSON.h ]; then
   for f in .deps/*.deb; do dpkg -x "$f" $CJ; done
 fi
 export LD_LIBRARY_PATH=$CJ/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+# find_package(prezero) in the installed-package test looks for cJSON through this path too.
+export CMAKE_PREFIX_PATH=$CJ/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
 PZ_INC="-I . -I include -I src -I tools -I tests -I $CJ/usr/include -I /usr/local/cuda/include"
 PZ_CJSON_LIB="-L$CJ/usr/lib/x86_64-linux-gnu -lcjson"
 PZ_CUDA_LIB="-L/usr/local/cuda/lib64"

@@ -10,6 +10,7 @@
 #   sanitizer  compute-sanitizer memcheck on each CUDA test in quick mode (PZ_TEST_QUICK=1); CUDA API
 #              return codes are not reported (the communicator expects cudaErrorPeerAccessAlreadyEnabled)
 #   gemm ar attn moe step   `prezero bench <name>` into $OUT (PZ_GEMM_ARGS adds bench gemm options)
+#   consumer   ctest installed_consumer: install, build examples/ with find_package, run its CPU and CUDA parts
 #   racecheck  compute-sanitizer racecheck and synccheck on test_gemm (quick mode)
 #   fresh      `prezero compare` (Kimi-K2, TP 1) on an empty cache: built-in table, then PREZERO_GEMM_BUILTIN=0
 #   tune       `prezero tune` (PZ_TUNE_ARGS) into the private cache; later sections use that table
@@ -19,6 +20,8 @@
 #              shapes on one GPU, speed-up over bf16 in the same run) into moe_h200_int4.{json,md}, and
 #              `prezero compare --config kimi_k25 --tp 1 --osl 128` (as many layers as fit) into
 #              compare_kimi_k25_tp1 (PZ_QUANT_COMPARE_ARGS adds options)
+# To test a committed tree while the working tree changes: git archive -o .deps/head.tar HEAD here, then on the
+# GPU machine: mkdir -p /tmp/s && tar -xf .deps/head.tar -C /tmp/s && cp -r .deps /tmp/s && bash /tmp/s/tools/device-check.sh ...
 # Results come back as $OUT/summary.txt (what ran, exit codes) and $OUT/results.tar.gz.
 set -u
 cd "$(dirname "$0")/.."
@@ -102,6 +105,8 @@ for s in $sections; do
       CUDA_VISIBLE_DEVICES=0 run compare_kimi_k25_tp1 ${PZ_T_COMPARE_Q:-540} $P compare --config kimi_k25 --tp 1 --osl 128 \
         ${PZ_QUANT_COMPARE_ARGS:-} --out $W/compare_kimi_k25_tp1
       grep -h "layers fit\|^Notes" $W/compare_kimi_k25_tp1/compare.md 2>/dev/null | cut -c1-240 | tee -a "$S" ;;
+    consumer) run consumer ${PZ_T_CONSUMER:-300} ctest --test-dir $B -R installed_consumer -V
+      grep -E "CUDA part|all checks passed|FAIL" "$W/consumer.txt" | sed 's/^[0-9]*: //' | tee -a "$S" ;;
     build) ;;
     *) log "unknown section $s" ;;
   esac
