@@ -31,8 +31,8 @@ static void usage(FILE *f) {
           "  --config NAME|PATH  model preset (%s) or a config.json path (default kimi_k2)\n"
           "  --tp T              tensor-parallel degree (default 1)\n"
           "  --batch LIST        batch sizes m, ascending, 1..%d (default 1,2,4,8,16,32,64,128)\n"
-          "  --layers N          first N layers (default: the dense layers and the first MoE layer,\n"
-          "                      first_k_dense_replace + 1; later layers repeat their shapes)\n"
+          "  --layers N          first N layers (default: up to the first layer of each kind, dense and\n"
+          "                      MoE, the model has; later layers repeat their shapes)\n"
           "  --help              this text\n"
           "For each batch size, prints what the CUDA executor's per-batch prezero plan does: each donor's\n"
           "fill (columns, bytes, fill CTAs, predicted added us) and each consumer GEMM with the kernel it\n"
@@ -103,6 +103,19 @@ static int memory_line(const pz_model_config *mc, int tp, int m, int64_t ctx, bo
 }
 #endif
 
+/* Layers 0..N-1 with N the smallest count that holds the first dense and the first MoE layer
+ * (of the kinds the model has): first_k_dense_replace + 1 for the DeepSeek-V2 family, 1 for a
+ * dense model or one whose layer 0 is MoE and all others too. */
+static int default_layers(const pz_model_config *mc) {
+  int64_t first[2] = {-1, -1}; /* dense, MoE */
+  for (int64_t L = 0; L < mc->num_hidden_layers && (first[0] < 0 || first[1] < 0); L++) {
+    const int k = pz_config_layer_is_moe(mc, L) ? 1 : 0;
+    if (first[k] < 0) first[k] = L;
+  }
+  const int64_t last = first[0] > first[1] ? first[0] : first[1];
+  return (int)(last + 1);
+}
+
 int pz_cmd_plan(int argc, char **argv) {
   const char *config = "kimi_k2";
   int bs[MAX_B] = {1, 2, 4, 8, 16, 32, 64, 128}, nb = 8, tp = 1, layers = 0;
@@ -145,8 +158,7 @@ int pz_cmd_plan(int argc, char **argv) {
             (long long)mc.num_hidden_layers, mc.name, (long long)mc.num_hidden_layers);
     return PZ_CLI_EXIT_USAGE;
   }
-  if (layers == 0) layers = (int)(mc.first_k_dense_replace + 1);
-  if (layers > mc.num_hidden_layers) layers = (int)mc.num_hidden_layers;
+  if (layers == 0) layers = default_layers(&mc);
   pz_build_opts bo = PZ_BUILD_OPTS_INIT;
   bo.tp = tp;
   bo.m = bs[nb - 1];
