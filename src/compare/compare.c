@@ -128,8 +128,8 @@ static int comp_of(const pz_graph *g, const pz_prezero_consumer *c) {
   if (c->kind == PZ_PREZERO_SLOT_QB) return PZ_CMP_Q_B;
   if (c->kind == PZ_PREZERO_SLOT_OPROJ) return PZ_CMP_O_PROJ;
   pz_role r = g->nodes[c->node].role;
-  if (r == PZ_ROLE_QKV_A || r == PZ_ROLE_Q_PROJ || r == PZ_ROLE_KV_A) return PZ_CMP_QKV_A;
-  if (r == PZ_ROLE_ROUTER_GATE) return PZ_CMP_GATE;
+  if (r == PZ_ROLE_QKV_A || r == PZ_ROLE_Q_PROJ || r == PZ_ROLE_KV_A || r == PZ_ROLE_QKV_PROJ) return PZ_CMP_QKV_A;
+  if (r == PZ_ROLE_ROUTER_GATE || r == PZ_ROLE_GATE_UP) return PZ_CMP_GATE;
   return -1;
 }
 
@@ -180,19 +180,21 @@ void pz_compare_attribute(const pz_graph *g, const pz_profile_node *v, int nv, i
     int L = n->layer;
     if (L < 0 || L >= nl) { i = j; continue; }
     int comp = -1;
-    if (n->role == PZ_ROLE_QKV_A || n->role == PZ_ROLE_Q_PROJ || n->role == PZ_ROLE_KV_A) comp = PZ_CMP_QKV_A;
-    else if (n->role == PZ_ROLE_ROUTER_GATE) comp = PZ_CMP_GATE;
+    if (n->role == PZ_ROLE_QKV_A || n->role == PZ_ROLE_Q_PROJ || n->role == PZ_ROLE_KV_A || n->role == PZ_ROLE_QKV_PROJ)
+      comp = PZ_CMP_QKV_A;
+    else if (n->role == PZ_ROLE_ROUTER_GATE || n->role == PZ_ROLE_GATE_UP) comp = PZ_CMP_GATE;
     else if (n->op == PZ_OP_AR_RMSNORM || n->op == PZ_OP_AR_RMSNORM_MAYBE_PREZERO) comp = PZ_CMP_DONOR;
     for (int k = i; k < j; k++) lay[L] += v[k].median_us;
     for (int k = i; k < j; k++) {
       int c = comp;
-      if (n->op == PZ_OP_MLA_ATTN) {
-        int mla_before = 0, mla_after = 0;
+      if (n->op == PZ_OP_MLA_ATTN || n->op == PZ_OP_GQA_ATTN) {
+        const char *own = n->op == PZ_OP_MLA_ATTN ? "mla_" : "gqa_"; /* the op's own kernels */
+        int own_before = 0, own_after = 0;
         for (int q = i; q < j; q++)
-          if (strstr(v[q].name, "mla_")) { if (q < k) mla_before++; else if (q > k) mla_after++; }
-        if (strstr(v[k].name, "mla_")) c = -1;
-        else if (mla_before == 1 && mla_after >= 1 && n->p.mla.q_lora_rank > 0) c = PZ_CMP_Q_B;
-        else if (mla_before >= 1 && mla_after == 0) c = PZ_CMP_O_PROJ;
+          if (strstr(v[q].name, own)) { if (q < k) own_before++; else if (q > k) own_after++; }
+        if (strstr(v[k].name, own)) c = -1;
+        else if (n->op == PZ_OP_MLA_ATTN && own_before == 1 && own_after >= 1 && n->p.mla.q_lora_rank > 0) c = PZ_CMP_Q_B;
+        else if (own_before >= 1 && own_after == 0) c = PZ_CMP_O_PROJ;
         else c = -1;
       }
       if (c < 0) continue;

@@ -199,13 +199,15 @@ typedef struct pz_cmp_components {
 
 /* Sums profiled graph nodes v[nv] (pz_profile_summary order: device, tag, seq) of one device
  * into per-layer components of the decode graph g whose node ids the tags are:
- *   - a node tagged with a GEMM IR node of role qkv_a (or q_proj / kv_a_proj) or mlp.gate counts
- *     for that component, its memset / zeroing nodes included;
+ *   - a node tagged with a GEMM IR node of role qkv_a (or q_proj / kv_a_proj; GQA: qkv_proj) or
+ *     mlp.gate (GQA dense layers: mlp.gate_up_proj) counts for that component (QKV_A, GATE), its
+ *     memset / zeroing nodes included;
  *   - a node tagged with an AR_RMSNORM(_MAYBE_PREZERO) IR node counts as DONOR;
  *   - inside an MLA_ATTN IR node, in creation order (prep kernel, q_b GEMM, absorb, attention,
  *     combine, W_UV, o_proj GEMM; MLA kernels are those whose name contains "mla_"), the other
  *     nodes between the first and the second MLA kernel are q_b (q LoRA layouts only) and those
- *     after the last MLA kernel are o_proj;
+ *     after the last MLA kernel are o_proj; inside a GQA_ATTN IR node (kernels whose name
+ *     contains "gqa_"), the nodes after the last GQA kernel are o_proj;
  *   - nodes of IR nodes outside the layers, and of other ops, are not counted; nodes without a
  *     tag (or a tag that is no node of g) are counted in *unattributed.
  * Each component's time is its per-layer sum (of median_us) averaged over the layers that have

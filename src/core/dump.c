@@ -52,10 +52,22 @@ static void params(const pz_node *n, FILE *f) {
         fprintf(f, ")");
       }
       break;
+    case PZ_OP_GQA_ATTN:
+      fprintf(f, " heads=%d kv_heads=%d head_dim=%lld%s rope=%s o_proj=%lld->%lld", n->p.gqa.n_heads, n->p.gqa.n_kv_heads,
+              (long long)n->p.gqa.head_dim, n->src[PZ_GQA_Q_NORM_W] >= 0 ? " qk_norm" : "",
+              n->p.gqa.rope.type == PZ_ROPE_LLAMA3 ? "llama3" : n->p.gqa.rope.type == PZ_ROPE_YARN ? "yarn" : "default",
+              (long long)(n->p.gqa.n_heads * n->p.gqa.head_dim), (long long)n->p.gqa.hidden);
+      if (n->p.gqa.prezero_n_total > 0) {
+        fprintf(f, " prezero(n_total=%lld n_base=%lld", (long long)n->p.gqa.prezero_n_total, (long long)n->p.gqa.prezero_n_base);
+        if (n->src[PZ_GQA_OPROJ_PREZERO] >= 0) fprintf(f, " oproj_prezero@%lld", (long long)n->p.gqa.oproj_col_offset);
+        fprintf(f, ")");
+      }
+      break;
+    case PZ_OP_SILU_MUL: fprintf(f, " inter=%lld", (long long)n->p.mlp.inter); break;
     case PZ_OP_MOE:
       fprintf(f, " experts=%d top_k=%d groups=%d/%d scoring=%s topk_method=%s inter=%lld shared_inter=%lld",
               n->p.moe.n_experts, n->p.moe.top_k, n->p.moe.topk_group, n->p.moe.n_group,
-              n->p.moe.scoring == PZ_SCORE_SIGMOID ? "sigmoid" : "softmax",
+              n->p.moe.scoring == PZ_SCORE_SIGMOID ? "sigmoid" : n->p.moe.scoring == PZ_SCORE_TOPK_SOFTMAX ? "topk_softmax" : "softmax",
               n->p.moe.topk_method == PZ_TOPK_NOAUX_TC ? "noaux_tc"
               : n->p.moe.topk_method == PZ_TOPK_GROUP_LIMITED ? "group_limited_greedy" : "greedy",
               (long long)n->p.moe.inter, (long long)n->p.moe.shared_inter);
@@ -105,6 +117,10 @@ static void prezero_summary(const pz_graph *g, FILE *f) {
           rows[nr++] = (pz_slice_row){n->p.mla.oproj_col_offset, g->tensors[n->src[PZ_MLA_OPROJ_PREZERO]].ne[1],
                                       g->tensors[n->src[PZ_MLA_OPROJ_PREZERO]].name, "oproj_prezero slot (o_proj GEMM) of", n->name};
       }
+      if (n->op == PZ_OP_GQA_ATTN && n->src[PZ_GQA_OPROJ_PREZERO] >= 0 &&
+          pz_storage_of(g, n->src[PZ_GQA_OPROJ_PREZERO]) == buf)
+        rows[nr++] = (pz_slice_row){n->p.gqa.oproj_col_offset, g->tensors[n->src[PZ_GQA_OPROJ_PREZERO]].ne[1],
+                                    g->tensors[n->src[PZ_GQA_OPROJ_PREZERO]].name, "oproj_prezero slot (o_proj GEMM) of", n->name};
     }
     qsort(rows, (size_t)nr, sizeof rows[0], slice_cmp);
     for (int k = 0; k < nr; k++)
@@ -146,11 +162,12 @@ pz_status pz_graph_dump_dot(const pz_graph *g, FILE *f) {
   for (int i = 0; i < g->n_nodes; i++) {
     const pz_node *n = &g->nodes[i];
     const char *color = (n->op == PZ_OP_AR_RMSNORM_MAYBE_PREZERO || n->op == PZ_OP_MM_MAYBE_PREZERO) ? "lightgreen"
-                        : (n->op == PZ_OP_MLA_ATTN && n->p.mla.prezero_n_total > 0) ? "palegreen" : "white";
+                        : (n->op == PZ_OP_MLA_ATTN && n->p.mla.prezero_n_total > 0) ? "palegreen"
+                        : (n->op == PZ_OP_GQA_ATTN && n->p.gqa.prezero_n_total > 0) ? "palegreen" : "white";
     fprintf(f, "  n%d [label=\"%s\\n%s\", style=filled, fillcolor=%s];\n", i, n->name, pz_op_name(n->op), color);
   }
   /* Edge from the last writer of a tensor's storage to each reader. A prezero consumer (a
-   * mm_maybe_prezero_ or an MLA slot) gets a dashed "zero_fill" edge from its donor instead,
+   * mm_maybe_prezero_ or an attention op's slot) gets a dashed "zero_fill" edge from its donor instead,
    * labelled with its columns: the donor, not the last writer of the buffer, prepared them. */
   for (int i = 0; i < g->n_nodes; i++) {
     const pz_node *n = &g->nodes[i];
@@ -161,6 +178,7 @@ pz_status pz_graph_dump_dot(const pz_graph *g, FILE *f) {
       pz_src[0] = n->src[PZ_MLA_QB_PREZERO]; pz_col[0] = n->p.mla.qb_col_offset;
       pz_src[1] = n->src[PZ_MLA_OPROJ_PREZERO]; pz_col[1] = n->p.mla.oproj_col_offset;
     }
+    if (n->op == PZ_OP_GQA_ATTN) { pz_src[0] = n->src[PZ_GQA_OPROJ_PREZERO]; pz_col[0] = n->p.gqa.oproj_col_offset; }
     for (int k = 0; k < 2; k++) {
       if (pz_src[k] < 0) continue;
       int sid = pz_storage_of(g, pz_src[k]);
@@ -176,6 +194,7 @@ pz_status pz_graph_dump_dot(const pz_graph *g, FILE *f) {
       int id = n->src[s];
       if (id < 0 || (g->tensors[id].kind != PZ_T_ACT && g->tensors[id].kind != PZ_T_BUFFER)) continue;
       if (n->op == PZ_OP_MLA_ATTN && (s == PZ_MLA_QB_PREZERO || s == PZ_MLA_OPROJ_PREZERO)) continue;
+      if (n->op == PZ_OP_GQA_ATTN && s == PZ_GQA_OPROJ_PREZERO) continue;
       int sid = pz_storage_of(g, id);
       for (int j = i - 1; j >= 0; j--) {
         const pz_node *w = &g->nodes[j];

@@ -21,7 +21,11 @@
  * full_ne), not in the rank's shard: pz_fill_row_base maps a rank's local row to it, so every
  * TP degree sees the same full weights. u(i) is output number i+1 of the SplitMix64 generator
  * seeded with key. The backends choose (scale, offset): weights use (init_scale, init_offset);
- * "*kv_cache" STATE tensors use (init_scale or 1 when it is 0, 0) with rank 0's mapping.
+ * "*kv_cache" STATE tensors (MLA, replicated) use (init_scale or 1 when it is 0, 0) with rank 0's
+ * mapping; "*.k_cache" / "*.v_cache" STATE tensors (GQA, sharded by kv head) use the same
+ * coefficients with their own shard mapping. Tensors with parts or replicated slices (core/ir.h
+ * pz_tensor.n_parts) map local to full indices by pz_fill_index, which equals pz_fill_row_base
+ * (+ the column) for every tensor without them.
  *
  * SplitMix64: Steele, Lea, Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014,
  * constants of the reference implementation (prng.di.unimi.it/splitmix64.c). FNV-1a 64-bit:
@@ -133,6 +137,51 @@ PZ_FILL_HD static inline int64_t pz_fill_row_base(int ndim, const int64_t *ne, c
     int64_t cd = rem % n;
     rem /= n;
     if (d == shard_dim) cd += (int64_t)rank * n;
+    full += cd * mult;
+    mult *= full_ne[d];
+  }
+  return full;
+}
+
+/* Full coordinate along the shard dim of local coordinate c (0 <= c < ne) of rank `rank` of tp,
+ * for a dim of local extent ne and full extent full cut into parts (core/ir.h pz_tensor.n_parts:
+ * n_parts 0 = one part (ne, full)): with c in part p at offset o, part p starting at F_p of the
+ * full dim (the sum of part_full[0..p-1]) and rep_p = tp * part_ne[p] / part_full[p] ranks
+ * sharing each slice of it (1 when part_ne[p] * tp <= part_full[p]):
+ *   F_p + (rank / rep_p) * part_ne[p] + o.
+ * One part without replication gives rank * ne + c (pz_fill_row_base's rule). */
+PZ_FILL_HD static inline int64_t pz_fill_shard_coord(int64_t c, int rank, int tp, int64_t ne, int64_t full, int n_parts,
+                                                     const int64_t *part_ne, const int64_t *part_full) {
+  const int np = n_parts > 0 ? n_parts : 1;
+  int64_t lo = 0, flo = 0;
+  for (int p = 0; p < np; p++) {
+    const int64_t pn = n_parts > 0 ? part_ne[p] : ne, pf = n_parts > 0 ? part_full[p] : full;
+    if (c < lo + pn || p == np - 1) {
+      const int64_t rep = pn * tp > pf && pf > 0 ? pn * tp / pf : 1;
+      return flo + ((int64_t)rank / rep) * pn + (c - lo);
+    }
+    lo += pn;
+    flo += pf;
+  }
+  return c;
+}
+
+/* Full flat index of element (row, col) of a rank's shard seen as [rows, ne[ndim-1]] (rows = all
+ * dims but the last, outermost first, contiguous): every coordinate mapped to the full tensor
+ * (shape full_ne) by pz_fill_shard_coord along shard_dim (-1: none), unchanged along the others. */
+PZ_FILL_HD static inline int64_t pz_fill_index(int ndim, const int64_t *ne, const int64_t *full_ne, int shard_dim, int rank,
+                                               int tp, int n_parts, const int64_t *part_ne, const int64_t *part_full,
+                                               int64_t row, int64_t col) {
+  const int last = ndim - 1;
+  int64_t full = last == shard_dim
+                     ? pz_fill_shard_coord(col, rank, tp, ne[last], full_ne[last], n_parts, part_ne, part_full)
+                     : col;
+  int64_t mult = full_ne[last], rem = row;
+  for (int d = last - 1; d >= 0; d--) {
+    const int64_t n = ne[d];
+    int64_t cd = rem % n;
+    rem /= n;
+    if (d == shard_dim) cd = pz_fill_shard_coord(cd, rank, tp, n, full_ne[d], n_parts, part_ne, part_full);
     full += cd * mult;
     mult *= full_ne[d];
   }

@@ -16,6 +16,7 @@ extern "C" {
 #define PZ_MAX_SRC 20    /* inputs of a node (MLA_ATTN uses PZ_MLA_NSRC of them) */
 #define PZ_MAX_DST 4     /* outputs of a node */
 #define PZ_NAME_LEN 96   /* bytes of a tensor / node name, NUL included (longer names are cut) */
+#define PZ_MAX_PARTS 3   /* parts of a fused weight along its shard dim (pz_tensor.n_parts) */
 
 typedef enum pz_op {
 #define PZ_OP(e, name, coll) PZ_OP_##e,
@@ -55,10 +56,17 @@ typedef struct pz_tensor {
   int view_of;            /* -1: owns its storage */
   int64_t view_offset;    /* elements into view_of's storage */
   bool batched;           /* ne[0] is the batch dimension */
-  /* Weights only: how the full (unsharded) tensor maps to this rank. shard_dim = -1 means
-   * replicated; otherwise this rank holds [rank*ne[d], (rank+1)*ne[d]) of full_ne[d]. */
+  /* Weights (and GQA KV caches): how the full (unsharded) tensor maps to this rank. shard_dim = -1
+   * means replicated; otherwise this rank holds [rank*ne[d], (rank+1)*ne[d]) of full_ne[d], unless
+   * parts say otherwise: n_parts >= 2 cuts dim shard_dim into parts sharded separately (GQA
+   * qkv_proj: q | k | v rows, gate_up_proj: gate | up rows), part p spanning part_ne[p] of ne[d]
+   * and part_full[p] of full_ne[d], in order; n_parts 0 is one part (ne[d], full_ne[d]). A part
+   * with part_ne * tp > part_full is replicated: rank r holds slice r / (tp * part_ne / part_full)
+   * of it (GQA kv heads when TP > num_key_value_heads). pz_fill_index (core/fill_rule.h) maps it. */
   int shard_dim;
   int64_t full_ne[PZ_MAX_DIMS];
+  int n_parts;
+  int64_t part_ne[PZ_MAX_PARTS], part_full[PZ_MAX_PARTS];
   float init_scale;       /* weights: values ~ U(-s, s) (+ init_offset) */
   float init_offset;
 } pz_tensor;

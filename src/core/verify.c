@@ -148,6 +148,96 @@ static pz_status check_mla(const pz_graph *g, const pz_node *n) {
   return PZ_OK;
 }
 
+/* GQA_ATTN (core/ir.h PZ_GQA_*): every shape follows from (heads, kv heads, head_dim, H, max_ctx). */
+static pz_status check_gqa(const pz_graph *g, const pz_node *n) {
+  const pz_gqa_params *a = &n->p.gqa;
+  const int64_t heads = a->n_heads, kvh = a->n_kv_heads, d = a->head_dim;
+  if (n->n_src != PZ_GQA_NSRC) FAIL(n, "expected %d src slots", PZ_GQA_NSRC);
+  if (heads < 1 || kvh < 1 || heads % kvh) FAIL(n, "heads %lld must be a positive multiple of kv heads %lld", (long long)heads,
+                                                 (long long)kvh);
+  if (d < 2 || d % 2) FAIL(n, "head_dim %lld must be even and >= 2", (long long)d);
+  if (a->max_ctx < 1 || a->hidden < 1) FAIL(n, "max_ctx %lld and hidden %lld must be positive", (long long)a->max_ctx,
+                                            (long long)a->hidden);
+  NEED(PZ_GQA_QKV, PZ_F32, 2, "qkv");
+  const pz_tensor *qkv = T(g, n->src[PZ_GQA_QKV]);
+  EQ(qkv->ne[1], (heads + 2 * kvh) * d, "qkv width");
+  if (qkv->stride[1] != 1) FAIL(n, "qkv columns must be unit-stride");
+  if ((n->src[PZ_GQA_Q_NORM_W] >= 0) != (n->src[PZ_GQA_K_NORM_W] >= 0)) FAIL(n, "q_norm and k_norm go together");
+  if (n->src[PZ_GQA_Q_NORM_W] >= 0) {
+    NEED(PZ_GQA_Q_NORM_W, PZ_BF16, 1, "q_norm");
+    EQ(T(g, n->src[PZ_GQA_Q_NORM_W])->ne[0], d, "q_norm width");
+    NEED(PZ_GQA_K_NORM_W, PZ_BF16, 1, "k_norm");
+    EQ(T(g, n->src[PZ_GQA_K_NORM_W])->ne[0], d, "k_norm width");
+  }
+  NEED(PZ_GQA_O_W, PZ_BF16, 2, "o_proj");
+  EQ(T(g, n->src[PZ_GQA_O_W])->ne[0], a->hidden, "o_proj n");
+  EQ(T(g, n->src[PZ_GQA_O_W])->ne[1], heads * d, "o_proj k");
+  const int cs[2] = {PZ_GQA_K_CACHE, PZ_GQA_V_CACHE};
+  for (int k = 0; k < 2; k++) {
+    NEED(cs[k], PZ_BF16, 4, k ? "v cache" : "k cache");
+    const pz_tensor *c = T(g, n->src[cs[k]]);
+    if (c->ne[0] != qkv->ne[0] || c->ne[1] != kvh || c->ne[2] < a->max_ctx || c->ne[3] != d)
+      FAIL(n, "%s (%s) is [%lld, %lld, %lld, %lld], expected [%lld, %lld, >= %lld, %lld]", k ? "v cache" : "k cache", c->name,
+           (long long)c->ne[0], (long long)c->ne[1], (long long)c->ne[2], (long long)c->ne[3], (long long)qkv->ne[0],
+           (long long)kvh, (long long)a->max_ctx, (long long)d);
+  }
+  NEED(PZ_GQA_POS, PZ_I32, 1, "positions");
+  const pz_tensor *o = T(g, n->dst[0]);
+  if (o->dtype != PZ_F32 || o->ndim != 2 || o->ne[1] != a->hidden || o->ne[0] != qkv->ne[0])
+    FAIL(n, "output must be f32 [m,H]");
+  /* The o_proj slot (as MLA's): columns [oproj_col_offset, + H) of one donor buffer, and the
+   * op's output itself. */
+  if (n->src[PZ_GQA_OPROJ_PREZERO] >= 0) {
+    NEED(PZ_GQA_OPROJ_PREZERO, PZ_F32, 2, "oproj_prezero");
+    const pz_tensor *s = T(g, n->src[PZ_GQA_OPROJ_PREZERO]);
+    EQ(s->ne[1], a->hidden, "oproj_prezero width");
+    if (s->view_of < 0) FAIL(n, "prezero slot %s is not a view of a buffer", s->name);
+    const pz_tensor *B = T(g, s->view_of);
+    if (B->ndim != 2 || B->ne[1] != a->prezero_n_total || a->prezero_n_base < 0 || a->prezero_n_base > a->prezero_n_total)
+      FAIL(n, "prezero_n_total %lld / n_base %lld do not match buffer %s", (long long)a->prezero_n_total,
+           (long long)a->prezero_n_base, B->name);
+    if (s->view_offset != B->view_offset + a->oproj_col_offset || s->stride[0] != B->stride[0] || s->ne[0] != o->ne[0])
+      FAIL(n, "prezero slot %s is not columns [%lld, %lld) of %s", s->name, (long long)a->oproj_col_offset,
+           (long long)(a->oproj_col_offset + s->ne[1]), B->name);
+    if (pz_storage_of(g, o->id) != pz_storage_of(g, s->id) || o->view_offset != s->view_offset || o->stride[0] != s->stride[0])
+      FAIL(n, "oproj_prezero slot %s must be the op's output %s", s->name, o->name);
+  }
+  return PZ_OK;
+}
+
+/* SILU_MUL: gu f32 [m, 2I] (gate | up) -> act bf16 [m, I], I = p.mlp.inter. */
+static pz_status check_silu_mul(const pz_graph *g, const pz_node *n) {
+  NEED(0, PZ_F32, 2, "gate_up");
+  const pz_tensor *gu = T(g, n->src[0]), *y = T(g, n->dst[0]);
+  const int64_t I = n->p.mlp.inter;
+  if (I < 1) FAIL(n, "inter %lld must be positive", (long long)I);
+  EQ(gu->ne[1], 2 * I, "gate_up width");
+  if (y->dtype != PZ_BF16 || y->ndim != 2 || y->ne[0] != gu->ne[0] || y->ne[1] != I) FAIL(n, "output must be bf16 [m, inter]");
+  if (gu->stride[1] != 1 || y->stride[1] != 1) FAIL(n, "columns must be unit-stride");
+  return PZ_OK;
+}
+
+/* A tensor fused from parts along its shard dim (core/ir.h pz_tensor.n_parts): 2..PZ_MAX_PARTS
+ * positive parts that add up to ne / full_ne of that dim, none larger than its full extent. */
+static pz_status check_parts(const pz_tensor *t) {
+  if (t->n_parts == 0) return PZ_OK;
+  if (t->n_parts < 2 || t->n_parts > PZ_MAX_PARTS || t->shard_dim < 0 || t->shard_dim >= t->ndim)
+    return pz_error(PZ_ERR_VERIFY, "verify: tensor %s has %d parts along dim %d (2..%d along its shard dim)", t->name,
+                    t->n_parts, t->shard_dim, PZ_MAX_PARTS);
+  int64_t sn = 0, sf = 0;
+  for (int p = 0; p < t->n_parts; p++) {
+    if (t->part_ne[p] < 1 || t->part_full[p] < t->part_ne[p])
+      return pz_error(PZ_ERR_VERIFY, "verify: tensor %s part %d is %lld of %lld", t->name, p, (long long)t->part_ne[p],
+                      (long long)t->part_full[p]);
+    sn += t->part_ne[p];
+    sf += t->part_full[p];
+  }
+  if (sn != t->ne[t->shard_dim] || sf != t->full_ne[t->shard_dim])
+    return pz_error(PZ_ERR_VERIFY, "verify: tensor %s parts add up to %lld of %lld (full %lld of %lld)", t->name,
+                    (long long)sn, (long long)t->ne[t->shard_dim], (long long)sf, (long long)t->full_ne[t->shard_dim]);
+  return PZ_OK;
+}
+
 /* Routed experts by storage (core/ir.h, PZ_MOE_S_*): bf16, INT4 words + bf16 group scales, or
  * e4m3 bytes + f32 block scales; every shape follows from (E, inter, H) and the group / block. */
 static pz_status check_moe_experts(const pz_graph *g, const pz_node *n) {
@@ -214,6 +304,7 @@ pz_status pz_graph_verify(const pz_graph *g) {
         goto done;
       }
     }
+    if ((st = check_parts(t)) != PZ_OK) goto done;
     if (t->kind != PZ_T_ACT && t->kind != PZ_T_BUFFER) ready[i] = 1;
   }
   for (int i = 0; i < g->n_nodes && st == PZ_OK; i++) {
@@ -246,6 +337,8 @@ pz_status pz_graph_verify(const pz_graph *g) {
       case PZ_OP_RMSNORM: case PZ_OP_AR_RMSNORM: case PZ_OP_AR_RMSNORM_MAYBE_PREZERO: st = check_norm(g, n); break;
       case PZ_OP_MLA_ATTN: st = check_mla(g, n); break;
       case PZ_OP_MOE: st = check_moe(g, n); break;
+      case PZ_OP_GQA_ATTN: st = check_gqa(g, n); break;
+      case PZ_OP_SILU_MUL: st = check_silu_mul(g, n); break;
       case PZ_OP_EMBEDDING: case PZ_OP_DENSE_MLP: case PZ_OP_ARGMAX: break;
       default: st = pz_error(PZ_ERR_VERIFY, "verify: node %d has unknown op %d", i, (int)n->op);
     }

@@ -262,7 +262,7 @@ pz_status pz_engine_get_info(const pz_engine *e, pz_engine_info *info) {
     if (t->view_of >= 0) continue;
     int64_t bytes = pz_tensor_numel(t) * (int64_t)pz_dtype_size(t->dtype) * e->ec.tp;
     if (t->kind == PZ_T_WEIGHT) info->weight_bytes += bytes;
-    else if (t->kind == PZ_T_STATE && t->ndim == 3) info->kv_cache_bytes += bytes;
+    else if (t->kind == PZ_T_STATE && (t->ndim == 3 || t->ndim == 4)) info->kv_cache_bytes += bytes; /* MLA / GQA caches */
   }
   return PZ_OK;
 }

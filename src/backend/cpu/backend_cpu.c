@@ -22,10 +22,12 @@ static pz_status load_all_rows(void *user, const pz_tensor *t, int rank, void *d
   return c->load(c->load_user, t, rank, 0, pz_tensor_numel(t) / (w ? w : 1), dst);
 }
 
-/* The KV-cache length (max_ctx of the graph's MLA nodes; 0 when it has none). */
+/* The KV-cache length (max_ctx of the graph's MLA or GQA nodes; 0 when it has none). */
 static int64_t graph_max_ctx(const pz_graph *g) {
-  for (int i = 0; i < g->n_nodes; i++)
+  for (int i = 0; i < g->n_nodes; i++) {
     if (g->nodes[i].op == PZ_OP_MLA_ATTN) return g->nodes[i].p.mla.max_ctx;
+    if (g->nodes[i].op == PZ_OP_GQA_ATTN) return g->nodes[i].p.gqa.max_ctx;
+  }
   return 0;
 }
 

@@ -30,9 +30,12 @@ struct pz_runtime_opts;
  * - dev.num_sms <= 0 (as PZ_CPU_EXEC_OPTS_INIT leaves it) means pz_device_desc_default().
  * - Weight values: init_offset + init_scale * u, u in [-1, 1) = top 24 bits of output
  *   number (idx+1) of SplitMix64 seeded with mix(seed, FNV-1a(name)), idx = the element's
- *   flat index in the FULL tensor (shape full_ne; rank r's shard sits at r*ne[shard_dim]).
- *   STATE tensors named "*kv_cache" get bf16 values init_scale (or 1) * u, the same on every
- *   rank; other STATE and INPUT tensors start at zero.
+ *   flat index in the FULL tensor (shape full_ne; rank r's shard sits at r*ne[shard_dim], or
+ *   where the tensor's parts / replicated slices put it: pz_fill_index, core/fill_rule.h).
+ *   STATE tensors named "*kv_cache" (MLA) get bf16 values init_scale (or 1) * u, the same on every
+ *   rank; "*.k_cache" / "*.v_cache" (GQA, [m, kv heads, max_ctx, head_dim], sharded by kv head)
+ *   the same values by the weights' mapping, so every TP degree sees one full cache; other STATE
+ *   and INPUT tensors start at zero.
  * - Collective ops (AR_RMSNORM*, ARGMAX) are called once per step with ctx->rank = 0,
  *   ctx->data = rank 0's pointers and ctx->rank_data = every rank's; other ops once per rank. */
 typedef struct pz_cpu_exec pz_cpu_exec;

@@ -34,36 +34,84 @@ typedef struct fill_job {
   const pz_tensor *t;
   void *dst;
   uint64_t key;
-  int rank;
+  int rank, tp;
   float scale, offset;
 } fill_job;
 
+/* Whether the last dim of t is its shard dim with parts or a replicated slice, so that its full
+ * index does not advance by 1 along a row. */
+static bool last_dim_mapped(const pz_tensor *t, int tp) {
+  const int last = t->ndim - 1;
+  return t->shard_dim == last && (t->n_parts >= 2 || t->ne[last] * tp > t->full_ne[last]);
+}
+
 /* Rows [lo, hi) of the tensor seen as [numel / ne[last], ne[last]]: the full (unsharded) flat
- * index of a row's first element comes from its coordinates (shard dim shifted by
- * rank * ne[shard_dim]; pz_fill_row_base); along the last dim it then advances by 1. */
+ * index of a row's first element comes from its coordinates (pz_fill_index: the shard dim
+ * shifted by rank * ne[shard_dim], or mapped through its parts / replicated slices); along the
+ * last dim it then advances by 1 (or is mapped per element when the last dim is so mapped). */
 static void fill_rows(void *va, int64_t lo, int64_t hi) {
   const fill_job *f = va;
   const pz_tensor *t = f->t;
   const int64_t w = t->ne[t->ndim - 1];
+  const bool per_elem = last_dim_mapped(t, f->tp);
+#define FULL_IDX(j) (per_elem ? pz_fill_index(t->ndim, t->ne, t->full_ne, t->shard_dim, f->rank, f->tp, t->n_parts, \
+                                              t->part_ne, t->part_full, row, (j)) : full + (j))
   for (int64_t row = lo; row < hi; row++) {
-    const int64_t full = pz_fill_row_base(t->ndim, t->ne, t->full_ne, t->shard_dim, f->rank, row);
+    const int64_t full = pz_fill_index(t->ndim, t->ne, t->full_ne, t->shard_dim, f->rank, f->tp, t->n_parts, t->part_ne,
+                                       t->part_full, row, 0);
     int64_t li = row * w;
     if (t->dtype == PZ_BF16) {
       pz_bf16 *o = (pz_bf16 *)f->dst + li;
-      for (int64_t j = 0; j < w; j++) o[j] = pz_fill_bf16_bits(pz_fill_value(f->key, (uint64_t)(full + j), f->scale, f->offset));
+      for (int64_t j = 0; j < w; j++) o[j] = pz_fill_bf16_bits(pz_fill_value(f->key, (uint64_t)FULL_IDX(j), f->scale, f->offset));
     } else if (t->dtype == PZ_F32) {
       float *o = (float *)f->dst + li;
-      for (int64_t j = 0; j < w; j++) o[j] = pz_fill_value(f->key, (uint64_t)(full + j), f->scale, f->offset);
+      for (int64_t j = 0; j < w; j++) o[j] = pz_fill_value(f->key, (uint64_t)FULL_IDX(j), f->scale, f->offset);
     } else {
       int32_t *o = (int32_t *)f->dst + li;
-      for (int64_t j = 0; j < w; j++) o[j] = pz_fill_i32(pz_fill_value(f->key, (uint64_t)(full + j), f->scale, f->offset));
+      for (int64_t j = 0; j < w; j++) o[j] = pz_fill_i32(pz_fill_value(f->key, (uint64_t)FULL_IDX(j), f->scale, f->offset));
     }
   }
+#undef FULL_IDX
+}
+
+/* Rank r's slice of t's shard dim lies inside full_ne (core/ir.h pz_tensor.n_parts): every part
+ * either has a whole slice for r ((r + 1) * part_ne <= part_full) or is replicated evenly
+ * (part_full a multiple of part_ne, tp * part_ne a multiple of part_full); the parts add up. */
+static pz_status check_shard(const pz_tensor *t, int r, int tp) {
+  if (t->shard_dim >= t->ndim)
+    return pz_error(PZ_ERR_SHAPE, "%s: shard_dim %d out of range", t->name, t->shard_dim);
+  if (t->n_parts < 0 || t->n_parts == 1 || t->n_parts > PZ_MAX_PARTS || (t->n_parts && t->shard_dim < 0))
+    return pz_error(PZ_ERR_SHAPE, "%s: %d parts (0 or 2..%d along a shard dim)", t->name, t->n_parts, PZ_MAX_PARTS);
+  for (int d = 0; d < t->ndim; d++) {
+    if (d != t->shard_dim) {
+      if (t->full_ne[d] < t->ne[d])
+        return pz_error(PZ_ERR_SHAPE, "%s: rank %d's shard exceeds full dim %d (%lld < %lld)", t->name, r, d,
+                        (long long)t->full_ne[d], (long long)t->ne[d]);
+      continue;
+    }
+    const int np = t->n_parts ? t->n_parts : 1;
+    int64_t sn = 0, sf = 0;
+    for (int p = 0; p < np; p++) {
+      const int64_t pn = t->n_parts ? t->part_ne[p] : t->ne[d], pf = t->n_parts ? t->part_full[p] : t->full_ne[d];
+      sn += pn;
+      sf += pf;
+      if (pn < 1 || pf < pn)
+        return pz_error(PZ_ERR_SHAPE, "%s: rank %d's shard exceeds full dim %d (%lld < %lld)", t->name, r, d, (long long)pf,
+                        (long long)pn);
+      if (pn * tp > pf ? (pf % pn || (pn * tp) % pf) : (int64_t)(r + 1) * pn > pf)
+        return pz_error(PZ_ERR_SHAPE, "%s: rank %d's shard exceeds full dim %d (%lld < %lld)", t->name, r, d, (long long)pf,
+                        (long long)((int64_t)(r + 1) * pn));
+    }
+    if (sn != t->ne[d] || sf != t->full_ne[d])
+      return pz_error(PZ_ERR_SHAPE, "%s: parts of dim %d add up to %lld of %lld (full %lld of %lld)", t->name, d,
+                      (long long)sn, (long long)t->ne[d], (long long)sf, (long long)t->full_ne[d]);
+  }
+  return PZ_OK;
 }
 
 static pz_status fill_tensor(pz_cpu_exec *e, int r, const pz_tensor *t) {
   void *dst = e->store[(size_t)r * e->g->n_tensors + t->id];
-  fill_job f = {.t = t, .dst = dst, .key = pz_fill_name_key(e->opts.seed, t->name), .rank = r};
+  fill_job f = {.t = t, .dst = dst, .key = pz_fill_name_key(e->opts.seed, t->name), .rank = r, .tp = e->tp};
   if (t->kind == PZ_T_WEIGHT && e->opts.load_weight) {
     if (!pz_tensor_contiguous(t)) return pz_error(PZ_ERR_SHAPE, "weight %s must be contiguous", t->name);
     return e->opts.load_weight(e->opts.load_user, t, r, dst);
@@ -74,16 +122,17 @@ static pz_status fill_tensor(pz_cpu_exec *e, int r, const pz_tensor *t) {
     if (t->dtype == PZ_U8 || (t->dtype == PZ_I32 && pz_name_ends_with(t->name, ".weight_packed"))) /* quantised: only a weight source knows the scheme */
       return pz_error(PZ_ERR_INVALID_ARG, "weight %s is stored quantised (%s); give the executor a load_weight source "
                       "(a checkpoint, or model/quant_synth.h for synthetic weights)", t->name, pz_dtype_name(t->dtype));
-    if (t->shard_dim >= t->ndim)
-      return pz_error(PZ_ERR_SHAPE, "weight %s: shard_dim %d out of range", t->name, t->shard_dim);
-    for (int d = 0; d < t->ndim; d++) {
-      int64_t need = d == t->shard_dim ? (int64_t)(r + 1) * t->ne[d] : t->ne[d];
-      if (t->full_ne[d] < need)
-        return pz_error(PZ_ERR_SHAPE, "weight %s: rank %d's shard exceeds full dim %d (%lld < %lld)",
-                        t->name, r, d, (long long)t->full_ne[d], (long long)need);
-    }
+    PZ_CHECK(check_shard(t, r, e->tp));
     f.scale = t->init_scale;
     f.offset = t->init_offset;
+  } else if (t->kind == PZ_T_STATE && (pz_name_ends_with(t->name, ".k_cache") || pz_name_ends_with(t->name, ".v_cache"))) {
+    /* GQA caches, sharded by kv head: the weights' mapping, so every TP sees the same full cache. */
+    if (!pz_tensor_contiguous(t)) return pz_error(PZ_ERR_SHAPE, "kv cache %s must be contiguous", t->name);
+    PZ_CHECK(check_shard(t, r, e->tp));
+    f.scale = t->init_scale != 0.0f ? t->init_scale : 1.0f;
+    f.offset = 0.0f;
+    pz_par_for(pz_tensor_numel(t) / t->ne[t->ndim - 1], 1 + 4096 / t->ne[t->ndim - 1], fill_rows, &f);
+    return PZ_OK;
   } else if (t->kind == PZ_T_STATE && pz_name_ends_with(t->name, "kv_cache")) {
     f.t = t;
     f.rank = 0; /* replicated over ranks: identical contents */
@@ -97,6 +146,7 @@ static pz_status fill_tensor(pz_cpu_exec *e, int r, const pz_tensor *t) {
   pz_tensor tc = *t;
   if (t->kind != PZ_T_WEIGHT) {
     tc.shard_dim = -1;
+    tc.n_parts = 0;
     for (int d = 0; d < t->ndim; d++) tc.full_ne[d] = t->ne[d];
   }
   f.t = &tc;

@@ -214,12 +214,66 @@ pz_status pz_cpu_op_DENSE_MLP(pz_cpu_ctx *c, const pz_node *n) {
                     DATA(n->src[3]), DATA(n->dst[0]), ldo, true);
 }
 
-/* Placeholders while the GQA layout lands (replaced by ref_gqa.c's kernels). */
-pz_status pz_cpu_op_GQA_ATTN(pz_cpu_ctx *x, const pz_node *n) {
-  (void)x;
-  return pz_error(PZ_ERR_UNSUPPORTED, "node %s: GQA attention has no CPU kernel yet", n->name);
+pz_status pz_cpu_op_GQA_ATTN(pz_cpu_ctx *c, const pz_node *n) {
+  const pz_gqa_params *p = &n->p.gqa;
+  if (n->n_src < PZ_GQA_NSRC) return pz_error(PZ_ERR_INVALID_ARG, "%s: expected %d src slots", n->name, PZ_GQA_NSRC);
+  PZ_CHECK(need_src(n, PZ_GQA_QKV)); PZ_CHECK(need_src(n, PZ_GQA_O_W)); PZ_CHECK(need_src(n, PZ_GQA_POS));
+  PZ_CHECK(need_src(n, PZ_GQA_K_CACHE)); PZ_CHECK(need_src(n, PZ_GQA_V_CACHE));
+  const pz_tensor *kc = TT(n->src[PZ_GQA_K_CACHE]), *vc = TT(n->src[PZ_GQA_V_CACHE]);
+  for (int k = 0; k < 2; k++) {
+    const pz_tensor *t = k ? vc : kc;
+    if (t->ndim != 4 || t->dtype != PZ_BF16 || t->ne[0] < c->m || t->ne[1] != p->n_kv_heads || t->ne[2] < p->max_ctx ||
+        t->ne[3] != p->head_dim || t->stride[3] != 1 || t->stride[2] != p->head_dim || t->stride[1] < t->ne[2] * p->head_dim)
+      return pz_error(PZ_ERR_SHAPE, "%s: cache %s must be bf16 [m, %d, >= %lld, %lld] with contiguous rows", n->name, t->name,
+                      p->n_kv_heads, (long long)p->max_ctx, (long long)p->head_dim);
+  }
+  if (kc->stride[0] != vc->stride[0] || kc->stride[1] != vc->stride[1])
+    return pz_error(PZ_ERR_SHAPE, "%s: k and v caches have different strides", n->name);
+  pz_ref_gqa_io io = {0};
+  io.qkv = DATA(n->src[PZ_GQA_QKV]);
+  io.ld_qkv = opt_ld(c, n, PZ_GQA_QKV);
+  io.q_norm_w = opt_data(c, n, PZ_GQA_Q_NORM_W);
+  io.k_norm_w = opt_data(c, n, PZ_GQA_K_NORM_W);
+  io.o_w = DATA(n->src[PZ_GQA_O_W]);
+  io.k_cache = DATA(n->src[PZ_GQA_K_CACHE]);
+  io.v_cache = DATA(n->src[PZ_GQA_V_CACHE]);
+  io.cache_seq_stride = kc->stride[0];
+  io.cache_head_stride = kc->stride[1];
+  io.pos = DATA(n->src[PZ_GQA_POS]);
+  /* The o_proj slot by the MLA op's rule (pz_cpu_op_MLA_ATTN): o_proj accumulates into the slot
+   * when the donor zeroed it this step (pz_prezero_slice_zeroed with the donor's n_total /
+   * n_base), else it zeroes it itself; no slot: the node's output, zeroed by the GEMM. */
+  LD(n->dst[0], ldo);
+  float *dst = DATA(n->dst[0]);
+  float *oslot = opt_data(c, n, PZ_GQA_OPROJ_PREZERO) ? DATA(n->src[PZ_GQA_OPROJ_PREZERO]) : NULL;
+  const int64_t ld_slot = opt_ld(c, n, PZ_GQA_OPROJ_PREZERO);
+  if (oslot) {
+    io.out = oslot;
+    io.ld_out = ld_slot;
+    io.out_zero_init = !pz_prezero_slice_zeroed(c->m, p->oproj_col_offset, p->hidden, p->prezero_n_total,
+                                                p->prezero_n_base, c->g->info.hidden, c->tp, &c->opts->dev);
+  } else {
+    io.out = dst;
+    io.ld_out = ldo;
+    io.out_zero_init = true;
+  }
+  PZ_CHECK(pz_ref_gqa_attention(c->m, p, &io));
+  if (oslot && (oslot != dst || ld_slot != ldo))
+    for (int64_t i = 0; i < c->m; i++) memcpy(dst + i * ldo, oslot + i * ld_slot, sizeof(float) * (size_t)p->hidden);
+  return PZ_OK;
 }
-pz_status pz_cpu_op_SILU_MUL(pz_cpu_ctx *x, const pz_node *n) {
-  (void)x;
-  return pz_error(PZ_ERR_UNSUPPORTED, "node %s: SiLU-mul has no CPU kernel yet", n->name);
+
+pz_status pz_cpu_op_SILU_MUL(pz_cpu_ctx *c, const pz_node *n) {
+  PZ_CHECK(need_src(n, 0));
+  const pz_tensor *gu = TT(n->src[0]), *act = TT(n->dst[0]);
+  const int64_t inter = act->ne[1];
+  if (gu->dtype != PZ_F32 || act->dtype != PZ_BF16)
+    return pz_error(PZ_ERR_DTYPE, "%s: silu_mul needs f32 gate|up and a bf16 output", n->name);
+  if (gu->ndim != 2 || act->ndim != 2 || gu->ne[1] != 2 * inter)
+    return pz_error(PZ_ERR_SHAPE, "%s: gate|up must be [m, 2*%lld] for an output [m, %lld]", n->name, (long long)inter,
+                    (long long)inter);
+  LD(n->src[0], ldg);
+  LD(n->dst[0], lda);
+  pz_ref_silu_mul(c->m, inter, DATA(n->src[0]), ldg, DATA(n->dst[0]), lda);
+  return PZ_OK;
 }

@@ -1,5 +1,6 @@
-/* CPU reference of the MoE block: router scoring and top-k (greedy, group_limited_greedy,
- * noaux_tc), routed SwiGLU experts, shared experts; and the dense SwiGLU MLP. See ref_ops.h. */
+/* CPU reference of the MoE block: router scoring (softmax, sigmoid, top-k softmax) and top-k
+ * (greedy, group_limited_greedy, noaux_tc), routed SwiGLU experts, shared experts; and the dense
+ * SwiGLU MLP. See ref_ops.h. */
 #include "backend/cpu/ref_ops.h"
 #include "core/pool.h"
 #include "core/quant.h"
@@ -56,6 +57,8 @@ void pz_ref_moe_route(int64_t m, const float *logits, int64_t ld, const float *b
       float sum = 0.0f;
       for (int e = 0; e < E; e++) { score[e] = expf(x[e] - mx); sum += score[e]; }
       for (int e = 0; e < E; e++) score[e] = score[e] / sum;
+    } else if (p->scoring == PZ_SCORE_TOPK_SOFTMAX) {
+      for (int e = 0; e < E; e++) score[e] = x[e]; /* rank the logits; the softmax follows the selection */
     } else {
       for (int e = 0; e < E; e++) score[e] = 1.0f / (1.0f + expf(-x[e]));
     }
@@ -84,7 +87,15 @@ void pz_ref_moe_route(int64_t m, const float *logits, int64_t ld, const float *b
     int32_t *id = ids + i * K;
     float *w = weights + i * K;
     for (int t = 0; t < K; t++) { id[t] = sel[t]; w[t] = sel[t] >= 0 ? score[sel[t]] : 0.0f; }
-    if (p->norm_topk_prob && K > 1) {
+    if (p->scoring == PZ_SCORE_TOPK_SOFTMAX) { /* softmax over the k chosen logits (ref_ops.h) */
+      const float l0 = sel[0] >= 0 ? score[sel[0]] : 0.0f;
+      float den = 0.0f;
+      for (int t = 0; t < K; t++) {
+        w[t] = sel[t] >= 0 ? expf(score[sel[t]] - l0) : 0.0f;
+        den += w[t];
+      }
+      for (int t = 0; t < K; t++) w[t] = w[t] / den;
+    } else if (p->norm_topk_prob && K > 1) {
       float den = 0.0f;
       for (int t = 0; t < K; t++) den += w[t];
       den += 1e-20f;

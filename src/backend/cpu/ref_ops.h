@@ -166,6 +166,65 @@ typedef struct pz_ref_mla_io {
  * Errors: PZ_ERR_INVALID_ARG (pos outside [0, max_ctx), missing pointer), PZ_ERR_OOM. */
 pz_status pz_ref_mla_decode(int64_t m, const pz_mla_params *p, const pz_ref_mla_io *io);
 
+/* ---------------------------------------------------------------- GQA decode */
+
+/* Applies rotate-half RoPE (GPT-NeoX pairing, Hugging Face apply_rotary_pos_emb of
+ * modeling_llama.py / modeling_qwen3.py: x*cos + rotate_half(x)*sin, rotate_half(x) = [-x2, x1])
+ * in place to x[dim] (f32) at position pos: for i < dim/2, ang_i = (float)pos * inv_freq[i] (f32
+ * multiply), c_i = (float)cos(ang_i) * ms, s_i = (float)sin(ang_i) * ms (cos / sin in double),
+ *   out[i]       = x[i]*c_i - x[i+dim/2]*s_i
+ *   out[i+dim/2] = x[i+dim/2]*c_i + x[i]*s_i    (each product rounded to f32, then the sum).
+ * No permutation: at pos 0 with ms == 1 the output is the input. dim must be even (else x is
+ * left unchanged). */
+void pz_ref_rope_half(float *x, int64_t dim, int32_t pos, const float *inv_freq, float ms);
+
+/* The cos/sin multiplier of a GQA layout's RoPE: pz_ref_yarn_cos_sin_mscale (core/rope.h) for
+ * rope.type PZ_ROPE_YARN (Hugging Face's yarn attention_factor), 1 for DEFAULT and LLAMA3. */
+float pz_ref_gqa_rope_mscale(const pz_rope_params *rp);
+
+/* Pointers of one GQA decode call. Per-rank shapes (heads = p->n_heads, kvh = p->n_kv_heads,
+ * d = p->head_dim, H = p->hidden): */
+typedef struct pz_ref_gqa_io {
+  const float *qkv; int64_t ld_qkv;      /* f32 [m, (heads + 2*kvh)*d] = q | k | v (qkv_proj output, bias included) */
+  const pz_bf16 *q_norm_w, *k_norm_w;    /* [d] each (Qwen3 qk-norm), or both NULL */
+  const pz_bf16 *o_w;                    /* [H, heads*d] (o_proj, row-parallel shard) */
+  pz_bf16 *k_cache, *v_cache;            /* element (i, g, t, j) at cache + i*cache_seq_stride + g*cache_head_stride + t*d + j */
+  int64_t cache_seq_stride, cache_head_stride; /* elements; head stride >= max_ctx*d */
+  const int32_t *pos;                    /* [m] position of the new token (0 <= pos < max_ctx) */
+  float *out; int64_t ld_out;            /* o_proj output = partial [m, H] f32 */
+  bool out_zero_init;                    /* false: o_proj accumulates onto out (the pre-zeroed slot) */
+} pz_ref_gqa_io;
+
+/* One GQA decode step (Hugging Face LlamaAttention / Qwen2Attention / Qwen3Attention /
+ * MixtralAttention with a KV cache), for each row i at p = pos[i]:
+ *  1. q_h = qkv[i, h*d : +d] (h < heads), k_g = qkv[i, (heads+g)*d : +d], v_g = qkv[i,
+ *     (heads+kvh+g)*d : +d] (g < kvh), f32.
+ *  2. qk_norm (q_norm_w set): x = (x_j * inv) * w_j with inv = pz_ref_rms_inv(x, d, eps) (sum of
+ *     squares f32 in order), f32, NOT rounded (Hugging Face's Qwen3RMSNorm rounds x*inv to the
+ *     model dtype before the weight; this project rounds once, at the cache / o_proj input).
+ *  3. RoPE on q_h and k_g: pz_ref_rope_half with inv_freq = pz_rope_inv_freq(&p->rope, d) and
+ *     ms = pz_ref_gqa_rope_mscale(&p->rope); q stays f32.
+ *  4. k_cache[i, g, p] = bf16(k_g), v_cache[i, g, p] = bf16(v_g) (every row's append happens
+ *     before any attention, so a row attends to its own new token).
+ *  5. Per head h, g = h / (heads / kvh): score_t = (Σ_j q_h[j] * K_t[j]) * softmax_scale for
+ *     t = 0..p (dot f32 in j order, K_t = k_cache[i, g, t] widened exactly); two-pass softmax:
+ *     mx = max score, e_t = expf(score_t - mx), sum = Σ e_t (f32, t order), w_t = e_t / sum;
+ *     o[h*d + j] = bf16(Σ_t w_t * V_t[j]) (f32, t order).
+ *  6. out (+)= o · o_wᵀ via pz_ref_gemm(split_k 0, zero_init = out_zero_init).
+ * Rounding points: the cache contents and the o_proj input o are bf16; q, k before the cache,
+ * scores, softmax and the attention sums stay f32. Results do not depend on the thread count.
+ * Errors: PZ_ERR_SHAPE (head_dim odd or < 2, heads not a multiple of kvh, heads / kvh < 1),
+ * PZ_ERR_INVALID_ARG (pos outside [0, max_ctx), a missing pointer, only one of the two norm
+ * weights), PZ_ERR_OOM. */
+pz_status pz_ref_gqa_attention(int64_t m, const pz_gqa_params *p, const pz_ref_gqa_io *io);
+
+/* SiLU-and-multiply of a fused gate_up_proj output (Hugging Face LlamaMLP: down(act(gate(x)) *
+ * up(x)), act = SiLU): gu f32 [m, 2*inter] (row stride ld_gu) = gate | up;
+ *   act[i, j] = bf16(silu(g) * u), g = gu[i, j], u = gu[i, inter + j], silu(g) = g / (1 + expf(-g))
+ * (f32, one rounding; the formula of pz_ref_mlp, so GEMM + SILU_MUL + GEMM equals DENSE_MLP when
+ * the GEMMs split alike). act: bf16 [m, inter], row stride ld_act. */
+void pz_ref_silu_mul(int64_t m, int64_t inter, const float *gu, int64_t ld_gu, pz_bf16 *act, int64_t ld_act);
+
 /* ---------------------------------------------------------------- MoE / MLP */
 
 /* Router top-k for m tokens (Hugging Face DeepSeek-V2/V3 MoEGate):
@@ -179,8 +238,14 @@ pz_status pz_ref_mla_decode(int64_t m, const pz_mla_params *p, const pz_ref_mla_
  *     the kept experts' choice; the weights are the UNbiased scores of the chosen experts.
  *   Experts of groups not kept are never chosen (vLLM / SGLang mask them with -inf; the HF
  *   reference fills 0.0, which differs only when a kept expert's choice value is below 0).
+ *   top-k softmax (PZ_SCORE_TOPK_SOFTMAX, Mixtral): the choice values are the logits (+ bias for
+ *     noaux_tc); after the selection w_t = expf(l_t - l_0) / Σ_u expf(l_u - l_0) over the k chosen
+ *     logits (l_0 = the first chosen, the largest; sum in selection order); equal to Hugging
+ *     Face MixtralSparseMoeBlock's softmax over all E, top-k, renormalise. norm_topk_prob is not
+ *     applied on top (the k weights already sum to 1); empty slots (id -1) get 0.
  *   Tie-break everywhere (groups and experts): the lower index wins. NaN scores rank lowest.
- *   norm_topk_prob (and top_k > 1): w /= (Σ w + 1e-20f) (sum in selection order).
+ *   norm_topk_prob (and top_k > 1, SOFTMAX / SIGMOID): w /= (Σ w + 1e-20f) (sum in selection
+ *   order; for Qwen3-MoE's softmax weights, whose sum is >= 1/E, the 1e-20f changes no bit).
  *   Then w *= routed_scaling_factor, always (DeepSeek-V3 code; V2 skipped it when
  *   normalising, which no shipped V2 config combines with a factor != 1).
  * Output per token, in selection order (descending choice value, ties to the lower index):
