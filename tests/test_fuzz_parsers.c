@@ -2,7 +2,8 @@
  * library (issue 19, CPU part): config.json (pz_config_parse, incl. text_config,
  * quantization_config, rope_scaling), safetensors headers (pz_st_open), checkpoint directories
  * (pz_checkpoint_open: the index and config.json extras; pz_checkpoint_load_config) and the CLI's
- * --prompt-ids / integer / --seed parsers (white-box, tools/cmd_run.c).
+ * --prompt-ids / integer / --seed parsers (white-box, tools/cmd_run.c) and the GEMM tuner-table
+ * reader (pz_tuner_table_load_text: every kept entry must satisfy the documented ranges).
  * Mutations: truncation at every length of each seed, random byte flips / inserts / deletes /
  * interesting tokens, structured (cJSON) deletion of every field and replacement of every value
  * by wrong types, huge and negative numbers, deep nesting, hand-written hostile safetensors
@@ -20,6 +21,8 @@
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/safetensors.h"
+#include "backend/gemm_table.h"
+#include "backend/tables/gemm_tables.h"
 /* White-box: parse_prompts, parse_int (static functions of the CLI). */
 #include "../tools/cmd_run.c"
 
@@ -171,9 +174,14 @@ static void config_case(const char *text, size_t len) {
   free(b);
   verdict(st, "config");
   if (st != PZ_OK) return;
+  /* The attention shapes of the family read: MLA ranks, or GQA heads. */
+  int attn_ok = c.attn == PZ_ATTN_MLA ? c.kv_lora_rank >= 1 && c.q_lora_rank >= 0 && c.qk_rope_head_dim >= 2 &&
+                                            c.qk_rope_head_dim % 2 == 0 && c.decoder_sparse_step == 0
+              : c.attn == PZ_ATTN_GQA && c.num_key_value_heads >= 1 && c.num_attention_heads >= 1 &&
+                    c.num_attention_heads % c.num_key_value_heads == 0 && c.head_dim >= 2 && c.head_dim % 2 == 0 &&
+                    c.decoder_sparse_step >= 1 && c.n_mlp_only >= 0 && c.n_mlp_only <= PZ_CONFIG_MAX_MLP_ONLY;
   int sane = c.hidden_size >= 1 && c.hidden_size <= PZ_CONFIG_MAX_INT && c.num_hidden_layers >= 1 &&
-             c.num_hidden_layers <= PZ_CONFIG_MAX_LAYERS && c.num_attention_heads >= 1 && c.kv_lora_rank >= 1 &&
-             c.q_lora_rank >= 0 && c.qk_rope_head_dim >= 2 && c.qk_rope_head_dim % 2 == 0 && c.vocab_size >= 1 &&
+             c.num_hidden_layers <= PZ_CONFIG_MAX_LAYERS && c.num_attention_heads >= 1 && attn_ok && c.vocab_size >= 1 &&
              c.n_group >= 1 && c.topk_group >= 1 && c.moe_layer_freq >= 1 && c.rms_norm_eps > 0.f &&
              isfinite(c.rms_norm_eps) && c.rope.theta > 0.f && isfinite(c.rope.theta) && c.rope.factor >= 1.f &&
              isfinite(c.rope.factor) && isfinite(c.routed_scaling_factor) && c.quant.n_targets >= 0 &&
@@ -637,6 +645,82 @@ static void rm_tree(void) {
   if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", tdir);
 }
 
+/* ------------------------------------------------------------------ GEMM tuner table */
+
+static const char *const tt_dev = "NVIDIA H200";
+static const int tt_sm = 132;
+
+/* Loads text into a fresh table; every kept entry must lie in the documented ranges, and a
+ * best_* must name a flavour the entry kept. */
+static void tuner_case(const char *text, size_t len) {
+  pz_tuner_table t;
+  memset(&t, 0, sizeof t);
+  snprintf(t.device, sizeof t.device, "%s", tt_dev);
+  t.sm_count = tt_sm;
+  int dropped = -1;
+  pz_status st = pz_tuner_table_load_text(&t, text, len, &dropped);
+  verdict(st, "tuner");
+  for (int i = 0; st == PZ_OK && i < t.count; i++) {
+    const pz_tuner_entry *e = &t.e[i];
+    bool ok = e->m_bucket >= 1 && e->m_bucket <= 256 && !(e->m_bucket & (e->m_bucket - 1)) && e->n >= 64 &&
+              e->n % 64 == 0 && e->k >= 64 && e->k % 64 == 0 && e->n <= (1 << 20) && e->k <= (1 << 20);
+    for (int f = 1; f < PZ_GEMM_FLAVOUR_COUNT; f++) {
+      const pz_gemm_config *c = &e->cfg[f];
+      if (c->splits == 0) continue;
+      ok = ok && c->flavour == f && c->splits >= 1 && c->splits <= 4096 && c->wt >= 1 && c->wt <= 8 && c->warps >= 1 &&
+           c->warps <= 32 && c->wn >= 0 && c->wn <= 4 && e->us[f] >= 0 && e->us[f] < 1e12;
+    }
+    ok = ok && (e->best_nozero == PZ_GEMM_AUTO || (e->best_nozero < PZ_GEMM_FLAVOUR_COUNT && e->cfg[e->best_nozero].splits > 0));
+    ok = ok && (e->best_zero == PZ_GEMM_AUTO || (e->best_zero < PZ_GEMM_FLAVOUR_COUNT && e->cfg[e->best_zero].splits > 0));
+    if (!ok) {
+      fprintf(stderr, "tuner case %ld: entry %d (m %d n %d k %d) kept outside the documented ranges\n", case_no, i,
+              e->m_bucket, e->n, e->k);
+      pz_test_failures++;
+      break;
+    }
+  }
+  pz_tuner_table_free(&t);
+}
+
+static void fuzz_tuner(void) {
+  section = "tuner";
+  const char *full = pz_gemm_builtin_table(tt_dev, tt_sm);
+  if (!full) { fprintf(stderr, "no built-in table for %s / %d SMs\n", tt_dev, tt_sm); pz_test_failures++; return; }
+  /* The whole built-in table must load with nothing dropped; then a 3-entry seed is mutated. */
+  pz_tuner_table t;
+  memset(&t, 0, sizeof t);
+  snprintf(t.device, sizeof t.device, "%s", tt_dev);
+  t.sm_count = tt_sm;
+  int dropped = -1;
+  cJSON *root = cJSON_Parse(full);
+  CHECK(root != NULL);
+  CHECK_OK(pz_tuner_table_load_text(&t, full, strlen(full), &dropped));
+  CHECK(dropped == 0);
+  CHECK(t.count == cJSON_GetArraySize(cJSON_GetObjectItem(root, "entries")));
+  pz_tuner_table_free(&t);
+  cJSON *ents = cJSON_GetObjectItem(root, "entries");
+  while (cJSON_GetArraySize(ents) > 3) cJSON_DeleteItemFromArray(ents, 3);
+  char *seed = cJSON_PrintUnformatted(root);
+  cJSON_Delete(root);
+  const size_t n = strlen(seed);
+  tuner_case(seed, n);
+  for (size_t k = 0; k < n; k++) tuner_case(seed, k);
+  long iters = getenv("PZ_FUZZ_ITERS") ? atol(getenv("PZ_FUZZ_ITERS")) : 3000;
+  for (long i = 0; i < iters; i++) {
+    size_t m;
+    char *b = mutate_bytes(seed, n, &m);
+    tuner_case(b, m);
+    free(b);
+  }
+  structured(seed, tuner_case);
+  free(seed);
+  char *d = nest("{\"device\":\"NVIDIA H200\",\"sm_count\":132,\"entries\":", "[", 900, "1", "]", "}");
+  tuner_case(d, strlen(d));
+  free(d);
+  tuner_case("", 0);
+  tuner_case("null", 4);
+}
+
 int main(void) {
   const char *sv = getenv("PZ_FUZZ_SEED");
   rs = sv ? strtoull(sv, NULL, 0) : 19;
@@ -644,7 +728,8 @@ int main(void) {
   if (!mkdtemp(tdir)) { perror("mkdtemp"); return 1; }
   long c0;
   struct { const char *name; void (*fn)(void); } secs[] = {{"config", fuzz_config}, {"safetensors", fuzz_safetensors},
-                                                           {"checkpoint", fuzz_checkpoint}, {"cli", fuzz_cli}};
+                                                           {"checkpoint", fuzz_checkpoint}, {"cli", fuzz_cli},
+                                                           {"tuner", fuzz_tuner}};
   for (size_t i = 0; i < sizeof secs / sizeof *secs; i++) {
     c0 = case_no;
     long ok0 = n_ok, err0 = n_err;

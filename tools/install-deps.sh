@@ -3,16 +3,19 @@
 # nothing when everything is there (so it needs no root on a machine already set up).
 #   tools/install-deps.sh          cmake, gcc, make, cJSON (libcjson-dev): the build
 #   tools/install-deps.sh --test   also pkg-config and gnuplot-nox, which two tests use
+#   tools/install-deps.sh --fuzz   also clang, for the libFuzzer targets (tools/fuzz.sh)
 # As root it runs apt-get itself, otherwise through sudo; without either it prints the one
 # command to run and exits 1. nvcc (the CUDA backend) is never installed here: with the CUDA
 # toolkit present the build picks it up, without it the CPU backend alone is built.
 set -euo pipefail
 want_test=0
+want_fuzz=0
 for a in "$@"; do
   case "$a" in
     --test) want_test=1 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
-    *) echo "install-deps.sh: unknown argument '$a'; use --test or nothing" >&2; exit 2 ;;
+    --fuzz) want_fuzz=1 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    *) echo "install-deps.sh: unknown argument '$a'; use --test, --fuzz or nothing" >&2; exit 2 ;;
   esac
 done
 
@@ -31,6 +34,7 @@ if [ "$want_test" = 1 ]; then
   command -v pkg-config >/dev/null 2>&1 || pkgs+=(pkg-config)  # installed_consumer: prezero.pc
   command -v gnuplot >/dev/null 2>&1 || pkgs+=(gnuplot-nox)    # test_compare renders the plots
 fi
+[ "$want_fuzz" = 1 ] && { command -v clang >/dev/null 2>&1 || pkgs+=(clang); }
 [ "${#pkgs[@]}" = 0 ] && exit 0
 
 if ! command -v apt-get >/dev/null 2>&1; then

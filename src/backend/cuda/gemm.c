@@ -42,21 +42,6 @@ static pz_status take_opts(pz_gemm_ctx *c, const pz_runtime_opts *ro) {
   return PZ_OK;
 }
 
-static const char *const flavour_names[PZ_GEMM_FLAVOUR_COUNT] = {"auto", "atomic", "zero", "memset",
-                                                                  "fullk", "serial", "cublas"};
-
-const char *pz_gemm_flavour_name(pz_gemm_flavour f) {
-  return (int)f >= 0 && f < PZ_GEMM_FLAVOUR_COUNT ? flavour_names[f] : "?";
-}
-
-pz_gemm_flavour pz_gemm_flavour_parse(const char *s) {
-  if (!s) return PZ_GEMM_FLAVOUR_COUNT;
-  if (s[0] >= '0' && s[0] <= '6' && s[1] == 0) return (pz_gemm_flavour)(s[0] - '0');
-  for (int i = 0; i < PZ_GEMM_FLAVOUR_COUNT; i++)
-    if (!strcmp(s, flavour_names[i])) return (pz_gemm_flavour)i;
-  return PZ_GEMM_FLAVOUR_COUNT;
-}
-
 pz_status pz_gemm_ctx_create(pz_gemm_ctx **out) {
   pz_runtime_opts ro;
   if (out) *out = NULL;

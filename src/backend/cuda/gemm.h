@@ -7,56 +7,12 @@
 #include <cuda_runtime.h>
 #include "prezero.h"
 #include "core/dtype.h"
+#include "backend/gemm_table.h"
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Flavours (issue 3 numbering; docs/ARCHITECTURE.md §3). Every flavour computes the same function:
- *   with zero_init = true, C = A·Wᵀ (+bias) whatever C held;
- *   with zero_init = false, C must be zero on entry and ends as A·Wᵀ (+bias).
- * 1 SPLITK_ATOMIC: split-K, each split atomically adds its partial (fp32 RED / bf16 atomics).
- *   Does not zero C. Asked for with zero_init = true it runs as flavour 3.
- * 2 SPLITK_ZERO: split-K; split 0 zeroes its C tile at kernel start and raises a per-tile flag;
- *   the other splits wait for the flag before their atomics. Flags reset themselves.
- * 3 MEMSET_SPLITK: cudaMemset2DAsync of the C slice (one memset node), then flavour 1.
- * 4 FULLK: one CTA per n tile over all of K, plain stores (not split-K).
- * 5 SPLITK_SERIAL: deterministic split-K: split s waits for split s-1 of its tile (turnstile),
- *   then C = (s == 0 ? partial : C + partial). Needs no zeroing; bit-exact run to run.
- * 6 CUBLAS: cublasGemmEx (bf16 in, fp32 compute, beta 0), plus a bias kernel when bias != NULL.
- * PZ_GEMM_AUTO: the tuner's table for this (m bucket, n, k), else the heuristic. */
-typedef enum pz_gemm_flavour {
-  PZ_GEMM_AUTO = 0,
-  PZ_GEMM_SPLITK_ATOMIC = 1,
-  PZ_GEMM_SPLITK_ZERO = 2,
-  PZ_GEMM_MEMSET_SPLITK = 3,
-  PZ_GEMM_FULLK = 4,
-  PZ_GEMM_SPLITK_SERIAL = 5,
-  PZ_GEMM_CUBLAS = 6,
-  PZ_GEMM_FLAVOUR_COUNT
-} pz_gemm_flavour;
-
-/* Short name of a flavour ("atomic", "zero", "memset", "fullk", "serial", "cublas", "auto"). */
-const char *pz_gemm_flavour_name(pz_gemm_flavour f);
-/* Parses a name above or a digit 0..6; returns PZ_GEMM_FLAVOUR_COUNT when unknown. */
-pz_gemm_flavour pz_gemm_flavour_parse(const char *s);
-
-/* A kernel choice. splits: K slices (1 for FULLK / CUBLAS); wt: output columns per warp / 16
- * (1 -> 16, 2 -> 32; forced to 1 for m > 64); warps: 4 or 8 per CTA; wn: 0 = the CTA's warps
- * share its columns and interleave its K chunks (reduced in shared memory, fixed order),
- * 1 = each warp owns columns of its own (CTA tile = warps*16*wt columns, must divide n) and
- * the warps read the same A chunks (L1 hits); 2 = staged: m <= 16 only, 4 warps of 16 columns
- * each streaming W through shared memory with cp.async (512-byte rows per instruction), wt and
- * warps ignored; 3 = the Hopper TMA + wgmma split-K kernel (wt = 64-row W tiles per CTA: 1, 2, 4);
- * 4 = the Hopper stream-K kernel: a persistent grid of `splits` CTAs (the SM count) sharing the
- * (tile, k-block) units evenly, atomic flavour only (1, or 3 with its memset node).
- * 0 in splits/wt/warps = heuristic/table. */
-typedef struct pz_gemm_config {
-  pz_gemm_flavour flavour;
-  int splits;
-  int wt;
-  int warps;
-  int wn;
-} pz_gemm_config;
+/* The flavours (pz_gemm_flavour), their names and the kernel choice (pz_gemm_config): backend/gemm_table.h. */
 
 /* One GEMM. Shapes: 1 <= m <= 256; n, k multiples of 64.
  *   A: bf16 [m, lda] row-major, lda >= k, lda % 8 == 0, 16-byte aligned.

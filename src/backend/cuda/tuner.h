@@ -7,48 +7,7 @@
 extern "C" {
 #endif
 
-/* One tuned shape. cfg[f] / us[f]: the best config of flavour f and its median time in µs
- * (splits 0 / us 0 when f was not timed). best_nozero: fastest of the flavours valid with a
- * zeroed C and no zeroing (atomic, fullk, serial, cublas); best_zero: fastest of those that
- * zero or overwrite C themselves (zero, memset, fullk, serial, cublas). */
-typedef struct pz_tuner_entry {
-  int m_bucket, n, k;
-  pz_gemm_config cfg[PZ_GEMM_FLAVOUR_COUNT];
-  double us[PZ_GEMM_FLAVOUR_COUNT];
-  pz_gemm_flavour best_nozero, best_zero;
-} pz_tuner_entry;
-
-typedef struct pz_tuner_table {
-  char device[256];
-  int sm_count;
-  char path[1024]; /* the JSON file this table loads from and saves to */
-  char source[16];  /* where the entries came from: "cache", "built-in" or "none" */
-  int count, cap;
-  pz_tuner_entry *e;
-} pz_tuner_table;
-
-/* m bucket: m (tokens) rounded up to a power of two (1, 2, 4, ..., 256). */
-int pz_tuner_m_bucket(int m);
-/* Sets up an empty table for (device, sm_count) and loads
- * cache_dir (the handle's options: PREZERO_CACHE_DIR, default ~/.cache/prezero)/gemm_<device>_<sm>sm.json (characters of the
- * device name other than [A-Za-z0-9] become '_') when it exists and its device/sm_count match;
- * otherwise the table built into the library for that device (backend/tables/gemm_tables.h),
- * unless builtin is 0 (PREZERO_GEMM_BUILTIN=0). t->source says which. A missing or malformed file is not an
- * error (table stays empty). Errors: PZ_ERR_OOM. */
-pz_status pz_tuner_table_init(pz_tuner_table *t, const char *device, int sm_count, const char *cache_dir,
-                              int builtin);
-/* Frees the entries; t itself is the caller's. */
-void pz_tuner_table_free(pz_tuner_table *t);
-/* Entry for (bucket(m), n, k), or NULL. */
-const pz_tuner_entry *pz_tuner_lookup(const pz_tuner_table *t, int m, int n, int k);
-/* Inserts or replaces the entry with the same key. PZ_ERR_OOM. */
-pz_status pz_tuner_put(pz_tuner_table *t, const pz_tuner_entry *e);
-/* Writes the table to t->path (creating the directory). PZ_ERR_IO. */
-pz_status pz_tuner_save(const pz_tuner_table *t);
-/* The table as a cJSON tree {device, sm_count, entries: [...]} (caller deletes with
- * cJSON_Delete); NULL when an allocation fails. Used by pz_tuner_save and the bench. */
-struct cJSON;
-struct cJSON *pz_tuner_to_json(const pz_tuner_table *t);
+/* The table itself (entries, JSON reader and writer, look-up): backend/gemm_table.h. */
 
 /* Device buffers for timing: `w` holds rotated copies of W (bytes >= 2 x L2 so each launch
  * streams its weights from HBM), `a` bf16 [256 x 16384], `c` f32 [256 x 32768]; all filled
