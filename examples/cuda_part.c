@@ -1,11 +1,16 @@
 /* CUDA part of the third-party example: the program owns its device buffers and its stream,
- * captures its own CUDA graph with prezero's split-K GEMM inside, and replays it:
- *   graph = memset of the [m, n_total] f32 output buffer (what the donor's zero_fill does)
- *         + GEMM 1, zero_init = 0, into columns [0, n1) of the buffer
- *         + GEMM 2, zero_init = 0, into columns [n1, n1 + n2)
- *         + GEMM 3, zero_init = 1, into its own [m, n3] f32 output (zeroes itself if it must).
- * Inputs are small integers, so every product sum is exact in f32 (in any order) and the results are
- * compared bit for bit with a host reference. Exit 0 on success, 1 on a mismatch or error, 77
+ * captures its own CUDA graph with prezero's fused all-reduce + RMSNorm and split-K GEMMs inside,
+ * and replays it (the seed's pattern, with a one-rank communicator: world 1, this process):
+ *   graph = the donor: all-reduce + residual + RMSNorm of partial [m, H] -> x_norm [m, H] bf16,
+ *           whose extra CTAs zero_fill the [m, n_total] f32 output buffer of the GEMMs below
+ *         + GEMM 1, A = x_norm, zero_init = 0, into columns [0, n1) of the buffer
+ *         + GEMM 2, A = x_norm, zero_init = 0, into columns [n1, n1 + n2)
+ *         + GEMM 3, A = x_norm, zero_init = 1, into its own [m, n3] f32 output (zeroes itself if it must).
+ * Values are chosen so everything is exact: partial rows of +-1 (mean square 1, so with eps 1e-6 the
+ * RMSNorm scale is 1 - 5e-7 and bf16(+-w * scale) rounds back to the integer +-w), small-integer
+ * RMSNorm weights and GEMM weights, so every product sum is an exact integer in f32 in any order and
+ * x_norm, residual and the GEMM outputs are compared bit for bit with a host reference. Five replays:
+ * a missing zero_fill would leave the split-K sums accumulating over replays. Exit 0 on success, 1 on a mismatch or error, 77
  * (skipped) without a CUDA GPU of compute capability 9 (the kernels are built for sm_90a). */
 #include <stdint.h>
 #include <stdio.h>
@@ -54,20 +59,34 @@ int main(void) {
     return 77;
   }
   CU(cudaSetDevice(0));
-  const int m = 8, k = 1024, n1 = 2112, n2 = 384, n3 = 512;
+  const int m = 8, k = 1024, n1 = 2112, n2 = 384, n3 = 512; /* k = the donor's hidden size H */
   const int64_t n_total = n1 + n2; /* 2112 is a multiple of 32: slice 2 starts there */
-  uint16_t *hA = malloc((size_t)m * k * 2), *hW = malloc((size_t)(n1 + n2 + n3) * k * 2);
+  /* The donor's inputs: partial[i][j] in {-1, +1}, RMSNorm weight w_j = val(0, j, 3) in -2..2; the
+     expected x_norm is the integer partial * w (bf16 of it: exact). */
+  float *hP = malloc((size_t)m * k * 4);
+  uint16_t *hNW = malloc((size_t)k * 2), *hW = malloc((size_t)(n1 + n2 + n3) * k * 2);
+  int *hX = malloc((size_t)m * k * sizeof(int)); /* expected x_norm as integers */
+  for (int j = 0; j < k; j++) hNW[j] = bf16_of_int(val(0, j, 3));
   for (int i = 0; i < m; i++)
-    for (int j = 0; j < k; j++) hA[(size_t)i * k + j] = bf16_of_int(val(i, j, 1));
+    for (int j = 0; j < k; j++) {
+      const int sg = ((i * 31 + j * 17) % 3) ? 1 : -1;
+      hP[(size_t)i * k + j] = (float)sg;
+      hX[(size_t)i * k + j] = sg * val(0, j, 3);
+    }
   for (int i = 0; i < n1 + n2 + n3; i++)
     for (int j = 0; j < k; j++) hW[(size_t)i * k + j] = bf16_of_int(val(i, j, 2));
-  void *dA, *dW, *dBuf, *dC3;
-  CU(cudaMalloc(&dA, (size_t)m * k * 2));
+  void *dA, *dW, *dBuf, *dC3, *dP, *dNW, *dRes;
+  CU(cudaMalloc(&dA, (size_t)m * k * 2)); /* x_norm: written by the donor, read by the GEMMs */
   CU(cudaMalloc(&dW, (size_t)(n1 + n2 + n3) * k * 2));
   CU(cudaMalloc(&dBuf, (size_t)m * n_total * 4));
   CU(cudaMalloc(&dC3, (size_t)m * n3 * 4));
-  CU(cudaMemcpy(dA, hA, (size_t)m * k * 2, cudaMemcpyHostToDevice));
+  CU(cudaMalloc(&dP, (size_t)m * k * 4));
+  CU(cudaMalloc(&dNW, (size_t)k * 2));
+  CU(cudaMalloc(&dRes, (size_t)m * k * 4));
+  CU(cudaMemcpy(dP, hP, (size_t)m * k * 4, cudaMemcpyHostToDevice));
+  CU(cudaMemcpy(dNW, hNW, (size_t)k * 2, cudaMemcpyHostToDevice));
   CU(cudaMemcpy(dW, hW, (size_t)(n1 + n2 + n3) * k * 2, cudaMemcpyHostToDevice));
+  CU(cudaMemset(dA, 0x7f, (size_t)m * k * 2));
   CU(cudaMemset(dBuf, 0x7f, (size_t)m * n_total * 4)); /* garbage the graph must overwrite */
   CU(cudaMemset(dC3, 0x7f, (size_t)m * n3 * 4));
 
@@ -90,42 +109,74 @@ int main(void) {
                         .ldw = k, .out = dC3, .out_col = 0, .out_row_stride = n3, .out_dtype = PZ_ELEM_F32,
                         .bias = NULL, .zero_init = 1};
 
+  /* A one-rank tensor-parallel group (world 1): the engine's processes would share this id. */
+  pz_ar_unique_id id;
+  pz_ar_comm *comm = NULL;
+  OK(pz_ar_get_unique_id(&id));
+  pz_ar_comm_config cc = PZ_AR_COMM_CONFIG_INIT;
+  cc.max_m = m;
+  cc.max_H = k;
+  OK(pz_ar_comm_init_rank_config(&comm, &cc, id));
+  OK(pz_ar_unique_id_remove(&id));
+  pz_ar_rmsnorm_params ar = {.partial = dP, .ld_partial = k, .residual_in = NULL, .residual_out = dRes, .ld_res = k,
+                             .weight = dNW, .x_norm = dA, .ld_x = k, .eps = 1e-6f, .m = m, .H = k,
+                             .fill_ptr = dBuf, .fill_n_total = n_total, .fill_n_base = n_total,
+                             .fill_row_stride = n_total, .fill_dtype = PZ_AR_FILL_F32, .fill_all = 1};
+
   cudaStream_t s;
   CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   CU(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  CU(cudaMemsetAsync(dBuf, 0, (size_t)m * n_total * 4, s));
+  OK(pz_ar_rmsnorm(comm, &ar, (pz_ar_stream)s));
   OK(pz_gemm_run(h, &p1, s));
   OK(pz_gemm_run(h, &p2, s));
   OK(pz_gemm_run(h, &p3, s));
   CU(cudaStreamEndCapture(s, &graph));
   CU(cudaGraphInstantiate(&exec, graph, 0));
   for (int r = 0; r < 5; r++) CU(cudaGraphLaunch(exec, s));
-  CU(cudaStreamSynchronize(s));
+  OK(pz_ar_comm_check(comm, (pz_ar_stream)s)); /* synchronises; PZ_ERR_TIMEOUT if a rank were missing */
 
   float *buf = malloc((size_t)m * n_total * 4);
   float *c3 = malloc((size_t)m * n3 * 4);
   CU(cudaMemcpy(buf, dBuf, (size_t)m * n_total * 4, cudaMemcpyDeviceToHost));
   CU(cudaMemcpy(c3, dC3, (size_t)m * n3 * 4, cudaMemcpyDeviceToHost));
-  int bad = 0;
+  uint16_t *xn = malloc((size_t)m * k * 2);
+  float *res = malloc((size_t)m * k * 4);
+  CU(cudaMemcpy(xn, dA, (size_t)m * k * 2, cudaMemcpyDeviceToHost));
+  CU(cudaMemcpy(res, dRes, (size_t)m * k * 4, cudaMemcpyDeviceToHost));
+  int bad = 0, bad_ar = 0;
+  for (size_t i = 0; i < (size_t)m * k; i++)
+    if ((xn[i] != bf16_of_int(hX[i]) || res[i] != hP[i]) && bad_ar++ < 5)
+      printf("FAIL donor element %zu: x_norm bits 0x%04x (expected %d), residual %g (expected %g)\n", i, xn[i], hX[i],
+             res[i], hP[i]);
   for (int i = 0; i < m; i++)
     for (int c = 0; c < n1 + n2 + n3; c++) {
       int ref = 0;
-      for (int j = 0; j < k; j++) ref += val(i, j, 1) * val(c, j, 2);
+      for (int j = 0; j < k; j++) ref += hX[(size_t)i * k + j] * val(c, j, 2);
       float got = c < n1 + n2 ? buf[(size_t)i * n_total + c] : c3[(size_t)i * n3 + (c - n1 - n2)];
       if (got != (float)ref && bad++ < 5) printf("FAIL row %d col %d: %g, expected %d\n", i, c, got, ref);
     }
-  printf("%s: 3 GEMMs in the program's own CUDA graph, 5 replays, %d wrong values\n", bad ? "FAIL" : "ok", bad);
+  printf("%s: the fused all-reduce + RMSNorm with zero_fill and 3 GEMMs in the program's own CUDA graph, 5 replays, "
+         "%d wrong donor values, %d wrong GEMM values\n", bad || bad_ar ? "FAIL" : "ok", bad_ar, bad);
+  bad += bad_ar;
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(s);
   pz_gemm_handle_destroy(h);
+  pz_ar_comm_destroy(comm);
+  cudaFree(dP);
+  cudaFree(dNW);
+  cudaFree(dRes);
+  free(hP);
+  free(hNW);
+  free(hX);
+  free(xn);
+  free(res);
   cudaFree(dA);
   cudaFree(dW);
   cudaFree(dBuf);
   cudaFree(dC3);
-  free(hA);
   free(hW);
   free(buf);
   free(c3);
