@@ -304,8 +304,9 @@ static void cli_configs(void) {
   bad("run", a, "shorter prompts");
   snprintf(a, sizeof a, "run --config %s --prompt-ids 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15 --steps 2 --device cpu", p);
   CHECK(run(a) == 0 && strstr(out_txt, "seq 0:")); /* 15 prompt tokens + 2 steps = 16 positions */
-  /* A config of another family names the family, not its first missing field. */
-  write_text("llama.json", "{\"model_type\": \"llama\", \"hidden_size\": 4096, \"num_hidden_layers\": 32, "
+  /* A config of another family names the family, not its first missing field (llama is read now:
+   * an unsupported family instead). */
+  write_text("llama.json", "{\"model_type\": \"gemma\", \"hidden_size\": 4096, \"num_hidden_layers\": 32, "
                            "\"num_attention_heads\": 32, \"intermediate_size\": 11008, \"vocab_size\": 32000, "
                            "\"max_position_embeddings\": 4096}");
   BADCFG("run", "llama.json", "DeepSeek-V2 family");

@@ -1,4 +1,5 @@
-/* config.json reader (cJSON) for the DeepSeek-V2 family, and the embedded preset table
+/* config.json reader (cJSON) for the DeepSeek-V2 family (MLA) and the Llama / Qwen2 / Qwen3 /
+ * Qwen3-MoE / Mixtral families (GQA), and the embedded preset table
  * (generated from the configs folder by cmake/embed_presets.cmake). */
 #include "model/config.h"
 #include <cjson/cJSON.h>
@@ -14,7 +15,7 @@
 extern const struct { const char *name; const char *json; } pz_embedded_presets[];
 
 const char *pz_config_preset_names(void) {
-  static char buf[512];
+  static char buf[2048];
   if (!buf[0]) {
     size_t o = 0;
     for (int i = 0; pz_embedded_presets[i].name && o < sizeof buf; i++)
@@ -35,10 +36,11 @@ static pz_status type_err(const reader *r, const char *field, const char *want, 
   return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" must be %s, got %s", r->src, field, want, got);
 }
 
-/* Integer field. required: missing -> error; else *v keeps its default. null_ok: null -> 0. */
-static pz_status get_int(const reader *r, const char *field, bool required, bool null_ok, int64_t min,
-                         int64_t *v) {
-  const cJSON *it = cJSON_GetObjectItemCaseSensitive(r->root, field);
+/* Integer field `key` of obj, named `field` in messages. required: missing -> error; else *v keeps
+ * its default. null_ok: null -> 0. */
+static pz_status get_int_in(const reader *r, const cJSON *obj, const char *key, const char *field, bool required,
+                            bool null_ok, int64_t min, int64_t *v) {
+  const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
   if (!it) {
     if (required) return pz_error(PZ_ERR_CONFIG, "config %s: required field \"%s\" is missing", r->src, field);
     return PZ_OK;
@@ -59,8 +61,16 @@ static pz_status get_int(const reader *r, const char *field, bool required, bool
   return PZ_OK;
 }
 
-static pz_status get_float(const reader *r, const cJSON *obj, const char *field, bool required, float *v) {
-  const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, field);
+/* Integer field of the config object (get_int_in on r->root). */
+static pz_status get_int(const reader *r, const char *field, bool required, bool null_ok, int64_t min,
+                         int64_t *v) {
+  return get_int_in(r, r->root, field, field, required, null_ok, min, v);
+}
+
+/* Float field `key` of obj, named `field` in messages. */
+static pz_status get_float_in(const reader *r, const cJSON *obj, const char *key, const char *field, bool required,
+                              float *v) {
+  const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
   if (!it) {
     if (required) return pz_error(PZ_ERR_CONFIG, "config %s: required field \"%s\" is missing", r->src, field);
     return PZ_OK;
@@ -71,6 +81,10 @@ static pz_status get_float(const reader *r, const cJSON *obj, const char *field,
                     it->valuedouble);
   *v = (float)it->valuedouble;
   return PZ_OK;
+}
+
+static pz_status get_float(const reader *r, const cJSON *obj, const char *field, bool required, float *v) {
+  return get_float_in(r, obj, field, field, required, v);
 }
 
 static pz_status get_bool(const reader *r, const char *field, bool *v) {
@@ -329,24 +343,9 @@ static pz_status parse_quant(const reader *r, const cJSON *outer, pz_quant_confi
   return q_unsupported(r, "quant_method", got, Q_SUPPORTED);
 }
 
-static pz_status parse_root(const reader *r, pz_model_config *c) {
-  if (!cJSON_IsObject(r->root)) return pz_error(PZ_ERR_CONFIG, "config %s: top level must be a JSON object", r->src);
-  PZ_CHECK(check_duplicates(r, r->root, ""));
-  const cJSON *rs = cJSON_GetObjectItemCaseSensitive(r->root, "rope_scaling");
-  if (cJSON_IsObject(rs)) PZ_CHECK(check_duplicates(r, rs, "rope_scaling."));
-  /* No MLA field and a model_type outside the family: another family (Llama, Qwen, Mixtral, ...),
-   * not a broken DeepSeek config. A deepseek_* / kimi_* model_type, or any MLA field, means a
-   * DeepSeek config with a field missing: the field reader below names it. */
-  const cJSON *mt = cJSON_GetObjectItemCaseSensitive(r->root, "model_type");
-  bool family = cJSON_IsString(mt) && (!strncmp(mt->valuestring, "deepseek", 8) || !strncmp(mt->valuestring, "kimi", 4));
-  static const char *const mla_fields[] = {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim"};
-  for (size_t i = 0; i < sizeof mla_fields / sizeof mla_fields[0]; i++)
-    family |= cJSON_GetObjectItemCaseSensitive(r->root, mla_fields[i]) != NULL;
-  if (!family) {
-    return pz_error(PZ_ERR_CONFIG, "config %s: model_type \"%s\" has no MLA fields (q_lora_rank, kv_lora_rank); prezero "
-                    "runs the DeepSeek-V2 family only (DeepSeek-V2, V2-Lite, V3, Kimi-K2 configs)", r->src,
-                    cJSON_IsString(mt) ? mt->valuestring : "?");
-  }
+/* The DeepSeek-V2 family (MLA): deepseek_v2, deepseek_v3, kimi_k2 and configs without model_type. */
+static pz_status parse_mla(const reader *r, pz_model_config *c) {
+  c->attn = PZ_ATTN_MLA;
   /* Both LoRA ranks missing: name both (the reader below would name only q_lora_rank). */
   if (!cJSON_GetObjectItemCaseSensitive(r->root, "q_lora_rank") &&
       !cJSON_GetObjectItemCaseSensitive(r->root, "kv_lora_rank"))
@@ -404,6 +403,8 @@ static pz_status parse_root(const reader *r, pz_model_config *c) {
   c->rope.mscale = 1.f;
   c->rope.mscale_all_dim = 0.f;
   PZ_CHECK(parse_rope_scaling(r, c));
+  const cJSON *rsc = cJSON_GetObjectItemCaseSensitive(r->root, "rope_scaling");
+  c->rope.type = cJSON_IsObject(rsc) ? PZ_ROPE_YARN : PZ_ROPE_DEFAULT; /* parse_rope_scaling accepts yarn only */
 
   /* Consistency of the values read. */
   if (c->qk_rope_head_dim % 2)
@@ -429,6 +430,252 @@ static pz_status parse_root(const reader *r, pz_model_config *c) {
                       (long long)(c->topk_group * (c->n_routed_experts / c->n_group)));
   }
   return PZ_OK;
+}
+
+/* ------------------------------------------------------------------ GQA layouts */
+
+/* The GQA families and the defaults of their Hugging Face config classes (LlamaConfig, Qwen2Config,
+ * Qwen3Config, Qwen3MoeConfig, MixtralConfig) for the optional fields prezero reads. */
+typedef enum { FAM_LLAMA, FAM_QWEN2, FAM_QWEN3, FAM_QWEN3_MOE, FAM_MIXTRAL, FAM_COUNT } gqa_family;
+static const struct {
+  const char *model_type;
+  int64_t kv_heads;       /* num_key_value_heads when absent (0: num_attention_heads) */
+  int64_t head_dim;       /* head_dim when absent or null (0: hidden_size / num_attention_heads) */
+  float rope_theta, rms_norm_eps;
+  bool qk_norm;           /* q_norm / k_norm per head (Qwen3) */
+  bool sliding_flag;      /* use_sliding_window gates sliding_window (Qwen); else sliding_window alone */
+} gqa_fam[FAM_COUNT] = {
+    [FAM_LLAMA] = {"llama", 0, 0, 10000.f, 1e-6f, false, false},
+    [FAM_QWEN2] = {"qwen2", 32, 0, 10000.f, 1e-6f, false, true},
+    [FAM_QWEN3] = {"qwen3", 32, 128, 10000.f, 1e-6f, true, true},
+    [FAM_QWEN3_MOE] = {"qwen3_moe", 4, 0, 10000.f, 1e-6f, true, true},
+    [FAM_MIXTRAL] = {"mixtral", 8, 0, 1000000.f, 1e-5f, false, false},
+};
+
+static int gqa_family_of(const char *model_type) {
+  for (int f = 0; f < FAM_COUNT; f++)
+    if (!strcmp(model_type, gqa_fam[f].model_type)) return f;
+  return -1;
+}
+
+/* rope_scaling of a GQA layout (or transformers' newer "rope_parameters", which also carries
+ * rope_theta): null, type "default", or "llama3" with all four of its fields. */
+static pz_status parse_gqa_rope(const reader *r, gqa_family fam, pz_model_config *c) {
+  pz_rope_params *p = &c->rope;
+  p->theta = gqa_fam[fam].rope_theta;
+  PZ_CHECK(get_float(r, r->root, "rope_theta", false, &p->theta));
+  p->type = PZ_ROPE_DEFAULT;
+  p->factor = 1.f;
+  p->original_max_position_embeddings = c->max_position_embeddings;
+  p->beta_fast = 32.f;
+  p->beta_slow = 1.f;
+  p->mscale = 1.f;
+  p->mscale_all_dim = 0.f;
+  p->low_freq_factor = p->high_freq_factor = 1.f;
+  const char *name = "rope_scaling";
+  const cJSON *rs = cJSON_GetObjectItemCaseSensitive(r->root, "rope_scaling");
+  const cJSON *rp = cJSON_GetObjectItemCaseSensitive(r->root, "rope_parameters");
+  if (rp && !cJSON_IsNull(rp)) {
+    if (!cJSON_IsObject(rp)) return type_err(r, "rope_parameters", "an object or null", rp);
+    if (rs && !cJSON_IsNull(rs))
+      return pz_error(PZ_ERR_CONFIG, "config %s: fields \"rope_scaling\" and \"rope_parameters\" are both given; "
+                      "give one", r->src);
+    PZ_CHECK(check_duplicates(r, rp, "rope_parameters."));
+    PZ_CHECK(get_float_in(r, rp, "rope_theta", "rope_parameters.rope_theta", false, &p->theta));
+    rs = rp;
+    name = "rope_parameters";
+  }
+  if (!rs || cJSON_IsNull(rs)) return PZ_OK;
+  if (!cJSON_IsObject(rs)) return type_err(r, name, "an object or null", rs);
+  char f_type[48], f[4][64];
+  snprintf(f_type, sizeof f_type, "%s.rope_type", name);
+  /* transformers reads rope_type, then the legacy "type". */
+  const cJSON *ty = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+  const cJSON *legacy = cJSON_GetObjectItemCaseSensitive(rs, "type");
+  if (!ty) ty = legacy;
+  if (!ty) return pz_error(PZ_ERR_CONFIG, "config %s: required field \"%s\" is missing", r->src, f_type);
+  if (!cJSON_IsString(ty)) return type_err(r, f_type, "a string", ty);
+  if (legacy && ty != legacy && !(cJSON_IsString(legacy) && !strcmp(legacy->valuestring, ty->valuestring)))
+    return pz_error(PZ_ERR_CONFIG, "config %s: fields \"%s\" and \"%s.type\" disagree", r->src, f_type, name);
+  if (!strcmp(ty->valuestring, "default")) return PZ_OK;
+  if (strcmp(ty->valuestring, "llama3"))
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is \"%.40s\", which prezero does not support for "
+                    "model_type %s (supported: null, \"default\", \"llama3\")", r->src, f_type, ty->valuestring,
+                    gqa_fam[fam].model_type);
+  static const char *const keys[4] = {"factor", "low_freq_factor", "high_freq_factor",
+                                      "original_max_position_embeddings"};
+  for (int i = 0; i < 4; i++) snprintf(f[i], sizeof f[i], "%s.%s", name, keys[i]);
+  PZ_CHECK(get_float_in(r, rs, keys[0], f[0], true, &p->factor));
+  PZ_CHECK(get_float_in(r, rs, keys[1], f[1], true, &p->low_freq_factor));
+  PZ_CHECK(get_float_in(r, rs, keys[2], f[2], true, &p->high_freq_factor));
+  int64_t orig = 0;
+  PZ_CHECK(get_int_in(r, rs, keys[3], f[3], true, false, 1, &orig));
+  p->original_max_position_embeddings = orig;
+  if (!(p->factor >= 1.f)) return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" must be >= 1", r->src, f[0]);
+  /* The smooth band divides by high - low and the wavelength bounds by each factor. */
+  if (!(p->low_freq_factor > 0.f) || !(p->high_freq_factor > p->low_freq_factor))
+    return pz_error(PZ_ERR_CONFIG, "config %s: fields \"%s\" (%g) and \"%s\" (%g) must satisfy 0 < low < high",
+                    r->src, f[1], p->low_freq_factor, f[2], p->high_freq_factor);
+  p->type = PZ_ROPE_LLAMA3;
+  return PZ_OK;
+}
+
+static pz_status parse_mlp_only(const reader *r, pz_model_config *c) {
+  const cJSON *a = cJSON_GetObjectItemCaseSensitive(r->root, "mlp_only_layers");
+  c->n_mlp_only = 0;
+  if (!a || cJSON_IsNull(a)) return PZ_OK;
+  if (!cJSON_IsArray(a)) return type_err(r, "mlp_only_layers", "a list of layer indices", a);
+  for (const cJSON *e = a->child; e; e = e->next) {
+    if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble))
+      return type_err(r, "mlp_only_layers", "a list of integer layer indices", e);
+    if (c->n_mlp_only >= PZ_CONFIG_MAX_MLP_ONLY)
+      return pz_error(PZ_ERR_CONFIG, "config %s: field \"mlp_only_layers\" has more than %d entries; prezero keeps at "
+                      "most %d", r->src, PZ_CONFIG_MAX_MLP_ONLY, PZ_CONFIG_MAX_MLP_ONLY);
+    if (e->valuedouble < 0 || e->valuedouble >= (double)c->num_hidden_layers)
+      return pz_error(PZ_ERR_CONFIG, "config %s: field \"mlp_only_layers\" has entry %g, outside 0..%lld "
+                      "(num_hidden_layers - 1)", r->src, e->valuedouble, (long long)c->num_hidden_layers - 1);
+    c->mlp_only_layers[c->n_mlp_only++] = (int32_t)e->valuedouble;
+  }
+  return PZ_OK;
+}
+
+/* Sliding-window attention is refused: prezero's attention is full causal attention. */
+static pz_status check_full_attention(const reader *r, gqa_family fam, const pz_model_config *c) {
+  int64_t sw = 0;
+  PZ_CHECK(get_int(r, "sliding_window", false, true, 0, &sw));
+  if (gqa_fam[fam].sliding_flag) {
+    bool use = false;
+    PZ_CHECK(get_bool(r, "use_sliding_window", &use));
+    if (use)
+      return pz_error(PZ_ERR_CONFIG, "config %s: field \"use_sliding_window\" is true; prezero runs full attention "
+                      "only (set it false)", r->src);
+  } else if (sw > 0 && sw < c->max_position_embeddings) {
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"sliding_window\" is %lld, below max_position_embeddings "
+                    "(%lld); prezero runs full attention only", r->src, (long long)sw,
+                    (long long)c->max_position_embeddings);
+  }
+  const cJSON *lt = cJSON_GetObjectItemCaseSensitive(r->root, "layer_types");
+  if (lt && !cJSON_IsNull(lt)) {
+    if (!cJSON_IsArray(lt)) return type_err(r, "layer_types", "a list of strings", lt);
+    for (const cJSON *e = lt->child; e; e = e->next)
+      if (!cJSON_IsString(e) || strcmp(e->valuestring, "full_attention"))
+        return pz_error(PZ_ERR_CONFIG, "config %s: field \"layer_types\" has an entry other than \"full_attention\"; "
+                        "prezero runs full attention only", r->src);
+  }
+  return PZ_OK;
+}
+
+/* Llama, Qwen2, Qwen3, Qwen3-MoE and Mixtral (GQA). */
+static pz_status parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) {
+  c->attn = PZ_ATTN_GQA;
+  PZ_CHECK(get_int(r, "hidden_size", true, false, 1, &c->hidden_size));
+  PZ_CHECK(get_int(r, "num_hidden_layers", true, false, 1, &c->num_hidden_layers));
+  if (c->num_hidden_layers > PZ_CONFIG_MAX_LAYERS)
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"num_hidden_layers\" is %lld, must be <= %d", r->src,
+                    (long long)c->num_hidden_layers, PZ_CONFIG_MAX_LAYERS);
+  PZ_CHECK(get_int(r, "num_attention_heads", true, false, 1, &c->num_attention_heads));
+  /* Absent: the class default; null: num_attention_heads (every class's None rule). */
+  int64_t kvh = gqa_fam[fam].kv_heads ? gqa_fam[fam].kv_heads : c->num_attention_heads;
+  PZ_CHECK(get_int(r, "num_key_value_heads", false, true, 1, &kvh));
+  c->num_key_value_heads = kvh ? kvh : c->num_attention_heads;
+  if (c->num_attention_heads % c->num_key_value_heads)
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"num_key_value_heads\" (%lld) must divide num_attention_heads "
+                    "(%lld)", r->src, (long long)c->num_key_value_heads, (long long)c->num_attention_heads);
+  int64_t hd = gqa_fam[fam].head_dim;
+  PZ_CHECK(get_int(r, "head_dim", false, true, 1, &hd));
+  if (hd == 0) {
+    if (c->hidden_size % c->num_attention_heads)
+      return pz_error(PZ_ERR_CONFIG, "config %s: hidden_size (%lld) is not a multiple of num_attention_heads (%lld); "
+                      "give field \"head_dim\"", r->src, (long long)c->hidden_size, (long long)c->num_attention_heads);
+    hd = c->hidden_size / c->num_attention_heads;
+  }
+  c->head_dim = hd;
+  if (c->head_dim % 2)
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"head_dim\" must be even (rotate-half RoPE pairs j and "
+                    "j + head_dim/2), got %lld", r->src, (long long)c->head_dim);
+  PZ_CHECK(get_int(r, "intermediate_size", true, false, 1, &c->intermediate_size));
+  PZ_CHECK(get_int(r, "vocab_size", true, false, 1, &c->vocab_size));
+  PZ_CHECK(get_int(r, "max_position_embeddings", true, false, 1, &c->max_position_embeddings));
+  c->rms_norm_eps = gqa_fam[fam].rms_norm_eps;
+  PZ_CHECK(get_float(r, r->root, "rms_norm_eps", false, &c->rms_norm_eps));
+  if (!(c->rms_norm_eps > 0.f)) return pz_error(PZ_ERR_CONFIG, "config %s: field \"rms_norm_eps\" must be > 0", r->src);
+  PZ_CHECK(parse_gqa_rope(r, fam, c));
+  if (!(c->rope.theta > 0.f)) return pz_error(PZ_ERR_CONFIG, "config %s: field \"rope_theta\" must be > 0", r->src);
+  static const char *const acts[] = {"silu"};
+  int act = 0;
+  PZ_CHECK(get_enum(r, "hidden_act", acts, 1, &act));
+  c->tie_word_embeddings = false;
+  PZ_CHECK(get_bool(r, "tie_word_embeddings", &c->tie_word_embeddings));
+  /* q/k/v biases: Qwen2Attention always has them, MixtralAttention never; Llama and Qwen3 read
+   * attention_bias (default false). o_proj has none in all five. */
+  c->attention_bias = fam == FAM_QWEN2;
+  if (fam == FAM_LLAMA || fam == FAM_QWEN3 || fam == FAM_QWEN3_MOE)
+    PZ_CHECK(get_bool(r, "attention_bias", &c->attention_bias));
+  if (fam == FAM_LLAMA) {
+    bool mlp_bias = false;
+    PZ_CHECK(get_bool(r, "mlp_bias", &mlp_bias));
+    if (mlp_bias)
+      return pz_error(PZ_ERR_CONFIG, "config %s: field \"mlp_bias\" is true; prezero runs MLPs without biases", r->src);
+  }
+  c->qk_norm = gqa_fam[fam].qk_norm;
+  PZ_CHECK(check_full_attention(r, fam, c));
+
+  /* MoE (DeepSeek-only fields stay neutral: one group, greedy, no shared experts, scale 1). */
+  c->decoder_sparse_step = 1;
+  c->moe_layer_freq = 1;
+  c->n_group = c->topk_group = 1;
+  c->topk_method = PZ_TOPK_GREEDY;
+  c->scoring_func = PZ_SCORE_SOFTMAX;
+  c->routed_scaling_factor = 1.f;
+  if (fam == FAM_QWEN3_MOE) {
+    PZ_CHECK(get_int(r, "num_experts", true, false, 0, &c->n_routed_experts));
+    PZ_CHECK(get_int(r, "num_experts_per_tok", true, false, 1, &c->num_experts_per_tok));
+    PZ_CHECK(get_int(r, "moe_intermediate_size", true, false, 1, &c->moe_intermediate_size));
+    PZ_CHECK(get_bool(r, "norm_topk_prob", &c->norm_topk_prob));
+    PZ_CHECK(get_int(r, "decoder_sparse_step", false, false, 1, &c->decoder_sparse_step));
+    PZ_CHECK(parse_mlp_only(r, c));
+  } else if (fam == FAM_MIXTRAL) {
+    PZ_CHECK(get_int(r, "num_local_experts", true, false, 1, &c->n_routed_experts));
+    PZ_CHECK(get_int(r, "num_experts_per_tok", true, false, 1, &c->num_experts_per_tok));
+    c->moe_intermediate_size = c->intermediate_size;
+    c->scoring_func = PZ_SCORE_TOPK_SOFTMAX; /* softmax over the k chosen logits: weights sum to 1 */
+    c->norm_topk_prob = true;
+  }
+  if (c->n_routed_experts > 0 && c->num_experts_per_tok > c->n_routed_experts)
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"num_experts_per_tok\" (%lld) must be in 1..%s (%lld)", r->src,
+                    (long long)c->num_experts_per_tok, fam == FAM_MIXTRAL ? "num_local_experts" : "num_experts",
+                    (long long)c->n_routed_experts);
+  return PZ_OK;
+}
+
+/* The model_type of the config object (text_config's, else the outer one's), or NULL. */
+static const char *model_type_of(const cJSON *root, const cJSON *outer) {
+  const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+  if (!cJSON_IsString(mt) && outer) mt = cJSON_GetObjectItemCaseSensitive(outer, "model_type");
+  return cJSON_IsString(mt) ? mt->valuestring : NULL;
+}
+
+static pz_status parse_root(const reader *r, const cJSON *outer, pz_model_config *c) {
+  if (!cJSON_IsObject(r->root)) return pz_error(PZ_ERR_CONFIG, "config %s: top level must be a JSON object", r->src);
+  PZ_CHECK(check_duplicates(r, r->root, ""));
+  const cJSON *rs = cJSON_GetObjectItemCaseSensitive(r->root, "rope_scaling");
+  if (cJSON_IsObject(rs)) PZ_CHECK(check_duplicates(r, rs, "rope_scaling."));
+  const char *mt = model_type_of(r->root, outer);
+  snprintf(c->model_type, sizeof c->model_type, "%s", mt ? mt : "");
+  int fam = mt ? gqa_family_of(mt) : -1;
+  if (fam >= 0) return parse_gqa(r, (gqa_family)fam, c);
+  /* No MLA field and a model_type outside the families: another family (Gemma, Phi, ...), not a
+   * broken DeepSeek config. A deepseek_* / kimi_* model_type, no model_type, or any MLA field
+   * means a DeepSeek config with a field missing: the field reader names it. */
+  bool mla = !mt || !strncmp(mt, "deepseek", 8) || !strncmp(mt, "kimi", 4);
+  static const char *const mla_fields[] = {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim"};
+  for (size_t i = 0; i < sizeof mla_fields / sizeof mla_fields[0]; i++)
+    mla |= cJSON_GetObjectItemCaseSensitive(r->root, mla_fields[i]) != NULL;
+  if (!mla)
+    return pz_error(PZ_ERR_CONFIG, "config %s: model_type \"%.40s\" is not supported; prezero runs the DeepSeek-V2 "
+                    "family (deepseek_v2, deepseek_v3, kimi_k2: MLA) and llama, qwen2, qwen3, qwen3_moe, mixtral (GQA)",
+                    r->src, mt);
+  return parse_mla(r, c);
 }
 
 pz_status pz_config_parse(const char *json, size_t len, const char *source, pz_model_config *out) {
@@ -462,13 +709,12 @@ pz_status pz_config_parse(const char *json, size_t len, const char *source, pz_m
     }
     r.root = tc;
   }
-  pz_status st = parse_root(&r, out);
+  pz_status st = parse_root(&r, tc ? root : NULL, out);
   if (st == PZ_OK) st = parse_quant(&r, tc ? root : NULL, &out->quant);
   if (st == PZ_OK) {
     out->text_config = tc != NULL;
-    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(r.root, "model_type");
-    if (!cJSON_IsString(mt)) mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
-    snprintf(out->name, sizeof out->name, "%s", cJSON_IsString(mt) ? mt->valuestring : src);
+    const char *mt = model_type_of(r.root, tc ? root : NULL);
+    snprintf(out->name, sizeof out->name, "%s", mt ? mt : src);
   }
   cJSON_Delete(root);
   return st;
@@ -526,7 +772,14 @@ pz_status pz_config_load(const char *name_or_path, pz_model_config *out) {
 }
 
 bool pz_config_layer_is_moe(const pz_model_config *c, int64_t layer) {
-  return c->n_routed_experts > 0 && layer >= c->first_k_dense_replace && layer % c->moe_layer_freq == 0;
+  if (c->decoder_sparse_step >= 1) { /* Qwen3MoeDecoderLayer; Mixtral (step 1, no list): every layer */
+    if (c->n_routed_experts <= 0 || (layer + 1) % c->decoder_sparse_step) return false;
+    for (int i = 0; i < c->n_mlp_only && i < PZ_CONFIG_MAX_MLP_ONLY; i++)
+      if (c->mlp_only_layers[i] == layer) return false;
+    return true;
+  }
+  return c->n_routed_experts > 0 && layer >= c->first_k_dense_replace && c->moe_layer_freq > 0 &&
+         layer % c->moe_layer_freq == 0;
 }
 
 float pz_yarn_get_mscale(float scale, float mscale) {

@@ -1,5 +1,6 @@
-/* Model configuration of the DeepSeek-V2 family (V2, V2-Lite, V3, Kimi-K2) read from a
- * Hugging Face config.json (cJSON), or from a preset compiled into the binary. */
+/* Model configuration of the DeepSeek-V2 family (V2, V2-Lite, V3, Kimi-K2; MLA) and of the Llama 3,
+ * Qwen2 / 2.5, Qwen3, Qwen3-MoE and Mixtral families (GQA), read from a Hugging Face config.json
+ * (cJSON), or from a preset compiled into the binary. */
 #ifndef PZ_MODEL_CONFIG_H
 #define PZ_MODEL_CONFIG_H
 #include <stdbool.h>
@@ -44,7 +45,8 @@ typedef enum pz_attn_kind {
  * are mapped onto the same struct (see pz_config_parse). */
 typedef struct pz_model_config {
   char name[64];                   /* preset name, or model_type of a file, or its path's basename */
-  char model_type[32];             /* config.json model_type ("deepseek_v3", "llama", "qwen3_moe", ...) */
+  char model_type[32];             /* config.json model_type ("deepseek_v3", "llama", "qwen3_moe", ...);
+                                      "" when the file has none (read as the DeepSeek-V2 family) */
   pz_attn_kind attn;               /* MLA or GQA */
   /* GQA layouts only (0 / false for MLA): */
   int64_t num_key_value_heads;     /* kv heads (default num_attention_heads) */
@@ -90,7 +92,10 @@ typedef struct pz_model_config {
 
 /* Parses config.json text (len bytes, need not be NUL-terminated). Accepts the top-level
  * form and the form wrapped in "text_config" (multimodal checkpoints). `source` names the
- * file in messages.
+ * file in messages. model_type (text_config's, else the outer one's) picks the family:
+ *
+ * DeepSeek-V2 family (attn PZ_ATTN_MLA): model_type deepseek_v2, deepseek_v3, kimi_* or absent,
+ * or any other model_type with an MLA field (Hugging Face DeepseekV2Config / DeepseekV3Config).
  * Required fields: hidden_size, num_hidden_layers, num_attention_heads, q_lora_rank (may be
  * null), kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, n_routed_experts,
  * num_experts_per_tok, moe_intermediate_size, intermediate_size, vocab_size,
@@ -99,7 +104,33 @@ typedef struct pz_model_config {
  * ("greedy"), scoring_func ("softmax"), norm_topk_prob (false), routed_scaling_factor (1),
  * rms_norm_eps (1e-6), rope_theta (10000), rope_scaling (null; only type "yarn" is supported:
  * factor, original_max_position_embeddings, beta_fast 32, beta_slow 1, mscale 1,
- * mscale_all_dim 0).
+ * mscale_all_dim 0; rope.type PZ_ROPE_YARN, else PZ_ROPE_DEFAULT). decoder_sparse_step 0.
+ *
+ * GQA families (attn PZ_ATTN_GQA; transformers' LlamaConfig, Qwen2Config, Qwen3Config,
+ * Qwen3MoeConfig, MixtralConfig): model_type "llama", "qwen2", "qwen3", "qwen3_moe", "mixtral".
+ * Required: hidden_size, num_hidden_layers, num_attention_heads, intermediate_size, vocab_size,
+ * max_position_embeddings; qwen3_moe also num_experts (-> n_routed_experts), num_experts_per_tok,
+ * moe_intermediate_size; mixtral num_local_experts (-> n_routed_experts), num_experts_per_tok.
+ * Optional, with the class defaults: num_key_value_heads (llama: num_attention_heads; qwen2 32,
+ * qwen3 32, qwen3_moe 4, mixtral 8; null: num_attention_heads), head_dim (qwen3 128, others
+ * hidden_size / num_attention_heads, which must then divide evenly; null: the quotient),
+ * rms_norm_eps (1e-6; mixtral 1e-5), rope_theta (10000; mixtral 1e6), tie_word_embeddings
+ * (false), hidden_act ("silu", the only one accepted), attention_bias (llama, qwen3, qwen3_moe:
+ * false; qwen2 always true; mixtral always false), mlp_bias (llama: must be false);
+ * qwen3_moe: norm_topk_prob (false), decoder_sparse_step (1, >= 1), mlp_only_layers ([]; at most
+ * PZ_CONFIG_MAX_MLP_ONLY indices in 0..num_hidden_layers-1). qk_norm is true for qwen3 and
+ * qwen3_moe. qwen3_moe routes by PZ_SCORE_SOFTMAX, mixtral by PZ_SCORE_TOPK_SOFTMAX with
+ * norm_topk_prob true, moe_intermediate_size = intermediate_size and decoder_sparse_step 1;
+ * dense models have n_routed_experts 0 (decoder_sparse_step 1). The MLA fields are 0, n_group /
+ * topk_group / moe_layer_freq 1, topk_method greedy, routed_scaling_factor 1, n_shared_experts 0.
+ * rope_scaling: null, {"rope_type" (or "type"): "default"}, or "llama3" with factor (>= 1),
+ * low_freq_factor, high_freq_factor (0 < low < high) and original_max_position_embeddings, all
+ * required (rope.type PZ_ROPE_LLAMA3); any other type is refused. transformers' newer
+ * "rope_parameters" object (rope_theta inside it) is read the same way.
+ * Sliding-window attention is refused: use_sliding_window true (qwen2, qwen3, qwen3_moe), a
+ * sliding_window below max_position_embeddings (llama, mixtral), a layer_types entry other than
+ * "full_attention".
+ *
  * quantization_config (inside text_config, or at the top level): quant_method "compressed-tensors"
  * with format "pack-quantized" and one config group whose weights are type "int", num_bits 4,
  * group_size 32, strategy "group", symmetric true, actorder null, not dynamic, and no
@@ -110,10 +141,14 @@ typedef struct pz_model_config {
  * unsupported field and value.
  * Errors: PZ_ERR_CONFIG for malformed/truncated JSON, a missing required field, a field of the
  * wrong type (the message names the field), a key given twice, an integer above the limits
- * above, a float that is not finite, or inconsistent values (e.g. top-k > experts). */
+ * above, a float that is not finite, a model_type of no supported family, an unsupported
+ * feature (named above), or inconsistent values (top-k > experts, num_key_value_heads not
+ * dividing num_attention_heads, an odd head_dim or qk_rope_head_dim). */
 pz_status pz_config_parse(const char *json, size_t len, const char *source, pz_model_config *out);
 
-/* Loads a preset by name (see pz_config_preset_names) or, when `name_or_path` contains '/'
+/* Loads a preset by name (see pz_config_preset_names: configs/<name>.json, the published
+ * config.json of e.g. deepseek_v3, kimi_k2, llama3_1_8b, qwen3_30b_a3b, mixtral_8x7b, plus the small
+ * test layouts tiny (MLA), tiny_llama and tiny_qwen3_moe) or, when `name_or_path` contains '/'
  * or ends in ".json", a config.json file. NULL or "" means the default preset "tiny".
  * Errors: PZ_ERR_NOT_FOUND for an unknown preset (the message lists the presets), PZ_ERR_IO
  * for an unreadable file, and pz_config_parse's errors. */
@@ -122,8 +157,11 @@ pz_status pz_config_load(const char *name_or_path, pz_model_config *out);
 /* Comma-separated names of the embedded presets, e.g. "deepseek_v2_lite, deepseek_v3, ...". */
 const char *pz_config_preset_names(void);
 
-/* Whether layer L (0-based) uses MoE (else a dense MLP), as in Hugging Face DeepseekV2: 
- * n_routed_experts > 0 && L >= first_k_dense_replace && L % moe_layer_freq == 0. */
+/* Whether layer L (0-based) uses MoE (else a dense MLP). decoder_sparse_step >= 1 (GQA layouts,
+ * Hugging Face Qwen3MoeDecoderLayer): n_routed_experts > 0 && (L + 1) % decoder_sparse_step == 0 &&
+ * L not in mlp_only_layers (Mixtral: every layer; dense models: none). decoder_sparse_step 0
+ * (DeepSeek-V2 family, DeepseekV2DecoderLayer): n_routed_experts > 0 && L >= first_k_dense_replace
+ * && L % moe_layer_freq == 0. */
 bool pz_config_layer_is_moe(const pz_model_config *c, int64_t layer);
 
 /* Whether the Linear module `module` (a Hugging Face module name such as

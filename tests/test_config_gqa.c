@@ -1,0 +1,612 @@
+/* config.json reader for the GQA layouts (llama, qwen2, qwen3, qwen3_moe, mixtral): the embedded
+ * presets against the published Hugging Face values (a table written here, independent of
+ * configs/ JSON files) and the published parameter counts of the model cards; field mapping and the
+ * config classes' defaults on inline JSON; every refusal (PZ_ERR_CONFIG, the message names the
+ * field); pz_config_layer_is_moe for qwen3_moe / mixtral; llama3 inverse frequencies against
+ * the formula in long double at its three branches; DeepSeek configs still read as MLA. */
+#include "core/rope.h"
+#include "model/config.h"
+#include "pz_test.h"
+#include <string.h>
+
+/* ------------------------------------------------------------------ presets */
+
+/* Published config.json values (huggingface.co/<repo>/blob/main/config.json) and, for the tiny
+ * presets, the values they are specified with. */
+typedef struct {
+  const char *preset, *model_type;
+  int64_t hidden, layers, heads, kv_heads, head_dim, inter, moe_inter, experts, topk, vocab, max_pos;
+  double eps, theta;
+  pz_rope_type rope;
+  double factor, low, high;
+  int64_t orig;
+  bool bias, qk_norm, norm_topk;
+  pz_scoring scoring;
+} preset_want;
+
+static const preset_want presets[] = {
+    /* meta-llama/Llama-3.1-8B */
+    {"llama3_1_8b", "llama", 4096, 32, 32, 8, 128, 14336, 0, 0, 0, 128256, 131072, 1e-5, 500000, PZ_ROPE_LLAMA3, 8, 1,
+     4, 8192, false, false, false, PZ_SCORE_SOFTMAX},
+    /* meta-llama/Llama-3.1-70B */
+    {"llama3_1_70b", "llama", 8192, 80, 64, 8, 128, 28672, 0, 0, 0, 128256, 131072, 1e-5, 500000, PZ_ROPE_LLAMA3, 8, 1,
+     4, 8192, false, false, false, PZ_SCORE_SOFTMAX},
+    /* Qwen/Qwen2.5-72B-Instruct: q/k/v biases (Qwen2Attention) */
+    {"qwen2_5_72b", "qwen2", 8192, 80, 64, 8, 128, 29568, 0, 0, 0, 152064, 32768, 1e-6, 1000000, PZ_ROPE_DEFAULT, 1, 1,
+     1, 32768, true, false, false, PZ_SCORE_SOFTMAX},
+    /* Qwen/Qwen3-32B: head_dim 128 with hidden 5120 / 64 heads */
+    {"qwen3_32b", "qwen3", 5120, 64, 64, 8, 128, 25600, 0, 0, 0, 151936, 40960, 1e-6, 1000000, PZ_ROPE_DEFAULT, 1, 1, 1,
+     40960, false, true, false, PZ_SCORE_SOFTMAX},
+    /* Qwen/Qwen3-30B-A3B */
+    {"qwen3_30b_a3b", "qwen3_moe", 2048, 48, 32, 4, 128, 6144, 768, 128, 8, 151936, 40960, 1e-6, 1000000,
+     PZ_ROPE_DEFAULT, 1, 1, 1, 40960, false, true, true, PZ_SCORE_SOFTMAX},
+    /* Qwen/Qwen3-235B-A22B */
+    {"qwen3_235b_a22b", "qwen3_moe", 4096, 94, 64, 4, 128, 12288, 1536, 128, 8, 151936, 40960, 1e-6, 1000000,
+     PZ_ROPE_DEFAULT, 1, 1, 1, 40960, false, true, true, PZ_SCORE_SOFTMAX},
+    /* mistralai/Mixtral-8x7B-v0.1: experts of width intermediate_size, softmax over the top 2 */
+    {"mixtral_8x7b", "mixtral", 4096, 32, 32, 8, 128, 14336, 14336, 8, 2, 32000, 32768, 1e-5, 1000000, PZ_ROPE_DEFAULT,
+     1, 1, 1, 32768, false, false, true, PZ_SCORE_TOPK_SOFTMAX},
+    /* The tiny test layouts. */
+    {"tiny_llama", "llama", 64, 2, 4, 2, 16, 96, 0, 0, 0, 256, 512, 1e-5, 10000, PZ_ROPE_LLAMA3, 4, 1, 4, 128, false,
+     false, false, PZ_SCORE_SOFTMAX},
+    {"tiny_qwen3_moe", "qwen3_moe", 64, 2, 4, 2, 16, 96, 32, 8, 2, 256, 512, 1e-6, 1000000, PZ_ROPE_DEFAULT, 1, 1, 1,
+     512, false, true, true, PZ_SCORE_SOFTMAX},
+};
+#define NPRESETS ((int)(sizeof presets / sizeof presets[0]))
+
+static void check_preset(const preset_want *w) {
+  pz_model_config c;
+  pz_status st = pz_config_load(w->preset, &c);
+  if (st != PZ_OK) {
+    fprintf(stderr, "preset %s: %s\n", w->preset, pz_last_error());
+    pz_test_failures++;
+    return;
+  }
+#define EQ(field, want)                                                                                    \
+  do {                                                                                                     \
+    if ((double)(field) != (double)(want)) {                                                               \
+      fprintf(stderr, "preset %s: %s = %.9g, want %.9g\n", w->preset, #field, (double)(field), (double)(want)); \
+      pz_test_failures++;                                                                                  \
+    }                                                                                                      \
+  } while (0)
+  CHECK(!strcmp(c.name, w->preset));
+  CHECK(!strcmp(c.model_type, w->model_type));
+  EQ(c.attn, PZ_ATTN_GQA);
+  EQ(c.hidden_size, w->hidden);
+  EQ(c.num_hidden_layers, w->layers);
+  EQ(c.num_attention_heads, w->heads);
+  EQ(c.num_key_value_heads, w->kv_heads);
+  EQ(c.head_dim, w->head_dim);
+  EQ(c.intermediate_size, w->inter);
+  EQ(c.moe_intermediate_size, w->moe_inter);
+  EQ(c.n_routed_experts, w->experts);
+  EQ(c.num_experts_per_tok, w->topk);
+  EQ(c.vocab_size, w->vocab);
+  EQ(c.max_position_embeddings, w->max_pos);
+  EQ(c.rms_norm_eps, (float)w->eps);
+  EQ(c.rope.theta, (float)w->theta);
+  EQ(c.rope.type, w->rope);
+  EQ(c.rope.factor, (float)w->factor);
+  if (w->rope == PZ_ROPE_LLAMA3) {
+    EQ(c.rope.low_freq_factor, (float)w->low);
+    EQ(c.rope.high_freq_factor, (float)w->high);
+  }
+  EQ(c.rope.original_max_position_embeddings, w->orig);
+  EQ(c.attention_bias, w->bias);
+  EQ(c.qk_norm, w->qk_norm);
+  EQ(c.tie_word_embeddings, false); /* all nine publish false */
+  EQ(c.norm_topk_prob, w->norm_topk);
+  EQ(c.scoring_func, w->scoring);
+  EQ(c.decoder_sparse_step, 1);
+  EQ(c.n_mlp_only, 0);
+  EQ(c.n_shared_experts, 0);
+  EQ(c.routed_scaling_factor, 1);
+  EQ(c.topk_method, PZ_TOPK_GREEDY);
+  EQ(c.q_lora_rank + c.kv_lora_rank + c.qk_nope_head_dim + c.qk_rope_head_dim + c.v_head_dim, 0);
+  EQ(c.quant.kind, PZ_WQ_NONE);
+  for (int64_t L = 0; L < c.num_hidden_layers; L++) EQ(pz_config_layer_is_moe(&c, L), w->experts > 0);
+#undef EQ
+}
+
+/* Parameter count from the config (embeddings, lm_head unless tied, per layer: q/k/v/o with
+ * biases and q/k norms when present, dense MLP or router + experts, two norms; final norm),
+ * total and activated (top-k experts of each MoE layer). */
+static void param_count(const pz_model_config *c, double *total, double *active) {
+  double H = (double)c->hidden_size, d = (double)c->head_dim, q = (double)c->num_attention_heads * d,
+         kv = (double)c->num_key_value_heads * d, V = (double)c->vocab_size;
+  double emb = V * H * (c->tie_word_embeddings ? 1 : 2) + H;
+  *total = *active = emb;
+  for (int64_t L = 0; L < c->num_hidden_layers; L++) {
+    double attn = H * (q + 2 * kv) + q * H + (c->attention_bias ? q + 2 * kv : 0) + (c->qk_norm ? 2 * d : 0) + 2 * H;
+    double expert = 3 * H * (double)c->moe_intermediate_size;
+    if (pz_config_layer_is_moe(c, L)) {
+      *total += attn + H * (double)c->n_routed_experts + expert * (double)c->n_routed_experts;
+      *active += attn + H * (double)c->n_routed_experts + expert * (double)c->num_experts_per_tok;
+    } else {
+      double mlp = 3 * H * (double)c->intermediate_size;
+      *total += attn + mlp;
+      *active += attn + mlp;
+    }
+  }
+}
+
+/* Whether x (billions) is the published figure p given to `dec` decimals: rounded or truncated
+ * (Qwen3-30B-A3B's "3.3B activated" is 3.35B truncated). */
+static bool published_as(double x, double p, int dec) {
+  double unit = pow(10.0, -dec);
+  return x >= p - 0.5 * unit * 1.000001 && x < p + unit;
+}
+
+/* Published sizes (model cards / release posts) in billions, to `dec` decimals. */
+static void check_params(const char *preset, double total_b, double active_b, int dec) {
+  pz_model_config c;
+  CHECK_OK(pz_config_load(preset, &c));
+  double t, a;
+  param_count(&c, &t, &a);
+  printf("%s: %.4f B parameters, %.4f B activated\n", preset, t / 1e9, a / 1e9);
+  if (!published_as(t / 1e9, total_b, dec) || !published_as(a / 1e9, active_b, dec)) {
+    fprintf(stderr, "%s: %.4f B / %.4f B activated, published %.*f B / %.*f B\n", preset, t / 1e9, a / 1e9, dec,
+            total_b, dec, active_b);
+    pz_test_failures++;
+  }
+}
+
+static void test_presets(void) {
+  for (int i = 0; i < NPRESETS; i++) check_preset(&presets[i]);
+  /* The name list holds every preset, untruncated (tiny_qwen3_moe sorts last). */
+  const char *names = pz_config_preset_names();
+  for (int i = 0; i < NPRESETS; i++) CHECK(strstr(names, presets[i].preset) != NULL);
+  static const char *const mla[] = {"deepseek_v2_lite", "deepseek_v3", "kimi_k2", "kimi_k25", "tiny"};
+  for (int i = 0; i < 5; i++) CHECK(strstr(names, mla[i]) != NULL);
+  size_t n = strlen(names);
+  CHECK(n > 14 && !strcmp(names + n - 14, "tiny_qwen3_moe"));
+  /* Llama 3.1 8B: 8,030,261,248 parameters (model.safetensors.index.json total_size / 2 bytes). */
+  pz_model_config c;
+  CHECK_OK(pz_config_load("llama3_1_8b", &c));
+  double t, a;
+  param_count(&c, &t, &a);
+  CHECK(t == 8030261248.0 && a == t);
+  check_params("llama3_1_70b", 70.6, 70.6, 1);       /* "70.6B params" */
+  check_params("qwen2_5_72b", 72.7, 72.7, 1);        /* "Number of Parameters: 72.7B" */
+  check_params("qwen3_32b", 32.8, 32.8, 1);          /* "Number of Parameters: 32.8B" */
+  check_params("qwen3_30b_a3b", 30.5, 3.3, 1);       /* "30.5B in total and 3.3B activated" */
+  check_params("qwen3_235b_a22b", 235, 22, 0);       /* "235B in total and 22B activated" */
+  check_params("mixtral_8x7b", 46.7, 12.9, 1);       /* "46.7B total parameters but only uses 12.9B per token" */
+}
+
+/* ------------------------------------------------------------------ inline JSON */
+
+typedef struct { const char *k, *v; } kv;
+
+/* JSON object of base[0..n) with each of `over` (NULL-terminated) replacing the base value of its
+ * key (value NULL: key dropped) or appended. */
+static void make(char *out, size_t cap, const kv *base, int n, const kv *over) {
+  size_t o = (size_t)snprintf(out, cap, "{");
+  int first = 1;
+  for (int i = 0; i < n; i++) {
+    const char *v = base[i].v;
+    for (const kv *p = over; p && p->k; p++)
+      if (!strcmp(p->k, base[i].k)) v = p->v;
+    if (!v) continue;
+    o += (size_t)snprintf(out + o, cap - o, "%s\"%s\": %s", first ? "" : ", ", base[i].k, v);
+    first = 0;
+  }
+  for (const kv *p = over; p && p->k; p++) {
+    int in_base = 0;
+    for (int i = 0; i < n; i++) in_base |= !strcmp(p->k, base[i].k);
+    if (!in_base && p->v) {
+      o += (size_t)snprintf(out + o, cap - o, "%s\"%s\": %s", first ? "" : ", ", p->k, p->v);
+      first = 0;
+    }
+  }
+  snprintf(out + o, cap - o, "}");
+}
+
+static char text[8192];
+
+static pz_status parse(const kv *base, int n, const kv *over, pz_model_config *c) {
+  make(text, sizeof text, base, n, over);
+  return pz_config_parse(text, strlen(text), "inline", c);
+}
+
+/* Expects PZ_ERR_CONFIG with a one-line message containing each needle. */
+static void bad_at(int line, const kv *base, int n, const kv *over, const char *needle, const char *needle2) {
+  pz_model_config c;
+  pz_status st = parse(base, n, over, &c);
+  const char *m = pz_last_error();
+  if (st != PZ_ERR_CONFIG || !strstr(m, needle) || (needle2 && !strstr(m, needle2)) || strchr(m, '\n')) {
+    fprintf(stderr, "line %d: %s -> %s \"%s\", want PZ_ERR_CONFIG naming \"%s\"%s%s\n", line, text,
+            pz_status_string(st), st == PZ_OK ? "" : m, needle, needle2 ? " and " : "", needle2 ? needle2 : "");
+    pz_test_failures++;
+  }
+}
+#define BAD(base, over, needle) bad_at(__LINE__, base, (int)(sizeof base / sizeof base[0]), (const kv[])over, needle, NULL)
+#define BAD2(base, over, n1, n2) bad_at(__LINE__, base, (int)(sizeof base / sizeof base[0]), (const kv[])over, n1, n2)
+#define PARSE(base, over, c) parse(base, (int)(sizeof base / sizeof base[0]), (const kv[])over, c)
+#define NONE {{NULL, NULL}}
+#define OV(...) {__VA_ARGS__, {NULL, NULL}}
+
+/* Every value distinct, so a field read into the wrong member shows. */
+static const kv llama[] = {
+    {"model_type", "\"llama\""}, {"hidden_size", "384"}, {"num_hidden_layers", "3"}, {"num_attention_heads", "12"},
+    {"num_key_value_heads", "4"}, {"intermediate_size", "1000"}, {"vocab_size", "777"},
+    {"max_position_embeddings", "2048"}, {"rms_norm_eps", "1e-05"}, {"rope_theta", "500000.0"},
+    {"hidden_act", "\"silu\""},
+    {"rope_scaling", "{\"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+                     "\"original_max_position_embeddings\": 1024, \"rope_type\": \"llama3\"}"},
+};
+static const kv qwen2[] = {
+    {"model_type", "\"qwen2\""}, {"hidden_size", "320"}, {"num_hidden_layers", "5"}, {"num_attention_heads", "10"},
+    {"num_key_value_heads", "2"}, {"intermediate_size", "900"}, {"vocab_size", "1500"},
+    {"max_position_embeddings", "4096"}, {"rope_theta", "1000000.0"}, {"sliding_window", "131072"},
+    {"use_sliding_window", "false"}, {"max_window_layers", "70"}, {"tie_word_embeddings", "true"},
+};
+static const kv qwen3[] = {
+    {"model_type", "\"qwen3\""}, {"hidden_size", "320"}, {"num_hidden_layers", "4"}, {"num_attention_heads", "8"},
+    {"num_key_value_heads", "2"}, {"head_dim", "64"}, {"intermediate_size", "800"}, {"vocab_size", "1200"},
+    {"max_position_embeddings", "8192"}, {"rope_theta", "1000000"}, {"rope_scaling", "null"},
+    {"sliding_window", "null"}, {"use_sliding_window", "false"}, {"attention_bias", "false"},
+};
+static const kv qwen3_moe[] = {
+    {"model_type", "\"qwen3_moe\""}, {"hidden_size", "256"}, {"num_hidden_layers", "6"}, {"num_attention_heads", "8"},
+    {"num_key_value_heads", "4"}, {"head_dim", "48"}, {"intermediate_size", "700"}, {"moe_intermediate_size", "96"},
+    {"num_experts", "16"}, {"num_experts_per_tok", "4"}, {"norm_topk_prob", "true"}, {"decoder_sparse_step", "2"},
+    {"mlp_only_layers", "[3]"}, {"vocab_size", "999"}, {"max_position_embeddings", "1024"},
+};
+static const kv mixtral[] = {
+    {"model_type", "\"mixtral\""}, {"hidden_size", "512"}, {"num_hidden_layers", "4"}, {"num_attention_heads", "16"},
+    {"num_key_value_heads", "4"}, {"intermediate_size", "1792"}, {"num_local_experts", "8"},
+    {"num_experts_per_tok", "2"}, {"vocab_size", "3200"}, {"max_position_embeddings", "32768"},
+    {"sliding_window", "null"},
+};
+
+static void test_llama(void) {
+  pz_model_config c;
+  CHECK_OK(PARSE(llama, NONE, &c));
+  CHECK(!strcmp(c.model_type, "llama") && !strcmp(c.name, "llama") && c.attn == PZ_ATTN_GQA);
+  CHECK(c.hidden_size == 384 && c.num_hidden_layers == 3 && c.num_attention_heads == 12 && c.num_key_value_heads == 4);
+  CHECK(c.head_dim == 32); /* hidden / heads */
+  CHECK(c.intermediate_size == 1000 && c.vocab_size == 777 && c.max_position_embeddings == 2048);
+  CHECK(c.rms_norm_eps == 1e-5f && c.rope.theta == 500000.f);
+  CHECK(c.rope.type == PZ_ROPE_LLAMA3 && c.rope.factor == 8.f && c.rope.low_freq_factor == 1.f &&
+        c.rope.high_freq_factor == 4.f && c.rope.original_max_position_embeddings == 1024);
+  CHECK(!c.attention_bias && !c.qk_norm && !c.tie_word_embeddings);
+  CHECK(c.n_routed_experts == 0 && c.decoder_sparse_step == 1 && c.n_mlp_only == 0);
+  CHECK(c.kv_lora_rank == 0 && c.q_lora_rank == 0 && c.qk_rope_head_dim == 0 && c.qk_nope_head_dim == 0 &&
+        c.v_head_dim == 0 && c.first_k_dense_replace == 0 && c.n_group == 1 && c.topk_group == 1);
+  for (int L = 0; L < 3; L++) CHECK(!pz_config_layer_is_moe(&c, L));
+  /* LlamaConfig defaults: kv heads = heads, rms_norm_eps 1e-6, rope_theta 10000, no rope_scaling. */
+  CHECK_OK(PARSE(llama, OV({"num_key_value_heads", NULL}, {"rms_norm_eps", NULL}, {"rope_theta", NULL},
+                           {"rope_scaling", NULL}, {"hidden_act", NULL}), &c));
+  CHECK(c.num_key_value_heads == 12 && c.rms_norm_eps == 1e-6f && c.rope.theta == 10000.f);
+  CHECK(c.rope.type == PZ_ROPE_DEFAULT && c.rope.factor == 1.f && c.rope.original_max_position_embeddings == 2048);
+  CHECK_OK(PARSE(llama, OV({"num_key_value_heads", "null"}, {"head_dim", "null"}), &c));
+  CHECK(c.num_key_value_heads == 12 && c.head_dim == 32);
+  /* Explicit head_dim (need not be hidden / heads), attention_bias, tie_word_embeddings. */
+  CHECK_OK(PARSE(llama, OV({"head_dim", "64"}, {"attention_bias", "true"}, {"tie_word_embeddings", "true"},
+                           {"mlp_bias", "false"}), &c));
+  CHECK(c.head_dim == 64 && c.attention_bias && c.tie_word_embeddings);
+  /* rope_scaling "default" under either key; transformers' newer rope_parameters. */
+  CHECK_OK(PARSE(llama, OV({"rope_scaling", "{\"rope_type\": \"default\"}"}), &c));
+  CHECK(c.rope.type == PZ_ROPE_DEFAULT && c.rope.factor == 1.f);
+  CHECK_OK(PARSE(llama, OV({"rope_scaling", "{\"type\": \"default\"}"}), &c));
+  CHECK(c.rope.type == PZ_ROPE_DEFAULT);
+  CHECK_OK(PARSE(llama, OV({"rope_scaling", NULL}, {"rope_theta", NULL},
+                           {"rope_parameters", "{\"rope_type\": \"llama3\", \"rope_theta\": 250000.0, \"factor\": 2.0, "
+                                               "\"low_freq_factor\": 0.5, \"high_freq_factor\": 2.0, "
+                                               "\"original_max_position_embeddings\": 512}"}), &c));
+  CHECK(c.rope.type == PZ_ROPE_LLAMA3 && c.rope.theta == 250000.f && c.rope.factor == 2.f &&
+        c.rope.low_freq_factor == 0.5f && c.rope.high_freq_factor == 2.f && c.rope.original_max_position_embeddings == 512);
+  /* sliding_window at or above max_position_embeddings is full attention. */
+  CHECK_OK(PARSE(llama, OV({"sliding_window", "2048"}), &c));
+  CHECK_OK(PARSE(llama, OV({"sliding_window", "null"}), &c));
+  /* text_config-wrapped form. */
+  make(text, sizeof text, llama, (int)(sizeof llama / sizeof llama[0]), NULL);
+  char wrapped[9000];
+  snprintf(wrapped, sizeof wrapped, "{\"model_type\": \"llava\", \"text_config\": %s}", text);
+  CHECK_OK(pz_config_parse(wrapped, strlen(wrapped), "wrapped", &c));
+  CHECK(c.text_config && c.attn == PZ_ATTN_GQA && !strcmp(c.model_type, "llama") && c.hidden_size == 384);
+}
+
+static void test_qwen(void) {
+  pz_model_config c;
+  CHECK_OK(PARSE(qwen2, NONE, &c));
+  CHECK(!strcmp(c.model_type, "qwen2") && c.attn == PZ_ATTN_GQA);
+  CHECK(c.hidden_size == 320 && c.num_hidden_layers == 5 && c.num_attention_heads == 10 && c.num_key_value_heads == 2);
+  CHECK(c.head_dim == 32 && c.intermediate_size == 900 && c.vocab_size == 1500 && c.max_position_embeddings == 4096);
+  CHECK(c.rms_norm_eps == 1e-6f && c.rope.theta == 1e6f && c.rope.type == PZ_ROPE_DEFAULT);
+  CHECK(c.attention_bias && !c.qk_norm && c.tie_word_embeddings); /* Qwen2Attention: q/k/v bias always */
+  CHECK_OK(PARSE(qwen2, OV({"attention_bias", "false"}, {"tie_word_embeddings", NULL}), &c));
+  CHECK(c.attention_bias && !c.tie_word_embeddings);
+  /* Qwen2Config defaults: num_key_value_heads 32 (with the base's 10 heads, 32 does not divide them:
+   * refused, naming the field), rope_theta 10000. */
+  CHECK_OK(PARSE(qwen2, OV({"num_attention_heads", "64"}, {"hidden_size", "2048"}, {"num_key_value_heads", NULL},
+                           {"rope_theta", NULL}), &c));
+  CHECK(c.num_key_value_heads == 32 && c.rope.theta == 10000.f && c.head_dim == 32);
+  BAD(qwen2, OV({"num_key_value_heads", NULL}), "num_key_value_heads");
+  /* use_sliding_window false: sliding_window is not read as a window. */
+  CHECK_OK(PARSE(qwen2, OV({"sliding_window", "4096"}), &c));
+
+  CHECK_OK(PARSE(qwen3, NONE, &c));
+  CHECK(!strcmp(c.model_type, "qwen3") && c.attn == PZ_ATTN_GQA && c.qk_norm && !c.attention_bias);
+  CHECK(c.hidden_size == 320 && c.num_attention_heads == 8 && c.num_key_value_heads == 2 && c.head_dim == 64);
+  CHECK(c.intermediate_size == 800 && c.vocab_size == 1200 && c.max_position_embeddings == 8192 && c.n_routed_experts == 0);
+  CHECK(c.rope.type == PZ_ROPE_DEFAULT && c.rope.theta == 1e6f);
+  /* Qwen3Config defaults: head_dim 128, num_key_value_heads 32 (with 32 heads), attention_bias read. */
+  CHECK_OK(PARSE(qwen3, OV({"head_dim", NULL}, {"num_key_value_heads", NULL}, {"num_attention_heads", "32"},
+                           {"attention_bias", "true"}), &c));
+  CHECK(c.head_dim == 128 && c.num_key_value_heads == 32 && c.attention_bias && c.qk_norm);
+  CHECK_OK(PARSE(qwen3, OV({"layer_types", "[\"full_attention\", \"full_attention\"]"}), &c));
+}
+
+static void test_moe(void) {
+  pz_model_config c;
+  CHECK_OK(PARSE(qwen3_moe, NONE, &c));
+  CHECK(!strcmp(c.model_type, "qwen3_moe") && c.attn == PZ_ATTN_GQA && c.qk_norm && !c.attention_bias);
+  CHECK(c.hidden_size == 256 && c.num_hidden_layers == 6 && c.num_attention_heads == 8 && c.num_key_value_heads == 4);
+  CHECK(c.head_dim == 48 && c.intermediate_size == 700 && c.moe_intermediate_size == 96);
+  CHECK(c.n_routed_experts == 16 && c.num_experts_per_tok == 4 && c.norm_topk_prob);
+  CHECK(c.scoring_func == PZ_SCORE_SOFTMAX && c.topk_method == PZ_TOPK_GREEDY && c.routed_scaling_factor == 1.f &&
+        c.n_shared_experts == 0);
+  CHECK(c.decoder_sparse_step == 2 && c.n_mlp_only == 1 && c.mlp_only_layers[0] == 3);
+  /* Qwen3MoeDecoderLayer: MoE when L not in mlp_only_layers and (L + 1) % step == 0: layers 1 and 5
+   * (3 is listed, 0, 2, 4 are off the step). */
+  static const bool want_step2[6] = {false, true, false, false, false, true};
+  for (int L = 0; L < 6; L++) CHECK(pz_config_layer_is_moe(&c, L) == want_step2[L]);
+  CHECK_OK(PARSE(qwen3_moe, OV({"decoder_sparse_step", "1"}, {"mlp_only_layers", "[0, 4, 5]"}), &c));
+  static const bool want_list[6] = {false, true, true, true, false, false};
+  for (int L = 0; L < 6; L++) CHECK(pz_config_layer_is_moe(&c, L) == want_list[L]);
+  /* Qwen3MoeConfig defaults: norm_topk_prob false, decoder_sparse_step 1, mlp_only_layers [] (also for
+   * null), num_key_value_heads 4, head_dim hidden / heads. */
+  CHECK_OK(PARSE(qwen3_moe, OV({"norm_topk_prob", NULL}, {"decoder_sparse_step", NULL}, {"mlp_only_layers", "null"},
+                               {"num_key_value_heads", NULL}, {"head_dim", NULL}), &c));
+  CHECK(!c.norm_topk_prob && c.decoder_sparse_step == 1 && c.n_mlp_only == 0 && c.num_key_value_heads == 4 &&
+        c.head_dim == 32);
+  for (int L = 0; L < 6; L++) CHECK(pz_config_layer_is_moe(&c, L));
+  CHECK_OK(PARSE(qwen3_moe, OV({"mlp_only_layers", NULL}), &c));
+  CHECK(c.n_mlp_only == 0);
+  /* num_experts 0: every layer dense. */
+  CHECK_OK(PARSE(qwen3_moe, OV({"num_experts", "0"}), &c));
+  for (int L = 0; L < 6; L++) CHECK(!pz_config_layer_is_moe(&c, L));
+
+  CHECK_OK(PARSE(mixtral, NONE, &c));
+  CHECK(!strcmp(c.model_type, "mixtral") && c.attn == PZ_ATTN_GQA && !c.qk_norm && !c.attention_bias);
+  CHECK(c.hidden_size == 512 && c.num_attention_heads == 16 && c.num_key_value_heads == 4 && c.head_dim == 32);
+  CHECK(c.n_routed_experts == 8 && c.num_experts_per_tok == 2 && c.moe_intermediate_size == 1792 &&
+        c.intermediate_size == 1792);
+  CHECK(c.scoring_func == PZ_SCORE_TOPK_SOFTMAX && c.norm_topk_prob && c.decoder_sparse_step == 1);
+  CHECK(c.n_shared_experts == 0 && c.routed_scaling_factor == 1.f && c.vocab_size == 3200);
+  /* MixtralConfig defaults: rope_theta 1e6, rms_norm_eps 1e-5, num_key_value_heads 8; attention bias
+   * never (the field is not read). */
+  CHECK(c.rope.theta == 1e6f && c.rms_norm_eps == 1e-5f && c.rope.type == PZ_ROPE_DEFAULT);
+  CHECK_OK(PARSE(mixtral, OV({"num_key_value_heads", NULL}, {"attention_bias", "true"}), &c));
+  CHECK(c.num_key_value_heads == 8 && !c.attention_bias);
+  for (int L = 0; L < 4; L++) CHECK(pz_config_layer_is_moe(&c, L));
+  CHECK_OK(PARSE(mixtral, OV({"sliding_window", "32768"}), &c));
+}
+
+static void test_refusals(void) {
+  /* Shapes. */
+  BAD(llama, OV({"num_key_value_heads", "5"}), "num_key_value_heads");
+  BAD(mixtral, OV({"num_key_value_heads", "32"}), "num_key_value_heads"); /* more kv heads than heads */
+  BAD(qwen3, OV({"head_dim", "63"}), "head_dim");
+  BAD(llama, OV({"hidden_size", "390"}), "head_dim"); /* 390 / 12 heads: no even split, no head_dim */
+  BAD(llama, OV({"head_dim", "0"}), "head_dim");
+  /* Sliding windows. */
+  BAD(qwen2, OV({"use_sliding_window", "true"}), "use_sliding_window");
+  BAD(qwen3, OV({"use_sliding_window", "true"}), "use_sliding_window");
+  BAD(qwen3_moe, OV({"use_sliding_window", "true"}), "use_sliding_window");
+  BAD(mixtral, OV({"sliding_window", "4096"}), "sliding_window");
+  BAD(llama, OV({"sliding_window", "2047"}), "sliding_window");
+  BAD(qwen3, OV({"layer_types", "[\"full_attention\", \"sliding_attention\"]"}), "layer_types");
+  /* Activation, biases. */
+  BAD(llama, OV({"hidden_act", "\"gelu\""}), "hidden_act");
+  BAD(qwen2, OV({"hidden_act", "\"gelu_pytorch_tanh\""}), "hidden_act");
+  BAD(mixtral, OV({"hidden_act", "\"relu\""}), "hidden_act");
+  BAD(llama, OV({"mlp_bias", "true"}), "mlp_bias");
+  /* MoE. */
+  BAD(qwen3_moe, OV({"mlp_only_layers", "[6]"}), "mlp_only_layers");
+  BAD(qwen3_moe, OV({"mlp_only_layers", "[-1]"}), "mlp_only_layers");
+  BAD(qwen3_moe, OV({"mlp_only_layers", "[1.5]"}), "mlp_only_layers");
+  BAD(qwen3_moe, OV({"mlp_only_layers", "3"}), "mlp_only_layers");
+  {
+    char many[600] = "[";
+    for (int i = 0; i <= PZ_CONFIG_MAX_MLP_ONLY; i++) snprintf(many + strlen(many), sizeof many - strlen(many), "%s0", i ? "," : "");
+    strcat(many, "]");
+    BAD(qwen3_moe, OV({"mlp_only_layers", many}), "mlp_only_layers");
+  }
+  BAD(qwen3_moe, OV({"decoder_sparse_step", "0"}), "decoder_sparse_step");
+  BAD(qwen3_moe, OV({"num_experts_per_tok", "17"}), "num_experts_per_tok");
+  BAD(qwen3_moe, OV({"num_experts_per_tok", "0"}), "num_experts_per_tok");
+  BAD(mixtral, OV({"num_experts_per_tok", "9"}), "num_experts_per_tok");
+  BAD(mixtral, OV({"num_local_experts", "0"}), "num_local_experts");
+  BAD(qwen3_moe, OV({"num_experts", NULL}), "num_experts");
+  BAD(qwen3_moe, OV({"moe_intermediate_size", NULL}), "moe_intermediate_size");
+  BAD(mixtral, OV({"num_local_experts", NULL}), "num_local_experts");
+  /* rope_scaling: only default and llama3. */
+  BAD2(llama, OV({"rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 4.0, \"original_max_position_embeddings\": 32768}"}),
+       "rope_scaling", "\"yarn\"");
+  BAD2(qwen2, OV({"rope_scaling", "{\"type\": \"yarn\", \"factor\": 4.0, \"original_max_position_embeddings\": 32768}"}),
+       "rope_scaling", "llama3");
+  BAD2(qwen3, OV({"rope_scaling", "{\"rope_type\": \"dynamic\", \"factor\": 2.0}"}), "rope_scaling", "dynamic");
+  BAD2(mixtral, OV({"rope_scaling", "{\"type\": \"linear\", \"factor\": 2.0}"}), "rope_scaling", "linear");
+  BAD2(llama, OV({"rope_scaling", "{\"rope_type\": \"longrope\", \"short_factor\": [1], \"long_factor\": [1]}"}),
+       "rope_scaling", "longrope");
+  BAD(llama, OV({"rope_scaling", "{\"factor\": 8.0}"}), "rope_scaling.rope_type");
+  BAD(llama, OV({"rope_scaling", "\"llama3\""}), "rope_scaling");
+  BAD(llama, OV({"rope_scaling", "{\"rope_type\": \"llama3\", \"type\": \"yarn\", \"factor\": 8.0, "
+                                 "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+                                 "\"original_max_position_embeddings\": 8192}"}), "rope_scaling");
+  static const char *const l3[4] = {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"};
+  for (int drop = 0; drop < 4; drop++) {
+    char rs[300], want[80];
+    snprintf(rs, sizeof rs, "{\"rope_type\": \"llama3\"");
+    static const char *const v[4] = {"8.0", "1.0", "4.0", "8192"};
+    for (int i = 0; i < 4; i++)
+      if (i != drop) snprintf(rs + strlen(rs), sizeof rs - strlen(rs), ", \"%s\": %s", l3[i], v[i]);
+    strcat(rs, "}");
+    snprintf(want, sizeof want, "rope_scaling.%s", l3[drop]);
+    BAD(llama, OV({"rope_scaling", rs}), want);
+  }
+  BAD(llama, OV({"rope_scaling", "{\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 4.0, "
+                                 "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}"}),
+      "high_freq_factor");
+  BAD(llama, OV({"rope_scaling", "{\"rope_type\": \"llama3\", \"factor\": 0.5, \"low_freq_factor\": 1.0, "
+                                 "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}"}),
+      "rope_scaling.factor");
+  BAD(llama, OV({"rope_scaling", "{\"rope_type\": \"llama3\", \"factor\": \"8\", \"low_freq_factor\": 1.0, "
+                                 "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}"}),
+      "rope_scaling.factor");
+  BAD(llama, OV({"rope_parameters", "{\"rope_type\": \"default\", \"rope_theta\": 10000.0}"}), "rope_parameters");
+  BAD(llama, OV({"rope_scaling", "{\"rope_type\": \"default\", \"rope_type\": \"llama3\"}"}), "appears twice");
+  /* The DeepSeek path's checks: missing field, wrong type, duplicate key, bad values, JSON. */
+  BAD(llama, OV({"vocab_size", NULL}), "vocab_size");
+  BAD(qwen3, OV({"max_position_embeddings", NULL}), "max_position_embeddings");
+  BAD(mixtral, OV({"hidden_size", "\"4096\""}), "hidden_size");
+  BAD(qwen2, OV({"num_hidden_layers", "2.5"}), "num_hidden_layers");
+  BAD(qwen2, OV({"num_hidden_layers", "10001"}), "num_hidden_layers");
+  BAD(qwen3, OV({"intermediate_size", "4294967296"}), "intermediate_size");
+  BAD(llama, OV({"rms_norm_eps", "0"}), "rms_norm_eps");
+  BAD(llama, OV({"rope_theta", "1e999"}), "rope_theta");
+  BAD(llama, OV({"rope_theta", "-1"}), "rope_theta");
+  BAD(qwen3, OV({"tie_word_embeddings", "1"}), "tie_word_embeddings");
+  BAD(qwen3, OV({"attention_bias", "\"no\""}), "attention_bias");
+  BAD(qwen3_moe, OV({"norm_topk_prob", "null"}), "norm_topk_prob");
+  BAD(qwen2, OV({"use_sliding_window", "0"}), "use_sliding_window");
+  BAD(mixtral, OV({"sliding_window", "\"4096\""}), "sliding_window");
+  BAD(qwen3, OV({"num_key_value_heads", "0"}), "num_key_value_heads");
+  {
+    pz_model_config c;
+    make(text, sizeof text, qwen3, (int)(sizeof qwen3 / sizeof qwen3[0]), NULL);
+    char dup[8300];
+    snprintf(dup, sizeof dup, "%.*s, \"hidden_size\": 64}", (int)strlen(text) - 1, text);
+    CHECK_ST(pz_config_parse(dup, strlen(dup), "dup", &c), PZ_ERR_CONFIG);
+    CHECK(strstr(pz_last_error(), "\"hidden_size\" appears twice") != NULL);
+    for (size_t cut = 0; cut + 1 < strlen(text); cut += 7) { /* truncated JSON */
+      CHECK_ST(pz_config_parse(text, cut, "cut", &c), PZ_ERR_CONFIG);
+      CHECK(strstr(pz_last_error(), "JSON") != NULL || strstr(pz_last_error(), "top level") != NULL);
+    }
+  }
+  /* Another family: named, with the supported ones. */
+  BAD2(llama, OV({"model_type", "\"gemma\""}), "\"gemma\"", "qwen3_moe");
+  BAD2(qwen2, OV({"model_type", "\"qwen2_moe\""}), "\"qwen2_moe\"", "DeepSeek-V2 family");
+}
+
+/* ------------------------------------------------------------------ llama3 RoPE */
+
+/* transformers' _compute_llama3_parameters in long double; *branch: 0 high frequency (unchanged),
+ * 1 the smooth band, 2 low frequency (divided by factor). */
+static long double llama3_ref(long double theta, int dim, int i, long double factor, long double lo, long double hi,
+                              long double orig, int *branch) {
+  const long double pi = 3.141592653589793238462643383279502884L;
+  long double f = powl(theta, -(long double)(2 * i) / (long double)dim);
+  long double wavelen = 2 * pi / f;
+  if (wavelen < orig / hi) { *branch = 0; return f; }
+  if (wavelen > orig / lo) { *branch = 2; return f / factor; }
+  *branch = 1;
+  long double s = (orig / wavelen - lo) / (hi - lo);
+  return (1 - s) * f / factor + s * f;
+}
+
+/* pz_rope_inv_freq of c's rope at width d against llama3_ref; counts per branch into n[3]. */
+static void check_llama3(const pz_rope_params *rp, int d, int n[3]) {
+  float got[256];
+  pz_rope_inv_freq(rp, d, got);
+  n[0] = n[1] = n[2] = 0;
+  for (int i = 0; i < d / 2; i++) {
+    int b;
+    long double want = llama3_ref(rp->theta, d, i, rp->factor, rp->low_freq_factor, rp->high_freq_factor,
+                                  (long double)rp->original_max_position_embeddings, &b);
+    n[b]++;
+    /* One rounding to f32 (the library computes in double): within an ulp of the long double value. */
+    if (!(fabsl((long double)got[i] - want) <= want * 0x1p-23L)) {
+      fprintf(stderr, "llama3 inv_freq d=%d i=%d (branch %d): %.9g, want %.12Lg\n", d, i, b, got[i], want);
+      pz_test_failures++;
+    }
+  }
+}
+
+static void test_llama3_rope(void) {
+  /* tiny_llama: theta 1e4, d 16, factor 4, low 1, high 4, orig 128 -> wavelengths 2*pi*10^(i/2):
+   * 6.3, 19.9 below orig/high = 32 (unchanged), 62.8 in the band, 199 .. 19869 above orig/low = 128. */
+  pz_model_config c;
+  CHECK_OK(pz_config_load("tiny_llama", &c));
+  int n[3];
+  check_llama3(&c.rope, (int)c.head_dim, n);
+  CHECK(n[0] == 2 && n[1] == 1 && n[2] == 5);
+  float f[8];
+  pz_rope_inv_freq(&c.rope, 16, f);
+  CHECK(f[0] == 1.0f);                                       /* high frequency: theta^0 */
+  CHECK(f[1] == (float)powl(10000.0L, -0.125L));             /* high frequency, unchanged */
+  CHECK(f[7] == (float)(powl(10000.0L, -0.875L) / 4.0L));    /* low frequency / factor */
+  long double f2 = powl(10000.0L, -0.25L), s = (128.0L * f2 / (2 * 3.141592653589793238462643383279502884L) - 1) / 3;
+  CHECK(s > 0 && s < 1);
+  CHECK_NEAR(f[2], (double)((1 - s) * f2 / 4 + s * f2), 1e-7 * (double)f2); /* the smooth middle */
+  CHECK(f[2] < (float)f2 && f[2] > (float)(f2 / 4));
+  /* Llama 3.1 8B: theta 5e5, d 128, orig 8192: every branch occurs. */
+  CHECK_OK(pz_config_load("llama3_1_8b", &c));
+  check_llama3(&c.rope, (int)c.head_dim, n);
+  CHECK(n[0] > 0 && n[1] > 0 && n[2] > 0 && n[0] + n[1] + n[2] == 64);
+  printf("llama3_1_8b inv_freq: %d unchanged, %d smoothed, %d divided by %g\n", n[0], n[1], n[2], (double)c.rope.factor);
+  /* DEFAULT (qwen3): theta^(-2i/d). */
+  CHECK_OK(pz_config_load("qwen3_32b", &c));
+  float q[64];
+  pz_rope_inv_freq(&c.rope, 128, q);
+  for (int i = 0; i < 64; i++) {
+    long double want = powl(1e6L, -(long double)(2 * i) / 128.0L);
+    if (!(fabsl((long double)q[i] - want) <= want * 0x1p-23L)) {
+      fprintf(stderr, "default inv_freq i=%d: %.9g, want %.12Lg\n", i, q[i], want);
+      pz_test_failures++;
+    }
+  }
+}
+
+/* ------------------------------------------------------------------ DeepSeek family */
+
+static void test_deepseek(void) {
+  pz_model_config c;
+  CHECK_OK(pz_config_load("kimi_k2", &c));
+  CHECK(c.attn == PZ_ATTN_MLA && !strcmp(c.model_type, "kimi_k2") && c.rope.type == PZ_ROPE_YARN);
+  CHECK(c.rope.factor == 32.f && c.kv_lora_rank == 512 && c.n_routed_experts == 384 && c.decoder_sparse_step == 0);
+  CHECK(c.num_key_value_heads == 0 && c.head_dim == 0 && !c.qk_norm && !c.attention_bias);
+  CHECK(!pz_config_layer_is_moe(&c, 0) && pz_config_layer_is_moe(&c, 1) && pz_config_layer_is_moe(&c, 60));
+  CHECK_OK(pz_config_load("deepseek_v3", &c));
+  CHECK(c.attn == PZ_ATTN_MLA && !strcmp(c.model_type, "deepseek_v3") && c.rope.type == PZ_ROPE_YARN);
+  CHECK(!pz_config_layer_is_moe(&c, 2) && pz_config_layer_is_moe(&c, 3)); /* first_k_dense_replace 3 */
+  CHECK_OK(pz_config_load("deepseek_v2_lite", &c));
+  CHECK(c.attn == PZ_ATTN_MLA && c.q_lora_rank == 0);
+  CHECK_OK(pz_config_load("kimi_k25", &c));
+  CHECK(c.attn == PZ_ATTN_MLA && c.text_config && c.rope.type == PZ_ROPE_YARN);
+  CHECK_OK(pz_config_load("tiny", &c));
+  CHECK(c.attn == PZ_ATTN_MLA && c.rope.type == PZ_ROPE_YARN && !strcmp(c.model_type, "tiny_deepseek_v3"));
+  /* No model_type: the DeepSeek family; rope_scaling null: DEFAULT. */
+  static const char v2[] =
+      "{\"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 2, \"q_lora_rank\": null, "
+      "\"kv_lora_rank\": 32, \"qk_nope_head_dim\": 16, \"qk_rope_head_dim\": 16, \"v_head_dim\": 16, "
+      "\"n_routed_experts\": 4, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 32, "
+      "\"intermediate_size\": 128, \"vocab_size\": 256, \"max_position_embeddings\": 256, \"rope_scaling\": null}";
+  CHECK_OK(pz_config_parse(v2, strlen(v2), "v2", &c));
+  CHECK(c.attn == PZ_ATTN_MLA && c.model_type[0] == 0 && c.rope.type == PZ_ROPE_DEFAULT && c.rope.factor == 1.f);
+  CHECK(c.decoder_sparse_step == 0 && pz_config_layer_is_moe(&c, 0) && pz_config_layer_is_moe(&c, 1));
+  /* A DeepSeek config keeps the DeepSeek rules: rope_scaling llama3 is refused there. */
+  static const char v3l3[] =
+      "{\"model_type\": \"deepseek_v3\", \"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 2, "
+      "\"q_lora_rank\": null, \"kv_lora_rank\": 32, \"qk_nope_head_dim\": 16, \"qk_rope_head_dim\": 16, "
+      "\"v_head_dim\": 16, \"n_routed_experts\": 4, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 32, "
+      "\"intermediate_size\": 128, \"vocab_size\": 256, \"max_position_embeddings\": 256, \"rope_scaling\": "
+      "{\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+      "\"original_max_position_embeddings\": 64}}";
+  CHECK_ST(pz_config_parse(v3l3, strlen(v3l3), "v3l3", &c), PZ_ERR_CONFIG);
+  CHECK(strstr(pz_last_error(), "rope_scaling") != NULL);
+}
+
+int main(void) {
+  test_presets();
+  test_llama();
+  test_qwen();
+  test_moe();
+  test_refusals();
+  test_llama3_rope();
+  test_deepseek();
+  TEST_DONE();
+}
