@@ -1,5 +1,6 @@
-/* Per-rank decode-graph builder for the DeepSeek-V2 family (docs/ARCHITECTURE.md §2). Shapes only: no
- * weight storage is allocated here (the executor owns storage), so kimi_k2 builds instantly. */
+/* Per-rank decode-graph builder for the DeepSeek-V2 family (MLA, docs/ARCHITECTURE.md §2) and the
+ * GQA layouts (Llama 3, Qwen2, Qwen3, Qwen3-MoE, Mixtral). Shapes only: no weight storage is
+ * allocated here (the executor owns storage), so kimi_k2 builds instantly. */
 #include "model/builder.h"
 #include <math.h>
 #include <stdarg.h>
@@ -135,6 +136,114 @@ static pz_status attention(bld *b, int L, int x_norm, int pos, int64_t max_ctx, 
   fmt(tn, "%s.out", nn);
   PZ_CHECK(batched(b, tn, PZ_F32, PZ_T_ACT, H, out));
   return pz_graph_add_node(b->g, PZ_OP_MLA_ATTN, nn, L, PZ_ROLE_ATTN, src, PZ_MLA_NSRC, (int[]){*out}, 1, &p, NULL);
+}
+
+/* ---------------------------------------------------------------- GQA layouts */
+
+/* kv heads on this rank: num_key_value_heads / TP, or 1 when TP is a multiple of it (replicated). */
+static int64_t gqa_kv_heads(const pz_model_config *c, int tp) {
+  return c->num_key_value_heads >= tp ? c->num_key_value_heads / tp : 1;
+}
+
+/* Cuts weight (or cache) t's shard dim into parts (core/ir.h pz_tensor.n_parts): part_ne per rank,
+ * part_full of the full tensor; full_ne of that dim becomes their sum. */
+static void set_parts(pz_tensor *t, int n, const int64_t *part_ne, const int64_t *part_full) {
+  int64_t full = 0;
+  t->n_parts = n > 1 ? n : 0;
+  for (int p = 0; p < n; p++) {
+    if (n > 1) {
+      t->part_ne[p] = part_ne[p];
+      t->part_full[p] = part_full[p];
+    }
+    full += part_full[p];
+  }
+  t->full_ne[t->shard_dim] = full;
+}
+
+/* GEMM node C[m,n] = A · W^T (+ bias) over an existing weight w (and f32 bias, or -1). */
+static pz_status gemm_with(bld *b, const char *node, int layer, pz_role role, int a, int w, int bias, int *c_out) {
+  char tn[PZ_NAME_LEN];
+  fmt(tn, "%s.out", node);
+  PZ_CHECK(batched(b, tn, PZ_F32, PZ_T_ACT, b->g->tensors[w].ne[0], c_out));
+  pz_op_params p = {.gemm = {.zero_init = true, .split_k = 0, .prezero_buf = -1}};
+  return pz_graph_add_node(b->g, PZ_OP_GEMM, node, layer, role, (int[]){a, w, bias}, 3, (int[]){*c_out}, 1, &p, NULL);
+}
+
+/* qkv_proj GEMM (q | k | v rows of this rank, bias when attention_bias) -> GQA_ATTN (q/k norm when
+ * qk_norm, RoPE, KV append, attention, o_proj) -> partial [m, H] f32. */
+static pz_status gqa_attention(bld *b, int L, int x_norm, int pos, int64_t max_ctx, int *out) {
+  const pz_model_config *c = b->c;
+  char nn[PZ_NAME_LEN], wn[PZ_NAME_LEN];
+  const int64_t H = c->hidden_size, d = c->head_dim, heads = c->num_attention_heads / b->tp;
+  const int64_t nkv = c->num_key_value_heads, kvh = gqa_kv_heads(c, b->tp);
+  const int64_t pne[3] = {heads * d, kvh * d, kvh * d}, pfull[3] = {c->num_attention_heads * d, nkv * d, nkv * d};
+  const int64_t n = (heads + 2 * kvh) * d;
+  int src[PZ_GQA_NSRC];
+  for (int i = 0; i < PZ_GQA_NSRC; i++) src[i] = -1;
+  int w, bias = -1;
+  fmt(wn, "layers.%d.self_attn.qkv_proj.weight", L);
+  PZ_CHECK(weight(b, wn, PZ_BF16, 2, (int64_t[]){n, H}, 0, inv_sqrt(H), 0.f, &w));
+  set_parts(&b->g->tensors[w], 3, pne, pfull);
+  if (c->attention_bias) { /* nn.Linear's default init: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
+    fmt(wn, "layers.%d.self_attn.qkv_proj.bias", L);
+    PZ_CHECK(weight(b, wn, PZ_F32, 1, (int64_t[]){n}, 0, inv_sqrt(H), 0.f, &bias));
+    set_parts(&b->g->tensors[bias], 3, pne, pfull);
+  }
+  fmt(nn, "layers.%d.%s", L, pz_role_suffix(PZ_ROLE_QKV_PROJ));
+  PZ_CHECK(gemm_with(b, nn, L, PZ_ROLE_QKV_PROJ, x_norm, w, bias, &src[PZ_GQA_QKV]));
+  if (c->qk_norm) {
+    fmt(wn, "layers.%d.self_attn.q_norm.weight", L);
+    PZ_CHECK(norm_weight(b, wn, d, &src[PZ_GQA_Q_NORM_W]));
+    fmt(wn, "layers.%d.self_attn.k_norm.weight", L);
+    PZ_CHECK(norm_weight(b, wn, d, &src[PZ_GQA_K_NORM_W]));
+  }
+  fmt(wn, "layers.%d.self_attn.o_proj.weight", L);
+  PZ_CHECK(weight(b, wn, PZ_BF16, 2, (int64_t[]){H, heads * d}, 1, inv_sqrt(c->num_attention_heads * d), 0.f,
+                  &src[PZ_GQA_O_W]));
+  /* KV caches [m, kvh, max_ctx, d], sharded by kv head like the k / v rows (replicated slices when
+   * TP > num_key_value_heads), so the seeded fill gives every TP degree the same full cache. */
+  static const char *const cache[2] = {"k_cache", "v_cache"};
+  for (int k = 0; k < 2; k++) {
+    int *id = &src[k ? PZ_GQA_V_CACHE : PZ_GQA_K_CACHE];
+    fmt(wn, "layers.%d.self_attn.%s", L, cache[k]);
+    PZ_CHECK(pz_graph_add_tensor(b->g, wn, PZ_BF16, PZ_T_STATE, 4, (int64_t[]){b->m, kvh, max_ctx, d}, id));
+    pz_tensor *t = &b->g->tensors[*id];
+    t->batched = true;
+    t->init_scale = 1.0f;
+    t->shard_dim = 1;
+    t->full_ne[1] = nkv;
+  }
+  src[PZ_GQA_POS] = pos;
+  pz_op_params p = {.gqa = {.n_heads = (int)heads, .n_kv_heads = (int)kvh, .head_dim = d, .hidden = H, .max_ctx = max_ctx,
+                            .eps = c->rms_norm_eps, .softmax_scale = (float)(1.0 / sqrt((double)d)), .rope = c->rope}};
+  fmt(nn, "layers.%d.self_attn", L);
+  char tn[PZ_NAME_LEN];
+  fmt(tn, "%s.out", nn);
+  PZ_CHECK(batched(b, tn, PZ_F32, PZ_T_ACT, H, out));
+  return pz_graph_add_node(b->g, PZ_OP_GQA_ATTN, nn, L, PZ_ROLE_ATTN, src, PZ_GQA_NSRC, (int[]){*out}, 1, &p, NULL);
+}
+
+/* Dense GQA MLP (LlamaMLP): gate_up_proj GEMM (this rank's gate rows, then its up rows) -> SILU_MUL
+ * -> down_proj GEMM (row-parallel) -> partial [m, H] f32. */
+static pz_status gqa_mlp(bld *b, int L, int x_norm, int *out) {
+  const pz_model_config *c = b->c;
+  char nn[PZ_NAME_LEN], wn[PZ_NAME_LEN], tn[PZ_NAME_LEN];
+  const int64_t H = c->hidden_size, I = c->intermediate_size / b->tp;
+  int wgu, wd, gu, act;
+  fmt(wn, "layers.%d.mlp.gate_up_proj.weight", L);
+  PZ_CHECK(weight(b, wn, PZ_BF16, 2, (int64_t[]){2 * I, H}, 0, inv_sqrt(H), 0.f, &wgu));
+  set_parts(&b->g->tensors[wgu], 2, (int64_t[]){I, I}, (int64_t[]){c->intermediate_size, c->intermediate_size});
+  fmt(nn, "layers.%d.%s", L, pz_role_suffix(PZ_ROLE_GATE_UP));
+  PZ_CHECK(gemm_with(b, nn, L, PZ_ROLE_GATE_UP, x_norm, wgu, -1, &gu));
+  fmt(nn, "layers.%d.%s", L, pz_role_suffix(PZ_ROLE_MLP_ACT));
+  fmt(tn, "%s.out", nn);
+  PZ_CHECK(batched(b, tn, PZ_BF16, PZ_T_ACT, I, &act));
+  pz_op_params p = {.mlp = {.inter = I}};
+  PZ_CHECK(pz_graph_add_node(b->g, PZ_OP_SILU_MUL, nn, L, PZ_ROLE_MLP_ACT, (int[]){gu}, 1, (int[]){act}, 1, &p, NULL));
+  fmt(wn, "layers.%d.mlp.down_proj.weight", L);
+  PZ_CHECK(weight(b, wn, PZ_BF16, 2, (int64_t[]){H, I}, 1, inv_sqrt(c->intermediate_size), 0.f, &wd));
+  fmt(nn, "layers.%d.%s", L, pz_role_suffix(PZ_ROLE_DOWN_PROJ));
+  return gemm_with(b, nn, L, PZ_ROLE_DOWN_PROJ, act, wd, -1, out);
 }
 
 /* Whether layer L's routed experts are stored quantised (model/config.h pz_quant_applies on the
@@ -284,6 +393,15 @@ static pz_status check_opts(const pz_model_config *c, const pz_build_opts *o) {
     if (div[i].v % o->tp)
       return pz_error(PZ_ERR_INVALID_ARG, "TP degree %d does not divide %s (%lld) of model %s; use a TP that divides it",
                       o->tp, div[i].field, (long long)div[i].v, c->name);
+  if (c->attn == PZ_ATTN_GQA) {
+    const int64_t nh = c->num_attention_heads, nkv = c->num_key_value_heads;
+    if (nkv < 1 || nh % nkv || c->head_dim < 2 || c->head_dim % 2)
+      return pz_error(PZ_ERR_INVALID_ARG, "model %s: num_key_value_heads (%lld) must divide num_attention_heads (%lld) and "
+                      "head_dim (%lld) must be even", c->name, (long long)nkv, (long long)nh, (long long)c->head_dim);
+    if (nkv % o->tp && !(o->tp > nkv && o->tp % nkv == 0))
+      return pz_error(PZ_ERR_INVALID_ARG, "TP degree %d neither divides num_key_value_heads (%lld) of model %s nor is a "
+                      "multiple of it; use a TP that divides it or a multiple of it", o->tp, (long long)nkv, c->name);
+  }
   if (o->m < 1 || o->m > PZ_MAX_BATCH)
     return pz_error(PZ_ERR_INVALID_ARG, "batch %lld is out of range 1..%d", (long long)o->m, PZ_MAX_BATCH);
   if (o->max_ctx < 1 || o->max_ctx > c->max_position_embeddings)
@@ -319,17 +437,20 @@ static pz_status build(bld *b, const pz_build_opts *o) {
     fmt(nn, "layers.%d.input_layernorm", L);
     fmt(wn, "layers.%d.input_layernorm.weight", L);
     PZ_CHECK(ar_norm(b, nn, L, PZ_ROLE_INPUT_LAYERNORM, partial, residual, L > 0, wn, &xn));
-    PZ_CHECK(attention(b, L, xn, g->in_pos, o->max_ctx, &attn_out));
+    if (c->attn == PZ_ATTN_GQA) PZ_CHECK(gqa_attention(b, L, xn, g->in_pos, o->max_ctx, &attn_out));
+    else PZ_CHECK(attention(b, L, xn, g->in_pos, o->max_ctx, &attn_out));
     fmt(nn, "layers.%d.post_attention_layernorm", L);
     fmt(wn, "layers.%d.post_attention_layernorm.weight", L);
     PZ_CHECK(ar_norm(b, nn, L, PZ_ROLE_POST_ATTN_LAYERNORM, attn_out, residual, true, wn, &xn));
     if (pz_config_layer_is_moe(c, L)) PZ_CHECK(moe(b, L, xn, &mlp_out));
+    else if (c->attn == PZ_ATTN_GQA) PZ_CHECK(gqa_mlp(b, L, xn, &mlp_out));
     else PZ_CHECK(dense_mlp(b, L, xn, &mlp_out));
     partial = mlp_out;
   }
   int xn, lm_w;
   PZ_CHECK(ar_norm(b, "norm", -1, PZ_ROLE_FINAL_NORM, partial, residual, n_layers > 0, "norm.weight", &xn));
-  PZ_CHECK(weight(b, "lm_head.weight", PZ_BF16, 2, (int64_t[]){V, H}, 0, inv_sqrt(H), 0.f, &lm_w));
+  if (c->tie_word_embeddings) lm_w = emb_w; /* lm_head shares embed_tokens.weight (same [V, H] shard) */
+  else PZ_CHECK(weight(b, "lm_head.weight", PZ_BF16, 2, (int64_t[]){V, H}, 0, inv_sqrt(H), 0.f, &lm_w));
   PZ_CHECK(batched(b, "lm_head.out", PZ_F32, PZ_T_ACT, V, &g->out_logits));
   pz_op_params lp = {.gemm = {.zero_init = true, .split_k = 0, .prezero_buf = -1}};
   PZ_CHECK(pz_graph_add_node(g, PZ_OP_LM_HEAD, "lm_head", -1, PZ_ROLE_LM_HEAD, (int[]){xn, lm_w, -1}, 3,
