@@ -10,6 +10,9 @@
 
 static void usage(FILE *f) {
   fprintf(f, "usage: prezero bench ar [--tp 1|2|..] [--json FILE] [--md FILE] [--iters N] [--reps N] [--sweep]\n"
+             "       prezero bench ar --procs N [--one-gpu] [--json FILE] [--md FILE] [--iters N] [--reps N]\n"
+             "  --procs: one process per TP rank through the public multi-process API (rank r on GPU r %% GPUs,\n"
+             "  or all on GPU 0 with --one-gpu: time-sliced, the protocol's cost); defaults --iters 10 --reps 7.\n"
              "  CUDA-graph replay of N launches per graph (default 50), median of --reps replays (15);\n"
              "  --sweep also times the fused kernel at 1, 2, 4, 8 CTAs per row (PREZERO_AR_CTAS_PER_ROW)\n"
              "  and, at TP >= 2, with both exchange protocols (PREZERO_AR_PROTO=ll|flag).\n");
@@ -218,7 +221,11 @@ static int setup(bench *b) {
   return 0;
 }
 
+int pz_bench_ar_procs(int argc, char **argv); /* bench_ar_mp.c */
+
 int pz_cmd_bench_ar(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--procs")) return pz_bench_ar_procs(argc, argv);
   bench b;
   memset(&b, 0, sizeof b);
   b.tp = 1; b.iters = 50; b.reps = 15;

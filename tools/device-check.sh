@@ -10,6 +10,7 @@
 #   sanitizer  compute-sanitizer memcheck on each CUDA test in quick mode (PZ_TEST_QUICK=1); CUDA API
 #              return codes are not reported (the communicator expects cudaErrorPeerAccessAlreadyEnabled)
 #   gemm ar attn moe step   `prezero bench <name>` into $OUT (PZ_GEMM_ARGS adds bench gemm options)
+#   ar_procs   `prezero bench ar --procs 2` (one process per rank; --one-gpu when only one GPU is present)
 #   consumer   ctest installed_consumer: install, build examples/ with find_package, run its CPU and CUDA parts
 #   racecheck  compute-sanitizer racecheck and synccheck on test_gemm (quick mode)
 #   fresh      `prezero compare` (Kimi-K2, TP 1) on an empty cache: built-in table, then PREZERO_GEMM_BUILTIN=0
@@ -88,6 +89,10 @@ for s in $sections; do
     ar)
       run bench_ar_tp1 90 $P bench ar --tp 1 --json $W/ar_h200_tp1.json --md $W/ar_h200_tp1.md
       [ "$ngpu" -ge 2 ] && run bench_ar_tp2 120 $P bench ar --tp 2 --json $W/ar_h200x2_tp2.json --md $W/ar_h200x2_tp2.md ;;
+    ar_procs)  # one process per rank (public multi-process API): two GPUs when present, else two processes on one
+      if [ "$ngpu" -ge 2 ]; then run bench_ar_procs 200 $P bench ar --procs 2 --json $W/ar_procs_h200x2_tp2.json --md $W/ar_procs_h200x2_tp2.md
+      else run bench_ar_procs 200 $P bench ar --procs 2 --one-gpu --json $W/ar_procs_h200_1gpu_tp2.json --md $W/ar_procs_h200_1gpu_tp2.md; fi
+      grep -h "^| " $W/ar_procs_*.md 2>/dev/null | tee -a "$S" ;;
     attn) run bench_attn ${PZ_T_ATTN:-150} $P bench attn --json $W/attn_h200.json --md $W/attn_h200.md ;;
     moe) run bench_moe 120 $P bench moe --json $W/moe_h200.json --md $W/moe_h200.md ;;
     step) run bench_step ${PZ_T_STEP:-200} $P bench step --json $W/step_h200.json --md $W/step_h200.md ;;

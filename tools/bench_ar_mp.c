@@ -1,0 +1,276 @@
+/* prezero bench ar --procs N: the fused AR + residual + RMSNorm donor with one process per TP
+ * rank, through the public multi-process API (include/prezero/allreduce.h: a unique id, one
+ * communicator per process, CUDA IPC inboxes). The parent forks the ranks before any CUDA call
+ * (a CUDA context does not survive fork); rank r runs on GPU r % (GPUs it sees), or on GPU 0 for
+ * every rank with --one-gpu. Each rank captures `iters` launches into its own CUDA graph and times
+ * `reps` replays with CUDA events; a row reports the slowest rank's median per launch (µs), with
+ * and without the Kimi-K2 zero_fill. With several ranks on one GPU their kernels time-slice, so
+ * each all-reduce waits for the other process's slice: the output says so, and those figures
+ * measure the protocol, not the NVLink speed. */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS, usleep */
+#define _POSIX_C_SOURCE 200809L
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "cli.h"
+#include "bench_common.h"
+
+#ifdef PZ_HAVE_CUDA
+#include <cjson/cJSON.h>
+#include <cuda_runtime.h>
+#include "prezero/allreduce.h"
+
+static const int64_t k_ms[] = {1, 4, 8, 16, 32, 64, 128};
+#define NM 7
+#define H_KIMI 7168
+#define N_BASE (2112 + 64 / 2 * 192) /* qkv_a + q_b at TP 2 */
+#define N_TOTAL (N_BASE + H_KIMI)    /* + o_proj */
+
+/* Results shared by the ranks and the parent (anonymous shared mapping made before fork). */
+typedef struct shared {
+  double us[PZ_AR_MP_MAX_WORLD][NM][2]; /* median µs per launch: [0] no fill, [1] full fill */
+  int device[PZ_AR_MP_MAX_WORLD], ngpu[PZ_AR_MP_MAX_WORLD], done[PZ_AR_MP_MAX_WORLD];
+  char name[64];
+  char err[PZ_AR_MP_MAX_WORLD][256];
+} shared;
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+#define RCU(call)                                                                                     \
+  do {                                                                                                \
+    cudaError_t e_ = (call);                                                                          \
+    if (e_ != cudaSuccess) {                                                                          \
+      snprintf(sh->err[r], sizeof sh->err[r], "%s: %s", #call, cudaGetErrorString(e_));               \
+      return 1;                                                                                       \
+    }                                                                                                 \
+  } while (0)
+#define RPZ(call)                                                                                     \
+  do {                                                                                                \
+    if ((call) != PZ_OK) {                                                                            \
+      snprintf(sh->err[r], sizeof sh->err[r], "%s: %s", #call, pz_last_error());                      \
+      return 1;                                                                                       \
+    }                                                                                                 \
+  } while (0)
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* One rank (a forked child): returns its exit code; results and errors go to sh. */
+static int rank_main(shared *sh, int r, int world, int one_gpu, int iters, int reps, pz_ar_unique_id id) {
+  int ngpu = 0;
+  RCU(cudaGetDeviceCount(&ngpu));
+  const int dev = one_gpu ? 0 : r % ngpu;
+  sh->device[r] = dev;
+  sh->ngpu[r] = ngpu;
+  RCU(cudaSetDevice(dev));
+  if (r == 0) {
+    struct cudaDeviceProp prop;
+    RCU(cudaGetDeviceProperties(&prop, dev));
+    snprintf(sh->name, sizeof sh->name, "%.63s", prop.name);
+  }
+  pz_ar_comm_config cc = PZ_AR_COMM_CONFIG_INIT;
+  cc.world = world;
+  cc.rank = r;
+  cc.device = dev;
+  cc.max_m = 128;
+  cc.max_H = H_KIMI;
+  cc.timeout_ms = 20000;
+  pz_ar_comm *comm = NULL;
+  RPZ(pz_ar_comm_init_rank_config(&comm, &cc, id));
+  const size_t n = (size_t)128 * H_KIMI;
+  float *part, *res, *fill;
+  uint16_t *w, *x;
+  RCU(cudaMalloc((void **)&part, n * 4));
+  RCU(cudaMalloc((void **)&res, n * 4));
+  RCU(cudaMalloc((void **)&fill, (size_t)128 * N_TOTAL * 4));
+  RCU(cudaMalloc((void **)&w, H_KIMI * 2));
+  RCU(cudaMalloc((void **)&x, n * 2));
+  RCU(cudaMemset(part, 0, n * 4)); /* zeros: the residual stays finite over any number of launches */
+  RCU(cudaMemset(res, 0, n * 4));
+  RCU(cudaMemset(w, 0x3f, H_KIMI * 2)); /* bf16 0x3f3f, about 0.75 */
+  cudaStream_t s;
+  cudaEvent_t e0, e1;
+  RCU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  RCU(cudaEventCreate(&e0));
+  RCU(cudaEventCreate(&e1));
+  double t[64];
+  if (reps > 64) reps = 64;
+  for (int mi = 0; mi < NM; mi++)
+    for (int kind = 0; kind < 2; kind++) {
+      pz_ar_rmsnorm_params p = {.partial = part, .ld_partial = H_KIMI, .residual_in = res, .residual_out = res,
+                                .ld_res = H_KIMI, .weight = w, .x_norm = x, .ld_x = H_KIMI, .eps = 1e-6f,
+                                .m = k_ms[mi], .H = H_KIMI};
+      if (kind) {
+        p.fill_ptr = fill;
+        p.fill_n_total = N_TOTAL;
+        p.fill_n_base = N_BASE;
+        p.fill_row_stride = N_TOTAL;
+        p.fill_dtype = PZ_AR_FILL_F32;
+        p.fill_all = 1;
+      }
+      cudaGraph_t g;
+      cudaGraphExec_t ge;
+      RCU(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+      pz_status st = PZ_OK;
+      for (int i = 0; i < iters && st == PZ_OK; i++) st = pz_ar_rmsnorm(comm, &p, (pz_ar_stream)s);
+      RCU(cudaStreamEndCapture(s, &g));
+      RPZ(st);
+      RCU(cudaGraphInstantiate(&ge, g, 0));
+      RCU(cudaGraphDestroy(g));
+      for (int k = 0; k <= reps; k++) { /* k = 0: warm-up */
+        RCU(cudaEventRecord(e0, s));
+        RCU(cudaGraphLaunch(ge, s));
+        RCU(cudaEventRecord(e1, s));
+        RCU(cudaEventSynchronize(e1));
+        float ms;
+        RCU(cudaEventElapsedTime(&ms, e0, e1));
+        if (k > 0) t[k - 1] = ms * 1000.0 / iters;
+      }
+      RCU(cudaGraphExecDestroy(ge));
+      RPZ(pz_ar_comm_check(comm, (pz_ar_stream)s));
+      qsort(t, (size_t)reps, sizeof t[0], cmp_d);
+      sh->us[r][mi][kind] = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+    }
+  cudaFree(part);
+  cudaFree(res);
+  cudaFree(fill);
+  cudaFree(w);
+  cudaFree(x);
+  cudaStreamDestroy(s);
+  pz_ar_comm_destroy(comm);
+  sh->done[r] = 1;
+  return 0;
+}
+
+int pz_bench_ar_procs(int argc, char **argv) {
+  int world = 0, one_gpu = 0, iters = 10, reps = 7;
+  const char *json = NULL, *md = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--procs") && i + 1 < argc) world = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--one-gpu")) one_gpu = 1;
+    else if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
+    else if (!strcmp(argv[i], "--md") && i + 1 < argc) md = argv[++i];
+    else {
+      fprintf(stderr, "prezero bench ar: option '%s' is not one of --procs mode's (--procs N --one-gpu --iters --reps "
+                      "--json --md); see --help\n", argv[i]);
+      return 2;
+    }
+  }
+  if (world < 2 || world > PZ_AR_MP_MAX_WORLD || iters < 1 || iters > 1000 || reps < 1 || reps > 64) {
+    fprintf(stderr, "prezero bench ar: --procs must be 2..%d, --iters 1..1000 and --reps 1..64 (got %d, %d, %d)\n",
+            PZ_AR_MP_MAX_WORLD, world, iters, reps);
+    return 2;
+  }
+  shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (sh == MAP_FAILED) { perror("prezero bench ar: mmap"); return 1; }
+  memset(sh, 0, sizeof *sh);
+  pz_ar_unique_id id;
+  if (pz_ar_get_unique_id(&id) != PZ_OK) {
+    fprintf(stderr, "prezero bench ar: %s\n", pz_last_error());
+    return 1;
+  }
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid[PZ_AR_MP_MAX_WORLD];
+  for (int r = 0; r < world; r++) {
+    pid[r] = fork();
+    if (pid[r] < 0) { perror("prezero bench ar: fork"); return 1; }
+    if (pid[r] == 0) _exit(rank_main(sh, r, world, one_gpu, iters, reps, id));
+  }
+  /* Wait for every rank; a rank still running after the deadline is killed (a hang is an error). */
+  const double deadline = 600.0, t0 = now_s();
+  int left = world, code[PZ_AR_MP_MAX_WORLD] = {0}, alive[PZ_AR_MP_MAX_WORLD];
+  for (int r = 0; r < world; r++) alive[r] = 1;
+  while (left > 0) {
+    for (int r = 0; r < world; r++) {
+      int ws = 0;
+      if (alive[r] && waitpid(pid[r], &ws, WNOHANG) == pid[r]) {
+        alive[r] = 0;
+        left--;
+        code[r] = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + (WIFSIGNALED(ws) ? WTERMSIG(ws) : 0);
+      }
+    }
+    if (left > 0 && now_s() - t0 > deadline)
+      for (int r = 0; r < world; r++)
+        if (alive[r]) {
+          kill(pid[r], SIGKILL);
+          waitpid(pid[r], NULL, 0);
+          alive[r] = 0;
+          left--;
+          code[r] = 124;
+          snprintf(sh->err[r], sizeof sh->err[r], "still running after %.0f s: killed", deadline);
+        }
+    if (left > 0) usleep(5000);
+  }
+  pz_ar_unique_id_remove(&id);
+  for (int r = 0; r < world; r++)
+    if (code[r] != 0 || !sh->done[r]) {
+      fprintf(stderr, "prezero bench ar: rank %d failed (exit %d): %s\n", r, code[r], sh->err[r][0] ? sh->err[r] : "no message");
+      return 1;
+    }
+  int distinct = 0;
+  for (int r = 0; r < world; r++) {
+    int seen = 0;
+    for (int q = 0; q < r; q++) seen |= sh->device[q] == sh->device[r];
+    distinct += !seen;
+  }
+  char placement[128];
+  if (distinct == 1) snprintf(placement, sizeof placement, "%d processes on ONE GPU (time-sliced: protocol cost, not NVLink speed)", world);
+  else snprintf(placement, sizeof placement, "%d processes on %d GPUs", world, distinct);
+  char cmd[512];
+  pz_bench_command_line(cmd, sizeof cmd, "prezero bench ar", argc - 1, argv + 1);
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddStringToObject(root, "bench", "ar_procs");
+  cJSON_AddStringToObject(root, "command", cmd);
+  cJSON_AddStringToObject(root, "device", sh->name);
+  cJSON_AddNumberToObject(root, "tp", world);
+  cJSON_AddStringToObject(root, "placement", placement);
+  cJSON_AddNumberToObject(root, "iters_per_graph", iters);
+  cJSON_AddNumberToObject(root, "replays", reps);
+  cJSON_AddNumberToObject(root, "H", H_KIMI);
+  cJSON_AddNumberToObject(root, "n_total", N_TOTAL);
+  cJSON *rows = cJSON_AddArrayToObject(root, "rows");
+  FILE *mdf = md ? fopen(md, "w") : NULL;
+  if (md && !mdf) { fprintf(stderr, "prezero bench ar: cannot write %s\n", md); return 1; }
+  FILE *outs[2] = {stdout, mdf};
+  for (int o = 0; o < 2; o++) {
+    if (!outs[o]) continue;
+    fprintf(outs[o], "# prezero bench ar --procs %d, %s: %s\n\nCommand: `%s`. One process per TP rank through the public "
+                     "multi-process API (CUDA IPC inboxes). CUDA-graph replay of %d launches per rank, median of %d replays, "
+                     "slowest rank. H = %d, Kimi-K2 fill n_total = %d f32 columns.\n\n| m | fused µs | fused + fill µs | fill adds µs |\n|---:|---:|---:|---:|\n",
+            world, sh->name, placement, cmd, iters, reps, H_KIMI, N_TOTAL);
+  }
+  for (int mi = 0; mi < NM; mi++) {
+    double v[2] = {0, 0};
+    for (int kind = 0; kind < 2; kind++)
+      for (int r = 0; r < world; r++)
+        if (sh->us[r][mi][kind] > v[kind]) v[kind] = sh->us[r][mi][kind];
+    cJSON *row = cJSON_CreateObject();
+    cJSON_AddNumberToObject(row, "m", (double)k_ms[mi]);
+    cJSON_AddNumberToObject(row, "fused_us", v[0]);
+    cJSON_AddNumberToObject(row, "fused_fill_us", v[1]);
+    cJSON_AddItemToArray(rows, row);
+    for (int o = 0; o < 2; o++)
+      if (outs[o]) fprintf(outs[o], "| %lld | %.2f | %.2f | %+.2f |\n", (long long)k_ms[mi], v[0], v[1], v[1] - v[0]);
+  }
+  if (mdf) fclose(mdf);
+  int rc = 0;
+  if (json && pz_bench_write_json(root, json, 1) != 0) { fprintf(stderr, "prezero bench ar: cannot write %s\n", json); rc = 1; }
+  cJSON_Delete(root);
+  munmap(sh, sizeof *sh);
+  return rc;
+}
+#endif
