@@ -9,6 +9,8 @@
 #define _GNU_SOURCE 1 /* open_memstream */
 #include <stdlib.h>
 #include <string.h>
+#include "model/builder.h"
+#include "model/config.h"
 #include "passes/attn_slots.h"
 #include "passes/passes.h"
 #include "passes/prezero.h"
@@ -135,6 +137,7 @@ static pz_graph *build_gqa(const gdims *d) {
   node(g, PZ_OP_ARGMAX, "argmax", -1, PZ_ROLE_ARGMAX, (int[]){lo}, 1, (int[]){tok}, 1, &vp);
   g->out_logits = lo;
   g->out_tokens = tok;
+  CHECK_OK(pz_graph_verify(g));
   return g;
 }
 
@@ -250,6 +253,7 @@ static void test_hand(const gdims *d) {
   FILE *lf = open_memstream(&log, &loglen);
   CHECK_OK(pz_pass_prezero(g, lf, &st));
   fclose(lf);
+  CHECK_OK(pz_graph_verify(g));
   CHECK(g->n_nodes == nodes0);
   bool moe[16];
   for (int L = 0; L < d->layers; L++) moe[L] = L >= d->moe_from;
@@ -275,6 +279,7 @@ static void test_hand(const gdims *d) {
   g = build_gqa(d);
   pz_prezero_batch no_slots = {.m = 0, .attn_slots = 0};
   CHECK_OK(pz_pass_prezero_batch(g, &no_slots, NULL, &st, NULL));
+  CHECK_OK(pz_graph_verify(g));
   CHECK(st.matched == 2 * d->layers && st.rewritten == 4 * d->layers);
   const pz_node *A = layer_node(g, 0, "self_attn"), *D = layer_node(g, 0, "input_layernorm");
   CHECK(A->src[PZ_GQA_OPROJ_PREZERO] == -1 && A->p.gqa.prezero_n_total == 0 && g->tensors[A->dst[0]].view_of == -1);
@@ -382,6 +387,27 @@ static void test_legality(void) {
   }
 }
 
+/* verify() refuses a broken GQA rewrite: an o_proj slot at a column other than the recorded one,
+ * fill figures that do not match the buffer, a slot that is not the op's output, a donor that
+ * lost its fill. */
+static void test_verify_rewrites(void) {
+  gdims d = {.m = 4, .hidden = 72, .heads = 6, .kv_heads = 2, .head_dim = 24, .inter = 80, .experts = 6,
+             .vocab = 64, .layers = 1, .moe_from = 1, .tp = 2};
+  for (int variant = 0; variant < 4; variant++) {
+    pz_graph *g = build_gqa(&d);
+    CHECK_OK(pz_pass_prezero(g, NULL, NULL));
+    CHECK_OK(pz_graph_verify(g));
+    pz_node *A = &g->nodes[layer_node(g, 0, "self_attn")->id];
+    pz_node *D = &g->nodes[layer_node(g, 0, "input_layernorm")->id];
+    if (variant == 0) A->p.gqa.oproj_col_offset += 32;
+    if (variant == 1) A->p.gqa.prezero_n_total += 32;
+    if (variant == 2) A->src[PZ_GQA_OPROJ_PREZERO] = layer_node(g, 0, "post_attention_layernorm")->p.norm.fill_buf;
+    if (variant == 3) D->op = PZ_OP_AR_RMSNORM;
+    CHECK_ST(pz_graph_verify(g), PZ_ERR_VERIFY);
+    pz_graph_free(g);
+  }
+}
+
 /* ---- the per-batch plan: the consumer question answered by the test's rule ---------------- */
 
 enum { F_QKV = 1, F_OPROJ = 2, F_MLP = 4, F_ALL = 7 };
@@ -415,6 +441,7 @@ static void plan_run(const pz_graph *off, rule *r, int64_t m, const pz_device_de
   r->calls = 0;
   pz_prezero_batch b = {.m = m, .fires = fires_rule, .user = r, .tp = off->info.tp, .dev = dev, .attn_slots = 1};
   CHECK_OK(pz_pass_prezero_batch(*out, &b, NULL, NULL, rep));
+  CHECK_OK(pz_graph_verify(*out));
   CHECK(r->bad == 0);
 }
 
@@ -498,6 +525,94 @@ static void test_batch(void) {
   pz_graph_free(off);
 }
 
+/* ---- the builder's graphs of every GQA preset ---------------------------------------------- */
+
+/* Whether TP t is legal for config c by the layout's rules (common to the GQA layouts): t divides
+ * num_attention_heads, intermediate_size, moe_intermediate_size and vocab_size, and either
+ * divides num_key_value_heads or is a multiple of it (kv heads replicated). */
+static bool tp_legal(const pz_model_config *c, int t) {
+  if (c->num_attention_heads % t || c->intermediate_size % t || c->moe_intermediate_size % t || c->vocab_size % t)
+    return false;
+  return c->num_key_value_heads % t == 0 || t % c->num_key_value_heads == 0;
+}
+
+/* Builds `preset` at tp (first `layers` layers, batch m): an illegal TP must be refused by the
+ * builder; a legal one gives, with the passes off, the builder's graph byte for byte and, with
+ * them on, the rewrite check_layers expects from the config's numbers (verify() included). */
+static void check_preset(const char *preset, int tp, int layers, int64_t m) {
+  pz_model_config c;
+  CHECK_OK(pz_config_load(preset, &c));
+  CHECK(c.attn == PZ_ATTN_GQA);
+  pz_build_opts bo = PZ_BUILD_OPTS_INIT;
+  bo.tp = tp;
+  bo.m = m;
+  bo.layers = layers;
+  bo.max_ctx = 64;
+  pz_graph *g = NULL, *off = NULL;
+  pz_status st = pz_build_decode_graph(&c, &bo, &g);
+  if (!tp_legal(&c, tp)) {
+    CHECK(st == PZ_ERR_INVALID_ARG && g == NULL);
+    if (st != PZ_ERR_INVALID_ARG) fprintf(stderr, "%s tp=%d: an illegal TP was not refused\n", preset, tp);
+    pz_graph_free(g);
+    return;
+  }
+  CHECK_OK(st);
+  if (!g) return;
+  CHECK_OK(pz_graph_verify(g));
+  CHECK_OK(pz_graph_clone(g, &off));
+  size_t l0, l1;
+  char *d0 = dump(g, &l0);
+  pz_pass_opts o = PZ_PASS_OPTS_INIT;
+  o.prezero = 0;
+  pz_pass_stats ps[PZ_MAX_PASSES];
+  int ns = 0;
+  CHECK_OK(pz_run_passes(off, &o, ps, &ns));
+  char *d1 = dump(off, &l1);
+  CHECK(l0 == l1 && memcmp(d0, d1, l0) == 0);
+  free(d0);
+  free(d1);
+  pz_graph_free(off);
+  o.prezero = 1;
+  CHECK_OK(pz_run_passes(g, &o, ps, &ns)); /* verify() before and after */
+  CHECK(ns >= 1 && ps[0].ran);
+  const int64_t heads = c.num_attention_heads / tp;
+  const int64_t kvh = c.num_key_value_heads >= tp ? c.num_key_value_heads / tp : 1;
+  bool moe[256];
+  for (int L = 0; L < layers; L++) moe[L] = pz_config_layer_is_moe(&c, L);
+  int donors = 0, rewritten = 0;
+  check_layers(g, m, c.hidden_size, heads, kvh, c.head_dim, 2 * c.intermediate_size / tp, c.n_routed_experts, layers,
+               moe, &donors, &rewritten);
+  CHECK(ps[0].matched == donors && ps[0].rewritten == rewritten);
+  if (ps[0].matched != donors || ps[0].rewritten != rewritten)
+    fprintf(stderr, "%s tp=%d: matched %d (want %d), rewritten %d (want %d)\n", preset, tp, ps[0].matched, donors,
+            ps[0].rewritten, rewritten);
+  for (int L = 0; L < layers; L++) { /* qkv bias (Qwen2) and q/k norm (Qwen3) as the config says */
+    const pz_node *Q = layer_node(g, L, "self_attn.qkv_proj"), *A = layer_node(g, L, "self_attn");
+    if (!Q || !A) continue;
+    CHECK((Q->src[2] >= 0) == c.attention_bias && (A->src[PZ_GQA_Q_NORM_W] >= 0) == c.qk_norm);
+  }
+  CHECK(find_node(g, "norm")->op == PZ_OP_AR_RMSNORM);
+  pz_graph_free(g);
+}
+
+static void test_presets(void) {
+  static const char *const presets[] = {"tiny_llama", "tiny_qwen3_moe", "llama3_1_8b", "llama3_1_70b", "qwen2_5_72b",
+                                        "qwen3_32b", "qwen3_30b_a3b", "qwen3_235b_a22b", "mixtral_8x7b"};
+  int built = 0, refused = 0;
+  for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
+    pz_model_config c;
+    CHECK_OK(pz_config_load(presets[i], &c));
+    int layers = c.num_hidden_layers < 3 ? (int)c.num_hidden_layers : 3;
+    for (int tp = 1; tp <= 8; tp *= 2) {
+      check_preset(presets[i], tp, layers, tp == 4 ? 128 : 4);
+      if (tp_legal(&c, tp)) built++;
+      else refused++;
+    }
+  }
+  CHECK(built > 0 && refused > 0); /* both sides of the TP rule were exercised */
+  printf("GQA presets: %d (preset, TP) pairs rewritten and checked, %d refused by the builder\n", built, refused);
+}
+
 int main(void) {
   test_describe();
   /* Llama-3.1-8B-like at TP 2 (widths multiples of 32): qkv (16+2*4)*128 = 3072. */
@@ -511,6 +626,8 @@ int main(void) {
   test_hand(&(gdims){.m = 16, .hidden = 256, .heads = 16, .kv_heads = 4, .head_dim = 32, .inter = 128, .experts = 10,
                      .vocab = 128, .layers = 2, .moe_from = 0, .tp = 8, .qk_norm = true});
   test_legality();
+  test_verify_rewrites();
   test_batch();
+  test_presets();
   TEST_DONE();
 }
