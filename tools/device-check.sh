@@ -11,6 +11,8 @@
 #              return codes are not reported (the communicator expects cudaErrorPeerAccessAlreadyEnabled)
 #   gemm ar attn moe step   `prezero bench <name>` into $OUT (PZ_GEMM_ARGS adds bench gemm options)
 #   ar_procs   `prezero bench ar --procs 2` (one process per rank; --one-gpu when only one GPU is present)
+#   attn_gqa   `prezero bench attn --layout gqa` (issue 17)
+#   compare_gqa  `prezero compare` on GQA presets at TP 1 (PZ_GQA_CONFIGS, PZ_GQA_OSL), det_gqa the deterministic check
 #   consumer   ctest installed_consumer: install, build examples/ with find_package, run its CPU and CUDA parts
 #   racecheck  compute-sanitizer racecheck and synccheck on test_gemm (quick mode)
 #   fresh      `prezero compare` (Kimi-K2, TP 1) on an empty cache: built-in table, then PREZERO_GEMM_BUILTIN=0
@@ -112,6 +114,20 @@ for s in $sections; do
       grep -h "layers fit\|^Notes" $W/compare_kimi_k25_tp1/compare.md 2>/dev/null | cut -c1-240 | tee -a "$S" ;;
     consumer) run consumer ${PZ_T_CONSUMER:-300} ctest --test-dir $B -R installed_consumer -V
       grep -E "CUDA part|all checks passed|FAIL" "$W/consumer.txt" | sed 's/^[0-9]*: //' | tee -a "$S" ;;
+    attn_gqa) run bench_attn_gqa ${PZ_T_ATTN:-150} $P bench attn --layout gqa --json $W/attn_gqa_h200.json --md $W/attn_gqa_h200.md
+      tail -${PZ_ATTN_TAIL:-25} "$W/bench_attn_gqa.txt" | cut -c1-200 ;;
+    compare_gqa)  # issue 17: prezero compare on GQA presets at TP 1 (as many layers as fit), short decodes
+      for c in ${PZ_GQA_CONFIGS:-llama3_1_70b qwen3_30b_a3b}; do
+        CUDA_VISIBLE_DEVICES=0 run compare_${c}_tp1 ${PZ_T_COMPARE:-300} $P compare --config $c --tp 1 --osl ${PZ_GQA_OSL:-64} \
+          ${PZ_COMPARE_ARGS:-} --out $W/compare_${c}_tp1
+        grep -h "layers fit\|^Verdict\|^| 4 \|^| 64 " $W/compare_${c}_tp1/compare.md 2>/dev/null | cut -c1-200 | tee -a "$S"
+      done ;;
+    det_gqa)  # ON vs OFF bit-identity on GQA presets (at most 2 splits), a few layers
+      for c in ${PZ_GQA_DET_CONFIGS:-llama3_1_8b qwen3_30b_a3b}; do
+        CUDA_VISIBLE_DEVICES=0 run det_${c} ${PZ_T_COMPARE:-300} $P compare --config $c --tp 1 --layers 4 --deterministic --no-profile \
+          --osl ${PZ_DET_OSL:-16} --rounds 1 --conc 4,32 --out $W/compare_det_${c}
+        grep -h "^Verdict" $W/det_${c}.txt | cut -c1-160 | tee -a "$S"
+      done ;;
     build) ;;
     *) log "unknown section $s" ;;
   esac
