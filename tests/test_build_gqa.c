@@ -1,17 +1,19 @@
 /* The GQA decode graph (model/builder.h) and its CPU decode:
- *  - structure of tiny dense and MoE GQA configs at TP 1/2/4/8: node ops, roles and order per
- *    layer, per-rank shapes from the config arithmetic, the parts of the fused qkv_proj /
- *    gate_up_proj weights, kv heads replicated when TP > num_key_value_heads, tied embeddings;
- *    the refusals (one line naming the field);
+ *  - structure of tiny dense and MoE GQA configs (by hand, and every GQA preset) at TP 1/2/4/8:
+ *    node ops, roles and order per layer, per-rank shapes from the config arithmetic, the parts
+ *    of the fused qkv_proj / gate_up_proj weights, kv heads replicated when TP > num_key_value_heads,
+ *    tied embeddings; the refusals (one line naming the field); the presets' full parameter
+ *    counts at every TP against the published ones;
  *  - the seeded fill gives every TP degree the same full weights and caches: each rank's rows of
  *    the fused, sharded and replicated tensors equal the TP 1 rows this test maps them to;
  *  - the first decode step's logits at TP 1 equal a recomputation with the reference ops
  *    (backend/cpu/ref_ops.h) wired here by hand, bit for bit;
  *  - several teacher-forced steps at TP 2/4/8 match TP 1 within LOGIT_TOL, free-running greedy
- *    tokens are identical. */
+ *    tokens are identical (also for the tiny_llama and tiny_qwen3_moe presets, TP 2/4). */
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/ref_ops.h"
 #include "model/builder.h"
+#include "model/config.h"
 #include "pz_test.h"
 #include <string.h>
 
@@ -101,7 +103,14 @@ static pz_model_config mixtral_cfg(void) {
   return c;
 }
 
-static bool layer_moe(const pz_model_config *c, int L) { return c->n_routed_experts > 0 && !(c->n_mlp_only && L == 0); }
+/* Hugging Face Qwen3MoeDecoderLayer's rule: MoE when experts exist, (L + 1) % decoder_sparse_step
+ * == 0 and L is not in mlp_only_layers. */
+static bool layer_moe(const pz_model_config *c, int L) {
+  if (c->n_routed_experts <= 0 || (L + 1) % c->decoder_sparse_step) return false;
+  for (int i = 0; i < c->n_mlp_only; i++)
+    if (c->mlp_only_layers[i] == L) return false;
+  return true;
+}
 
 static pz_graph *build(const pz_model_config *c, int tp, int64_t m, int64_t ctx) {
   pz_build_opts o = PZ_BUILD_OPTS_INIT;
@@ -115,6 +124,8 @@ static pz_graph *build(const pz_model_config *c, int tp, int64_t m, int64_t ctx)
 
 /* ------------------------------------------------------------------ structure */
 
+static void refused(const pz_model_config *c, int tp, const char *field);
+
 static void check_structure(const pz_model_config *c, int tp) {
   const int64_t m = 4, ctx = 32, H = c->hidden_size, d = c->head_dim, NH = c->num_attention_heads;
   const int64_t NKV = c->num_key_value_heads, heads = NH / tp, kvh = NKV >= tp ? NKV / tp : 1;
@@ -123,8 +134,8 @@ static void check_structure(const pz_model_config *c, int tp) {
   if (!g) return;
   const int L = (int)c->num_hidden_layers;
   /* the node sequence: embedding, per layer the GQA block, final norm, lm_head, argmax */
-  pz_op want_op[64];
-  pz_role want_role[64];
+  pz_op *want_op = malloc(sizeof(pz_op) * (size_t)(7 * L + 4));
+  pz_role *want_role = malloc(sizeof(pz_role) * (size_t)(7 * L + 4));
   int nw = 0;
   want_op[nw] = PZ_OP_EMBEDDING, want_role[nw++] = PZ_ROLE_EMBED;
   for (int l = 0; l < L; l++) {
@@ -185,7 +196,8 @@ static void check_structure(const pz_model_config *c, int tp) {
     /* GQA_ATTN: params, norms, o_proj, caches */
     const pz_gqa_params *p = &a->p.gqa;
     CHECK(a->n_src == PZ_GQA_NSRC && p->n_heads == heads && p->n_kv_heads == kvh && p->head_dim == d && p->hidden == H &&
-          p->max_ctx == ctx && p->eps == c->rms_norm_eps && p->softmax_scale == 0.25f && p->rope.type == c->rope.type &&
+          p->max_ctx == ctx && p->eps == c->rms_norm_eps && p->softmax_scale == (float)(1.0 / sqrt((double)d)) &&
+          p->rope.type == c->rope.type &&
           p->rope.theta == c->rope.theta && p->prezero_n_total == 0);
     CHECK((a->src[PZ_GQA_Q_NORM_W] >= 0) == c->qk_norm && (a->src[PZ_GQA_K_NORM_W] >= 0) == c->qk_norm);
     if (c->qk_norm) {
@@ -243,6 +255,54 @@ static void check_structure(const pz_model_config *c, int tp) {
   CHECK((pz_graph_find_tensor(g, "lm_head.weight") == NULL) == c->tie_word_embeddings);
   CHECK_OK(pz_graph_verify(g));
   pz_graph_free(g);
+  free(want_op);
+  free(want_role);
+}
+
+/* Full (unsharded) parameter count of the graph's weights (parts included in full_ne). */
+static double full_params(const pz_graph *g) {
+  double n = 0;
+  for (int i = 0; i < g->n_tensors; i++) {
+    const pz_tensor *t = &g->tensors[i];
+    if (t->kind != PZ_T_WEIGHT) continue;
+    double p = 1;
+    for (int d = 0; d < t->ndim; d++) p *= (double)t->full_ne[d];
+    n += p;
+  }
+  return n;
+}
+
+/* The presets: structure at every TP in 1..8 the builder accepts, and the full parameter count
+ * at each TP equal to the published one (safetensors totals of the Hugging Face checkpoints:
+ * exact; the Qwen3 model cards' rounded figures: within their last digit). */
+static void test_presets(void) {
+  static const struct { const char *name; double params, rel; } P[] = {
+      {"tiny_llama", 0, 0},
+      {"tiny_qwen3_moe", 0, 0},
+      {"llama3_1_8b", 8030261248.0, 0},
+      {"llama3_1_70b", 70553706496.0, 0},
+      {"qwen2_5_72b", 72706203648.0, 0},
+      {"mixtral_8x7b", 46702792704.0, 0},
+      {"qwen3_32b", 32.8e9, 0.0016},
+      {"qwen3_30b_a3b", 30.5e9, 0.0017},
+      {"qwen3_235b_a22b", 235e9, 0.0022},
+  };
+  for (size_t k = 0; k < sizeof P / sizeof P[0]; k++) {
+    pz_model_config c;
+    CHECK_OK(pz_config_load(P[k].name, &c));
+    CHECK(c.attn == PZ_ATTN_GQA);
+    for (int tp = 1; tp <= 8; tp *= 2) {
+      if (c.num_attention_heads % tp) { refused(&c, tp, "num_attention_heads"); continue; }
+      check_structure(&c, tp);
+      if (P[k].params <= 0) continue;
+      pz_graph *g = build(&c, tp, 1, 64);
+      if (!g) continue;
+      double n = full_params(g);
+      if (P[k].rel == 0 ? n != P[k].params : fabs(n / P[k].params - 1) > P[k].rel) fprintf(stderr, "%s tp %d: %.0f parameters\n", P[k].name, tp, n);
+      CHECK(P[k].rel == 0 ? n == P[k].params : fabs(n / P[k].params - 1) <= P[k].rel);
+      pz_graph_free(g);
+    }
+  }
 }
 
 /* One refusal: PZ_ERR_INVALID_ARG, one line naming `field`. */
@@ -481,7 +541,7 @@ static int decode(const pz_model_config *c, int tp, int32_t tok[][BATCH], int fo
   return 1;
 }
 
-static void check_tp_decode(const pz_model_config *c) {
+static void check_tp_decode(const pz_model_config *c, int max_tp) {
   const int64_t V = c->vocab_size;
   const size_t nl = (size_t)STEPS * BATCH * V;
   float *l1 = malloc(nl * 4), *lt = malloc(nl * 4);
@@ -492,7 +552,7 @@ static void check_tp_decode(const pz_model_config *c) {
   double spread = 0;
   for (size_t j = 0; j < nl; j++) spread = fmax(spread, fabs(l1[j]));
   CHECK(spread > 0.1 && spread < 50);
-  for (int tp = 2; tp <= 8; tp *= 2) {
+  for (int tp = 2; tp <= max_tp; tp *= 2) {
     if (!decode(c, tp, tok, 1, lt, out)) continue;
     double maxd = 0;
     int clear = 0, agree = 0;
@@ -525,9 +585,18 @@ int main(void) {
   for (int k = 0; k < 3; k++)
     for (int tp = 1; tp <= 8; tp *= 2) check_structure(&cs[k], tp);
   test_refusals();
+  test_presets();
   for (int k = 0; k < 3; k++)
     for (int tp = 2; tp <= 8; tp *= 2) check_fill_across_tp(&cs[k], tp);
   for (int k = 0; k < 3; k++) check_recompute(&cs[k]);
-  for (int k = 0; k < 3; k++) check_tp_decode(&cs[k]);
+  for (int k = 0; k < 3; k++) check_tp_decode(&cs[k], 8);
+  /* the tiny presets (4 heads: TP up to 4) */
+  static const char *const tiny[] = {"tiny_llama", "tiny_qwen3_moe"};
+  for (int k = 0; k < 2; k++) {
+    pz_model_config c;
+    CHECK_OK(pz_config_load(tiny[k], &c));
+    check_recompute(&c);
+    check_tp_decode(&c, 4);
+  }
   TEST_DONE();
 }
