@@ -21,7 +21,7 @@ enum { BO_M = 8, BO_MAX_IN = 14, BO_MAX_OUT = 5 };
 /* Variant flags (bo_case.var). */
 enum {
   BO_BF16 = 1,        /* RMSNORM: x is bf16 (else f32) */
-  BO_STRIDED = 2,     /* RMSNORM: x and y are column slices of wider tensors; GEMM: C is columns [64, 64+n) of a buffer */
+  BO_STRIDED = 2,     /* RMSNORM, SILU_MUL: input and output are column slices of wider tensors; GEMM: C is columns [64, 64+n) of a buffer */
   BO_BIAS = 4,        /* GEMM: with a bias */
   BO_ACCUM = 8,       /* GEMM: zero_init = false onto a STATE C (zero before the step) */
   BO_REAL = 16,       /* GEMM, LM_HEAD, ARGMAX: real-valued inputs (else small integers, exact in any order) */
@@ -65,6 +65,21 @@ static const bo_moe_shape bo_moe_shapes[] = {
     {"E16 top4 sigmoid noaux_tc +shared", 64, {16, 4, 4, 2, PZ_SCORE_SIGMOID, PZ_TOPK_NOAUX_TC, true, 2.5f, 32, 64}},
     {"E6 top3 group_limited +shared", 48, {6, 3, 3, 2, PZ_SCORE_SOFTMAX, PZ_TOPK_GROUP_LIMITED, true, 1.0f, 16, 32}},
     {"odd E5 top2 H20", 20, {5, 2, 1, 1, PZ_SCORE_SOFTMAX, PZ_TOPK_GREEDY, false, 1.0f, 12, 12}},
+};
+
+/* GQA shapes (bo_case.a of a GQA_ATTN case indexes this). */
+typedef struct bo_gqa_shape {
+  const char *name;
+  int heads, kvh;
+  int64_t d, H, max_ctx;
+  int qk_norm;
+  pz_rope_type rope;
+} bo_gqa_shape;
+static const bo_gqa_shape bo_gqa_shapes[] = {
+    {"ratio 2 d64", 4, 2, 64, 128, 40, 0, PZ_ROPE_DEFAULT},
+    {"ratio 4 d128 qk-norm llama3", 8, 2, 128, 256, 70, 1, PZ_ROPE_LLAMA3},
+    {"ratio 1 d64 qk-norm yarn", 2, 2, 64, 64, 16, 1, PZ_ROPE_YARN},
+    {"odd ratio 3 d24", 3, 1, 24, 40, 9, 0, PZ_ROPE_DEFAULT},
 };
 
 #define BO_GEMM64 "n and k must be multiples of 64 (gemm.h pz_gemm_check)"
@@ -123,6 +138,19 @@ static const bo_case bo_cases[] = {
     {PZ_OP_DENSE_MLP, 1, 5, 48, 80, 0, 0, NULL},
     {PZ_OP_DENSE_MLP, 2, 4, 64, 96, 0, 0, NULL},
     {PZ_OP_DENSE_MLP, 2, 8, 128, 64, 0, 0, NULL},
+    /* GQA_ATTN: a = bo_gqa_shapes index */
+    {PZ_OP_GQA_ATTN, 1, 1, 0, 0, 0, 0, NULL},
+    {PZ_OP_GQA_ATTN, 1, 4, 1, 0, 0, 0, NULL},
+    {PZ_OP_GQA_ATTN, 1, 3, 3, 0, 0, 0, "head_dim must be 16, 32, 64 or 128, H and heads*head_dim multiples of 64 (gqa.h)"},
+    {PZ_OP_GQA_ATTN, 1, 6, 2, 0, 0, 0, NULL},
+    {PZ_OP_GQA_ATTN, 2, 5, 0, 0, 0, 0, NULL},
+    {PZ_OP_GQA_ATTN, 2, 3, 1, 0, 0, 0, NULL},
+    /* SILU_MUL: a = inter (gu [m, 2a] f32 -> act [m, a] bf16) */
+    {PZ_OP_SILU_MUL, 1, 1, 64, 0, 0, 0, NULL},
+    {PZ_OP_SILU_MUL, 1, 5, 37, 0, 0, 0, NULL},
+    {PZ_OP_SILU_MUL, 1, 8, 1000, 0, 0, BO_STRIDED, NULL},
+    {PZ_OP_SILU_MUL, 2, 4, 96, 0, 0, 0, NULL},
+    {PZ_OP_SILU_MUL, 2, 3, 21, 0, 0, BO_STRIDED, NULL},
     /* LM_HEAD: a = H, b = vocab (vocab_per_rank = ceil(vocab / tp)) */
     {PZ_OP_LM_HEAD, 1, 2, 64, 128, 0, 0, NULL},
     {PZ_OP_LM_HEAD, 1, 3, 40, 50, 0, 0, BO_GEMM64},
@@ -187,6 +215,8 @@ static inline const char *bo_label(const bo_case *c, char *buf, size_t len) {
                               c->var & BO_BIAS ? " bias" : "", c->var & BO_ACCUM ? " accumulate" : "",
                               c->var & BO_STRIDED ? " C-slice" : "", c->var & BO_REAL ? " real" : " int"); break;
     case PZ_OP_MLA_ATTN: snprintf(p, l, "%s", bo_mla_shapes[a].name); break;
+    case PZ_OP_GQA_ATTN: snprintf(p, l, "%s (H %lld)", bo_gqa_shapes[a].name, (long long)bo_gqa_shapes[a].H); break;
+    case PZ_OP_SILU_MUL: snprintf(p, l, "inter=%lld%s", (long long)a, c->var & BO_STRIDED ? " strided" : ""); break;
     case PZ_OP_MOE: snprintf(p, l, "H=%lld %s", (long long)bo_moe_shapes[a].H, bo_moe_shapes[a].name); break;
     case PZ_OP_DENSE_MLP: snprintf(p, l, "H=%lld inter=%lld", (long long)a, (long long)b); break;
     case PZ_OP_ARGMAX: snprintf(p, l, "vocab=%lld%s%s", (long long)a, c->var & BO_NAN ? " NaN" : "",
@@ -411,6 +441,75 @@ static void bo_build_mla(bo_graph *bg) {
   bo_out_add(bg, src[PZ_MLA_KV_CACHE], BO_TOL_ULP, 0);
 }
 
+/* GQA_ATTN: in = the node's PZ_GQA_NSRC source slots; the output is in[PZ_GQA_NSRC]. The caches
+ * [BO_M, kvh, max_ctx, d] are the executors' seeded fill (".k_cache" / ".v_cache"). */
+static void bo_build_gqa(bo_graph *bg) {
+  const bo_gqa_shape *s = &bo_gqa_shapes[bg->c->a];
+  const int64_t d = s->d, hd = s->heads * d;
+  int src[PZ_GQA_NSRC];
+  for (int i = 0; i < PZ_GQA_NSRC; i++) src[i] = -1;
+  src[PZ_GQA_QKV] = bo_t(bg, "qkv", PZ_F32, PZ_T_WEIGHT, 2, BO_M, (s->heads + 2 * s->kvh) * d, 0, 1.0f, 0);
+  if (s->qk_norm) {
+    src[PZ_GQA_Q_NORM_W] = bo_normw(bg, "q_norm.weight", d);
+    src[PZ_GQA_K_NORM_W] = bo_normw(bg, "k_norm.weight", d);
+  }
+  src[PZ_GQA_O_W] = bo_t(bg, "o_proj.weight", PZ_BF16, PZ_T_WEIGHT, 2, s->H, hd, 0, 1.0f / sqrtf((float)hd), 0);
+  const char *cn[2] = {"attn.k_cache", "attn.v_cache"};
+  for (int k = 0; k < 2; k++) {
+    int id = -1;
+    const int64_t ne[4] = {BO_M, s->kvh, s->max_ctx, d};
+    CHECK_OK(pz_graph_add_tensor(bg->g, cn[k], PZ_BF16, PZ_T_STATE, 4, ne, &id));
+    if (id >= 0) {
+      bg->g->tensors[id].batched = false;
+      bg->g->tensors[id].init_scale = 1.0f;
+    }
+    src[k ? PZ_GQA_V_CACHE : PZ_GQA_K_CACHE] = id;
+  }
+  src[PZ_GQA_POS] = bo_t(bg, "positions", PZ_I32, PZ_T_INPUT, 1, BO_M, 0, 0, 0, 0);
+  bg->g->in_pos = src[PZ_GQA_POS];
+  int out = bo_t(bg, "attn.out", PZ_F32, PZ_T_ACT, 2, BO_M, s->H, 0, 0, 0);
+  pz_op_params p = {.gqa = {.n_heads = s->heads, .n_kv_heads = s->kvh, .head_dim = d, .hidden = s->H,
+                            .max_ctx = s->max_ctx, .eps = 1e-6f, .softmax_scale = 1.0f / sqrtf((float)d),
+                            .rope = {.theta = 10000.f, .factor = 1.f}}};
+  if (s->rope == PZ_ROPE_LLAMA3)
+    p.gqa.rope = (pz_rope_params){.theta = 500000.f, .factor = 8.f, .original_max_position_embeddings = 64,
+                                  .type = PZ_ROPE_LLAMA3, .low_freq_factor = 1.f, .high_freq_factor = 4.f};
+  else if (s->rope == PZ_ROPE_YARN)
+    p.gqa.rope = (pz_rope_params){.theta = 10000.f, .factor = 4.f, .original_max_position_embeddings = 16,
+                                  .beta_fast = 32.f, .beta_slow = 1.f, .mscale = 1.f, .mscale_all_dim = 0.f,
+                                  .type = PZ_ROPE_YARN};
+  bo_node(bg, PZ_OP_GQA_ATTN, "attn", src, PZ_GQA_NSRC, (int[]){out}, 1, &p);
+  memcpy(bg->in, src, sizeof src);
+  bg->in[PZ_GQA_NSRC] = out;
+  /* the last cache slot, slot 0, then a spread */
+  for (int i = 0; i < BO_M; i++) bg->pos[i] = (int32_t)((i * 7 + 2) % s->max_ctx);
+  bg->pos[0] = (int32_t)(s->max_ctx - 1);
+  bg->pos[1] = 0;
+  bo_out_add(bg, out, BO_TOL_REL, 4e-3);
+  bo_out_add(bg, src[PZ_GQA_K_CACHE], BO_TOL_ULP, 0);
+  bo_out_add(bg, src[PZ_GQA_V_CACHE], BO_TOL_EXACT, 0);
+}
+
+/* SILU_MUL: in = {gu, act, gu's base or -1, act's base or -1}. */
+static void bo_build_silu(bo_graph *bg) {
+  const int64_t I = bg->c->a;
+  int gu, act, gb = -1, ab = -1;
+  if (bg->c->var & BO_STRIDED) {
+    gb = bo_t(bg, "gate_up.base", PZ_F32, PZ_T_WEIGHT, 2, BO_M, 2 * I + 12, 0, 6.0f / 7.0f, 0); /* reals */
+    gu = bo_t(bg, "gate_up", PZ_F32, PZ_T_WEIGHT, 2, BO_M, 2 * I, 0, 0, 0);
+    CHECK_OK(pz_graph_make_col_view(bg->g, gu, gb, 4));
+    ab = bo_t(bg, "act.base", PZ_BF16, PZ_T_ACT, 2, BO_M, I + 24, 0, 0, 0);
+    CHECK_OK(pz_graph_add_col_slice(bg->g, "act", ab, 8, I, &act));
+  } else {
+    gu = bo_t(bg, "gate_up", PZ_F32, PZ_T_WEIGHT, 2, BO_M, 2 * I, 0, 12.0f, 0); /* integers in [-12, 12] */
+    act = bo_t(bg, "act", PZ_BF16, PZ_T_ACT, 2, BO_M, I, 0, 0, 0);
+  }
+  pz_op_params p = {.mlp = {.inter = I}};
+  bo_node(bg, PZ_OP_SILU_MUL, "act_fn", (int[]){gu}, 1, (int[]){act}, 1, &p);
+  memcpy(bg->in, (int[]){gu, act, gb, ab}, 4 * sizeof(int));
+  bo_out_add(bg, ab >= 0 ? ab : act, BO_TOL_EXACT, 0);
+}
+
 /* MOE: in = the node's PZ_MOE_NSRC source slots; the output is in[PZ_MOE_NSRC]. */
 static void bo_build_moe(bo_graph *bg) {
   const bo_moe_shape *s = &bo_moe_shapes[bg->c->a];
@@ -502,8 +601,8 @@ typedef struct bo_entry { bo_build_fn build; const char *gap; } bo_entry;
 #define BO_OP_ARGMAX BO_BUILDER(bo_build_argmax)
 #define BO_OP_AR_RMSNORM_MAYBE_PREZERO BO_BUILDER(bo_build_prezero)
 #define BO_OP_MM_MAYBE_PREZERO BO_BUILDER(bo_build_prezero)
-#define BO_OP_GQA_ATTN BO_GAP("GQA attention: cases land with its kernels")
-#define BO_OP_SILU_MUL BO_GAP("SiLU-mul: cases land with its kernels")
+#define BO_OP_GQA_ATTN BO_BUILDER(bo_build_gqa)
+#define BO_OP_SILU_MUL BO_BUILDER(bo_build_silu)
 static const bo_entry bo_entries[] = {
 #define PZ_OP(e, name, coll) [PZ_OP_##e] = BO_OP_##e,
 #include "core/ops.def"
@@ -521,7 +620,8 @@ static inline void bo_build(const bo_case *c, bo_graph *bg) {
   const bo_entry *e = &bo_entries[c->op];
   if (!e->build) return;
   pz_graph_info info = {.tp = c->tp, .m = BO_M, .n_layers = 1, .rms_eps = 1e-6f};
-  info.hidden = c->op == PZ_OP_MLA_ATTN ? bo_mla_shapes[c->a].H : c->op == PZ_OP_MOE ? bo_moe_shapes[c->a].H : c->a;
+  info.hidden = c->op == PZ_OP_MLA_ATTN ? bo_mla_shapes[c->a].H : c->op == PZ_OP_MOE ? bo_moe_shapes[c->a].H
+                : c->op == PZ_OP_GQA_ATTN ? bo_gqa_shapes[c->a].H : c->a;
   info.vocab_size = c->op == PZ_OP_ARGMAX ? c->a : c->op == PZ_OP_EMBEDDING || c->op == PZ_OP_LM_HEAD ? c->b : 0;
   snprintf(info.model_name, sizeof info.model_name, "backend_ops");
   CHECK_OK(pz_graph_create(&info, &bg->g));

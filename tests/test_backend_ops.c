@@ -12,6 +12,8 @@
  *   MLA_ATTN: pz_ref_mla_decode on copies of the inputs and of the cache before the step: checks
  *     the op's unpacking (slots, strides, cache layout, positions); the formula itself is checked
  *     against the non-absorbed attention in test_cpu_mla.c;
+ *   GQA_ATTN: pz_ref_gqa_attention likewise (its formula: test_cpu_gqa.c's double model);
+ *   SILU_MUL: written out in a plain loop from the contract;
  *   AR_RMSNORM_MAYBE_PREZERO: AR_RMSNORM's reference plus the zero_fill (n_total columns when
  *     the gate holds, the n_base prefix otherwise, nothing else touched);
  *   MM_MAYBE_PREZERO: the GEMM reference, with the buffer poisoned (NaN) before the step, so a
@@ -284,6 +286,57 @@ static void check_mla(run *R) {
   free(out);
 }
 
+/* GQA: pz_ref_gqa_attention on the inputs and copies of the caches as they were before the step
+ * (the op's unpacking: slots, strides, cache layout, positions; the formula is checked against a
+ * double-precision model in test_cpu_gqa.c). */
+static void check_gqa(run *R) {
+  const bo_graph *bg = R->bg;
+  const pz_node *n = &bg->g->nodes[0];
+  const int *in = bg->in;
+  const int64_t H = n->p.gqa.hidden, m = bg->c->m, cache_n = pz_tensor_numel(T(R, in[PZ_GQA_K_CACHE]));
+  const pz_tensor *kt = T(R, in[PZ_GQA_K_CACHE]);
+  pz_bf16 *kc = malloc(sizeof(pz_bf16) * (size_t)cache_n), *vc = malloc(sizeof(pz_bf16) * (size_t)cache_n);
+  float *out = malloc(sizeof(float) * (size_t)(m * H));
+  for (int r = 0; r < bg->c->tp && kc && vc && out; r++) {
+    memcpy(kc, R->snap[r][in[PZ_GQA_K_CACHE]], sizeof(pz_bf16) * (size_t)cache_n);
+    memcpy(vc, R->snap[r][in[PZ_GQA_V_CACHE]], sizeof(pz_bf16) * (size_t)cache_n);
+#define OPT(slot) (in[slot] >= 0 ? D(R, r, in[slot]) : NULL)
+    pz_ref_gqa_io io = {.qkv = D(R, r, in[PZ_GQA_QKV]), .ld_qkv = T(R, in[PZ_GQA_QKV])->stride[0],
+                        .q_norm_w = OPT(PZ_GQA_Q_NORM_W), .k_norm_w = OPT(PZ_GQA_K_NORM_W), .o_w = D(R, r, in[PZ_GQA_O_W]),
+                        .k_cache = kc, .v_cache = vc, .cache_seq_stride = kt->stride[0], .cache_head_stride = kt->stride[1],
+                        .pos = bg->pos, .out = out, .ld_out = H, .out_zero_init = true};
+#undef OPT
+    CHECK_OK(pz_ref_gqa_attention(m, &n->p.gqa, &io));
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < H; j++) expect(R, same(G(R, r, in[PZ_GQA_NSRC], i, j), out[i * H + j]), "attn.out", r, i, j,
+                                             G(R, r, in[PZ_GQA_NSRC], i, j), out[i * H + j]);
+    const pz_bf16 *gk = D(R, r, in[PZ_GQA_K_CACHE]), *gv = D(R, r, in[PZ_GQA_V_CACHE]);
+    int64_t diff = 0, changed = 0;
+    for (int64_t t = 0; t < cache_n; t++) {
+      diff += (gk[t] != kc[t]) + (gv[t] != vc[t]);
+      changed += gk[t] != ((const pz_bf16 *)R->snap[r][in[PZ_GQA_K_CACHE]])[t];
+    }
+    expect(R, diff == 0, "k/v cache (elements differing)", r, 0, 0, (float)diff, 0);
+    CHECK(changed > 0); /* the step appended its rows */
+  }
+  free(kc);
+  free(vc);
+  free(out);
+}
+
+/* SILU_MUL: act = bf16(silu(g) * u), silu(g) = g / (1 + expf(-g)), written out from the contract. */
+static void check_silu(run *R) {
+  const bo_graph *bg = R->bg;
+  const int64_t I = bg->c->a;
+  for (int r = 0; r < bg->c->tp; r++)
+    for (int64_t i = 0; i < bg->c->m; i++)
+      for (int64_t j = 0; j < I; j++) {
+        const float g = G(R, r, bg->in[0], i, j), u = G(R, r, bg->in[0], i, I + j);
+        const float s = g / (1.0f + expf(-g)), want = RB(s * u), got = G(R, r, bg->in[1], i, j);
+        expect(R, same(got, want), "act", r, i, j, got, want);
+      }
+}
+
 /* Donor: AR_RMSNORM's reference for x0, x1, R; the buffer's fill columns of rows [0, m) are +0,
  * beyond them (and rows >= m) the poison is untouched; consumer columns are checked by the MM case. */
 static void check_donor(run *R) {
@@ -327,7 +380,7 @@ static const check_fn checks[PZ_OP_COUNT] = {
     [PZ_OP_EMBEDDING] = check_embedding, [PZ_OP_RMSNORM] = check_rmsnorm, [PZ_OP_AR_RMSNORM] = check_ar,
     [PZ_OP_GEMM] = check_gemm, [PZ_OP_MLA_ATTN] = check_mla, [PZ_OP_MOE] = check_moe, [PZ_OP_DENSE_MLP] = check_mlp,
     [PZ_OP_LM_HEAD] = check_gemm, [PZ_OP_ARGMAX] = check_argmax, [PZ_OP_AR_RMSNORM_MAYBE_PREZERO] = check_donor,
-    [PZ_OP_MM_MAYBE_PREZERO] = check_mm,
+    [PZ_OP_MM_MAYBE_PREZERO] = check_mm, [PZ_OP_GQA_ATTN] = check_gqa, [PZ_OP_SILU_MUL] = check_silu,
 };
 
 /* Builds, runs and checks one case; returns 1 when it passed. */

@@ -1,6 +1,7 @@
 /* prezero bench attn: the CUDA MLA decode op on Kimi-K2 per-rank shapes (TP 1/2/4), batch m and
  * context 8192: µs per call of the attention part and of the whole op, and the attention part's
- * achieved HBM bandwidth (KV bytes read / time) beside a plain streaming read of the same bytes. */
+ * achieved HBM bandwidth (KV bytes read / time) beside a plain streaming read of the same bytes.
+ * --layout gqa runs the GQA table instead (tools/bench_attn_gqa.c). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,9 +11,14 @@
 
 #define POOL_SEQS 256     /* sequences in the rotated cache pool (2.4 GB at context 8192) */
 
+/* --layout gqa: the GQA decode op's table (tools/bench_attn_gqa.c). */
+int pz_bench_attn_gqa(int argc, char **argv);
+void pz_bench_attn_gqa_usage(FILE *f);
+
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: prezero bench attn [--json FILE] [--md FILE] [--m 4,8,...] [--tp 1,2,4] [--ctx N] [--reps N]\n"
+          "usage: prezero bench attn [--layout mla|gqa] [--json FILE] [--md FILE] [--m 4,8,...] [--tp 1,2,4] [--ctx N] [--reps N]\n"
+          "  --layout mla (default): the MLA table below; --layout gqa: the GQA table (--help with it).\n"
           "  Kimi-K2 per-rank MLA shapes (64/TP heads, q_lora 1536, kv_lora 512, rope 64, nope 128,\n"
           "  v 128, H 7168). Every row is timed by CUDA-graph replay (median of --reps replays, default\n"
           "  9) of launches that rotate over a %d-sequence cache pool and two weight copies, so the\n"
@@ -20,6 +26,20 @@ static void usage(FILE *f) {
           "  combine) µs and its KV bandwidth, whole op µs, streaming read of the KV bytes µs.\n"
           "  Defaults: m 4,8,16,32,64,128; TP 1,2,4; context 8192. PREZERO_MLA_SPLITS overrides the\n"
           "  split count; PREZERO_MLA_ATTN=1 selects the version-1 attention kernel.\n", POOL_SEQS);
+}
+
+/* The layout asked for (--layout VALUE, last one wins): 1 for gqa, 0 for mla or none, -1 for
+ * anything else (reported). */
+static int layout_of(int argc, char **argv) {
+  int gqa = 0;
+  for (int i = 1; i + 1 < argc; i++)
+    if (!strcmp(argv[i], "--layout")) {
+      const char *v = argv[++i];
+      if (!strcmp(v, "gqa")) gqa = 1;
+      else if (!strcmp(v, "mla")) gqa = 0;
+      else { fprintf(stderr, "prezero bench attn: --layout %s: use mla or gqa\n", v); return -1; }
+    }
+  return gqa;
 }
 
 #ifdef PZ_HAVE_CUDA
@@ -103,7 +123,16 @@ static void fill(void *p, int64_t n, uint32_t seed, pz_status *st) {
   if (*st == PZ_OK && p) *st = pz_gemm_fill_bf16(p, n, seed, false, 0);
 }
 
+static int bench_mla(int argc, char **argv);
+
 int pz_cmd_bench_attn(int argc, char **argv) {
+  const int layout = layout_of(argc, argv);
+  if (layout < 0) return 2;
+  if (layout == 1) return pz_bench_attn_gqa(argc, argv);
+  return bench_mla(argc, argv);
+}
+
+static int bench_mla(int argc, char **argv) {
   const char *json_path = NULL, *md_path = NULL;
   int ms[16] = {4, 8, 16, 32, 64, 128}, nm = 6, tps[8] = {1, 2, 4}, ntp = 3, reps = 9, ctx = 8192;
   for (int i = 1; i < argc; i++) {
@@ -114,6 +143,7 @@ int pz_cmd_bench_attn(int argc, char **argv) {
     if (!strcmp(a, "--json")) json_path = v;
     else if (!strcmp(a, "--md")) md_path = v;
     else if (!strcmp(a, "--reps")) reps = atoi(v);
+    else if (!strcmp(a, "--layout")) continue; /* mla: checked by layout_of */
     else if (!strcmp(a, "--ctx")) {
       ctx = atoi(v);
       if (ctx < 1 || ctx > 32768) { fprintf(stderr, "prezero bench attn: --ctx %s outside 1..32768\n", v); return 2; }
@@ -270,6 +300,7 @@ int pz_cmd_bench_attn(int argc, char **argv) {
 }
 #else
 int pz_cmd_bench_attn(int argc, char **argv) {
+  if (layout_of(argc, argv) == 1) return pz_bench_attn_gqa(argc, argv);
   return pz_bench_no_cuda("bench attn", argc, argv, usage);
 }
 #endif

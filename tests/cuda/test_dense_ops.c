@@ -1,6 +1,7 @@
 /* CUDA dense ops (src/backend/cuda/dense_ops.h) against the CPU references of ref_ops.h:
  * embedding and argmax bit for bit (TP shards, ties, NaN, padding, out-of-range ids), RMSNorm
- * within one bf16 ulp, lm_head exact on integer inputs, at tiny and Kimi-K2 per-rank shapes. */
+ * within one bf16 ulp, lm_head exact on integer inputs, at tiny and Kimi-K2 per-rank shapes;
+ * SiLU-and-multiply bit for bit (edge values included). */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime.h>
 #include <math.h>
@@ -208,6 +209,51 @@ static void test_lm_head(pz_gemm_ctx *g, int m, int64_t H, int64_t vpr) {
   free(x); free(W); free(ref); free(got);
 }
 
+/* ---------------------------------------------------------------- SiLU-and-multiply */
+
+/* pz_cuda_silu_mul against pz_ref_silu_mul bit for bit (NaN matches any NaN: the CPU and the
+ * GPU make different NaN bits from inf/inf): the 4-wide path (inter % 4 == 0, aligned strides)
+ * and the scalar one, rows wider than the data (the padding of act must stay untouched), and
+ * with `specials` the edge values of g (±inf, NaN, |g| beyond expf's range, ±0, a denormal). */
+static void test_silu_mul(int64_t m, int64_t inter, int64_t pad_gu, int64_t pad_act, int specials) {
+  const int64_t ld_gu = 2 * inter + pad_gu, ld_act = inter + pad_act;
+  float *gu = malloc(sizeof(float) * (size_t)(m * ld_gu));
+  pz_bf16 *ref = malloc(sizeof(pz_bf16) * (size_t)(m * ld_act)), *got = malloc(sizeof(pz_bf16) * (size_t)(m * ld_act));
+  for (int64_t i = 0; i < m * ld_gu; i++) gu[i] = 8.0f * uniform();
+  if (specials) {
+    const float sp[] = {INFINITY, -INFINITY, NAN, -100.0f, 100.0f, -88.5f, 89.0f, -0.0f, 0.0f, 1e-40f, -104.0f, 20.0f};
+    for (int64_t k = 0; k < (int64_t)(sizeof sp / sizeof sp[0]) && k < inter; k++) gu[k] = sp[k];
+    if (m > 1 && inter > 1) gu[ld_gu + inter + 1] = INFINITY; /* u = inf */
+  }
+  for (int64_t i = 0; i < m * ld_act; i++) ref[i] = 0x5555;
+  pz_ref_silu_mul(m, inter, gu, ld_gu, ref, ld_act);
+  float *dg = dev_copy(gu, sizeof(float) * (size_t)(m * ld_gu));
+  pz_bf16 *da = NULL;
+  cudaMalloc((void **)&da, sizeof(pz_bf16) * (size_t)(m * ld_act));
+  cudaMemset(da, 0x55, sizeof(pz_bf16) * (size_t)(m * ld_act)); /* 0x5555: the padding sentinel */
+  pz_silu_mul_params p = {.gu = dg, .act = da, .m = m, .inter = inter, .ld_gu = ld_gu, .ld_act = ld_act};
+  CHECK_OK(pz_cuda_silu_mul(&p, 0));
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
+  cudaMemcpy(got, da, sizeof(pz_bf16) * (size_t)(m * ld_act), cudaMemcpyDeviceToHost);
+  int64_t bad = 0;
+  for (int64_t i = 0; i < m * ld_act; i++) {
+    const bool nan_r = (ref[i] & 0x7fff) > 0x7f80, nan_g = (got[i] & 0x7fff) > 0x7f80;
+    if (nan_r || nan_g ? !(nan_r && nan_g) : ref[i] != got[i]) {
+      if (bad++ < 5)
+        fprintf(stderr, "silu_mul m=%lld inter=%lld [%lld]: cpu 0x%04x, cuda 0x%04x\n", (long long)m, (long long)inter,
+                (long long)i, ref[i], got[i]);
+    }
+  }
+  CHECK(bad == 0);
+  printf("silu_mul m=%lld inter=%lld ld_gu=%lld ld_act=%lld%s: %lld of %lld values differ\n", (long long)m,
+         (long long)inter, (long long)ld_gu, (long long)ld_act, specials ? " (edge values)" : "", (long long)bad,
+         (long long)(m * ld_act));
+  p.ld_gu = 2 * inter - 1;
+  CHECK_ST(pz_cuda_silu_mul(&p, 0), PZ_ERR_INVALID_ARG);
+  cudaFree(dg); cudaFree(da);
+  free(gu); free(ref); free(got);
+}
+
 int main(void) {
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -234,6 +280,10 @@ int main(void) {
     test_argmax(4, 163840, 4, mode);
   }
   test_argmax(64, 163840, 1, 1);
+  test_silu_mul(3, 64, 0, 0, 1);
+  test_silu_mul(5, 37, 3, 1, 1);          /* odd: the scalar path */
+  test_silu_mul(4, 1024, 8, 4, 0);        /* strided rows, 4-wide */
+  test_silu_mul(128, 28672 / 8, 0, 0, 0); /* Llama-3.1-70B TP 8: intermediate 28672 / 8 */
   pz_gemm_ctx *g = NULL;
   CHECK_OK(pz_gemm_ctx_create(&g));
   if (g) {

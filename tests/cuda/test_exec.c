@@ -177,7 +177,7 @@ static void test_fill(int tp) {
       size_t bytes = (size_t)pz_tensor_numel(x) * pz_dtype_size(x->dtype);
       void *d = NULL, *h = malloc(bytes);
       CHECK(cudaMalloc(&d, bytes) == cudaSuccess && h);
-      CHECK_OK(pz_fill_tensor_launch(x, r, co.seed, d, 0));
+      CHECK_OK(pz_fill_tensor_launch(x, r, tp, co.seed, d, 0));
       CHECK(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
       if (memcmp(h, pz_cpu_exec_data(ce, r, t), bytes) != 0) {
         if (bad++ < 5) fprintf(stderr, "fill of %s (rank %d of %d) differs from the CPU executor's\n", x->name, r, tp);

@@ -1,5 +1,5 @@
 /* CUDA MoE (src/backend/cuda/moe.h) against the CPU references (ref_ops.h): router top-k
- * bit for bit (every scoring/top-k method, ties, NaN, all/one expert, unfillable slots),
+ * bit for bit (every scoring/top-k method, top-k softmax too, ties, NaN, all/one expert, unfillable slots),
  * routed + shared experts and the dense MLP within a stated tolerance (tiny and Kimi-K2 TP 4),
  * determinism, CUDA-graph replays at two batch sizes, argument errors. */
 #define _POSIX_C_SOURCE 200809L
@@ -165,6 +165,15 @@ static void test_route(void) {
     route_case("unfillable", m, mk(16, 6, 8, 2, PZ_SCORE_SIGMOID, PZ_TOPK_NOAUX_TC, true, 1.0f), 0, 1, 0);
     /* one expert per group (noaux_tc group score = that expert) */
     route_case("groups of one", m, mk(32, 4, 32, 8, PZ_SCORE_SIGMOID, PZ_TOPK_NOAUX_TC, false, 1.0f), 0, 1, 0);
+    /* mixtral_8x7b.json: top-k of the logits, softmax over the 2 chosen (TOPK_SOFTMAX) */
+    pz_moe_params mix = mk(8, 2, 1, 1, PZ_SCORE_TOPK_SOFTMAX, PZ_TOPK_GREEDY, false, 1.0f);
+    route_case("mixtral", m, mix, 0, 0, 0);
+    route_case("mixtral ties", m, mix, 1, 0, 0);
+    route_case("mixtral equal", m, mix, 2, 0, 0);
+    route_case("mixtral nan", m, mix, 3, 0, 0);
+    /* top-k softmax with more experts, a scaling factor, and one expert (weight 1) */
+    route_case("topk-softmax E128 top8 x2", m, mk(128, 8, 1, 1, PZ_SCORE_TOPK_SOFTMAX, PZ_TOPK_GREEDY, true, 2.0f), 0, 0, 0);
+    route_case("topk-softmax one expert", m, mk(16, 1, 1, 1, PZ_SCORE_TOPK_SOFTMAX, PZ_TOPK_GREEDY, false, 1.0f), 0, 0, 0);
   }
   /* Hand-checked ties: all logits equal -> experts 0..K-1 in index order, equal weights. */
   {

@@ -1,6 +1,6 @@
 /* CUDA dense decode ops around the layers (sm_90a): vocab-parallel embedding, RMSNorm (also the
- * final norm), lm_head through the split-K GEMM family, greedy argmax over a vocab shard plus the
- * cross-rank combine. Each launcher takes a plain params struct, is capturable in a CUDA graph
+ * final norm), lm_head through the split-K GEMM family, SiLU-and-multiply (the GQA layouts' MLP
+ * activation), greedy argmax over a vocab shard plus the cross-rank combine. Each launcher takes a plain params struct, is capturable in a CUDA graph
  * (no host sync, no allocation) and matches the CPU reference of backend/cpu/ref_ops.h. */
 #ifndef PZ_BACKEND_CUDA_DENSE_OPS_H
 #define PZ_BACKEND_CUDA_DENSE_OPS_H
@@ -76,6 +76,18 @@ typedef struct pz_argmax_params {
 } pz_argmax_params;
 /* Errors: PZ_ERR_INVALID_ARG (NULL logits/cand, ld < vocab_per_rank), PZ_ERR_CUDA. */
 pz_status pz_cuda_argmax_shard(const pz_argmax_params *p, cudaStream_t s);
+
+/* SiLU-and-multiply of a fused gate_up_proj output (pz_ref_silu_mul's contract):
+ *   act[i, j] = bf16(silu(g) * u), g = gu[i, j], u = gu[i, inter + j], silu(g) = g / (1 + expf(-g)),
+ * IEEE-rounded f32 divide, add and multiply and glibc's expf algorithm (expf_glibc.cuh), so the
+ * output is bit-identical to pz_ref_silu_mul. gu: f32 [m, ld_gu] (gate | up), act: bf16 [m, ld_act]. */
+typedef struct pz_silu_mul_params {
+  const float *__restrict__ gu;      /* [m, ld_gu] f32, ld_gu >= 2*inter */
+  pz_bf16 *__restrict__ act;         /* [m, ld_act] bf16, ld_act >= inter */
+  int64_t m, inter, ld_gu, ld_act;
+} pz_silu_mul_params;
+/* Errors: PZ_ERR_INVALID_ARG (NULL, m < 1, inter < 1, a row stride too small), PZ_ERR_CUDA. */
+pz_status pz_cuda_silu_mul(const pz_silu_mul_params *p, cudaStream_t s);
 
 #define PZ_ARGMAX_MAX_TP 8
 /* Cross-rank combine: cands[r] (device pointers, r = 0..tp-1, each [m], gathered by the caller

@@ -363,6 +363,7 @@ pz_status pz_cuda_exec_plan(pz_cuda_exec *e, int64_t m, pz_prezero_report *rep, 
 static int64_t find_max_ctx(const pz_graph *g) {
   for (int i = 0; i < g->n_nodes; i++)
     if (g->nodes[i].op == PZ_OP_MLA_ATTN) return g->nodes[i].p.mla.max_ctx;
+    else if (g->nodes[i].op == PZ_OP_GQA_ATTN) return g->nodes[i].p.gqa.max_ctx;
   return 0;
 }
 
@@ -563,7 +564,7 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
       pz_qfill qf; /* quantised experts without a checkpoint: quant_synth.h's bits, made on the GPU */
       PZ_CHECK_GOTO(pz_qfill_plan(e->g, x, o->seed, &qf), st, fail);
       if (qf.kind != PZ_QFILL_NONE) PZ_CHECK_GOTO(pz_fill_quant_launch(&qf, r, R->data[t], R->stream), st, fail);
-      else PZ_CHECK_GOTO(pz_fill_tensor_launch(x, r, o->seed, R->data[t], R->stream), st, fail);
+      else PZ_CHECK_GOTO(pz_fill_tensor_launch(x, r, tp, o->seed, R->data[t], R->stream), st, fail);
     }
     if (o->load_weight) PZ_CHECK_GOTO(load_weights(e, r), st, fail);
   }

@@ -4,6 +4,7 @@
 #include <string.h>
 #include "backend/cuda/ar_fused.h"
 #include "backend/cuda/cuda_util.h"
+#include "backend/cuda/gqa.h"
 #include "backend/cuda/mla.h"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/moe_q.h"
@@ -269,6 +270,76 @@ static pz_status op_mla(pz_cuda_ctx *c, const pz_node *n) {
   return PZ_OK;
 }
 
+/* ---------------------------------------------------------------- GQA (gqa.h) */
+
+/* The GQA op with its o_proj slot, by the CPU op's rule: a set slot is written with zero_init =
+ * false exactly when the donor zeroed it for this m. Its scratch is the rank's shared workspace. */
+static pz_status op_gqa(pz_cuda_ctx *c, const pz_node *n) {
+  const pz_gqa_params *p = &n->p.gqa;
+  if (n->n_src < PZ_GQA_NSRC) return pz_error(PZ_ERR_INVALID_ARG, "%s: expected %d src slots", n->name, PZ_GQA_NSRC);
+  PZ_CHECK(need_src(n, PZ_GQA_QKV)); PZ_CHECK(need_src(n, PZ_GQA_O_W)); PZ_CHECK(need_src(n, PZ_GQA_K_CACHE));
+  PZ_CHECK(need_src(n, PZ_GQA_V_CACHE)); PZ_CHECK(need_src(n, PZ_GQA_POS));
+  pz_gqa_cuda_ctx *gc = c->ranks[c->rank].op_ctx ? c->ranks[c->rank].op_ctx[n->id] : NULL;
+  if (!gc) return pz_error(PZ_ERR_INTERNAL, "%s: GQA context missing on rank %d", n->name, c->rank);
+  const pz_tensor *kc = TT(n->src[PZ_GQA_K_CACHE]), *vc = TT(n->src[PZ_GQA_V_CACHE]);
+  if (kc->ndim != 4 || vc->ndim != 4 || kc->stride[3] != 1 || kc->stride[2] != p->head_dim ||
+      memcmp(kc->stride, vc->stride, sizeof kc->stride) != 0)
+    return pz_error(PZ_ERR_SHAPE, "%s: K/V caches must be [m, kvh, max_ctx, head_dim] with contiguous rows and equal strides",
+                    n->name);
+  const pz_cuda_rank *R = &c->ranks[c->rank];
+  pz_gqa_cuda_io io;
+  memset(&io, 0, sizeof io);
+  io.qkv = DATA(n->src[PZ_GQA_QKV]);
+  io.ld_qkv = opt_ld(c, n, PZ_GQA_QKV);
+  io.q_norm_w = opt_data(c, n, PZ_GQA_Q_NORM_W);
+  io.k_norm_w = opt_data(c, n, PZ_GQA_K_NORM_W);
+  io.o_w = DATA(n->src[PZ_GQA_O_W]);
+  io.k_cache = DATA(n->src[PZ_GQA_K_CACHE]);
+  io.v_cache = DATA(n->src[PZ_GQA_V_CACHE]);
+  io.cache_seq_stride = kc->stride[0];
+  io.cache_head_stride = kc->stride[1];
+  io.pos = DATA(n->src[PZ_GQA_POS]);
+  io.workspace = R->ws;
+  io.workspace_bytes = R->ws_bytes;
+  LD(n->dst[0], ldo);
+  float *dst = DATA(n->dst[0]);
+  float *oslot = n->src[PZ_GQA_OPROJ_PREZERO] >= 0 ? DATA(n->src[PZ_GQA_OPROJ_PREZERO]) : NULL;
+  int64_t ld_slot = opt_ld(c, n, PZ_GQA_OPROJ_PREZERO);
+  if (oslot) {
+    io.out = oslot;
+    io.ld_out = ld_slot;
+    io.out_zeroed = pz_gqa_cuda_oproj_zeroed(p, c->m, c->tp, c->dev);
+  } else {
+    io.out = dst;
+    io.ld_out = ldo;
+    io.out_zeroed = false;
+  }
+  pz_status st = pz_gqa_cuda_decode(gc, (int)c->m, &io, c->stream);
+  if (st != PZ_OK) { pz_log_propagate(__FILE__, __LINE__, n->name, st); return st; }
+  if (oslot && (oslot != dst || ld_slot != ldo))
+    PZ_CUDA_CHECK(cudaMemcpy2DAsync(dst, (size_t)ldo * 4, oslot, (size_t)ld_slot * 4, (size_t)p->hidden * 4, (size_t)c->m,
+                                    cudaMemcpyDeviceToDevice, c->stream));
+  return PZ_OK;
+}
+
+/* SILU_MUL: gu [m, 2I] f32 (gate | up) -> act [m, I] bf16 (dense_ops.h). */
+static pz_status op_silu_mul(pz_cuda_ctx *c, const pz_node *n) {
+  PZ_CHECK(need_src(n, 0));
+  const pz_tensor *gu = TT(n->src[0]), *act = TT(n->dst[0]);
+  if (gu->dtype != PZ_F32 || act->dtype != PZ_BF16) return pz_error(PZ_ERR_DTYPE, "%s: needs f32 gu and bf16 act", n->name);
+  const int64_t inter = n->p.mlp.inter > 0 ? n->p.mlp.inter : act->ne[1];
+  if (gu->ne[1] != 2 * inter || act->ne[1] != inter)
+    return pz_error(PZ_ERR_SHAPE, "%s: gu has %lld columns and act %lld, want %lld and %lld", n->name, (long long)gu->ne[1],
+                    (long long)act->ne[1], (long long)(2 * inter), (long long)inter);
+  LD(n->src[0], ldg);
+  LD(n->dst[0], lda);
+  pz_silu_mul_params sp = {.gu = DATA(n->src[0]), .act = DATA(n->dst[0]), .m = c->m, .inter = inter, .ld_gu = ldg,
+                           .ld_act = lda};
+  pz_status st = pz_cuda_silu_mul(&sp, c->stream);
+  if (st != PZ_OK) pz_log_propagate(__FILE__, __LINE__, n->name, st);
+  return st;
+}
+
 /* ---------------------------------------------------------------- MoE, dense MLP (moe.h) */
 
 /* Quantised routed experts (moe_q.h): the router into the workspace's tail, then the W4A16 (INT4)
@@ -382,6 +453,13 @@ pz_status pz_cuda_ops_prepare(const pz_graph *g, pz_cuda_rank *R) {
       pz_status st = pz_mla_cuda_create(&n->p.mla, m, R->gemm, &mc);
       if (st != PZ_OK) { pz_log_propagate(__FILE__, __LINE__, n->name, st); return st; }
       R->op_ctx[i] = mc;
+    } else if (n->op == PZ_OP_GQA_ATTN) {
+      pz_gqa_cuda_ctx *gc = NULL;
+      pz_status st = pz_gqa_cuda_create(&n->p.gqa, m, R->gemm, &gc);
+      if (st != PZ_OK) { pz_log_propagate(__FILE__, __LINE__, n->name, st); return st; }
+      R->op_ctx[i] = gc;
+      size_t b = pz_gqa_cuda_workspace_bytes(gc); /* q hi/lo, o, split partials: shared by the GQA nodes */
+      if (b > ws) ws = b;
     } else if (n->op == PZ_OP_MOE) {
       int64_t H = g->tensors[n->src[PZ_MOE_X]].ne[1];
       size_t b = pz_moe_workspace_bytes(m, H, &n->p.moe) + pz_moe_route_bytes(m, &n->p.moe);
@@ -397,7 +475,7 @@ pz_status pz_cuda_ops_prepare(const pz_graph *g, pz_cuda_rank *R) {
   }
   if (ws > 0) {
     void *p = NULL; /* stored once allocated, so a failed call leaves R->ws NULL */
-    PZ_CUDA_CHECK_MSG(cudaMalloc(&p, ws), "CUDA executor: MoE/MLP workspace of %zu bytes on GPU %d", ws, R->device);
+    PZ_CUDA_CHECK_MSG(cudaMalloc(&p, ws), "CUDA executor: MoE/MLP/GQA workspace of %zu bytes on GPU %d", ws, R->device);
     R->ws = p;
     R->ws_bytes = ws;
   }
@@ -409,8 +487,10 @@ void pz_cuda_ops_release(const pz_graph *g, pz_cuda_rank *R) {
   PZ_CUDA_IGNORE(cudaFree(R->ar_tmp));
   R->ar_tmp = NULL;
   if (R->op_ctx && g)
-    for (int i = 0; i < g->n_nodes; i++)
+    for (int i = 0; i < g->n_nodes; i++) {
       if (R->op_ctx[i] && g->nodes[i].op == PZ_OP_MLA_ATTN) pz_mla_cuda_destroy(R->op_ctx[i]);
+      else if (R->op_ctx[i] && g->nodes[i].op == PZ_OP_GQA_ATTN) pz_gqa_cuda_destroy(R->op_ctx[i]);
+    }
   free(R->op_ctx);
   R->op_ctx = NULL;
   PZ_CUDA_IGNORE(cudaFree(R->ws));
@@ -441,8 +521,8 @@ void pz_cuda_ops_release(const pz_graph *g, pz_cuda_rank *R) {
 #define PZ_CUDA_OP_ARGMAX PZ_CUDA_LAUNCHER(op_argmax)
 #define PZ_CUDA_OP_AR_RMSNORM_MAYBE_PREZERO PZ_CUDA_LAUNCHER(op_ar_rmsnorm_maybe_prezero)
 #define PZ_CUDA_OP_MM_MAYBE_PREZERO PZ_CUDA_LAUNCHER(op_mm_maybe_prezero)
-#define PZ_CUDA_OP_GQA_ATTN PZ_CUDA_GAP("GQA attention has no CUDA kernel yet")
-#define PZ_CUDA_OP_SILU_MUL PZ_CUDA_GAP("SiLU-mul has no CUDA kernel yet")
+#define PZ_CUDA_OP_GQA_ATTN PZ_CUDA_LAUNCHER(op_gqa)
+#define PZ_CUDA_OP_SILU_MUL PZ_CUDA_LAUNCHER(op_silu_mul)
 
 typedef struct { pz_cuda_op_fn fn; const char *gap; } op_entry;
 

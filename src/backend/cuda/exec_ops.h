@@ -23,8 +23,8 @@ typedef struct pz_cuda_rank {
   pz_argmax_cand *cand;        /* device [m]: this rank's argmax candidates (ARGMAX node) */
   pz_argmax_cand *cand_host;   /* pinned host [m]: copied there by the ARGMAX node */
   int32_t *in_host;            /* pinned host [2*m]: tokens then positions of this step */
-  void **op_ctx;               /* [n_nodes]: per-node op state (the MLA op's context), or NULL */
-  void *ws;                    /* device scratch shared by the MoE / dense-MLP nodes (run in order) */
+  void **op_ctx;               /* [n_nodes]: per-node op state (the MLA / GQA op's context), or NULL */
+  void *ws;                    /* device scratch shared by the MoE / dense-MLP / GQA nodes (run in order) */
   size_t ws_bytes;
   float *ar_tmp;               /* NCCL donors only: contiguous [m, H] f32 copy of a strided partial */
 } pz_cuda_rank;
@@ -60,8 +60,9 @@ pz_cuda_op_fn pz_cuda_op_launcher(pz_op op);
 const char *pz_cuda_op_gap(pz_op op);
 
 /* Creates rank R's op resources for graph g on the current device (R's GPU): one MLA context
- * per MLA node (scratch for g->info.m rows, R->gemm for its GEMMs) and one workspace sized for
- * the largest MoE / dense-MLP node. Errors: those of pz_mla_cuda_create, PZ_ERR_OOM. */
+ * per MLA node (scratch for g->info.m rows, R->gemm for its GEMMs), one GQA context per GQA node
+ * (R->gemm for o_proj) and one workspace sized for the largest MoE / dense-MLP / GQA node.
+ * Errors: those of pz_mla_cuda_create and pz_gqa_cuda_create, PZ_ERR_OOM. */
 pz_status pz_cuda_ops_prepare(const pz_graph *g, pz_cuda_rank *R);
 /* Frees what pz_cuda_ops_prepare created (current device = R's GPU); safe on partial state. */
 void pz_cuda_ops_release(const pz_graph *g, pz_cuda_rank *R);

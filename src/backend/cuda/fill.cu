@@ -15,13 +15,20 @@ static int ends_with(const char *s, const char *suf) {
   return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
+/* GQA caches ("layers.L.self_attn.k_cache" / "v_cache"), sharded by kv head. */
+static int gqa_cache(const pz_tensor *t) {
+  return t->kind == PZ_T_STATE && (ends_with(t->name, ".k_cache") || ends_with(t->name, ".v_cache"));
+}
+
 extern "C" int pz_fill_wanted(const pz_tensor *t) {
-  return t->kind == PZ_T_WEIGHT || (t->kind == PZ_T_STATE && ends_with(t->name, "kv_cache"));
+  return t->kind == PZ_T_WEIGHT || (t->kind == PZ_T_STATE && ends_with(t->name, "kv_cache")) || gqa_cache(t);
 }
 
 struct FillArgs {
-  int ndim, shard_dim, rank;
+  int ndim, shard_dim, rank, tp, n_parts;
+  int per_elem;     /* the last dim is the shard dim with parts or a replicated slice */
   int64_t ne[PZ_MAX_DIMS], full_ne[PZ_MAX_DIMS];
+  int64_t part_ne[PZ_MAX_PARTS], part_full[PZ_MAX_PARTS];
   int64_t numel;
   uint64_t key;
   float scale, offset;
@@ -29,9 +36,42 @@ struct FillArgs {
   void *dst;
 };
 
-/* Full flat index of the first element of local row `row` (rows = all dims but the last). */
-__device__ static inline int64_t row_base(const FillArgs &a, int64_t row) {
-  return pz_fill_row_base(a.ndim, a.ne, a.full_ne, a.shard_dim, a.rank, row);
+/* Full flat index of element (row, col) of the shard (rows = all dims but the last): pz_fill_index,
+ * the CPU executor's mapping (shard dim, parts, replicated slices). */
+__device__ static inline int64_t full_index(const FillArgs &a, int64_t row, int64_t col) {
+  return pz_fill_index(a.ndim, a.ne, a.full_ne, a.shard_dim, a.rank, a.tp, a.n_parts, a.part_ne, a.part_full, row, col);
+}
+
+/* The shard's dims fit full_ne (core/ir.h pz_tensor.n_parts), the rule of the CPU executor's
+ * check: along the shard dim every part has a whole slice for `rank` or is replicated evenly,
+ * and the parts add up; the other dims are no larger than their full extents. */
+static pz_status check_shard(const pz_tensor *t, int rank, int tp) {
+  if (t->shard_dim >= t->ndim) return pz_error(PZ_ERR_SHAPE, "fill: %s: shard_dim %d out of range", t->name, t->shard_dim);
+  if (t->n_parts < 0 || t->n_parts == 1 || t->n_parts > PZ_MAX_PARTS || (t->n_parts && t->shard_dim < 0))
+    return pz_error(PZ_ERR_SHAPE, "fill: %s: %d parts (0 or 2..%d along a shard dim)", t->name, t->n_parts, PZ_MAX_PARTS);
+  for (int d = 0; d < t->ndim; d++) {
+    if (d != t->shard_dim) {
+      if (t->full_ne[d] < t->ne[d])
+        return pz_error(PZ_ERR_SHAPE, "fill: %s: rank %d's shard exceeds full dim %d (%lld < %lld)", t->name, rank, d,
+                        (long long)t->full_ne[d], (long long)t->ne[d]);
+      continue;
+    }
+    const int np = t->n_parts ? t->n_parts : 1;
+    int64_t sn = 0, sf = 0;
+    for (int p = 0; p < np; p++) {
+      const int64_t pn = t->n_parts ? t->part_ne[p] : t->ne[d], pf = t->n_parts ? t->part_full[p] : t->full_ne[d];
+      sn += pn;
+      sf += pf;
+      const bool bad = pn < 1 || pf < pn || (pn * tp > pf ? (pf % pn || (pn * tp) % pf) : (int64_t)(rank + 1) * pn > pf);
+      if (bad)
+        return pz_error(PZ_ERR_SHAPE, "fill: %s: rank %d's shard exceeds full dim %d (part %d: %lld of %lld, TP %d)", t->name,
+                        rank, d, p, (long long)pn, (long long)pf, tp);
+    }
+    if (sn != t->ne[d] || sf != t->full_ne[d])
+      return pz_error(PZ_ERR_SHAPE, "fill: %s: parts of dim %d add up to %lld of %lld (full %lld of %lld)", t->name, d,
+                      (long long)sn, (long long)t->ne[d], (long long)sf, (long long)t->full_ne[d]);
+  }
+  return PZ_OK;
 }
 
 #define PZ_FILL_RUN 8 /* consecutive elements per thread */
@@ -43,12 +83,13 @@ __global__ void pz_fill_kernel(FillArgs a) {
   const int64_t stride = (int64_t)gridDim.x * blockDim.x * PZ_FILL_RUN;
   for (int64_t idx = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * PZ_FILL_RUN; idx < a.numel; idx += stride) {
     int64_t row = idx / w, j = idx - row * w;
-    int64_t base = row_base(a, row);
+    int64_t base = full_index(a, row, 0);
     uint32_t bits[PZ_FILL_RUN];
     int cnt = 0;
     for (int e = 0; e < PZ_FILL_RUN && idx + e < a.numel; e++, cnt++) {
-      if (j == w) { row++; j = 0; base = row_base(a, row); }
-      bits[e] = pz_fill_bits(a.key, (uint64_t)(base + j), a.scale, a.offset, a.dtype);
+      if (j == w) { row++; j = 0; base = full_index(a, row, 0); }
+      const int64_t full = a.per_elem ? full_index(a, row, j) : base + j;
+      bits[e] = pz_fill_bits(a.key, (uint64_t)full, a.scale, a.offset, a.dtype);
       j++;
     }
     if (cnt == PZ_FILL_RUN && a.dtype == PZ_BF16) {
@@ -67,7 +108,7 @@ __global__ void pz_fill_kernel(FillArgs a) {
   }
 }
 
-extern "C" pz_status pz_fill_tensor_launch(const pz_tensor *t, int rank, uint64_t seed, void *dst, cudaStream_t s) {
+extern "C" pz_status pz_fill_tensor_launch(const pz_tensor *t, int rank, int tp, uint64_t seed, void *dst, cudaStream_t s) {
   if (!t || !dst) return pz_error(PZ_ERR_INVALID_ARG, "fill: NULL tensor or destination");
   if ((uintptr_t)dst & 15) return pz_error(PZ_ERR_INVALID_ARG, "fill: %s: destination must be 16-byte aligned", t->name);
   if (!pz_fill_wanted(t)) return pz_error(PZ_ERR_INVALID_ARG, "fill: %s is neither a weight nor a KV cache", t->name);
@@ -81,20 +122,20 @@ extern "C" pz_status pz_fill_tensor_launch(const pz_tensor *t, int rank, uint64_
   a.dtype = (int)t->dtype;
   a.dst = dst;
   for (int d = 0; d < t->ndim; d++) a.ne[d] = t->ne[d];
-  if (t->kind == PZ_T_WEIGHT) {
-    if (t->shard_dim >= t->ndim) return pz_error(PZ_ERR_SHAPE, "fill: %s: shard_dim %d out of range", t->name, t->shard_dim);
-    for (int d = 0; d < t->ndim; d++) {
-      int64_t need = d == t->shard_dim ? (int64_t)(rank + 1) * t->ne[d] : t->ne[d];
-      if (t->full_ne[d] < need)
-        return pz_error(PZ_ERR_SHAPE, "fill: %s: rank %d's shard exceeds full dim %d (%lld < %lld)", t->name, rank, d,
-                        (long long)t->full_ne[d], (long long)need);
-      a.full_ne[d] = t->full_ne[d];
-    }
+  a.tp = tp > 0 ? tp : 1;
+  if (t->kind == PZ_T_WEIGHT || gqa_cache(t)) {
+    /* weights, and the GQA caches (sharded by kv head): the shard's own mapping, parts included */
+    PZ_CHECK(check_shard(t, rank, a.tp));
+    for (int d = 0; d < t->ndim; d++) a.full_ne[d] = t->full_ne[d];
     a.shard_dim = t->shard_dim;
     a.rank = rank;
-    a.scale = t->init_scale;
-    a.offset = t->init_offset;
-  } else { /* KV cache: replicated over ranks, unsharded mapping */
+    a.n_parts = t->n_parts;
+    for (int p = 0; p < PZ_MAX_PARTS; p++) { a.part_ne[p] = t->part_ne[p]; a.part_full[p] = t->part_full[p]; }
+    const int last = t->ndim - 1;
+    a.per_elem = t->shard_dim == last && (t->n_parts >= 2 || t->ne[last] * a.tp > t->full_ne[last]);
+    a.scale = t->kind == PZ_T_WEIGHT ? t->init_scale : t->init_scale != 0.0f ? t->init_scale : 1.0f;
+    a.offset = t->kind == PZ_T_WEIGHT ? t->init_offset : 0.0f;
+  } else { /* MLA KV cache: replicated over ranks, unsharded mapping */
     for (int d = 0; d < t->ndim; d++) a.full_ne[d] = t->ne[d];
     a.shard_dim = -1;
     a.rank = 0;

@@ -25,7 +25,7 @@ extern "C" {
  * bit for bit:
  *   logits: f32 [m, E] (row stride ld_logits, the router gate GEMM's output);
  *   bias:   f32 [E] e_score_correction_bias or NULL (used by noaux_tc only, as on the CPU);
- *   p:      n_experts E, top_k, n_group, topk_group, scoring (softmax / sigmoid),
+ *   p:      n_experts E, top_k, n_group, topk_group, scoring (softmax / sigmoid / top-k softmax),
  *           topk_method (greedy / group_limited_greedy / noaux_tc), norm_topk_prob,
  *           routed_scaling_factor (inter / shared_inter are not read);
  *   ids:    i32 [m, top_k] out, weights: f32 [m, top_k] out (row stride top_k), in selection

@@ -1,5 +1,5 @@
 /* CUDA kernels + launchers of the dense decode ops (dense_ops.h): embedding, RMSNorm, lm_head,
- * argmax over a vocab shard and its cross-rank combine. */
+ * SiLU-and-multiply, argmax over a vocab shard and its cross-rank combine. */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -9,6 +9,7 @@ extern "C" { /* core/status.h has no C++ guards of its own */
 }
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/dense_ops.h"
+#include "expf_glibc.cuh"
 
 namespace {
 
@@ -154,6 +155,35 @@ __global__ void argmax_combine_kernel(CombineArgs a) {
   a.ids[i] = best.id < 0 ? 0 : best.id;
 }
 
+/* ---------------------------------------------------------------- SiLU-and-multiply */
+
+/* bf16(silu(g) * u) with the reference's operations: g / (1 + expf(-g)), then * u, each IEEE-rounded. */
+__device__ __forceinline__ uint16_t silu_mul_bf16(float g, float u) {
+  const float s = __fdiv_rn(g, __fadd_rn(1.0f, expf_glibc(-g)));
+  return f2bf(__fmul_rn(s, u));
+}
+
+#define SILU_THREADS 256
+/* grid (ceil(inter / (256 * V)), m): V = 4 columns per thread (16-byte loads, 8-byte stores) when
+ * the strides and pointers allow, else 1. */
+template <int V>
+__global__ void __launch_bounds__(SILU_THREADS) silu_mul_kernel(pz_silu_mul_params p) {
+  const int64_t i = blockIdx.y;
+  const int64_t j = ((int64_t)blockIdx.x * SILU_THREADS + threadIdx.x) * V;
+  if (j >= p.inter) return;
+  const float *g = p.gu + i * p.ld_gu + j, *u = g + p.inter;
+  uint16_t *a = (uint16_t *)p.act + i * p.ld_act + j;
+  if (V == 4) {
+    const float4 gv = *(const float4 *)g, uv = *(const float4 *)u;
+    uint2 o;
+    o.x = (uint32_t)silu_mul_bf16(gv.x, uv.x) | ((uint32_t)silu_mul_bf16(gv.y, uv.y) << 16);
+    o.y = (uint32_t)silu_mul_bf16(gv.z, uv.z) | ((uint32_t)silu_mul_bf16(gv.w, uv.w) << 16);
+    *(uint2 *)a = o;
+  } else {
+    a[0] = silu_mul_bf16(g[0], u[0]);
+  }
+}
+
 } // namespace
 
 extern "C" pz_status pz_cuda_embedding(const pz_embedding_params *p, cudaStream_t s) {
@@ -222,6 +252,19 @@ extern "C" pz_status pz_cuda_argmax_combine(int tp, const pz_argmax_cand *const 
   a.m = m;
   a.ids = ids;
   argmax_combine_kernel<<<(unsigned)((m + 127) / 128), 128, 0, s>>>(a);
+  PZ_CUDA_CHECK(cudaGetLastError());
+  return PZ_OK;
+}
+
+extern "C" pz_status pz_cuda_silu_mul(const pz_silu_mul_params *p, cudaStream_t s) {
+  if (!p || !p->gu || !p->act || p->m < 1 || p->inter < 1 || p->ld_gu < 2 * p->inter || p->ld_act < p->inter)
+    return pz_error(PZ_ERR_INVALID_ARG, "silu_mul: NULL pointer, empty shape or row stride below 2*inter / inter");
+  const bool v4 = p->inter % 4 == 0 && p->ld_gu % 4 == 0 && p->ld_act % 4 == 0 && ((uintptr_t)p->gu & 15) == 0 &&
+                  ((uintptr_t)p->act & 7) == 0;
+  const int64_t per = (int64_t)SILU_THREADS * (v4 ? 4 : 1);
+  dim3 grid((unsigned)((p->inter + per - 1) / per), (unsigned)p->m);
+  if (v4) silu_mul_kernel<4><<<grid, SILU_THREADS, 0, s>>>(*p);
+  else silu_mul_kernel<1><<<grid, SILU_THREADS, 0, s>>>(*p);
   PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }
