@@ -82,11 +82,13 @@ for s in $sections; do
     tune) run tune ${PZ_T_TUNE:-400} $P tune ${PZ_TUNE_ARGS:-}; tail -2 "$W/tune.txt" ;;
     gemm) run bench_gemm ${PZ_T_GEMM:-400} $P bench gemm --json $W/gemm_h200.json --md $W/gemm_h200.md ${PZ_GEMM_ARGS:-}
       tail -${PZ_GEMM_TAIL:-30} "$W/bench_gemm.txt" | cut -c1-200 ;;
-    racecheck)  # racecheck + synccheck on the GEMM test (quick mode)
-      for tool in racecheck synccheck; do
-        PZ_TEST_QUICK=1 PZ_TEST_REPLAYS=5 run "${tool}_test_gemm" ${PZ_T_SANITIZE:-150} \
-          compute-sanitizer --tool $tool --error-exitcode 9 $B/tests/test_gemm
-        grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$W/${tool}_test_gemm.txt" | tail -1 | tee -a "$S"
+    racecheck)  # racecheck + synccheck on PZ_RACECHECK_TESTS (default test_gemm), quick mode
+      for t in ${PZ_RACECHECK_TESTS:-test_gemm}; do
+        for tool in racecheck synccheck; do
+          PZ_TEST_QUICK=1 PZ_TEST_SMALL=1 PZ_TEST_REPLAYS=5 run "${tool}_$t" ${PZ_T_SANITIZE:-150} \
+            compute-sanitizer --tool $tool --error-exitcode 9 $B/tests/$t
+          grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$W/${tool}_$t.txt" | tail -1 | tee -a "$S"
+        done
       done ;;
     ar)
       run bench_ar_tp1 90 $P bench ar --tp 1 --json $W/ar_h200_tp1.json --md $W/ar_h200_tp1.md
