@@ -16,7 +16,7 @@
  * its step runs c->m <= BO_M of them. The op's inputs are WEIGHT tensors filled by bo_value on
  * both backends (a load_weight hook), so both see the same bits; tokens and positions come in
  * through the step; KV caches get the executors' own seeded fill (identical by contract). */
-enum { BO_M = 8, BO_MAX_IN = 14, BO_MAX_OUT = 5 };
+enum { BO_M = 8, BO_MAX_IN = PZ_MLA_NSRC + 1, BO_MAX_OUT = 5 }; /* in: the MLA case's slots + its output */
 
 /* Variant flags (bo_case.var). */
 enum {
@@ -82,7 +82,6 @@ static const bo_gqa_shape bo_gqa_shapes[] = {
     {"odd ratio 3 d24", 3, 1, 24, 40, 9, 0, PZ_ROPE_DEFAULT},
 };
 
-#define BO_GEMM64 "n and k must be multiples of 64 (gemm.h pz_gemm_check)"
 #define BO_AR8 "H must be a multiple of 8 (ar_fused.h)"
 #define BO_MOE16 "H and the intermediate sizes must be multiples of 16 (moe.h)"
 /* Donor graphs: buffer of BO_NT columns, always-zeroed prefix BO_NB; consumer 0 writes columns
@@ -112,7 +111,7 @@ static const bo_case bo_cases[] = {
     {PZ_OP_AR_RMSNORM, 2, 8, 64, 0, 0, 0, NULL},
     /* GEMM: a = n, b = k, c = split_k (0: backend's choice) */
     {PZ_OP_GEMM, 1, 1, 64, 64, 0, 0, NULL},
-    {PZ_OP_GEMM, 1, 3, 37, 100, 3, BO_BIAS, BO_GEMM64},
+    {PZ_OP_GEMM, 1, 3, 37, 100, 3, BO_BIAS, NULL}, /* CUDA: pz_cuda_gemm_any's plain kernel (not multiples of 64) */
     {PZ_OP_GEMM, 1, 5, 128, 192, 2, BO_BIAS | BO_STRIDED, NULL},
     {PZ_OP_GEMM, 1, 2, 64, 128, 2, BO_ACCUM | BO_BIAS, NULL},
     {PZ_OP_GEMM, 1, 6, 64, 512, 0, BO_REAL, NULL},
@@ -141,7 +140,7 @@ static const bo_case bo_cases[] = {
     /* GQA_ATTN: a = bo_gqa_shapes index */
     {PZ_OP_GQA_ATTN, 1, 1, 0, 0, 0, 0, NULL},
     {PZ_OP_GQA_ATTN, 1, 4, 1, 0, 0, 0, NULL},
-    {PZ_OP_GQA_ATTN, 1, 3, 3, 0, 0, 0, "head_dim must be 16, 32, 64 or 128, H and heads*head_dim multiples of 64 (gqa.h)"},
+    {PZ_OP_GQA_ATTN, 1, 3, 3, 0, 0, 0, "head_dim must be 16, 32, 64 or 128 (gqa.h)"},
     {PZ_OP_GQA_ATTN, 1, 6, 2, 0, 0, 0, NULL},
     {PZ_OP_GQA_ATTN, 2, 5, 0, 0, 0, 0, NULL},
     {PZ_OP_GQA_ATTN, 2, 3, 1, 0, 0, 0, NULL},
@@ -153,10 +152,10 @@ static const bo_case bo_cases[] = {
     {PZ_OP_SILU_MUL, 2, 3, 21, 0, 0, BO_STRIDED, NULL},
     /* LM_HEAD: a = H, b = vocab (vocab_per_rank = ceil(vocab / tp)) */
     {PZ_OP_LM_HEAD, 1, 2, 64, 128, 0, 0, NULL},
-    {PZ_OP_LM_HEAD, 1, 3, 40, 50, 0, 0, BO_GEMM64},
+    {PZ_OP_LM_HEAD, 1, 3, 40, 50, 0, 0, NULL},
     {PZ_OP_LM_HEAD, 1, 5, 128, 192, 0, BO_REAL, NULL},
     {PZ_OP_LM_HEAD, 2, 4, 128, 256, 0, BO_REAL, NULL},
-    {PZ_OP_LM_HEAD, 2, 6, 64, 250, 0, 0, BO_GEMM64},
+    {PZ_OP_LM_HEAD, 2, 6, 64, 250, 0, 0, NULL},
     /* ARGMAX: a = vocab */
     {PZ_OP_ARGMAX, 1, 3, 100, 0, 0, 0, NULL},
     {PZ_OP_ARGMAX, 1, 4, 97, 0, 0, BO_NAN, NULL},
@@ -172,7 +171,7 @@ static const bo_case bo_cases[] = {
     {PZ_OP_AR_RMSNORM_MAYBE_PREZERO, 2, 8, 64, 64, 0, 0, NULL},
     /* MM_MAYBE_PREZERO: the same graphs, checked at the consumers */
     {PZ_OP_MM_MAYBE_PREZERO, 1, 2, 64, 64, 0, BO_GATE_ON, NULL},
-    {PZ_OP_MM_MAYBE_PREZERO, 1, 3, 40, 100, 0, BO_GATE_OFF, BO_GEMM64},
+    {PZ_OP_MM_MAYBE_PREZERO, 1, 3, 40, 100, 0, BO_GATE_OFF, NULL},
     {PZ_OP_MM_MAYBE_PREZERO, 1, 5, 64, 64, 0, BO_GATE_OFF, NULL},
     {PZ_OP_MM_MAYBE_PREZERO, 1, 6, 64, 128, 0, 0, NULL},
     {PZ_OP_MM_MAYBE_PREZERO, 2, 4, 64, 64, 0, BO_GATE_OFF, NULL},

@@ -100,7 +100,10 @@ static void check_graph(const pz_model_config *c, const pz_graph *g, int tp, int
     const pz_tensor *o = T(g, a->src[PZ_MLA_O_W]);
     CHECK(is2(o, H, heads * c->v_head_dim) && o->shard_dim == 1 && o->full_ne[1] == c->num_attention_heads * c->v_head_dim);
     const pz_tensor *kc = T(g, a->src[PZ_MLA_KV_CACHE]);
-    CHECK(is3(kc, m, ctx, kvw) && kc->kind == PZ_T_STATE && kc->dtype == PZ_BF16);
+    const int64_t mb = (ctx + PZ_KV_BLOCK - 1) / PZ_KV_BLOCK; /* paged: pool [m * max_blocks, 64, kvw] + block table */
+    CHECK(is3(kc, m * mb, PZ_KV_BLOCK, kvw) && kc->kind == PZ_T_STATE && kc->dtype == PZ_BF16);
+    const pz_tensor *bt = a->src[PZ_MLA_BLOCK_TABLE] >= 0 ? T(g, a->src[PZ_MLA_BLOCK_TABLE]) : NULL;
+    CHECK(bt && is2(bt, m, mb) && bt->dtype == PZ_I32 && bt->kind == PZ_T_STATE && !strcmp(bt->name, "block_table"));
     CHECK(kc && strlen(kc->name) > 8 && !strcmp(kc->name + strlen(kc->name) - 8, "kv_cache"));
     CHECK(a->src[PZ_MLA_POS] == g->in_pos);
     CHECK(a->src[PZ_MLA_QB_PREZERO] == -1 && a->src[PZ_MLA_OPROJ_PREZERO] == -1);

@@ -126,12 +126,20 @@ enum {
   PZ_MLA_W_UK,        /* [heads, nope, kv_lora] bf16: kv_b_proj rows for k_nope */
   PZ_MLA_W_UV,        /* [heads, v, kv_lora] bf16: kv_b_proj rows for v */
   PZ_MLA_O_W,         /* [H, heads*v] bf16 (row-parallel: k sharded) */
-  PZ_MLA_KV_CACHE,    /* [m, max_ctx, kv_lora + rope] bf16, per sequence (replicated over ranks) */
+  PZ_MLA_KV_CACHE,    /* bf16, replicated over ranks. Without a block table: [m, >= max_ctx, kv_lora + rope],
+                         one contiguous slab per sequence. With one: the page pool [n_pages, PZ_KV_BLOCK,
+                         kv_lora + rope]; position j of sequence i is row j % PZ_KV_BLOCK of page
+                         block_table[i, j / PZ_KV_BLOCK] (core/kv_pages.h) */
   PZ_MLA_POS,         /* [m] i32: position of the new token = tokens already in the cache */
   PZ_MLA_QB_PREZERO,  /* optional [m, heads*(nope+rope)] f32 slice, pre-zeroed by the donor */
   PZ_MLA_OPROJ_PREZERO, /* optional [m, H] f32 slice, pre-zeroed by the donor */
+  PZ_MLA_BLOCK_TABLE, /* optional [m, max_blocks] i32 STATE (max_blocks = ceil(max_ctx / PZ_KV_BLOCK)):
+                         sequence i's logical block b is page block_table[i, b] of the KV_CACHE pool.
+                         The builder's graphs share one "block_table" over all layers, which the
+                         executors set to the identity i * max_blocks + b (core/kv_pages.h) */
   PZ_MLA_NSRC
 };
+#define PZ_KV_BLOCK 64 /* tokens per KV-cache page (PZ_MLA_BLOCK_TABLE) */
 
 typedef struct pz_mla_params {
   int n_heads;             /* heads on this rank = num_attention_heads / TP */

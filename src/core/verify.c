@@ -111,6 +111,13 @@ static pz_status check_mla(const pz_graph *g, const pz_node *n) {
   NEED(PZ_MLA_KV_CACHE, PZ_BF16, 3, "kv cache");
   EQ(T(g, n->src[PZ_MLA_KV_CACHE])->ne[2], kvw, "kv cache width");
   NEED(PZ_MLA_POS, PZ_I32, 1, "positions");
+  if (n->src[PZ_MLA_BLOCK_TABLE] >= 0) { /* paged cache (core/ir.h PZ_MLA_BLOCK_TABLE) */
+    NEED(PZ_MLA_BLOCK_TABLE, PZ_I32, 2, "block table");
+    const pz_tensor *bt = T(g, n->src[PZ_MLA_BLOCK_TABLE]);
+    EQ(T(g, n->src[PZ_MLA_KV_CACHE])->ne[1], PZ_KV_BLOCK, "kv page rows");
+    if (bt->ne[1] < (a->max_ctx + PZ_KV_BLOCK - 1) / PZ_KV_BLOCK) FAIL(n, "block table %s has fewer than ceil(max_ctx / %d) columns", bt->name, PZ_KV_BLOCK);
+    if (bt->ne[0] < T(g, n->dst[0])->ne[0]) FAIL(n, "block table %s has fewer rows than the batch", bt->name);
+  }
   if (n->src[PZ_MLA_QB_PREZERO] >= 0) {
     NEED(PZ_MLA_QB_PREZERO, PZ_F32, 2, "qb_prezero");
     EQ(T(g, n->src[PZ_MLA_QB_PREZERO])->ne[1], a->n_heads * qh, "qb_prezero width");

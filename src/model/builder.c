@@ -12,6 +12,7 @@ typedef struct {
   const pz_model_config *c;
   int tp;
   int64_t m;
+  int block_table; /* the MLA layers' shared block table (-1 until the first MLA layer) */
 } bld;
 
 static void fmt(char *buf, const char *f, ...) __attribute__((format(printf, 2, 3)));
@@ -112,10 +113,19 @@ static pz_status attention(bld *b, int L, int x_norm, int pos, int64_t max_ctx, 
   fmt(wn, "layers.%d.self_attn.o_proj.weight", L);
   PZ_CHECK(weight(b, wn, PZ_BF16, 2, (int64_t[]){H, heads * c->v_head_dim}, 1,
                   inv_sqrt(c->num_attention_heads * c->v_head_dim), 0.f, &src[PZ_MLA_O_W]));
-  /* Compressed KV cache: [kv_c (kv_lora, normed) | k_pe (rope, rotated)] per token, replicated. */
+  /* Compressed KV cache: [kv_c (kv_lora, normed) | k_pe (rope, rotated)] per token, replicated,
+   * in pages of PZ_KV_BLOCK tokens (core/kv_pages.h): m * max_blocks pages, so the identity table
+   * the executors start from gives every sequence its max_ctx tokens. One block table for all
+   * layers (a page index names the same page of every layer's pool). */
+  const int64_t max_blocks = (max_ctx + PZ_KV_BLOCK - 1) / PZ_KV_BLOCK;
+  if (b->block_table < 0) {
+    PZ_CHECK(pz_graph_add_tensor(b->g, "block_table", PZ_I32, PZ_T_STATE, 2, (int64_t[]){b->m, max_blocks}, &b->block_table));
+    b->g->tensors[b->block_table].batched = true;
+  }
+  src[PZ_MLA_BLOCK_TABLE] = b->block_table;
   fmt(wn, "layers.%d.self_attn.kv_cache", L);
-  PZ_CHECK(pz_graph_add_tensor(b->g, wn, PZ_BF16, PZ_T_STATE, 3, (int64_t[]){b->m, max_ctx, kvw}, &src[PZ_MLA_KV_CACHE]));
-  b->g->tensors[src[PZ_MLA_KV_CACHE]].batched = true;
+  PZ_CHECK(pz_graph_add_tensor(b->g, wn, PZ_BF16, PZ_T_STATE, 3, (int64_t[]){b->m * max_blocks, PZ_KV_BLOCK, kvw},
+                               &src[PZ_MLA_KV_CACHE]));
   b->g->tensors[src[PZ_MLA_KV_CACHE]].init_scale = 1.0f;
   src[PZ_MLA_POS] = pos;
 
@@ -471,7 +481,7 @@ pz_status pz_build_decode_graph(const pz_model_config *c, const pz_build_opts *o
   snprintf(info.model_name, sizeof info.model_name, "%s", c->name);
   pz_graph *g;
   PZ_CHECK(pz_graph_create(&info, &g));
-  bld b = {g, c, o->tp, o->m};
+  bld b = {g, c, o->tp, o->m, -1};
   pz_status st = build(&b, o);
   if (st != PZ_OK) { pz_graph_free(g); return st; }
   *out = g;

@@ -27,7 +27,10 @@ typedef struct pz_build_opts {
  * verifies it.
  * Tensors (m = opts->m, H = hidden_size, all batched tensors have ne[0] = m):
  *   input_ids [m] i32 and positions [m] i32 (INPUT), residual [m,H] f32 (STATE),
- *   MLA: layers.L.self_attn.kv_cache [m, max_ctx, kv_lora_rank + qk_rope_head_dim] bf16 (STATE),
+ *   MLA: layers.L.self_attn.kv_cache, the page pool [m * max_blocks, 64, kv_lora_rank +
+ *     qk_rope_head_dim] bf16 (STATE, not batched), max_blocks = ceil(max_ctx / 64), and one
+ *     block_table [m, max_blocks] i32 (STATE) read by every MLA layer (core/kv_pages.h; the
+ *     executors set it to the identity, the contiguous layout),
  *   GEMM outputs and partial sums f32 (ACT), normed activations bf16 (ACT),
  *   lm_head.out [m, vocab/TP] f32 (g->out_logits), argmax.out [m] i32 (g->out_tokens).
  * GQA layer L per rank, heads = num_attention_heads/TP, kvh = num_key_value_heads/TP (1 when TP is

@@ -33,7 +33,7 @@ struct pz_runtime_opts;
  *   flat index in the FULL tensor (shape full_ne; rank r's shard sits at r*ne[shard_dim], or
  *   where the tensor's parts / replicated slices put it: pz_fill_index, core/fill_rule.h).
  *   STATE tensors named "*kv_cache" (MLA) get bf16 values init_scale (or 1) * u, the same on every
- *   rank; "*.k_cache" / "*.v_cache" (GQA, [m, kv heads, max_ctx, head_dim], sharded by kv head)
+ *   rank (paged pools: through the block table, set to the identity first, core/kv_pages.h); "*.k_cache" / "*.v_cache" (GQA, [m, kv heads, max_ctx, head_dim], sharded by kv head)
  *   the same values by the weights' mapping, so every TP degree sees one full cache; other STATE
  *   and INPUT tensors start at zero.
  * - Collective ops (AR_RMSNORM*, ARGMAX) are called once per step with ctx->rank = 0,
@@ -65,6 +65,14 @@ pz_status pz_cpu_exec_create(const pz_graph *g, const pz_cpu_exec_opts *opts, pz
  * position the ops refuse, next given for a graph without out_tokens), PZ_ERR_SHAPE (an input
  * tensor not i32 [>= m]), and the op kernels' errors (cpu_ops.h). */
 pz_status pz_cpu_exec_step(pz_cpu_exec *e, int64_t m, const int32_t *tokens, const int32_t *pos, int32_t *next);
+/* Replaces the block table of every paged MLA layer (core/kv_pages.h) on every rank with
+ * table[m * max_blocks] i32 (m = g->info.m rows, row stride max_blocks = ceil(max_ctx / 64)),
+ * then re-fills every page pool with the seeded contents through it: the prompt KV moves to the
+ * new pages (pages no sequence maps become zero; what earlier steps appended is lost). At
+ * creation the table is the identity i * max_blocks + b. Errors: PZ_ERR_INVALID_ARG (NULL, an
+ * entry outside [0, n_pages), a page mapped twice), PZ_ERR_SHAPE (a pool or table of the wrong
+ * shape), PZ_ERR_OOM. A graph without paged caches: nothing happens. */
+pz_status pz_cpu_exec_set_block_table(pz_cpu_exec *e, const int32_t *table);
 /* Full logits of the last step, gathered over ranks: out[m, vocab] f32, row-major.
  * Errors: PZ_ERR_INVALID_ARG (NULL, no out_logits tensor, m outside 1..the last step's m). */
 pz_status pz_cpu_exec_logits(const pz_cpu_exec *e, int64_t m, float *out);

@@ -5,6 +5,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "core/pool.h"
 #include "core/fill_rule.h"
+#include "core/kv_pages.h"
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -133,6 +134,8 @@ static pz_status fill_tensor(pz_cpu_exec *e, int r, const pz_tensor *t) {
     f.offset = 0.0f;
     pz_par_for(pz_tensor_numel(t) / t->ne[t->ndim - 1], 1 + 4096 / t->ne[t->ndim - 1], fill_rows, &f);
     return PZ_OK;
+  } else if (t->kind == PZ_T_STATE && pz_kv_paged_node(e->g, t->id)) {
+    return PZ_OK; /* a paged MLA cache: filled through its block table (fill_paged) */
   } else if (t->kind == PZ_T_STATE && pz_name_ends_with(t->name, "kv_cache")) {
     f.t = t;
     f.rank = 0; /* replicated over ranks: identical contents */
@@ -153,6 +156,59 @@ static pz_status fill_tensor(pz_cpu_exec *e, int r, const pz_tensor *t) {
   int64_t rows = pz_tensor_numel(t) / t->ne[t->ndim - 1];
   pz_par_for(rows, 1 + 4096 / t->ne[t->ndim - 1], fill_rows, &f);
   return PZ_OK;
+}
+
+/* Sequences [lo, hi) of one paged pool (core/kv_pages.h). */
+typedef struct page_job {
+  uint16_t *pool;
+  const int32_t *table;
+  int64_t ld, max_ctx, kvw;
+  uint64_t key;
+  float scale;
+} page_job;
+static void fill_pages_rows(void *va, int64_t lo, int64_t hi) {
+  const page_job *j = va;
+  pz_kv_fill_pages_host(j->pool, j->table, j->ld, lo, hi, j->max_ctx, j->kvw, j->key, j->scale);
+}
+
+/* Rank r's paged MLA caches: with `table` (m * max_blocks entries, row stride max_blocks) every
+ * block table first takes it, else the identity (creation); then every pool is zeroed and gets
+ * the seeded contents through its table (core/kv_pages.h), the same on every rank. */
+static pz_status fill_paged(pz_cpu_exec *e, int r, const int32_t *table) {
+  for (int k = 0; k < e->g->n_nodes; k++) {
+    const pz_node *n = &e->g->nodes[k];
+    const pz_tensor *pool, *bt;
+    if (!pz_kv_node_tensors(e->g, n, &pool, &bt) || !pool || !bt) continue;
+    PZ_CHECK(pz_kv_check_shapes(&n->p.mla, pool, bt, e->g->info.m, n->name));
+    const int64_t mb = pz_kv_max_blocks(n->p.mla.max_ctx), rows = bt->ne[0], ld = bt->stride[0];
+    int32_t *tab = e->data[r][bt->id];
+    for (int64_t i = 0; i < rows; i++)
+      for (int64_t b = 0; b < mb; b++) tab[i * ld + b] = table ? table[i * mb + b] : (int32_t)(i * mb + b);
+    PZ_CHECK(pz_kv_check_table(tab, rows, ld, mb, pool->ne[0], true));
+    uint16_t *dst = e->data[r][pool->id];
+    memset(dst, 0, sizeof(uint16_t) * (size_t)pz_tensor_numel(pool));
+    page_job j = {.pool = dst, .table = tab, .ld = ld, .max_ctx = n->p.mla.max_ctx, .kvw = pool->ne[2],
+                  .key = pz_fill_name_key(e->opts.seed, pool->name), .scale = pool->init_scale != 0.0f ? pool->init_scale : 1.0f};
+    pz_par_for(rows, 1, fill_pages_rows, &j);
+  }
+  return PZ_OK;
+}
+
+pz_status pz_cpu_exec_set_block_table(pz_cpu_exec *e, const int32_t *table) {
+  if (!e || !table) return pz_error(PZ_ERR_INVALID_ARG, "cpu exec: NULL executor or block table");
+  for (int k = 0; k < e->g->n_nodes; k++) { /* check before anything is written */
+    const pz_node *n = &e->g->nodes[k];
+    const pz_tensor *pool, *bt;
+    if (!pz_kv_node_tensors(e->g, n, &pool, &bt) || !pool || !bt) continue;
+    const int64_t mb = pz_kv_max_blocks(n->p.mla.max_ctx);
+    PZ_CHECK(pz_kv_check_table(table, bt->ne[0], mb, mb, pool->ne[0], true));
+  }
+  pz_status st = PZ_OK;
+  pz_cpu_pool *prev = pz_cpu_pool_current();
+  pz_cpu_pool_bind(e->pool);
+  for (int r = 0; r < e->tp && st == PZ_OK; r++) st = fill_paged(e, r, table);
+  pz_cpu_pool_bind(prev);
+  return st;
 }
 
 /* ------------------------------------------------------------ create / free */
@@ -231,6 +287,7 @@ pz_status pz_cpu_exec_create(const pz_graph *g, const pz_cpu_exec_opts *opts, pz
       size_t off = x->view_of >= 0 ? (size_t)x->view_offset * pz_dtype_size(x->dtype) : 0;
       e->data[r][t] = (char *)e->store[(size_t)r * nt + own] + off;
     }
+    PZ_CHECK_GOTO(fill_paged(e, r, NULL), st, fail_bound); /* identity block tables, seeded pages */
   }
   pz_cpu_pool_bind(prev);
   *out = e;

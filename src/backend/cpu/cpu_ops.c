@@ -2,6 +2,7 @@
  * in prezero_ops.c): unpack tensors and params from the node, call the ref_ops.h functions. */
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/ref_ops.h"
+#include "core/kv_pages.h"
 #include "passes/prezero.h"
 #include <stdlib.h>
 #include <string.h>
@@ -128,11 +129,18 @@ pz_status pz_cpu_op_MLA_ATTN(pz_cpu_ctx *c, const pz_node *n) {
   if (n->n_src < PZ_MLA_NSRC) return pz_error(PZ_ERR_INVALID_ARG, "%s: expected %d src slots", n->name, PZ_MLA_NSRC);
   PZ_CHECK(need_src(n, PZ_MLA_KV_CACHE));
   const pz_tensor *cache = TT(n->src[PZ_MLA_KV_CACHE]);
-  if (cache->ndim != 3 || cache->stride[2] != 1 || cache->stride[1] != cache->ne[2] ||
-      cache->ne[2] != p->kv_lora_rank + p->qk_rope_head_dim || cache->ne[1] < p->max_ctx)
+  pz_ref_mla_io io = {0};
+  if (n->src[PZ_MLA_BLOCK_TABLE] >= 0) { /* paged (core/kv_pages.h) */
+    const pz_tensor *bt = TT(n->src[PZ_MLA_BLOCK_TABLE]);
+    PZ_CHECK(pz_kv_check_shapes(p, cache, bt, c->m, n->name));
+    io.block_table = DATA(n->src[PZ_MLA_BLOCK_TABLE]);
+    io.ld_block_table = bt->stride[0];
+    io.n_pages = cache->ne[0];
+  } else if (cache->ndim != 3 || cache->stride[2] != 1 || cache->stride[1] != cache->ne[2] ||
+             cache->ne[2] != p->kv_lora_rank + p->qk_rope_head_dim || cache->ne[1] < p->max_ctx) {
     return pz_error(PZ_ERR_SHAPE, "%s: kv cache %s must be [m, >= max_ctx, kv_lora + rope] with contiguous rows",
                     n->name, cache->name);
-  pz_ref_mla_io io = {0};
+  }
   io.qkv_a = opt_data(c, n, PZ_MLA_QKV_A); io.ld_qkv_a = opt_ld(c, n, PZ_MLA_QKV_A);
   io.q = opt_data(c, n, PZ_MLA_Q);         io.ld_q = opt_ld(c, n, PZ_MLA_Q);
   io.kv_a = opt_data(c, n, PZ_MLA_KV_A);   io.ld_kv_a = opt_ld(c, n, PZ_MLA_KV_A);

@@ -1,6 +1,7 @@
 /* CPU reference of the MLA decode op in its absorbed form (q_a_layernorm, q_b GEMM,
  * kv_a_layernorm, YaRN RoPE, cache append, latent attention, W_UV, o_proj). See ref_ops.h. */
 #include "backend/cpu/ref_ops.h"
+#include "core/kv_pages.h"
 #include "core/pool.h"
 #include <math.h>
 #include <stdlib.h>
@@ -38,8 +39,12 @@ typedef struct mla_job {
 static void mla_convert(void *va, int64_t lo, int64_t hi) {
   const mla_job *J = va;
   const int64_t kvw = J->p->kv_lora_rank + J->p->qk_rope_head_dim;
-  const pz_bf16 *src = J->io->kv_cache + J->row * J->io->cache_seq_stride;
-  for (int64_t x = lo * kvw; x < hi * kvw; x++) J->cf[x] = BF(src[x]);
+  const pz_ref_mla_io *io = J->io;
+  for (int64_t j = lo; j < hi; j++) {
+    const pz_bf16 *src = io->kv_cache + pz_kv_row_offset(io->block_table, io->ld_block_table, io->cache_seq_stride, J->row, j, kvw);
+    float *dst = J->cf + j * kvw;
+    for (int64_t c = 0; c < kvw; c++) dst[c] = BF(src[c]);
+  }
 }
 
 /* Heads [lo, hi) of row J->row: attention over positions 0..pos. Every sum below runs in the
@@ -153,6 +158,12 @@ pz_status pz_ref_mla_decode(int64_t m, const pz_mla_params *p, const pz_ref_mla_
       return pz_error(PZ_ERR_INVALID_ARG, "mla: position %d of row %lld outside [0, %lld)",
                       io->pos[i], (long long)i, (long long)p->max_ctx);
     if (io->pos[i] + 1 > max_pos) max_pos = io->pos[i] + 1;
+    for (int64_t b = 0; io->block_table && b <= io->pos[i] / PZ_KV_BLOCK; b++) { /* the blocks row i reads and writes */
+      const int32_t pg = io->block_table[i * io->ld_block_table + b];
+      if (pg < 0 || pg >= io->n_pages)
+        return pz_error(PZ_ERR_INVALID_ARG, "mla: block table maps block %lld of row %lld to page %d outside [0, %lld)",
+                        (long long)b, (long long)i, pg, (long long)io->n_pages);
+    }
   }
   pz_status st = PZ_OK;
   float *inv_freq = malloc(sizeof(float) * (size_t)(rope / 2 + 1));
@@ -192,7 +203,7 @@ pz_status pz_ref_mla_decode(int64_t m, const pz_mla_params *p, const pz_ref_mla_
   /* 2. kv_a_layernorm + RoPE on k_pe, append to the cache at pos[i] */
   for (int64_t i = 0; i < m; i++) {
     const float *kv = ql > 0 ? io->qkv_a + i * io->ld_qkv_a + ql : io->kv_a + i * io->ld_kv_a;
-    pz_bf16 *dst = io->kv_cache + i * io->cache_seq_stride + (int64_t)io->pos[i] * kvw;
+    pz_bf16 *dst = io->kv_cache + pz_kv_row_offset(io->block_table, io->ld_block_table, io->cache_seq_stride, i, io->pos[i], kvw);
     pz_ref_rmsnorm(1, L, kv, PZ_F32, L, io->kva_norm_w, p->eps, dst, L);
     for (int64_t r = 0; r < rope; r++) kvtmp[r] = kv[L + r];
     pz_ref_rope(kvtmp, rope, io->pos[i], inv_freq, ms);

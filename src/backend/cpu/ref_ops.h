@@ -139,7 +139,11 @@ typedef struct pz_ref_mla_io {
   const pz_bf16 *w_uk;                   /* [heads, nope, kv_lora] (kv_b_proj rows of k_nope) */
   const pz_bf16 *w_uv;                   /* [heads, v, kv_lora]    (kv_b_proj rows of v) */
   const pz_bf16 *o_w;                    /* [H, heads*v] (o_proj, row-parallel shard) */
-  pz_bf16 *kv_cache; int64_t cache_seq_stride; /* sequence i's position j at kv_cache + i*stride + j*kvw */
+  pz_bf16 *kv_cache; int64_t cache_seq_stride; /* no block table: sequence i's position j at kv_cache + i*stride + j*kvw */
+  /* Paged cache (core/kv_pages.h): block_table [m, ld_block_table] i32 set, kv_cache is the page
+   * pool [n_pages, PZ_KV_BLOCK, kvw] and position j of sequence i is at kv_cache +
+   * (block_table[i*ld + j/64]*64 + j%64)*kvw (cache_seq_stride unused). NULL: contiguous. */
+  const int32_t *block_table; int64_t ld_block_table; int64_t n_pages;
   const int32_t *pos;                    /* [m] position of the new token (0 <= pos < max_ctx) */
   float *qb_out; int64_t ld_qb_out;      /* q_b output [m, heads*qh] f32; NULL: internal scratch */
   bool qb_zero_init;                     /* ignored when qb_out is NULL (internal: true) */
@@ -162,8 +166,12 @@ typedef struct pz_ref_mla_io {
  *     o[h*v + e] = bf16(Σ_c W_UV[h,e,c]*o_lat[c]).
  *  4. out (+)= o · o_wᵀ via pz_ref_gemm(split_k 0, out_zero_init).
  * Rounding points: q_a_layernorm output, cache contents (c, k_pe) and the o_proj input o are
- * bf16; everything else stays f32.
- * Errors: PZ_ERR_INVALID_ARG (pos outside [0, max_ctx), missing pointer), PZ_ERR_OOM. */
+ * bf16; everything else stays f32. The cache is read (positions 0..pos[i]) and written (pos[i])
+ * only through the block table when one is given; the results do not depend on where the pages
+ * lie (the same bits as the contiguous cache holding the same rows). Rows have unequal lengths
+ * (pos[i] + 1 each).
+ * Errors: PZ_ERR_INVALID_ARG (pos outside [0, max_ctx), missing pointer, a block-table entry of a
+ * used block (0..pos[i]/64) outside [0, n_pages)), PZ_ERR_OOM. */
 pz_status pz_ref_mla_decode(int64_t m, const pz_mla_params *p, const pz_ref_mla_io *io);
 
 /* ---------------------------------------------------------------- GQA decode */
