@@ -1,5 +1,5 @@
-/* Checkpoint directory loader (checkpoint.h): shard table, name mapping of the DeepSeek family,
- * fuse / split / shard plans, dtype conversion and the load progress bar. */
+/* Checkpoint directory loader (checkpoint.h): shard table, name mapping of the DeepSeek family
+ * and the GQA layouts, fuse / split / shard plans, dtype conversion and the load progress bar. */
 #include "model/checkpoint.h"
 #include "core/options.h"
 #include <cjson/cJSON.h>
@@ -17,7 +17,11 @@
 #include "core/quant.h"
 
 /* How a graph weight's full (unsharded) rows come from checkpoint tensors. */
-typedef enum { PLAN_NONE = 0, PLAN_PLAIN, PLAN_CONCAT_ROWS, PLAN_EXPERTS, PLAN_EXPERTS_FUSED, PLAN_KVB_UK, PLAN_KVB_UV } plan_kind;
+typedef enum {
+  PLAN_NONE = 0, PLAN_PLAIN, PLAN_CONCAT_ROWS, PLAN_EXPERTS, PLAN_EXPERTS_FUSED, PLAN_KVB_UK, PLAN_KVB_UV,
+  PLAN_QKV,      /* GQA qkv_proj weight / bias: this rank's q rows | k rows | v rows of 3 sources */
+  PLAN_GATE_UP   /* GQA dense gate_up_proj: this rank's gate rows | up rows of 2 sources */
+} plan_kind;
 
 /* A 2-D view of one checkpoint tensor (1-D: one row). */
 typedef struct src {
@@ -38,6 +42,11 @@ typedef struct plan {
                                   EXPERTS_FUSED: rows per expert in the source */
   int64_t nope;                /* KVB: qk_nope_head_dim; EXPERTS_FUSED: first row of this
                                   projection inside an expert's rows */
+  /* PLAN_QKV: rows per rank of q (heads*d) and of k / v (kvh*d), and how many ranks share one
+   * kv head (1 when the kv heads are sharded; TP / num_key_value_heads when replicated): rank r's
+   * q rows start at r*q_rows, its k / v rows at (r / kv_ranks) * kv_rows. PLAN_GATE_UP: q_rows =
+   * intermediate rows per rank (I / TP). */
+  int64_t q_rows, kv_rows, kv_ranks;
 } plan;
 
 struct pz_checkpoint {
@@ -386,6 +395,96 @@ static pz_status get_src(pz_checkpoint *ck, const char *name, const char *for_t,
                   "weight_scale)", ck->dir, full, pz_st_dtype_name(w->dtype));
 }
 
+static pz_status alloc_src(plan *p, int n) {
+  p->n_src = n;
+  if (!(p->s = calloc((size_t)n, sizeof *p->s))) return pz_error(PZ_ERR_OOM, "checkpoint: out of memory");
+  return PZ_OK;
+}
+
+/* qkv_proj weight [(heads + 2*kvh)*d, H] bf16 or bias [(heads + 2*kvh)*d] f32 of a GQA layer
+ * from q_proj / k_proj / v_proj (checkpoint.h). */
+static pz_status plan_qkv(pz_checkpoint *ck, const pz_model_config *c, const pz_tensor *t, int L, bool bias,
+                          plan *p) {
+  const int tp = ck->tp;
+  const int64_t nh = c->num_attention_heads, nkv = c->num_key_value_heads, d = c->head_dim;
+  if (nh < 1 || nkv < 1 || d < 1 || nh % tp || (tp <= nkv ? nkv % tp : tp % nkv))
+    return pz_error(PZ_ERR_SHAPE, "checkpoint: graph tensor %s: TP %d does not split num_attention_heads %lld / "
+                    "num_key_value_heads %lld", t->name, tp, (long long)nh, (long long)nkv);
+  const int64_t heads = nh / tp, kvh = tp <= nkv ? nkv / tp : 1, n = (heads + 2 * kvh) * d;
+  if (t->ndim != (bias ? 1 : 2) || t->ne[0] != n || (!bias && t->ne[1] != c->hidden_size))
+    return pz_error(PZ_ERR_SHAPE, "checkpoint: graph tensor %s is not [(heads + 2*kv_heads)*head_dim = %lld%s] per rank",
+                    t->name, (long long)n, bias ? "" : ", hidden_size");
+  p->kind = PLAN_QKV;
+  p->q_rows = heads * d;
+  p->kv_rows = kvh * d;
+  p->kv_ranks = tp <= nkv ? 1 : tp / nkv;
+  PZ_CHECK(alloc_src(p, 3));
+  static const char *const proj[] = {"q_proj", "k_proj", "v_proj"};
+  for (int i = 0; i < 3; i++) {
+    char hf[512];
+    snprintf(hf, sizeof hf, "model.layers.%d.self_attn.%s.%s", L, proj[i], bias ? "bias" : "weight");
+    const int64_t rows = (i ? nkv : nh) * d;
+    PZ_CHECK(get_src(ck, hf, t->name, bias ? 1 : 2, (int64_t[]){rows, c->hidden_size}, t->dtype, &p->s[i]));
+  }
+  return PZ_OK;
+}
+
+/* The GQA layouts' own names (checkpoint.h); *done = false leaves t to the shared rules below. */
+static pz_status plan_gqa(pz_checkpoint *ck, const pz_model_config *c, const pz_tensor *t, int L, const char *rest,
+                          plan *p, bool *done) {
+  char hf[512], hf2[512], f1[600], f2[600];
+  *done = true;
+  if (!strcmp(rest, "self_attn.qkv_proj.weight")) return plan_qkv(ck, c, t, L, false, p);
+  if (!strcmp(rest, "self_attn.qkv_proj.bias")) return plan_qkv(ck, c, t, L, true, p);
+  if (!strcmp(rest, "mlp.gate_up_proj.weight")) {
+    const int64_t I = c->intermediate_size;
+    if (t->ndim != 2 || I % ck->tp || t->ne[0] != 2 * (I / ck->tp) || t->ne[1] != c->hidden_size)
+      return pz_error(PZ_ERR_SHAPE, "checkpoint: graph tensor %s is not [2 * intermediate_size / TP = %lld, hidden_size]",
+                      t->name, (long long)(2 * (I / ck->tp)));
+    p->kind = PLAN_GATE_UP;
+    p->q_rows = I / ck->tp;
+    PZ_CHECK(alloc_src(p, 2));
+    snprintf(hf, sizeof hf, "model.layers.%d.mlp.gate_proj.weight", L);
+    snprintf(hf2, sizeof hf2, "model.layers.%d.mlp.up_proj.weight", L);
+    PZ_CHECK(get_src(ck, hf, t->name, 2, (int64_t[]){I, c->hidden_size}, t->dtype, &p->s[0]));
+    return get_src(ck, hf2, t->name, 2, (int64_t[]){I, c->hidden_size}, t->dtype, &p->s[1]);
+  }
+  /* Mixtral publishes its MoE as block_sparse_moe.{gate, experts.E.w1 (gate) / w3 (up) / w2
+   * (down)}; a checkpoint that has none of those but the mlp.* names (as transformers >= 5
+   * saves them) goes on to the shared rules. */
+  if (strcmp(c->model_type, "mixtral") != 0) { *done = false; return PZ_OK; }
+  snprintf(hf, sizeof hf, "model.layers.%d.block_sparse_moe.gate.weight", L);
+  snprintf(hf2, sizeof hf2, "model.layers.%d.mlp.gate.weight", L);
+  const bool legacy_gate = ck_find(ck, hf, f1, sizeof f1) || !ck_find(ck, hf2, f2, sizeof f2);
+  if (!strcmp(rest, "mlp.gate.weight") && legacy_gate) {
+    p->kind = PLAN_PLAIN;
+    PZ_CHECK(alloc_src(p, 1));
+    return get_src(ck, hf, t->name, t->ndim, t->full_ne, t->dtype, &p->s[0]);
+  }
+  static const char *const ours[] = {"gate_proj.weight", "up_proj.weight", "down_proj.weight"};
+  static const char *const theirs[] = {"w1", "w3", "w2"};
+  snprintf(hf, sizeof hf, "model.layers.%d.block_sparse_moe.experts.0.w1.weight", L);
+  snprintf(hf2, sizeof hf2, "model.layers.%d.mlp.experts.0.gate_proj.weight", L);
+  char f3[600], hf3[512];
+  snprintf(hf3, sizeof hf3, "model.layers.%d.mlp.experts.gate_up_proj", L);
+  const bool legacy = ck_find(ck, hf, f1, sizeof f1) || (!ck_find(ck, hf2, f2, sizeof f2) && !ck_find(ck, hf3, f3, sizeof f3));
+  if (!strncmp(rest, "mlp.experts.", 12) && t->ndim == 3 && legacy) {
+    int k = -1;
+    for (int i = 0; i < 3; i++)
+      if (!strcmp(rest + 12, ours[i])) k = i;
+    if (k < 0) { *done = false; return PZ_OK; }
+    p->kind = PLAN_EXPERTS;
+    PZ_CHECK(alloc_src(p, (int)t->full_ne[0]));
+    for (int64_t e = 0; e < t->full_ne[0]; e++) {
+      snprintf(hf, sizeof hf, "model.layers.%d.block_sparse_moe.experts.%lld.%s.weight", L, (long long)e, theirs[k]);
+      PZ_CHECK(get_src(ck, hf, t->name, 2, (int64_t[]){t->full_ne[1], t->full_ne[2]}, t->dtype, &p->s[e]));
+    }
+    return PZ_OK;
+  }
+  *done = false;
+  return PZ_OK;
+}
+
 static pz_status plan_one(pz_checkpoint *ck, const pz_model_config *c, const pz_tensor *t, plan *p) {
   char hf[512], hf2[512];
   const char *nm = t->name;
@@ -394,6 +493,11 @@ static pz_status plan_one(pz_checkpoint *ck, const pz_model_config *c, const pz_
   int L = -1, used = 0;
   const char *rest = NULL;
   if (sscanf(nm, "layers.%d.%n", &L, &used) == 1 && used > 0) rest = nm + used;
+  if (rest && c->attn == PZ_ATTN_GQA) {
+    bool done;
+    PZ_CHECK(plan_gqa(ck, c, t, L, rest, p, &done));
+    if (done) return PZ_OK;
+  }
 
   if (rest && !strcmp(rest, "self_attn.fused_qkv_a_proj.weight")) {
     if (nd != 2 || c->q_lora_rank <= 0 || full[0] <= c->q_lora_rank)
@@ -448,7 +552,8 @@ static pz_status plan_one(pz_checkpoint *ck, const pz_model_config *c, const pz_
   if (!strcmp(nm, "lm_head.weight")) {
     snprintf(hf, sizeof hf, "%s", nm);
     char f1[600];
-    if (!ck_find(ck, hf, f1, sizeof f1) && ck->tie_word_embeddings) snprintf(hf, sizeof hf, "model.embed_tokens.weight");
+    if (!ck_find(ck, hf, f1, sizeof f1) && (ck->tie_word_embeddings || c->tie_word_embeddings))
+      snprintf(hf, sizeof hf, "model.embed_tokens.weight");
   } else {
     snprintf(hf, sizeof hf, "model.%s", nm);
   }
@@ -569,6 +674,47 @@ typedef struct fill_job {
   int oom;                     /* set (to 1 only) by a worker whose scratch allocation failed */
 } fill_job;
 
+/* Element (2-D: row) lr of a PLAN_QKV / PLAN_GATE_UP tensor on `rank`: its source, the source's
+ * row (element) and how many of the following local ones continue it contiguously (*left). */
+static const src *stacked_at(const plan *p, int rank, int64_t lr, int64_t *sr, int64_t *left) {
+  if (p->kind == PLAN_GATE_UP) {
+    const int k = lr >= p->q_rows;
+    *sr = (int64_t)rank * p->q_rows + lr - k * p->q_rows;
+    *left = p->q_rows - (lr - k * p->q_rows);
+    return &p->s[k];
+  }
+  if (lr < p->q_rows) {
+    *sr = (int64_t)rank * p->q_rows + lr;
+    *left = p->q_rows - lr;
+    return &p->s[0];
+  }
+  lr -= p->q_rows;
+  const int k = lr >= p->kv_rows; /* 0: k rows, 1: v rows */
+  *sr = (int64_t)(rank / p->kv_ranks) * p->kv_rows + lr - k * p->kv_rows;
+  *left = p->kv_rows - (lr - k * p->kv_rows);
+  return &p->s[1 + k];
+}
+
+/* fill_rows for PLAN_QKV / PLAN_GATE_UP: a 2-D weight row by row, a 1-D bias in its q / k / v runs. */
+static void fill_stacked(const fill_job *j, int64_t lo, int64_t hi, float *tmp) {
+  const pz_tensor *t = j->t;
+  const int64_t w = t->ne[t->ndim - 1];
+  const size_t esz = pz_dtype_size(t->dtype);
+  int64_t sr, left;
+  if (t->ndim == 1) {
+    for (int64_t e = 0; lo < hi && e < w; e += left) {
+      const src *s = stacked_at(j->p, j->rank, e, &sr, &left);
+      if (left > w - e) left = w - e;
+      read_row(j->ck, s, 0, sr, left, t->dtype, (char *)j->dst + (size_t)e * esz, tmp);
+    }
+    return;
+  }
+  for (int64_t i = lo; i < hi; i++) {
+    const src *s = stacked_at(j->p, j->rank, j->row0 + i, &sr, &left);
+    read_row(j->ck, s, sr, 0, w, t->dtype, (char *)j->dst + (size_t)(i * w) * esz, tmp);
+  }
+}
+
 /* Local rows row0 + [lo, hi) of one fill into dst rows [lo, hi) (a pz_par_for range: each row
  * is written by one thread). */
 static void fill_rows(void *va, int64_t lo, int64_t hi) {
@@ -580,6 +726,11 @@ static void fill_rows(void *va, int64_t lo, int64_t hi) {
   const size_t esz = pz_dtype_size(t->dtype);
   float *tmp = malloc(sizeof(float) * (size_t)(w ? w : 1));
   if (!tmp) { __atomic_store_n(&j->oom, 1, __ATOMIC_RELAXED); return; }
+  if (p->kind == PLAN_QKV || p->kind == PLAN_GATE_UP) {
+    fill_stacked(j, lo, hi, tmp);
+    free(tmp);
+    return;
+  }
   for (int64_t i = lo; i < hi; i++) {
     const int64_t row = j->row0 + i;
     /* Full coordinates of this local row (all dims but the last), and its flat full row. */

@@ -1,6 +1,7 @@
-/* Hugging Face checkpoint directory of the DeepSeek-V2 family (config.json + safetensors, one
- * file or an index with shards): maps the builder's weight tensors to the published tensor names,
- * fuses / splits / shards them per TP rank and converts them to the graph's dtypes. */
+/* Hugging Face checkpoint directory of the DeepSeek-V2 family and of the GQA layouts (Llama 3,
+ * Qwen2, Qwen3, Qwen3-MoE, Mixtral): config.json + safetensors, one file or an index with shards.
+ * Maps the builder's weight tensors to the published tensor names, fuses / splits / shards them
+ * per TP rank and converts them to the graph's dtypes. */
 #ifndef PZ_MODEL_CHECKPOINT_H
 #define PZ_MODEL_CHECKPOINT_H
 #include <stdbool.h>
@@ -35,6 +36,30 @@ pz_status pz_checkpoint_open(const char *dir, pz_checkpoint **out);
  *                                 mlp.experts.gate_up_proj [E, 2I, H] (gate rows, then up rows)
  *                                 and mlp.experts.down_proj [E, H, I]
  *   every other layers.L.* <- model.layers.L.* with the same suffix.
+ * GQA layouts (c->attn == PZ_ATTN_GQA: llama, qwen2, qwen3, qwen3_moe, mixtral; Hugging Face
+ * Llama / Qwen2 / Qwen3 / Qwen3Moe / Mixtral modeling names), per TP rank r, heads =
+ * num_attention_heads / TP, kvh = num_key_value_heads / TP (1 when TP > num_key_value_heads, TP
+ * a multiple of it), d = head_dim, I = intermediate_size:
+ *   layers.L.self_attn.qkv_proj.weight [(heads + 2*kvh)*d, H] <- rows [r*heads*d, +heads*d) of
+ *                                 model.layers.L.self_attn.q_proj.weight [num_attention_heads*d, H],
+ *                                 then rows [k0*d, +kvh*d) of k_proj.weight and of v_proj.weight
+ *                                 [num_key_value_heads*d, H], k0 = r*kvh, or r / (TP /
+ *                                 num_key_value_heads) when the kv heads are replicated (as vLLM)
+ *   layers.L.self_attn.qkv_proj.bias [(heads + 2*kvh)*d] f32 <- the same elements of
+ *                                 {q,k,v}_proj.bias (BF16 or F32 in the file; qwen2)
+ *   layers.L.self_attn.{q_norm,k_norm}.weight [d] <- model.layers.L.self_attn.{q,k}_norm.weight
+ *                                 (qwen3, qwen3_moe; replicated); o_proj, down_proj by shard_dim
+ *   layers.L.mlp.gate_up_proj.weight [2*I/TP, H] <- rows [r*I/TP, +I/TP) of mlp.gate_proj.weight
+ *                                 [I, H], then the same rows of mlp.up_proj.weight
+ *   qwen3_moe experts and router: the DeepSeek names above (mlp.gate.weight, mlp.experts.e.*)
+ *   mixtral: layers.L.mlp.gate.weight <- model.layers.L.block_sparse_moe.gate.weight [E, H];
+ *                                 layers.L.mlp.experts.{gate,up,down}_proj.weight <-
+ *                                 block_sparse_moe.experts.e.{w1, w3, w2}.weight (published
+ *                                 layout); a checkpoint with none of those but mlp.gate.weight /
+ *                                 mlp.experts.* (as transformers >= 5 holds Mixtral) is read by
+ *                                 the DeepSeek rules (per expert, or fused gate_up_proj / down_proj)
+ *   lm_head.weight                <- lm_head.weight, or model.embed_tokens.weight when
+ *                                 tie_word_embeddings (config.json, or c) and lm_head.weight is absent
  * Every name above gets the prefix "language_model." when the checkpoint has
  * language_model.model.embed_tokens.weight and no model.embed_tokens.weight (Kimi-K2.5).
  * Quantised routed experts (the graph's, from config.json's quantization_config; core/ir.h

@@ -1,0 +1,499 @@
+/* Golden test of the GQA layouts against an independent implementation: the checkpoints
+ * tests/data/golden/{llama, qwen2, qwen2_tied, qwen3, qwen3_moe, mixtral} (written by
+ * tools/make_golden_gqa.py with Hugging Face transformers, float32, eager attention, in the
+ * published tensor layout) must give HF's greedy tokens and last-step logits within the file's
+ * logits_atol at TP 1, 2 and 4 (TP 4 replicates every model's kv heads, TP 2 qwen2_tied's),
+ * batched and one prompt at a time, with the prezero pass off and on, through the library and the
+ * CLI. Loader checks: the fused per-rank qkv_proj / gate_up_proj rows (and the qkv bias) are the
+ * file's q / k / v and gate / up rows the contract names; a Mixtral checkpoint in the
+ * transformers >= 5 layout (mlp.gate, fused experts) decodes bit for bit as the published one;
+ * broken checkpoints fail with one line naming the tensor. A negative control shows the tolerance
+ * catches the llama3 RoPE scaling. */
+#include <cjson/cJSON.h>
+#include <libgen.h>
+#include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "core/dtype.h"
+#include "model/builder.h"
+#include "model/checkpoint.h"
+#include "model/safetensors.h"
+#include "prezero.h"
+#include "pz_test.h"
+#include "golden_common.h"
+
+static char tmpdir[] = "/tmp/pz_test_golden_gqa_XXXXXX";
+static char root[600];
+
+/* ------------------------------------------------------------------ decode (as test_golden.c) */
+
+/* Feeds prompts [p0, p0+n) of g side by side, each from position 0, one token per step, then
+ * greedy; tokens[i][k] and logits of the step that made each sequence's last token. */
+static pz_status run(const char *model_dir, const golden *g, int p0, int n, int tp, int prezero, int32_t tokens[][MAXS],
+                     float *logits) {
+  int max_len = 0;
+  for (int i = 0; i < n; i++) max_len = g->len[p0 + i] > max_len ? g->len[p0 + i] : max_len;
+  pz_engine_config ec = PZ_ENGINE_CONFIG_INIT;
+  ec.model_dir = model_dir;
+  ec.tp = tp;
+  ec.max_batch = n;
+  ec.context = 0;
+  ec.max_steps = max_len - 1 + g->steps;
+  ec.prezero = prezero;
+  ec.device = PZ_DEVICE_CPU;
+  pz_engine *e = NULL;
+  pz_status st = pz_engine_create(&ec, &e);
+  if (st != PZ_OK) return st;
+  int32_t in[MAXP], nx[MAXP];
+  static float lg[MAXP * MAXV];
+  for (int i = 0; i < n; i++) in[i] = g->prompt[p0 + i][0];
+  for (int t = 0; t < max_len - 1 + g->steps && st == PZ_OK; t++) {
+    st = pz_engine_step(e, n, in, nx);
+    int got = 0;
+    for (int i = 0; i < n && st == PZ_OK; i++) {
+      int k = t + 1 - g->len[p0 + i];
+      if (k < 0) { in[i] = g->prompt[p0 + i][t + 1]; continue; }
+      if (k < g->steps) tokens[i][k] = nx[i];
+      if (k == g->steps - 1) {
+        if (!got) st = pz_engine_logits(e, n, lg);
+        got = 1;
+        memcpy(logits + i * g->vocab, lg + i * g->vocab, sizeof(float) * (size_t)g->vocab);
+      }
+      in[i] = nx[i];
+    }
+  }
+  pz_engine_destroy(e);
+  return st;
+}
+
+static double max_diff(const float *a, const float *b, int64_t n) {
+  double m = 0;
+  for (int64_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - (double)b[i]));
+  return m;
+}
+
+static void check_decode(const golden *g, const char *name) {
+  static int32_t tok[MAXP][MAXS], tok1[MAXP][MAXS];
+  static float lg[MAXP * MAXV], lg1[MAXP * MAXV];
+  const int64_t nv = g->n * g->vocab;
+  for (int tp = 1; tp <= 4; tp *= 2) {
+    memset(tok, 0xff, sizeof tok);
+    pz_status st = run(g->dir, g, 0, g->n, tp, 0, tok, lg);
+    CHECK_OK(st);
+    if (st != PZ_OK) return;
+    int same = 1;
+    for (int i = 0; i < g->n; i++) same &= !memcmp(tok[i], g->tokens[i], sizeof(int32_t) * (size_t)g->steps);
+    double d = max_diff(lg, g->logits, nv);
+    printf("%s TP %d: tokens %s, max |logit - HF| = %.4f (tolerance %.4f)\n", name, tp, same ? "equal" : "DIFFER", d, g->atol);
+    CHECK(same);
+    CHECK(d <= g->atol);
+  }
+  /* One prompt at a time (TP 1) gives the batched rows bit for bit: positions are per sequence. */
+  CHECK_OK(run(g->dir, g, 0, g->n, 1, 0, tok, lg));
+  for (int i = 0; i < g->n; i++) {
+    CHECK_OK(run(g->dir, g, i, 1, 1, 0, &tok1[i], lg1 + i * g->vocab));
+    CHECK(!memcmp(tok1[i], tok[i], sizeof(int32_t) * (size_t)g->steps));
+  }
+  CHECK(!memcmp(lg1, lg, sizeof(float) * (size_t)nv));
+  /* The prezero pass on the checkpoint's graph (TP 2) changes nothing, bit for bit. */
+  CHECK_OK(run(g->dir, g, 0, g->n, 2, 0, tok, lg));
+  CHECK_OK(run(g->dir, g, 0, g->n, 2, 1, tok1, lg1));
+  for (int i = 0; i < g->n; i++) CHECK(!memcmp(tok1[i], tok[i], sizeof(int32_t) * (size_t)g->steps));
+  CHECK(!memcmp(lg1, lg, sizeof(float) * (size_t)nv));
+}
+
+/* The CLI's --prompt-ids / --logits on the checkpoint: same tokens, logits within tolerance. */
+static void check_cli(const golden *g, const char *name) {
+  const char *cli = getenv("PZ_CLI");
+  if (!cli) { printf("PZ_CLI unset: CLI check of %s skipped\n", name); return; }
+  char ids[2048] = "", cmd[6144], p[1200];
+  size_t o = 0;
+  for (int i = 0; i < g->n; i++)
+    for (int j = 0; j < g->len[i]; j++)
+      o += (size_t)snprintf(ids + o, sizeof ids - o, "%d%s", g->prompt[i][j], j + 1 < g->len[i] ? "," : i + 1 < g->n ? ";" : "");
+  snprintf(cmd, sizeof cmd, "\"%s\" run --model %s --device cpu --tp 2 --prompt-ids '%s' --steps %d --logits %s/cli.f32 > %s/cli.out",
+           cli, g->dir, ids, g->steps, tmpdir, tmpdir);
+  CHECK(system(cmd) == 0);
+  snprintf(p, sizeof p, "%s/cli.out", tmpdir);
+  char *out = pz_test_slurp(p, NULL);
+  CHECK(out != NULL);
+  for (int i = 0; out && i < g->n; i++) {
+    char want[1024];
+    size_t w = (size_t)snprintf(want, sizeof want, "seq %d:", i);
+    for (int k = 0; k < g->steps; k++) w += (size_t)snprintf(want + w, sizeof want - w, " %d", g->tokens[i][k]);
+    snprintf(want + w, sizeof want - w, "\n");
+    if (!strstr(out, want)) { fprintf(stderr, "FAIL: CLI output lacks '%s' for %s:\n%s", want, name, out); pz_test_failures++; }
+  }
+  free(out);
+  size_t len;
+  snprintf(p, sizeof p, "%s/cli.f32", tmpdir);
+  float *l = (float *)pz_test_slurp(p, &len);
+  CHECK(l && len == (size_t)(g->n * g->vocab * 4));
+  if (l && len == (size_t)(g->n * g->vocab * 4)) CHECK(max_diff(l, g->logits, g->n * g->vocab) <= g->atol);
+  free(l);
+}
+
+/* ------------------------------------------------------------------ checkpoint copies */
+
+static void model_dir(char *buf, size_t cap, const char *model) { snprintf(buf, cap, "%s/%s", root, model); }
+
+/* config.json of `model` with the first occurrence of `from` replaced by `to` (NULL: as is). */
+static char *config_text(const char *model, const char *from, const char *to) {
+  char p[1200];
+  model_dir(p, sizeof p, model);
+  strncat(p, "/config.json", sizeof p - strlen(p) - 1);
+  char *txt = pz_test_slurp(p, NULL);
+  if (!txt || !from) return txt;
+  char *at = strstr(txt, from);
+  CHECK(at != NULL);
+  if (!at) return txt;
+  size_t n = strlen(txt) - strlen(from) + strlen(to) + 1;
+  char *out = malloc(n);
+  snprintf(out, n, "%.*s%s%s", (int)(at - txt), txt, to, at + strlen(from));
+  free(txt);
+  return out;
+}
+
+/* A change to one tensor of a copy: drop it (new_name NULL, shape0 0), rename it, or give it a
+ * different first dim (its data then comes from the start of the original, or zeros). */
+typedef struct edit {
+  const char *name, *new_name;
+  int drop;
+  int64_t shape0;
+} edit;
+
+/* tmpdir/sub: `model`'s config.json (edited as config_text) and its model.safetensors with the
+ * edits applied. Returns the directory (static buffer). */
+static const char *write_copy(const char *sub, const char *model, const char *from, const char *to, const edit *ed,
+                              int n_ed) {
+  static char dst[1200];
+  char p[1300], src[1200];
+  snprintf(dst, sizeof dst, "%s/%s", tmpdir, sub);
+  mkdir(dst, 0755);
+  char *cfg = config_text(model, from, to);
+  snprintf(p, sizeof p, "%s/config.json", dst);
+  FILE *f = fopen(p, "w");
+  if (f && cfg) fputs(cfg, f);
+  if (f) fclose(f);
+  free(cfg);
+  model_dir(src, sizeof src, model);
+  strncat(src, "/model.safetensors", sizeof src - strlen(src) - 1);
+  pz_st_file *sf = NULL;
+  CHECK_OK(pz_st_open(src, &sf));
+  if (!sf) return dst;
+  pz_st_write_entry *e = calloc((size_t)sf->n, sizeof *e);
+  void **own = calloc((size_t)sf->n, sizeof *own);
+  int n = 0;
+  for (int i = 0; i < sf->n; i++) {
+    const pz_st_tensor *t = &sf->t[i];
+    pz_st_write_entry w = {.name = t->name, .dtype = t->dtype, .ndim = t->ndim, .data = t->data};
+    memcpy(w.shape, t->shape, sizeof w.shape);
+    int keep = 1;
+    for (int k = 0; k < n_ed; k++) {
+      if (strcmp(ed[k].name, t->name)) continue;
+      if (ed[k].drop) keep = 0;
+      if (ed[k].new_name) w.name = ed[k].new_name;
+      if (ed[k].shape0) {
+        w.shape[0] = ed[k].shape0;
+        size_t bytes = t->nbytes / (size_t)t->shape[0] * (size_t)ed[k].shape0;
+        own[i] = calloc(1, bytes);
+        memcpy(own[i], t->data, bytes < t->nbytes ? bytes : t->nbytes);
+        w.data = own[i];
+      }
+    }
+    if (keep) e[n++] = w;
+  }
+  snprintf(p, sizeof p, "%s/model.safetensors", dst);
+  CHECK_OK(pz_st_write(p, n, e));
+  for (int i = 0; i < sf->n; i++) free(own[i]);
+  free(own);
+  free(e);
+  pz_st_close(sf);
+  return dst;
+}
+
+/* Opening a copy's checkpoint against its own graph (TP 2) fails with `want`, in one line
+ * naming `needle`; the engine (and so the CLI) reports the same. */
+static void bad(const char *what, const char *dir, pz_status want, const char *needle) {
+  pz_model_config c;
+  pz_graph *g = NULL;
+  pz_checkpoint *ck = NULL;
+  pz_build_opts o = PZ_BUILD_OPTS_INIT;
+  o.tp = 2;
+  o.max_ctx = 16;
+  CHECK_OK(pz_checkpoint_load_config(dir, &c));
+  CHECK_OK(pz_build_decode_graph(&c, &o, &g));
+  if (!g) return;
+  pz_status st = pz_checkpoint_open_planned(dir, &c, g, &ck);
+  const char *msg = pz_last_error();
+  printf("bad checkpoint (%s): %s: %s\n", what, pz_status_string(st), msg);
+  CHECK(st == want);
+  CHECK(ck == NULL);
+  CHECK(strstr(msg, needle) != NULL);
+  CHECK(strchr(msg, '\n') == NULL);
+  pz_graph_free(g);
+  pz_engine_config ec = PZ_ENGINE_CONFIG_INIT;
+  ec.model_dir = dir;
+  ec.tp = 2;
+  ec.context = 0;
+  ec.max_steps = 4;
+  ec.device = PZ_DEVICE_CPU;
+  pz_engine *e = NULL;
+  CHECK_ST(pz_engine_create(&ec, &e), want);
+  CHECK(e == NULL && strstr(pz_last_error(), needle) != NULL);
+}
+
+static void test_bad_checkpoints(void) {
+  const char *d;
+  d = write_copy("no_k_proj", "llama", NULL, NULL, (edit[]){{"model.layers.1.self_attn.k_proj.weight", NULL, 1, 0}}, 1);
+  bad("k_proj missing", d, PZ_ERR_NOT_FOUND, "\"model.layers.1.self_attn.k_proj.weight\"");
+  d = write_copy("v_proj_shape", "llama", NULL, NULL, (edit[]){{"model.layers.0.self_attn.v_proj.weight", NULL, 0, 16}}, 1);
+  bad("v_proj [16, 64] instead of [32, 64]", d, PZ_ERR_SHAPE, "\"model.layers.0.self_attn.v_proj.weight\" has shape [16, 64]");
+  d = write_copy("no_q_bias", "qwen2", NULL, NULL, (edit[]){{"model.layers.0.self_attn.q_proj.bias", NULL, 1, 0}}, 1);
+  bad("q_proj.bias missing", d, PZ_ERR_NOT_FOUND, "\"model.layers.0.self_attn.q_proj.bias\"");
+  d = write_copy("k_bias_shape", "qwen2", NULL, NULL, (edit[]){{"model.layers.1.self_attn.k_proj.bias", NULL, 0, 64}}, 1);
+  bad("k_proj.bias [64]", d, PZ_ERR_SHAPE, "\"model.layers.1.self_attn.k_proj.bias\" has shape [64]");
+  d = write_copy("no_up_proj", "qwen3", NULL, NULL, (edit[]){{"model.layers.1.mlp.up_proj.weight", NULL, 1, 0}}, 1);
+  bad("up_proj missing", d, PZ_ERR_NOT_FOUND, "\"model.layers.1.mlp.up_proj.weight\"");
+  d = write_copy("no_k_norm", "qwen3", NULL, NULL, (edit[]){{"model.layers.0.self_attn.k_norm.weight", NULL, 1, 0}}, 1);
+  bad("k_norm missing", d, PZ_ERR_NOT_FOUND, "\"model.layers.0.self_attn.k_norm.weight\"");
+  d = write_copy("no_expert", "qwen3_moe", NULL, NULL, (edit[]){{"model.layers.2.mlp.experts.5.down_proj.weight", NULL, 1, 0}}, 1);
+  bad("qwen3_moe expert 5 down_proj missing", d, PZ_ERR_NOT_FOUND, "\"model.layers.2.mlp.experts.5.down_proj.weight\"");
+  d = write_copy("no_w3", "mixtral", NULL, NULL, (edit[]){{"model.layers.1.block_sparse_moe.experts.3.w3.weight", NULL, 1, 0}}, 1);
+  bad("mixtral expert 3 w3 missing", d, PZ_ERR_NOT_FOUND, "\"model.layers.1.block_sparse_moe.experts.3.w3.weight\"");
+  d = write_copy("no_router", "mixtral", NULL, NULL, (edit[]){{"model.layers.0.block_sparse_moe.gate.weight", NULL, 1, 0}}, 1);
+  bad("mixtral router missing", d, PZ_ERR_NOT_FOUND, "\"model.layers.0.block_sparse_moe.gate.weight\"");
+  d = write_copy("untied", "qwen2_tied", "\"tie_word_embeddings\": true", "\"tie_word_embeddings\": false", NULL, 0);
+  bad("tie_word_embeddings false without lm_head.weight", d, PZ_ERR_NOT_FOUND, "\"lm_head.weight\"");
+}
+
+/* ------------------------------------------------------------------ fused rows */
+
+/* Row r (of `cols` values) of checkpoint tensor `name` in dir's model.safetensors, as f32. */
+static int file_row(const pz_st_file *f, const char *name, int64_t r, int64_t cols, float *out) {
+  const pz_st_tensor *t = pz_st_find(f, name);
+  if (!t || t->dtype != PZ_ST_BF16) { fprintf(stderr, "no BF16 tensor %s\n", name); return 0; }
+  for (int64_t j = 0; j < cols; j++) {
+    pz_bf16 v;
+    memcpy(&v, (const char *)t->data + 2 * (size_t)(r * cols + j), 2);
+    out[j] = pz_bf16_to_f32(v);
+  }
+  return 1;
+}
+
+/* Every rank's qkv_proj weight / bias rows and gate_up_proj rows of layer 1 at TP tp are the
+ * file's rows the contract names: q rows [r*heads*d, +heads*d), k and v rows of this rank's kv
+ * heads (kv head r / (TP / num_key_value_heads) when TP exceeds it), gate then up rows
+ * [r*I/TP, +I/TP). Values are compared exactly (bf16 copies; the bias converted to f32). */
+static void check_rows(const char *model, int tp) {
+  char dir[1200], p[1300];
+  model_dir(dir, sizeof dir, model);
+  pz_model_config c;
+  pz_graph *g = NULL;
+  pz_checkpoint *ck = NULL;
+  pz_build_opts o = PZ_BUILD_OPTS_INIT;
+  o.tp = tp;
+  o.max_ctx = 16;
+  CHECK_OK(pz_checkpoint_load_config(dir, &c));
+  CHECK_OK(pz_build_decode_graph(&c, &o, &g));
+  if (g) CHECK_OK(pz_checkpoint_open_planned(dir, &c, g, &ck));
+  snprintf(p, sizeof p, "%s/model.safetensors", dir);
+  pz_st_file *f = NULL;
+  CHECK_OK(pz_st_open(p, &f));
+  if (!g || !ck || !f) { pz_checkpoint_close(ck); pz_graph_free(g); pz_st_close(f); return; }
+  const int64_t H = c.hidden_size, d = c.head_dim, heads = c.num_attention_heads / tp, nkv = c.num_key_value_heads;
+  const int64_t kvh = nkv >= tp ? nkv / tp : 1;
+  const pz_tensor *w = pz_graph_find_tensor(g, "layers.1.self_attn.qkv_proj.weight");
+  const pz_tensor *b = pz_graph_find_tensor(g, "layers.1.self_attn.qkv_proj.bias");
+  const pz_tensor *gu = pz_graph_find_tensor(g, "layers.1.mlp.gate_up_proj.weight");
+  CHECK(w && w->ne[0] == (heads + 2 * kvh) * d && w->ne[1] == H);
+  CHECK(!b == !c.attention_bias);
+  int64_t n = (heads + 2 * kvh) * d, bad_rows = 0, checked = 0;
+  pz_bf16 *got = malloc(sizeof(pz_bf16) * (size_t)(n > 2 * c.intermediate_size ? n : 2 * c.intermediate_size) * (size_t)H);
+  float *gb = malloc(sizeof(float) * (size_t)n), *want = malloc(sizeof(float) * (size_t)H);
+  for (int r = 0; r < tp && w; r++) {
+    const int64_t kv0 = nkv >= tp ? r * kvh : r / (tp / nkv); /* first kv head of rank r */
+    CHECK_OK(pz_checkpoint_fill(ck, w, r, got));
+    if (b) CHECK_OK(pz_checkpoint_fill(ck, b, r, gb));
+    for (int64_t i = 0; i < n; i++) {
+      const char *proj = i < heads * d ? "q_proj" : i < (heads + kvh) * d ? "k_proj" : "v_proj";
+      const int64_t src = i < heads * d ? r * heads * d + i : kv0 * d + (i - heads * d) % (kvh * d);
+      char name[200];
+      snprintf(name, sizeof name, "model.layers.1.self_attn.%s.weight", proj);
+      int ok = file_row(f, name, src, H, want);
+      for (int64_t j = 0; ok && j < H; j++) ok = pz_bf16_to_f32(got[i * H + j]) == want[j];
+      if (b) { /* element src of the 1-D bias = its row src of one value */
+        float bv = NAN;
+        snprintf(name, sizeof name, "model.layers.1.self_attn.%s.bias", proj);
+        ok = ok && file_row(f, name, src, 1, &bv) && gb[i] == bv;
+      }
+      bad_rows += !ok;
+      checked++;
+    }
+    if (gu) {
+      const int64_t I = c.intermediate_size / tp;
+      CHECK(gu->ne[0] == 2 * I && gu->ne[1] == H);
+      CHECK_OK(pz_checkpoint_fill(ck, gu, r, got));
+      for (int64_t i = 0; i < 2 * I; i++) {
+        int ok = file_row(f, i < I ? "model.layers.1.mlp.gate_proj.weight" : "model.layers.1.mlp.up_proj.weight",
+                          r * I + i % I, H, want);
+        for (int64_t j = 0; ok && j < H; j++) ok = pz_bf16_to_f32(got[i * H + j]) == want[j];
+        bad_rows += !ok;
+        checked++;
+      }
+    }
+  }
+  printf("%s TP %d: %lld fused rows (kv heads per rank %lld%s) equal the file's\n", model, tp, (long long)checked,
+         (long long)kvh, nkv < tp ? ", replicated" : "");
+  CHECK(bad_rows == 0);
+  free(got);
+  free(gb);
+  free(want);
+  pz_st_close(f);
+  pz_checkpoint_close(ck);
+  pz_graph_free(g);
+}
+
+/* ------------------------------------------------------------------ layouts and controls */
+
+/* The Mixtral golden model re-saved as transformers >= 5 keeps it in memory (mlp.gate.weight,
+ * mlp.experts.gate_up_proj [E, 2I, H] with w1 rows then w3 rows, mlp.experts.down_proj [E, H, I])
+ * decodes bit for bit as the published layout (TP 2). */
+static void check_mixtral_fused(const golden *g) {
+  char src[1200], p[1300];
+  model_dir(src, sizeof src, "mixtral");
+  snprintf(p, sizeof p, "%s/model.safetensors", src);
+  pz_st_file *f = NULL;
+  CHECK_OK(pz_st_open(p, &f));
+  pz_model_config c;
+  CHECK_OK(pz_checkpoint_load_config(src, &c));
+  if (!f) return;
+  const int64_t E = c.n_routed_experts, I = c.intermediate_size, H = c.hidden_size;
+  const int L = (int)c.num_hidden_layers;
+  pz_st_write_entry *e = calloc((size_t)f->n, sizeof *e);
+  char (*names)[128] = calloc((size_t)f->n, sizeof *names);
+  void **own = calloc((size_t)(2 * L), sizeof *own);
+  int n = 0;
+  for (int i = 0; i < f->n; i++) {
+    const pz_st_tensor *t = &f->t[i];
+    if (strstr(t->name, ".block_sparse_moe.experts.")) continue;
+    pz_st_write_entry w = {.name = t->name, .dtype = t->dtype, .ndim = t->ndim, .data = t->data};
+    memcpy(w.shape, t->shape, sizeof w.shape);
+    const char *at = strstr(t->name, ".block_sparse_moe.gate.weight");
+    if (at) {
+      snprintf(names[n], sizeof names[n], "%.*s.mlp.gate.weight", (int)(at - t->name), t->name);
+      w.name = names[n];
+    }
+    e[n++] = w;
+  }
+  for (int l = 0; l < L; l++) {
+    pz_bf16 *gu = malloc(sizeof(pz_bf16) * (size_t)(E * 2 * I * H)), *dn = malloc(sizeof(pz_bf16) * (size_t)(E * H * I));
+    own[2 * l] = gu;
+    own[2 * l + 1] = dn;
+    for (int64_t x = 0; x < E; x++) {
+      char nm[200];
+      static const char *const part[] = {"w1", "w3", "w2"};
+      for (int k = 0; k < 3; k++) {
+        snprintf(nm, sizeof nm, "model.layers.%d.block_sparse_moe.experts.%lld.%s.weight", l, (long long)x, part[k]);
+        const pz_st_tensor *t = pz_st_find(f, nm);
+        CHECK(t && t->nbytes == sizeof(pz_bf16) * (size_t)(I * H));
+        if (!t) continue;
+        if (k < 2) memcpy(gu + (x * 2 * I + k * I) * H, t->data, t->nbytes);
+        else memcpy(dn + x * H * I, t->data, t->nbytes);
+      }
+    }
+    snprintf(names[n], sizeof names[n], "model.layers.%d.mlp.experts.gate_up_proj", l);
+    e[n] = (pz_st_write_entry){.name = names[n], .dtype = PZ_ST_BF16, .ndim = 3, .shape = {E, 2 * I, H}, .data = gu};
+    n++;
+    snprintf(names[n], sizeof names[n], "model.layers.%d.mlp.experts.down_proj", l);
+    e[n] = (pz_st_write_entry){.name = names[n], .dtype = PZ_ST_BF16, .ndim = 3, .shape = {E, H, I}, .data = dn};
+    n++;
+  }
+  char dst[1200];
+  snprintf(dst, sizeof dst, "%s/mixtral_fused", tmpdir);
+  mkdir(dst, 0755);
+  snprintf(p, sizeof p, "%s/model.safetensors", dst);
+  CHECK_OK(pz_st_write(p, n, e));
+  for (int i = 0; i < 2 * L; i++) free(own[i]);
+  free(own);
+  free(names);
+  free(e);
+  pz_st_close(f);
+  char *cfg = config_text("mixtral", NULL, NULL);
+  snprintf(p, sizeof p, "%s/config.json", dst);
+  FILE *cf = fopen(p, "w");
+  if (cf && cfg) fputs(cfg, cf);
+  if (cf) fclose(cf);
+  free(cfg);
+  static int32_t t0[MAXP][MAXS], t1[MAXP][MAXS];
+  static float l0[MAXP * MAXV], l1[MAXP * MAXV];
+  CHECK_OK(run(g->dir, g, 0, g->n, 2, 0, t0, l0));
+  CHECK_OK(run(dst, g, 0, g->n, 2, 0, t1, l1));
+  for (int i = 0; i < g->n; i++) CHECK(!memcmp(t0[i], t1[i], sizeof(int32_t) * (size_t)g->steps));
+  CHECK(!memcmp(l0, l1, sizeof(float) * (size_t)(g->n * g->vocab)));
+  printf("mixtral in the transformers >= 5 layout: decode %s the published layout's\n",
+         memcmp(l0, l1, sizeof(float) * (size_t)(g->n * g->vocab)) ? "DIFFERS from" : "bit-identical to");
+}
+
+/* Negative control: the llama golden model without its llama3 rope_scaling misses the HF logits
+ * by more than the tolerance, so the tolerance resolves the frequency scaling. */
+static void negative_control(const golden *g) {
+  char p[1300];
+  const char *d = write_copy("norope", "llama", NULL, NULL, NULL, 0);
+  snprintf(p, sizeof p, "%s/config.json", d);
+  char *txt = pz_test_slurp(p, NULL);
+  cJSON *r = txt ? cJSON_Parse(txt) : NULL;
+  free(txt);
+  if (!r) { CHECK(r != NULL); return; }
+  CHECK(cJSON_IsObject(cJSON_GetObjectItem(r, "rope_scaling")));
+  cJSON_DeleteItemFromObject(r, "rope_scaling");
+  char *s = cJSON_Print(r);
+  cJSON_Delete(r);
+  FILE *f = fopen(p, "w");
+  if (f) { fputs(s, f); fclose(f); }
+  free(s);
+  static int32_t tok[MAXP][MAXS];
+  static float lg[MAXP * MAXV];
+  CHECK_OK(run(d, g, 0, g->n, 1, 0, tok, lg));
+  double m = max_diff(lg, g->logits, g->n * g->vocab);
+  printf("negative control (llama3 rope_scaling dropped): max |logit - HF| = %.4f, must exceed %.4f\n", m, g->atol);
+  CHECK(m > g->atol);
+}
+
+int main(void) {
+  if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 1; }
+  setenv("PREZERO_PROGRESS", "0", 1);
+  const char *env = getenv("PZ_GOLDEN_DIR");
+  if (env) snprintf(root, sizeof root, "%s", env);
+  else {
+    char here[600];
+    snprintf(here, sizeof here, "%s", __FILE__);
+    snprintf(root, sizeof root, "%s/data/golden", dirname(here));
+  }
+  /* Loader: fused rows, sharded and replicated kv heads, the qkv bias. */
+  check_rows("llama", 1);
+  check_rows("llama", 2);
+  check_rows("llama", 4);
+  check_rows("qwen2", 2);
+  check_rows("qwen2_tied", 2);
+  check_rows("qwen2_tied", 4);
+  check_rows("qwen3", 4);
+  test_bad_checkpoints();
+
+  static const char *models[] = {"llama", "qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "mixtral"};
+  static golden g;
+  for (int i = 0; i < 6; i++) {
+    char d[700];
+    snprintf(d, sizeof d, "%s/%s", root, models[i]);
+    if (!load_golden(d, &g)) { pz_test_failures++; continue; }
+    check_decode(&g, models[i]);
+    check_cli(&g, models[i]);
+    if (!strcmp(models[i], "llama")) negative_control(&g);
+    if (!strcmp(models[i], "mixtral")) check_mixtral_fused(&g);
+  }
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+  TEST_DONE();
+}

@@ -1,0 +1,294 @@
+#!/usr/bin/env python3
+"""Adds the GQA layouts to tests/data/golden/: small Llama 3 / Qwen2 / Qwen3 / Qwen3-MoE / Mixtral
+checkpoints with seeded random weights, saved in the published layout (config.json + one BF16
+model.safetensors: separate q/k/v_proj, gate/up/down_proj, Qwen3-MoE experts one tensor per
+expert, Mixtral's block_sparse_moe.experts.E.w1/w2/w3, no lm_head.weight when the embeddings are
+tied), with the greedy tokens and last-step logits that Hugging Face transformers' own
+implementation (CPU torch, float32, eager attention) gives for fixed prompts. It shares
+tools/make_golden.py's conventions (and its helpers: bf16 rounding, greedy by full
+recomputation, the expected.json / logits.f32 format). tests/test_golden_gqa.c compares prezero
+against them; CI needs no torch, only this script does:
+
+    python3 -m venv /tmp/venv && /tmp/venv/bin/pip install -r tools/requirements-golden.txt
+    /tmp/venv/bin/python tools/make_golden_gqa.py [--out tests/data/golden]
+
+Models (every one hidden 64, vocab 256, 4 heads / 2 kv heads, intermediate sizes divisible by 4,
+so TP 1, 2 and 4 all build and TP 4 replicates the kv heads (rank r holds kv head r / 2); at TP 1
+every GEMM's n and k are multiples of 64 (qkv n = (4 + 2*2) * head_dim, intermediate_size 128) so
+the CUDA GEMMs' shape limits hold too):
+- llama: Llama 3.1 layout, GQA 4 heads / 2 kv heads, rope_scaling llama3 (factor 8,
+  low_freq_factor 1, high_freq_factor 4, original_max_position_embeddings 64, rope_theta 5e5: with
+  head_dim 16 the inverse frequencies fall in all three bands: kept, smoothed, divided).
+- qwen2: q/k/v biases (drawn N(0, 0.5^2), bf16-exact, stored BF16 as Qwen2.5 does).
+- qwen2_tied: as qwen2 with tie_word_embeddings true (no lm_head.weight stored), as the small
+  Qwen2.5 models.
+- qwen3: per-head q_norm / k_norm, head_dim 32 != hidden_size / num_attention_heads = 16.
+- qwen3_moe: 8 experts top-2, norm_topk_prob true, decoder_sparse_step 1, mlp_only_layers [0]
+  (layer 0 dense with intermediate_size, layers 1-2 MoE with moe_intermediate_size), head_dim 32.
+- mixtral: 4 experts top-2 (num_local_experts), experts of intermediate_size.
+
+Why the comparison is meaningful and what tolerance it allows (as make_golden.py):
+- Every weight is rounded to bf16 before it goes into the float32 HF model and is saved as BF16,
+  so both sides hold identical weights. HF then runs in float32 throughout; prezero rounds some
+  activations to bf16 (RMSNorm outputs, the K/V cache, the attention output before o_proj, the
+  SwiGLU product), the only intended difference. The tolerance written to expected.json is the
+  DeepSeek one, logits_atol = 0.02 + 0.03 * max|logit|: each bf16 rounding perturbs an activation
+  by <= 2^-9 relative, a few such points per layer over 2-3 layers move a logit by well under 1 %
+  of the logit scale. logits_atol is 0.117-0.148 for these models; the differences measured by
+  tests/test_golden_gqa.c are 0.009-0.016 (the same at TP 1, 2 and 4), while removing one feature
+  moves the HF logits by 0.35-3.3 (see Sensitivity below).
+- HF's own casts to a lower dtype are no-ops in these float32 runs: Qwen3-MoE's router casts its
+  top-k weights to the router logits' dtype (float32 here), every RMSNorm casts back to its input
+  dtype (float32 here), Mixtral's softmax is taken in float; so the reference is float32 end to end.
+- Routing: Qwen3-MoE takes softmax over all experts, top-k, then divides by the top-k sum
+  (norm_topk_prob); Mixtral does the same (always renormalised), which equals a softmax over the
+  k largest router logits up to rounding (prezero's PZ_SCORE_TOPK_SOFTMAX).
+- Prompts are chosen so that at every greedy step the top-1 logit beats the top-2 by at least
+  MARGIN (far above the tolerance), so greedy tokens must be equal; for the MoE models also every
+  token's k-th router logit beats the (k+1)-th by at least ROUTER_MARGIN (far above the bf16
+  perturbation of a router logit, ~0.002), so prezero picks the same experts.
+- Sensitivity (printed, and stored in expected.json as "sensitivity"): the HF logits recomputed
+  with one feature removed (llama: rope_scaling dropped; qwen2: q/k/v biases zeroed; qwen3 /
+  qwen3_moe: q_norm / k_norm removed) move by far more than logits_atol, so the tolerance resolves
+  each feature the loader and the kernels must get right.
+"""
+import argparse
+import copy
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+import transformers
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_golden as mg  # noqa: E402  (bf16, greedy's conventions, save)
+
+MARGIN = mg.MARGIN        # min top-1 minus top-2 logit over all recorded greedy steps
+ROUTER_MARGIN = 0.05      # min k-th minus (k+1)-th router logit over all tokens (MoE models)
+STEPS = mg.STEPS
+PROMPT_LENS = mg.PROMPT_LENS
+
+COMMON = dict(vocab_size=256, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, hidden_act="silu",
+              tie_word_embeddings=False, torch_dtype="bfloat16")
+LLAMA = dict(COMMON, architectures=["LlamaForCausalLM"], model_type="llama", intermediate_size=128,
+             num_hidden_layers=2, head_dim=16, max_position_embeddings=512, rms_norm_eps=1e-5, rope_theta=500000.0,
+             rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                           "original_max_position_embeddings": 64},
+             attention_bias=False, mlp_bias=False)
+QWEN2 = dict(COMMON, architectures=["Qwen2ForCausalLM"], model_type="qwen2", intermediate_size=128,
+             num_hidden_layers=2, max_position_embeddings=128, rms_norm_eps=1e-6, rope_theta=1000000.0,
+             rope_scaling=None, use_sliding_window=False, sliding_window=128, max_window_layers=2)
+QWEN2_TIED = dict(QWEN2, tie_word_embeddings=True)
+QWEN3 = dict(COMMON, architectures=["Qwen3ForCausalLM"], model_type="qwen3", intermediate_size=128,
+             num_hidden_layers=2, head_dim=32, max_position_embeddings=128, rms_norm_eps=1e-6, rope_theta=1000000.0,
+             rope_scaling=None, attention_bias=False, use_sliding_window=False, sliding_window=None)
+QWEN3_MOE = dict(COMMON, architectures=["Qwen3MoeForCausalLM"], model_type="qwen3_moe", intermediate_size=128,
+                 moe_intermediate_size=32, num_hidden_layers=3, head_dim=32, num_experts=8, num_experts_per_tok=2,
+                 norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[0], max_position_embeddings=128,
+                 rms_norm_eps=1e-6, rope_theta=1000000.0, rope_scaling=None, attention_bias=False,
+                 use_sliding_window=False, sliding_window=None, output_router_logits=False)
+MIXTRAL = dict(COMMON, architectures=["MixtralForCausalLM"], model_type="mixtral", intermediate_size=64,
+               num_hidden_layers=2, head_dim=16, num_local_experts=4, num_experts_per_tok=2,
+               max_position_embeddings=128, rms_norm_eps=1e-5, rope_theta=1000000.0, rope_scaling=None,
+               sliding_window=None, router_jitter_noise=0.0, output_router_logits=False)
+
+CLASSES = {
+    "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
+    "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
+    "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM),
+    "qwen3_moe": (transformers.Qwen3MoeConfig, transformers.Qwen3MoeForCausalLM),
+    "mixtral": (transformers.MixtralConfig, transformers.MixtralForCausalLM),
+}
+
+
+def hf_model(cfg):
+    kw = {k: v for k, v in cfg.items() if k not in ("architectures", "model_type", "torch_dtype", "rope_theta",
+                                                    "rope_scaling", "max_window_layers")}
+    conf_cls, model_cls = CLASSES[cfg["model_type"]]
+    c = conf_cls(**kw)
+    rs = cfg["rope_scaling"]
+    c.rope_parameters = dict(rs, rope_theta=cfg["rope_theta"]) if rs else {"rope_type": "default",
+                                                                          "rope_theta": cfg["rope_theta"]}
+    c._attn_implementation = "eager"
+    torch.manual_seed(0)
+    return model_cls(c).float().eval()
+
+
+def fill_weights(model, cfg, seed):
+    """Seeded weights, every one bf16-representable. Norm weights 1 + N(0, 0.1^2); q/k/v biases
+    N(0, 0.5^2); matrices N(0, 1/fan_in); the embedding N(0, 1), or N(0, 1/H) when tied (so that
+    the tied lm_head gives logits of the same O(1) scale as an untied one)."""
+    g = torch.Generator().manual_seed(seed)
+    tied = cfg["tie_word_embeddings"]
+    new = {}
+    for k, v in model.state_dict().items():
+        if tied and k == "lm_head.weight":
+            continue
+        if k.endswith("norm.weight") or k.endswith("layernorm.weight"):
+            new[k] = mg.bf16(1.0 + 0.1 * torch.randn(v.shape, generator=g))
+        elif k.endswith("embed_tokens.weight"):
+            new[k] = mg.bf16(torch.randn(v.shape, generator=g) / (np.sqrt(v.shape[1]) if tied else 1.0))
+        elif k.endswith("_proj.bias"):
+            new[k] = mg.bf16(0.5 * torch.randn(v.shape, generator=g))
+        elif v.dim() >= 2:
+            new[k] = mg.bf16(torch.randn(v.shape, generator=g) / np.sqrt(v.shape[-1]))
+        else:
+            raise ValueError(f"no fill rule for {k} {tuple(v.shape)}")
+    if tied:
+        new["lm_head.weight"] = new["model.embed_tokens.weight"]
+    model.load_state_dict(new, strict=True)
+    if tied:
+        assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+
+
+def published_tensors(model, cfg):
+    """State dict in the published layout, BF16: transformers >= 5 keeps MoE experts fused
+    (mlp.experts.gate_up_proj [E, 2I, H], gate rows first; mlp.experts.down_proj [E, H, I]);
+    published Qwen3-MoE has mlp.experts.E.{gate,up,down}_proj.weight, Mixtral
+    block_sparse_moe.gate.weight and block_sparse_moe.experts.E.{w1 (gate), w3 (up), w2 (down)}.weight.
+    A tied model stores no lm_head.weight."""
+    mixtral = cfg["model_type"] == "mixtral"
+    out = {}
+    for k, v in model.state_dict().items():
+        if cfg["tie_word_embeddings"] and k == "lm_head.weight":
+            continue
+        if k.endswith("mlp.experts.gate_up_proj"):
+            pre = k[: -len("experts.gate_up_proj")]
+            inter = v.shape[1] // 2
+            for e in range(v.shape[0]):
+                if mixtral:
+                    bp = pre.replace(".mlp.", ".block_sparse_moe.")
+                    out[f"{bp}experts.{e}.w1.weight"] = v[e, :inter].clone()
+                    out[f"{bp}experts.{e}.w3.weight"] = v[e, inter:].clone()
+                else:
+                    out[f"{pre}experts.{e}.gate_proj.weight"] = v[e, :inter].clone()
+                    out[f"{pre}experts.{e}.up_proj.weight"] = v[e, inter:].clone()
+        elif k.endswith("mlp.experts.down_proj"):
+            pre = k[: -len("experts.down_proj")]
+            for e in range(v.shape[0]):
+                if mixtral:
+                    out[f"{pre.replace('.mlp.', '.block_sparse_moe.')}experts.{e}.w2.weight"] = v[e].clone()
+                else:
+                    out[f"{pre}experts.{e}.down_proj.weight"] = v[e].clone()
+        elif mixtral and k.endswith("mlp.gate.weight"):
+            out[k.replace(".mlp.", ".block_sparse_moe.")] = v.clone()
+        else:
+            out[k] = v.clone()
+    return {k: v.to(torch.bfloat16) for k, v in out.items()}
+
+
+class RouterGap:
+    """Forward hooks on the MoE routers: the smallest k-th minus (k+1)-th router logit seen."""
+
+    def __init__(self, model, k):
+        self.k, self.gap = k, float("inf")
+        for m in model.modules():
+            if type(m).__name__.endswith("TopKRouter"):
+                m.register_forward_hook(self.hook)
+
+    def hook(self, mod, inp, out):
+        s = torch.sort(out[0].to(torch.float32), dim=-1, descending=True).values
+        self.gap = min(self.gap, float((s[:, self.k - 1] - s[:, self.k]).min()))
+
+
+@torch.no_grad()
+def last_logits(model, prompts, tokens):
+    """Logits at the step of each prompt's last greedy token (the prompt plus all but the last)."""
+    return [model(input_ids=torch.tensor([p + t[:-1]])).logits[0, -1].to(torch.float32) for p, t in zip(prompts, tokens)]
+
+
+def ablated(cfg, model, what):
+    """A copy of the model without one feature (for the sensitivity figure), or None."""
+    if what == "rope_scaling":
+        c = dict(cfg, rope_scaling=None)
+        m = hf_model(c)
+        m.load_state_dict(model.state_dict(), strict=True)
+        return m
+    m = copy.deepcopy(model)
+    for mod in m.modules():
+        a = getattr(mod, "self_attn", None)
+        if a is None:
+            continue
+        if what == "bias":
+            for p in (a.q_proj, a.k_proj, a.v_proj):
+                p.bias.data.zero_()
+        if what == "qk_norm":
+            a.q_norm, a.k_norm = torch.nn.Identity(), torch.nn.Identity()
+    return m
+
+
+SENSITIVITY = {"llama": "rope_scaling", "qwen2": "bias", "qwen3": "qk_norm", "qwen3_moe": "qk_norm"}
+
+
+def make(name, cfg, out_root, seed):
+    model = hf_model(cfg)
+    fill_weights(model, cfg, seed)
+    tensors = published_tensors(model, cfg)
+    moe = "num_experts" in cfg or "num_local_experts" in cfg
+    gap = RouterGap(model, cfg["num_experts_per_tok"]) if moe else None
+    rng = np.random.default_rng(seed)
+    prompts, tokens, logits, margins, rgaps = [], [], [], [], []
+    tries = 0
+    while len(prompts) < len(PROMPT_LENS):
+        n = PROMPT_LENS[len(prompts)]
+        p = [int(x) for x in rng.integers(0, cfg["vocab_size"], n)]
+        if gap:
+            gap.gap = float("inf")
+        t, lg, mgn = mg.greedy(model, p, STEPS)
+        tries += 1
+        if mgn < MARGIN or (gap and gap.gap < ROUTER_MARGIN):
+            continue
+        prompts.append(p)
+        tokens.append(t)
+        logits.append(lg.numpy().astype("<f4"))
+        margins.append(mgn)
+        if gap:
+            rgaps.append(gap.gap)
+    out_dir = os.path.join(out_root, name)
+    mg.save(out_dir, cfg, tensors, 1)
+    np.concatenate(logits).tofile(os.path.join(out_dir, "logits.f32"))
+    scale = float(max(np.abs(l).max() for l in logits))
+    atol = round(0.02 + 0.03 * scale, 4)
+    exp = {
+        "prompts": prompts, "steps": STEPS, "tokens": tokens, "vocab_size": cfg["vocab_size"],
+        "logits_file": "logits.f32", "logits_layout": "f32 little-endian [n_prompts, vocab_size]",
+        "logits_atol": atol, "min_margin": round(min(margins), 4), "max_abs_logit": round(scale, 4),
+    }
+    if rgaps:
+        exp["min_router_margin"] = round(min(rgaps), 4)
+    family = name.split("_tied")[0]
+    if family in SENSITIVITY:
+        what = SENSITIVITY[family]
+        ab = last_logits(ablated(cfg, model, what), prompts, tokens)
+        d = max(float((a - torch.from_numpy(b)).abs().max()) for a, b in zip(ab, logits))
+        exp["sensitivity"] = {"removed": what, "max_abs_logit_change": round(d, 4)}
+    exp["generator"] = {"transformers": transformers.__version__, "torch": torch.__version__, "dtype": "float32",
+                        "attention": "eager", "seed": seed, "prompt_draws": tries}
+    with open(os.path.join(out_dir, "expected.json"), "w") as f:
+        json.dump(exp, f, indent=1)
+    extra = f" router margin {min(rgaps):.3f}" if rgaps else ""
+    sens = f" sensitivity {exp['sensitivity']}" if "sensitivity" in exp else ""
+    print(f"{name}: prompts {prompts} tokens {tokens} min margin {min(margins):.3f}{extra} |logit| max {scale:.2f} "
+          f"atol {atol} ({tries} prompt draws){sens}")
+
+
+MODELS = [("llama", LLAMA, 11), ("qwen2", QWEN2, 12), ("qwen2_tied", QWEN2_TIED, 13), ("qwen3", QWEN3, 14),
+          ("qwen3_moe", QWEN3_MOE, 15), ("mixtral", MIXTRAL, 16)]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
+                                                  "golden"))
+    ap.add_argument("--only", nargs="*", help="model names to regenerate (default: all)")
+    a = ap.parse_args()
+    for name, cfg, seed in MODELS:
+        if not a.only or name in a.only:
+            make(name, cfg, a.out, seed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
