@@ -517,7 +517,7 @@ static void check_args(void) {
   bad.n_kv_heads = 5;
   CHECK_ST(pz_gqa_cuda_create(&bad, 4, G, &c), PZ_ERR_UNSUPPORTED);
   bad = l.p;
-  bad.hidden = 100;
+  bad.hidden = 0;
   CHECK_ST(pz_gqa_cuda_create(&bad, 4, G, &c), PZ_ERR_UNSUPPORTED);
   CHECK_ST(pz_gqa_cuda_create(&l.p, 0, G, &c), PZ_ERR_INVALID_ARG);
   CHECK_OK(pz_gqa_cuda_create(&l.p, 4, G, &c));

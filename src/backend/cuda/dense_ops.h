@@ -55,6 +55,20 @@ pz_status pz_cuda_lm_head(pz_gemm_ctx *g, int m, int64_t H, int64_t vocab_per_ra
                           const pz_bf16 *x, int64_t ldx, const pz_bf16 *W, float *logits,
                           int64_t ld_logits, cudaStream_t s);
 
+/* Any-shape GEMM, for what the split-K family (gemm.h) does not take: C[m,n] (+)= A[m,k] · W[n,k]ᵀ
+ * (+ bias) under the pz_gemm_args contract (zero_init, C a strided slice, f32 or bf16 C, bias
+ * added once) with n and k of any size and no alignment rule. Runs pz_gemm_launch when
+ * pz_gemm_check accepts the shape; when it refuses only for n or k not a multiple of 64, a
+ * plain kernel instead: one warp per output column, rows in groups of 8, each dot product over k
+ * in a fixed order (lane-strided f32 partial sums, then a shuffle tree), so runs are
+ * bit-identical and no zeroed C is needed (zero_init = false adds onto C: on a zeroed C the same
+ * bits as zero_init = true). For the odd small shapes of the GQA / MoE layouts (a router of 8
+ * experts, the tiny models); W is read once per 8 rows, A from cache. pz_gemm_args.config is
+ * ignored by that kernel. Errors: those of pz_gemm_check other than the multiple-of-64 rule,
+ * PZ_ERR_INVALID_ARG (NULL, m, n or k < 1, a row stride too small), errors of pz_gemm_launch,
+ * PZ_ERR_CUDA. */
+pz_status pz_cuda_gemm_any(pz_gemm_ctx *g, const pz_gemm_args *a, cudaStream_t s);
+
 /* One rank's greedy-argmax candidate for one row: the best column of its shard, as a token id.
  * id = -1: the shard holds no valid token (all padding). v is NaN when the winner is a NaN. */
 typedef struct pz_argmax_cand {

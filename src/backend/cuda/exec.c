@@ -188,6 +188,10 @@ static bool graph_has_prezero(const pz_graph *g) {
  * exactly when the baseline's kernel zeroes its output (gemm.h, pz_gemm_choose). */
 bool pz_cuda_gemm_fires(void *gemm, const pz_graph *g, const pz_prezero_query *q, char *why, size_t why_len) {
   (void)g;
+  if (q->n % 64 || q->k % 64) { /* outside the split-K family: pz_cuda_gemm_any's kernel, which never needs a zeroed C */
+    snprintf(why, why_len, "any-shape kernel (n=%lld, k=%lld): no zeroing to skip", (long long)q->n, (long long)q->k);
+    return false;
+  }
   pz_gemm_config cfg;
   bool split = false;
   if (pz_gemm_choose((pz_gemm_ctx *)gemm, (int)q->m, (int)q->n, (int)q->k, false, &cfg, &split) != PZ_OK) {

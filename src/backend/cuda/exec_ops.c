@@ -80,7 +80,7 @@ static pz_status gemm_common(pz_cuda_ctx *c, const pz_node *n, bool zero_init) {
   a.bias = (n->n_src > 2 && n->src[2] >= 0) ? DATA(n->src[2]) : NULL;
   a.zero_init = zero_init;
   a.config.flavour = PZ_GEMM_AUTO;
-  pz_status st = pz_gemm_launch(c->gemm, &a, c->stream);
+  pz_status st = pz_cuda_gemm_any(c->gemm, &a, c->stream); /* the split-K family, or any shape it refuses */
   if (st != PZ_OK) pz_log_propagate(__FILE__, __LINE__, n->name, st);
   return st;
 }

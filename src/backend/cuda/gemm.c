@@ -240,6 +240,8 @@ static const char *config_invalid(const pz_gemm_target *t, int m, int k, const p
 pz_status pz_gemm_resolve(const pz_gemm_target *t, int m, int n, int k, bool zero_init, const pz_gemm_config *want,
                           pz_gemm_config *out) {
   if (!t || !out) return pz_error(PZ_ERR_INVALID_ARG, "gemm resolve: NULL argument");
+  if (n < 64 || n % 64 || k < 64 || k % 64) /* the family's shapes (pz_gemm_check); the heuristic divides by n's tiles */
+    return pz_error(PZ_ERR_SHAPE, "gemm resolve: n=%d and k=%d must be positive multiples of 64", n, k);
   pz_runtime_opts dflt;
   const pz_runtime_opts *ro = t->ro;
   if (!ro) { pz_runtime_opts_default(&dflt); ro = &dflt; }

@@ -94,7 +94,8 @@ typedef struct pz_gemm_target {
  * SPLITK_ATOMIC into MEMSET_SPLITK; zero_init = false under AUTO keeps the zero_init = true choice
  * minus its zeroing (unless ro->gemm_match_baseline is 0). Nothing is clamped: a result the
  * kernels cannot run (splits beyond the k-blocks, a wt the layout lacks, wgmma off Hopper) is
- * PZ_ERR_INVALID_ARG naming where it came from (table entry, option, caller). The launcher, the
+ * PZ_ERR_INVALID_ARG naming where it came from (table entry, option, caller); n or k not a
+ * positive multiple of 64 (no kernel of the family) is PZ_ERR_SHAPE. The launcher, the
  * tuner, compare, the executor's plan and `prezero plan` all go through it. */
 pz_status pz_gemm_resolve(const pz_gemm_target *t, int m, int n, int k, bool zero_init, const pz_gemm_config *want,
                           pz_gemm_config *out);

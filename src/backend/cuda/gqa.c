@@ -5,6 +5,7 @@
 #include <string.h>
 #include "core/rope.h"
 #include "backend/cuda/cuda_util.h"
+#include "backend/cuda/dense_ops.h"
 #include "backend/cuda/gqa_kernels.h"
 #include "passes/prezero.h"
 
@@ -49,16 +50,13 @@ pz_status pz_gqa_cuda_create(const pz_gqa_params *p, int m_max, pz_gemm_ctx *gem
   if (!p || !out || !gemm || m_max < 1 || m_max > 256)
     return pz_error(PZ_ERR_INVALID_ARG, "gqa cuda: NULL argument or m_max %d outside 1..256", m_max);
   *out = NULL;
-  const int64_t heads = p->n_heads, kvh = p->n_kv_heads, d = p->head_dim, H = p->hidden;
-  if (heads < 1 || kvh < 1 || heads % kvh || p->max_ctx < 1 || p->max_ctx > INT32_MAX)
+  const int64_t heads = p->n_heads, kvh = p->n_kv_heads, d = p->head_dim;
+  if (heads < 1 || kvh < 1 || heads % kvh || p->hidden < 1 || p->max_ctx < 1 || p->max_ctx > INT32_MAX)
     return pz_error(PZ_ERR_UNSUPPORTED, "gqa cuda: %lld heads over %lld kv heads (a multiple), max_ctx %lld unsupported",
                     (long long)heads, (long long)kvh, (long long)p->max_ctx);
   if (d != 16 && d != 32 && d != 64 && d != 128)
     return pz_error(PZ_ERR_UNSUPPORTED, "gqa cuda: head_dim %lld unsupported (the attention kernel has 16, 32, 64 and 128)",
                     (long long)d);
-  if (H % 64 || (heads * d) % 64)
-    return pz_error(PZ_ERR_UNSUPPORTED, "gqa cuda: o_proj dims H %lld, heads*head_dim %lld must be multiples of 64",
-                    (long long)H, (long long)(heads * d));
   pz_gqa_cuda_ctx *c = calloc(1, sizeof *c);
   if (!c) return pz_error(PZ_ERR_OOM, "gqa cuda: context");
   c->p = *p;
@@ -168,5 +166,5 @@ pz_status pz_gqa_cuda_decode(pz_gqa_cuda_ctx *c, int m, const pz_gqa_cuda_io *io
   g.C = io->out; g.ldc = io->ld_out; g.c_dtype = PZ_F32;
   g.zero_init = !io->out_zeroed;
   g.config.flavour = PZ_GEMM_AUTO;
-  return pz_gemm_launch(c->gemm, &g, s);
+  return pz_cuda_gemm_any(c->gemm, &g, s); /* the split-K family, or any shape it refuses (dense_ops.h) */
 }

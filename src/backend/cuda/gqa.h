@@ -39,8 +39,9 @@ typedef struct pz_gqa_cuda_ctx pz_gqa_cuda_ctx;
  * kernel's shared-memory limit, reads the SM count and occupancy. No device memory of its own:
  * the caller passes the workspace per call (the executor shares one among its nodes).
  * gemm: the split-K GEMM handle used for o_proj (borrowed; must outlive the op; one stream at a
- * time). Supported: head_dim 16, 32, 64 or 128, n_heads a multiple of n_kv_heads (any ratio), hidden and
- * n_heads*head_dim multiples of 64 (the GEMM's rule), m_max 1..256.
+ * time). Supported: head_dim 16, 32, 64 or 128, n_heads a multiple of n_kv_heads (any ratio),
+ * m_max 1..256 (o_proj shapes outside the split-K family's multiples of 64 run
+ * pz_cuda_gemm_any's plain kernel, dense_ops.h).
  * Errors: PZ_ERR_INVALID_ARG (NULL, m_max), PZ_ERR_UNSUPPORTED (shape), PZ_ERR_CUDA, PZ_ERR_OOM. */
 pz_status pz_gqa_cuda_create(const pz_gqa_params *p, int m_max, pz_gemm_ctx *gemm, pz_gqa_cuda_ctx **out);
 /* Frees the context (not the borrowed GEMM handle); NULL is ignored. */
@@ -69,7 +70,7 @@ void pz_gqa_cuda_force_splits(pz_gqa_cuda_ctx *c, int splits);
  *     64-position K/V tiles, S = q·Kᵀ and O += p·V on mma.sync (bf16 in, f32 accumulate) with q
  *     and p as two bf16 parts each, online softmax in f32 (base 2);
  *   combine kernel (splits > 1) -> o bf16 [m, heads*d];
- *   o_proj GEMM (pz_gemm_launch AUTO) into io->out.
+ *   o_proj GEMM (pz_cuda_gemm_any: pz_gemm_launch AUTO where the shape allows) into io->out.
  * Capturable: no host sync, no allocation, launch shapes depend on m only.
  * Precision vs pz_ref_gqa_attention: the cache rows are bit-identical (the same operations in
  * the same order; only the device's double cos / sin could differ from the host's in the last

@@ -155,6 +155,54 @@ __global__ void argmax_combine_kernel(CombineArgs a) {
   a.ids[i] = best.id < 0 ? 0 : best.id;
 }
 
+/* ---------------------------------------------------------------- any-shape GEMM */
+
+#define GG_WARPS 4 /* output columns per CTA (one per warp) */
+#define GG_ROWS 8  /* rows per pass over a W row */
+
+/* grid (ceil(n / 4)), 128 threads: warp w owns column j = 4*blockIdx.x + w; for each group of 8
+ * rows: lane l sums A[i, k] * W[j, k] over k = l, l+32, .. (f32), the lanes' sums meet in a
+ * butterfly (fixed order), lane r writes row i0 + r. */
+__global__ void __launch_bounds__(32 * GG_WARPS) gemm_any_kernel(pz_gemm_args a) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int j = blockIdx.x * GG_WARPS + warp;
+  if (j >= a.n) return;
+  const int64_t ldw = a.ldw > 0 ? a.ldw : a.k;
+  const uint16_t *w = (const uint16_t *)a.W + (int64_t)j * ldw;
+  const uint16_t *A = (const uint16_t *)a.A;
+  const float bias = a.bias ? a.bias[j] : 0.0f;
+  for (int i0 = 0; i0 < a.m; i0 += GG_ROWS) {
+    const int nr = min(GG_ROWS, a.m - i0);
+    float acc[GG_ROWS];
+#pragma unroll
+    for (int r = 0; r < GG_ROWS; r++) acc[r] = 0.0f;
+    for (int k = lane; k < a.k; k += 32) {
+      const float wv = bf2f(w[k]);
+#pragma unroll
+      for (int r = 0; r < GG_ROWS; r++)
+        if (r < nr) acc[r] = __fadd_rn(acc[r], __fmul_rn(bf2f(A[(int64_t)(i0 + r) * a.lda + k]), wv));
+    }
+#pragma unroll
+    for (int r = 0; r < GG_ROWS; r++)
+      for (int o = 16; o; o >>= 1) acc[r] = __fadd_rn(acc[r], __shfl_xor_sync(0xffffffffu, acc[r], o));
+    float mine = 0.0f;
+#pragma unroll
+    for (int r = 0; r < GG_ROWS; r++)
+      if (lane == r) mine = acc[r];
+    if (lane < nr) {
+      const float v = __fadd_rn(mine, bias);
+      const int64_t o = (int64_t)(i0 + lane) * a.ldc + j;
+      if (a.c_dtype == PZ_F32) {
+        float *c = (float *)a.C + o;
+        *c = a.zero_init ? v : __fadd_rn(*c, v);
+      } else {
+        uint16_t *c = (uint16_t *)a.C + o;
+        *c = f2bf(a.zero_init ? v : __fadd_rn(bf2f(*c), v));
+      }
+    }
+  }
+}
+
 /* ---------------------------------------------------------------- SiLU-and-multiply */
 
 /* bf16(silu(g) * u) with the reference's operations: g / (1 + expf(-g)), then * u, each IEEE-rounded. */
@@ -265,6 +313,21 @@ extern "C" pz_status pz_cuda_silu_mul(const pz_silu_mul_params *p, cudaStream_t 
   dim3 grid((unsigned)((p->inter + per - 1) / per), (unsigned)p->m);
   if (v4) silu_mul_kernel<4><<<grid, SILU_THREADS, 0, s>>>(*p);
   else silu_mul_kernel<1><<<grid, SILU_THREADS, 0, s>>>(*p);
+  PZ_CUDA_CHECK(cudaGetLastError());
+  return PZ_OK;
+}
+
+extern "C" pz_status pz_cuda_gemm_any(pz_gemm_ctx *g, const pz_gemm_args *a, cudaStream_t s) {
+  if (!a) return pz_error(PZ_ERR_INVALID_ARG, "gemm: NULL arguments");
+  const pz_status chk = pz_gemm_check(a);
+  if (chk == PZ_OK) return pz_gemm_launch(g, a, s);
+  if (a->n > 0 && a->k > 0 && a->n % 64 == 0 && a->k % 64 == 0) return chk; /* another rule: its error stands */
+  const int64_t ldw = a->ldw > 0 ? a->ldw : a->k;
+  if (!a->A || !a->W || !a->C || a->m < 1 || a->n < 1 || a->k < 1 || a->lda < a->k || ldw < a->k || a->ldc < a->n ||
+      (a->c_dtype != PZ_F32 && a->c_dtype != PZ_BF16))
+    return pz_error(PZ_ERR_INVALID_ARG, "gemm (any shape): m=%d n=%d k=%d, lda %lld ldw %lld ldc %lld, C f32 or bf16 needed",
+                    a->m, a->n, a->k, (long long)a->lda, (long long)ldw, (long long)a->ldc);
+  gemm_any_kernel<<<(unsigned)((a->n + GG_WARPS - 1) / GG_WARPS), 32 * GG_WARPS, 0, s>>>(*a);
   PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }
