@@ -1,5 +1,5 @@
 /* Checkpoint loading on the CUDA backend (GPU; exits 77 without one):
- *  1. the golden checkpoints of tests/data/golden (HF-generated, V3 / V2-Lite / FP8 layouts) at
+ *  1. the golden checkpoints of tests/data/golden (HF-generated, V3 / V2-Lite / FP8 and GQA layouts) at
  *     TP 1 (and 2 with two GPUs), prezero off and on, with the prompts of tests/test_golden.c:
  *     either the tokens equal the expected ones and the logits are within tolerance, or, when the
  *     models' shapes break a CUDA kernel's limits, the engine refuses with PZ_ERR_UNSUPPORTED or
@@ -378,9 +378,10 @@ int main(void) {
     snprintf(here, sizeof here, "%s", __FILE__);
     snprintf(root, sizeof root, "%s/../data/golden", dirname(here));
   }
-  static const char *models[] = {"deepseek_v3", "deepseek_v2_lite", "deepseek_v3_fp8"};
+  static const char *models[] = {"deepseek_v3", "deepseek_v2_lite", "deepseek_v3_fp8", "llama", "qwen2",
+                                 "qwen2_tied", "qwen3", "qwen3_moe", "mixtral"};
   static golden g;
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < (int)(sizeof models / sizeof models[0]); i++) {
     char d[700];
     snprintf(d, sizeof d, "%s/%s", root, models[i]);
     if (!load_golden(d, &g)) { pz_test_failures++; continue; }
