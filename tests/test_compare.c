@@ -114,6 +114,31 @@ int main(void) {
           m == ((1u << PZ_CMP_BASE_INKERNEL) | (1u << PZ_CMP_BASE_MEMSET) | (1u << PZ_CMP_BASE_SERIAL) | (1u << PZ_CMP_BASE_CUBLAS)));
     CHECK(parse_baselines("tuned,fullk,", &m) == 0 && m == ((1u << PZ_CMP_BASE_TUNED) | (1u << PZ_CMP_BASE_FULLK)));
   }
+  /* --isl L or A:B: unequal prompts, request i's length a seeded uniform draw from [A, B] */
+  bad("--isl 5:2", "upper bound below the lower one");
+  bad("--isl 0:8", "--isl 0 is out of range");
+  bad("--isl :8", "--isl needs L or A:B");
+  bad("--isl 8:x", "--isl needs an integer");
+  bad("--isl 1024:200000", "--isl 200000 + --osl 1024 exceeds max_position_embeddings");
+  {
+    int a = 0, b = 0, lo = 1 << 30, hi = 0, stable = 1, differ = 0;
+    CHECK(parse_isl("1024:16384", &a, &b) == 0 && a == 1024 && b == 16384);
+    CHECK(parse_isl("77", &a, &b) == 0 && a == 77 && b == 0);
+    double mean = 0;
+    for (int i = 0; i < 4096; i++) {
+      const int v = pz_cmp_isl_of(1234, 1024, 16384, i);
+      lo = v < lo ? v : lo;
+      hi = v > hi ? v : hi;
+      mean += v / 4096.0;
+      stable &= v == pz_cmp_isl_of(1234, 1024, 16384, i);
+      differ += v != pz_cmp_isl_of(99, 1024, 16384, i);
+    }
+    CHECK(lo >= 1024 && hi <= 16384 && stable && differ > 4000);
+    CHECK(lo < 1024 + 100 && hi > 16384 - 100); /* spread over the range: a miss has probability ~2^-37 */
+    CHECK(fabs(mean - 8704.0) < 300.0);         /* uniform mean; the mean of 4096 draws has sd 69 */
+    CHECK(pz_cmp_isl_of(1234, 8192, 0, 5) == 8192 && pz_cmp_isl_of(1234, 8192, 8192, 5) == 8192);
+    CHECK(pz_cmp_isl_cap(1024, 16384) == 16384 && pz_cmp_isl_cap(8192, 0) == 8192);
+  }
   /* --seed reads like `prezero run --seed`: decimal, or hex with 0x; never octal. */
   bad("--seed -1", "--seed needs");
   bad("--seed 0x", "--seed needs");
@@ -233,6 +258,28 @@ int main(void) {
   snprintf(p, sizeof p, "%s/rep/compare.json", dir);
   CHECK(access(p, F_OK) != 0); /* a render does not write JSON */
   CHECK(strstr(err_txt, "/{compare.md,") != NULL); /* no compare.json in the list of written files */
+
+  /* a run with unequal prompts says so in its header; isl_max round-trips through the JSON */
+  {
+    static char j2[8192];
+    const char *at = strstr(json, "\"isl\":8192,");
+    CHECK(at != NULL);
+    if (at) {
+      snprintf(j2, sizeof j2, "%.*s\"isl\":1024,\"isl_max\":16384,%s", (int)(at - json), json, at + strlen("\"isl\":8192,"));
+      write_file("in2.json", j2);
+      snprintf(a, sizeof a, "--render %s/in2.json --out %s/rep2", dir, dir);
+      CHECK(run(a) == 0);
+      CHECK(strstr(out_txt, "ISL 1024:16384 (per request, seeded uniform), OSL 100") != NULL);
+      CHECK(strstr(out_txt, "Unequal prompts: request i's ISL is drawn uniformly from [1024, 16384]") != NULL);
+      static pz_cmp_result r1, r2;
+      CHECK(from_json(j2, &r1) == NULL && r1.isl == 1024 && r1.isl_max == 16384);
+      cJSON *jj = to_json(&r1);
+      char *text = cJSON_Print(jj);
+      CHECK(text && from_json(text, &r2) == NULL && memcmp(&r1, &r2, sizeof r1) == 0);
+      free(text);
+      cJSON_Delete(jj);
+    }
+  }
 
   /* JSON round trip: read -> write -> read gives the same result, field for field. */
   {

@@ -30,6 +30,8 @@ static void usage(FILE *f) {
           "                      quantization_config, int4 for kimi_k25, else bf16; not with --model)\n"
           "  --layers N          first N layers (default: as many as fit in free GPU memory; OFF and ON graphs share the weights)\n"
           "  --isl L             prompt KV tokens per request, seeded random cache (default 8192)\n"
+          "  --isl A:B           unequal prompts: request i's length drawn uniformly from [A, B] with the seed (the\n"
+          "                      same draw for every concurrency, round and engine; the KV capacity is B + osl)\n"
           "  --osl S             greedy decode steps per request (default 1024)\n"
           "  --conc A,B,...      concurrencies = batch sizes, ascending, 1..256 (default 4,8,16,32,64,128)\n"
           "  --rounds R          OFF/ON pairs per concurrency, run A B A B (default 2)\n"
@@ -75,6 +77,34 @@ static int parse_int(const char *flag, const char *v, long long lo, long long hi
     return 1;
   }
   *out = x;
+  return 0;
+}
+
+/* --isl L or --isl A:B (1 <= A <= B <= 2^20): *isl = L or A, *isl_max = 0 or B. */
+static int parse_isl(const char *v, int *isl, int *isl_max) {
+  const char *colon = strchr(v, ':');
+  long long a, b = 0;
+  if (!colon) {
+    if (parse_int("--isl", v, 1, 1 << 20, &a)) return 1;
+  } else {
+    char lo[32];
+    const size_t n = (size_t)(colon - v);
+    if (n == 0 || n >= sizeof lo) {
+      char msg[300];
+      snprintf(msg, sizeof msg, "--isl needs L or A:B, got '%.200s'", v);
+      return fail_line(msg, "e.g. --isl 8192 or --isl 1024:16384") != 0;
+    }
+    memcpy(lo, v, n);
+    lo[n] = 0;
+    if (parse_int("--isl", lo, 1, 1 << 20, &a) || parse_int("--isl", colon + 1, 1, 1 << 20, &b)) return 1;
+    if (b < a) {
+      char msg[300];
+      snprintf(msg, sizeof msg, "--isl %lld:%lld has its upper bound below the lower one", a, b);
+      return fail_line(msg, "give A <= B, e.g. --isl 1024:16384") != 0;
+    }
+  }
+  *isl = (int)a;
+  *isl_max = (int)b;
   return 0;
 }
 
@@ -304,9 +334,15 @@ static void write_layer_summary(FILE *f, const pz_cmp_result *r) {
 }
 
 static void write_markdown(FILE *f, const pz_cmp_result *r) {
-  fprintf(f, "## prezero compare: %s%s%s%s, TP %d, %d of %d layers%s, ISL %d, OSL %d, %d round%s (%s)\n\n", r->model,
-          r->experts[0] ? " (routed experts " : "", r->experts, r->experts[0] ? ")" : "", r->tp, r->layers, r->layers_total, r->layers_auto ? " (chosen from free memory)" : "", r->isl, r->osl, r->rounds,
+  char isl[64];
+  if (r->isl_max > r->isl) snprintf(isl, sizeof isl, "%d:%d (per request, seeded uniform)", r->isl, r->isl_max);
+  else snprintf(isl, sizeof isl, "%d", r->isl);
+  fprintf(f, "## prezero compare: %s%s%s%s, TP %d, %d of %d layers%s, ISL %s, OSL %d, %d round%s (%s)\n\n", r->model,
+          r->experts[0] ? " (routed experts " : "", r->experts, r->experts[0] ? ")" : "", r->tp, r->layers, r->layers_total, r->layers_auto ? " (chosen from free memory)" : "", isl, r->osl, r->rounds,
           r->rounds == 1 ? "" : "s", r->device[0] ? r->device : "GPU");
+  if (r->isl_max > r->isl)
+    fprintf(f, "Unequal prompts: request i's ISL is drawn uniformly from [%d, %d] by the seed, the same for every\n"
+               "concurrency, round and engine (a batch mixes lengths).\n\n", r->isl, r->isl_max);
   fprintf(f, "Decode of synthetic requests: a seeded random prompt KV cache of ISL tokens per request, then OSL greedy\n"
              "steps with batch = concurrency, prezero OFF and ON alternated (OFF ON OFF ON ...) in one process with\n"
              "the same seed (same weights, cache and first tokens). TPOT = decode time / OSL; E2E = the OSL decode\n"
@@ -544,6 +580,7 @@ static cJSON *to_json(const pz_cmp_result *r) {
   }
   cJSON_AddBoolToObject(j, "layers_auto", r->layers_auto);
   add_num(j, "isl", r->isl);
+  if (r->isl_max > r->isl) add_num(j, "isl_max", r->isl_max);
   add_num(j, "osl", r->osl);
   add_num(j, "rounds", r->rounds);
   add_num(j, "seed", (double)r->seed);
@@ -649,6 +686,7 @@ static const char *from_json(const char *text, pz_cmp_result *r) {
   }
   r->layers_auto = boolean(j, "layers_auto");
   r->isl = (int)num(j, "isl", 0);
+  r->isl_max = (int)num(j, "isl_max", 0);
   r->osl = (int)num(j, "osl", 0);
   r->rounds = (int)num(j, "rounds", 1);
   r->seed = (uint64_t)num(j, "seed", 0);
@@ -873,7 +911,7 @@ int pz_cmd_compare(int argc, char **argv) {
     else if (!strcmp(a, "--conc")) { if (parse_conc(val, o.conc, &o.n_conc)) return 2; }
     else if (!strcmp(a, "--tp")) { if (parse_int(a, val, 1, 8, &v)) return 2; o.tp = (int)v; }
     else if (!strcmp(a, "--layers")) { if (parse_int(a, val, 1, 1000, &v)) return 2; o.layers = (int)v; }
-    else if (!strcmp(a, "--isl")) { if (parse_int(a, val, 1, 1 << 20, &v)) return 2; o.isl = (int)v; }
+    else if (!strcmp(a, "--isl")) { if (parse_isl(val, &o.isl, &o.isl_max)) return 2; }
     else if (!strcmp(a, "--osl")) { if (parse_int(a, val, 1, 1 << 20, &v)) return 2; o.osl = (int)v; }
     else if (!strcmp(a, "--rounds")) { if (parse_int(a, val, 1, PZ_CMP_MAX_ROUNDS, &v)) return 2; o.rounds = (int)v; }
     else if (!strcmp(a, "--profile-iters")) { if (parse_int(a, val, 1, 10000, &v)) return 2; o.profile_iters = (int)v; }
@@ -919,10 +957,10 @@ int pz_cmd_compare(int argc, char **argv) {
     fail_line(msg, "use a TP that divides it");
     return 2;
   }
-  if ((int64_t)o.isl + o.osl > mc.max_position_embeddings) {
+  if ((int64_t)pz_cmp_isl_cap(o.isl, o.isl_max) + o.osl > mc.max_position_embeddings) {
     char msg[200];
-    snprintf(msg, sizeof msg, "--isl %d + --osl %d exceeds max_position_embeddings (%lld) of %s", o.isl, o.osl,
-             (long long)mc.max_position_embeddings, mc.name);
+    snprintf(msg, sizeof msg, "--isl %d + --osl %d exceeds max_position_embeddings (%lld) of %s",
+             pz_cmp_isl_cap(o.isl, o.isl_max), o.osl, (long long)mc.max_position_embeddings, mc.name);
     fail_line(msg, "use a smaller --isl or --osl");
     return 2;
   }

@@ -66,7 +66,7 @@ static pz_status build(const pz_model_config *mc, const pz_cmp_opts *o, int laye
   pz_build_opts bo = PZ_BUILD_OPTS_INIT;
   bo.tp = o->tp;
   bo.m = o->conc[o->n_conc - 1];
-  bo.max_ctx = (int64_t)o->isl + o->osl;
+  bo.max_ctx = (int64_t)pz_cmp_isl_cap(o->isl, o->isl_max) + o->osl;
   bo.layers = layers;
   return pz_build_decode_graph(mc, &bo, g);
 }
@@ -265,7 +265,7 @@ static pz_status decode_round(const pz_cmp_opts *o, const pz_cmp_engine_ops *ops
   int32_t tok[256], pos[256], next[256];
   for (int i = 0; i < conc; i++) {
     tok[i] = first[i];
-    pos[i] = o->isl;
+    pos[i] = pz_cmp_isl_of(o->seed, o->isl, o->isl_max, i);
   }
   int every = o->osl >= 64 ? o->osl / 16 : o->osl;
   double t0 = now_s();
@@ -387,6 +387,8 @@ static pz_status check_opts(const pz_cmp_opts *o) {
     if (o->conc[i] < 1 || o->conc[i] > 256 || (i && o->conc[i] <= o->conc[i - 1]))
       return pz_error(PZ_ERR_INVALID_ARG, "--conc values must be ascending within 1..256");
   if (o->isl < 1 || o->osl < 1) return pz_error(PZ_ERR_INVALID_ARG, "--isl and --osl must be at least 1");
+  if (o->isl_max != 0 && o->isl_max < o->isl)
+    return pz_error(PZ_ERR_INVALID_ARG, "--isl %d:%d: the upper bound is below the lower one", o->isl, o->isl_max);
   if (o->rounds < 1 || o->rounds > PZ_CMP_MAX_ROUNDS)
     return pz_error(PZ_ERR_INVALID_ARG, "--rounds %d is out of range 1..%d", o->rounds, PZ_CMP_MAX_ROUNDS);
   if (o->profile_iters < 1 || o->profile_iters > 10000)
@@ -413,12 +415,13 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
     pz_quant_config_synthetic(o->quant == PZ_QUANT_INT4 ? PZ_WQ_INT4 : o->quant == PZ_QUANT_FP8 ? PZ_WQ_FP8 : PZ_WQ_NONE,
                               &mc.quant);
   }
-  if ((int64_t)o->isl + o->osl > mc.max_position_embeddings)
-    return pz_error(PZ_ERR_INVALID_ARG, "--isl %d + --osl %d exceeds max_position_embeddings %lld of %s", o->isl,
-                    o->osl, (long long)mc.max_position_embeddings, mc.name);
+  if ((int64_t)pz_cmp_isl_cap(o->isl, o->isl_max) + o->osl > mc.max_position_embeddings)
+    return pz_error(PZ_ERR_INVALID_ARG, "--isl %d + --osl %d exceeds max_position_embeddings %lld of %s",
+                    pz_cmp_isl_cap(o->isl, o->isl_max), o->osl, (long long)mc.max_position_embeddings, mc.name);
   snprintf(r->model, sizeof r->model, "%s", mc.name);
   r->tp = o->tp;
   r->isl = o->isl;
+  r->isl_max = o->isl_max > o->isl ? o->isl_max : 0;
   r->osl = o->osl;
   r->rounds = o->rounds;
   r->seed = o->seed;
@@ -472,6 +475,9 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
   sides[0].e = sides[1].e = ex;
   if (ex) snprintf(r->device, sizeof r->device, "%.127s", pz_backend_device_desc(ex)->name);
 
+  if (r->isl_max && o->profile)
+    note(r, o->log, "ISL per request drawn uniformly from [%d, %d] (seeded); the CUPTI kernel breakdown replays "
+         "every row at the batch's mean drawn length.", o->isl, o->isl_max);
   for (int ci = 0; ci < o->n_conc && st == PZ_OK; ci++) {
     const int conc = o->conc[ci];
     pz_cmp_point *pt = &r->points[ci];
@@ -490,6 +496,14 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
     int32_t first[256];
     for (int i = 0; i < conc; i++)
       first[i] = (int32_t)(splitmix64(o->seed ^ ((uint64_t)conc << 32) ^ (uint64_t)i) % (uint64_t)mc.vocab_size);
+    /* The one position of the CUPTI replays (pz_backend_time_step): isl, or the mean of this
+     * batch's drawn lengths. */
+    int32_t prof_pos = o->isl;
+    if (r->isl_max) {
+      int64_t sum = 0;
+      for (int i = 0; i < conc; i++) sum += pz_cmp_isl_of(o->seed, o->isl, o->isl_max, i);
+      prof_pos = (int32_t)((sum + conc / 2) / conc);
+    }
     /* Capture (first use of this batch size) with CUPTI records on, then per-component profile. */
     {
       pz_prezero_report rep;
@@ -502,7 +516,7 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
     for (int k = 0; k < 2 && st == PZ_OK; k++) {
       progress(o, "conc %d (%d/%d): capturing the %s graph", conc, ci + 1, o->n_conc, k ? "ON" : "OFF");
       int32_t pos[256], next[256];
-      for (int i = 0; i < conc; i++) pos[i] = o->isl;
+      for (int i = 0; i < conc; i++) pos[i] = pz_cmp_isl_of(o->seed, o->isl, o->isl_max, i);
       st = cuda_step(&sides[k], conc, first, pos, next);
     }
     if (st == PZ_OK && prof) {
@@ -512,7 +526,7 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
         progress(o, "conc %d (%d/%d): CUPTI profile of the %s graph (%d replays)", conc, ci + 1, o->n_conc,
                  k ? "ON" : "OFF", o->profile_iters);
         st = pz_backend_set_prezero(ex, k);
-        if (st == PZ_OK) st = profile_engine(ex, g, pt->batch, o->isl, o->profile_iters, &acc[k], &unattr[k], &nn[k]);
+        if (st == PZ_OK) st = profile_engine(ex, g, pt->batch, prof_pos, o->profile_iters, &acc[k], &unattr[k], &nn[k]);
       }
       if (st == PZ_OK) {
         pt->profiled = nn[0] > 0 && nn[1] > 0;
@@ -545,13 +559,13 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
         progress(o, "conc %d (%d/%d): baseline %s (capture + CUPTI profile)", conc, ci + 1, o->n_conc,
                  pz_cmp_base_name(b));
         int32_t pos[256], next[256];
-        for (int i = 0; i < conc; i++) pos[i] = o->isl;
+        for (int i = 0; i < conc; i++) pos[i] = pz_cmp_isl_of(o->seed, o->isl, o->isl_max, i);
         st = pz_backend_set_prezero(ex, 0);
         if (st == PZ_OK) st = pz_backend_set_gemm_force(ex, fl[b]);
         if (st == PZ_OK) st = pz_backend_step(ex, conc, first, pos, next);
         pz_cmp_components acc;
         int un = 0, nn = 0;
-        if (st == PZ_OK) st = profile_engine(ex, g, pt->batch, o->isl, o->profile_iters, &acc, &un, &nn);
+        if (st == PZ_OK) st = profile_engine(ex, g, pt->batch, prof_pos, o->profile_iters, &acc, &un, &nn);
         pz_status st2 = pz_backend_set_gemm_force(ex, PZ_GEMM_AUTO);
         if (st == PZ_OK) st = st2;
         if (st == PZ_OK && nn > 0)

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "backend/cuda/profile.h"
+#include "core/fill_rule.h"
 #include "core/ir.h"
 #include "core/status.h"
 #ifdef __cplusplus
@@ -99,6 +100,7 @@ typedef struct pz_cmp_result {
   int dense_total, moe_total;     /* the model's dense / MoE layers (num_hidden_layers split) */
   bool layers_auto;               /* layers chosen from free memory (no --layers) */
   int isl, osl, rounds;
+  int isl_max;                    /* > isl: per-request prompt lengths drawn from [isl, isl_max] (pz_cmp_isl_of); 0: all isl */
   uint64_t seed;
   char determinism[256];          /* the settings in effect (PREZERO_GEMM_FORCE/SPLITS, gate) */
   int n_points;
@@ -125,6 +127,9 @@ typedef struct pz_cmp_opts {
                              as the config says (kimi_k25: INT4), or BF16 / INT4 / FP8 (`--quant`; not
                              with model_dir). The layer count that fits follows the stored bytes. */
   int isl, osl;           /* prompt KV tokens per request (seeded random cache), decode steps */
+  int isl_max;            /* > isl: request i's prompt is pz_cmp_isl_of(seed, isl, isl_max, i) tokens, a
+                             seeded uniform draw from [isl, isl_max] (`--isl A:B`); 0 (or isl): every
+                             request has isl */
   int n_conc;
   int conc[PZ_CMP_MAX_CONC]; /* ascending */
   int rounds;             /* A B pairs: OFF ON OFF ON ... (>= 1) */
@@ -141,23 +146,38 @@ typedef struct pz_cmp_opts {
                           .conc = {4, 8, 16, 32, 64, 128}, .rounds = 2, .seed = 1234, .profile = true,    \
                           .profile_iters = 20, .progress = NULL, .user = NULL, .log = NULL}
 
+/* Prompt length (KV tokens already cached) of request i (0-based) of a run: isl when isl_max <=
+ * isl, else isl + u mod (isl_max - isl + 1), u = SplitMix64 output (core/fill_rule.h) of
+ * (seed ^ 0x5eed15a1c0ffee00) + i: uniform over [isl, isl_max] (bias below 2^-40). Request i is
+ * the same in every batch size (row i of a batch of conc is row i of every larger one), every
+ * round and both engines, so ON and OFF decode the same mixed batch. */
+static inline int pz_cmp_isl_of(uint64_t seed, int isl, int isl_max, int i) {
+  if (isl_max <= isl) return isl;
+  const uint64_t u = pz_fill_splitmix64((seed ^ 0x5eed15a1c0ffee00ull) + (uint64_t)i);
+  return isl + (int)(u % (uint64_t)(isl_max - isl + 1));
+}
+/* The largest prompt of a run: isl_max when it exceeds isl, else isl. */
+static inline int pz_cmp_isl_cap(int isl, int isl_max) { return isl_max > isl ? isl_max : isl; }
+
 /* Runs the workload (CUDA builds only; the symbol is absent without CUDA):
  *   0. with o->quant, stores the routed experts of the seeded weights that way (the CUDA
  *      executor fills them on the GPU, the bits of model/quant_synth.h);
  *   1. builds the OFF decode graph for max batch = the largest conc and a KV capacity of
- *      isl + osl; picks layers when 0 (largest N whose executor fits every GPU's free memory
+ *      max(isl, isl_max) + osl; picks layers when 0 (largest N whose executor fits every GPU's free memory
  *      minus the reserve), else checks that N fits (PZ_ERR_OOM otherwise);
  *   2. creates one CUDA backend (backend/backend.h) in per-batch prezero mode (cuda/exec.h: the
  *      ON graph of each batch size is the prezero pass's plan for it, the OFF graph where nothing
  *      fires; with model_dir the weights come from the checkpoint, the KV cache stays seeded),
  *      and captures an OFF and an ON CUDA graph per concurrency (CUPTI attribution on when profiling); `fired` comes from
  *      the backend's plan (pz_backend_plan);
- *   3. per concurrency, `rounds` times OFF then ON: osl greedy steps of conc requests from
- *      position isl (seeded random first tokens; each round restarts at isl), timed on the host
+ *   3. per concurrency, `rounds` times OFF then ON: osl greedy steps of conc requests, request i
+ *      from position pz_cmp_isl_of(seed, isl, isl_max, i) (seeded random first tokens; each round
+ *      restarts there), timed on the host
  *      clock around the steps (each step ends with every rank done and the argmax combined);
  *   4. compares the tokens of every step and the final step's logits, ON vs OFF;
  *   5. when profiling, replays each engine's graph profile_iters times under CUPTI and sums the
- *      per-graph-node median durations (rank 0) into the components.
+ *      per-graph-node median durations (rank 0) into the components (every row at one position:
+ *      isl, or with a distribution the mean of the batch's drawn lengths, which r->notes says).
  * Without CUPTI (another profiler attached) the run goes on without components, saying so in
  * r->notes. On an error after some concurrencies completed, r keeps those (r->n_points) and the
  * note names where it stopped; the error is returned all the same.
@@ -176,7 +196,8 @@ typedef struct pz_cmp_engine_ops {
 
 /* The timed part of one concurrency o->conc[ci] (backend-neutral; pz_compare_run passes its
  * CUDA backend, seen as an OFF and an ON engine): o->rounds times, engine[0] (OFF) then engine[1] (ON), each decodes o->osl
- * greedy steps of conc rows from position o->isl starting from first[conc]; wall time on the
+ * greedy steps of conc rows, row i from position pz_cmp_isl_of(o->seed, o->isl, o->isl_max, i),
+ * starting from first[conc]; wall time on the
  * host clock around the steps. Fills pt's timing (medians over rounds, every round kept),
  * tokens_identical / first_token_mismatch (every step of every round, OFF vs ON), the final
  * step's logits comparison (last round, OFF vs ON) and logits_off_spread (OFF first vs last

@@ -1,7 +1,13 @@
 /* CUDA MLA decode op (src/backend/cuda/mla.h) against pz_ref_mla_decode: tiny, Kimi-K2 per-rank
  * (TP 1/2/4) and the no-q-LoRA layout (V2-Lite), contexts 1/7/128/8192, batches 1/3/64; the cache
  * append (rows beyond pos are never read or written: NaN sentinels), run-to-run determinism, and
- * the qb_prezero / oproj_prezero slots set vs unset bit-identical (2 K splits, docs/ARCHITECTURE.md §5). */
+ * the qb_prezero / oproj_prezero slots set vs unset bit-identical (2 K splits, docs/ARCHITECTURE.md §5).
+ * Paged KV cache (core/kv_pages.h): Kimi-K2 (64 heads) and DeepSeek-V3 (128 heads) per rank at TP
+ * 1/2/4/8, one batch mixing contexts 1 / 63 / 64 / 65 / 8192 (and 32768 / 100 / 4097; PZ_TEST_QUICK:
+ * a subset without the long contexts) against the reference, the identity table and shuffled
+ * pages (spare pages and rows past each position NaN: never read) bit-identical to the contiguous
+ * cache on the GPU with the append in the right page, a captured graph following a new table,
+ * and the slots bit-identical set vs unset on a shuffled paged cache. */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime.h>
 #include <math.h>
@@ -10,6 +16,7 @@
 #include <string.h>
 #include "backend/cpu/ref_ops.h"
 #include "backend/cuda/mla.h"
+#include "core/kv_pages.h"
 #include "passes/prezero.h"
 #include "pz_test.h"
 
@@ -61,6 +68,12 @@ static const shape K2_TP4 = {"kimi-k2 tp4", 16, 7168, 1536, 512, 128, 64, 128, 5
 static const shape K2_TP2 = {"kimi-k2 tp2", 32, 7168, 1536, 512, 128, 64, 128, 50000, 32, 1, 1, 1, 1, 4096};
 static const shape K2_TP1 = {"kimi-k2 tp1", 64, 7168, 1536, 512, 128, 64, 128, 50000, 32, 1, 1, 1, 1, 4096};
 static const shape V2LITE = {"v2-lite (no q lora)", 16, 2048, 0, 512, 128, 64, 128, 10000, 40, 32, 1, 0.707f, 0.707f, 4096};
+static const shape K2_TP8 = {"kimi-k2 tp8", 8, 7168, 1536, 512, 128, 64, 128, 50000, 32, 1, 1, 1, 1, 4096};
+/* DeepSeek-V3 (configs/deepseek_v3.json): 128 heads, YaRN factor 40, beta_fast 32 */
+static const shape V3_TP1 = {"deepseek-v3 tp1", 128, 7168, 1536, 512, 128, 64, 128, 10000, 40, 32, 1, 1, 1, 4096};
+static const shape V3_TP2 = {"deepseek-v3 tp2", 64, 7168, 1536, 512, 128, 64, 128, 10000, 40, 32, 1, 1, 1, 4096};
+static const shape V3_TP4 = {"deepseek-v3 tp4", 32, 7168, 1536, 512, 128, 64, 128, 10000, 40, 32, 1, 1, 1, 4096};
+static const shape V3_TP8 = {"deepseek-v3 tp8", 16, 7168, 1536, 512, 128, 64, 128, 10000, 40, 32, 1, 1, 1, 4096};
 
 /* Host and device copies of one layer's weights. */
 typedef struct layer {
@@ -120,7 +133,8 @@ typedef struct step {
   pz_bf16 *d_cache;
 } step;
 
-static void step_make(step *st, const layer *l, int m, int64_t ctx) {
+/* pos0: the rows' positions (NULL: spread over [ctx/2, ctx - 1]). */
+static void step_make_at(step *st, const layer *l, int m, int64_t ctx, const int32_t *pos0) {
   memset(st, 0, sizeof *st);
   st->m = m;
   st->ctx = ctx;
@@ -134,7 +148,7 @@ static void step_make(step *st, const layer *l, int m, int64_t ctx) {
     for (int64_t i = 0; i < m * l->kvw; i++) st->in2[i] = 2.0f * uniform();
   }
   st->pos = malloc(sizeof(int32_t) * (size_t)m);
-  for (int i = 0; i < m; i++) st->pos[i] = (int32_t)(ctx - 1 - (i * 37) % (ctx / 2 + 1));
+  for (int i = 0; i < m; i++) st->pos[i] = pos0 ? pos0[i] : (int32_t)(ctx - 1 - (i * 37) % (ctx / 2 + 1));
   st->cache = malloc(sizeof(pz_bf16) * (size_t)(m * st->stride));
   for (int i = 0; i < m; i++) {
     pz_bf16 *c = st->cache + i * st->stride;
@@ -147,6 +161,8 @@ static void step_make(step *st, const layer *l, int m, int64_t ctx) {
   st->d_pos = dev_copy(st->pos, sizeof(int32_t) * (size_t)m);
   st->d_cache = dev_copy(st->cache, sizeof(pz_bf16) * (size_t)(m * st->stride));
 }
+
+static void step_make(step *st, const layer *l, int m, int64_t ctx) { step_make_at(st, l, m, ctx, NULL); }
 
 static void step_free(step *st) {
   free(st->in); free(st->in2); free(st->pos); free(st->cache);
@@ -182,6 +198,47 @@ static void reference(const layer *l, const step *st, float *out, pz_bf16 *cache
   CHECK_OK(pz_ref_mla_decode(st->m, &l->p, &io));
 }
 
+/* GPU output rows against the reference's: the worst rms and max error ratios (of the row's rms)
+ * and the non-finite count; asserts the stated tolerances. */
+static void out_vs_ref(const float *ref, const float *got, int m, int64_t H, double *worst_rms, double *worst_max) {
+  *worst_rms = 0;
+  *worst_max = 0;
+  int nonfinite = 0;
+  for (int i = 0; i < m; i++) {
+    double se = 0, sr = 0, mx = 0;
+    for (int64_t j = 0; j < H; j++) {
+      double r = ref[i * H + j], g = got[i * H + j];
+      if (!isfinite(g)) nonfinite++;
+      se += (g - r) * (g - r);
+      sr += r * r;
+      if (fabs(g - r) > mx) mx = fabs(g - r);
+    }
+    double rr = sqrt(sr / (double)H);
+    double er = sqrt(se / (double)H) / rr, em = mx / rr;
+    if (er > *worst_rms) *worst_rms = er;
+    if (em > *worst_max) *worst_max = em;
+  }
+  CHECK(nonfinite == 0);
+  CHECK(*worst_rms <= TOL_RMS);
+  CHECK(*worst_max <= TOL_MAX);
+}
+
+/* Cache rows [m, stride] of the reference (rc) and the GPU (gc): bit-identical outside the
+ * appended rows, within one bf16 ulp inside; returns the count of 1-ulp values. */
+static int64_t cache_vs_ref(const pz_bf16 *rc, const pz_bf16 *gc, const step *st, int64_t kvw) {
+  int64_t far = 0, ulp = 0;
+  for (int i = 0; i < st->m; i++)
+    for (int64_t j = 0; j < st->stride; j++) {
+      pz_bf16 a = rc[i * st->stride + j], b = gc[i * st->stride + j];
+      if (a == b) continue;
+      bool appended = j / kvw == st->pos[i];
+      if (appended && !((a ^ b) & 0x8000) && abs((int)a - (int)b) == 1) ulp++;
+      else far++;
+    }
+  CHECK(far == 0);
+  return ulp;
+}
+
 /* Compares one step on the GPU with the reference; returns the worst rms ratio seen. */
 static void check_step(pz_mla_cuda_ctx *c, const layer *l, int m, int64_t ctx) {
   step st;
@@ -199,36 +256,9 @@ static void check_step(pz_mla_cuda_ctx *c, const layer *l, int m, int64_t ctx) {
   CHECK(cudaDeviceSynchronize() == cudaSuccess);
   cudaMemcpy(got, d_out, sizeof(float) * (size_t)(m * H), cudaMemcpyDeviceToHost);
   cudaMemcpy(gc, st.d_cache, sizeof(pz_bf16) * (size_t)(m * st.stride), cudaMemcpyDeviceToHost);
-  /* cache: bit-identical outside the appended rows, within one ulp inside */
-  int64_t far = 0, ulp = 0;
-  for (int i = 0; i < m; i++)
-    for (int64_t j = 0; j < st.stride; j++) {
-      pz_bf16 a = rc[i * st.stride + j], b = gc[i * st.stride + j];
-      if (a == b) continue;
-      bool appended = j / l->kvw == st.pos[i];
-      if (appended && !((a ^ b) & 0x8000) && abs((int)a - (int)b) == 1) ulp++;
-      else far++;
-    }
-  CHECK(far == 0);
-  double worst_rms = 0, worst_max = 0;
-  int nonfinite = 0;
-  for (int i = 0; i < m; i++) {
-    double se = 0, sr = 0, mx = 0;
-    for (int64_t j = 0; j < H; j++) {
-      double r = ref[i * H + j], g = got[i * H + j];
-      if (!isfinite(g)) nonfinite++;
-      se += (g - r) * (g - r);
-      sr += r * r;
-      if (fabs(g - r) > mx) mx = fabs(g - r);
-    }
-    double rr = sqrt(sr / (double)H);
-    double er = sqrt(se / (double)H) / rr, em = mx / rr;
-    if (er > worst_rms) worst_rms = er;
-    if (em > worst_max) worst_max = em;
-  }
-  CHECK(nonfinite == 0);
-  CHECK(worst_rms <= TOL_RMS);
-  CHECK(worst_max <= TOL_MAX);
+  const int64_t ulp = cache_vs_ref(rc, gc, &st, l->kvw);
+  double worst_rms, worst_max;
+  out_vs_ref(ref, got, m, H, &worst_rms, &worst_max);
   printf("v%d %-20s m=%-3d ctx=%-5lld splits=%-2d rms err %.2e, max err %.2e (of row rms); cache: %lld values 1 ulp off\n",
          pz_mla_cuda_attn_version(c), l->s.name, m, (long long)ctx, pz_mla_cuda_splits(c, m), worst_rms, worst_max, (long long)ulp);
   free(ref); free(got); free(rc); free(gc);
@@ -236,10 +266,172 @@ static void check_step(pz_mla_cuda_ctx *c, const layer *l, int m, int64_t ctx) {
   step_free(&st);
 }
 
+/* ------------------------------------------------------------------ paged cache */
+
+/* A page pool holding a step's cache [m, ctx, kvw] (rows >= pos NaN) through a block table:
+ * the identity (shuffled = 0, no spare pages) or a random permutation of m*mb + spare pages;
+ * rows beyond ctx and the spare pages nobody maps are NaN. Host and device copies. */
+typedef struct paged {
+  int m;
+  int64_t ctx, kvw, mb, n_pages;
+  int32_t *table, *d_table;
+  pz_bf16 *pool, *d_pool;
+} paged;
+
+static void paged_make(paged *pg, const step *st, int64_t kvw, int shuffled, int64_t spare) {
+  memset(pg, 0, sizeof *pg);
+  pg->m = st->m; pg->ctx = st->ctx; pg->kvw = kvw;
+  pg->mb = pz_kv_max_blocks(st->ctx);
+  pg->n_pages = st->m * pg->mb + spare;
+  int32_t *perm = malloc(sizeof(int32_t) * (size_t)pg->n_pages);
+  for (int64_t k = 0; k < pg->n_pages; k++) perm[k] = (int32_t)k;
+  for (int64_t k = pg->n_pages - 1; shuffled && k > 0; k--) {
+    const int64_t r = (int64_t)(next_u32() % (uint32_t)(k + 1));
+    const int32_t t = perm[k]; perm[k] = perm[r]; perm[r] = t;
+  }
+  pg->table = malloc(sizeof(int32_t) * (size_t)(st->m * pg->mb));
+  memcpy(pg->table, perm, sizeof(int32_t) * (size_t)(st->m * pg->mb));
+  free(perm);
+  const size_t n = (size_t)(pg->n_pages * PZ_KV_BLOCK * kvw);
+  pg->pool = malloc(sizeof(pz_bf16) * n);
+  for (size_t x = 0; x < n; x++) pg->pool[x] = 0xffff;
+  for (int i = 0; i < st->m; i++)
+    for (int64_t j = 0; j < st->ctx; j++)
+      memcpy(pg->pool + pz_kv_row_offset(pg->table, pg->mb, 0, i, j, kvw), st->cache + i * st->stride + j * kvw,
+             sizeof(pz_bf16) * (size_t)kvw);
+  pg->d_pool = dev_copy(pg->pool, sizeof(pz_bf16) * n);
+  pg->d_table = dev_copy(pg->table, sizeof(int32_t) * (size_t)(st->m * pg->mb));
+}
+
+static void paged_free(paged *pg) {
+  free(pg->table); free(pg->pool);
+  cudaFree(pg->d_table); cudaFree(pg->d_pool);
+}
+
+static size_t paged_bytes(const paged *pg) { return sizeof(pz_bf16) * (size_t)(pg->n_pages * PZ_KV_BLOCK * pg->kvw); }
+
+static void paged_io(pz_mla_cuda_io *io, const paged *pg) {
+  io->kv_cache = pg->d_pool;
+  io->cache_seq_stride = 0;
+  io->block_table = pg->d_table;
+  io->ld_block_table = pg->mb;
+}
+
+/* The device pool after a step against the contiguous cache after the same step (gc, [m, ctx,
+ * kvw]): every logical row bit-identical, every other pool row (beyond ctx, spare pages) still
+ * the NaN it held. Returns the differing count. */
+static int64_t paged_vs_contiguous(const paged *pg, const pz_bf16 *gc) {
+  const size_t n = paged_bytes(pg) / sizeof(pz_bf16);
+  pz_bf16 *got = malloc(sizeof(pz_bf16) * n), *want = malloc(sizeof(pz_bf16) * n);
+  cudaMemcpy(got, pg->d_pool, sizeof(pz_bf16) * n, cudaMemcpyDeviceToHost);
+  for (size_t x = 0; x < n; x++) want[x] = 0xffff;
+  for (int i = 0; i < pg->m; i++)
+    for (int64_t j = 0; j < pg->ctx; j++)
+      memcpy(want + pz_kv_row_offset(pg->table, pg->mb, 0, i, j, pg->kvw), gc + (i * pg->ctx + j) * pg->kvw,
+             sizeof(pz_bf16) * (size_t)pg->kvw);
+  int64_t diff = 0;
+  for (size_t x = 0; x < n; x++) diff += got[x] != want[x];
+  free(got); free(want);
+  return diff;
+}
+
+/* One batch of rows with contexts ctx[0..m-1] (pos = ctx - 1): the contiguous GPU step against
+ * the reference (stated tolerances, append within one ulp), then the identity table and shuffled
+ * pages (3 + mb spare NaN pages) bit-identical to the contiguous GPU step, output and cache;
+ * with `graph`, the shuffled step captured in a CUDA graph and replayed after the pages moved to
+ * another shuffle (pool and table rewritten): the same bits again. 2 K splits (deterministic). */
+static void check_paged(const shape *s, const int64_t *ctx, int m, int graph) {
+  int64_t maxc = 1;
+  for (int i = 0; i < m; i++) if (ctx[i] > maxc) maxc = ctx[i];
+  layer l;
+  layer_make(&l, s, maxc);
+  pz_mla_cuda_ctx *c = NULL;
+  CHECK_OK(pz_mla_cuda_create(&l.p, m, G, &c));
+  if (!c) { layer_free(&l); return; }
+  int32_t *pos = malloc(sizeof(int32_t) * (size_t)m);
+  for (int i = 0; i < m; i++) pos[i] = (int32_t)(ctx[i] - 1);
+  step st;
+  step_make_at(&st, &l, m, maxc, pos);
+  const int64_t H = s->H, cb = (int64_t)sizeof(pz_bf16) * m * st.stride, ob = (int64_t)sizeof(float) * m * H;
+  float *ref = malloc((size_t)ob), *got = malloc((size_t)ob), *got2 = malloc((size_t)ob);
+  pz_bf16 *rc = malloc((size_t)cb), *gc = malloc((size_t)cb);
+  reference(&l, &st, ref, rc);
+  float *d_out = NULL;
+  cudaMalloc((void **)&d_out, (size_t)ob);
+  pz_mla_cuda_io io = gpu_io(&l, &st);
+  io.out = d_out; io.ld_out = H; io.out_zeroed = false;
+  CHECK_OK(pz_mla_cuda_decode(c, m, &io, 0));
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
+  cudaMemcpy(got, d_out, (size_t)ob, cudaMemcpyDeviceToHost);
+  cudaMemcpy(gc, st.d_cache, (size_t)cb, cudaMemcpyDeviceToHost);
+  const int64_t ulp = cache_vs_ref(rc, gc, &st, l.kvw);
+  double wr, wm;
+  out_vs_ref(ref, got, m, H, &wr, &wm);
+  int64_t dout[2] = {0, 0}, dpool[2] = {0, 0}, dgraph = -1;
+  for (int v = 0; v < 2; v++) {
+    paged pg;
+    paged_make(&pg, &st, l.kvw, v, v ? pz_kv_max_blocks(st.ctx) + 3 : 0);
+    pz_mla_cuda_io pio = io;
+    paged_io(&pio, &pg);
+    cudaMemset(d_out, 0xff, (size_t)ob);
+    CHECK_OK(pz_mla_cuda_decode(c, m, &pio, 0));
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    cudaMemcpy(got2, d_out, (size_t)ob, cudaMemcpyDeviceToHost);
+    for (int64_t x = 0; x < m * H; x++) dout[v] += memcmp(&got[x], &got2[x], 4) != 0;
+    dpool[v] = paged_vs_contiguous(&pg, gc);
+    if (v == 1 && graph) {
+      /* capture the shuffled step, then move the prompt KV to a second shuffle and replay */
+      cudaStream_t cs;
+      cudaGraph_t gr = NULL;
+      cudaGraphExec_t ge = NULL;
+      CHECK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking) == cudaSuccess);
+      CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+      CHECK_OK(pz_mla_cuda_decode(c, m, &pio, cs));
+      CHECK(cudaStreamEndCapture(cs, &gr) == cudaSuccess);
+      CHECK(gr && cudaGraphInstantiate(&ge, gr, 0) == cudaSuccess);
+      paged pg2;
+      paged_make(&pg2, &st, l.kvw, 1, pg.n_pages - st.m * pg.mb);
+      CHECK(pg2.n_pages == pg.n_pages);
+      cudaMemcpy(pg.d_pool, pg2.pool, paged_bytes(&pg2), cudaMemcpyHostToDevice);
+      cudaMemcpy(pg.d_table, pg2.table, sizeof(int32_t) * (size_t)(m * pg.mb), cudaMemcpyHostToDevice);
+      cudaMemset(d_out, 0xff, (size_t)ob);
+      if (ge) {
+        CHECK(cudaGraphLaunch(ge, cs) == cudaSuccess);
+        CHECK(cudaStreamSynchronize(cs) == cudaSuccess);
+      }
+      cudaMemcpy(got2, d_out, (size_t)ob, cudaMemcpyDeviceToHost);
+      dgraph = 0;
+      for (int64_t x = 0; x < m * H; x++) dgraph += memcmp(&got[x], &got2[x], 4) != 0;
+      /* the replay appended into pg2's pages, read from pg's device pool */
+      cudaMemcpy(pg2.d_pool, pg.d_pool, paged_bytes(&pg2), cudaMemcpyDeviceToDevice);
+      dgraph += paged_vs_contiguous(&pg2, gc);
+      paged_free(&pg2);
+      if (ge) cudaGraphExecDestroy(ge);
+      if (gr) cudaGraphDestroy(gr);
+      cudaStreamDestroy(cs);
+    }
+    paged_free(&pg);
+  }
+  CHECK(dout[0] == 0 && dout[1] == 0);
+  CHECK(dpool[0] == 0 && dpool[1] == 0);
+  if (graph) CHECK(dgraph == 0);
+  printf("paged v%d %-16s m=%d ctx", pz_mla_cuda_attn_version(c), s->name, m);
+  for (int i = 0; i < m; i++) printf(" %lld", (long long)ctx[i]);
+  printf(": rms err %.2e, max err %.2e, %lld cache values 1 ulp off; identity / shuffled differ in %lld / %lld outputs, "
+         "%lld / %lld pool values%s\n", wr, wm, (long long)ulp, (long long)dout[0], (long long)dout[1], (long long)dpool[0],
+         (long long)dpool[1], graph ? (dgraph == 0 ? "; graph replay on moved pages identical" : "; graph replay DIFFERS") : "");
+  free(pos); free(ref); free(got); free(got2); free(rc); free(gc);
+  cudaFree(d_out);
+  step_free(&st);
+  pz_mla_cuda_destroy(c);
+  layer_free(&l);
+}
+
 /* Slots: unset vs set (pre-zeroed, zero_init = false) vs set on stale data (zero_init = true)
  * give the same bits with 2 K splits; a slot claimed zeroed but holding data shows in the
- * result (negative control); repeated runs are bit-identical. */
-static void check_slots(const shape *s) {
+ * result (negative control); repeated runs are bit-identical. `paged`: all of it on a shuffled
+ * page pool (core/kv_pages.h) instead of the contiguous cache. */
+static void check_slots(const shape *s, int paged_cache) {
   setenv("PREZERO_GEMM_SPLITS", "2", 1);
   setenv("PREZERO_GEMM_TUNER", "0", 1);
   remake_G();
@@ -261,6 +453,12 @@ static void check_slots(const shape *s) {
   for (int64_t i = 0; i < m * ntot; i++) ones[i] = 1.0f;
   for (int k = 0; k < 5; k++) r[k] = malloc(bytes);
   pz_mla_cuda_io io = gpu_io(&l, &st);
+  paged pg;
+  memset(&pg, 0, sizeof pg);
+  if (paged_cache) { /* shuffled pages, 5 spare */
+    paged_make(&pg, &st, l.kvw, 1, 5);
+    paged_io(&io, &pg);
+  }
   /* 0: no slots */
   cudaMemcpy(d_out, ones, sizeof(float) * (size_t)(m * H), cudaMemcpyHostToDevice);
   io.out = d_out; io.ld_out = H; io.out_zeroed = false;
@@ -305,8 +503,8 @@ static void check_slots(const shape *s) {
   CHECK(qb23 == 0);
   CHECK(guard2 == 0 && guard3 == 0); /* columns outside the slots untouched */
   CHECK(diff4 > 0);                  /* the flag is obeyed: stale data leaks into the result */
-  printf("slots %-18s set vs unset: %lld / %lld differing values (stale-claimed-zero control: %lld)\n", s->name,
-         (long long)diff2, (long long)diff3, (long long)diff4);
+  printf("slots %-18s%s set vs unset: %lld / %lld differing values (stale-claimed-zero control: %lld)\n", s->name,
+         paged_cache ? " (paged)" : "", (long long)diff2, (long long)diff3, (long long)diff4);
   /* the slot rule is the CPU op's: inside n_base always zeroed */
   pz_mla_params p = l.p;
   p.prezero_n_total = ntot; p.prezero_n_base = 64 + nqb; p.qb_col_offset = 64; p.oproj_col_offset = 64 + nqb;
@@ -320,6 +518,7 @@ static void check_slots(const shape *s) {
   free(ones);
   cudaFree(d_buf); cudaFree(d_out);
   step_free(&st);
+  if (paged_cache) paged_free(&pg);
   pz_mla_cuda_destroy(c);
   layer_free(&l);
   unsetenv("PREZERO_GEMM_SPLITS");
@@ -402,13 +601,42 @@ int main(void) {
     run_shape(&K2_TP1, ms, 1, ctx, 2, 8);
     unsetenv("PREZERO_MLA_ATTN"); /* check_slots makes its own handle: keep v1 for it */
     setenv("PREZERO_MLA_ATTN", "1", 1);
-    check_slots(&K2_TP4);
+    check_slots(&K2_TP4, 0);
     unsetenv("PREZERO_MLA_ATTN");
     remake_G();
   }
-  check_slots(&K2_TP4);
-  check_slots(&TINY);
-  check_slots(&V2LITE);
+  check_slots(&K2_TP4, 0);
+  check_slots(&TINY, 0);
+  check_slots(&V2LITE, 0);
+  check_slots(&K2_TP4, 1);
+  check_slots(&V3_TP8, 1);
+  check_slots(&V2LITE, 1);
+  {
+    /* paged cache at the Kimi-K2 / DeepSeek-V3 per-rank shapes of TP 1/2/4/8, mixed contexts in
+     * one batch, deterministic GEMMs (2 K splits) for the bit-identity */
+    setenv("PREZERO_GEMM_SPLITS", "2", 1);
+    setenv("PREZERO_GEMM_TUNER", "0", 1);
+    remake_G();
+    const shape *k2[4] = {&K2_TP1, &K2_TP2, &K2_TP4, &K2_TP8}, *v3[4] = {&V3_TP1, &V3_TP2, &V3_TP4, &V3_TP8};
+    const int64_t mixed[5] = {1, 63, 64, 65, 8192}, mixed_q[5] = {1, 63, 64, 65, 300}, longc[3] = {32768, 100, 4097};
+    for (int k = 0; k < 4; k++) {
+      if (quick && k != 2 && k != 3) continue;
+      check_paged(k2[k], quick ? mixed_q : mixed, 5, k == 3);
+      check_paged(v3[k], quick ? mixed_q : mixed, 5, k == 0);
+    }
+    if (!quick) {
+      check_paged(&K2_TP8, longc, 3, 0);
+      check_paged(&V3_TP1, longc, 3, 1);
+      /* the version-1 attention kernel reads through the table too */
+      setenv("PREZERO_MLA_ATTN", "1", 1);
+      remake_G();
+      check_paged(&K2_TP2, mixed, 5, 0);
+      unsetenv("PREZERO_MLA_ATTN");
+    }
+    unsetenv("PREZERO_GEMM_SPLITS");
+    unsetenv("PREZERO_GEMM_TUNER");
+    remake_G();
+  }
   /* argument checks */
   {
     layer l;
@@ -428,6 +656,14 @@ int main(void) {
     CHECK_ST(pz_mla_cuda_decode(c, 5, &io, 0), PZ_ERR_INVALID_ARG);
     io.cache_seq_stride = 8;
     CHECK_ST(pz_mla_cuda_decode(c, 3, &io, 0), PZ_ERR_INVALID_ARG);
+    paged pg;
+    paged_make(&pg, &st, l.kvw, 1, 0);
+    paged_io(&io, &pg);
+    io.ld_block_table = 0; /* fewer columns than ceil(max_ctx / 64) */
+    CHECK_ST(pz_mla_cuda_decode(c, 3, &io, 0), PZ_ERR_INVALID_ARG);
+    io.ld_block_table = pg.mb;
+    CHECK_OK(pz_mla_cuda_decode(c, 3, &io, 0));
+    paged_free(&pg);
     cudaFree(d_out);
     step_free(&st);
     pz_mla_cuda_destroy(c);

@@ -9,6 +9,8 @@
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/exec_ops.h"
 #include "backend/cuda/fill.h"
+#include "backend/cuda/kv_pages_fill.h"
+#include "core/kv_pages.h"
 #include "core/quant_fill.h"
 #include "backend/cuda/gate_cuda.h"
 #include "backend/cuda/profile.h"
@@ -565,11 +567,14 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
     for (int t = 0; t < nt; t++) {
       const pz_tensor *x = &e->g->tensors[t];
       if (x->view_of >= 0 || !pz_fill_wanted(x) || (o->load_weight && x->kind == PZ_T_WEIGHT)) continue;
+      if (x->kind == PZ_T_STATE && pz_kv_paged_node(e->g, t)) continue; /* paged MLA cache: pz_cuda_fill_paged */
       pz_qfill qf; /* quantised experts without a checkpoint: quant_synth.h's bits, made on the GPU */
       PZ_CHECK_GOTO(pz_qfill_plan(e->g, x, o->seed, &qf), st, fail);
       if (qf.kind != PZ_QFILL_NONE) PZ_CHECK_GOTO(pz_fill_quant_launch(&qf, r, R->data[t], R->stream), st, fail);
       else PZ_CHECK_GOTO(pz_fill_tensor_launch(x, r, tp, o->seed, R->data[t], R->stream), st, fail);
     }
+    /* identity block tables, then the seeded pages through them (core/kv_pages.h, as the CPU) */
+    PZ_CHECK_GOTO(pz_cuda_fill_paged(e->g, R->data, o->seed, R->stream), st, fail);
     if (o->load_weight) PZ_CHECK_GOTO(load_weights(e, r), st, fail);
   }
   for (int r = 0; r < tp; r++) {

@@ -8,6 +8,7 @@
 #include "backend/cuda/mla.h"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/moe_q.h"
+#include "core/kv_pages.h"
 #include "core/options.h"
 #include "passes/prezero.h"
 #include <stdlib.h>
@@ -241,6 +242,13 @@ static pz_status op_mla(pz_cuda_ctx *c, const pz_node *n) {
   io.o_w = opt_data(c, n, PZ_MLA_O_W);
   io.kv_cache = DATA(n->src[PZ_MLA_KV_CACHE]);
   io.cache_seq_stride = TT(n->src[PZ_MLA_KV_CACHE])->stride[0];
+  if (n->src[PZ_MLA_BLOCK_TABLE] >= 0) { /* paged cache (core/kv_pages.h) */
+    const pz_tensor *bt = TT(n->src[PZ_MLA_BLOCK_TABLE]);
+    PZ_CHECK(pz_kv_check_shapes(p, TT(n->src[PZ_MLA_KV_CACHE]), bt, c->m, n->name));
+    io.block_table = DATA(n->src[PZ_MLA_BLOCK_TABLE]);
+    io.ld_block_table = bt->stride[0];
+    io.cache_seq_stride = 0;
+  }
   io.pos = opt_data(c, n, PZ_MLA_POS);
   bool qbz = false, oz = false;
   pz_mla_cuda_slots_zeroed(p, c->m, c->tp, c->dev, &qbz, &oz);

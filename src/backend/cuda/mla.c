@@ -145,15 +145,22 @@ static pz_status bind_io(pz_mla_cuda_ctx *c, int m, const pz_mla_cuda_io *io, pz
       (p->q_lora_rank > 0 ? (!io->qkv_a || !io->qa_norm_w || !io->qb_w) : (!io->q || !io->kv_a)))
     return pz_error(PZ_ERR_INVALID_ARG, "mla cuda: missing input pointer");
   const int64_t kvw = c->k.kvw;
-  if (io->cache_seq_stride % 8 || io->cache_seq_stride < p->max_ctx * kvw || ((uintptr_t)io->kv_cache & 15))
+  if (io->block_table) { /* paged: 64-row pages of kvw (a multiple of 32) columns */
+    if (io->ld_block_table < (p->max_ctx + PZ_KV_BLOCK - 1) / PZ_KV_BLOCK || ((uintptr_t)io->kv_cache & 15) ||
+        ((uintptr_t)io->block_table & 3))
+      return pz_error(PZ_ERR_INVALID_ARG, "mla cuda: block table stride %lld must be >= ceil(max_ctx / %d) = %lld, pool 16-byte aligned",
+                      (long long)io->ld_block_table, PZ_KV_BLOCK, (long long)((p->max_ctx + PZ_KV_BLOCK - 1) / PZ_KV_BLOCK));
+  } else if (io->cache_seq_stride % 8 || io->cache_seq_stride < p->max_ctx * kvw || ((uintptr_t)io->kv_cache & 15)) {
     return pz_error(PZ_ERR_INVALID_ARG, "mla cuda: cache_seq_stride %lld must be a multiple of 8 and >= max_ctx*kvw = %lld, cache 16-byte aligned",
                     (long long)io->cache_seq_stride, (long long)(p->max_ctx * kvw));
+  }
   *k = c->k;
   k->m = m;
   k->qkv_a = io->qkv_a; k->ld_qkv_a = io->ld_qkv_a;
   k->kv_a = io->kv_a; k->ld_kv_a = io->ld_kv_a;
   k->qa_norm_w = io->qa_norm_w; k->kva_norm_w = io->kva_norm_w;
   k->cache = io->kv_cache; k->cache_seq_stride = io->cache_seq_stride;
+  k->block_table = io->block_table; k->ld_bt = io->ld_block_table;
   k->pos = io->pos;
   k->w_uk = io->w_uk; k->w_uv = io->w_uv;
   k->splits = pz_mla_cuda_splits(c, m);

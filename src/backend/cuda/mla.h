@@ -26,8 +26,13 @@ typedef struct pz_mla_cuda_io {
   const pz_bf16 *__restrict__ w_uk;                  /* [heads, nope, kv_lora] */
   const pz_bf16 *__restrict__ w_uv;                  /* [heads, v, kv_lora] */
   const pz_bf16 *__restrict__ o_w;                   /* [H, heads*v] */
-  pz_bf16 *__restrict__ kv_cache;                    /* [m, cache_seq_stride]; row j of sequence i at i*stride + j*kvw */
-  int64_t cache_seq_stride;                          /* elements, multiple of 8, >= max_ctx*kvw */
+  pz_bf16 *__restrict__ kv_cache;                    /* no block table: [m, cache_seq_stride], row j of sequence i at
+                                                        i*stride + j*kvw; with one: the page pool [n_pages, 64, kvw] */
+  int64_t cache_seq_stride;                          /* no block table: elements, multiple of 8, >= max_ctx*kvw */
+  /* Paged cache (core/kv_pages.h): [m, ld_block_table] i32, device; row j of sequence i at
+   * kv_cache + (block_table[i*ld + j/64]*64 + j%64)*kvw. Entries of the blocks a row reads
+   * (0..pos[i]/64) must name pages of the pool (not checked on the device). NULL: contiguous. */
+  const int32_t *__restrict__ block_table; int64_t ld_block_table;
   const int32_t *__restrict__ pos;                   /* [m] i32, device: position of the new token */
   /* qb_prezero slot: NULL = q_b writes the op's scratch with zero_init = true (as without
    * prezero). Set: q_b writes this [m, heads*qh] f32 slice (row stride ld_qb_slot), with
@@ -70,9 +75,13 @@ int pz_mla_cuda_splits(const pz_mla_cuda_ctx *c, int m);
  * bf16 for the tensor cores (the reference keeps them f32), so o may differ by a few bf16 ulps and
  * the partial output row by up to 1.5e-2 of its rms (rms of the difference; measured <= 7.3e-3 on
  * H200 at context 8192; tests/cuda/test_mla.c states the bounds).
- * Errors: PZ_ERR_INVALID_ARG (m outside 1..m_max, NULL pointer, bad stride), errors of
- * pz_gemm_launch, PZ_ERR_CUDA. Positions are not checked on the device: pos[i] must lie in
- * [0, max_ctx). */
+ * Rows may have unequal contexts (pos[i] + 1 each; a row's splits cover its own length, the
+ * grid is sized by m only). With a block table the KV loads and the append go through it: one
+ * 32-position attention tile always lies inside one 64-position page, so a tile is one table
+ * lookup; the results are bit-identical to the contiguous cache holding the same rows.
+ * Errors: PZ_ERR_INVALID_ARG (m outside 1..m_max, NULL pointer, bad stride or table stride),
+ * errors of pz_gemm_launch, PZ_ERR_CUDA. Positions and table entries are not checked on the
+ * device: pos[i] must lie in [0, max_ctx). */
 pz_status pz_mla_cuda_decode(pz_mla_cuda_ctx *c, int m, const pz_mla_cuda_io *io, cudaStream_t s);
 
 /* The slot rule of the CPU op (pz_cpu_op_MLA_ATTN): a set slot is zero on entry when

@@ -30,8 +30,12 @@ typedef struct pz_mla_kparams {
   const uint16_t *__restrict__ qa_norm_w;  /* [q_lora] */
   const uint16_t *__restrict__ kva_norm_w; /* [L] */
   uint16_t *__restrict__ qcn;         /* [m, q_lora] bf16 scratch: q_a_layernorm output */
-  uint16_t *__restrict__ cache;       /* [m, cache_seq_stride]: sequence i position j at i*stride + j*kvw */
+  uint16_t *__restrict__ cache;       /* [m, cache_seq_stride]: sequence i position j at i*stride + j*kvw, or the
+                                         page pool [n_pages, 64, kvw] when block_table is set */
   int64_t cache_seq_stride;
+  const int32_t *__restrict__ block_table; /* NULL, or [m, ld_bt]: position j of sequence i in page
+                                         block_table[i*ld_bt + j/64], row j%64 (core/kv_pages.h) */
+  int64_t ld_bt;
   const int32_t *__restrict__ pos;    /* [m] */
   /* absorb: q_lat = q_nope · W_UK, q_pe roped */
   const float *__restrict__ q;        /* [m, ldq] f32 (q_b output or q_proj output) */

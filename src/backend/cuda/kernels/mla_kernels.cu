@@ -1,6 +1,8 @@
 /* CUDA kernels of the MLA decode op (absorbed form, sm_90a): the prologue (q_a / kv_a layernorms,
  * YaRN RoPE of k_pe, cache append), W_UK absorption with RoPE of q_pe, flash-decoding attention
- * split along the KV sequence (mma.sync bf16, cp.async pipeline), the split combine, and W_UV. */
+ * split along the KV sequence (mma.sync bf16, cp.async pipeline), the split combine, and W_UV.
+ * The cache is contiguous per sequence or paged (core/kv_pages.h): the append and the KV loads
+ * go through the block table. */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -10,6 +12,7 @@ extern "C" { /* core/status.h has no C++ guards of its own */
 }
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/mla_kernels.h"
+#include "core/kv_pages.h"
 
 /* Algorithm: flash-decoding (Dao et al., "Flash-Decoding for long-context inference", 2023):
  * each CTA runs online softmax over one slice of the sequence and stores its unnormalised
@@ -73,7 +76,7 @@ __global__ void __launch_bounds__(PREP_THREADS) mla_prep_kernel(Kp k) {
   }
   const float *kv = k.q_lora > 0 ? k.qkv_a + (int64_t)i * k.ld_qkv_a + k.q_lora : k.kv_a + (int64_t)i * k.ld_kv_a;
   const int pos = k.pos[i];
-  uint16_t *dst = k.cache + (int64_t)i * k.cache_seq_stride + (int64_t)pos * k.kvw;
+  uint16_t *dst = k.cache + pz_kv_row_offset(k.block_table, k.ld_bt, k.cache_seq_stride, i, pos, k.kvw);
   norm_row(kv, k.L, k.kva_norm_w, k.eps, dst, red);
   const int half = k.rope / 2;
   for (int r = threadIdx.x; r < half; r += blockDim.x) {
@@ -179,6 +182,8 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], 
 }
 
 constexpr int BN = PZ_MLA_BN;
+/* A tile starts at a multiple of BN (slices are whole tiles), so it lies inside one page. */
+static_assert(PZ_KV_BLOCK % PZ_MLA_BN == 0, "an attention tile must not straddle two KV pages");
 /* cp.async stages: 2 for one head tile (two CTAs fit an SM), 3 above (one CTA per SM). */
 __host__ __device__ constexpr int stages_for(int mt) { return mt == 1 ? 2 : PZ_MLA_STAGES; }
 constexpr int PS = BN + 8; /* row stride of the P tile (elements): 80 bytes, conflict-free ldmatrix */
@@ -298,12 +303,14 @@ __device__ __forceinline__ AttnLane attn_lane() {
 /* The split's slice of the KV sequence, shared by both attention kernels: sequence i's n =
  * pos[i] + 1 cached tokens are cut into k.splits chunks of whole BN tiles; split `split` owns
  * tokens [start, end), ntiles tiles of BN (the last one partial), reads its cache rows from
- * `cache` (row t of sequence i at cache + t * kvw) and writes its (max, sum) per head to ml (the
- * k.ml rows of (i, split)). */
+ * `cache` (contiguous: row t of sequence i at cache + t * kvw; paged, table = sequence i's row of
+ * the block table: at cache + (table[t / 64] * 64 + t % 64) * kvw) and writes its (max, sum) per
+ * head to ml (the k.ml rows of (i, split)). */
 struct AttnSlice {
   int start, end, ntiles;
   float *ml;
   const uint16_t *cache;
+  const int32_t *table;
 };
 
 /* Fills *sl for CTA (split, head tile h0 .. h0 + HT - 1, sequence i). An empty split (start >=
@@ -326,7 +333,8 @@ __device__ __forceinline__ bool attn_slice(const Kp &k, int i, int split, int h0
   sl->end = end;
   sl->ntiles = (end - start + BN - 1) / BN;
   sl->ml = ml;
-  sl->cache = k.cache + (int64_t)i * k.cache_seq_stride;
+  sl->table = k.block_table ? k.block_table + (int64_t)i * k.ld_bt : nullptr;
+  sl->cache = sl->table ? k.cache : k.cache + (int64_t)i * k.cache_seq_stride;
   return true;
 }
 
@@ -340,11 +348,14 @@ __device__ __forceinline__ void attn_load_kv(uint16_t *sKV, const AttnSlice &sl,
   const int c8 = kvw / 8; /* 16-byte chunks per row */
   const int p0 = sl.start + tile * BN, end = sl.end;
   const uint16_t *cache = sl.cache;
+  /* the tile's first row: one table lookup per tile (the tile lies inside one page) */
+  const uint16_t *rows = sl.table ? cache + ((int64_t)sl.table[p0 / PZ_KV_BLOCK] * PZ_KV_BLOCK + p0 % PZ_KV_BLOCK) * kvw
+                                  : cache + (int64_t)p0 * kvw;
   uint16_t *dst = sKV + stage * BN * RS;
   auto copy = [&](int e) {
     const int r = e / c8, c = e % c8;
     const bool ok = p0 + r < end;
-    const uint16_t *src = ok ? cache + (int64_t)(p0 + r) * kvw + c * 8 : cache;
+    const uint16_t *src = ok ? rows + (int64_t)r * kvw + c * 8 : cache;
     cp_async16(dst + r * RS + c * 8, src, ok);
   };
   if constexpr (HINT) {
