@@ -1,7 +1,8 @@
 /* prezero bench attn: the CUDA MLA decode op on Kimi-K2 per-rank shapes (TP 1/2/4), batch m and
  * context 8192: µs per call of the attention part and of the whole op, and the attention part's
  * achieved HBM bandwidth (KV bytes read / time) beside a plain streaming read of the same bytes.
- * --layout gqa runs the GQA table instead (tools/bench_attn_gqa.c). */
+ * --paged reads the cache through a block table of shuffled pages, --ctx-min mixes contexts in a
+ * batch. --layout gqa runs the GQA table instead (tools/bench_attn_gqa.c). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@ void pz_bench_attn_gqa_usage(FILE *f);
 static void usage(FILE *f) {
   fprintf(f,
           "usage: prezero bench attn [--layout mla|gqa] [--json FILE] [--md FILE] [--m 4,8,...] [--tp 1,2,4] [--ctx N] [--reps N]\n"
+          "                          [--paged] [--ctx-min N]\n"
           "  --layout mla (default): the MLA table below; --layout gqa: the GQA table (--help with it).\n"
           "  Kimi-K2 per-rank MLA shapes (64/TP heads, q_lora 1536, kv_lora 512, rope 64, nope 128,\n"
           "  v 128, H 7168). Every row is timed by CUDA-graph replay (median of --reps replays, default\n"
@@ -25,7 +27,10 @@ static void usage(FILE *f) {
           "  KV cache and the weights stream from HBM. Columns: attention part (split attention +\n"
           "  combine) µs and its KV bandwidth, whole op µs, streaming read of the KV bytes µs.\n"
           "  Defaults: m 4,8,16,32,64,128; TP 1,2,4; context 8192. PREZERO_MLA_SPLITS overrides the\n"
-          "  split count; PREZERO_MLA_ATTN=1 selects the version-1 attention kernel.\n", POOL_SEQS);
+          "  split count; PREZERO_MLA_ATTN=1 selects the version-1 attention kernel.\n"
+          "  --paged: the cache pool as 64-token pages in a shuffled order, read through a block table\n"
+          "  (core/kv_pages.h; --ctx a multiple of 64). --ctx-min N: unequal contexts in a batch, row i's\n"
+          "  drawn uniformly from [N, --ctx] (seeded); KV bytes and the read yardstick are their sum.\n", POOL_SEQS);
 }
 
 /* The layout asked for (--layout VALUE, last one wins): 1 for gqa, 0 for mla or none, -1 for
@@ -76,7 +81,10 @@ typedef struct bench {
   int m;
   int64_t stride;         /* cache elements per sequence */
   pz_bf16 *cache;         /* [POOL_SEQS, stride] */
-  int32_t *pos;           /* [128] all ctx-1 */
+  int32_t *pos;           /* [128] ctx-1, or the drawn contexts - 1 (--ctx-min) */
+  int32_t *table;         /* --paged: [POOL_SEQS + 128, mb] shuffled pages of the pool (rows >= POOL_SEQS repeat 0..) */
+  int64_t mb;             /* blocks per sequence (--paged) */
+  double kv_bytes;        /* KV bytes one launch of m rows reads */
   float *qkv_a, *out;     /* [128, 3648], [128, 7168] */
   pz_bf16 *w[2][5];       /* two copies of qa_norm, q_b, kva_norm, w_uk, w_uv; o_w below */
   pz_bf16 *o_w[2];
@@ -92,6 +100,12 @@ static pz_mla_cuda_io io_for(bench *b, int j) {
   io.qa_norm_w = b->w[c][0]; io.qb_w = b->w[c][1]; io.kva_norm_w = b->w[c][2];
   io.w_uk = b->w[c][3]; io.w_uv = b->w[c][4]; io.o_w = b->o_w[c];
   io.kv_cache = b->cache + seq0 * b->stride; io.cache_seq_stride = b->stride;
+  if (b->table) { /* --paged: the whole pool, this launch's rows of the shuffled table */
+    io.kv_cache = b->cache;
+    io.cache_seq_stride = 0;
+    io.block_table = b->table + seq0 * b->mb;
+    io.ld_block_table = b->mb;
+  }
   io.pos = b->pos;
   io.out = b->out; io.ld_out = b->p.hidden; io.out_zeroed = false;
   return io;
@@ -109,7 +123,7 @@ static pz_status run_op(void *v, int j, cudaStream_t s) {
 static pz_status run_read(void *v, int j, cudaStream_t s) {
   bench *b = v;
   const int64_t seq0 = ((int64_t)j * b->m) % POOL_SEQS;
-  const int64_t bytes = (int64_t)b->m * (b->p.max_ctx * (b->p.kv_lora_rank + b->p.qk_rope_head_dim)) * 2;
+  const int64_t bytes = (int64_t)b->kv_bytes;
   return pz_gemm_stream_read(b->cache + seq0 * b->stride, bytes / 16 * 16, b->sink, b->sm_count, s);
 }
 
@@ -134,17 +148,21 @@ int pz_cmd_bench_attn(int argc, char **argv) {
 
 static int bench_mla(int argc, char **argv) {
   const char *json_path = NULL, *md_path = NULL;
-  int ms[16] = {4, 8, 16, 32, 64, 128}, nm = 6, tps[8] = {1, 2, 4}, ntp = 3, reps = 9, ctx = 8192;
+  int ms[16] = {4, 8, 16, 32, 64, 128}, nm = 6, tps[8] = {1, 2, 4}, ntp = 3, reps = 9, ctx = 8192, paged = 0, ctx_min = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+    if (!strcmp(a, "--paged")) { paged = 1; continue; }
     if (!v) { fprintf(stderr, "prezero bench attn: %s needs a value; see --help\n", a); return 2; }
     i++;
     if (!strcmp(a, "--json")) json_path = v;
     else if (!strcmp(a, "--md")) md_path = v;
     else if (!strcmp(a, "--reps")) reps = atoi(v);
     else if (!strcmp(a, "--layout")) continue; /* mla: checked by layout_of */
-    else if (!strcmp(a, "--ctx")) {
+    else if (!strcmp(a, "--ctx-min")) {
+      ctx_min = atoi(v);
+      if (ctx_min < 1 || ctx_min > 32768) { fprintf(stderr, "prezero bench attn: --ctx-min %s outside 1..32768\n", v); return 2; }
+    } else if (!strcmp(a, "--ctx")) {
       ctx = atoi(v);
       if (ctx < 1 || ctx > 32768) { fprintf(stderr, "prezero bench attn: --ctx %s outside 1..32768\n", v); return 2; }
     } else if (!strcmp(a, "--m")) {
@@ -156,6 +174,8 @@ static int bench_mla(int argc, char **argv) {
     } else { fprintf(stderr, "prezero bench attn: unknown option '%s'; see --help\n", a); return 2; }
   }
   if (reps < 3) reps = 3;
+  if (ctx_min > ctx) { fprintf(stderr, "prezero bench attn: --ctx-min %d exceeds --ctx %d\n", ctx_min, ctx); return 2; }
+  if (paged && ctx % 64) { fprintf(stderr, "prezero bench attn: --paged needs --ctx a multiple of 64 (got %d)\n", ctx); return 2; }
   if (pz_bench_need_gpus("bench attn", "this benchmark", 1, 0)) return 1;
   struct cudaDeviceProp prop;
   PZ_BENCH_CUDA("bench attn", cudaGetDeviceProperties(&prop, 0), return 1);
@@ -173,9 +193,13 @@ static int bench_mla(int argc, char **argv) {
   b.qkv_a = dalloc(sizeof(float) * 128 * (size_t)(ql + kvw), &st);
   b.out = dalloc(sizeof(float) * 128 * (size_t)H, &st);
   b.sink = dalloc(sizeof(unsigned) * 64, &st);
+  int32_t hp[128];
   if (st == PZ_OK) {
-    int32_t hp[128];
-    for (int i = 0; i < 128; i++) hp[i] = ctx - 1;
+    uint32_t rr = 4242;
+    for (int i = 0; i < 128; i++) {
+      rr = rr * 1664525u + 1013904223u;
+      hp[i] = ctx_min > 0 ? ctx_min - 1 + (int32_t)((rr >> 8) % (uint32_t)(ctx - ctx_min + 1)) : ctx - 1;
+    }
     st = PZ_CUDA_STATUS(cudaMemcpy(b.pos, hp, sizeof hp, cudaMemcpyHostToDevice));
     float *hq = malloc(sizeof(float) * 128 * (size_t)(ql + kvw));
     uint32_t r = 99;
@@ -186,12 +210,29 @@ static int bench_mla(int argc, char **argv) {
     if (st == PZ_OK) st = PZ_CUDA_STATUS(cudaMemcpy(b.qkv_a, hq, sizeof(float) * 128 * (size_t)(ql + kvw), cudaMemcpyHostToDevice));
     free(hq);
   }
+  if (st == PZ_OK && paged) { /* a random permutation of the pool's pages (core/kv_pages.h layout) */
+    b.mb = ctx / 64;
+    const int64_t np = (int64_t)POOL_SEQS * b.mb, rows = POOL_SEQS + 128;
+    int32_t *ht = malloc(sizeof(int32_t) * (size_t)(rows * b.mb));
+    uint32_t rr = 777;
+    for (int64_t k = 0; k < np; k++) ht[k] = (int32_t)k;
+    for (int64_t k = np - 1; k > 0; k--) {
+      rr = rr * 1664525u + 1013904223u;
+      const int64_t q = (int64_t)((rr >> 4) % (uint32_t)(k + 1));
+      const int32_t t = ht[k]; ht[k] = ht[q]; ht[q] = t;
+    }
+    for (int64_t k = np; k < rows * b.mb; k++) ht[k] = ht[k - np];
+    b.table = dalloc(sizeof(int32_t) * (size_t)(rows * b.mb), &st);
+    if (st == PZ_OK) st = PZ_CUDA_STATUS(cudaMemcpy(b.table, ht, sizeof(int32_t) * (size_t)(rows * b.mb), cudaMemcpyHostToDevice));
+    free(ht);
+  }
   if (st != PZ_OK) {
     fprintf(stderr, "prezero bench attn: %s\n", pz_last_error());
     return 1;
   }
-  printf("device: %s, %d SMs; context %d; cache pool %d sequences (%.2f GB)\n", prop.name, b.sm_count, ctx, POOL_SEQS,
-         (double)POOL_SEQS * b.stride * 2 / 1e9);
+  printf("device: %s, %d SMs; context %d%s; cache pool %d sequences (%.2f GB)%s\n", prop.name, b.sm_count, ctx,
+         ctx_min > 0 ? " (max; per row drawn from [--ctx-min, --ctx])" : "", POOL_SEQS, (double)POOL_SEQS * b.stride * 2 / 1e9,
+         paged ? ", paged (shuffled 64-token pages)" : "");
   printf("%-8s %3s %5s %4s %6s | %10s %9s %6s | %10s %8s | %10s\n", "model", "TP", "heads", "m", "splits", "attn us",
          "attn TB/s", "%HBM", "read us", "attn/rd", "op us");
 
@@ -210,11 +251,15 @@ static int bench_mla(int argc, char **argv) {
                           "op = the whole MLA op (prep, q_b GEMM, absorb, attention, combine, W_UV, o_proj GEMM); "
                           "read = plain 16-byte streaming read of the KV bytes.");
   cJSON_AddNumberToObject(root, "context", ctx);
+  if (ctx_min > 0) cJSON_AddNumberToObject(root, "context_min", ctx_min);
+  cJSON_AddBoolToObject(root, "paged", paged);
   cJSON_AddNumberToObject(root, "reps", reps);
   cJSON *rows = cJSON_AddArrayToObject(root, "rows");
   FILE *md = md_path ? fopen(md_path, "w") : NULL;
   if (md) {
     fprintf(md, "MLA decode attention, Kimi-K2 per-rank shapes, context %d, %s (%d SMs). CUDA-graph replay medians, KV and weights rotated beyond L2.\n\n", ctx, prop.name, b.sm_count);
+    if (ctx_min > 0) fprintf(md, "Unequal contexts: row i's drawn uniformly from [%d, %d] (seeded); KV bytes are their sum.\n\n", ctx_min, ctx);
+    if (paged) fprintf(md, "Paged cache: shuffled 64-token pages read through a block table.\n\n");
     fprintf(md, "| TP | heads | m | splits | KV MB | attn µs | attn TB/s | %% of 4.8 TB/s | read µs | attn / read | op µs |\n");
     pz_bench_md_rule(md, 11, 0);
   }
@@ -240,7 +285,9 @@ static int bench_mla(int argc, char **argv) {
     if (st == PZ_OK) st = pz_mla_cuda_create(p, 128, b.gemm, &b.op);
     for (int a = 0; a < nm && st == PZ_OK; a++) {
       b.m = ms[a];
-      const double kv_bytes = (double)b.m * ctx * kvw * 2;
+      double kv_bytes = 0;
+      for (int i = 0; i < b.m; i++) kv_bytes += (double)(hp[i] + 1) * kvw * 2;
+      b.kv_bytes = kv_bytes;
       int iters = (int)(2e9 / kv_bytes);
       if (iters < 4) iters = 4;
       if (iters > 64) iters = 64;
@@ -293,7 +340,7 @@ static int bench_mla(int argc, char **argv) {
   cJSON_Delete(root);
   /* Cleanup: failures ignored on purpose (the exit code is already decided). */
   PZ_CUDA_IGNORE(cudaFree(b.cache)); PZ_CUDA_IGNORE(cudaFree(b.pos)); PZ_CUDA_IGNORE(cudaFree(b.qkv_a));
-  PZ_CUDA_IGNORE(cudaFree(b.out)); PZ_CUDA_IGNORE(cudaFree(b.sink));
+  PZ_CUDA_IGNORE(cudaFree(b.out)); PZ_CUDA_IGNORE(cudaFree(b.sink)); PZ_CUDA_IGNORE(cudaFree(b.table));
   pz_gemm_ctx_destroy(b.gemm);
   if (s) PZ_CUDA_IGNORE(cudaStreamDestroy(s));
   return rc;

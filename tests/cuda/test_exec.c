@@ -18,7 +18,9 @@
 #include "backend/cuda/exec.h"
 #include "backend/cuda/exec_ops.h"
 #include "backend/cuda/fill.h"
+#include "backend/cuda/kv_pages_fill.h"
 #include "backend/cuda/runtime.h"
+#include "core/kv_pages.h"
 #include "model/builder.h"
 #include "model/config.h"
 #include "passes/passes.h"
@@ -177,7 +179,19 @@ static void test_fill(int tp) {
       size_t bytes = (size_t)pz_tensor_numel(x) * pz_dtype_size(x->dtype);
       void *d = NULL, *h = malloc(bytes);
       CHECK(cudaMalloc(&d, bytes) == cudaSuccess && h);
-      CHECK_OK(pz_fill_tensor_launch(x, r, tp, co.seed, d, 0));
+      const pz_node *pn = pz_kv_paged_node(g, t);
+      if (pn) { /* a paged MLA cache: the executor's fill through the identity block table (kv_pages_fill.h) */
+        const pz_tensor *bt = &g->tensors[pn->src[PZ_MLA_BLOCK_TABLE]];
+        int32_t *dt = NULL;
+        CHECK(cudaMalloc((void **)&dt, sizeof(int32_t) * (size_t)pz_tensor_span(bt)) == cudaSuccess);
+        CHECK_OK(pz_kv_pages_fill_launch(d, x->ne[0], dt, bt->ne[0], bt->stride[0], pn->p.mla.max_ctx, x->ne[2],
+                                         pz_fill_name_key(co.seed, x->name), x->init_scale != 0.0f ? x->init_scale : 1.0f,
+                                         true, 0));
+        CHECK(cudaDeviceSynchronize() == cudaSuccess);
+        cudaFree(dt);
+      } else {
+        CHECK_OK(pz_fill_tensor_launch(x, r, tp, co.seed, d, 0));
+      }
       CHECK(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
       if (memcmp(h, pz_cpu_exec_data(ce, r, t), bytes) != 0) {
         if (bad++ < 5) fprintf(stderr, "fill of %s (rank %d of %d) differs from the CPU executor's\n", x->name, r, tp);
