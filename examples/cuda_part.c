@@ -43,6 +43,13 @@ static uint16_t bf16_of_int(int v) { /* small integers are exact in bf16 */
   memcpy(&u, &f, 4);
   return (uint16_t)(u >> 16);
 }
+/* bf16 bits of the f32 product p * w (exact for these small values; -1 * 0 is -0, bits 0x8000, as on the GPU). */
+static uint16_t bf16_of_prod(float p, int w) {
+  float f = p * (float)w;
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return (uint16_t)(u >> 16);
+}
 static int val(int i, int j, int salt) { return (int)((i * 7 + j * 13 + salt * 5) % 5) - 2; } /* -2..2 */
 
 int main(void) {
@@ -62,7 +69,7 @@ int main(void) {
   const int m = 8, k = 1024, n1 = 2112, n2 = 384, n3 = 512; /* k = the donor's hidden size H */
   const int64_t n_total = n1 + n2; /* 2112 is a multiple of 32: slice 2 starts there */
   /* The donor's inputs: partial[i][j] in {-1, +1}, RMSNorm weight w_j = val(0, j, 3) in -2..2; the
-     expected x_norm is the integer partial * w (bf16 of it: exact). */
+     expected x_norm is the f32 product partial * w, exact in bf16 (signed zeros included). */
   float *hP = malloc((size_t)m * k * 4);
   uint16_t *hNW = malloc((size_t)k * 2), *hW = malloc((size_t)(n1 + n2 + n3) * k * 2);
   int *hX = malloc((size_t)m * k * sizeof(int)); /* expected x_norm as integers */
@@ -147,7 +154,7 @@ int main(void) {
   CU(cudaMemcpy(res, dRes, (size_t)m * k * 4, cudaMemcpyDeviceToHost));
   int bad = 0, bad_ar = 0;
   for (size_t i = 0; i < (size_t)m * k; i++)
-    if ((xn[i] != bf16_of_int(hX[i]) || res[i] != hP[i]) && bad_ar++ < 5)
+    if ((xn[i] != bf16_of_prod(hP[i], val(0, (int)(i % k), 3)) || res[i] != hP[i]) && bad_ar++ < 5)
       printf("FAIL donor element %zu: x_norm bits 0x%04x (expected %d), residual %g (expected %g)\n", i, xn[i], hX[i],
              res[i], hP[i]);
   for (int i = 0; i < m; i++)
