@@ -253,7 +253,7 @@ int pz_cmd_bench_ar(int argc, char **argv) {
   struct cudaDeviceProp prop;
   PZ_BENCH_CUDA("bench ar", cudaGetDeviceProperties(&prop, 0), return 1);
   cJSON *root = cJSON_CreateObject();
-  cJSON_AddStringToObject(root, "command", cmd);
+  pz_bench_json_add_command_date(root, cmd);
   cJSON_AddStringToObject(root, "device", prop.name);
   cJSON_AddNumberToObject(root, "tp", b.tp);
   cJSON_AddNumberToObject(root, "iters_per_graph", b.iters);

@@ -234,7 +234,7 @@ int pz_bench_ar_procs(int argc, char **argv) {
   pz_bench_command_line(cmd, sizeof cmd, "prezero bench ar", argc - 1, argv + 1);
   cJSON *root = cJSON_CreateObject();
   cJSON_AddStringToObject(root, "bench", "ar_procs");
-  cJSON_AddStringToObject(root, "command", cmd);
+  pz_bench_json_add_command_date(root, cmd);
   cJSON_AddStringToObject(root, "device", sh->name);
   cJSON_AddNumberToObject(root, "tp", world);
   cJSON_AddStringToObject(root, "placement", placement);
