@@ -362,7 +362,9 @@ static void write_markdown(FILE *f, const pz_cmp_result *r) {
   fprintf(f, "\nDecode kernel Δ per layer (ON - OFF, µs; negative = saved). CUPTI kernel + memset records of\n"
              "CUDA-graph replays, rank 0, median per graph node; each component averaged over the layers that\n"
              "have it; zeroing memsets/kernels count in their GEMM. n/f = not fired (the tuner's kernel is not\n"
-             "split-K, or the fill gate found the fill not free at this batch size).\n\n");
+             "split-K, or the fill gate found the fill not free at this batch size). The rows keep the MLA\n"
+             "layouts' names; in GQA layouts qkv_a is qkv_proj, gate is gate_up_proj (dense layers) or the\n"
+             "router (MoE layers), o_proj is the attention op's o_proj, and q_b does not exist.\n\n");
   fprintf(f, "| component |");
   for (int i = 0; i < r->n_points; i++) fprintf(f, " %d |", r->points[i].conc);
   fprintf(f, "\n|---|");
