@@ -368,6 +368,15 @@ static void test_moe(void) {
   /* num_experts 0: every layer dense. */
   CHECK_OK(PARSE(qwen3_moe, OV({"num_experts", "0"}), &c));
   for (int L = 0; L < 6; L++) CHECK(!pz_config_layer_is_moe(&c, L));
+  /* transformers >= 5's save_pretrained writes num_local_experts (Qwen3MoeConfig.attribute_map maps
+   * num_experts to it) and no num_experts: the same 16 experts; both given must agree. */
+  CHECK_OK(PARSE(qwen3_moe, OV({"num_experts", NULL}, {"num_local_experts", "16"}), &c));
+  CHECK(c.n_routed_experts == 16 && c.num_experts_per_tok == 4 && pz_config_layer_is_moe(&c, 1));
+  CHECK_OK(PARSE(qwen3_moe, OV({"num_local_experts", "16"}), &c));
+  CHECK(c.n_routed_experts == 16);
+  BAD2(qwen3_moe, OV({"num_local_experts", "12"}), "num_experts", "num_local_experts");
+  BAD(qwen3_moe, OV({"num_experts", NULL}, {"num_local_experts", "\"8\""}), "num_local_experts");
+  BAD(qwen3_moe, OV({"num_experts", NULL}, {"num_local_experts", "2"}), "num_experts_per_tok"); /* top-4 of 2 */
 
   CHECK_OK(PARSE(mixtral, NONE, &c));
   CHECK(!strcmp(c.model_type, "mixtral") && c.attn == PZ_ATTN_GQA && !c.qk_norm && !c.attention_bias);

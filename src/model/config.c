@@ -628,7 +628,18 @@ static pz_status parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) 
   c->scoring_func = PZ_SCORE_SOFTMAX;
   c->routed_scaling_factor = 1.f;
   if (fam == FAM_QWEN3_MOE) {
-    PZ_CHECK(get_int(r, "num_experts", true, false, 0, &c->n_routed_experts));
+    /* transformers >= 5 maps num_experts to num_local_experts (Qwen3MoeConfig.attribute_map) and
+     * save_pretrained writes only the latter; earlier releases and the published files write
+     * num_experts. Either is read; both must agree. */
+    const bool has_ne = cJSON_GetObjectItemCaseSensitive(r->root, "num_experts") != NULL;
+    const bool has_nle = cJSON_GetObjectItemCaseSensitive(r->root, "num_local_experts") != NULL;
+    int64_t nle = -1;
+    if (has_nle) PZ_CHECK(get_int(r, "num_local_experts", true, false, 0, &nle));
+    PZ_CHECK(get_int(r, "num_experts", !has_nle, false, 0, &c->n_routed_experts));
+    if (!has_ne) c->n_routed_experts = nle;
+    else if (has_nle && nle != c->n_routed_experts)
+      return pz_error(PZ_ERR_CONFIG, "config %s: fields \"num_experts\" (%lld) and \"num_local_experts\" (%lld) "
+                      "disagree; give one", r->src, (long long)c->n_routed_experts, (long long)nle);
     PZ_CHECK(get_int(r, "num_experts_per_tok", true, false, 1, &c->num_experts_per_tok));
     PZ_CHECK(get_int(r, "moe_intermediate_size", true, false, 1, &c->moe_intermediate_size));
     PZ_CHECK(get_bool(r, "norm_topk_prob", &c->norm_topk_prob));

@@ -109,7 +109,8 @@ typedef struct pz_model_config {
  * GQA families (attn PZ_ATTN_GQA; transformers' LlamaConfig, Qwen2Config, Qwen3Config,
  * Qwen3MoeConfig, MixtralConfig): model_type "llama", "qwen2", "qwen3", "qwen3_moe", "mixtral".
  * Required: hidden_size, num_hidden_layers, num_attention_heads, intermediate_size, vocab_size,
- * max_position_embeddings; qwen3_moe also num_experts (-> n_routed_experts), num_experts_per_tok,
+ * max_position_embeddings; qwen3_moe also num_experts (-> n_routed_experts; or num_local_experts,
+ * as transformers >= 5 writes it; both given must agree), num_experts_per_tok,
  * moe_intermediate_size; mixtral num_local_experts (-> n_routed_experts), num_experts_per_tok.
  * Optional, with the class defaults: num_key_value_heads (llama: num_attention_heads; qwen2 32,
  * qwen3 32, qwen3_moe 4, mixtral 8; null: num_attention_heads), head_dim (qwen3 128, others
