@@ -3,7 +3,7 @@
 # compute-sanitizer memcheck on the kernel tests, and the benchmarks, all written to $OUT.
 # Usage, from the repository root on a GPU machine (carry .deps for cJSON):
 #   OUT=/some/dir bash tools/device-check.sh [section ...]
-# Sections (default: build tests sanitizer gemm ar attn moe step compare determinism; also racecheck):
+# Sections (default: build tests sanitizer gemm ar attn moe step compare determinism; the others when named):
 #   build      configure + build into build-dev (always runs first; PZ_BUILD_TARGETS limits the targets)
 # PZ_CACHE=dir starts from that GEMM tuner cache instead of an empty private one.
 #   tests      ctest -L cuda (every CUDA test), plus the CPU suite when PZ_CPU_TESTS=1
@@ -15,6 +15,18 @@
 #   compare_gqa  `prezero compare` on GQA presets at TP 1 (PZ_GQA_CONFIGS, PZ_GQA_OSL), det_gqa the deterministic check
 #   consumer   ctest installed_consumer: install, build examples/ with find_package, run its CPU and CUDA parts
 #   racecheck  compute-sanitizer racecheck and synccheck on test_gemm (quick mode)
+#   sweep      compute-sanitizer memcheck, racecheck, synccheck and initcheck on every CUDA test (the tests
+#              labelled cuda: ctest -L cuda -N), quick mode (PZ_TEST_QUICK=1 PZ_TEST_SMALL=1), each run bounded
+#              by PZ_T_SWEEP s (default 120; PZ_T_SWEEP_<test> for one test, test_ar_mp 300: it waits out three
+#              deliberate peer timeouts); the tests' own deadlines are scaled by PZ_TEST_TIMEOUT_SCALE
+#              (tests/pz_test.h; PZ_SWEEP_TIMEOUT_SCALE, default 20). Each report is classified by
+#              tools/sanitizer-classify.sh against tools/sanitizer-known.txt (vendor kernels only): known-vendor
+#              hazards are counted, anything else fails the run. PZ_SWEEP_TESTS / PZ_SWEEP_TOOLS narrow the
+#              sweep, PZ_SWEEP_J runs that many at once (default 1), PZ_SWEEP_BUDGET (s, default none) starts no
+#              run after that much time (those are listed NOT RUN). Table per test x tool: $OUT/summary.txt
+#              and $OUT/sweep_summary.txt, logs work/sweep/<tool>_<test>.txt
+#   soak       `prezero soak` (default: kimi_k2, 2 layers, TP 1, 60 s; PZ_SOAK_ARGS adds options, PZ_T_SOAK
+#              bounds it, default 300 s: raise it with --seconds) into soak_h200.json / soak_h200.md
 #   fresh      `prezero compare` (Kimi-K2, TP 1) on an empty cache: built-in table, then PREZERO_GEMM_BUILTIN=0
 #   tune       `prezero tune` (PZ_TUNE_ARGS) into the private cache; later sections use that table
 #   compare    `prezero compare` at TP 1 and, with 2 GPUs, TP 2 (PZ_COMPARE_ARGS adds options)
@@ -42,6 +54,61 @@ run() { # run NAME TIMEOUT CMD... : logs rc and wall time, output in $W/NAME.txt
   local rc=$?
   log "$(printf '%-28s rc=%-3s %6d ms' "$name" "$rc" $(( ($(date +%s%N) - t0) / 1000000 )))"
   return $rc
+}
+
+# sweep: one compute-sanitizer run of test $1 under tool $2 into $W/sweep/$2_$1.txt, then its verdict
+# line into $W/sweep/$2_$1.verdict (PASS, SKIP (exit 77), TIMEOUT, FAIL: the test's exit code or an
+# unknown report; tools/sanitizer-classify.sh decides known-vendor vs unknown).
+sweep_one() {
+  local t=$1 tool=$2 f=$W/sweep/$2_$1 tv=PZ_T_SWEEP_$1 lim rc cls crc v t0
+  lim=${!tv:-}
+  [ -z "$lim" ] && { [ "$t" = test_ar_mp ] && lim=300 || lim=${PZ_T_SWEEP:-120}; }
+  t0=$(date +%s%N)
+  PZ_TEST_QUICK=1 PZ_TEST_SMALL=1 PZ_TEST_REPLAYS=${PZ_SWEEP_REPLAYS:-5} PZ_AR_MP_REPLAYS=${PZ_SWEEP_REPLAYS:-20} \
+    PZ_TEST_TIMEOUT_SCALE=${PZ_SWEEP_TIMEOUT_SCALE:-20} timeout -k 15 "$lim" \
+    $CS --tool "$tool" --report-api-errors no --print-limit 100000 "$B/tests/$t" > "$f.txt" 2>&1
+  rc=$?
+  cls=$(bash tools/sanitizer-classify.sh "$tool" "$f.txt" 2>&1); crc=$?
+  if [ $rc = 124 ] || [ $rc = 137 ]; then v=TIMEOUT
+  elif [ $crc = 2 ]; then v=FAIL cls="known-hazard list: $cls"
+  elif [ $crc != 0 ]; then v=FAIL
+  elif [ $rc = 77 ]; then v=SKIP
+  elif [ $rc != 0 ]; then v=FAIL
+  else v=PASS; fi
+  printf '%-28s %-10s %-8s rc=%-3s %6.1f s  %s\n' "$t" "$tool" "$v" "$rc" \
+    "$(( ($(date +%s%N) - t0) / 1000000 ))e-3" "$cls" > "$f.verdict"
+}
+sweep_section() {
+  CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  [ -x "$CS" ] || { log "sweep: compute-sanitizer not found (PATH, /usr/local/cuda/bin): FAIL"; return; }
+  mkdir -p "$W/sweep"
+  local tests=${PZ_SWEEP_TESTS:-$(ctest --test-dir $B -L cuda -N 2>/dev/null | sed -n 's/^ *Test *#[0-9]*: *\([^ ]*\).*/\1/p')}
+  local tools=${PZ_SWEEP_TOOLS:-memcheck racecheck synccheck initcheck} t tool n=0 t0=$(date +%s) order=()
+  for t in $tests; do
+    for tool in $tools; do
+      order+=("${tool}_$t")
+      if [ ! -x "$B/tests/$t" ]; then
+        printf '%-28s %-10s %-8s %s\n' "$t" "$tool" FAIL "no binary $B/tests/$t" > "$W/sweep/${tool}_$t.verdict"; continue
+      fi
+      if [ -n "${PZ_SWEEP_BUDGET:-}" ] && [ $(( $(date +%s) - t0 )) -ge "$PZ_SWEEP_BUDGET" ]; then
+        printf '%-28s %-10s %-8s %s\n' "$t" "$tool" "NOT RUN" "PZ_SWEEP_BUDGET=$PZ_SWEEP_BUDGET s spent" > "$W/sweep/${tool}_$t.verdict"; continue
+      fi
+      sweep_one "$t" "$tool" &
+      n=$((n + 1))
+      [ $n -ge "${PZ_SWEEP_J:-1}" ] && { wait -n; n=$((n - 1)); }
+    done
+  done
+  wait
+  local sum=$W/sweep_summary.txt
+  { echo "sweep: compute-sanitizer x CUDA test, quick mode, PZ_TEST_TIMEOUT_SCALE=${PZ_SWEEP_TIMEOUT_SCALE:-20}," \
+      "${PZ_T_SWEEP:-120} s per run; known vendor hazards: tools/sanitizer-known.txt"
+    printf '%-28s %-10s %-8s %s\n' test tool verdict "exit, time, reports (known_vendor: in tools/sanitizer-known.txt)"
+    for k in "${order[@]}"; do cat "$W/sweep/$k.verdict"; done
+    awk '{v = $3 == "NOT" ? "NOT RUN" : $3; c[v]++} END {printf "sweep: %d runs: %d PASS, %d SKIP, %d FAIL, %d TIMEOUT, %d NOT RUN\n", NR, c["PASS"], c["SKIP"], c["FAIL"], c["TIMEOUT"], c["NOT RUN"]}' \
+      $(for k in "${order[@]}"; do echo "$W/sweep/$k.verdict"; done)
+  } > "$sum"
+  cp "$sum" "$OUT/sweep_summary.txt"
+  tee -a "$S" < "$sum"
 }
 
 sections=${*:-"tests sanitizer gemm ar attn moe step compare determinism"}
@@ -130,6 +197,11 @@ for s in $sections; do
           --osl ${PZ_DET_OSL:-16} --rounds 1 --conc 4,32 --out $W/compare_det_${c}
         grep -h "^Verdict" $W/det_${c}.txt | cut -c1-160 | tee -a "$S"
       done ;;
+    sweep)  # every compute-sanitizer tool on every CUDA test; reports classified against tools/sanitizer-known.txt
+      sweep_section ;;
+    soak)  # prezero soak: mixed batch sizes, ON/OFF interleaved, deterministic; bit-identity, memory, no hang
+      run soak ${PZ_T_SOAK:-300} $P soak ${PZ_SOAK_ARGS:-} --json $W/soak_h200.json --md $W/soak_h200.md
+      grep -h "replays/s\|^- \|^Verdict" $W/soak_h200.md 2>/dev/null | cut -c1-220 | tee -a "$S" ;;
     build) ;;
     *) log "unknown section $s" ;;
   esac

@@ -1,4 +1,4 @@
-/* prezero CLI: dispatches to run | graph | plan | compare | tune | bench <gemm|ar|attn|moe|step>. */
+/* prezero CLI: dispatches to run | graph | plan | compare | soak | tune | bench <gemm|ar|attn|moe|step>. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +15,7 @@ static void usage(FILE *f) {
           "  graph    print the rank-0 decode graph (text, or --dot FILE)\n"
           "  plan     the per-batch prezero plan: what each donor fills and which consumers fire\n"
           "  compare  prezero ON vs OFF end to end (GPU)\n"
+          "  soak     many replays of the decode step, ON/OFF and batch sizes mixed: bit-identity, memory, hangs (GPU)\n"
           "  bench    kernel benchmarks: bench gemm | ar | attn | moe | step (GPU)\n"
           "  tune     tune the split-K GEMMs for this GPU and save the table (GPU)\n"
           "run 'prezero <command> --help' for its options; 'prezero --version' for the version\n"
@@ -98,6 +99,7 @@ static int dispatch(int argc, char **argv) {
   if (!strcmp(c, "graph")) return pz_cmd_graph(argc - 1, argv + 1);
   if (!strcmp(c, "plan")) return pz_cmd_plan(argc - 1, argv + 1);
   if (!strcmp(c, "compare")) return pz_cmd_compare(argc - 1, argv + 1);
+  if (!strcmp(c, "soak")) return pz_cmd_soak(argc - 1, argv + 1);
   if (!strcmp(c, "tune")) return pz_cmd_tune(argc - 1, argv + 1);
   if (!strcmp(c, "bench")) {
     if (argc < 3 || !strcmp(argv[2], "--help")) {

@@ -2,7 +2,8 @@
  * (pz_ref_ar_rmsnorm), bit-identity on integer inputs and across ranks, fill ranges with guard
  * bands, 10,000 mixed-batch CUDA-graph replays, a peer that never arrives (timeout), NCCL path.
  * TP=1 on one GPU; TP=2 when two GPUs are visible. PZ_TEST_QUICK=1: fewer replays, no TP=2
- * (for compute-sanitizer). Exits 77 without a GPU. */
+ * (for compute-sanitizer). Peer timeouts are multiplied by PZ_TEST_TIMEOUT_SCALE (pz_test.h).
+ * Exits 77 without a GPU. */
 extern "C" {
 #include "core/status.h" /* C header without C++ guards */
 }
@@ -190,7 +191,7 @@ static pz_bf16 *make_weight(int64_t H) {
 
 static void test_tp1(const pz_device_desc *dd, int quick) {
   pz_comm_config cc = PZ_COMM_CONFIG_INIT;
-  cc.tp = 1; cc.devices[0] = 0; cc.max_m = 128; cc.max_H = 7168; cc.timeout_us = 2000000;
+  cc.tp = 1; cc.devices[0] = 0; cc.max_m = 128; cc.max_H = 7168; cc.timeout_us = pz_test_timeout(2000000);
   pz_comm *c = NULL;
   CHECK_OK(pz_comm_create(&cc, &c));
   if (!c) return;
@@ -386,7 +387,7 @@ static void test_replays(pz_comm *c, const pz_device_desc *dd, int n_replays, co
 
 static void test_tp2(const pz_device_desc *dd) {
   pz_comm_config cc = PZ_COMM_CONFIG_INIT;
-  cc.tp = 2; cc.devices[0] = 0; cc.devices[1] = 1; cc.max_m = 128; cc.max_H = 7168; cc.timeout_us = 2000000;
+  cc.tp = 2; cc.devices[0] = 0; cc.devices[1] = 1; cc.max_m = 128; cc.max_H = 7168; cc.timeout_us = pz_test_timeout(2000000);
   pz_comm *c = NULL;
   pz_status s = pz_comm_create(&cc, &c);
   if (s == PZ_ERR_NO_P2P) { printf("TP=2 skipped: %s\n", pz_last_error()); return; }
@@ -499,7 +500,7 @@ static void test_tp2(const pz_device_desc *dd) {
    * reset makes the communicator usable again. */
   {
     pz_comm_config cc2 = cc;
-    cc2.timeout_us = 20000;
+    cc2.timeout_us = pz_test_timeout(20000);
     pz_comm *c2 = NULL;
     CHECK_OK(pz_comm_create(&cc2, &c2));
     Rank r;
@@ -526,7 +527,7 @@ static void test_tp2(const pz_device_desc *dd) {
 static void test_timeout_one_gpu(const pz_device_desc *dd) {
   pz_comm_config cc = PZ_COMM_CONFIG_INIT;
   cc.tp = 2; cc.devices[0] = 0; cc.devices[1] = 0; cc.allow_shared_device = true;
-  cc.max_m = 16; cc.max_H = 2048; cc.timeout_us = 20000;
+  cc.max_m = 16; cc.max_H = 2048; cc.timeout_us = pz_test_timeout(20000);
   pz_comm *c = NULL;
   CHECK_OK(pz_comm_create(&cc, &c));
   if (!c) return;
@@ -568,7 +569,7 @@ int main(void) {
   test_timeout_one_gpu(&dd);
   {
     pz_comm_config cc = PZ_COMM_CONFIG_INIT;
-    cc.tp = 1; cc.devices[0] = 0; cc.timeout_us = 2000000;
+    cc.tp = 1; cc.devices[0] = 0; cc.timeout_us = pz_test_timeout(2000000);
     pz_comm *c = NULL;
     CHECK_OK(pz_comm_create(&cc, &c));
     if (c) { test_replays(c, &dd, quick ? 200 : 10000, "tp1"); pz_comm_destroy(c); }

@@ -7,7 +7,8 @@
  * CUDA-graph replays (PZ_AR_MP_REPLAYS, default 300), each checked bit for bit, and three
  * failure cases on GPU 0: a rank that exits before the rendezvous, a rank that stops launching,
  * a rank that exits mid-run: the survivor must get PZ_ERR_TIMEOUT within a few seconds.
- * Two processes on GPU 0 always; on GPUs 0 and 1 too when two are visible. Exits 77 without a GPU. */
+ * Two processes on GPU 0 always; on GPUs 0 and 1 too when two are visible. Every timeout, wait and
+ * elapsed-time bound is multiplied by PZ_TEST_TIMEOUT_SCALE (pz_test.h). Exits 77 without a GPU. */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
 #include <cuda_runtime.h>
@@ -185,7 +186,7 @@ static int replays_wanted(void) {
 /* The correctness child: eager cases, then mixed-size graph replays. Returns the exit code. */
 static int child_run(int rank, int device, pz_ar_unique_id id) {
   pz_ar_comm_config cfg = PZ_AR_COMM_CONFIG_INIT;
-  cfg.world = WORLD; cfg.rank = rank; cfg.device = device; cfg.max_m = 128; cfg.max_H = 7168; cfg.timeout_ms = 10000;
+  cfg.world = WORLD; cfg.rank = rank; cfg.device = device; cfg.max_m = 128; cfg.max_H = 7168; cfg.timeout_ms = (int)pz_test_timeout(10000);
   pz_ar_comm *comm = NULL;
   CHECK_OK(pz_ar_comm_init_rank_config(&comm, &cfg, id));
   if (!comm) return 1;
@@ -272,7 +273,7 @@ enum { FAIL_BEFORE = 0, FAIL_STALL = 1, FAIL_EXIT = 2 };
 
 /* Failure cases: rank 1 misbehaves, rank 0 must see PZ_ERR_TIMEOUT within a few seconds. */
 static int child_fail(int kind, int rank, int device, pz_ar_unique_id id) {
-  const int tmo = 1500;
+  const int tmo = (int)pz_test_timeout(1500);
   if (kind == FAIL_BEFORE && rank == 1) _exit(0); /* never joins */
   pz_ar_comm *comm = NULL;
   double t0 = now_s();
@@ -281,7 +282,7 @@ static int child_fail(int kind, int rank, int device, pz_ar_unique_id id) {
     double dt = now_s() - t0;
     CHECK_ST(st, PZ_ERR_TIMEOUT);
     CHECK(comm == NULL);
-    CHECK(dt < 5.0);
+    CHECK(dt < 5.0 * pz_test_timeout_scale());
     printf("[rank 0] peer never joined: %s after %.2f s (%s)\n", pz_status_string(st), dt, pz_last_error());
     return pz_test_failures ? 1 : 0;
   }
@@ -303,7 +304,7 @@ static int child_fail(int kind, int rank, int device, pz_ar_unique_id id) {
       _exit(pz_test_failures ? 1 : 0); /* mid-run: rank 0 has more launches queued */
     }
     g_shm->stopped = 1; /* alive, but launches nothing more */
-    for (int i = 0; i < 30000 && !g_shm->survivor_done; i++) msleep(1);
+    for (int i = 0; i < pz_test_timeout(30000) && !g_shm->survivor_done; i++) msleep(1);
     opset_free(&o);
     pz_ar_comm_destroy(comm);
     return pz_test_failures ? 1 : 0;
@@ -311,12 +312,12 @@ static int child_fail(int kind, int rank, int device, pz_ar_unique_id id) {
   /* Rank 0: three more launches than rank 1 makes, queued at once. */
   for (int i = 0; i < 3; i++) CHECK_OK(pz_ar_rmsnorm(comm, &p, s));
   if (kind == FAIL_STALL)
-    for (int i = 0; i < 20000 && !g_shm->stopped; i++) msleep(1);
+    for (int i = 0; i < pz_test_timeout(20000) && !g_shm->stopped; i++) msleep(1);
   t0 = now_s();
   st = pz_ar_comm_check(comm, s);
   double dt = now_s() - t0;
   CHECK_ST(st, PZ_ERR_TIMEOUT);
-  CHECK(dt < 8.0);
+  CHECK(dt < 8.0 * pz_test_timeout_scale());
   printf("[rank 0] peer %s: %s after %.2f s (%s)\n", kind == FAIL_EXIT ? "exited mid-run" : "stopped launching",
          pz_status_string(st), dt, pz_last_error());
   /* Once flagged, later launches end at once. */
@@ -324,7 +325,7 @@ static int child_fail(int kind, int rank, int device, pz_ar_unique_id id) {
   t0 = now_s();
   CHECK_ST(pz_ar_comm_check(comm, s), PZ_ERR_TIMEOUT);
   dt = now_s() - t0;
-  CHECK(dt < 1.0);
+  CHECK(dt < 1.0 * pz_test_timeout_scale());
   g_shm->survivor_done = 1;
   opset_free(&o);
   CU(cudaStreamDestroy(s));
@@ -439,16 +440,16 @@ int main(void) {
   int failed = 0;
   const int same[WORLD] = {0, 0}, two[WORLD] = {0, 1};
   if (shared_ok) {
-    failed += run_group(-1, same, 120, "2 processes on GPU 0: eager cases + graph replays");
-    failed += run_group(FAIL_BEFORE, same, 30, "2 processes on GPU 0: rank 1 exits before the rendezvous");
-    failed += run_group(FAIL_STALL, same, 30, "2 processes on GPU 0: rank 1 stops launching");
-    failed += run_group(FAIL_EXIT, same, 30, "2 processes on GPU 0: rank 1 exits mid-run");
+    failed += run_group(-1, same, 120 * pz_test_timeout_scale(), "2 processes on GPU 0: eager cases + graph replays");
+    failed += run_group(FAIL_BEFORE, same, 30 * pz_test_timeout_scale(), "2 processes on GPU 0: rank 1 exits before the rendezvous");
+    failed += run_group(FAIL_STALL, same, 30 * pz_test_timeout_scale(), "2 processes on GPU 0: rank 1 stops launching");
+    failed += run_group(FAIL_EXIT, same, 30 * pz_test_timeout_scale(), "2 processes on GPU 0: rank 1 exits mid-run");
   } else {
     printf("GPU 0 is in an exclusive compute mode: the one-GPU cases are skipped\n");
   }
   if (ndev >= 2) {
-    failed += run_group(-1, two, 120, "2 processes on GPUs 0/1: eager cases + graph replays");
-    failed += run_group(FAIL_EXIT, two, 30, "2 processes on GPUs 0/1: rank 1 exits mid-run");
+    failed += run_group(-1, two, 120 * pz_test_timeout_scale(), "2 processes on GPUs 0/1: eager cases + graph replays");
+    failed += run_group(FAIL_EXIT, two, 30 * pz_test_timeout_scale(), "2 processes on GPUs 0/1: rank 1 exits mid-run");
   } else {
     printf("one GPU visible: the two-GPU cases are skipped\n");
   }
