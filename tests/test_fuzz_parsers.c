@@ -667,7 +667,7 @@ static void tuner_case(const char *text, size_t len) {
     for (int f = 1; f < PZ_GEMM_FLAVOUR_COUNT; f++) {
       const pz_gemm_config *c = &e->cfg[f];
       if (c->splits == 0) continue;
-      ok = ok && c->flavour == f && c->splits >= 1 && c->splits <= 4096 && c->wt >= 1 && c->wt <= 8 && c->warps >= 1 &&
+      ok = ok && (int)c->flavour == f && c->splits >= 1 && c->splits <= 4096 && c->wt >= 1 && c->wt <= 8 && c->warps >= 1 &&
            c->warps <= 32 && c->wn >= 0 && c->wn <= 4 && e->us[f] >= 0 && e->us[f] < 1e12;
     }
     ok = ok && (e->best_nozero == PZ_GEMM_AUTO || (e->best_nozero < PZ_GEMM_FLAVOUR_COUNT && e->cfg[e->best_nozero].splits > 0));
