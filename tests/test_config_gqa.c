@@ -1,4 +1,4 @@
-/* config.json reader for the GQA layouts (llama, qwen2, qwen3, qwen3_moe, mixtral): the embedded
+/* config.json reader for the GQA layouts (llama, mistral, qwen2, qwen3, qwen3_moe, mixtral): the embedded
  * presets against the published Hugging Face values (a table written here, independent of
  * configs/ JSON files) and the published parameter counts of the model cards; field mapping and the
  * config classes' defaults on inline JSON; every refusal (PZ_ERR_CONFIG, the message names the
@@ -394,6 +394,49 @@ static void test_moe(void) {
   CHECK_OK(PARSE(mixtral, OV({"sliding_window", "32768"}), &c));
 }
 
+/* mistralai/Mistral-7B-Instruct-v0.3's config.json (sliding_window null). */
+static const kv mistral[] = {
+    {"architectures", "[\"MistralForCausalLM\"]"}, {"model_type", "\"mistral\""}, {"hidden_size", "4096"},
+    {"num_hidden_layers", "32"}, {"num_attention_heads", "32"}, {"num_key_value_heads", "8"},
+    {"intermediate_size", "14336"}, {"vocab_size", "32768"}, {"max_position_embeddings", "32768"},
+    {"rms_norm_eps", "1e-05"}, {"rope_theta", "1000000.0"}, {"sliding_window", "null"}, {"hidden_act", "\"silu\""},
+    {"tie_word_embeddings", "false"}, {"torch_dtype", "\"bfloat16\""}, {"transformers_version", "\"4.42.0.dev0\""},
+};
+
+/* MistralForCausalLM runs as Llama's layout (MistralAttention: q/k/v/o without biases, the Llama
+ * MLP) when its window masks nothing. */
+static void test_mistral(void) {
+  pz_model_config c;
+  CHECK_OK(PARSE(mistral, NONE, &c));
+  CHECK(!strcmp(c.model_type, "mistral") && c.attn == PZ_ATTN_GQA);
+  CHECK(c.hidden_size == 4096 && c.num_hidden_layers == 32 && c.num_attention_heads == 32 && c.num_key_value_heads == 8);
+  CHECK(c.head_dim == 128 && c.intermediate_size == 14336 && c.vocab_size == 32768 && c.max_position_embeddings == 32768);
+  CHECK(c.rms_norm_eps == 1e-5f && c.rope.theta == 1e6f && c.rope.type == PZ_ROPE_DEFAULT && c.rope.factor == 1.f);
+  CHECK(!c.attention_bias && !c.qk_norm && !c.tie_word_embeddings && c.n_routed_experts == 0);
+  for (int L = 0; L < 32; L++) CHECK(!pz_config_layer_is_moe(&c, L));
+  /* MistralConfig defaults: num_key_value_heads 8, rms_norm_eps 1e-6, rope_theta 10000, head_dim
+   * hidden / heads; attention_bias and mlp_bias are not fields of MistralConfig (never biases). */
+  CHECK_OK(PARSE(mistral, OV({"num_key_value_heads", NULL}, {"rms_norm_eps", NULL}, {"rope_theta", NULL},
+                             {"attention_bias", "true"}, {"mlp_bias", "true"}), &c));
+  CHECK(c.num_key_value_heads == 8 && c.rms_norm_eps == 1e-6f && c.rope.theta == 10000.f && !c.attention_bias);
+  CHECK_OK(PARSE(mistral, OV({"num_key_value_heads", "null"}), &c));
+  CHECK(c.num_key_value_heads == 32);
+  /* Mistral-Nemo: head_dim 128 with hidden 5120 / 32 heads. */
+  CHECK_OK(PARSE(mistral, OV({"hidden_size", "5120"}, {"head_dim", "128"}, {"vocab_size", "131072"}), &c));
+  CHECK(c.head_dim == 128 && c.hidden_size == 5120);
+  /* A window covering max_position_embeddings masks nothing. */
+  CHECK_OK(PARSE(mistral, OV({"sliding_window", "32768"}), &c));
+  CHECK_OK(PARSE(mistral, OV({"sliding_window", "131072"}), &c));
+  /* Absent sliding_window is MistralConfig's 4096: full attention only up to 4096 positions. */
+  CHECK_OK(PARSE(mistral, OV({"sliding_window", NULL}, {"max_position_embeddings", "4096"}), &c));
+  BAD2(mistral, OV({"sliding_window", NULL}), "sliding_window", "default");
+  /* Mistral-7B-v0.1: a 4096 window under 32768 positions. */
+  BAD2(mistral, OV({"sliding_window", "4096"}), "sliding_window", "32768");
+  BAD(mistral, OV({"hidden_act", "\"gelu\""}), "hidden_act");
+  BAD(mistral, OV({"num_key_value_heads", "5"}), "num_key_value_heads");
+  BAD(mistral, OV({"rope_scaling", "{\"type\": \"yarn\", \"factor\": 4.0}"}), "rope_scaling");
+}
+
 static void test_refusals(void) {
   /* Shapes. */
   BAD(llama, OV({"num_key_value_heads", "5"}), "num_key_value_heads");
@@ -614,6 +657,7 @@ int main(void) {
   test_llama();
   test_qwen();
   test_moe();
+  test_mistral();
   test_refusals();
   test_llama3_rope();
   test_deepseek();

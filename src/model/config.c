@@ -435,8 +435,10 @@ static pz_status parse_mla(const reader *r, pz_model_config *c) {
 /* ------------------------------------------------------------------ GQA layouts */
 
 /* The GQA families and the defaults of their Hugging Face config classes (LlamaConfig, Qwen2Config,
- * Qwen3Config, Qwen3MoeConfig, MixtralConfig) for the optional fields prezero reads. */
-typedef enum { FAM_LLAMA, FAM_QWEN2, FAM_QWEN3, FAM_QWEN3_MOE, FAM_MIXTRAL, FAM_COUNT } gqa_family;
+ * Qwen3Config, Qwen3MoeConfig, MixtralConfig, MistralConfig) for the optional fields prezero reads.
+ * Mistral (MistralForCausalLM) is Llama's layout and names without biases; it runs only when its
+ * sliding window covers max_position_embeddings (then the window masks nothing). */
+typedef enum { FAM_LLAMA, FAM_QWEN2, FAM_QWEN3, FAM_QWEN3_MOE, FAM_MIXTRAL, FAM_MISTRAL, FAM_COUNT } gqa_family;
 static const struct {
   const char *model_type;
   int64_t kv_heads;       /* num_key_value_heads when absent (0: num_attention_heads) */
@@ -444,12 +446,14 @@ static const struct {
   float rope_theta, rms_norm_eps;
   bool qk_norm;           /* q_norm / k_norm per head (Qwen3) */
   bool sliding_flag;      /* use_sliding_window gates sliding_window (Qwen); else sliding_window alone */
+  int64_t sliding_window; /* sliding_window when absent (0: none; MistralConfig: 4096) */
 } gqa_fam[FAM_COUNT] = {
-    [FAM_LLAMA] = {"llama", 0, 0, 10000.f, 1e-6f, false, false},
-    [FAM_QWEN2] = {"qwen2", 32, 0, 10000.f, 1e-6f, false, true},
-    [FAM_QWEN3] = {"qwen3", 32, 128, 10000.f, 1e-6f, true, true},
-    [FAM_QWEN3_MOE] = {"qwen3_moe", 4, 0, 10000.f, 1e-6f, true, true},
-    [FAM_MIXTRAL] = {"mixtral", 8, 0, 1000000.f, 1e-5f, false, false},
+    [FAM_LLAMA] = {"llama", 0, 0, 10000.f, 1e-6f, false, false, 0},
+    [FAM_QWEN2] = {"qwen2", 32, 0, 10000.f, 1e-6f, false, true, 0},
+    [FAM_QWEN3] = {"qwen3", 32, 128, 10000.f, 1e-6f, true, true, 0},
+    [FAM_QWEN3_MOE] = {"qwen3_moe", 4, 0, 10000.f, 1e-6f, true, true, 0},
+    [FAM_MIXTRAL] = {"mixtral", 8, 0, 1000000.f, 1e-5f, false, false, 0},
+    [FAM_MISTRAL] = {"mistral", 8, 0, 10000.f, 1e-6f, false, false, 4096},
 };
 
 static int gqa_family_of(const char *model_type) {
@@ -541,7 +545,7 @@ static pz_status parse_mlp_only(const reader *r, pz_model_config *c) {
 
 /* Sliding-window attention is refused: prezero's attention is full causal attention. */
 static pz_status check_full_attention(const reader *r, gqa_family fam, const pz_model_config *c) {
-  int64_t sw = 0;
+  int64_t sw = gqa_fam[fam].sliding_window;
   PZ_CHECK(get_int(r, "sliding_window", false, true, 0, &sw));
   if (gqa_fam[fam].sliding_flag) {
     bool use = false;
@@ -550,9 +554,10 @@ static pz_status check_full_attention(const reader *r, gqa_family fam, const pz_
       return pz_error(PZ_ERR_CONFIG, "config %s: field \"use_sliding_window\" is true; prezero runs full attention "
                       "only (set it false)", r->src);
   } else if (sw > 0 && sw < c->max_position_embeddings) {
-    return pz_error(PZ_ERR_CONFIG, "config %s: field \"sliding_window\" is %lld, below max_position_embeddings "
-                    "(%lld); prezero runs full attention only", r->src, (long long)sw,
-                    (long long)c->max_position_embeddings);
+    const bool given = cJSON_GetObjectItemCaseSensitive(r->root, "sliding_window") != NULL;
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"sliding_window\" is %lld%s, below max_position_embeddings "
+                    "(%lld); prezero runs full attention only (null or a window >= max_position_embeddings)", r->src,
+                    (long long)sw, given ? "" : " (its default when absent)", (long long)c->max_position_embeddings);
   }
   const cJSON *lt = cJSON_GetObjectItemCaseSensitive(r->root, "layer_types");
   if (lt && !cJSON_IsNull(lt)) {
@@ -606,8 +611,9 @@ static pz_status parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) 
   PZ_CHECK(get_enum(r, "hidden_act", acts, 1, &act));
   c->tie_word_embeddings = false;
   PZ_CHECK(get_bool(r, "tie_word_embeddings", &c->tie_word_embeddings));
-  /* q/k/v biases: Qwen2Attention always has them, MixtralAttention never; Llama and Qwen3 read
-   * attention_bias (default false). o_proj has none in all five. */
+  /* q/k/v biases: Qwen2Attention always has them, MixtralAttention and MistralAttention never;
+   * Llama and Qwen3 read attention_bias (default false). o_proj has none in all six, and only
+   * LlamaMLP reads mlp_bias. */
   c->attention_bias = fam == FAM_QWEN2;
   if (fam == FAM_LLAMA || fam == FAM_QWEN3 || fam == FAM_QWEN3_MOE)
     PZ_CHECK(get_bool(r, "attention_bias", &c->attention_bias));
@@ -684,7 +690,7 @@ static pz_status parse_root(const reader *r, const cJSON *outer, pz_model_config
     mla |= cJSON_GetObjectItemCaseSensitive(r->root, mla_fields[i]) != NULL;
   if (!mla)
     return pz_error(PZ_ERR_CONFIG, "config %s: model_type \"%.40s\" is not supported; prezero runs the DeepSeek-V2 "
-                    "family (deepseek_v2, deepseek_v3, kimi_k2: MLA) and llama, qwen2, qwen3, qwen3_moe, mixtral (GQA)",
+                    "family (deepseek_v2, deepseek_v3, kimi_k2: MLA) and llama, mistral, qwen2, qwen3, qwen3_moe, mixtral (GQA)",
                     r->src, mt);
   return parse_mla(r, c);
 }

@@ -35,7 +35,7 @@ typedef struct pz_quant_config {
 /* The attention family of a layout. */
 typedef enum pz_attn_kind {
   PZ_ATTN_MLA = 0,   /* deepseek_v2, deepseek_v3 (Kimi-K2): multi-head latent attention */
-  PZ_ATTN_GQA = 1    /* llama, qwen2, qwen3, qwen3_moe, mixtral: grouped-query attention */
+  PZ_ATTN_GQA = 1    /* llama, mistral, qwen2, qwen3, qwen3_moe, mixtral: grouped-query attention */
 } pz_attn_kind;
 
 #define PZ_CONFIG_MAX_MLP_ONLY 64  /* entries of qwen3_moe's mlp_only_layers */
@@ -107,17 +107,19 @@ typedef struct pz_model_config {
  * mscale_all_dim 0; rope.type PZ_ROPE_YARN, else PZ_ROPE_DEFAULT). decoder_sparse_step 0.
  *
  * GQA families (attn PZ_ATTN_GQA; transformers' LlamaConfig, Qwen2Config, Qwen3Config,
- * Qwen3MoeConfig, MixtralConfig): model_type "llama", "qwen2", "qwen3", "qwen3_moe", "mixtral".
+ * Qwen3MoeConfig, MixtralConfig, MistralConfig): model_type "llama", "qwen2", "qwen3", "qwen3_moe",
+ * "mixtral", and "mistral" (Llama's layout without biases: num_key_value_heads 8, sliding_window
+ * 4096 when absent, so it must be given null or >= max_position_embeddings).
  * Required: hidden_size, num_hidden_layers, num_attention_heads, intermediate_size, vocab_size,
  * max_position_embeddings; qwen3_moe also num_experts (-> n_routed_experts; or num_local_experts,
  * as transformers >= 5 writes it; both given must agree), num_experts_per_tok,
  * moe_intermediate_size; mixtral num_local_experts (-> n_routed_experts), num_experts_per_tok.
  * Optional, with the class defaults: num_key_value_heads (llama: num_attention_heads; qwen2 32,
- * qwen3 32, qwen3_moe 4, mixtral 8; null: num_attention_heads), head_dim (qwen3 128, others
+ * qwen3 32, qwen3_moe 4, mixtral and mistral 8; null: num_attention_heads), head_dim (qwen3 128, others
  * hidden_size / num_attention_heads, which must then divide evenly; null: the quotient),
  * rms_norm_eps (1e-6; mixtral 1e-5), rope_theta (10000; mixtral 1e6), tie_word_embeddings
  * (false), hidden_act ("silu", the only one accepted), attention_bias (llama, qwen3, qwen3_moe:
- * false; qwen2 always true; mixtral always false), mlp_bias (llama: must be false);
+ * false; qwen2 always true; mixtral and mistral always false), mlp_bias (llama: must be false);
  * qwen3_moe: norm_topk_prob (false), decoder_sparse_step (1, >= 1), mlp_only_layers ([]; at most
  * PZ_CONFIG_MAX_MLP_ONLY indices in 0..num_hidden_layers-1). qk_norm is true for qwen3 and
  * qwen3_moe. qwen3_moe routes by PZ_SCORE_SOFTMAX, mixtral by PZ_SCORE_TOPK_SOFTMAX with
@@ -129,8 +131,8 @@ typedef struct pz_model_config {
  * required (rope.type PZ_ROPE_LLAMA3); any other type is refused. transformers' newer
  * "rope_parameters" object (rope_theta inside it) is read the same way.
  * Sliding-window attention is refused: use_sliding_window true (qwen2, qwen3, qwen3_moe), a
- * sliding_window below max_position_embeddings (llama, mixtral), a layer_types entry other than
- * "full_attention".
+ * sliding_window below max_position_embeddings (llama, mixtral, mistral), a layer_types entry
+ * other than "full_attention".
  *
  * quantization_config (inside text_config, or at the top level): quant_method "compressed-tensors"
  * with format "pack-quantized" and one config group whose weights are type "int", num_bits 4,

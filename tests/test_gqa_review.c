@@ -1,0 +1,295 @@
+/* Config.json forms of the GQA families beyond the published files the presets copy:
+ *  - model_type "mistral" (MistralForCausalLM: Llama's layout and tensor names, no biases) with
+ *    sliding_window null builds, at TP 1/2/4/8 and with the prezero pass off and on, the graph a
+ *    "llama" config of the same numbers builds: every tensor (name, dtype, kind, shape, strides,
+ *    view, sharding, parts, init) and node (op, name, layer, role, sources, outputs, params) equal;
+ *  - the llama golden checkpoint (tests/data/golden/llama, Hugging Face's tokens) under a Mistral
+ *    config.json decodes bit for bit as under its own, and gives HF's greedy tokens;
+ *  - the qwen3_moe golden checkpoint under the config.json transformers >= 5 writes for it
+ *    (num_local_experts in place of num_experts, rope_parameters in place of rope_theta, "dtype"
+ *    in place of "torch_dtype") decodes bit for bit as under the published form. */
+#include <libgen.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cjson/cJSON.h>
+#include "model/builder.h"
+#include "model/checkpoint.h"
+#include "model/config.h"
+#include "passes/prezero.h"
+#include "prezero.h"
+#include "pz_test.h"
+#include "golden_common.h"
+
+static char tmpdir[] = "/tmp/pz_test_gqa_review_XXXXXX";
+static char root[600];
+
+/* ------------------------------------------------------------------ mistral graph = llama graph */
+
+static int same_tensor(const pz_tensor *a, const pz_tensor *b) {
+  if (strcmp(a->name, b->name) || a->dtype != b->dtype || a->kind != b->kind || a->ndim != b->ndim ||
+      a->view_of != b->view_of || a->view_offset != b->view_offset || a->batched != b->batched ||
+      a->shard_dim != b->shard_dim || a->n_parts != b->n_parts || a->init_scale != b->init_scale ||
+      a->init_offset != b->init_offset)
+    return 0;
+  for (int d = 0; d < a->ndim; d++)
+    if (a->ne[d] != b->ne[d] || a->stride[d] != b->stride[d] || a->full_ne[d] != b->full_ne[d]) return 0;
+  for (int p = 0; p < a->n_parts && p < PZ_MAX_PARTS; p++)
+    if (a->part_ne[p] != b->part_ne[p] || a->part_full[p] != b->part_full[p]) return 0;
+  return 1;
+}
+
+static int same_node(const pz_node *a, const pz_node *b) {
+  if (a->op != b->op || strcmp(a->name, b->name) || a->layer != b->layer || a->role != b->role ||
+      a->n_src != b->n_src || a->n_dst != b->n_dst)
+    return 0;
+  for (int i = 0; i < a->n_src; i++)
+    if (a->src[i] != b->src[i]) return 0;
+  for (int i = 0; i < a->n_dst; i++)
+    if (a->dst[i] != b->dst[i]) return 0;
+  return !memcmp(&a->p, &b->p, sizeof a->p);
+}
+
+/* Number of differences between the graphs (0: equal but for the model name); each is named on
+ * log (NULL: silent). */
+static int graph_diff(const pz_graph *a, const pz_graph *b, const char *what, FILE *log) {
+  int bad = 0;
+  if (a->info.tp != b->info.tp || a->info.m != b->info.m || a->info.n_layers != b->info.n_layers ||
+      a->info.hidden != b->info.hidden || a->info.vocab_size != b->info.vocab_size || a->info.rms_eps != b->info.rms_eps ||
+      a->in_tokens != b->in_tokens || a->in_pos != b->in_pos || a->out_tokens != b->out_tokens ||
+      a->out_logits != b->out_logits) {
+    if (log) fprintf(log, "%s: graph info differs\n", what);
+    bad++;
+  }
+  if (a->n_tensors != b->n_tensors || a->n_nodes != b->n_nodes) {
+    if (log) fprintf(log, "%s: %d tensors / %d nodes vs %d / %d\n", what, a->n_tensors, a->n_nodes, b->n_tensors, b->n_nodes);
+    return bad + 1;
+  }
+  for (int i = 0; i < a->n_tensors; i++)
+    if (!same_tensor(&a->tensors[i], &b->tensors[i])) {
+      if (log) fprintf(log, "%s: tensor %d (%s vs %s) differs\n", what, i, a->tensors[i].name, b->tensors[i].name);
+      bad++;
+    }
+  for (int i = 0; i < a->n_nodes; i++)
+    if (!same_node(&a->nodes[i], &b->nodes[i])) {
+      if (log) fprintf(log, "%s: node %d (%s vs %s) differs\n", what, i, a->nodes[i].name, b->nodes[i].name);
+      bad++;
+    }
+  return bad;
+}
+
+/* A Mistral-7B-Instruct-v0.3-shaped config (4 layers) under model_type `mt`; `extra` is appended
+ * (",\"key\": value" or ""). MistralConfig's defaults are spelled out so that a llama config
+ * reads the same numbers. */
+static void mistral_json(char *out, size_t cap, const char *mt, const char *extra) {
+  snprintf(out, cap,
+           "{\"model_type\": \"%s\", \"hidden_size\": 4096, \"num_hidden_layers\": 4, \"num_attention_heads\": 32, "
+           "\"num_key_value_heads\": 8, \"intermediate_size\": 14336, \"vocab_size\": 32768, "
+           "\"max_position_embeddings\": 32768, \"rms_norm_eps\": 1e-05, \"rope_theta\": 1000000.0, "
+           "\"hidden_act\": \"silu\", \"tie_word_embeddings\": false%s}",
+           mt, extra);
+}
+
+static void test_mistral_graph(void) {
+  char mj[1024], lj[1024];
+  pz_model_config cm, cl;
+  mistral_json(mj, sizeof mj, "mistral", ", \"sliding_window\": null");
+  mistral_json(lj, sizeof lj, "llama", "");
+  CHECK_OK(pz_config_parse(mj, strlen(mj), "mistral", &cm));
+  CHECK_OK(pz_config_parse(lj, strlen(lj), "llama", &cl));
+  int compared = 0;
+  for (int tp = 1; tp <= 8; tp *= 2)
+    for (int on = 0; on <= 1; on++) {
+      pz_build_opts o = PZ_BUILD_OPTS_INIT;
+      o.tp = tp;
+      o.m = 4;
+      o.max_ctx = 256;
+      pz_graph *gm = NULL, *gl = NULL;
+      CHECK_OK(pz_build_decode_graph(&cm, &o, &gm));
+      CHECK_OK(pz_build_decode_graph(&cl, &o, &gl));
+      if (!gm || !gl) { pz_graph_free(gm); pz_graph_free(gl); continue; }
+      pz_pass_stats sm = {0}, sl = {0};
+      if (on) {
+        CHECK_OK(pz_pass_prezero(gm, NULL, &sm));
+        CHECK_OK(pz_pass_prezero(gl, NULL, &sl));
+        CHECK(sl.matched > 0 && sm.matched == sl.matched && sm.rewritten == sl.rewritten);
+      }
+      char what[64];
+      snprintf(what, sizeof what, "mistral vs llama TP %d prezero %s", tp, on ? "on" : "off");
+      CHECK(graph_diff(gm, gl, what, stderr) == 0);
+      compared += gm->n_nodes;
+      pz_graph_free(gm);
+      pz_graph_free(gl);
+    }
+  printf("mistral graphs equal llama's at TP 1/2/4/8, prezero off and on (%d nodes compared)\n", compared);
+  /* Negative controls: one number apart (rms_norm_eps absent: MistralConfig's 1e-6 vs 1e-5), or
+   * llama's attention_bias, and the graphs differ. */
+  char mj2[1024];
+  mistral_json(mj2, sizeof mj2, "mistral", ", \"sliding_window\": null");
+  char *eps = strstr(mj2, "\"rms_norm_eps\": 1e-05, ");
+  CHECK(eps != NULL);
+  if (eps) memmove(eps, eps + strlen("\"rms_norm_eps\": 1e-05, "), strlen(eps + strlen("\"rms_norm_eps\": 1e-05, ")) + 1);
+  pz_model_config c2, cb;
+  CHECK_OK(pz_config_parse(mj2, strlen(mj2), "mistral2", &c2));
+  CHECK(c2.rms_norm_eps == 1e-6f);
+  mistral_json(lj, sizeof lj, "llama", ", \"attention_bias\": true");
+  CHECK_OK(pz_config_parse(lj, strlen(lj), "llama_bias", &cb));
+  pz_build_opts o = PZ_BUILD_OPTS_INIT;
+  o.tp = 2;
+  o.m = 4;
+  o.max_ctx = 256;
+  pz_graph *g1 = NULL, *g2 = NULL, *g3 = NULL;
+  CHECK_OK(pz_build_decode_graph(&cm, &o, &g1));
+  CHECK_OK(pz_build_decode_graph(&c2, &o, &g2));
+  CHECK_OK(pz_build_decode_graph(&cb, &o, &g3));
+  if (g1 && g2 && g3) {
+    int d_eps = graph_diff(g1, g2, "control", NULL), d_bias = graph_diff(g1, g3, "control", NULL);
+    printf("negative controls: rms_norm_eps 1e-6 %d differences, attention_bias %d\n", d_eps, d_bias);
+    CHECK(d_eps > 0);
+    CHECK(d_bias > 0);
+  }
+  pz_graph_free(g1);
+  pz_graph_free(g2);
+  pz_graph_free(g3);
+}
+
+/* ------------------------------------------------------------------ checkpoints under other configs */
+
+/* Feeds prompts of g side by side from position 0, one token per step, then greedy (as
+ * test_golden_gqa.c): tokens[i][k] and the logits of the step that made each last token. */
+static pz_status run(const char *model_dir, const golden *g, int tp, int32_t tokens[][MAXS], float *logits) {
+  int max_len = 0, n = g->n;
+  for (int i = 0; i < n; i++) max_len = g->len[i] > max_len ? g->len[i] : max_len;
+  pz_engine_config ec = PZ_ENGINE_CONFIG_INIT;
+  ec.model_dir = model_dir;
+  ec.tp = tp;
+  ec.max_batch = n;
+  ec.context = 0;
+  ec.max_steps = max_len - 1 + g->steps;
+  ec.device = PZ_DEVICE_CPU;
+  pz_engine *e = NULL;
+  pz_status st = pz_engine_create(&ec, &e);
+  if (st != PZ_OK) return st;
+  int32_t in[MAXP], nx[MAXP];
+  static float lg[MAXP * MAXV];
+  for (int i = 0; i < n; i++) in[i] = g->prompt[i][0];
+  for (int t = 0; t < max_len - 1 + g->steps && st == PZ_OK; t++) {
+    st = pz_engine_step(e, n, in, nx);
+    int got = 0;
+    for (int i = 0; i < n && st == PZ_OK; i++) {
+      int k = t + 1 - g->len[i];
+      if (k < 0) { in[i] = g->prompt[i][t + 1]; continue; }
+      if (k < g->steps) tokens[i][k] = nx[i];
+      if (k == g->steps - 1) {
+        if (!got) st = pz_engine_logits(e, n, lg);
+        got = 1;
+        memcpy(logits + i * g->vocab, lg + i * g->vocab, sizeof(float) * (size_t)g->vocab);
+      }
+      in[i] = nx[i];
+    }
+  }
+  pz_engine_destroy(e);
+  return st;
+}
+
+/* tmpdir/sub: a link to `model`'s model.safetensors and its config.json edited by `edit`. */
+static const char *copy_with(const char *sub, const char *model, void (*edit)(cJSON *)) {
+  static char dst[1200];
+  char p[1300], src[1300];
+  snprintf(dst, sizeof dst, "%s/%s", tmpdir, sub);
+  mkdir(dst, 0755);
+  snprintf(src, sizeof src, "%s/%s/model.safetensors", root, model);
+  snprintf(p, sizeof p, "%s/model.safetensors", dst);
+  CHECK(symlink(src, p) == 0);
+  snprintf(src, sizeof src, "%s/%s/config.json", root, model);
+  char *txt = pz_test_slurp(src, NULL);
+  cJSON *r = txt ? cJSON_Parse(txt) : NULL;
+  free(txt);
+  CHECK(r != NULL);
+  if (!r) return dst;
+  edit(r);
+  char *s = cJSON_Print(r);
+  cJSON_Delete(r);
+  snprintf(p, sizeof p, "%s/config.json", dst);
+  FILE *f = fopen(p, "w");
+  if (f) { fputs(s, f); fclose(f); }
+  free(s);
+  return dst;
+}
+
+static void rename_key(cJSON *r, const char *from, const char *to) {
+  cJSON *it = cJSON_DetachItemFromObjectCaseSensitive(r, from);
+  CHECK(it != NULL);
+  if (it) cJSON_AddItemToObject(r, to, it);
+}
+
+/* MistralForCausalLM's config.json for the same model: model_type, architectures, a null
+ * sliding_window; Llama-only keys (attention_bias, mlp_bias) dropped as MistralConfig has none. */
+static void to_mistral(cJSON *r) {
+  cJSON_ReplaceItemInObjectCaseSensitive(r, "model_type", cJSON_CreateString("mistral"));
+  const char *arch[] = {"MistralForCausalLM"};
+  cJSON_ReplaceItemInObjectCaseSensitive(r, "architectures", cJSON_CreateStringArray(arch, 1));
+  cJSON_DeleteItemFromObjectCaseSensitive(r, "attention_bias");
+  cJSON_DeleteItemFromObjectCaseSensitive(r, "mlp_bias");
+  cJSON_AddNullToObject(r, "sliding_window");
+}
+
+/* What transformers >= 5's Qwen3MoeConfig.save_pretrained writes: num_local_experts (its
+ * attribute_map target of num_experts), rope_parameters {rope_theta, rope_type}, dtype. */
+static void to_v5_qwen3_moe(cJSON *r) {
+  rename_key(r, "num_experts", "num_local_experts");
+  rename_key(r, "torch_dtype", "dtype");
+  cJSON *theta = cJSON_DetachItemFromObjectCaseSensitive(r, "rope_theta");
+  CHECK(theta != NULL);
+  cJSON_DeleteItemFromObjectCaseSensitive(r, "rope_scaling");
+  cJSON *rp = cJSON_CreateObject();
+  if (theta) cJSON_AddItemToObject(rp, "rope_theta", theta);
+  cJSON_AddStringToObject(rp, "rope_type", "default");
+  cJSON_AddItemToObject(r, "rope_parameters", rp);
+  cJSON_AddStringToObject(r, "transformers_version", "5.0.0");
+}
+
+/* `model` under its own config and under edit's: tokens equal HF's, logits bit-identical. */
+static void check_same(const char *model, const char *sub, void (*edit)(cJSON *), const char *want_type) {
+  char d[700];
+  snprintf(d, sizeof d, "%s/%s", root, model);
+  static golden g;
+  if (!load_golden(d, &g)) { pz_test_failures++; return; }
+  const char *dst = copy_with(sub, model, edit);
+  pz_model_config c;
+  CHECK_OK(pz_checkpoint_load_config(dst, &c));
+  CHECK(!strcmp(c.model_type, want_type));
+  static int32_t t0[MAXP][MAXS], t1[MAXP][MAXS];
+  static float l0[MAXP * MAXV], l1[MAXP * MAXV];
+  for (int tp = 1; tp <= 2; tp++) {
+    memset(t1, 0xff, sizeof t1);
+    CHECK_OK(run(g.dir, &g, tp, t0, l0));
+    CHECK_OK(run(dst, &g, tp, t1, l1));
+    int hf = 1;
+    for (int i = 0; i < g.n; i++) hf &= !memcmp(t1[i], g.tokens[i], sizeof(int32_t) * (size_t)g.steps);
+    int bits = !memcmp(l0, l1, sizeof(float) * (size_t)(g.n * g.vocab));
+    printf("%s as %s TP %d: HF tokens %s, logits %s the published config's\n", model, sub, tp, hf ? "equal" : "DIFFER",
+           bits ? "bit-identical to" : "DIFFER from");
+    CHECK(hf);
+    CHECK(bits);
+  }
+}
+
+int main(void) {
+  if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 1; }
+  setenv("PREZERO_PROGRESS", "0", 1);
+  const char *env = getenv("PZ_GOLDEN_DIR");
+  if (env) snprintf(root, sizeof root, "%s", env);
+  else {
+    char here[600];
+    snprintf(here, sizeof here, "%s", __FILE__);
+    snprintf(root, sizeof root, "%s/data/golden", dirname(here));
+  }
+  test_mistral_graph();
+  check_same("llama", "mistral", to_mistral, "mistral");
+  check_same("qwen3_moe", "qwen3_moe_v5", to_v5_qwen3_moe, "qwen3_moe");
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+  TEST_DONE();
+}
