@@ -52,7 +52,7 @@ typedef struct pz_engine_config {
                             at most 1024 are started */
   const char *model_dir; /* NULL, or a Hugging Face checkpoint directory: config.json plus
                             model.safetensors or model.safetensors.index.json with its shards
-                            (BF16, F32 or block-scaled F8_E4M3). The config then comes from it
+                            (BF16, F16, F32 or block-scaled F8_E4M3). The config then comes from it
                             (`model` is ignored) and the weights are loaded from it instead of the
                             seed; errors as pz_checkpoint_open / pz_checkpoint_plan describe:
                             PZ_ERR_IO, PZ_ERR_NOT_FOUND, PZ_ERR_SHAPE, PZ_ERR_DTYPE. On CUDA the host

@@ -7,8 +7,12 @@
  *    config.json decodes bit for bit as under its own, and gives HF's greedy tokens;
  *  - the qwen3_moe golden checkpoint under the config.json transformers >= 5 writes for it
  *    (num_local_experts in place of num_experts, rope_parameters in place of rope_theta, "dtype"
- *    in place of "torch_dtype") decodes bit for bit as under the published form. */
+ *    in place of "torch_dtype") decodes bit for bit as under the published form;
+ *  - an F16 checkpoint (Llama 2's published dtype): every loaded element is bf16 of the f16 value
+ *    (the compiler's conversion), subnormals / +-0 / +-inf / NaN included, and decode gives HF's
+ *    tokens within the golden tolerance. */
 #include <libgen.h>
+#include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,6 +20,8 @@
 #include "model/builder.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
+#include "model/safetensors.h"
+#include "core/dtype.h"
 #include "passes/prezero.h"
 #include "prezero.h"
 #include "pz_test.h"
@@ -275,6 +281,141 @@ static void check_same(const char *model, const char *sub, void (*edit)(cJSON *)
   }
 }
 
+/* ------------------------------------------------------------------ F16 checkpoints */
+
+#if defined(__FLT16_MANT_DIG__)
+/* The llama golden checkpoint stored as F16, as Llama 2 is published: each BF16 value converted by
+ * the compiler's _Float16 (round to nearest even), and in one embedding row (a token no prompt
+ * feeds) the special values: the smallest and largest subnormals, -0, the smallest normal, 1,
+ * 65504, +-inf, a NaN. The loader must give, for every element, bf16 of the f16's value, computed
+ * here by the compiler's f16 -> f32 conversion; decode gives HF's tokens within the tolerance. */
+static void test_f16(void) {
+  static const uint16_t special[] = {0x0001, 0x03ff, 0x8000, 0x0400, 0x3c00, 0x7bff, 0x7c00, 0xfc00, 0x7e00, 0x8001};
+  const int n_special = (int)(sizeof special / sizeof special[0]);
+  char d[700], p[1300], dst[1200];
+  snprintf(d, sizeof d, "%s/llama", root);
+  static golden g;
+  if (!load_golden(d, &g)) { pz_test_failures++; return; }
+  int used[MAXV] = {0}, row = -1;
+  for (int i = 0; i < g.n; i++) {
+    for (int j = 0; j < g.len[i]; j++) used[g.prompt[i][j]] = 1;
+    for (int k = 0; k < g.steps; k++) used[g.tokens[i][k]] = 1;
+  }
+  for (int t = 0; t < g.vocab && row < 0; t++)
+    if (!used[t]) row = t;
+  CHECK(row >= 0);
+  snprintf(dst, sizeof dst, "%s/llama_f16", tmpdir);
+  mkdir(dst, 0755);
+  snprintf(p, sizeof p, "%s/model.safetensors", d);
+  pz_st_file *f = NULL;
+  CHECK_OK(pz_st_open(p, &f));
+  if (!f || row < 0) { pz_st_close(f); return; }
+  pz_st_write_entry *e = calloc((size_t)f->n, sizeof *e);
+  uint16_t **own = calloc((size_t)f->n, sizeof *own);
+  int64_t converted = 0;
+  for (int i = 0; i < f->n; i++) {
+    const pz_st_tensor *t = &f->t[i];
+    CHECK(t->dtype == PZ_ST_BF16);
+    own[i] = malloc(2 * (size_t)t->numel);
+    for (int64_t k = 0; k < t->numel; k++) {
+      pz_bf16 b;
+      memcpy(&b, (const char *)t->data + 2 * k, 2);
+      _Float16 h = (_Float16)pz_bf16_to_f32(b);
+      memcpy(&own[i][k], &h, 2);
+    }
+    if (!strcmp(t->name, "model.embed_tokens.weight"))
+      for (int k = 0; k < n_special; k++) own[i][row * t->shape[1] + k] = special[k];
+    converted += t->numel;
+    e[i] = (pz_st_write_entry){.name = t->name, .dtype = PZ_ST_F16, .ndim = t->ndim, .data = own[i]};
+    memcpy(e[i].shape, t->shape, sizeof e[i].shape);
+  }
+  snprintf(p, sizeof p, "%s/model.safetensors", dst);
+  CHECK_OK(pz_st_write(p, f->n, e));
+  char src[1300];
+  snprintf(src, sizeof src, "%s/config.json", d);
+  snprintf(p, sizeof p, "%s/config.json", dst);
+  CHECK(symlink(src, p) == 0);
+  /* Every element of the embedding (TP 1: all rows) and of layer 1's fused qkv_proj (TP 1: q | k |
+   * v rows in file order) against bf16((float)f16). */
+  pz_model_config c;
+  pz_graph *gr = NULL;
+  pz_checkpoint *ck = NULL;
+  pz_build_opts o = PZ_BUILD_OPTS_INIT;
+  o.max_ctx = 16;
+  CHECK_OK(pz_checkpoint_load_config(dst, &c));
+  CHECK_OK(pz_build_decode_graph(&c, &o, &gr));
+  if (gr) CHECK_OK(pz_checkpoint_open_planned(dst, &c, gr, &ck));
+  int64_t bad = 0, checked = 0;
+  static const char *const names[][4] = {
+      {"embed_tokens.weight", "model.embed_tokens.weight", NULL, NULL},
+      {"layers.1.self_attn.qkv_proj.weight", "model.layers.1.self_attn.q_proj.weight",
+       "model.layers.1.self_attn.k_proj.weight", "model.layers.1.self_attn.v_proj.weight"}};
+  for (int k = 0; k < 2 && ck; k++) {
+    const pz_tensor *t = pz_graph_find_tensor(gr, names[k][0]);
+    CHECK(t && t->dtype == PZ_BF16);
+    if (!t) continue;
+    int64_t numel = 1;
+    for (int dd = 0; dd < t->ndim; dd++) numel *= t->ne[dd];
+    pz_bf16 *got = malloc(sizeof(pz_bf16) * (size_t)numel);
+    CHECK_OK(pz_checkpoint_fill(ck, t, 0, got));
+    int64_t at = 0;
+    for (int part = 1; part < 4 && names[k][part]; part++) {
+      int idx = -1;
+      for (int i = 0; i < f->n; i++)
+        if (!strcmp(f->t[i].name, names[k][part])) idx = i;
+      CHECK(idx >= 0);
+      for (int64_t q = 0; idx >= 0 && q < f->t[idx].numel && at < numel; q++, at++) {
+        _Float16 h;
+        memcpy(&h, &own[idx][q], 2);
+        pz_bf16 want = pz_f32_to_bf16((float)h);
+        bad += got[at] != want;
+        checked++;
+      }
+    }
+    CHECK(at == numel);
+    free(got);
+  }
+  /* The special row as bf16 bits: subnormals and 65504 rounded, -0, +-inf, a quiet NaN. */
+  if (ck) {
+    const pz_tensor *t = pz_graph_find_tensor(gr, "embed_tokens.weight");
+    pz_bf16 *got = malloc(sizeof(pz_bf16) * (size_t)(t->ne[0] * t->ne[1]));
+    CHECK_OK(pz_checkpoint_fill(ck, t, 0, got));
+    static const pz_bf16 want[] = {0x3380, 0x3880, 0x8000, 0x3880, 0x3f80, 0x4780, 0x7f80, 0xff80, 0x7fc0, 0xb380};
+    for (int k = 0; k < n_special; k++) {
+      if (got[row * t->ne[1] + k] != want[k]) {
+        fprintf(stderr, "F16 0x%04x loaded as bf16 0x%04x, want 0x%04x\n", special[k], got[row * t->ne[1] + k], want[k]);
+        pz_test_failures++;
+      }
+    }
+    free(got);
+  }
+  printf("F16 checkpoint: %lld elements of %lld checked, %lld differ from bf16(f16)\n", (long long)checked,
+         (long long)converted, (long long)bad);
+  CHECK(bad == 0 && checked > 0);
+  pz_checkpoint_close(ck);
+  pz_graph_free(gr);
+  for (int i = 0; i < f->n; i++) free(own[i]);
+  free(own);
+  free(e);
+  pz_st_close(f);
+  static int32_t tok[MAXP][MAXS];
+  static float lg[MAXP * MAXV];
+  for (int tp = 1; tp <= 2; tp++) {
+    CHECK_OK(run(dst, &g, tp, tok, lg));
+    int hf = 1;
+    for (int i = 0; i < g.n; i++) hf &= !memcmp(tok[i], g.tokens[i], sizeof(int32_t) * (size_t)g.steps);
+    double m = 0;
+    for (int64_t i = 0; i < g.n * g.vocab; i++) m = fmax(m, fabs((double)lg[i] - (double)g.logits[i]));
+    printf("llama as F16 TP %d: HF tokens %s, max |logit - HF| = %.4f (tolerance %.4f)\n", tp, hf ? "equal" : "DIFFER", m,
+           g.atol);
+    CHECK(hf);
+    CHECK(m <= g.atol);
+  }
+}
+#else
+static void test_f16(void) { printf("no _Float16 in this compiler: F16 checkpoint check skipped\n"); }
+#endif
+
 int main(void) {
   if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 1; }
   setenv("PREZERO_PROGRESS", "0", 1);
@@ -288,6 +429,7 @@ int main(void) {
   test_mistral_graph();
   check_same("llama", "mistral", to_mistral, "mistral");
   check_same("qwen3_moe", "qwen3_moe_v5", to_v5_qwen3_moe, "qwen3_moe");
+  test_f16();
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);

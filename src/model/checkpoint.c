@@ -369,7 +369,7 @@ static pz_status get_src(pz_checkpoint *ck, const char *name, const char *for_t,
     s->raw = true;
     return PZ_OK;
   }
-  if (w->dtype == PZ_ST_BF16 || w->dtype == PZ_ST_F32) return PZ_OK;
+  if (w->dtype == PZ_ST_BF16 || w->dtype == PZ_ST_F32 || w->dtype == PZ_ST_F16) return PZ_OK;
   if (w->dtype == PZ_ST_F8_E4M3 && dst_dtype == PZ_BF16 && nd == 2) {
     char sn[512], sfull[600];
     snprintf(sn, sizeof sn, "%s_scale_inv", name);
@@ -390,7 +390,7 @@ static pz_status get_src(pz_checkpoint *ck, const char *name, const char *for_t,
     s->scols = scn;
     return PZ_OK;
   }
-  return pz_error(PZ_ERR_DTYPE, "checkpoint %s: tensor \"%s\" has dtype %s; supported: BF16, F32, F8_E4M3 with "
+  return pz_error(PZ_ERR_DTYPE, "checkpoint %s: tensor \"%s\" has dtype %s; supported: BF16, F16, F32, F8_E4M3 with "
                   "weight_scale_inv block scales for 2-D bf16 weights, I32 pack-quantized INT4 (weight_packed + "
                   "weight_scale)", ck->dir, full, pz_st_dtype_name(w->dtype));
 }
@@ -584,6 +584,23 @@ pz_status pz_checkpoint_plan(pz_checkpoint *ck, const pz_model_config *c, const 
 
 /* ------------------------------------------------------------------ fill */
 
+/* IEEE-754 binary16 bits -> the f32 of the same value (exact: every f16 is an f32). */
+static float f16_to_f32(uint16_t h) {
+  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu;
+  uint32_t m = h & 0x3ffu, u;
+  if (e == 0x1f) u = sign | 0x7f800000u | (m << 13);   /* inf, NaN (payload kept) */
+  else if (e) u = sign | ((e + 112u) << 23) | (m << 13); /* normal: exponent bias 15 -> 127 */
+  else if (!m) u = sign;                                 /* +-0 */
+  else {                                                 /* subnormal m * 2^-24: normalise */
+    int sh = 0;
+    while (!(m & 0x400u)) { m <<= 1; sh++; }
+    u = sign | ((uint32_t)(113 - sh) << 23) | ((m & 0x3ffu) << 13);
+  }
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
 /* Columns [c0, c0+n) of row r of s, converted to dst's dtype (bf16: round to nearest even). */
 static void read_row(const pz_checkpoint *ck, const src *s, int64_t r, int64_t c0, int64_t n, pz_dtype dt, void *dst,
                      float *tmp) {
@@ -620,6 +637,12 @@ static void read_row(const pz_checkpoint *ck, const src *s, int64_t r, int64_t c
     const pz_bf16 *p = (const pz_bf16 *)row;
     if (dt == PZ_BF16) memcpy(dst, p, sizeof(pz_bf16) * (size_t)n);
     else for (int64_t j = 0; j < n; j++) ((float *)dst)[j] = pz_bf16_to_f32(p[j]);
+    return;
+  }
+  if (w->dtype == PZ_ST_F16) { /* exact to f32, then bf16 rounds to nearest even as for F32 files */
+    const uint16_t *p = (const uint16_t *)row;
+    if (dt == PZ_BF16) for (int64_t j = 0; j < n; j++) ((pz_bf16 *)dst)[j] = pz_f32_to_bf16(f16_to_f32(p[j]));
+    else for (int64_t j = 0; j < n; j++) ((float *)dst)[j] = f16_to_f32(p[j]);
     return;
   }
   const float *f;

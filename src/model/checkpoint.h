@@ -46,7 +46,7 @@ pz_status pz_checkpoint_open(const char *dir, pz_checkpoint **out);
  *                                 [num_key_value_heads*d, H], k0 = r*kvh, or r / (TP /
  *                                 num_key_value_heads) when the kv heads are replicated (as vLLM)
  *   layers.L.self_attn.qkv_proj.bias [(heads + 2*kvh)*d] f32 <- the same elements of
- *                                 {q,k,v}_proj.bias (BF16 or F32 in the file; qwen2)
+ *                                 {q,k,v}_proj.bias (BF16, F16 or F32 in the file; qwen2)
  *   layers.L.self_attn.{q_norm,k_norm}.weight [d] <- model.layers.L.self_attn.{q,k}_norm.weight
  *                                 (qwen3, qwen3_moe; replicated); o_proj, down_proj by shard_dim
  *   layers.L.mlp.gate_up_proj.weight [2*I/TP, H] <- rows [r*I/TP, +I/TP) of mlp.gate_proj.weight
@@ -74,7 +74,8 @@ pz_status pz_checkpoint_open(const char *dir, pz_checkpoint **out);
  * a config does not ignore) is dequantised at load: bf16(q * scale) (core/quant.h).
  * Each rank's slice follows the tensor's shard_dim / full_ne (builder.c).
  * Loadable dtypes: BF16 (copied), F32 (rounded to bf16 to nearest even, or kept for f32 tensors
- * such as e_score_correction_bias), F8_E4M3 with NAME_scale_inv F32 block scales (`X.weight` ->
+ * such as e_score_correction_bias), F16 (as Llama 2 publishes: converted to f32 exactly, then as
+ * F32), F8_E4M3 with NAME_scale_inv F32 block scales (`X.weight` ->
  * `X.weight_scale_inv` [ceil(rows/bm), ceil(cols/bn)]), dequantised to bf16 at load
  * (core/fp8.h): one table look-up, one f32 multiply and one rounding per element, about 0.7 ns per
  * parameter on one core (vs 0.1 ns for a bf16 copy; measured on this project's 2-core CPU

@@ -11,7 +11,7 @@
 #error "prezero's safetensors reader needs a little-endian host"
 #endif
 
-/* Element types a safetensors header may name. Only BF16, F32 and F8_E4M3 can be loaded as
+/* Element types a safetensors header may name. Only BF16, F16, F32 and F8_E4M3 can be loaded as
  * weights (checkpoint.h); the others are parsed so that their byte sizes can be checked. */
 typedef enum pz_st_dtype {
   PZ_ST_BOOL, PZ_ST_U8, PZ_ST_I8, PZ_ST_F8_E4M3, PZ_ST_F8_E5M2, PZ_ST_I16, PZ_ST_U16, PZ_ST_F16,
