@@ -417,14 +417,14 @@ static void test_errors(const char *src_cfg, const ents *good) {
   free(js);
   bad("e_trunc", PZ_ERR_IO, "is not a JSON object");
 
-  /* Wrong dtype: one weight stored as F16. */
+  /* Wrong dtype: one weight stored as I16 (2 bytes like BF16; F16 is loadable). */
   mk("e_dtype");
   write_config("e_dtype", src_cfg, NULL);
   copy_ents(good, &s);
   for (int i = 0; i < s.n; i++)
-    if (!strcmp(s.e[i].name, "model.layers.0.self_attn.o_proj.weight")) s.e[i].dtype = PZ_ST_F16;
+    if (!strcmp(s.e[i].name, "model.layers.0.self_attn.o_proj.weight")) s.e[i].dtype = PZ_ST_I16;
   write_st("e_dtype", "model.safetensors", &s, 0, s.n);
-  bad("e_dtype", PZ_ERR_DTYPE, "model.layers.0.self_attn.o_proj.weight\" has dtype F16");
+  bad("e_dtype", PZ_ERR_DTYPE, "model.layers.0.self_attn.o_proj.weight\" has dtype I16");
   free_ents(&s);
 
   /* Missing tensor: one expert's up_proj left out. */
