@@ -31,7 +31,7 @@ static void usage(FILE *f) {
           "                      --layers, as many layers as fit in GPU memory are run (and reported)\n"
           "  --threads N         CPU worker threads, 0..1024 (default: PREZERO_CPU_THREADS, else 0: all cores)\n"
           "  --model DIR         Hugging Face checkpoint directory (config.json + model.safetensors or\n"
-          "                      model.safetensors.index.json and shards; BF16, F32 or block-scaled FP8):\n"
+          "                      model.safetensors.index.json and shards; BF16, F16, F32 or block-scaled FP8):\n"
           "                      config and weights from it instead of --config and the seed (CPU)\n"
           "  --prompt-ids P      real prompts, one per sequence: '1,2,3;4,5' (batch = number of prompts,\n"
           "                      each from an empty KV cache); every prompt token is fed as one decode\n"
