@@ -164,7 +164,7 @@ pz_status pz_graph_add_col_slice(pz_graph *g, const char *name, int base, int64_
   if (base < 0 || base >= g->n_tensors) return pz_error(PZ_ERR_INVALID_ARG, "col slice: bad base");
   pz_tensor b = g->tensors[base];
   int64_t ne[2] = {b.ne[0], cols};
-  int t;
+  int t = -1;
   PZ_CHECK(pz_graph_add_tensor(g, name, b.dtype, PZ_T_BUFFER, 2, ne, &t));
   g->tensors[t].batched = b.batched;
   PZ_CHECK(pz_graph_make_col_view(g, t, base, col0));
