@@ -52,8 +52,8 @@ pz_status pz_graph_clone(const pz_graph *g, pz_graph **out) {
     free(c->tensors); free(c->nodes); free(c);
     return pz_error(PZ_ERR_OOM, "graph clone failed");
   }
-  memcpy(c->tensors, g->tensors, sizeof(pz_tensor) * (size_t)g->n_tensors);
-  memcpy(c->nodes, g->nodes, sizeof(pz_node) * (size_t)g->n_nodes);
+  if (g->n_tensors > 0) memcpy(c->tensors, g->tensors, sizeof(pz_tensor) * (size_t)g->n_tensors);
+  if (g->n_nodes > 0) memcpy(c->nodes, g->nodes, sizeof(pz_node) * (size_t)g->n_nodes); /* empty: g->nodes may be NULL */
   *out = c;
   return PZ_OK;
 }
