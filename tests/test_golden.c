@@ -16,75 +16,30 @@
 
 static char tmpdir[] = "/tmp/pz_test_golden_XXXXXX";
 
-/* Feeds prompts [p0, p0+n) of g side by side, each from position 0, one token per step, then
- * greedy; tokens[i][k] and logits of the step that made each sequence's last token. */
-static pz_status run(const char *model_dir, const golden *g, int p0, int n, int tp, int prezero, int32_t tokens[][MAXS],
-                     float *logits) {
-  int max_len = 0;
-  for (int i = 0; i < n; i++) max_len = g->len[p0 + i] > max_len ? g->len[p0 + i] : max_len;
-  pz_engine_config ec = PZ_ENGINE_CONFIG_INIT;
-  ec.model_dir = model_dir;
-  ec.tp = tp;
-  ec.max_batch = n;
-  ec.context = 0;
-  ec.max_steps = max_len - 1 + g->steps;
-  ec.prezero = prezero;
-  ec.device = PZ_DEVICE_CPU;
-  pz_engine *e = NULL;
-  pz_status st = pz_engine_create(&ec, &e);
-  if (st != PZ_OK) return st;
-  int32_t in[MAXP], nx[MAXP];
-  static float lg[MAXP * MAXV];
-  for (int i = 0; i < n; i++) in[i] = g->prompt[p0 + i][0];
-  for (int t = 0; t < max_len - 1 + g->steps && st == PZ_OK; t++) {
-    st = pz_engine_step(e, n, in, nx);
-    int got = 0;
-    for (int i = 0; i < n && st == PZ_OK; i++) {
-      int k = t + 1 - g->len[p0 + i];
-      if (k < 0) { in[i] = g->prompt[p0 + i][t + 1]; continue; }
-      if (k < g->steps) tokens[i][k] = nx[i];
-      if (k == g->steps - 1) {
-        if (!got) st = pz_engine_logits(e, n, lg);
-        got = 1;
-        memcpy(logits + i * g->vocab, lg + i * g->vocab, sizeof(float) * (size_t)g->vocab);
-      }
-      in[i] = nx[i];
-    }
-  }
-  pz_engine_destroy(e);
-  return st;
-}
-
-static double max_diff(const float *a, const float *b, int64_t n) {
-  double m = 0;
-  for (int64_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - (double)b[i]));
-  return m;
-}
-
 static void check_model(const golden *g, const char *name) {
   static int32_t tok[MAXP][MAXS], tok1[MAXP][MAXS];
   static float lg[MAXP * MAXV], lg1[MAXP * MAXV];
   const int64_t nv = g->n * g->vocab;
   for (int tp = 1; tp <= 4; tp *= 2) {
     memset(tok, 0xff, sizeof tok);
-    CHECK_OK(run(g->dir, g, 0, g->n, tp, 0, tok, lg));
+    CHECK_OK(golden_run_cpu(g->dir, g, 0, g->n, tp, 0, tok, lg));
     int same = 1;
     for (int i = 0; i < g->n; i++) same &= !memcmp(tok[i], g->tokens[i], sizeof(int32_t) * (size_t)g->steps);
-    double d = max_diff(lg, g->logits, nv);
+    double d = golden_max_diff(lg, g->logits, nv);
     printf("%s TP %d: tokens %s, max |logit - HF| = %.4f (tolerance %.4f)\n", name, tp, same ? "equal" : "DIFFER", d, g->atol);
     CHECK(same);
     CHECK(d <= g->atol);
   }
   /* One prompt at a time (TP 1) gives the batched rows bit for bit: positions are per sequence. */
-  CHECK_OK(run(g->dir, g, 0, g->n, 1, 0, tok, lg));
+  CHECK_OK(golden_run_cpu(g->dir, g, 0, g->n, 1, 0, tok, lg));
   for (int i = 0; i < g->n; i++) {
-    CHECK_OK(run(g->dir, g, i, 1, 1, 0, &tok1[i], lg1 + i * g->vocab));
+    CHECK_OK(golden_run_cpu(g->dir, g, i, 1, 1, 0, &tok1[i], lg1 + i * g->vocab));
     CHECK(!memcmp(tok1[i], tok[i], sizeof(int32_t) * (size_t)g->steps));
   }
   CHECK(!memcmp(lg1, lg, sizeof(float) * (size_t)nv));
   /* The prezero pass on a real checkpoint's graph (TP 2) changes nothing, bit for bit. */
-  CHECK_OK(run(g->dir, g, 0, g->n, 2, 0, tok, lg));
-  CHECK_OK(run(g->dir, g, 0, g->n, 2, 1, tok1, lg1));
+  CHECK_OK(golden_run_cpu(g->dir, g, 0, g->n, 2, 0, tok, lg));
+  CHECK_OK(golden_run_cpu(g->dir, g, 0, g->n, 2, 1, tok1, lg1));
   for (int i = 0; i < g->n; i++) CHECK(!memcmp(tok1[i], tok[i], sizeof(int32_t) * (size_t)g->steps));
   CHECK(!memcmp(lg1, lg, sizeof(float) * (size_t)nv));
 }
@@ -115,7 +70,7 @@ static void check_cli(const golden *g, const char *name) {
   snprintf(p, sizeof p, "%s/cli.f32", tmpdir);
   float *l = (float *)pz_test_slurp(p, &len);
   CHECK(l && len == (size_t)(g->n * g->vocab * 4));
-  if (l && len == (size_t)(g->n * g->vocab * 4)) CHECK(max_diff(l, g->logits, g->n * g->vocab) <= g->atol);
+  if (l && len == (size_t)(g->n * g->vocab * 4)) CHECK(golden_max_diff(l, g->logits, g->n * g->vocab) <= g->atol);
   free(l);
 }
 
@@ -149,8 +104,8 @@ static void negative_control(const golden *g) {
   static int32_t tok[MAXP][MAXS];
   static float lg[MAXP * MAXV];
   snprintf(p, sizeof p, "%s/noyarn", tmpdir);
-  CHECK_OK(run(p, g, 0, g->n, 1, 0, tok, lg));
-  double d = max_diff(lg, g->logits, g->n * g->vocab);
+  CHECK_OK(golden_run_cpu(p, g, 0, g->n, 1, 0, tok, lg));
+  double d = golden_max_diff(lg, g->logits, g->n * g->vocab);
   printf("negative control (YaRN dropped): max |logit - HF| = %.4f, must exceed %.4f\n", d, g->atol);
   CHECK(d > g->atol);
 }

@@ -161,42 +161,6 @@ static void test_mistral_graph(void) {
 
 /* ------------------------------------------------------------------ checkpoints under other configs */
 
-/* Feeds prompts of g side by side from position 0, one token per step, then greedy (as
- * test_golden_gqa.c): tokens[i][k] and the logits of the step that made each last token. */
-static pz_status run(const char *model_dir, const golden *g, int tp, int32_t tokens[][MAXS], float *logits) {
-  int max_len = 0, n = g->n;
-  for (int i = 0; i < n; i++) max_len = g->len[i] > max_len ? g->len[i] : max_len;
-  pz_engine_config ec = PZ_ENGINE_CONFIG_INIT;
-  ec.model_dir = model_dir;
-  ec.tp = tp;
-  ec.max_batch = n;
-  ec.context = 0;
-  ec.max_steps = max_len - 1 + g->steps;
-  ec.device = PZ_DEVICE_CPU;
-  pz_engine *e = NULL;
-  pz_status st = pz_engine_create(&ec, &e);
-  if (st != PZ_OK) return st;
-  int32_t in[MAXP], nx[MAXP];
-  static float lg[MAXP * MAXV];
-  for (int i = 0; i < n; i++) in[i] = g->prompt[i][0];
-  for (int t = 0; t < max_len - 1 + g->steps && st == PZ_OK; t++) {
-    st = pz_engine_step(e, n, in, nx);
-    int got = 0;
-    for (int i = 0; i < n && st == PZ_OK; i++) {
-      int k = t + 1 - g->len[i];
-      if (k < 0) { in[i] = g->prompt[i][t + 1]; continue; }
-      if (k < g->steps) tokens[i][k] = nx[i];
-      if (k == g->steps - 1) {
-        if (!got) st = pz_engine_logits(e, n, lg);
-        got = 1;
-        memcpy(logits + i * g->vocab, lg + i * g->vocab, sizeof(float) * (size_t)g->vocab);
-      }
-      in[i] = nx[i];
-    }
-  }
-  pz_engine_destroy(e);
-  return st;
-}
 
 /* tmpdir/sub: a link to `model`'s model.safetensors and its config.json edited by `edit`. */
 static const char *copy_with(const char *sub, const char *model, void (*edit)(cJSON *)) {
@@ -269,8 +233,8 @@ static void check_same(const char *model, const char *sub, void (*edit)(cJSON *)
   static float l0[MAXP * MAXV], l1[MAXP * MAXV];
   for (int tp = 1; tp <= 2; tp++) {
     memset(t1, 0xff, sizeof t1);
-    CHECK_OK(run(g.dir, &g, tp, t0, l0));
-    CHECK_OK(run(dst, &g, tp, t1, l1));
+    CHECK_OK(golden_run_cpu(g.dir, &g, 0, g.n, tp, -1, t0, l0));
+    CHECK_OK(golden_run_cpu(dst, &g, 0, g.n, tp, -1, t1, l1));
     int hf = 1;
     for (int i = 0; i < g.n; i++) hf &= !memcmp(t1[i], g.tokens[i], sizeof(int32_t) * (size_t)g.steps);
     int bits = !memcmp(l0, l1, sizeof(float) * (size_t)(g.n * g.vocab));
@@ -401,7 +365,7 @@ static void test_f16(void) {
   static int32_t tok[MAXP][MAXS];
   static float lg[MAXP * MAXV];
   for (int tp = 1; tp <= 2; tp++) {
-    CHECK_OK(run(dst, &g, tp, tok, lg));
+    CHECK_OK(golden_run_cpu(dst, &g, 0, g.n, tp, -1, tok, lg));
     int hf = 1;
     for (int i = 0; i < g.n; i++) hf &= !memcmp(tok[i], g.tokens[i], sizeof(int32_t) * (size_t)g.steps);
     double m = 0;
