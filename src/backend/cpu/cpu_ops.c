@@ -124,6 +124,34 @@ static int64_t opt_ld(pz_cpu_ctx *c, const pz_node *n, int slot) {
   return t->ndim >= 2 ? t->stride[t->ndim - 2] : t->ne[0];
 }
 
+/* Where an attention op's o_proj writes (the MLA and GQA ops' one rule): into the pre-zeroed
+ * o_proj slot `slot` when the node has one, accumulating when the donor zeroed it this step
+ * (pz_prezero_slice_zeroed with the donor's n_total / n_base), else zeroing it itself; without a
+ * slot, into the node's output dst [m, hidden] f32 (row stride ldo), zeroed by the GEMM. */
+typedef struct oproj_target {
+  float *out, *slot;
+  int64_t ld_out, ld_slot;
+  bool zero_init;
+} oproj_target;
+
+static oproj_target oproj_target_of(pz_cpu_ctx *c, const pz_node *n, int slot, float *dst, int64_t ldo,
+                                    int64_t col_offset, int64_t hidden, int64_t n_total, int64_t n_base) {
+  oproj_target t = {.out = dst, .slot = NULL, .ld_out = ldo, .ld_slot = 0, .zero_init = true};
+  if (opt_data(c, n, slot)) {
+    t.slot = t.out = DATA(n->src[slot]);
+    t.ld_slot = t.ld_out = opt_ld(c, n, slot);
+    t.zero_init = !pz_prezero_slice_zeroed(c->m, col_offset, hidden, n_total, n_base, c->g->info.hidden, c->tp,
+                                           &c->opts->dev);
+  }
+  return t;
+}
+
+/* After the op: copies the slot's rows to dst when the slot is not dst itself. */
+static void oproj_copy_back(const pz_cpu_ctx *c, const oproj_target *t, float *dst, int64_t ldo, int64_t hidden) {
+  if (t->slot && (t->slot != dst || t->ld_slot != ldo))
+    for (int64_t i = 0; i < c->m; i++) memcpy(dst + i * ldo, t->slot + i * t->ld_slot, sizeof(float) * (size_t)hidden);
+}
+
 pz_status pz_cpu_op_MLA_ATTN(pz_cpu_ctx *c, const pz_node *n) {
   const pz_mla_params *p = &n->p.mla;
   if (n->n_src < PZ_MLA_NSRC) return pz_error(PZ_ERR_INVALID_ARG, "%s: expected %d src slots", n->name, PZ_MLA_NSRC);
@@ -166,21 +194,13 @@ pz_status pz_cpu_op_MLA_ATTN(pz_cpu_ctx *c, const pz_node *n) {
   }
   LD(n->dst[0], ldo);
   float *dst = DATA(n->dst[0]);
-  float *oslot = n->src[PZ_MLA_OPROJ_PREZERO] >= 0 ? DATA(n->src[PZ_MLA_OPROJ_PREZERO]) : NULL;
-  int64_t ld_slot = opt_ld(c, n, PZ_MLA_OPROJ_PREZERO);
-  if (oslot) {
-    io.out = oslot;
-    io.ld_out = ld_slot;
-    io.out_zero_init = !pz_prezero_slice_zeroed(c->m, p->oproj_col_offset, p->hidden, p->prezero_n_total,
-                                                p->prezero_n_base, c->g->info.hidden, c->tp, &c->opts->dev);
-  } else {
-    io.out = dst;
-    io.ld_out = ldo;
-    io.out_zero_init = true;
-  }
+  const oproj_target ot = oproj_target_of(c, n, PZ_MLA_OPROJ_PREZERO, dst, ldo, p->oproj_col_offset, p->hidden,
+                                          p->prezero_n_total, p->prezero_n_base);
+  io.out = ot.out;
+  io.ld_out = ot.ld_out;
+  io.out_zero_init = ot.zero_init;
   PZ_CHECK(pz_ref_mla_decode(c->m, p, &io));
-  if (oslot && (oslot != dst || ld_slot != ldo))
-    for (int64_t i = 0; i < c->m; i++) memcpy(dst + i * ldo, oslot + i * ld_slot, sizeof(float) * (size_t)p->hidden);
+  oproj_copy_back(c, &ot, dst, ldo, p->hidden);
   return PZ_OK;
 }
 
@@ -248,26 +268,16 @@ pz_status pz_cpu_op_GQA_ATTN(pz_cpu_ctx *c, const pz_node *n) {
   io.cache_seq_stride = kc->stride[0];
   io.cache_head_stride = kc->stride[1];
   io.pos = DATA(n->src[PZ_GQA_POS]);
-  /* The o_proj slot by the MLA op's rule (pz_cpu_op_MLA_ATTN): o_proj accumulates into the slot
-   * when the donor zeroed it this step (pz_prezero_slice_zeroed with the donor's n_total /
-   * n_base), else it zeroes it itself; no slot: the node's output, zeroed by the GEMM. */
+  /* The o_proj slot by the attention ops' one rule (oproj_target_of). */
   LD(n->dst[0], ldo);
   float *dst = DATA(n->dst[0]);
-  float *oslot = opt_data(c, n, PZ_GQA_OPROJ_PREZERO) ? DATA(n->src[PZ_GQA_OPROJ_PREZERO]) : NULL;
-  const int64_t ld_slot = opt_ld(c, n, PZ_GQA_OPROJ_PREZERO);
-  if (oslot) {
-    io.out = oslot;
-    io.ld_out = ld_slot;
-    io.out_zero_init = !pz_prezero_slice_zeroed(c->m, p->oproj_col_offset, p->hidden, p->prezero_n_total,
-                                                p->prezero_n_base, c->g->info.hidden, c->tp, &c->opts->dev);
-  } else {
-    io.out = dst;
-    io.ld_out = ldo;
-    io.out_zero_init = true;
-  }
+  const oproj_target ot = oproj_target_of(c, n, PZ_GQA_OPROJ_PREZERO, dst, ldo, p->oproj_col_offset, p->hidden,
+                                          p->prezero_n_total, p->prezero_n_base);
+  io.out = ot.out;
+  io.ld_out = ot.ld_out;
+  io.out_zero_init = ot.zero_init;
   PZ_CHECK(pz_ref_gqa_attention(c->m, p, &io));
-  if (oslot && (oslot != dst || ld_slot != ldo))
-    for (int64_t i = 0; i < c->m; i++) memcpy(dst + i * ldo, oslot + i * ld_slot, sizeof(float) * (size_t)p->hidden);
+  oproj_copy_back(c, &ot, dst, ldo, p->hidden);
   return PZ_OK;
 }
 
