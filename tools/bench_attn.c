@@ -127,15 +127,6 @@ static pz_status run_read(void *v, int j, cudaStream_t s) {
   return pz_gemm_stream_read(b->cache + seq0 * b->stride, bytes / 16 * 16, b->sink, b->sm_count, s);
 }
 
-static void *dalloc(size_t bytes, pz_status *st) {
-  void *p = NULL;
-  if (*st != PZ_OK) return NULL;
-  *st = PZ_CUDA_STATUS_AS(cudaMalloc(&p, bytes), PZ_ERR_OOM, "bench attn: cannot allocate %zu bytes", bytes);
-  return *st == PZ_OK ? p : NULL;
-}
-static void fill(void *p, int64_t n, uint32_t seed, pz_status *st) {
-  if (*st == PZ_OK && p) *st = pz_gemm_fill_bf16(p, n, seed, false, 0);
-}
 
 static int bench_mla(int argc, char **argv);
 
@@ -187,12 +178,12 @@ static int bench_mla(int argc, char **argv) {
   if (st == PZ_OK) st = PZ_CUDA_STATUS(cudaStreamCreate(&s));
   const int64_t L = 512, rope = 64, nope = 128, vd = 128, ql = 1536, H = 7168, kvw = L + rope;
   b.stride = (int64_t)ctx * kvw;
-  b.cache = dalloc(sizeof(pz_bf16) * (size_t)(POOL_SEQS * b.stride), &st);
-  fill(b.cache, POOL_SEQS * b.stride, 11, &st);
-  b.pos = dalloc(sizeof(int32_t) * 128, &st);
-  b.qkv_a = dalloc(sizeof(float) * 128 * (size_t)(ql + kvw), &st);
-  b.out = dalloc(sizeof(float) * 128 * (size_t)H, &st);
-  b.sink = dalloc(sizeof(unsigned) * 64, &st);
+  b.cache = pz_bench_dalloc(sizeof(pz_bf16) * (size_t)(POOL_SEQS * b.stride), &st);
+  pz_bench_fill_bf16(b.cache, POOL_SEQS * b.stride, 11, &st);
+  b.pos = pz_bench_dalloc(sizeof(int32_t) * 128, &st);
+  b.qkv_a = pz_bench_dalloc(sizeof(float) * 128 * (size_t)(ql + kvw), &st);
+  b.out = pz_bench_dalloc(sizeof(float) * 128 * (size_t)H, &st);
+  b.sink = pz_bench_dalloc(sizeof(unsigned) * 64, &st);
   int32_t hp[128];
   if (st == PZ_OK) {
     uint32_t rr = 4242;
@@ -222,7 +213,7 @@ static int bench_mla(int argc, char **argv) {
       const int32_t t = ht[k]; ht[k] = ht[q]; ht[q] = t;
     }
     for (int64_t k = np; k < rows * b.mb; k++) ht[k] = ht[k - np];
-    b.table = dalloc(sizeof(int32_t) * (size_t)(rows * b.mb), &st);
+    b.table = pz_bench_dalloc(sizeof(int32_t) * (size_t)(rows * b.mb), &st);
     if (st == PZ_OK) st = PZ_CUDA_STATUS(cudaMemcpy(b.table, ht, sizeof(int32_t) * (size_t)(rows * b.mb), cudaMemcpyHostToDevice));
     free(ht);
   }
@@ -276,11 +267,11 @@ static int bench_mla(int argc, char **argv) {
     const int64_t sz[5] = {ql, heads * (nope + rope) * ql, L, heads * nope * L, heads * vd * L};
     for (int c = 0; c < 2; c++) {
       for (int k = 0; k < 5; k++) {
-        b.w[c][k] = dalloc(sizeof(pz_bf16) * (size_t)sz[k], &st);
-        fill(b.w[c][k], sz[k], 100 + 10 * c + k, &st);
+        b.w[c][k] = pz_bench_dalloc(sizeof(pz_bf16) * (size_t)sz[k], &st);
+        pz_bench_fill_bf16(b.w[c][k], sz[k], 100 + 10 * c + k, &st);
       }
-      b.o_w[c] = dalloc(sizeof(pz_bf16) * (size_t)(H * heads * vd), &st);
-      fill(b.o_w[c], H * heads * vd, 200 + c, &st);
+      b.o_w[c] = pz_bench_dalloc(sizeof(pz_bf16) * (size_t)(H * heads * vd), &st);
+      pz_bench_fill_bf16(b.o_w[c], H * heads * vd, 200 + c, &st);
     }
     if (st == PZ_OK) st = pz_mla_cuda_create(p, 128, b.gemm, &b.op);
     for (int a = 0; a < nm && st == PZ_OK; a++) {

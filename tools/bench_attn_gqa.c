@@ -122,15 +122,6 @@ static pz_status run_read(void *v, int j, cudaStream_t s) {
   return pz_gemm_stream_read(b->vc + s0 * b->seq, bytes / 16 * 16, b->sink, b->sm_count, s);
 }
 
-static void *dalloc(size_t bytes, pz_status *st) {
-  void *p = NULL;
-  if (*st != PZ_OK) return NULL;
-  *st = PZ_CUDA_STATUS_AS(cudaMalloc(&p, bytes), PZ_ERR_OOM, "bench attn: cannot allocate %zu bytes", bytes);
-  return *st == PZ_OK ? p : NULL;
-}
-static void fill(void *p, int64_t n, uint32_t seed, pz_status *st) {
-  if (*st == PZ_OK && p) *st = pz_gemm_fill_bf16(p, n, seed, false, 0);
-}
 static void release(bench *b) { /* cleanup: failures ignored on purpose */
   pz_gqa_cuda_destroy(b->op);
   b->op = NULL;
@@ -174,11 +165,11 @@ int pz_bench_attn_gqa(int argc, char **argv) {
   pz_status st = pz_gemm_ctx_create(&b.gemm);
   cudaStream_t s = NULL;
   if (st == PZ_OK) st = PZ_CUDA_STATUS(cudaStreamCreate(&s));
-  b.pos = dalloc(sizeof(int32_t) * 128, &st);
-  b.qkv = dalloc(sizeof(float) * 128 * (size_t)max_w, &st);
-  b.out = dalloc(sizeof(float) * 128 * 8192, &st);
-  b.norm_w = dalloc(sizeof(pz_bf16) * 2 * (size_t)d, &st);
-  b.sink = dalloc(sizeof(unsigned) * 64, &st);
+  b.pos = pz_bench_dalloc(sizeof(int32_t) * 128, &st);
+  b.qkv = pz_bench_dalloc(sizeof(float) * 128 * (size_t)max_w, &st);
+  b.out = pz_bench_dalloc(sizeof(float) * 128 * 8192, &st);
+  b.norm_w = pz_bench_dalloc(sizeof(pz_bf16) * 2 * (size_t)d, &st);
+  b.sink = pz_bench_dalloc(sizeof(unsigned) * 64, &st);
   if (st == PZ_OK) {
     int32_t hp[128];
     for (int i = 0; i < 128; i++) hp[i] = ctx - 1;
@@ -242,18 +233,18 @@ int pz_bench_attn_gqa(int argc, char **argv) {
     b.qk_norm = M->qk_norm;
     b.head = (int64_t)ctx * d;
     b.seq = M->kvh * b.head;
-    b.kc = dalloc(sizeof(pz_bf16) * (size_t)(GQA_POOL_SEQS * b.seq), &st);
-    b.vc = dalloc(sizeof(pz_bf16) * (size_t)(GQA_POOL_SEQS * b.seq), &st);
-    fill(b.kc, GQA_POOL_SEQS * b.seq, 11, &st);
-    fill(b.vc, GQA_POOL_SEQS * b.seq, 12, &st);
+    b.kc = pz_bench_dalloc(sizeof(pz_bf16) * (size_t)(GQA_POOL_SEQS * b.seq), &st);
+    b.vc = pz_bench_dalloc(sizeof(pz_bf16) * (size_t)(GQA_POOL_SEQS * b.seq), &st);
+    pz_bench_fill_bf16(b.kc, GQA_POOL_SEQS * b.seq, 11, &st);
+    pz_bench_fill_bf16(b.vc, GQA_POOL_SEQS * b.seq, 12, &st);
     for (int c = 0; c < 2; c++) {
-      b.o_w[c] = dalloc(sizeof(pz_bf16) * (size_t)(M->H * M->heads * d), &st);
-      fill(b.o_w[c], M->H * M->heads * d, 200 + (uint32_t)c, &st);
+      b.o_w[c] = pz_bench_dalloc(sizeof(pz_bf16) * (size_t)(M->H * M->heads * d), &st);
+      pz_bench_fill_bf16(b.o_w[c], M->H * M->heads * d, 200 + (uint32_t)c, &st);
     }
     if (st == PZ_OK) st = pz_gqa_cuda_create(p, 128, b.gemm, &b.op);
     if (st == PZ_OK) {
       b.ws_bytes = pz_gqa_cuda_workspace_bytes(b.op);
-      b.ws = dalloc(b.ws_bytes, &st);
+      b.ws = pz_bench_dalloc(b.ws_bytes, &st);
     }
     for (int a = 0; a < nm && st == PZ_OK; a++) {
       b.m = ms[a];

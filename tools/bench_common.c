@@ -62,6 +62,19 @@ int pz_bench_no_cuda(const char *name, int argc, char **argv, void (*usage)(FILE
 }
 
 #ifdef PZ_HAVE_CUDA
+#include "backend/cuda/gemm.h"
+
+void *pz_bench_dalloc(size_t bytes, pz_status *st) {
+  void *p = NULL;
+  if (*st != PZ_OK) return NULL;
+  *st = PZ_CUDA_STATUS_AS(cudaMalloc(&p, bytes), PZ_ERR_OOM, "bench attn: cannot allocate %zu bytes", bytes);
+  return *st == PZ_OK ? p : NULL;
+}
+
+void pz_bench_fill_bf16(void *p, int64_t n, uint32_t seed, pz_status *st) {
+  if (*st == PZ_OK && p) *st = pz_gemm_fill_bf16(p, n, seed, false, 0);
+}
+
 int pz_bench_need_gpus(const char *name, const char *what, int need, int tp_flag) {
   int have = 0;
   if (!PZ_CUDA_PROBE(cudaGetDeviceCount(&have))) have = 0; /* no driver / no GPU: none visible */

@@ -64,6 +64,12 @@ int pz_bench_need_gpus(const char *name, const char *what, int need, int tp_flag
  * Returns PZ_OK, or the status of the first CUDA error met (PZ_CUDA_KEEP: every call still runs,
  * the message names it); *us is set either way. */
 pz_status pz_bench_graph_us(cudaGraphExec_t ge, cudaStream_t s, int launches, int reps, double *us);
+/* Chained set-up: when *st is PZ_OK, cudaMalloc of `bytes` (PZ_ERR_OOM with "bench attn: cannot
+ * allocate N bytes" into *st on failure); NULL when *st is or becomes an error. */
+void *pz_bench_dalloc(size_t bytes, pz_status *st);
+/* Chained set-up: when *st is PZ_OK and p is set, n seeded random bf16 values into p
+ * (pz_gemm_fill_bf16, backend/cuda/gemm.h), its status into *st. */
+void pz_bench_fill_bf16(void *p, int64_t n, uint32_t seed, pz_status *st);
 #endif
 
 #endif
