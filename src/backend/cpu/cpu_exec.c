@@ -5,6 +5,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "core/pool.h"
 #include "core/fill_rule.h"
+#include "core/fill_shard.h"
 #include "core/kv_pages.h"
 #include <stdlib.h>
 #include <string.h>
@@ -75,40 +76,6 @@ static void fill_rows(void *va, int64_t lo, int64_t hi) {
 #undef FULL_IDX
 }
 
-/* Rank r's slice of t's shard dim lies inside full_ne (core/ir.h pz_tensor.n_parts): every part
- * either has a whole slice for r ((r + 1) * part_ne <= part_full) or is replicated evenly
- * (part_full a multiple of part_ne, tp * part_ne a multiple of part_full); the parts add up. */
-static pz_status check_shard(const pz_tensor *t, int r, int tp) {
-  if (t->shard_dim >= t->ndim)
-    return pz_error(PZ_ERR_SHAPE, "%s: shard_dim %d out of range", t->name, t->shard_dim);
-  if (t->n_parts < 0 || t->n_parts == 1 || t->n_parts > PZ_MAX_PARTS || (t->n_parts && t->shard_dim < 0))
-    return pz_error(PZ_ERR_SHAPE, "%s: %d parts (0 or 2..%d along a shard dim)", t->name, t->n_parts, PZ_MAX_PARTS);
-  for (int d = 0; d < t->ndim; d++) {
-    if (d != t->shard_dim) {
-      if (t->full_ne[d] < t->ne[d])
-        return pz_error(PZ_ERR_SHAPE, "%s: rank %d's shard exceeds full dim %d (%lld < %lld)", t->name, r, d,
-                        (long long)t->full_ne[d], (long long)t->ne[d]);
-      continue;
-    }
-    const int np = t->n_parts ? t->n_parts : 1;
-    int64_t sn = 0, sf = 0;
-    for (int p = 0; p < np; p++) {
-      const int64_t pn = t->n_parts ? t->part_ne[p] : t->ne[d], pf = t->n_parts ? t->part_full[p] : t->full_ne[d];
-      sn += pn;
-      sf += pf;
-      if (pn < 1 || pf < pn)
-        return pz_error(PZ_ERR_SHAPE, "%s: rank %d's shard exceeds full dim %d (%lld < %lld)", t->name, r, d, (long long)pf,
-                        (long long)pn);
-      if (pn * tp > pf ? (pf % pn || (pn * tp) % pf) : (int64_t)(r + 1) * pn > pf)
-        return pz_error(PZ_ERR_SHAPE, "%s: rank %d's shard exceeds full dim %d (%lld < %lld)", t->name, r, d, (long long)pf,
-                        (long long)((int64_t)(r + 1) * pn));
-    }
-    if (sn != t->ne[d] || sf != t->full_ne[d])
-      return pz_error(PZ_ERR_SHAPE, "%s: parts of dim %d add up to %lld of %lld (full %lld of %lld)", t->name, d,
-                      (long long)sn, (long long)t->ne[d], (long long)sf, (long long)t->full_ne[d]);
-  }
-  return PZ_OK;
-}
 
 static pz_status fill_tensor(pz_cpu_exec *e, int r, const pz_tensor *t) {
   void *dst = e->store[(size_t)r * e->g->n_tensors + t->id];
@@ -123,13 +90,13 @@ static pz_status fill_tensor(pz_cpu_exec *e, int r, const pz_tensor *t) {
     if (t->dtype == PZ_U8 || (t->dtype == PZ_I32 && pz_name_ends_with(t->name, ".weight_packed"))) /* quantised: only a weight source knows the scheme */
       return pz_error(PZ_ERR_INVALID_ARG, "weight %s is stored quantised (%s); give the executor a load_weight source "
                       "(a checkpoint, or model/quant_synth.h for synthetic weights)", t->name, pz_dtype_name(t->dtype));
-    PZ_CHECK(check_shard(t, r, e->tp));
+    PZ_CHECK(pz_fill_check_shard(t, r, e->tp));
     f.scale = t->init_scale;
     f.offset = t->init_offset;
   } else if (t->kind == PZ_T_STATE && (pz_name_ends_with(t->name, ".k_cache") || pz_name_ends_with(t->name, ".v_cache"))) {
     /* GQA caches, sharded by kv head: the weights' mapping, so every TP sees the same full cache. */
     if (!pz_tensor_contiguous(t)) return pz_error(PZ_ERR_SHAPE, "kv cache %s must be contiguous", t->name);
-    PZ_CHECK(check_shard(t, r, e->tp));
+    PZ_CHECK(pz_fill_check_shard(t, r, e->tp));
     f.scale = t->init_scale != 0.0f ? t->init_scale : 1.0f;
     f.offset = 0.0f;
     pz_par_for(pz_tensor_numel(t) / t->ne[t->ndim - 1], 1 + 4096 / t->ne[t->ndim - 1], fill_rows, &f);
