@@ -59,6 +59,10 @@ typedef struct pz_runtime_opts {
   int moe_l2pf;                       /* PREZERO_MOE_L2PF: 1 the W4A16 expert kernel prefetches its next
                                        * items' weights into L2, 0 (default: 25-28 % against 32-37 % of
                                        * HBM on the H200 with it on) off; same results */
+  int moe_w4_tiled;                   /* PREZERO_MOE_W4_TILED: 1 (default) the CUDA executor rearranges
+                                       * INT4 experts once, at load, into the W4A16 kernel's tiled layout
+                                       * (pz_moe_w4a16_tile; H and I multiples of 128), 0 keeps the
+                                       * compressed-tensors layout; results agree within rounding */
   /* host */
   int cpu_threads;                    /* PREZERO_CPU_THREADS: 0 default (the cores, at most 64), else 1..1024 */
 } pz_runtime_opts;

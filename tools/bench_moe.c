@@ -28,7 +28,7 @@ static const char *const qname[3] = {"bf16", "int4", "fp8"};
 static void usage(FILE *f) {
   fprintf(f,
           "usage: prezero bench moe [--quant bf16|int4|fp8] [--json FILE] [--md FILE] [--m 1,4,8,...] [--tp 1,2,4]\n"
-          "                         [--reps N]\n"
+          "                         [--reps N] [--w4-depth 0|1|2]\n"
           "  Times the MoE op (router top-k + gather + routed experts gate/up + SwiGLU + down + combine, and\n"
           "  the bf16 shared expert) for Kimi-K2.5 per-rank shapes (H %d, %d experts, top %d, moe_intermediate\n"
           "  %d / TP, 1 shared) in CUDA-graph replays: %d random logit sets (uniform routing) rotated inside\n"
@@ -39,6 +39,10 @@ static void usage(FILE *f) {
           "            for int4 / fp8 the bf16 MoE is timed in the same run for the speed-up (default bf16)\n"
           "  --m       batch sizes, 1..%d (default 1,4,8,16,32,64,128)\n"
           "  --tp      TP degrees whose per-rank shapes are timed (one GPU; default 1,2,4)\n"
+          "  --w4-depth  int4: 128-column super-chunks each warp loads ahead in the tiled layout's kernel for\n"
+          "            one n-tile (0 = by registers, the default; 1 or 2), for A/B runs\n"
+          "  int4 is timed in the tiled layout the engine uses (pz_moe_w4a16_tile, PREZERO_MOE_W4_TILED=1) and,\n"
+          "  in the same run, in the stored compressed-tensors layout (last column: its us and ratio).\n"
           "  Touched bytes = the distinct chosen routed experts' weights (packed words + scales for int4,\n"
           "  e4m3 bytes + block scales for fp8) + the shared expert's bf16 weights; %% of 4.8 TB/s over them.\n",
           KIMI_H, KIMI_E, KIMI_K, KIMI_I, NSETS, MAX_COPIES, BENCH_MAX_M);
@@ -46,7 +50,7 @@ static void usage(FILE *f) {
 
 typedef struct bench_args {
   const char *json_path, *md_path;
-  int quant, ms[16], nm, tps[8], ntp, reps;
+  int quant, ms[16], nm, tps[8], ntp, reps, w4_depth;
 } bench_args;
 
 /* Parses the command line (every build). 0: go on; otherwise the exit code (help printed = -1 -> 0). */
@@ -61,7 +65,7 @@ static int parse(int argc, char **argv, bench_args *b) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return -1; }
     const bool known = !strcmp(a, "--json") || !strcmp(a, "--md") || !strcmp(a, "--reps") || !strcmp(a, "--m") ||
-                       !strcmp(a, "--tp") || !strcmp(a, "--quant");
+                       !strcmp(a, "--tp") || !strcmp(a, "--quant") || !strcmp(a, "--w4-depth");
     if (!known) { fprintf(stderr, "prezero bench moe: unknown option '%s'; see 'prezero bench moe --help'\n", a); return 2; }
     if (!v) { fprintf(stderr, "prezero bench moe: %s needs a value; see 'prezero bench moe --help'\n", a); return 2; }
     i++;
@@ -73,6 +77,10 @@ static int parse(int argc, char **argv, bench_args *b) {
         if (!strcmp(v, qname[k])) q = k;
       if (q < 0) { fprintf(stderr, "prezero bench moe: --quant '%s' is not a storage; use --quant bf16, int4 or fp8\n", v); return 2; }
       b->quant = q;
+    } else if (!strcmp(a, "--w4-depth")) {
+      int r[1];
+      if (pz_bench_parse_list(v, r, 1, 0, 2) != 1) { fprintf(stderr, "prezero bench moe: --w4-depth '%s' is not 0, 1 or 2\n", v); return 2; }
+      b->w4_depth = r[0];
     } else if (!strcmp(a, "--reps")) {
       int r[1];
       if (pz_bench_parse_list(v, r, 1, 1, 64) != 1) { fprintf(stderr, "prezero bench moe: --reps '%s' is not a count; use --reps 1..64\n", v); return 2; }
@@ -307,11 +315,11 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
   if (md) {
     fprintf(md, "prezero bench moe --quant %s (%s), routed experts %s; touched = chosen experts + shared expert\n\n",
             qname[q], prop.name, qname[q]);
-    fprintf(md, "| TP | m | experts read | touched MB | µs | TB/s | %% of 4.8 TB/s | bf16 µs | speed-up vs bf16 | read µs (same bytes) / note |\n");
-    pz_bench_md_rule(md, 10, 0);
+    fprintf(md, "| TP | m | experts read | touched MB | µs | TB/s | %% of 4.8 TB/s | bf16 µs | speed-up vs bf16 | read µs (same bytes) / note | int4 stored-layout µs (its / tiled) |\n");
+    pz_bench_md_rule(md, 11, 0);
   }
-  printf("%3s %4s %8s %10s %9s %7s %7s %9s %8s %9s\n", "TP", "m", "experts", "touch MB", "us", "TB/s", "%HBM", "bf16 us",
-         "speedup", "read us");
+  printf("%3s %4s %8s %10s %9s %7s %7s %9s %8s %9s %16s\n", "TP", "m", "experts", "touch MB", "us", "TB/s", "%HBM", "bf16 us",
+         "speedup", "read us", "stored-layout us");
   for (int ti = 0; ti < b->ntp; ti++) {
     const int tp = b->tps[ti];
     const int64_t I = KIMI_I / tp;
@@ -371,8 +379,11 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
         PZ_CUDA_IGNORE(cudaGraphExecDestroy(ge)); /* a destroy: nothing to report */
         PZ_CUDA_IGNORE(cudaGraphDestroy(g));
       }
-      double us = us_bf16;
-      if (q != Q_BF16) { /* route + W4A16 / W8A16 experts, launches cycling (logit set, weight copy) */
+      double us = us_bf16, us_ct = -1;
+      /* int4: the tiled layout the engine runs (PREZERO_MOE_W4_TILED=1, lay 0), then the stored
+       * compressed-tensors layout (lay 1), same bytes; the weights are random words either way */
+      const int nlay = q == Q_INT4 && H % 128 == 0 && I % 128 == 0 ? 2 : 1;
+      for (int lay = 0; lay < nlay && q != Q_BF16; lay++) { /* route + W4A16 / W8A16 experts, launches cycling (logit set, weight copy) */
         cudaGraph_t g = NULL;
         cudaGraphExec_t ge = NULL;
         const int nl = NSETS * (ncopy > 1 ? ncopy : 2);
@@ -388,6 +399,8 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
           a.sh_gate = sg; a.sh_up = su; a.sh_down = sd;
           a.out = out; a.ld_out = H; a.workspace = ws; a.workspace_bytes = (size_t)(route - (char *)ws);
           a.l2pf = moe_l2pf(); /* PREZERO_MOE_L2PF=1: the W4A16 kernel with its L2 prefetch */
+          a.w4_tiled = nlay == 2 && lay == 0;
+          a.w4_depth = b->w4_depth;
           lst = pz_moe_route_launch(m, logits + (size_t)(r % NSETS) * max_m * E, E, NULL, &p, ids, wts, s);
           if (lst == PZ_OK) lst = q == Q_INT4 ? pz_moe_w4a16_launch(&a, s) : pz_moe_w8a16_launch(&a, s);
         }
@@ -401,15 +414,16 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
           printf("%3d %4d %s\n", tp, m, q_note);
           md_row_note(md, tp, m, q_note);
           cJSON_AddStringToObject(row, "note", q_note);
-          continue;
+          break; /* out of the layouts; the row is done */
         }
         if (lst != PZ_OK) { fprintf(stderr, "prezero bench moe: the %s MoE launch failed: %s\n", qname[q], lmsg); goto fail; }
         BENCH_CUDA(ce);
         BENCH_CUDA(cudaGraphInstantiate(&ge, g, 0));
-        BENCH_CHECK(pz_bench_graph_us(ge, s, nl, b->reps, &us));
+        BENCH_CHECK(pz_bench_graph_us(ge, s, nl, b->reps, lay == 0 ? &us : &us_ct));
         PZ_CUDA_IGNORE(cudaGraphExecDestroy(ge));
         PZ_CUDA_IGNORE(cudaGraphDestroy(g));
       }
+      if (q_note[0]) continue;
       /* yardstick: one contiguous read of the same touched bytes, rotated over the weight pool */
       const char *pool[MAX_COPIES + 3];
       int npool = 0;
@@ -439,14 +453,16 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
       BENCH_CUDA(cudaGetLastError());
       const double tbps = touched / (us * 1e-6) / 1e12, share = tbps / PZ_BENCH_HBM_TBPS;
       const double speedup = q != Q_BF16 && us_bf16 > 0 ? us_bf16 / us : 0;
-      char bf[32] = "-", sp[32] = "-";
+      char bf[32] = "-", sp[32] = "-", ct[48] = "-";
       if (q != Q_BF16) { snprintf(bf, sizeof bf, "%.1f", us_bf16); snprintf(sp, sizeof sp, "%.2fx", speedup); }
-      printf("%3d %4d %8.1f %10.1f %9.1f %7.2f %6.1f%% %9s %8s %9.1f\n", tp, m, distinct, touched / 1e6, us, tbps,
-             100.0 * share, bf, sp, rus);
+      if (us_ct > 0) snprintf(ct, sizeof ct, "%.1f (%.2fx)", us_ct, us_ct / us);
+      printf("%3d %4d %8.1f %10.1f %9.1f %7.2f %6.1f%% %9s %8s %9.1f %16s\n", tp, m, distinct, touched / 1e6, us, tbps,
+             100.0 * share, bf, sp, rus, ct);
       fflush(stdout);
       if (md)
-        fprintf(md, "| %d | %d | %.1f | %.1f | %.1f | %.2f | %.1f%% | %s | %s | %.1f |\n", tp, m, distinct, touched / 1e6, us,
-                tbps, 100.0 * share, bf, sp, rus);
+        fprintf(md, "| %d | %d | %.1f | %.1f | %.1f | %.2f | %.1f%% | %s | %s | %.1f | %s |\n", tp, m, distinct, touched / 1e6,
+                us, tbps, 100.0 * share, bf, sp, rus, ct);
+      if (us_ct > 0) cJSON_AddNumberToObject(row, "stored_layout_us", us_ct);
       cJSON_AddNumberToObject(row, "experts_read", distinct);
       cJSON_AddNumberToObject(row, "routed_bytes", routed);
       cJSON_AddNumberToObject(row, "shared_bytes", shared);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include "backend/cpu/ref_ops.h"
 #include "backend/cuda/moe_q.h"
+#include "backend/cuda/w4_tiled.h"
 #include "core/status.h"
 #include "prezero.h"
 #include "pz_test.h"
@@ -34,6 +35,93 @@ static void *up(const void *h, size_t bytes) {
 }
 
 enum { ROUTE_RANDOM, ROUTE_TIED, ROUTE_ALL, ROUTE_EMPTY };
+
+/* The tiled layout (pz_moe_w4a16_tile, w4_tiled.h) on the case's device weights, in place:
+ * - the gate words and scales equal the host's map of the stored arrays (wg, sg) bit for bit, and
+ *   pz_moe_w4a16_untile_host gives the stored arrays back;
+ * - the kernel on them (depths 0, 1, 2: bit-identical to each other) is within the same bound of
+ *   the CPU reference (ref) as the stored layout's kernel, and its deviation from that kernel
+ *   (gpu) is reported;
+ * - shapes that are not multiples of 128 are refused by the tiler and the launcher.
+ * Leaves a's weights tiled (the caller frees them). */
+static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, int64_t H, int64_t I, const float *ref,
+                       const float *gpu, float *dout) {
+  const int E = a->p.n_experts, m = a->m;
+  void *tmp = NULL;
+  const size_t tb = pz_moe_w4a16_tile_tmp_bytes(I > H ? I : H, I > H ? H : I) * 3; /* >= either matrix; 3 per pass */
+  CHECK(cudaMalloc(&tmp, tb) == cudaSuccess);
+  if (H % 128 || I % 128) {
+    CHECK_ST(pz_moe_w4a16_tile((void *)a->w_gate, (void *)a->s_gate, E, I, H, tmp, tb, 0), PZ_ERR_SHAPE);
+    pz_moe_q_args b = *a;
+    b.w4_tiled = 1;
+    CHECK_ST(pz_moe_w4a16_launch(&b, 0), PZ_ERR_SHAPE);
+    cudaFree(tmp);
+    return;
+  }
+  CHECK_OK(pz_moe_w4a16_tile((void *)a->w_gate, (void *)a->s_gate, E, I, H, tmp, tb, 0));
+  CHECK_OK(pz_moe_w4a16_tile((void *)a->w_up, (void *)a->s_up, E, I, H, tmp, tb, 0));
+  CHECK_OK(pz_moe_w4a16_tile((void *)a->w_down, (void *)a->s_down, E, H, I, tmp, tb, 0));
+  CHECK_ST(pz_moe_w4a16_tile((void *)a->w_down, (void *)a->s_down, E, H, I, tmp, 16, 0), PZ_ERR_INVALID_ARG);
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
+  /* the map, bit for bit, on the gate matrices */
+  const size_t nw = (size_t)E * I * (H / 8), ns = (size_t)E * I * (H / 32);
+  int32_t *tw = malloc(4 * nw);
+  pz_bf16 *ts = malloc(2 * ns);
+  CHECK(cudaMemcpy(tw, a->w_gate, 4 * nw, cudaMemcpyDeviceToHost) == cudaSuccess);
+  CHECK(cudaMemcpy(ts, a->s_gate, 2 * ns, cudaMemcpyDeviceToHost) == cudaSuccess);
+  size_t mis = 0;
+  for (int e = 0; e < E; e++)
+    for (int64_t r = 0; r < I; r++) {
+      for (int64_t w = 0; w < H / 8; w++) {
+        const size_t src = ((size_t)e * I + r) * (H / 8) + w, dst = (size_t)e * I * (H / 8) + pz_w4t_word_index(H, r, w);
+        mis += (uint32_t)tw[dst] != pz_w4t_perm((uint32_t)wg[src]);
+      }
+      for (int64_t q = 0; q < H / 32; q++) {
+        const size_t src = ((size_t)e * I + r) * (H / 32) + q, dst = (size_t)e * I * (H / 32) + pz_w4t_scale_index(H, r, q);
+        mis += ts[dst] != sg[src];
+      }
+    }
+  CHECK(mis == 0);
+  CHECK_OK(pz_moe_w4a16_untile_host(tw, ts, E, I, H));
+  CHECK(!memcmp(tw, wg, 4 * nw) && !memcmp(ts, sg, 2 * ns));
+  free(tw);
+  free(ts);
+  /* the kernel on the tiled layout */
+  float *t[3];
+  for (int d = 0; d < 3; d++) {
+    pz_moe_q_args b = *a;
+    b.w4_tiled = 1;
+    b.w4_depth = d;
+    CHECK_OK(pz_moe_w4a16_launch(&b, 0));
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    t[d] = malloc(4 * (size_t)m * H);
+    cudaMemcpy(t[d], dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
+  }
+  CHECK(!memcmp(t[0], t[1], 4 * (size_t)m * H) && !memcmp(t[0], t[2], 4 * (size_t)m * H));
+  double worst = 0, vs = 0;
+  int bad = 0;
+  size_t same = 0;
+  for (int i = 0; i < m; i++) {
+    double mx = 0;
+    for (int64_t j = 0; j < H; j++) mx = fmax(mx, fabs(ref[i * H + j]));
+    for (int64_t j = 0; j < H; j++) {
+      const double e = fabs((double)t[0][i * H + j] - ref[i * H + j]);
+      if (!(e <= TOL_REL * mx + 1e-6)) bad++;
+      worst = fmax(worst, e / (mx + 1e-30));
+      vs = fmax(vs, fabs((double)t[0][i * H + j] - gpu[i * H + j]) / (mx + 1e-30));
+      same += t[0][i * H + j] == gpu[i * H + j];
+    }
+  }
+  printf("%-28s   tiled layout: worst %.2e of the row max, %.2e from the stored layout's kernel (%.1f%% of values equal)%s\n",
+         "", worst, vs, 100.0 * same / ((double)m * H), bad ? "  FAIL" : "");
+  if (bad) pz_test_failures++;
+  pz_moe_q_args b = *a;
+  b.w4_tiled = 1;
+  b.w4_depth = 3;
+  CHECK_ST(pz_moe_w4a16_launch(&b, 0), PZ_ERR_INVALID_ARG);
+  for (int d = 0; d < 3; d++) free(t[d]);
+  cudaFree(tmp);
+}
 
 /* One case: returns the worst |gpu - ref| / (max|ref row| + tiny) over the rows. */
 static void run_case(const char *name, int E, int K, int64_t H, int64_t I, int64_t SI, int m, int route) {
@@ -137,6 +225,7 @@ static void run_case(const char *name, int E, int K, int64_t H, int64_t I, int64
   printf("%-28s E %3d K %d H %lld I %4lld shared %4lld m %3d: worst %.2e of the row max%s\n", name, E, K, (long long)H,
          (long long)I, (long long)SI, m, worst, bad ? "  FAIL" : "");
   if (bad) pz_test_failures++;
+  tiled_case(&a, wg, sg, H, I, ref, gpu, dout);
   /* Argument errors (once per case is cheap). */
   pz_moe_q_args b = a;
   b.p.wquant = 0;
@@ -173,6 +262,8 @@ int main(void) {
   run_case("kimi_k25 tp4 all experts", 384, 8, H, 512, 0, 48, ROUTE_ALL);
   run_case("kimi_k25 tp4 empty slots", 384, 8, H, 512, 512, 8, ROUTE_EMPTY);
   run_case("small all experts", 8, 8, 256, 64, 0, 3, ROUTE_ALL);
+  run_case("small tileable, 2 n-tiles", 8, 2, 256, 128, 0, 48, ROUTE_ALL);
+  run_case("tileable, 32 tokens/expert", 8, 8, 1024, 256, 256, 32, ROUTE_TIED);
   engine_quant_case(PZ_QUANT_INT4, "int4");
   TEST_DONE();
 }

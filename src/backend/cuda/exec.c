@@ -576,6 +576,8 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
     /* identity block tables, then the seeded pages through them (core/kv_pages.h, as the CPU) */
     PZ_CHECK_GOTO(pz_cuda_fill_paged(e->g, R->data, o->seed, R->stream), st, fail);
     if (o->load_weight) PZ_CHECK_GOTO(load_weights(e, r), st, fail);
+    /* INT4 experts into the W4A16 kernel's tiled layout (PREZERO_MOE_W4_TILED=0 keeps them as stored) */
+    if (e->ro.moe_w4_tiled) PZ_CHECK_GOTO(pz_cuda_tile_w4_experts(e->g, R), st, fail);
   }
   for (int r = 0; r < tp; r++) {
     PZ_CUDA_CHECK_MSG_GOTO(cudaSetDevice(e->ranks[r].device), st, fail, "CUDA executor: cudaSetDevice(%d)",
@@ -624,6 +626,7 @@ void pz_cuda_exec_free(pz_cuda_exec *e) {
     if (R->cand_host) PZ_CUDA_IGNORE(cudaFreeHost(R->cand_host));
     if (R->in_host) PZ_CUDA_IGNORE(cudaFreeHost(R->in_host));
     free(R->data);
+    free(R->w4_tiled);
   }
   pz_nccl_destroy(e->nccl);
   pz_comm_destroy(e->comm);
@@ -868,7 +871,7 @@ pz_status pz_cuda_exec_read(const pz_cuda_exec *e, int rank, int tensor_id, void
   PZ_CUDA_CHECK(cudaSetDevice(e->ranks[rank].device));
   PZ_CUDA_CHECK(cudaStreamSynchronize(e->ranks[rank].stream));
   PZ_CUDA_CHECK(cudaMemcpy(dst, e->ranks[rank].data[tensor_id], bytes, cudaMemcpyDeviceToHost));
-  return PZ_OK;
+  return pz_cuda_w4_untile_read(e->g, &e->ranks[rank], tensor_id, dst, bytes); /* the graph's layout */
 }
 
 pz_status pz_cuda_exec_time_step(pz_cuda_exec *e, int64_t M, int32_t pos_all, int iters, int reps, double *us_median) {

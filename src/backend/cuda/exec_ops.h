@@ -27,7 +27,21 @@ typedef struct pz_cuda_rank {
   void *ws;                    /* device scratch shared by the MoE / dense-MLP / GQA nodes (run in order) */
   size_t ws_bytes;
   float *ar_tmp;               /* NCCL donors only: contiguous [m, H] f32 copy of a strided partial */
+  unsigned char *w4_tiled;     /* [n_tensors] or NULL: 1 words, 2 scales of INT4 experts moved into the
+                                  W4A16 kernel's tiled layout at load (pz_cuda_tile_w4_experts) */
+  int w4_tiled_n;              /* entries of w4_tiled (the graph's tensors at load; plans add more after) */
 } pz_cuda_rank;
+
+/* INT4 routed experts of every MOE node of g (wquant 1, H and I multiples of 128) rearranged in
+ * place on rank R into the W4A16 kernel's tiled layout (moe_q.h pz_moe_w4a16_tile), marking their
+ * tensors in R->w4_tiled (allocated here). Once, after the fill or the checkpoint load; a tensor
+ * already marked is not moved twice. Errors: PZ_ERR_OOM, PZ_ERR_CUDA, those of pz_moe_w4a16_tile. */
+pz_status pz_cuda_tile_w4_experts(const pz_graph *g, pz_cuda_rank *R);
+/* True when MOE node n's experts on rank R are tiled (op_moe_q passes w4_tiled = 1). */
+bool pz_cuda_w4_node_tiled(const pz_cuda_rank *R, const pz_node *n);
+/* A read-back of tensor t (its whole bytes in host memory, dst) in the layout the graph declares:
+ * tiled INT4 experts are rearranged back. Errors: those of pz_moe_w4a16_untile_host. */
+pz_status pz_cuda_w4_untile_read(const pz_graph *g, const pz_cuda_rank *R, int t, void *dst, size_t bytes);
 
 /* Context of one op launch. Non-collective ops: rank/stream/gemm/data are this rank's.
  * Collective ops (AR_RMSNORM*, ARGMAX) are called once and launch on every rank, issuing all

@@ -59,10 +59,27 @@ typedef struct pz_moe_q_args {
   void *workspace; size_t workspace_bytes;
   int l2pf; /* W4A16: 1 prefetches the next items' weights into L2 (PREZERO_MOE_L2PF=1; 0, the default,
              * was faster on the H200); same results */
+  int w4_tiled; /* W4A16: 1 = w_* and s_* are in pz_moe_w4a16_tile's layout (H and I multiples of 128,
+                 * 16-byte aligned), 0 = as stored (compressed-tensors); l2pf then has no effect */
+  int w4_depth; /* W4A16 tiled: super-chunks (128 columns) each warp loads ahead: 0 = by registers (2 for
+                 * <= 8 tokens of an expert in a work item, else 1), 1 or 2; same results */
 } pz_moe_q_args;
 
 size_t pz_moe_w4a16_workspace_bytes(int max_m, int64_t H, const pz_moe_params *p);
 pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t stream);
+/* Rearranges E INT4 matrices [N, K] in place, words i32 [E, N, K/8] and scales bf16 [E, N, K/32]
+ * (compressed-tensors layout, group 32), into the tiled layout of w4_tiled = 1 (w4_tiled.h gives
+ * the maps): same bytes, same values. tmp: device scratch of tmp_bytes >=
+ * pz_moe_w4a16_tile_tmp_bytes(N, K) (one matrix; more lets several go per pass). Runs on `stream`;
+ * not for capture (it copies). Errors: PZ_ERR_SHAPE (N % 16 or K % 128 not 0, E < 1),
+ * PZ_ERR_INVALID_ARG (NULL or not 16-byte aligned pointers, tmp too small), PZ_ERR_CUDA. */
+size_t pz_moe_w4a16_tile_tmp_bytes(int64_t N, int64_t K);
+pz_status pz_moe_w4a16_tile(void *words, void *scales, int64_t E, int64_t N, int64_t K, void *tmp, size_t tmp_bytes,
+                            cudaStream_t stream);
+/* Host inverse for read-back: tiled words / scales of one matrix [N, K] (host memory) back to the
+ * compressed-tensors layout, in place (uses a heap copy of N*K/2 bytes). Errors: PZ_ERR_SHAPE, PZ_ERR_OOM. */
+pz_status pz_moe_w4a16_untile_host(int32_t *words, pz_bf16 *scales, int64_t E, int64_t N, int64_t K);
+
 size_t pz_moe_w8a16_workspace_bytes(int max_m, int64_t H, const pz_moe_params *p);
 pz_status pz_moe_w8a16_launch(const pz_moe_q_args *a, cudaStream_t stream);
 

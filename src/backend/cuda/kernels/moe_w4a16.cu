@@ -6,6 +6,7 @@
 // the weights and scales of the CTA's next item(s) into L2 once its own loads of the current item
 // are done (prefetch_rows), so HBM stays busy over the reduction and the next item's start.
 #include "backend/cuda/kernels/moe_q_common.cuh"
+#include "backend/cuda/w4_tiled.h"
 #include <stdlib.h>
 
 namespace {
@@ -310,6 +311,135 @@ __device__ __forceinline__ void warp_tile_v(const int32_t *w0, const int32_t *w1
   if (ch < ce) warp_tile<DUAL, NT>(w0, w1, s0, s1, K, ch, ce, xr, acc);
 }
 
+// ---------------------------------------------------------------- tiled layout (W4T)
+// The layout of pz_moe_w4a16_tile (moe_q.h; our own, after the idea of pre-permuting quantised
+// weights offline so that each thread's load is its mma fragment, as the Marlin kernel does):
+// per 16-row block b and 128-column super-chunk sc of a matrix, 1024 bytes of words, unit u of 16
+// bytes = lane (g, c) = (u % 32 / 4, u % 4) of row half h = u / 32, holding word c (columns
+// 8c..8c+7 of the group) of groups 4 sc + 0..3 of row 16 b + 8 h + g, its nibbles in mma order
+// (column 2i at nibble i, 2i + 1 at nibble i + 4); the scales likewise, 128 bytes per (b, sc):
+// unit g holds (row 16 b + g, row 16 b + 8 + g) of groups 4 sc + 0..3 as bf16 pairs. So lane l
+// reads rows g and g + 8 with two coalesced 16-byte loads (units l and 32 + l) and its 8 scales
+// with one, and no shuffle or permute is left: each mma still sums one group, in the 4-byte
+// path's k-slot order (warp_tile), and its scale multiplies the f32 group sum as before.
+
+template <bool DUAL>
+struct tstage {
+  uint4 lo, hi, sc;            // rows g / g + 8 of matrix 0, its scales
+  uint4 lo1, hi1, sc1;         // matrix 1 (DUAL)
+};
+
+template <bool DUAL>
+__device__ __forceinline__ void tload(tstage<DUAL> &b, const uint4 *wa, const uint4 *wb, const uint4 *sa,
+                                      const uint4 *sb, int sc) {
+  b.lo = ld16(wa + sc * 64);
+  b.hi = ld16(wa + sc * 64 + 32);
+  b.sc = __ldg(sa + sc * 8);
+  if (DUAL) {
+    b.lo1 = ld16(wb + sc * 64);
+    b.hi1 = ld16(wb + sc * 64 + 32);
+    b.sc1 = __ldg(sb + sc * 8);
+  }
+}
+
+template <bool DUAL, int NT>
+__device__ __forceinline__ void tcompute(const tstage<DUAL> &b, int sc, int c, const __nv_bfloat16 *const (&xr)[NT],
+                                         float (&acc)[2][NT][4]) {
+#pragma unroll
+  for (int G = 0; G < 4; G++) {
+    uint4 xv[NT];
+#pragma unroll
+    for (int j = 0; j < NT; j++) xv[j] = __ldg(reinterpret_cast<const uint4 *>(xr[j] + sc * 128 + G * kGroup + c * 8));
+    {  /* matrix 0, then (DUAL) matrix 1: one pair of unpacked rows live at a time */
+      const uint4 l = unpack8p(comp(b.lo, G)), h = unpack8p(comp(b.hi, G));
+      const uint32_t sw = comp(b.sc, G);
+#pragma unroll
+      for (int j = 0; j < NT; j++) {
+        float d[4];
+        mma2_zero(d, l, h, xv[j]);
+        add_scaled(acc[0][j], d, bf_lo(sw), bf_hi(sw));
+      }
+    }
+    if (DUAL) {
+      const uint4 l = unpack8p(comp(b.lo1, G)), h = unpack8p(comp(b.hi1, G));
+      const uint32_t sw = comp(b.sc1, G);
+#pragma unroll
+      for (int j = 0; j < NT; j++) {
+        float d[4];
+        mma2_zero(d, l, h, xv[j]);
+        add_scaled(acc[1][j], d, bf_lo(sw), bf_hi(sw));
+      }
+    }
+  }
+}
+
+// Super-chunks [cb, ce) of one warp's 16-row block (wa / sa: the block's words / scales at this
+// lane's unit). D = super-chunks loaded ahead of the one computed (0, 1 or 2, as registers allow);
+// the loop is unrolled by D + 1 so that the stage buffers stay in named registers.
+template <bool DUAL, int NT, int D>
+__device__ __forceinline__ void warp_tile_t(const uint4 *wa, const uint4 *wb, const uint4 *sa, const uint4 *sb, int cb,
+                                            int ce, const __nv_bfloat16 *const (&xr)[NT], float (&acc)[2][NT][4]) {
+  const int c = threadIdx.x & 3;
+  if (cb >= ce) return;
+  tstage<DUAL> b0, b1, b2;
+  if (D == 0) { /* no registers to spare: load, then compute */
+    for (int sc = cb; sc < ce; sc++) {
+      tload<DUAL>(b0, wa, wb, sa, sb, sc);
+      tcompute<DUAL, NT>(b0, sc, c, xr, acc);
+    }
+    return;
+  }
+  tload<DUAL>(b0, wa, wb, sa, sb, cb);
+  if (D == 1) {
+    for (int sc = cb;; sc += 2) {
+      if (sc + 1 < ce) tload<DUAL>(b1, wa, wb, sa, sb, sc + 1);
+      tcompute<DUAL, NT>(b0, sc, c, xr, acc);
+      if (sc + 1 >= ce) break;
+      if (sc + 2 < ce) tload<DUAL>(b0, wa, wb, sa, sb, sc + 2);
+      tcompute<DUAL, NT>(b1, sc + 1, c, xr, acc);
+      if (sc + 2 >= ce) break;
+    }
+  } else {
+    if (cb + 1 < ce) tload<DUAL>(b1, wa, wb, sa, sb, cb + 1);
+    for (int sc = cb;; sc += 3) {
+      if (sc + 2 < ce) tload<DUAL>(b2, wa, wb, sa, sb, sc + 2);
+      tcompute<DUAL, NT>(b0, sc, c, xr, acc);
+      if (sc + 1 >= ce) break;
+      if (sc + 3 < ce) tload<DUAL>(b0, wa, wb, sa, sb, sc + 3);
+      tcompute<DUAL, NT>(b1, sc + 1, c, xr, acc);
+      if (sc + 2 >= ce) break;
+      if (sc + 4 < ce) tload<DUAL>(b1, wa, wb, sa, sb, sc + 4);
+      tcompute<DUAL, NT>(b2, sc + 2, c, xr, acc);
+      if (sc + 3 >= ce) break;
+    }
+  }
+}
+
+// The tiled policy: s.w* words and s.s* scales in pz_moe_w4a16_tile's layout (N % 16 == 0,
+// K % 128 == 0), chunks of 128 columns (4 groups). Super-chunks loaded ahead, within 128 registers
+// without spills: gate/up (DUAL) 1 / 0 for 1 / 2-4 n-tiles of 8 tokens, down 2 / 1 / 0 for 1 / 2 / 3-4;
+// DEPTH 1 or 2 overrides it for one n-tile (the decode case), for A/B runs (w4_depth).
+template <bool DUAL, int NT>
+__host__ __device__ constexpr int w4t_depth() {
+  return DUAL ? (NT == 1 ? 1 : 0) : (NT == 1 ? 2 : NT == 2 ? 1 : 0);
+}
+template <int DEPTH>
+struct W4T {
+  static constexpr int kChunk = 128;
+  template <bool DUAL, int NT>
+  static __device__ __forceinline__ void tile(const seg &s, int e, int row0, int cb, int ce,
+                                              const __nv_bfloat16 *const (&xr)[NT], float (&acc)[2][NT][4]) {
+    const int lane = threadIdx.x & 31;
+    const int64_t blk = (int64_t)(s.K / 128) * (row0 / 16); /* super-chunks before this row block */
+    const uint4 *w0 = reinterpret_cast<const uint4 *>(s.w0) + (int64_t)e * (s.wstride / 4) + blk * 64 + lane;
+    const uint4 *w1 = DUAL ? reinterpret_cast<const uint4 *>(s.w1) + (int64_t)e * (s.wstride / 4) + blk * 64 + lane : w0;
+    const uint4 *s0 = reinterpret_cast<const uint4 *>(s.s0) + (int64_t)e * (s.sstride / 8) + blk * 8 + (lane >> 2);
+    const uint4 *s1 = DUAL ? reinterpret_cast<const uint4 *>(s.s1) + (int64_t)e * (s.sstride / 8) + blk * 8 + (lane >> 2) : s0;
+    constexpr int D = DEPTH > 0 && NT == 1 ? DEPTH : w4t_depth<DUAL, NT>();
+    warp_tile_t<DUAL, NT, D>(w0, w1, s0, s1, cb, ce, xr, acc);
+  }
+};
+
 // ---------------------------------------------------------------- L2 prefetch (hints only)
 // One warp hints into L2 what its tile over groups [cb, ce) of rows row0..row0+15 will read: lane
 // (row lane % 16, matrix lane / 16 when DUAL, else half lane / 16 of the groups) covers its row's
@@ -415,6 +545,19 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
   dn.w0 = a->w_down; dn.s0 = a->s_down;
   dn.wstride = H * (I / 8); dn.sstride = H * (I / kGroup);
   dn.N = (int)H; dn.K = (int)I; dn.WK = choose_wk(I);
+  if (a->w4_tiled) { /* pz_moe_w4a16_tile's layout (W4T): 128-column super-chunks, 16-byte units */
+    if (H % 128 || I % 128)
+      return pz_error(PZ_ERR_SHAPE, "moe w4a16: tiled experts need H %lld and inter %lld multiples of 128",
+                      (long long)H, (long long)I);
+    const void *pp[] = {a->w_gate, a->w_up, a->w_down, a->s_gate, a->s_up, a->s_down};
+    for (int i = 0; i < 6; i++)
+      if (!aligned(pp[i], 16)) return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: tiled experts must be 16-byte aligned");
+    if (a->w4_depth < 0 || a->w4_depth > 2)
+      return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: w4_depth %d is not 0, 1 or 2", a->w4_depth);
+    return a->w4_depth == 1 ? run_all<W4T<1>>(a, l, up, dn, "moe w4a16", stream)
+           : a->w4_depth == 2 ? run_all<W4T<2>>(a, l, up, dn, "moe w4a16", stream)
+                              : run_all<W4T<0>>(a, l, up, dn, "moe w4a16", stream);
+  }
   /* 16-byte weight loads when every packed array is 16-byte aligned (rows and experts then are:
      K % 32 == 0); otherwise the 4-byte path, same results. */
   const bool v16 = aligned(a->w_gate, 16) && aligned(a->w_up, 16) && aligned(a->w_down, 16);
@@ -424,4 +567,52 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
                      : run_all<W4V<false>>(a, l, up, dn, "moe w4a16", stream);
   return pf ? run_all<W4<true>>(a, l, up, dn, "moe w4a16", stream)
             : run_all<W4<false>>(a, l, up, dn, "moe w4a16", stream);
+}
+
+// ---------------------------------------------------------------- the tiled layout's repack
+
+namespace {
+// One thread per source word (kind 0) or scale (kind 1) of `nm` matrices [N, K]: its tiled place
+// in dst (w4_tiled.h), words with their nibbles permuted.
+__global__ void w4_tile_kernel(const void *src, void *dst, int64_t nm, int64_t N, int64_t K, int kind) {
+  const int64_t per_row = kind == 0 ? K / 8 : K / 32, per_mat = N * per_row;
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= nm * per_mat) return;
+  const int64_t mat = i / per_mat, r = (i % per_mat) / per_row, j = i % per_row;
+  if (kind == 0) {
+    ((uint32_t *)dst)[mat * per_mat + pz_w4t_word_index(K, r, j)] = pz_w4t_perm(((const uint32_t *)src)[i]);
+  } else {
+    ((uint16_t *)dst)[mat * per_mat + pz_w4t_scale_index(K, r, j)] = ((const uint16_t *)src)[i];
+  }
+}
+}  // namespace
+
+extern "C" size_t pz_moe_w4a16_tile_tmp_bytes(int64_t N, int64_t K) {
+  return N > 0 && K > 0 ? (size_t)(N * (K / 8)) * 4 : 0;
+}
+
+extern "C" pz_status pz_moe_w4a16_tile(void *words, void *scales, int64_t E, int64_t N, int64_t K, void *tmp,
+                                       size_t tmp_bytes, cudaStream_t stream) {
+  if (E < 1 || !pz_w4t_shape_ok(N, K))
+    return pz_error(PZ_ERR_SHAPE, "moe w4a16 tile: %lld matrices [%lld, %lld] (needs rows %% 16, columns %% 128)",
+                    (long long)E, (long long)N, (long long)K);
+  if (!words || !scales || !tmp || !aligned(words, 16) || !aligned(scales, 16))
+    return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16 tile: NULL or not 16-byte aligned pointers");
+  const size_t mat = pz_moe_w4a16_tile_tmp_bytes(N, K);
+  if (tmp_bytes < mat)
+    return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16 tile: %zu bytes of scratch, needs %zu", tmp_bytes, mat);
+  const int64_t per = (int64_t)(tmp_bytes / mat); /* matrices per pass */
+  for (int kind = 0; kind < 2; kind++) {
+    char *base = (char *)(kind == 0 ? words : scales);
+    const int64_t mat_bytes = kind == 0 ? N * (K / 8) * 4 : N * (K / 32) * 2;
+    const int64_t per_mat = kind == 0 ? N * (K / 8) : N * (K / 32);
+    for (int64_t e0 = 0; e0 < E; e0 += per) {
+      const int64_t nm = E - e0 < per ? E - e0 : per;
+      const int64_t n = nm * per_mat;
+      w4_tile_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(base + e0 * mat_bytes, tmp, nm, N, K, kind);
+      PZ_CUDA_CHECK(cudaGetLastError());
+      PZ_CUDA_CHECK(cudaMemcpyAsync(base + e0 * mat_bytes, tmp, (size_t)(nm * mat_bytes), cudaMemcpyDeviceToDevice, stream));
+    }
+  }
+  return PZ_OK;
 }

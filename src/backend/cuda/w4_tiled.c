@@ -1,0 +1,122 @@
+/* Host side of the tiled INT4 layout (w4_tiled.h): the inverse rearrangement for read-back. */
+#include <stdlib.h>
+#include <string.h>
+#include "backend/cuda/moe_q.h"
+#include "backend/cuda/w4_tiled.h"
+
+pz_status pz_moe_w4a16_untile_host(int32_t *words, pz_bf16 *scales, int64_t E, int64_t N, int64_t K) {
+  if (E < 1 || !pz_w4t_shape_ok(N, K))
+    return pz_error(PZ_ERR_SHAPE, "moe w4a16 untile: %lld matrices [%lld, %lld] (needs rows %% 16, columns %% 128)",
+                    (long long)E, (long long)N, (long long)K);
+  const int64_t nw = N * (K / 8), ns = N * (K / 32);
+  void *tmp = malloc((size_t)(words ? nw * 4 : ns * 2));
+  if (!tmp) return pz_error(PZ_ERR_OOM, "moe w4a16 untile: %lld bytes of host memory", (long long)(nw * 4));
+  for (int64_t e = 0; e < E; e++) {
+    if (words) {
+      uint32_t *m = (uint32_t *)words + e * nw, *t = tmp;
+      memcpy(t, m, (size_t)nw * 4);
+      for (int64_t r = 0; r < N; r++)
+        for (int64_t w = 0; w < K / 8; w++) m[r * (K / 8) + w] = pz_w4t_unperm(t[pz_w4t_word_index(K, r, w)]);
+    }
+    if (scales) {
+      pz_bf16 *m = scales + e * ns, *t = tmp;
+      memcpy(t, m, (size_t)ns * 2);
+      for (int64_t r = 0; r < N; r++)
+        for (int64_t q = 0; q < K / 32; q++) m[r * (K / 32) + q] = t[pz_w4t_scale_index(K, r, q)];
+    }
+  }
+  free(tmp);
+  return PZ_OK;
+}
+
+/* ---------------------------------------------------------------- the executor's use */
+#include "backend/cuda/cuda_util.h"
+#include "backend/cuda/exec_ops.h"
+
+/* The three (words, scales, N, K) matrices of MOE node n, or 0 when it has no tileable INT4 experts. */
+typedef struct { int w, s; int64_t N, K; } w4_mat;
+static int w4_mats(const pz_graph *g, const pz_node *n, w4_mat out[3]) {
+  if (n->op != PZ_OP_MOE || n->p.moe.wquant != 1 || n->p.moe.q_group != 32 || n->n_src < PZ_MOE_NSRC_Q) return 0;
+  const int ws[3] = {n->src[PZ_MOE_W_GATE], n->src[PZ_MOE_W_UP], n->src[PZ_MOE_W_DOWN]};
+  const int ss[3] = {n->src[PZ_MOE_S_GATE], n->src[PZ_MOE_S_UP], n->src[PZ_MOE_S_DOWN]};
+  for (int i = 0; i < 3; i++) {
+    if (ws[i] < 0 || ss[i] < 0) return 0;
+    const pz_tensor *w = &g->tensors[ws[i]], *s = &g->tensors[ss[i]];
+    if (w->ndim != 3 || s->ndim != 3 || w->ne[0] != s->ne[0] || w->ne[1] != s->ne[1] || w->ne[2] * 8 != s->ne[2] * 32)
+      return 0;
+    out[i] = (w4_mat){ws[i], ss[i], w->ne[1], w->ne[2] * 8};
+    if (!pz_w4t_shape_ok(out[i].N, out[i].K)) return 0;
+  }
+  return 3;
+}
+
+static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+pz_status pz_cuda_tile_w4_experts(const pz_graph *g, pz_cuda_rank *R) {
+  void *tmp = NULL;
+  size_t tmp_bytes = 0;
+  pz_status st = PZ_OK;
+  for (int i = 0; i < g->n_nodes && st == PZ_OK; i++) {
+    w4_mat m[3];
+    if (!w4_mats(g, &g->nodes[i], m)) continue;
+    bool ok = true;
+    for (int j = 0; j < 3; j++) ok = ok && aligned16(R->data[m[j].w]) && aligned16(R->data[m[j].s]);
+    if (!ok) continue; /* stays as stored: the kernel's compressed-tensors path */
+    if (!R->w4_tiled) {
+      R->w4_tiled = calloc((size_t)g->n_tensors, 1);
+      if (!R->w4_tiled) { st = pz_error(PZ_ERR_OOM, "INT4 experts: host allocation"); break; }
+      R->w4_tiled_n = g->n_tensors;
+    }
+    for (int j = 0; j < 3 && st == PZ_OK; j++) {
+      if (R->w4_tiled[m[j].w]) continue; /* shared with a node tiled before */
+      const int64_t E = g->tensors[m[j].w].ne[0];
+      const size_t one = pz_moe_w4a16_tile_tmp_bytes(m[j].N, m[j].K);
+      size_t want = one * (size_t)(E < 8 ? E : 8); /* up to 8 experts per pass */
+      if (want > tmp_bytes) {
+        if (tmp) PZ_CUDA_IGNORE(cudaFree(tmp));
+        tmp = NULL;
+        tmp_bytes = 0;
+        if (cudaMalloc(&tmp, want) != cudaSuccess) {
+          (void)cudaGetLastError();
+          want = one;
+          if (cudaMalloc(&tmp, want) != cudaSuccess) {
+            (void)cudaGetLastError();
+            tmp = NULL;
+            st = pz_error(PZ_ERR_OOM, "INT4 experts: %.1f MiB of scratch to tile %s on the GPU (PREZERO_MOE_W4_TILED=0 skips it)",
+                          want / 1048576.0, g->tensors[m[j].w].name);
+            break;
+          }
+        }
+        tmp_bytes = want;
+      }
+      st = pz_moe_w4a16_tile(R->data[m[j].w], R->data[m[j].s], E, m[j].N, m[j].K, tmp, tmp_bytes, R->stream);
+      if (st == PZ_OK) {
+        R->w4_tiled[m[j].w] = 1;
+        R->w4_tiled[m[j].s] = 2;
+      }
+    }
+  }
+  if (tmp) {
+    if (st == PZ_OK) st = PZ_CUDA_STATUS_MSG(cudaStreamSynchronize(R->stream), "INT4 experts: tiling");
+    PZ_CUDA_IGNORE(cudaFree(tmp));
+  }
+  return st;
+}
+
+bool pz_cuda_w4_node_tiled(const pz_cuda_rank *R, const pz_node *n) {
+  if (!R->w4_tiled || n->op != PZ_OP_MOE || n->p.moe.wquant != 1 || n->n_src < PZ_MOE_NSRC_Q) return false;
+  const int t[6] = {n->src[PZ_MOE_W_GATE], n->src[PZ_MOE_W_UP], n->src[PZ_MOE_W_DOWN],
+                    n->src[PZ_MOE_S_GATE], n->src[PZ_MOE_S_UP], n->src[PZ_MOE_S_DOWN]};
+  for (int i = 0; i < 6; i++)
+    if (t[i] < 0 || t[i] >= R->w4_tiled_n || !R->w4_tiled[t[i]]) return false;
+  return true;
+}
+
+pz_status pz_cuda_w4_untile_read(const pz_graph *g, const pz_cuda_rank *R, int t, void *dst, size_t bytes) {
+  if (!R->w4_tiled || t < 0 || t >= R->w4_tiled_n || !R->w4_tiled[t]) return PZ_OK;
+  const pz_tensor *x = &g->tensors[t];
+  const int64_t E = x->ne[0], N = x->ne[1], K = R->w4_tiled[t] == 1 ? x->ne[2] * 8 : x->ne[2] * 32;
+  const size_t need = (size_t)(E * N * (R->w4_tiled[t] == 1 ? K / 8 * 4 : K / 32 * 2));
+  if (bytes < need) return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec read: %s is tiled; read it whole (%zu bytes)", x->name, need);
+  return R->w4_tiled[t] == 1 ? pz_moe_w4a16_untile_host(dst, NULL, E, N, K) : pz_moe_w4a16_untile_host(NULL, dst, E, N, K);
+}
