@@ -50,8 +50,9 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
   void *tmp = NULL;
   const size_t tb = pz_moe_w4a16_tile_tmp_bytes(I > H ? I : H, I > H ? H : I) * 3; /* >= either matrix; 3 per pass */
   CHECK(cudaMalloc(&tmp, tb) == cudaSuccess);
-  if (H % 128 || I % 128) {
-    CHECK_ST(pz_moe_w4a16_tile((void *)a->w_gate, (void *)a->s_gate, E, I, H, tmp, tb, 0), PZ_ERR_SHAPE);
+  if (H % 128 || I % 128) { /* the matrix whose columns are not whole super-chunks is refused */
+    if (H % 128) CHECK_ST(pz_moe_w4a16_tile((void *)a->w_gate, (void *)a->s_gate, E, I, H, tmp, tb, 0), PZ_ERR_SHAPE);
+    if (I % 128) CHECK_ST(pz_moe_w4a16_tile((void *)a->w_down, (void *)a->s_down, E, H, I, tmp, tb, 0), PZ_ERR_SHAPE);
     pz_moe_q_args b = *a;
     b.w4_tiled = 1;
     CHECK_ST(pz_moe_w4a16_launch(&b, 0), PZ_ERR_SHAPE);
