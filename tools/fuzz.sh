@@ -18,11 +18,13 @@ CC=clang cmake -S . -B $B -DPZ_WITH_CUDA=OFF -DPZ_FUZZ=ON -DCMAKE_BUILD_TYPE=Rel
   -DCMAKE_C_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" >/dev/null
 # shellcheck disable=SC2086
 cmake --build $B -j"${PZ_FUZZ_JOBS:-2}" --target $targets >/dev/null
+# The same seeds (and the regression inputs) run as ctest cases in every build: tests/fuzz/replay.cmake.
 seeds() { # seeds TARGET DIR: copies the target's seed corpus into DIR
   case $1 in
     fuzz_config) cp configs/*.json "$2"/; for f in tests/data/golden/*/config.json; do [ -f "$f" ] && cp "$f" "$2/$(basename "$(dirname "$f")").json"; done ;;
-    fuzz_safetensors) for f in tests/data/golden/*/model*.safetensors; do [ -f "$f" ] && cp "$f" "$2/$(basename "$(dirname "$f")")_$(basename "$f")"; done ;;
-    fuzz_prompt_ids) printf '1,2,3' > "$2/a"; printf '5;7,8;9' > "$2/b"; printf ' 12 , 13 ' > "$2/c" ;;
+    fuzz_safetensors) for f in tests/data/golden/*/model*.safetensors; do [ -f "$f" ] && cp "$f" "$2/$(basename "$(dirname "$f")")_$(basename "$f")"; done
+      cp tests/data/int4/*.safetensors "$2"/ ;;
+    fuzz_prompt_ids) cp tests/fuzz/seeds/fuzz_prompt_ids/* "$2"/ ;;
     fuzz_tuner_table) cp src/backend/tables/*.json "$2"/ ;;
   esac
 }
