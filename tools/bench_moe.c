@@ -28,7 +28,7 @@ static const char *const qname[3] = {"bf16", "int4", "fp8"};
 static void usage(FILE *f) {
   fprintf(f,
           "usage: prezero bench moe [--quant bf16|int4|fp8] [--json FILE] [--md FILE] [--m 1,4,8,...] [--tp 1,2,4]\n"
-          "                         [--reps N] [--w4-depth 0..3]\n"
+          "                         [--reps N] [--w4-depth 0|1|2]\n"
           "  Times the MoE op (router top-k + gather + routed experts gate/up + SwiGLU + down + combine, and\n"
           "  the bf16 shared expert) for Kimi-K2.5 per-rank shapes (H %d, %d experts, top %d, moe_intermediate\n"
           "  %d / TP, 1 shared) in CUDA-graph replays: %d random logit sets (uniform routing) rotated inside\n"
@@ -39,8 +39,8 @@ static void usage(FILE *f) {
           "            for int4 / fp8 the bf16 MoE is timed in the same run for the speed-up (default bf16)\n"
           "  --m       batch sizes, 1..%d (default 1,4,8,16,32,64,128)\n"
           "  --tp      TP degrees whose per-rank shapes are timed (one GPU; default 1,2,4)\n"
-          "  --w4-depth  int4, tiled layout, for A/B runs: 0 = the cp.async shared-memory ring (the default),\n"
-          "            1 or 2 = a register pipeline that many 128-column super-chunks ahead, 3 = by registers\n"
+          "  --w4-depth  int4: 128-column super-chunks each warp loads ahead in the tiled layout's kernel for\n"
+          "            one n-tile (0 = by registers, the default; 1 or 2), for A/B runs\n"
           "  int4 is timed in the tiled layout the engine uses (pz_moe_w4a16_tile, PREZERO_MOE_W4_TILED=1) and,\n"
           "  in the same run, in the stored compressed-tensors layout (last column: its us and ratio).\n"
           "  Touched bytes = the distinct chosen routed experts' weights (packed words + scales for int4,\n"
@@ -79,7 +79,7 @@ static int parse(int argc, char **argv, bench_args *b) {
       b->quant = q;
     } else if (!strcmp(a, "--w4-depth")) {
       int r[1];
-      if (pz_bench_parse_list(v, r, 1, 0, 3) != 1) { fprintf(stderr, "prezero bench moe: --w4-depth '%s' is not 0, 1, 2 or 3\n", v); return 2; }
+      if (pz_bench_parse_list(v, r, 1, 0, 2) != 1) { fprintf(stderr, "prezero bench moe: --w4-depth '%s' is not 0, 1 or 2\n", v); return 2; }
       b->w4_depth = r[0];
     } else if (!strcmp(a, "--reps")) {
       int r[1];

@@ -115,23 +115,6 @@ __device__ __forceinline__ int prefetch_depth(const seg &s) {
   return bytes <= 65536 ? 2 : 1;
 }
 
-// Optional dynamic shared memory of a policy Q: `static constexpr int kSmemPerWarp = bytes;` gives
-// each warp that many bytes (16-byte aligned) at dyn_smem_of_warp() for its own use inside tile();
-// policies without it launch with none.
-template <class Q>
-__host__ __device__ constexpr auto smem_per_warp_of(int) -> decltype(Q::kSmemPerWarp, int()) {
-  return Q::kSmemPerWarp;
-}
-template <class Q>
-__host__ __device__ constexpr int smem_per_warp_of(long) {
-  return 0;
-}
-extern __shared__ __align__(16) unsigned char moeq_dyn_smem[];
-template <class Q>
-__device__ __forceinline__ unsigned char *dyn_smem_of_warp() {
-  return moeq_dyn_smem + (threadIdx.x >> 5) * smem_per_warp_of<Q>(0);
-}
-
 // This thread's slot (shared memory) of the next item to prefetch: keeps it out of the registers.
 template <class Q>
 __device__ __forceinline__ volatile int *nxt_slot() {
@@ -258,20 +241,12 @@ pz_status launch_mm(const mm_params &mp, int64_t max_items, const char *name, cu
   int dev = 0, sms = 0, per_sm = 0;
   PZ_CUDA_CHECK_MSG(cudaGetDevice(&dev), "%s: cannot read the current device", name);
   PZ_CUDA_CHECK_MSG(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "%s: SM count", name);
-  constexpr int dyn = kWarps * smem_per_warp_of<Q>(0);
-  if (dyn > 0) { /* above the 48 KB default: opt in (a host-side attribute, idempotent) */
-    static bool set = false;
-    if (!set)
-      PZ_CUDA_CHECK_MSG(cudaFuncSetAttribute(mm_kernel<Q, DUAL>, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn),
-                        "%s: %d bytes of shared memory for the expert kernel", name, dyn);
-    set = true;
-  }
-  PZ_CUDA_CHECK_MSG(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mm_kernel<Q, DUAL>, kThreads, dyn),
+  PZ_CUDA_CHECK_MSG(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mm_kernel<Q, DUAL>, kThreads, 0),
                     "%s: occupancy of the expert kernel", name);
   int64_t grid = (int64_t)sms * (per_sm < 1 ? 1 : per_sm);
   if (grid > max_items) grid = max_items;
   if (grid < 1) grid = 1;
-  mm_kernel<Q, DUAL><<<(unsigned)grid, kThreads, dyn, stream>>>(mp);
+  mm_kernel<Q, DUAL><<<(unsigned)grid, kThreads, 0, stream>>>(mp);
   PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }

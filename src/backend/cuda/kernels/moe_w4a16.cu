@@ -415,78 +415,6 @@ __device__ __forceinline__ void warp_tile_t(const uint4 *wa, const uint4 *wb, co
   }
 }
 
-// ---------------------------------------------------------------- tiled layout, cp.async ring (W4TA)
-// The same loads and math as W4T, but each warp streams its super-chunks through a private ring of
-// S stages in shared memory with cp.async (16 bytes per lane per row half, and per lane its own
-// copy of the scale unit, so a lane reads back only what it copied itself: no warp barrier), S - 1
-// stages ahead of the one computed: deeper prefetch than the registers hold (ncu on the H200: the
-// register pipeline's main stall was the wait for global loads, long scoreboard).
-
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((uint32_t)__cvta_generic_to_shared(smem)), "l"(gmem)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
-constexpr int kRingPerWarp = 9216;  // bytes: 3 stages of gate + up, 6 of down; 8 warps, 2 CTAs per SM fit
-
-template <bool DUAL>
-struct tring {
-  static constexpr int MB = 1536;                    // one matrix's stage: lo 512 | hi 512 | scales 512
-  static constexpr int SB = (DUAL ? 2 : 1) * MB;     // bytes per stage
-  static constexpr int S = kRingPerWarp / SB;        // stages
-};
-
-template <bool DUAL>
-__device__ __forceinline__ void tissue(unsigned char *st, const uint4 *wa, const uint4 *wb, const uint4 *sa,
-                                       const uint4 *sb, int sc) {
-  cp_async16(st, wa + sc * 64);
-  cp_async16(st + 512, wa + sc * 64 + 32);
-  cp_async16(st + 1024, sa + sc * 8);
-  if (DUAL) {
-    cp_async16(st + tring<DUAL>::MB, wb + sc * 64);
-    cp_async16(st + tring<DUAL>::MB + 512, wb + sc * 64 + 32);
-    cp_async16(st + tring<DUAL>::MB + 1024, sb + sc * 8);
-  }
-}
-
-template <bool DUAL, int NT>
-__device__ __forceinline__ void warp_tile_ta(const uint4 *wa, const uint4 *wb, const uint4 *sa, const uint4 *sb,
-                                             int cb, int ce, unsigned char *ring,
-                                             const __nv_bfloat16 *const (&xr)[NT], float (&acc)[2][NT][4]) {
-  constexpr int S = tring<DUAL>::S, SB = tring<DUAL>::SB, MB = tring<DUAL>::MB;
-  const int lane = threadIdx.x & 31, c = lane & 3;
-  unsigned char *mine = ring + lane * 16;
-  const int n = ce - cb;
-#pragma unroll
-  for (int i = 0; i < S - 1; i++) { /* one commit group per stage, empty past the slice: uniform counting */
-    if (i < n) tissue<DUAL>(mine + i * SB, wa, wb, sa, sb, cb + i);
-    cp_async_commit();
-  }
-  for (int i = 0; i < n; i++) {
-    cp_async_wait<S - 2>(); /* this lane's copies of stage i have landed */
-    const unsigned char *st = mine + (i % S) * SB;
-    tstage<DUAL> b;
-    b.lo = *(const uint4 *)st;
-    b.hi = *(const uint4 *)(st + 512);
-    b.sc = *(const uint4 *)(st + 1024);
-    if (DUAL) {
-      b.lo1 = *(const uint4 *)(st + MB);
-      b.hi1 = *(const uint4 *)(st + MB + 512);
-      b.sc1 = *(const uint4 *)(st + MB + 1024);
-    }
-    /* refill the slot read one iteration ago (its values are in registers since then) */
-    if (i + S - 1 < n) tissue<DUAL>(mine + ((i + S - 1) % S) * SB, wa, wb, sa, sb, cb + i + S - 1);
-    cp_async_commit();
-    tcompute<DUAL, NT>(b, cb + i, c, xr, acc);
-  }
-  cp_async_wait<0>();
-}
-
 // The tiled policy: s.w* words and s.s* scales in pz_moe_w4a16_tile's layout (N % 16 == 0,
 // K % 128 == 0), chunks of 128 columns (4 groups). Super-chunks loaded ahead, within 128 registers
 // without spills: gate/up (DUAL) 1 / 0 for 1 / 2-4 n-tiles of 8 tokens, down 2 / 1 / 0 for 1 / 2 / 3-4;
@@ -498,7 +426,6 @@ __host__ __device__ constexpr int w4t_depth() {
 template <int DEPTH>
 struct W4T {
   static constexpr int kChunk = 128;
-  static constexpr int kSmemPerWarp = DEPTH < 0 ? kRingPerWarp : 0; /* DEPTH -1: the cp.async ring (W4TA) */
   template <bool DUAL, int NT>
   static __device__ __forceinline__ void tile(const seg &s, int e, int row0, int cb, int ce,
                                               const __nv_bfloat16 *const (&xr)[NT], float (&acc)[2][NT][4]) {
@@ -508,12 +435,8 @@ struct W4T {
     const uint4 *w1 = DUAL ? reinterpret_cast<const uint4 *>(s.w1) + (int64_t)e * (s.wstride / 4) + blk * 64 + lane : w0;
     const uint4 *s0 = reinterpret_cast<const uint4 *>(s.s0) + (int64_t)e * (s.sstride / 8) + blk * 8 + (lane >> 2);
     const uint4 *s1 = DUAL ? reinterpret_cast<const uint4 *>(s.s1) + (int64_t)e * (s.sstride / 8) + blk * 8 + (lane >> 2) : s0;
-    if constexpr (DEPTH < 0) {
-      warp_tile_ta<DUAL, NT>(w0, w1, s0, s1, cb, ce, dyn_smem_of_warp<W4T>(), xr, acc);
-    } else {
-      constexpr int D = DEPTH > 0 && NT == 1 ? DEPTH : w4t_depth<DUAL, NT>();
-      warp_tile_t<DUAL, NT, D>(w0, w1, s0, s1, cb, ce, xr, acc);
-    }
+    constexpr int D = DEPTH > 0 && NT == 1 ? DEPTH : w4t_depth<DUAL, NT>();
+    warp_tile_t<DUAL, NT, D>(w0, w1, s0, s1, cb, ce, xr, acc);
   }
 };
 
@@ -629,13 +552,11 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
     const void *pp[] = {a->w_gate, a->w_up, a->w_down, a->s_gate, a->s_up, a->s_down};
     for (int i = 0; i < 6; i++)
       if (!aligned(pp[i], 16)) return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: tiled experts must be 16-byte aligned");
-    if (a->w4_depth < 0 || a->w4_depth > 3)
-      return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: w4_depth %d is not 0, 1, 2 or 3", a->w4_depth);
-    /* w4_depth 0: the cp.async ring; 1, 2: the register pipeline of that depth (3: by registers) */
+    if (a->w4_depth < 0 || a->w4_depth > 2)
+      return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: w4_depth %d is not 0, 1 or 2", a->w4_depth);
     return a->w4_depth == 1 ? run_all<W4T<1>>(a, l, up, dn, "moe w4a16", stream)
            : a->w4_depth == 2 ? run_all<W4T<2>>(a, l, up, dn, "moe w4a16", stream)
-           : a->w4_depth == 3 ? run_all<W4T<0>>(a, l, up, dn, "moe w4a16", stream)
-                              : run_all<W4T<-1>>(a, l, up, dn, "moe w4a16", stream);
+                              : run_all<W4T<0>>(a, l, up, dn, "moe w4a16", stream);
   }
   /* 16-byte weight loads when every packed array is 16-byte aligned (rows and experts then are:
      K % 32 == 0); otherwise the 4-byte path, same results. */
