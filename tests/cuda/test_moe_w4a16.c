@@ -39,7 +39,7 @@ enum { ROUTE_RANDOM, ROUTE_TIED, ROUTE_ALL, ROUTE_EMPTY };
 /* The tiled layout (pz_moe_w4a16_tile, w4_tiled.h) on the case's device weights, in place:
  * - the gate words and scales equal the host's map of the stored arrays (wg, sg) bit for bit, and
  *   pz_moe_w4a16_untile_host gives the stored arrays back;
- * - the kernel on them (depths 0, 1, 2: bit-identical to each other) is within the same bound of
+ * - the kernel on them (twice: bit-identical) is within the same bound of
  *   the CPU reference (ref) as the stored layout's kernel, and its deviation from that kernel
  *   (gpu) is reported;
  * - shapes that are not multiples of 128 are refused by the tiler and the launcher.
@@ -88,17 +88,16 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
   free(tw);
   free(ts);
   /* the kernel on the tiled layout */
-  float *t[3];
-  for (int d = 0; d < 3; d++) {
+  float *t[2];
+  for (int d = 0; d < 2; d++) { /* twice: deterministic */
     pz_moe_q_args b = *a;
     b.w4_tiled = 1;
-    b.w4_depth = d;
     CHECK_OK(pz_moe_w4a16_launch(&b, 0));
     CHECK(cudaDeviceSynchronize() == cudaSuccess);
     t[d] = malloc(4 * (size_t)m * H);
     cudaMemcpy(t[d], dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
   }
-  CHECK(!memcmp(t[0], t[1], 4 * (size_t)m * H) && !memcmp(t[0], t[2], 4 * (size_t)m * H));
+  CHECK(!memcmp(t[0], t[1], 4 * (size_t)m * H));
   double worst = 0, vs = 0;
   int bad = 0;
   size_t same = 0;
@@ -116,11 +115,11 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
   printf("%-28s   tiled layout: worst %.2e of the row max, %.2e from the stored layout's kernel (%.1f%% of values equal)%s\n",
          "", worst, vs, 100.0 * same / ((double)m * H), bad ? "  FAIL" : "");
   if (bad) pz_test_failures++;
-  pz_moe_q_args b = *a;
+  pz_moe_q_args b = *a; /* a tiled launch on a misaligned pointer is refused */
   b.w4_tiled = 1;
-  b.w4_depth = 3;
+  b.s_up = (const char *)a->s_up + 4;
   CHECK_ST(pz_moe_w4a16_launch(&b, 0), PZ_ERR_INVALID_ARG);
-  for (int d = 0; d < 3; d++) free(t[d]);
+  for (int d = 0; d < 2; d++) free(t[d]);
   cudaFree(tmp);
 }
 

@@ -61,8 +61,6 @@ typedef struct pz_moe_q_args {
              * was faster on the H200); same results */
   int w4_tiled; /* W4A16: 1 = w_* and s_* are in pz_moe_w4a16_tile's layout (H and I multiples of 128,
                  * 16-byte aligned), 0 = as stored (compressed-tensors); l2pf then has no effect */
-  int w4_depth; /* W4A16 tiled: super-chunks (128 columns) each warp loads ahead: 0 = by registers (2 for
-                 * <= 8 tokens of an expert in a work item, else 1), 1 or 2; same results */
 } pz_moe_q_args;
 
 size_t pz_moe_w4a16_workspace_bytes(int max_m, int64_t H, const pz_moe_params *p);

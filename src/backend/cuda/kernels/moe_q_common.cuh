@@ -156,8 +156,16 @@ __device__ void run_item(const mm_params &p, int e, int tile, int pos0, int cnt,
 }
 
 // Persistent grid over (work entry, row tile) items; the work count is read from the device.
+template <class Q>
+__host__ __device__ constexpr auto min_blocks_of(int) -> decltype(Q::kMinBlocks, int()) {
+  return Q::kMinBlocks;
+}
+template <class Q>
+__host__ __device__ constexpr int min_blocks_of(long) {
+  return 2;
+}
 template <class Q, bool DUAL>
-__global__ void __launch_bounds__(kThreads, 2) mm_kernel(mm_params p) {
+__global__ void __launch_bounds__(kThreads, min_blocks_of<Q>(0)) mm_kernel(mm_params p) {
   __shared__ float red[kWarps * 2 * 4 * 4 * 32];
   const int tiles = tiles_of(p.s), total = *p.n_work * tiles;
   constexpr bool PF = l2pf_of<Q>(0);

@@ -374,58 +374,26 @@ __device__ __forceinline__ void tcompute(const tstage<DUAL> &b, int sc, int c, c
 }
 
 // Super-chunks [cb, ce) of one warp's 16-row block (wa / sa: the block's words / scales at this
-// lane's unit). D = super-chunks loaded ahead of the one computed (0, 1 or 2, as registers allow);
-// the loop is unrolled by D + 1 so that the stage buffers stay in named registers.
-template <bool DUAL, int NT, int D>
+// lane's unit), each loaded then computed: no registers go to a prefetch ring, so 4 CTAs (32 warps)
+// fit an SM and the other warps hide the load latency. On the H200 that beat a register pipeline one
+// or two super-chunks ahead at 2 CTAs per SM on every Kimi-K2.5 row (TP 1 m = 16: 1056 against
+// 1184 us; m = 128: 3433 against 3897 us; bench moe --quant int4, one build, 2026-12-01).
+template <bool DUAL, int NT>
 __device__ __forceinline__ void warp_tile_t(const uint4 *wa, const uint4 *wb, const uint4 *sa, const uint4 *sb, int cb,
                                             int ce, const __nv_bfloat16 *const (&xr)[NT], float (&acc)[2][NT][4]) {
   const int c = threadIdx.x & 3;
-  if (cb >= ce) return;
-  tstage<DUAL> b0, b1, b2;
-  if (D == 0) { /* no registers to spare: load, then compute */
-    for (int sc = cb; sc < ce; sc++) {
-      tload<DUAL>(b0, wa, wb, sa, sb, sc);
-      tcompute<DUAL, NT>(b0, sc, c, xr, acc);
-    }
-    return;
-  }
-  tload<DUAL>(b0, wa, wb, sa, sb, cb);
-  if (D == 1) {
-    for (int sc = cb;; sc += 2) {
-      if (sc + 1 < ce) tload<DUAL>(b1, wa, wb, sa, sb, sc + 1);
-      tcompute<DUAL, NT>(b0, sc, c, xr, acc);
-      if (sc + 1 >= ce) break;
-      if (sc + 2 < ce) tload<DUAL>(b0, wa, wb, sa, sb, sc + 2);
-      tcompute<DUAL, NT>(b1, sc + 1, c, xr, acc);
-      if (sc + 2 >= ce) break;
-    }
-  } else {
-    if (cb + 1 < ce) tload<DUAL>(b1, wa, wb, sa, sb, cb + 1);
-    for (int sc = cb;; sc += 3) {
-      if (sc + 2 < ce) tload<DUAL>(b2, wa, wb, sa, sb, sc + 2);
-      tcompute<DUAL, NT>(b0, sc, c, xr, acc);
-      if (sc + 1 >= ce) break;
-      if (sc + 3 < ce) tload<DUAL>(b0, wa, wb, sa, sb, sc + 3);
-      tcompute<DUAL, NT>(b1, sc + 1, c, xr, acc);
-      if (sc + 2 >= ce) break;
-      if (sc + 4 < ce) tload<DUAL>(b1, wa, wb, sa, sb, sc + 4);
-      tcompute<DUAL, NT>(b2, sc + 2, c, xr, acc);
-      if (sc + 3 >= ce) break;
-    }
+  for (int sc = cb; sc < ce; sc++) {
+    tstage<DUAL> b;
+    tload<DUAL>(b, wa, wb, sa, sb, sc);
+    tcompute<DUAL, NT>(b, sc, c, xr, acc);
   }
 }
 
 // The tiled policy: s.w* words and s.s* scales in pz_moe_w4a16_tile's layout (N % 16 == 0,
-// K % 128 == 0), chunks of 128 columns (4 groups). Super-chunks loaded ahead, within 128 registers
-// without spills: gate/up (DUAL) 1 / 0 for 1 / 2-4 n-tiles of 8 tokens, down 2 / 1 / 0 for 1 / 2 / 3-4;
-// DEPTH 1 or 2 overrides it for one n-tile (the decode case), for A/B runs (w4_depth).
-template <bool DUAL, int NT>
-__host__ __device__ constexpr int w4t_depth() {
-  return DUAL ? (NT == 1 ? 1 : 0) : (NT == 1 ? 2 : NT == 2 ? 1 : 0);
-}
-template <int DEPTH>
+// K % 128 == 0), chunks of 128 columns (4 groups), 4 CTAs per SM (64 registers per thread).
 struct W4T {
   static constexpr int kChunk = 128;
+  static constexpr int kMinBlocks = 4;
   template <bool DUAL, int NT>
   static __device__ __forceinline__ void tile(const seg &s, int e, int row0, int cb, int ce,
                                               const __nv_bfloat16 *const (&xr)[NT], float (&acc)[2][NT][4]) {
@@ -435,8 +403,7 @@ struct W4T {
     const uint4 *w1 = DUAL ? reinterpret_cast<const uint4 *>(s.w1) + (int64_t)e * (s.wstride / 4) + blk * 64 + lane : w0;
     const uint4 *s0 = reinterpret_cast<const uint4 *>(s.s0) + (int64_t)e * (s.sstride / 8) + blk * 8 + (lane >> 2);
     const uint4 *s1 = DUAL ? reinterpret_cast<const uint4 *>(s.s1) + (int64_t)e * (s.sstride / 8) + blk * 8 + (lane >> 2) : s0;
-    constexpr int D = DEPTH > 0 && NT == 1 ? DEPTH : w4t_depth<DUAL, NT>();
-    warp_tile_t<DUAL, NT, D>(w0, w1, s0, s1, cb, ce, xr, acc);
+    warp_tile_t<DUAL, NT>(w0, w1, s0, s1, cb, ce, xr, acc);
   }
 };
 
@@ -552,11 +519,7 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
     const void *pp[] = {a->w_gate, a->w_up, a->w_down, a->s_gate, a->s_up, a->s_down};
     for (int i = 0; i < 6; i++)
       if (!aligned(pp[i], 16)) return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: tiled experts must be 16-byte aligned");
-    if (a->w4_depth < 0 || a->w4_depth > 2)
-      return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: w4_depth %d is not 0, 1 or 2", a->w4_depth);
-    return a->w4_depth == 1 ? run_all<W4T<1>>(a, l, up, dn, "moe w4a16", stream)
-           : a->w4_depth == 2 ? run_all<W4T<2>>(a, l, up, dn, "moe w4a16", stream)
-                              : run_all<W4T<0>>(a, l, up, dn, "moe w4a16", stream);
+    return run_all<W4T>(a, l, up, dn, "moe w4a16", stream);
   }
   /* 16-byte weight loads when every packed array is 16-byte aligned (rows and experts then are:
      K % 32 == 0); otherwise the 4-byte path, same results. */
