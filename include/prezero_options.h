@@ -56,7 +56,8 @@ typedef struct pz_runtime_opts {
   int mla_splits;                     /* PREZERO_MLA_SPLITS: 0 by occupancy, else KV splits */
   int mla_attn;                       /* PREZERO_MLA_ATTN: 2 attention kernel v2, 1 v1 */
   int moe_persistent;                 /* PREZERO_MOE_PERSISTENT: -1 default, 0 off, 1 on */
-  int moe_l2pf;                       /* PREZERO_MOE_L2PF: 1 the W4A16 expert kernel prefetches its next
+  int moe_l2pf;                       /* PREZERO_MOE_L2PF: 1 the W4A16 expert kernel of the stored layout
+                                       * (PREZERO_MOE_W4_TILED=0 or untileable shapes) prefetches its next
                                        * items' weights into L2, 0 (default: 25-28 % against 32-37 % of
                                        * HBM on the H200 with it on) off; same results */
   int moe_w4_tiled;                   /* PREZERO_MOE_W4_TILED: 1 (default) the CUDA executor rearranges

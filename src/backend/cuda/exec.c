@@ -870,8 +870,22 @@ pz_status pz_cuda_exec_read(const pz_cuda_exec *e, int rank, int tensor_id, void
     return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec read: bad rank %d or tensor %d", rank, tensor_id);
   PZ_CUDA_CHECK(cudaSetDevice(e->ranks[rank].device));
   PZ_CUDA_CHECK(cudaStreamSynchronize(e->ranks[rank].stream));
-  PZ_CUDA_CHECK(cudaMemcpy(dst, e->ranks[rank].data[tensor_id], bytes, cudaMemcpyDeviceToHost));
-  return pz_cuda_w4_untile_read(e->g, &e->ranks[rank], tensor_id, dst, bytes); /* the graph's layout */
+  const pz_cuda_rank *R = &e->ranks[rank];
+  if (!pz_cuda_w4_tensor_tiled(R, tensor_id)) {
+    PZ_CUDA_CHECK(cudaMemcpy(dst, R->data[tensor_id], bytes, cudaMemcpyDeviceToHost));
+    return PZ_OK;
+  }
+  /* INT4 experts moved into the kernel's tiled layout at load: read whole, rearrange back, copy
+   * the prefix asked for (the graph's layout) */
+  const size_t whole = pz_cuda_w4_tensor_bytes(e->g, tensor_id);
+  if (bytes > whole) return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec read: %zu bytes of a %zu-byte tensor", bytes, whole);
+  void *tmp = malloc(whole);
+  if (!tmp) return pz_error(PZ_ERR_OOM, "CUDA exec read: %zu bytes of host memory", whole);
+  pz_status st = PZ_CUDA_STATUS_MSG(cudaMemcpy(tmp, R->data[tensor_id], whole, cudaMemcpyDeviceToHost), "CUDA exec read");
+  if (st == PZ_OK) st = pz_cuda_w4_untile_read(e->g, R, tensor_id, tmp);
+  if (st == PZ_OK) memcpy(dst, tmp, bytes);
+  free(tmp);
+  return st;
 }
 
 pz_status pz_cuda_exec_time_step(pz_cuda_exec *e, int64_t M, int32_t pos_all, int iters, int reps, double *us_median) {

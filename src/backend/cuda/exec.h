@@ -70,7 +70,9 @@ typedef struct pz_cuda_exec pz_cuda_exec;
  *      zeroes it and fills weights and KV caches on the device (fill.h), bit-identical to
  *      pz_cpu_exec_create for the same seed; with opts->load_weight the weights come from
  *      the hook instead (its errors are returned as they are; PZ_ERR_SHAPE for a weight that
- *      is not contiguous).
+ *      is not contiguous); then INT4 routed experts move into the W4A16 kernel's tiled layout
+ *      (pz_cuda_tile_w4_experts, exec_ops.h; PREZERO_MOE_W4_TILED=0 skips it), which
+ *      pz_cuda_exec_read undoes on read-back.
  * CUDA graphs are captured lazily, on the first step that needs a batch size.
  * Errors: those above, PZ_ERR_VERIFY, PZ_ERR_INVALID_ARG, PZ_ERR_CUDA. */
 pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, pz_cuda_exec **out);
@@ -116,7 +118,8 @@ pz_status pz_cuda_exec_time_step(pz_cuda_exec *e, int64_t M, int32_t pos_all, in
 const pz_device_desc *pz_cuda_exec_device_desc(const pz_cuda_exec *e);
 
 /* Copies this rank's bytes of tensor id (views resolved; `bytes` from its element 0) to host
- * memory dst, after synchronising. For tests. Errors: PZ_ERR_INVALID_ARG, PZ_ERR_CUDA. */
+ * memory dst, after synchronising, in the layout the graph declares (tiled INT4 experts are read
+ * whole and rearranged back). For tests. Errors: PZ_ERR_INVALID_ARG, PZ_ERR_OOM, PZ_ERR_CUDA. */
 pz_status pz_cuda_exec_read(const pz_cuda_exec *e, int rank, int tensor_id, void *dst, size_t bytes);
 
 /* Bytes of device storage each rank's arena needs for g (owner tensors in id order, each

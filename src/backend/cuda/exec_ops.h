@@ -32,16 +32,23 @@ typedef struct pz_cuda_rank {
   int w4_tiled_n;              /* entries of w4_tiled (the graph's tensors at load; plans add more after) */
 } pz_cuda_rank;
 
-/* INT4 routed experts of every MOE node of g (wquant 1, H and I multiples of 128) rearranged in
- * place on rank R into the W4A16 kernel's tiled layout (moe_q.h pz_moe_w4a16_tile), marking their
- * tensors in R->w4_tiled (allocated here). Once, after the fill or the checkpoint load; a tensor
- * already marked is not moved twice. Errors: PZ_ERR_OOM, PZ_ERR_CUDA, those of pz_moe_w4a16_tile. */
+/* INT4 routed experts of every MOE node of g (wquant 1, H and I multiples of 128, no views of or
+ * as its weights, 16-byte aligned) rearranged in place on rank R into the W4A16 kernel's tiled
+ * layout (moe_q.h pz_moe_w4a16_tile), marking each tensor in R->w4_tiled (allocated here). Once,
+ * after the fill or the checkpoint load; words and scales are each moved once even when nodes
+ * share them. A node whose scratch (up to 8 experts' matrix, e.g. 56 MiB for Kimi-K2.5 at TP 1)
+ * cannot be allocated keeps the stored layout, whole. Errors: PZ_ERR_OOM (host), PZ_ERR_CUDA and
+ * those of pz_moe_w4a16_tile. */
 pz_status pz_cuda_tile_w4_experts(const pz_graph *g, pz_cuda_rank *R);
 /* True when MOE node n's experts on rank R are tiled (op_moe_q passes w4_tiled = 1). */
 bool pz_cuda_w4_node_tiled(const pz_cuda_rank *R, const pz_node *n);
-/* A read-back of tensor t (its whole bytes in host memory, dst) in the layout the graph declares:
- * tiled INT4 experts are rearranged back. Errors: those of pz_moe_w4a16_untile_host. */
-pz_status pz_cuda_w4_untile_read(const pz_graph *g, const pz_cuda_rank *R, int t, void *dst, size_t bytes);
+/* True when tensor t of rank R is in the tiled layout; its whole bytes (words or scales [E, N, ·]). */
+bool pz_cuda_w4_tensor_tiled(const pz_cuda_rank *R, int t);
+size_t pz_cuda_w4_tensor_bytes(const pz_graph *g, int t);
+/* A tiled tensor t read back whole into host memory (`whole`, pz_cuda_w4_tensor_bytes bytes),
+ * rearranged in place into the layout the graph declares (the stored one); a no-op for other
+ * tensors. Errors: those of pz_moe_w4a16_untile_host. */
+pz_status pz_cuda_w4_untile_read(const pz_graph *g, const pz_cuda_rank *R, int t, void *whole);
 
 /* Context of one op launch. Non-collective ops: rank/stream/gemm/data are this rank's.
  * Collective ops (AR_RMSNORM*, ARGMAX) are called once and launch on every rank, issuing all

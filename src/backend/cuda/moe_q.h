@@ -57,8 +57,8 @@ typedef struct pz_moe_q_args {
   const pz_bf16 *sh_gate, *sh_up, *sh_down;
   float *out; int64_t ld_out;
   void *workspace; size_t workspace_bytes;
-  int l2pf; /* W4A16: 1 prefetches the next items' weights into L2 (PREZERO_MOE_L2PF=1; 0, the default,
-             * was faster on the H200); same results */
+  int l2pf; /* W4A16, stored layout only: 1 prefetches the next items' weights into L2
+             * (PREZERO_MOE_L2PF=1; 0, the default, was faster on the H200); same results */
   int w4_tiled; /* W4A16: 1 = w_* and s_* are in pz_moe_w4a16_tile's layout (H and I multiples of 128,
                  * 16-byte aligned), 0 = as stored (compressed-tensors); l2pf then has no effect */
 } pz_moe_q_args;
@@ -67,15 +67,17 @@ size_t pz_moe_w4a16_workspace_bytes(int max_m, int64_t H, const pz_moe_params *p
 pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t stream);
 /* Rearranges E INT4 matrices [N, K] in place, words i32 [E, N, K/8] and scales bf16 [E, N, K/32]
  * (compressed-tensors layout, group 32), into the tiled layout of w4_tiled = 1 (w4_tiled.h gives
- * the maps): same bytes, same values. tmp: device scratch of tmp_bytes >=
- * pz_moe_w4a16_tile_tmp_bytes(N, K) (one matrix; more lets several go per pass). Runs on `stream`;
- * not for capture (it copies). Errors: PZ_ERR_SHAPE (N % 16 or K % 128 not 0, E < 1),
- * PZ_ERR_INVALID_ARG (NULL or not 16-byte aligned pointers, tmp too small), PZ_ERR_CUDA. */
+ * the maps): same bytes, same values. Either array may be NULL (only the other one moves), not
+ * both. tmp: device scratch of tmp_bytes >= pz_moe_w4a16_tile_tmp_bytes(N, K) (the words of one
+ * of the E matrices; a multiple lets that many go per pass). Runs on `stream`; not for capture (it
+ * copies). Errors: PZ_ERR_SHAPE (N % 16 or K % 128 not 0, E < 1), PZ_ERR_INVALID_ARG (both NULL,
+ * not 16-byte aligned, tmp too small), PZ_ERR_CUDA. */
 size_t pz_moe_w4a16_tile_tmp_bytes(int64_t N, int64_t K);
 pz_status pz_moe_w4a16_tile(void *words, void *scales, int64_t E, int64_t N, int64_t K, void *tmp, size_t tmp_bytes,
                             cudaStream_t stream);
-/* Host inverse for read-back: tiled words / scales of one matrix [N, K] (host memory) back to the
- * compressed-tensors layout, in place (uses a heap copy of N*K/2 bytes). Errors: PZ_ERR_SHAPE, PZ_ERR_OOM. */
+/* Host inverse for read-back: tiled words and / or scales (either may be NULL) of E matrices [N, K]
+ * in host memory back to the compressed-tensors layout, in place (a heap copy of one matrix's
+ * array). Errors: PZ_ERR_SHAPE, PZ_ERR_OOM. */
 pz_status pz_moe_w4a16_untile_host(int32_t *words, pz_bf16 *scales, int64_t E, int64_t N, int64_t K);
 
 size_t pz_moe_w8a16_workspace_bytes(int max_m, int64_t H, const pz_moe_params *p);

@@ -377,7 +377,10 @@ __device__ __forceinline__ void tcompute(const tstage<DUAL> &b, int sc, int c, c
 // lane's unit), each loaded then computed: no registers go to a prefetch ring, so 4 CTAs (32 warps)
 // fit an SM and the other warps hide the load latency. On the H200 that beat a register pipeline one
 // or two super-chunks ahead at 2 CTAs per SM on every Kimi-K2.5 row (TP 1 m = 16: 1056 against
-// 1184 us; m = 128: 3433 against 3897 us; bench moe --quant int4, one build, 2026-12-01).
+// 1184 us; m = 128: 3433 against 3897 us; bench moe --quant int4, one build, 2026-12-01). At 64
+// registers the paths for 2-4 n-tiles (9-32 tokens of one expert in a work item) spill (ptxas:
+// 464 bytes in down, 2092 in gate/up); uniform decode routing runs the 1-n-tile path, which those
+// timings measure.
 template <bool DUAL, int NT>
 __device__ __forceinline__ void warp_tile_t(const uint4 *wa, const uint4 *wb, const uint4 *sa, const uint4 *sb, int cb,
                                             int ce, const __nv_bfloat16 *const (&xr)[NT], float (&acc)[2][NT][4]) {
@@ -559,7 +562,7 @@ extern "C" pz_status pz_moe_w4a16_tile(void *words, void *scales, int64_t E, int
   if (E < 1 || !pz_w4t_shape_ok(N, K))
     return pz_error(PZ_ERR_SHAPE, "moe w4a16 tile: %lld matrices [%lld, %lld] (needs rows %% 16, columns %% 128)",
                     (long long)E, (long long)N, (long long)K);
-  if (!words || !scales || !tmp || !aligned(words, 16) || !aligned(scales, 16))
+  if ((!words && !scales) || !tmp || !aligned(words, 16) || !aligned(scales, 16))
     return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16 tile: NULL or not 16-byte aligned pointers");
   const size_t mat = pz_moe_w4a16_tile_tmp_bytes(N, K);
   if (tmp_bytes < mat)
@@ -567,6 +570,7 @@ extern "C" pz_status pz_moe_w4a16_tile(void *words, void *scales, int64_t E, int
   const int64_t per = (int64_t)(tmp_bytes / mat); /* matrices per pass */
   for (int kind = 0; kind < 2; kind++) {
     char *base = (char *)(kind == 0 ? words : scales);
+    if (!base) continue; /* only the other array (it is shared with a matrix tiled before) */
     const int64_t mat_bytes = kind == 0 ? N * (K / 8) * 4 : N * (K / 32) * 2;
     const int64_t per_mat = kind == 0 ? N * (K / 8) : N * (K / 32);
     for (int64_t e0 = 0; e0 < E; e0 += per) {
