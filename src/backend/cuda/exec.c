@@ -741,6 +741,11 @@ int64_t pz_cuda_exec_padded_m(const pz_cuda_exec *e, int64_t m) {
 
 bool pz_cuda_exec_graphs(const pz_cuda_exec *e) { return e && e->graphs; }
 
+int pz_cuda_exec_w4_tiled(const pz_cuda_exec *e, int rank, int tensor_id) {
+  if (!e || rank < 0 || rank >= e->tp || !pz_cuda_w4_tensor_tiled(&e->ranks[rank], tensor_id)) return 0;
+  return e->ranks[rank].w4_tiled[tensor_id];
+}
+
 pz_status pz_cuda_exec_capture(pz_cuda_exec *e, int64_t m) {
   if (!e) return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec capture: NULL executor");
   if (m < 1 || m > e->max_m)

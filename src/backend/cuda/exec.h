@@ -121,6 +121,9 @@ const pz_device_desc *pz_cuda_exec_device_desc(const pz_cuda_exec *e);
  * memory dst, after synchronising, in the layout the graph declares (tiled INT4 experts are read
  * whole and rearranged back). For tests. Errors: PZ_ERR_INVALID_ARG, PZ_ERR_OOM, PZ_ERR_CUDA. */
 pz_status pz_cuda_exec_read(const pz_cuda_exec *e, int rank, int tensor_id, void *dst, size_t bytes);
+/* 1 (words) or 2 (scales) when rank's tensor id is an INT4 expert array moved into the W4A16
+ * kernel's tiled layout at creation, else 0 (also for bad arguments). For tests. */
+int pz_cuda_exec_w4_tiled(const pz_cuda_exec *e, int rank, int tensor_id);
 
 /* Bytes of device storage each rank's arena needs for g (owner tensors in id order, each
  * rounded up to 256 bytes, + the argmax candidates [m]), without allocating anything; 0 for
