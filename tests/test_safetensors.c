@@ -1,7 +1,8 @@
 /* safetensors reader/writer and FP8 E4M3 decoding: round trip of every field, hand-checked FP8
  * values, block dequantisation against a reference computed here, and every malformed file
  * (short file, header length beyond the file, truncated header, unknown dtype, data beyond the
- * file, size mismatch, duplicate name) giving a one-line PZ_ERR_IO. */
+ * file, size mismatch, duplicate name, overlapping data ranges, an empty name or one with a NUL or
+ * control character) giving a one-line PZ_ERR_IO. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -167,6 +168,58 @@ static void test_bad_files(void) {
                     "\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}";
   write_raw("dup.safetensors", strlen(dup), dup, 8);
   bad_file("dup.safetensors", "appears twice");
+  /* Overlapping data ranges, found after sorting by start (the later entry starts first here). */
+  const char *ovl = "{\"y\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]},"
+                    "\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+  write_raw("overlap.safetensors", strlen(ovl), ovl, 12);
+  bad_file("overlap.safetensors", "tensors \"x\" [0, 8) and \"y\" [4, 12) overlap in the data area");
+  /* One range inside another, with a disjoint one between them in header order. */
+  const char *inside = "{\"a\":{\"dtype\":\"U8\",\"shape\":[10],\"data_offsets\":[0,10]},"
+                       "\"b\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[10,12]},"
+                       "\"c\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[3,4]}}";
+  write_raw("inside.safetensors", strlen(inside), inside, 12);
+  bad_file("inside.safetensors", "tensors \"a\" [0, 10) and \"c\" [3, 4) overlap");
+  /* Adjacent ranges, and empty tensors at any offset (even inside another's range), are fine. */
+  const char *adj = "{\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]},"
+                    "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                    "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[2,2]},"
+                    "\"f\":{\"dtype\":\"F32\",\"shape\":[2,0],\"data_offsets\":[4,4]}}";
+  write_raw("adjacent.safetensors", strlen(adj), adj, 8);
+  path_of(p, sizeof p, "adjacent.safetensors");
+  pz_st_file *af = NULL;
+  CHECK_OK(pz_st_open(p, &af));
+  CHECK(af && af->n == 4 && pz_st_find(af, "a") && pz_st_find(af, "b") && pz_st_find(af, "e") && pz_st_find(af, "f"));
+  pz_st_close(af);
+  /* Names: empty, a NUL (escaped or raw; cJSON would cut the name there), a control character;
+   * the message never carries the raw byte. A \\u0000 (escaped backslash) is an ordinary name. */
+  const char *empty = "{\"\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+  write_raw("name_empty.safetensors", strlen(empty), empty, 8);
+  bad_file("name_empty.safetensors", "a tensor has an empty name");
+  const char *nul = "{\"__metadata__\":{\"k\":\"v\\u0000\"},\"ok\":{\"dtype\":\"U8\",\"shape\":[1],"
+                    "\"data_offsets\":[0,1]},\"ab\\u0000cd\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}";
+  write_raw("name_nul.safetensors", strlen(nul), nul, 2);
+  bad_file("name_nul.safetensors", "tensor name \"ab...\" has a NUL character");
+  static const char raw_nul[] = "{\"ab\0c\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}";
+  path_of(p, sizeof p, "name_raw_nul.safetensors");
+  f = fopen(p, "wb");
+  for (int i = 0; i < 8; i++) fputc(i ? 0 : (int)(sizeof raw_nul - 1), f);
+  fwrite(raw_nul, 1, sizeof raw_nul - 1, f);
+  fputc(0, f);
+  fclose(f);
+  bad_file("name_raw_nul.safetensors", "tensor name \"ab...\" has a NUL character");
+  const char *ctl = "{\"x\\ny\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+  write_raw("name_ctl.safetensors", strlen(ctl), ctl, 8);
+  bad_file("name_ctl.safetensors", "tensor name \"x...\" has control character 0x0a at byte 1");
+  const char *del = "{\"xy\\u007f\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+  write_raw("name_del.safetensors", strlen(del), del, 8);
+  bad_file("name_del.safetensors", "control character 0x7f at byte 2");
+  const char *bsl = "{\"a\\\\u0000\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+  write_raw("name_backslash.safetensors", strlen(bsl), bsl, 8);
+  path_of(p, sizeof p, "name_backslash.safetensors");
+  pz_st_file *bf = NULL;
+  CHECK_OK(pz_st_open(p, &bf));
+  CHECK(bf && bf->n == 1 && !strcmp(bf->t[0].name, "a\\u0000"));
+  pz_st_close(bf);
   /* Missing field. */
   const char *nof = "{\"x\":{\"dtype\":\"F32\",\"data_offsets\":[0,8]}}";
   write_raw("nofield.safetensors", strlen(nof), nof, 8);

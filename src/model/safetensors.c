@@ -31,6 +31,48 @@ static int cmp_name(const void *a, const void *b) {
   return strcmp(((const pz_st_tensor *)a)->name, ((const pz_st_tensor *)b)->name);
 }
 
+/* By data start, then end. */
+static int cmp_range(const void *a, const void *b) {
+  const pz_st_tensor *x = a, *y = b;
+  const char *xs = x->data, *ys = y->data;
+  if (xs != ys) return xs < ys ? -1 : 1;
+  return x->nbytes < y->nbytes ? -1 : x->nbytes > y->nbytes;
+}
+
+/* Index (among the top-level members, in order) of the first key of the JSON object js[0, n)
+ * holding a NUL (a \u0000 escape or a raw 0 byte), or -1. cJSON cuts such a key at the NUL, so
+ * it cannot be seen in the parsed name. js has been parsed by cJSON already (it is valid). */
+static int key_with_nul(const char *js, size_t n) {
+  int depth = 0, k = -1;
+  bool key = false;
+  for (size_t i = 0; i < n; i++) {
+    char c = js[i];
+    if (c == '"') {
+      bool nul = false;
+      for (i++; i < n && js[i] != '"'; i++) {
+        if (js[i] == 0) nul = true;
+        if (js[i] == '\\') { /* skip the escaped character; \u0000 is a NUL */
+          if (i + 5 < n && !memcmp(js + i + 1, "u0000", 5)) nul = true;
+          i++;
+        }
+      }
+      if (key) {
+        k++;
+        if (nul) return k;
+      }
+      key = false;
+    } else if (c == '{' || c == '[') {
+      depth++;
+      key = c == '{' && depth == 1;
+    } else if (c == '}' || c == ']') {
+      depth--;
+    } else if (c == ',') {
+      key = depth == 1;
+    }
+  }
+  return -1;
+}
+
 /* Non-negative integer JSON number (exact in a double). */
 static int get_u64(const cJSON *it, uint64_t *v) {
   if (!cJSON_IsNumber(it)) return 0;
@@ -42,6 +84,14 @@ static int get_u64(const cJSON *it, uint64_t *v) {
 
 static pz_status parse_entry(pz_st_file *f, const cJSON *e, size_t data_size, pz_st_tensor *t) {
   const char *nm = e->string;
+  if (!nm[0])
+    return pz_error(PZ_ERR_IO, "safetensors %s: a tensor has an empty name; the file is corrupt (every tensor needs "
+                    "a name)", f->path);
+  for (size_t i = 0; nm[i]; i++)
+    if ((unsigned char)nm[i] < 0x20 || nm[i] == 0x7f)
+      return pz_error(PZ_ERR_IO, "safetensors %s: tensor name \"%.*s...\" has control character 0x%02x at byte %zu; "
+                      "the file is corrupt (tensor names are printable)", f->path, (int)i, nm,
+                      (unsigned)(unsigned char)nm[i], i);
   if (!cJSON_IsObject(e))
     return pz_error(PZ_ERR_IO, "safetensors %s: entry \"%s\" is not an object; the file is not valid safetensors", f->path, nm);
   const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
@@ -125,6 +175,12 @@ static pz_status parse_header(pz_st_file *f) {
   f->t = calloc((size_t)(n ? n : 1), sizeof *f->t);
   if (!f->t) { cJSON_Delete(root); return pz_error(PZ_ERR_OOM, "safetensors %s: out of memory", f->path); }
   pz_status st = PZ_OK;
+  const int nul_key = key_with_nul(js, (size_t)hlen);
+  if (nul_key >= 0) {
+    const cJSON *e = cJSON_GetArrayItem(root, nul_key);
+    st = pz_error(PZ_ERR_IO, "safetensors %s: tensor name \"%s...\" has a NUL character (\\u0000); the file is corrupt "
+                  "(tensor names are printable)", f->path, e && e->string ? e->string : "");
+  }
   for (const cJSON *e = root->child; e && st == PZ_OK; e = e->next) {
     if (!strcmp(e->string, "__metadata__")) continue;
     pz_st_tensor *t = &f->t[f->n];
@@ -145,6 +201,18 @@ static pz_status parse_header(pz_st_file *f) {
     if (!strcmp(s[i - 1].name, s[i].name))
       st = pz_error(PZ_ERR_IO, "safetensors %s: tensor name \"%s\" appears twice in the header; the file is corrupt",
                     f->path, s[i].name);
+  /* No two tensors may share a data byte (adjacent ranges and empty tensors are fine). */
+  qsort(s, (size_t)n, sizeof *s, cmp_range);
+  const pz_st_tensor *prev = NULL;
+  for (int i = 0; i < n && st == PZ_OK; i++) {
+    if (!s[i].nbytes) continue;
+    size_t pb = prev ? (size_t)((const char *)prev->data - data) : 0, b = (size_t)((const char *)s[i].data - data);
+    if (prev && pb + prev->nbytes > b)
+      st = pz_error(PZ_ERR_IO, "safetensors %s: tensors \"%s\" [%zu, %zu) and \"%s\" [%zu, %zu) overlap in the data "
+                    "area; the file is corrupt (each tensor needs its own bytes)", f->path, prev->name, pb,
+                    pb + prev->nbytes, s[i].name, b, b + s[i].nbytes);
+    prev = &s[i];
+  }
   free(s);
   return st;
 }

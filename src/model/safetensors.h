@@ -54,8 +54,10 @@ typedef struct pz_st_file {
  * is shorter than 8 bytes, whose header length runs beyond the file or exceeds 256 MiB (taken
  * as corrupt), whose header is not valid
  * JSON (truncated or malformed), a tensor entry with a missing/ill-typed field, an unknown dtype,
- * data_offsets outside the data area or not matching shape x dtype size, or a tensor name that
- * appears twice in the header. PZ_ERR_OOM. *out is NULL on error. */
+ * data_offsets outside the data area or not matching shape x dtype size, two tensors whose data
+ * ranges overlap (adjacent ranges and empty tensors are fine), a tensor name that is empty, holds
+ * a NUL or another control character (below 0x20, or 0x7f), or appears twice in the header.
+ * PZ_ERR_OOM. *out is NULL on error. */
 pz_status pz_st_open(const char *path, pz_st_file **out);
 
 /* Unmaps and frees; NULL is ignored. */
