@@ -1,5 +1,6 @@
-/* config.json reader: presets, the text_config-wrapped form, defaults, and every kind of bad
- * input (malformed, truncated, missing field, wrong type, bad values) written to a temp dir. */
+/* config.json reader: presets, the text_config-wrapped form, defaults, a leading UTF-8 BOM, and
+ * every kind of bad input (malformed, truncated, missing field, wrong type, bad values, invalid
+ * UTF-8) written to a temp dir; rope_scaling messages name the dotted field path. */
 #include "model/config.h"
 #include "pz_test.h"
 #include <string.h>
@@ -63,6 +64,111 @@ static void expect_bad(const char *name, const char *text, pz_status want, const
   } else if (strchr(pz_last_error(), '\n')) {
     fprintf(stderr, "%s: message spans several lines: '%s'\n", name, pz_last_error());
     pz_test_failures++;
+  }
+}
+
+/* A leading UTF-8 byte-order mark is skipped (by cJSON; Windows tools write one, Python's
+ * utf-8-sig reads it): the same config with and without it parses to the same struct, from text
+ * and from a file; error offsets still count from the file's first byte. */
+static void test_bom(void) {
+  char text[8192], bommed[8200];
+  make(text, sizeof text, NULL, NULL);
+  snprintf(bommed, sizeof bommed, "\xef\xbb\xbf%s", text);
+  pz_model_config a, b;
+  memset(&a, 0x55, sizeof a);
+  memset(&b, 0xaa, sizeof b);
+  CHECK_OK(pz_config_parse(text, strlen(text), "cfg", &a));
+  CHECK_OK(pz_config_parse(bommed, strlen(bommed), "cfg", &b));
+  CHECK(memcmp(&a, &b, sizeof a) == 0);
+  CHECK(b.hidden_size == 512 && b.n_group == 8 && b.rope.factor == 40.f);
+  memset(&b, 0xaa, sizeof b);
+  CHECK_OK(pz_config_load(write_file("bom.json", bommed), &b));
+  CHECK(b.hidden_size == 512 && b.kv_lora_rank == 96 && b.topk_method == PZ_TOPK_NOAUX_TC);
+  /* Only one mark, only in front; a bare mark is an empty document; the error offset of a
+   * malformed file counts the mark (byte 2 without it, 5 with it). */
+  expect_bad("bom_twice.json", "\xef\xbb\xbf\xef\xbb\xbf{}", PZ_ERR_CONFIG, "malformed or truncated JSON at byte 3 ");
+  expect_bad("bom_inside.json", "{\xef\xbb\xbf}", PZ_ERR_CONFIG, "malformed or truncated JSON at byte 2 ");
+  expect_bad("bom_only.json", "\xef\xbb\xbf", PZ_ERR_CONFIG, "malformed or truncated JSON at byte 0 (line 1) of 3");
+  expect_bad("nobom_bad.json", "{hidden_size: 512}", PZ_ERR_CONFIG, "malformed or truncated JSON at byte 2 ");
+  expect_bad("bom_bad.json", "\xef\xbb\xbf{hidden_size: 512}", PZ_ERR_CONFIG, "malformed or truncated JSON at byte 5 ");
+  expect_bad("bom_utf16.json", "\xff\xfe{}", PZ_ERR_CONFIG, "malformed or truncated JSON at byte 0 ");
+}
+
+/* Keys and string values must be valid UTF-8; the message names the field by its dotted path. */
+static void test_utf8(void) {
+  char text[8192];
+  static const char *const bad_mt[][2] = {
+      {"\"deepseek_v3\xff\"", "byte 0xff at 11"},   /* never valid */
+      {"\"\x80x\"", "byte 0x80 at 0"},               /* lone continuation byte */
+      {"\"\xc0\xaf\"", "byte 0xc0 at 0"},            /* overlong '/' */
+      {"\"a\xe0\x80\xaf" "b\"", "byte 0xe0 at 1"},   /* overlong, 3 bytes */
+      {"\"\xed\xa0\x80\"", "byte 0xed at 0"},        /* UTF-16 surrogate U+D800 */
+      {"\"\xf4\x90\x80\x80\"", "byte 0xf4 at 0"},    /* above U+10FFFF */
+      {"\"ab\xe2\x82\"", "byte 0xe2 at 2"},           /* cut short at the end */
+      {"\"\xe2\x82x\"", "byte 0xe2 at 0"},            /* cut short inside */
+  };
+  char want[160];
+  for (size_t i = 0; i < sizeof bad_mt / sizeof bad_mt[0]; i++) {
+    make(text, sizeof text, NULL, NULL);
+    size_t n = strlen(text);
+    snprintf(text + n - 3, sizeof text - (n - 3), ",\n  \"model_type\": %s\n}\n", bad_mt[i][0]);
+    snprintf(want, sizeof want, "field \"model_type\" is not valid UTF-8 (%s of the string); save the file as UTF-8",
+             bad_mt[i][1]);
+    expect_bad("mt_utf8.json", text, PZ_ERR_CONFIG, want);
+  }
+  /* Nested objects, arrays, text_config and keys. */
+  make(text, sizeof text, "rope_scaling", "{\"type\": \"ya\xffrn\", \"factor\": 40}");
+  expect_bad("rs_utf8.json", text, PZ_ERR_CONFIG, "field \"rope_scaling.type\" is not valid UTF-8 (byte 0xff at 2");
+  make(text, sizeof text, "topk_method", "[\"ok\", \"n\xc3\"]");
+  expect_bad("arr_utf8.json", text, PZ_ERR_CONFIG, "field \"topk_method[1]\" is not valid UTF-8 (byte 0xc3 at 1");
+  expect_bad("tc_utf8.json", "{\"text_config\": {\"model_type\": \"llama\xfe\"}}", PZ_ERR_CONFIG,
+             "field \"text_config.model_type\" is not valid UTF-8");
+  expect_bad("key_utf8.json", "{\"hidden\xa0size\": 1}", PZ_ERR_CONFIG,
+             "a field name at the top level is not valid UTF-8 (byte 0xa0 at 6)");
+  make(text, sizeof text, "rope_scaling", "{\"type\": \"yarn\", \"fa\xe9" "ctor\": 40}");
+  expect_bad("rskey_utf8.json", text, PZ_ERR_CONFIG, "a field name in \"rope_scaling\" is not valid UTF-8 (byte 0xe9 at 2)");
+  /* Well-formed multi-byte text anywhere (1- to 4-byte sequences, the largest code point) parses. */
+  make(text, sizeof text, NULL, NULL);
+  size_t n = strlen(text);
+  snprintf(text + n - 3, sizeof text - (n - 3), ",\n  \"_name_or_path\": \"mod\xc3\xa8le \xe6\xa8\xa1\xe5\x9e\x8b "
+           "\xf0\x9f\xa6\x99 \xf4\x8f\xbf\xbf \xed\x9f\xbf\xee\x80\x80\",\n  \"\xc3\xa9\": [\"\xe2\x82\xac\"]\n}\n");
+  pz_model_config c;
+  CHECK_OK(pz_config_parse(text, strlen(text), "utf8_ok", &c));
+  CHECK(c.hidden_size == 512 && c.kv_lora_rank == 96);
+}
+
+/* Every rope_scaling message names its field by the dotted path, like the GQA reader's. */
+static void test_rope_messages(void) {
+  char text[8192];
+  static const char *const cases[][2] = {
+      {"{\"type\": \"yarn\", \"factor\": 1e999, \"original_max_position_embeddings\": 4096}",
+       "field \"rope_scaling.factor\" is inf, must be a finite float"},
+      {"{\"type\": \"yarn\", \"factor\": \"4\", \"original_max_position_embeddings\": 4096}",
+       "field \"rope_scaling.factor\" must be a number, got a string"},
+      {"{\"type\": \"yarn\", \"factor\": 0.5, \"original_max_position_embeddings\": 4096}",
+       "field \"rope_scaling.factor\" must be >= 1"},
+      {"{\"type\": \"yarn\", \"factor\": 4}",
+       "required field \"rope_scaling.original_max_position_embeddings\" is missing"},
+      {"{\"type\": \"yarn\", \"factor\": 4, \"original_max_position_embeddings\": 0}",
+       "field \"rope_scaling.original_max_position_embeddings\" is 0, must be >= 1"},
+      {"{\"type\": \"yarn\", \"factor\": 4, \"original_max_position_embeddings\": 4096.5}",
+       "field \"rope_scaling.original_max_position_embeddings\" must be an integer, got a number"},
+      {"{\"type\": \"yarn\", \"factor\": 4, \"original_max_position_embeddings\": 4096, \"beta_fast\": -1e999}",
+       "field \"rope_scaling.beta_fast\" is -inf, must be a finite float"},
+      {"{\"type\": \"yarn\", \"factor\": 4, \"original_max_position_embeddings\": 4096, \"beta_slow\": null}",
+       "field \"rope_scaling.beta_slow\" must be a number, got null"},
+      {"{\"type\": \"yarn\", \"factor\": 4, \"original_max_position_embeddings\": 4096, \"mscale\": true}",
+       "field \"rope_scaling.mscale\" must be a number, got a boolean"},
+      {"{\"type\": \"yarn\", \"factor\": 4, \"original_max_position_embeddings\": 4096, \"mscale_all_dim\": 1e999}",
+       "field \"rope_scaling.mscale_all_dim\" is inf, must be a finite float"},
+      {"{\"type\": \"yarn\", \"factor\": 4, \"original_max_position_embeddings\": 4096, \"beta_slow\": 0}",
+       "fields \"rope_scaling.beta_fast\" (32) and \"rope_scaling.beta_slow\" (0) must be > 0"},
+      {"{\"type\": \"yarn\", \"factor\": 4, \"factor\": 5, \"original_max_position_embeddings\": 4096}",
+       "field \"rope_scaling.factor\" appears twice"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    make(text, sizeof text, "rope_scaling", cases[i][0]);
+    expect_bad("rope_msg.json", text, PZ_ERR_CONFIG, cases[i][1]);
   }
 }
 
@@ -200,6 +306,10 @@ int main(void) {
         strstr(pz_last_error(), "deepseek_v2_lite") && strstr(pz_last_error(), "tiny"));
   CHECK(strstr(pz_config_preset_names(), "deepseek_v3") != NULL);
   CHECK_ST(pz_config_load("/nonexistent/dir/config.json", &c), PZ_ERR_IO);
+
+  test_bom();
+  test_utf8();
+  test_rope_messages();
 
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

@@ -122,26 +122,27 @@ static pz_status parse_rope_scaling(const reader *r, pz_model_config *c) {
   if (strcmp(ty->valuestring, "yarn"))
     return pz_error(PZ_ERR_CONFIG, "config %s: field \"rope_scaling.type\" is \"%s\", supported: yarn",
                     r->src, ty->valuestring);
-  reader sub = {rs, r->src};
+  /* Every message names its field by the dotted path (rope_scaling.factor). */
   pz_rope_params *p = &c->rope;
   p->beta_fast = 32.f;
   p->beta_slow = 1.f;
   p->mscale = 1.f;
   p->mscale_all_dim = 0.f;
-  PZ_CHECK(get_float(&sub, rs, "factor", true, &p->factor));
+  PZ_CHECK(get_float_in(r, rs, "factor", "rope_scaling.factor", true, &p->factor));
   if (!(p->factor >= 1.f)) return pz_error(PZ_ERR_CONFIG, "config %s: field \"rope_scaling.factor\" must be >= 1", r->src);
   int64_t orig = 0;
-  PZ_CHECK(get_int(&sub, "original_max_position_embeddings", true, false, 1, &orig));
+  PZ_CHECK(get_int_in(r, rs, "original_max_position_embeddings", "rope_scaling.original_max_position_embeddings", true,
+                      false, 1, &orig));
   p->original_max_position_embeddings = orig;
-  PZ_CHECK(get_float(&sub, rs, "beta_fast", false, &p->beta_fast));
-  PZ_CHECK(get_float(&sub, rs, "beta_slow", false, &p->beta_slow));
-  PZ_CHECK(get_float(&sub, rs, "mscale", false, &p->mscale));
-  PZ_CHECK(get_float(&sub, rs, "mscale_all_dim", false, &p->mscale_all_dim));
+  PZ_CHECK(get_float_in(r, rs, "beta_fast", "rope_scaling.beta_fast", false, &p->beta_fast));
+  PZ_CHECK(get_float_in(r, rs, "beta_slow", "rope_scaling.beta_slow", false, &p->beta_slow));
+  PZ_CHECK(get_float_in(r, rs, "mscale", "rope_scaling.mscale", false, &p->mscale));
+  PZ_CHECK(get_float_in(r, rs, "mscale_all_dim", "rope_scaling.mscale_all_dim", false, &p->mscale_all_dim));
   /* YaRN's correction range takes log(orig / (2 pi beta)): beta <= 0 gave NaN frequencies (token
    * 0 everywhere); transformers fails on these too. */
   if (!(p->beta_fast > 0.f) || !(p->beta_slow > 0.f))
-    return pz_error(PZ_ERR_CONFIG, "config %s: fields \"rope_scaling.beta_fast\" (%g) and \"beta_slow\" (%g) must be > 0",
-                    r->src, p->beta_fast, p->beta_slow);
+    return pz_error(PZ_ERR_CONFIG, "config %s: fields \"rope_scaling.beta_fast\" (%g) and \"rope_scaling.beta_slow\" "
+                    "(%g) must be > 0", r->src, p->beta_fast, p->beta_slow);
   return PZ_OK;
 }
 
@@ -695,6 +696,52 @@ static pz_status parse_root(const reader *r, const cJSON *outer, pz_model_config
   return parse_mla(r, c);
 }
 
+/* Length of the well-formed UTF-8 sequence at s (RFC 3629: no overlong forms, no surrogates,
+ * at most U+10FFFF), or 0. s is NUL-terminated. */
+static int utf8_seq(const unsigned char *s) {
+  if (s[0] < 0x80) return 1;
+  int n = s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
+  unsigned lo = s[0] == 0xe0 ? 0xa0 : s[0] == 0xf0 ? 0x90 : 0x80, hi = s[0] == 0xed ? 0x9f : s[0] == 0xf4 ? 0x8f : 0xbf;
+  for (int i = 1; i < n; i++)
+    if (s[i] < (i == 1 ? lo : 0x80) || s[i] > (i == 1 ? hi : 0xbf)) return 0;
+  return n;
+}
+
+/* Byte offset of the first invalid UTF-8 sequence in s, or -1. */
+static long utf8_bad_at(const char *s) {
+  const unsigned char *u = (const unsigned char *)s;
+  for (long i = 0; u[i];) {
+    int n = utf8_seq(u + i);
+    if (!n) return i;
+    i += n;
+  }
+  return -1;
+}
+
+/* Every key and string value under obj (an object or array) must be valid UTF-8, as Python's json
+ * (transformers) requires; the message names the field by its dotted path (path[0, plen)). */
+static pz_status check_utf8(const char *src, const cJSON *obj, char *path, size_t cap, size_t plen) {
+  int i = 0;
+  for (const cJSON *e = obj->child; e; e = e->next, i++) {
+    long at = cJSON_IsObject(obj) && e->string ? utf8_bad_at(e->string) : -1;
+    if (at >= 0)
+      return pz_error(PZ_ERR_CONFIG, "config %s: a field name %s%.*s%s is not valid UTF-8 (byte 0x%02x at %ld); save "
+                      "the file as UTF-8", src, plen ? "in \"" : "at the top level", (int)plen, path, plen ? "\"" : "",
+                      (unsigned)(unsigned char)e->string[at], at);
+    size_t n = plen;
+    if (cJSON_IsObject(obj)) n += (size_t)snprintf(path + plen, cap - plen, "%s%s", plen ? "." : "", e->string);
+    else n += (size_t)snprintf(path + plen, cap - plen, "[%d]", i);
+    if (n >= cap) n = cap - 1; /* a very deep path is cut in the message */
+    at = cJSON_IsString(e) ? utf8_bad_at(e->valuestring) : -1;
+    if (at >= 0)
+      return pz_error(PZ_ERR_CONFIG, "config %s: field \"%.*s\" is not valid UTF-8 (byte 0x%02x at %ld of the string); "
+                      "save the file as UTF-8", src, (int)n, path, (unsigned)(unsigned char)e->valuestring[at], at);
+    if (cJSON_IsObject(e) || cJSON_IsArray(e)) PZ_CHECK(check_utf8(src, e, path, cap, n));
+    path[plen] = 0;
+  }
+  return PZ_OK;
+}
+
 pz_status pz_config_parse(const char *json, size_t len, const char *source, pz_model_config *out) {
   if (!json || !out) return pz_error(PZ_ERR_INVALID_ARG, "pz_config_parse: NULL argument");
   const char *src = source ? source : "(text)";
@@ -715,6 +762,12 @@ pz_status pz_config_parse(const char *json, size_t len, const char *source, pz_m
       return pz_error(PZ_ERR_CONFIG, "config %s: unexpected text after the JSON object at byte %zu", src,
                       (size_t)(p - json));
     }
+  char path[256] = "";
+  pz_status ust = cJSON_IsObject(root) || cJSON_IsArray(root) ? check_utf8(src, root, path, sizeof path, 0) : PZ_OK;
+  if (ust != PZ_OK) {
+    cJSON_Delete(root);
+    return ust;
+  }
   memset(out, 0, sizeof *out);
   reader r = {root, src};
   const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "text_config");

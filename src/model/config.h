@@ -91,8 +91,9 @@ typedef struct pz_model_config {
 #define PZ_CONFIG_MAX_LAYERS 10000
 
 /* Parses config.json text (len bytes, need not be NUL-terminated). Accepts the top-level
- * form and the form wrapped in "text_config" (multimodal checkpoints). `source` names the
- * file in messages. model_type (text_config's, else the outer one's) picks the family:
+ * form and the form wrapped in "text_config" (multimodal checkpoints), after one leading UTF-8
+ * byte-order mark (skipped, as Python's utf-8-sig does). `source` names the file in messages.
+ * model_type (text_config's, else the outer one's) picks the family:
  *
  * DeepSeek-V2 family (attn PZ_ATTN_MLA): model_type deepseek_v2, deepseek_v3, kimi_* or absent,
  * or any other model_type with an MLA field (Hugging Face DeepseekV2Config / DeepseekV3Config).
@@ -142,11 +143,13 @@ typedef struct pz_model_config {
  * compile). Or quant_method "fp8" with fmt "e4m3" (when given) and weight_block_size
  * [rows, cols] (integers 1..65536). Anything else is PZ_ERR_CONFIG with one line naming the
  * unsupported field and value.
- * Errors: PZ_ERR_CONFIG for malformed/truncated JSON, a missing required field, a field of the
- * wrong type (the message names the field), a key given twice, an integer above the limits
- * above, a float that is not finite, a model_type of no supported family, an unsupported
- * feature (named above), or inconsistent values (top-k > experts, num_key_value_heads not
- * dividing num_attention_heads, an odd head_dim or qk_rope_head_dim). */
+ * Errors: PZ_ERR_CONFIG for malformed/truncated JSON, a key or string value anywhere that is not
+ * valid UTF-8 (the message names the field by its dotted path, e.g. "rope_scaling.type"), a
+ * missing required field, a field of the wrong type (the message names the field), a key given
+ * twice, an integer above the limits above, a float that is not finite, a model_type of no
+ * supported family, an unsupported feature (named above), or inconsistent values (top-k >
+ * experts, num_key_value_heads not dividing num_attention_heads, an odd head_dim or
+ * qk_rope_head_dim). */
 pz_status pz_config_parse(const char *json, size_t len, const char *source, pz_model_config *out);
 
 /* Loads a preset by name (see pz_config_preset_names: configs/<name>.json, the published
