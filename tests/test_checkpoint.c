@@ -4,7 +4,8 @@
  * (TP 1 and 2, V3 and V2-Lite layouts), as one file, as an index with shards, with the experts
  * fused as transformers >= 5 saves them, with tied embeddings, as F32 (misaligned), and FP8
  * with block scales equals the bf16 checkpoint of the dequantised values computed here. Bad
- * checkpoints give one-line errors through the library and the CLI ($PZ_CLI). */
+ * checkpoints give one-line errors through the library and the CLI ($PZ_CLI); index shard names
+ * outside the directory and an oversized index are refused. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -589,6 +590,13 @@ static void run_layout(const char *tag, const char *tmpl, int with_errors) {
   prepend_pad(&q8);
   write_st(d8, "model.safetensors", &q8, 0, q8.n);
   write_st(dref, "model.safetensors", &deq, 0, deq.n);
+  /* The same with a UTF-8 byte-order mark before config.json: the block size is still read. */
+  char d8bom[64], cbuf[4200];
+  snprintf(d8bom, sizeof d8bom, "%s_fp8bom", tag);
+  mk(d8bom);
+  snprintf(cbuf, sizeof cbuf, "\xef\xbb\xbf%s", tmpl);
+  write_config(d8bom, cbuf, ",\"quantization_config\":{\"quant_method\":\"fp8\",\"fmt\":\"e4m3\",\"weight_block_size\":[16,16]}");
+  write_st(d8bom, "model.safetensors", &q8, 0, q8.n);
   for (int k = 0; k < 2; k++) {
     char p[300];
     snprintf(p, sizeof p, "%s/%s", dir, dref);
@@ -596,6 +604,7 @@ static void run_layout(const char *tag, const char *tmpl, int with_errors) {
     float *l = malloc(sizeof(float) * M * V);
     CHECK_OK(decode(NULL, p, k + 1, t, l));
     same_decode(d8, k + 1, t, l, V);
+    if (k == 0) same_decode(d8bom, 1, t, l, V);
     /* The quantisation must have changed the model (else the comparison proves nothing). */
     CHECK(memcmp(l, rl[k], sizeof(float) * M * V) != 0);
     free(l);
@@ -638,9 +647,78 @@ static void run_layout(const char *tag, const char *tmpl, int with_errors) {
   free(rl[1]);
 }
 
+/* ------------------------------------------------------------------ index shard names */
+
+/* pz_checkpoint_open on dir/ix with the index text idx: PZ_ERR_IO naming `name` as outside the
+ * directory, in one line. */
+static void index_escapes(const char *idx, const char *name) {
+  char p[300], want[400];
+  write_text("ix", "model.safetensors.index.json", idx);
+  snprintf(p, sizeof p, "%s/ix", dir);
+  snprintf(want, sizeof want, "the index names shard \"%s\", outside the checkpoint directory (an absolute path or a "
+           "\"..\" component); name shards relative to the directory", name);
+  pz_checkpoint *ck = (pz_checkpoint *)1;
+  pz_status st = pz_checkpoint_open(p, &ck);
+  if (st != PZ_ERR_IO || ck || !strstr(pz_last_error(), want) || strchr(pz_last_error(), '\n')) {
+    fprintf(stderr, "FAIL: index %s -> %s [%s], want PZ_ERR_IO with '%s'\n", idx, pz_status_string(st), pz_last_error(),
+            want);
+    pz_test_failures++;
+  }
+  if (st == PZ_OK && ck != (pz_checkpoint *)1) pz_checkpoint_close(ck);
+}
+
+/* Shard names that leave the checkpoint directory (absolute, any ".." component) are refused
+ * even when the file they name exists and holds the tensor; names inside it (also "./x",
+ * "sub/x" and a ".." inside a file name) open. An index over 256 MiB is refused unread. */
+static void test_index_paths(void) {
+  float v[2] = {1, 2};
+  pz_st_write_entry t = {"t", PZ_ST_F32, 1, {2}, v}, u = {"u", PZ_ST_F32, 1, {1}, v}, w = {"w", PZ_ST_F32, 1, {1}, v};
+  char p[300], outside[300], idx[900];
+  mk("ix");
+  mk("ix/sub");
+  snprintf(outside, sizeof outside, "%s/outside.safetensors", dir);
+  CHECK_OK(pz_st_write(outside, 1, &t));
+  path2(p, sizeof p, "ix", "s.safetensors");
+  CHECK_OK(pz_st_write(p, 1, &t));
+  path2(p, sizeof p, "ix", "sub/s.safetensors");
+  CHECK_OK(pz_st_write(p, 1, &u));
+  path2(p, sizeof p, "ix", "s..safetensors");
+  CHECK_OK(pz_st_write(p, 1, &w));
+  const char *esc[] = {"../outside.safetensors", "./../outside.safetensors", "sub/../../outside.safetensors", "..",
+                       "../", "sub/..", outside, "/etc/passwd", "//etc/passwd"};
+  for (size_t i = 0; i < sizeof esc / sizeof esc[0]; i++) {
+    snprintf(idx, sizeof idx, "{\"weight_map\":{\"t\":\"%s\"}}", esc[i]);
+    index_escapes(idx, esc[i]);
+  }
+  /* The escape is refused after a good shard too. */
+  index_escapes("{\"weight_map\":{\"u\":\"sub/s.safetensors\",\"t\":\"../outside.safetensors\"}}",
+                "../outside.safetensors");
+  write_text("ix", "model.safetensors.index.json",
+             "{\"weight_map\":{\"t\":\"./s.safetensors\",\"u\":\"sub/s.safetensors\",\"w\":\"s..safetensors\"}}");
+  snprintf(p, sizeof p, "%s/ix", dir);
+  pz_checkpoint *ck = NULL;
+  CHECK_OK(pz_checkpoint_open(p, &ck));
+  CHECK(pz_checkpoint_count(ck) == 3);
+  const pz_st_tensor *tw = pz_checkpoint_find(ck, "w"), *tt = pz_checkpoint_find(ck, "t");
+  CHECK(tw && strstr(tw->file->path, "/ix/s..safetensors") && tt && strstr(tt->file->path, "/ix/./s.safetensors"));
+  pz_checkpoint_close(ck);
+  /* A huge index (sparse: nothing is written or read). */
+  mk("ixbig");
+  path2(p, sizeof p, "ixbig", "model.safetensors.index.json");
+  FILE *f = fopen(p, "wb");
+  CHECK(f && ftruncate(fileno(f), (off_t)(256 << 20) + 1) == 0);
+  if (f) fclose(f);
+  snprintf(p, sizeof p, "%s/ixbig", dir);
+  ck = (pz_checkpoint *)1;
+  CHECK_ST(pz_checkpoint_open(p, &ck), PZ_ERR_IO);
+  CHECK(ck == NULL && strstr(pz_last_error(), "model.safetensors.index.json: larger than 256 MiB, too large for a JSON "
+                                              "index or config; check the file"));
+}
+
 int main(void) {
   if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
   setenv("PREZERO_PROGRESS", "0", 1);
+  test_index_paths();
   run_layout("v3", cfg_v3, 1);
   run_layout("v2", cfg_v2, 0);
   char cmd[400];

@@ -14,5 +14,5 @@ cmake -S . -B build-asan -DPZ_WITH_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 cmake --build build-asan -j"$j" >/dev/null
 # The fuzz regression inputs and seed corpora must be among them (tests/fuzz/replay.cmake, one per target).
 n=$(ctest --test-dir build-asan -N -R '^test_fuzz_replay_' | grep -c 'Test *#') || true
-[ "$n" -eq 4 ] || { echo "asan-tests.sh: $n test_fuzz_replay_* tests registered, want 4; see tests/fuzz/replay.cmake" >&2; exit 1; }
+[ "$n" -eq 5 ] || { echo "asan-tests.sh: $n test_fuzz_replay_* tests registered, want 5; see tests/fuzz/replay.cmake" >&2; exit 1; }
 ctest --test-dir build-asan --output-on-failure -j"$j" -E installed_consumer

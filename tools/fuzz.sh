@@ -5,15 +5,16 @@
 # input under tests/fuzz/regressions/<target>/. Exits non-zero on the first finding; libFuzzer
 # leaves the crashing input in build-fuzz/findings/<target>/ (commit it under
 # tests/fuzz/regressions/<target>/ with its fix).
-#   tools/fuzz.sh [SECONDS]            all four targets (CI: 15 s each, about 60 s in all)
+#   tools/fuzz.sh [SECONDS]            all five targets (CI: 15 s each, about 75 s in all)
 #   PZ_FUZZ_TARGETS="fuzz_config" tools/fuzz.sh 600   one target, longer
+#   PZ_FUZZ_BUILD=build-fz tools/fuzz.sh               another build folder (default build-fuzz)
 # Needs clang (tools/install-deps.sh --fuzz installs it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-15}
-targets=${PZ_FUZZ_TARGETS:-"fuzz_config fuzz_safetensors fuzz_prompt_ids fuzz_tuner_table"}
+targets=${PZ_FUZZ_TARGETS:-"fuzz_config fuzz_safetensors fuzz_prompt_ids fuzz_tuner_table fuzz_index"}
 command -v clang >/dev/null 2>&1 || { echo "fuzz.sh: clang not found; run tools/install-deps.sh --fuzz" >&2; exit 1; }
-B=build-fuzz
+B=${PZ_FUZZ_BUILD:-build-fuzz}
 CC=clang cmake -S . -B $B -DPZ_WITH_CUDA=OFF -DPZ_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" >/dev/null
 # shellcheck disable=SC2086
@@ -26,6 +27,8 @@ seeds() { # seeds TARGET DIR: copies the target's seed corpus into DIR
       cp tests/data/int4/*.safetensors "$2"/ ;;
     fuzz_prompt_ids) cp tests/fuzz/seeds/fuzz_prompt_ids/* "$2"/ ;;
     fuzz_tuner_table) cp src/backend/tables/*.json "$2"/ ;;
+    fuzz_index) cp tests/fuzz/seeds/fuzz_index/* "$2"/
+      for f in tests/data/golden/*/model.safetensors.index.json; do [ -f "$f" ] && cp "$f" "$2/$(basename "$(dirname "$f")").index.json"; done ;;
   esac
 }
 for t in $targets; do

@@ -105,15 +105,21 @@ static const pz_st_tensor *ck_find(const pz_checkpoint *ck, const char *name, ch
   return pz_checkpoint_find(ck, full);
 }
 
+/* The largest config.json or index read (the largest published indexes are a few tens of MB). */
+#define PZ_CK_MAX_JSON ((size_t)256 << 20)
+
 /* Reads a whole small file (config.json, the index) into a NUL-terminated buffer. */
 static pz_status slurp(const char *path, char **buf, size_t *len) {
   FILE *f = fopen(path, "rb");
   if (!f) return pz_error(PZ_ERR_IO, "checkpoint %s: cannot open (%s); check the model directory", path, strerror(errno));
+  struct stat sb;
+  const bool big = fstat(fileno(f), &sb) == 0 && (uint64_t)sb.st_size > PZ_CK_MAX_JSON;
   size_t cap = 1 << 16, n = 0;
-  char *b = malloc(cap);
+  char *b = big ? NULL : malloc(cap);
   while (b) {
     n += fread(b + n, 1, cap - n - 1, f);
     if (n < cap - 1) break;
+    if (n > PZ_CK_MAX_JSON) { free(b); b = NULL; break; } /* a device or a growing file */
     char *nb = realloc(b, cap * 2);
     if (!nb) { free(b); b = NULL; break; }
     b = nb;
@@ -121,6 +127,11 @@ static pz_status slurp(const char *path, char **buf, size_t *len) {
   }
   int err = ferror(f);
   fclose(f);
+  if (big || n > PZ_CK_MAX_JSON) {
+    free(b);
+    return pz_error(PZ_ERR_IO, "checkpoint %s: larger than %zu MiB, too large for a JSON index or config; check the file",
+                    path, PZ_CK_MAX_JSON >> 20);
+  }
   if (!b) return pz_error(PZ_ERR_OOM, "checkpoint %s: out of memory", path);
   if (err) { free(b); return pz_error(PZ_ERR_IO, "checkpoint %s: read error; check the file", path); }
   b[n] = 0;
@@ -129,13 +140,26 @@ static pz_status slurp(const char *path, char **buf, size_t *len) {
   return PZ_OK;
 }
 
+/* True when the shard name fname leaves the checkpoint directory: an absolute path or a ".."
+ * component ("model..safetensors" is an ordinary name). */
+static bool escapes_dir(const char *fname) {
+  if (fname[0] == '/') return true;
+  for (const char *p = fname;;) {
+    size_t n = strcspn(p, "/");
+    if (n == 2 && p[0] == '.' && p[1] == '.') return true;
+    if (!p[n]) return false;
+    p += n + 1;
+  }
+}
+
 static pz_status add_file(pz_checkpoint *ck, const char *fname, pz_st_file **out) {
   for (int i = 0; i < ck->n_files; i++) {
     const char *p = ck->files[i]->path, *base = p + strlen(ck->dir) + 1;
     if (!strcmp(base, fname)) { *out = ck->files[i]; return PZ_OK; }
   }
-  if (strstr(fname, "..") || fname[0] == '/')
-    return pz_error(PZ_ERR_IO, "checkpoint %s: index names shard \"%s\" outside the directory; fix the index", ck->dir, fname);
+  if (escapes_dir(fname))
+    return pz_error(PZ_ERR_IO, "checkpoint %s: the index names shard \"%s\", outside the checkpoint directory (an "
+                    "absolute path or a \"..\" component); name shards relative to the directory", ck->dir, fname);
   char *path = join(ck->dir, fname);
   pz_st_file **nf = realloc(ck->files, sizeof *nf * (size_t)(ck->n_files + 1));
   if (nf) ck->files = nf; /* before any early return: realloc may have moved (and freed) the old block */

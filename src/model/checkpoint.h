@@ -16,8 +16,9 @@ typedef struct pz_checkpoint pz_checkpoint;
  * the tensors of all shards form one table. DIR/config.json is read (when present) for
  * quantization_config.weight_block_size (default [128, 128]) and tie_word_embeddings.
  * Errors (one line, naming the file): PZ_ERR_IO (no model.safetensors nor index, unreadable or
- * corrupt file: see pz_st_open, a malformed index, a tensor named in two shards, an index entry
- * whose shard lacks that tensor), PZ_ERR_OOM. *out is NULL on error. */
+ * corrupt file: see pz_st_open, a malformed index or one over 256 MiB, a shard name outside DIR
+ * (an absolute path or a ".." component), a tensor named in two shards, an index entry whose
+ * shard lacks that tensor), PZ_ERR_OOM. *out is NULL on error. */
 pz_status pz_checkpoint_open(const char *dir, pz_checkpoint **out);
 
 /* Resolves every WEIGHT tensor of the per-rank graph g (built from config c with TP = g->info.tp)
