@@ -47,7 +47,12 @@ static void bad(const char *cmd, const char *args, const char *needle) {
   }
 }
 
-static void path_of(char *buf, size_t cap, const char *name) { snprintf(buf, cap, "%s/%s", dir, name); }
+static void path_of(char *buf, size_t cap, const char *name) {
+  if (snprintf(buf, cap, "%s/%s", dir, name) >= (int)cap) { /* a test's own name too long: fail loudly */
+    fprintf(stderr, "FAIL: path %s/%s longer than %zu bytes\n", dir, name, cap);
+    pz_test_failures++;
+  }
+}
 
 static void write_bytes(const char *name, const void *data, size_t n) {
   char p[400];
