@@ -669,7 +669,8 @@ static void index_escapes(const char *idx, const char *name) {
 
 /* Shard names that leave the checkpoint directory (absolute, any ".." component) are refused
  * even when the file they name exists and holds the tensor; names inside it (also "./x",
- * "sub/x" and a ".." inside a file name) open. An index over 256 MiB is refused unread. */
+ * "sub/x" and a ".." inside a file name) open. Text after the JSON object is refused (whitespace
+ * is fine). An index over 256 MiB is refused unread. */
 static void test_index_paths(void) {
   float v[2] = {1, 2};
   pz_st_write_entry t = {"t", PZ_ST_F32, 1, {2}, v}, u = {"u", PZ_ST_F32, 1, {1}, v}, w = {"w", PZ_ST_F32, 1, {1}, v};
@@ -702,6 +703,16 @@ static void test_index_paths(void) {
   const pz_st_tensor *tw = pz_checkpoint_find(ck, "w"), *tt = pz_checkpoint_find(ck, "t");
   CHECK(tw && strstr(tw->file->path, "/ix/s..safetensors") && tt && strstr(tt->file->path, "/ix/./s.safetensors"));
   pz_checkpoint_close(ck);
+  /* Text after the index's JSON object is refused; trailing whitespace is not. */
+  write_text("ix", "model.safetensors.index.json", "{\"weight_map\":{\"t\":\"s.safetensors\"}} {\"x\":1}");
+  snprintf(p, sizeof p, "%s/ix", dir);
+  ck = (pz_checkpoint *)1;
+  CHECK_ST(pz_checkpoint_open(p, &ck), PZ_ERR_IO);
+  CHECK(ck == NULL && strstr(pz_last_error(), "text after the JSON object; fix or regenerate the index"));
+  write_text("ix", "model.safetensors.index.json", "{\"weight_map\":{\"t\":\"s.safetensors\"}}\n \t\r\n");
+  ck = NULL;
+  CHECK_OK(pz_checkpoint_open(p, &ck));
+  if (ck) pz_checkpoint_close(ck);
   /* A huge index (sparse: nothing is written or read). */
   mk("ixbig");
   path2(p, sizeof p, "ixbig", "model.safetensors.index.json");

@@ -175,8 +175,16 @@ static pz_status read_index(pz_checkpoint *ck, const char *ipath) {
   char *txt;
   size_t len;
   PZ_CHECK(slurp(ipath, &txt, &len));
-  cJSON *root = cJSON_ParseWithLength(txt, len);
+  const char *end = NULL;
+  cJSON *root = cJSON_ParseWithLengthOpts(txt, len, &end, false);
+  bool trailing = false; /* only whitespace may follow the value, as in config.json */
+  for (const char *p = end; root && p && p < txt + len && *p; p++)
+    if (*p != ' ' && *p != '\n' && *p != '\r' && *p != '\t') { trailing = true; break; }
   free(txt);
+  if (trailing) {
+    cJSON_Delete(root);
+    return pz_error(PZ_ERR_IO, "checkpoint %s: text after the JSON object; fix or regenerate the index", ipath);
+  }
   const cJSON *wm = root ? cJSON_GetObjectItemCaseSensitive(root, "weight_map") : NULL;
   if (!cJSON_IsObject(wm)) {
     cJSON_Delete(root);
