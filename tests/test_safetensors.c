@@ -1,8 +1,8 @@
 /* safetensors reader/writer and FP8 E4M3 decoding: round trip of every field, hand-checked FP8
  * values, block dequantisation against a reference computed here, and every malformed file
  * (short file, header length beyond the file, truncated header, unknown dtype, data beyond the
- * file, size mismatch, duplicate name, overlapping data ranges, an empty name or one with a NUL or
- * control character) giving a one-line PZ_ERR_IO. */
+ * file, size mismatch, duplicate name, overlapping data ranges, an empty name or one with a NUL,
+ * a control character or invalid UTF-8) giving a one-line PZ_ERR_IO. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -213,6 +213,23 @@ static void test_bad_files(void) {
   const char *del = "{\"xy\\u007f\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
   write_raw("name_del.safetensors", strlen(del), del, 8);
   bad_file("name_del.safetensors", "control character 0x7f at byte 2");
+  /* Not UTF-8: a lone continuation byte, an overlong '/', a surrogate; a valid multi-byte name opens. */
+  const char *u1 = "{\"ab\x80\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+  write_raw("name_utf8_cont.safetensors", strlen(u1), u1, 8);
+  bad_file("name_utf8_cont.safetensors", "tensor name \"ab...\" is not valid UTF-8 at byte 2");
+  const char *u2 = "{\"a\xc0\xaf\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+  write_raw("name_utf8_overlong.safetensors", strlen(u2), u2, 8);
+  bad_file("name_utf8_overlong.safetensors", "is not valid UTF-8 at byte 1");
+  const char *u3 = "{\"\xed\xa0\x80\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+  write_raw("name_utf8_surrogate.safetensors", strlen(u3), u3, 8);
+  bad_file("name_utf8_surrogate.safetensors", "is not valid UTF-8 at byte 0");
+  const char *u4 = "{\"w\xc3\xa9ight\xe2\x82\xac\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+  write_raw("name_utf8_ok.safetensors", strlen(u4), u4, 8);
+  path_of(p, sizeof p, "name_utf8_ok.safetensors");
+  pz_st_file *uf = NULL;
+  CHECK_OK(pz_st_open(p, &uf));
+  CHECK(uf && uf->n == 1 && pz_st_find(uf, "w\xc3\xa9ight\xe2\x82\xac"));
+  pz_st_close(uf);
   const char *bsl = "{\"a\\\\u0000\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
   write_raw("name_backslash.safetensors", strlen(bsl), bsl, 8);
   path_of(p, sizeof p, "name_backslash.safetensors");

@@ -1,6 +1,7 @@
 /* config.json reader (cJSON) for the DeepSeek-V2 family (MLA) and the Llama / Qwen2 / Qwen3 /
  * Qwen3-MoE / Mixtral families (GQA), and the embedded preset table
  * (generated from the configs folder by cmake/embed_presets.cmake). */
+#include "core/utf8.h"
 #include "model/config.h"
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -696,34 +697,12 @@ static pz_status parse_root(const reader *r, const cJSON *outer, pz_model_config
   return parse_mla(r, c);
 }
 
-/* Length of the well-formed UTF-8 sequence at s (RFC 3629: no overlong forms, no surrogates,
- * at most U+10FFFF), or 0. s is NUL-terminated. */
-static int utf8_seq(const unsigned char *s) {
-  if (s[0] < 0x80) return 1;
-  int n = s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3 : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : 0;
-  unsigned lo = s[0] == 0xe0 ? 0xa0 : s[0] == 0xf0 ? 0x90 : 0x80, hi = s[0] == 0xed ? 0x9f : s[0] == 0xf4 ? 0x8f : 0xbf;
-  for (int i = 1; i < n; i++)
-    if (s[i] < (i == 1 ? lo : 0x80) || s[i] > (i == 1 ? hi : 0xbf)) return 0;
-  return n;
-}
-
-/* Byte offset of the first invalid UTF-8 sequence in s, or -1. */
-static long utf8_bad_at(const char *s) {
-  const unsigned char *u = (const unsigned char *)s;
-  for (long i = 0; u[i];) {
-    int n = utf8_seq(u + i);
-    if (!n) return i;
-    i += n;
-  }
-  return -1;
-}
-
 /* Every key and string value under obj (an object or array) must be valid UTF-8, as Python's json
  * (transformers) requires; the message names the field by its dotted path (path[0, plen)). */
 static pz_status check_utf8(const char *src, const cJSON *obj, char *path, size_t cap, size_t plen) {
   int i = 0;
   for (const cJSON *e = obj->child; e; e = e->next, i++) {
-    long at = cJSON_IsObject(obj) && e->string ? utf8_bad_at(e->string) : -1;
+    long at = cJSON_IsObject(obj) && e->string ? pz_utf8_bad_at(e->string) : -1;
     if (at >= 0)
       return pz_error(PZ_ERR_CONFIG, "config %s: a field name %s%.*s%s is not valid UTF-8 (byte 0x%02x at %ld); save "
                       "the file as UTF-8", src, plen ? "in \"" : "at the top level", (int)plen, path, plen ? "\"" : "",
@@ -732,7 +711,7 @@ static pz_status check_utf8(const char *src, const cJSON *obj, char *path, size_
     if (cJSON_IsObject(obj)) n += (size_t)snprintf(path + plen, cap - plen, "%s%s", plen ? "." : "", e->string);
     else n += (size_t)snprintf(path + plen, cap - plen, "[%d]", i);
     if (n >= cap) n = cap - 1; /* a very deep path is cut in the message */
-    at = cJSON_IsString(e) ? utf8_bad_at(e->valuestring) : -1;
+    at = cJSON_IsString(e) ? pz_utf8_bad_at(e->valuestring) : -1;
     if (at >= 0)
       return pz_error(PZ_ERR_CONFIG, "config %s: field \"%.*s\" is not valid UTF-8 (byte 0x%02x at %ld of the string); "
                       "save the file as UTF-8", src, (int)n, path, (unsigned)(unsigned char)e->valuestring[at], at);

@@ -1,5 +1,6 @@
 /* safetensors reader (mmap + cJSON header) and writer; see safetensors.h for the format and
  * the checks made on every header. */
+#include "core/utf8.h"
 #include "model/safetensors.h"
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -92,6 +93,10 @@ static pz_status parse_entry(pz_st_file *f, const cJSON *e, size_t data_size, pz
       return pz_error(PZ_ERR_IO, "safetensors %s: tensor name \"%.*s...\" has control character 0x%02x at byte %zu; "
                       "the file is corrupt (tensor names are printable)", f->path, (int)i, nm,
                       (unsigned)(unsigned char)nm[i], i);
+  const long bad = pz_utf8_bad_at(nm);
+  if (bad >= 0)
+    return pz_error(PZ_ERR_IO, "safetensors %s: tensor name \"%.*s...\" is not valid UTF-8 at byte %ld; the file is "
+                    "corrupt (safetensors names are UTF-8)", f->path, (int)bad, nm, bad);
   if (!cJSON_IsObject(e))
     return pz_error(PZ_ERR_IO, "safetensors %s: entry \"%s\" is not an object; the file is not valid safetensors", f->path, nm);
   const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");

@@ -1,0 +1,10 @@
+/* UTF-8 validation (RFC 3629: no overlong forms, no surrogates, at most U+10FFFF), for the
+ * strings of the files prezero reads (config.json, safetensors tensor names), which Python's json
+ * and the safetensors library require to be valid UTF-8. */
+#ifndef PZ_CORE_UTF8_H
+#define PZ_CORE_UTF8_H
+
+/* Byte offset of the first invalid UTF-8 sequence in the NUL-terminated s, or -1 when it is all valid. */
+long pz_utf8_bad_at(const char *s);
+
+#endif
