@@ -66,6 +66,21 @@ PZ_API pz_status pz_ar_get_unique_id(pz_ar_unique_id *out);
  * Errors: PZ_ERR_INVALID_ARG (not an id made by pz_ar_get_unique_id). */
 PZ_API pz_status pz_ar_unique_id_remove(const pz_ar_unique_id *id);
 
+/* For ranks started separately (one command per rank, e.g. `--rank R --world W --id-file F`):
+ * rank 0 writes its id to `path` (a temporary file beside it, then rename, so a reader never sees
+ * a partial id; mode 0600; an existing file is replaced), the other ranks wait for it with
+ * pz_ar_unique_id_read_file. The path must be on a file system every rank sees.
+ * Errors: PZ_ERR_INVALID_ARG (NULL, not an id made by pz_ar_get_unique_id), PZ_ERR_IO (cannot
+ * write or rename, naming the path). */
+PZ_API pz_status pz_ar_unique_id_write_file(const pz_ar_unique_id *id, const char *path);
+
+/* Waits up to timeout_ms (>= 0; polled every few ms) for `path` to hold an id written by
+ * pz_ar_unique_id_write_file, and reads it into *out.
+ * Errors: PZ_ERR_INVALID_ARG (NULL, negative timeout), PZ_ERR_TIMEOUT (no file after timeout_ms:
+ * start rank 0, or check the path), PZ_ERR_IO (unreadable, not PZ_AR_UNIQUE_ID_BYTES long, or not
+ * an id). */
+PZ_API pz_status pz_ar_unique_id_read_file(const char *path, int timeout_ms, pz_ar_unique_id *out);
+
 typedef struct pz_ar_comm pz_ar_comm;
 
 /* Sizes and timeouts of a communicator. Every rank must pass the same max_m and max_H. */

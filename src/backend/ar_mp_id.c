@@ -103,3 +103,65 @@ pz_status pz_ar_rmsnorm(pz_ar_comm *comm, const pz_ar_rmsnorm_params *p, pz_ar_s
 }
 pz_status pz_ar_comm_check(pz_ar_comm *comm, pz_ar_stream stream) { return PZ_AR_NO_CUDA; }
 #endif
+
+/* ---------------------------------------------------------------- the id in a file */
+
+pz_status pz_ar_unique_id_write_file(const pz_ar_unique_id *id, const char *path) {
+  if (!path || !path[0]) return pz_error(PZ_ERR_INVALID_ARG, "pz_ar_unique_id_write_file: no path");
+  pz_ar_id_layout L;
+  PZ_CHECK(pz_ar_id_parse(id, &L));
+  const size_t n = strlen(path);
+  char *tmp = malloc(n + 32);
+  if (!tmp) return pz_error(PZ_ERR_OOM, "pz_ar_unique_id_write_file: host allocation");
+  snprintf(tmp, n + 32, "%s.tmp.%ld", path, (long)getpid());
+  pz_status st = PZ_OK;
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0) {
+    st = pz_error(PZ_ERR_IO, "all-reduce id file %s: cannot create %s: %s", path, tmp, strerror(errno));
+  } else {
+    const ssize_t w = write(fd, id->internal, PZ_AR_UNIQUE_ID_BYTES);
+    const int c = close(fd);
+    if (w != (ssize_t)PZ_AR_UNIQUE_ID_BYTES || c != 0)
+      st = pz_error(PZ_ERR_IO, "all-reduce id file %s: cannot write %s: %s", path, tmp, strerror(errno));
+    else if (rename(tmp, path) != 0)
+      st = pz_error(PZ_ERR_IO, "all-reduce id file %s: cannot rename %s onto it: %s", path, tmp, strerror(errno));
+    if (st != PZ_OK) unlink(tmp);
+  }
+  free(tmp);
+  return st;
+}
+
+pz_status pz_ar_unique_id_read_file(const char *path, int timeout_ms, pz_ar_unique_id *out) {
+  if (!path || !path[0] || !out || timeout_ms < 0)
+    return pz_error(PZ_ERR_INVALID_ARG, "pz_ar_unique_id_read_file: NULL path or out, or a negative timeout");
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    int fd = open(path, O_RDONLY);
+    if (fd >= 0) {
+      pz_ar_unique_id id;
+      const ssize_t r = read(fd, id.internal, PZ_AR_UNIQUE_ID_BYTES);
+      char extra;
+      const ssize_t more = r == (ssize_t)PZ_AR_UNIQUE_ID_BYTES ? read(fd, &extra, 1) : 0;
+      close(fd);
+      if (r != (ssize_t)PZ_AR_UNIQUE_ID_BYTES || more != 0)
+        return pz_error(PZ_ERR_IO, "all-reduce id file %s: not %d bytes long; rank 0 writes it with "
+                        "pz_ar_unique_id_write_file", path, PZ_AR_UNIQUE_ID_BYTES);
+      pz_ar_id_layout L;
+      if (pz_ar_id_parse(&id, &L) != PZ_OK)
+        return pz_error(PZ_ERR_IO, "all-reduce id file %s: does not hold an all-reduce id; rank 0 writes it with "
+                        "pz_ar_unique_id_write_file", path);
+      *out = id;
+      return PZ_OK;
+    }
+    if (errno != ENOENT)
+      return pz_error(PZ_ERR_IO, "all-reduce id file %s: cannot open it: %s", path, strerror(errno));
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    const double ms = 1e3 * (double)(t.tv_sec - t0.tv_sec) + 1e-6 * (double)(t.tv_nsec - t0.tv_nsec);
+    if (ms >= (double)timeout_ms)
+      return pz_error(PZ_ERR_TIMEOUT, "all-reduce id file %s: not there after %d ms; start rank 0 first, or check "
+                      "that every rank names the same path", path, timeout_ms);
+    struct timespec nap = {0, 2000000}; /* 2 ms */
+    nanosleep(&nap, NULL);
+  }
+}
