@@ -13,6 +13,9 @@ static void usage(FILE *f) {
              "       prezero bench ar --procs N [--one-gpu] [--json FILE] [--md FILE] [--iters N] [--reps N]\n"
              "  --procs: one process per TP rank through the public multi-process API (rank r on GPU r %% GPUs,\n"
              "  or all on GPU 0 with --one-gpu: time-sliced, the protocol's cost); defaults --iters 10 --reps 7.\n"
+             "       prezero bench ar --rank R --world W --id-file F [--timeout-s S] [--one-gpu] [...]\n"
+             "  the same with each rank started by its own command: rank 0 writes the unique id to F, the others\n"
+             "  wait for it (default 120 s); rank 0 prints the report.\n"
              "  CUDA-graph replay of N launches per graph (default 50), median of --reps replays (15);\n"
              "  --sweep also times the fused kernel at 1, 2, 4, 8 CTAs per row (PREZERO_AR_CTAS_PER_ROW)\n"
              "  and, at TP >= 2, with both exchange protocols (PREZERO_AR_PROTO=ll|flag).\n");
@@ -225,7 +228,8 @@ int pz_bench_ar_procs(int argc, char **argv); /* bench_ar_mp.c */
 
 int pz_cmd_bench_ar(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
-    if (!strcmp(argv[i], "--procs")) return pz_bench_ar_procs(argc, argv);
+    if (!strcmp(argv[i], "--procs") || !strcmp(argv[i], "--rank") || !strcmp(argv[i], "--id-file"))
+      return pz_bench_ar_procs(argc, argv);
   bench b;
   memset(&b, 0, sizeof b);
   b.tp = 1; b.iters = 50; b.reps = 15;

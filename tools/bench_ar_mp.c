@@ -6,14 +6,22 @@
  * `reps` replays with CUDA events; a row reports the slowest rank's median per launch (µs), with
  * and without the Kimi-K2 zero_fill. With several ranks on one GPU their kernels time-slice, so
  * each all-reduce waits for the other process's slice: the output says so, and those figures
- * measure the protocol, not the NVLink speed. */
+ * measure the protocol, not the NVLink speed.
+ * prezero bench ar --rank R --world W --id-file F: the same with each rank started by its own
+ * command (a launcher, a shell loop, one per GPU). Rank 0 makes the unique id, creates the
+ * results file F.results (the `shared` struct below, mapped by every rank) and then writes the id
+ * to F (pz_ar_unique_id_write_file); the other ranks wait for F (pz_ar_unique_id_read_file, up to
+ * --timeout-s), map F.results and run. Rank 0 waits for every rank's results, reports as --procs
+ * does and removes F, F.results and the rendezvous. */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS, usleep */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -153,26 +161,104 @@ static int rank_main(shared *sh, int r, int world, int one_gpu, int iters, int r
   return 0;
 }
 
+static int report(shared *sh, int world, int iters, int reps, const char *json, const char *md, int argc, char **argv);
+
+/* --rank R --world W --id-file F (see the header). */
+static int separate_rank(int rank, int world, const char *idf, int timeout_s, int one_gpu, int iters, int reps,
+                         const char *json, const char *md, int argc, char **argv) {
+  char res[1024];
+  if (snprintf(res, sizeof res, "%s.results", idf) >= (int)sizeof res) {
+    fprintf(stderr, "prezero bench ar: --id-file path too long; use a shorter one\n");
+    return 2;
+  }
+  pz_ar_unique_id id;
+  int fd = -1;
+  if (rank == 0) {
+    unlink(idf); /* an id file left by an earlier run is not this run's (start the other ranks after rank 0) */
+    if (pz_ar_get_unique_id(&id) != PZ_OK) { fprintf(stderr, "prezero bench ar: %s\n", pz_last_error()); return 1; }
+    fd = open(res, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || ftruncate(fd, (off_t)sizeof(shared)) != 0) {
+      fprintf(stderr, "prezero bench ar: cannot create %s; give an --id-file in a writable directory\n", res);
+      pz_ar_unique_id_remove(&id);
+      return 1;
+    }
+  } else {
+    if (pz_ar_unique_id_read_file(idf, 1000 * timeout_s, &id) != PZ_OK) {
+      fprintf(stderr, "prezero bench ar: rank %d: %s\n", rank, pz_last_error());
+      return 1;
+    }
+    fd = open(res, O_RDWR);
+    if (fd < 0) { fprintf(stderr, "prezero bench ar: rank %d: cannot open %s (rank 0 makes it)\n", rank, res); return 1; }
+  }
+  shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (sh == MAP_FAILED) { perror("prezero bench ar: mmap"); return 1; }
+  if (rank == 0 && pz_ar_unique_id_write_file(&id, idf) != PZ_OK) { /* after the results file: readers find both */
+    fprintf(stderr, "prezero bench ar: %s\n", pz_last_error());
+    munmap(sh, sizeof *sh);
+    unlink(res);
+    pz_ar_unique_id_remove(&id);
+    return 1;
+  }
+  const int rc = rank_main(sh, rank, world, one_gpu, iters, reps, id);
+  if (rank != 0) {
+    if (rc) fprintf(stderr, "prezero bench ar: rank %d failed: %s\n", rank, sh->err[rank][0] ? sh->err[rank] : "no message");
+    munmap(sh, sizeof *sh);
+    return rc ? 1 : 0;
+  }
+  /* Rank 0: every rank's results (or error) within the timeout, then the report. */
+  const double t0 = now_s();
+  int waiting = rc == 0; /* rank 0 itself failed: the others fail on their own (peer timeout) */
+  while (waiting && now_s() - t0 < (double)timeout_s + 600.0) {
+    waiting = 0;
+    for (int r = 0; r < world; r++) waiting |= !sh->done[r] && !sh->err[r][0];
+    if (waiting) usleep(5000);
+  }
+  unlink(idf);
+  pz_ar_unique_id_remove(&id);
+  int bad = rc != 0;
+  for (int r = 0; r < (rc ? 1 : world); r++) /* rank 0 failed: its own error is the news */
+    if (!sh->done[r]) {
+      fprintf(stderr, "prezero bench ar: rank %d failed: %s\n", r, sh->err[r][0] ? sh->err[r] : "no results in time (did it start?)");
+      bad = 1;
+    }
+  const int out = bad ? 1 : report(sh, world, iters, reps, json, md, argc, argv);
+  unlink(res);
+  return out;
+}
+
 int pz_bench_ar_procs(int argc, char **argv) {
-  int world = 0, one_gpu = 0, iters = 10, reps = 7;
-  const char *json = NULL, *md = NULL;
+  int world = 0, one_gpu = 0, iters = 10, reps = 7, rank = -1, timeout_s = 120;
+  const char *json = NULL, *md = NULL, *idf = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--procs") && i + 1 < argc) world = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--world") && i + 1 < argc) world = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--rank") && i + 1 < argc) rank = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--id-file") && i + 1 < argc) idf = argv[++i];
+    else if (!strcmp(argv[i], "--timeout-s") && i + 1 < argc) timeout_s = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--one-gpu")) one_gpu = 1;
     else if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     else if (!strcmp(argv[i], "--md") && i + 1 < argc) md = argv[++i];
     else {
-      fprintf(stderr, "prezero bench ar: option '%s' is not one of --procs mode's (--procs N --one-gpu --iters --reps "
-                      "--json --md); see --help\n", argv[i]);
+      fprintf(stderr, "prezero bench ar: option '%s' is not one of the multi-process modes' (--procs N, or --rank R "
+                      "--world W --id-file F [--timeout-s S]; --one-gpu --iters --reps --json --md); see --help\n", argv[i]);
       return 2;
     }
   }
   if (world < 2 || world > PZ_AR_MP_MAX_WORLD || iters < 1 || iters > 1000 || reps < 1 || reps > 64) {
-    fprintf(stderr, "prezero bench ar: --procs must be 2..%d, --iters 1..1000 and --reps 1..64 (got %d, %d, %d)\n",
+    fprintf(stderr, "prezero bench ar: --procs / --world must be 2..%d, --iters 1..1000 and --reps 1..64 (got %d, %d, %d)\n",
             PZ_AR_MP_MAX_WORLD, world, iters, reps);
     return 2;
+  }
+  if (rank >= 0 || idf) {
+    if (rank < 0 || rank >= world || !idf || !idf[0] || timeout_s < 1 || timeout_s > 3600) {
+      fprintf(stderr, "prezero bench ar: the separate-ranks form needs --rank 0..W-1, --world W and --id-file F "
+                      "(--timeout-s 1..3600); got rank %d of %d\n", rank, world);
+      return 2;
+    }
+    return separate_rank(rank, world, idf, timeout_s, one_gpu, iters, reps, json, md, argc, argv);
   }
   shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (sh == MAP_FAILED) { perror("prezero bench ar: mmap"); return 1; }
@@ -221,6 +307,13 @@ int pz_bench_ar_procs(int argc, char **argv) {
       fprintf(stderr, "prezero bench ar: rank %d failed (exit %d): %s\n", r, code[r], sh->err[r][0] ? sh->err[r] : "no message");
       return 1;
     }
+  const int rc = report(sh, world, iters, reps, json, md, argc, argv);
+  munmap(sh, sizeof *sh);
+  return rc;
+}
+
+/* The table of every rank's results (the slowest rank per row) to stdout, --md and --json. */
+static int report(shared *sh, int world, int iters, int reps, const char *json, const char *md, int argc, char **argv) {
   int distinct = 0;
   for (int r = 0; r < world; r++) {
     int seen = 0;
@@ -248,7 +341,7 @@ int pz_bench_ar_procs(int argc, char **argv) {
   FILE *outs[2] = {stdout, mdf};
   for (int o = 0; o < 2; o++) {
     if (!outs[o]) continue;
-    fprintf(outs[o], "# prezero bench ar --procs %d, %s: %s\n\nCommand: `%s`. One process per TP rank through the public "
+    fprintf(outs[o], "# prezero bench ar, one process per rank, TP %d, %s: %s\n\nCommand: `%s`. One process per TP rank through the public "
                      "multi-process API (CUDA IPC inboxes). CUDA-graph replay of %d launches per rank, median of %d replays, "
                      "slowest rank. H = %d, Kimi-K2 fill n_total = %d f32 columns.\n\n| m | fused µs | fused + fill µs | fill adds µs |\n|---:|---:|---:|---:|\n",
             world, sh->name, placement, cmd, iters, reps, H_KIMI, N_TOTAL);
@@ -270,7 +363,6 @@ int pz_bench_ar_procs(int argc, char **argv) {
   int rc = 0;
   if (json && pz_bench_write_json(root, json, 1) != 0) { fprintf(stderr, "prezero bench ar: cannot write %s\n", json); rc = 1; }
   cJSON_Delete(root);
-  munmap(sh, sizeof *sh);
   return rc;
 }
 #endif

@@ -10,7 +10,8 @@
 #   sanitizer  compute-sanitizer memcheck on each CUDA test in quick mode (PZ_TEST_QUICK=1); CUDA API
 #              return codes are not reported (the communicator expects cudaErrorPeerAccessAlreadyEnabled)
 #   gemm ar attn moe step   `prezero bench <name>` into $OUT (PZ_GEMM_ARGS adds bench gemm options)
-#   ar_procs   `prezero bench ar --procs 2` (one process per rank; --one-gpu when only one GPU is present)
+#   ar_procs   `prezero bench ar --procs 2` (one process per rank; --one-gpu when only one GPU is present), then
+#              the --rank/--world/--id-file form (each rank its own command) into ar_ranks_tp2.md
 #   attn_gqa   `prezero bench attn --layout gqa` (issue 17)
 #   compare_gqa  `prezero compare` on GQA presets at TP 1 (PZ_GQA_CONFIGS, PZ_GQA_OSL), det_gqa the deterministic check
 #   consumer   ctest installed_consumer: install, build examples/ with find_package, run its CPU and CUDA parts
@@ -163,7 +164,13 @@ for s in $sections; do
     ar_procs)  # one process per rank (public multi-process API): two GPUs when present, else two processes on one
       if [ "$ngpu" -ge 2 ]; then run bench_ar_procs 200 $P bench ar --procs 2 --json $W/ar_procs_h200x2_tp2.json --md $W/ar_procs_h200x2_tp2.md
       else run bench_ar_procs 200 $P bench ar --procs 2 --one-gpu --json $W/ar_procs_h200_1gpu_tp2.json --md $W/ar_procs_h200_1gpu_tp2.md; fi
-      grep -h "^| " $W/ar_procs_*.md 2>/dev/null | tee -a "$S" ;;
+      grep -h "^| " $W/ar_procs_*.md 2>/dev/null | tee -a "$S"
+      # the same with each rank its own command (--rank/--world/--id-file): rank 1 first, waiting for the id
+      og=$([ "$ngpu" -ge 2 ] || echo --one-gpu)
+      ( timeout 200 $P bench ar --rank 1 --world 2 --id-file $W/ar_ranks.id $og > $W/ar_ranks_r1.txt 2>&1 ) &
+      run bench_ar_ranks 200 $P bench ar --rank 0 --world 2 --id-file $W/ar_ranks.id $og --md $W/ar_ranks_tp2.md
+      wait
+      grep -h "^| \|failed" $W/ar_ranks_tp2.md $W/ar_ranks_r1.txt 2>/dev/null | tee -a "$S" ;;
     attn) run bench_attn ${PZ_T_ATTN:-150} $P bench attn --json $W/attn_h200.json --md $W/attn_h200.md ;;
     moe) run bench_moe 120 $P bench moe --json $W/moe_h200.json --md $W/moe_h200.md ;;
     step) run bench_step ${PZ_T_STEP:-200} $P bench step --json $W/step_h200.json --md $W/step_h200.md ;;
