@@ -1,8 +1,11 @@
 /* The all-reduce unique id through a file (include/prezero/allreduce.h: pz_ar_unique_id_write_file
  * / pz_ar_unique_id_read_file), every build, no GPU:
- *  - write then read gives the same 256 bytes; a second write replaces the file;
+ *  - write then read gives the same 256 bytes; a second write replaces the file; the file is
+ *    mode 0600 and no temporary file is left beside it;
+ *  - two threads of one process (one pid) rewriting the file 300 times each while it is read 2000
+ *    times: every write succeeds and every read is one of the two ids, whole;
  *  - a reader started before the writer (a forked child writes after 150 ms) gets the id;
- *  - no file: PZ_ERR_TIMEOUT after the timeout (timeout 0: at once), naming the path;
+ *  - no file: PZ_ERR_TIMEOUT naming the path, at once for timeout 0 and not before 30 ms for 30;
  *  - a short file, a long file and 256 bytes that are not an id: PZ_ERR_IO; NULL arguments and
  *    a negative timeout: PZ_ERR_INVALID_ARG; a non-id to write: PZ_ERR_INVALID_ARG; an
  *    unwritable path: PZ_ERR_IO naming it. Each message is one line. */
@@ -11,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <pthread.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,6 +31,14 @@ static void write_raw(const char *path, const void *b, size_t n) {
   if (!f) return;
   CHECK(fwrite(b, 1, n, f) == n);
   fclose(f);
+}
+
+/* A writer thread: rewrites path with id 300 times; bad counts failures. */
+typedef struct { const pz_ar_unique_id *id; const char *path; int bad; } wjob;
+static void *writer(void *p) {
+  wjob *j = p;
+  for (int i = 0; i < 300; i++) j->bad += pz_ar_unique_id_write_file(j->id, j->path) != PZ_OK;
+  return NULL;
 }
 
 static void one_line(const char *need) {
@@ -49,6 +63,25 @@ int main(void) {
   CHECK_OK(pz_ar_unique_id_write_file(&b, path));
   CHECK_OK(pz_ar_unique_id_read_file(path, 1000, &got));
   CHECK(!memcmp(&got, &b, sizeof b));
+  struct stat sb;
+  CHECK(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600);
+  int entries = 0;
+  DIR *d = opendir(dir);
+  for (struct dirent *e; d && (e = readdir(d));) entries += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+  if (d) closedir(d);
+  CHECK(entries == 1); /* the id file only */
+  /* concurrent writers (threads: one pid), one reader */
+  pthread_t th[2];
+  wjob jobs[2] = {{&a, path, 0}, {&b, path, 0}};
+  for (int k = 0; k < 2; k++) CHECK(pthread_create(&th[k], NULL, writer, &jobs[k]) == 0);
+  int torn = 0, reads_ok = 0;
+  for (int i = 0; i < 2000; i++) {
+    if (pz_ar_unique_id_read_file(path, 1000, &got) != PZ_OK) { torn++; continue; }
+    reads_ok++;
+    torn += memcmp(&got, &a, sizeof a) && memcmp(&got, &b, sizeof b);
+  }
+  for (int k = 0; k < 2; k++) CHECK(pthread_join(th[k], NULL) == 0 && jobs[k].bad == 0);
+  CHECK(torn == 0 && reads_ok == 2000);
   /* the reader first: a child writes after 150 ms */
   fflush(stdout);
   pid_t pid = fork();
@@ -68,7 +101,11 @@ int main(void) {
   snprintf(missing, sizeof missing, "%s/never", dir);
   CHECK_ST(pz_ar_unique_id_read_file(missing, 0, &got), PZ_ERR_TIMEOUT);
   one_line("never: not there after 0 ms; start rank 0 first");
+  struct timespec q0, q1;
+  clock_gettime(CLOCK_MONOTONIC, &q0);
   CHECK_ST(pz_ar_unique_id_read_file(missing, 30, &got), PZ_ERR_TIMEOUT);
+  clock_gettime(CLOCK_MONOTONIC, &q1);
+  CHECK((q1.tv_sec - q0.tv_sec) * 1000.0 + (q1.tv_nsec - q0.tv_nsec) / 1e6 >= 30.0); /* it waited */
   one_line("not there after 30 ms");
   /* files that do not hold an id */
   char junk[PZ_AR_UNIQUE_ID_BYTES + 1];

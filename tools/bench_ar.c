@@ -228,7 +228,8 @@ int pz_bench_ar_procs(int argc, char **argv); /* bench_ar_mp.c */
 
 int pz_cmd_bench_ar(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
-    if (!strcmp(argv[i], "--procs") || !strcmp(argv[i], "--rank") || !strcmp(argv[i], "--id-file"))
+    if (!strcmp(argv[i], "--procs") || !strcmp(argv[i], "--rank") || !strcmp(argv[i], "--id-file") ||
+        !strcmp(argv[i], "--world") || !strcmp(argv[i], "--timeout-s"))
       return pz_bench_ar_procs(argc, argv);
   bench b;
   memset(&b, 0, sizeof b);

@@ -8,14 +8,17 @@
  * each all-reduce waits for the other process's slice: the output says so, and those figures
  * measure the protocol, not the NVLink speed.
  * prezero bench ar --rank R --world W --id-file F: the same with each rank started by its own
- * command (a launcher, a shell loop, one per GPU). Rank 0 makes the unique id, creates the
- * results file F.results (the `shared` struct below, mapped by every rank) and then writes the id
- * to F (pz_ar_unique_id_write_file); the other ranks wait for F (pz_ar_unique_id_read_file, up to
- * --timeout-s), map F.results and run. Rank 0 waits for every rank's results, reports as --procs
- * does and removes F, F.results and the rendezvous. */
+ * command (a launcher, a shell loop, one per GPU), in any order within --timeout-s. Rank 0 removes
+ * leftovers, makes the unique id, creates the results file F.results (O_EXCL; the `shared` struct
+ * below with a copy of the id, mapped by every rank) and then writes the id to F
+ * (pz_ar_unique_id_write_file); the other ranks wait until F and F.results hold the same id
+ * (pz_ar_unique_id_read_file), map F.results and run. Rank 0 waits for every rank's results,
+ * reports as --procs does and removes F, F.results and the rendezvous. */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS, usleep */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +44,8 @@ static const int64_t k_ms[] = {1, 4, 8, 16, 32, 64, 128};
 
 /* Results shared by the ranks and the parent (anonymous shared mapping made before fork). */
 typedef struct shared {
+  pz_ar_unique_id id;                   /* --id-file form: this run's id (a stale results file shows another) */
+  int ready;                            /* --id-file form: rank 0 has initialised the file (release store) */
   double us[PZ_AR_MP_MAX_WORLD][NM][2]; /* median µs per launch: [0] no fill, [1] full fill */
   int device[PZ_AR_MP_MAX_WORLD], ngpu[PZ_AR_MP_MAX_WORLD], done[PZ_AR_MP_MAX_WORLD];
   char name[64];
@@ -75,7 +80,7 @@ static int cmp_d(const void *a, const void *b) {
 }
 
 /* One rank (a forked child): returns its exit code; results and errors go to sh. */
-static int rank_main(shared *sh, int r, int world, int one_gpu, int iters, int reps, pz_ar_unique_id id) {
+static int rank_main(shared *sh, int r, int world, int one_gpu, int iters, int reps, pz_ar_unique_id id, int timeout_ms) {
   int ngpu = 0;
   RCU(cudaGetDeviceCount(&ngpu));
   const int dev = one_gpu ? 0 : r % ngpu;
@@ -93,7 +98,7 @@ static int rank_main(shared *sh, int r, int world, int one_gpu, int iters, int r
   cc.device = dev;
   cc.max_m = 128;
   cc.max_H = H_KIMI;
-  cc.timeout_ms = 20000;
+  cc.timeout_ms = timeout_ms;
   pz_ar_comm *comm = NULL;
   RPZ(pz_ar_comm_init_rank_config(&comm, &cc, id));
   const size_t n = (size_t)128 * H_KIMI;
@@ -157,13 +162,17 @@ static int rank_main(shared *sh, int r, int world, int one_gpu, int iters, int r
   cudaFree(x);
   cudaStreamDestroy(s);
   pz_ar_comm_destroy(comm);
-  sh->done[r] = 1;
+  __atomic_store_n(&sh->done[r], 1, __ATOMIC_RELEASE); /* after the results: a reader that sees it sees them */
   return 0;
 }
 
 static int report(shared *sh, int world, int iters, int reps, const char *json, const char *md, int argc, char **argv);
 
-/* --rank R --world W --id-file F (see the header). */
+static double elapsed_since(double t0) { return now_s() - t0; }
+
+/* --rank R --world W --id-file F (see the header). Ranks may start in any order within
+ * timeout_s; a rank waits for this run's id file and results file (a leftover pair from an
+ * earlier run holds another id, and is waited past). */
 static int separate_rank(int rank, int world, const char *idf, int timeout_s, int one_gpu, int iters, int reps,
                          const char *json, const char *md, int argc, char **argv) {
   char res[1024];
@@ -172,94 +181,144 @@ static int separate_rank(int rank, int world, const char *idf, int timeout_s, in
     return 2;
   }
   pz_ar_unique_id id;
-  int fd = -1;
+  shared *sh = NULL;
+  const double t0 = now_s();
   if (rank == 0) {
-    unlink(idf); /* an id file left by an earlier run is not this run's (start the other ranks after rank 0) */
+    unlink(idf); /* leftovers of an earlier run */
+    unlink(res);
     if (pz_ar_get_unique_id(&id) != PZ_OK) { fprintf(stderr, "prezero bench ar: %s\n", pz_last_error()); return 1; }
-    fd = open(res, O_RDWR | O_CREAT | O_TRUNC, 0600);
-    if (fd < 0 || ftruncate(fd, (off_t)sizeof(shared)) != 0) {
-      fprintf(stderr, "prezero bench ar: cannot create %s; give an --id-file in a writable directory\n", res);
+    int fd = open(res, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0 || ftruncate(fd, (off_t)sizeof(shared)) != 0 ||
+        (sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) {
+      fprintf(stderr, "prezero bench ar: cannot create %s: %s; give an --id-file in a writable directory\n", res,
+              strerror(errno));
+      if (fd >= 0) close(fd);
+      unlink(res);
+      pz_ar_unique_id_remove(&id);
+      return 1;
+    }
+    close(fd);
+    sh->id = id;
+    __atomic_store_n(&sh->ready, 1, __ATOMIC_RELEASE);
+    if (pz_ar_unique_id_write_file(&id, idf) != PZ_OK) { /* after the results file: readers find both */
+      fprintf(stderr, "prezero bench ar: %s\n", pz_last_error());
+      munmap(sh, sizeof *sh);
+      unlink(res);
       pz_ar_unique_id_remove(&id);
       return 1;
     }
   } else {
-    if (pz_ar_unique_id_read_file(idf, 1000 * timeout_s, &id) != PZ_OK) {
-      fprintf(stderr, "prezero bench ar: rank %d: %s\n", rank, pz_last_error());
-      return 1;
+    for (;;) { /* this run's id and its results file, both, or the deadline */
+      const int left_ms = (int)(1000.0 * (timeout_s - elapsed_since(t0)));
+      if (left_ms <= 0 || pz_ar_unique_id_read_file(idf, left_ms, &id) != PZ_OK) {
+        fprintf(stderr, "prezero bench ar: rank %d: %s\n", rank,
+                left_ms <= 0 ? "no id file of this run before --timeout-s; start rank 0" : pz_last_error());
+        if (sh) munmap(sh, sizeof *sh);
+        return 1;
+      }
+      int fd = open(res, O_RDWR);
+      struct stat sb;
+      if (fd >= 0 && fstat(fd, &sb) == 0 && sb.st_size >= (off_t)sizeof(shared)) {
+        shared *m = mmap(NULL, sizeof *m, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (m != MAP_FAILED) {
+          if (__atomic_load_n(&m->ready, __ATOMIC_ACQUIRE) && !memcmp(&m->id, &id, sizeof id)) {
+            close(fd);
+            sh = m;
+            break;
+          }
+          munmap(m, sizeof *m);
+        }
+      }
+      if (fd >= 0) close(fd);
+      usleep(20000); /* a leftover pair, or rank 0 between its two files */
     }
-    fd = open(res, O_RDWR);
-    if (fd < 0) { fprintf(stderr, "prezero bench ar: rank %d: cannot open %s (rank 0 makes it)\n", rank, res); return 1; }
   }
-  shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (sh == MAP_FAILED) { perror("prezero bench ar: mmap"); return 1; }
-  if (rank == 0 && pz_ar_unique_id_write_file(&id, idf) != PZ_OK) { /* after the results file: readers find both */
-    fprintf(stderr, "prezero bench ar: %s\n", pz_last_error());
-    munmap(sh, sizeof *sh);
-    unlink(res);
-    pz_ar_unique_id_remove(&id);
-    return 1;
-  }
-  const int rc = rank_main(sh, rank, world, one_gpu, iters, reps, id);
+  const int rc = rank_main(sh, rank, world, one_gpu, iters, reps, id, 1000 * timeout_s);
   if (rank != 0) {
     if (rc) fprintf(stderr, "prezero bench ar: rank %d failed: %s\n", rank, sh->err[rank][0] ? sh->err[rank] : "no message");
     munmap(sh, sizeof *sh);
     return rc ? 1 : 0;
   }
-  /* Rank 0: every rank's results (or error) within the timeout, then the report. */
-  const double t0 = now_s();
+  /* Rank 0: every rank's results or error. The ranks meet in every timed launch, so once rank 0
+   * is done the others end within moments; 60 s past that is a dead rank. */
+  const double t1 = now_s();
   int waiting = rc == 0; /* rank 0 itself failed: the others fail on their own (peer timeout) */
-  while (waiting && now_s() - t0 < (double)timeout_s + 600.0) {
+  while (waiting && now_s() - t1 < 60.0) {
     waiting = 0;
-    for (int r = 0; r < world; r++) waiting |= !sh->done[r] && !sh->err[r][0];
+    for (int r = 0; r < world; r++) waiting |= !__atomic_load_n(&sh->done[r], __ATOMIC_ACQUIRE) && !sh->err[r][0];
     if (waiting) usleep(5000);
   }
   unlink(idf);
   pz_ar_unique_id_remove(&id);
   int bad = rc != 0;
   for (int r = 0; r < (rc ? 1 : world); r++) /* rank 0 failed: its own error is the news */
-    if (!sh->done[r]) {
-      fprintf(stderr, "prezero bench ar: rank %d failed: %s\n", r, sh->err[r][0] ? sh->err[r] : "no results in time (did it start?)");
+    if (!__atomic_load_n(&sh->done[r], __ATOMIC_ACQUIRE)) {
+      fprintf(stderr, "prezero bench ar: rank %d failed: %s\n", r, sh->err[r][0] ? sh->err[r] : "no results 60 s after rank 0's");
       bad = 1;
     }
   const int out = bad ? 1 : report(sh, world, iters, reps, json, md, argc, argv);
+  munmap(sh, sizeof *sh);
   unlink(res);
   return out;
 }
 
-int pz_bench_ar_procs(int argc, char **argv) {
-  int world = 0, one_gpu = 0, iters = 10, reps = 7, rank = -1, timeout_s = 120;
-  const char *json = NULL, *md = NULL, *idf = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--procs") && i + 1 < argc) world = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--world") && i + 1 < argc) world = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--rank") && i + 1 < argc) rank = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--id-file") && i + 1 < argc) idf = argv[++i];
-    else if (!strcmp(argv[i], "--timeout-s") && i + 1 < argc) timeout_s = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--one-gpu")) one_gpu = 1;
-    else if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
-    else if (!strcmp(argv[i], "--md") && i + 1 < argc) md = argv[++i];
-    else {
-      fprintf(stderr, "prezero bench ar: option '%s' is not one of the multi-process modes' (--procs N, or --rank R "
-                      "--world W --id-file F [--timeout-s S]; --one-gpu --iters --reps --json --md); see --help\n", argv[i]);
-      return 2;
-    }
-  }
-  if (world < 2 || world > PZ_AR_MP_MAX_WORLD || iters < 1 || iters > 1000 || reps < 1 || reps > 64) {
-    fprintf(stderr, "prezero bench ar: --procs / --world must be 2..%d, --iters 1..1000 and --reps 1..64 (got %d, %d, %d)\n",
-            PZ_AR_MP_MAX_WORLD, world, iters, reps);
+/* A whole-string integer in [lo, hi], or the exit code 2 after one line naming the option. */
+static int int_arg(const char *opt, const char *v, long lo, long hi, int *out) {
+  char *end = NULL;
+  errno = 0;
+  const long x = v ? strtol(v, &end, 10) : 0;
+  if (!v || !*v || *end || errno || x < lo || x > hi) {
+    fprintf(stderr, "prezero bench ar: %s '%s' is not an integer in %ld..%ld\n", opt, v ? v : "", lo, hi);
     return 2;
   }
-  if (rank >= 0 || idf) {
-    if (rank < 0 || rank >= world || !idf || !idf[0] || timeout_s < 1 || timeout_s > 3600) {
-      fprintf(stderr, "prezero bench ar: the separate-ranks form needs --rank 0..W-1, --world W and --id-file F "
-                      "(--timeout-s 1..3600); got rank %d of %d\n", rank, world);
+  *out = (int)x;
+  return 0;
+}
+
+int pz_bench_ar_procs(int argc, char **argv) {
+  int procs = 0, world = 0, one_gpu = 0, iters = 10, reps = 7, rank = -1, timeout_s = 120, sep = 0, e = 0;
+  const char *json = NULL, *md = NULL, *idf = NULL;
+  for (int i = 1; i < argc && !e; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--one-gpu")) { one_gpu = 1; continue; }
+    const bool known = !strcmp(a, "--procs") || !strcmp(a, "--world") || !strcmp(a, "--rank") || !strcmp(a, "--id-file") ||
+                       !strcmp(a, "--timeout-s") || !strcmp(a, "--iters") || !strcmp(a, "--reps") || !strcmp(a, "--json") ||
+                       !strcmp(a, "--md");
+    if (!known || !v) {
+      fprintf(stderr, "prezero bench ar: option '%s' %s; the multi-process forms take --procs N, or --rank R --world W "
+                      "--id-file F [--timeout-s S], with --one-gpu --iters --reps --json --md; see --help\n", a,
+              known ? "needs a value" : "is not one of the multi-process forms'");
+      return 2;
+    }
+    i++;
+    if (!strcmp(a, "--procs")) e = int_arg(a, v, 2, PZ_AR_MP_MAX_WORLD, &procs);
+    else if (!strcmp(a, "--world")) { e = int_arg(a, v, 2, PZ_AR_MP_MAX_WORLD, &world); sep = 1; }
+    else if (!strcmp(a, "--rank")) { e = int_arg(a, v, 0, PZ_AR_MP_MAX_WORLD - 1, &rank); sep = 1; }
+    else if (!strcmp(a, "--id-file")) { idf = v; sep = 1; }
+    else if (!strcmp(a, "--timeout-s")) { e = int_arg(a, v, 1, 3600, &timeout_s); sep = 1; }
+    else if (!strcmp(a, "--iters")) e = int_arg(a, v, 1, 1000, &iters);
+    else if (!strcmp(a, "--reps")) e = int_arg(a, v, 1, 64, &reps);
+    else if (!strcmp(a, "--json")) json = v;
+    else md = v;
+  }
+  if (e) return e;
+  if (procs && sep) {
+    fprintf(stderr, "prezero bench ar: --procs forks every rank itself; give either --procs N or --rank/--world/--id-file\n");
+    return 2;
+  }
+  if (sep) {
+    if (rank < 0 || !world || rank >= world || !idf || !idf[0]) {
+      fprintf(stderr, "prezero bench ar: the separate-ranks form needs --rank 0..W-1, --world W (2..%d) and --id-file F; "
+                      "got rank %d, world %d, %s\n", PZ_AR_MP_MAX_WORLD, rank, world, idf ? "an id file" : "no id file");
       return 2;
     }
     return separate_rank(rank, world, idf, timeout_s, one_gpu, iters, reps, json, md, argc, argv);
   }
+  if (!procs) {
+    fprintf(stderr, "prezero bench ar: give --procs N (2..%d)\n", PZ_AR_MP_MAX_WORLD);
+    return 2;
+  }
+  world = procs;
   shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (sh == MAP_FAILED) { perror("prezero bench ar: mmap"); return 1; }
   memset(sh, 0, sizeof *sh);
@@ -274,7 +333,7 @@ int pz_bench_ar_procs(int argc, char **argv) {
   for (int r = 0; r < world; r++) {
     pid[r] = fork();
     if (pid[r] < 0) { perror("prezero bench ar: fork"); return 1; }
-    if (pid[r] == 0) _exit(rank_main(sh, r, world, one_gpu, iters, reps, id));
+    if (pid[r] == 0) _exit(rank_main(sh, r, world, one_gpu, iters, reps, id, 20000));
   }
   /* Wait for every rank; a rank still running after the deadline is killed (a hang is an error). */
   const double deadline = 600.0, t0 = now_s();

@@ -167,6 +167,7 @@ for s in $sections; do
       grep -h "^| " $W/ar_procs_*.md 2>/dev/null | tee -a "$S"
       # the same with each rank its own command (--rank/--world/--id-file): rank 1 first, waiting for the id
       og=$([ "$ngpu" -ge 2 ] || echo --one-gpu)
+      rm -f $W/ar_ranks.id $W/ar_ranks.id.results
       ( timeout 200 $P bench ar --rank 1 --world 2 --id-file $W/ar_ranks.id $og > $W/ar_ranks_r1.txt 2>&1 ) &
       run bench_ar_ranks 200 $P bench ar --rank 0 --world 2 --id-file $W/ar_ranks.id $og --md $W/ar_ranks_tp2.md
       wait

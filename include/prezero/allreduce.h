@@ -67,8 +67,9 @@ PZ_API pz_status pz_ar_get_unique_id(pz_ar_unique_id *out);
 PZ_API pz_status pz_ar_unique_id_remove(const pz_ar_unique_id *id);
 
 /* For ranks started separately (one command per rank, e.g. `--rank R --world W --id-file F`):
- * rank 0 writes its id to `path` (a temporary file beside it, then rename, so a reader never sees
- * a partial id; mode 0600; an existing file is replaced), the other ranks wait for it with
+ * rank 0 writes its id to `path` (a temporary file of a unique name beside it, then rename, so a
+ * reader never sees a partial id, even with several writers; mode 0600; an existing file is
+ * replaced), the other ranks wait for it with
  * pz_ar_unique_id_read_file. The path must be on a file system every rank sees.
  * Errors: PZ_ERR_INVALID_ARG (NULL, not an id made by pz_ar_get_unique_id), PZ_ERR_IO (cannot
  * write or rename, naming the path). */

@@ -111,18 +111,26 @@ pz_status pz_ar_unique_id_write_file(const pz_ar_unique_id *id, const char *path
   pz_ar_id_layout L;
   PZ_CHECK(pz_ar_id_parse(id, &L));
   const size_t n = strlen(path);
-  char *tmp = malloc(n + 32);
+  char *tmp = malloc(n + 16);
   if (!tmp) return pz_error(PZ_ERR_OOM, "pz_ar_unique_id_write_file: host allocation");
-  snprintf(tmp, n + 32, "%s.tmp.%ld", path, (long)getpid());
+  snprintf(tmp, n + 16, "%s.XXXXXX", path); /* a fresh name per writer (O_EXCL), beside the target */
   pz_status st = PZ_OK;
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  int fd = mkstemp(tmp);
   if (fd < 0) {
-    st = pz_error(PZ_ERR_IO, "all-reduce id file %s: cannot create %s: %s", path, tmp, strerror(errno));
+    st = pz_error(PZ_ERR_IO, "all-reduce id file %s: cannot create a temporary file beside it: %s; use a writable "
+                  "directory", path, strerror(errno));
   } else {
-    const ssize_t w = write(fd, id->internal, PZ_AR_UNIQUE_ID_BYTES);
-    const int c = close(fd);
-    if (w != (ssize_t)PZ_AR_UNIQUE_ID_BYTES || c != 0)
-      st = pz_error(PZ_ERR_IO, "all-reduce id file %s: cannot write %s: %s", path, tmp, strerror(errno));
+    ssize_t w = -1;
+    int err = 0;
+    if (fchmod(fd, 0600) != 0) err = errno;
+    if (!err) {
+      w = write(fd, id->internal, PZ_AR_UNIQUE_ID_BYTES);
+      if (w < 0) err = errno;
+    }
+    if (close(fd) != 0 && !err) err = errno;
+    if (err || w != (ssize_t)PZ_AR_UNIQUE_ID_BYTES)
+      st = pz_error(PZ_ERR_IO, "all-reduce id file %s: cannot write %s: %s", path, tmp,
+                    err ? strerror(err) : "short write (file system full?)");
     else if (rename(tmp, path) != 0)
       st = pz_error(PZ_ERR_IO, "all-reduce id file %s: cannot rename %s onto it: %s", path, tmp, strerror(errno));
     if (st != PZ_OK) unlink(tmp);
