@@ -28,7 +28,7 @@ static const char *const qname[3] = {"bf16", "int4", "fp8"};
 static void usage(FILE *f) {
   fprintf(f,
           "usage: prezero bench moe [--quant bf16|int4|fp8] [--json FILE] [--md FILE] [--m 1,4,8,...] [--tp 1,2,4]\n"
-          "                         [--reps N]\n"
+          "                         [--reps N] [--w4-wk-up 0|1|2|4|8]\n"
           "  Times the MoE op (router top-k + gather + routed experts gate/up + SwiGLU + down + combine, and\n"
           "  the bf16 shared expert) for Kimi-K2.5 per-rank shapes (H %d, %d experts, top %d, moe_intermediate\n"
           "  %d / TP, 1 shared) in CUDA-graph replays: %d random logit sets (uniform routing) rotated inside\n"
@@ -39,6 +39,7 @@ static void usage(FILE *f) {
           "            for int4 / fp8 the bf16 MoE is timed in the same run for the speed-up (default bf16)\n"
           "  --m       batch sizes, 1..%d (default 1,4,8,16,32,64,128)\n"
           "  --tp      TP degrees whose per-rank shapes are timed (one GPU; default 1,2,4)\n"
+          "  --w4-wk-up  int4, for A/B runs: warps splitting the gate/up K per work item (0 = by H: 8)\n"
           "  int4 is timed in the tiled layout the engine uses (pz_moe_w4a16_tile, PREZERO_MOE_W4_TILED=1) and,\n"
           "  in the same run, in the stored compressed-tensors layout (last column: its us and ratio).\n"
           "  Touched bytes = the distinct chosen routed experts' weights (packed words + scales for int4,\n"
@@ -48,7 +49,7 @@ static void usage(FILE *f) {
 
 typedef struct bench_args {
   const char *json_path, *md_path;
-  int quant, ms[16], nm, tps[8], ntp, reps;
+  int quant, ms[16], nm, tps[8], ntp, reps, wk_up;
 } bench_args;
 
 /* Parses the command line (every build). 0: go on; otherwise the exit code (help printed = -1 -> 0). */
@@ -63,7 +64,7 @@ static int parse(int argc, char **argv, bench_args *b) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return -1; }
     const bool known = !strcmp(a, "--json") || !strcmp(a, "--md") || !strcmp(a, "--reps") || !strcmp(a, "--m") ||
-                       !strcmp(a, "--tp") || !strcmp(a, "--quant");
+                       !strcmp(a, "--tp") || !strcmp(a, "--quant") || !strcmp(a, "--w4-wk-up");
     if (!known) { fprintf(stderr, "prezero bench moe: unknown option '%s'; see 'prezero bench moe --help'\n", a); return 2; }
     if (!v) { fprintf(stderr, "prezero bench moe: %s needs a value; see 'prezero bench moe --help'\n", a); return 2; }
     i++;
@@ -75,6 +76,13 @@ static int parse(int argc, char **argv, bench_args *b) {
         if (!strcmp(v, qname[k])) q = k;
       if (q < 0) { fprintf(stderr, "prezero bench moe: --quant '%s' is not a storage; use --quant bf16, int4 or fp8\n", v); return 2; }
       b->quant = q;
+    } else if (!strcmp(a, "--w4-wk-up")) {
+      int r[1];
+      if (pz_bench_parse_list(v, r, 1, 0, 8) != 1 || (r[0] & (r[0] - 1))) {
+        fprintf(stderr, "prezero bench moe: --w4-wk-up '%s' is not 0, 1, 2, 4 or 8\n", v);
+        return 2;
+      }
+      b->wk_up = r[0];
     } else if (!strcmp(a, "--reps")) {
       int r[1];
       if (pz_bench_parse_list(v, r, 1, 1, 64) != 1) { fprintf(stderr, "prezero bench moe: --reps '%s' is not a count; use --reps 1..64\n", v); return 2; }
@@ -394,6 +402,7 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
           a.out = out; a.ld_out = H; a.workspace = ws; a.workspace_bytes = (size_t)(route - (char *)ws);
           a.l2pf = moe_l2pf(); /* PREZERO_MOE_L2PF=1: the W4A16 kernel with its L2 prefetch */
           a.w4_tiled = nlay == 2 && lay == 0;
+          a.w4_wk_up = b->wk_up;
           lst = pz_moe_route_launch(m, logits + (size_t)(r % NSETS) * max_m * E, E, NULL, &p, ids, wts, s);
           if (lst == PZ_OK) lst = q == Q_INT4 ? pz_moe_w4a16_launch(&a, s) : pz_moe_w8a16_launch(&a, s);
         }

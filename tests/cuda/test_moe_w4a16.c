@@ -121,6 +121,28 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
   b.s_up = (const char *)a->s_up + 4;
   CHECK_ST(pz_moe_w4a16_launch(&b, 0), PZ_ERR_INVALID_ARG);
   for (int d = 0; d < 2; d++) free(t[d]);
+  /* gate/up K split over 1, 2, 4 or 8 warps (w4_wk_up, A/B runs): within the same bound */
+  static const int wks[] = {1, 2, 4, 8};
+  float *tk = malloc(4 * (size_t)m * H);
+  for (int q = 0; q < 4 && tk; q++) {
+    pz_moe_q_args c = *a;
+    c.w4_tiled = 1;
+    c.w4_wk_up = wks[q];
+    CHECK_OK(pz_moe_w4a16_launch(&c, 0));
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    cudaMemcpy(tk, dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
+    int badq = 0;
+    for (int i = 0; i < m; i++) {
+      double mx = 0;
+      for (int64_t j = 0; j < H; j++) mx = fmax(mx, fabs(ref[i * H + j]));
+      for (int64_t j = 0; j < H; j++) badq += !(fabs((double)tk[i * H + j] - ref[i * H + j]) <= TOL_REL * mx + 1e-6);
+    }
+    if (badq) { fprintf(stderr, "tiled, w4_wk_up %d: %d values outside the bound\n", wks[q], badq); pz_test_failures++; }
+  }
+  free(tk);
+  b = *a;
+  b.w4_wk_up = 3;
+  CHECK_ST(pz_moe_w4a16_launch(&b, 0), PZ_ERR_INVALID_ARG);
   cudaFree(tmp);
 }
 

@@ -61,6 +61,9 @@ typedef struct pz_moe_q_args {
              * (PREZERO_MOE_L2PF=1; 0, the default, was faster on the H200); same results */
   int w4_tiled; /* W4A16: 1 = w_* and s_* are in pz_moe_w4a16_tile's layout (H and I multiples of 128,
                  * 16-byte aligned), 0 = as stored (compressed-tensors); l2pf then has no effect */
+  int w4_wk_up; /* W4A16, for A/B runs: warps of a CTA splitting the gate/up K (H) in one work item, 1, 2,
+                 * 4 or 8 (items of 16 x 8 / w4_wk_up rows), 0 = by H (8 for H >= 4096). Results agree
+                 * within rounding (the K slices add in warp order) */
 } pz_moe_q_args;
 
 size_t pz_moe_w4a16_workspace_bytes(int max_m, int64_t H, const pz_moe_params *p);

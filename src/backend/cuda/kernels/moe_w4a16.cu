@@ -511,7 +511,9 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
   seg up = {}, dn = {};
   up.w0 = a->w_gate; up.w1 = a->w_up; up.s0 = a->s_gate; up.s1 = a->s_up;
   up.wstride = I * (H / 8); up.sstride = I * (H / kGroup);
-  up.N = (int)I; up.K = (int)H; up.WK = choose_wk(H);
+  if (a->w4_wk_up != 0 && a->w4_wk_up != 1 && a->w4_wk_up != 2 && a->w4_wk_up != 4 && a->w4_wk_up != 8)
+    return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: w4_wk_up %d is not 0, 1, 2, 4 or 8", a->w4_wk_up);
+  up.N = (int)I; up.K = (int)H; up.WK = a->w4_wk_up ? a->w4_wk_up : choose_wk(H);
   dn.w0 = a->w_down; dn.s0 = a->s_down;
   dn.wstride = H * (I / 8); dn.sstride = H * (I / kGroup);
   dn.N = (int)H; dn.K = (int)I; dn.WK = choose_wk(I);
