@@ -2,7 +2,8 @@
  * with synthetic INT4 routed experts (`--quant int4`), TP 1:
  *  - with the default options every INT4 expert array (words and scales of gate, up and down of
  *    each MoE layer) is tiled, and pz_cuda_exec_read gives it back bit-identical to the CPU
- *    executor's fill, read whole and as prefixes of odd lengths;
+ *    executor's weights (the synthetic source, model/quant_synth.h, whose bits the device fill
+ *    gives), read whole and as prefixes of odd lengths;
  *  - with moe_w4_tiled = 0 nothing is tiled and the read-back is the same;
  *  - a decode step with and without tiling gives logits within the W4A16 kernels' rounding of each
  *    other (their group sums run in different k-slot orders: moe_q.h), and both within the bound of
@@ -18,6 +19,7 @@
 #include "core/options.h"
 #include "model/builder.h"
 #include "model/config.h"
+#include "model/quant_synth.h"
 #include "pz_test.h"
 
 #define M 2
@@ -91,9 +93,14 @@ int main(void) {
   pz_graph *g = NULL;
   CHECK_OK(pz_build_decode_graph(&mc, &bo, &g));
   if (!g) TEST_DONE();
+  /* The CPU executor takes quantised weights only from a source: the synthetic one, whose bits the
+   * CUDA executor's device fill gives (model/quant_synth.h, core/quant_fill.h). */
+  pz_quant_synth_ctx synth = {.q = {.seed = 4242}, .g = g};
   pz_cpu_exec_opts co = PZ_CPU_EXEC_OPTS_INIT;
   co.seed = 4242;
   co.threads = 2;
+  co.load_weight = pz_quant_synth_fill;
+  co.load_user = &synth;
   pz_cpu_exec *ce = NULL;
   CHECK_OK(pz_cpu_exec_create(g, &co, &ce));
   const int64_t vocab = mc.vocab_size;
