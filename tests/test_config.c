@@ -135,6 +135,16 @@ static void test_utf8(void) {
   pz_model_config c;
   CHECK_OK(pz_config_parse(text, strlen(text), "utf8_ok", &c));
   CHECK(c.hidden_size == 512 && c.kv_lora_rank == 96);
+  /* A NUL escape would cut the string short ("deepseek_v3\u0000x" read as "deepseek_v3"): refused;
+   * an escaped backslash before "u0000" is plain text and parses. */
+  make(text, sizeof text, NULL, NULL);
+  n = strlen(text);
+  snprintf(text + n - 3, sizeof text - (n - 3), ",\n  \"_name_or_path\": \"x\\u0000y\"\n}\n");
+  expect_bad("nul_escape.json", text, PZ_ERR_CONFIG, "a string holds the NUL escape \\u0000 at byte");
+  make(text, sizeof text, NULL, NULL);
+  n = strlen(text);
+  snprintf(text + n - 3, sizeof text - (n - 3), ",\n  \"_name_or_path\": \"x\\\\u0000y\"\n}\n");
+  CHECK_OK(pz_config_parse(text, strlen(text), "escaped_backslash", &c));
 }
 
 /* Every rope_scaling message names its field by the dotted path, like the GQA reader's. */

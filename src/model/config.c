@@ -741,6 +741,17 @@ pz_status pz_config_parse(const char *json, size_t len, const char *source, pz_m
       return pz_error(PZ_ERR_CONFIG, "config %s: unexpected text after the JSON object at byte %zu", src,
                       (size_t)(p - json));
     }
+  /* A \u0000 escape (an unescaped backslash before it) would cut a string short in the parsed
+   * tree, so "llama\u0000x" would read as "llama": refused, as Python would not match it either. */
+  for (size_t i = 0; i + 6 <= len && json[i]; i++)
+    if (json[i] == '\\' && !strncmp(json + i + 1, "u0000", 5)) {
+      size_t bs = 0;
+      while (bs < i && json[i - 1 - bs] == '\\') bs++;
+      if (bs % 2 == 0) {
+        cJSON_Delete(root);
+        return pz_error(PZ_ERR_CONFIG, "config %s: a string holds the NUL escape \\u0000 at byte %zu; remove it", src, i);
+      }
+    }
   char path[256] = "";
   pz_status ust = cJSON_IsObject(root) || cJSON_IsArray(root) ? check_utf8(src, root, path, sizeof path, 0) : PZ_OK;
   if (ust != PZ_OK) {
