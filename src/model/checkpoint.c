@@ -1,6 +1,7 @@
 /* Checkpoint directory loader (checkpoint.h): shard table, name mapping of the DeepSeek family
  * and the GQA layouts, fuse / split / shard plans, dtype conversion and the load progress bar. */
 #include "model/checkpoint.h"
+#include "core/json_tail.h"
 #include "core/options.h"
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -177,9 +178,7 @@ static pz_status read_index(pz_checkpoint *ck, const char *ipath) {
   PZ_CHECK(slurp(ipath, &txt, &len));
   const char *end = NULL;
   cJSON *root = cJSON_ParseWithLengthOpts(txt, len, &end, false);
-  bool trailing = false; /* only whitespace may follow the value, as in config.json */
-  for (const char *p = end; root && p && p < txt + len && *p; p++)
-    if (*p != ' ' && *p != '\n' && *p != '\r' && *p != '\t') { trailing = true; break; }
+  const bool trailing = root && pz_json_tail_bad(end, txt + len, false); /* only whitespace may follow */
   free(txt);
   if (trailing) {
     cJSON_Delete(root);

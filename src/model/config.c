@@ -1,6 +1,7 @@
 /* config.json reader (cJSON) for the DeepSeek-V2 family (MLA) and the Llama / Qwen2 / Qwen3 /
  * Qwen3-MoE / Mixtral families (GQA), and the embedded preset table
  * (generated from the configs folder by cmake/embed_presets.cmake). */
+#include "core/json_tail.h"
 #include "core/utf8.h"
 #include "model/config.h"
 #include <cjson/cJSON.h>
@@ -734,13 +735,12 @@ pz_status pz_config_parse(const char *json, size_t len, const char *source, pz_m
     return pz_error(PZ_ERR_CONFIG, "config %s: malformed or truncated JSON at byte %zu (line %d) of %zu",
                     src, off, line, len);
   }
-  /* Only whitespace may follow the value. */
-  for (const char *p = end; p && p < json + len && *p; p++)
-    if (*p != ' ' && *p != '\n' && *p != '\r' && *p != '\t') {
-      cJSON_Delete(root);
-      return pz_error(PZ_ERR_CONFIG, "config %s: unexpected text after the JSON object at byte %zu", src,
-                      (size_t)(p - json));
-    }
+  const char *tail = pz_json_tail_bad(end, json + len, false); /* only whitespace may follow the value */
+  if (tail) {
+    cJSON_Delete(root);
+    return pz_error(PZ_ERR_CONFIG, "config %s: unexpected text after the JSON object at byte %zu", src,
+                    (size_t)(tail - json));
+  }
   /* A \u0000 escape (an unescaped backslash before it) would cut a string short in the parsed
    * tree, so "llama\u0000x" would read as "llama": refused, as Python would not match it either. */
   for (size_t i = 0; i + 6 <= len && json[i]; i++)

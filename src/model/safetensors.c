@@ -1,5 +1,6 @@
 /* safetensors reader (mmap + cJSON header) and writer; see safetensors.h for the format and
  * the checks made on every header. */
+#include "core/json_tail.h"
 #include "core/utf8.h"
 #include "model/safetensors.h"
 #include <cjson/cJSON.h>
@@ -168,11 +169,10 @@ static pz_status parse_header(pz_st_file *f) {
     return pz_error(PZ_ERR_IO, "safetensors %s: header (%llu bytes) is not a JSON object (error at byte %zu); the file is "
                     "truncated or corrupt", f->path, (unsigned long long)hlen, at);
   }
-  for (const char *q = end; q && q < js + hlen; q++)
-    if (*q != ' ' && *q != '\n' && *q != '\r' && *q != '\t' && *q != '\0') {
-      cJSON_Delete(root);
-      return pz_error(PZ_ERR_IO, "safetensors %s: unexpected bytes after the header's JSON object; the file is corrupt", f->path);
-    }
+  if (pz_json_tail_bad(end, js + hlen, true)) { /* whitespace or NUL padding only */
+    cJSON_Delete(root);
+    return pz_error(PZ_ERR_IO, "safetensors %s: unexpected bytes after the header's JSON object; the file is corrupt", f->path);
+  }
   const size_t data_size = f->size - 8 - (size_t)hlen;
   const char *data = js + hlen;
   int n = 0;
