@@ -262,16 +262,13 @@ static int separate_rank(int rank, int world, const char *idf, int timeout_s, in
   return out;
 }
 
-/* A whole-string integer in [lo, hi], or the exit code 2 after one line naming the option. */
-static int int_arg(const char *opt, const char *v, long lo, long hi, int *out) {
-  char *end = NULL;
-  errno = 0;
-  const long x = v ? strtol(v, &end, 10) : 0;
-  if (!v || !*v || *end || errno || x < lo || x > hi) {
-    fprintf(stderr, "prezero bench ar: %s '%s' is not an integer in %ld..%ld\n", opt, v ? v : "", lo, hi);
+/* A whole-string integer in [lo, hi] (pz_bench_parse_list of one value), or the exit code 2 after
+ * one line naming the option. */
+static int int_arg(const char *opt, const char *v, int lo, int hi, int *out) {
+  if (pz_bench_parse_list(v, out, 1, lo, hi) != 1) {
+    fprintf(stderr, "prezero bench ar: %s '%s' is not an integer in %d..%d\n", opt, v, lo, hi);
     return 2;
   }
-  *out = (int)x;
   return 0;
 }
 

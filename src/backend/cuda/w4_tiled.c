@@ -38,17 +38,21 @@ pz_status pz_moe_w4a16_untile_host(int32_t *words, pz_bf16 *scales, int64_t E, i
  * experts: shapes not whole 16 x 128 tiles, or a source that is a view or has views (its bytes
  * are seen under another tensor id, which the marks could not follow). */
 typedef struct { int w, s; int64_t N, K; } w4_mat;
+/* A MOE node's INT4 source slots: the words of gate, up, down, then their scales. */
+static const int k_w4_slots[6] = {PZ_MOE_W_GATE, PZ_MOE_W_UP, PZ_MOE_W_DOWN, PZ_MOE_S_GATE, PZ_MOE_S_UP, PZ_MOE_S_DOWN};
+static bool is_int4_moe(const pz_node *n) {
+  return n->op == PZ_OP_MOE && n->p.moe.wquant == 1 && n->n_src >= PZ_MOE_NSRC_Q;
+}
 static int w4_mats(const pz_graph *g, const pz_node *n, const unsigned char *has_view, w4_mat out[3]) {
-  if (n->op != PZ_OP_MOE || n->p.moe.wquant != 1 || n->p.moe.q_group != 32 || n->n_src < PZ_MOE_NSRC_Q) return 0;
-  const int ws[3] = {n->src[PZ_MOE_W_GATE], n->src[PZ_MOE_W_UP], n->src[PZ_MOE_W_DOWN]};
-  const int ss[3] = {n->src[PZ_MOE_S_GATE], n->src[PZ_MOE_S_UP], n->src[PZ_MOE_S_DOWN]};
+  if (!is_int4_moe(n) || n->p.moe.q_group != 32) return 0;
   for (int i = 0; i < 3; i++) {
-    if (ws[i] < 0 || ss[i] < 0 || ws[i] >= g->n_tensors || ss[i] >= g->n_tensors) return 0;
-    const pz_tensor *w = &g->tensors[ws[i]], *s = &g->tensors[ss[i]];
-    if (w->view_of >= 0 || s->view_of >= 0 || has_view[ws[i]] || has_view[ss[i]]) return 0;
+    const int ws = n->src[k_w4_slots[i]], ss = n->src[k_w4_slots[3 + i]];
+    if (ws < 0 || ss < 0 || ws >= g->n_tensors || ss >= g->n_tensors) return 0;
+    const pz_tensor *w = &g->tensors[ws], *s = &g->tensors[ss];
+    if (w->view_of >= 0 || s->view_of >= 0 || has_view[ws] || has_view[ss]) return 0;
     if (w->ndim != 3 || s->ndim != 3 || w->ne[0] != s->ne[0] || w->ne[1] != s->ne[1] || w->ne[2] * 8 != s->ne[2] * 32)
       return 0;
-    out[i] = (w4_mat){ws[i], ss[i], w->ne[1], w->ne[2] * 8};
+    out[i] = (w4_mat){ws, ss, w->ne[1], w->ne[2] * 8};
     if (!pz_w4t_shape_ok(out[i].N, out[i].K)) return 0;
   }
   return 3;
@@ -121,11 +125,9 @@ pz_status pz_cuda_tile_w4_experts(const pz_graph *g, pz_cuda_rank *R) {
 }
 
 bool pz_cuda_w4_node_tiled(const pz_cuda_rank *R, const pz_node *n) {
-  if (!R->w4_tiled || n->op != PZ_OP_MOE || n->p.moe.wquant != 1 || n->n_src < PZ_MOE_NSRC_Q) return false;
-  const int t[6] = {n->src[PZ_MOE_W_GATE], n->src[PZ_MOE_W_UP], n->src[PZ_MOE_W_DOWN],
-                    n->src[PZ_MOE_S_GATE], n->src[PZ_MOE_S_UP], n->src[PZ_MOE_S_DOWN]};
+  if (!R->w4_tiled || !is_int4_moe(n)) return false;
   for (int i = 0; i < 6; i++)
-    if (t[i] < 0 || t[i] >= R->w4_tiled_n || !R->w4_tiled[t[i]]) return false;
+    if (!pz_cuda_w4_tensor_tiled(R, n->src[k_w4_slots[i]])) return false;
   return true;
 }
 
@@ -135,7 +137,7 @@ bool pz_cuda_w4_tensor_tiled(const pz_cuda_rank *R, int t) {
 
 size_t pz_cuda_w4_tensor_bytes(const pz_graph *g, int t) {
   const pz_tensor *x = &g->tensors[t];
-  return (size_t)(x->ne[0] * x->ne[1] * x->ne[2]) * pz_dtype_size(x->dtype);
+  return (size_t)pz_tensor_numel(x) * pz_dtype_size(x->dtype);
 }
 
 pz_status pz_cuda_w4_untile_read(const pz_graph *g, const pz_cuda_rank *R, int t, void *whole) {
