@@ -207,22 +207,25 @@ static void test_bad_files(void) {
   fputc(0, f);
   fclose(f);
   bad_file("name_raw_nul.safetensors", "tensor name \"ab...\" has a NUL character");
-  const char *ctl = "{\"x\\ny\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
-  write_raw("name_ctl.safetensors", strlen(ctl), ctl, 8);
-  bad_file("name_ctl.safetensors", "tensor name \"x...\" has control character 0x0a at byte 1");
-  const char *del = "{\"xy\\u007f\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
-  write_raw("name_del.safetensors", strlen(del), del, 8);
-  bad_file("name_del.safetensors", "control character 0x7f at byte 2");
-  /* Not UTF-8: a lone continuation byte, an overlong '/', a surrogate; a valid multi-byte name opens. */
-  const char *u1 = "{\"ab\x80\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
-  write_raw("name_utf8_cont.safetensors", strlen(u1), u1, 8);
-  bad_file("name_utf8_cont.safetensors", "tensor name \"ab...\" is not valid UTF-8 at byte 2");
-  const char *u2 = "{\"a\xc0\xaf\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
-  write_raw("name_utf8_overlong.safetensors", strlen(u2), u2, 8);
-  bad_file("name_utf8_overlong.safetensors", "is not valid UTF-8 at byte 1");
-  const char *u3 = "{\"\xed\xa0\x80\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
-  write_raw("name_utf8_surrogate.safetensors", strlen(u3), u3, 8);
-  bad_file("name_utf8_surrogate.safetensors", "is not valid UTF-8 at byte 0");
+  /* One F32[2] tensor under a bad name: a control character, DEL; not UTF-8 (a lone continuation
+   * byte, an overlong '/', a surrogate). {file, header, message}. */
+  static const char *const bad_names[][3] = {
+      {"name_ctl.safetensors", "{\"x\\ny\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+       "tensor name \"x...\" has control character 0x0a at byte 1"},
+      {"name_del.safetensors", "{\"xy\\u007f\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+       "control character 0x7f at byte 2"},
+      {"name_utf8_cont.safetensors", "{\"ab\x80\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+       "tensor name \"ab...\" is not valid UTF-8 at byte 2"},
+      {"name_utf8_overlong.safetensors", "{\"a\xc0\xaf\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+       "is not valid UTF-8 at byte 1"},
+      {"name_utf8_surrogate.safetensors", "{\"\xed\xa0\x80\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+       "is not valid UTF-8 at byte 0"},
+  };
+  for (size_t i = 0; i < sizeof bad_names / sizeof bad_names[0]; i++) {
+    write_raw(bad_names[i][0], strlen(bad_names[i][1]), bad_names[i][1], 8);
+    bad_file(bad_names[i][0], bad_names[i][2]);
+  }
+  /* A valid multi-byte name opens. */
   const char *u4 = "{\"w\xc3\xa9ight\xe2\x82\xac\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
   write_raw("name_utf8_ok.safetensors", strlen(u4), u4, 8);
   path_of(p, sizeof p, "name_utf8_ok.safetensors");
