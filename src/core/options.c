@@ -16,7 +16,7 @@ void pz_runtime_opts_default(pz_runtime_opts *o) {
   o->ar_cluster = -1;
   snprintf(o->ar_algo, sizeof o->ar_algo, "fused");
   o->ar_timeout_us = -1;
-  o->gemm_splits = o->gemm_wt = o->gemm_warps = o->gemm_wn = -1;
+  o->gemm_splits = o->gemm_wt = o->gemm_warps = o->gemm_wn = o->gemm_wg_ks = -1;
   o->gemm_tuner = o->gemm_builtin = o->gemm_match_baseline = o->gemm_l2pf = 1;
   snprintf(o->cache_dir, sizeof o->cache_dir, "./.cache/prezero");
   o->tuner_iters = o->tuner_reps = o->tuner_legacy = -1;
@@ -132,6 +132,11 @@ int pz_runtime_opts_from_env(pz_runtime_opts *o, char *err, size_t err_len) {
   get_flag(&r, "PREZERO_GEMM_BUILTIN", &o->gemm_builtin);
   get_flag(&r, "PREZERO_GEMM_MATCH_BASELINE", &o->gemm_match_baseline);
   get_flag(&r, "PREZERO_GEMM_L2PF", &o->gemm_l2pf);
+  get_i(&r, "PREZERO_GEMM_WG_KS", 1, 4, &o->gemm_wg_ks);
+  if (o->gemm_wg_ks == 3) {
+    complain(&r, "PREZERO_GEMM_WG_KS", "3", "use 1, 2 or 4");
+    o->gemm_wg_ks = -1;
+  }
   if ((v = getenv("PREZERO_CACHE_DIR")) && *v) snprintf(o->cache_dir, sizeof o->cache_dir, "%s", v);
   else if ((v = getenv("HOME")) && *v) snprintf(o->cache_dir, sizeof o->cache_dir, "%s/.cache/prezero", v);
   get_i(&r, "PREZERO_TUNER_ITERS", 1, 1 << 20, &o->tuner_iters);

@@ -196,6 +196,9 @@ static int out_check(outbuf *o, const prob *p, int exact, const char *what) {
 }
 
 static pz_gemm_ctx *ctx;
+/* Handles whose wgmma kernel takes 2 and 4 k-blocks per TMA stage (PREZERO_GEMM_WG_KS). */
+static pz_gemm_ctx *ctx_ks[3];
+static const int ks_list[3] = {0, 2, 4};
 
 /* Every flavour x a few split counts / tile widths, zero_init false (flavour 1) and true. */
 static void check_all_flavours(prob *p, pz_dtype dt, int exact, const char *name) {
@@ -224,22 +227,25 @@ static void check_all_flavours(prob *p, pz_dtype dt, int exact, const char *name
             continue;
           }
           out_check(&o, p, exact, what);
-          /* The same case on the Hopper wgmma kernel (wn 3) with 1, 2 and 4 64-row W tiles per CTA. */
-          for (int wgt = 1; wgt <= 4 && wt == 1 && f != 6 && pz_gemm_ctx_has_wgmma(ctx); wgt *= 2) {
-            if (p->n % (64 * wgt) || s > p->k / 64) continue;
-            out_poison(&o, p, !zero_init);
-            a.config.wn = 3;
-            a.config.wt = wgt;
-            st = pz_gemm_launch(ctx, &a, 0);
-            char w2[300];
-            snprintf(w2, sizeof w2, "%s [wgmma wt %d]", what, wgt);
-            if (st != PZ_OK) {
-              fprintf(stderr, "%s: %s: %s\n", w2, pz_status_string(st), pz_last_error());
-              pz_test_failures++;
-              continue;
+          /* The same case on the Hopper wgmma kernel (wn 3) with 1, 2 and 4 64-row W tiles per CTA,
+           * and 1 (the default), 2 and 4 k-blocks per ring stage (the last stage of a split may
+           * hold fewer). */
+          for (int wgt = 1; wgt <= 4 && wt == 1 && f != 6 && pz_gemm_ctx_has_wgmma(ctx); wgt *= 2)
+            for (int ki = 0; ki < 3; ki++) {
+              if (p->n % (64 * wgt) || s > p->k / 64) continue;
+              out_poison(&o, p, !zero_init);
+              a.config.wn = 3;
+              a.config.wt = wgt;
+              st = pz_gemm_launch(ki ? ctx_ks[ki] : ctx, &a, 0);
+              char w2[300];
+              snprintf(w2, sizeof w2, "%s [wgmma wt %d ks %d]", what, wgt, ki ? ks_list[ki] : 1);
+              if (st != PZ_OK) {
+                fprintf(stderr, "%s: %s: %s\n", w2, pz_status_string(st), pz_last_error());
+                pz_test_failures++;
+                continue;
+              }
+              out_check(&o, p, exact, w2);
             }
-            out_check(&o, p, exact, w2);
-          }
           /* The Hopper stream-K kernel (wn 4): atomic flavours only, grids from one CTA (every
            * segment in one share) to more CTAs than work units, so shares start and end
            * anywhere inside tiles. */
@@ -442,6 +448,13 @@ int main(void) {
   setenv("PREZERO_CACHE_DIR", "/tmp/pz_test_gemm_cache_empty", 1);
   CHECK_OK(pz_gemm_ctx_create(&ctx));
   if (!ctx) TEST_DONE();
+  for (int ki = 1; ki < 3; ki++) {
+    pz_runtime_opts ro;
+    CHECK(pz_runtime_opts_from_env(&ro, NULL, 0) == 0);
+    ro.gemm_wg_ks = ks_list[ki];
+    CHECK_OK(pz_gemm_ctx_create_opts(&ro, &ctx_ks[ki]));
+    if (!ctx_ks[ki]) TEST_DONE();
+  }
   const char *rs = getenv("PZ_TEST_REPLAYS");
   int replays = rs ? atoi(rs) : 10000;
   int quick = getenv("PZ_TEST_QUICK") != NULL;
@@ -480,6 +493,7 @@ int main(void) {
     prob_free(&p);
   }
   check_choose();
+  for (int ki = 1; ki < 3; ki++) pz_gemm_ctx_destroy(ctx_ks[ki]);
   pz_gemm_ctx_destroy(ctx);
   TEST_DONE();
 }

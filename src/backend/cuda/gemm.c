@@ -411,6 +411,7 @@ pz_status pz_gemm_launch(pz_gemm_ctx *ctx, const pz_gemm_args *a, cudaStream_t s
   PZ_CHECK(pz_gemm_resolve(&t, a->m, a->n, a->k, a->zero_init, &a->config, &c));
   pz_gemm_args la = *a;
   la.no_l2pf = !ctx->ro.gemm_l2pf;
+  la.wg_ks = ctx->ro.gemm_wg_ks > 0 ? ctx->ro.gemm_wg_ks : 0;
   a = &la;
   switch (c.flavour) {
     case PZ_GEMM_CUBLAS: return launch_cublas(ctx, a, s);

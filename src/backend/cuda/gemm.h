@@ -34,6 +34,7 @@ typedef struct pz_gemm_args {
   bool zero_init;
   pz_gemm_config config;
   bool no_l2pf;       /* set by pz_gemm_launch from the handle's options (PREZERO_GEMM_L2PF=0) */
+  int wg_ks;          /* set by pz_gemm_launch (PREZERO_GEMM_WG_KS): k-blocks per wgmma stage, 0 default */
 } pz_gemm_args;
 
 typedef struct pz_gemm_ctx pz_gemm_ctx;

@@ -31,6 +31,9 @@ extern "C" {
  * Flavours (gemm.h): 1 atomic, 2 in-kernel zero + flag, 4 full K store, 5 serial turnstile; the
  * epilogue and its per-tile semaphore protocol are gemm_epilogue.cuh, shared with gemm_splitk.cu. */
 
+/* k-blocks per ring stage when the options leave it unset (PREZERO_GEMM_WG_KS). */
+#define PZ_GEMM_WG_KS_DEFAULT 1
+
 static PFN_cuTensorMapEncodeTiled_v12000 g_encode = nullptr; /* resolved once by pz_gemm_wgmma_init */
 
 namespace {
@@ -49,18 +52,23 @@ struct WParams {
   int vec; /* 1: C f32, 16-byte aligned rows: vector reductions / stores */
 };
 
-/* Compile-time plan of one instantiation. */
-template <int BN, int NWG, int WM>
+/* Compile-time plan of one instantiation. KS = 64-wide k-blocks per ring stage: each W row then
+ * arrives as KS x 128 contiguous bytes per stage (KS tensor copies of one k-block each, every
+ * sub-tile its own 128-byte-swizzled [rows][64] block). */
+template <int BN, int NWG, int WM, int KS>
 struct Plan {
   static constexpr int BM = 64 * NWG * WM;
-  static constexpr int W_BYTES = BM * 128;    /* one stage of W: BM rows x 64 bf16 */
-  static constexpr int A_BYTES = BN * 128;    /* one stage of A: BN tokens x 64 bf16 */
+  static constexpr int W_BLK = BM * 128;      /* one k-block of W: BM rows x 64 bf16 */
+  static constexpr int A_BLK = BN * 128;      /* one k-block of A: BN tokens x 64 bf16 */
+  static constexpr int W_BYTES = KS * W_BLK;
+  static constexpr int A_BYTES = KS * A_BLK;
   static constexpr int STAGE = W_BYTES + A_BYTES;
   /* 2 CTAs per SM for small tiles, else 1; rings as deep as shared memory allows (a 2-3 % gain on
    * the Kimi-K2 TP 1 rows of the H200 at m >= 32 over 96 / 200 KB) */
   static constexpr int BUDGET = BN >= 128 || BM >= 256 ? 222 * 1024 : 110 * 1024;
   static constexpr int S0 = BUDGET / STAGE;
-  static constexpr int STAGES = S0 > 8 ? 8 : S0 < 2 ? 2 : S0;
+  static constexpr int SMAX = 8 / KS < 2 ? 2 : 8 / KS;
+  static constexpr int STAGES = S0 > SMAX ? SMAX : S0 < 2 ? 2 : S0;
   static constexpr int CP = BM + 4; /* epilogue tile row (floats): fragment writes hit distinct banks */
   static constexpr int EPI = BN * CP * 4;
   static constexpr int RING = STAGES * STAGE;
@@ -69,11 +77,11 @@ struct Plan {
   static constexpr int THREADS = NWG * 128 + 32;
 };
 
-template <int BN, int NWG, int WM>
-__global__ void __launch_bounds__(Plan<BN, NWG, WM>::THREADS, 1)
+template <int BN, int NWG, int WM, int KS>
+__global__ void __launch_bounds__(Plan<BN, NWG, WM, KS>::THREADS, 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tmW, const __grid_constant__ CUtensorMap tmA,
                       const WParams p) {
-  using P = Plan<BN, NWG, WM>;
+  using P = Plan<BN, NWG, WM, KS>;
   constexpr int S = P::STAGES;
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_align_1k(smem_raw); /* the 128-byte swizzle repeats every 1024 bytes */
@@ -88,6 +96,7 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM>::THREADS, 1)
   const int kb0 = (int)((int64_t)split * p.kblocks / p.splits);
   const int kb1 = (int)((int64_t)(split + 1) * p.kblocks / p.splits);
   const int nk = kb1 - kb0;
+  const int ns = (nk + KS - 1) / KS; /* ring stages of this K slice; the last may hold fewer k-blocks */
   const int rows = min(BN, p.m - t0);
 
   ring_init(full, empty, S, 4 * NWG);
@@ -110,21 +119,25 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM>::THREADS, 1)
   if (warp == 4 * NWG) {
     /* Producer: lane 0 streams the K slice through the ring. */
     if (lane == 0) {
-      for (int i = 0; i < nk; i++) {
+      for (int i = 0; i < ns; i++) {
         const int s = i % S;
+        const int cnt = min(KS, nk - i * KS);
         mbar_wait(&empty[s], ((i / S) & 1) ^ 1);
         unsigned char *st = smem + s * P::STAGE;
-        mbar_expect_tx(&full[s], P::STAGE);
-        const int kc = (kb0 + i) * 64;
-        tma_load_2d(st, &tmW, &full[s], kc, n0);
-        tma_load_2d(st + P::W_BYTES, &tmA, &full[s], kc, t0);
+        mbar_expect_tx(&full[s], cnt * (P::W_BLK + P::A_BLK));
+        for (int j = 0; j < cnt; j++) {
+          const int kc = (kb0 + i * KS + j) * 64;
+          tma_load_2d(st + j * P::W_BLK, &tmW, &full[s], kc, n0);
+          tma_load_2d(st + P::W_BYTES + j * P::A_BLK, &tmA, &full[s], kc, t0);
+        }
       }
     }
   } else {
-    for (int i = 0; i < nk; i++) {
+    for (int i = 0; i < ns; i++) {
       const int s = i % S;
+      const int cnt = min(KS, nk - i * KS);
       mbar_wait(&full[s], (i / S) & 1);
-      wg_mma_stage<BN, WM, P::W_BYTES>(acc, smem + s * P::STAGE, wg);
+      wg_mma_stage<BN, WM, P::W_BLK, P::W_BYTES, P::A_BLK, KS>(acc, smem + s * P::STAGE, wg, cnt);
       if (i > 0) {
         wgmma_wait<1>();
         if (lane == 0) mbar_arrive(&empty[(i - 1) % S]);
@@ -162,23 +175,38 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM>::THREADS, 1)
   tile_release(p, split, tile);
 }
 
+template <int BN, int NWG, int WM, int KS>
+cudaError_t set_smem_ks() {
+  return cudaFuncSetAttribute(gemm_wgmma_kernel<BN, NWG, WM, KS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              Plan<BN, NWG, WM, KS>::SMEM);
+}
 template <int BN, int NWG, int WM>
 cudaError_t set_smem() {
-  return cudaFuncSetAttribute(gemm_wgmma_kernel<BN, NWG, WM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              Plan<BN, NWG, WM>::SMEM);
+  cudaError_t e;
+  if ((e = set_smem_ks<BN, NWG, WM, 1>()) || (e = set_smem_ks<BN, NWG, WM, 2>()) || (e = set_smem_ks<BN, NWG, WM, 4>()))
+    return e;
+  return cudaSuccess;
 }
 
-template <int BN, int NWG, int WM>
-pz_status launch_bn(const pz_gemm_args *a, WParams p, int zt, cudaStream_t s) {
-  using P = Plan<BN, NWG, WM>;
+template <int BN, int NWG, int WM, int KS>
+pz_status launch_ks(const pz_gemm_args *a, WParams p, int zt, cudaStream_t s) {
+  using P = Plan<BN, NWG, WM, KS>;
   CUtensorMap tw, ta;
   const int64_t ldw = a->ldw ? a->ldw : a->k;
   PZ_CHECK(pz_gemm_wgmma_encode_map(&tw, a->W, a->n, a->k, ldw, P::BM));
   PZ_CHECK(pz_gemm_wgmma_encode_map(&ta, a->A, a->m, a->k, a->lda, BN));
   dim3 grid(a->n / P::BM, p.splits, zt);
-  gemm_wgmma_kernel<BN, NWG, WM><<<grid, P::THREADS, P::SMEM, s>>>(tw, ta, p);
+  gemm_wgmma_kernel<BN, NWG, WM, KS><<<grid, P::THREADS, P::SMEM, s>>>(tw, ta, p);
   PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
+}
+
+template <int BN, int NWG, int WM>
+pz_status launch_bn(const pz_gemm_args *a, WParams p, int zt, cudaStream_t s) {
+  const int ks = a->wg_ks > 0 ? a->wg_ks : PZ_GEMM_WG_KS_DEFAULT;
+  return ks == 4 ? launch_ks<BN, NWG, WM, 4>(a, p, zt, s)
+         : ks == 2 ? launch_ks<BN, NWG, WM, 2>(a, p, zt, s)
+                   : launch_ks<BN, NWG, WM, 1>(a, p, zt, s);
 }
 
 /* WM = 2 stops at BN = 128: 2 x 128 accumulators per thread would not fit the register file. */
