@@ -55,17 +55,20 @@ struct WParams {
 /* Compile-time plan of one instantiation. KS = 64-wide k-blocks per ring stage: each W row then
  * arrives as KS x 128 contiguous bytes per stage (KS tensor copies of one k-block each, every
  * sub-tile its own 128-byte-swizzled [rows][64] block). */
-template <int BN, int NWG, int WM, int KS>
+template <int BN, int NWG, int WM, int KSR>
 struct Plan {
   static constexpr int BM = 64 * NWG * WM;
   static constexpr int W_BLK = BM * 128;      /* one k-block of W: BM rows x 64 bf16 */
   static constexpr int A_BLK = BN * 128;      /* one k-block of A: BN tokens x 64 bf16 */
-  static constexpr int W_BYTES = KS * W_BLK;
-  static constexpr int A_BYTES = KS * A_BLK;
-  static constexpr int STAGE = W_BYTES + A_BYTES;
   /* 2 CTAs per SM for small tiles, else 1; rings as deep as shared memory allows (a 2-3 % gain on
    * the Kimi-K2 TP 1 rows of the H200 at m >= 32 over 96 / 200 KB) */
   static constexpr int BUDGET = BN >= 128 || BM >= 256 ? 222 * 1024 : 110 * 1024;
+  /* the requested KSR, halved until two stages fit the budget */
+  static constexpr int KS = 2 * KSR * (W_BLK + A_BLK) <= BUDGET ? KSR
+                            : KSR >= 2 && KSR * (W_BLK + A_BLK) <= BUDGET ? KSR / 2 : 1;
+  static constexpr int W_BYTES = KS * W_BLK;
+  static constexpr int A_BYTES = KS * A_BLK;
+  static constexpr int STAGE = W_BYTES + A_BYTES;
   static constexpr int S0 = BUDGET / STAGE;
   static constexpr int SMAX = 8 / KS < 2 ? 2 : 8 / KS;
   static constexpr int STAGES = S0 > SMAX ? SMAX : S0 < 2 ? 2 : S0;
@@ -75,13 +78,15 @@ struct Plan {
   static constexpr int DATA = RING > EPI ? RING : EPI;
   static constexpr int SMEM = 1024 /* alignment slack */ + DATA + 2 * STAGES * 8;
   static constexpr int THREADS = NWG * 128 + 32;
+  static_assert(SMEM <= 227 * 1024, "wgmma plan: the ring exceeds the 227 KB of shared memory per CTA");
 };
 
-template <int BN, int NWG, int WM, int KS>
-__global__ void __launch_bounds__(Plan<BN, NWG, WM, KS>::THREADS, 1)
+template <int BN, int NWG, int WM, int KSR>
+__global__ void __launch_bounds__(Plan<BN, NWG, WM, KSR>::THREADS, 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tmW, const __grid_constant__ CUtensorMap tmA,
                       const WParams p) {
-  using P = Plan<BN, NWG, WM, KS>;
+  using P = Plan<BN, NWG, WM, KSR>;
+  constexpr int KS = P::KS;
   constexpr int S = P::STAGES;
   extern __shared__ unsigned char smem_raw[];
   unsigned char *smem = smem_align_1k(smem_raw); /* the 128-byte swizzle repeats every 1024 bytes */
