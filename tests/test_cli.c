@@ -302,6 +302,9 @@ int main(void) {
   CHECK(last_rc == 2);
   bad("tune", "--only", "--only needs a value");
   CHECK(last_rc == 2);
+  /* bench gemm --only that selects nothing is refused before any GPU is looked for. */
+  bad("bench gemm", "--only Kimi-K2/1/", "--only 'Kimi-K2/1/' matches no shape; labels look like 'Kimi-K2/tp1/qkv_a'");
+  CHECK(last_rc == 2);
   bad("tune", "--pool-mb 1", "--pool-mb 1 is out of range; use --pool-mb 256..65536 (MB)");
   CHECK(last_rc == 2);
   bad("tune", "--pool-mb 1k", "--pool-mb 1k is not a number");

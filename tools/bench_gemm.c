@@ -94,6 +94,18 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
   }
   if (reps < 3) reps = 3;
   if (pool_mb < 256) pool_mb = 256;
+  if (only) {
+    int hits = 0;
+    for (int si = 0; si < NSHAPES; si++) {
+      char label[128];
+      snprintf(label, sizeof label, "%s/tp%d/%s", shapes[si].model, shapes[si].tp, shapes[si].gemm);
+      hits += strstr(label, only) != NULL;
+    }
+    if (!hits) {
+      fprintf(stderr, "prezero bench gemm: --only '%s' matches no shape; labels look like 'Kimi-K2/tp1/qkv_a'\n", only);
+      return 2;
+    }
+  }
 
   if (pz_bench_need_gpus("bench gemm", "this benchmark", 1, 0)) return 1;
   pz_gemm_ctx *ctx = NULL;
