@@ -62,7 +62,8 @@ typedef struct pz_moe_q_args {
   int w4_tiled; /* W4A16: 1 = w_* and s_* are in pz_moe_w4a16_tile's layout (H and I multiples of 128,
                  * 16-byte aligned), 0 = as stored (compressed-tensors); l2pf then has no effect */
   int w4_wk_up; /* W4A16, for A/B runs: warps of a CTA splitting the gate/up K (H) in one work item, 1, 2,
-                 * 4 or 8 (items of 16 x 8 / w4_wk_up rows), 0 = by H (8 for H >= 4096). Results agree
+                 * 4 or 8 (items of 16 x 8 / w4_wk_up rows), 0 = the default: tiled experts with
+                 * I >= 1024 take 2, else by H (8 for H >= 4096). Results agree
                  * within rounding (the K slices add in warp order) */
 } pz_moe_q_args;
 

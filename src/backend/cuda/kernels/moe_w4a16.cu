@@ -524,6 +524,10 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
     const void *pp[] = {a->w_gate, a->w_up, a->w_down, a->s_gate, a->s_up, a->s_down};
     for (int i = 0; i < 6; i++)
       if (!aligned(pp[i], 16)) return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: tiled experts must be 16-byte aligned");
+    /* gate/up K split over 2 warps per item where I >= 1024 (Kimi-K2.5 TP 1 / 2): 2-4 % faster
+     * than 8 on the H200 at m = 4..128; at I = 512 (TP 4) 8 stays faster at m <= 16
+     * (bench/results/moe_h200_int4_wk_up.md) */
+    if (!a->w4_wk_up && I >= 1024) up.WK = 2;
     return run_all<W4T>(a, l, up, dn, "moe w4a16", stream);
   }
   /* 16-byte weight loads when every packed array is 16-byte aligned (rows and experts then are:
