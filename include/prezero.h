@@ -69,6 +69,19 @@ typedef struct pz_engine_config {
   const struct pz_runtime_opts *options; /* every other switch (prezero_options.h), copied at
                             creation; NULL: read from the PREZERO_* environment then (a malformed
                             value is PZ_ERR_INVALID_ARG). prezero = -1 takes options->prezero. */
+  /* One TP rank per process (CUDA only; prezero/allreduce.h). id_file NULL (the default): this
+   * process runs every rank. Else it runs only rank `rank` (0..tp-1) of a group of tp processes,
+   * each creating its engine with the same config, on GPU rank % (visible GPUs) (two ranks on
+   * one GPU work: CUDA IPC within a device is legal). Rank 0 makes the communicator's unique id
+   * and writes it to id_file (a path every rank sees; use a fresh one per run), the others wait
+   * for it; rank 0 removes it, and the rendezvous, in pz_engine_destroy. The engine's calls are
+   * then collective: create, step, logits and destroy must be called by every rank, in the same
+   * order, with the same arguments; every rank gets the same tokens and logits. timeout_ms bounds
+   * the rendezvous and every wait on a peer (<= 0: 60000): a peer that exits or stops gives
+   * PZ_ERR_TIMEOUT, not a hang. Layer fitting (layers = 0) takes the fewest layers any rank fits. */
+  const char *id_file;
+  int rank;
+  int timeout_ms;
 } pz_engine_config;
 struct pz_runtime_opts;
 #define PZ_ENGINE_CONFIG_INIT                                                             \
@@ -91,6 +104,8 @@ typedef struct pz_engine_info {
   char gemm_table[1040];          /* CUDA: where the split-K GEMM choices come from: "cache <path>",
                                      "built-in" (the table compiled in for this GPU) or "none"
                                      (the heuristic); "" on the CPU */
+  int rank;                       /* one rank per process (pz_engine_config.id_file): this process's
+                                     TP rank; -1 when this process runs every rank */
 } pz_engine_info;
 
 /* Creates an engine: loads the config, builds and verifies the decode graph, runs the graph

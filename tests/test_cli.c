@@ -302,6 +302,33 @@ int main(void) {
   CHECK(last_rc == 2);
   bad("tune", "--only", "--only needs a value");
   CHECK(last_rc == 2);
+  /* One process per TP rank (run --procs / --rank --world --id-file): usage errors in every build,
+   * exit 2 before anything is forked; without a GPU, the ranks' refusal comes back as one line. */
+  bad("run", "--procs 1", "--procs 1 is out of range; use --procs 2..8");
+  CHECK(last_rc == 2);
+  bad("run", "--procs 2 --rank 0", "--procs forks every rank itself; give either --procs N or --rank/--world/--id-file");
+  CHECK(last_rc == 2);
+  bad("run", "--rank 0 --world 2", "one process per rank needs --rank 0..W-1, --world W (2..8) and --id-file F together");
+  CHECK(last_rc == 2);
+  bad("run", "--rank 2 --world 2 --id-file /tmp/pz_cli_id", "one process per rank needs --rank 0..W-1");
+  CHECK(last_rc == 2);
+  bad("run", "--rank 1 --world 2 --id-file /tmp/pz_cli_id --tp 4", "--tp 4 but 2 ranks (--world); leave --tp out or make them equal");
+  CHECK(last_rc == 2);
+  bad("run", "--procs 2 --device cpu", "one process per rank runs on the CUDA backend; drop --device cpu");
+  CHECK(last_rc == 2);
+  bad("run", "--procs 2 --timeout-s 0", "--timeout-s 0 is out of range; use --timeout-s 1..3600");
+  CHECK(last_rc == 2);
+#ifdef PZ_HAVE_CUDA
+  if (pz_gpu_count() == 0) {
+    bad("run", "--procs 2", "no CUDA GPU is visible; one rank per process needs one");
+    CHECK(last_rc == 1);
+    bad("run", "--rank 1 --world 2 --id-file /tmp/pz_cli_id_none", "no CUDA GPU is visible; one rank per process needs one");
+    CHECK(last_rc == 1);
+  }
+#else
+  bad("run", "--procs 2", "this build has no CUDA backend");
+  CHECK(last_rc != 0);
+#endif
   /* bench gemm --only that selects nothing is refused before any GPU is looked for. */
   bad("bench gemm", "--only Kimi-K2/1/", "--only 'Kimi-K2/1/' matches no shape; labels look like 'Kimi-K2/tp1/qkv_a'");
   CHECK(last_rc == 2);

@@ -25,6 +25,7 @@
 #include "backend/tables/gemm_tables.h"
 /* White-box: parse_prompts, parse_int (static functions of the CLI). */
 #include "../tools/cmd_run.c"
+#include "../tools/cli_ranks.c" /* cmd_run.c's rank launcher */
 
 extern const struct { const char *name; const char *json; } pz_embedded_presets[];
 

@@ -8,6 +8,7 @@
 #include <time.h>
 #include "cli.h"
 #include "cli_args.h"
+#include "cli_ranks.h"
 #include "model/builder.h"
 #include "model/checkpoint.h"
 #include "prezero.h"
@@ -42,6 +43,13 @@ static void usage(FILE *f) {
           "                      quantization_config; kimi_k25 is INT4). fp8 runs on the CPU only\n"
           "  --logits FILE       write the last step's logits, f32 little-endian [batch, vocab] (with\n"
           "                      --prompt-ids: each sequence's row from the step of its last token)\n"
+          "  --procs N           one process per TP rank (cuda): forks N ranks (TP N), rank r on GPU\n"
+          "                      r %% (visible GPUs), two ranks on one GPU work; rank 0 prints\n"
+          "  --rank R --world W --id-file F\n"
+          "                      the same, each rank started by you (any launcher): rank R of W\n"
+          "                      (TP W), F a fresh path every rank sees (rank 0 writes the rendezvous id)\n"
+          "  --timeout-s S       one process per rank: the longest wait on a peer, 1..3600 s (default 60);\n"
+          "                      a rank that exits makes the others fail with a timeout, not hang\n"
           "  --help              this text\n"
           "Prints 'step K: <next token id of each sequence>' for K = 1..S, then a timing line\n"
           "(ms per step and generated tokens/s, engine creation excluded).\n",
@@ -228,12 +236,16 @@ int pz_cmd_run(int argc, char **argv) {
   bool config_given = false, layers_given = false, context_given = false;
   prompts pr = {0};
   bool device_given = false;
+  long long procs = 0, rank = -1, world = 0, timeout_s = 60;
+  const char *id_file = NULL;
+  char id_buf[256];
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
     static const char *const takes[] = {"--config", "--tp", "--batch", "--steps", "--context", "--layers",
                                         "--seed", "--prezero", "--device", "--threads",
-                                        "--model", "--prompt-ids", "--logits", "--quant"};
+                                        "--model", "--prompt-ids", "--logits", "--quant",
+                                        "--procs", "--rank", "--world", "--id-file", "--timeout-s"};
     bool known = false;
     for (size_t k = 0; k < sizeof takes / sizeof takes[0]; k++) known |= !strcmp(a, takes[k]);
     if (!known) {
@@ -250,6 +262,7 @@ int pz_cmd_run(int argc, char **argv) {
     else if (!strcmp(a, "--model")) model_dir = v;
     else if (!strcmp(a, "--prompt-ids")) prompt_arg = v;
     else if (!strcmp(a, "--logits")) logits_path = v;
+    else if (!strcmp(a, "--id-file")) id_file = v;
     else if (!strcmp(a, "--quant")) {
       if (!strcmp(v, "int4")) ec.quant = PZ_QUANT_INT4;
       else if (!strcmp(v, "fp8")) ec.quant = PZ_QUANT_FP8;
@@ -279,6 +292,48 @@ int pz_cmd_run(int argc, char **argv) {
       else if (!strcmp(a, "--context")) { context = x; context_given = true; }
       else if (!strcmp(a, "--layers")) { layers = x; layers_given = true; }
       else if (!strcmp(a, "--threads")) threads = x;
+      else if (!strcmp(a, "--procs")) procs = x;
+      else if (!strcmp(a, "--rank")) rank = x;
+      else if (!strcmp(a, "--world")) world = x;
+      else if (!strcmp(a, "--timeout-s")) timeout_s = x;
+    }
+  }
+  /* One process per rank: --procs N, or --rank/--world/--id-file (all three). */
+  const bool sep = rank >= 0 || world || id_file;
+  if (procs && sep) {
+    fprintf(stderr, "prezero run: --procs forks every rank itself; give either --procs N or --rank/--world/--id-file\n");
+    return PZ_CLI_EXIT_USAGE;
+  }
+  if (sep && (rank < 0 || world < 2 || world > 8 || rank >= world || !id_file || !id_file[0])) {
+    fprintf(stderr, "prezero run: one process per rank needs --rank 0..W-1, --world W (2..8) and --id-file F together; "
+                    "see 'prezero run --help'\n");
+    return PZ_CLI_EXIT_USAGE;
+  }
+  if (procs && (procs < 2 || procs > 8)) {
+    fprintf(stderr, "prezero run: --procs %lld is out of range; use --procs 2..8 (or leave it out)\n", procs);
+    return PZ_CLI_EXIT_USAGE;
+  }
+  if (timeout_s < 1 || timeout_s > 3600) {
+    fprintf(stderr, "prezero run: --timeout-s %lld is out of range; use --timeout-s 1..3600\n", timeout_s);
+    return PZ_CLI_EXIT_USAGE;
+  }
+  const long long nranks = procs ? procs : world;
+  if (nranks) {
+    bool tp_flag = false;
+    for (int i = 1; i + 1 < argc; i++) tp_flag |= !strcmp(argv[i], "--tp");
+    if (tp_flag && tp != nranks) {
+      fprintf(stderr, "prezero run: --tp %lld but %lld ranks (%s); leave --tp out or make them equal\n", tp, nranks,
+              procs ? "--procs" : "--world");
+      return PZ_CLI_EXIT_USAGE;
+    }
+    tp = nranks;
+    if (device_given && ec.device != PZ_DEVICE_CUDA) {
+      fprintf(stderr, "prezero run: one process per rank runs on the CUDA backend; drop --device cpu\n");
+      return PZ_CLI_EXIT_USAGE;
+    }
+    if (model_dir) {
+      fprintf(stderr, "prezero run: one process per rank takes seeded weights only for now; drop --model or the ranks\n");
+      return PZ_CLI_EXIT_USAGE;
     }
   }
   if (model_dir && config_given) {
@@ -385,6 +440,25 @@ int pz_cmd_run(int argc, char **argv) {
     return PZ_CLI_EXIT_USAGE;
   }
 
+  if (procs) {
+    /* Fork the ranks now, before any CUDA call; each child goes on as its rank. */
+    int prc = 0;
+    int r = pz_cli_fork_ranks("run", (int)procs, (double)timeout_s + 5.0, id_buf, sizeof id_buf, &prc);
+    if (r < 0) {
+      free_prompts(&pr);
+      return prc;
+    }
+    rank = r;
+    world = procs;
+    id_file = id_buf;
+  }
+  if (nranks) {
+    ec.device = PZ_DEVICE_CUDA;
+    device_given = true;
+    ec.id_file = id_file;
+    ec.rank = (int)rank;
+    ec.timeout_ms = (int)(timeout_s * 1000);
+  }
   if (!device_given) { /* cuda when the GPUs for this TP are visible; otherwise the CPU, said aloud */
     int ngpu = pz_gpu_count();
     ec.device = ngpu >= tp ? PZ_DEVICE_CUDA : PZ_DEVICE_CPU;

@@ -32,6 +32,7 @@
 #   tune       `prezero tune` (PZ_TUNE_ARGS) into the private cache; later sections use that table
 #   compare    `prezero compare` at TP 1 and, with 2 GPUs, TP 2 (PZ_COMPARE_ARGS adds options)
 #   determinism  `prezero compare --deterministic` at TP 1 and 2: ON vs OFF bit-identity
+#   run_procs  `prezero run --procs 2` (one process per TP rank, issue 16) beside `prezero run --tp 2 --device cpu`
 #   quant      Kimi-K2.5 with INT4 W4A16 routed experts: `prezero bench moe --quant int4` (TP 1/2/4
 #              shapes on one GPU, speed-up over bf16 in the same run) into moe_h200_int4.{json,md}, and
 #              `prezero compare --config kimi_k25 --tp 1 --osl 128` (as many layers as fit) into
@@ -184,6 +185,12 @@ for s in $sections; do
       [ "$ngpu" -ge 2 ] && run det_tp2 ${PZ_T_COMPARE:-300} $P compare --config kimi_k2 --tp 2 --layers 3 --deterministic \
         --no-profile --osl ${PZ_DET_OSL:-16} --rounds 2 --out $W/compare_det_tp2
       grep -h "^Verdict" $W/det_tp*.txt | cut -c1-160 | tee -a "$S" ;;
+    run_procs)  # prezero run with one process per rank (--procs 2: two GPUs when present, else both on GPU 0),
+                # beside the CPU engine at TP 2 (the same tokens but at near ties)
+      run run_procs2 ${PZ_T_RUN_PROCS:-240} $P run --procs 2 --steps 8 --context 64
+      run run_cpu_tp2 120 $P run --tp 2 --device cpu --steps 8 --context 64
+      grep -h "^step\|^prompt\|^timing" $W/run_procs2.txt | sed 's/^/procs2 /' | tee -a "$S"
+      grep -h "^step\|^prompt" $W/run_cpu_tp2.txt | sed 's/^/cpu_tp2 /' | tee -a "$S" ;;
     quant)  # Kimi-K2.5: INT4 routed experts (issue 15)
       run bench_moe_int4 ${PZ_T_MOE_Q:-240} $P bench moe --quant int4 --json $W/moe_h200_int4.json --md $W/moe_h200_int4.md
       CUDA_VISIBLE_DEVICES=0 run compare_kimi_k25_tp1 ${PZ_T_COMPARE_Q:-540} $P compare --config kimi_k25 --tp 1 --osl 128 \

@@ -47,10 +47,13 @@ typedef struct pz_backend_opts {
   void *load_user;            /* load_weight's first argument */
   int64_t load_chunk_bytes;   /* CUDA: host staging chunk of load_weight (0: the option, else 64 MiB) */
   const struct pz_runtime_opts *runtime; /* switches (core/options.h), read once at creation; NULL: the environment */
+  struct pz_ar_comm *ar_comm; /* CUDA: NULL every rank in this process; else this process runs only the communicator's
+                                 rank (cuda/exec.h, pz_cuda_exec_opts.ar_comm); the CPU refuses it */
 } pz_backend_opts;
 #define PZ_BACKEND_OPTS_INIT {.seed = 1234, .threads = 0, .poison = 0, .prezero = 0, .graphs = -1, .n_capture = 0, \
                               .reserve_bytes = 0, .load_weight = NULL, .runtime = NULL}
 struct pz_runtime_opts;
+struct pz_ar_comm;
 struct pz_prezero_report;
 
 typedef struct pz_backend pz_backend;

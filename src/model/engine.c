@@ -12,7 +12,9 @@
 #include "model/checkpoint.h"
 #include "model/quant_synth.h"
 #ifdef PZ_HAVE_CUDA
+#include "backend/cuda/ar_mp.h"   /* one rank per process: the communicator's host exchange */
 #include "backend/cuda/runtime.h" /* visible GPUs, the memory plan */
+#include "prezero/allreduce.h"
 #endif
 
 _Static_assert(PZ_ENGINE_MAX_BATCH == PZ_MAX_BATCH, "public and builder batch limits agree");
@@ -31,6 +33,11 @@ struct pz_engine {
   int32_t *pos;       /* [max_batch]: next position of each sequence */
   pz_quant_synth_ctx synth; /* weight source of quantised graphs without a checkpoint */
   int last_m;
+#ifdef PZ_HAVE_CUDA
+  pz_ar_comm *comm;   /* one rank per process (cfg->id_file): this rank's communicator, owned */
+  pz_ar_unique_id id;
+  char *id_file;      /* rank 0: removed with the rendezvous at destroy */
+#endif
 };
 
 static pz_status check_config(const pz_engine_config *c, const pz_model_config *mc) {
@@ -48,6 +55,13 @@ static pz_status check_config(const pz_engine_config *c, const pz_model_config *
   if ((int64_t)c->context + c->max_steps > mc->max_position_embeddings)
     return pz_error(PZ_ERR_INVALID_ARG, "context %d + %d decode steps exceeds max_position_embeddings (%lld) of %s",
                     c->context, c->max_steps, (long long)mc->max_position_embeddings, mc->name);
+  if (c->id_file) {
+    if (c->device != PZ_DEVICE_CUDA)
+      return pz_error(PZ_ERR_INVALID_ARG, "one TP rank per process (id_file) needs the CUDA device; use --device cuda");
+    if (!c->id_file[0]) return pz_error(PZ_ERR_INVALID_ARG, "id_file is empty; give a path every rank sees");
+    if (c->rank < 0 || c->rank >= c->tp)
+      return pz_error(PZ_ERR_INVALID_ARG, "rank %d is out of range 0..%d (TP %d)", c->rank, c->tp - 1, c->tp);
+  }
   if (c->layers < 0 || c->layers > mc->num_hidden_layers)
     return pz_error(PZ_ERR_INVALID_ARG, "layers %d is out of range 1..%lld (num_hidden_layers of %s)", c->layers,
                     (long long)mc->num_hidden_layers, mc->name);
@@ -96,13 +110,25 @@ static pz_status fit_cuda(pz_engine *e, const pz_engine_config *cfg) {
   const int tp = cfg->tp, have = pz_cuda_device_count();
   if (have == 0) return pz_error(PZ_ERR_NO_DEVICE, "no CUDA GPU is visible; use the CPU device (--device cpu)");
   const int max_tp = pz_backend_max_tp(PZ_BACKEND_CUDA);
-  if (tp > have || tp > max_tp)
+  if (tp > max_tp || (!e->comm && tp > have))
     return pz_error(PZ_ERR_NO_DEVICE, "TP %d needs %d GPUs in this process but %d %s visible; use a TP of at most %d",
                     tp, tp, have, have == 1 ? "is" : "are", have < max_tp ? have : max_tp);
-  /* The one memory plan (runtime.h); the executor counts per-batch prezero buffers when given the OFF graph. */
+  /* The one memory plan (runtime.h); the executor counts per-batch prezero buffers when given the OFF graph.
+   * One rank per process: planned on the GPUs the ranks use, then the fewest layers any rank fits. */
   pz_cuda_mem_plan mp;
-  PZ_CHECK(pz_cuda_plan_memory(e->g_off ? e->g_off : e->g, e->g_off != NULL, tp, e->ro.cuda_reserve_mb, 0, &mp));
-  const int n = mp.n_layers, fit = mp.fit;
+  PZ_CHECK(pz_cuda_plan_memory(e->g_off ? e->g_off : e->g, e->g_off != NULL, e->comm && tp > have ? have : tp,
+                               e->ro.cuda_reserve_mb, 0, &mp));
+  const int n = mp.n_layers;
+  int fit = mp.fit;
+  if (e->comm) {
+    int all[PZ_AR_MP_MAX_WORLD];
+    pz_status xs = pz_ar_comm_allgather_host(e->comm, &fit, sizeof fit, all);
+    if (xs != PZ_OK) {
+      pz_cuda_mem_plan_free(&mp);
+      return xs;
+    }
+    for (int r = 0; r < tp; r++) fit = all[r] < fit ? all[r] : fit;
+  }
   const double G = 1073741824.0;
   pz_status st = PZ_OK;
   if (fit == 0)
@@ -120,6 +146,36 @@ static pz_status fit_cuda(pz_engine *e, const pz_engine_config *cfg) {
     e->layers_fitted = 1;
   }
   return PZ_OK;
+}
+#endif
+
+#ifdef PZ_HAVE_CUDA
+/* One rank per process: rank 0 makes the id and writes cfg->id_file, the others read it; then
+ * every rank joins the communicator (prezero/allreduce.h) on GPU rank % visible. */
+static pz_status join_group(pz_engine *e, const pz_engine_config *cfg) {
+  const int timeout = cfg->timeout_ms > 0 ? cfg->timeout_ms : 60000;
+  const int have = pz_cuda_device_count();
+  if (have == 0) return pz_error(PZ_ERR_NO_DEVICE, "no CUDA GPU is visible; one rank per process needs one");
+  if (cfg->rank == 0) {
+    PZ_CHECK(pz_ar_get_unique_id(&e->id));
+    pz_status st = pz_ar_unique_id_write_file(&e->id, cfg->id_file);
+    if (st != PZ_OK) {
+      pz_ar_unique_id_remove(&e->id);
+      return st;
+    }
+    e->id_file = strdup(cfg->id_file);
+    if (!e->id_file) return pz_error(PZ_ERR_OOM, "engine allocation");
+  } else {
+    PZ_CHECK(pz_ar_unique_id_read_file(cfg->id_file, timeout, &e->id));
+  }
+  pz_ar_comm_config cc = PZ_AR_COMM_CONFIG_INIT;
+  cc.world = cfg->tp;
+  cc.rank = cfg->rank;
+  cc.device = cfg->rank % have;
+  cc.max_m = cfg->max_batch;
+  cc.max_H = (e->cfg.hidden_size + 7) / 8 * 8;
+  cc.timeout_ms = timeout;
+  return pz_ar_comm_init_rank_config(&e->comm, &cc, e->id);
 }
 #endif
 
@@ -167,6 +223,8 @@ pz_status pz_engine_create(const pz_engine_config *cfg, pz_engine **out) {
   pz_checkpoint *ck = NULL; /* weights from a checkpoint directory instead of the seeded fill */
   if (cfg->device == PZ_DEVICE_CUDA) {
 #ifdef PZ_HAVE_CUDA
+    if (cfg->id_file) PZ_CHECK_GOTO(join_group(e, cfg), st, fail);
+    bo.ar_comm = e->comm;
     PZ_CHECK_GOTO(fit_cuda(e, cfg), st, fail);
     bo.prezero = e->prezero;
     pz_cpu_pool *pool = NULL, *prev = pz_cpu_pool_current();
@@ -256,6 +314,10 @@ pz_status pz_engine_get_info(const pz_engine *e, pz_engine_info *info) {
   info->model_layers = (int)e->cfg.num_hidden_layers;
   info->layers_fitted = e->layers_fitted;
   info->device_bytes_per_rank = e->device_bytes;
+  info->rank = -1;
+#ifdef PZ_HAVE_CUDA
+  if (e->comm) info->rank = pz_ar_comm_rank(e->comm);
+#endif
   pz_backend_gemm_table(e->be, info->gemm_table, sizeof info->gemm_table);
   for (int i = 0; i < e->g->n_tensors; i++) {
     const pz_tensor *t = &e->g->tensors[i];
@@ -275,6 +337,19 @@ pz_status pz_engine_dump_graph(const pz_engine *e, FILE *f, int dot) {
 void pz_engine_destroy(pz_engine *e) {
   if (!e) return;
   pz_backend_destroy(e->be);
+#ifdef PZ_HAVE_CUDA
+  if (e->comm) {
+    /* Every rank is past its last collective before rank 0 removes the rendezvous; a peer that
+     * is gone already times out here, and the removal goes ahead. */
+    (void)pz_ar_comm_barrier(e->comm);
+    pz_ar_comm_destroy(e->comm);
+  }
+  if (e->id_file) {
+    pz_ar_unique_id_remove(&e->id);
+    unlink(e->id_file);
+    free(e->id_file);
+  }
+#endif
   pz_graph_free(e->g);
   pz_graph_free(e->g_off);
   free(e->pos);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../../tools/cmd_run.c"
+#include "../../tools/cli_ranks.c" /* cmd_run.c's rank launcher */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *s = malloc(size + 1);
   memcpy(s, data, size);

@@ -32,6 +32,8 @@ static int64_t graph_max_ctx(const pz_graph *g) {
 }
 
 static pz_status cpu_create(const pz_graph *g, const pz_backend_opts *o, void **out) {
+  if (o->ar_comm)
+    return pz_error(PZ_ERR_INVALID_ARG, "CPU backend: one rank per process needs the CUDA backend (--device cuda)");
   cpu_backend *c = calloc(1, sizeof *c);
   if (!c) return pz_error(PZ_ERR_OOM, "CPU backend allocation");
   c->max_m = g->info.m;

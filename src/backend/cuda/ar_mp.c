@@ -21,7 +21,10 @@
 #include <unistd.h>
 #include <cuda_runtime.h>
 #include "backend/ar_mp_id.h"
+#include <sched.h>
+#include <sys/mman.h>
 #include "backend/cuda/ar_fused.h"
+#include "backend/cuda/ar_mp.h"
 #include "backend/cuda/comm.h"
 #include "backend/cuda/cuda_util.h"
 #include "core/gate.h"
@@ -50,7 +53,20 @@ struct pz_ar_comm {
   void *peer[PZ_AR_MP_MAX_WORLD]; /* IPC mappings of the peers' bases (NULL for self) */
   size_t inbox_bytes, raw_bytes, flag_bytes, ss_bytes;
   pz_device_desc dd;
+  /* host exchange (ar_mp.h): each rank's file "hx<rank>" in the rendezvous directory, mapped by
+   * every rank: hx_hdr, then two slots of PZ_AR_HOSTX_SLOT bytes (round k uses slot k & 1) */
+  void *hx[PZ_AR_MP_MAX_WORLD];
+  uint64_t hx_round;
+  uint64_t nonce;
 };
+
+typedef struct hx_hdr {
+  uint64_t nonce;
+  uint64_t seq;      /* last round whose payload is in place (release / acquire) */
+  uint64_t bytes[2]; /* payload bytes of the round in each slot */
+} hx_hdr;
+#define HX_DATA 64
+#define HX_FILE (HX_DATA + 2 * PZ_AR_HOSTX_SLOT)
 
 static long long now_ms(void) {
   struct timespec ts;
@@ -113,7 +129,38 @@ static void comm_free(pz_ar_comm *c) {
   if (c->base) PZ_CUDA_IGNORE(cudaFree(c->base));
   if (c->view.ss) PZ_CUDA_IGNORE(cudaFree(c->view.ss));
   if (c->view.ctrl) PZ_CUDA_IGNORE(cudaFree(c->view.ctrl));
+  for (int q = 0; q < c->world; q++)
+    if (c->hx[q]) munmap(c->hx[q], HX_FILE);
   free(c);
+}
+
+/* Creates (create != 0) or maps rank q's exchange file dir/hx<q>. */
+static pz_status hx_map(pz_ar_comm *c, const char *dir, int q, int create) {
+  char p[PZ_AR_ID_DIR_MAX + 32];
+  snprintf(p, sizeof p, "%s/hx%d", dir, q);
+  int fd = open(p, create ? O_RDWR | O_CREAT | O_EXCL : O_RDWR, 0600);
+  if (fd < 0)
+    return pz_error(errno == EEXIST ? PZ_ERR_INVALID_ARG : PZ_ERR_IO, "all-reduce rendezvous: cannot %s %s: %s",
+                    create ? "create" : "open", p, strerror(errno));
+  if (create && ftruncate(fd, (off_t)HX_FILE) != 0) {
+    int e = errno;
+    close(fd);
+    unlink(p);
+    return pz_error(PZ_ERR_IO, "all-reduce rendezvous: cannot size %s: %s", p, strerror(e));
+  }
+  void *m = mmap(NULL, HX_FILE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (m == MAP_FAILED) return pz_error(PZ_ERR_IO, "all-reduce rendezvous: cannot map %s: %s", p, strerror(errno));
+  hx_hdr *h = (hx_hdr *)m;
+  if (create) {
+    h->nonce = c->nonce;
+    __atomic_store_n(&h->seq, 0, __ATOMIC_RELEASE);
+  } else if (h->nonce != c->nonce) {
+    munmap(m, HX_FILE);
+    return pz_error(PZ_ERR_INVALID_ARG, "all-reduce rendezvous: %s belongs to another id", p);
+  }
+  c->hx[q] = m;
+  return PZ_OK;
 }
 
 static pz_status open_peer(pz_ar_comm *c, const rec *r, int q) {
@@ -214,8 +261,10 @@ pz_status pz_ar_comm_init_rank_config(pz_ar_comm **comm, const pz_ar_comm_config
     PZ_CUDA_CHECK_GOTO(cudaDeviceGetPCIBusId(me.pci, (int)sizeof me.pci, c->device), st, fail);
     PZ_CUDA_CHECK_GOTO(cudaIpcGetMemHandle(&me.handle, c->base), st, fail);
     char name[32];
+    c->nonce = L.nonce;
+    PZ_CHECK_GOTO(hx_map(c, L.dir, c->rank, 1), st, fail); /* before the record: a peer that reads it finds the file */
     snprintf(name, sizeof name, "r%d", c->rank);
-    PZ_CHECK_GOTO(publish(L.dir, name, &me, sizeof me), st, fail);
+    PZ_CHECK_GOTO(publish(L.dir, name, &me, sizeof me), st, fail_hx);
 
     /* Phase 1: every peer's record, mapped as it appears. */
     int have[PZ_AR_MP_MAX_WORLD] = {0};
@@ -240,6 +289,7 @@ pz_status pz_ar_comm_init_rank_config(pz_ar_comm **comm, const pz_ar_comm_config
           goto fail_unpublish;
         }
         PZ_CHECK_GOTO(open_peer(c, &r, q), st, fail_unpublish);
+        PZ_CHECK_GOTO(hx_map(c, L.dir, q, 0), st, fail_unpublish);
         have[q] = 1;
         n_have++;
       }
@@ -283,6 +333,8 @@ pz_status pz_ar_comm_init_rank_config(pz_ar_comm **comm, const pz_ar_comm_config
     char own[PZ_AR_ID_DIR_MAX + 32];
     snprintf(own, sizeof own, "%s/r%d", L.dir, c->rank);
     unlink(own); /* every peer has read it */
+    snprintf(own, sizeof own, "%s/hx%d", L.dir, c->rank);
+    unlink(own); /* and mapped this one */
     for (int q = 0; q < tp; q++) {
       void *pb = q == c->rank ? c->base : c->peer[q];
       v->inbox[q] = (uint4 *)pb;
@@ -296,6 +348,11 @@ fail_unpublish: {
     char p[PZ_AR_ID_DIR_MAX + 32];
     snprintf(p, sizeof p, "%s/r%d", L.dir, c->rank); /* our handle must not outlive our buffers */
     unlink(p);
+  }
+fail_hx: {
+    char p[PZ_AR_ID_DIR_MAX + 32];
+    snprintf(p, sizeof p, "%s/hx%d", L.dir, c->rank); /* created by this rank (O_EXCL) */
+    if (c->hx[c->rank]) unlink(p);
   }
 fail:
   comm_free(c);
@@ -357,3 +414,65 @@ pz_status pz_ar_comm_check(pz_ar_comm *c, pz_ar_stream stream) {
                     c->device, c->timeout_ms, h[3], h[0] + 1);
   return PZ_OK;
 }
+
+const pz_comm_rank_view *pz_ar_comm_view(const pz_ar_comm *c) { return c ? &c->view : NULL; }
+
+pz_status pz_ar_comm_allgather_host(pz_ar_comm *c, const void *mine, size_t bytes, void *all) {
+  if (!c || (bytes && (!mine || !all)))
+    return pz_error(PZ_ERR_INVALID_ARG, "all-reduce host exchange: NULL communicator or buffer");
+  if (bytes > PZ_AR_HOSTX_SLOT)
+    return pz_error(PZ_ERR_INVALID_ARG, "all-reduce host exchange: %zu bytes per rank, at most %zu", bytes,
+                    (size_t)PZ_AR_HOSTX_SLOT);
+  if (c->world == 1) {
+    if (bytes) memmove(all, mine, bytes);
+    return PZ_OK;
+  }
+  const uint64_t k = ++c->hx_round;
+  const int slot = (int)(k & 1);
+  hx_hdr *me = (hx_hdr *)c->hx[c->rank];
+  if (bytes) memcpy((char *)c->hx[c->rank] + HX_DATA + slot * PZ_AR_HOSTX_SLOT, mine, bytes);
+  me->bytes[slot] = bytes;
+  __atomic_store_n(&me->seq, k, __ATOMIC_RELEASE);
+  for (int q = 0; q < c->world; q++) {
+    hx_hdr *h = (hx_hdr *)c->hx[q];
+    if (q != c->rank) {
+      long long t0 = now_ms();
+      for (long spin = 0; __atomic_load_n(&h->seq, __ATOMIC_ACQUIRE) < k; spin++) {
+        if (spin < 2000) {
+          sched_yield();
+          continue;
+        }
+        if (now_ms() - t0 > c->timeout_ms)
+          return pz_error(PZ_ERR_TIMEOUT, "all-reduce host exchange: rank %d of %d waited %d ms for rank %d at round "
+                          "%llu: the peer exited or stopped; destroy the communicator", c->rank, c->world,
+                          c->timeout_ms, q, (unsigned long long)k);
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+      }
+      if (h->bytes[slot] != bytes)
+        return pz_error(PZ_ERR_INVALID_ARG, "all-reduce host exchange: rank %d sent %llu bytes at round %llu, rank %d "
+                        "%zu (every rank must pass the same size)", q, (unsigned long long)h->bytes[slot],
+                        (unsigned long long)k, c->rank, bytes);
+    }
+    if (bytes) memcpy((char *)all + (size_t)q * bytes, (char *)c->hx[q] + HX_DATA + slot * PZ_AR_HOSTX_SLOT, bytes);
+  }
+  return PZ_OK;
+}
+
+pz_status pz_ar_comm_allgather_host_big(pz_ar_comm *c, const void *mine, size_t bytes, void *all) {
+  if (!c) return pz_error(PZ_ERR_INVALID_ARG, "all-reduce host exchange: NULL communicator");
+  if (bytes <= PZ_AR_HOSTX_SLOT) return pz_ar_comm_allgather_host(c, mine, bytes, all);
+  const int W = c->world;
+  char *tmp = (char *)malloc((size_t)W * PZ_AR_HOSTX_SLOT);
+  if (!tmp) return pz_error(PZ_ERR_OOM, "all-reduce host exchange: host allocation");
+  pz_status st = PZ_OK;
+  for (size_t off = 0; off < bytes && st == PZ_OK; off += PZ_AR_HOSTX_SLOT) {
+    const size_t n = bytes - off < PZ_AR_HOSTX_SLOT ? bytes - off : PZ_AR_HOSTX_SLOT;
+    st = pz_ar_comm_allgather_host(c, (const char *)mine + off, n, tmp);
+    for (int q = 0; q < W && st == PZ_OK; q++) memcpy((char *)all + (size_t)q * bytes + off, tmp + (size_t)q * n, n);
+  }
+  free(tmp);
+  return st;
+}
+
+pz_status pz_ar_comm_barrier(pz_ar_comm *c) { return pz_ar_comm_allgather_host(c, NULL, 0, NULL); }

@@ -31,6 +31,7 @@ static pz_status cuda_create(const pz_graph *g, const pz_backend_opts *o, void *
   xo.load_user = o->load_user;
   xo.load_chunk_bytes = o->load_chunk_bytes;
   xo.runtime = o->runtime;
+  xo.ar_comm = o->ar_comm;
   pz_status st = pz_cuda_exec_create(g, &xo, &c->x);
   if (st != PZ_OK) {
     free(c);

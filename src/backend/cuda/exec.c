@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "backend/cuda/ar_mp.h"
 #include "backend/cuda/comm.h"
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/exec_ops.h"
@@ -58,7 +59,9 @@ struct pz_cuda_exec {
   pz_cuda_exec_opts opts;
   int tp;
   pz_cuda_rank ranks[PZ_CUDA_MAX_TP];
-  pz_comm *comm;
+  pz_comm *comm;                /* every rank in this process: peer access between their GPUs */
+  struct pz_ar_comm *mp;        /* one rank per process (opts.ar_comm, not owned): ranks lo only */
+  int lo, hi;                   /* the ranks this process runs: [0, tp), or [rank, rank + 1) with mp */
   pz_nccl *nccl;                /* PREZERO_AR_ALGO=nccl: the donors' NCCL fallback (ar_nccl.h) */
   pz_device_desc dev;
   bool graphs;
@@ -164,9 +167,9 @@ static pz_status check_ops(const pz_graph *g) {
 static pz_status check_memory(pz_cuda_exec *e, int64_t need) {
   int devs[PZ_CUDA_MAX_TP];
   int64_t fr[PZ_CUDA_MAX_TP], tot[PZ_CUDA_MAX_TP];
-  for (int r = 0; r < e->tp; r++) devs[r] = e->ranks[r].device;
-  PZ_CHECK(pz_cuda_mem_info(e->tp, devs, fr, tot));
-  for (int r = 0; r < e->tp; r++) {
+  for (int r = e->lo; r < e->hi; r++) devs[r] = e->ranks[r].device;
+  PZ_CHECK(pz_cuda_mem_info(e->hi - e->lo, devs + e->lo, fr + e->lo, tot + e->lo));
+  for (int r = e->lo; r < e->hi; r++) {
     int64_t reserve = e->opts.reserve_bytes > 0 ? e->opts.reserve_bytes : pz_cuda_reserve_for(tot[r], e->ro.cuda_reserve_mb);
     if (need + reserve > fr[r])
       return pz_error(PZ_ERR_OOM,
@@ -207,7 +210,8 @@ bool pz_cuda_gemm_fires(void *gemm, const pz_graph *g, const pz_prezero_query *q
 }
 
 static bool cuda_fires(void *user, const pz_graph *g, const pz_prezero_query *q, char *why, size_t why_len) {
-  return pz_cuda_gemm_fires(((pz_cuda_exec *)user)->ranks[0].gemm, g, q, why, why_len);
+  const pz_cuda_exec *e = (const pz_cuda_exec *)user;
+  return pz_cuda_gemm_fires(e->ranks[e->lo].gemm, g, q, why, why_len);
 }
 
 /* Layout of the tensors g adds beyond the first n_off (owners only) from offset 0; returns bytes. */
@@ -278,7 +282,7 @@ static pz_status variant_for(pz_cuda_exec *e, int64_t m, exec_variant **out) {
     memset(v, 0, sizeof *v);
     v->g = gv;
     v->rep = rep;
-    for (int r = 0; r < e->tp && st == PZ_OK; r++) {
+    for (int r = e->lo; r < e->hi && st == PZ_OK; r++) {
       v->data[r] = calloc((size_t)gv->n_tensors, sizeof(void *));
       if (!v->data[r]) { st = pz_error(PZ_ERR_OOM, "CUDA executor: host allocation"); break; }
       for (int t = 0; t < gv->n_tensors; t++) {
@@ -308,13 +312,13 @@ static pz_status variant_for(pz_cuda_exec *e, int64_t m, exec_variant **out) {
 /* The graph and pointers a step of batch m runs. */
 static pz_status current(pz_cuda_exec *e, int64_t m, const pz_graph **g, void **data[PZ_CUDA_MAX_TP]) {
   *g = e->g;
-  for (int r = 0; r < e->tp; r++) data[r] = e->ranks[r].data;
+  for (int r = e->lo; r < e->hi; r++) data[r] = e->ranks[r].data;
   if (!e->per_batch || !e->on) return PZ_OK;
   exec_variant *v;
   PZ_CHECK(variant_for(e, m, &v));
-  if (v->data[0]) { /* variant 0 (nothing fires) runs the OFF graph with the ranks' own pointers */
+  if (v->data[e->lo]) { /* variant 0 (nothing fires) runs the OFF graph with the ranks' own pointers */
     *g = v->g;
-    for (int r = 0; r < e->tp; r++) data[r] = v->data[r];
+    for (int r = e->lo; r < e->hi; r++) data[r] = v->data[r];
   }
   return PZ_OK;
 }
@@ -324,8 +328,8 @@ bool pz_cuda_exec_per_batch(const pz_cuda_exec *e) { return e && e->per_batch; }
 void pz_cuda_exec_gemm_table(const pz_cuda_exec *e, char *buf, size_t len) {
   if (!buf || !len) return;
   buf[0] = 0;
-  if (!e || !e->ranks[0].gemm) return;
-  const pz_tuner_table *t = pz_gemm_ctx_table(e->ranks[0].gemm);
+  if (!e || !e->ranks[e->lo].gemm) return;
+  const pz_tuner_table *t = pz_gemm_ctx_table(e->ranks[e->lo].gemm);
   if (!strcmp(t->source, "cache")) snprintf(buf, len, "cache %s", t->path);
   else snprintf(buf, len, "%s", t->source);
 }
@@ -333,7 +337,7 @@ void pz_cuda_exec_gemm_table(const pz_cuda_exec *e, char *buf, size_t len) {
 pz_status pz_cuda_exec_set_gemm_force(pz_cuda_exec *e, int flavour) {
   if (!e || flavour < 0 || flavour >= PZ_GEMM_FLAVOUR_COUNT)
     return pz_error(PZ_ERR_INVALID_ARG, "CUDA executor: NULL or GEMM flavour %d outside 0..%d", flavour, PZ_GEMM_FLAVOUR_COUNT - 1);
-  for (int r = 0; r < e->tp; r++) PZ_CHECK(pz_gemm_ctx_set_force(e->ranks[r].gemm, (pz_gemm_flavour)flavour));
+  for (int r = e->lo; r < e->hi; r++) PZ_CHECK(pz_gemm_ctx_set_force(e->ranks[r].gemm, (pz_gemm_flavour)flavour));
   e->force = flavour;
   return PZ_OK;
 }
@@ -459,10 +463,22 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
   int ndev = pz_cuda_device_count();
   if (ndev == 0) return pz_error(PZ_ERR_NO_DEVICE, "CUDA executor: no GPU is visible; use --device cpu");
   int devs[PZ_CUDA_MAX_TP];
-  for (int r = 0; r < tp; r++) devs[r] = o->n_devices > 0 ? o->devices[r] : r;
-  if (o->n_devices > 0 && o->n_devices < tp)
-    return pz_error(PZ_ERR_INVALID_ARG, "CUDA executor: %d devices given for TP %d", o->n_devices, tp);
-  for (int r = 0; r < tp; r++)
+  int lo = 0, hi = tp; /* the ranks this process runs */
+  if (o->ar_comm) {
+    /* one rank per process: the communicator says which, and on which GPU */
+    if (pz_ar_comm_world(o->ar_comm) != tp)
+      return pz_error(PZ_ERR_INVALID_ARG, "CUDA executor: the communicator has %d ranks but the graph is TP %d",
+                      pz_ar_comm_world(o->ar_comm), tp);
+    lo = pz_ar_comm_rank(o->ar_comm);
+    hi = lo + 1;
+    for (int r = 0; r < tp; r++) devs[r] = -1;
+    devs[lo] = pz_ar_comm_device(o->ar_comm);
+  } else {
+    for (int r = 0; r < tp; r++) devs[r] = o->n_devices > 0 ? o->devices[r] : r;
+    if (o->n_devices > 0 && o->n_devices < tp)
+      return pz_error(PZ_ERR_INVALID_ARG, "CUDA executor: %d devices given for TP %d", o->n_devices, tp);
+  }
+  for (int r = lo; r < hi; r++)
     if (devs[r] < 0 || devs[r] >= ndev)
       return pz_error(PZ_ERR_NO_DEVICE, "CUDA executor: TP %d needs %d GPUs (rank %d on GPU %d) but %d %s visible; "
                       "use a smaller --tp or a machine with more GPUs", tp, tp, r, devs[r], ndev, ndev == 1 ? "is" : "are");
@@ -472,7 +488,10 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
   pz_status st = PZ_OK;
   e->opts = *o;
   e->tp = tp;
-  for (int r = 0; r < tp; r++) e->ranks[r].device = devs[r];
+  e->lo = lo;
+  e->hi = hi;
+  e->mp = o->ar_comm;
+  for (int r = lo; r < hi; r++) e->ranks[r].device = devs[r];
   PZ_CHECK_GOTO(pz_graph_clone(g, &e->g), st, fail);
   e->max_m = g->info.m;
   e->max_ctx = find_max_ctx(g);
@@ -501,21 +520,39 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
   }
   PZ_CHECK_GOTO(check_memory(e, e->arena_bytes + e->extra_bytes), st, fail);
 
-  /* Communicator first: it proves peer access between every pair (PZ_ERR_NO_P2P otherwise). */
-  pz_comm_config cc = PZ_COMM_CONFIG_INIT;
-  cc.tp = tp;
-  for (int r = 0; r < tp; r++) cc.devices[r] = devs[r];
-  cc.max_m = e->max_m;
-  cc.max_H = (e->g->info.hidden + 7) / 8 * 8;
-  if (e->ro.ar_timeout_us >= 0) cc.timeout_us = e->ro.ar_timeout_us;
-  PZ_CHECK_GOTO(pz_comm_create(&cc, &e->comm), st, fail);
-  if (strcmp(e->ro.ar_algo, "nccl") == 0) PZ_CHECK_GOTO(pz_nccl_create(e->comm, e->ro.nccl_lib, &e->nccl), st, fail);
-
-  if (o->dev.num_sms > 0) e->dev = o->dev;
-  else PZ_CHECK_GOTO(pz_gate_calibrate_cuda(devs[0], &e->dev), st, fail);
+  if (e->mp) {
+    /* One rank per process: the all-reduce goes through the caller's communicator (CUDA IPC). */
+    if (strcmp(e->ro.ar_algo, "nccl") == 0) {
+      st = pz_error(PZ_ERR_INVALID_ARG, "CUDA executor: PREZERO_AR_ALGO=nccl is not available with one process per "
+                    "rank; unset it (the fused all-reduce runs through the ranks' shared buffers)");
+      goto fail;
+    }
+    /* Every rank must take the same gate decisions and all-reduce launch shape: rank 0 calibrates
+     * (unless a description is given) and every rank takes rank 0's. */
+    pz_device_desc mine = o->dev;
+    if (lo == 0 && o->dev.num_sms <= 0) PZ_CHECK_GOTO(pz_gate_calibrate_cuda(devs[lo], &mine), st, fail);
+    pz_device_desc *all = calloc((size_t)tp, sizeof *all);
+    if (!all) { st = pz_error(PZ_ERR_OOM, "CUDA executor: host allocation"); goto fail; }
+    st = pz_ar_comm_allgather_host(e->mp, &mine, sizeof mine, all);
+    if (st == PZ_OK) e->dev = all[0];
+    free(all);
+    if (st != PZ_OK) goto fail;
+  } else {
+    /* Communicator first: it proves peer access between every pair (PZ_ERR_NO_P2P otherwise). */
+    pz_comm_config cc = PZ_COMM_CONFIG_INIT;
+    cc.tp = tp;
+    for (int r = 0; r < tp; r++) cc.devices[r] = devs[r];
+    cc.max_m = e->max_m;
+    cc.max_H = (e->g->info.hidden + 7) / 8 * 8;
+    if (e->ro.ar_timeout_us >= 0) cc.timeout_us = e->ro.ar_timeout_us;
+    PZ_CHECK_GOTO(pz_comm_create(&cc, &e->comm), st, fail);
+    if (strcmp(e->ro.ar_algo, "nccl") == 0) PZ_CHECK_GOTO(pz_nccl_create(e->comm, e->ro.nccl_lib, &e->nccl), st, fail);
+    if (o->dev.num_sms > 0) e->dev = o->dev;
+    else PZ_CHECK_GOTO(pz_gate_calibrate_cuda(devs[0], &e->dev), st, fail);
+  }
   pz_device_desc_apply_opts(&e->dev, &e->ro); /* PREZERO_FORCE_GATE, PREZERO_AR_PROTO / _CLUSTER / _CTAS_PER_ROW */
 
-  for (int r = 0; r < tp; r++) {
+  for (int r = lo; r < hi; r++) {
     pz_cuda_rank *R = &e->ranks[r];
     PZ_CUDA_CHECK_MSG_GOTO(cudaSetDevice(R->device), st, fail, "CUDA executor: cudaSetDevice(%d)", R->device);
     /* Each handle is created into a local and stored only once it exists, so a failed call never
@@ -579,7 +616,7 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
     /* INT4 experts into the W4A16 kernel's tiled layout (PREZERO_MOE_W4_TILED=0 keeps them as stored) */
     if (e->ro.moe_w4_tiled) PZ_CHECK_GOTO(pz_cuda_tile_w4_experts(e->g, R), st, fail);
   }
-  for (int r = 0; r < tp; r++) {
+  for (int r = lo; r < hi; r++) {
     PZ_CUDA_CHECK_MSG_GOTO(cudaSetDevice(e->ranks[r].device), st, fail, "CUDA executor: cudaSetDevice(%d)",
                            e->ranks[r].device);
     PZ_CUDA_CHECK_MSG_GOTO(cudaStreamSynchronize(e->ranks[r].stream), st, fail, "CUDA executor: fill on GPU %d failed",
@@ -594,7 +631,7 @@ fail:
 
 /* Cleanup (no status to return): failures of these calls are ignored on purpose. */
 static void drop_slot(pz_cuda_exec *e, graph_slot *s) {
-  for (int r = 0; r < e->tp; r++) {
+  for (int r = e->lo; r < e->hi; r++) {
     PZ_CUDA_IGNORE(cudaSetDevice(e->ranks[r].device));
     if (s->exec[r]) PZ_CUDA_IGNORE(cudaGraphExecDestroy(s->exec[r]));
     if (s->graph[r]) PZ_CUDA_IGNORE(cudaGraphDestroy(s->graph[r]));
@@ -606,16 +643,16 @@ static void drop_slot(pz_cuda_exec *e, graph_slot *s) {
  * they leave is cleared at the end. */
 void pz_cuda_exec_free(pz_cuda_exec *e) {
   if (!e) return;
-  for (int r = 0; r < e->tp; r++)
+  for (int r = e->lo; r < e->hi; r++)
     if (e->ranks[r].stream) {
       PZ_CUDA_IGNORE(cudaSetDevice(e->ranks[r].device));
       PZ_CUDA_IGNORE(cudaStreamSynchronize(e->ranks[r].stream));
     }
   for (int k = 0; k < 3; k++)
     for (int i = 0; i <= PZ_CUDA_MAX_CAPTURE; i++)
-      if (e->slots[k][i].valid || e->slots[k][i].exec[0]) drop_slot(e, &e->slots[k][i]);
+      if (e->slots[k][i].valid || e->slots[k][i].exec[e->lo]) drop_slot(e, &e->slots[k][i]);
   for (int i = 1; i < e->n_var; i++) free_variant(&e->var[i], e);
-  for (int r = 0; r < e->tp; r++) {
+  for (int r = e->lo; r < e->hi; r++) {
     pz_cuda_rank *R = &e->ranks[r];
     PZ_CUDA_IGNORE(cudaSetDevice(R->device));
     pz_cuda_ops_release(e->g, R);
@@ -641,7 +678,7 @@ void pz_cuda_exec_free(pz_cuda_exec *e) {
 /* Debugging (PREZERO_CUDA_SYNC=1, eager only): waits for every rank after node n so a fault is
  * reported with the node that caused it. */
 static pz_status sync_after(pz_cuda_exec *e, const pz_node *n) {
-  for (int r = 0; r < e->tp; r++) {
+  for (int r = e->lo; r < e->hi; r++) {
     PZ_CUDA_CHECK(cudaSetDevice(e->ranks[r].device));
     PZ_CUDA_CHECK_MSG(cudaStreamSynchronize(e->ranks[r].stream), "CUDA executor: node %s (%s) failed on rank %d", n->name,
                       pz_op_name(n->op), r);
@@ -651,7 +688,8 @@ static pz_status sync_after(pz_cuda_exec *e, const pz_node *n) {
 
 /* Issues every node for every rank with m rows (eager, or under capture). */
 static pz_status run_nodes(pz_cuda_exec *e, int64_t m, bool capturing) {
-  pz_cuda_ctx c = {.g = e->g, .tp = e->tp, .m = m, .ranks = e->ranks, .comm = e->comm, .nccl = e->nccl, .dev = &e->dev};
+  pz_cuda_ctx c = {.g = e->g, .tp = e->tp, .lo = e->lo, .hi = e->hi, .m = m, .ranks = e->ranks, .comm = e->comm,
+                   .mp = e->mp, .nccl = e->nccl, .dev = &e->dev};
   const pz_graph *g = e->g;
   PZ_CHECK(current(e, m, &g, c.rank_data));
   c.g = g;
@@ -662,14 +700,14 @@ static pz_status run_nodes(pz_cuda_exec *e, int64_t m, bool capturing) {
     if (!fn) return pz_error(PZ_ERR_UNSUPPORTED, "CUDA executor: op %s (node %s): %s", pz_op_name(n->op), n->name, pz_cuda_op_gap(n->op));
     pz_status st;
     if (pz_op_is_collective(n->op)) {
-      c.rank = 0;
-      c.data = c.rank_data[0];
-      c.stream = e->ranks[0].stream;
-      c.gemm = e->ranks[0].gemm;
+      c.rank = e->lo;
+      c.data = c.rank_data[e->lo];
+      c.stream = e->ranks[e->lo].stream;
+      c.gemm = e->ranks[e->lo].gemm;
       st = fn(&c, n);
     } else {
       st = PZ_OK;
-      for (int r = 0; r < e->tp && st == PZ_OK; r++) {
+      for (int r = e->lo; r < e->hi && st == PZ_OK; r++) {
         PZ_CUDA_CHECK(cudaSetDevice(e->ranks[r].device));
         c.rank = r;
         c.data = c.rank_data[r];
@@ -701,18 +739,18 @@ static pz_status get_slot(pz_cuda_exec *e, int64_t M, graph_slot **out) {
     return PZ_OK;
   }
   if (s->valid) drop_slot(e, s);
-  for (int r = 0; r < e->tp; r++) {
+  for (int r = e->lo; r < e->hi; r++) {
     PZ_CUDA_CHECK(cudaSetDevice(e->ranks[r].device));
     PZ_CUDA_CHECK(cudaStreamBeginCapture(e->ranks[r].stream, cudaStreamCaptureModeRelaxed));
   }
   /* Every rank's capture is ended even after a failure (the first error is the one reported). */
   pz_status st = run_nodes(e, M, true);
-  for (int r = 0; r < e->tp; r++) {
+  for (int r = e->lo; r < e->hi; r++) {
     PZ_CUDA_KEEP_MSG(cudaSetDevice(e->ranks[r].device), st, "CUDA executor: cudaSetDevice(%d)", e->ranks[r].device);
     PZ_CUDA_KEEP_MSG(cudaStreamEndCapture(e->ranks[r].stream, &s->graph[r]), st,
                      "CUDA executor: capture of batch %lld on rank %d failed", (long long)M, r);
   }
-  for (int r = 0; r < e->tp && st == PZ_OK; r++) {
+  for (int r = e->lo; r < e->hi && st == PZ_OK; r++) {
     PZ_CUDA_CHECK_MSG_GOTO(cudaSetDevice(e->ranks[r].device), st, fail, "CUDA executor: cudaSetDevice(%d)",
                            e->ranks[r].device);
     PZ_CUDA_CHECK_MSG_GOTO(cudaGraphInstantiate(&s->exec[r], s->graph[r], 0), st, fail,
@@ -742,7 +780,7 @@ int64_t pz_cuda_exec_padded_m(const pz_cuda_exec *e, int64_t m) {
 bool pz_cuda_exec_graphs(const pz_cuda_exec *e) { return e && e->graphs; }
 
 int pz_cuda_exec_w4_tiled(const pz_cuda_exec *e, int rank, int tensor_id) {
-  if (!e || rank < 0 || rank >= e->tp || !pz_cuda_w4_tensor_tiled(&e->ranks[rank], tensor_id)) return 0;
+  if (!e || rank < e->lo || rank >= e->hi || !pz_cuda_w4_tensor_tiled(&e->ranks[rank], tensor_id)) return 0;
   return e->ranks[rank].w4_tiled[tensor_id];
 }
 
@@ -766,7 +804,7 @@ const pz_device_desc *pz_cuda_exec_device_desc(const pz_cuda_exec *e) { return &
 
 /* Copies inputs (host rows already in in_host) and poisons scratch, on every rank. */
 static pz_status stage_inputs(pz_cuda_exec *e, int64_t M) {
-  for (int r = 0; r < e->tp; r++) {
+  for (int r = e->lo; r < e->hi; r++) {
     pz_cuda_rank *R = &e->ranks[r];
     PZ_CUDA_CHECK(cudaSetDevice(R->device));
     if (e->g->in_tokens >= 0)
@@ -790,7 +828,7 @@ static pz_status launch_step(pz_cuda_exec *e, int64_t M) {
   if (!e->graphs) return run_nodes(e, M, false);
   graph_slot *s = NULL;
   PZ_CHECK(get_slot(e, M, &s));
-  for (int r = 0; r < e->tp; r++) {
+  for (int r = e->lo; r < e->hi; r++) {
     PZ_CUDA_CHECK(cudaSetDevice(e->ranks[r].device));
     PZ_CUDA_CHECK(cudaGraphLaunch(s->exec[r], e->ranks[r].stream));
   }
@@ -798,11 +836,12 @@ static pz_status launch_step(pz_cuda_exec *e, int64_t M) {
 }
 
 static pz_status wait_all(pz_cuda_exec *e) {
-  for (int r = 0; r < e->tp; r++) {
+  for (int r = e->lo; r < e->hi; r++) {
     PZ_CUDA_CHECK(cudaSetDevice(e->ranks[r].device));
     PZ_CUDA_CHECK(cudaStreamSynchronize(e->ranks[r].stream));
   }
-  if (e->ro.ar_timeout_us >= 0) PZ_CHECK(pz_comm_check(e->comm));
+  if (e->mp) PZ_CHECK(pz_ar_comm_check(e->mp, e->ranks[e->lo].stream)); /* a peer that vanished: PZ_ERR_TIMEOUT */
+  else if (e->ro.ar_timeout_us >= 0) PZ_CHECK(pz_comm_check(e->comm));
   return PZ_OK;
 }
 
@@ -815,7 +854,7 @@ pz_status pz_cuda_exec_step(pz_cuda_exec *e, int64_t m, const int32_t *tokens, c
       return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec step: pos[%lld] = %d is outside 0..%lld", (long long)i, pos[i],
                       (long long)(e->max_ctx > 0 ? e->max_ctx - 1 : 0x7fffffff));
   const int64_t M = pz_cuda_exec_padded_m(e, m);
-  for (int r = 0; r < e->tp; r++) {
+  for (int r = e->lo; r < e->hi; r++) {
     int32_t *tk = e->ranks[r].in_host, *ps = tk + e->max_m;
     for (int64_t i = 0; i < M; i++) {
       tk[i] = i < m ? tokens[i] : 0;
@@ -826,12 +865,24 @@ pz_status pz_cuda_exec_step(pz_cuda_exec *e, int64_t m, const int32_t *tokens, c
   PZ_CHECK(launch_step(e, M));
   PZ_CHECK(wait_all(e));
   e->last_m = m;
+  /* One rank per process: every rank's candidates, in rank order (a collective: every rank's
+   * step exchanges, whether it asks for next or not). */
+  pz_argmax_cand *gathered = NULL;
+  if (e->mp) {
+    gathered = malloc(sizeof *gathered * (size_t)(e->tp * m));
+    if (!gathered) return pz_error(PZ_ERR_OOM, "CUDA exec step: host allocation");
+    pz_status xs = pz_ar_comm_allgather_host_big(e->mp, e->ranks[e->lo].cand_host, sizeof *gathered * (size_t)m, gathered);
+    if (xs != PZ_OK) {
+      free(gathered);
+      return xs;
+    }
+  }
   if (next) {
     for (int64_t i = 0; i < m; i++) {
       int32_t best = -1, nan_id = -1;
       float bv = 0.0f;
       for (int r = 0; r < e->tp && nan_id < 0; r++) {
-        pz_argmax_cand cnd = e->ranks[r].cand_host[i];
+        pz_argmax_cand cnd = gathered ? gathered[(int64_t)r * m + i] : e->ranks[r].cand_host[i];
         if (cnd.id < 0) continue;
         if (isnan(cnd.v)) nan_id = cnd.id;
         else if (best < 0 || cnd.v > bv) { best = cnd.id; bv = cnd.v; }
@@ -839,6 +890,7 @@ pz_status pz_cuda_exec_step(pz_cuda_exec *e, int64_t m, const int32_t *tokens, c
       next[i] = nan_id >= 0 ? nan_id : best < 0 ? 0 : best;
     }
   }
+  free(gathered);
   return PZ_OK;
 }
 
@@ -850,20 +902,32 @@ pz_status pz_cuda_exec_logits(const pz_cuda_exec *e, int64_t m, float *out) {
   const pz_tensor *L = &e->g->tensors[e->g->out_logits];
   int64_t vpr = L->ne[1], ld = L->ndim >= 2 ? L->stride[0] : vpr;
   int64_t vocab = e->g->info.vocab_size > 0 ? e->g->info.vocab_size : vpr * e->tp;
-  float *tmp = malloc(sizeof(float) * (size_t)(m * ld));
+  const size_t shard = sizeof(float) * (size_t)(m * ld);
+  /* one rank per process: every rank's shard, gathered through the host exchange (collective) */
+  float *tmp = malloc(e->mp ? shard * (size_t)(e->tp + 1) : shard);
   if (!tmp) return pz_error(PZ_ERR_OOM, "CUDA exec logits: host allocation");
   pz_status st = PZ_OK;
-  for (int r = 0; r < e->tp && st == PZ_OK; r++) {
+  for (int r = e->lo; r < e->hi && st == PZ_OK; r++) {
     PZ_CUDA_CHECK_MSG_GOTO(cudaSetDevice(e->ranks[r].device), st, done, "CUDA exec logits: cudaSetDevice(%d)",
                            e->ranks[r].device);
-    PZ_CUDA_CHECK_MSG_GOTO(cudaMemcpy(tmp, e->ranks[r].data[e->g->out_logits], sizeof(float) * (size_t)(m * ld),
-                                      cudaMemcpyDeviceToHost),
+    PZ_CUDA_CHECK_MSG_GOTO(cudaMemcpy(tmp, e->ranks[r].data[e->g->out_logits], shard, cudaMemcpyDeviceToHost),
                            st, done, "CUDA exec logits: copy from rank %d", r);
+    if (e->mp) break;
     for (int64_t i = 0; i < m; i++)
       for (int64_t j = 0; j < vpr; j++) {
         int64_t id = (int64_t)r * vpr + j;
         if (id < vocab) out[i * vocab + id] = tmp[i * ld + j];
       }
+  }
+  if (e->mp && st == PZ_OK) {
+    float *all = tmp + shard / sizeof(float);
+    st = pz_ar_comm_allgather_host_big(e->mp, tmp, shard, all);
+    for (int r = 0; r < e->tp && st == PZ_OK; r++)
+      for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < vpr; j++) {
+          int64_t id = (int64_t)r * vpr + j;
+          if (id < vocab) out[i * vocab + id] = all[(size_t)r * (size_t)(m * ld) + (size_t)(i * ld + j)];
+        }
   }
 done:
   free(tmp);
@@ -873,6 +937,9 @@ done:
 pz_status pz_cuda_exec_read(const pz_cuda_exec *e, int rank, int tensor_id, void *dst, size_t bytes) {
   if (!e || !dst || rank < 0 || rank >= e->tp || tensor_id < 0 || tensor_id >= e->g->n_tensors)
     return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec read: bad rank %d or tensor %d", rank, tensor_id);
+  if (rank < e->lo || rank >= e->hi)
+    return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec read: rank %d runs in another process (this one runs rank %d)", rank,
+                    e->lo);
   PZ_CUDA_CHECK(cudaSetDevice(e->ranks[rank].device));
   PZ_CUDA_CHECK(cudaStreamSynchronize(e->ranks[rank].stream));
   const pz_cuda_rank *R = &e->ranks[rank];
@@ -901,7 +968,7 @@ pz_status pz_cuda_exec_time_step(pz_cuda_exec *e, int64_t M, int32_t pos_all, in
   if (e->graphs && pz_cuda_exec_padded_m(e, M) != M)
     return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec timing: batch %lld is not a captured size", (long long)M);
   int64_t vocab = e->g->info.vocab_size > 0 ? e->g->info.vocab_size : 1;
-  for (int r = 0; r < e->tp; r++) {
+  for (int r = e->lo; r < e->hi; r++) {
     int32_t *tk = e->ranks[r].in_host, *ps = tk + e->max_m;
     for (int64_t i = 0; i < M; i++) {
       tk[i] = (int32_t)((i * 7919) % vocab);
@@ -915,35 +982,35 @@ pz_status pz_cuda_exec_time_step(pz_cuda_exec *e, int64_t M, int32_t pos_all, in
   memset(ev, 0, sizeof ev);
   double t[64];
   pz_status st = PZ_OK;
-  for (int r = 0; r < e->tp; r++) {
+  for (int r = e->lo; r < e->hi; r++) {
     PZ_CUDA_CHECK_MSG_GOTO(cudaSetDevice(e->ranks[r].device), st, done, "CUDA exec timing: cudaSetDevice(%d)",
                            e->ranks[r].device);
     PZ_CUDA_CHECK_MSG_GOTO(cudaEventCreate(&ev[r][0]), st, done, "CUDA exec timing: event creation");
     PZ_CUDA_CHECK_MSG_GOTO(cudaEventCreate(&ev[r][1]), st, done, "CUDA exec timing: event creation");
   }
-  const int d0 = e->ranks[0].device;
+  const int d0 = e->ranks[e->lo].device;
   for (int k = 0; k < reps; k++) {
     PZ_CUDA_CHECK_GOTO(cudaSetDevice(d0), st, done);
-    PZ_CUDA_CHECK_GOTO(cudaEventRecord(ev[0][0], e->ranks[0].stream), st, done);
+    PZ_CUDA_CHECK_GOTO(cudaEventRecord(ev[e->lo][0], e->ranks[e->lo].stream), st, done);
     for (int it = 0; it < iters; it++) PZ_CHECK_GOTO(launch_step(e, M), st, done);
     /* Rank 0's stop waits for every rank's end, so the time covers the slowest rank. */
-    for (int r = 1; r < e->tp; r++) {
+    for (int r = e->lo + 1; r < e->hi; r++) {
       PZ_CUDA_CHECK_GOTO(cudaSetDevice(e->ranks[r].device), st, done);
       PZ_CUDA_CHECK_GOTO(cudaEventRecord(ev[r][1], e->ranks[r].stream), st, done);
       PZ_CUDA_CHECK_GOTO(cudaSetDevice(d0), st, done);
-      PZ_CUDA_CHECK_GOTO(cudaStreamWaitEvent(e->ranks[0].stream, ev[r][1], 0), st, done);
+      PZ_CUDA_CHECK_GOTO(cudaStreamWaitEvent(e->ranks[e->lo].stream, ev[r][1], 0), st, done);
     }
     PZ_CUDA_CHECK_GOTO(cudaSetDevice(d0), st, done);
-    PZ_CUDA_CHECK_GOTO(cudaEventRecord(ev[0][1], e->ranks[0].stream), st, done);
+    PZ_CUDA_CHECK_GOTO(cudaEventRecord(ev[e->lo][1], e->ranks[e->lo].stream), st, done);
     PZ_CHECK_GOTO(wait_all(e), st, done);
     float ms = 0.0f;
-    PZ_CUDA_CHECK_MSG_GOTO(cudaEventElapsedTime(&ms, ev[0][0], ev[0][1]), st, done, "CUDA exec timing: elapsed time");
+    PZ_CUDA_CHECK_MSG_GOTO(cudaEventElapsedTime(&ms, ev[e->lo][0], ev[e->lo][1]), st, done, "CUDA exec timing: elapsed time");
     t[k] = ms * 1000.0 / iters;
   }
   *us_median = pz_median(t, reps);
 done:
   /* Cleanup: failures here are ignored on purpose (st already says how the timing went). */
-  for (int r = 0; r < e->tp; r++) {
+  for (int r = e->lo; r < e->hi; r++) {
     PZ_CUDA_IGNORE(cudaSetDevice(e->ranks[r].device));
     if (ev[r][0]) PZ_CUDA_IGNORE(cudaEventDestroy(ev[r][0]));
     if (ev[r][1]) PZ_CUDA_IGNORE(cudaEventDestroy(ev[r][1]));

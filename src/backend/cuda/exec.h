@@ -50,6 +50,16 @@ typedef struct pz_cuda_exec_opts {
   int64_t load_chunk_bytes;   /* 0: PREZERO_CUDA_LOAD_CHUNK_KB (KiB), else 64 MiB; raised to one row when smaller */
   const struct pz_runtime_opts *runtime; /* every other switch (core/options.h), read once at creation;
                                  NULL: from the environment (pz_runtime_opts_from_env) */
+  /* One TP rank per process (include/prezero/allreduce.h): NULL runs every rank of the graph in
+   * this process (peer access between their GPUs). Else this process runs only rank
+   * pz_ar_comm_rank(ar_comm) of the TP group (its world must be the graph's TP), on
+   * pz_ar_comm_device(ar_comm); n_devices / devices are ignored. The all-reduce donors run
+   * through the communicator's CUDA IPC buffers, and what is combined on the host (argmax
+   * candidates, logits shards, rank 0's gate description) goes through its host exchange, so
+   * pz_cuda_exec_create, _step and _logits are collective: every rank calls them, in the same
+   * order. The communicator is not owned; it must outlive the executor and have been created
+   * with max_m >= the graph's m and max_H >= its hidden size. */
+  struct pz_ar_comm *ar_comm;
 } pz_cuda_exec_opts;
 #define PZ_CUDA_EXEC_OPTS_INIT {.seed = 1234, .n_devices = 0, .graphs = -1, .n_capture = 0, .prezero = 0, \
                                 .poison = 0, .reserve_bytes = 0, .runtime = NULL}

@@ -3,6 +3,7 @@
 #include "backend/cuda/exec_ops.h"
 #include <string.h>
 #include "backend/cuda/ar_fused.h"
+#include "backend/cuda/ar_mp.h"
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/gqa.h"
 #include "backend/cuda/mla.h"
@@ -140,7 +141,7 @@ static pz_status ar_common(pz_cuda_ctx *c, const pz_node *n, bool with_fill) {
   }
   pz_ar_rmsnorm_args args[PZ_CUDA_MAX_TP];
   cudaStream_t streams[PZ_CUDA_MAX_TP];
-  for (int r = 0; r < c->tp; r++) {
+  for (int r = c->lo; r < c->hi; r++) {
     void **d = c->rank_data[r];
     pz_ar_rmsnorm_args *a = &args[r];
     memset(a, 0, sizeof *a);
@@ -166,7 +167,7 @@ static pz_status ar_common(pz_cuda_ctx *c, const pz_node *n, bool with_fill) {
   if (c->nccl) {
     /* NCCL sums contiguous partials in place: a strided partial (a prezero slice) is copied to
      * the rank's contiguous scratch first. */
-    for (int r = 0; r < c->tp; r++)
+    for (int r = c->lo; r < c->hi; r++)
       if (ldp != H) {
         pz_cuda_rank *R = &c->ranks[r];
         PZ_CUDA_CHECK(cudaSetDevice(R->device));
@@ -176,6 +177,8 @@ static pz_status ar_common(pz_cuda_ctx *c, const pz_node *n, bool with_fill) {
         args[r].ld_partial = H;
       }
     st = pz_ar_rmsnorm_nccl_launch_all(c->nccl, c->comm, args, streams);
+  } else if (c->mp) {
+    st = pz_ar_rmsnorm_launch_view(pz_ar_comm_view(c->mp), &args[c->lo], c->dev, streams[c->lo]);
   } else {
     st = pz_ar_rmsnorm_launch_all(c->comm, args, c->dev, streams);
   }
@@ -197,7 +200,7 @@ static pz_status op_argmax(pz_cuda_ctx *c, const pz_node *n) {
   int64_t vpr = L->ne[1];
   int64_t vocab = n->p.vocab.vocab_size > 0 ? n->p.vocab.vocab_size
                   : c->g->info.vocab_size > 0 ? c->g->info.vocab_size : vpr * c->tp;
-  for (int r = 0; r < c->tp; r++) {
+  for (int r = c->lo; r < c->hi; r++) {
     pz_cuda_rank *R = &c->ranks[r];
     PZ_CUDA_CHECK(cudaSetDevice(R->device));
     pz_argmax_params p = {.logits = c->rank_data[r][n->src[0]], .cand = R->cand,

@@ -56,6 +56,7 @@ pz_status pz_cuda_w4_untile_read(const pz_graph *g, const pz_cuda_rank *R, int t
 typedef struct pz_cuda_ctx {
   const pz_graph *g;
   int rank, tp;
+  int lo, hi;                  /* the ranks this process runs: [0, tp), or one with mp */
   int64_t m;                   /* rows of this launch (the padded size under capture) */
   pz_cuda_rank *ranks;         /* [tp] */
   void **data;                 /* rank_data[rank] */
@@ -64,6 +65,7 @@ typedef struct pz_cuda_ctx {
   cudaStream_t stream;         /* ranks[rank].stream */
   pz_gemm_ctx *gemm;           /* ranks[rank].gemm */
   pz_comm *comm;
+  struct pz_ar_comm *mp;       /* one rank per process: its communicator (comm is NULL) */
   pz_nccl *nccl;               /* non-NULL: donors run as NCCL all-reduce + RMSNorm (PREZERO_AR_ALGO=nccl) */
   const pz_device_desc *dev;
 } pz_cuda_ctx;

@@ -1,0 +1,40 @@
+/* Internal parts of the one-rank-per-process communicator (ar_mp.c, public API in
+ * include/prezero/allreduce.h) that the CUDA executor uses to run one TP rank per process:
+ * the rank's device-side view for the fused kernel, and a small host-memory exchange between
+ * the ranks (shared file mappings in the id's rendezvous directory) for what the executor
+ * combines on the host: argmax candidates, logits shards, the gate description. */
+#ifndef PZ_BACKEND_CUDA_AR_MP_H
+#define PZ_BACKEND_CUDA_AR_MP_H
+#include <stddef.h>
+#include "prezero/allreduce.h"
+#include "backend/cuda/comm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bytes one rank contributes to one host exchange round at most. */
+#define PZ_AR_HOSTX_SLOT ((size_t)64 * 1024)
+
+/* The rank's device-side state (inboxes of every rank mapped through CUDA IPC), for
+ * pz_ar_rmsnorm_launch_view. NULL when c is NULL. */
+const pz_comm_rank_view *pz_ar_comm_view(const pz_ar_comm *c);
+
+/* Collective on the host: every rank passes `bytes` (0..PZ_AR_HOSTX_SLOT, the same on every rank)
+ * and receives all[q * bytes ...] = rank q's `mine`, for q = 0..world-1, in rank order. Rounds are
+ * double-buffered: a rank can be at most one round ahead of the slowest. Errors:
+ * PZ_ERR_INVALID_ARG (bytes too large or different between ranks), PZ_ERR_TIMEOUT (a peer did not
+ * reach this round within the communicator's timeout: it exited or stopped). */
+pz_status pz_ar_comm_allgather_host(pz_ar_comm *c, const void *mine, size_t bytes, void *all);
+
+/* pz_ar_comm_allgather_host of any size, split into rounds of PZ_AR_HOSTX_SLOT bytes per rank:
+ * all[q * bytes ...] = rank q's mine. Same errors. */
+pz_status pz_ar_comm_allgather_host_big(pz_ar_comm *c, const void *mine, size_t bytes, void *all);
+
+/* Every rank waits until every rank has called it (a zero-byte exchange). Errors as above. */
+pz_status pz_ar_comm_barrier(pz_ar_comm *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

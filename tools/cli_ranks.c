@@ -1,0 +1,131 @@
+/* The CLI's rank launcher (cli_ranks.h). */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+#ifndef _DEFAULT_SOURCE
+#define _DEFAULT_SOURCE
+#endif
+#include "cli_ranks.h"
+#include <errno.h>
+#include <stdbool.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "prezero/allreduce.h"
+
+static double ranks_now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int pz_cli_fork_ranks(const char *cmd, int n, double grace_s, char *id_path, size_t len, int *rc) {
+  *rc = 1;
+  if (n < 2 || n > PZ_AR_MP_MAX_WORLD) {
+    fprintf(stderr, "prezero %s: --procs %d is out of range; use --procs 2..%d\n", cmd, n, PZ_AR_MP_MAX_WORLD);
+    *rc = 2;
+    return -1;
+  }
+  char dir[] = "/tmp/prezero-ranks-XXXXXX";
+  if (!mkdtemp(dir)) {
+    fprintf(stderr, "prezero %s: cannot make a temporary directory for the ranks' rendezvous (%s); check /tmp\n", cmd,
+            strerror(errno));
+    return -1;
+  }
+  snprintf(id_path, len, "%s/id", dir);
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid[PZ_AR_MP_MAX_WORLD];
+  int started = 0;
+  for (int r = 0; r < n; r++) {
+    pid[r] = fork();
+    if (pid[r] < 0) {
+      fprintf(stderr, "prezero %s: cannot start rank %d (fork: %s)\n", cmd, r, strerror(errno));
+      break;
+    }
+    if (pid[r] == 0) {
+      if (r > 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        if (fd >= 0) {
+          dup2(fd, STDOUT_FILENO);
+          close(fd);
+        }
+      }
+      /* stderr into dir/err<r>: the parent prints what explains a failure, once */
+      char ep[64];
+      snprintf(ep, sizeof ep, "%s/err%d", dir, r);
+      int fd = open(ep, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      if (fd >= 0) {
+        dup2(fd, STDERR_FILENO);
+        close(fd);
+      }
+      return r;
+    }
+    started++;
+  }
+  int code[PZ_AR_MP_MAX_WORLD], alive[PZ_AR_MP_MAX_WORLD], left = started;
+  for (int r = 0; r < started; r++) {
+    alive[r] = 1;
+    code[r] = 0;
+  }
+  double failed_at = started < n ? ranks_now_s() : -1.0;
+  while (left > 0) {
+    int ws = 0;
+    pid_t p = waitpid(-1, &ws, WNOHANG);
+    if (p > 0) {
+      for (int r = 0; r < started; r++)
+        if (alive[r] && pid[r] == p) {
+          alive[r] = 0;
+          left--;
+          code[r] = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + (WIFSIGNALED(ws) ? WTERMSIG(ws) : 0);
+          if (code[r] != 0 && failed_at < 0) failed_at = ranks_now_s();
+        }
+      continue;
+    }
+    if (failed_at >= 0 && ranks_now_s() - failed_at > grace_s)
+      for (int r = 0; r < started; r++)
+        if (alive[r]) kill(pid[r], SIGKILL);
+    struct timespec ts = {0, 5000000};
+    nanosleep(&ts, NULL);
+  }
+  /* Rank 0's messages (its notes, its error), then, when another rank failed and rank 0 did not
+   * say why itself (it succeeded, or only waited for a peer), the first such rank's. */
+  char *msg[PZ_AR_MP_MAX_WORLD] = {0};
+  for (int r = 0; r < started; r++) {
+    char ep[64];
+    snprintf(ep, sizeof ep, "%s/err%d", dir, r);
+    FILE *f = fopen(ep, "rb");
+    if (f) {
+      char buf[4096];
+      size_t k = fread(buf, 1, sizeof buf - 1, f);
+      buf[k] = 0;
+      fclose(f);
+      msg[r] = strdup(buf);
+    }
+    unlink(ep);
+  }
+  if (msg[0]) fputs(msg[0], stderr);
+  const bool r0_waited = code[0] != 0 && msg[0] && (strstr(msg[0], "waited") || strstr(msg[0], "timed out"));
+  if (code[0] == 0 || r0_waited)
+    for (int r = 1; r < started; r++)
+      if (code[r] != 0) {
+        if (msg[r] && msg[r][0]) fprintf(stderr, "rank %d: %s", r, msg[r]);
+        else fprintf(stderr, "prezero %s: rank %d failed (exit %d)\n", cmd, r, code[r]);
+        break;
+      }
+  for (int r = 0; r < started; r++) free(msg[r]);
+  unlink(id_path);
+  rmdir(dir);
+  *rc = started < n ? 1 : 0;
+  for (int r = 0; r < started && *rc == 0; r++)
+    if (code[r] != 0) {
+      *rc = code[r];
+      if (code[r] >= 128) fprintf(stderr, "prezero %s: rank %d ended by signal %d\n", cmd, r, code[r] - 128);
+    }
+  return -1;
+}

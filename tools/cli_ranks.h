@@ -1,0 +1,17 @@
+/* One process per TP rank for the CLI's own commands (`prezero run --procs N`): the launcher
+ * forks the ranks before any CUDA call, each child continues the command as its rank. */
+#ifndef PZ_TOOLS_CLI_RANKS_H
+#define PZ_TOOLS_CLI_RANKS_H
+#include <stddef.h>
+
+/* Forks n (2..PZ_AR_MP_MAX_WORLD) children. In child r: returns r, with id_path[len] = a fresh
+ * rendezvous file path (in a private temporary directory) that every child shares, and stdout
+ * sent to /dev/null for r > 0 (rank 0 prints). In the parent: waits for every child and returns
+ * -1 with *rc = the first non-zero exit code of a child (in rank order; 0 when all succeeded);
+ * once one child has failed, the others are given grace_s seconds and then killed (a rank
+ * waiting on a failed peer ends with its own timeout first). Removes the directory at the end.
+ * Must be called before this process makes any CUDA call. On a launcher failure (no temporary
+ * directory, fork) prints one line naming cmd and returns -1 with *rc = 1. */
+int pz_cli_fork_ranks(const char *cmd, int n, double grace_s, char *id_path, size_t len, int *rc);
+
+#endif
