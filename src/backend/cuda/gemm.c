@@ -167,54 +167,14 @@ pz_status pz_gemm_check(const pz_gemm_args *a) {
  *   split + 4 for the pipeline fill + BN/32 for the epilogue), with 2 CTAs per SM for token tiles
  *   <= 64 and 1 above, at most 40 splits (28 from m >= 64: the reductions grow with m); ties go to
  *   fewer splits. */
-/* CTAs of the wgmma kernel for W tile wt (64-row tiles per CTA) and the CTAs an SM holds at once. */
-static int64_t wg_tiles(int m, int n, int wt) {
-  const int bn = pz_gemm_wgmma_bn(m, wt);
-  return (int64_t)(n / (64 * wt)) * ((m + bn - 1) / bn);
-}
-static int64_t wg_slots(int sm_count, int m, int wt) {
-  return (int64_t)sm_count * (pz_gemm_wgmma_bn(m, wt) <= 64 && wt == 1 ? 2 : 1);
-}
-
-/* Full K at m >= 64: the W tile (1 or 2 x 64 rows) whose grid runs in one wave on the most SMs,
- * else (no grid fits one wave) the one whose last wave is fullest; 2 on ties. 0: neither has the
- * sm_count / 2 CTAs full K needs. Fitted to the H200 runs of bench/results/gemm_h200.json: e.g.
- * q_b 12288 x 1536 full K at m = 64 runs 192 one-tile CTAs on all 132 SMs (13.4 us) against 96
- * two-tile ones (14.9 us), at m = 128 the one-tile grid needs two waves and the two-tile one wins. */
-static int fullk_wt(int sm_count, int m, int n) {
-  int best = 0;
-  double best_key[3] = {-1, -1, -1};
-  for (int wt = 2; wt >= 1; wt--) {
-    if (wt == 2 && n % 128) continue;
-    const int64_t t = wg_tiles(m, n, wt), sl = wg_slots(sm_count, m, wt);
-    if (t < sm_count / 2) continue;
-    const bool one = t <= sl;
-    const double key[3] = {one ? 1.0 : 0.0, one ? (double)(t < sm_count ? t : sm_count) : 0.0,
-                           one ? 0.0 : (double)t / (double)(((t + sl - 1) / sl) * sl)};
-    if (key[0] > best_key[0] || (key[0] == best_key[0] && (key[1] > best_key[1] ||
-                                                        (key[1] == best_key[1] && key[2] > best_key[2] + 1e-9)))) {
-      memcpy(best_key, key, sizeof key);
-      best = wt;
-    }
-  }
-  return best;
-}
-
 static pz_gemm_config heuristic_wgmma(int sm_count, int m, int n, int k, bool zero_init) {
   pz_gemm_config c = {PZ_GEMM_AUTO, 1, 1, 5, 3};
   if (m >= 16 && n % 128 == 0 && n / 128 >= sm_count / 4) c.wt = 2;
   const int bn = pz_gemm_wgmma_bn(m, c.wt);
-  const int64_t tiles = wg_tiles(m, n, c.wt);
-  const int64_t slots = wg_slots(sm_count, m, c.wt);
+  const int64_t tiles = (int64_t)(n / (64 * c.wt)) * ((m + bn - 1) / bn);
+  const int64_t slots = (int64_t)sm_count * (bn <= 64 && c.wt == 1 ? 2 : 1);
   const int kb = k / 64;
-  if (kb <= 32 && m >= 64) { /* a short K loop: whole K per CTA when enough tiles exist */
-    const int wt = fullk_wt(sm_count, m, n);
-    if (wt) {
-      c.wt = wt;
-      c.flavour = PZ_GEMM_FULLK;
-      return c;
-    }
-  } else if (kb <= 32 && m >= 16 && tiles >= sm_count / 2) {
+  if (kb <= 32 && m >= 16 && tiles >= sm_count / 2) {
     c.flavour = PZ_GEMM_FULLK;
     return c;
   }
@@ -222,10 +182,7 @@ static pz_gemm_config heuristic_wgmma(int sm_count, int m, int n, int k, bool ze
   int64_t best = -1;
   for (int s = 1; s <= kb / 2 && s <= cap; s++) {
     const int64_t waves = (tiles * s + slots - 1) / slots;
-    /* in quarter k-blocks: the K slice plus 4 k-blocks of pipeline fill, and the epilogue's
-     * reduction of the bn x 64 wt tile (bn / 2: at m = 128 DeepSeek-V3's o_proj 7168 x 16384 ran
-     * 2 splits in one wave in 64.4 us against 7 splits in three waves in 75.6 us, gemm_h200.json) */
-    const int64_t cost = waves * (4 * ((kb + s - 1) / s + 4) + bn / 2);
+    const int64_t cost = waves * (4 * ((kb + s - 1) / s + 4) + bn / 8); /* in quarter k-blocks */
     if (best < 0 || cost < best) {
       best = cost;
       c.splits = s;
