@@ -32,7 +32,7 @@ extern "C" {
  * epilogue and its per-tile semaphore protocol are gemm_epilogue.cuh, shared with gemm_splitk.cu. */
 
 /* k-blocks per ring stage when the options leave it unset (PREZERO_GEMM_WG_KS). */
-#define PZ_GEMM_WG_KS_DEFAULT 2
+#define PZ_GEMM_WG_KS_DEFAULT 1
 
 static PFN_cuTensorMapEncodeTiled_v12000 g_encode = nullptr; /* resolved once by pz_gemm_wgmma_init */
 
@@ -63,10 +63,11 @@ struct Plan {
   /* 2 CTAs per SM for small tiles, else 1; rings as deep as shared memory allows (a 2-3 % gain on
    * the Kimi-K2 TP 1 rows of the H200 at m >= 32 over 96 / 200 KB) */
   static constexpr int BUDGET = BN >= 128 || BM >= 256 ? 222 * 1024 : 110 * 1024;
-  /* the requested KSR, halved until at least three stages fit the budget: measured on the H200
-   * (bench/results/gemm_h200_ks.md), 2 k-blocks per stage gain 1-7 % where the ring keeps >= 3
-   * stages (q_b fullk m = 16..64, o_proj fullk m = 128) and lose up to 60 % where it would keep
-   * only 2 (BN 256) */
+  /* the requested KSR (PREZERO_GEMM_WG_KS; default 1), halved until at least three stages fit the
+   * budget. Measured on the H200 (bench/results/gemm_h200_ks.md, gemm_h200.md): 2 k-blocks per
+   * stage gain 1-7 % on some full-K rows but cost ~8 % (median over the 432 rows of the built-in
+   * table's configs, 10 % on qkv_a split-K) and up to 60 % where only 2 stages fit, so 1 is the
+   * default and KS > 1 an A/B switch */
   static constexpr int KS = BUDGET / (KSR * (W_BLK + A_BLK)) >= 3 ? KSR
                             : KSR >= 2 && BUDGET / ((KSR / 2) * (W_BLK + A_BLK)) >= 3 ? KSR / 2 : 1;
   static constexpr int W_BYTES = KS * W_BLK;
