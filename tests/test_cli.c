@@ -329,6 +329,12 @@ int main(void) {
   bad("run", "--procs 2", "this build has no CUDA backend");
   CHECK(last_rc != 0);
 #endif
+  bad("compare", "--procs 2 --rank 0", "--procs forks every rank itself; give either --procs N or --rank/--world/--id-file");
+  CHECK(last_rc == 2);
+  bad("compare", "--rank 1 --world 2", "one process per rank needs --rank 0..W-1, --world W (2..8) and --id-file F together");
+  CHECK(last_rc == 2);
+  bad("compare", "--procs 2 --tp 4", "--tp differs from the number of ranks; leave --tp out or make them equal");
+  CHECK(last_rc == 2);
   /* bench gemm --only that selects nothing is refused before any GPU is looked for. */
   bad("bench gemm", "--only Kimi-K2/1/", "--only 'Kimi-K2/1/' matches no shape; labels look like 'Kimi-K2/tp1/qkv_a'");
   CHECK(last_rc == 2);

@@ -9,6 +9,7 @@
 #include "prezero.h"
 /* White-box: the report's JSON writer and reader (static functions of the CLI). */
 #include "../tools/cmd_compare.c"
+#include "../tools/cli_ranks.c" /* cmd_compare.c's rank launcher */
 #ifdef PZ_HAVE_CUDA
 #include "backend/cuda/runtime.h"
 #endif

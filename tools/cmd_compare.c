@@ -14,9 +14,13 @@
 #include "compare/compare.h"
 #include "cli.h"
 #include "cli_args.h"
+#include "cli_ranks.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "prezero.h"
+#ifdef PZ_HAVE_CUDA
+#include "backend/cuda/ar_mp.h" /* one rank per process: the rendezvous file */
+#endif
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -46,6 +50,11 @@ static void usage(FILE *f) {
           "  --out DIR           write compare.json, compare.md, *.dat, plots.gp and the PNGs (gnuplot, else\n"
           "                      python3 + matplotlib) into DIR, created if missing (default ./prezero_compare)\n"
           "  --render JSON       re-write compare.md and the plot files of a saved compare.json into --out\n"
+          "  --procs N           one process per TP rank: forks N ranks (TP N), rank r on GPU r %% (visible GPUs),\n"
+          "                      two on one GPU work (then time-sliced: a functional run, not a timing one);\n"
+          "                      rank 0 reports and writes --out\n"
+          "  --rank R --world W --id-file F  the same, each rank started by your own launcher\n"
+          "  --timeout-s S       one process per rank: the longest wait on a peer, 1..3600 s (default 60)\n"
           "  --help              this text\n"
           "Per concurrency: TPOT = decode seconds / osl (host clock around the steps, each step waits for\n"
           "every GPU and the argmax); E2E per request = the osl decode steps (no prefill: the prompt KV is\n"
@@ -877,6 +886,9 @@ int pz_cmd_compare(int argc, char **argv) {
   const char *out = "prezero_compare", *render_path = NULL;
   bool config_given = false;
   long long v;
+  long long procs = 0, rank = -1, world = 0, timeout_s = 60;
+  const char *id_file = NULL;
+  bool tp_given = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
@@ -885,7 +897,8 @@ int pz_cmd_compare(int argc, char **argv) {
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
     bool takes = !strcmp(a, "--config") || !strcmp(a, "--model") || !strcmp(a, "--tp") || !strcmp(a, "--layers") ||
                  !strcmp(a, "--isl") || !strcmp(a, "--osl") || !strcmp(a, "--conc") || !strcmp(a, "--rounds") || !strcmp(a, "--seed") ||
-                 !strcmp(a, "--out") || !strcmp(a, "--render") || !strcmp(a, "--profile-iters") || !strcmp(a, "--baseline") || !strcmp(a, "--quant");
+                 !strcmp(a, "--out") || !strcmp(a, "--render") || !strcmp(a, "--profile-iters") || !strcmp(a, "--baseline") || !strcmp(a, "--quant") ||
+                 !strcmp(a, "--procs") || !strcmp(a, "--rank") || !strcmp(a, "--world") || !strcmp(a, "--id-file") || !strcmp(a, "--timeout-s");
     if (!takes) {
       char msg[300];
       snprintf(msg, sizeof msg, "unknown option '%.200s'", a);
@@ -911,7 +924,12 @@ int pz_cmd_compare(int argc, char **argv) {
       }
     }
     else if (!strcmp(a, "--conc")) { if (parse_conc(val, o.conc, &o.n_conc)) return 2; }
-    else if (!strcmp(a, "--tp")) { if (parse_int(a, val, 1, 8, &v)) return 2; o.tp = (int)v; }
+    else if (!strcmp(a, "--tp")) { if (parse_int(a, val, 1, 8, &v)) return 2; o.tp = (int)v; tp_given = true; }
+    else if (!strcmp(a, "--procs")) { if (parse_int(a, val, 2, 8, &procs)) return 2; }
+    else if (!strcmp(a, "--rank")) { if (parse_int(a, val, 0, 7, &rank)) return 2; }
+    else if (!strcmp(a, "--world")) { if (parse_int(a, val, 2, 8, &world)) return 2; }
+    else if (!strcmp(a, "--timeout-s")) { if (parse_int(a, val, 1, 3600, &timeout_s)) return 2; }
+    else if (!strcmp(a, "--id-file")) id_file = val;
     else if (!strcmp(a, "--layers")) { if (parse_int(a, val, 1, 1000, &v)) return 2; o.layers = (int)v; }
     else if (!strcmp(a, "--isl")) { if (parse_isl(val, &o.isl, &o.isl_max)) return 2; }
     else if (!strcmp(a, "--osl")) { if (parse_int(a, val, 1, 1 << 20, &v)) return 2; o.osl = (int)v; }
@@ -928,6 +946,17 @@ int pz_cmd_compare(int argc, char **argv) {
     }
   }
   if (render_path) return render(render_path, out);
+  /* One process per rank: --procs N, or --rank/--world/--id-file together. */
+  const bool sep = rank >= 0 || world || id_file;
+  if (procs && sep) return fail_line("--procs forks every rank itself", "give either --procs N or --rank/--world/--id-file");
+  if (sep && (rank < 0 || !world || rank >= world || !id_file || !id_file[0]))
+    return fail_line("one process per rank needs --rank 0..W-1, --world W (2..8) and --id-file F together",
+                     "see 'prezero compare --help'");
+  const int nranks = (int)(procs ? procs : world);
+  if (nranks) {
+    if (tp_given && o.tp != nranks) return fail_line("--tp differs from the number of ranks", "leave --tp out or make them equal");
+    o.tp = nranks;
+  }
   if (o.baselines && !o.profile)
     return fail_line("--baseline needs the CUPTI profile", "drop --no-profile or --baseline");
   if (o.model_dir && config_given)
@@ -970,8 +999,35 @@ int pz_cmd_compare(int argc, char **argv) {
   fprintf(stderr, "prezero compare: this build has no CUDA backend; rebuild with nvcc present (PZ_WITH_CUDA=ON) and run on a GPU\n");
   return 1;
 #else
+  if (procs) {
+    /* Fork the ranks before any CUDA call; each child goes on as its rank. */
+    static char id_buf[256];
+    int prc = 0;
+    int r = pz_cli_fork_ranks("compare", (int)procs, (double)timeout_s + 5.0, id_buf, sizeof id_buf, &prc);
+    if (r < 0) return prc;
+    rank = r;
+    id_file = id_buf;
+  }
+  pz_ar_comm *comm = NULL;
+  pz_ar_unique_id id;
+  memset(&id, 0, sizeof id);
+  if (nranks) {
+    const int have = pz_gpu_count();
+    if (have < 1) {
+      fprintf(stderr, "prezero compare: no CUDA GPU is visible; one rank per process needs one\n");
+      return 1;
+    }
+    const pz_status js = pz_ar_comm_join_file(nranks, (int)rank, id_file, (int)rank % have, o.conc[o.n_conc - 1],
+                                              (mc.hidden_size + 7) / 8 * 8, (int)(timeout_s * 1000), &comm, &id);
+    if (js != PZ_OK) {
+      fprintf(stderr, "prezero compare: %s%s\n", pz_last_error(), strstr(pz_last_error(), "; ") ? "" : "; see 'prezero compare --help'");
+      pz_ar_comm_leave_file(NULL, &id, (int)rank, id_file);
+      return 1;
+    }
+    o.ar_comm = comm;
+  }
   int gpus = pz_gpu_count();
-  if (gpus < o.tp) {
+  if (!comm && gpus < o.tp) {
     char what[32], msg[300];
     snprintf(what, sizeof what, "--tp %d", o.tp);
     pz_cli_gpu_refusal(msg, sizeof msg, what, o.tp, gpus, 1);
@@ -993,15 +1049,17 @@ int pz_cmd_compare(int argc, char **argv) {
     strftime(r->date, sizeof r->date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
   }
   if (progress_shown && isatty(2)) fprintf(stderr, "\r%-112s\r", "");
+  if (comm) pz_ar_comm_leave_file(comm, &id, (int)rank, id_file);
+  const bool reports = rank <= 0; /* one process per rank: rank 0 reports and writes --out */
   if (st != PZ_OK) {
     const char *msg = pz_last_error();
     if (strstr(msg, "; ")) fprintf(stderr, "prezero compare: %s\n", msg);
     else fprintf(stderr, "prezero compare: %s; see 'prezero compare --help'\n", msg);
-    if (r->n_points > 0) write_outputs(out, r, true, NULL); /* the concurrencies that completed */
+    if (r->n_points > 0 && reports) write_outputs(out, r, true, NULL); /* the concurrencies that completed */
     free(r);
     return 1;
   }
-  int rc = write_outputs(out, r, true, NULL);
+  int rc = reports ? write_outputs(out, r, true, NULL) : 0;
   free(r);
   return rc;
 #endif

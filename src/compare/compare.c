@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 #include "backend/backend.h"
+#include "backend/cuda/ar_mp.h" /* one rank per process: the layer fit agreed over the ranks */
 #include "backend/cuda/gemm.h" /* flavour names of the baselines */
 #include "backend/cuda/profile.h"
 #include "backend/cuda/runtime.h"
@@ -78,7 +79,10 @@ static pz_status plan_layers(const pz_model_config *mc, const pz_cmp_opts *o, co
   pz_graph *g = NULL;
   PZ_CHECK(build(mc, o, 0, &g));
   pz_cuda_mem_plan mp;
-  pz_status st = pz_cuda_plan_memory(g, true, o->tp, ro->cuda_reserve_mb, EXTRA_MARGIN, &mp); /* runtime.h */
+  /* one rank per process: planned on the GPUs the ranks use (rank r on GPU r % visible) */
+  const int ndev = pz_cuda_device_count();
+  const int plan_gpus = o->ar_comm && o->tp > ndev ? ndev : o->tp;
+  pz_status st = pz_cuda_plan_memory(g, true, plan_gpus, ro->cuda_reserve_mb, EXTRA_MARGIN, &mp); /* runtime.h */
   /* the routed experts' storage as built, and one MoE layer's bytes */
   snprintf(r->experts, sizeof r->experts, "bf16");
   for (int i = 0; i < g->n_nodes; i++)
@@ -92,7 +96,17 @@ static pz_status plan_layers(const pz_model_config *mc, const pz_cmp_opts *o, co
     }
   pz_graph_free(g);
   if (st != PZ_OK) return st;
-  const int n = mp.n_layers, fit = mp.fit;
+  const int n = mp.n_layers;
+  int fit = mp.fit;
+  if (o->ar_comm) { /* every rank must build the same graph: the fewest layers any rank fits */
+    int all[PZ_AR_MP_MAX_WORLD];
+    st = pz_ar_comm_allgather_host(o->ar_comm, &fit, sizeof fit, all);
+    if (st != PZ_OK) {
+      pz_cuda_mem_plan_free(&mp);
+      return st;
+    }
+    for (int q = 0; q < o->tp; q++) fit = all[q] < fit ? all[q] : fit;
+  }
   r->fixed_bytes = (double)mp.cum[0];
   r->budget_bytes = (double)mp.budget;
   for (int L = n - 1; L >= 0; L--)
@@ -401,8 +415,11 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
   memset(r, 0, sizeof *r);
   PZ_CHECK(check_opts(o));
   int ndev = pz_cuda_device_count();
-  if (ndev < o->tp)
-    return pz_error(PZ_ERR_NO_DEVICE, "TP %d needs %d GPUs but %d %s visible", o->tp, o->tp, ndev,
+  if (o->ar_comm && pz_ar_comm_world(o->ar_comm) != o->tp)
+    return pz_error(PZ_ERR_INVALID_ARG, "compare: the communicator has %d ranks but --tp is %d",
+                    pz_ar_comm_world(o->ar_comm), o->tp);
+  if (ndev < (o->ar_comm ? 1 : o->tp))
+    return pz_error(PZ_ERR_NO_DEVICE, "TP %d needs %d GPUs but %d %s visible", o->tp, o->ar_comm ? 1 : o->tp, ndev,
                     ndev == 1 ? "is" : "are");
   pz_model_config mc;
   PZ_CHECK(o->model_dir ? pz_checkpoint_load_config(o->model_dir, &mc) : pz_config_load(o->model, &mc));
@@ -461,6 +478,7 @@ pz_status pz_compare_run(const pz_cmp_opts *o, pz_cmp_result *r) {
     memcpy(xo.capture, o->conc, sizeof(int) * (size_t)o->n_conc);
     xo.prezero = 1; /* on the OFF graph: per-batch plans, switchable (cuda/exec.h) */
     xo.runtime = &ro;
+    xo.ar_comm = o->ar_comm;
     pz_checkpoint *ck = NULL;
     if (o->model_dir) {
       st = pz_checkpoint_open_planned(o->model_dir, &mc, g, &ck);

@@ -117,6 +117,7 @@ typedef struct pz_cmp_result {
 } pz_cmp_result;
 
 /* Options of pz_compare_run. */
+struct pz_ar_comm;
 typedef struct pz_cmp_opts {
   const char *model;      /* preset or config.json (default "kimi_k2") */
   const char *model_dir;  /* NULL, or a Hugging Face checkpoint directory (pz_engine_config.model_dir):
@@ -141,6 +142,11 @@ typedef struct pz_cmp_opts {
   void (*progress)(void *user, const char *line);
   void *user;
   FILE *log;              /* plan / notes lines (may be NULL) */
+  struct pz_ar_comm *ar_comm; /* NULL: every rank in this process. Else this process runs only the
+                             communicator's rank of the TP group (world = tp; cuda/exec.h,
+                             pz_cuda_exec_opts.ar_comm) and pz_compare_run is collective: every rank
+                             calls it with the same options; the layer count is the fewest any rank
+                             fits; each rank's result holds its own timings (rank 0 reports) */
 } pz_cmp_opts;
 #define PZ_CMP_OPTS_INIT {.model = "kimi_k2", .tp = 1, .layers = 0, .isl = 8192, .osl = 1024, .n_conc = 6, \
                           .conc = {4, 8, 16, 32, 64, 128}, .rounds = 2, .seed = 1234, .profile = true,    \

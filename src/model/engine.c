@@ -36,7 +36,8 @@ struct pz_engine {
 #ifdef PZ_HAVE_CUDA
   pz_ar_comm *comm;   /* one rank per process (cfg->id_file): this rank's communicator, owned */
   pz_ar_unique_id id;
-  char *id_file;      /* rank 0: removed with the rendezvous at destroy */
+  char *id_file;      /* set when joined: rank 0 removes it and the rendezvous at destroy */
+  int rank;
 #endif
 };
 
@@ -156,26 +157,11 @@ static pz_status join_group(pz_engine *e, const pz_engine_config *cfg) {
   const int timeout = cfg->timeout_ms > 0 ? cfg->timeout_ms : 60000;
   const int have = pz_cuda_device_count();
   if (have == 0) return pz_error(PZ_ERR_NO_DEVICE, "no CUDA GPU is visible; one rank per process needs one");
-  if (cfg->rank == 0) {
-    PZ_CHECK(pz_ar_get_unique_id(&e->id));
-    pz_status st = pz_ar_unique_id_write_file(&e->id, cfg->id_file);
-    if (st != PZ_OK) {
-      pz_ar_unique_id_remove(&e->id);
-      return st;
-    }
-    e->id_file = strdup(cfg->id_file);
-    if (!e->id_file) return pz_error(PZ_ERR_OOM, "engine allocation");
-  } else {
-    PZ_CHECK(pz_ar_unique_id_read_file(cfg->id_file, timeout, &e->id));
-  }
-  pz_ar_comm_config cc = PZ_AR_COMM_CONFIG_INIT;
-  cc.world = cfg->tp;
-  cc.rank = cfg->rank;
-  cc.device = cfg->rank % have;
-  cc.max_m = cfg->max_batch;
-  cc.max_H = (e->cfg.hidden_size + 7) / 8 * 8;
-  cc.timeout_ms = timeout;
-  return pz_ar_comm_init_rank_config(&e->comm, &cc, e->id);
+  e->id_file = strdup(cfg->id_file);
+  if (!e->id_file) return pz_error(PZ_ERR_OOM, "engine allocation");
+  e->rank = cfg->rank;
+  return pz_ar_comm_join_file(cfg->tp, cfg->rank, cfg->id_file, cfg->rank % have, cfg->max_batch,
+                              (e->cfg.hidden_size + 7) / 8 * 8, timeout, &e->comm, &e->id);
 }
 #endif
 
@@ -338,17 +324,10 @@ void pz_engine_destroy(pz_engine *e) {
   if (!e) return;
   pz_backend_destroy(e->be);
 #ifdef PZ_HAVE_CUDA
-  if (e->comm) {
-    /* Every rank is past its last collective before rank 0 removes the rendezvous; a peer that
-     * is gone already times out here, and the removal goes ahead. */
-    (void)pz_ar_comm_barrier(e->comm);
-    pz_ar_comm_destroy(e->comm);
-  }
-  if (e->id_file) {
-    pz_ar_unique_id_remove(&e->id);
-    unlink(e->id_file);
-    free(e->id_file);
-  }
+  /* Every rank is past its last collective before rank 0 removes the rendezvous; a peer that is
+   * gone already times out in the barrier, and the removal goes ahead. */
+  if (e->id_file) pz_ar_comm_leave_file(e->comm, &e->id, e->rank, e->id_file);
+  free(e->id_file);
 #endif
   pz_graph_free(e->g);
   pz_graph_free(e->g_off);

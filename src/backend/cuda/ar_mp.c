@@ -476,3 +476,44 @@ pz_status pz_ar_comm_allgather_host_big(pz_ar_comm *c, const void *mine, size_t 
 }
 
 pz_status pz_ar_comm_barrier(pz_ar_comm *c) { return pz_ar_comm_allgather_host(c, NULL, 0, NULL); }
+
+pz_status pz_ar_comm_join_file(int world, int rank, const char *id_file, int device, int64_t max_m, int64_t max_H,
+                               int timeout_ms, pz_ar_comm **comm, pz_ar_unique_id *id) {
+  if (!comm || !id || !id_file || !id_file[0])
+    return pz_error(PZ_ERR_INVALID_ARG, "all-reduce join: NULL communicator, id or id file");
+  *comm = NULL;
+  if (rank == 0) {
+    PZ_CHECK(pz_ar_get_unique_id(id));
+    pz_status st = pz_ar_unique_id_write_file(id, id_file);
+    if (st != PZ_OK) {
+      pz_ar_unique_id_remove(id);
+      return st;
+    }
+  } else {
+    PZ_CHECK(pz_ar_unique_id_read_file(id_file, timeout_ms, id));
+  }
+  pz_ar_comm_config cc = PZ_AR_COMM_CONFIG_INIT;
+  cc.world = world;
+  cc.rank = rank;
+  cc.device = device;
+  cc.max_m = max_m;
+  cc.max_H = max_H;
+  cc.timeout_ms = timeout_ms;
+  pz_status st = pz_ar_comm_init_rank_config(comm, &cc, *id);
+  if (st != PZ_OK && rank == 0) {
+    pz_ar_unique_id_remove(id);
+    unlink(id_file);
+  }
+  return st;
+}
+
+void pz_ar_comm_leave_file(pz_ar_comm *comm, const pz_ar_unique_id *id, int rank, const char *id_file) {
+  if (comm) {
+    (void)pz_ar_comm_barrier(comm);
+    pz_ar_comm_destroy(comm);
+  }
+  if (rank == 0 && id && id_file) {
+    pz_ar_unique_id_remove(id);
+    unlink(id_file);
+  }
+}

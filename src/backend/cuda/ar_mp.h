@@ -6,6 +6,7 @@
 #ifndef PZ_BACKEND_CUDA_AR_MP_H
 #define PZ_BACKEND_CUDA_AR_MP_H
 #include <stddef.h>
+#include <stdint.h>
 #include "prezero/allreduce.h"
 #include "backend/cuda/comm.h"
 
@@ -33,6 +34,19 @@ pz_status pz_ar_comm_allgather_host_big(pz_ar_comm *c, const void *mine, size_t 
 
 /* Every rank waits until every rank has called it (a zero-byte exchange). Errors as above. */
 pz_status pz_ar_comm_barrier(pz_ar_comm *c);
+
+/* Joins rank `rank` of a group of `world` through a rendezvous file: rank 0 makes the unique id
+ * and writes it to id_file (pz_ar_unique_id_write_file), the others wait for the file (up to
+ * timeout_ms) and read it; then pz_ar_comm_init_rank_config on `device` with max_m, max_H and
+ * timeout_ms. *id receives the id (rank 0 removes it with pz_ar_comm_leave_file). Errors: those
+ * of the calls named; on rank 0's failure after writing, the id and the file are removed. */
+pz_status pz_ar_comm_join_file(int world, int rank, const char *id_file, int device, int64_t max_m, int64_t max_H,
+                               int timeout_ms, pz_ar_comm **comm, pz_ar_unique_id *id);
+/* The end of a group joined with pz_ar_comm_join_file: a barrier (every rank past its last
+ * collective; a peer already gone times out, which is ignored), the communicator destroyed, and
+ * on rank 0 the id's rendezvous and id_file removed. comm may be NULL (a failed join: rank 0
+ * still removes what it wrote). */
+void pz_ar_comm_leave_file(pz_ar_comm *comm, const pz_ar_unique_id *id, int rank, const char *id_file);
 
 #ifdef __cplusplus
 }
