@@ -110,15 +110,23 @@ int pz_cli_fork_ranks(const char *cmd, int n, double grace_s, char *id_path, siz
     unlink(ep);
   }
   if (msg[0]) fputs(msg[0], stderr);
-  const bool r0_waited = code[0] != 0 && msg[0] && (strstr(msg[0], "waited") || strstr(msg[0], "timed out"));
-  if (code[0] == 0 || r0_waited)
-    for (int r = 1; r < started; r++)
-      if (code[r] != 0) {
-        if (msg[r] && msg[r][0]) fprintf(stderr, "rank %d: %s", r, msg[r]);
-        else fprintf(stderr, "prezero %s: rank %d failed (exit %d)\n", cmd, r, code[r]);
-        break;
-      }
+  /* Another rank's failure is shown when it says something rank 0 did not (the cause behind a
+   * timeout or an out-of-step exchange); the same refusal on every rank (no GPU) is shown once. */
+  for (int r = 1; r < started; r++) {
+    if (code[r] == 0) continue;
+    if (!msg[r] || !msg[r][0]) {
+      if (code[0] == 0) fprintf(stderr, "prezero %s: rank %d failed (exit %d)\n", cmd, r, code[r]);
+      continue;
+    }
+    if (msg[0] && !strcmp(msg[0], msg[r])) continue;
+    bool seen = false;
+    for (int q = 1; q < r && !seen; q++) seen = code[q] != 0 && msg[q] && !strcmp(msg[q], msg[r]);
+    if (!seen) fprintf(stderr, "rank %d: %s", r, msg[r]);
+  }
   for (int r = 0; r < started; r++) free(msg[r]);
+  /* rank 0 removes the rendezvous when it ends normally; after a crash the id is still here */
+  pz_ar_unique_id stale;
+  if (pz_ar_unique_id_read_file(id_path, 1, &stale) == PZ_OK) pz_ar_unique_id_remove(&stale);
   unlink(id_path);
   rmdir(dir);
   *rc = started < n ? 1 : 0;

@@ -9,7 +9,9 @@
  * sent to /dev/null for r > 0 (rank 0 prints). In the parent: waits for every child and returns
  * -1 with *rc = the first non-zero exit code of a child (in rank order; 0 when all succeeded);
  * once one child has failed, the others are given grace_s seconds and then killed (a rank
- * waiting on a failed peer ends with its own timeout first). Removes the directory at the end.
+ * waiting on a failed peer ends with its own timeout first). The children's stderr is collected
+ * and printed at the end: rank 0's, then each other failing rank's message that differs from it.
+ * Removes the directory, and a rendezvous a crashed rank 0 left, at the end.
  * Must be called before this process makes any CUDA call. On a launcher failure (no temporary
  * directory, fork) prints one line naming cmd and returns -1 with *rc = 1. */
 int pz_cli_fork_ranks(const char *cmd, int n, double grace_s, char *id_path, size_t len, int *rc);

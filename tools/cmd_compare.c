@@ -1003,7 +1003,7 @@ int pz_cmd_compare(int argc, char **argv) {
     /* Fork the ranks before any CUDA call; each child goes on as its rank. */
     static char id_buf[256];
     int prc = 0;
-    int r = pz_cli_fork_ranks("compare", (int)procs, (double)timeout_s + 5.0, id_buf, sizeof id_buf, &prc);
+    int r = pz_cli_fork_ranks("compare", (int)procs, 2.0 * (double)timeout_s + 10.0, id_buf, sizeof id_buf, &prc);
     if (r < 0) return prc;
     rank = r;
     id_file = id_buf;
@@ -1021,8 +1021,7 @@ int pz_cmd_compare(int argc, char **argv) {
                                               (mc.hidden_size + 7) / 8 * 8, (int)(timeout_s * 1000), &comm, &id);
     if (js != PZ_OK) {
       fprintf(stderr, "prezero compare: %s%s\n", pz_last_error(), strstr(pz_last_error(), "; ") ? "" : "; see 'prezero compare --help'");
-      pz_ar_comm_leave_file(NULL, &id, (int)rank, id_file);
-      return 1;
+      return 1; /* the join cleaned up after itself */
     }
     o.ar_comm = comm;
   }
@@ -1039,6 +1038,7 @@ int pz_cmd_compare(int argc, char **argv) {
   pz_cmp_result *r = malloc(sizeof *r);
   if (!r) return fail_line("out of memory", "free some host memory");
   pz_status st = pz_compare_run(&o, r);
+  if (st != PZ_OK && comm) pz_ar_comm_abort(comm); /* the peers may wait in a collective this rank left */
   snprintf(r->command, sizeof r->command, "prezero");
   for (int i = 0; i < argc; i++) {
     strncat(r->command, " ", sizeof r->command - strlen(r->command) - 1);

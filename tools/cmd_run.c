@@ -222,7 +222,7 @@ static int run_prompts(pz_engine *e, const pz_engine_info *info, const prompts *
            1e3 * t_steps / (double)total, n, t_create);
   }
   int rc = st == PZ_OK ? 0 : fail(st);
-  if (rc == 0 && out && write_logits(logits_path, out, (long long)n * V)) rc = 1;
+  if (rc == 0 && out && info->rank <= 0 && write_logits(logits_path, out, (long long)n * V)) rc = 1;
   free(tok); free(next); free(gen); free(lg); free(out);
   return rc;
 }
@@ -443,7 +443,7 @@ int pz_cmd_run(int argc, char **argv) {
   if (procs) {
     /* Fork the ranks now, before any CUDA call; each child goes on as its rank. */
     int prc = 0;
-    int r = pz_cli_fork_ranks("run", (int)procs, (double)timeout_s + 5.0, id_buf, sizeof id_buf, &prc);
+    int r = pz_cli_fork_ranks("run", (int)procs, 2.0 * (double)timeout_s + 10.0, id_buf, sizeof id_buf, &prc);
     if (r < 0) {
       free_prompts(&pr);
       return prc;
@@ -533,8 +533,9 @@ int pz_cmd_run(int argc, char **argv) {
   }
   if (st == PZ_OK && logits_path) {
     float *lg = malloc(sizeof(float) * (size_t)(batch * info.vocab_size));
-    st = lg ? pz_engine_logits(e, (int)batch, lg) : pz_error(PZ_ERR_OOM, "logits buffer");
-    if (st == PZ_OK && write_logits(logits_path, lg, batch * info.vocab_size)) st = PZ_ERR_IO;
+    st = lg ? pz_engine_logits(e, (int)batch, lg) : pz_error(PZ_ERR_OOM, "logits buffer"); /* every rank: collective */
+    /* one process per rank: every rank holds the same logits; rank 0 writes them */
+    if (st == PZ_OK && info.rank <= 0 && write_logits(logits_path, lg, batch * info.vocab_size)) st = PZ_ERR_IO;
     free(lg);
     if (st == PZ_ERR_IO) { free(tok); free(next); pz_engine_destroy(e); return 1; }
   }
@@ -543,6 +544,9 @@ int pz_cmd_run(int argc, char **argv) {
            1e3 * t_steps / (double)steps, (double)(steps * batch) / t_steps, batch, t_create);
   free(tok);
   free(next);
+  /* the error first: the destroy of a rank whose peer is gone must not hide it */
+  const int rc = st == PZ_OK ? 0 : fail(st);
+  fflush(stderr);
   pz_engine_destroy(e);
-  return st == PZ_OK ? 0 : fail(st);
+  return rc;
 }

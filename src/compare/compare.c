@@ -99,6 +99,8 @@ static pz_status plan_layers(const pz_model_config *mc, const pz_cmp_opts *o, co
   const int n = mp.n_layers;
   int fit = mp.fit;
   if (o->ar_comm) { /* every rank must build the same graph: the fewest layers any rank fits */
+    const int shares = pz_cuda_ranks_sharing_gpu(o->tp, pz_ar_comm_rank(o->ar_comm), ndev);
+    if (shares > 1) fit = pz_cuda_mem_plan_fit_shared(&mp, shares); /* each co-located rank has its own copy */
     int all[PZ_AR_MP_MAX_WORLD];
     st = pz_ar_comm_allgather_host(o->ar_comm, &fit, sizeof fit, all);
     if (st != PZ_OK) {

@@ -122,6 +122,9 @@ static pz_status fit_cuda(pz_engine *e, const pz_engine_config *cfg) {
   const int n = mp.n_layers;
   int fit = mp.fit;
   if (e->comm) {
+    /* ranks that share a GPU each allocate their own copy: a share of the budget each */
+    const int shares = pz_cuda_ranks_sharing_gpu(tp, e->rank, have);
+    if (shares > 1) fit = pz_cuda_mem_plan_fit_shared(&mp, shares);
     int all[PZ_AR_MP_MAX_WORLD];
     pz_status xs = pz_ar_comm_allgather_host(e->comm, &fit, sizeof fit, all);
     if (xs != PZ_OK) {
@@ -157,11 +160,17 @@ static pz_status join_group(pz_engine *e, const pz_engine_config *cfg) {
   const int timeout = cfg->timeout_ms > 0 ? cfg->timeout_ms : 60000;
   const int have = pz_cuda_device_count();
   if (have == 0) return pz_error(PZ_ERR_NO_DEVICE, "no CUDA GPU is visible; one rank per process needs one");
-  e->id_file = strdup(cfg->id_file);
-  if (!e->id_file) return pz_error(PZ_ERR_OOM, "engine allocation");
+  char *path = strdup(cfg->id_file);
+  if (!path) return pz_error(PZ_ERR_OOM, "engine allocation");
   e->rank = cfg->rank;
-  return pz_ar_comm_join_file(cfg->tp, cfg->rank, cfg->id_file, cfg->rank % have, cfg->max_batch,
-                              (e->cfg.hidden_size + 7) / 8 * 8, timeout, &e->comm, &e->id);
+  pz_status st = pz_ar_comm_join_file(cfg->tp, cfg->rank, cfg->id_file, cfg->rank % have, cfg->max_batch,
+                                      (e->cfg.hidden_size + 7) / 8 * 8, timeout, &e->comm, &e->id);
+  if (st != PZ_OK) { /* the join cleaned up after itself */
+    free(path);
+    return st;
+  }
+  e->id_file = path; /* destroy leaves the group (rank 0 removes the rendezvous and the file) */
+  return PZ_OK;
 }
 #endif
 
@@ -254,6 +263,9 @@ pz_status pz_engine_create(const pz_engine_config *cfg, pz_engine **out) {
   *out = e;
   return PZ_OK;
 fail:
+#ifdef PZ_HAVE_CUDA
+  if (e->comm) pz_ar_comm_abort(e->comm); /* the peers are in a collective this rank will not reach */
+#endif
   pz_engine_destroy(e);
   return st;
 }
@@ -263,12 +275,19 @@ pz_status pz_engine_step(pz_engine *e, int m, const int32_t *tokens_in, int32_t 
   if (m < 1 || m > e->ec.max_batch)
     return pz_error(PZ_ERR_INVALID_ARG, "step batch %d is out of range 1..%d (the engine's max_batch)", m, e->ec.max_batch);
   for (int i = 0; i < m; i++) {
+    pz_status bad = PZ_OK;
     if (tokens_in[i] < 0 || tokens_in[i] >= e->cfg.vocab_size)
-      return pz_error(PZ_ERR_INVALID_ARG, "token %d of row %d is out of range 0..%lld", tokens_in[i], i,
-                      (long long)e->cfg.vocab_size - 1);
-    if (e->pos[i] >= e->max_ctx)
-      return pz_error(PZ_ERR_INVALID_ARG, "sequence %d's KV cache is full (%lld tokens); create the engine with more max_steps",
-                      i, (long long)e->max_ctx);
+      bad = pz_error(PZ_ERR_INVALID_ARG, "token %d of row %d is out of range 0..%lld", tokens_in[i], i,
+                     (long long)e->cfg.vocab_size - 1);
+    else if (e->pos[i] >= e->max_ctx)
+      bad = pz_error(PZ_ERR_INVALID_ARG, "sequence %d's KV cache is full (%lld tokens); create the engine with more max_steps",
+                     i, (long long)e->max_ctx);
+    if (bad != PZ_OK) {
+#ifdef PZ_HAVE_CUDA
+      if (e->comm) pz_ar_comm_abort(e->comm); /* the peers' step waits for this one: tell them */
+#endif
+      return bad;
+    }
   }
   PZ_CHECK(pz_backend_step(e->be, m, tokens_in, e->pos, tokens_out));
   for (int i = 0; i < m; i++) e->pos[i]++;

@@ -9,7 +9,8 @@
  *   2. every rank writes "ok<rank>" once it has mapped all peers, waits for every "ok<q>", then
  *      removes its own "r<rank>" (every peer has read it). pz_ar_unique_id_remove removes the rest.
  * Inboxes are zeroed before the handle is published, so a peer may start pushing as soon as it
- * has mapped them. */
+ * has mapped them. Each rank also creates "hx<rank>" (the host exchange of ar_mp.h) before its
+ * record, every peer maps it in phase 1, and it is unlinked after phase 2 (the mappings stay). */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
 #include <errno.h>
@@ -58,12 +59,14 @@ struct pz_ar_comm {
   void *hx[PZ_AR_MP_MAX_WORLD];
   uint64_t hx_round;
   uint64_t nonce;
+  int broken;                     /* a collective failed: the ranks' rounds no longer agree */
 };
 
 typedef struct hx_hdr {
   uint64_t nonce;
   uint64_t seq;      /* last round whose payload is in place (release / acquire) */
   uint64_t bytes[2]; /* payload bytes of the round in each slot */
+  uint64_t abort;    /* non-zero: this rank failed and left the group (pz_ar_comm_abort) */
 } hx_hdr;
 #define HX_DATA 64
 #define HX_FILE (HX_DATA + 2 * PZ_AR_HOSTX_SLOT)
@@ -142,15 +145,21 @@ static pz_status hx_map(pz_ar_comm *c, const char *dir, int q, int create) {
   if (fd < 0)
     return pz_error(errno == EEXIST ? PZ_ERR_INVALID_ARG : PZ_ERR_IO, "all-reduce rendezvous: cannot %s %s: %s",
                     create ? "create" : "open", p, strerror(errno));
-  if (create && ftruncate(fd, (off_t)HX_FILE) != 0) {
-    int e = errno;
+  /* allocated now, not on first touch: a full tmpfs fails here instead of raising SIGBUS later */
+  int fe = create ? posix_fallocate(fd, 0, (off_t)HX_FILE) : 0;
+  if (fe != 0) {
     close(fd);
     unlink(p);
-    return pz_error(PZ_ERR_IO, "all-reduce rendezvous: cannot size %s: %s", p, strerror(e));
+    return pz_error(PZ_ERR_IO, "all-reduce rendezvous: cannot allocate %zu bytes for %s: %s; free space there",
+                    (size_t)HX_FILE, p, strerror(fe));
   }
   void *m = mmap(NULL, HX_FILE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
-  if (m == MAP_FAILED) return pz_error(PZ_ERR_IO, "all-reduce rendezvous: cannot map %s: %s", p, strerror(errno));
+  if (m == MAP_FAILED) {
+    int e = errno;
+    if (create) unlink(p);
+    return pz_error(PZ_ERR_IO, "all-reduce rendezvous: cannot map %s: %s", p, strerror(e));
+  }
   hx_hdr *h = (hx_hdr *)m;
   if (create) {
     h->nonce = c->nonce;
@@ -408,6 +417,7 @@ pz_status pz_ar_comm_check(pz_ar_comm *c, pz_ar_stream stream) {
   PZ_CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)stream));
   unsigned h[8];
   PZ_CUDA_CHECK(cudaMemcpy(h, c->view.ctrl, sizeof h, cudaMemcpyDeviceToHost));
+  if (h[2]) c->broken = 1;
   if (h[2])
     return pz_error(PZ_ERR_TIMEOUT, "all-reduce: rank %d of %d (GPU %d) waited more than %d ms for a peer (row %u, "
                     "launch %u): a peer exited or stopped launching; destroy the communicator", c->rank, c->world,
@@ -423,6 +433,9 @@ pz_status pz_ar_comm_allgather_host(pz_ar_comm *c, const void *mine, size_t byte
   if (bytes > PZ_AR_HOSTX_SLOT)
     return pz_error(PZ_ERR_INVALID_ARG, "all-reduce host exchange: %zu bytes per rank, at most %zu", bytes,
                     (size_t)PZ_AR_HOSTX_SLOT);
+  if (c->broken)
+    return pz_error(PZ_ERR_TIMEOUT, "all-reduce host exchange: rank %d's group broke at an earlier exchange (a peer "
+                    "failed or left); destroy it", c->rank);
   if (c->world == 1) {
     if (bytes) memmove(all, mine, bytes);
     return PZ_OK;
@@ -433,31 +446,48 @@ pz_status pz_ar_comm_allgather_host(pz_ar_comm *c, const void *mine, size_t byte
   if (bytes) memcpy((char *)c->hx[c->rank] + HX_DATA + slot * PZ_AR_HOSTX_SLOT, mine, bytes);
   me->bytes[slot] = bytes;
   __atomic_store_n(&me->seq, k, __ATOMIC_RELEASE);
+  const long long t0 = now_ms(); /* one deadline for the whole exchange */
   for (int q = 0; q < c->world; q++) {
     hx_hdr *h = (hx_hdr *)c->hx[q];
     if (q != c->rank) {
-      long long t0 = now_ms();
       for (long spin = 0; __atomic_load_n(&h->seq, __ATOMIC_ACQUIRE) < k; spin++) {
+        if (__atomic_load_n(&h->abort, __ATOMIC_ACQUIRE)) {
+          c->broken = 1;
+          return pz_error(PZ_ERR_TIMEOUT, "all-reduce host exchange: rank %d of %d failed and left the group (its own "
+                          "error says why); rank %d stops at round %llu", q, c->world, c->rank, (unsigned long long)k);
+        }
         if (spin < 2000) {
           sched_yield();
           continue;
         }
-        if (now_ms() - t0 > c->timeout_ms)
+        if (now_ms() - t0 > c->timeout_ms) {
+          c->broken = 1;
           return pz_error(PZ_ERR_TIMEOUT, "all-reduce host exchange: rank %d of %d waited %d ms for rank %d at round "
                           "%llu: the peer exited or stopped; destroy the communicator", c->rank, c->world,
                           c->timeout_ms, q, (unsigned long long)k);
+        }
         struct timespec ts = {0, 50000};
         nanosleep(&ts, NULL);
       }
-      if (h->bytes[slot] != bytes)
+      if (h->bytes[slot] != bytes) {
+        c->broken = 1;
         return pz_error(PZ_ERR_INVALID_ARG, "all-reduce host exchange: rank %d sent %llu bytes at round %llu, rank %d "
-                        "%zu (every rank must pass the same size)", q, (unsigned long long)h->bytes[slot],
-                        (unsigned long long)k, c->rank, bytes);
+                        "%zu (the ranks' calls are out of step: every rank must make the same collective calls with "
+                        "the same sizes)", q, (unsigned long long)h->bytes[slot], (unsigned long long)k, c->rank, bytes);
+      }
     }
     if (bytes) memcpy((char *)all + (size_t)q * bytes, (char *)c->hx[q] + HX_DATA + slot * PZ_AR_HOSTX_SLOT, bytes);
   }
   return PZ_OK;
 }
+
+void pz_ar_comm_abort(pz_ar_comm *c) {
+  if (!c) return;
+  c->broken = 1;
+  if (c->world > 1 && c->hx[c->rank]) __atomic_store_n(&((hx_hdr *)c->hx[c->rank])->abort, 1, __ATOMIC_RELEASE);
+}
+
+int pz_ar_comm_broken(const pz_ar_comm *c) { return c ? c->broken : 1; }
 
 pz_status pz_ar_comm_allgather_host_big(pz_ar_comm *c, const void *mine, size_t bytes, void *all) {
   if (!c) return pz_error(PZ_ERR_INVALID_ARG, "all-reduce host exchange: NULL communicator");
@@ -509,7 +539,9 @@ pz_status pz_ar_comm_join_file(int world, int rank, const char *id_file, int dev
 
 void pz_ar_comm_leave_file(pz_ar_comm *comm, const pz_ar_unique_id *id, int rank, const char *id_file) {
   if (comm) {
-    (void)pz_ar_comm_barrier(comm);
+    /* a broken group has no common round left to meet in: leave at once, telling the peers */
+    if (comm->broken) pz_ar_comm_abort(comm);
+    else if (pz_ar_comm_barrier(comm) != PZ_OK) pz_ar_comm_abort(comm);
     pz_ar_comm_destroy(comm);
   }
   if (rank == 0 && id && id_file) {

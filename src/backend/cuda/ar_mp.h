@@ -35,17 +35,27 @@ pz_status pz_ar_comm_allgather_host_big(pz_ar_comm *c, const void *mine, size_t 
 /* Every rank waits until every rank has called it (a zero-byte exchange). Errors as above. */
 pz_status pz_ar_comm_barrier(pz_ar_comm *c);
 
+/* Marks c broken and tells the peers that this rank left: a peer waiting in a host exchange then
+ * fails at once (PZ_ERR_TIMEOUT naming this rank) instead of after its timeout. Called when this
+ * rank's sequence of collective calls can no longer match its peers' (a failed step, a failed
+ * creation). After a failed exchange (timeout, size mismatch, a peer that exited or aborted) c is
+ * broken too: every later exchange fails at once. */
+void pz_ar_comm_abort(pz_ar_comm *c);
+/* 1 when c is broken (or NULL), else 0. */
+int pz_ar_comm_broken(const pz_ar_comm *c);
+
 /* Joins rank `rank` of a group of `world` through a rendezvous file: rank 0 makes the unique id
  * and writes it to id_file (pz_ar_unique_id_write_file), the others wait for the file (up to
  * timeout_ms) and read it; then pz_ar_comm_init_rank_config on `device` with max_m, max_H and
  * timeout_ms. *id receives the id (rank 0 removes it with pz_ar_comm_leave_file). Errors: those
- * of the calls named; on rank 0's failure after writing, the id and the file are removed. */
+ * of the calls named; on rank 0's failure after writing, the id and the file are removed (and
+ * nothing is left for pz_ar_comm_leave_file to do). */
 pz_status pz_ar_comm_join_file(int world, int rank, const char *id_file, int device, int64_t max_m, int64_t max_H,
                                int timeout_ms, pz_ar_comm **comm, pz_ar_unique_id *id);
 /* The end of a group joined with pz_ar_comm_join_file: a barrier (every rank past its last
- * collective; a peer already gone times out, which is ignored), the communicator destroyed, and
- * on rank 0 the id's rendezvous and id_file removed. comm may be NULL (a failed join: rank 0
- * still removes what it wrote). */
+ * collective) unless comm is broken (then pz_ar_comm_abort instead: no second wait for a peer
+ * that is gone), the communicator destroyed, and on rank 0 the id's rendezvous and id_file
+ * removed. Only for a successful join. */
 void pz_ar_comm_leave_file(pz_ar_comm *comm, const pz_ar_unique_id *id, int rank, const char *id_file);
 
 #ifdef __cplusplus

@@ -531,6 +531,9 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
      * (unless a description is given) and every rank takes rank 0's. */
     pz_device_desc mine = o->dev;
     if (lo == 0 && o->dev.num_sms <= 0) PZ_CHECK_GOTO(pz_gate_calibrate_cuda(devs[lo], &mine), st, fail);
+    /* rank 0's overrides (PREZERO_FORCE_GATE, PREZERO_AR_PROTO / _CLUSTER / _CTAS_PER_ROW) too:
+     * a launcher that gives each rank its own environment cannot split the protocol */
+    if (lo == 0) pz_device_desc_apply_opts(&mine, &e->ro);
     pz_device_desc *all = calloc((size_t)tp, sizeof *all);
     if (!all) { st = pz_error(PZ_ERR_OOM, "CUDA executor: host allocation"); goto fail; }
     st = pz_ar_comm_allgather_host(e->mp, &mine, sizeof mine, all);
@@ -549,8 +552,8 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
     if (strcmp(e->ro.ar_algo, "nccl") == 0) PZ_CHECK_GOTO(pz_nccl_create(e->comm, e->ro.nccl_lib, &e->nccl), st, fail);
     if (o->dev.num_sms > 0) e->dev = o->dev;
     else PZ_CHECK_GOTO(pz_gate_calibrate_cuda(devs[0], &e->dev), st, fail);
+    pz_device_desc_apply_opts(&e->dev, &e->ro); /* PREZERO_FORCE_GATE, PREZERO_AR_PROTO / _CLUSTER / _CTAS_PER_ROW */
   }
-  pz_device_desc_apply_opts(&e->dev, &e->ro); /* PREZERO_FORCE_GATE, PREZERO_AR_PROTO / _CLUSTER / _CTAS_PER_ROW */
 
   for (int r = lo; r < hi; r++) {
     pz_cuda_rank *R = &e->ranks[r];
@@ -625,6 +628,7 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
   *out = e;
   return PZ_OK;
 fail:
+  if (o->ar_comm) pz_ar_comm_abort(o->ar_comm); /* the peers wait in a collective this rank will not reach */
   pz_cuda_exec_free(e);
   return st;
 }
@@ -700,6 +704,7 @@ static pz_status run_nodes(pz_cuda_exec *e, int64_t m, bool capturing) {
     if (!fn) return pz_error(PZ_ERR_UNSUPPORTED, "CUDA executor: op %s (node %s): %s", pz_op_name(n->op), n->name, pz_cuda_op_gap(n->op));
     pz_status st;
     if (pz_op_is_collective(n->op)) {
+      PZ_CUDA_CHECK(cudaSetDevice(e->ranks[e->lo].device));
       c.rank = e->lo;
       c.data = c.rank_data[e->lo];
       c.stream = e->ranks[e->lo].stream;
@@ -845,7 +850,18 @@ static pz_status wait_all(pz_cuda_exec *e) {
   return PZ_OK;
 }
 
+static pz_status step_once(pz_cuda_exec *e, int64_t m, const int32_t *tokens, const int32_t *pos, int32_t *next);
+
+/* One rank per process: a failed step leaves this rank's collective calls out of step with its
+ * peers', so it leaves the group (they fail at once instead of after their timeout). */
 pz_status pz_cuda_exec_step(pz_cuda_exec *e, int64_t m, const int32_t *tokens, const int32_t *pos, int32_t *next) {
+  if (!e) return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec step: NULL executor");
+  pz_status st = step_once(e, m, tokens, pos, next);
+  if (st != PZ_OK && e->mp) pz_ar_comm_abort(e->mp);
+  return st;
+}
+
+static pz_status step_once(pz_cuda_exec *e, int64_t m, const int32_t *tokens, const int32_t *pos, int32_t *next) {
   if (!e || !tokens || !pos) return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec step: NULL argument");
   if (m < 1 || m > e->max_m)
     return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec step: batch %lld not in 1..%lld", (long long)m, (long long)e->max_m);
@@ -894,7 +910,16 @@ pz_status pz_cuda_exec_step(pz_cuda_exec *e, int64_t m, const int32_t *tokens, c
   return PZ_OK;
 }
 
+static pz_status logits_once(const pz_cuda_exec *e, int64_t m, float *out);
+
 pz_status pz_cuda_exec_logits(const pz_cuda_exec *e, int64_t m, float *out) {
+  if (!e) return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec logits: NULL executor");
+  pz_status st = logits_once(e, m, out);
+  if (st != PZ_OK && e->mp) pz_ar_comm_abort(e->mp); /* as a failed step */
+  return st;
+}
+
+static pz_status logits_once(const pz_cuda_exec *e, int64_t m, float *out) {
   if (!e || !out) return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec logits: NULL argument");
   if (e->g->out_logits < 0) return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec logits: graph has no out_logits");
   if (m < 1 || m > e->last_m)

@@ -1,5 +1,6 @@
-/* CUDA executor of the per-rank decode graph: every TP rank on its own GPU in this process,
- * storage + deterministic fill, eager node launches or one CUDA graph per captured batch size. */
+/* CUDA executor of the per-rank decode graph: every TP rank on its own GPU in this process (or,
+ * with opts.ar_comm, one rank per process), storage + deterministic fill, eager node launches or
+ * one CUDA graph per captured batch size. */
 #ifndef PZ_BACKEND_CUDA_EXEC_H
 #define PZ_BACKEND_CUDA_EXEC_H
 #include <stdbool.h>
@@ -119,7 +120,9 @@ int pz_cuda_exec_capture_sizes(const pz_cuda_exec *e, int *sizes, int cap);
  * rank with no host sync between steps; every row decodes token (i*7919) % vocab at position
  * pos_all (the attention reads pos_all + 1 cache entries; that slot is rewritten each time,
  * positions do not advance). *us_median: median over reps of (elapsed from rank 0's start to
- * the last rank's end) / iters, in µs; graph launch and input copies included.
+ * the last rank's end) / iters, in µs; graph launch and input copies included. With one rank
+ * per process it times this process's rank (its kernels wait for the peers' inside the
+ * all-reduce), and every rank must call it with the same arguments.
  * Errors: PZ_ERR_INVALID_ARG (M not captured, pos_all outside the cache, iters < 1, reps
  * outside 1..64), and those of pz_cuda_exec_step. */
 pz_status pz_cuda_exec_time_step(pz_cuda_exec *e, int64_t M, int32_t pos_all, int iters, int reps, double *us_median);

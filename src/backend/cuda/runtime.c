@@ -112,6 +112,21 @@ pz_status pz_cuda_plan_memory_budget(const pz_graph *g, bool per_batch, int64_t 
   return st;
 }
 
+int pz_cuda_mem_plan_fit_shared(const pz_cuda_mem_plan *p, int shares) {
+  if (!p || !p->cum || shares < 1) return 0;
+  const int64_t budget = p->budget / shares;
+  int fit = 0;
+  while (fit < p->n_layers && p->cum[fit + 1] <= budget) fit++;
+  return p->cum[0] <= budget ? fit : 0;
+}
+
+int pz_cuda_ranks_sharing_gpu(int tp, int rank, int n_gpus) {
+  if (n_gpus < 1 || tp < 1) return 1;
+  int n = 0;
+  for (int r = 0; r < tp; r++) n += r % n_gpus == rank % n_gpus;
+  return n > 0 ? n : 1;
+}
+
 void pz_cuda_mem_plan_free(pz_cuda_mem_plan *p) {
   if (!p) return;
   free(p->cum);
