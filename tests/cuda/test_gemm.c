@@ -196,10 +196,10 @@ static int out_check(outbuf *o, const prob *p, int exact, const char *what) {
 }
 
 static pz_gemm_ctx *ctx;
-/* Handles whose wgmma kernel takes 1 and 4 k-blocks per TMA stage (PREZERO_GEMM_WG_KS; ctx has
- * the default, 2). */
+/* Handles whose wgmma kernel takes 2 and 4 k-blocks per TMA stage (PREZERO_GEMM_WG_KS; ctx has
+ * the default, 1). */
 static pz_gemm_ctx *ctx_ks[3];
-static const int ks_list[3] = {2, 1, 4};
+static const int ks_list[3] = {1, 2, 4};
 
 /* Every flavour x a few split counts / tile widths, zero_init false (flavour 1) and true. */
 static void check_all_flavours(prob *p, pz_dtype dt, int exact, const char *name) {
@@ -229,7 +229,7 @@ static void check_all_flavours(prob *p, pz_dtype dt, int exact, const char *name
           }
           out_check(&o, p, exact, what);
           /* The same case on the Hopper wgmma kernel (wn 3) with 1, 2 and 4 64-row W tiles per CTA,
-           * and 2 (the default), 1 and 4 k-blocks per ring stage (the last stage of a split may
+           * and 1 (the default), 2 and 4 k-blocks per ring stage (the last stage of a split may
            * hold fewer). */
           for (int wgt = 1; wgt <= 4 && wt == 1 && f != 6 && pz_gemm_ctx_has_wgmma(ctx); wgt *= 2)
             for (int ki = 0; ki < 3; ki++) {

@@ -32,7 +32,7 @@ extern "C" {
  * epilogue and its per-tile semaphore protocol are gemm_epilogue.cuh, shared with gemm_splitk.cu. */
 
 /* k-blocks per ring stage when the options leave it unset (PREZERO_GEMM_WG_KS). */
-#define PZ_GEMM_WG_KS_DEFAULT 2
+#define PZ_GEMM_WG_KS_DEFAULT 1
 
 static PFN_cuTensorMapEncodeTiled_v12000 g_encode = nullptr; /* resolved once by pz_gemm_wgmma_init */
 
@@ -63,12 +63,11 @@ struct Plan {
   /* 2 CTAs per SM for small tiles, else 1; rings as deep as shared memory allows (a 2-3 % gain on
    * the Kimi-K2 TP 1 rows of the H200 at m >= 32 over 96 / 200 KB) */
   static constexpr int BUDGET = BN >= 128 || BM >= 256 ? 222 * 1024 : 110 * 1024;
-  /* the requested KSR (PREZERO_GEMM_WG_KS; default 2), halved until at least three stages fit the
-   * budget. Measured on the H200 with the same configs (the built-in table) in back-to-back runs
-   * (bench/results/gemm_h200_ks.md): KS 2 against 1 is 0.981 x the time (median of 516 wgmma
-   * entries; 0.84 at the 10th percentile, full-K o_proj up to 20 % faster; 1.026 at the 90th, full-K
-   * q_b wt 2 up to 7 % slower); where only 2 stages would fit (BN 256) it lost up to 60 %, hence the
-   * three-stage rule */
+  /* the requested KSR (PREZERO_GEMM_WG_KS; default 1), halved until at least three stages fit the
+   * budget. KS > 1 is an A/B switch only: its partial last stage puts a runtime branch around the
+   * wgmmas, and ptxas then serializes them (warning C7520). Every KS A/B of
+   * bench/results/gemm_h200_ks.md ran with that branch in all instances (KS 1 included: the
+   * kernels were ~8 % slower than the morning's table measured); KS 1 has no branch again. */
   static constexpr int KS = BUDGET / (KSR * (W_BLK + A_BLK)) >= 3 ? KSR
                             : KSR >= 2 && BUDGET / ((KSR / 2) * (W_BLK + A_BLK)) >= 3 ? KSR / 2 : 1;
   static constexpr int W_BYTES = KS * W_BLK;

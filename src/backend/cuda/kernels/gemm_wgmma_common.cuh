@@ -99,7 +99,9 @@ __device__ __forceinline__ void wg_mma_stage(float (&acc)[WM][BN / 2], const uns
   wgmma_fence();
 #pragma unroll
   for (int j = 0; j < KS; j++) {
-    if (j < cnt) {
+    /* KS 1: no branch around the wgmmas (a runtime condition there makes ptxas serialize them:
+     * warning C7520, measured ~8 % slower on the H200) */
+    if (KS == 1 || j < cnt) {
       const uint64_t da = make_desc(st + W_BYTES + j * A_BLK);
 #pragma unroll
       for (int w = 0; w < WM; w++) {
