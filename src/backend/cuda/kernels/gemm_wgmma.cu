@@ -64,10 +64,9 @@ struct Plan {
    * the Kimi-K2 TP 1 rows of the H200 at m >= 32 over 96 / 200 KB) */
   static constexpr int BUDGET = BN >= 128 || BM >= 256 ? 222 * 1024 : 110 * 1024;
   /* the requested KSR (PREZERO_GEMM_WG_KS; default 1), halved until at least three stages fit the
-   * budget. KS > 1 is an A/B switch only: its partial last stage puts a runtime branch around the
-   * wgmmas, and ptxas then serializes them (warning C7520). Every KS A/B of
-   * bench/results/gemm_h200_ks.md ran with that branch in all instances (KS 1 included: the
-   * kernels were ~8 % slower than the morning's table measured); KS 1 has no branch again. */
+   * budget (a halved KS still divides the k-blocks of a split). KS > 1 is an A/B switch only:
+   * every KS A/B of bench/results/gemm_h200_ks.md ran an earlier version whose partial last stage
+   * put a runtime branch around the wgmmas, serialized by ptxas (warning C7520), so it is unjudged. */
   static constexpr int KS = BUDGET / (KSR * (W_BLK + A_BLK)) >= 3 ? KSR
                             : KSR >= 2 && BUDGET / ((KSR / 2) * (W_BLK + A_BLK)) >= 3 ? KSR / 2 : 1;
   static constexpr int W_BYTES = KS * W_BLK;
@@ -105,7 +104,7 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM, KSR>::THREADS, 1)
   const int kb0 = (int)((int64_t)split * p.kblocks / p.splits);
   const int kb1 = (int)((int64_t)(split + 1) * p.kblocks / p.splits);
   const int nk = kb1 - kb0;
-  const int ns = (nk + KS - 1) / KS; /* ring stages of this K slice; the last may hold fewer k-blocks */
+  const int ns = nk / KS; /* ring stages of this K slice: the launcher takes KS > 1 only when KS divides nk */
   const int rows = min(BN, p.m - t0);
 
   ring_init(full, empty, S, 4 * NWG);
@@ -130,11 +129,10 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM, KSR>::THREADS, 1)
     if (lane == 0) {
       for (int i = 0; i < ns; i++) {
         const int s = i % S;
-        const int cnt = min(KS, nk - i * KS);
         mbar_wait(&empty[s], ((i / S) & 1) ^ 1);
         unsigned char *st = smem + s * P::STAGE;
-        mbar_expect_tx(&full[s], cnt * (P::W_BLK + P::A_BLK));
-        for (int j = 0; j < cnt; j++) {
+        mbar_expect_tx(&full[s], P::STAGE);
+        for (int j = 0; j < KS; j++) {
           const int kc = (kb0 + i * KS + j) * 64;
           tma_load_2d(st + j * P::W_BLK, &tmW, &full[s], kc, n0);
           tma_load_2d(st + P::W_BYTES + j * P::A_BLK, &tmA, &full[s], kc, t0);
@@ -144,9 +142,8 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM, KSR>::THREADS, 1)
   } else {
     for (int i = 0; i < ns; i++) {
       const int s = i % S;
-      const int cnt = min(KS, nk - i * KS);
       mbar_wait(&full[s], (i / S) & 1);
-      wg_mma_stage<BN, WM, P::W_BLK, P::W_BYTES, P::A_BLK, KS>(acc, smem + s * P::STAGE, wg, cnt);
+      wg_mma_stage<BN, WM, P::W_BLK, P::W_BYTES, P::A_BLK, KS>(acc, smem + s * P::STAGE, wg);
       if (i > 0) {
         wgmma_wait<1>();
         if (lane == 0) mbar_arrive(&empty[(i - 1) % S]);
@@ -212,7 +209,11 @@ pz_status launch_ks(const pz_gemm_args *a, WParams p, int zt, cudaStream_t s) {
 
 template <int BN, int NWG, int WM>
 pz_status launch_bn(const pz_gemm_args *a, WParams p, int zt, cudaStream_t s) {
-  const int ks = a->wg_ks > 0 ? a->wg_ks : PZ_GEMM_WG_KS_DEFAULT;
+  /* KS > 1 only where every split's k-blocks are a multiple of it (the stages are then all full,
+   * see wg_mma_stage); otherwise 1 */
+  const int want = a->wg_ks > 0 ? a->wg_ks : PZ_GEMM_WG_KS_DEFAULT;
+  const int kblocks = p.kblocks, splits = p.splits;
+  const int ks = want > 1 && kblocks % splits == 0 && (kblocks / splits) % want == 0 ? want : 1;
   return ks == 4 ? launch_ks<BN, NWG, WM, 4>(a, p, zt, s)
          : ks == 2 ? launch_ks<BN, NWG, WM, 2>(a, p, zt, s)
                    : launch_ks<BN, NWG, WM, 1>(a, p, zt, s);

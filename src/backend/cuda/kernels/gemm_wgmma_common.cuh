@@ -92,23 +92,20 @@ __device__ __forceinline__ void ring_init(uint64_t *full, uint64_t *empty, int s
 
 /* One ring stage into the accumulators: warpgroup wg's WM m64 W tiles (rows 64 (wg WM + w) of
  * each k-block sub-tile, W_BLK bytes apart) times the stage's BN tokens (at byte W_BYTES, A_BLK
- * apart), four k16 steps of 32 bytes inside the 128-byte swizzled rows of each of the stage's
- * cnt (1..KS) k-blocks, committed as one wgmma group. */
+ * apart), four k16 steps of 32 bytes inside the 128-byte swizzled rows of each of the stage's KS
+ * k-blocks (every stage is full: no branch around the wgmmas, which ptxas would serialize,
+ * warning C7520), committed as one wgmma group. */
 template <int BN, int WM, int W_BLK, int W_BYTES, int A_BLK, int KS>
-__device__ __forceinline__ void wg_mma_stage(float (&acc)[WM][BN / 2], const unsigned char *st, int wg, int cnt) {
+__device__ __forceinline__ void wg_mma_stage(float (&acc)[WM][BN / 2], const unsigned char *st, int wg) {
   wgmma_fence();
 #pragma unroll
   for (int j = 0; j < KS; j++) {
-    /* KS 1: no branch around the wgmmas (a runtime condition there makes ptxas serialize them:
-     * warning C7520, measured ~8 % slower on the H200) */
-    if (KS == 1 || j < cnt) {
-      const uint64_t da = make_desc(st + W_BYTES + j * A_BLK);
+    const uint64_t da = make_desc(st + W_BYTES + j * A_BLK);
 #pragma unroll
-      for (int w = 0; w < WM; w++) {
-        const uint64_t dw = make_desc(st + j * W_BLK + (wg * WM + w) * 64 * 128);
+    for (int w = 0; w < WM; w++) {
+      const uint64_t dw = make_desc(st + j * W_BLK + (wg * WM + w) * 64 * 128);
 #pragma unroll
-        for (int kk = 0; kk < 4; kk++) Wgmma<BN>::mma(acc[w], dw + 2 * kk, da + 2 * kk, 1);
-      }
+      for (int kk = 0; kk < 4; kk++) Wgmma<BN>::mma(acc[w], dw + 2 * kk, da + 2 * kk, 1);
     }
   }
   wgmma_commit();

@@ -133,7 +133,7 @@ __global__ void __launch_bounds__(SKPlan<BN, NWG, WM>::THREADS, 1)
     for (int i = 0; i < sg.kn; i++, g++) {
       const int s = (int)(g % S);
       mbar_wait(&full[s], (g / S) & 1);
-      wg_mma_stage<BN, WM, P::W_BYTES, P::W_BYTES, P::A_BYTES, 1>(acc, smem + s * P::STAGE, wg, 1);
+      wg_mma_stage<BN, WM, P::W_BYTES, P::W_BYTES, P::A_BYTES, 1>(acc, smem + s * P::STAGE, wg);
       if (i > 0) {
         wgmma_wait<1>();
         if (lane == 0) mbar_arrive(&empty[(g - 1) % S]);
