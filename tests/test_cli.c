@@ -306,6 +306,10 @@ int main(void) {
    * exit 2 before anything is forked; without a GPU, the ranks' refusal comes back as one line. */
   bad("run", "--procs 1", "--procs 1 is out of range; use --procs 2..8");
   CHECK(last_rc == 2);
+  bad("run", "--procs 0", "--procs 0 is out of range; use --procs 2..8");
+  CHECK(last_rc == 2);
+  bad("run", "--rank -1 --world 2 --id-file /tmp/pz_cli_id", "one process per rank needs --rank 0..W-1");
+  CHECK(last_rc == 2);
   bad("run", "--procs 2 --rank 0", "--procs forks every rank itself; give either --procs N or --rank/--world/--id-file");
   CHECK(last_rc == 2);
   bad("run", "--rank 0 --world 2", "one process per rank needs --rank 0..W-1, --world W (2..8) and --id-file F together");

@@ -12,6 +12,7 @@
 #include "model/builder.h"
 #include "model/checkpoint.h"
 #include "prezero.h"
+#include "prezero/allreduce.h" /* PZ_AR_MP_MAX_WORLD */
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -237,6 +238,7 @@ int pz_cmd_run(int argc, char **argv) {
   prompts pr = {0};
   bool device_given = false;
   long long procs = 0, rank = -1, world = 0, timeout_s = 60;
+  bool procs_given = false, rank_given = false;
   const char *id_file = NULL;
   char id_buf[256];
   for (int i = 1; i < argc; i++) {
@@ -292,25 +294,26 @@ int pz_cmd_run(int argc, char **argv) {
       else if (!strcmp(a, "--context")) { context = x; context_given = true; }
       else if (!strcmp(a, "--layers")) { layers = x; layers_given = true; }
       else if (!strcmp(a, "--threads")) threads = x;
-      else if (!strcmp(a, "--procs")) procs = x;
-      else if (!strcmp(a, "--rank")) rank = x;
+      else if (!strcmp(a, "--procs")) { procs = x; procs_given = true; }
+      else if (!strcmp(a, "--rank")) { rank = x; rank_given = true; }
       else if (!strcmp(a, "--world")) world = x;
       else if (!strcmp(a, "--timeout-s")) timeout_s = x;
     }
   }
   /* One process per rank: --procs N, or --rank/--world/--id-file (all three). */
-  const bool sep = rank >= 0 || world || id_file;
-  if (procs && sep) {
+  const bool sep = rank_given || world || id_file;
+  if (procs_given && sep) {
     fprintf(stderr, "prezero run: --procs forks every rank itself; give either --procs N or --rank/--world/--id-file\n");
     return PZ_CLI_EXIT_USAGE;
   }
-  if (sep && (rank < 0 || world < 2 || world > 8 || rank >= world || !id_file || !id_file[0])) {
+  if (sep && (rank < 0 || world < 2 || world > PZ_AR_MP_MAX_WORLD || rank >= world || !id_file || !id_file[0])) {
     fprintf(stderr, "prezero run: one process per rank needs --rank 0..W-1, --world W (2..8) and --id-file F together; "
                     "see 'prezero run --help'\n");
     return PZ_CLI_EXIT_USAGE;
   }
-  if (procs && (procs < 2 || procs > 8)) {
-    fprintf(stderr, "prezero run: --procs %lld is out of range; use --procs 2..8 (or leave it out)\n", procs);
+  if (procs_given && (procs < 2 || procs > PZ_AR_MP_MAX_WORLD)) {
+    fprintf(stderr, "prezero run: --procs %lld is out of range; use --procs 2..%d (or leave it out)\n", procs,
+            PZ_AR_MP_MAX_WORLD);
     return PZ_CLI_EXIT_USAGE;
   }
   if (timeout_s < 1 || timeout_s > 3600) {
