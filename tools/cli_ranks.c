@@ -137,3 +137,16 @@ int pz_cli_fork_ranks(const char *cmd, int n, double grace_s, char *id_path, siz
     }
   return -1;
 }
+
+int pz_cli_ranks_form(const char *cmd, bool procs_given, bool sep, long long rank, long long world, const char *id_file) {
+  if (procs_given && sep) {
+    fprintf(stderr, "prezero %s: --procs forks every rank itself; give either --procs N or --rank/--world/--id-file\n", cmd);
+    return 2;
+  }
+  if (sep && (rank < 0 || world < 2 || world > PZ_AR_MP_MAX_WORLD || rank >= world || !id_file || !id_file[0])) {
+    fprintf(stderr, "prezero %s: one process per rank needs --rank 0..W-1, --world W (2..%d) and --id-file F together; "
+                    "see 'prezero %s --help'\n", cmd, PZ_AR_MP_MAX_WORLD, cmd);
+    return 2;
+  }
+  return 0;
+}

@@ -2,6 +2,7 @@
  * forks the ranks before any CUDA call, each child continues the command as its rank. */
 #ifndef PZ_TOOLS_CLI_RANKS_H
 #define PZ_TOOLS_CLI_RANKS_H
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Forks n (2..PZ_AR_MP_MAX_WORLD) children. In child r: returns r, with id_path[len] = a fresh
@@ -15,5 +16,10 @@
  * Must be called before this process makes any CUDA call. On a launcher failure (no temporary
  * directory, fork) prints one line naming cmd and returns -1 with *rc = 1. */
 int pz_cli_fork_ranks(const char *cmd, int n, double grace_s, char *id_path, size_t len, int *rc);
+
+/* The one-process-per-rank flags of a command: --procs N alone, or --rank R, --world W (2..8)
+ * and --id-file F together (sep: any of the three given). Returns 0 when they are consistent,
+ * else prints one line "prezero <cmd>: ..." saying what is wrong and returns 2 (usage). */
+int pz_cli_ranks_form(const char *cmd, bool procs_given, bool sep, long long rank, long long world, const char *id_file);
 
 #endif

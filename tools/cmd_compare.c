@@ -948,10 +948,7 @@ int pz_cmd_compare(int argc, char **argv) {
   if (render_path) return render(render_path, out);
   /* One process per rank: --procs N, or --rank/--world/--id-file together. */
   const bool sep = rank >= 0 || world || id_file;
-  if (procs && sep) return fail_line("--procs forks every rank itself", "give either --procs N or --rank/--world/--id-file");
-  if (sep && (rank < 0 || !world || rank >= world || !id_file || !id_file[0]))
-    return fail_line("one process per rank needs --rank 0..W-1, --world W (2..8) and --id-file F together",
-                     "see 'prezero compare --help'");
+  if (pz_cli_ranks_form("compare", procs != 0, sep, rank, world, id_file)) return 2;
   const int nranks = (int)(procs ? procs : world);
   if (nranks) {
     if (tp_given && o.tp != nranks) return fail_line("--tp differs from the number of ranks", "leave --tp out or make them equal");
@@ -1012,12 +1009,7 @@ int pz_cmd_compare(int argc, char **argv) {
   pz_ar_unique_id id;
   memset(&id, 0, sizeof id);
   if (nranks) {
-    const int have = pz_gpu_count();
-    if (have < 1) {
-      fprintf(stderr, "prezero compare: no CUDA GPU is visible; one rank per process needs one\n");
-      return 1;
-    }
-    const pz_status js = pz_ar_comm_join_file(nranks, (int)rank, id_file, (int)rank % have, o.conc[o.n_conc - 1],
+    const pz_status js = pz_ar_comm_join_file(nranks, (int)rank, id_file, -1 /* GPU rank % visible */, o.conc[o.n_conc - 1],
                                               (mc.hidden_size + 7) / 8 * 8, (int)(timeout_s * 1000), &comm, &id);
     if (js != PZ_OK) {
       fprintf(stderr, "prezero compare: %s%s\n", pz_last_error(), strstr(pz_last_error(), "; ") ? "" : "; see 'prezero compare --help'");

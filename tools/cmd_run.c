@@ -302,15 +302,7 @@ int pz_cmd_run(int argc, char **argv) {
   }
   /* One process per rank: --procs N, or --rank/--world/--id-file (all three). */
   const bool sep = rank_given || world || id_file;
-  if (procs_given && sep) {
-    fprintf(stderr, "prezero run: --procs forks every rank itself; give either --procs N or --rank/--world/--id-file\n");
-    return PZ_CLI_EXIT_USAGE;
-  }
-  if (sep && (rank < 0 || world < 2 || world > PZ_AR_MP_MAX_WORLD || rank >= world || !id_file || !id_file[0])) {
-    fprintf(stderr, "prezero run: one process per rank needs --rank 0..W-1, --world W (2..8) and --id-file F together; "
-                    "see 'prezero run --help'\n");
-    return PZ_CLI_EXIT_USAGE;
-  }
+  if (pz_cli_ranks_form("run", procs_given, sep, rank, world, id_file)) return PZ_CLI_EXIT_USAGE;
   if (procs_given && (procs < 2 || procs > PZ_AR_MP_MAX_WORLD)) {
     fprintf(stderr, "prezero run: --procs %lld is out of range; use --procs 2..%d (or leave it out)\n", procs,
             PZ_AR_MP_MAX_WORLD);

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 #include "backend/backend.h"
-#include "backend/cuda/ar_mp.h" /* one rank per process: the layer fit agreed over the ranks */
+#include "prezero/allreduce.h" /* one rank per process: the communicator's rank and world */
 #include "backend/cuda/gemm.h" /* flavour names of the baselines */
 #include "backend/cuda/profile.h"
 #include "backend/cuda/runtime.h"
@@ -99,15 +99,11 @@ static pz_status plan_layers(const pz_model_config *mc, const pz_cmp_opts *o, co
   const int n = mp.n_layers;
   int fit = mp.fit;
   if (o->ar_comm) { /* every rank must build the same graph: the fewest layers any rank fits */
-    const int shares = pz_cuda_ranks_sharing_gpu(o->tp, pz_ar_comm_rank(o->ar_comm), ndev);
-    if (shares > 1) fit = pz_cuda_mem_plan_fit_shared(&mp, shares); /* each co-located rank has its own copy */
-    int all[PZ_AR_MP_MAX_WORLD];
-    st = pz_ar_comm_allgather_host(o->ar_comm, &fit, sizeof fit, all);
+    st = pz_cuda_mem_plan_fit_ranks(&mp, o->ar_comm, ndev, &fit);
     if (st != PZ_OK) {
       pz_cuda_mem_plan_free(&mp);
       return st;
     }
-    for (int q = 0; q < o->tp; q++) fit = all[q] < fit ? all[q] : fit;
   }
   r->fixed_bytes = (double)mp.cum[0];
   r->budget_bytes = (double)mp.budget;

@@ -122,16 +122,11 @@ static pz_status fit_cuda(pz_engine *e, const pz_engine_config *cfg) {
   const int n = mp.n_layers;
   int fit = mp.fit;
   if (e->comm) {
-    /* ranks that share a GPU each allocate their own copy: a share of the budget each */
-    const int shares = pz_cuda_ranks_sharing_gpu(tp, e->rank, have);
-    if (shares > 1) fit = pz_cuda_mem_plan_fit_shared(&mp, shares);
-    int all[PZ_AR_MP_MAX_WORLD];
-    pz_status xs = pz_ar_comm_allgather_host(e->comm, &fit, sizeof fit, all);
+    pz_status xs = pz_cuda_mem_plan_fit_ranks(&mp, e->comm, have, &fit);
     if (xs != PZ_OK) {
       pz_cuda_mem_plan_free(&mp);
       return xs;
     }
-    for (int r = 0; r < tp; r++) fit = all[r] < fit ? all[r] : fit;
   }
   const double G = 1073741824.0;
   pz_status st = PZ_OK;
@@ -158,12 +153,10 @@ static pz_status fit_cuda(pz_engine *e, const pz_engine_config *cfg) {
  * every rank joins the communicator (prezero/allreduce.h) on GPU rank % visible. */
 static pz_status join_group(pz_engine *e, const pz_engine_config *cfg) {
   const int timeout = cfg->timeout_ms > 0 ? cfg->timeout_ms : 60000;
-  const int have = pz_cuda_device_count();
-  if (have == 0) return pz_error(PZ_ERR_NO_DEVICE, "no CUDA GPU is visible; one rank per process needs one");
   char *path = strdup(cfg->id_file);
   if (!path) return pz_error(PZ_ERR_OOM, "engine allocation");
   e->rank = cfg->rank;
-  pz_status st = pz_ar_comm_join_file(cfg->tp, cfg->rank, cfg->id_file, cfg->rank % have, cfg->max_batch,
+  pz_status st = pz_ar_comm_join_file(cfg->tp, cfg->rank, cfg->id_file, -1 /* GPU rank % visible */, cfg->max_batch,
                                       (e->cfg.hidden_size + 7) / 8 * 8, timeout, &e->comm, &e->id);
   if (st != PZ_OK) { /* the join cleaned up after itself */
     free(path);

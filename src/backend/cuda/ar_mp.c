@@ -487,8 +487,6 @@ void pz_ar_comm_abort(pz_ar_comm *c) {
   if (c->world > 1 && c->hx[c->rank]) __atomic_store_n(&((hx_hdr *)c->hx[c->rank])->abort, 1, __ATOMIC_RELEASE);
 }
 
-int pz_ar_comm_broken(const pz_ar_comm *c) { return c ? c->broken : 1; }
-
 pz_status pz_ar_comm_allgather_host_big(pz_ar_comm *c, const void *mine, size_t bytes, void *all) {
   if (!c) return pz_error(PZ_ERR_INVALID_ARG, "all-reduce host exchange: NULL communicator");
   if (bytes <= PZ_AR_HOSTX_SLOT) return pz_ar_comm_allgather_host(c, mine, bytes, all);
@@ -512,6 +510,15 @@ pz_status pz_ar_comm_join_file(int world, int rank, const char *id_file, int dev
   if (!comm || !id || !id_file || !id_file[0])
     return pz_error(PZ_ERR_INVALID_ARG, "all-reduce join: NULL communicator, id or id file");
   *comm = NULL;
+  if (device < 0) {
+    int have = 0;
+    if (cudaGetDeviceCount(&have) != cudaSuccess) {
+      (void)cudaGetLastError();
+      have = 0;
+    }
+    if (have == 0) return pz_error(PZ_ERR_NO_DEVICE, "no CUDA GPU is visible; one rank per process needs one");
+    device = rank % have;
+  }
   if (rank == 0) {
     PZ_CHECK(pz_ar_get_unique_id(id));
     pz_status st = pz_ar_unique_id_write_file(id, id_file);

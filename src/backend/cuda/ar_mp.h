@@ -41,14 +41,13 @@ pz_status pz_ar_comm_barrier(pz_ar_comm *c);
  * creation). After a failed exchange (timeout, size mismatch, a peer that exited or aborted) c is
  * broken too: every later exchange fails at once. */
 void pz_ar_comm_abort(pz_ar_comm *c);
-/* 1 when c is broken (or NULL), else 0. */
-int pz_ar_comm_broken(const pz_ar_comm *c);
 
 /* Joins rank `rank` of a group of `world` through a rendezvous file: rank 0 makes the unique id
  * and writes it to id_file (pz_ar_unique_id_write_file), the others wait for the file (up to
- * timeout_ms) and read it; then pz_ar_comm_init_rank_config on `device` with max_m, max_H and
- * timeout_ms. *id receives the id (rank 0 removes it with pz_ar_comm_leave_file). Errors: those
- * of the calls named; on rank 0's failure after writing, the id and the file are removed (and
+ * timeout_ms) and read it; then pz_ar_comm_init_rank_config on `device` (-1: GPU rank % the
+ * visible GPUs, so several ranks may share one) with max_m, max_H and timeout_ms. *id receives the id (rank 0 removes it with pz_ar_comm_leave_file). Errors: those
+ * of the calls named, PZ_ERR_NO_DEVICE when device is -1 and no GPU is visible; on rank 0's
+ * failure after writing, the id and the file are removed (and
  * nothing is left for pz_ar_comm_leave_file to do). */
 pz_status pz_ar_comm_join_file(int world, int rank, const char *id_file, int device, int64_t max_m, int64_t max_H,
                                int timeout_ms, pz_ar_comm **comm, pz_ar_unique_id *id);

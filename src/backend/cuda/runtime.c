@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cuda_runtime.h>
+#include "backend/cuda/ar_mp.h"
 #include "backend/cuda/cuda_util.h"
 
 int pz_cuda_device_count(void) {
@@ -112,19 +113,27 @@ pz_status pz_cuda_plan_memory_budget(const pz_graph *g, bool per_batch, int64_t 
   return st;
 }
 
-int pz_cuda_mem_plan_fit_shared(const pz_cuda_mem_plan *p, int shares) {
-  if (!p || !p->cum || shares < 1) return 0;
+/* The largest N whose first N layers fit in the per-GPU budget divided by `shares`; 0 when not
+ * even the bytes outside the layers fit. */
+static int fit_shared(const pz_cuda_mem_plan *p, int shares) {
   const int64_t budget = p->budget / shares;
   int fit = 0;
   while (fit < p->n_layers && p->cum[fit + 1] <= budget) fit++;
   return p->cum[0] <= budget ? fit : 0;
 }
 
-int pz_cuda_ranks_sharing_gpu(int tp, int rank, int n_gpus) {
-  if (n_gpus < 1 || tp < 1) return 1;
-  int n = 0;
-  for (int r = 0; r < tp; r++) n += r % n_gpus == rank % n_gpus;
-  return n > 0 ? n : 1;
+pz_status pz_cuda_mem_plan_fit_ranks(const pz_cuda_mem_plan *p, pz_ar_comm *comm, int n_gpus, int *fit) {
+  if (!p || !p->cum || !comm || !fit || n_gpus < 1)
+    return pz_error(PZ_ERR_INVALID_ARG, "memory plan of the ranks: NULL plan, communicator or fit, or no GPU");
+  const int tp = pz_ar_comm_world(comm), rank = pz_ar_comm_rank(comm);
+  int shares = 0; /* ranks on this rank's GPU (rank r runs on GPU r % n_gpus), each with its own copy */
+  for (int r = 0; r < tp; r++) shares += r % n_gpus == rank % n_gpus;
+  int mine = shares > 1 ? fit_shared(p, shares) : p->fit;
+  int all[PZ_AR_MP_MAX_WORLD];
+  PZ_CHECK(pz_ar_comm_allgather_host(comm, &mine, sizeof mine, all));
+  for (int r = 0; r < tp; r++) mine = all[r] < mine ? all[r] : mine;
+  *fit = mine;
+  return PZ_OK;
 }
 
 void pz_cuda_mem_plan_free(pz_cuda_mem_plan *p) {

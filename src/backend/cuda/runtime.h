@@ -47,12 +47,12 @@ typedef struct pz_cuda_mem_plan {
 pz_status pz_cuda_plan_memory(const pz_graph *g, bool per_batch, int tp, int64_t reserve_mb, int64_t margin,
                               pz_cuda_mem_plan *out);
 void pz_cuda_mem_plan_free(pz_cuda_mem_plan *p);
-/* One rank per process with several ranks on one GPU: the largest N whose first N layers fit in
- * the plan's per-GPU budget divided by `shares` (the ranks on that GPU; each allocates its own
- * copy); 0 when not even the bytes outside the layers fit. */
-int pz_cuda_mem_plan_fit_shared(const pz_cuda_mem_plan *p, int shares);
-/* How many of the tp ranks land on rank's GPU when rank r runs on GPU r % n_gpus (at least 1). */
-int pz_cuda_ranks_sharing_gpu(int tp, int rank, int n_gpus);
+/* One rank per process (collective over comm's ranks): the layer count every rank can take. Each
+ * rank fits its plan p in its share of its GPU's budget (the ranks on one GPU, rank r on GPU
+ * r % n_gpus, each allocate their own copy) and *fit = the fewest layers any rank fits, so every
+ * rank builds the same graph. Errors: PZ_ERR_INVALID_ARG, those of pz_ar_comm_allgather_host. */
+struct pz_ar_comm;
+pz_status pz_cuda_mem_plan_fit_ranks(const pz_cuda_mem_plan *p, struct pz_ar_comm *comm, int n_gpus, int *fit);
 /* The same plan for a given per-GPU budget (bytes), without asking any device (`prezero plan`
  * models an H200 when none is visible). Errors: PZ_ERR_INVALID_ARG, PZ_ERR_OOM (host). */
 pz_status pz_cuda_plan_memory_budget(const pz_graph *g, bool per_batch, int64_t budget, pz_cuda_mem_plan *out);
