@@ -78,7 +78,10 @@ typedef struct pz_engine_config {
    * then collective: create, step, logits and destroy must be called by every rank, in the same
    * order, with the same arguments; every rank gets the same tokens and logits. timeout_ms bounds
    * the rendezvous and every wait on a peer (<= 0: 60000): a peer that exits or stops gives
-   * PZ_ERR_TIMEOUT, not a hang. Layer fitting (layers = 0) takes the fewest layers any rank fits. */
+   * PZ_ERR_TIMEOUT, not a hang. Layer fitting (layers = 0) takes the fewest layers any rank fits.
+   * Creation checks that every rank built the same decode graph (a fingerprint of its dump) and
+   * batch: a rank with another config, layers or PREZERO_* pass option makes every rank's
+   * creation fail with PZ_ERR_INVALID_ARG naming it, at once rather than at the timeout. */
   const char *id_file;
   int rank;
   int timeout_ms;

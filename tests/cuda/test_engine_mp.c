@@ -7,7 +7,9 @@
  *    within LOGIT_TOL while the sequences agree (the bound of tests/cuda/test_step.c);
  *  - prezero ON vs OFF bit-identical (split-K at 2 splits, atomic flavour), as in one process;
  *  - a rank that exits after creation: the other's next step fails with PZ_ERR_TIMEOUT within
- *    its timeout, and its destroy returns (no hang).
+ *    its timeout, and its destroy returns (no hang);
+ *  - ranks that build different graphs (2 layers against 3): both creations fail with
+ *    PZ_ERR_INVALID_ARG well inside their timeout, naming the other graph, instead of hanging.
  * The children are forked before this process makes any CUDA call; each writes its results to a
  * file that the parent compares. Exit 77 (skipped) when the children find no GPU. */
 #define _POSIX_C_SOURCE 200809L
@@ -30,8 +32,11 @@
 
 static char dir[64];
 
+static int g_layers; /* pz_engine_config.layers of the next make() (0: all) */
+
 static pz_engine *make(pz_device_kind dev, int prezero, int rank, const char *id_file, int timeout_ms) {
   pz_engine_config c = PZ_ENGINE_CONFIG_INIT;
+  c.layers = g_layers;
   c.model = "tiny";
   c.tp = 2;
   c.max_batch = BATCH;
@@ -114,6 +119,24 @@ static int child(int r, int phase) {
     free(toks);
     free(lg);
     return 0;
+  }
+  if (phase == 3) { /* rank 0 builds 2 layers, rank 1 3: both refused at creation, long before the 60 s timeout */
+    snprintf(id, sizeof id, "%s/id3", dir);
+    g_layers = 2 + r;
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    pz_engine *e = make(PZ_DEVICE_CUDA, 0, r, id, 60000);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    const double s = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+    if (!e && strstr(pz_last_error(), "no CUDA GPU")) return SKIP;
+    if (e) {
+      fprintf(stderr, "rank %d: created although the ranks' graphs differ\n", r);
+      pz_engine_destroy(e);
+      return 5;
+    }
+    const int named = strstr(pz_last_error(), "decode graph") != NULL || strstr(pz_last_error(), "out of step") != NULL;
+    printf("rank %d, different graphs: refused in %.1f s: %s\n", r, s, pz_last_error());
+    return named && s < 30 ? 0 : 6;
   }
   /* phase 2: rank 1 leaves right after creation; rank 0's step must time out, not hang */
   snprintf(id, sizeof id, "%s/id2", dir);
@@ -254,9 +277,11 @@ int main(void) {
   free(t1); free(l1);
   /* a vanished peer: a timeout status, no hang */
   CHECK(run_phase(2, 120) == 0);
+  /* ranks with different graphs: refused at creation, no hang */
+  CHECK(run_phase(3, 120) == 0);
   char p[96];
-  static const char *const left[] = {"id0", "id1", "id1_on", "id2"};
-  for (int i = 0; i < 4; i++) {
+  static const char *const left[] = {"id0", "id1", "id1_on", "id2", "id3"};
+  for (int i = 0; i < 5; i++) {
     snprintf(p, sizeof p, "%s/%s", dir, left[i]);
     unlink(p);
   }

@@ -66,6 +66,7 @@ typedef struct hx_hdr {
   uint64_t nonce;
   uint64_t seq;      /* last round whose payload is in place (release / acquire) */
   uint64_t bytes[2]; /* payload bytes of the round in each slot */
+  uint64_t tag[2];   /* pz_hx_tag of the round in each slot */
   uint64_t abort;    /* non-zero: this rank failed and left the group (pz_ar_comm_abort) */
 } hx_hdr;
 #define HX_DATA 64
@@ -427,7 +428,14 @@ pz_status pz_ar_comm_check(pz_ar_comm *c, pz_ar_stream stream) {
 
 const pz_comm_rank_view *pz_ar_comm_view(const pz_ar_comm *c) { return c ? &c->view : NULL; }
 
-pz_status pz_ar_comm_allgather_host(pz_ar_comm *c, const void *mine, size_t bytes, void *all) {
+_Static_assert(sizeof(hx_hdr) <= HX_DATA, "host exchange header overlaps its slots");
+
+const char *pz_hx_tag_name(int tag) {
+  static const char *names[PZ_HX_TAG_COUNT] = {"?", "barrier", "layer fit", "executor creation", "argmax", "logits"};
+  return tag > 0 && tag < PZ_HX_TAG_COUNT ? names[tag] : "?";
+}
+
+pz_status pz_ar_comm_allgather_host(pz_ar_comm *c, int tag, const void *mine, size_t bytes, void *all) {
   if (!c || (bytes && (!mine || !all)))
     return pz_error(PZ_ERR_INVALID_ARG, "all-reduce host exchange: NULL communicator or buffer");
   if (bytes > PZ_AR_HOSTX_SLOT)
@@ -445,6 +453,7 @@ pz_status pz_ar_comm_allgather_host(pz_ar_comm *c, const void *mine, size_t byte
   hx_hdr *me = (hx_hdr *)c->hx[c->rank];
   if (bytes) memcpy((char *)c->hx[c->rank] + HX_DATA + slot * PZ_AR_HOSTX_SLOT, mine, bytes);
   me->bytes[slot] = bytes;
+  me->tag[slot] = (uint64_t)tag;
   __atomic_store_n(&me->seq, k, __ATOMIC_RELEASE);
   const long long t0 = now_ms(); /* one deadline for the whole exchange */
   for (int q = 0; q < c->world; q++) {
@@ -469,6 +478,13 @@ pz_status pz_ar_comm_allgather_host(pz_ar_comm *c, const void *mine, size_t byte
         struct timespec ts = {0, 50000};
         nanosleep(&ts, NULL);
       }
+      if (h->tag[slot] != (uint64_t)tag) {
+        c->broken = 1;
+        return pz_error(PZ_ERR_INVALID_ARG, "all-reduce host exchange: at round %llu rank %d is at the %s exchange and rank "
+                        "%d at the %s one (the ranks' calls are out of step: every rank must make the same collective "
+                        "calls in the same order)", (unsigned long long)k, q, pz_hx_tag_name((int)h->tag[slot]), c->rank,
+                        pz_hx_tag_name(tag));
+      }
       if (h->bytes[slot] != bytes) {
         c->broken = 1;
         return pz_error(PZ_ERR_INVALID_ARG, "all-reduce host exchange: rank %d sent %llu bytes at round %llu, rank %d "
@@ -487,23 +503,23 @@ void pz_ar_comm_abort(pz_ar_comm *c) {
   if (c->world > 1 && c->hx[c->rank]) __atomic_store_n(&((hx_hdr *)c->hx[c->rank])->abort, 1, __ATOMIC_RELEASE);
 }
 
-pz_status pz_ar_comm_allgather_host_big(pz_ar_comm *c, const void *mine, size_t bytes, void *all) {
+pz_status pz_ar_comm_allgather_host_big(pz_ar_comm *c, int tag, const void *mine, size_t bytes, void *all) {
   if (!c) return pz_error(PZ_ERR_INVALID_ARG, "all-reduce host exchange: NULL communicator");
-  if (bytes <= PZ_AR_HOSTX_SLOT) return pz_ar_comm_allgather_host(c, mine, bytes, all);
+  if (bytes <= PZ_AR_HOSTX_SLOT) return pz_ar_comm_allgather_host(c, tag, mine, bytes, all);
   const int W = c->world;
   char *tmp = (char *)malloc((size_t)W * PZ_AR_HOSTX_SLOT);
   if (!tmp) return pz_error(PZ_ERR_OOM, "all-reduce host exchange: host allocation");
   pz_status st = PZ_OK;
   for (size_t off = 0; off < bytes && st == PZ_OK; off += PZ_AR_HOSTX_SLOT) {
     const size_t n = bytes - off < PZ_AR_HOSTX_SLOT ? bytes - off : PZ_AR_HOSTX_SLOT;
-    st = pz_ar_comm_allgather_host(c, (const char *)mine + off, n, tmp);
+    st = pz_ar_comm_allgather_host(c, tag, (const char *)mine + off, n, tmp);
     for (int q = 0; q < W && st == PZ_OK; q++) memcpy((char *)all + (size_t)q * bytes + off, tmp + (size_t)q * n, n);
   }
   free(tmp);
   return st;
 }
 
-pz_status pz_ar_comm_barrier(pz_ar_comm *c) { return pz_ar_comm_allgather_host(c, NULL, 0, NULL); }
+pz_status pz_ar_comm_barrier(pz_ar_comm *c) { return pz_ar_comm_allgather_host(c, PZ_HX_BARRIER, NULL, 0, NULL); }
 
 pz_status pz_ar_comm_join_file(int world, int rank, const char *id_file, int device, int64_t max_m, int64_t max_H,
                                int timeout_ms, pz_ar_comm **comm, pz_ar_unique_id *id) {

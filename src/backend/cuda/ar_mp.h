@@ -21,16 +21,31 @@ extern "C" {
  * pz_ar_rmsnorm_launch_view. NULL when c is NULL. */
 const pz_comm_rank_view *pz_ar_comm_view(const pz_ar_comm *c);
 
-/* Collective on the host: every rank passes `bytes` (0..PZ_AR_HOSTX_SLOT, the same on every rank)
- * and receives all[q * bytes ...] = rank q's `mine`, for q = 0..world-1, in rank order. Rounds are
+/* Which collective a host exchange round is: every rank must be at the same one. A rank whose
+ * calls drift from its peers' (a different branch, a skipped step) meets a different tag and fails
+ * with a message naming both, even where the sizes happen to agree. */
+typedef enum pz_hx_tag {
+  PZ_HX_BARRIER = 1, /* pz_ar_comm_barrier */
+  PZ_HX_LAYER_FIT,   /* the layers that fit on every rank (pz_cuda_mem_plan_fit_ranks) */
+  PZ_HX_CREATE,      /* the executor's creation: graph fingerprint, options, gate description */
+  PZ_HX_ARGMAX,      /* a step's argmax candidates */
+  PZ_HX_LOGITS,      /* the logits shards */
+  PZ_HX_TAG_COUNT
+} pz_hx_tag;
+/* "barrier", "layer fit", ... for messages; "?" outside the enum. */
+const char *pz_hx_tag_name(int tag);
+
+/* Collective on the host: every rank passes the same tag and `bytes` (0..PZ_AR_HOSTX_SLOT) and
+ * receives all[q * bytes ...] = rank q's `mine`, for q = 0..world-1, in rank order. Rounds are
  * double-buffered: a rank can be at most one round ahead of the slowest. Errors:
- * PZ_ERR_INVALID_ARG (bytes too large or different between ranks), PZ_ERR_TIMEOUT (a peer did not
- * reach this round within the communicator's timeout: it exited or stopped). */
-pz_status pz_ar_comm_allgather_host(pz_ar_comm *c, const void *mine, size_t bytes, void *all);
+ * PZ_ERR_INVALID_ARG (bytes too large, or a peer at another collective: a different tag or size;
+ * the communicator is then broken), PZ_ERR_TIMEOUT (a peer did not reach this round within the
+ * communicator's timeout, or it failed and left). */
+pz_status pz_ar_comm_allgather_host(pz_ar_comm *c, int tag, const void *mine, size_t bytes, void *all);
 
 /* pz_ar_comm_allgather_host of any size, split into rounds of PZ_AR_HOSTX_SLOT bytes per rank:
  * all[q * bytes ...] = rank q's mine. Same errors. */
-pz_status pz_ar_comm_allgather_host_big(pz_ar_comm *c, const void *mine, size_t bytes, void *all);
+pz_status pz_ar_comm_allgather_host_big(pz_ar_comm *c, int tag, const void *mine, size_t bytes, void *all);
 
 /* Every rank waits until every rank has called it (a zero-byte exchange). Errors as above. */
 pz_status pz_ar_comm_barrier(pz_ar_comm *c);

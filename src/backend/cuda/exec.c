@@ -11,6 +11,7 @@
 #include "backend/cuda/exec_ops.h"
 #include "backend/cuda/fill.h"
 #include "backend/cuda/kv_pages_fill.h"
+#include "core/fingerprint.h"
 #include "core/kv_pages.h"
 #include "core/quant_fill.h"
 #include "backend/cuda/gate_cuda.h"
@@ -78,6 +79,14 @@ struct pz_cuda_exec {
 };
 
 /* ------------------------------------------------------------------ layout */
+
+/* What the ranks of a one-process-per-rank group exchange at creation (PZ_HX_CREATE): rank 0's
+ * gate description is taken by all; the fingerprint and batch must agree on every rank. */
+typedef struct create_desc {
+  uint64_t graph_fp; /* pz_graph_fingerprint of the graph this rank runs */
+  int64_t max_m;
+  pz_device_desc dev;
+} create_desc;
 
 static int64_t round_up(int64_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
 static bool graph_has_prezero(const pz_graph *g);
@@ -529,15 +538,29 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
     }
     /* Every rank must take the same gate decisions and all-reduce launch shape: rank 0 calibrates
      * (unless a description is given) and every rank takes rank 0's. */
-    pz_device_desc mine = o->dev;
-    if (lo == 0 && o->dev.num_sms <= 0) PZ_CHECK_GOTO(pz_gate_calibrate_cuda(devs[lo], &mine), st, fail);
+    /* The same exchange checks that every rank built the same graph (the same config, layers and
+     * PREZERO_* pass options): a rank that did not would make other collective calls and hang
+     * its peers until their timeout. */
+    create_desc mine;
+    memset(&mine, 0, sizeof mine);
+    mine.dev = o->dev;
+    mine.max_m = e->max_m;
+    PZ_CHECK_GOTO(pz_graph_fingerprint(e->g, &mine.graph_fp), st, fail);
+    if (lo == 0 && o->dev.num_sms <= 0) PZ_CHECK_GOTO(pz_gate_calibrate_cuda(devs[lo], &mine.dev), st, fail);
     /* rank 0's overrides (PREZERO_FORCE_GATE, PREZERO_AR_PROTO / _CLUSTER / _CTAS_PER_ROW) too:
      * a launcher that gives each rank its own environment cannot split the protocol */
-    if (lo == 0) pz_device_desc_apply_opts(&mine, &e->ro);
-    pz_device_desc *all = calloc((size_t)tp, sizeof *all);
+    if (lo == 0) pz_device_desc_apply_opts(&mine.dev, &e->ro);
+    create_desc *all = calloc((size_t)tp, sizeof *all);
     if (!all) { st = pz_error(PZ_ERR_OOM, "CUDA executor: host allocation"); goto fail; }
-    st = pz_ar_comm_allgather_host(e->mp, &mine, sizeof mine, all);
-    if (st == PZ_OK) e->dev = all[0];
+    st = pz_ar_comm_allgather_host(e->mp, PZ_HX_CREATE, &mine, sizeof mine, all);
+    for (int q = 1; q < tp && st == PZ_OK; q++)
+      if (all[q].graph_fp != all[0].graph_fp || all[q].max_m != all[0].max_m)
+        st = pz_error(PZ_ERR_INVALID_ARG, "CUDA executor: rank %d built another decode graph than rank 0 (fingerprint "
+                      "%016llx, max batch %lld, against %016llx, %lld): every rank must run the same config, layers, "
+                      "batch and PREZERO_* pass options (compare `prezero graph` on each)", q,
+                      (unsigned long long)all[q].graph_fp, (long long)all[q].max_m,
+                      (unsigned long long)all[0].graph_fp, (long long)all[0].max_m);
+    if (st == PZ_OK) e->dev = all[0].dev;
     free(all);
     if (st != PZ_OK) goto fail;
   } else {
@@ -887,7 +910,7 @@ static pz_status step_once(pz_cuda_exec *e, int64_t m, const int32_t *tokens, co
   if (e->mp) {
     gathered = malloc(sizeof *gathered * (size_t)(e->tp * m));
     if (!gathered) return pz_error(PZ_ERR_OOM, "CUDA exec step: host allocation");
-    pz_status xs = pz_ar_comm_allgather_host_big(e->mp, e->ranks[e->lo].cand_host, sizeof *gathered * (size_t)m, gathered);
+    pz_status xs = pz_ar_comm_allgather_host_big(e->mp, PZ_HX_ARGMAX, e->ranks[e->lo].cand_host, sizeof *gathered * (size_t)m, gathered);
     if (xs != PZ_OK) {
       free(gathered);
       return xs;
@@ -946,7 +969,7 @@ static pz_status logits_once(const pz_cuda_exec *e, int64_t m, float *out) {
   }
   if (e->mp && st == PZ_OK) {
     float *all = tmp + shard / sizeof(float);
-    st = pz_ar_comm_allgather_host_big(e->mp, tmp, shard, all);
+    st = pz_ar_comm_allgather_host_big(e->mp, PZ_HX_LOGITS, tmp, shard, all);
     for (int r = 0; r < e->tp && st == PZ_OK; r++)
       for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < vpr; j++) {

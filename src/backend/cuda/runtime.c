@@ -130,7 +130,7 @@ pz_status pz_cuda_mem_plan_fit_ranks(const pz_cuda_mem_plan *p, pz_ar_comm *comm
   for (int r = 0; r < tp; r++) shares += r % n_gpus == rank % n_gpus;
   int mine = shares > 1 ? fit_shared(p, shares) : p->fit;
   int all[PZ_AR_MP_MAX_WORLD];
-  PZ_CHECK(pz_ar_comm_allgather_host(comm, &mine, sizeof mine, all));
+  PZ_CHECK(pz_ar_comm_allgather_host(comm, PZ_HX_LAYER_FIT, &mine, sizeof mine, all));
   for (int r = 0; r < tp; r++) mine = all[r] < mine ? all[r] : mine;
   *fit = mine;
   return PZ_OK;

@@ -1,0 +1,30 @@
+/* Fingerprints of decode graphs, for checking that the TP ranks of one group (one process each)
+ * built the same graph before their first collective. */
+#ifndef PZ_CORE_FINGERPRINT_H
+#define PZ_CORE_FINGERPRINT_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/ir.h"
+#include "core/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* FNV-1a, 64-bit (Fowler, Noll, Vo: offset basis 0xcbf29ce484222325, prime 0x100000001b3): h is the
+ * running hash (PZ_FNV1A64_OFFSET to start), data n bytes. Not cryptographic. */
+#define PZ_FNV1A64_OFFSET 0xcbf29ce484222325ULL
+uint64_t pz_fnv1a64(uint64_t h, const void *data, size_t n);
+
+/* *fp = FNV-1a of pz_graph_dump_text(g): every node (op, name, layer-qualified names, parameters the
+ * dump prints), every tensor it reads or writes (shape, dtype, view) and the prezero buffer summary.
+ * Equal graphs give equal fingerprints on every host (the dump is deterministic); a different layer
+ * count, shape, pass outcome or prezero slot gives a different one (up to 64-bit collisions).
+ * Errors: PZ_ERR_INVALID_ARG (NULL), PZ_ERR_OOM (no memory for the dump), PZ_ERR_IO (the dump failed). */
+pz_status pz_graph_fingerprint(const pz_graph *g, uint64_t *fp);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
