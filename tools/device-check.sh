@@ -26,6 +26,9 @@
 #              sweep, PZ_SWEEP_J runs that many at once (default 1), PZ_SWEEP_BUDGET (s, default none) starts no
 #              run after that much time (those are listed NOT RUN). Table per test x tool: $OUT/summary.txt
 #              and $OUT/sweep_summary.txt, logs work/sweep/<tool>_<test>.txt
+#   soak_bg / soak_wait  the same soak in a session of its own (setsid), for runs longer than one device call:
+#              soak_bg starts it (files in PZ_SOAK_DIR, default /tmp/pz_soak), a later call's soak_wait collects it
+#   compare_procs  `prezero compare --procs 2` (PZ_PROCS_CONFIG, default tiny) into compare_procs2
 #   soak       `prezero soak` (default: kimi_k2, 2 layers, TP 1, 60 s; PZ_SOAK_ARGS adds options, PZ_T_SOAK
 #              bounds it, default 300 s: raise it with --seconds) into soak_h200.json / soak_h200.md
 #   fresh      `prezero compare` (Kimi-K2, TP 1) on an empty cache: built-in table, then PREZERO_GEMM_BUILTIN=0
@@ -217,6 +220,23 @@ for s in $sections; do
     soak)  # prezero soak: mixed batch sizes, ON/OFF interleaved, deterministic; bit-identity, memory, no hang
       run soak ${PZ_T_SOAK:-300} $P soak ${PZ_SOAK_ARGS:-} --json $W/soak_h200.json --md $W/soak_h200.md
       grep -h "replays/s\|^- \|^Verdict" $W/soak_h200.md 2>/dev/null | cut -c1-220 | tee -a "$S" ;;
+    soak_bg)  # `prezero soak` in a session of its own (setsid), which outlives this device call, for a soak longer
+              # than one call allows; its files go to PZ_SOAK_DIR (default /tmp/pz_soak), soak_wait collects them
+      SD=${PZ_SOAK_DIR:-/tmp/pz_soak}; rm -rf "$SD"; mkdir -p "$SD"
+      setsid nohup bash -c "timeout ${PZ_T_SOAK:-900} $P soak ${PZ_SOAK_ARGS:-} --json $SD/soak_h200.json \
+        --md $SD/soak_h200.md > $SD/soak.txt 2>&1; echo \$? > $SD/rc" > /dev/null 2>&1 < /dev/null &
+      log "soak_bg: prezero soak ${PZ_SOAK_ARGS:-} started in $SD at $(date -u +%FT%TZ)" ;;
+    soak_wait)  # waits (at most PZ_SOAK_WAIT s, default 560) for soak_bg's run, then copies its files into $W
+      SD=${PZ_SOAK_DIR:-/tmp/pz_soak}; t0=$(date +%s)
+      while [ -d "$SD" ] && [ ! -f "$SD/rc" ] && [ $(( $(date +%s) - t0 )) -lt ${PZ_SOAK_WAIT:-560} ]; do sleep 5; done
+      if [ -f "$SD/rc" ]; then
+        log "$(printf '%-28s rc=%-3s' soak_bg "$(cat $SD/rc)")"; cp "$SD"/soak* "$W"/
+        grep -h "replays/s\|^- \|^Verdict" $W/soak_h200.md 2>/dev/null | cut -c1-220 | tee -a "$S"
+      else log "soak_wait: no finished soak in $SD after $(( $(date +%s) - t0 )) s"; tail -3 "$SD/soak.txt" 2>/dev/null | tee -a "$S"; fi ;;
+    compare_procs)  # prezero compare with one process per rank (--procs 2: two GPUs when present, else both on GPU 0)
+      run compare_procs2 ${PZ_T_COMPARE:-300} $P compare --procs 2 --config ${PZ_PROCS_CONFIG:-tiny} --isl 64 --osl 8 \
+        --conc 4 --rounds 1 --no-profile ${PZ_COMPARE_ARGS:-} --out $W/compare_procs2
+      grep -h "layers fit\|^Verdict\|^| 4 " $W/compare_procs2/compare.md 2>/dev/null | cut -c1-200 | tee -a "$S" ;;
     build) ;;
     *) log "unknown section $s" ;;
   esac
