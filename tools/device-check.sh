@@ -6,7 +6,7 @@
 # Sections (default: build tests sanitizer gemm ar attn moe step compare determinism; the others when named):
 #   build      configure + build into build-dev (always runs first; PZ_BUILD_TARGETS limits the targets)
 # PZ_CACHE=dir starts from that GEMM tuner cache instead of an empty private one.
-#   tests      ctest -L cuda (every CUDA test), plus the CPU suite when PZ_CPU_TESTS=1
+#   tests      ctest -L cuda (every CUDA test; PZ_CTEST_R=regex: those only), plus the CPU suite when PZ_CPU_TESTS=1
 #   sanitizer  compute-sanitizer memcheck on each CUDA test in quick mode (PZ_TEST_QUICK=1); CUDA API
 #              return codes are not reported (the communicator expects cudaErrorPeerAccessAlreadyEnabled)
 #   gemm ar attn moe step   `prezero bench <name>` into $OUT (PZ_GEMM_ARGS adds bench gemm options)
@@ -136,7 +136,7 @@ P=$B/prezero
 for s in $sections; do
   case $s in
     tests)
-      run ctest_cuda ${PZ_T_TESTS:-300} ctest --test-dir $B -L cuda --output-on-failure -j${PZ_CTEST_J:-1} --timeout ${PZ_T_TEST_EACH:-240}
+      run ctest_cuda ${PZ_T_TESTS:-300} ctest --test-dir $B -L cuda ${PZ_CTEST_R:+-R "$PZ_CTEST_R"} --output-on-failure -j${PZ_CTEST_J:-1} --timeout ${PZ_T_TEST_EACH:-240}
       grep -E "tests passed|Failed|\*\*\*" "$W/ctest_cuda.txt" | tee -a "$S"
       if [ "${PZ_CPU_TESTS:-0}" = 1 ]; then run ctest_cpu 300 ctest --test-dir $B -LE cuda -j8; fi ;;
     sanitizer)

@@ -134,7 +134,8 @@ static int child(int r, int phase) {
       pz_engine_destroy(e);
       return 5;
     }
-    const int named = strstr(pz_last_error(), "decode graph") != NULL || strstr(pz_last_error(), "out of step") != NULL;
+    const int named = strstr(pz_last_error(), "decode graph") != NULL || strstr(pz_last_error(), "planned") != NULL ||
+                      strstr(pz_last_error(), "out of step") != NULL;
     printf("rank %d, different graphs: refused in %.1f s: %s\n", r, s, pz_last_error());
     return named && s < 30 ? 0 : 6;
   }

@@ -128,11 +128,22 @@ pz_status pz_cuda_mem_plan_fit_ranks(const pz_cuda_mem_plan *p, pz_ar_comm *comm
   const int tp = pz_ar_comm_world(comm), rank = pz_ar_comm_rank(comm);
   int shares = 0; /* ranks on this rank's GPU (rank r runs on GPU r % n_gpus), each with its own copy */
   for (int r = 0; r < tp; r++) shares += r % n_gpus == rank % n_gpus;
-  int mine = shares > 1 ? fit_shared(p, shares) : p->fit;
-  int all[PZ_AR_MP_MAX_WORLD];
+  /* each rank's plan (layer count, bytes of the whole graph) too: ranks planning different graphs
+   * are refused here, before a fit agreed over them reads as "does not fit" on one of them */
+  typedef struct { int64_t fit, n_layers, total; } rank_fit;
+  rank_fit mine = {shares > 1 ? fit_shared(p, shares) : p->fit, p->n_layers, p->cum[p->n_layers]};
+  rank_fit all[PZ_AR_MP_MAX_WORLD];
   PZ_CHECK(pz_ar_comm_allgather_host(comm, PZ_HX_LAYER_FIT, &mine, sizeof mine, all));
-  for (int r = 0; r < tp; r++) mine = all[r] < mine ? all[r] : mine;
-  *fit = mine;
+  int64_t f = mine.fit;
+  for (int r = 0; r < tp; r++) {
+    if (all[r].n_layers != all[0].n_layers || all[r].total != all[0].total)
+      return pz_error(PZ_ERR_INVALID_ARG, "memory plan of the ranks: rank %d planned %lld layers (%.3f GiB) and rank 0 "
+                      "%lld (%.3f GiB): every rank must be created with the same config, layers and batch", r,
+                      (long long)all[r].n_layers, all[r].total / 1073741824.0, (long long)all[0].n_layers,
+                      all[0].total / 1073741824.0);
+    f = all[r].fit < f ? all[r].fit : f;
+  }
+  *fit = (int)f;
   return PZ_OK;
 }
 
