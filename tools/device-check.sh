@@ -18,8 +18,9 @@
 #   racecheck  compute-sanitizer racecheck and synccheck on test_gemm (quick mode)
 #   sweep      compute-sanitizer memcheck, racecheck, synccheck and initcheck on every CUDA test (the tests
 #              labelled cuda: ctest -L cuda -N), quick mode (PZ_TEST_QUICK=1 PZ_TEST_SMALL=1), each run bounded
-#              by PZ_T_SWEEP s (default 120; PZ_T_SWEEP_<test> for one test, test_ar_mp 300: it waits out three
-#              deliberate peer timeouts); the tests' own deadlines are scaled by PZ_TEST_TIMEOUT_SCALE
+#              by PZ_T_SWEEP s (default 120; PZ_T_SWEEP_<test> for one test; test_ar_mp and test_engine_mp 300:
+#              they wait out deliberate peer timeouts; test_exec and test_golden_cuda 240); a host-only test that
+#              makes no CUDA call is judged by its own exit code (compute-sanitizer refuses such a target); the tests' own deadlines are scaled by PZ_TEST_TIMEOUT_SCALE
 #              (tests/pz_test.h; PZ_SWEEP_TIMEOUT_SCALE, default 20). Each report is classified by
 #              tools/sanitizer-classify.sh against tools/sanitizer-known.txt (vendor kernels only): known-vendor
 #              hazards are counted, anything else fails the run. PZ_SWEEP_TESTS / PZ_SWEEP_TOOLS narrow the
@@ -67,13 +68,20 @@ run() { # run NAME TIMEOUT CMD... : logs rc and wall time, output in $W/NAME.txt
 sweep_one() {
   local t=$1 tool=$2 f=$W/sweep/$2_$1 tv=PZ_T_SWEEP_$1 lim rc cls crc v t0
   lim=${!tv:-}
-  [ -z "$lim" ] && { [ "$t" = test_ar_mp ] && lim=300 || lim=${PZ_T_SWEEP:-120}; }
+  # the multi-process tests wait out deliberate peer timeouts; the engine-level ones run whole decodes
+  [ -z "$lim" ] && case $t in test_ar_mp|test_engine_mp) lim=300 ;; test_golden_cuda|test_exec) lim=240 ;;
+    *) lim=${PZ_T_SWEEP:-120} ;; esac
   t0=$(date +%s%N)
   PZ_TEST_QUICK=1 PZ_TEST_SMALL=1 PZ_TEST_REPLAYS=${PZ_SWEEP_REPLAYS:-5} PZ_AR_MP_REPLAYS=${PZ_SWEEP_REPLAYS:-20} \
     PZ_TEST_TIMEOUT_SCALE=${PZ_SWEEP_TIMEOUT_SCALE:-20} timeout -k 15 "$lim" \
     $CS --tool "$tool" --report-api-errors no --print-limit 100000 "$B/tests/$t" > "$f.txt" 2>&1
   rc=$?
   cls=$(bash tools/sanitizer-classify.sh "$tool" "$f.txt" 2>&1); crc=$?
+  if [ $rc != 0 ] && grep -q "Target application terminated before first instrumented API call" "$f.txt"; then
+    # a host-only test (no CUDA call): nothing to instrument; its verdict is its own exit code, run plainly
+    PZ_TEST_QUICK=1 PZ_TEST_SMALL=1 timeout "$lim" "$B/tests/$t" > "$f.plain.txt" 2>&1
+    rc=$?; cls="no CUDA call to instrument (host-only test); its exit code without the sanitizer"; crc=0
+  fi
   if [ $rc = 124 ] || [ $rc = 137 ]; then v=TIMEOUT
   elif [ $crc = 2 ]; then v=FAIL cls="known-hazard list: $cls"
   elif [ $crc != 0 ]; then v=FAIL

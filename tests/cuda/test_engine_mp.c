@@ -32,6 +32,9 @@
 
 static char dir[64];
 
+/* ms of a deadline, times PZ_TEST_TIMEOUT_SCALE (the sanitizer sweep slows creation and steps) */
+static int scaled_ms(int ms) { return (int)(ms * pz_test_timeout_scale()); }
+
 static int g_layers; /* pz_engine_config.layers of the next make() (0: all) */
 
 static pz_engine *make(pz_device_kind dev, int prezero, int rank, const char *id_file, int timeout_ms) {
@@ -85,7 +88,7 @@ static int child(int r, int phase) {
       setenv("PREZERO_GEMM_SPLITS", "2", 1);
     }
     int64_t vocab = 0;
-    pz_engine *eo = make(PZ_DEVICE_CUDA, 0, r, id, 60000);
+    pz_engine *eo = make(PZ_DEVICE_CUDA, 0, r, id, scaled_ms(60000));
     if (!eo) return strstr(pz_last_error(), "no CUDA GPU") ? SKIP : 1;
     pz_engine_info info;
     if (pz_engine_get_info(eo, &info) != PZ_OK || info.rank != r || info.tp != 2) return 1;
@@ -103,7 +106,7 @@ static int child(int r, int phase) {
     fclose(f);
     if (phase == 1) { /* the same inputs with prezero on: bit-identical to OFF at 2 splits */
       snprintf(id, sizeof id, "%s/id%d_on", dir, phase);
-      pz_engine *en = make(PZ_DEVICE_CUDA, 1, r, id, 60000);
+      pz_engine *en = make(PZ_DEVICE_CUDA, 1, r, id, scaled_ms(60000));
       if (!en) return 1;
       int32_t *t2 = malloc(sizeof(int32_t) * STEPS * BATCH);
       float *l2 = malloc(sizeof(float) * (size_t)(STEPS * BATCH * vocab));
@@ -125,7 +128,7 @@ static int child(int r, int phase) {
     g_layers = 2 + r;
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
-    pz_engine *e = make(PZ_DEVICE_CUDA, 0, r, id, 60000);
+    pz_engine *e = make(PZ_DEVICE_CUDA, 0, r, id, scaled_ms(60000));
     clock_gettime(CLOCK_MONOTONIC, &b);
     const double s = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
     if (!e && strstr(pz_last_error(), "no CUDA GPU")) return SKIP;
@@ -137,11 +140,11 @@ static int child(int r, int phase) {
     const int named = strstr(pz_last_error(), "decode graph") != NULL || strstr(pz_last_error(), "planned") != NULL ||
                       strstr(pz_last_error(), "out of step") != NULL;
     printf("rank %d, different graphs: refused in %.1f s: %s\n", r, s, pz_last_error());
-    return named && s < 30 ? 0 : 6;
+    return named && s < 30 * pz_test_timeout_scale() ? 0 : 6;
   }
   /* phase 2: rank 1 leaves right after creation; rank 0's step must time out, not hang */
   snprintf(id, sizeof id, "%s/id2", dir);
-  pz_engine *e = make(PZ_DEVICE_CUDA, 0, r, id, 3000);
+  pz_engine *e = make(PZ_DEVICE_CUDA, 0, r, id, scaled_ms(3000));
   if (!e) return strstr(pz_last_error(), "no CUDA GPU") ? SKIP : 1;
   if (r == 1) _exit(0); /* no destroy: a peer that vanished */
   int32_t t[BATCH], nx[BATCH];
@@ -219,7 +222,7 @@ static float gap2(const float *row, int64_t vocab) {
 int main(void) {
   snprintf(dir, sizeof dir, "/tmp/pz_test_engine_mp_XXXXXX");
   if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
-  int rc = run_phase(0, 300);
+  int rc = run_phase(0, 300 * pz_test_timeout_scale());
   if (rc == SKIP) {
     printf("test_engine_mp: no CUDA GPU present; skipped\n");
     rmdir(dir);
@@ -271,15 +274,15 @@ int main(void) {
   }
   free(t0); free(t1); free(l0); free(l1);
   /* prezero ON vs OFF (checked inside each rank) */
-  CHECK(run_phase(1, 300) == 0);
+  CHECK(run_phase(1, 300 * pz_test_timeout_scale()) == 0);
   CHECK(read_out(1, 0, &v0, &t0, &l0) == 0);
   free(t0); free(l0);
   CHECK(read_out(1, 1, &v1, &t1, &l1) == 0);
   free(t1); free(l1);
   /* a vanished peer: a timeout status, no hang */
-  CHECK(run_phase(2, 120) == 0);
+  CHECK(run_phase(2, 120 * pz_test_timeout_scale()) == 0);
   /* ranks with different graphs: refused at creation, no hang */
-  CHECK(run_phase(3, 120) == 0);
+  CHECK(run_phase(3, 120 * pz_test_timeout_scale()) == 0);
   char p[96];
   static const char *const left[] = {"id0", "id1", "id1_on", "id2", "id3"};
   for (int i = 0; i < 5; i++) {
