@@ -79,10 +79,10 @@ static pz_status plan_layers(const pz_model_config *mc, const pz_cmp_opts *o, co
   pz_graph *g = NULL;
   PZ_CHECK(build(mc, o, 0, &g));
   pz_cuda_mem_plan mp;
-  /* one rank per process: planned on the GPUs the ranks use (rank r on GPU r % visible) */
-  const int ndev = pz_cuda_device_count();
-  const int plan_gpus = o->ar_comm && o->tp > ndev ? ndev : o->tp;
-  pz_status st = pz_cuda_plan_memory(g, true, plan_gpus, ro->cuda_reserve_mb, EXTRA_MARGIN, &mp); /* runtime.h */
+  /* one rank per process: planned on this rank's GPU only (the fit is then agreed over the ranks) */
+  const int mine = o->ar_comm ? pz_ar_comm_device(o->ar_comm) : 0;
+  pz_status st = o->ar_comm ? pz_cuda_plan_memory_on(g, true, 1, &mine, ro->cuda_reserve_mb, EXTRA_MARGIN, &mp)
+                            : pz_cuda_plan_memory(g, true, o->tp, ro->cuda_reserve_mb, EXTRA_MARGIN, &mp); /* runtime.h */
   /* the routed experts' storage as built, and one MoE layer's bytes */
   snprintf(r->experts, sizeof r->experts, "bf16");
   for (int i = 0; i < g->n_nodes; i++)
@@ -99,7 +99,7 @@ static pz_status plan_layers(const pz_model_config *mc, const pz_cmp_opts *o, co
   const int n = mp.n_layers;
   int fit = mp.fit;
   if (o->ar_comm) { /* every rank must build the same graph: the fewest layers any rank fits */
-    st = pz_cuda_mem_plan_fit_ranks(&mp, o->ar_comm, ndev, &fit);
+    st = pz_cuda_mem_plan_fit_ranks(&mp, o->ar_comm, pz_cuda_device_count(), &fit);
     if (st != PZ_OK) {
       pz_cuda_mem_plan_free(&mp);
       return st;

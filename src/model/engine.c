@@ -105,7 +105,7 @@ static pz_status build_graph(pz_engine *e, const pz_engine_config *cfg, int laye
 }
 
 #ifdef PZ_HAVE_CUDA
-/* Memory plan on the GPUs of ranks 0..tp-1: with layers = 0 keep the leading layers that fit
+/* Memory plan on the GPUs of ranks 0..tp-1 (one rank per process: on its own GPU, then agreed): with layers = 0 keep the leading layers that fit
  * (rebuilding the graph when fewer than all do); with layers = N fail clearly when they do not. */
 static pz_status fit_cuda(pz_engine *e, const pz_engine_config *cfg) {
   const int tp = cfg->tp, have = pz_cuda_device_count();
@@ -117,8 +117,10 @@ static pz_status fit_cuda(pz_engine *e, const pz_engine_config *cfg) {
   /* The one memory plan (runtime.h); the executor counts per-batch prezero buffers when given the OFF graph.
    * One rank per process: planned on the GPUs the ranks use, then the fewest layers any rank fits. */
   pz_cuda_mem_plan mp;
-  PZ_CHECK(pz_cuda_plan_memory(e->g_off ? e->g_off : e->g, e->g_off != NULL, e->comm && tp > have ? have : tp,
-                               e->ro.cuda_reserve_mb, 0, &mp));
+  const pz_graph *gp = e->g_off ? e->g_off : e->g;
+  const int mine = e->comm ? pz_ar_comm_device(e->comm) : 0; /* one rank per process: its own GPU only */
+  PZ_CHECK(e->comm ? pz_cuda_plan_memory_on(gp, e->g_off != NULL, 1, &mine, e->ro.cuda_reserve_mb, 0, &mp)
+                   : pz_cuda_plan_memory(gp, e->g_off != NULL, tp, e->ro.cuda_reserve_mb, 0, &mp));
   const int n = mp.n_layers;
   int fit = mp.fit;
   if (e->comm) {

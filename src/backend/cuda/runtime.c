@@ -70,20 +70,27 @@ int pz_cuda_fit_layers(int64_t fixed_bytes, const int64_t *layer_bytes, int n_la
   return n;
 }
 
-pz_status pz_cuda_plan_memory(const pz_graph *g, bool per_batch, int tp, int64_t reserve_mb, int64_t margin,
-                              pz_cuda_mem_plan *out) {
-  if (!g || !out || tp < 1 || tp > PZ_CUDA_MAX_TP) return pz_error(PZ_ERR_INVALID_ARG, "memory plan: bad arguments");
+pz_status pz_cuda_plan_memory_on(const pz_graph *g, bool per_batch, int n, const int *devices, int64_t reserve_mb,
+                                 int64_t margin, pz_cuda_mem_plan *out) {
+  if (!g || !out || !devices || n < 1 || n > PZ_CUDA_MAX_TP)
+    return pz_error(PZ_ERR_INVALID_ARG, "memory plan: bad arguments");
   memset(out, 0, sizeof *out);
-  int devs[PZ_CUDA_MAX_TP];
   int64_t fr[PZ_CUDA_MAX_TP], tot[PZ_CUDA_MAX_TP];
-  for (int r = 0; r < tp; r++) devs[r] = r;
-  PZ_CHECK(pz_cuda_mem_info(tp, devs, fr, tot));
+  PZ_CHECK(pz_cuda_mem_info(n, devices, fr, tot));
   int64_t budget = INT64_MAX;
-  for (int r = 0; r < tp; r++) {
+  for (int r = 0; r < n; r++) {
     int64_t b = fr[r] - pz_cuda_reserve_for(tot[r], reserve_mb) - margin;
     if (b < budget) budget = b;
   }
   return pz_cuda_plan_memory_budget(g, per_batch, budget, out);
+}
+
+pz_status pz_cuda_plan_memory(const pz_graph *g, bool per_batch, int tp, int64_t reserve_mb, int64_t margin,
+                              pz_cuda_mem_plan *out) {
+  if (tp < 1 || tp > PZ_CUDA_MAX_TP) return pz_error(PZ_ERR_INVALID_ARG, "memory plan: bad arguments");
+  int devs[PZ_CUDA_MAX_TP];
+  for (int r = 0; r < tp; r++) devs[r] = r;
+  return pz_cuda_plan_memory_on(g, per_batch, tp, devs, reserve_mb, margin, out);
 }
 
 pz_status pz_cuda_plan_memory_budget(const pz_graph *g, bool per_batch, int64_t budget, pz_cuda_mem_plan *out) {

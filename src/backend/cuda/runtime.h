@@ -46,6 +46,11 @@ typedef struct pz_cuda_mem_plan {
 } pz_cuda_mem_plan;
 pz_status pz_cuda_plan_memory(const pz_graph *g, bool per_batch, int tp, int64_t reserve_mb, int64_t margin,
                               pz_cuda_mem_plan *out);
+/* The same plan on the n GPUs devices[0..n) (the smallest budget of them): one rank per process
+ * plans on its own GPU only (pz_ar_comm_device), so no process makes a context on a GPU it does
+ * not use. Same errors, and PZ_ERR_NO_DEVICE for a device that does not exist. */
+pz_status pz_cuda_plan_memory_on(const pz_graph *g, bool per_batch, int n, const int *devices, int64_t reserve_mb,
+                                 int64_t margin, pz_cuda_mem_plan *out);
 void pz_cuda_mem_plan_free(pz_cuda_mem_plan *p);
 /* One rank per process (collective over comm's ranks): the layer count every rank can take. Each
  * rank fits its plan p in its share of its GPU's budget (the ranks on one GPU, rank r on GPU
