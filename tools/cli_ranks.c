@@ -18,6 +18,18 @@
 #include <unistd.h>
 #include "prezero/allreduce.h"
 
+/* The signal that asked the launcher to stop (Ctrl-C, SIGTERM, SIGHUP), 0 while none did. */
+static volatile sig_atomic_t g_stop;
+static void on_stop(int sig) { g_stop = sig; }
+
+/* Copies what rank 0 appended to its stderr file since the last call to the launcher's stderr. */
+static void stream_rank0(int fd) {
+  char buf[4096];
+  ssize_t k;
+  while (fd >= 0 && (k = read(fd, buf, sizeof buf)) > 0) fwrite(buf, 1, (size_t)k, stderr);
+  fflush(stderr);
+}
+
 static double ranks_now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -68,6 +80,28 @@ int pz_cli_fork_ranks(const char *cmd, int n, double grace_s, char *id_path, siz
     }
     started++;
   }
+  /* Ctrl-C / SIGTERM / SIGHUP: stop the ranks, then clean up below (the ranks get the terminal's
+   * SIGINT themselves too; SIGTERM reaches those started with their own environment) */
+  g_stop = 0;
+  struct sigaction sa, old_int, old_term, old_hup;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  sigaction(SIGHUP, &sa, &old_hup);
+  double stop_at = -1.0;
+  /* rank 0's stderr is shown as it is written (progress lines), and kept for the summary below */
+  char ep0[64];
+  snprintf(ep0, sizeof ep0, "%s/err0", dir);
+  int fd0 = -1;
+  for (int tries = 0; fd0 < 0 && started > 0 && tries < 200; tries++) {
+    fd0 = open(ep0, O_RDONLY);
+    if (fd0 < 0) {
+      struct timespec ts = {0, 5000000};
+      nanosleep(&ts, NULL);
+    }
+  }
   int code[PZ_AR_MP_MAX_WORLD], alive[PZ_AR_MP_MAX_WORLD], left = started;
   for (int r = 0; r < started; r++) {
     alive[r] = 1;
@@ -87,14 +121,25 @@ int pz_cli_fork_ranks(const char *cmd, int n, double grace_s, char *id_path, siz
         }
       continue;
     }
-    if (failed_at >= 0 && ranks_now_s() - failed_at > grace_s)
+    if (g_stop && stop_at < 0) {
+      stop_at = ranks_now_s();
+      for (int r = 0; r < started; r++)
+        if (alive[r]) kill(pid[r], SIGTERM);
+    }
+    if ((failed_at >= 0 && ranks_now_s() - failed_at > grace_s) || (stop_at >= 0 && ranks_now_s() - stop_at > 2.0))
       for (int r = 0; r < started; r++)
         if (alive[r]) kill(pid[r], SIGKILL);
+    stream_rank0(fd0);
     struct timespec ts = {0, 5000000};
     nanosleep(&ts, NULL);
   }
-  /* Rank 0's messages (its notes, its error), then, when another rank failed and rank 0 did not
-   * say why itself (it succeeded, or only waited for a peer), the first such rank's. */
+  stream_rank0(fd0);
+  if (fd0 >= 0) close(fd0);
+  sigaction(SIGINT, &old_int, NULL);
+  sigaction(SIGTERM, &old_term, NULL);
+  sigaction(SIGHUP, &old_hup, NULL);
+  /* Every rank's messages, for the summary: when another rank failed and rank 0 did not say why
+   * itself (it succeeded, or only waited for a peer), the first such rank's. */
   char *msg[PZ_AR_MP_MAX_WORLD] = {0};
   for (int r = 0; r < started; r++) {
     char ep[64];
@@ -109,7 +154,7 @@ int pz_cli_fork_ranks(const char *cmd, int n, double grace_s, char *id_path, siz
     }
     unlink(ep);
   }
-  if (msg[0]) fputs(msg[0], stderr);
+  /* (rank 0's own messages were streamed above) */
   /* Another rank's failure is shown when it says something rank 0 did not (the cause behind a
    * timeout or an out-of-step exchange); the same refusal on every rank (no GPU) is shown once. */
   for (int r = 1; r < started; r++) {
@@ -129,6 +174,12 @@ int pz_cli_fork_ranks(const char *cmd, int n, double grace_s, char *id_path, siz
   if (pz_ar_unique_id_read_file(id_path, 1, &stale) == PZ_OK) pz_ar_unique_id_remove(&stale);
   unlink(id_path);
   rmdir(dir);
+  if (g_stop) {
+    fprintf(stderr, "prezero %s: stopped by signal %d; the ranks were ended and their rendezvous removed\n", cmd,
+            (int)g_stop);
+    *rc = 128 + (int)g_stop;
+    return -1;
+  }
   *rc = started < n ? 1 : 0;
   for (int r = 0; r < started && *rc == 0; r++)
     if (code[r] != 0) {

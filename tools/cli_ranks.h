@@ -10,8 +10,10 @@
  * sent to /dev/null for r > 0 (rank 0 prints). In the parent: waits for every child and returns
  * -1 with *rc = the first non-zero exit code of a child (in rank order; 0 when all succeeded);
  * once one child has failed, the others are given grace_s seconds and then killed (a rank
- * waiting on a failed peer ends with its own timeout first). The children's stderr is collected
- * and printed at the end: rank 0's, then each other failing rank's message that differs from it.
+ * waiting on a failed peer ends with its own timeout first). Rank 0's stderr is shown as it is
+ * written; at the end each other failing rank's message that differs from rank 0's (and from
+ * an earlier rank's) is printed once. SIGINT / SIGTERM / SIGHUP to the launcher end the ranks
+ * (SIGTERM, then SIGKILL after 2 s) and it returns with *rc = 128 + the signal after the clean-up.
  * Removes the directory, and a rendezvous a crashed rank 0 left, at the end.
  * Must be called before this process makes any CUDA call. On a launcher failure (no temporary
  * directory, fork) prints one line naming cmd and returns -1 with *rc = 1. */
