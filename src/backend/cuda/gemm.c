@@ -160,13 +160,18 @@ pz_status pz_gemm_check(const pz_gemm_args *a) {
   return PZ_OK;
 }
 
-/* Hopper: the wgmma kernel. Fitted by hand to the H200 tuner table (bench/results/gemm_h200.json):
+/* Hopper: the wgmma kernel. Fitted by hand to the H200 (bench/results/gemm_h200.json, the run of
+ * 2026-12-01 21:48Z; every pick below is a config that run measured as the best for its row but the
+ * 64-column router gate of DeepSeek-V2-Lite at m = 256, where the mma.sync kernel wins):
  * - wt 2 (128 columns per CTA, half the A re-reads) from m >= 16 when n gives >= sm_count/4 such tiles;
- * - full K when K is short (<= 32 k-blocks of 64) and the tiles alone fill half the SMs;
+ * - full K when K is short (<= 32 k-blocks of 64) and the tiles alone fill half the SMs. With 64-column
+ *   tiles (wt 1) instead of 128 when that fills them and wt 2 does not, from m >= 128 (one CTA per SM;
+ *   the split-K alternative doubles the epilogue's traffic), and at 64 <= m < 128 when the wt 1 grid
+ *   fits one wave at 2 CTAs per SM;
  * - otherwise the split count minimises a wave model of the busiest SM slot: waves x (k-blocks per
- *   split + 4 for the pipeline fill + BN/32 for the epilogue), with 2 CTAs per SM for token tiles
- *   <= 64 and 1 above, at most 40 splits (28 from m >= 64: the reductions grow with m); ties go to
- *   fewer splits. */
+ *   split + 4 for the pipeline fill + an epilogue term, BN/32 k-blocks, BN/8 from m >= 128 where
+ *   each extra wave also re-reduces BN x 64·wt fp32 partials), with 2 CTAs per SM for token tiles
+ *   <= 64 and 1 above, at most 40 splits (28 from m >= 64); ties go to fewer splits. */
 static pz_gemm_config heuristic_wgmma(int sm_count, int m, int n, int k, bool zero_init) {
   pz_gemm_config c = {PZ_GEMM_AUTO, 1, 1, 5, 3};
   if (m >= 16 && n % 128 == 0 && n / 128 >= sm_count / 4) c.wt = 2;
@@ -174,15 +179,26 @@ static pz_gemm_config heuristic_wgmma(int sm_count, int m, int n, int k, bool ze
   const int64_t tiles = (int64_t)(n / (64 * c.wt)) * ((m + bn - 1) / bn);
   const int64_t slots = (int64_t)sm_count * (bn <= 64 && c.wt == 1 ? 2 : 1);
   const int kb = k / 64;
+  if (kb <= 32 && m >= 16 && c.wt == 2) {
+    const int bn1 = pz_gemm_wgmma_bn(m, 1);
+    const int64_t tiles1 = (int64_t)(n / 64) * ((m + bn1 - 1) / bn1);
+    if ((m >= 128 && tiles < sm_count / 2 && tiles1 >= sm_count / 2) ||
+        (m >= 64 && m < 128 && tiles >= sm_count / 2 && tiles1 <= 2 * (int64_t)sm_count)) {
+      c.wt = 1;
+      c.flavour = PZ_GEMM_FULLK;
+      return c;
+    }
+  }
   if (kb <= 32 && m >= 16 && tiles >= sm_count / 2) {
     c.flavour = PZ_GEMM_FULLK;
     return c;
   }
   const int cap = m >= 64 ? 28 : 40;
+  const int epi = m >= 128 ? bn / 2 : bn / 8; /* in quarter k-blocks */
   int64_t best = -1;
   for (int s = 1; s <= kb / 2 && s <= cap; s++) {
     const int64_t waves = (tiles * s + slots - 1) / slots;
-    const int64_t cost = waves * (4 * ((kb + s - 1) / s + 4) + bn / 8); /* in quarter k-blocks */
+    const int64_t cost = waves * (4 * ((kb + s - 1) / s + 4) + epi); /* in quarter k-blocks */
     if (best < 0 || cost < best) {
       best = cost;
       c.splits = s;
