@@ -28,7 +28,9 @@
 #              run after that much time (those are listed NOT RUN). Table per test x tool: $OUT/summary.txt
 #              and $OUT/sweep_summary.txt, logs work/sweep/<tool>_<test>.txt
 #   soak_bg / soak_wait  the same soak in a session of its own (setsid), for runs longer than one device call:
-#              soak_bg starts it (files in PZ_SOAK_DIR, default /tmp/pz_soak), a later call's soak_wait collects it
+#              soak_bg starts it (files in PZ_SOAK_DIR, default /tmp/pz_soak), a later call's soak_wait collects it;
+#              the next call must follow within the machine's idle release (30 s) or the soak is lost with it.
+#              At ~157 replays/s (round 29), PZ_SOAK_ARGS="--seconds 660 --check-every 16" passes 100,000 replays
 #   compare_procs  `prezero compare --procs 2` (PZ_PROCS_CONFIG, default tiny) into compare_procs2
 #   soak       `prezero soak` (default: kimi_k2, 2 layers, TP 1, 60 s; PZ_SOAK_ARGS adds options, PZ_T_SOAK
 #              bounds it, default 300 s: raise it with --seconds) into soak_h200.json / soak_h200.md
