@@ -79,9 +79,11 @@ typedef struct pz_engine_config {
    * order, with the same arguments; every rank gets the same tokens and logits. timeout_ms bounds
    * the rendezvous and every wait on a peer (<= 0: 60000): a peer that exits or stops gives
    * PZ_ERR_TIMEOUT, not a hang. Layer fitting (layers = 0) takes the fewest layers any rank fits.
-   * Creation checks that every rank built the same decode graph (a fingerprint of its dump) and
-   * batch: a rank with another config, layers or PREZERO_* pass option makes every rank's
-   * creation fail with PZ_ERR_INVALID_ARG naming it, at once rather than at the timeout. */
+   * Creation checks that every rank was created with the same seed, max_batch, context,
+   * max_steps, layers, prezero and quant, planned the same bytes, and built the same decode graph
+   * (a fingerprint of its nodes, shapes and exact parameters): a rank with another config, layers
+   * or PREZERO_* pass option makes every rank's creation fail with PZ_ERR_INVALID_ARG naming the
+   * difference, at once rather than at the timeout. */
   const char *id_file;
   int rank;
   int timeout_ms;

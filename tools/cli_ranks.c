@@ -52,6 +52,24 @@ int pz_cli_fork_ranks(const char *cmd, int n, double grace_s, char *id_path, siz
   snprintf(id_path, len, "%s/id", dir);
   fflush(stdout);
   fflush(stderr);
+  /* Every rank's stderr file exists before any fork, so rank 0's can be streamed from the start. */
+  for (int r = 0; r < n; r++) {
+    char ep[64];
+    snprintf(ep, sizeof ep, "%s/err%d", dir, r);
+    int fd = open(ep, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd >= 0) close(fd);
+  }
+  char ep0[64];
+  snprintf(ep0, sizeof ep0, "%s/err0", dir);
+  int fd0 = open(ep0, O_RDONLY);
+  /* Ctrl-C / SIGTERM / SIGHUP are held from before the first fork until the handlers below are in
+   * place (the children take the default action again), so no signal orphans a started rank. */
+  sigset_t stops, old_mask;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGINT);
+  sigaddset(&stops, SIGTERM);
+  sigaddset(&stops, SIGHUP);
+  sigprocmask(SIG_BLOCK, &stops, &old_mask);
   pid_t pid[PZ_AR_MP_MAX_WORLD];
   int started = 0;
   for (int r = 0; r < n; r++) {
@@ -61,6 +79,11 @@ int pz_cli_fork_ranks(const char *cmd, int n, double grace_s, char *id_path, siz
       break;
     }
     if (pid[r] == 0) {
+      if (fd0 >= 0) close(fd0);
+      signal(SIGINT, SIG_DFL);
+      signal(SIGTERM, SIG_DFL);
+      signal(SIGHUP, SIG_DFL);
+      sigprocmask(SIG_SETMASK, &old_mask, NULL);
       if (r > 0) {
         int fd = open("/dev/null", O_WRONLY);
         if (fd >= 0) {
@@ -71,7 +94,7 @@ int pz_cli_fork_ranks(const char *cmd, int n, double grace_s, char *id_path, siz
       /* stderr into dir/err<r>: the parent prints what explains a failure, once */
       char ep[64];
       snprintf(ep, sizeof ep, "%s/err%d", dir, r);
-      int fd = open(ep, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      int fd = open(ep, O_WRONLY | O_CREAT | O_APPEND, 0600);
       if (fd >= 0) {
         dup2(fd, STDERR_FILENO);
         close(fd);
@@ -90,18 +113,9 @@ int pz_cli_fork_ranks(const char *cmd, int n, double grace_s, char *id_path, siz
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
   sigaction(SIGHUP, &sa, &old_hup);
+  sigprocmask(SIG_SETMASK, &old_mask, NULL);
   double stop_at = -1.0;
-  /* rank 0's stderr is shown as it is written (progress lines), and kept for the summary below */
-  char ep0[64];
-  snprintf(ep0, sizeof ep0, "%s/err0", dir);
-  int fd0 = -1;
-  for (int tries = 0; fd0 < 0 && started > 0 && tries < 200; tries++) {
-    fd0 = open(ep0, O_RDONLY);
-    if (fd0 < 0) {
-      struct timespec ts = {0, 5000000};
-      nanosleep(&ts, NULL);
-    }
-  }
+  /* rank 0's stderr (fd0) is shown as it is written (progress lines), and kept for the summary */
   int code[PZ_AR_MP_MAX_WORLD], alive[PZ_AR_MP_MAX_WORLD], left = started;
   for (int r = 0; r < started; r++) {
     alive[r] = 1;
@@ -134,10 +148,8 @@ int pz_cli_fork_ranks(const char *cmd, int n, double grace_s, char *id_path, siz
     nanosleep(&ts, NULL);
   }
   stream_rank0(fd0);
+  const bool streamed = fd0 >= 0;
   if (fd0 >= 0) close(fd0);
-  sigaction(SIGINT, &old_int, NULL);
-  sigaction(SIGTERM, &old_term, NULL);
-  sigaction(SIGHUP, &old_hup, NULL);
   /* Every rank's messages, for the summary: when another rank failed and rank 0 did not say why
    * itself (it succeeded, or only waited for a peer), the first such rank's. */
   char *msg[PZ_AR_MP_MAX_WORLD] = {0};
@@ -154,7 +166,12 @@ int pz_cli_fork_ranks(const char *cmd, int n, double grace_s, char *id_path, siz
     }
     unlink(ep);
   }
-  /* (rank 0's own messages were streamed above) */
+  for (int r = started; r < n; r++) { /* the files of ranks that never started */
+    char ep[64];
+    snprintf(ep, sizeof ep, "%s/err%d", dir, r);
+    unlink(ep);
+  }
+  if (!streamed && msg[0]) fputs(msg[0], stderr); /* rank 0's file could not be read as it grew */
   /* Another rank's failure is shown when it says something rank 0 did not (the cause behind a
    * timeout or an out-of-step exchange); the same refusal on every rank (no GPU) is shown once. */
   for (int r = 1; r < started; r++) {
@@ -174,6 +191,9 @@ int pz_cli_fork_ranks(const char *cmd, int n, double grace_s, char *id_path, siz
   if (pz_ar_unique_id_read_file(id_path, 1, &stale) == PZ_OK) pz_ar_unique_id_remove(&stale);
   unlink(id_path);
   rmdir(dir);
+  sigaction(SIGINT, &old_int, NULL); /* only now: a second Ctrl-C during the clean-up is held off too */
+  sigaction(SIGTERM, &old_term, NULL);
+  sigaction(SIGHUP, &old_hup, NULL);
   if (g_stop) {
     fprintf(stderr, "prezero %s: stopped by signal %d; the ranks were ended and their rendezvous removed\n", cmd,
             (int)g_stop);

@@ -1,5 +1,6 @@
-/* A 64-bit fingerprint of a decode graph: FNV-1a over its text dump (pz_graph_dump_text), so two
- * graphs agree exactly when every node, parameter, shape, dtype and view the dump prints agrees. */
+/* A 64-bit fingerprint of a decode graph: FNV-1a over its text dump (pz_graph_dump_text) followed by
+ * every node's parameters printed exactly (hex floats) and each tensor's seeded-fill parameters, so
+ * two graphs agree exactly when their nodes, parameters, shapes, dtypes and views agree. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,61 @@ uint64_t pz_fnv1a64(uint64_t h, const void *data, size_t n) {
   return h;
 }
 
+/* Every parameter of the rope, exactly (hex floats): the dump prints few of them, and %g rounds. */
+static void rope_exact(const pz_rope_params *r, FILE *f) {
+  fprintf(f, " rope(%a %a %lld %a %a %a %a %d %a %a)", r->theta, r->factor, (long long)r->original_max_position_embeddings,
+          r->beta_fast, r->beta_slow, r->mscale, r->mscale_all_dim, (int)r->type, r->low_freq_factor, r->high_freq_factor);
+}
+
+/* Every field of a node's parameters, exactly, after the dump: what the dump leaves out (rope,
+ * routed_scaling_factor, softmax scales) or rounds (eps with %g) still changes the fingerprint. */
+static void params_exact(const pz_node *n, FILE *f) {
+  const pz_op_params *p = &n->p;
+  fprintf(f, "%d %d", n->id, (int)n->op);
+  switch (n->op) {
+    case PZ_OP_GEMM: case PZ_OP_LM_HEAD: case PZ_OP_MM_MAYBE_PREZERO:
+      fprintf(f, " %d %d %d %lld %lld", p->gemm.zero_init, p->gemm.split_k, p->gemm.prezero_buf,
+              (long long)p->gemm.n_base, (long long)p->gemm.col_offset);
+      break;
+    case PZ_OP_RMSNORM: case PZ_OP_AR_RMSNORM: case PZ_OP_AR_RMSNORM_MAYBE_PREZERO:
+      fprintf(f, " %a %d %d %lld %lld", p->norm.eps, p->norm.has_residual, p->norm.fill_buf, (long long)p->norm.n_total,
+              (long long)p->norm.n_base);
+      break;
+    case PZ_OP_MLA_ATTN: {
+      const pz_mla_params *m = &p->mla;
+      fprintf(f, " %d %lld %lld %lld %lld %lld %lld %lld %a %a %lld %lld %lld %lld", m->n_heads, (long long)m->hidden,
+              (long long)m->q_lora_rank, (long long)m->kv_lora_rank, (long long)m->qk_nope_head_dim,
+              (long long)m->qk_rope_head_dim, (long long)m->v_head_dim, (long long)m->max_ctx, m->eps, m->softmax_scale,
+              (long long)m->prezero_n_total, (long long)m->prezero_n_base, (long long)m->qb_col_offset,
+              (long long)m->oproj_col_offset);
+      rope_exact(&m->rope, f);
+      break;
+    }
+    case PZ_OP_GQA_ATTN: {
+      const pz_gqa_params *q = &p->gqa;
+      fprintf(f, " %d %d %lld %lld %lld %a %a %lld %lld %lld", q->n_heads, q->n_kv_heads, (long long)q->head_dim,
+              (long long)q->hidden, (long long)q->max_ctx, q->eps, q->softmax_scale, (long long)q->prezero_n_total,
+              (long long)q->prezero_n_base, (long long)q->oproj_col_offset);
+      rope_exact(&q->rope, f);
+      break;
+    }
+    case PZ_OP_MOE: {
+      const pz_moe_params *e = &p->moe;
+      fprintf(f, " %d %d %d %d %d %d %d %a %lld %lld %d %lld %lld %lld", e->n_experts, e->top_k, e->n_group,
+              e->topk_group, (int)e->scoring, (int)e->topk_method, e->norm_topk_prob, e->routed_scaling_factor,
+              (long long)e->inter, (long long)e->shared_inter, e->wquant, (long long)e->q_group,
+              (long long)e->q_block_rows, (long long)e->q_block_cols);
+      break;
+    }
+    case PZ_OP_DENSE_MLP: case PZ_OP_SILU_MUL: fprintf(f, " %lld", (long long)p->mlp.inter); break;
+    case PZ_OP_EMBEDDING: case PZ_OP_ARGMAX:
+      fprintf(f, " %lld %lld", (long long)p->vocab.vocab_size, (long long)p->vocab.vocab_per_rank);
+      break;
+    default: break;
+  }
+  fprintf(f, "\n");
+}
+
 pz_status pz_graph_fingerprint(const pz_graph *g, uint64_t *fp) {
   if (!g || !fp) return pz_error(PZ_ERR_INVALID_ARG, "graph fingerprint: NULL graph or result");
   char *buf = NULL;
@@ -22,6 +78,11 @@ pz_status pz_graph_fingerprint(const pz_graph *g, uint64_t *fp) {
   FILE *f = open_memstream(&buf, &len);
   if (!f) return pz_error(PZ_ERR_OOM, "graph fingerprint: cannot open a memory stream");
   pz_status st = pz_graph_dump_text(g, f);
+  fprintf(f, "# exact: %a %lld %d\n", g->info.rms_eps, (long long)g->info.vocab_size, g->info.n_layers);
+  for (int i = 0; i < g->n_nodes && st == PZ_OK; i++) params_exact(&g->nodes[i], f);
+  for (int i = 0; i < g->n_tensors && st == PZ_OK; i++) /* how the seeded weights are drawn */
+    fprintf(f, "t%d %a %a %d %d\n", i, g->tensors[i].init_scale, g->tensors[i].init_offset, (int)g->tensors[i].kind,
+            g->tensors[i].shard_dim);
   if (fclose(f) != 0 && st == PZ_OK) st = pz_error(PZ_ERR_OOM, "graph fingerprint: the dump did not fit in memory");
   if (st == PZ_OK) *fp = pz_fnv1a64(PZ_FNV1A64_OFFSET, buf, len);
   free(buf);

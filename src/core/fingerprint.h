@@ -17,8 +17,10 @@ extern "C" {
 #define PZ_FNV1A64_OFFSET 0xcbf29ce484222325ULL
 uint64_t pz_fnv1a64(uint64_t h, const void *data, size_t n);
 
-/* *fp = FNV-1a of pz_graph_dump_text(g): every node (op, name, layer-qualified names, parameters the
- * dump prints), every tensor it reads or writes (shape, dtype, view) and the prezero buffer summary.
+/* *fp = FNV-1a of pz_graph_dump_text(g) (every node's op and name, every tensor it reads or writes:
+ * shape, dtype, view; the prezero buffer summary), then every field of every node's parameters
+ * exactly (floats as hex: rope, eps, softmax scale, routed_scaling_factor, ...) and each tensor's
+ * seeded-fill scale and offset.
  * Equal graphs give equal fingerprints on every host (the dump is deterministic); a different layer
  * count, shape, pass outcome or prezero slot gives a different one (up to 64-bit collisions).
  * Errors: PZ_ERR_INVALID_ARG (NULL), PZ_ERR_OOM (no memory for the dump), PZ_ERR_IO (the dump failed). */

@@ -167,6 +167,32 @@ static pz_status join_group(pz_engine *e, const pz_engine_config *cfg) {
   e->id_file = path; /* destroy leaves the group (rank 0 removes the rendezvous and the file) */
   return PZ_OK;
 }
+
+/* One rank per process: every rank must have been created with the same settings (what the graph
+ * fingerprint of the executor cannot see: the seed of the weights, the KV-cache sizes, prezero and
+ * the experts' storage). Errors: PZ_ERR_INVALID_ARG naming the first field that differs, those of
+ * the exchange. */
+static pz_status check_same_engine(pz_engine *e, const pz_engine_config *cfg) {
+  typedef struct { uint64_t seed; int64_t v[8]; } desc; /* v: in the order of names[] below */
+  desc mine = {cfg->seed, {cfg->max_batch, cfg->context, cfg->max_steps, cfg->layers, e->prezero, cfg->quant,
+                           e->cfg.num_hidden_layers, e->cfg.hidden_size}};
+  desc all[PZ_AR_MP_MAX_WORLD];
+  PZ_CHECK(pz_ar_comm_allgather_host(e->comm, PZ_HX_ENGINE, &mine, sizeof mine, all));
+  static const char *names[] = {"max_batch", "context", "max_steps", "layers", "prezero", "quant",
+                                "num_hidden_layers", "hidden_size"};
+  for (int q = 1; q < cfg->tp; q++) {
+    if (all[q].seed != all[0].seed)
+      return pz_error(PZ_ERR_INVALID_ARG, "engine: rank %d was created with seed %llu and rank 0 with %llu: every rank "
+                      "must be created with the same config", q, (unsigned long long)all[q].seed,
+                      (unsigned long long)all[0].seed);
+    const int64_t *a = all[q].v, *b = all[0].v;
+    for (int i = 0; i < 8; i++)
+      if (a[i] != b[i])
+        return pz_error(PZ_ERR_INVALID_ARG, "engine: rank %d was created with %s %lld and rank 0 with %lld: every rank "
+                        "must be created with the same config", q, names[i], (long long)a[i], (long long)b[i]);
+  }
+  return PZ_OK;
+}
 #endif
 
 /* Synthetic seeded weights for a graph with quantised experts (model/quant_synth.h); else the
@@ -213,7 +239,10 @@ pz_status pz_engine_create(const pz_engine_config *cfg, pz_engine **out) {
   pz_checkpoint *ck = NULL; /* weights from a checkpoint directory instead of the seeded fill */
   if (cfg->device == PZ_DEVICE_CUDA) {
 #ifdef PZ_HAVE_CUDA
-    if (cfg->id_file) PZ_CHECK_GOTO(join_group(e, cfg), st, fail);
+    if (cfg->id_file) {
+      PZ_CHECK_GOTO(join_group(e, cfg), st, fail);
+      PZ_CHECK_GOTO(check_same_engine(e, cfg), st, fail);
+    }
     bo.ar_comm = e->comm;
     PZ_CHECK_GOTO(fit_cuda(e, cfg), st, fail);
     bo.prezero = e->prezero;

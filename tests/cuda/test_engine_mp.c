@@ -8,12 +8,15 @@
  *  - prezero ON vs OFF bit-identical (split-K at 2 splits, atomic flavour), as in one process;
  *  - a rank that exits after creation: the other's next step fails with PZ_ERR_TIMEOUT within
  *    its timeout, and its destroy returns (no hang);
- *  - ranks that build different graphs (2 layers against 3): both creations fail with
- *    PZ_ERR_INVALID_ARG well inside their timeout, naming the other graph, instead of hanging.
+ *  - ranks created differently (2 layers against 3): both creations fail with PZ_ERR_INVALID_ARG
+ *    well inside their timeout, naming the difference, instead of hanging;
+ *  - ranks whose graphs differ only where the plan's bytes and the engine settings agree (rank 1's
+ *    config.json has another rms_norm_eps): both refused by the graph fingerprint ("decode graph").
  * The children are forked before this process makes any CUDA call; each writes its results to a
  * file that the parent compares. Exit 77 (skipped) when the children find no GPU. */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
+#include <libgen.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -36,11 +39,12 @@ static char dir[64];
 static int scaled_ms(int ms) { return (int)(ms * pz_test_timeout_scale()); }
 
 static int g_layers; /* pz_engine_config.layers of the next make() (0: all) */
+static const char *g_model = "tiny"; /* pz_engine_config.model of the next make() */
 
 static pz_engine *make(pz_device_kind dev, int prezero, int rank, const char *id_file, int timeout_ms) {
   pz_engine_config c = PZ_ENGINE_CONFIG_INIT;
   c.layers = g_layers;
-  c.model = "tiny";
+  c.model = g_model;
   c.tp = 2;
   c.max_batch = BATCH;
   c.context = 64;
@@ -137,10 +141,28 @@ static int child(int r, int phase) {
       pz_engine_destroy(e);
       return 5;
     }
-    const int named = strstr(pz_last_error(), "decode graph") != NULL || strstr(pz_last_error(), "planned") != NULL ||
-                      strstr(pz_last_error(), "out of step") != NULL;
+    const int named = strstr(pz_last_error(), "same config") != NULL || strstr(pz_last_error(), "planned") != NULL;
     printf("rank %d, different graphs: refused in %.1f s: %s\n", r, s, pz_last_error());
     return named && s < 30 * pz_test_timeout_scale() ? 0 : 6;
+  }
+  if (phase == 4) { /* rank 1: tiny with rms_norm_eps 2e-6 (same shapes and bytes): the fingerprint refuses */
+    snprintf(id, sizeof id, "%s/id4", dir);
+    char cfgp[128];
+    snprintf(cfgp, sizeof cfgp, "%s/tiny_eps.json", dir);
+    if (r == 1) g_model = cfgp;
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    pz_engine *e = make(PZ_DEVICE_CUDA, 0, r, id, scaled_ms(60000));
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    const double s = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+    if (!e && strstr(pz_last_error(), "no CUDA GPU")) return SKIP;
+    if (e) {
+      fprintf(stderr, "rank %d: created although rank 1's rms_norm_eps differs\n", r);
+      pz_engine_destroy(e);
+      return 5;
+    }
+    printf("rank %d, another rms_norm_eps: refused in %.1f s: %s\n", r, s, pz_last_error());
+    return strstr(pz_last_error(), "decode graph") && s < 30 * pz_test_timeout_scale() ? 0 : 6;
   }
   /* phase 2: rank 1 leaves right after creation; rank 0's step must time out, not hang */
   snprintf(id, sizeof id, "%s/id2", dir);
@@ -283,9 +305,26 @@ int main(void) {
   CHECK(run_phase(2, 120 * pz_test_timeout_scale()) == 0);
   /* ranks with different graphs: refused at creation, no hang */
   CHECK(run_phase(3, 120 * pz_test_timeout_scale()) == 0);
+  /* the same shapes and settings, another rms_norm_eps on rank 1: the graph fingerprint refuses */
+  char here[600], src[700], dst[128];
+  snprintf(here, sizeof here, "%s", __FILE__);
+  snprintf(src, sizeof src, "%s/../../configs/tiny.json", dirname(here));
+  snprintf(dst, sizeof dst, "%s/tiny_eps.json", dir);
+  char *js = pz_test_slurp(src, NULL);
+  char *at = js ? strstr(js, "\"rms_norm_eps\": 1e-06") : NULL;
+  CHECK(at != NULL);
+  if (at) {
+    at[strlen("\"rms_norm_eps\": ")] = '2'; /* 1e-06 -> 2e-06 */
+    FILE *f = fopen(dst, "w");
+    CHECK(f && fputs(js, f) >= 0);
+    if (f) fclose(f);
+    CHECK(run_phase(4, 120 * pz_test_timeout_scale()) == 0);
+  }
+  free(js);
+  unlink(dst);
   char p[96];
-  static const char *const left[] = {"id0", "id1", "id1_on", "id2", "id3"};
-  for (int i = 0; i < 5; i++) {
+  static const char *const left[] = {"id0", "id1", "id1_on", "id2", "id3", "id4"};
+  for (int i = 0; i < 6; i++) {
     snprintf(p, sizeof p, "%s/%s", dir, left[i]);
     unlink(p);
   }

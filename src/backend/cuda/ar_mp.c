@@ -431,7 +431,7 @@ const pz_comm_rank_view *pz_ar_comm_view(const pz_ar_comm *c) { return c ? &c->v
 _Static_assert(sizeof(hx_hdr) <= HX_DATA, "host exchange header overlaps its slots");
 
 const char *pz_hx_tag_name(int tag) {
-  static const char *names[PZ_HX_TAG_COUNT] = {"?", "barrier", "layer fit", "executor creation", "argmax", "logits"};
+  static const char *names[PZ_HX_TAG_COUNT] = {"?", "barrier", "layer fit", "executor creation", "argmax", "logits", "engine creation"};
   return tag > 0 && tag < PZ_HX_TAG_COUNT ? names[tag] : "?";
 }
 

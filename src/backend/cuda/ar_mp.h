@@ -30,6 +30,7 @@ typedef enum pz_hx_tag {
   PZ_HX_CREATE,      /* the executor's creation: graph fingerprint, options, gate description */
   PZ_HX_ARGMAX,      /* a step's argmax candidates */
   PZ_HX_LOGITS,      /* the logits shards */
+  PZ_HX_ENGINE,      /* the engine's creation: seed, batch, context, prezero, quant of every rank */
   PZ_HX_TAG_COUNT
 } pz_hx_tag;
 /* "barrier", "layer fit", ... for messages; "?" outside the enum. */

@@ -166,8 +166,9 @@ pz_status pz_gemm_check(const pz_gemm_args *a) {
  * - wt 2 (128 columns per CTA, half the A re-reads) from m >= 16 when n gives >= sm_count/4 such tiles;
  * - full K when K is short (<= 32 k-blocks of 64) and the tiles alone fill half the SMs. With 64-column
  *   tiles (wt 1) instead of 128 when that fills them and wt 2 does not, from m >= 128 (one CTA per SM;
- *   the split-K alternative doubles the epilogue's traffic), and at 64 <= m < 128 when the wt 1 grid
- *   fits one wave at 2 CTAs per SM;
+ *   the split-K alternative doubles the epilogue's traffic), and at m = 64 (token tiles of 64: 2 CTAs
+ *   per SM) when the wt 1 grid fits one wave of them (m = 65..127 have 128-token tiles and keep
+ *   wt 2: unmeasured there);
  * - otherwise the split count minimises a wave model of the busiest SM slot: waves x (k-blocks per
  *   split + 4 for the pipeline fill + an epilogue term, BN/32 k-blocks, BN/8 from m >= 128 where
  *   each extra wave also re-reduces BN x 64·wt fp32 partials), with 2 CTAs per SM for token tiles
@@ -183,7 +184,7 @@ static pz_gemm_config heuristic_wgmma(int sm_count, int m, int n, int k, bool ze
     const int bn1 = pz_gemm_wgmma_bn(m, 1);
     const int64_t tiles1 = (int64_t)(n / 64) * ((m + bn1 - 1) / bn1);
     if ((m >= 128 && tiles < sm_count / 2 && tiles1 >= sm_count / 2) ||
-        (m >= 64 && m < 128 && tiles >= sm_count / 2 && tiles1 <= 2 * (int64_t)sm_count)) {
+        (m >= 64 && bn1 <= 64 && tiles >= sm_count / 2 && tiles1 <= 2 * (int64_t)sm_count)) {
       c.wt = 1;
       c.flavour = PZ_GEMM_FULLK;
       return c;

@@ -129,7 +129,7 @@ static int fit_shared(const pz_cuda_mem_plan *p, int shares) {
   return p->cum[0] <= budget ? fit : 0;
 }
 
-pz_status pz_cuda_mem_plan_fit_ranks(const pz_cuda_mem_plan *p, pz_ar_comm *comm, int n_gpus, int *fit) {
+pz_status pz_cuda_mem_plan_fit_ranks(pz_cuda_mem_plan *p, pz_ar_comm *comm, int n_gpus, int *fit) {
   if (!p || !p->cum || !comm || !fit || n_gpus < 1)
     return pz_error(PZ_ERR_INVALID_ARG, "memory plan of the ranks: NULL plan, communicator or fit, or no GPU");
   const int tp = pz_ar_comm_world(comm), rank = pz_ar_comm_rank(comm);
@@ -137,8 +137,8 @@ pz_status pz_cuda_mem_plan_fit_ranks(const pz_cuda_mem_plan *p, pz_ar_comm *comm
   for (int r = 0; r < tp; r++) shares += r % n_gpus == rank % n_gpus;
   /* each rank's plan (layer count, bytes of the whole graph) too: ranks planning different graphs
    * are refused here, before a fit agreed over them reads as "does not fit" on one of them */
-  typedef struct { int64_t fit, n_layers, total; } rank_fit;
-  rank_fit mine = {shares > 1 ? fit_shared(p, shares) : p->fit, p->n_layers, p->cum[p->n_layers]};
+  typedef struct { int64_t fit, n_layers, total, budget; } rank_fit;
+  rank_fit mine = {shares > 1 ? fit_shared(p, shares) : p->fit, p->n_layers, p->cum[p->n_layers], p->budget / shares};
   rank_fit all[PZ_AR_MP_MAX_WORLD];
   PZ_CHECK(pz_ar_comm_allgather_host(comm, PZ_HX_LAYER_FIT, &mine, sizeof mine, all));
   int64_t f = mine.fit;
@@ -150,6 +150,9 @@ pz_status pz_cuda_mem_plan_fit_ranks(const pz_cuda_mem_plan *p, pz_ar_comm *comm
                       all[0].total / 1073741824.0);
     f = all[r].fit < f ? all[r].fit : f;
   }
+  int64_t b = all[0].budget;
+  for (int r = 1; r < tp; r++) b = all[r].budget < b ? all[r].budget : b;
+  p->budget = b; /* the tightest rank's share, so every rank's message names the same usable bytes */
   *fit = (int)f;
   return PZ_OK;
 }

@@ -55,10 +55,11 @@ void pz_cuda_mem_plan_free(pz_cuda_mem_plan *p);
 /* One rank per process (collective over comm's ranks): the layer count every rank can take. Each
  * rank fits its plan p in its share of its GPU's budget (the ranks on one GPU, rank r on GPU
  * r % n_gpus, each allocate their own copy) and *fit = the fewest layers any rank fits, so every
- * rank builds the same graph. Errors: PZ_ERR_INVALID_ARG (also when the ranks' plans differ in layer
+ * rank builds the same graph; p->budget becomes the smallest rank's budget (its share of its GPU), so
+ * every rank reports the same usable bytes. Errors: PZ_ERR_INVALID_ARG (also when the ranks' plans differ in layer
  * count or bytes: they were created with different configs), those of pz_ar_comm_allgather_host. */
 struct pz_ar_comm;
-pz_status pz_cuda_mem_plan_fit_ranks(const pz_cuda_mem_plan *p, struct pz_ar_comm *comm, int n_gpus, int *fit);
+pz_status pz_cuda_mem_plan_fit_ranks(pz_cuda_mem_plan *p, struct pz_ar_comm *comm, int n_gpus, int *fit);
 /* The same plan for a given per-GPU budget (bytes), without asking any device (`prezero plan`
  * models an H200 when none is visible). Errors: PZ_ERR_INVALID_ARG, PZ_ERR_OOM (host). */
 pz_status pz_cuda_plan_memory_budget(const pz_graph *g, bool per_batch, int64_t budget, pz_cuda_mem_plan *out);
