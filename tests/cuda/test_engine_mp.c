@@ -81,6 +81,28 @@ static int decode(pz_engine *e, int64_t vocab, int32_t *toks, float *lg) {
   return 0;
 }
 
+/* Rank r creates its engine (id file dir/id<phase>) where the ranks were set up differently: the
+ * creation must fail on every rank, well inside the 60 s timeout, with a message holding want
+ * (or want2 when not NULL). 0 when so, SKIP without a GPU, 5 created anyway, 6 wrong message or slow. */
+static int refused_at_creation(int r, int phase, const char *what, const char *want, const char *want2) {
+  char id[128];
+  snprintf(id, sizeof id, "%s/id%d", dir, phase);
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  pz_engine *e = make(PZ_DEVICE_CUDA, 0, r, id, scaled_ms(60000));
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  const double s = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+  if (!e && strstr(pz_last_error(), "no CUDA GPU")) return SKIP;
+  if (e) {
+    fprintf(stderr, "rank %d: created although %s\n", r, what);
+    pz_engine_destroy(e);
+    return 5;
+  }
+  const int named = strstr(pz_last_error(), want) != NULL || (want2 && strstr(pz_last_error(), want2) != NULL);
+  printf("rank %d, %s: refused in %.1f s: %s\n", r, what, s, pz_last_error());
+  return named && s < 30 * pz_test_timeout_scale() ? 0 : 6;
+}
+
 /* Rank r of phase 0 (OFF) or 1 (OFF, then ON on a second engine: bit-identical at 2 splits), each
  * engine with its own id file, results to dir/out<phase>_<r>; phase 2: the vanished peer. */
 static int child(int r, int phase) {
@@ -128,41 +150,14 @@ static int child(int r, int phase) {
     return 0;
   }
   if (phase == 3) { /* rank 0 builds 2 layers, rank 1 3: both refused at creation, long before the 60 s timeout */
-    snprintf(id, sizeof id, "%s/id3", dir);
     g_layers = 2 + r;
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    pz_engine *e = make(PZ_DEVICE_CUDA, 0, r, id, scaled_ms(60000));
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    const double s = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
-    if (!e && strstr(pz_last_error(), "no CUDA GPU")) return SKIP;
-    if (e) {
-      fprintf(stderr, "rank %d: created although the ranks' graphs differ\n", r);
-      pz_engine_destroy(e);
-      return 5;
-    }
-    const int named = strstr(pz_last_error(), "same config") != NULL || strstr(pz_last_error(), "planned") != NULL;
-    printf("rank %d, different graphs: refused in %.1f s: %s\n", r, s, pz_last_error());
-    return named && s < 30 * pz_test_timeout_scale() ? 0 : 6;
+    return refused_at_creation(r, phase, "the ranks' layers differ", "same config", "planned");
   }
   if (phase == 4) { /* rank 1: tiny with rms_norm_eps 2e-6 (same shapes and bytes): the fingerprint refuses */
-    snprintf(id, sizeof id, "%s/id4", dir);
     char cfgp[128];
     snprintf(cfgp, sizeof cfgp, "%s/tiny_eps.json", dir);
     if (r == 1) g_model = cfgp;
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    pz_engine *e = make(PZ_DEVICE_CUDA, 0, r, id, scaled_ms(60000));
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    const double s = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
-    if (!e && strstr(pz_last_error(), "no CUDA GPU")) return SKIP;
-    if (e) {
-      fprintf(stderr, "rank %d: created although rank 1's rms_norm_eps differs\n", r);
-      pz_engine_destroy(e);
-      return 5;
-    }
-    printf("rank %d, another rms_norm_eps: refused in %.1f s: %s\n", r, s, pz_last_error());
-    return strstr(pz_last_error(), "decode graph") && s < 30 * pz_test_timeout_scale() ? 0 : 6;
+    return refused_at_creation(r, phase, "rank 1's rms_norm_eps differs", "decode graph", NULL);
   }
   /* phase 2: rank 1 leaves right after creation; rank 0's step must time out, not hang */
   snprintf(id, sizeof id, "%s/id2", dir);
