@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 static int pz_test_failures = 0; /* failed checks so far in this test binary */
 /* CHECK(cond): counts a failure and prints file:line and the condition when cond is false.
  * CHECK_OK(call) / CHECK_ST(call, want): the pz_status of call must be PZ_OK / want (prints the
@@ -14,6 +15,15 @@ static int pz_test_failures = 0; /* failed checks so far in this test binary */
 #define CHECK_OK(call) do { pz_status s_ = (call); if (s_ != PZ_OK) { fprintf(stderr, "%s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #call, pz_status_string(s_), pz_last_error()); pz_test_failures++; } } while (0)
 #define CHECK_ST(call, want) do { pz_status s_ = (call); if (s_ != (want)) { fprintf(stderr, "%s:%d: %s -> %s, want %s (%s)\n", __FILE__, __LINE__, #call, pz_status_string(s_), pz_status_string(want), pz_last_error()); pz_test_failures++; } } while (0)
 #define CHECK_NEAR(a, b, tol) do { double a_ = (a), b_ = (b); if (!(fabs(a_ - b_) <= (tol))) { fprintf(stderr, "%s:%d: %s = %.9g, want %.9g (tol %g)\n", __FILE__, __LINE__, #a, a_, b_, (double)(tol)); pz_test_failures++; } } while (0)
+/* out = the directory of source file `file` + "/" + rel: the repository's files (golden data,
+ * configs, bench results, scripts) found from a test's own source location. PZ_TEST_PATH passes
+ * the calling file's __FILE__ (absolute under CMake) and sizeof out. */
+static inline void pz_test_path_from(const char *file, const char *rel, char *out, size_t len) {
+  const char *slash = strrchr(file, '/');
+  if (slash) snprintf(out, len, "%.*s/%s", (int)(slash - file), file, rel);
+  else snprintf(out, len, "./%s", rel);
+}
+#define PZ_TEST_PATH(out, rel) pz_test_path_from(__FILE__, (rel), (out), sizeof(out))
 /* The whole file at path, NUL-terminated (caller frees); its length in *len when len is not
  * NULL. NULL when the file cannot be opened, sized or read whole, or on allocation failure. */
 static inline char *pz_test_slurp(const char *path, size_t *len) {

@@ -3,7 +3,6 @@
  * (never a signal) with exactly one stderr line "prezero <cmd>: <what>; <fix>". Runs that must
  * succeed pass --device cpu, so the test means the same on a GPU machine. */
 #define _GNU_SOURCE 1 /* setenv, mkdtemp */
-#include <libgen.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -403,9 +402,8 @@ static void cli_checkpoints(void) {
     snprintf(a, sizeof a, "--model %s --steps 1", p);
     bad("run", a, idx[i][2]);
   }
-  char here0[300], golden[400];
-  snprintf(here0, sizeof here0, "%s", __FILE__);
-  snprintf(golden, sizeof golden, "%s/data/golden/deepseek_v3", dirname(here0));
+  char golden[400];
+  PZ_TEST_PATH(golden, "data/golden/deepseek_v3");
   struct stat gs;
   if (stat(golden, &gs) == 0) {
     /* max_position_embeddings 128 and no --context: the default context shrinks to fit the steps
@@ -456,9 +454,8 @@ static void cli_checkpoints(void) {
     fprintf(stderr, "note: %s not found; --model context and --config directory cases skipped\n", golden);
   }
   /* FP8 golden checkpoint with weight_block_size [1e300, 16] (was an overflowing int64 cast). */
-  char here[300], src[400];
-  snprintf(here, sizeof here, "%s", __FILE__);
-  snprintf(src, sizeof src, "%s/data/golden/deepseek_v3_fp8", dirname(here));
+  char src[400];
+  PZ_TEST_PATH(src, "data/golden/deepseek_v3_fp8");
   struct stat sb;
   if (stat(src, &sb) == 0) {
     make_dir("fp8");

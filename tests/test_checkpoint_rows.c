@@ -4,7 +4,6 @@
  * sources); rows outside the tensor are refused. Without a GPU: `prezero compare --model` and
  * `--device cuda` with a checkpoint give one-line errors ($PZ_CLI), and the engine refuses
  * the CUDA device cleanly (no CUDA build: PZ_ERR_UNSUPPORTED; no GPU: PZ_ERR_NO_DEVICE). */
-#include <libgen.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -92,11 +91,7 @@ int main(void) {
   setenv("PREZERO_PROGRESS", "0", 1);
   const char *env = getenv("PZ_GOLDEN_DIR");
   if (env) snprintf(root, sizeof root, "%s", env);
-  else {
-    char here[600];
-    snprintf(here, sizeof here, "%s", __FILE__);
-    snprintf(root, sizeof root, "%s/data/golden", dirname(here));
-  }
+  else PZ_TEST_PATH(root, "data/golden");
   static const char *models[] = {"deepseek_v3", "deepseek_v2_lite", "deepseek_v3_fp8"};
   for (int i = 0; i < 3; i++)
     for (int tp = 1; tp <= 2; tp++) check_rows(models[i], tp);

@@ -4,7 +4,6 @@
  * 2 and 4, batched (prompts of different lengths side by side) and one prompt at a time, with the
  * prezero pass off and on, through the library and the CLI. A negative control shows the tolerance catches a RoPE detail. */
 #include <cjson/cJSON.h>
-#include <libgen.h>
 #include <math.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -116,11 +115,7 @@ int main(void) {
   char root[600];
   const char *env = getenv("PZ_GOLDEN_DIR");
   if (env) snprintf(root, sizeof root, "%s", env);
-  else {
-    char here[600];
-    snprintf(here, sizeof here, "%s", __FILE__);
-    snprintf(root, sizeof root, "%s/data/golden", dirname(here));
-  }
+  else PZ_TEST_PATH(root, "data/golden");
   static const char *models[] = {"deepseek_v3", "deepseek_v2_lite", "deepseek_v3_fp8"};
   static golden g;
   for (int i = 0; i < 3; i++) {

@@ -10,7 +10,6 @@
  * broken checkpoints fail with one line naming the tensor. A negative control shows the tolerance
  * catches the llama3 RoPE scaling. */
 #include <cjson/cJSON.h>
-#include <libgen.h>
 #include <math.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -421,11 +420,7 @@ int main(void) {
   setenv("PREZERO_PROGRESS", "0", 1);
   const char *env = getenv("PZ_GOLDEN_DIR");
   if (env) snprintf(root, sizeof root, "%s", env);
-  else {
-    char here[600];
-    snprintf(here, sizeof here, "%s", __FILE__);
-    snprintf(root, sizeof root, "%s/data/golden", dirname(here));
-  }
+  else PZ_TEST_PATH(root, "data/golden");
   /* Loader: fused rows, sharded and replicated kv heads, the qkv bias. */
   check_rows("llama", 1);
   check_rows("llama", 2);

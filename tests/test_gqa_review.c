@@ -11,7 +11,6 @@
  *  - an F16 checkpoint (Llama 2's published dtype): every loaded element is bf16 of the f16 value
  *    (the compiler's conversion), subnormals / +-0 / +-inf / NaN included, and decode gives HF's
  *    tokens within the golden tolerance. */
-#include <libgen.h>
 #include <math.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -385,11 +384,7 @@ int main(void) {
   setenv("PREZERO_PROGRESS", "0", 1);
   const char *env = getenv("PZ_GOLDEN_DIR");
   if (env) snprintf(root, sizeof root, "%s", env);
-  else {
-    char here[600];
-    snprintf(here, sizeof here, "%s", __FILE__);
-    snprintf(root, sizeof root, "%s/data/golden", dirname(here));
-  }
+  else PZ_TEST_PATH(root, "data/golden");
   test_mistral_graph();
   check_same("llama", "mistral", to_mistral, "mistral");
   check_same("qwen3_moe", "qwen3_moe_v5", to_v5_qwen3_moe, "qwen3_moe");

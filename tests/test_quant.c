@@ -6,7 +6,6 @@
  *   the same weight, scales and values bit for bit;
  * - the e4m3 encoder: every finite code round-trips, midpoints round to the even code, saturation;
  * - the CPU reference of quantised experts equals the bf16 experts on exactly representable values. */
-#include <libgen.h>
 #include <math.h>
 #include <string.h>
 #include "backend/cpu/ref_ops.h"
@@ -24,9 +23,8 @@ static const pz_st_tensor *need(const pz_st_file *f, const char *name, pz_st_dty
 }
 
 static void golden(void) {
-  char here[600], path[700];
-  snprintf(here, sizeof here, "%s", __FILE__);
-  snprintf(path, sizeof path, "%s/data/int4/golden.safetensors", dirname(here));
+  char path[700];
+  PZ_TEST_PATH(path, "data/int4/golden.safetensors");
   pz_st_file *f = NULL;
   CHECK_OK(pz_st_open(path, &f));
   if (!f) return;

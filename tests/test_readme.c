@@ -4,7 +4,6 @@
 #define _XOPEN_SOURCE 700 /* nftw */
 #include <ctype.h>
 #include <ftw.h>
-#include <libgen.h>
 #include <string.h>
 #include <sys/stat.h>
 #include "pz_test.h"
@@ -45,9 +44,7 @@ static int visit(const char *path, const struct stat *sb, int type, struct FTW *
 }
 
 int main(void) {
-  char here[512];
-  snprintf(here, sizeof here, "%s", __FILE__);
-  snprintf(root, sizeof root, "%s", dirname(dirname(here)));
+  PZ_TEST_PATH(root, "..");
   char p[700];
   snprintf(p, sizeof p, "%s/README.md", root);
   char *readme = pz_test_slurp(p, NULL);

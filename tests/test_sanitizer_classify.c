@@ -4,7 +4,6 @@
  * (never through a host frame, never under another tool), fails on any other report and on a
  * summary with errors it could not read, refuses a list entry without its note, and reads the
  * committed tools/sanitizer-known.txt. Needs bash and awk (no GPU). */
-#include <libgen.h>
 #include <string.h>
 #include "pz_test.h"
 #include "pz_cli_test.h"
@@ -55,9 +54,7 @@ static const char *known =
     "all        cublasLt::splitKreduce  # cuBLASLt reduction; seen nowhere, a test entry\n";
 
 int main(void) {
-  char here[512];
-  snprintf(here, sizeof here, "%s", __FILE__);
-  snprintf(script, sizeof script, "%s/tools/sanitizer-classify.sh", dirname(dirname(here)));
+  PZ_TEST_PATH(script, "../tools/sanitizer-classify.sh");
   if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
   put("known", known);
   put("race", race_log);

@@ -16,7 +16,6 @@
  * file that the parent compares. Exit 77 (skipped) when the children find no GPU. */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
-#include <libgen.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -301,9 +300,8 @@ int main(void) {
   /* ranks with different graphs: refused at creation, no hang */
   CHECK(run_phase(3, 120 * pz_test_timeout_scale()) == 0);
   /* the same shapes and settings, another rms_norm_eps on rank 1: the graph fingerprint refuses */
-  char here[600], src[700], dst[128];
-  snprintf(here, sizeof here, "%s", __FILE__);
-  snprintf(src, sizeof src, "%s/../../configs/tiny.json", dirname(here));
+  char src[700], dst[128];
+  PZ_TEST_PATH(src, "../../configs/tiny.json");
   snprintf(dst, sizeof dst, "%s/tiny_eps.json", dir);
   char *js = pz_test_slurp(src, NULL);
   char *at = js ? strstr(js, "\"rms_norm_eps\": 1e-06") : NULL;

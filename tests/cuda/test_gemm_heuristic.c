@@ -11,7 +11,6 @@
  * is reported, so the list shrinks. PZ_GEMM_BENCH_JSON=path checks another run's file. */
 #define _POSIX_C_SOURCE 200809L
 #include <cjson/cJSON.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,11 +36,7 @@ int main(void) {
   char path[700];
   const char *env = getenv("PZ_GEMM_BENCH_JSON");
   if (env) snprintf(path, sizeof path, "%s", env);
-  else {
-    char here[600];
-    snprintf(here, sizeof here, "%s", __FILE__);
-    snprintf(path, sizeof path, "%s/../../bench/results/gemm_h200.json", dirname(here));
-  }
+  else PZ_TEST_PATH(path, "../../bench/results/gemm_h200.json");
   char *txt = pz_test_slurp(path, NULL);
   cJSON *root = txt ? cJSON_Parse(txt) : NULL;
   free(txt);

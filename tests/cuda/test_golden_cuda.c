@@ -373,11 +373,7 @@ int main(void) {
   char root[600];
   const char *env = getenv("PZ_GOLDEN_DIR");
   if (env) snprintf(root, sizeof root, "%s", env);
-  else {
-    char here[600];
-    snprintf(here, sizeof here, "%s", __FILE__);
-    snprintf(root, sizeof root, "%s/../data/golden", dirname(here));
-  }
+  else PZ_TEST_PATH(root, "../data/golden");
   static const char *models[] = {"deepseek_v3", "deepseek_v2_lite", "deepseek_v3_fp8", "llama", "qwen2",
                                  "qwen2_tied", "qwen3", "qwen3_moe", "mixtral"};
   static golden g;
