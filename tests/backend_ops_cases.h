@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "core/fingerprint.h" /* pz_fnv1a64 */
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/ref_ops.h"
 #include "core/ir.h"
@@ -239,8 +240,7 @@ static inline uint64_t bo_mix(uint64_t x) {
  * init_scale >= 1: the integers [-S, S] (S = init_scale) + init_offset; else init_offset +
  * init_scale * u, u in [-1, 1) on a 2^-23 grid. ARGMAX specials per bo_case.var. */
 static inline float bo_value(const bo_graph *bg, const pz_tensor *t, int rank, int64_t idx) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (const unsigned char *s = (const unsigned char *)t->name; *s; s++) h = (h ^ *s) * 0x100000001b3ull;
+  uint64_t h = pz_fnv1a64(PZ_FNV1A64_OFFSET, t->name, strlen(t->name));
   h = bo_mix(bo_mix(h ^ (uint64_t)(rank + 1) * 0x632be59bd9b4e019ull) + (uint64_t)idx);
   const bo_case *c = bg->c;
   if (c->op == PZ_OP_ARGMAX && t->id == bg->in[0]) {

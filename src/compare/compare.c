@@ -2,6 +2,7 @@
  * per-batch ON graphs over the same weights), memory plan, A B A B decode rounds, bit-identity,
  * CUPTI per-component kernel times, baselines. Above model/ and passes/; reaches the GPU only
  * through the backend interface (backend/backend.h), the memory plan and the profiler. */
+#include "core/fingerprint.h" /* pz_fnv1a64 */
 #include "compare/compare.h"
 #include <math.h>
 #include <stdarg.h>
@@ -160,11 +161,7 @@ static void fired_from_plan(const pz_graph *g, const pz_prezero_report *rep, int
 
 /* ---------------------------------------------------------------- CUPTI attribution */
 
-static uint64_t hash_str(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return splitmix64(h);
-}
+static uint64_t hash_str(const char *s) { return splitmix64(pz_fnv1a64(PZ_FNV1A64_OFFSET, s, strlen(s))); }
 
 void pz_compare_attribute(const pz_graph *g, const pz_profile_node *v, int nv, int dev0, pz_cmp_components *out,
                           int *unattributed) {

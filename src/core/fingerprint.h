@@ -13,7 +13,9 @@ extern "C" {
 #endif
 
 /* FNV-1a, 64-bit (Fowler, Noll, Vo: offset basis 0xcbf29ce484222325, prime 0x100000001b3): h is the
- * running hash (PZ_FNV1A64_OFFSET to start), data n bytes. Not cryptographic. */
+ * running hash (PZ_FNV1A64_OFFSET to start), data n bytes. Not cryptographic. The host code's one
+ * FNV-1a (compare's CUPTI keys, the tests' hashes); core/fill_rule.h keeps its own inline copy over
+ * a NUL-terminated name because it also runs on the device. */
 #define PZ_FNV1A64_OFFSET 0xcbf29ce484222325ULL
 uint64_t pz_fnv1a64(uint64_t h, const void *data, size_t n);
 

@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "core/fingerprint.h"
 #include "backend/cpu/ref_ops.h"
 #include "core/dtype.h"
 #include "prezero/allreduce.h"
@@ -49,11 +50,6 @@ static void msleep(int ms) {
 #define CU(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { fprintf(stderr, "[rank %d] %s:%d: %s: %s\n", g_rank, __FILE__, __LINE__, #call, cudaGetErrorString(e_)); _exit(1); } } while (0)
 static int g_rank = -1;
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-  const unsigned char *b = (const unsigned char *)p;
-  for (size_t i = 0; i < n; i++) { h ^= b[i]; h *= 1099511628211ull; }
-  return h;
-}
 
 /* Seeded inputs: xorshift per (seed). */
 typedef struct { uint64_t s; } rng_t;
@@ -170,9 +166,9 @@ static int opset_verify(const opset *o, const char *what, uint64_t *hash) {
     fprintf(stderr, "[rank %d] %s m=%lld H=%lld: residual %s, %d x_norm values off, %d fill words wrong\n", g_rank, what,
             (long long)o->m, (long long)o->H, bad_r ? "DIFFERS" : "ok", bad_x, bad_f);
   uint64_t h = 1469598103934665603ull;
-  h = fnv(h, res, n * 4);
-  h = fnv(h, x, n * 2);
-  *hash = fnv(*hash ^ h, fill, (size_t)o->m * FILL_STRIDE * 4);
+  h = pz_fnv1a64(h, res, n * 4);
+  h = pz_fnv1a64(h, x, n * 2);
+  *hash = pz_fnv1a64(*hash ^ h, fill, (size_t)o->m * FILL_STRIDE * 4);
   free(res); free(x); free(fill);
   return (bad_r || bad_x || bad_f) ? 1 : 0;
 }
