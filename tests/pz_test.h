@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 static int pz_test_failures = 0; /* failed checks so far in this test binary */
+/* stdout line-buffered from the start, as stderr is unbuffered: a test killed by a signal (seen under
+ * compute-sanitizer racecheck) still leaves every line it printed in a redirected log. */
+__attribute__((constructor)) static void pz_test_line_buffered(void) { setvbuf(stdout, NULL, _IOLBF, 0); }
 /* CHECK(cond): counts a failure and prints file:line and the condition when cond is false.
  * CHECK_OK(call) / CHECK_ST(call, want): the pz_status of call must be PZ_OK / want (prints the
  * status strings and pz_last_error()). CHECK_NEAR(a, b, tol): |a - b| <= tol in double (NaN

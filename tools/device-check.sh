@@ -91,6 +91,12 @@ sweep_one() {
     PZ_TEST_QUICK=1 PZ_TEST_SMALL=1 timeout "$lim" "$B/tests/$t" > "$f.plain.txt" 2>&1
     rc=$?; cls="no CUDA call to instrument (host-only test); its exit code without the sanitizer"; crc=0
   fi
+  if [ $rc != 0 ] && grep -q "process didn't terminate successfully" "$f.txt"; then
+    # the target ended abnormally (a signal; seen under racecheck with no report): keep what the machine says
+    { echo "--- at the verdict: free -m"; free -m; echo "--- kernel log: OOM killer, faults"
+      dmesg 2>/dev/null | grep -iE "killed process|out of memory|oom-kill|segfault|traps:" | tail -5; } >> "$f.txt" 2>&1
+    cls="$cls; kernel log: $(dmesg 2>/dev/null | grep -iE 'killed process|segfault|traps:' | tail -1 | cut -c1-100)"
+  fi
   if [ $rc = 124 ] || [ $rc = 137 ]; then v=TIMEOUT
   elif [ $crc = 2 ]; then v=FAIL cls="known-hazard list: $cls"
   elif [ $crc != 0 ]; then v=FAIL
