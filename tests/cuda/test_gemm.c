@@ -230,16 +230,18 @@ static void check_all_flavours(prob *p, pz_dtype dt, int exact, const char *name
           out_check(&o, p, exact, what);
           /* The same case on the Hopper wgmma kernel (wn 3) with 1, 2 and 4 64-row W tiles per CTA,
            * and 1 (the default), 2 and 4 k-blocks per ring stage (the last stage of a split may
-           * hold fewer). */
-          for (int wgt = 1; wgt <= 4 && wt == 1 && f != 6 && pz_gemm_ctx_has_wgmma(ctx); wgt *= 2)
+           * hold fewer); wgt 0 is wt 1 with the token split (warps 9: two warpgroups per W tile). */
+          for (int wgt = 0; wgt <= 4 && wt == 1 && f != 6 && pz_gemm_ctx_has_wgmma(ctx); wgt = wgt ? 2 * wgt : 1)
             for (int ki = 0; ki < 3; ki++) {
-              if (p->n % (64 * wgt) || s > p->k / 64) continue;
+              const int wtile = wgt ? wgt : 1;
+              if (p->n % (64 * wtile) || s > p->k / 64) continue;
               out_poison(&o, p, !zero_init);
               a.config.wn = 3;
-              a.config.wt = wgt;
+              a.config.wt = wtile;
+              a.config.warps = wgt ? 5 : 9;
               st = pz_gemm_launch(ki ? ctx_ks[ki] : ctx, &a, 0);
               char w2[300];
-              snprintf(w2, sizeof w2, "%s [wgmma wt %d ks %d]", what, wgt, ks_list[ki]);
+              snprintf(w2, sizeof w2, "%s [wgmma wt %d%s ks %d]", what, wtile, wgt ? "" : " token split", ks_list[ki]);
               if (st != PZ_OK) {
                 fprintf(stderr, "%s: %s: %s\n", w2, pz_status_string(st), pz_last_error());
                 pz_test_failures++;
@@ -284,8 +286,10 @@ static void check_all_flavours(prob *p, pz_dtype dt, int exact, const char *name
 
 /* Same config three times on real-valued inputs: bit-identical (split <= 2, or serial). */
 static void check_run_to_run(prob *p) {
+  /* wn 4 here: the wgmma kernel with wt 4; wn 5: with wt 1 and the token split (warps 9) */
   struct { int f, s, wn; } cases[] = {{1, 2, 0}, {2, 2, 1}, {3, 2, 0}, {5, 2, 2}, {5, 7, 0}, {4, 1, 0},
-                                      {1, 2, 3}, {2, 2, 3}, {5, 2, 3}, {5, 7, 3}, {4, 1, 3}, {1, 2, 4}};
+                                      {1, 2, 3}, {2, 2, 3}, {5, 2, 3}, {5, 7, 3}, {4, 1, 3}, {1, 2, 4},
+                                      {1, 2, 5}, {5, 7, 5}, {4, 1, 5}};
   outbuf o;
   out_make(&o, p, PZ_F32);
   void *first = malloc(o.bytes);
@@ -294,8 +298,9 @@ static void check_run_to_run(prob *p) {
       out_poison(&o, p, cases[c].f == 1);
       pz_gemm_args a = args_for(p, &o, cases[c].f, cases[c].s, 1, cases[c].f != 1, false);
       a.config.warps = 4 + 4 * (int)(c & 1); /* fixed per case: the warp tree's order is part of it */
-      a.config.wn = cases[c].wn == 4 ? 3 : cases[c].wn; /* 4: wgmma with wt 4 */
+      a.config.wn = cases[c].wn >= 4 ? 3 : cases[c].wn;
       if (cases[c].wn == 4) a.config.wt = 4;
+      if (cases[c].wn == 5) a.config.warps = 9;
       if (cases[c].wn >= 3 && !pz_gemm_ctx_has_wgmma(ctx)) break;
       CHECK_OK(pz_gemm_launch(ctx, &a, 0));
       CHECK(cudaMemcpy(o.h, o.d, o.bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
@@ -318,11 +323,13 @@ static void check_graph_replays(prob *p, int replays) {
   out_make(&o, p, PZ_F32);
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
-  for (int fi = 0; fi < 7; fi++) { /* 0-2: the mma.sync kernels, 3-5: the wgmma kernel, 6: stream-K */
+  for (int fi = 0; fi < 8; fi++) { /* 0-2: the mma.sync kernels, 3-5: the wgmma kernel, 6: stream-K,
+                                     7: the wgmma token split (flavour 2: in-kernel zero + tile flags) */
     if (fi >= 3 && !pz_gemm_ctx_has_wgmma(ctx)) break;
     out_poison(&o, p, 0);
     pz_gemm_args a = args_for(p, &o, flv[fi % 3], 4, 1, true, true);
     if (fi >= 3) a.config.wn = 3;
+    if (fi == 7) a.config.warps = 9;
     if (fi == 6) { /* memset node + the stream-K kernel */
       a.config.wn = 4;
       a.config.warps = 9;
@@ -340,7 +347,8 @@ static void check_graph_replays(prob *p, int replays) {
       if (r % 500 == 0 || r == replays) {
         CHECK(cudaStreamSynchronize(s) == cudaSuccess);
         char what[128];
-        snprintf(what, sizeof what, "graph flavour %d%s after %d replays", flv[fi % 3], fi >= 3 ? " (wgmma)" : "", r);
+        snprintf(what, sizeof what, "graph flavour %d%s after %d replays", flv[fi % 3],
+                 fi == 7 ? " (wgmma token split)" : fi == 6 ? " (stream-K)" : fi >= 3 ? " (wgmma)" : "", r);
         bad = out_check(&o, p, 1, what);
       }
     }

@@ -149,13 +149,14 @@ pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int 
   const int flv[] = {PZ_GEMM_SPLITK_ATOMIC, PZ_GEMM_FULLK};
   /* Candidates 0-8: the mma.sync kernels (wt, warps, wn 0/1/2); 9-11: the Hopper wgmma kernel
    * (wn 3) with 1, 2 or 4 64-row W tiles per CTA, only where it was initialised (compute capability 9);
-   * 12-14: the Hopper stream-K kernel (wn 4, wt 1/2/4, one CTA per SM), atomic flavour only.
+   * 12-14: the Hopper stream-K kernel (wn 4, wt 1/2/4, one CTA per SM), atomic flavour only;
+   * 15: the wgmma kernel's token split (wt 1, warps 9: two warpgroups per 64-row W tile), m > 8.
    * PREZERO_TUNER_LEGACY=0 skips 0-8 (a faster sweep on Hopper). */
   const int hopper = pz_gemm_ctx_has_wgmma(ctx);
   const int legacy = opt_or(ro->tuner_legacy, 1) || !hopper;
   for (int fi = 0; fi < 2; fi++) {
     const int f = flv[fi];
-    for (int cand = legacy ? 0 : 9; cand < (hopper ? 15 : 9); cand++) {
+    for (int cand = legacy ? 0 : 9; cand < (hopper ? 16 : 9); cand++) {
       int wt = 1 + (cand & 1), nw = cand & 2 ? 4 : 8, wn = cand >> 2;
       int chunk = 32; /* k per unit of the kernel's split granularity */
       if (cand == 8) { /* staged (cp.async) layout, m <= 16 */
@@ -163,7 +164,7 @@ pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int 
         wt = 1;
         nw = 4;
       }
-      if (cand >= 12) { /* stream-K: one persistent grid of sm_count CTAs */
+      if (cand >= 12 && cand <= 14) { /* stream-K: one persistent grid of sm_count CTAs */
         if (f != PZ_GEMM_SPLITK_ATOMIC) continue;
         wt = cand == 12 ? 1 : cand == 13 ? 2 : 4;
         if (n % (64 * wt)) continue;
@@ -176,10 +177,11 @@ pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int 
         }
         continue;
       }
-      if (cand >= 9) { /* wgmma: wt = 64-row W tiles per CTA (1, 2, 4) */
+      if (cand >= 9) { /* wgmma: wt = 64-row W tiles per CTA (1, 2, 4); 15: wt 1 with the token split */
+        if (cand == 15 && m <= 8) continue;
         wn = 3;
-        wt = cand == 9 ? 1 : cand == 10 ? 2 : 4;
-        nw = wt == 1 ? 5 : 9;
+        wt = cand == 9 || cand == 15 ? 1 : cand == 10 ? 2 : 4;
+        nw = wt == 1 && cand != 15 ? 5 : 9;
         chunk = 64;
         if (n % (64 * wt)) continue;
       } else {

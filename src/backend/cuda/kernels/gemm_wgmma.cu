@@ -15,9 +15,13 @@ extern "C" {
 #include "backend/cuda/kernels/gemm_wgmma_common.cuh"
 
 /* Layout (our own; swap-AB is the usual trick for skinny GEMMs):
- *   Cᵀ[n, m] = W[n, k] · Aᵀ: a CTA owns BM = 64·NWG·WM output columns (W rows; consumer
- *   warpgroup g issues WM m64 wgmmas on rows 64(g·WM + w)..) and BN tokens
- *   (the wgmma N side, 8..256), over one K slice of whole 64-wide k-blocks.
+ *   Cᵀ[n, m] = W[n, k] · Aᵀ: a CTA owns BM = 64·(NWG/TS)·WM output columns (W rows; consumer
+ *   warpgroup g issues WM m64 wgmmas on rows 64((g/TS)·WM + w)..) and BN tokens
+ *   (the wgmma N side, 8..256), over one K slice of whole 64-wide k-blocks. TS = 1: every
+ *   warpgroup takes all BN tokens; TS = 2 (config wt 1, warps 9): two warpgroups share one 64-row W
+ *   tile and each takes BN/2 of the tokens, so a 64-column CTA issues its wgmmas from two
+ *   warpgroups (at m >= 128 the single-warpgroup CTA reached 200-430 TFLOP/s on the H200 rows that
+ *   lose to cuBLAS, bench/gemm/NOTES.md).
  * - Stage s of the ring holds W[n0 .. n0+BM) x [k, k+64) and A[t0 .. t0+BN) x [k, k+64), each a
  *   row of 128 bytes per W row / token, written by the copy engine with the 128-byte swizzle
  *   (16-byte unit u of row r lands at unit u ^ (r & 7)); rows past m arrive as zeros.
@@ -55,9 +59,11 @@ struct WParams {
 /* Compile-time plan of one instantiation. KS = 64-wide k-blocks per ring stage: each W row then
  * arrives as KS x 128 contiguous bytes per stage (KS tensor copies of one k-block each, every
  * sub-tile its own 128-byte-swizzled [rows][64] block). */
-template <int BN, int NWG, int WM, int KSR>
+template <int BN, int NWG, int WM, int KSR, int TS>
 struct Plan {
-  static constexpr int BM = 64 * NWG * WM;
+  static_assert(TS == 1 || (TS == 2 && NWG == 2 && WM == 1 && BN >= 16), "wgmma plan: token split needs 2 warpgroups");
+  static constexpr int BM = 64 * (NWG / TS) * WM;
+  static constexpr int BNW = BN / TS; /* tokens per consumer warpgroup (its wgmma N) */
   static constexpr int W_BLK = BM * 128;      /* one k-block of W: BM rows x 64 bf16 */
   static constexpr int A_BLK = BN * 128;      /* one k-block of A: BN tokens x 64 bf16 */
   /* 2 CTAs per SM for small tiles, else 1; rings as deep as shared memory allows (a 2-3 % gain on
@@ -84,11 +90,11 @@ struct Plan {
   static_assert(SMEM <= 227 * 1024, "wgmma plan: the ring exceeds the 227 KB of shared memory per CTA");
 };
 
-template <int BN, int NWG, int WM, int KSR>
-__global__ void __launch_bounds__(Plan<BN, NWG, WM, KSR>::THREADS, 1)
+template <int BN, int NWG, int WM, int KSR, int TS>
+__global__ void __launch_bounds__(Plan<BN, NWG, WM, KSR, TS>::THREADS, 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tmW, const __grid_constant__ CUtensorMap tmA,
                       const WParams p) {
-  using P = Plan<BN, NWG, WM, KSR>;
+  using P = Plan<BN, NWG, WM, KSR, TS>;
   constexpr int KS = P::KS;
   constexpr int S = P::STAGES;
   extern __shared__ unsigned char smem_raw[];
@@ -117,12 +123,14 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM, KSR>::THREADS, 1)
   __syncthreads(); /* also publishes the barrier initialisation */
   if (zeroes) tile_flag_raise(p, tile);
 
-  float acc[WM][BN / 2];
+  float acc[WM][P::BNW / 2];
 #pragma unroll
   for (int w = 0; w < WM; w++)
 #pragma unroll
-    for (int i = 0; i < BN / 2; i++) acc[w][i] = 0.0f;
+    for (int i = 0; i < P::BNW / 2; i++) acc[w][i] = 0.0f;
   const int wg = warp >> 2; /* consumer warpgroup (NWG = the producer warp's group index) */
+  const int wrow = (wg / TS) * WM;  /* its first m64 W tile */
+  const int wtok = (wg % TS) * P::BNW; /* its first token of the tile */
 
   if (warp == 4 * NWG) {
     /* Producer: lane 0 streams the K slice through the ring. */
@@ -143,7 +151,7 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM, KSR>::THREADS, 1)
     for (int i = 0; i < ns; i++) {
       const int s = i % S;
       mbar_wait(&full[s], (i / S) & 1);
-      wg_mma_stage<BN, WM, P::W_BLK, P::W_BYTES, P::A_BLK, KS>(acc, smem + s * P::STAGE, wg);
+      wg_mma_stage<P::BNW, WM, P::W_BLK, P::W_BYTES, P::A_BLK, KS>(acc, smem + s * P::STAGE, wrow, wtok * 128);
       if (i > 0) {
         wgmma_wait<1>();
         if (lane == 0) mbar_arrive(&empty[(i - 1) % S]);
@@ -154,7 +162,7 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM, KSR>::THREADS, 1)
   __syncthreads(); /* every stage consumed: the ring becomes the epilogue tile */
 
   float *tile_s = (float *)smem; /* [BN][CP]: token-major fp32 partial of this CTA */
-  if (warp < 4 * NWG) wg_frag_to_smem<BN, WM, P::CP>(tile_s, acc, wg, warp, lane);
+  if (warp < 4 * NWG) wg_frag_to_smem<P::BNW, WM, P::CP>(tile_s, acc, wrow, wtok, warp, lane);
 
   tile_wait(p, split, tile);
   __syncthreads();
@@ -181,63 +189,66 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM, KSR>::THREADS, 1)
   tile_release(p, split, tile);
 }
 
-template <int BN, int NWG, int WM, int KS>
+template <int BN, int NWG, int WM, int KS, int TS>
 cudaError_t set_smem_ks() {
-  return cudaFuncSetAttribute(gemm_wgmma_kernel<BN, NWG, WM, KS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              Plan<BN, NWG, WM, KS>::SMEM);
+  return cudaFuncSetAttribute(gemm_wgmma_kernel<BN, NWG, WM, KS, TS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              Plan<BN, NWG, WM, KS, TS>::SMEM);
 }
-template <int BN, int NWG, int WM>
+template <int BN, int NWG, int WM, int TS>
 cudaError_t set_smem() {
   cudaError_t e;
-  if ((e = set_smem_ks<BN, NWG, WM, 1>()) || (e = set_smem_ks<BN, NWG, WM, 2>()) || (e = set_smem_ks<BN, NWG, WM, 4>()))
+  if ((e = set_smem_ks<BN, NWG, WM, 1, TS>()) || (e = set_smem_ks<BN, NWG, WM, 2, TS>()) ||
+      (e = set_smem_ks<BN, NWG, WM, 4, TS>()))
     return e;
   return cudaSuccess;
 }
 
-template <int BN, int NWG, int WM, int KS>
+template <int BN, int NWG, int WM, int KS, int TS>
 pz_status launch_ks(const pz_gemm_args *a, WParams p, int zt, cudaStream_t s) {
-  using P = Plan<BN, NWG, WM, KS>;
+  using P = Plan<BN, NWG, WM, KS, TS>;
   CUtensorMap tw, ta;
   const int64_t ldw = a->ldw ? a->ldw : a->k;
   PZ_CHECK(pz_gemm_wgmma_encode_map(&tw, a->W, a->n, a->k, ldw, P::BM));
   PZ_CHECK(pz_gemm_wgmma_encode_map(&ta, a->A, a->m, a->k, a->lda, BN));
   dim3 grid(a->n / P::BM, p.splits, zt);
-  gemm_wgmma_kernel<BN, NWG, WM, KS><<<grid, P::THREADS, P::SMEM, s>>>(tw, ta, p);
+  gemm_wgmma_kernel<BN, NWG, WM, KS, TS><<<grid, P::THREADS, P::SMEM, s>>>(tw, ta, p);
   PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }
 
-template <int BN, int NWG, int WM>
+template <int BN, int NWG, int WM, int TS>
 pz_status launch_bn(const pz_gemm_args *a, WParams p, int zt, cudaStream_t s) {
   /* KS > 1 only where every split's k-blocks are a multiple of it (the stages are then all full,
    * see wg_mma_stage); otherwise 1 */
   const int want = a->wg_ks > 0 ? a->wg_ks : PZ_GEMM_WG_KS_DEFAULT;
   const int kblocks = p.kblocks, splits = p.splits;
   const int ks = want > 1 && kblocks % splits == 0 && (kblocks / splits) % want == 0 ? want : 1;
-  return ks == 4 ? launch_ks<BN, NWG, WM, 4>(a, p, zt, s)
-         : ks == 2 ? launch_ks<BN, NWG, WM, 2>(a, p, zt, s)
-                   : launch_ks<BN, NWG, WM, 1>(a, p, zt, s);
+  return ks == 4 ? launch_ks<BN, NWG, WM, 4, TS>(a, p, zt, s)
+         : ks == 2 ? launch_ks<BN, NWG, WM, 2, TS>(a, p, zt, s)
+                   : launch_ks<BN, NWG, WM, 1, TS>(a, p, zt, s);
 }
 
-/* WM = 2 stops at BN = 128: 2 x 128 accumulators per thread would not fit the register file. */
-template <int NWG, int WM>
+/* WM = 2 stops at BN = 128: 2 x 128 accumulators per thread would not fit the register file. A token
+ * split (TS = 2) starts at BN = 16 (8 tokens per warpgroup): its launcher never asks for 8, and the
+ * case instantiates BN 16 again. */
+template <int NWG, int WM, int TS>
 pz_status launch_nwg(const pz_gemm_args *a, const WParams &p, int bn, int zt, cudaStream_t s) {
   switch (bn) {
-    case 8: return launch_bn<8, NWG, WM>(a, p, zt, s);
-    case 16: return launch_bn<16, NWG, WM>(a, p, zt, s);
-    case 32: return launch_bn<32, NWG, WM>(a, p, zt, s);
-    case 64: return launch_bn<64, NWG, WM>(a, p, zt, s);
-    case 128: return launch_bn<128, NWG, WM>(a, p, zt, s);
-    default: return launch_bn<(WM == 1 ? 256 : 128), NWG, WM>(a, p, zt, s);
+    case 8: return launch_bn<8 * TS, NWG, WM, TS>(a, p, zt, s);
+    case 16: return launch_bn<16, NWG, WM, TS>(a, p, zt, s);
+    case 32: return launch_bn<32, NWG, WM, TS>(a, p, zt, s);
+    case 64: return launch_bn<64, NWG, WM, TS>(a, p, zt, s);
+    case 128: return launch_bn<128, NWG, WM, TS>(a, p, zt, s);
+    default: return launch_bn<(WM == 1 ? 256 : 128), NWG, WM, TS>(a, p, zt, s);
   }
 }
 
-template <int NWG, int WM>
+template <int NWG, int WM, int TS>
 cudaError_t set_all() {
   cudaError_t e;
-  if ((e = set_smem<8, NWG, WM>()) || (e = set_smem<16, NWG, WM>()) || (e = set_smem<32, NWG, WM>()) ||
-      (e = set_smem<64, NWG, WM>()) || (e = set_smem<128, NWG, WM>()) ||
-      (e = set_smem<(WM == 1 ? 256 : 128), NWG, WM>()))
+  if ((e = set_smem<8 * TS, NWG, WM, TS>()) || (e = set_smem<16, NWG, WM, TS>()) || (e = set_smem<32, NWG, WM, TS>()) ||
+      (e = set_smem<64, NWG, WM, TS>()) || (e = set_smem<128, NWG, WM, TS>()) ||
+      (e = set_smem<(WM == 1 ? 256 : 128), NWG, WM, TS>()))
     return e;
   return cudaSuccess;
 }
@@ -261,7 +272,7 @@ pz_status pz_gemm_wgmma_encode_map(CUtensorMap *map, const void *base, int64_t r
 
 
 extern "C" int pz_gemm_wgmma_bn(int m, int wt) {
-  int bn = 8;
+  int bn = 8; /* the token split (wt 1, warps 9) takes at least 16: pz_gemm_wgmma_launch */
   const int cap = wt == 4 ? 128 : 256;
   while (bn < m && bn < cap) bn *= 2;
   return bn;
@@ -278,14 +289,15 @@ extern "C" pz_status pz_gemm_wgmma_init(void) {
     }
     g_encode = (PFN_cuTensorMapEncodeTiled_v12000)fn;
   }
-  PZ_CUDA_CHECK((set_all<1, 1>()));
-  PZ_CUDA_CHECK((set_all<2, 1>()));
-  PZ_CUDA_CHECK((set_all<2, 2>()));
+  PZ_CUDA_CHECK((set_all<1, 1, 1>()));
+  PZ_CUDA_CHECK((set_all<2, 1, 1>()));
+  PZ_CUDA_CHECK((set_all<2, 2, 1>()));
+  PZ_CUDA_CHECK((set_all<2, 1, 2>()));
   return pz_gemm_wgmma_streamk_init();
 }
 
-extern "C" pz_status pz_gemm_wgmma_launch(const pz_gemm_args *a, pz_gemm_flavour flavour, int splits, int wt, int *sems,
-                                          int64_t sem_capacity, cudaStream_t stream) {
+extern "C" pz_status pz_gemm_wgmma_launch(const pz_gemm_args *a, pz_gemm_flavour flavour, int splits, int wt, int warps,
+                                          int *sems, int64_t sem_capacity, cudaStream_t stream) {
   if (!g_encode) return pz_error(PZ_ERR_UNSUPPORTED, "gemm wgmma: not initialised (pz_gemm_wgmma_init)");
   if (flavour != PZ_GEMM_SPLITK_ATOMIC && flavour != PZ_GEMM_SPLITK_ZERO && flavour != PZ_GEMM_FULLK &&
       flavour != PZ_GEMM_SPLITK_SERIAL)
@@ -299,7 +311,9 @@ extern "C" pz_status pz_gemm_wgmma_launch(const pz_gemm_args *a, pz_gemm_flavour
   if (flavour == PZ_GEMM_FULLK) splits = 1;
   if (splits < 1 || splits > kblocks)
     return pz_error(PZ_ERR_INVALID_ARG, "gemm wgmma: splits %d outside 1..%d (k=%d)", splits, kblocks, a->k);
-  const int bn = pz_gemm_wgmma_bn(a->m, wt);
+  const int ts = wt == 1 && warps == 9 ? 2 : 1; /* two warpgroups share the 64-row W tile, half the tokens each */
+  int bn = pz_gemm_wgmma_bn(a->m, wt);
+  if (ts == 2 && bn < 16) bn = 16;
   const int zt = (a->m + bn - 1) / bn;
   if (2 * (int64_t)(a->n / bm) * zt > sem_capacity)
     return pz_error(PZ_ERR_SHAPE, "gemm wgmma: n=%d needs more semaphores than the handle has", a->n);
@@ -311,7 +325,8 @@ extern "C" pz_status pz_gemm_wgmma_launch(const pz_gemm_args *a, pz_gemm_flavour
   p.kblocks = kblocks;
   p.c_bf16 = a->c_dtype == PZ_BF16;
   p.vec = !p.c_bf16 && ((uintptr_t)a->C % 16) == 0 && (a->ldc % 4) == 0;
-  return wt == 1 ? launch_nwg<1, 1>(a, p, bn, zt, stream)
-         : wt == 2 ? launch_nwg<2, 1>(a, p, bn, zt, stream)
-                   : launch_nwg<2, 2>(a, p, bn, zt, stream);
+  return ts == 2 ? launch_nwg<2, 1, 2>(a, p, bn, zt, stream)
+         : wt == 1 ? launch_nwg<1, 1, 1>(a, p, bn, zt, stream)
+         : wt == 2 ? launch_nwg<2, 1, 1>(a, p, bn, zt, stream)
+                   : launch_nwg<2, 2, 1>(a, p, bn, zt, stream);
 }

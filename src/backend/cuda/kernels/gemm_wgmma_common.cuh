@@ -90,20 +90,21 @@ __device__ __forceinline__ void ring_init(uint64_t *full, uint64_t *empty, int s
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
-/* One ring stage into the accumulators: warpgroup wg's WM m64 W tiles (rows 64 (wg WM + w) of
- * each k-block sub-tile, W_BLK bytes apart) times the stage's BN tokens (at byte W_BYTES, A_BLK
- * apart), four k16 steps of 32 bytes inside the 128-byte swizzled rows of each of the stage's KS
+/* One ring stage into the accumulators: a warpgroup's WM m64 W tiles (rows 64 (wrow + w) of each
+ * k-block sub-tile, W_BLK bytes apart) times BN tokens of the stage (at byte W_BYTES + aoff, A_BLK
+ * apart; aoff = 128 x the warpgroup's first token, a multiple of 1024 so the 128-byte swizzle keeps its
+ * phase), four k16 steps of 32 bytes inside the 128-byte swizzled rows of each of the stage's KS
  * k-blocks (every stage is full: no branch around the wgmmas, which ptxas would serialize,
  * warning C7520), committed as one wgmma group. */
 template <int BN, int WM, int W_BLK, int W_BYTES, int A_BLK, int KS>
-__device__ __forceinline__ void wg_mma_stage(float (&acc)[WM][BN / 2], const unsigned char *st, int wg) {
+__device__ __forceinline__ void wg_mma_stage(float (&acc)[WM][BN / 2], const unsigned char *st, int wrow, int aoff) {
   wgmma_fence();
 #pragma unroll
   for (int j = 0; j < KS; j++) {
-    const uint64_t da = make_desc(st + W_BYTES + j * A_BLK);
+    const uint64_t da = make_desc(st + W_BYTES + j * A_BLK + aoff);
 #pragma unroll
     for (int w = 0; w < WM; w++) {
-      const uint64_t dw = make_desc(st + j * W_BLK + (wg * WM + w) * 64 * 128);
+      const uint64_t dw = make_desc(st + j * W_BLK + (wrow + w) * 64 * 128);
 #pragma unroll
       for (int kk = 0; kk < 4; kk++) Wgmma<BN>::mma(acc[w], dw + 2 * kk, da + 2 * kk, 1);
     }
@@ -111,17 +112,17 @@ __device__ __forceinline__ void wg_mma_stage(float (&acc)[WM][BN / 2], const uns
   wgmma_commit();
 }
 
-/* The accumulators into a token-major fp32 tile [BN][CP] of shared memory. Fragment element
- * 4c + 2i + j: W row (column of C) 16 (warp % 4) + lane / 4 + 8i of the warpgroup's 64, token
- * 8c + 2 (lane % 4) + j (PTX ISA, wgmma D fragment layout); CP = BM + 4 keeps the writes on
- * distinct banks. */
+/* The accumulators into a token-major fp32 tile [tokens][CP] of shared memory. Fragment element
+ * 4c + 2i + j: W row (column of C) 64 (wrow + w) + 16 (warp % 4) + lane / 4 + 8i, token
+ * t0 + 8c + 2 (lane % 4) + j (PTX ISA, wgmma D fragment layout; BN = this warpgroup's tokens);
+ * CP = the CTA's columns + 4 keeps the writes on distinct banks. */
 template <int BN, int WM, int CP>
-__device__ __forceinline__ void wg_frag_to_smem(float *tile_s, const float (&acc)[WM][BN / 2], int wg, int warp,
-                                                int lane) {
-  const int tq = 2 * (lane & 3);
+__device__ __forceinline__ void wg_frag_to_smem(float *tile_s, const float (&acc)[WM][BN / 2], int wrow, int t0,
+                                                int warp, int lane) {
+  const int tq = t0 + 2 * (lane & 3);
 #pragma unroll
   for (int w = 0; w < WM; w++) {
-    const int col = (wg * WM + w) * 64 + (warp & 3) * 16 + (lane >> 2);
+    const int col = (wrow + w) * 64 + (warp & 3) * 16 + (lane >> 2);
 #pragma unroll
     for (int c = 0; c < BN / 8; c++)
 #pragma unroll

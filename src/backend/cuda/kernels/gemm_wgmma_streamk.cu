@@ -133,7 +133,7 @@ __global__ void __launch_bounds__(SKPlan<BN, NWG, WM>::THREADS, 1)
     for (int i = 0; i < sg.kn; i++, g++) {
       const int s = (int)(g % S);
       mbar_wait(&full[s], (g / S) & 1);
-      wg_mma_stage<BN, WM, P::W_BYTES, P::W_BYTES, P::A_BYTES, 1>(acc, smem + s * P::STAGE, wg);
+      wg_mma_stage<BN, WM, P::W_BYTES, P::W_BYTES, P::A_BYTES, 1>(acc, smem + s * P::STAGE, wg * WM, 0);
       if (i > 0) {
         wgmma_wait<1>();
         if (lane == 0) mbar_arrive(&empty[(g - 1) % S]);
@@ -144,7 +144,7 @@ __global__ void __launch_bounds__(SKPlan<BN, NWG, WM>::THREADS, 1)
 
     /* Epilogue of the segment; the producer keeps loading the next one meanwhile. */
     bar_sync(1, P::CONSUMERS); /* the previous segment's reads of tile_s are done */
-    wg_frag_to_smem<BN, WM, P::CP>(tile_s, acc, wg, warp, lane);
+    wg_frag_to_smem<BN, WM, P::CP>(tile_s, acc, wg * WM, 0, warp, lane);
     bar_sync(1, P::CONSUMERS);
     const bool add_bias = p.bias != nullptr && sg.kb == 0;
     for (int e = threadIdx.x; e < rows * Q; e += P::CONSUMERS) {
