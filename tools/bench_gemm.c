@@ -249,7 +249,8 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
         int same = 0;
         for (int f = 1; f < PZ_GEMM_FLAVOUR_COUNT && !same; f++)
           if (cf[f].splits > 0 && (pz_gemm_flavour)f == hc.flavour && cf[f].splits == hc.splits && cf[f].wt == hc.wt &&
-              cf[f].wn == hc.wn && (hc.wn >= 3 || cf[f].warps == hc.warps)) {
+              cf[f].wn == hc.wn && (hc.wn == 4 || (hc.wn == 3 ? pz_gemm_wgmma_token_split(&cf[f]) == pz_gemm_wgmma_token_split(&hc)
+                                                           : cf[f].warps == hc.warps))) {
             same = 1;
             hus = us[f];
           }

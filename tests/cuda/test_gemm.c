@@ -306,7 +306,8 @@ static void check_run_to_run(prob *p) {
       CHECK(cudaMemcpy(o.h, o.d, o.bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
       if (r == 0) memcpy(first, o.h, o.bytes);
       else if (memcmp(first, o.h, o.bytes)) {
-        fprintf(stderr, "run-to-run: flavour %d splits %d differs on run %d\n", cases[c].f, cases[c].s, r);
+        fprintf(stderr, "run-to-run: flavour %d splits %d kernel case %d (wn 4: wgmma wt 4, 5: token split) differs on run %d\n",
+                cases[c].f, cases[c].s, cases[c].wn, r);
         pz_test_failures++;
       }
     }
@@ -495,8 +496,8 @@ int main(void) {
     prob_free(&p);
   }
   {
-    prob p;
-    prob_make(&p, 8, 384, 2048, 0, 1);
+    prob p; /* m = 24: the token split's second warpgroup holds tokens 16..23 (real rows, not padding) */
+    prob_make(&p, 24, 384, 2048, 0, 1);
     check_graph_replays(&p, replays);
     check_bad_shapes(&p);
     prob_free(&p);

@@ -115,7 +115,8 @@ void pz_gemm_config_describe(const pz_gemm_config *c, char *buf, size_t len) {
   const char *kern = c->flavour == PZ_GEMM_CUBLAS ? "cublas" : c->wn == 3 ? "wgmma" : "mma.sync";
   if (c->flavour == PZ_GEMM_CUBLAS) snprintf(buf, len, "cublas");
   else if (c->wn == 4) snprintf(buf, len, "wgmma stream-K %s ctas=%d wt=%d", pz_gemm_flavour_name(c->flavour), c->splits, c->wt);
-  else snprintf(buf, len, "%s %s splits=%d wt=%d", kern, pz_gemm_flavour_name(c->flavour), c->splits, c->wt);
+  else snprintf(buf, len, "%s %s splits=%d wt=%d%s", kern, pz_gemm_flavour_name(c->flavour), c->splits, c->wt,
+                pz_gemm_wgmma_token_split(c) ? " token-split" : "");
 }
 
 void pz_gemm_ctx_destroy(pz_gemm_ctx *c) {
@@ -322,12 +323,17 @@ pz_status pz_gemm_resolve(const pz_gemm_target *t, int m, int n, int k, bool zer
                  : ro->gemm_splits < kblocks ? ro->gemm_splits : kblocks > 0 ? kblocks : 1;
       source = "PREZERO_GEMM_SPLITS";
     }
-    if (ro->gemm_wt > 0) { c.wt = ro->gemm_wt; source = "PREZERO_GEMM_WT"; }
+    if (ro->gemm_wt > 0) {
+      c.wt = ro->gemm_wt;
+      if (c.wn == 3) c.warps = c.wt == 1 ? 5 : 9; /* the plain kernel of that tile, never the token split */
+      source = "PREZERO_GEMM_WT";
+    }
     if (ro->gemm_warps > 0) { c.warps = ro->gemm_warps; source = "PREZERO_GEMM_WARPS"; }
   } else { /* an explicit config: its non-zero fields are obeyed as given */
     if (w.splits > 0) c.splits = w.splits;
     if (w.wt > 0) c.wt = w.wt;
     if (w.warps > 0) { c.warps = w.warps; c.wn = w.wn; }
+    else if (w.wt > 0 && c.wn == 3) c.warps = c.wt == 1 ? 5 : 9; /* a tile alone: the plain kernel, not the token split */
     source = "the caller's config";
   }
   if (c.flavour == PZ_GEMM_FULLK || c.flavour == PZ_GEMM_CUBLAS) c.splits = 1;

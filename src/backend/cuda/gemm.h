@@ -166,6 +166,9 @@ pz_status pz_gemm_wgmma_streamk_launch(const pz_gemm_args *a, pz_gemm_flavour fl
                                        cudaStream_t stream);
 /* Raises the stream-K kernels' shared-memory limit (called by pz_gemm_wgmma_init). Errors: PZ_ERR_CUDA. */
 pz_status pz_gemm_wgmma_streamk_init(void);
+/* True for the Hopper kernel's token split (wn 3, wt 1, warps 9: two warpgroups share the 64-row W
+ * tile, half the tokens each; pz_gemm_wgmma_launch). */
+static inline bool pz_gemm_wgmma_token_split(const pz_gemm_config *c) { return c->wn == 3 && c->wt == 1 && c->warps == 9; }
 /* Token tile of the Hopper kernel for batch m: the smallest of 8, 16, .., 256 (128 for wt 4) >= m. */
 int pz_gemm_wgmma_bn(int m, int wt);
 /* Resolves the driver's tensor-map encoder and raises the Hopper kernels' shared-memory limit;

@@ -229,12 +229,13 @@ pz_status launch_bn(const pz_gemm_args *a, WParams p, int zt, cudaStream_t s) {
 }
 
 /* WM = 2 stops at BN = 128: 2 x 128 accumulators per thread would not fit the register file. A token
- * split (TS = 2) starts at BN = 16 (8 tokens per warpgroup): its launcher never asks for 8, and the
- * case instantiates BN 16 again. */
+ * split (TS = 2) starts at BN = 16 (8 tokens per warpgroup): its launcher raises bn to 16 first. */
 template <int NWG, int WM, int TS>
 pz_status launch_nwg(const pz_gemm_args *a, const WParams &p, int bn, int zt, cudaStream_t s) {
   switch (bn) {
-    case 8: return launch_bn<8 * TS, NWG, WM, TS>(a, p, zt, s);
+    case 8:
+      if constexpr (TS == 1) return launch_bn<8, NWG, WM, TS>(a, p, zt, s);
+      else return pz_error(PZ_ERR_INVALID_ARG, "gemm wgmma: the token split needs a token tile of at least 16");
     case 16: return launch_bn<16, NWG, WM, TS>(a, p, zt, s);
     case 32: return launch_bn<32, NWG, WM, TS>(a, p, zt, s);
     case 64: return launch_bn<64, NWG, WM, TS>(a, p, zt, s);
