@@ -59,6 +59,8 @@ inline float __fsqrt_rn(float a) { return sqrtf(a); }
 inline uint16_t __float2bfloat16_rn(float f) { return pz_f32_to_bf16(f); }
 inline uint16_t __bfloat16_as_ushort(uint16_t h) { return h; }
 inline int min(int a, int b) { return a < b ? a : b; }
+inline long long min(long long a, long long b) { return a < b ? a : b; }
+inline long long max(long long a, long long b) { return a > b ? a : b; }
 
 template <typename T>
 inline T __shfl_xor_sync(unsigned, T v, int o) {
@@ -73,6 +75,25 @@ inline T __shfl_xor_sync(unsigned, T v, int o) {
   memcpy(&r, &y, sizeof(T));
   return r;
 }
+
+/* lane l gets lane src's v (__shfl_sync) or lane l - d's (__shfl_up_sync; its own below d) */
+template <typename T>
+inline T emu_shfl_from(T v, int src) {
+  EmuWarp &w = emu_warp();
+  uint64_t x = 0;
+  memcpy(&x, &v, sizeof(T));
+  w.v[emu_lane()] = x;
+  emu_wsync();
+  uint64_t y = w.v[src];
+  emu_wsync();
+  T r;
+  memcpy(&r, &y, sizeof(T));
+  return r;
+}
+template <typename T>
+inline T __shfl_sync(unsigned, T v, int src) { return emu_shfl_from(v, src & 31); }
+template <typename T>
+inline T __shfl_up_sync(unsigned, T v, int d) { return emu_shfl_from(v, emu_lane() >= d ? emu_lane() - d : emu_lane()); }
 
 inline void cp_async16(void *dst, const void *src, bool valid) {
   if (valid) memcpy(dst, src, 16);

@@ -11,6 +11,8 @@ extern "C" {
 }
 #include "backend/cpu/ref_ops.h"
 #include "backend/cuda/mla_kernels.h"
+#include "core/kv_pages.h"
+#include "core/kv_sched.h"
 #include "gen_kernels.inc" /* mla_kernels.cu's kernels, made host code by run.sh */
 
 thread_local EmuTls emu_tls;
@@ -56,7 +58,7 @@ static std::vector<uint16_t> rbf(int64_t n, float sc, float off) {
 static int failures = 0;
 
 static void run_case(const char *name, int heads, int64_t H, int64_t ql, int64_t L, int64_t nope, int64_t rope,
-                     int64_t vd, int m, int ctx, int splits, int version) {
+                     int64_t vd, int m, int ctx, int splits, int version, bool mixed = false, int balance = 1) {
   const int64_t qh = nope + rope, kvw = L + rope, stride = (int64_t)ctx * kvw;
   pz_mla_params p = {};
   p.n_heads = heads; p.hidden = H; p.q_lora_rank = ql; p.kv_lora_rank = L; p.qk_nope_head_dim = nope;
@@ -73,6 +75,10 @@ static void run_case(const char *name, int heads, int64_t H, int64_t ql, int64_t
   for (auto &x : in2) x = 2.0f * uni();
   std::vector<int32_t> pos((size_t)m);
   for (int i = 0; i < m; i++) pos[(size_t)i] = ctx - 1 - (i * 37) % (ctx / 2 + 1);
+  /* mixed: one sequence of ctx tokens among short ones (1..45 tokens), so the balanced schedule gives
+   * the long one more slices than `splits` (core/kv_sched.h) */
+  if (mixed)
+    for (int i = 1; i < m; i++) pos[(size_t)i] = (i * 53) % 45;
   std::vector<uint16_t> cache0((size_t)(m * stride), 0xffff);
   for (int i = 0; i < m; i++)
     for (int64_t j = 0; j < (int64_t)pos[(size_t)i] * kvw; j++) cache0[(size_t)(i * stride + j)] = pz_f32_to_bf16(1.7f * uni());
@@ -98,6 +104,9 @@ static void run_case(const char *name, int heads, int64_t H, int64_t ql, int64_t
   k.qa_norm_w = qa_w.data(); k.kva_norm_w = kva_w.data(); k.qcn = qcn.data(); k.cache = gc.data(); k.cache_seq_stride = stride;
   k.pos = pos.data(); k.w_uk = w_uk.data(); k.qabs = qabs.data(); k.splits = splits; k.opart = opart.data(); k.ml = ml.data();
   k.olat = olat.data(); k.w_uv = w_uv.data(); k.o = o.data(); k.attn_version = version;
+  std::vector<int32_t> sched((size_t)m + 1, -1);
+  k.sched = sched.data();
+  k.balance = balance;
   k.mt = version == 2 ? (heads <= 16 ? 1 : 2) : (heads <= 16 ? 1 : heads <= 32 ? 2 : 4);
   emu_launch(dim3((unsigned)m, 2), dim3(256), 0, [&] { mla_prep_kernel(k); });
   if (ql > 0) {
@@ -113,6 +122,12 @@ static void run_case(const char *name, int heads, int64_t H, int64_t ql, int64_t
   const unsigned hg = (unsigned)((heads + 16 * k.mt - 1) / (16 * k.mt));
   dim3 grid = version == 2 ? dim3(hg, (unsigned)splits, (unsigned)m) : dim3((unsigned)splits, hg, (unsigned)m);
   emu_launch(grid, dim3((unsigned)(128 * k.mt)), smem_for(version, k.mt, (int)kvw), [&] { f(k); });
+  std::vector<int32_t> want((size_t)m + 1);
+  pz_kv_sched(pos.data(), m, splits, PZ_MLA_MAX_SPLITS, want.data());
+  if (balance && sched != want) {
+    printf("FAIL %s: the attention kernel's schedule differs from pz_kv_sched\n", name);
+    failures++;
+  }
   emu_launch(dim3((unsigned)m, (unsigned)heads), dim3(128), 0, [&] { mla_combine_kernel(k); });
   emu_launch(dim3((unsigned)heads, (unsigned)((m + 15) / 16), (unsigned)((vd + 63) / 64)), dim3(256),
              (size_t)16 * L * 4 + (size_t)L * 64 * 2, [&] { mla_wuv_kernel(k); });
@@ -140,8 +155,8 @@ static void run_case(const char *name, int heads, int64_t H, int64_t ql, int64_t
   }
   const bool ok = far == 0 && bad_o == 0 && worst <= 1.5e-2;
   if (!ok) failures++;
-  printf("%s %-14s v%d m=%d ctx=%d splits=%d: rms err %.2e, cache far %lld ulp %lld, non-finite %d\n", ok ? "ok  " : "FAIL",
-         name, version, m, ctx, splits, worst, (long long)far, (long long)ulp, bad_o);
+  printf("%s %-14s v%d m=%d ctx=%d splits=%d%s: rms err %.2e, cache far %lld ulp %lld, non-finite %d\n", ok ? "ok  " : "FAIL",
+         name, version, m, ctx, splits, balance ? "" : " (former split)", worst, (long long)far, (long long)ulp, bad_o);
 }
 
 int main(int argc, char **argv) {
@@ -150,6 +165,9 @@ int main(int argc, char **argv) {
     run_case("tiny tp1", 8, 512, 128, 96, 32, 32, 64, 3, 40, 2, v);
     run_case("tiny tp4", 2, 512, 128, 96, 32, 32, 64, 2, 1, 3, v);
     run_case("k2 tp4", 16, 512, 256, 512, 128, 64, 128, 2, 70, 2, v);
+    run_case("tiny mixed", 8, 512, 128, 96, 32, 32, 64, 6, 400, 2, v, true);
+    run_case("k2 tp4 mixed", 16, 256, 128, 512, 128, 64, 128, 4, 300, 3, v, true);
+    run_case("mixed unbal.", 8, 512, 128, 96, 32, 32, 64, 6, 400, 2, v, true, 0); /* PREZERO_MLA_BALANCE=0 */
     if (!quick) {
       run_case("v2-lite", 16, 256, 0, 512, 128, 64, 128, 1, 33, 3, v);
       run_case("k2 tp2", 32, 256, 128, 512, 128, 64, 128, 1, 40, 1, v);

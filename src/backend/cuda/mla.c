@@ -58,6 +58,7 @@ pz_status pz_mla_cuda_create(const pz_mla_params *p, int m_max, pz_gemm_ctx *gem
   const pz_runtime_opts *ro = pz_gemm_ctx_opts(gemm);
   int version = ro && ro->mla_attn == 1 ? 1 : 2;
   c->forced_splits = ro && ro->mla_splits > 0 ? ro->mla_splits : 0;
+  c->k.balance = ro ? ro->mla_balance != 0 : 1;
   c->mt = pz_mla_k_attn_mt((int)H, version);
   pz_status st = pz_mla_k_attn_setup(version, c->mt, (int)L, (int)kvw, &c->ctas_per_sm);
   if (st != PZ_OK && version == 2) {
@@ -98,7 +99,8 @@ pz_status pz_mla_cuda_create(const pz_mla_params *p, int m_max, pz_gemm_ctx *gem
   const int64_t b_ml = align256(ms_max * H * 2 * 4);
   const int64_t b_olat = align256(m_max * H * L * 4);
   const int64_t b_o = align256(m_max * H * vd * 2);
-  const int64_t total = b_qcn + b_q + b_qabs + b_opart + b_ml + b_olat + b_o;
+  const int64_t b_sched = align256((m_max + 1) * 4);
+  const int64_t total = b_qcn + b_q + b_qabs + b_opart + b_ml + b_olat + b_o + b_sched;
   PZ_CUDA_CHECK_MSG_GOTO(cudaMalloc((void **)&c->scratch, (size_t)total), st, fail, "mla cuda: scratch of %lld bytes",
                          (long long)total);
   char *b = c->scratch;
@@ -108,7 +110,8 @@ pz_status pz_mla_cuda_create(const pz_mla_params *p, int m_max, pz_gemm_ctx *gem
   k->opart = (float *)b; b += b_opart;
   k->ml = (float *)b; b += b_ml;
   k->olat = (float *)b; b += b_olat;
-  k->o = (uint16_t *)b;
+  k->o = (uint16_t *)b; b += b_o;
+  k->sched = (int32_t *)b;
   *out = c;
   return PZ_OK;
 fail:

@@ -44,9 +44,14 @@ typedef struct pz_mla_kparams {
   uint16_t *__restrict__ qabs;        /* [m, heads, kvw] bf16: q_lat | q_pe(roped) */
   /* attention (split along the sequence) */
   int splits, mt;                     /* KV splits per sequence; 16-head tiles per CTA */
+  int balance;                        /* 1: the balanced schedule of core/kv_sched.h; 0: sequence i
+                                         takes slots i * splits .. as `splits` chunks of its own length */
   int attn_version;                   /* attention kernel: 2 (default) or 1 (PREZERO_MLA_ATTN=1) */
-  float *__restrict__ opart;          /* [m, splits, heads, L] f32, unnormalised */
-  float *__restrict__ ml;             /* [m, splits, heads, 2] f32: running max, sum */
+  float *__restrict__ opart;          /* [m * splits slots, heads, L] f32, unnormalised: slot
+                                         k.sched[i] + j holds slice j of sequence i (core/kv_sched.h) */
+  float *__restrict__ ml;             /* [m * splits slots, heads, 2] f32: running max, sum */
+  int32_t *__restrict__ sched;        /* [m + 1] i32: sequence i's first slot; sched[m] the slots used
+                                         (written by the attention kernel, read by the combine) */
   /* combine + W_UV */
   float *__restrict__ olat;           /* [m, heads, L] f32 */
   const uint16_t *__restrict__ w_uv;  /* [heads, vd, L] */

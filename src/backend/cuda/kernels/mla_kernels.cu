@@ -13,6 +13,7 @@ extern "C" { /* core/status.h has no C++ guards of its own */
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/mla_kernels.h"
 #include "core/kv_pages.h"
+#include "core/kv_sched.h"
 
 /* Algorithm: flash-decoding (Dao et al., "Flash-Decoding for long-context inference", 2023):
  * each CTA runs online softmax over one slice of the sequence and stores its unnormalised
@@ -300,41 +301,138 @@ __device__ __forceinline__ AttnLane attn_lane() {
   return AttnLane{tid, lane, lane & 3, mt, warp & 3, mt * 16 + g, mt * 16 + g + 8};
 }
 
-/* The split's slice of the KV sequence, shared by both attention kernels: sequence i's n =
- * pos[i] + 1 cached tokens are cut into k.splits chunks of whole BN tiles; split `split` owns
- * tokens [start, end), ntiles tiles of BN (the last one partial), reads its cache rows from
- * `cache` (contiguous: row t of sequence i at cache + t * kvw; paged, table = sequence i's row of
- * the block table: at cache + (table[t / 64] * 64 + t % 64) * kvw) and writes its (max, sum) per
- * head to ml (the k.ml rows of (i, split)). */
+/* sum over the block of v (every thread gets it; THREADS threads, red holds THREADS / 32). */
+template <int THREADS>
+__device__ __forceinline__ long long block_sum_ll(long long v, long long *red) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  __syncthreads(); /* red free */
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  long long t = 0;
+#pragma unroll
+  for (int w = 0; w < THREADS / 32; w++) t += red[w];
+  return t;
+}
+template <int THREADS>
+__device__ __forceinline__ long long block_max_ll(long long v, long long *red) {
+  for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  long long t = 0;
+#pragma unroll
+  for (int w = 0; w < THREADS / 32; w++) t = max(t, red[w]);
+  return t;
+}
+/* S(c) = sum over the batch of ceil(n_i / c), n_i = pos[i] + 1 (block-wide). */
+template <int THREADS>
+__device__ __forceinline__ long long sched_slices(const Kp &k, long long c, long long *red) {
+  long long v = 0;
+  for (int i = threadIdx.x; i < k.m; i += THREADS) v += ((long long)k.pos[i] + c) / c;
+  return block_sum_ll<THREADS>(v, red);
+}
+
+/* The balanced split-KV schedule (core/kv_sched.h; pz_kv_sched is its host twin, step for step):
+ * block-wide, every thread calls it. Returns the chunk C and, for work slot w (0 .. m * splits - 1),
+ * *seq / *j: slice j of sequence seq, or *seq = -1 when the batch needs fewer slots than w + 1.
+ * With `writer`, the slot offsets off[0..m] go to k.sched for the combine. */
+template <int THREADS>
+__device__ long long attn_schedule(const Kp &k, int w, bool writer, int *seq, int *j) {
+  __shared__ long long red[THREADS / 32];
+  __shared__ int found[2];
+  long long nsum = 0, nmax = 0;
+  for (int i = threadIdx.x; i < k.m; i += THREADS) {
+    const long long n = (long long)k.pos[i] + 1;
+    nsum += n;
+    nmax = max(nmax, n);
+  }
+  nsum = block_sum_ll<THREADS>(nsum, red);
+  nmax = block_max_ll<THREADS>(nmax, red);
+  int64_t ca, cb, ccur;
+  pz_kv_sched_candidates(nsum, nmax, k.m, k.splits, PZ_MLA_MAX_SPLITS, &ca, &cb, &ccur);
+  const long long T = (long long)k.m * k.splits;
+  long long c = ca;
+  if (sched_slices<THREADS>(k, ca, red) > T) { /* bisection: S(lo) > T >= S(hi) */
+    long long lo = ca, hi = cb;
+    while (hi - lo > PZ_KV_SCHED_TILE) {
+      const long long mid = pz_kv_sched_mid(lo, hi);
+      if (sched_slices<THREADS>(k, mid, red) <= T) hi = mid;
+      else lo = mid;
+    }
+    c = hi;
+  }
+  /* warp 0: the slot offsets, 32 sequences at a time (inclusive shuffle scan of the slice counts) */
+  if (threadIdx.x == 0) found[0] = -1, found[1] = 0;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
+    int base = 0;
+    for (int i0 = 0; i0 < k.m; i0 += 32) {
+      const int i = i0 + lane;
+      const int cnt = i < k.m ? (int)(((long long)k.pos[i] + c) / c) : 0;
+      int incl = cnt;
+      for (int o = 1; o < 32; o <<= 1) {
+        const int t = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += t;
+      }
+      const int off = base + incl - cnt;
+      if (i < k.m && w >= off && w < off + cnt) found[0] = i, found[1] = w - off;
+      if (writer && i < k.m) k.sched[i] = off;
+      base += __shfl_sync(0xffffffffu, incl, 31);
+    }
+    if (writer && lane == 0) k.sched[k.m] = base;
+  }
+  __syncthreads();
+  *seq = found[0];
+  *j = found[1];
+  return c;
+}
+
+/* The slot's slice of a KV sequence, shared by both attention kernels: work slot w = i * splits +
+ * split of the grid takes slice j of sequence seq in the balanced schedule (attn_schedule): tokens
+ * [start, end) = [j C, min(n, (j + 1) C)) of its n = pos[seq] + 1, ntiles tiles of BN (the last one
+ * partial). It reads its cache rows from `cache` (contiguous: row t of sequence seq at cache + t * kvw;
+ * paged, table = sequence seq's row of the block table: at cache + (table[t / 64] * 64 + t % 64) * kvw),
+ * its queries from row seq of qabs, and writes its (max, sum) per head to ml (the k.ml rows of slot
+ * w) and its partial output to slot w of k.opart; the combine reads slots k.sched[seq] ..
+ * k.sched[seq + 1] - 1. */
 struct AttnSlice {
-  int start, end, ntiles;
+  int seq, start, end, ntiles;
   float *ml;
   const uint16_t *cache;
   const int32_t *table;
 };
 
-/* Fills *sl for CTA (split, head tile h0 .. h0 + HT - 1, sequence i). An empty split (start >=
- * end) marks its heads (-inf, 0) so the combine skips it, and returns false: the CTA then has
- * nothing more to do. */
+/* Fills *sl for CTA (slot w = i * splits + split, head tile h0 .. h0 + HT - 1); block-wide (every
+ * thread calls it). An unused slot marks its heads (-inf, 0) and returns false: the CTA then has
+ * nothing more to do. `writer` (one CTA of the grid) also stores the schedule for the combine.
+ * With k.balance 0 slot w is chunk `split` of sequence i, as before the balanced schedule. */
 template <int HT, int THREADS>
-__device__ __forceinline__ bool attn_slice(const Kp &k, int i, int split, int h0, int tid, AttnSlice *sl) {
-  const int n = k.pos[i] + 1;
-  int chunk = (n + k.splits - 1) / k.splits;
-  chunk = (chunk + BN - 1) / BN * BN;
-  const int start = split * chunk;
-  const int end = min(n, start + chunk);
-  float *ml = k.ml + ((int64_t)i * k.splits + split) * k.heads * 2;
+__device__ __forceinline__ bool attn_slice(const Kp &k, int i, int split, int h0, int tid, bool writer, AttnSlice *sl) {
+  const int w = i * k.splits + split;
+  int seq = i, j = split;
+  long long c;
+  if (k.balance) {
+    c = attn_schedule<THREADS>(k, w, writer, &seq, &j);
+  } else { /* PREZERO_MLA_BALANCE=0: sequence i in `splits` chunks of whole tiles of its own length */
+    c = pz_kv_sched_ceil_tiles((long long)k.pos[i] + 1, k.splits);
+  }
+  const int n = seq >= 0 ? k.pos[seq] + 1 : 0;
+  const int start = seq >= 0 ? (int)(j * c) : 0;
+  const int end = seq >= 0 ? (int)min((long long)n, start + c) : 0;
+  float *ml = k.ml + (int64_t)w * k.heads * 2;
   if (start >= end) {
     for (int r = tid; r < HT; r += THREADS)
       if (h0 + r < k.heads) { ml[(h0 + r) * 2] = -INFINITY; ml[(h0 + r) * 2 + 1] = 0.0f; }
     return false;
   }
+  sl->seq = seq;
   sl->start = start;
   sl->end = end;
   sl->ntiles = (end - start + BN - 1) / BN;
   sl->ml = ml;
-  sl->table = k.block_table ? k.block_table + (int64_t)i * k.ld_bt : nullptr;
-  sl->cache = sl->table ? k.cache : k.cache + (int64_t)i * k.cache_seq_stride;
+  sl->table = k.block_table ? k.block_table + (int64_t)seq * k.ld_bt : nullptr;
+  sl->cache = sl->table ? k.cache : k.cache + (int64_t)seq * k.cache_seq_stride;
   return true;
 }
 
@@ -414,8 +512,8 @@ __global__ void __launch_bounds__(128 * MT, 1) mla_attn_kernel(Kp k) {
   const int split = blockIdx.x, h0 = blockIdx.y * HT, i = blockIdx.z;
   const auto [tid, lane, t4, mt, wq, row0, row1] = attn_lane();
   AttnSlice sl;
-  if (!attn_slice<HT, THREADS>(k, i, split, h0, tid, &sl)) return;
-  attn_load_prologue<HT, THREADS, STAGES, false>(k, sQ, sKV, sl, i, h0, kvw, RS, tid);
+  if (!attn_slice<HT, THREADS>(k, i, split, h0, tid, blockIdx.x == 0 && blockIdx.y == 0 && i == 0, &sl)) return;
+  attn_load_prologue<HT, THREADS, STAGES, false>(k, sQ, sKV, sl, sl.seq, h0, kvw, RS, tid);
 
   float o[NT][4];
 #pragma unroll
@@ -506,8 +604,8 @@ __global__ void __launch_bounds__(128 * MT, MT == 1 ? 2 : 1) mla_attn2_kernel(Kp
   const int h0 = blockIdx.x * HT, split = blockIdx.y, i = blockIdx.z;
   const auto [tid, lane, t4, mt, wq, row0, row1] = attn_lane();
   AttnSlice sl;
-  if (!attn_slice<HT, THREADS>(k, i, split, h0, tid, &sl)) return;
-  attn_load_prologue<HT, THREADS, STAGES, true>(k, sQ, sKV, sl, i, h0, KVW, RS, tid);
+  if (!attn_slice<HT, THREADS>(k, i, split, h0, tid, blockIdx.x == 0 && blockIdx.y == 0 && i == 0, &sl)) return;
+  attn_load_prologue<HT, THREADS, STAGES, true>(k, sQ, sKV, sl, sl.seq, h0, KVW, RS, tid);
 
   float o[NT][4];
 #pragma unroll
@@ -573,17 +671,24 @@ __global__ void __launch_bounds__(128 * MT, MT == 1 ? 2 : 1) mla_attn2_kernel(Kp
 /* ---------------------------------------------------------------- combine, W_UV */
 
 #define COMB_THREADS 128
-/* grid (m, heads): olat[i,h,:] = Σ_s w_s O_s / Σ_s w_s l_s, w_s = exp(max_s - max), over the
- * non-empty splits, which are the first ceil((pos+1)/chunk) (the attention kernel's slicing).
- * Split weights are computed once into shared memory; columns go 4 per thread (float4). */
+/* grid (m, heads): olat[i,h,:] = Σ_s w_s O_s / Σ_s w_s l_s, w_s = exp(max_s - max), over sequence
+ * i's slices, slots k.sched[i] .. k.sched[i + 1] - 1 (1..PZ_MLA_MAX_SPLITS of them, in token order:
+ * the attention kernel's schedule; k.balance 0: slots i * splits .., its non-empty chunks). Slice weights are computed once into shared memory; columns go
+ * 4 per thread (float4). */
 __global__ void __launch_bounds__(COMB_THREADS) mla_combine_kernel(Kp k) {
   __shared__ float sw[PZ_MLA_MAX_SPLITS], sm[PZ_MLA_MAX_SPLITS];
   const int i = blockIdx.x, h = blockIdx.y;
-  const int n = k.pos[i] + 1;
-  int chunk = (n + k.splits - 1) / k.splits;
-  chunk = (chunk + PZ_MLA_BN - 1) / PZ_MLA_BN * PZ_MLA_BN;
-  const int nv = min(k.splits, (n + chunk - 1) / chunk);
-  const float *ml = k.ml + (int64_t)i * k.splits * k.heads * 2;
+  int s0, nv;
+  if (k.balance) {
+    s0 = k.sched[i];
+    nv = min(PZ_MLA_MAX_SPLITS, k.sched[i + 1] - s0);
+  } else { /* the non-empty chunks of sequence i: the first ceil(n / chunk) of its `splits` slots */
+    const int n = k.pos[i] + 1;
+    const int chunk = (int)pz_kv_sched_ceil_tiles(n, k.splits);
+    s0 = i * k.splits;
+    nv = min(k.splits, (n + chunk - 1) / chunk);
+  }
+  const float *ml = k.ml + (int64_t)s0 * k.heads * 2;
   for (int s = threadIdx.x; s < nv; s += blockDim.x) {
     sm[s] = ml[((int64_t)s * k.heads + h) * 2];
     sw[s] = ml[((int64_t)s * k.heads + h) * 2 + 1];
@@ -597,7 +702,7 @@ __global__ void __launch_bounds__(COMB_THREADS) mla_combine_kernel(Kp k) {
   const float inv = 1.0f / den;
   for (int s = threadIdx.x; s < nv; s += blockDim.x) sw[s] = expf(sm[s] - mx) * inv;
   __syncthreads();
-  const float4 *op = (const float4 *)(k.opart + ((int64_t)i * k.splits * k.heads + h) * k.L);
+  const float4 *op = (const float4 *)(k.opart + ((int64_t)s0 * k.heads + h) * k.L);
   const int64_t sstride = (int64_t)k.heads * k.L / 4;
   float4 *out = (float4 *)(k.olat + ((int64_t)i * k.heads + h) * k.L);
   for (int c = threadIdx.x; c < k.L / 4; c += blockDim.x) {
