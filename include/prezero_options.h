@@ -69,9 +69,10 @@ typedef struct pz_runtime_opts {
   /* host */
   int cpu_threads;                    /* PREZERO_CPU_THREADS: 0 default (the cores, at most 64), else 1..1024 */
   /* ops (added last, so the fields above keep their offsets) */
-  int mla_balance;                    /* PREZERO_MLA_BALANCE: 1 (default) the MLA attention cuts a batch of
-                                       * unequal contexts into slices of one length (core/kv_sched.h),
-                                       * 0 every sequence into PREZERO_MLA_SPLITS slices of its own */
+  int mla_balance;                    /* PREZERO_MLA_BALANCE: -1 unset or 1 (the default) the MLA attention
+                                       * cuts a batch of unequal contexts into slices of one length
+                                       * (core/kv_sched.h), 0 every sequence into PREZERO_MLA_SPLITS
+                                       * slices of its own. Added in 0.2.0 (the struct grew) */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. */

@@ -8,7 +8,7 @@
 
 /* The library and CLI version (`prezero --version`); also the shared library's version (SONAME
  * libprezero.so.<major>.<minor>, see CMakeLists.txt). */
-#define PZ_VERSION "0.1.0"
+#define PZ_VERSION "0.2.0"
 
 /* Marks the public API: the shared library is built with hidden default visibility
  * (-fvisibility=hidden), so only declarations carrying PZ_API are exported. */

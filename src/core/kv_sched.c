@@ -19,7 +19,9 @@ int64_t pz_kv_sched(const int32_t *pos, int m, int splits, int max_splits, int32
   pz_kv_sched_candidates(N, n_max, m, splits, max_splits, &ca, &cb, &ccur);
   const int64_t T = (int64_t)m * splits;
   int64_t c = ca;
-  if (slices(pos, m, ca) > T) { /* bisection: S(lo) > T >= S(hi) */
+  if (splits == 1) {
+    c = ccur; /* T == m: one slice per sequence, the longest context's length */
+  } else if (slices(pos, m, ca) > T) { /* bisection: S(lo) > T >= S(hi) */
     int64_t lo = ca, hi = cb;
     while (hi - lo > PZ_KV_SCHED_TILE) {
       const int64_t mid = pz_kv_sched_mid(lo, hi);

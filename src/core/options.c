@@ -26,7 +26,7 @@ void pz_runtime_opts_default(pz_runtime_opts *o) {
   o->moe_persistent = -1;
   o->moe_l2pf = 0; /* measured slower on the H200 (bench/results/moe_h200_int4_l2pf.md) */
   o->moe_w4_tiled = 1;
-  o->mla_balance = 1;
+  o->mla_balance = -1;
 }
 
 typedef struct reader {

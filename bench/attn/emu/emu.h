@@ -48,6 +48,7 @@ inline int emu_lane() { return (int)(threadIdx.x & 31); }
 inline EmuWarp &emu_warp() { return emu_cta->warps[threadIdx.x >> 5]; }
 inline void emu_wsync() { pthread_barrier_wait(&emu_warp().bar); }
 inline void __syncthreads() { pthread_barrier_wait(&emu_cta->bar); }
+inline void __syncwarp() { emu_wsync(); }
 
 inline float __uint_as_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 inline float __int_as_float(int u) { float f; memcpy(&f, &u, 4); return f; }
@@ -61,6 +62,7 @@ inline uint16_t __bfloat16_as_ushort(uint16_t h) { return h; }
 inline int min(int a, int b) { return a < b ? a : b; }
 inline long long min(long long a, long long b) { return a < b ? a : b; }
 inline long long max(long long a, long long b) { return a > b ? a : b; }
+inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
 
 template <typename T>
 inline T __shfl_xor_sync(unsigned, T v, int o) {

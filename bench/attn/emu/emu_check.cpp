@@ -173,6 +173,11 @@ int main(int argc, char **argv) {
       run_case("k2 tp2", 32, 256, 128, 512, 128, 64, 128, 1, 40, 1, v);
       run_case("k2 tp1", 64, 256, 128, 512, 128, 64, 128, 1, 35, 2, v);
       run_case("k2 tp4 m17", 16, 256, 128, 512, 128, 64, 128, 17, 5, 1, v);
+      /* the schedule's scan past 32 sequences, one slice each (splits 1), and 64 */
+      run_case("tiny m33 mixed", 8, 512, 128, 96, 32, 32, 64, 33, 300, 2, v, true);
+      run_case("tiny m70 mixed", 8, 512, 128, 96, 32, 32, 64, 70, 200, 2, v, true);
+      run_case("tiny m40 s1", 8, 512, 128, 96, 32, 32, 64, 40, 200, 1, v, true);
+      run_case("tiny m5 s64", 8, 512, 128, 96, 32, 32, 64, 5, 900, 64, v, true);
     }
   }
   printf(failures ? "%d case(s) failed\n" : "all cases passed\n", failures);

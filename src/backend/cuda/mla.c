@@ -58,7 +58,7 @@ pz_status pz_mla_cuda_create(const pz_mla_params *p, int m_max, pz_gemm_ctx *gem
   const pz_runtime_opts *ro = pz_gemm_ctx_opts(gemm);
   int version = ro && ro->mla_attn == 1 ? 1 : 2;
   c->forced_splits = ro && ro->mla_splits > 0 ? ro->mla_splits : 0;
-  c->k.balance = ro ? ro->mla_balance != 0 : 1;
+  c->k.balance = !(ro && ro->mla_balance == 0); /* -1 unset or 1: on */
   c->mt = pz_mla_k_attn_mt((int)H, version);
   pz_status st = pz_mla_k_attn_setup(version, c->mt, (int)L, (int)kvw, &c->ctas_per_sm);
   if (st != PZ_OK && version == 2) {

@@ -301,75 +301,69 @@ __device__ __forceinline__ AttnLane attn_lane() {
   return AttnLane{tid, lane, lane & 3, mt, warp & 3, mt * 16 + g, mt * 16 + g + 8};
 }
 
-/* sum over the block of v (every thread gets it; THREADS threads, red holds THREADS / 32). */
-template <int THREADS>
-__device__ __forceinline__ long long block_sum_ll(long long v, long long *red) {
+/* Warp sums and maximum over its 32 lanes (every lane gets the result). */
+__device__ __forceinline__ unsigned long long warp_sum_u64(unsigned long long v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  __syncthreads(); /* red free */
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
-  __syncthreads();
-  long long t = 0;
-#pragma unroll
-  for (int w = 0; w < THREADS / 32; w++) t += red[w];
-  return t;
+  return v;
 }
-template <int THREADS>
-__device__ __forceinline__ long long block_max_ll(long long v, long long *red) {
+__device__ __forceinline__ unsigned warp_sum_u32(unsigned v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ unsigned warp_max_u32(unsigned v) {
   for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
-  __syncthreads();
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
-  __syncthreads();
-  long long t = 0;
-#pragma unroll
-  for (int w = 0; w < THREADS / 32; w++) t = max(t, red[w]);
-  return t;
+  return v;
 }
-/* S(c) = sum over the batch of ceil(n_i / c), n_i = pos[i] + 1 (block-wide). */
-template <int THREADS>
-__device__ __forceinline__ long long sched_slices(const Kp &k, long long c, long long *red) {
-  long long v = 0;
-  for (int i = threadIdx.x; i < k.m; i += THREADS) v += ((long long)k.pos[i] + c) / c;
-  return block_sum_ll<THREADS>(v, red);
+/* S(c) = sum over the batch of ceil(n_i / c), n_i = pos[i] + 1, by one warp (32-bit division: n and c
+ * are below 2^31, the sum of at most 2^16 counts of at most 2^26 fits 2^32 for m <= 65535). */
+__device__ __forceinline__ unsigned warp_slices(const Kp &k, unsigned c, int lane) {
+  unsigned v = 0;
+  for (int i = lane; i < k.m; i += 32) v += ((unsigned)k.pos[i] + c) / c;
+  return warp_sum_u32(v);
 }
 
 /* The balanced split-KV schedule (core/kv_sched.h; pz_kv_sched is its host twin, step for step):
- * block-wide, every thread calls it. Returns the chunk C and, for work slot w (0 .. m * splits - 1),
- * *seq / *j: slice j of sequence seq, or *seq = -1 when the batch needs fewer slots than w + 1.
- * With `writer`, the slot offsets off[0..m] go to k.sched for the combine. */
+ * block-wide, every thread calls it; warp 0 computes it with shuffles only (no block barrier inside
+ * the search), the others wait at one barrier. Returns the chunk C and, for work slot w (0 .. m *
+ * splits - 1), *seq / *j: slice j of sequence seq, or *seq = -1 when the batch needs fewer slots than
+ * w + 1. With `writer`, the slot offsets off[0..m] go to k.sched for the combine. */
 template <int THREADS>
 __device__ long long attn_schedule(const Kp &k, int w, bool writer, int *seq, int *j) {
-  __shared__ long long red[THREADS / 32];
-  __shared__ int found[2];
-  long long nsum = 0, nmax = 0;
-  for (int i = threadIdx.x; i < k.m; i += THREADS) {
-    const long long n = (long long)k.pos[i] + 1;
-    nsum += n;
-    nmax = max(nmax, n);
-  }
-  nsum = block_sum_ll<THREADS>(nsum, red);
-  nmax = block_max_ll<THREADS>(nmax, red);
-  int64_t ca, cb, ccur;
-  pz_kv_sched_candidates(nsum, nmax, k.m, k.splits, PZ_MLA_MAX_SPLITS, &ca, &cb, &ccur);
-  const long long T = (long long)k.m * k.splits;
-  long long c = ca;
-  if (sched_slices<THREADS>(k, ca, red) > T) { /* bisection: S(lo) > T >= S(hi) */
-    long long lo = ca, hi = cb;
-    while (hi - lo > PZ_KV_SCHED_TILE) {
-      const long long mid = pz_kv_sched_mid(lo, hi);
-      if (sched_slices<THREADS>(k, mid, red) <= T) hi = mid;
-      else lo = mid;
-    }
-    c = hi;
-  }
-  /* warp 0: the slot offsets, 32 sequences at a time (inclusive shuffle scan of the slice counts) */
-  if (threadIdx.x == 0) found[0] = -1, found[1] = 0;
-  __syncthreads();
+  __shared__ int found[3]; /* seq, j, C */
   if (threadIdx.x < 32) {
     const int lane = threadIdx.x;
+    unsigned long long nsum = 0;
+    unsigned nmax = 0;
+    for (int i = lane; i < k.m; i += 32) {
+      const unsigned n = (unsigned)k.pos[i] + 1u;
+      nsum += n;
+      nmax = max(nmax, n);
+    }
+    nsum = warp_sum_u64(nsum);
+    nmax = warp_max_u32(nmax);
+    int64_t ca, cb, ccur;
+    pz_kv_sched_candidates((int64_t)nsum, (int64_t)nmax, k.m, k.splits, PZ_MLA_MAX_SPLITS, &ca, &cb, &ccur);
+    const unsigned long long T = (unsigned long long)k.m * (unsigned)k.splits;
+    long long c = ca;
+    if (k.splits > 1 && warp_slices(k, (unsigned)ca, lane) > T) { /* bisection: S(lo) > T >= S(hi) */
+      long long lo = ca, hi = cb;
+      while (hi - lo > PZ_KV_SCHED_TILE) {
+        const long long mid = pz_kv_sched_mid(lo, hi);
+        if (warp_slices(k, (unsigned)mid, lane) <= T) hi = mid;
+        else lo = mid;
+      }
+      c = hi;
+    } else if (k.splits == 1) {
+      c = ccur; /* T == m: one slice per sequence, the longest context's length */
+    }
+    /* the slot offsets, 32 sequences at a time (inclusive shuffle scan of the slice counts) */
+    if (lane == 0) found[0] = -1, found[1] = 0, found[2] = (int)c;
+    __syncwarp();
+    const unsigned cu = (unsigned)c;
     int base = 0;
     for (int i0 = 0; i0 < k.m; i0 += 32) {
       const int i = i0 + lane;
-      const int cnt = i < k.m ? (int)(((long long)k.pos[i] + c) / c) : 0;
+      const int cnt = i < k.m ? (int)(((unsigned)k.pos[i] + cu) / cu) : 0;
       int incl = cnt;
       for (int o = 1; o < 32; o <<= 1) {
         const int t = __shfl_up_sync(0xffffffffu, incl, o);
@@ -385,7 +379,7 @@ __device__ long long attn_schedule(const Kp &k, int w, bool writer, int *seq, in
   __syncthreads();
   *seq = found[0];
   *j = found[1];
-  return c;
+  return found[2];
 }
 
 /* The slot's slice of a KV sequence, shared by both attention kernels: work slot w = i * splits +
