@@ -13,6 +13,7 @@
 #   ar_procs   `prezero bench ar --procs 2` (one process per rank; --one-gpu when only one GPU is present), then
 #              the --rank/--world/--id-file form (each rank its own command) into ar_ranks_tp2.md
 #   attn_gqa   `prezero bench attn --layout gqa` (issue 17)
+#   attn_mixed `prezero bench attn` on mixed contexts [1024, 16384], paged: balanced schedule, then PREZERO_MLA_BALANCE=0
 #   compare_gqa  `prezero compare` on GQA presets at TP 1 (PZ_GQA_CONFIGS, PZ_GQA_OSL), det_gqa the deterministic check
 #   consumer   ctest installed_consumer: install, build examples/ with find_package, run its CPU and CUDA parts
 #   racecheck  compute-sanitizer racecheck and synccheck on test_gemm (quick mode)
@@ -224,6 +225,12 @@ for s in $sections; do
       grep -h "layers fit\|^Notes" $W/compare_kimi_k25_tp1/compare.md 2>/dev/null | cut -c1-240 | tee -a "$S" ;;
     consumer) run consumer ${PZ_T_CONSUMER:-300} ctest --test-dir $B -R installed_consumer -V
       grep -E "CUDA part|all checks passed|FAIL" "$W/consumer.txt" | sed 's/^[0-9]*: //' | tee -a "$S" ;;
+    attn_mixed)  # issue 18: contexts drawn from [1024, 16384], paged: the balanced split-KV schedule, then the former
+                 # split (PREZERO_MLA_BALANCE=0) in the same call
+      run bench_attn_mixed ${PZ_T_ATTN:-150} $P bench attn --tp 1,2,4 --m 16,64,128 --reps 7 --paged --ctx 16384 --ctx-min 1024 \
+        --json $W/attn_mixed.json --md $W/attn_mixed.md
+      PREZERO_MLA_BALANCE=0 run bench_attn_mixed_former ${PZ_T_ATTN:-150} $P bench attn --tp 1,2,4 --m 16,64,128 --reps 7 --paged \
+        --ctx 16384 --ctx-min 1024 --json $W/attn_mixed_former.json --md $W/attn_mixed_former.md ;;
     attn_gqa) run bench_attn_gqa ${PZ_T_ATTN:-150} $P bench attn --layout gqa --json $W/attn_gqa_h200.json --md $W/attn_gqa_h200.md
       tail -${PZ_ATTN_TAIL:-25} "$W/bench_attn_gqa.txt" | cut -c1-200 ;;
     compare_gqa)  # issue 17: prezero compare on GQA presets at TP 1 (as many layers as fit), short decodes
