@@ -157,6 +157,38 @@ int main(void) {
   char desc[96];
   pz_gemm_config_describe(&skold, desc, sizeof desc);
   CHECK(!strcmp(desc, "wgmma stream-K atomic ctas=132 wt=2"));
+
+  /* The wgmma token split (wn 3, wt 1, warps 9): a table entry keeps it; a tile forced by
+   * PREZERO_GEMM_WT, or a caller's config with a tile and no warps, gets the plain kernel of that
+   * tile (warps 5 at wt 1), never the split a wt 2 entry's warps 9 would otherwise select. */
+  pz_tuner_entry ts;
+  memset(&ts, 0, sizeof ts);
+  ts.m_bucket = 128;
+  ts.n = 7168;
+  ts.k = 2048;
+  ts.cfg[PZ_GEMM_FULLK] = (pz_gemm_config){PZ_GEMM_FULLK, 1, 1, 9, 3};
+  ts.cfg[PZ_GEMM_SPLITK_ZERO] = (pz_gemm_config){PZ_GEMM_SPLITK_ZERO, 2, 2, 9, 3};
+  ts.cfg[PZ_GEMM_SPLITK_ATOMIC] = (pz_gemm_config){PZ_GEMM_SPLITK_ATOMIC, 2, 2, 9, 3};
+  ts.cfg[PZ_GEMM_CUBLAS] = (pz_gemm_config){PZ_GEMM_CUBLAS, 1, 1, 4, 0};
+  ts.best_zero = PZ_GEMM_FULLK;
+  ts.best_nozero = PZ_GEMM_FULLK;
+  CHECK_OK(pz_tuner_put(&tab, &ts));
+  c = resolve_ok(&t, 128, 7168, 2048, true, NULL);
+  CHECK(c.flavour == PZ_GEMM_FULLK && pz_gemm_wgmma_token_split(&c));
+  pz_gemm_config_describe(&c, desc, sizeof desc);
+  CHECK(!strcmp(desc, "wgmma fullk splits=1 wt=1 token-split"));
+  snprintf(ro.gemm_force, sizeof ro.gemm_force, "atomic"); /* the wt 2, warps 9 entry (zero_init: its memset form) */
+  ro.gemm_wt = 1;
+  c = resolve_ok(&t, 128, 7168, 2048, true, NULL);
+  CHECK(c.flavour == PZ_GEMM_MEMSET_SPLITK && c.wt == 1 && c.warps == 5 && !pz_gemm_wgmma_token_split(&c));
+  ro.gemm_wt = -1;
+  ro.gemm_force[0] = 0;
+  pz_gemm_config tile_only = {PZ_GEMM_SPLITK_ATOMIC, 2, 1, 0, 3};
+  c = resolve_ok(&t, 128, 7168, 2048, false, &tile_only);
+  CHECK(!pz_gemm_wgmma_token_split(&c));
+  pz_gemm_config split_given = {PZ_GEMM_SPLITK_ATOMIC, 2, 1, 9, 3};
+  c = resolve_ok(&t, 128, 7168, 2048, false, &split_given);
+  CHECK(pz_gemm_wgmma_token_split(&c) && c.splits == 2);
   pz_tuner_table_free(&tab);
   TEST_DONE();
 }
