@@ -58,7 +58,8 @@ static std::vector<uint16_t> rbf(int64_t n, float sc, float off) {
 static int failures = 0;
 
 static void run_case(const char *name, int heads, int64_t H, int64_t ql, int64_t L, int64_t nope, int64_t rope,
-                     int64_t vd, int m, int ctx, int splits, int version, bool mixed = false, int balance = 1) {
+                     int64_t vd, int m, int ctx, int splits, int version, bool mixed = false, int balance = 1,
+                     bool paged = false) {
   const int64_t qh = nope + rope, kvw = L + rope, stride = (int64_t)ctx * kvw;
   pz_mla_params p = {};
   p.n_heads = heads; p.hidden = H; p.q_lora_rank = ql; p.kv_lora_rank = L; p.qk_nope_head_dim = nope;
@@ -82,6 +83,24 @@ static void run_case(const char *name, int heads, int64_t H, int64_t ql, int64_t
   std::vector<uint16_t> cache0((size_t)(m * stride), 0xffff);
   for (int i = 0; i < m; i++)
     for (int64_t j = 0; j < (int64_t)pos[(size_t)i] * kvw; j++) cache0[(size_t)(i * stride + j)] = pz_f32_to_bf16(1.7f * uni());
+  /* paged: the same rows in a pool of m * ceil(ctx / 64) pages of 64 rows, pages handed out in a
+   * shuffled order (page b of sequence i at pool page table[i * nb + b]) */
+  const int64_t nb = (ctx + PZ_KV_BLOCK - 1) / PZ_KV_BLOCK;
+  std::vector<int32_t> table((size_t)(m * nb));
+  if (paged) {
+    for (int64_t p2 = 0; p2 < m * nb; p2++) table[(size_t)p2] = (int32_t)p2;
+    for (int64_t p2 = m * nb - 1; p2 > 0; p2--) { /* Fisher-Yates: a permutation of the pages */
+      rng ^= rng << 13; rng ^= rng >> 17; rng ^= rng << 5;
+      std::swap(table[(size_t)p2], table[(size_t)(rng % (uint32_t)(p2 + 1))]);
+    }
+    std::vector<uint16_t> pool((size_t)(m * nb * PZ_KV_BLOCK * kvw), 0xffff);
+    for (int i = 0; i < m; i++)
+      for (int64_t j = 0; j < ctx; j++)
+        for (int64_t c = 0; c < kvw; c++)
+          pool[(size_t)(((int64_t)table[(size_t)(i * nb + j / PZ_KV_BLOCK)] * PZ_KV_BLOCK + j % PZ_KV_BLOCK) * kvw + c)] =
+              cache0[(size_t)(i * stride + j * kvw + c)];
+    cache0.swap(pool);
+  }
   /* reference */
   std::vector<uint16_t> rc = cache0, gc = cache0;
   std::vector<float> ref((size_t)(m * H)), got((size_t)(m * H));
@@ -90,6 +109,7 @@ static void run_case(const char *name, int heads, int64_t H, int64_t ql, int64_t
   else { io.q = in.data(); io.ld_q = in_w; io.kv_a = in2.data(); io.ld_kv_a = kvw; }
   io.kva_norm_w = kva_w.data(); io.w_uk = w_uk.data(); io.w_uv = w_uv.data(); io.o_w = o_w.data();
   io.kv_cache = rc.data(); io.cache_seq_stride = stride; io.pos = pos.data();
+  if (paged) { io.block_table = table.data(); io.ld_block_table = nb; io.n_pages = m * nb; }
   io.out = ref.data(); io.ld_out = H; io.out_zero_init = true;
   if (pz_ref_mla_decode(m, &p, &io) != PZ_OK) { printf("reference failed\n"); failures++; return; }
   /* emulated kernels */
@@ -102,6 +122,7 @@ static void run_case(const char *name, int heads, int64_t H, int64_t ql, int64_t
   pz_ref_yarn_inv_freq(&p.rope, rope, k.inv_freq);
   k.qkv_a = ql > 0 ? in.data() : nullptr; k.ld_qkv_a = in_w; k.kv_a = ql > 0 ? nullptr : in2.data(); k.ld_kv_a = kvw;
   k.qa_norm_w = qa_w.data(); k.kva_norm_w = kva_w.data(); k.qcn = qcn.data(); k.cache = gc.data(); k.cache_seq_stride = stride;
+  if (paged) { k.block_table = table.data(); k.ld_bt = nb; }
   k.pos = pos.data(); k.w_uk = w_uk.data(); k.qabs = qabs.data(); k.splits = splits; k.opart = opart.data(); k.ml = ml.data();
   k.olat = olat.data(); k.w_uv = w_uv.data(); k.o = o.data(); k.attn_version = version;
   std::vector<int32_t> sched((size_t)m + 1, -1);
@@ -136,9 +157,12 @@ static void run_case(const char *name, int heads, int64_t H, int64_t ql, int64_t
   int64_t far = 0, ulp = 0;
   for (int i = 0; i < m; i++)
     for (int64_t j = 0; j < stride; j++) {
-      uint16_t a = rc[(size_t)(i * stride + j)], b = gc[(size_t)(i * stride + j)];
+      const int64_t row = j / kvw, col = j % kvw;
+      const size_t at = paged ? (size_t)((((int64_t)table[(size_t)(i * nb + row / PZ_KV_BLOCK)]) * PZ_KV_BLOCK + row % PZ_KV_BLOCK) * kvw + col)
+                              : (size_t)(i * stride + j);
+      uint16_t a = rc[at], b = gc[at];
       if (a == b) continue;
-      if (j / kvw == pos[(size_t)i] && !((a ^ b) & 0x8000) && abs((int)a - (int)b) == 1) ulp++;
+      if (row == pos[(size_t)i] && !((a ^ b) & 0x8000) && abs((int)a - (int)b) == 1) ulp++;
       else far++;
     }
   double worst = 0;
@@ -155,8 +179,8 @@ static void run_case(const char *name, int heads, int64_t H, int64_t ql, int64_t
   }
   const bool ok = far == 0 && bad_o == 0 && worst <= 1.5e-2;
   if (!ok) failures++;
-  printf("%s %-14s v%d m=%d ctx=%d splits=%d%s: rms err %.2e, cache far %lld ulp %lld, non-finite %d\n", ok ? "ok  " : "FAIL",
-         name, version, m, ctx, splits, balance ? "" : " (former split)", worst, (long long)far, (long long)ulp, bad_o);
+  printf("%s %-14s v%d m=%d ctx=%d splits=%d%s%s: rms err %.2e, cache far %lld ulp %lld, non-finite %d\n", ok ? "ok  " : "FAIL",
+         name, version, m, ctx, splits, balance ? "" : " (former split)", paged ? " paged" : "", worst, (long long)far, (long long)ulp, bad_o);
 }
 
 int main(int argc, char **argv) {
@@ -168,6 +192,9 @@ int main(int argc, char **argv) {
     run_case("tiny mixed", 8, 512, 128, 96, 32, 32, 64, 6, 400, 2, v, true);
     run_case("k2 tp4 mixed", 16, 256, 128, 512, 128, 64, 128, 4, 300, 3, v, true);
     run_case("mixed unbal.", 8, 512, 128, 96, 32, 32, 64, 6, 400, 2, v, true, 0); /* PREZERO_MLA_BALANCE=0 */
+    run_case("mixed paged", 8, 512, 128, 96, 32, 32, 64, 6, 400, 2, v, true, 1, true);
+    run_case("paged former", 8, 512, 128, 96, 32, 32, 64, 6, 400, 2, v, true, 0, true);
+    run_case("paged uniform", 8, 512, 128, 96, 32, 32, 64, 3, 40, 2, v, false, 0, true);
     if (!quick) {
       run_case("v2-lite", 16, 256, 0, 512, 128, 64, 128, 1, 33, 3, v);
       run_case("k2 tp2", 32, 256, 128, 512, 128, 64, 128, 1, 40, 1, v);
