@@ -325,7 +325,7 @@ pz_status pz_gemm_resolve(const pz_gemm_target *t, int m, int n, int k, bool zer
     }
     if (ro->gemm_wt > 0) {
       c.wt = ro->gemm_wt;
-      if (c.wn == 3) c.warps = c.wt == 1 ? 5 : 9; /* the plain kernel of that tile, never the token split */
+      if (c.wn == 3) c.warps = pz_gemm_wgmma_plain_warps(c.wt); /* the plain kernel of that tile, never the token split */
       source = "PREZERO_GEMM_WT";
     }
     if (ro->gemm_warps > 0) { c.warps = ro->gemm_warps; source = "PREZERO_GEMM_WARPS"; }
@@ -333,7 +333,7 @@ pz_status pz_gemm_resolve(const pz_gemm_target *t, int m, int n, int k, bool zer
     if (w.splits > 0) c.splits = w.splits;
     if (w.wt > 0) c.wt = w.wt;
     if (w.warps > 0) { c.warps = w.warps; c.wn = w.wn; }
-    else if (w.wt > 0 && c.wn == 3) c.warps = c.wt == 1 ? 5 : 9; /* a tile alone: the plain kernel, not the token split */
+    else if (w.wt > 0 && c.wn == 3) c.warps = pz_gemm_wgmma_plain_warps(c.wt); /* a tile alone: the plain kernel, not the token split */
     source = "the caller's config";
   }
   if (c.flavour == PZ_GEMM_FULLK || c.flavour == PZ_GEMM_CUBLAS) c.splits = 1;

@@ -166,6 +166,9 @@ pz_status pz_gemm_wgmma_streamk_launch(const pz_gemm_args *a, pz_gemm_flavour fl
                                        cudaStream_t stream);
 /* Raises the stream-K kernels' shared-memory limit (called by pz_gemm_wgmma_init). Errors: PZ_ERR_CUDA. */
 pz_status pz_gemm_wgmma_streamk_init(void);
+/* The warps field of the Hopper kernels' plain configs (wn 3, 4) for wt 64-row W tiles: 4 per consumer
+ * warpgroup + the producer, so 5 at wt 1 and 9 at wt 2, 4 (warps 9 at wt 1 is the token split below). */
+static inline int pz_gemm_wgmma_plain_warps(int wt) { return wt == 1 ? 5 : 9; }
 /* True for the Hopper kernel's token split (wn 3, wt 1, warps 9: two warpgroups share the 64-row W
  * tile, half the tokens each; pz_gemm_wgmma_launch). */
 static inline bool pz_gemm_wgmma_token_split(const pz_gemm_config *c) { return c->wn == 3 && c->wt == 1 && c->warps == 9; }

@@ -168,7 +168,7 @@ pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int 
         if (f != PZ_GEMM_SPLITK_ATOMIC) continue;
         wt = cand == 12 ? 1 : cand == 13 ? 2 : 4;
         if (n % (64 * wt)) continue;
-        pz_gemm_config c = {(pz_gemm_flavour)f, sms, wt, wt == 1 ? 5 : 9, 4};
+        pz_gemm_config c = {(pz_gemm_flavour)f, sms, wt, pz_gemm_wgmma_plain_warps(wt), 4};
         double us = 0;
         PZ_CHECK(pz_tuner_time_gemm(ctx, pool, m, n, k, c, iters, reps, &us));
         if (e.cfg[f].splits == 0 || us < e.us[f]) {
@@ -181,7 +181,7 @@ pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int 
         if (cand == 15 && m <= 8) continue;
         wn = 3;
         wt = cand == 9 || cand == 15 ? 1 : cand == 10 ? 2 : 4;
-        nw = wt == 1 && cand != 15 ? 5 : 9;
+        nw = cand == 15 ? 9 /* the token split */ : pz_gemm_wgmma_plain_warps(wt);
         chunk = 64;
         if (n % (64 * wt)) continue;
       } else {
