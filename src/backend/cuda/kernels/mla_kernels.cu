@@ -301,12 +301,9 @@ __device__ __forceinline__ AttnLane attn_lane() {
   return AttnLane{tid, lane, lane & 3, mt, warp & 3, mt * 16 + g, mt * 16 + g + 8};
 }
 
-/* Warp sums and maximum over its 32 lanes (every lane gets the result). */
-__device__ __forceinline__ unsigned long long warp_sum_u64(unsigned long long v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-__device__ __forceinline__ unsigned warp_sum_u32(unsigned v) {
+/* Warp sum and maximum over its 32 lanes (every lane gets the result). */
+template <typename T>
+__device__ __forceinline__ T warp_sum(T v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
@@ -319,7 +316,7 @@ __device__ __forceinline__ unsigned warp_max_u32(unsigned v) {
 __device__ __forceinline__ unsigned warp_slices(const Kp &k, unsigned c, int lane) {
   unsigned v = 0;
   for (int i = lane; i < k.m; i += 32) v += ((unsigned)k.pos[i] + c) / c;
-  return warp_sum_u32(v);
+  return warp_sum(v);
 }
 
 /* The balanced split-KV schedule (core/kv_sched.h; pz_kv_sched is its host twin, step for step):
@@ -327,7 +324,6 @@ __device__ __forceinline__ unsigned warp_slices(const Kp &k, unsigned c, int lan
  * the search), the others wait at one barrier. Returns the chunk C and, for work slot w (0 .. m *
  * splits - 1), *seq / *j: slice j of sequence seq, or *seq = -1 when the batch needs fewer slots than
  * w + 1. With `writer`, the slot offsets off[0..m] go to k.sched for the combine. */
-template <int THREADS>
 __device__ long long attn_schedule(const Kp &k, int w, bool writer, int *seq, int *j) {
   __shared__ int found[3]; /* seq, j, C */
   if (threadIdx.x < 32) {
@@ -339,7 +335,7 @@ __device__ long long attn_schedule(const Kp &k, int w, bool writer, int *seq, in
       nsum += n;
       nmax = max(nmax, n);
     }
-    nsum = warp_sum_u64(nsum);
+    nsum = warp_sum(nsum);
     nmax = warp_max_u32(nmax);
     int64_t ca, cb, ccur;
     pz_kv_sched_candidates((int64_t)nsum, (int64_t)nmax, k.m, k.splits, PZ_MLA_MAX_SPLITS, &ca, &cb, &ccur);
@@ -407,7 +403,7 @@ __device__ __forceinline__ bool attn_slice(const Kp &k, int i, int split, int h0
   int seq = i, j = split;
   long long c;
   if (k.balance) {
-    c = attn_schedule<THREADS>(k, w, writer, &seq, &j);
+    c = attn_schedule(k, w, writer, &seq, &j);
   } else { /* PREZERO_MLA_BALANCE=0: sequence i in `splits` chunks of whole tiles of its own length */
     c = pz_kv_sched_ceil_tiles((long long)k.pos[i] + 1, k.splits);
   }
@@ -667,8 +663,8 @@ __global__ void __launch_bounds__(128 * MT, MT == 1 ? 2 : 1) mla_attn2_kernel(Kp
 #define COMB_THREADS 128
 /* grid (m, heads): olat[i,h,:] = Σ_s w_s O_s / Σ_s w_s l_s, w_s = exp(max_s - max), over sequence
  * i's slices, slots k.sched[i] .. k.sched[i + 1] - 1 (1..PZ_MLA_MAX_SPLITS of them, in token order:
- * the attention kernel's schedule; k.balance 0: slots i * splits .., its non-empty chunks). Slice weights are computed once into shared memory; columns go
- * 4 per thread (float4). */
+ * the attention kernel's schedule; k.balance 0: slots i * splits .., its non-empty chunks). Slice
+ * weights are computed once into shared memory; columns go 4 per thread (float4). */
 __global__ void __launch_bounds__(COMB_THREADS) mla_combine_kernel(Kp k) {
   __shared__ float sw[PZ_MLA_MAX_SPLITS], sm[PZ_MLA_MAX_SPLITS];
   const int i = blockIdx.x, h = blockIdx.y;
