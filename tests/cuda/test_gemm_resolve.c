@@ -18,6 +18,17 @@ static pz_gemm_config resolve_ok(const pz_gemm_target *t, int m, int n, int k, b
   return c;
 }
 
+/* A tuner-table entry for (m bucket, n, k) with only its cuBLAS config set; the caller adds the rest. */
+static pz_tuner_entry entry_for(int m_bucket, int n, int k) {
+  pz_tuner_entry e;
+  memset(&e, 0, sizeof e);
+  e.m_bucket = m_bucket;
+  e.n = n;
+  e.k = k;
+  e.cfg[PZ_GEMM_CUBLAS] = (pz_gemm_config){PZ_GEMM_CUBLAS, 1, 1, 4, 0};
+  return e;
+}
+
 static bool same(const pz_gemm_config *a, const pz_gemm_config *b) {
   return a->flavour == b->flavour && a->splits == b->splits && a->wt == b->wt && a->warps == b->warps && a->wn == b->wn;
 }
@@ -49,15 +60,10 @@ int main(void) {
 
   /* The table decides when it has the shape; the forced flavour of the options beats it, and
    * the handle's force (baselines) beats both. */
-  pz_tuner_entry e;
-  memset(&e, 0, sizeof e);
-  e.m_bucket = 8;
-  e.n = 2112;
-  e.k = 7168;
+  pz_tuner_entry e = entry_for(8, 2112, 7168);
   e.cfg[PZ_GEMM_SPLITK_ZERO] = (pz_gemm_config){PZ_GEMM_SPLITK_ZERO, 6, 1, 5, 3};
   e.cfg[PZ_GEMM_SPLITK_ATOMIC] = (pz_gemm_config){PZ_GEMM_SPLITK_ATOMIC, 6, 1, 5, 3};
   e.cfg[PZ_GEMM_FULLK] = (pz_gemm_config){PZ_GEMM_FULLK, 1, 2, 5, 3};
-  e.cfg[PZ_GEMM_CUBLAS] = (pz_gemm_config){PZ_GEMM_CUBLAS, 1, 1, 4, 0};
   e.best_zero = PZ_GEMM_SPLITK_ZERO;
   e.best_nozero = PZ_GEMM_SPLITK_ATOMIC;
   CHECK_OK(pz_tuner_put(&tab, &e));
@@ -122,15 +128,10 @@ int main(void) {
    * it; a fixed split count (the deterministic mode's PREZERO_GEMM_SPLITS=2) runs the split-K
    * kernel instead; PREZERO_GEMM_WN=4 asks for it with one CTA per SM; it takes only the atomic
    * flavours. */
-  pz_tuner_entry sk;
-  memset(&sk, 0, sizeof sk);
-  sk.m_bucket = 32;
-  sk.n = 7168;
-  sk.k = 8192;
+  pz_tuner_entry sk = entry_for(32, 7168, 8192);
   sk.cfg[PZ_GEMM_SPLITK_ATOMIC] = (pz_gemm_config){PZ_GEMM_SPLITK_ATOMIC, 132, 2, 9, 4};
   sk.cfg[PZ_GEMM_MEMSET_SPLITK] = (pz_gemm_config){PZ_GEMM_MEMSET_SPLITK, 132, 2, 9, 4};
   sk.cfg[PZ_GEMM_SPLITK_ZERO] = (pz_gemm_config){PZ_GEMM_SPLITK_ZERO, 4, 2, 9, 3};
-  sk.cfg[PZ_GEMM_CUBLAS] = (pz_gemm_config){PZ_GEMM_CUBLAS, 1, 1, 4, 0};
   sk.best_zero = PZ_GEMM_MEMSET_SPLITK;
   sk.best_nozero = PZ_GEMM_SPLITK_ATOMIC;
   CHECK_OK(pz_tuner_put(&tab, &sk));
@@ -161,15 +162,10 @@ int main(void) {
   /* The wgmma token split (wn 3, wt 1, warps 9): a table entry keeps it; a tile forced by
    * PREZERO_GEMM_WT, or a caller's config with a tile and no warps, gets the plain kernel of that
    * tile (warps 5 at wt 1), never the split a wt 2 entry's warps 9 would otherwise select. */
-  pz_tuner_entry ts;
-  memset(&ts, 0, sizeof ts);
-  ts.m_bucket = 128;
-  ts.n = 7168;
-  ts.k = 2048;
+  pz_tuner_entry ts = entry_for(128, 7168, 2048);
   ts.cfg[PZ_GEMM_FULLK] = (pz_gemm_config){PZ_GEMM_FULLK, 1, 1, 9, 3};
   ts.cfg[PZ_GEMM_SPLITK_ZERO] = (pz_gemm_config){PZ_GEMM_SPLITK_ZERO, 2, 2, 9, 3};
   ts.cfg[PZ_GEMM_SPLITK_ATOMIC] = (pz_gemm_config){PZ_GEMM_SPLITK_ATOMIC, 2, 2, 9, 3};
-  ts.cfg[PZ_GEMM_CUBLAS] = (pz_gemm_config){PZ_GEMM_CUBLAS, 1, 1, 4, 0};
   ts.best_zero = PZ_GEMM_FULLK;
   ts.best_nozero = PZ_GEMM_FULLK;
   CHECK_OK(pz_tuner_put(&tab, &ts));
