@@ -261,7 +261,8 @@ int main(void) {
     /* 0/1 switches take 0 or 1 only; a bad forced flavour or tile is refused by the reader */
     static const char *const badv[][2] = {{"PREZERO_CUDA_GRAPH", "x"}, {"PREZERO_GEMM_BUILTIN", "no"},
                                           {"PREZERO_ENABLE", "yes"}, {"PREZERO_GEMM_FORCE", "bogus"},
-                                          {"PREZERO_GEMM_WT", "3"}, {"PREZERO_MLA_ATTN", "3"}};
+                                          {"PREZERO_GEMM_WT", "3"}, {"PREZERO_MLA_ATTN", "3"},
+                                          {"PREZERO_MLA_BALANCE", "2"}};
     for (size_t i = 0; i < sizeof badv / sizeof badv[0]; i++) {
       setenv(badv[i][0], badv[i][1], 1);
       CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == -1 && strstr(bad, badv[i][0]));
@@ -270,6 +271,10 @@ int main(void) {
     setenv("PREZERO_GEMM_BUILTIN", "0", 1);
     CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.gemm_builtin == 0);
     unsetenv("PREZERO_GEMM_BUILTIN");
+    CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.mla_balance == -1); /* unset: on */
+    setenv("PREZERO_MLA_BALANCE", "0", 1);
+    CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.mla_balance == 0);
+    unsetenv("PREZERO_MLA_BALANCE");
   }
   TEST_DONE();
 }
