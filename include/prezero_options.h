@@ -73,6 +73,13 @@ typedef struct pz_runtime_opts {
                                        * cuts a batch of unequal contexts into slices of one length
                                        * (core/kv_sched.h), 0 every sequence into PREZERO_MLA_SPLITS
                                        * slices of its own. Added in 0.2.0 (the struct grew) */
+  int gate_calibrate;                 /* PREZERO_GATE_CALIBRATE: -1 unset or 1 (the default) the CUDA executor
+                                       * times the fill gate's figures on the device at creation (about
+                                       * 50 ms, some 2,000 all-reduce launches), 0 takes the H200 figures
+                                       * (pz_gate_device_default) with the device's own name, SM count and
+                                       * occupancy: for runs under compute-sanitizer, where those launches
+                                       * cost minutes; the gate then decides from the H200 figures, the
+                                       * results are the same. Added in 0.2.0 */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. */

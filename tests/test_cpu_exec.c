@@ -262,7 +262,7 @@ int main(void) {
     static const char *const badv[][2] = {{"PREZERO_CUDA_GRAPH", "x"}, {"PREZERO_GEMM_BUILTIN", "no"},
                                           {"PREZERO_ENABLE", "yes"}, {"PREZERO_GEMM_FORCE", "bogus"},
                                           {"PREZERO_GEMM_WT", "3"}, {"PREZERO_MLA_ATTN", "3"},
-                                          {"PREZERO_MLA_BALANCE", "2"}};
+                                          {"PREZERO_MLA_BALANCE", "2"}, {"PREZERO_GATE_CALIBRATE", "off"}};
     for (size_t i = 0; i < sizeof badv / sizeof badv[0]; i++) {
       setenv(badv[i][0], badv[i][1], 1);
       CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == -1 && strstr(bad, badv[i][0]));
@@ -275,6 +275,10 @@ int main(void) {
     setenv("PREZERO_MLA_BALANCE", "0", 1);
     CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.mla_balance == 0);
     unsetenv("PREZERO_MLA_BALANCE");
+    CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.gate_calibrate == -1); /* unset: calibrate */
+    setenv("PREZERO_GATE_CALIBRATE", "0", 1);
+    CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.gate_calibrate == 0);
+    unsetenv("PREZERO_GATE_CALIBRATE");
   }
   TEST_DONE();
 }

@@ -177,7 +177,7 @@ static int setup(bench *b) {
     fprintf(stderr, "prezero bench ar: %s\n", pz_last_error());
     return -1;
   }
-  if (pz_gate_calibrate_cuda(0, &b->dev) != PZ_OK) {
+  if (pz_gate_calibrate_cuda(0, 1, &b->dev) != PZ_OK) {
     fprintf(stderr, "prezero bench ar: fill-gate calibration: %s\n", pz_last_error());
     return -1;
   }

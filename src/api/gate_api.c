@@ -49,7 +49,7 @@ pz_status pz_gate_calibrate(int cuda_device, pz_gate_device *out) {
     return pz_error(PZ_ERR_INVALID_ARG, "pz_gate_calibrate: %s", !out ? "out is NULL" : "cuda_device is negative");
 #ifdef PZ_HAVE_CUDA
   pz_device_desc in;
-  PZ_CHECK(pz_gate_calibrate_cuda(cuda_device, &in));
+  PZ_CHECK(pz_gate_calibrate_cuda(cuda_device, 1, &in));
   to_public(&in, out);
   return PZ_OK;
 #else

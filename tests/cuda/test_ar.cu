@@ -17,6 +17,7 @@ extern "C" {
 #include "backend/cuda/ar_nccl.h"
 #include "backend/cuda/comm.h"
 #include "backend/cuda/gate_cuda.h"
+#include "prezero_options.h"
 #include "pz_test.h"
 
 #define CU(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); exit(1); } } while (0)
@@ -560,7 +561,13 @@ int main(void) {
   const char *q = getenv("PZ_TEST_QUICK");
   int quick = q && atoi(q) != 0;
   pz_device_desc dd;
-  CHECK_OK(pz_gate_calibrate_cuda(0, &dd));
+  pz_runtime_opts ro; /* PREZERO_GATE_CALIBRATE=0 (the sanitizer sweep): no timing launches */
+  char bad[256];
+  if (pz_runtime_opts_from_env(&ro, bad, sizeof bad) != 0) {
+    fprintf(stderr, "%s\n", bad);
+    return 1;
+  }
+  CHECK_OK(pz_gate_calibrate_cuda(0, ro.gate_calibrate, &dd));
   printf("fill-gate calibration: %s, %d SMs x %d CTAs, fill %.0f B/us/CTA, donor t0 %.2f us + %.0f B/us, penalty %.0f B/us\n",
          dd.name, dd.num_sms, dd.ctas_per_sm, dd.fill_bytes_per_us_cta, dd.donor_t0_us, dd.donor_bytes_per_us,
          dd.fill_penalty_bytes_per_us);

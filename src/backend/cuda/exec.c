@@ -546,7 +546,7 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
     mine.dev = o->dev;
     mine.max_m = e->max_m;
     PZ_CHECK_GOTO(pz_graph_fingerprint(e->g, &mine.graph_fp), st, fail);
-    if (lo == 0 && o->dev.num_sms <= 0) PZ_CHECK_GOTO(pz_gate_calibrate_cuda(devs[lo], &mine.dev), st, fail);
+    if (lo == 0 && o->dev.num_sms <= 0) PZ_CHECK_GOTO(pz_gate_calibrate_cuda(devs[lo], e->ro.gate_calibrate, &mine.dev), st, fail);
     /* rank 0's overrides (PREZERO_FORCE_GATE, PREZERO_AR_PROTO / _CLUSTER / _CTAS_PER_ROW) too:
      * a launcher that gives each rank its own environment cannot split the protocol */
     if (lo == 0) pz_device_desc_apply_opts(&mine.dev, &e->ro);
@@ -574,7 +574,7 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
     PZ_CHECK_GOTO(pz_comm_create(&cc, &e->comm), st, fail);
     if (strcmp(e->ro.ar_algo, "nccl") == 0) PZ_CHECK_GOTO(pz_nccl_create(e->comm, e->ro.nccl_lib, &e->nccl), st, fail);
     if (o->dev.num_sms > 0) e->dev = o->dev;
-    else PZ_CHECK_GOTO(pz_gate_calibrate_cuda(devs[0], &e->dev), st, fail);
+    else PZ_CHECK_GOTO(pz_gate_calibrate_cuda(devs[0], e->ro.gate_calibrate, &e->dev), st, fail);
     pz_device_desc_apply_opts(&e->dev, &e->ro); /* PREZERO_FORCE_GATE, PREZERO_AR_PROTO / _CLUSTER / _CTAS_PER_ROW */
   }
 

@@ -23,8 +23,10 @@ extern "C" {
  *                (0.2 µs, see core/gate.h).
  * The figures include the graph's per-node launch gap, as the donor's time in a decode graph
  * does. Takes about 50 ms. PREZERO_GATE_* environment variables are not read here.
+ * calibrate == 0 (PREZERO_GATE_CALIBRATE=0, read by the caller's options): no timing; the figures
+ * stay pz_device_desc_default's (H200), name, num_sms and ctas_per_sm are the device's.
  * Errors: PZ_ERR_NO_DEVICE, PZ_ERR_CUDA, PZ_ERR_OOM. */
-pz_status pz_gate_calibrate_cuda(int device, pz_device_desc *out);
+pz_status pz_gate_calibrate_cuda(int device, int calibrate, pz_device_desc *out);
 
 #ifdef __cplusplus
 }
