@@ -20,7 +20,7 @@
 #   sweep      compute-sanitizer memcheck, racecheck, synccheck and initcheck on every CUDA test (the tests
 #              labelled cuda: ctest -L cuda -N), quick mode (PZ_TEST_QUICK=1 PZ_TEST_SMALL=1), each run bounded
 #              by PZ_T_SWEEP s (default 120; PZ_T_SWEEP_<test> for one test; test_ar_mp and test_engine_mp 300:
-#              they wait out deliberate peer timeouts; test_exec, test_golden_cuda and test_ar 240; PZ_SWEEP_ENV_<tool>_<test> adds an environment to one run, initcheck on test_mla forces our GEMM: see sweep_one); a host-only test that
+#              they wait out deliberate peer timeouts; test_gqa_exec and test_step 300; test_exec, test_golden_cuda, test_ar and test_mla 240; PZ_SWEEP_ENV_<tool>_<test> adds an environment to one run, initcheck on test_mla forces our GEMM: see sweep_one); a host-only test that
 #              makes no CUDA call is judged by its own exit code (compute-sanitizer refuses such a target); the tests' own deadlines are scaled by PZ_TEST_TIMEOUT_SCALE
 #              (tests/pz_test.h; PZ_SWEEP_TIMEOUT_SCALE, default 20). Each report is classified by
 #              tools/sanitizer-classify.sh against tools/sanitizer-known.txt (vendor kernels only): known-vendor
@@ -72,7 +72,8 @@ sweep_one() {
   local t=$1 tool=$2 f=$W/sweep/$2_$1 tv=PZ_T_SWEEP_$1 lim rc cls crc v t0
   lim=${!tv:-}
   # the multi-process tests wait out deliberate peer timeouts; the engine-level ones run whole decodes
-  [ -z "$lim" ] && case $t in test_ar_mp|test_engine_mp) lim=300 ;; test_golden_cuda|test_exec|test_ar) lim=240 ;;
+  [ -z "$lim" ] && case $t in test_ar_mp|test_engine_mp|test_gqa_exec|test_step) lim=300 ;;
+    test_golden_cuda|test_exec|test_ar|test_mla) lim=240 ;;
     *) lim=${PZ_T_SWEEP:-120} ;; esac
   # initcheck on test_mla: cuBLAS's Hopper kernels store C with TMA, which initcheck does not track, so our MLA
   # kernel's reads of a cuBLAS-written q_b output are reported as uninitialised (73,063 reports, round 30); with
