@@ -181,7 +181,7 @@ int pz_cmd_plan(int argc, char **argv) {
   if (gpu) {
     st = PZ_CUDA_STATUS(cudaSetDevice(0));
     if (st == PZ_OK) st = pz_gemm_ctx_create(&ctx);
-    if (st == PZ_OK) st = pz_gate_calibrate_cuda(0, 1, &dev);
+    if (st == PZ_OK) st = pz_gate_calibrate_cuda(0, ro.gate_calibrate, &dev);
   } else {
     st = pz_gemm_ctx_create_model("NVIDIA H200", 132, true, &ctx);
   }

@@ -22,7 +22,8 @@
 #              by PZ_T_SWEEP s (default 120; PZ_T_SWEEP_<test> for one test; test_ar_mp and test_engine_mp 300:
 #              they wait out deliberate peer timeouts; test_gqa_exec and test_step 300; test_exec, test_golden_cuda, test_ar and test_mla 240; PZ_SWEEP_ENV_<tool>_<test> adds an environment to one run, initcheck on test_mla forces our GEMM: see sweep_one); a host-only test that
 #              makes no CUDA call is judged by its own exit code (compute-sanitizer refuses such a target); the tests' own deadlines are scaled by PZ_TEST_TIMEOUT_SCALE
-#              (tests/pz_test.h; PZ_SWEEP_TIMEOUT_SCALE, default 20). Each report is classified by
+#              (tests/pz_test.h; PZ_SWEEP_TIMEOUT_SCALE, default 20); every run sets PREZERO_GATE_CALIBRATE=0 (no
+#              fill-gate timing: under racecheck it outgrew host memory), PZ_SWEEP_CALIBRATE=1 keeps the timing. Each report is classified by
 #              tools/sanitizer-classify.sh against tools/sanitizer-known.txt (vendor kernels only): known-vendor
 #              hazards are counted, anything else fails the run. PZ_SWEEP_TESTS / PZ_SWEEP_TOOLS narrow the
 #              sweep, PZ_SWEEP_J runs that many at once (default 1), PZ_SWEEP_BUDGET (s, default none) starts no
@@ -84,9 +85,10 @@ sweep_one() {
   [ -z "${!ev+x}" ] && [ "$tool.$t" = initcheck.test_mla ] && extra="PREZERO_GEMM_FORCE=atomic"
   # PREZERO_GATE_CALIBRATE=0: no fill-gate timing at engine creation. Its ~2,000 all-reduce launches
   # (m = 128, H = 7168, with fills) grew racecheck's host memory by ~0.85 GB/s until the OOM killer ended
-  # test_ar, test_gqa_exec and test_golden_cuda (round 36: the kernel log). PZ_SWEEP_CALIBRATE=1 keeps it.
+  # test_ar, test_gqa_exec and test_golden_cuda (round 38: the kernel log). PZ_SWEEP_CALIBRATE=1 keeps it for
+  # the whole sweep, PZ_SWEEP_ENV_<tool>_<test>="PREZERO_GATE_CALIBRATE=1" for one run (it comes later, so it wins).
   t0=$(date +%s%N)
-  env $extra PREZERO_GATE_CALIBRATE=${PZ_SWEEP_CALIBRATE:-0} PZ_TEST_QUICK=1 PZ_TEST_SMALL=1 PZ_TEST_REPLAYS=${PZ_SWEEP_REPLAYS:-5} PZ_AR_MP_REPLAYS=${PZ_SWEEP_REPLAYS:-20} \
+  env PREZERO_GATE_CALIBRATE=${PZ_SWEEP_CALIBRATE:-0} $extra PZ_TEST_QUICK=1 PZ_TEST_SMALL=1 PZ_TEST_REPLAYS=${PZ_SWEEP_REPLAYS:-5} PZ_AR_MP_REPLAYS=${PZ_SWEEP_REPLAYS:-20} \
     PZ_TEST_TIMEOUT_SCALE=${PZ_SWEEP_TIMEOUT_SCALE:-20} timeout -k 15 "$lim" \
     $CS --tool "$tool" --report-api-errors no --print-limit 100000 "$B/tests/$t" > "$f.txt" 2>&1
   rc=$?
@@ -134,7 +136,7 @@ sweep_section() {
   wait
   local sum=$W/sweep_summary.txt
   { echo "sweep: compute-sanitizer x CUDA test, quick mode, PZ_TEST_TIMEOUT_SCALE=${PZ_SWEEP_TIMEOUT_SCALE:-20}," \
-      "${PZ_T_SWEEP:-120} s per run; known vendor hazards: tools/sanitizer-known.txt"
+      "${PZ_T_SWEEP:-120} s per run, PREZERO_GATE_CALIBRATE=${PZ_SWEEP_CALIBRATE:-0}; known vendor hazards: tools/sanitizer-known.txt"
     printf '%-28s %-10s %-8s %s\n' test tool verdict "exit, time, reports (known_vendor: in tools/sanitizer-known.txt)"
     for k in "${order[@]}"; do cat "$W/sweep/$k.verdict"; done
     awk '{v = $3 == "NOT" ? "NOT RUN" : $3; c[v]++} END {printf "sweep: %d runs: %d PASS, %d SKIP, %d FAIL, %d TIMEOUT, %d NOT RUN\n", NR, c["PASS"], c["SKIP"], c["FAIL"], c["TIMEOUT"], c["NOT RUN"]}' \

@@ -9,15 +9,25 @@
 set -u
 t=${1:?test name}; T=${2:?seconds}; shift 2
 OUT=${OUT:-/tmp}
+mkdir -p "$OUT"
 exe=$(find build-dev -name "$t" -type f -executable | head -1)
 [ -n "$exe" ] || { echo "sanitizer-rss: $t not found under build-dev; run tools/device-check.sh build first" >&2; exit 2; }
 log=$OUT/san_${t}_$$.log rss=$OUT/rss_${t}_$$.txt
-(env "$@" PZ_TEST_QUICK=1 PZ_TEST_SMALL=1 PZ_TEST_TIMEOUT_SCALE=20 timeout "$T" \
+(env "$@" PZ_TEST_QUICK=1 PZ_TEST_SMALL=1 PZ_TEST_TIMEOUT_SCALE=20 timeout -k 15 "$T" \
   compute-sanitizer --tool "${SAN_TOOL:-racecheck}" ${SAN_ARGS:-} "$exe" > "$log" 2>&1) &
 pid=$!
 peak=0 t0=$(date +%s)
 while kill -0 $pid 2>/dev/null; do
-  r=$(ps -C "$t" -o rss= 2>/dev/null | sort -n | tail -1); r=${r:-0}
+  # the largest resident set among this run's descendants (the test under the sanitizer), so the
+  # same test run by a sweep at the same time is not counted
+  r=0 kids=$pid all=""
+  while [ -n "$kids" ]; do
+    all="$all $kids"
+    kids=$(for k in $kids; do pgrep -P "$k"; done 2>/dev/null | tr '\n' ' ' | sed 's/ *$//')
+  done
+  for p in $all; do
+    v=$(ps -o rss= -p "$p" 2>/dev/null | tr -d ' '); [ -n "$v" ] && [ "$v" -gt "$r" ] && r=$v
+  done
   [ "$r" -gt "$peak" ] && peak=$r
   echo "$(( $(date +%s) - t0 )) $((r / 1024))" >> "$rss"
   sleep 3

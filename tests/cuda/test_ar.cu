@@ -568,8 +568,9 @@ int main(void) {
     return 1;
   }
   CHECK_OK(pz_gate_calibrate_cuda(0, ro.gate_calibrate, &dd));
-  printf("fill-gate calibration: %s, %d SMs x %d CTAs, fill %.0f B/us/CTA, donor t0 %.2f us + %.0f B/us, penalty %.0f B/us\n",
-         dd.name, dd.num_sms, dd.ctas_per_sm, dd.fill_bytes_per_us_cta, dd.donor_t0_us, dd.donor_bytes_per_us,
+  printf("fill-gate %s: %s, %d SMs x %d CTAs, fill %.0f B/us/CTA, donor t0 %.2f us + %.0f B/us, penalty %.0f B/us\n",
+         ro.gate_calibrate == 0 ? "figures (H200 defaults, PREZERO_GATE_CALIBRATE=0)" : "calibration", dd.name,
+         dd.num_sms, dd.ctas_per_sm, dd.fill_bytes_per_us_cta, dd.donor_t0_us, dd.donor_bytes_per_us,
          dd.fill_penalty_bytes_per_us);
   CHECK(dd.num_sms > 0 && dd.ctas_per_sm >= 1 && dd.fill_bytes_per_us_cta > 0);
   test_tp1(&dd, quick);
