@@ -80,6 +80,10 @@ typedef struct pz_runtime_opts {
                                        * occupancy: for runs under compute-sanitizer, where those launches
                                        * cost minutes; the gate then decides from the H200 figures, the
                                        * results are the same. Added in 0.2.0 */
+  int pad_attn;                       /* PREZERO_PAD_ATTN: -1 unset or 1 (the default) the rows that pad a
+                                       * batch to its captured CUDA-graph size attend one KV position; 0
+                                       * they attend their whole context (max_ctx: the former rule). The
+                                       * real rows' results are the same. Added in 0.2.0 */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. */

@@ -262,7 +262,8 @@ int main(void) {
     static const char *const badv[][2] = {{"PREZERO_CUDA_GRAPH", "x"}, {"PREZERO_GEMM_BUILTIN", "no"},
                                           {"PREZERO_ENABLE", "yes"}, {"PREZERO_GEMM_FORCE", "bogus"},
                                           {"PREZERO_GEMM_WT", "3"}, {"PREZERO_MLA_ATTN", "3"},
-                                          {"PREZERO_MLA_BALANCE", "2"}, {"PREZERO_GATE_CALIBRATE", "off"}};
+                                          {"PREZERO_MLA_BALANCE", "2"}, {"PREZERO_GATE_CALIBRATE", "off"},
+                                          {"PREZERO_PAD_ATTN", "2"}};
     for (size_t i = 0; i < sizeof badv / sizeof badv[0]; i++) {
       setenv(badv[i][0], badv[i][1], 1);
       CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == -1 && strstr(bad, badv[i][0]));
@@ -279,6 +280,10 @@ int main(void) {
     setenv("PREZERO_GATE_CALIBRATE", "0", 1);
     CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.gate_calibrate == 0);
     unsetenv("PREZERO_GATE_CALIBRATE");
+    CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.pad_attn == -1); /* unset: on */
+    setenv("PREZERO_PAD_ATTN", "0", 1);
+    CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.pad_attn == 0);
+    unsetenv("PREZERO_PAD_ATTN");
   }
   TEST_DONE();
 }

@@ -28,6 +28,7 @@ void pz_runtime_opts_default(pz_runtime_opts *o) {
   o->moe_w4_tiled = 1;
   o->mla_balance = -1;
   o->gate_calibrate = -1;
+  o->pad_attn = -1;
 }
 
 typedef struct reader {
@@ -153,6 +154,7 @@ int pz_runtime_opts_from_env(pz_runtime_opts *o, char *err, size_t err_len) {
   get_i(&r, "PREZERO_MLA_ATTN", 1, 2, &o->mla_attn);
   get_i(&r, "PREZERO_MLA_BALANCE", 0, 1, &o->mla_balance);
   get_i(&r, "PREZERO_GATE_CALIBRATE", 0, 1, &o->gate_calibrate);
+  get_i(&r, "PREZERO_PAD_ATTN", 0, 1, &o->pad_attn);
   get_i(&r, "PREZERO_MOE_PERSISTENT", 0, 1, &o->moe_persistent);
   get_flag(&r, "PREZERO_MOE_L2PF", &o->moe_l2pf);
   get_flag(&r, "PREZERO_MOE_W4_TILED", &o->moe_w4_tiled);

@@ -92,7 +92,8 @@ static int64_t round_up(int64_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
 static bool graph_has_prezero(const pz_graph *g);
 static int64_t extra_layout(const pz_graph *g, int n_off, int64_t *offset);
 
-/* Arena layout of g: owner tensors in id order, then the argmax candidates. */
+/* Arena layout of g: owner tensors in id order, then the argmax candidates, then the step's real row
+ * count (one i32, rows_of). */
 static int64_t layout(const pz_graph *g, int64_t *offset, int64_t *cand_offset) {
   int64_t off = 0;
   for (int t = 0; t < g->n_tensors; t++) {
@@ -104,6 +105,7 @@ static int64_t layout(const pz_graph *g, int64_t *offset, int64_t *cand_offset) 
   }
   if (cand_offset) *cand_offset = off;
   off += round_up((int64_t)sizeof(pz_argmax_cand) * (g->info.m > 0 ? g->info.m : 1));
+  off += round_up((int64_t)sizeof(int32_t));
   return off;
 }
 
@@ -613,7 +615,7 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
     PZ_CUDA_CHECK_MSG_GOTO(cudaMallocHost(&cand_host, sizeof(pz_argmax_cand) * (size_t)e->max_m), st, fail,
                            "CUDA executor: pinned host allocation");
     R->cand_host = cand_host;
-    PZ_CUDA_CHECK_MSG_GOTO(cudaMallocHost(&in_host, sizeof(int32_t) * 2 * (size_t)e->max_m), st, fail,
+    PZ_CUDA_CHECK_MSG_GOTO(cudaMallocHost(&in_host, sizeof(int32_t) * (2 * (size_t)e->max_m + 1)), st, fail,
                            "CUDA executor: pinned host allocation");
     R->in_host = in_host;
     R->data = calloc((size_t)(nt ? nt : 1), sizeof(void *));
@@ -625,6 +627,7 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
       R->data[t] = R->arena + e->offset[own] + off;
     }
     R->cand = (pz_argmax_cand *)(R->arena + e->cand_offset);
+    R->rows = (int32_t *)(R->arena + e->cand_offset + round_up((int64_t)sizeof(pz_argmax_cand) * e->max_m));
     PZ_CUDA_CHECK_MSG_GOTO(cudaMemsetAsync(R->arena, 0, R->arena_bytes, R->stream), st, fail,
                            "CUDA executor: arena memset on GPU %d", R->device);
     for (int t = 0; t < nt; t++) {
@@ -841,6 +844,10 @@ static pz_status stage_inputs(pz_cuda_exec *e, int64_t M) {
     if (e->g->in_pos >= 0)
       PZ_CUDA_CHECK(cudaMemcpyAsync(R->data[e->g->in_pos], R->in_host + e->max_m, sizeof(int32_t) * (size_t)M,
                                     cudaMemcpyHostToDevice, R->stream));
+    /* the real rows of this step (in_host[2 max_m], set with the rows): the attention ops let the
+     * padding rows of a captured size attend one position instead of their whole context */
+    PZ_CUDA_CHECK(cudaMemcpyAsync(R->rows, R->in_host + 2 * e->max_m, sizeof(int32_t), cudaMemcpyHostToDevice,
+                                  R->stream));
     if (e->opts.poison)
       for (int t = 0; t < e->g->n_tensors; t++) {
         const pz_tensor *x = &e->g->tensors[t];
@@ -899,6 +906,10 @@ static pz_status step_once(pz_cuda_exec *e, int64_t m, const int32_t *tokens, co
       tk[i] = i < m ? tokens[i] : 0;
       ps[i] = i < m ? pos[i] : (int32_t)(e->max_ctx > 0 ? e->max_ctx - 1 : 0);
     }
+    /* Padding rows m..M-1 append their KV at the last position (which a live sequence of that row
+     * writes itself before it reads it) and, with PREZERO_PAD_ATTN unset or 1, attend that row's
+     * position 0 only: their outputs are discarded. 0 (the former rule): the whole max_ctx. */
+    tk[2 * e->max_m] = e->ro.pad_attn == 0 ? 0 : (int32_t)m; /* 0: every row attends its pos */
   }
   PZ_CHECK(stage_inputs(e, M));
   PZ_CHECK(launch_step(e, M));
@@ -1022,6 +1033,7 @@ pz_status pz_cuda_exec_time_step(pz_cuda_exec *e, int64_t M, int32_t pos_all, in
       tk[i] = (int32_t)((i * 7919) % vocab);
       ps[i] = pos_all;
     }
+    tk[2 * e->max_m] = (int32_t)M; /* every row real */
   }
   PZ_CHECK(stage_inputs(e, M));
   PZ_CHECK(launch_step(e, M)); /* warm-up (and capture) */

@@ -253,6 +253,7 @@ static pz_status op_mla(pz_cuda_ctx *c, const pz_node *n) {
     io.cache_seq_stride = 0;
   }
   io.pos = opt_data(c, n, PZ_MLA_POS);
+  io.rows = c->ranks[c->rank].rows; /* padding rows of a captured size attend one position */
   bool qbz = false, oz = false;
   pz_mla_cuda_slots_zeroed(p, c->m, c->tp, c->dev, &qbz, &oz);
   if (n->src[PZ_MLA_QB_PREZERO] >= 0) {
@@ -310,6 +311,7 @@ static pz_status op_gqa(pz_cuda_ctx *c, const pz_node *n) {
   io.cache_seq_stride = kc->stride[0];
   io.cache_head_stride = kc->stride[1];
   io.pos = DATA(n->src[PZ_GQA_POS]);
+  io.rows = R->rows; /* padding rows of a captured size attend one position */
   io.workspace = R->ws;
   io.workspace_bytes = R->ws_bytes;
   LD(n->dst[0], ldo);

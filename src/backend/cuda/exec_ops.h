@@ -22,7 +22,9 @@ typedef struct pz_cuda_rank {
   void **data;                 /* data[t]: element 0 of tensor t on this rank (views resolved) */
   pz_argmax_cand *cand;        /* device [m]: this rank's argmax candidates (ARGMAX node) */
   pz_argmax_cand *cand_host;   /* pinned host [m]: copied there by the ARGMAX node */
-  int32_t *in_host;            /* pinned host [2*m]: tokens then positions of this step */
+  int32_t *in_host;            /* pinned host [2*m + 1]: tokens, positions, then the real row count of this step */
+  int32_t *rows;               /* device [1] (in the arena): the real row count, staged with the inputs; the
+                                  attention ops' padding rule (mla.h, gqa.h); <= 0: every row is real */
   void **op_ctx;               /* [n_nodes]: per-node op state (the MLA / GQA op's context), or NULL */
   void *ws;                    /* device scratch shared by the MoE / dense-MLP / GQA nodes (run in order) */
   size_t ws_bytes;

@@ -135,6 +135,7 @@ static pz_status bind_io(const pz_gqa_cuda_ctx *c, int m, const pz_gqa_cuda_io *
   k->k_cache = io->k_cache; k->v_cache = io->v_cache;
   k->seq_stride = io->cache_seq_stride; k->head_stride = io->cache_head_stride;
   k->pos = io->pos;
+  k->rows = io->rows;
   char *b = io->workspace;
   k->qhl = (uint16_t *)b; b += c->b_qhl;
   k->o = (uint16_t *)b; b += c->b_o;

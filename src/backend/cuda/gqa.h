@@ -26,6 +26,9 @@ typedef struct pz_gqa_cuda_io {
   pz_bf16 *k_cache, *v_cache;            /* element (i, g, t, j) at cache + i*cache_seq_stride + g*cache_head_stride + t*d + j */
   int64_t cache_seq_stride, cache_head_stride; /* elements, multiples of 8; head stride >= max_ctx*d; caches 16-byte aligned */
   const int32_t *pos;                    /* [m] i32, device: position of the new token */
+  const int32_t *rows;                   /* NULL, or device i32 [1]: the real rows r (CUDA executor: a batch padded to
+                                            its captured size); rows i >= r append their KV at pos[i] but attend
+                                            position 0 only (their outputs are discarded); r <= 0: all rows real */
   /* o_proj output = partial [m, H] f32 (the oproj_prezero slot when set), written with
    * zero_init = !out_zeroed (out_zeroed: the slice is zero on entry, pre-zeroed by the donor). */
   float *out; int64_t ld_out; bool out_zeroed;

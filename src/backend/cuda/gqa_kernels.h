@@ -33,6 +33,7 @@ typedef struct pz_gqa_kparams {
   uint16_t *__restrict__ k_cache, *__restrict__ v_cache; /* row t of (seq i, kv head g) at i*seq_stride + g*head_stride + t*d */
   int64_t seq_stride, head_stride;  /* elements */
   const int32_t *__restrict__ pos;  /* [m] */
+  const int32_t *__restrict__ rows; /* NULL or [1]: rows >= *rows attend one position (gqa.h) */
   /* attention */
   uint16_t *__restrict__ qhl;       /* [m, heads, 2, d] bf16 scratch: hi and lo parts of q * qscale */
   float *__restrict__ opart;        /* [m, splits, heads, d] f32: unnormalised split outputs */

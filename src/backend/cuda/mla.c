@@ -165,6 +165,7 @@ static pz_status bind_io(pz_mla_cuda_ctx *c, int m, const pz_mla_cuda_io *io, pz
   k->cache = io->kv_cache; k->cache_seq_stride = io->cache_seq_stride;
   k->block_table = io->block_table; k->ld_bt = io->ld_block_table;
   k->pos = io->pos;
+  k->rows = io->rows;
   k->w_uk = io->w_uk; k->w_uv = io->w_uv;
   k->splits = pz_mla_cuda_splits(c, m);
   return PZ_OK;

@@ -34,6 +34,10 @@ typedef struct pz_mla_cuda_io {
    * (0..pos[i]/64) must name pages of the pool (not checked on the device). NULL: contiguous. */
   const int32_t *__restrict__ block_table; int64_t ld_block_table;
   const int32_t *__restrict__ pos;                   /* [m] i32, device: position of the new token */
+  /* NULL, or device i32 [1]: the real rows r of the batch (CUDA executor: a batch padded to its captured
+   * size); rows i >= r still append their KV at pos[i] but attend position 0 only (one token: their
+   * outputs are discarded). r <= 0 or r >= m: every row attends pos[i] + 1 positions. */
+  const int32_t *__restrict__ rows;
   /* qb_prezero slot: NULL = q_b writes the op's scratch with zero_init = true (as without
    * prezero). Set: q_b writes this [m, heads*qh] f32 slice (row stride ld_qb_slot), with
    * zero_init = !qb_slot_zeroed. */

@@ -37,6 +37,7 @@ typedef struct pz_mla_kparams {
                                          block_table[i*ld_bt + j/64], row j%64 (core/kv_pages.h) */
   int64_t ld_bt;
   const int32_t *__restrict__ pos;    /* [m] */
+  const int32_t *__restrict__ rows;   /* NULL or [1]: rows >= *rows attend one position (mla.h) */
   /* absorb: q_lat = q_nope · W_UK, q_pe roped */
   const float *__restrict__ q;        /* [m, ldq] f32 (q_b output or q_proj output) */
   int64_t ldq;

@@ -186,6 +186,13 @@ __device__ __forceinline__ void load_tile(uint16_t *sKV, const uint16_t *Kg, con
  * h0 = g*ratio + 16t .. (nr of them, the rest of the 16 rows zero) of sequence i against the
  * slice's K/V of kv head g. Writes o (bf16, normalised) when splits == 1, else its unnormalised
  * partial output and (max, sum) per head; an empty slice writes (-inf, 0). */
+/* KV positions row i attends: pos[i] + 1, or 1 for a padding row of a captured batch size (i >= *k.rows
+ * when 0 < *k.rows < m, gqa.h): its output is discarded. */
+__device__ __forceinline__ int kv_len(const Kp &k, int i) {
+  const int r = k.rows ? *k.rows : 0;
+  return r > 0 && r < k.m && i >= r ? 1 : k.pos[i] + 1;
+}
+
 template <int D>
 __global__ void __launch_bounds__(128, 2) gqa_attn_kernel(Kp k) {
   using C = AttnCfg<D>;
@@ -199,7 +206,7 @@ __global__ void __launch_bounds__(128, 2) gqa_attn_kernel(Kp k) {
   const int h0 = g * k.ratio + ht * PZ_GQA_HT;
   const int nr = min(PZ_GQA_HT, k.ratio - ht * PZ_GQA_HT);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gr = lane >> 2, t4 = lane & 3;
-  const int2 se = split_range(k.pos[i] + 1, k.splits, split);
+  const int2 se = split_range(kv_len(k, i), k.splits, split);
   const int start = se.x, end = se.y;
   if (start >= end) {
     if (tid < nr) {
@@ -391,7 +398,7 @@ __global__ void __launch_bounds__(32 * COMB_WARPS) gqa_combine_kernel(Kp k) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int i = blockIdx.x, h = blockIdx.y * COMB_WARPS + warp;
   if (h >= k.heads) return;
-  const int n = k.pos[i] + 1;
+  const int n = kv_len(k, i);
   int nv = 0;
   while (nv < k.splits && split_range(n, k.splits, nv).x < n) nv++;
   const int64_t sstride = (int64_t)k.heads; /* rows between splits */

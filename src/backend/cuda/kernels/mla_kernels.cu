@@ -311,11 +311,21 @@ __device__ __forceinline__ unsigned warp_max_u32(unsigned v) {
   for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
-/* S(c) = sum over the batch of ceil(n_i / c), n_i = pos[i] + 1, by one warp (32-bit division: n and c
- * are below 2^31, the sum of at most 2^16 counts of at most 2^26 fits 2^32 for m <= 65535). */
-__device__ __forceinline__ unsigned warp_slices(const Kp &k, unsigned c, int lane) {
+/* The rows that attend their context: k.m, or *k.rows when set (0 < r < m: the padding rows r..m-1
+ * of a captured batch size attend one position, mla.h). */
+__device__ __forceinline__ int real_rows(const Kp &k) {
+  const int r = k.rows ? *k.rows : 0;
+  return r > 0 && r < k.m ? r : k.m;
+}
+/* n_i: the KV positions row i attends (pos[i] + 1; 1 for a padding row). */
+__device__ __forceinline__ unsigned kv_len(const Kp &k, int mr, int i) {
+  return i < mr ? (unsigned)k.pos[i] + 1u : 1u;
+}
+/* S(c) = sum over the batch of ceil(n_i / c), by one warp (32-bit division: n and c are below 2^31,
+ * the sum of at most 2^16 counts of at most 2^26 fits 2^32 for m <= 65535). */
+__device__ __forceinline__ unsigned warp_slices(const Kp &k, int mr, unsigned c, int lane) {
   unsigned v = 0;
-  for (int i = lane; i < k.m; i += 32) v += ((unsigned)k.pos[i] + c) / c;
+  for (int i = lane; i < k.m; i += 32) v += (kv_len(k, mr, i) - 1u + c) / c;
   return warp_sum(v);
 }
 
@@ -328,10 +338,11 @@ __device__ long long attn_schedule(const Kp &k, int w, bool writer, int *seq, in
   __shared__ int found[3]; /* seq, j, C */
   if (threadIdx.x < 32) {
     const int lane = threadIdx.x;
+    const int mr = real_rows(k);
     unsigned long long nsum = 0;
     unsigned nmax = 0;
     for (int i = lane; i < k.m; i += 32) {
-      const unsigned n = (unsigned)k.pos[i] + 1u;
+      const unsigned n = kv_len(k, mr, i);
       nsum += n;
       nmax = max(nmax, n);
     }
@@ -341,11 +352,11 @@ __device__ long long attn_schedule(const Kp &k, int w, bool writer, int *seq, in
     pz_kv_sched_candidates((int64_t)nsum, (int64_t)nmax, k.m, k.splits, PZ_MLA_MAX_SPLITS, &ca, &cb, &ccur);
     const unsigned long long T = (unsigned long long)k.m * (unsigned)k.splits;
     long long c = ca;
-    if (k.splits > 1 && warp_slices(k, (unsigned)ca, lane) > T) { /* bisection: S(lo) > T >= S(hi) */
+    if (k.splits > 1 && warp_slices(k, mr, (unsigned)ca, lane) > T) { /* bisection: S(lo) > T >= S(hi) */
       long long lo = ca, hi = cb;
       while (hi - lo > PZ_KV_SCHED_TILE) {
         const long long mid = pz_kv_sched_mid(lo, hi);
-        if (warp_slices(k, (unsigned)mid, lane) <= T) hi = mid;
+        if (warp_slices(k, mr, (unsigned)mid, lane) <= T) hi = mid;
         else lo = mid;
       }
       c = hi;
@@ -359,7 +370,7 @@ __device__ long long attn_schedule(const Kp &k, int w, bool writer, int *seq, in
     int base = 0;
     for (int i0 = 0; i0 < k.m; i0 += 32) {
       const int i = i0 + lane;
-      const int cnt = i < k.m ? (int)(((unsigned)k.pos[i] + cu) / cu) : 0;
+      const int cnt = i < k.m ? (int)((kv_len(k, mr, i) - 1u + cu) / cu) : 0;
       int incl = cnt;
       for (int o = 1; o < 32; o <<= 1) {
         const int t = __shfl_up_sync(0xffffffffu, incl, o);
@@ -400,14 +411,15 @@ struct AttnSlice {
 template <int HT, int THREADS>
 __device__ __forceinline__ bool attn_slice(const Kp &k, int i, int split, int h0, int tid, bool writer, AttnSlice *sl) {
   const int w = i * k.splits + split;
+  const int mr = real_rows(k);
   int seq = i, j = split;
   long long c;
   if (k.balance) {
     c = attn_schedule(k, w, writer, &seq, &j);
   } else { /* PREZERO_MLA_BALANCE=0: sequence i in `splits` chunks of whole tiles of its own length */
-    c = pz_kv_sched_ceil_tiles((long long)k.pos[i] + 1, k.splits);
+    c = pz_kv_sched_ceil_tiles((long long)kv_len(k, mr, i), k.splits);
   }
-  const int n = seq >= 0 ? k.pos[seq] + 1 : 0;
+  const int n = seq >= 0 ? (int)kv_len(k, mr, seq) : 0;
   const int start = seq >= 0 ? (int)(j * c) : 0;
   const int end = seq >= 0 ? (int)min((long long)n, start + c) : 0;
   float *ml = k.ml + (int64_t)w * k.heads * 2;
@@ -673,7 +685,7 @@ __global__ void __launch_bounds__(COMB_THREADS) mla_combine_kernel(Kp k) {
     s0 = k.sched[i];
     nv = min(PZ_MLA_MAX_SPLITS, k.sched[i + 1] - s0);
   } else { /* the non-empty chunks of sequence i: the first ceil(n / chunk) of its `splits` slots */
-    const int n = k.pos[i] + 1;
+    const int n = (int)kv_len(k, real_rows(k), i);
     const int chunk = (int)pz_kv_sched_ceil_tiles(n, k.splits);
     s0 = i * k.splits;
     nv = min(k.splits, (n + chunk - 1) / chunk);
