@@ -3,7 +3,8 @@
  * differ. The host function below is the reference the device code follows step for step; its
  * test is tests/test_kv_sched.c.
  *
- * Input: n_i = pos_i + 1 >= 1 cached tokens of sequence i < m, `splits` >= 1 slices per sequence
+ * Input: n_i = pos_i + 1 >= 1 cached tokens of sequence i < m (1 for a padding row of a captured batch
+ * size, mla.h `rows`: the device code passes its attention length, and so must a caller of the twin), `splits` >= 1 slices per sequence
  * on average (the op's automatic or forced split count), at most max_splits slices per sequence
  * (the combine's limit). Output: one chunk length C (tokens, a multiple of tile = 32, the
  * attention tile), sequence i cut into cnt_i = ceil(n_i / C) slices of C tokens (the last one

@@ -93,7 +93,7 @@ static bool graph_has_prezero(const pz_graph *g);
 static int64_t extra_layout(const pz_graph *g, int n_off, int64_t *offset);
 
 /* Arena layout of g: owner tensors in id order, then the argmax candidates, then the step's real row
- * count (one i32, rows_of). */
+ * count (one i32: pz_cuda_rank.rows). */
 static int64_t layout(const pz_graph *g, int64_t *offset, int64_t *cand_offset) {
   int64_t off = 0;
   for (int t = 0; t < g->n_tensors; t++) {

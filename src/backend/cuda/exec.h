@@ -91,8 +91,8 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
 /* One decode step for sequences 0..m-1 (1 <= m <= graph m): tokens[m] i32, pos[m] i32 (tokens
  * already in each sequence's cache, < max_ctx), next[m] i32 out (greedy argmax, lowest id on
  * ties; may be NULL). With graphs, m is padded to the smallest captured size M >= m: padded
- * rows decode token 0 at position max_ctx - 1 (a cache slot no step reads before writing it)
- * and are discarded. The step waits for every rank. Errors: PZ_ERR_INVALID_ARG, PZ_ERR_CUDA,
+ * rows decode token 0 at position max_ctx - 1 (a cache slot no step reads before writing it),
+ * attend one KV position (their whole context with PREZERO_PAD_ATTN=0) and are discarded. The step waits for every rank. Errors: PZ_ERR_INVALID_ARG, PZ_ERR_CUDA,
  * PZ_ERR_TIMEOUT (a peer never arrived; only with PREZERO_AR_TIMEOUT_US set). */
 pz_status pz_cuda_exec_step(pz_cuda_exec *e, int64_t m, const int32_t *tokens, const int32_t *pos, int32_t *next);
 

@@ -182,10 +182,6 @@ __device__ __forceinline__ void load_tile(uint16_t *sKV, const uint16_t *Kg, con
   }
 }
 
-/* grid (splits, kvh * htiles, m), 128 threads. CTA (split, g * htiles + t, i): query heads
- * h0 = g*ratio + 16t .. (nr of them, the rest of the 16 rows zero) of sequence i against the
- * slice's K/V of kv head g. Writes o (bf16, normalised) when splits == 1, else its unnormalised
- * partial output and (max, sum) per head; an empty slice writes (-inf, 0). */
 /* KV positions row i attends: pos[i] + 1, or 1 for a padding row of a captured batch size (i >= *k.rows
  * when 0 < *k.rows < m, gqa.h): its output is discarded. */
 __device__ __forceinline__ int kv_len(const Kp &k, int i) {
@@ -193,6 +189,10 @@ __device__ __forceinline__ int kv_len(const Kp &k, int i) {
   return r > 0 && r < k.m && i >= r ? 1 : k.pos[i] + 1;
 }
 
+/* grid (splits, kvh * htiles, m), 128 threads. CTA (split, g * htiles + t, i): query heads
+ * h0 = g*ratio + 16t .. (nr of them, the rest of the 16 rows zero) of sequence i against the
+ * slice's K/V of kv head g. Writes o (bf16, normalised) when splits == 1, else its unnormalised
+ * partial output and (max, sum) per head; an empty slice writes (-inf, 0). */
 template <int D>
 __global__ void __launch_bounds__(128, 2) gqa_attn_kernel(Kp k) {
   using C = AttnCfg<D>;
