@@ -42,7 +42,7 @@ static void plan(int tp) {
   CHECK(experts == (tp == 1 ? 33822867456LL : 16911433728LL));
   int64_t fx = 2 * (int64_t)163840 / tp * 7168 * 2 + 7168 * 2; /* embed_tokens + lm_head + norm */
   CHECK(fixed >= fx && fixed <= fx + (int64_t)M * (163840 / tp) * 4 * 2 + M * 7168 * 8 + 40 * 256);
-  /* The executor adds only its argmax scratch. */
+  /* The executor adds only its argmax scratch and the real-row word (256-byte rounded each). */
   int64_t total = fixed;
   for (int L = 0; L < 4; L++) total += lb[L];
   CHECK(pz_cuda_exec_bytes(g) >= total && pz_cuda_exec_bytes(g) <= total + 4096);
