@@ -124,6 +124,26 @@ int main(void) {
   expect_bad(ct(W_OK, ", \"ignore\": [\"re:(\"]"), "appears twice"); /* ignore given twice */
   expect_bad("{\"quant_method\": \"compressed-tensors\", \"format\": \"pack-quantized\", \"config_groups\": {\"g\": "
              "{\"targets\": [\"re:(unclosed\"], \"weights\": " W_OK "}}}", "regular expression");
+  /* Patterns whose repeats glibc's regcomp would expand into gigabytes (fuzz_config found the first,
+   * tests/fuzz/regressions/fuzz_config/quant_ignore_regex_stacked_plus): stacked '+' and nested
+   * intervals are refused by their cost, on one line; the published patterns and modest repeats read. */
+  static const char *const costly[] = {".*share++++++++++++++++++++++++++++++++++++++d_experts.*",
+                                       "((((a{99}){99}){99}){99})",
+                                       "(((((((((((((((((((((((((x+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+)+"};
+  for (size_t i = 0; i < sizeof costly / sizeof costly[0]; i++) {
+    char q[1024];
+    snprintf(q, sizeof q, "{\"quant_method\": \"compressed-tensors\", \"format\": \"pack-quantized\", \"config_groups\": "
+             "{\"g\": {\"targets\": [\"re:%s\"], \"weights\": " W_OK "}}}", costly[i]);
+    expect_bad(q, "repeats too much");
+  }
+  {
+    char q[1024];
+    snprintf(q, sizeof q, "{\"quant_method\": \"compressed-tensors\", \"format\": \"pack-quantized\", \"config_groups\": "
+             "{\"g\": {\"targets\": [\"re:.*mlp\\\\.(gate|up|gate_up|down)_proj.*\", \"re:(ab{2,5}c){3}[x-z]+\", "
+             "\"re:a{1,}b\"], \"weights\": " W_OK "}}}");
+    pz_model_config qc;
+    CHECK_OK(parse_with(q, &qc));
+  }
   expect_bad("\"int4\"", "quantization_config");
   TEST_DONE();
 }

@@ -161,8 +161,89 @@ static pz_status check_duplicates(const reader *r, const cJSON *obj, const char 
 
 /* ------------------------------------------------------------------ quantization_config */
 
+/* An upper bound of the size glibc's regcomp gives an extended regex: it copies the operand of
+ * `+` once and of `{n,m}` max(n, m) times more (regcomp.c duplicate_tree), nested repetitions
+ * multiply, and a quantifier after a quantifier applies again. One unit per atom, bracket
+ * expression or escape; alternatives and groups add up. "a++++...+" or "((a{9}){9}){9}" would take
+ * gigabytes (found by fuzz_config); compressed-tensors' own patterns (".*mlp\\.(gate|up)_proj.*")
+ * cost tens. Returns the bound, capped at cap + 1 once it exceeds cap. */
+#define PZ_QUANT_PATTERN_COST 4096
+static int64_t pattern_cost(const char *re, int64_t cap) {
+  int64_t total[PZ_QUANT_PATTERN_LEN + 2], last[PZ_QUANT_PATTERN_LEN + 2];
+  int d = 0;
+  total[0] = last[0] = 0;
+  for (const char *p = re; *p; p++) {
+    int64_t atom = -1, mul = 1;
+    if (*p == '\\') {
+      atom = 1;
+      if (p[1]) p++;
+    } else if (*p == '[') { /* bracket expression: one atom; ']' first (after an optional '^') is literal */
+      const char *q = p + 1;
+      if (*q == '^') q++;
+      if (*q == ']') q++;
+      while (*q && *q != ']') q++;
+      p = *q ? q : q - 1;
+      atom = 1;
+    } else if (*p == '(') {
+      if (d + 1 >= PZ_QUANT_PATTERN_LEN + 2) return cap + 1;
+      total[d] += last[d];
+      last[d] = 0;
+      d++;
+      total[d] = last[d] = 0;
+      continue;
+    } else if (*p == ')') {
+      if (d == 0) { atom = 1; } /* unbalanced: regcomp refuses it */
+      else {
+        atom = total[d] + last[d] + 1;
+        d--;
+      }
+    } else if (*p == '|') {
+      total[d] += last[d];
+      last[d] = 0;
+      continue;
+    } else if (*p == '+') {
+      mul = 2;
+    } else if (*p == '*' || *p == '?') {
+      mul = 1;
+    } else if (*p == '{' && p[1] >= '0' && p[1] <= '9') {
+      int64_t a = 0, b = -1;
+      const char *q = p + 1;
+      while (*q >= '0' && *q <= '9' && a <= cap) a = a * 10 + (*q++ - '0');
+      if (*q == ',') {
+        q++;
+        if (*q >= '0' && *q <= '9') {
+          b = 0;
+          while (*q >= '0' && *q <= '9' && b <= cap) b = b * 10 + (*q++ - '0');
+        }
+      }
+      if (*q == '}') {
+        mul = (b > a ? b : a) + 1;
+        p = q;
+      } else {
+        atom = 1; /* not an interval: a literal '{' */
+      }
+    } else {
+      atom = 1;
+    }
+    if (atom >= 0) {
+      total[d] += last[d];
+      last[d] = atom;
+    } else {
+      last[d] = last[d] * mul + 1;
+    }
+    if (last[d] > cap || total[d] > cap) return cap + 1;
+  }
+  int64_t c = total[d] + last[d];
+  while (d > 0) { /* unclosed groups: regcomp refuses them; count them in anyway */
+    d--;
+    c += total[d] + last[d];
+  }
+  return c > cap ? cap + 1 : c;
+}
+
 static bool compile_pattern(const char *re, regex_t *out) {
   char buf[PZ_QUANT_PATTERN_LEN + 8];
+  if (pattern_cost(re, PZ_QUANT_PATTERN_COST) > PZ_QUANT_PATTERN_COST) return false;
   snprintf(buf, sizeof buf, "^(%s)", re); /* Python re.match anchors at the start only */
   return regcomp(out, buf, REG_EXTENDED | REG_NOSUB) == 0;
 }
@@ -228,6 +309,10 @@ static pz_status q_patterns(const reader *r, const cJSON *arr, const char *field
                       PZ_QUANT_PATTERN_LEN - 1);
     if (!strncmp(e->valuestring, "re:", 3)) {
       regex_t rx;
+      if (pattern_cost(e->valuestring + 3, PZ_QUANT_PATTERN_COST) > PZ_QUANT_PATTERN_COST)
+        return pz_error(PZ_ERR_CONFIG, "config %s: \"%s\" entry \"%s\" repeats too much (its repetitions would expand "
+                        "past %d units when compiled); write the pattern without nested or stacked repeats",
+                        r->src, field, e->valuestring, PZ_QUANT_PATTERN_COST);
       if (!compile_pattern(e->valuestring + 3, &rx))
         return pz_error(PZ_ERR_CONFIG, "config %s: \"%s\" entry \"%s\" is not a regular expression prezero can read",
                         r->src, field, e->valuestring);
