@@ -178,6 +178,9 @@ int main(void) {
       CHECK_ST(pz_backend_time_step(b, 2, CTX, 1, 1, &us), PZ_ERR_INVALID_ARG);
       CHECK_ST(pz_backend_time_step(b, 2, -1, 1, 1, &us), PZ_ERR_INVALID_ARG);
       CHECK_ST(pz_backend_time_step(b, 2, 7, 1, 1, NULL), PZ_ERR_INVALID_ARG);
+      /* the CPU backend pads nothing: a padded timing is refused, rows == M is the plain one */
+      CHECK_ST(pz_backend_time_step_rows(b, 2, 1, 7, 1, 1, &us), PZ_ERR_INVALID_ARG);
+      CHECK_OK(pz_backend_time_step_rows(b, 2, 2, 7, 1, 1, &us));
       /* Step and logits errors pass through from the executor. */
       int32_t tok[M] = {0}, pos[M] = {0};
       CHECK_ST(pz_backend_step(b, 0, tok, pos, NULL), PZ_ERR_INVALID_ARG);

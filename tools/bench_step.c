@@ -12,7 +12,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: prezero bench step [--config NAME|PATH] [--tp 1,2] [--layers N] [--context L]\n"
           "                          [--batch 1,2,4,...] [--prezero off,on] [--iters N] [--reps N]\n"
-          "                          [--rounds R] [--seed X] [--json FILE] [--md FILE]\n"
+          "                          [--rounds R] [--rows N] [--seed X] [--json FILE] [--md FILE]\n"
           "  Builds the decode graph of the first --layers layers (default 3: the dense layer 0 and\n"
           "  two MoE layers of kimi_k2, the default --config) into one executor whose ON graphs are\n"
           "  the per-batch prezero plan over the same weights, and times one decode step per batch\n"
@@ -21,6 +21,9 @@ static void usage(FILE *f) {
           "  replay set (default 20), median of --reps sets (default 5), every sequence at position\n"
           "  --context (default 8192: the attention reads 8193 cached tokens). --rounds R repeats\n"
           "  OFF, ON R times (A B A B, default 3) at each batch size and reports each median over rounds.\n"
+          "  --rows N times a step of N sequences in each batch size's graph (N <= every --batch): the\n"
+          "  other rows are the padding a serving batch of N gets there (PREZERO_PAD_ATTN=0: they\n"
+          "  attend their whole context instead of one position). Default: every row real.\n"
           "  Weights are seeded random (streamed from HBM: they exceed L2 many times over).\n");
 }
 
@@ -54,8 +57,8 @@ static int fail(const char *what) {
  * backend/backend.h, cuda/exec.h): at every batch size, `rounds` times each of pzs[] in turn
  * (OFF, ON, OFF, ON ...), into cells[p][b]. */
 static int run_one(const pz_model_config *mc, int tp, int layers, int context, const int *bs, int nb, const int *pzs,
-                   int npz, int rounds, uint64_t seed, int iters, int reps, cell cells[2][MAX_B], char *device,
-                   size_t device_len) {
+                   int npz, int rounds, uint64_t seed, int iters, int reps, int real_rows, cell cells[2][MAX_B],
+                   char *device, size_t device_len) {
   int max_b = bs[nb - 1];
   pz_build_opts bo = {.tp = tp, .m = max_b, .max_ctx = (int64_t)context + 8, .layers = layers};
   pz_graph *g = NULL;
@@ -93,7 +96,9 @@ static int run_one(const pz_model_config *mc, int tp, int layers, int context, c
     for (int r = 0; r < rounds && rc == 0; r++)
       for (int p = 0; p < npz && rc == 0; p++) {
         double us = 0;
-        if (pz_backend_set_prezero(e, pzs[p]) != PZ_OK || pz_backend_time_step(e, bs[b], context, iters, reps, &us) != PZ_OK) {
+        const int64_t rows = real_rows > 0 ? real_rows : bs[b];
+        if (pz_backend_set_prezero(e, pzs[p]) != PZ_OK ||
+            pz_backend_time_step_rows(e, bs[b], rows, context, iters, reps, &us) != PZ_OK) {
           rc = fail("timing a step");
           break;
         }
@@ -111,7 +116,7 @@ static int run_one(const pz_model_config *mc, int tp, int layers, int context, c
 int pz_cmd_bench_step(int argc, char **argv) {
   const char *config = "kimi_k2", *json_path = NULL, *md_path = NULL;
   int tps[MAX_TP] = {1, 2}, ntp = 2, bs[MAX_B] = {1, 2, 4, 8, 16, 32, 64, 128}, nb = 8, pzs[2] = {0, 1}, npz = 2;
-  int layers = 3, context = 8192, iters = 20, reps = 5, rounds = 3;
+  int layers = 3, context = 8192, iters = 20, reps = 5, rounds = 3, real_rows = 0;
   unsigned long long seed = 1234;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -143,6 +148,7 @@ int pz_cmd_bench_step(int argc, char **argv) {
       else if (!strcmp(a, "--iters") && one[0] >= 1) iters = one[0];
       else if (!strcmp(a, "--reps") && one[0] >= 1 && one[0] <= 64) reps = one[0];
       else if (!strcmp(a, "--rounds") && one[0] >= 1 && one[0] <= MAX_ROUNDS) rounds = one[0];
+      else if (!strcmp(a, "--rows") && one[0] >= 1) real_rows = one[0];
       else goto bad;
     } else goto bad;
     continue;
@@ -150,6 +156,12 @@ int pz_cmd_bench_step(int argc, char **argv) {
     fprintf(stderr, "prezero bench step: bad value '%s' for %s; see 'prezero bench step --help'\n", v, a);
     return 2;
   }
+  for (int b = 0; b < nb && real_rows > 0; b++)
+    if (real_rows > bs[b]) {
+      fprintf(stderr, "prezero bench step: --rows %d exceeds batch %d; give --batch sizes of at least %d\n", real_rows,
+              bs[b], real_rows);
+      return 2;
+    }
   pz_model_config mc;
   if (pz_config_load(config, &mc) != PZ_OK) return fail("loading the config");
   if (layers > mc.num_hidden_layers) layers = (int)mc.num_hidden_layers;
@@ -178,7 +190,8 @@ int pz_cmd_bench_step(int argc, char **argv) {
     }
     fprintf(stderr, "%s, %d layers, TP %d: one executor, %d round(s) of OFF / ON per batch size\n", mc.name, layers,
             tps[t], rounds);
-    if (run_one(&mc, tps[t], layers, context, bs, nb, pzs, npz, rounds, seed, iters, reps, cells[t], device, sizeof device))
+    if (run_one(&mc, tps[t], layers, context, bs, nb, pzs, npz, rounds, seed, iters, reps, real_rows, cells[t], device,
+                sizeof device))
       return 1;
     ran[t] = 1;
   }
@@ -193,6 +206,11 @@ int pz_cmd_bench_step(int argc, char **argv) {
   cJSON_AddNumberToObject(root, "iters", iters);
   cJSON_AddNumberToObject(root, "reps", reps);
   cJSON_AddNumberToObject(root, "rounds", rounds);
+  if (real_rows > 0) { /* padded steps: real_rows sequences in each batch size's graph */
+    cJSON_AddNumberToObject(root, "real_rows", real_rows);
+    const char *pa = getenv("PREZERO_PAD_ATTN");
+    cJSON_AddStringToObject(root, "padding_rows_attend", pa && !strcmp(pa, "0") ? "whole context" : "one position");
+  }
   const char *algo = getenv("PREZERO_AR_ALGO");
   cJSON_AddStringToObject(root, "ar_algo", algo && *algo ? algo : "fused");
   {
@@ -214,6 +232,11 @@ int pz_cmd_bench_step(int argc, char **argv) {
             layers, context, device, algo && *algo ? algo : "fused");
     fprintf(outs[o], "Decode-step time (µs, CUDA-graph replay, median of %d sets of %d steps%s).\n\n", reps, iters,
             rounds > 1 ? ", median over rounds" : "");
+    if (real_rows > 0) {
+      const char *pa = getenv("PREZERO_PAD_ATTN");
+      fprintf(outs[o], "Padded steps: %d real sequences in each batch size's graph; the other rows attend %s.\n\n",
+              real_rows, pa && !strcmp(pa, "0") ? "their whole context (PREZERO_PAD_ATTN=0)" : "one position");
+    }
   }
   for (int t = 0; t < ntp; t++) {
     if (!ran[t]) continue;

@@ -14,6 +14,8 @@
 #              the --rank/--world/--id-file form (each rank its own command) into ar_ranks_tp2.md
 #   attn_gqa   `prezero bench attn --layout gqa` (issue 17)
 #   attn_mixed `prezero bench attn` on mixed contexts [1024, 16384], paged: balanced schedule, then PREZERO_MLA_BALANCE=0
+#   step_pad   `prezero bench step --batch 32,128 --rows 17`: padded steps, padding rows at one position, then
+#              PREZERO_PAD_ATTN=0 (their whole context)
 #   compare_gqa  `prezero compare` on GQA presets at TP 1 (PZ_GQA_CONFIGS, PZ_GQA_OSL), det_gqa the deterministic check
 #   consumer   ctest installed_consumer: install, build examples/ with find_package, run its CPU and CUDA parts
 #   racecheck  compute-sanitizer racecheck and synccheck on test_gemm (quick mode)
@@ -209,6 +211,12 @@ for s in $sections; do
     attn) run bench_attn ${PZ_T_ATTN:-150} $P bench attn --json $W/attn_h200.json --md $W/attn_h200.md ;;
     moe) run bench_moe 120 $P bench moe --json $W/moe_h200.json --md $W/moe_h200.md ;;
     step) run bench_step ${PZ_T_STEP:-200} $P bench step --json $W/step_h200.json --md $W/step_h200.md ;;
+    step_pad)  # padded steps: 17 sequences in the graphs of 32 and 128, padding rows at one
+      # position (default) and at their whole context (PREZERO_PAD_ATTN=0), Kimi-K2 3 layers, TP 1, ON and OFF
+      run bench_step_pad ${PZ_T_STEP:-200} $P bench step --tp 1 --batch 32,128 --rows 17 --rounds 2 \
+        --json $W/step_pad_h200.json --md $W/step_pad_h200.md
+      PREZERO_PAD_ATTN=0 run bench_step_pad_former ${PZ_T_STEP:-200} $P bench step --tp 1 --batch 32,128 --rows 17 \
+        --rounds 2 --json $W/step_pad_former_h200.json --md $W/step_pad_former_h200.md ;;
     compare)
       CUDA_VISIBLE_DEVICES=0 run compare_tp1 ${PZ_T_COMPARE:-300} $P compare --config kimi_k2 --tp 1 ${PZ_COMPARE_ARGS:-} --out $W/compare_tp1
       [ "$ngpu" -ge 2 ] && run compare_tp2 ${PZ_T_COMPARE:-300} $P compare --config kimi_k2 --tp 2 ${PZ_COMPARE_ARGS:-} ${PZ_COMPARE_TP2_ARGS:-} --out $W/compare_tp2 ;;

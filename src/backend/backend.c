@@ -73,7 +73,13 @@ pz_status pz_backend_logits(const pz_backend *b, int64_t m, float *out) {
 
 pz_status pz_backend_time_step(pz_backend *b, int64_t M, int32_t pos_all, int iters, int reps, double *us_median) {
   NEED_B("pz_backend_time_step");
-  return b->vt->time_step(b->x, M, pos_all, iters, reps, us_median);
+  return b->vt->time_step(b->x, M, M, pos_all, iters, reps, us_median);
+}
+
+pz_status pz_backend_time_step_rows(pz_backend *b, int64_t M, int64_t rows, int32_t pos_all, int iters, int reps,
+                                    double *us_median) {
+  NEED_B("pz_backend_time_step_rows");
+  return b->vt->time_step(b->x, M, rows, pos_all, iters, reps, us_median);
 }
 
 void pz_backend_destroy(pz_backend *b) {

@@ -99,6 +99,12 @@ pz_status pz_backend_logits(const pz_backend *b, int64_t m, float *out);
  * M not a batch the backend runs as is, pos_all outside the cache, iters < 1, reps outside
  * 1..64), and those of pz_backend_step. */
 pz_status pz_backend_time_step(pz_backend *b, int64_t M, int32_t pos_all, int iters, int reps, double *us_median);
+/* The same with only rows 0..rows-1 real (1 <= rows <= M): rows rows..M-1 are the padding a step of
+ * `rows` sequences gets in the graph of M (token 0 at the cache's last position; the attention
+ * padding rule of pz_cuda_exec_step). The CPU backend pads nothing: rows must equal M there.
+ * Errors: those of pz_backend_time_step, and PZ_ERR_INVALID_ARG for rows outside 1..M. */
+pz_status pz_backend_time_step_rows(pz_backend *b, int64_t M, int64_t rows, int32_t pos_all, int iters, int reps,
+                                    double *us_median);
 
 /* Frees everything the backend holds (waiting for the device first); NULL is ignored. */
 void pz_backend_destroy(pz_backend *b);

@@ -20,7 +20,7 @@ typedef struct pz_backend_vtbl {
   pz_status (*capture)(void *x, int64_t m);
   pz_status (*step)(void *x, int64_t m, const int32_t *tokens, const int32_t *pos, int32_t *next);
   pz_status (*logits)(const void *x, int64_t m, float *out);
-  pz_status (*time_step)(void *x, int64_t M, int32_t pos_all, int iters, int reps, double *us_median);
+  pz_status (*time_step)(void *x, int64_t M, int64_t rows, int32_t pos_all, int iters, int reps, double *us_median);
   void (*destroy)(void *x);
   int64_t (*padded_m)(const void *x, int64_t m);
   const pz_device_desc *(*device_desc)(const void *x);

@@ -118,6 +118,11 @@ int main(void) {
     CHECK_OK(pz_backend_time_step(b, 4, 20, 2, 2, &us));
     CHECK(us > 0);
     CHECK_ST(pz_backend_time_step(b, 3, 20, 2, 2, &us), PZ_ERR_INVALID_ARG); /* 3 is not a captured size */
+    us = -1; /* 3 sequences padded to the graph of 4 (the attention padding rule), and the bounds of rows */
+    CHECK_OK(pz_backend_time_step_rows(b, 4, 3, 20, 2, 2, &us));
+    CHECK(us > 0);
+    CHECK_ST(pz_backend_time_step_rows(b, 4, 0, 20, 2, 2, &us), PZ_ERR_INVALID_ARG);
+    CHECK_ST(pz_backend_time_step_rows(b, 4, 5, 20, 2, 2, &us), PZ_ERR_INVALID_ARG);
   }
 done:
   pz_backend_destroy(b);

@@ -79,8 +79,12 @@ static double now_us(void) {
   return 1e6 * (double)ts.tv_sec + 1e-3 * (double)ts.tv_nsec;
 }
 
-static pz_status cpu_time_step(void *x, int64_t M, int32_t pos_all, int iters, int reps, double *us_median) {
+static pz_status cpu_time_step(void *x, int64_t M, int64_t rows, int32_t pos_all, int iters, int reps,
+                               double *us_median) {
   cpu_backend *c = x;
+  if (rows != M)
+    return pz_error(PZ_ERR_INVALID_ARG, "CPU backend timing: %lld real rows of %lld: the CPU backend runs every batch "
+                    "as is (no padding)", (long long)rows, (long long)M);
   if (!us_median || iters < 1 || reps < 1 || reps > 64 || M < 1 || M > c->max_m)
     return pz_error(PZ_ERR_INVALID_ARG, "CPU backend timing: bad arguments (M %lld, iters %d, reps %d)", (long long)M,
                     iters, reps);

@@ -47,8 +47,9 @@ static pz_status cuda_step(void *x, int64_t m, const int32_t *tokens, const int3
   return pz_cuda_exec_step(X(x), m, tokens, pos, next);
 }
 static pz_status cuda_logits(const void *x, int64_t m, float *out) { return pz_cuda_exec_logits(CX(x), m, out); }
-static pz_status cuda_time_step(void *x, int64_t M, int32_t pos_all, int iters, int reps, double *us_median) {
-  return pz_cuda_exec_time_step(X(x), M, pos_all, iters, reps, us_median);
+static pz_status cuda_time_step(void *x, int64_t M, int64_t rows, int32_t pos_all, int iters, int reps,
+                                double *us_median) {
+  return pz_cuda_exec_time_step(X(x), M, rows, pos_all, iters, reps, us_median);
 }
 static void cuda_destroy(void *x) {
   if (!x) return;

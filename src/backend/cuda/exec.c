@@ -1019,9 +1019,11 @@ pz_status pz_cuda_exec_read(const pz_cuda_exec *e, int rank, int tensor_id, void
   return st;
 }
 
-pz_status pz_cuda_exec_time_step(pz_cuda_exec *e, int64_t M, int32_t pos_all, int iters, int reps, double *us_median) {
-  if (!e || !us_median || iters < 1 || reps < 1 || reps > 64 || M < 1 || M > e->max_m)
-    return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec timing: bad arguments (M %lld, iters %d, reps %d)", (long long)M, iters, reps);
+pz_status pz_cuda_exec_time_step(pz_cuda_exec *e, int64_t M, int64_t rows, int32_t pos_all, int iters, int reps,
+                                 double *us_median) {
+  if (!e || !us_median || iters < 1 || reps < 1 || reps > 64 || M < 1 || M > e->max_m || rows < 1 || rows > M)
+    return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec timing: bad arguments (M %lld, rows %lld, iters %d, reps %d)",
+                    (long long)M, (long long)rows, iters, reps);
   if (pos_all < 0 || (e->max_ctx > 0 && pos_all >= e->max_ctx))
     return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec timing: position %d outside the KV cache", pos_all);
   if (e->graphs && pz_cuda_exec_padded_m(e, M) != M)
@@ -1029,11 +1031,11 @@ pz_status pz_cuda_exec_time_step(pz_cuda_exec *e, int64_t M, int32_t pos_all, in
   int64_t vocab = e->g->info.vocab_size > 0 ? e->g->info.vocab_size : 1;
   for (int r = e->lo; r < e->hi; r++) {
     int32_t *tk = e->ranks[r].in_host, *ps = tk + e->max_m;
-    for (int64_t i = 0; i < M; i++) {
-      tk[i] = (int32_t)((i * 7919) % vocab);
-      ps[i] = pos_all;
+    for (int64_t i = 0; i < M; i++) { /* as step_once pads a batch of `rows` */
+      tk[i] = i < rows ? (int32_t)((i * 7919) % vocab) : 0;
+      ps[i] = i < rows ? pos_all : (int32_t)(e->max_ctx > 0 ? e->max_ctx - 1 : 0);
     }
-    tk[2 * e->max_m] = (int32_t)M; /* every row real */
+    tk[2 * e->max_m] = e->ro.pad_attn == 0 ? 0 : (int32_t)rows;
   }
   PZ_CHECK(stage_inputs(e, M));
   PZ_CHECK(launch_step(e, M)); /* warm-up (and capture) */

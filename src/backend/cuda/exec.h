@@ -123,9 +123,13 @@ int pz_cuda_exec_capture_sizes(const pz_cuda_exec *e, int *sizes, int cap);
  * the last rank's end) / iters, in µs; graph launch and input copies included. With one rank
  * per process it times this process's rank (its kernels wait for the peers' inside the
  * all-reduce), and every rank must call it with the same arguments.
- * Errors: PZ_ERR_INVALID_ARG (M not captured, pos_all outside the cache, iters < 1, reps
- * outside 1..64), and those of pz_cuda_exec_step. */
-pz_status pz_cuda_exec_time_step(pz_cuda_exec *e, int64_t M, int32_t pos_all, int iters, int reps, double *us_median);
+ * rows (1..M): the real rows; rows..M-1 are padding as pz_cuda_exec_step makes it for a batch of
+ * `rows` in the graph of M (token 0 at position max_ctx - 1, attending one position unless
+ * PREZERO_PAD_ATTN=0), so that a padded step can be timed; rows = M times a full batch.
+ * Errors: PZ_ERR_INVALID_ARG (M not captured, rows outside 1..M, pos_all outside the cache,
+ * iters < 1, reps outside 1..64), and those of pz_cuda_exec_step. */
+pz_status pz_cuda_exec_time_step(pz_cuda_exec *e, int64_t M, int64_t rows, int32_t pos_all, int iters, int reps,
+                                 double *us_median);
 
 /* The gate description the executor evaluates prezero_active() against (owned by e). */
 const pz_device_desc *pz_cuda_exec_device_desc(const pz_cuda_exec *e);
