@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include "core/options.h"
 #include "pz_test.h"
+#include <stddef.h>
 #include <string.h>
 
 enum { M = 3, H = 64, VOCAB = 96, HEADS = 4, QL = 32, KVL = 32, NOPE = 16, ROPE = 8, VD = 16,
@@ -272,18 +273,18 @@ int main(void) {
     setenv("PREZERO_GEMM_BUILTIN", "0", 1);
     CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.gemm_builtin == 0);
     unsetenv("PREZERO_GEMM_BUILTIN");
-    CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.mla_balance == -1); /* unset: on */
-    setenv("PREZERO_MLA_BALANCE", "0", 1);
-    CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.mla_balance == 0);
-    unsetenv("PREZERO_MLA_BALANCE");
-    CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.gate_calibrate == -1); /* unset: calibrate */
-    setenv("PREZERO_GATE_CALIBRATE", "0", 1);
-    CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.gate_calibrate == 0);
-    unsetenv("PREZERO_GATE_CALIBRATE");
-    CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.pad_attn == -1); /* unset: on */
-    setenv("PREZERO_PAD_ATTN", "0", 1);
-    CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.pad_attn == 0);
-    unsetenv("PREZERO_PAD_ATTN");
+    /* switches that are on by default: unset reads -1, 0 is read */
+    static const struct { const char *var; size_t off; } sw[] = {
+        {"PREZERO_MLA_BALANCE", offsetof(pz_runtime_opts, mla_balance)},
+        {"PREZERO_GATE_CALIBRATE", offsetof(pz_runtime_opts, gate_calibrate)},
+        {"PREZERO_PAD_ATTN", offsetof(pz_runtime_opts, pad_attn)}};
+    for (size_t i = 0; i < sizeof sw / sizeof sw[0]; i++) {
+      const int *field = (const int *)((const char *)&ro + sw[i].off);
+      CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && *field == -1);
+      setenv(sw[i].var, "0", 1);
+      CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && *field == 0);
+      unsetenv(sw[i].var);
+    }
   }
   TEST_DONE();
 }

@@ -73,6 +73,7 @@ struct pz_cuda_exec {
   int64_t max_m, max_ctx;
   int64_t *offset;              /* [n_tensors]: byte offset of each owner tensor in the arena */
   int64_t cand_offset;          /* arena offset of the argmax candidates */
+  int64_t rows_offset;          /* arena offset of the step's real row count (pz_cuda_rank.rows) */
   int64_t arena_bytes;
   int64_t last_m;
   bool sync_nodes;              /* PREZERO_CUDA_SYNC=1: eager steps wait after every node (debugging) */
@@ -94,7 +95,7 @@ static int64_t extra_layout(const pz_graph *g, int n_off, int64_t *offset);
 
 /* Arena layout of g: owner tensors in id order, then the argmax candidates, then the step's real row
  * count (one i32: pz_cuda_rank.rows). */
-static int64_t layout(const pz_graph *g, int64_t *offset, int64_t *cand_offset) {
+static int64_t layout(const pz_graph *g, int64_t *offset, int64_t *cand_offset, int64_t *rows_offset) {
   int64_t off = 0;
   for (int t = 0; t < g->n_tensors; t++) {
     const pz_tensor *x = &g->tensors[t];
@@ -105,15 +106,16 @@ static int64_t layout(const pz_graph *g, int64_t *offset, int64_t *cand_offset) 
   }
   if (cand_offset) *cand_offset = off;
   off += round_up((int64_t)sizeof(pz_argmax_cand) * (g->info.m > 0 ? g->info.m : 1));
+  if (rows_offset) *rows_offset = off;
   off += round_up((int64_t)sizeof(int32_t));
   return off;
 }
 
-int64_t pz_cuda_exec_bytes(const pz_graph *g) { return g ? layout(g, NULL, NULL) : 0; }
+int64_t pz_cuda_exec_bytes(const pz_graph *g) { return g ? layout(g, NULL, NULL, NULL) : 0; }
 
 int64_t pz_cuda_exec_bytes_per_batch(const pz_graph *g) {
   if (!g) return 0;
-  int64_t b = layout(g, NULL, NULL);
+  int64_t b = layout(g, NULL, NULL, NULL);
   pz_graph *gs = NULL;
   if (graph_has_prezero(g) || pz_graph_clone(g, &gs) != PZ_OK) return b;
   if (pz_pass_prezero_batch(gs, NULL, NULL, NULL, NULL) == PZ_OK) b += extra_layout(gs, g->n_tensors, NULL);
@@ -513,7 +515,7 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
   const int nt = e->g->n_tensors;
   e->offset = calloc((size_t)(nt ? nt : 1), sizeof(int64_t));
   if (!e->offset) { st = pz_error(PZ_ERR_OOM, "CUDA executor: host allocation"); goto fail; }
-  e->arena_bytes = layout(e->g, e->offset, &e->cand_offset);
+  e->arena_bytes = layout(e->g, e->offset, &e->cand_offset, &e->rows_offset);
   e->on = o->prezero != 0;
   e->per_batch = o->prezero && !graph_has_prezero(e->g);
   e->plan_static = e->per_batch && !e->ro.plan_per_batch;
@@ -627,7 +629,7 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
       R->data[t] = R->arena + e->offset[own] + off;
     }
     R->cand = (pz_argmax_cand *)(R->arena + e->cand_offset);
-    R->rows = (int32_t *)(R->arena + e->cand_offset + round_up((int64_t)sizeof(pz_argmax_cand) * e->max_m));
+    R->rows = (int32_t *)(R->arena + e->rows_offset);
     PZ_CUDA_CHECK_MSG_GOTO(cudaMemsetAsync(R->arena, 0, R->arena_bytes, R->stream), st, fail,
                            "CUDA executor: arena memset on GPU %d", R->device);
     for (int t = 0; t < nt; t++) {
@@ -891,6 +893,20 @@ pz_status pz_cuda_exec_step(pz_cuda_exec *e, int64_t m, const int32_t *tokens, c
   return st;
 }
 
+/* Rows m..M-1 of one rank's staged inputs (tk = in_host: tokens, then positions at tk + max_m) as the
+ * padding of a batch of m in the graph of M: token 0 at the last position (which a live sequence of
+ * that row writes itself before it reads it), and the real row count in tk[2 max_m], so that the
+ * attention lets them attend one position (PREZERO_PAD_ATTN=0 stages 0: their whole context). Their
+ * outputs are discarded. */
+static void pad_rows(const pz_cuda_exec *e, int32_t *tk, int64_t m, int64_t M) {
+  int32_t *ps = tk + e->max_m;
+  for (int64_t i = m; i < M; i++) {
+    tk[i] = 0;
+    ps[i] = (int32_t)(e->max_ctx > 0 ? e->max_ctx - 1 : 0);
+  }
+  tk[2 * e->max_m] = e->ro.pad_attn == 0 ? 0 : (int32_t)m;
+}
+
 static pz_status step_once(pz_cuda_exec *e, int64_t m, const int32_t *tokens, const int32_t *pos, int32_t *next) {
   if (!e || !tokens || !pos) return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec step: NULL argument");
   if (m < 1 || m > e->max_m)
@@ -902,14 +918,11 @@ static pz_status step_once(pz_cuda_exec *e, int64_t m, const int32_t *tokens, co
   const int64_t M = pz_cuda_exec_padded_m(e, m);
   for (int r = e->lo; r < e->hi; r++) {
     int32_t *tk = e->ranks[r].in_host, *ps = tk + e->max_m;
-    for (int64_t i = 0; i < M; i++) {
-      tk[i] = i < m ? tokens[i] : 0;
-      ps[i] = i < m ? pos[i] : (int32_t)(e->max_ctx > 0 ? e->max_ctx - 1 : 0);
+    for (int64_t i = 0; i < m; i++) {
+      tk[i] = tokens[i];
+      ps[i] = pos[i];
     }
-    /* Padding rows m..M-1 append their KV at the last position (which a live sequence of that row
-     * writes itself before it reads it) and, with PREZERO_PAD_ATTN unset or 1, attend that row's
-     * position 0 only: their outputs are discarded. 0 (the former rule): the whole max_ctx. */
-    tk[2 * e->max_m] = e->ro.pad_attn == 0 ? 0 : (int32_t)m; /* 0: every row attends its pos */
+    pad_rows(e, tk, m, M);
   }
   PZ_CHECK(stage_inputs(e, M));
   PZ_CHECK(launch_step(e, M));
@@ -1031,11 +1044,11 @@ pz_status pz_cuda_exec_time_step(pz_cuda_exec *e, int64_t M, int64_t rows, int32
   int64_t vocab = e->g->info.vocab_size > 0 ? e->g->info.vocab_size : 1;
   for (int r = e->lo; r < e->hi; r++) {
     int32_t *tk = e->ranks[r].in_host, *ps = tk + e->max_m;
-    for (int64_t i = 0; i < M; i++) { /* as step_once pads a batch of `rows` */
-      tk[i] = i < rows ? (int32_t)((i * 7919) % vocab) : 0;
-      ps[i] = i < rows ? pos_all : (int32_t)(e->max_ctx > 0 ? e->max_ctx - 1 : 0);
+    for (int64_t i = 0; i < rows; i++) {
+      tk[i] = (int32_t)((i * 7919) % vocab);
+      ps[i] = pos_all;
     }
-    tk[2 * e->max_m] = e->ro.pad_attn == 0 ? 0 : (int32_t)rows;
+    pad_rows(e, tk, rows, M); /* as step_once pads a batch of `rows` */
   }
   PZ_CHECK(stage_inputs(e, M));
   PZ_CHECK(launch_step(e, M)); /* warm-up (and capture) */
