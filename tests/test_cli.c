@@ -158,6 +158,8 @@ int main(void) {
   bad("bench step", "--seed 0x", "--seed");
   bad("bench step", "--seed -1", "--seed");
   bad("bench step", "--seed 1e3", "--seed");
+  bad("bench step", "--rows 0", "--rows");                          /* real rows: at least 1 */
+  bad("bench step", "--batch 8,32 --rows 17", "--rows 17 exceeds batch 8"); /* and at most every batch */
   if (pz_gpu_count() == 0) /* 08 is accepted (base 0 read it as 0): the refusal is for the GPU */
     CHECK(run("bench step --config tiny --context 16 --seed 08") == 1 && !strstr(err_txt, "--seed") && strstr(err_txt, "GPU"));
 #endif
