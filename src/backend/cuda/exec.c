@@ -847,9 +847,13 @@ static pz_status stage_inputs(pz_cuda_exec *e, int64_t M) {
       PZ_CUDA_CHECK(cudaMemcpyAsync(R->data[e->g->in_pos], R->in_host + e->max_m, sizeof(int32_t) * (size_t)M,
                                     cudaMemcpyHostToDevice, R->stream));
     /* the real rows of this step (in_host[2 max_m], set with the rows): the attention ops let the
-     * padding rows of a captured size attend one position instead of their whole context */
-    PZ_CUDA_CHECK(cudaMemcpyAsync(R->rows, R->in_host + 2 * e->max_m, sizeof(int32_t), cudaMemcpyHostToDevice,
-                                  R->stream));
+     * padding rows of a captured size attend one position instead of their whole context. Copied
+     * only when it changes (a steady batch size adds no copy to the step). */
+    if (R->in_host[2 * e->max_m] != R->rows_staged) {
+      PZ_CUDA_CHECK(cudaMemcpyAsync(R->rows, R->in_host + 2 * e->max_m, sizeof(int32_t), cudaMemcpyHostToDevice,
+                                    R->stream));
+      R->rows_staged = R->in_host[2 * e->max_m];
+    }
     if (e->opts.poison)
       for (int t = 0; t < e->g->n_tensors; t++) {
         const pz_tensor *x = &e->g->tensors[t];

@@ -25,6 +25,7 @@ typedef struct pz_cuda_rank {
   int32_t *in_host;            /* pinned host [2*m + 1]: tokens, positions, then the real row count of this step */
   int32_t *rows;               /* device [1] (in the arena): the real row count, staged with the inputs; the
                                   attention ops' padding rule (mla.h, gqa.h); <= 0: every row is real */
+  int32_t rows_staged;         /* the value *rows holds (0 after the arena's memset): copied only on a change */
   void **op_ctx;               /* [n_nodes]: per-node op state (the MLA / GQA op's context), or NULL */
   void *ws;                    /* device scratch shared by the MoE / dense-MLP / GQA nodes (run in order) */
   size_t ws_bytes;
