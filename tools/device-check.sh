@@ -13,6 +13,7 @@
 #   ar_procs   `prezero bench ar --procs 2` (one process per rank; --one-gpu when only one GPU is present), then
 #              the --rank/--world/--id-file form (each rank its own command) into ar_ranks_tp2.md
 #   attn_gqa   `prezero bench attn --layout gqa` (issue 17)
+#   attn_v3    `prezero bench attn` TP 1/2/4/8 paged (ctx 8192) and mixed [1024, 16384]: attention v3 (default), then v2
 #   attn_mixed `prezero bench attn` on mixed contexts [1024, 16384], paged: balanced schedule, then PREZERO_MLA_BALANCE=0
 #   step_pad   `prezero bench step --batch 32,128 --rows 17`: padded steps, padding rows at one position, then
 #              PREZERO_PAD_ATTN=0 (their whole context)
@@ -245,6 +246,17 @@ for s in $sections; do
         --json $W/attn_mixed.json --md $W/attn_mixed.md
       PREZERO_MLA_BALANCE=0 run bench_attn_mixed_former ${PZ_T_ATTN:-150} $P bench attn --tp 1,2,4 --m 16,64,128 --reps 7 --paged \
         --ctx 16384 --ctx-min 1024 --json $W/attn_mixed_former.json --md $W/attn_mixed_former.md ;;
+    attn_v3)  # issue 18: the TMA + wgmma attention kernel (v3, default) and v2 (PREZERO_MLA_ATTN=2) in the same call,
+              # Kimi-K2 shapes TP 1/2/4/8, context 8192 paged, then mixed contexts [1024, 16384]
+      run bench_attn_v3 ${PZ_T_ATTN:-150} $P bench attn --tp 1,2,4,8 --m 4,16,64,128 --reps 7 --paged \
+        --json $W/attn_v3.json --md $W/attn_v3.md
+      PREZERO_MLA_ATTN=2 run bench_attn_v2 ${PZ_T_ATTN:-150} $P bench attn --tp 1,2,4,8 --m 4,16,64,128 --reps 7 --paged \
+        --json $W/attn_v2.json --md $W/attn_v2.md
+      run bench_attn_v3_mixed ${PZ_T_ATTN:-150} $P bench attn --tp 1,2,4 --m 16,64,128 --reps 7 --paged --ctx 16384 \
+        --ctx-min 1024 --json $W/attn_v3_mixed.json --md $W/attn_v3_mixed.md
+      PREZERO_MLA_ATTN=2 run bench_attn_v2_mixed ${PZ_T_ATTN:-150} $P bench attn --tp 1,2,4 --m 16,64,128 --reps 7 --paged \
+        --ctx 16384 --ctx-min 1024 --json $W/attn_v2_mixed.json --md $W/attn_v2_mixed.md
+      for f in attn_v3 attn_v2 attn_v3_mixed attn_v2_mixed; do echo "== $f"; cat "$W/$f.md" 2>/dev/null | grep "^|" | cut -c1-160; done ;;
     attn_gqa) run bench_attn_gqa ${PZ_T_ATTN:-150} $P bench attn --layout gqa --json $W/attn_gqa_h200.json --md $W/attn_gqa_h200.md
       tail -${PZ_ATTN_TAIL:-25} "$W/bench_attn_gqa.txt" | cut -c1-200 ;;
     compare_gqa)  # issue 17: prezero compare on GQA presets at TP 1 (as many layers as fit), short decodes

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Writes src/backend/cuda/kernels/wgmma_ops.cuh: one inline-asm wrapper per wgmma N used by the
-# Hopper GEMM (bf16 x bf16 -> f32, both operands K-major in shared memory, 128B swizzle).
+# Hopper GEMM (bf16 x bf16 -> f32, both operands K-major in shared memory, 128B swizzle), and the
+# register-A, MN-major-B form of the MLA attention kernel.
 # Run from the repository root: bash bench/gemm/gen_wgmma.sh
 set -e
 out=src/backend/cuda/kernels/wgmma_ops.cuh
@@ -28,6 +29,30 @@ for N in 8 16 32 64 128 256; do
   echo "        \"wgmma.mma_async.sync.aligned.m64n${N}k16.f32.bf16.bf16 {$regs}, %$R, %$((R + 1)), p, 1, 1, 0, 0; }\""
   echo "        : $ops"
   echo "        : \"l\"(da), \"l\"(db), \"r\"(scale_d));"
+  echo "  }"
+  echo "};"
+done
+echo ""
+echo "/* A from registers (the m64k16 A fragment of PTX ISA 'wgmma .m64nNk16 A in registers': four b32 of two"
+echo " * bf16 each, the mma.m16n8k16 A layout per warp), B from a shared-memory descriptor read MN-major"
+echo " * (imm-trans-b = 1: B's N index runs along the 128-byte swizzled rows). Used by the MLA attention's P . V. */"
+echo "template <int N> struct WgmmaRegA;"
+for N in 256; do
+  R=$((N / 2))
+  regs=""; ops=""
+  for ((i = 0; i < R; i++)); do
+    regs+="%$i"; [ $i -lt $((R - 1)) ] && regs+=", "
+    ops+="\"+f\"(d[$i])"; [ $i -lt $((R - 1)) ] && ops+=", "
+  done
+  echo ""
+  echo "template <> struct WgmmaRegA<$N> {"
+  echo "  /* scale_d 0: D = A*B; 1: D += A*B. */"
+  echo "  static __device__ __forceinline__ void mma(float (&d)[$R], const uint32_t (&a)[4], uint64_t db, int scale_d) {"
+  echo "    asm volatile("
+  echo "        \"{ .reg .pred p; setp.ne.b32 p, %$((R + 5)), 0;\\n\""
+  echo "        \"wgmma.mma_async.sync.aligned.m64n${N}k16.f32.bf16.bf16 {$regs}, {%$R, %$((R + 1)), %$((R + 2)), %$((R + 3))}, %$((R + 4)), p, 1, 1, 1; }\""
+  echo "        : $ops"
+  echo "        : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(db), \"r\"(scale_d));"
   echo "  }"
   echo "};"
 done

@@ -22,7 +22,7 @@ void pz_runtime_opts_default(pz_runtime_opts *o) {
   o->tuner_iters = o->tuner_reps = o->tuner_legacy = -1;
   o->cuda_graph = 1;
   o->cuda_reserve_mb = -1;
-  o->mla_attn = 2;
+  o->mla_attn = 3;
   o->moe_persistent = -1;
   o->moe_l2pf = 0; /* measured slower on the H200 (bench/results/moe_h200_int4_l2pf.md) */
   o->moe_w4_tiled = 1;
@@ -151,7 +151,7 @@ int pz_runtime_opts_from_env(pz_runtime_opts *o, char *err, size_t err_len) {
   get_flag(&r, "PREZERO_CUDA_SYNC", &o->cuda_sync);
   get_int(&r, "PREZERO_CUDA_RESERVE_MB", 0, (int64_t)1 << 30, &o->cuda_reserve_mb);
   get_i(&r, "PREZERO_MLA_SPLITS", 1, 1 << 16, &o->mla_splits);
-  get_i(&r, "PREZERO_MLA_ATTN", 1, 2, &o->mla_attn);
+  get_i(&r, "PREZERO_MLA_ATTN", 1, 3, &o->mla_attn);
   get_i(&r, "PREZERO_MLA_BALANCE", 0, 1, &o->mla_balance);
   get_i(&r, "PREZERO_GATE_CALIBRATE", 0, 1, &o->gate_calibrate);
   get_i(&r, "PREZERO_PAD_ATTN", 0, 1, &o->pad_attn);

@@ -605,6 +605,18 @@ int main(void) {
     unsetenv("PREZERO_MLA_ATTN");
     remake_G();
   }
+  {
+    /* the version-2 attention kernel (PREZERO_MLA_ATTN=2, mma.sync) stays correct on the shapes
+     * that version 3 (the default on sm_90 for kv_lora 512 / rope 64) now takes */
+    const int ms[] = {3, 64};
+    const int64_t ctx[] = {7, 300};
+    setenv("PREZERO_MLA_ATTN", "2", 1);
+    remake_G();
+    run_shape(&K2_TP4, ms, quick ? 1 : 2, ctx, 2, 64);
+    run_shape(&K2_TP1, ms, 1, ctx, 2, 8);
+    unsetenv("PREZERO_MLA_ATTN");
+    remake_G();
+  }
   check_slots(&K2_TP4, 0);
   check_slots(&TINY, 0);
   check_slots(&V2LITE, 0);
@@ -627,10 +639,13 @@ int main(void) {
     if (!quick) {
       check_paged(&K2_TP8, longc, 3, 0);
       check_paged(&V3_TP1, longc, 3, 1);
-      /* the version-1 attention kernel reads through the table too */
+      /* the version-1 and version-2 attention kernels read through the table too */
       setenv("PREZERO_MLA_ATTN", "1", 1);
       remake_G();
       check_paged(&K2_TP2, mixed, 5, 0);
+      setenv("PREZERO_MLA_ATTN", "2", 1);
+      remake_G();
+      check_paged(&K2_TP1, mixed, 5, 0);
       unsetenv("PREZERO_MLA_ATTN");
     }
     unsetenv("PREZERO_GEMM_SPLITS");

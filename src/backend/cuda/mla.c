@@ -53,18 +53,17 @@ pz_status pz_mla_cuda_create(const pz_mla_params *p, int m_max, pz_gemm_ctx *gem
   c->p = *p;
   c->m_max = m_max;
   c->gemm = gemm;
-  /* Attention kernel: version 2 unless PREZERO_MLA_ATTN=1 (the GEMM handle's options) or v2 has
-   * no kernel for the shape. */
+  /* Attention kernel: PREZERO_MLA_ATTN (the GEMM handle's options; default 3); a version without a
+   * kernel for the shape or the device falls to the next lower one. */
   const pz_runtime_opts *ro = pz_gemm_ctx_opts(gemm);
-  int version = ro && ro->mla_attn == 1 ? 1 : 2;
+  int version = ro && ro->mla_attn >= 1 && ro->mla_attn <= 3 ? ro->mla_attn : 3;
   c->forced_splits = ro && ro->mla_splits > 0 ? ro->mla_splits : 0;
   c->k.balance = !(ro && ro->mla_balance == 0); /* -1 unset or 1: on */
-  c->mt = pz_mla_k_attn_mt((int)H, version);
-  pz_status st = pz_mla_k_attn_setup(version, c->mt, (int)L, (int)kvw, &c->ctas_per_sm);
-  if (st != PZ_OK && version == 2) {
-    version = 1;
+  pz_status st;
+  for (;; version--) {
     c->mt = pz_mla_k_attn_mt((int)H, version);
     st = pz_mla_k_attn_setup(version, c->mt, (int)L, (int)kvw, &c->ctas_per_sm);
+    if (st == PZ_OK || version == 1) break;
   }
   c->attn_version = version;
   c->head_groups = (int)((H + 16 * c->mt - 1) / (16 * c->mt));
@@ -84,6 +83,7 @@ pz_status pz_mla_cuda_create(const pz_mla_params *p, int m_max, pz_gemm_ctx *gem
   pz_ref_yarn_inv_freq(&p->rope, rope, k->inv_freq);
   k->mt = c->mt;
   k->attn_version = c->attn_version;
+  k->max_ctx = p->max_ctx;
   PZ_CHECK_GOTO(pz_mla_k_setup(k), st, fail);
   /* Scratch for the partials: the automatic split count keeps m*splits <= max(m, slots/head
    * groups); twice that leaves room for PREZERO_MLA_SPLITS, which is clamped to it. */

@@ -47,7 +47,10 @@ typedef struct pz_mla_kparams {
   int splits, mt;                     /* KV splits per sequence; 16-head tiles per CTA */
   int balance;                        /* 1: the balanced schedule of core/kv_sched.h; 0: sequence i
                                          takes slots i * splits .. as `splits` chunks of its own length */
-  int attn_version;                   /* attention kernel: 2 (default) or 1 (PREZERO_MLA_ATTN=1) */
+  int attn_version;                   /* attention kernel: 3 (TMA + wgmma, kv_lora 512 / rope 64 on sm_90;
+                                         the default where it applies), 2 (mma.sync, the default elsewhere)
+                                         or 1 (PREZERO_MLA_ATTN=1|2|3 chooses) */
+  int64_t max_ctx;                    /* positions per sequence of a contiguous cache (version 3's tensor map) */
   float *__restrict__ opart;          /* [m * splits slots, heads, L] f32, unnormalised: slot
                                          k.sched[i] + j holds slice j of sequence i (core/kv_sched.h) */
   float *__restrict__ ml;             /* [m * splits slots, heads, 2] f32: running max, sum */
@@ -71,15 +74,21 @@ pz_status pz_mla_k_wuv(const pz_mla_kparams *k, cudaStream_t s);      /* o = bf1
  * current device). Errors: PZ_ERR_CUDA. */
 pz_status pz_mla_k_setup(const pz_mla_kparams *k);
 
-/* Attention kernel configuration for `version` (1 or 2): 16-head tiles per CTA for `heads`
- * (v1: 1 for <= 16 heads, 2 for <= 32, else 4; v2: 1 for <= 16, else 2, more heads go to more
- * CTAs), dynamic shared memory in bytes, and resident CTAs per SM (occupancy, after raising the
- * smem limit on the current device). Errors of pz_mla_k_attn_setup: PZ_ERR_UNSUPPORTED (no
- * kernel for kv_lora / kv_lora + rope, see the message; or the smem does not fit an SM),
- * PZ_ERR_CUDA. */
+/* Attention kernel configuration for `version` (1, 2 or 3): 16-head tiles per CTA for `heads`
+ * (v1: 1 for <= 16 heads, 2 for <= 32, else 4; v2: 1 for <= 16, else 2; v3: 4, i.e. 64 heads,
+ * fewer are padded; more heads go to more CTAs), dynamic shared memory in bytes, and resident CTAs
+ * per SM (occupancy, after raising the smem limit on the current device). Errors of
+ * pz_mla_k_attn_setup: PZ_ERR_UNSUPPORTED (no kernel for kv_lora / kv_lora + rope, see the message;
+ * v3 on a device that is not sm_90; or the smem does not fit an SM), PZ_ERR_CUDA. */
 int pz_mla_k_attn_mt(int heads, int version);
 size_t pz_mla_k_attn_smem(int version, int mt, int kvw);
 pz_status pz_mla_k_attn_setup(int version, int mt, int L, int kvw, int *ctas_per_sm);
+/* Version 3 (kernels/mla_attn_wgmma.cu): its shared memory (bytes), setup (kv_lora_rank L = 512 and
+ * kvw = 576 only, sm_90 only; errors as above) and launch (PZ_ERR_CUDA when the tensor-map encoder or
+ * the launch fails). pz_mla_k_attn and pz_mla_k_attn_setup forward to them for version 3. */
+size_t pz_mla_k_attn3_smem(void);
+pz_status pz_mla_k_attn3_setup(int L, int kvw, int *ctas_per_sm);
+pz_status pz_mla_k_attn3(const pz_mla_kparams *k, cudaStream_t s);
 #ifdef __cplusplus
 }
 #endif

@@ -271,6 +271,22 @@ pz_status pz_gemm_wgmma_encode_map(CUtensorMap *map, const void *base, int64_t r
   return PZ_OK;
 }
 
+/* 3-D bf16 tensor map: d0 x d1 x d2 elements (d0 contiguous), strides s1 / s2 elements between
+ * consecutive d1 / d2 indices, box 64 x box1 x 1, 128B swizzle, coordinates past a dimension read as
+ * zeros (the MLA attention's KV cache: columns x positions x sequences or pages). */
+pz_status pz_gemm_wgmma_encode_map_3d(CUtensorMap *map, const void *base, int64_t d0, int64_t d1, int64_t d2,
+                                      int64_t s1, int64_t s2, int box1) {
+  if (!g_encode) return pz_error(PZ_ERR_UNSUPPORTED, "gemm wgmma: not initialised (pz_gemm_wgmma_init)");
+  cuuint64_t dims[3] = {(cuuint64_t)d0, (cuuint64_t)d1, (cuuint64_t)d2};
+  cuuint64_t strides[2] = {(cuuint64_t)s1 * 2, (cuuint64_t)s2 * 2};
+  cuuint32_t box[3] = {64, (cuuint32_t)box1, 1};
+  cuuint32_t estr[3] = {1, 1, 1};
+  CUresult r = g_encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void *>(base), dims, strides, box, estr,
+                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) return pz_error(PZ_ERR_CUDA, "gemm wgmma: cuTensorMapEncodeTiled (3-D) failed (%d)", (int)r);
+  return PZ_OK;
+}
 
 extern "C" int pz_gemm_wgmma_bn(int m, int wt) {
   int bn = 8; /* the token split (wt 1, warps 9) takes at least 16: pz_gemm_wgmma_launch */

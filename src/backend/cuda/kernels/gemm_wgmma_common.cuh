@@ -146,3 +146,8 @@ __device__ __forceinline__ void add_bias4(float4 &v, const float *bias, int col)
  * rows past `rows` read as zeros (gemm_wgmma.cu). Errors: PZ_ERR_CUDA (the encoder refused),
  * PZ_ERR_UNSUPPORTED (pz_gemm_wgmma_init not run). */
 pz_status pz_gemm_wgmma_encode_map(CUtensorMap *map, const void *base, int64_t rows, int64_t k, int64_t ld, int box_rows);
+/* 3-D bf16 tensor map, d0 x d1 x d2 (d0 contiguous; s1, s2 element strides, multiples of 8), box 64 x
+ * box1 x 1, 128-byte swizzle, coordinates past a dimension read as zeros (mla_attn_wgmma.cu). Errors as
+ * pz_gemm_wgmma_encode_map. */
+pz_status pz_gemm_wgmma_encode_map_3d(CUtensorMap *map, const void *base, int64_t d0, int64_t d1, int64_t d2,
+                                      int64_t s1, int64_t s2, int box1);
