@@ -12,9 +12,11 @@
  *     of tile t - 1 at the top of tile t (a separate producer warp would cap the registers at 224 per
  *     thread, and ptxas then serializes the m64n256 wgmma: warning C7512);
  *   - two consumer warpgroups. S = Q·Kᵀ [64 heads x 32 positions] is split along the 576 columns:
- *     warpgroup g multiplies columns 288 g .. 288 g + 287 (18 k16 steps, wgmma m64n32k16, Q and K from
- *     shared memory), the two partial scores are exchanged through shared memory and both warpgroups
- *     form S = S_0 + S_1 (the same bits in both, IEEE addition commutes);
+ *     warpgroup g multiplies the k16 steps 2g and 2g + 1 of each 64-column block (18 steps, wgmma
+ *     m64n32k16, Q and K from shared memory; interleaved so that every descriptor is the warpgroup's
+ *     base plus a compile-time offset, and the wgmmas issue back to back), the two partial scores are
+ *     exchanged through shared memory and both warpgroups form S = S_0 + S_1 (the same bits in both,
+ *     IEEE addition commutes);
  *   - both run the online softmax on the whole S (identical in both), keep P in registers and multiply
  *     it by their half of V: O_g [64 x 256] += P · V[:, 256 g ..] (wgmma m64n256k16, A from registers,
  *     B read MN-major from the same KV tile);
@@ -120,14 +122,18 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int t = 0; t < STAGES && t < sl.ntiles; t++) load_tile(t);
   }
 
-  /* consumers: warpgroup wg, warp w of it; this thread's S / O rows r0, r1 (heads h0 + r) */
-  const int wg = tid >> 7, wt = tid & 127, w = wt >> 5, lane = tid & 31, q4 = lane & 3;
+  /* consumers: warpgroup wg (broadcast from lane 0, so that the compiler knows it is warp-uniform and
+   * keeps the descriptors in uniform registers), warp w of it; this thread's S / O rows r0, r1 */
+  const int wg = __shfl_sync(0xffffffffu, tid >> 7, 0), wt = tid & 127, w = wt >> 5, lane = tid & 31, q4 = lane & 3;
   const int r0 = w * 16 + (lane >> 2), r1 = r0 + 8;
   float o[128];
 #pragma unroll
   for (int j = 0; j < 128; j++) o[j] = 0.0f;
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
   const float scale = k.softmax_scale;
+  /* descriptor bases: Q, and k16 step 2 wg of block 0 (descriptor addresses are in 16-byte units) */
+  const uint64_t dq0 = make_desc(sQ) + 4 * wg, dk0 = make_desc(sKV) + 4 * wg;
+  const uint64_t dv0 = make_desc_mn(sKV + wg * 4 * TILE_BYTES);
   mbar_wait(qbar, 0);
   __syncwarp();
 
@@ -142,11 +148,12 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
     for (int e = 0; e < 16; e++) sacc[e] = 0.0f;
     wgmma_fence();
+    const uint64_t dk = dk0 + (uint64_t)(st * STAGE_BYTES >> 4);
 #pragma unroll
-    for (int q = 0; q < KSTEPS / 2; q++) {
-      const int ks = wg * (KSTEPS / 2) + q, kb = ks >> 2, kk = ks & 3;
-      Wgmma<32>::mma(sacc, make_desc(sQ + kb * HT * 128) + 2 * kk, make_desc(stage + kb * TILE_BYTES) + 2 * kk, 1);
-    }
+    for (int kb = 0; kb < KB; kb++)
+#pragma unroll
+      for (int kk = 0; kk < 2; kk++)
+        Wgmma<32>::mma(sacc, dq0 + (kb * HT * 128 >> 4) + 2 * kk, dk + (kb * TILE_BYTES >> 4) + 2 * kk, 1);
     wgmma_commit();
     wgmma_wait<0>();
     /* exchange the partials: S = S_0 + S_1 in both warpgroups */
@@ -204,12 +211,15 @@ __global__ void __launch_bounds__(THREADS, 1)
       a[kc][2] = pack_bf2(s[8 * kc + 4], s[8 * kc + 5]);
       a[kc][3] = pack_bf2(s[8 * kc + 6], s[8 * kc + 7]);
     }
+    /* rescale O only when a row's max moved (x * 1 is x: skipping is exact) */
+    if (__any_sync(0xffffffffu, al[0] != 1.0f || al[1] != 1.0f)) {
 #pragma unroll
-    for (int j = 0; j < 128; j++) o[j] *= al[(j >> 1) & 1];
+      for (int j = 0; j < 128; j++) o[j] *= al[(j >> 1) & 1];
+    }
     wgmma_fence();
+    const uint64_t dv = dv0 + (uint64_t)(st * STAGE_BYTES >> 4);
 #pragma unroll
-    for (int kc = 0; kc < 2; kc++)
-      WgmmaRegA<256>::mma(o, a[kc], make_desc_mn(stage + wg * 4 * TILE_BYTES + kc * 16 * 128), 1);
+    for (int kc = 0; kc < 2; kc++) WgmmaRegA<256>::mma(o, a[kc], dv + (kc * 16 * 128 >> 4), 1);
     wgmma_commit();
     wgmma_wait<0>();
     if (lane == 0) mbar_arrive(&empty[st]);
