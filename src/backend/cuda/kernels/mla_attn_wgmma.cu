@@ -43,7 +43,6 @@ using namespace pz_wg;
 constexpr int HT = 64;                         /* head rows per CTA: the wgmma M side */
 constexpr int KB = 9;                          /* 64-column blocks of a cache row (576 columns) */
 constexpr int LV = 512;                        /* value (latent) columns; each warpgroup owns 256 */
-constexpr int KSTEPS = KB * 4;                 /* k16 steps of Q·Kᵀ: 36, 18 per warpgroup */
 constexpr int STAGES = 3;
 constexpr int TILE_BYTES = BN * 128;           /* one 64-column block of a KV tile: 32 rows x 128 B */
 constexpr int STAGE_BYTES = KB * TILE_BYTES;   /* 36 KB */
