@@ -8,9 +8,9 @@
  * rank are the wgmma M = 64 side; the compressed cache row [c | k_pe] is the key, its first 512 columns
  * the value, so one shared-memory tile feeds both products). The code is ours:
  *   - thread 0 streams 32-position KV tiles (9 TMA boxes of 64 columns x 32 rows, 128-byte swizzle,
- *     through the block table when paged) into a 3-stage ring guarded by mbarriers, refilling a stage as
- *     soon as both warpgroups are done with it (a separate producer warp would cap the registers at 224
- *     per thread, and ptxas then serializes the m64n256 wgmma: warning C7512);
+ *     through the block table when paged) into a 3-stage ring guarded by mbarriers, refilling the stage
+ *     of tile t - 1 at the top of tile t (a separate producer warp would cap the registers at 224 per
+ *     thread, and ptxas then serializes the m64n256 wgmma: warning C7512);
  *   - two consumer warpgroups. S = Q·Kᵀ [64 heads x 32 positions] is split along the 576 columns:
  *     warpgroup g multiplies the k16 steps 2g and 2g + 1 of each 64-column block (18 steps, wgmma
  *     m64n32k16, Q and K from shared memory; interleaved so that every descriptor is the warpgroup's
@@ -20,7 +20,6 @@
  *   - both run the online softmax on the whole S (identical in both), keep P in registers and multiply
  *     it by their half of V: O_g [64 x 256] += P · V[:, 256 g ..] (wgmma m64n256k16, A from registers,
  *     B read MN-major from the same KV tile);
- *   - the wgmmas of the next tile's S are issued with this tile's P · V, one wait for both;
  *   - rows of a partial last tile past the slice's end are masked in S and zeroed in V (so that garbage
  *     beyond the context cannot turn 0 · V into NaN).
  * Heads beyond the rank's count (fewer than 64 heads) are computed on neighbouring rows of Q or on TMA's
@@ -71,18 +70,6 @@ __device__ __forceinline__ uint64_t make_desc_mn(const void *tile) {
   const uint32_t a = smem_u32(tile);
   return (uint64_t)((a & 0x3FFFF) >> 4) | ((uint64_t)(TILE_BYTES >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) |
          ((uint64_t)1 << 62);
-}
-
-/* Pins accumulator registers between an asynchronous wgmma and its wait: an empty asm that reads and
- * writes each one, so that the compiler neither reads them early nor moves them while in flight. */
-template <int N>
-__device__ __forceinline__ void fence_operands(float (&r)[N]) {
-#pragma unroll
-  for (int j = 0; j < N; j++) asm volatile("" : "+f"(r[j])::"memory");
-}
-__device__ __forceinline__ void fence_operands(uint32_t (&r)[2][4]) {
-#pragma unroll
-  for (int j = 0; j < 8; j++) asm volatile("mov.b32 %0, %0;" : "+r"(r[j / 4][j % 4])::"memory");
 }
 
 __device__ __forceinline__ uint32_t pack_bf2(float lo, float hi) {
@@ -149,74 +136,64 @@ __global__ void __launch_bounds__(THREADS, 1)
   mbar_wait(qbar, 0);
   __syncwarp();
 
-  /* S partial of tile tt (stage st) into acc: 18 wgmmas, one commit group */
-  float sacc[16], snext[16];
-  auto issue_qk = [&](float (&acc)[16], int st) {
+  for (int t = 0; t < sl.ntiles; t++) {
+    const int st = t % STAGES;
+    unsigned char *stage = sKV + st * STAGE_BYTES;
+    if (tid == 0 && t >= 1 && t - 1 + STAGES < sl.ntiles) load_tile(t - 1 + STAGES);
+    mbar_wait(&full[st], (uint32_t)((t / STAGES) & 1));
+    __syncwarp(); /* the wgmmas below are .aligned: the warp converged */
+    /* partial S over this warpgroup's 18 k16 steps */
+    float sacc[16];
 #pragma unroll
-    for (int e = 0; e < 16; e++) acc[e] = 0.0f;
+    for (int e = 0; e < 16; e++) sacc[e] = 0.0f;
     wgmma_fence();
     const uint64_t dk = dk0 + (uint64_t)(st * STAGE_BYTES >> 4);
 #pragma unroll
     for (int kb = 0; kb < KB; kb++)
 #pragma unroll
       for (int kk = 0; kk < 2; kk++)
-        Wgmma<32>::mma(acc, dq0 + (kb * HT * 128 >> 4) + 2 * kk, dk + (kb * TILE_BYTES >> 4) + 2 * kk, 1);
+        Wgmma<32>::mma(sacc, dq0 + (kb * HT * 128 >> 4) + 2 * kk, dk + (kb * TILE_BYTES >> 4) + 2 * kk, 1);
     wgmma_commit();
-  };
-  /* The softmax of tile tt from its partial S (acc): exchange with the other warpgroup, mask, scale,
-   * the running max / sum (updated only when `real`), P as the A fragments of two k16 steps into pn (the
-   * accumulator layout of 16 columns is the A layout) and the O scale al. Both warpgroups call it. */
-  uint32_t a[2][4], pn[2][4]; /* P(t), read by the P · V wgmmas in flight; P(t + 1), written meanwhile */
-  float al[2];
-  auto softmax = [&](const float (&acc)[16], int tt, bool real) {
-    float *xb = sX + (tt & 1) * 2 * XCH;
+    wgmma_wait<0>();
+    /* exchange the partials: S = S_0 + S_1 in both warpgroups */
+    float *xb = sX + (t & 1) * 2 * XCH;
 #pragma unroll
-    for (int e = 0; e < 16; e++) xb[wg * XCH + e * 128 + wt] = acc[e];
+    for (int e = 0; e < 16; e++) xb[wg * XCH + e * 128 + wt] = sacc[e];
     bar_sync(1, CONSUMERS);
     const float *other = xb + (1 - wg) * XCH;
     /* element e = 4c + 2i + j: row i ? r1 : r0, position p0 + 8c + 2 q4 + j (wgmma D fragment) */
-    const int p0 = sl.start + tt * BN;
-    float s[16], mx[2] = {-INFINITY, -INFINITY}, mn[2], sum[2] = {0.0f, 0.0f};
+    const int p0 = sl.start + t * BN;
+    float s[16], mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int e = 0; e < 16; e++) {
       const int pos = p0 + 8 * (e >> 2) + 2 * q4 + (e & 1);
-      const float v = acc[e] + other[e * 128 + wt];
+      const float v = sacc[e] + other[e * 128 + wt];
       s[e] = pos < sl.end ? v * scale : -INFINITY;
       mx[(e >> 1) & 1] = fmaxf(mx[(e >> 1) & 1], s[e]);
     }
+    float al[2], sum[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int r = 0; r < 2; r++) {
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      mn[r] = fmaxf(m_run[r], mx[r]); /* the first position of every tile is valid: finite */
-      al[r] = expf(m_run[r] - mn[r]);
+      const float mn = fmaxf(m_run[r], mx[r]); /* the first position of every tile is valid: finite */
+      al[r] = expf(m_run[r] - mn);
+      m_run[r] = mn;
     }
 #pragma unroll
     for (int e = 0; e < 16; e++) {
-      s[e] = expf(s[e] - mn[(e >> 1) & 1]);
+      s[e] = expf(s[e] - m_run[(e >> 1) & 1]);
       sum[(e >> 1) & 1] += s[e];
     }
 #pragma unroll
     for (int r = 0; r < 2; r++) {
       sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
       sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
-      if (real) {
-        l_run[r] = l_run[r] * al[r] + sum[r];
-        m_run[r] = mn[r];
-      }
+      l_run[r] = l_run[r] * al[r] + sum[r];
     }
-#pragma unroll
-    for (int kc = 0; kc < 2; kc++) {
-      pn[kc][0] = pack_bf2(s[8 * kc + 0], s[8 * kc + 1]);
-      pn[kc][1] = pack_bf2(s[8 * kc + 2], s[8 * kc + 3]);
-      pn[kc][2] = pack_bf2(s[8 * kc + 4], s[8 * kc + 5]);
-      pn[kc][3] = pack_bf2(s[8 * kc + 6], s[8 * kc + 7]);
-    }
-    /* a partial last tile: zero this warpgroup's V rows past the end (they may hold anything); its
-     * S wgmmas, and the other warpgroup's, have finished (the exchange barrier) */
+    /* a partial last tile: zero this warpgroup's V rows past the end (they may hold anything) */
     const int nv = sl.end - p0;
-    if (real && nv < BN) {
-      unsigned char *stage = sKV + (tt % STAGES) * STAGE_BYTES;
+    if (nv < BN) {
       for (int e = wt; e < (BN - nv) * 32; e += 128) {
         const int r = nv + e / 32, kb = wg * 4 + (e % 32) / 8, c = e % 8;
         *(uint4 *)(stage + kb * TILE_BYTES + r * 128 + c * 16) = make_uint4(0, 0, 0, 0);
@@ -224,49 +201,27 @@ __global__ void __launch_bounds__(THREADS, 1)
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
       bar_sync(2 + wg, 128);
     }
-  };
-
-  mbar_wait(&full[0], 0);
-  __syncwarp();
-  fence_operands(o); /* O's zeros are written before the first wgmma (else C7513) */
-  issue_qk(sacc, 0);
-  wgmma_wait<0>();
-  fence_operands(sacc);
-  softmax(sacc, 0, true); /* O is zero: no rescale */
+    /* P as the A fragments of two k16 steps (the accumulator layout of 16 columns is the A layout) */
+    uint32_t a[2][4];
 #pragma unroll
-  for (int j = 0; j < 8; j++) a[j / 4][j % 4] = pn[j / 4][j % 4];
-
-  /* Tile t (its P in a): the wgmmas of S(t + 1) and of O += P(t) · V(t) are issued back to back and
-   * waited once; then the softmax of tile t + 1 and O's rescale. (Running that softmax while P(t) · V(t)
-   * is in flight, FlashAttention-3's intra-warpgroup overlap, made ptxas serialize every wgmma, warning
-   * C7513: it gave P(t + 1) the registers of P(t).) In the last iteration S(t + 1) is computed on a stage that holds no
-   * tile (none is being written: every load has landed) and thrown away, so that no branch surrounds a
-   * wgmma (ptxas would serialize them all, warning C7520). */
-  for (int t = 0; t < sl.ntiles; t++) {
-    const int st = t % STAGES, sn = (t + 1) % STAGES;
-    const bool more = t + 1 < sl.ntiles;
-    if (more) mbar_wait(&full[sn], (uint32_t)(((t + 1) / STAGES) & 1));
-    __syncwarp(); /* the wgmmas below are .aligned: the warp converged */
-    const uint64_t dv = dv0 + (uint64_t)(st * STAGE_BYTES >> 4);
-    fence_operands(o); /* the rescale and P's copy stay above the wgmmas (else C7513: serialized) */
-    fence_operands(a);
-    issue_qk(snext, sn);
-#pragma unroll
-    for (int kc = 0; kc < 2; kc++) WgmmaRegA<256>::mma(o, a[kc], dv + (kc * 16 * 128 >> 4), 1);
-    wgmma_commit();
-    wgmma_wait<0>(); /* S(t + 1) and P(t) · V(t) have finished: free stage st; thread 0 refills it */
-    fence_operands(o);
-    fence_operands(snext);
-    if (lane == 0) mbar_arrive(&empty[st]);
-    if (tid == 0 && t + STAGES < sl.ntiles) load_tile(t + STAGES);
-    softmax(snext, t + 1, more);
+    for (int kc = 0; kc < 2; kc++) {
+      a[kc][0] = pack_bf2(s[8 * kc + 0], s[8 * kc + 1]);
+      a[kc][1] = pack_bf2(s[8 * kc + 2], s[8 * kc + 3]);
+      a[kc][2] = pack_bf2(s[8 * kc + 4], s[8 * kc + 5]);
+      a[kc][3] = pack_bf2(s[8 * kc + 6], s[8 * kc + 7]);
+    }
     /* rescale O only when a row's max moved (x * 1 is x: skipping is exact) */
-    if (more && __any_sync(0xffffffffu, al[0] != 1.0f || al[1] != 1.0f)) {
+    if (__any_sync(0xffffffffu, al[0] != 1.0f || al[1] != 1.0f)) {
 #pragma unroll
       for (int j = 0; j < 128; j++) o[j] *= al[(j >> 1) & 1];
     }
+    wgmma_fence();
+    const uint64_t dv = dv0 + (uint64_t)(st * STAGE_BYTES >> 4);
 #pragma unroll
-    for (int j = 0; j < 8; j++) a[j / 4][j % 4] = pn[j / 4][j % 4];
+    for (int kc = 0; kc < 2; kc++) WgmmaRegA<256>::mma(o, a[kc], dv + (kc * 16 * 128 >> 4), 1);
+    wgmma_commit();
+    wgmma_wait<0>();
+    if (lane == 0) mbar_arrive(&empty[st]);
   }
 
   /* the slice's unnormalised output and (max, sum) per head, as versions 1 and 2 write them */
