@@ -22,7 +22,7 @@ void pz_runtime_opts_default(pz_runtime_opts *o) {
   o->tuner_iters = o->tuner_reps = o->tuner_legacy = -1;
   o->cuda_graph = 1;
   o->cuda_reserve_mb = -1;
-  o->mla_attn = 3;
+  o->mla_attn = 0; /* by heads per rank (mla.c) */
   o->moe_persistent = -1;
   o->moe_l2pf = 0; /* measured slower on the H200 (bench/results/moe_h200_int4_l2pf.md) */
   o->moe_w4_tiled = 1;

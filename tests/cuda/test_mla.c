@@ -614,6 +614,11 @@ int main(void) {
     remake_G();
     run_shape(&K2_TP4, ms, quick ? 1 : 2, ctx, 2, 64);
     run_shape(&K2_TP1, ms, 1, ctx, 2, 8);
+    /* version 3 forced where the default picks version 2 (16 and 8 heads per rank: padded to 64) */
+    setenv("PREZERO_MLA_ATTN", "3", 1);
+    remake_G();
+    run_shape(&K2_TP4, ms, quick ? 1 : 2, ctx, 2, 64);
+    run_shape(&K2_TP8, ms, 1, ctx, 2, 8);
     unsetenv("PREZERO_MLA_ATTN");
     remake_G();
   }
@@ -646,6 +651,9 @@ int main(void) {
       setenv("PREZERO_MLA_ATTN", "2", 1);
       remake_G();
       check_paged(&K2_TP1, mixed, 5, 0);
+      setenv("PREZERO_MLA_ATTN", "3", 1);
+      remake_G();
+      check_paged(&K2_TP8, mixed, 5, 0);
       unsetenv("PREZERO_MLA_ATTN");
     }
     unsetenv("PREZERO_GEMM_SPLITS");

@@ -9,8 +9,9 @@
  * the value, so one shared-memory tile feeds both products). The code is ours:
  *   - thread 0 streams 32-position KV tiles (9 TMA boxes of 64 columns x 32 rows, 128-byte swizzle,
  *     through the block table when paged) into a 3-stage ring guarded by mbarriers, refilling the stage
- *     of tile t - 1 at the top of tile t (a separate producer warp would cap the registers at 224 per
- *     thread, and ptxas then serializes the m64n256 wgmma: warning C7512);
+ *     of tile t - 1 after tile t's score exchange, where both warpgroups are past it and the refill never
+ *     waits (a separate producer warp would cap the registers at 224 per thread, and ptxas then
+ *     serializes the m64n256 wgmma: warning C7512);
  *   - two consumer warpgroups. S = Q·Kᵀ [64 heads x 32 positions] is split along the 576 columns:
  *     warpgroup g multiplies the k16 steps 2g and 2g + 1 of each 64-column block (18 steps, wgmma
  *     m64n32k16, Q and K from shared memory; interleaved so that every descriptor is the warpgroup's
@@ -139,7 +140,6 @@ __global__ void __launch_bounds__(THREADS, 1)
   for (int t = 0; t < sl.ntiles; t++) {
     const int st = t % STAGES;
     unsigned char *stage = sKV + st * STAGE_BYTES;
-    if (tid == 0 && t >= 1 && t - 1 + STAGES < sl.ntiles) load_tile(t - 1 + STAGES);
     mbar_wait(&full[st], (uint32_t)((t / STAGES) & 1));
     __syncwarp(); /* the wgmmas below are .aligned: the warp converged */
     /* partial S over this warpgroup's 18 k16 steps */
@@ -157,17 +157,27 @@ __global__ void __launch_bounds__(THREADS, 1)
     wgmma_wait<0>();
     /* exchange the partials: S = S_0 + S_1 in both warpgroups */
     float *xb = sX + (t & 1) * 2 * XCH;
+    /* as float4 [4][128 threads]: 4 vector stores and loads per thread, whole 512-byte warp rows */
+    float4 *xm = (float4 *)(xb + wg * XCH) + wt;
 #pragma unroll
-    for (int e = 0; e < 16; e++) xb[wg * XCH + e * 128 + wt] = sacc[e];
+    for (int q = 0; q < 4; q++) xm[q * 128] = make_float4(sacc[4 * q], sacc[4 * q + 1], sacc[4 * q + 2], sacc[4 * q + 3]);
     bar_sync(1, CONSUMERS);
-    const float *other = xb + (1 - wg) * XCH;
+    /* both warpgroups are past P(t - 1) · V(t - 1): thread 0 refills that stage with tile t + 2 (no wait) */
+    if (tid == 0 && t >= 1 && t - 1 + STAGES < sl.ntiles) load_tile(t - 1 + STAGES);
+    const float4 *xo = (const float4 *)(xb + (1 - wg) * XCH) + wt;
+    float other[16];
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+      const float4 v = xo[q * 128];
+      other[4 * q] = v.x; other[4 * q + 1] = v.y; other[4 * q + 2] = v.z; other[4 * q + 3] = v.w;
+    }
     /* element e = 4c + 2i + j: row i ? r1 : r0, position p0 + 8c + 2 q4 + j (wgmma D fragment) */
     const int p0 = sl.start + t * BN;
     float s[16], mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int e = 0; e < 16; e++) {
       const int pos = p0 + 8 * (e >> 2) + 2 * q4 + (e & 1);
-      const float v = sacc[e] + other[e * 128 + wt];
+      const float v = sacc[e] + other[e];
       s[e] = pos < sl.end ? v * scale : -INFINITY;
       mx[(e >> 1) & 1] = fmaxf(mx[(e >> 1) & 1], s[e]);
     }
