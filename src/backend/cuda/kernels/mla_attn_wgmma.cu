@@ -9,9 +9,10 @@
  * the value, so one shared-memory tile feeds both products). The code is ours:
  *   - thread 0 streams 32-position KV tiles (9 TMA boxes of 64 columns x 32 rows, 128-byte swizzle,
  *     through the block table when paged) into a 3-stage ring guarded by mbarriers, refilling the stage
- *     of tile t - 1 after tile t's score exchange, where both warpgroups are past it and the refill never
- *     waits (a separate producer warp would cap the registers at 224 per thread, and ptxas then
- *     serializes the m64n256 wgmma: warning C7512);
+ *     of tile t - 1 once tile t's P · V is issued: both warpgroups are past that stage (the score
+ *     exchange), so the refill never waits, and the warpgroup-wide wgmmas are not held up by it; the
+ *     block table is read one load ahead (a separate producer warp would cap the registers at 224 per
+ *     thread, and ptxas then serializes the m64n256 wgmma: warning C7512);
  *   - two consumer warpgroups. S = Q·Kᵀ [64 heads x 32 positions] is split along the 576 columns:
  *     warpgroup g multiplies the k16 steps 2g and 2g + 1 of each 64-column block (18 steps, wgmma
  *     m64n32k16, Q and K from shared memory; interleaved so that every descriptor is the warpgroup's
@@ -105,14 +106,19 @@ __global__ void __launch_bounds__(THREADS, 1)
   AttnSlice sl;
   if (!attn_slice<HT, THREADS>(k, i, split, h0, tid, blockIdx.x == 0 && blockIdx.y == 0 && i == 0, &sl)) return;
 
-  /* thread 0 issues every copy: Q, then tile t into stage t % STAGES once that stage is free */
+  /* thread 0 issues every copy: Q, then tile t into stage t % STAGES once that stage is free. Tiles are
+   * loaded in order; the page of the next one is read from the block table one load ahead (znext), so
+   * that the table's global-memory latency never stalls the warp that issues the copies. */
+  auto page_of = [&](int t) { return sl.table ? sl.table[(sl.start + t * BN) / PZ_KV_BLOCK] : sl.seq; };
+  int znext = tid == 0 ? page_of(0) : 0;
   auto load_tile = [&](int t) {
     const int st = t % STAGES;
     if (t >= STAGES) mbar_wait(&empty[st], (uint32_t)((t / STAGES - 1) & 1));
     mbar_expect_tx(&full[st], STAGE_BYTES);
     const int p0 = sl.start + t * BN;
     const int row = sl.table ? p0 % PZ_KV_BLOCK : p0;
-    const int z = sl.table ? sl.table[p0 / PZ_KV_BLOCK] : sl.seq;
+    const int z = znext;
+    if (t + 1 < sl.ntiles) znext = page_of(t + 1);
     unsigned char *dst = sKV + st * STAGE_BYTES;
     for (int kb = 0; kb < KB; kb++) tma_load_3d(dst + kb * TILE_BYTES, &tkv, &full[st], kb * 64, row, z);
   };
@@ -162,8 +168,6 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
     for (int q = 0; q < 4; q++) xm[q * 128] = make_float4(sacc[4 * q], sacc[4 * q + 1], sacc[4 * q + 2], sacc[4 * q + 3]);
     bar_sync(1, CONSUMERS);
-    /* both warpgroups are past P(t - 1) · V(t - 1): thread 0 refills that stage with tile t + 2 (no wait) */
-    if (tid == 0 && t >= 1 && t - 1 + STAGES < sl.ntiles) load_tile(t - 1 + STAGES);
     const float4 *xo = (const float4 *)(xb + (1 - wg) * XCH) + wt;
     float other[16];
 #pragma unroll
@@ -230,6 +234,9 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
     for (int kc = 0; kc < 2; kc++) WgmmaRegA<256>::mma(o, a[kc], dv + (kc * 16 * 128 >> 4), 1);
     wgmma_commit();
+    /* both warpgroups are past P(t - 1) · V(t - 1) (the exchange barrier): thread 0 refills that stage
+     * with tile t + 2 while P(t) · V(t) runs (never waits; its warp has issued its share of the wgmmas) */
+    if (tid == 0 && t >= 1 && t - 1 + STAGES < sl.ntiles) load_tile(t - 1 + STAGES);
     wgmma_wait<0>();
     if (lane == 0) mbar_arrive(&empty[st]);
   }
