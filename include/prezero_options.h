@@ -83,8 +83,9 @@ typedef struct pz_runtime_opts {
                                        * cost minutes; the gate then decides from the H200 figures, the
                                        * results are the same. Added in 0.2.0 */
   int pad_attn;                       /* PREZERO_PAD_ATTN: -1 unset or 1 (the default) the rows that pad a
-                                       * batch to its captured CUDA-graph size attend one KV position; 0
-                                       * they attend their whole context (max_ctx: the former rule). The
+                                       * batch to its captured CUDA-graph size attend one KV position and
+                                       * the MoE router sends them to no expert; 0 they attend their whole
+                                       * context (max_ctx) and are routed (the former rule). The
                                        * real rows' results agree within rounding (bit for bit with GQA, or
                                        * with PREZERO_MLA_BALANCE=0: MLA's balanced schedule picks its chunk
                                        * from every row's length). Added in 0.2.0 */

@@ -1,6 +1,6 @@
 /* Padding rows of a captured batch size (exec.c step_once, docs/ARCHITECTURE.md: a batch of m rows
- * runs the graph of the next captured size M; rows m..M-1 attend one KV position unless
- * PREZERO_PAD_ATTN=0), through the CUDA executor on `tiny` (MLA + MoE) and `tiny_llama` (GQA, dense),
+ * runs the graph of the next captured size M; rows m..M-1 attend one KV position and route to no
+ * expert unless PREZERO_PAD_ATTN=0), through the CUDA executor on `tiny` (MLA + MoE) and `tiny_llama` (GQA, dense),
  * 2 layers, TP 1, every GEMM forced to full K (deterministic), contexts 40..75 and unequal:
  *  - batch 5 in the graph of 8 (padded) against the eager executor at batch 5 (no padding): logits
  *    within LOGIT_REL of each row's rms (the MLA split count and chunk follow the batch, so the

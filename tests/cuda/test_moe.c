@@ -204,6 +204,44 @@ static void test_route(void) {
     cudaFree(di);
     cudaFree(dw);
   }
+  /* The real-row word (padding rows of a captured batch size, exec.c): with r = 3 of m = 6 rows,
+   * rows 3..5 get -1 / 0 in every slot and rows 0..2 the CPU reference's routing bit for bit; a word
+   * of 0 or of m (a full batch) changes nothing. */
+  {
+    enum { RM = 6, RE = 64, RK = 6 };
+    pz_moe_params p = mk(RE, RK, 8, 3, PZ_SCORE_SIGMOID, PZ_TOPK_NOAUX_TC, true, 2.5f);
+    float *l = malloc(sizeof(float) * RM * RE), bias[RE];
+    fill_logits(l, (int64_t)RM * RE, 0, 3.0f);
+    for (int e = 0; e < RE; e++) bias[e] = (float)(urand() - 0.5);
+    int32_t ids[RM * RK], gids[RM * RK];
+    float w[RM * RK], gw[RM * RK];
+    pz_ref_moe_route(RM, l, RE, bias, &p, ids, w);
+    float *dl = dev_upload(l, sizeof(float) * RM * RE), *db = dev_upload(bias, sizeof bias);
+    int32_t *di, *drows;
+    float *dw;
+    cudaMalloc((void **)&di, sizeof gids);
+    cudaMalloc((void **)&dw, sizeof gw);
+    cudaMalloc((void **)&drows, sizeof(int32_t));
+    const int32_t words[3] = {3, 0, RM};
+    for (int k = 0; k < 3; k++) {
+      const int r = words[k] > 0 && words[k] < RM ? words[k] : RM; /* the rows routed as real */
+      cudaMemcpy(drows, &words[k], sizeof(int32_t), cudaMemcpyHostToDevice);
+      cudaMemset(di, 0x55, sizeof gids); /* stale: every slot must be written */
+      CHECK_OK(pz_moe_route_launch_rows(RM, dl, RE, db, &p, di, dw, drows, 0));
+      CHECK(cudaDeviceSynchronize() == cudaSuccess);
+      cudaMemcpy(gids, di, sizeof gids, cudaMemcpyDeviceToHost);
+      cudaMemcpy(gw, dw, sizeof gw, cudaMemcpyDeviceToHost);
+      CHECK(memcmp(gids, ids, sizeof(int32_t) * r * RK) == 0 && memcmp(gw, w, sizeof(float) * r * RK) == 0);
+      for (int q = r * RK; q < RM * RK; q++) CHECK(gids[q] == -1 && gw[q] == 0.0f);
+    }
+    printf("route with the real-row word: padding rows to no expert, real rows as the CPU reference\n");
+    free(l);
+    cudaFree(dl);
+    cudaFree(db);
+    cudaFree(di);
+    cudaFree(dw);
+    cudaFree(drows);
+  }
 }
 
 /* ------------------------------------------------------------------ experts */

@@ -900,8 +900,8 @@ pz_status pz_cuda_exec_step(pz_cuda_exec *e, int64_t m, const int32_t *tokens, c
 /* Rows m..M-1 of one rank's staged inputs (tk = in_host: tokens, then positions at tk + max_m) as the
  * padding of a batch of m in the graph of M: token 0 at the last position (which a live sequence of
  * that row writes itself before it reads it), and the real row count in tk[2 max_m], so that the
- * attention lets them attend one position (PREZERO_PAD_ATTN=0 stages 0: their whole context). Their
- * outputs are discarded. */
+ * attention lets them attend one position and the MoE router sends them to no expert
+ * (PREZERO_PAD_ATTN=0 stages 0: their whole context, routed as real rows). Their outputs are discarded. */
 static void pad_rows(const pz_cuda_exec *e, int32_t *tk, int64_t m, int64_t M) {
   int32_t *ps = tk + e->max_m;
   for (int64_t i = m; i < M; i++) {

@@ -371,8 +371,8 @@ static pz_status op_moe_q(pz_cuda_ctx *c, const pz_node *n) {
   char *route = (char *)R->ws + (R->ws_bytes - rb) / 256 * 256;
   int32_t *ids = (int32_t *)route;
   float *wts = (float *)(route + half);
-  pz_status st = pz_moe_route_launch((int)c->m, DATA(n->src[PZ_MOE_LOGITS]), ldl, opt_data(c, n, PZ_MOE_BIAS), p, ids, wts,
-                                     c->stream);
+  pz_status st = pz_moe_route_launch_rows((int)c->m, DATA(n->src[PZ_MOE_LOGITS]), ldl, opt_data(c, n, PZ_MOE_BIAS), p, ids,
+                                          wts, R->rows, c->stream); /* padding rows route to no expert */
   if (st == PZ_OK) {
     pz_moe_q_args a;
     memset(&a, 0, sizeof a);
@@ -420,6 +420,7 @@ static pz_status op_moe(pz_cuda_ctx *c, const pz_node *n) {
   pz_moe_args a;
   memset(&a, 0, sizeof a);
   a.m = (int)c->m;
+  a.rows = R->rows; /* padding rows route to no expert */
   a.H = x->ne[1];
   a.p = n->p.moe;
   a.x = DATA(n->src[PZ_MOE_X]);

@@ -42,6 +42,13 @@ extern "C" {
 pz_status pz_moe_route_launch(int m, const float *logits, int64_t ld_logits, const float *bias,
                               const pz_moe_params *p, int32_t *ids, float *weights,
                               cudaStream_t stream);
+/* The same with the executor's real-row word (NULL: every row real): when 0 < *rows < m, rows
+ * *rows .. m-1 are the padding of a captured batch size and route to no expert (ids -1, weights 0
+ * in every slot), so they add no expert weights to the step (exec.c pad_rows; the word is 0 under
+ * PREZERO_PAD_ATTN=0, which routes them as real rows). Errors as pz_moe_route_launch. */
+pz_status pz_moe_route_launch_rows(int m, const float *logits, int64_t ld_logits, const float *bias,
+                                   const pz_moe_params *p, int32_t *ids, float *weights,
+                                   const int32_t *rows, cudaStream_t stream);
 
 /* ---------------------------------------------------------------- experts */
 
@@ -85,6 +92,7 @@ typedef struct pz_moe_args {
   float *out; int64_t ld_out;
   void *workspace; size_t workspace_bytes;
   bool no_persistent;     /* one CTA per possible item instead of persistent grids (a baseline) */
+  const int32_t *rows;    /* pz_moe_launch's router: the real-row word (pz_moe_route_launch_rows) or NULL */
 } pz_moe_args;
 
 /* Workspace bytes pz_moe_experts_launch needs for up to max_m tokens (a multiple of 256);

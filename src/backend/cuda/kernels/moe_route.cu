@@ -31,6 +31,7 @@ struct route_params {
   const float *__restrict__ bias;    // [E] or nullptr
   int32_t *__restrict__ ids;         // [m, K]
   float *__restrict__ weights;       // [m, K]
+  const int32_t *__restrict__ rows;  // nullptr, or [1]: rows >= *rows (0 < *rows < m) are padding
 };
 
 constexpr int kRouteThreads = 128;
@@ -48,6 +49,16 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(route_params p
   __shared__ float s_sum;
   const int i = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int E = p.E;
+  if (p.rows) {  // a padding row of a captured batch size routes to no expert (every slot -1 / 0)
+    const int r = *p.rows;
+    if (r > 0 && r < p.m && i >= r) {
+      if (tid < p.K) {
+        p.ids[(int64_t)i * p.K + tid] = -1;
+        p.weights[(int64_t)i * p.K + tid] = 0.0f;
+      }
+      return;
+    }
+  }
   const float *x = p.logits + (int64_t)i * p.ld;
 
   if (p.scoring == PZ_SCORE_SOFTMAX) {
@@ -185,6 +196,12 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(route_params p
 extern "C" pz_status pz_moe_route_launch(int m, const float *logits, int64_t ld_logits,
                                          const float *bias, const pz_moe_params *p, int32_t *ids,
                                          float *weights, cudaStream_t stream) {
+  return pz_moe_route_launch_rows(m, logits, ld_logits, bias, p, ids, weights, nullptr, stream);
+}
+
+extern "C" pz_status pz_moe_route_launch_rows(int m, const float *logits, int64_t ld_logits,
+                                              const float *bias, const pz_moe_params *p, int32_t *ids,
+                                              float *weights, const int32_t *rows, cudaStream_t stream) {
   if (!p || !logits || !ids || !weights)
     return pz_error(PZ_ERR_INVALID_ARG, "moe route: NULL logits/ids/weights/params");
   const int E = p->n_experts, K = p->top_k, G = p->n_group > 0 ? p->n_group : 1;
@@ -212,6 +229,7 @@ extern "C" pz_status pz_moe_route_launch(int m, const float *logits, int64_t ld_
   rp.bias = bias;
   rp.ids = ids;
   rp.weights = weights;
+  rp.rows = rows;
   moe_route_kernel<<<m, kRouteThreads, 0, stream>>>(rp);
   PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
