@@ -14,6 +14,7 @@
 #              the --rank/--world/--id-file form (each rank its own command) into ar_ranks_tp2.md
 #   attn_gqa   `prezero bench attn --layout gqa` (issue 17)
 #   attn_v3    `prezero bench attn` TP 1/2/4/8 paged (ctx 8192) and mixed [1024, 16384]: attention v3 (default), then v2
+#   attn_splits  `prezero bench attn` TP 1/2, m 64/128, mixed and uniform contexts with PREZERO_MLA_SPLITS=2 and 4
 #   attn_mixed `prezero bench attn` on mixed contexts [1024, 16384], paged: balanced schedule, then PREZERO_MLA_BALANCE=0
 #   step_pad   `prezero bench step --batch 32,128 --rows 17`: padded steps, padding rows at one position, then
 #              PREZERO_PAD_ATTN=0 (their whole context)
@@ -257,6 +258,16 @@ for s in $sections; do
       PREZERO_MLA_ATTN=2 run bench_attn_v2_mixed ${PZ_T_ATTN:-150} $P bench attn --tp 1,2,4 --m 16,64,128 --reps 7 --paged \
         --ctx 16384 --ctx-min 1024 --json $W/attn_v2_mixed.json --md $W/attn_v2_mixed.md
       for f in attn_v3 attn_v2 attn_v3_mixed attn_v2_mixed; do echo "== $f"; cat "$W/$f.md" 2>/dev/null | grep "^|" | cut -c1-160; done ;;
+    attn_splits)  # issue 18: mixed contexts at large m run one split (132 slots / m rows): the longest row sets the time.
+                  # PREZERO_MLA_SPLITS=2 and 4 let the balanced schedule even the rows out; uniform contexts show the cost
+      for sp in 2 4; do
+        PREZERO_MLA_SPLITS=$sp run bench_attn_mixed_s$sp ${PZ_T_ATTN:-150} $P bench attn --tp 1,2 --m 64,128 --reps 7 --paged \
+          --ctx 16384 --ctx-min 1024 --json $W/attn_mixed_splits$sp.json --md $W/attn_mixed_splits$sp.md
+        PREZERO_MLA_SPLITS=$sp run bench_attn_uniform_s$sp ${PZ_T_ATTN:-150} $P bench attn --tp 1,2 --m 64,128 --reps 7 --paged \
+          --json $W/attn_uniform_splits$sp.json --md $W/attn_uniform_splits$sp.md
+      done
+      for f in attn_mixed_splits2 attn_mixed_splits4 attn_uniform_splits2 attn_uniform_splits4; do
+        echo "== $f"; grep "^| [12] |" "$W/$f.md" 2>/dev/null | cut -c1-120; done ;;
     attn_gqa) run bench_attn_gqa ${PZ_T_ATTN:-150} $P bench attn --layout gqa --json $W/attn_gqa_h200.json --md $W/attn_gqa_h200.md
       tail -${PZ_ATTN_TAIL:-25} "$W/bench_attn_gqa.txt" | cut -c1-200 ;;
     compare_gqa)  # issue 17: prezero compare on GQA presets at TP 1 (as many layers as fit), short decodes
