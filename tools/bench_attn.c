@@ -251,8 +251,8 @@ static int bench_mla(int argc, char **argv) {
     fprintf(md, "MLA decode attention, Kimi-K2 per-rank shapes, context %d, %s (%d SMs). CUDA-graph replay medians, KV and weights rotated beyond L2.\n\n", ctx, prop.name, b.sm_count);
     if (ctx_min > 0) fprintf(md, "Unequal contexts: row i's drawn uniformly from [%d, %d] (seeded); KV bytes are their sum.\n\n", ctx_min, ctx);
     if (paged) fprintf(md, "Paged cache: shuffled 64-token pages read through a block table.\n\n");
-    fprintf(md, "| TP | heads | m | splits | KV MB | attn µs | attn TB/s | %% of 4.8 TB/s | read µs | attn / read | op µs |\n");
-    pz_bench_md_rule(md, 11, 0);
+    fprintf(md, "| TP | heads | m | kernel | splits | KV MB | attn µs | attn TB/s | %% of 4.8 TB/s | read µs | attn / read | op µs |\n");
+    pz_bench_md_rule(md, 12, 0);
   }
   int rc = 0;
   for (int t = 0; t < ntp && st == PZ_OK; t++) {
@@ -289,12 +289,12 @@ static int bench_mla(int argc, char **argv) {
       if (st != PZ_OK) break;
       const double tbps = kv_bytes / us_attn / 1e6;
       const int splits = pz_mla_cuda_splits(b.op, b.m);
-      if (a == 0) printf("(attention kernel v%d)\n", pz_mla_cuda_attn_version(b.op));
+      if (a == 0) printf("(attention kernel v%d)\n", pz_mla_cuda_attn_version(b.op)); /* per TP: its heads choose it */
       printf("%-8s %3d %5d %4d %6d | %10.1f %9.2f %5.1f%% | %10.1f %8.2f | %10.1f\n", "Kimi-K2", tp, heads, b.m, splits,
              us_attn, tbps, 100.0 * tbps / PZ_BENCH_HBM_TBPS, us_read, us_attn / us_read, us_op);
       if (md)
-        fprintf(md, "| %d | %d | %d | %d | %.1f | %.1f | %.2f | %.1f%% | %.1f | %.2f | %.1f |\n", tp, heads, b.m, splits,
-                kv_bytes / 1e6, us_attn, tbps, 100.0 * tbps / PZ_BENCH_HBM_TBPS, us_read, us_attn / us_read, us_op);
+        fprintf(md, "| %d | %d | %d | v%d | %d | %.1f | %.1f | %.2f | %.1f%% | %.1f | %.2f | %.1f |\n", tp, heads, b.m,
+                pz_mla_cuda_attn_version(b.op), splits, kv_bytes / 1e6, us_attn, tbps, 100.0 * tbps / PZ_BENCH_HBM_TBPS, us_read, us_attn / us_read, us_op);
       cJSON *r = cJSON_CreateObject();
       cJSON_AddStringToObject(r, "model", "Kimi-K2");
       cJSON_AddNumberToObject(r, "tp", tp);
