@@ -256,19 +256,26 @@ cudaError_t set_all() {
 
 } // namespace
 
+/* A bf16 tensor map of `rank` dimensions (dims[0] contiguous, byte strides of the others), box[0] = 64
+ * (128 bytes: the 128B swizzle's row), coordinates past a dimension read as zeros. */
+static pz_status encode(CUtensorMap *map, const void *base, cuuint32_t rank, const cuuint64_t *dims,
+                        const cuuint64_t *strides, const cuuint32_t *box) {
+  if (!g_encode) return pz_error(PZ_ERR_UNSUPPORTED, "gemm wgmma: not initialised (pz_gemm_wgmma_init)");
+  const cuuint32_t estr[3] = {1, 1, 1};
+  CUresult r = g_encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank, const_cast<void *>(base), dims, strides, box, estr,
+                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) return pz_error(PZ_ERR_CUDA, "gemm wgmma: cuTensorMapEncodeTiled (%u-D) failed (%d)", rank, (int)r);
+  return PZ_OK;
+}
+
 /* 2-D bf16 tensor map over rows x k (row stride ld elements), box 64 x box_rows, 128B swizzle,
  * rows past `rows` read as zeros. */
 pz_status pz_gemm_wgmma_encode_map(CUtensorMap *map, const void *base, int64_t rows, int64_t k, int64_t ld, int box_rows) {
-  if (!g_encode) return pz_error(PZ_ERR_UNSUPPORTED, "gemm wgmma: not initialised (pz_gemm_wgmma_init)");
-  cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)rows};
-  cuuint64_t strides[1] = {(cuuint64_t)ld * 2};
-  cuuint32_t box[2] = {64, (cuuint32_t)box_rows};
-  cuuint32_t estr[2] = {1, 1};
-  CUresult r = g_encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void *>(base), dims, strides, box, estr,
-                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) return pz_error(PZ_ERR_CUDA, "gemm wgmma: cuTensorMapEncodeTiled failed (%d)", (int)r);
-  return PZ_OK;
+  const cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)rows};
+  const cuuint64_t strides[1] = {(cuuint64_t)ld * 2};
+  const cuuint32_t box[2] = {64, (cuuint32_t)box_rows};
+  return encode(map, base, 2, dims, strides, box);
 }
 
 /* 3-D bf16 tensor map: d0 x d1 x d2 elements (d0 contiguous), strides s1 / s2 elements between
@@ -276,16 +283,10 @@ pz_status pz_gemm_wgmma_encode_map(CUtensorMap *map, const void *base, int64_t r
  * zeros (the MLA attention's KV cache: columns x positions x sequences or pages). */
 pz_status pz_gemm_wgmma_encode_map_3d(CUtensorMap *map, const void *base, int64_t d0, int64_t d1, int64_t d2,
                                       int64_t s1, int64_t s2, int box1) {
-  if (!g_encode) return pz_error(PZ_ERR_UNSUPPORTED, "gemm wgmma: not initialised (pz_gemm_wgmma_init)");
-  cuuint64_t dims[3] = {(cuuint64_t)d0, (cuuint64_t)d1, (cuuint64_t)d2};
-  cuuint64_t strides[2] = {(cuuint64_t)s1 * 2, (cuuint64_t)s2 * 2};
-  cuuint32_t box[3] = {64, (cuuint32_t)box1, 1};
-  cuuint32_t estr[3] = {1, 1, 1};
-  CUresult r = g_encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void *>(base), dims, strides, box, estr,
-                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) return pz_error(PZ_ERR_CUDA, "gemm wgmma: cuTensorMapEncodeTiled (3-D) failed (%d)", (int)r);
-  return PZ_OK;
+  const cuuint64_t dims[3] = {(cuuint64_t)d0, (cuuint64_t)d1, (cuuint64_t)d2};
+  const cuuint64_t strides[2] = {(cuuint64_t)s1 * 2, (cuuint64_t)s2 * 2};
+  const cuuint32_t box[3] = {64, (cuuint32_t)box1, 1};
+  return encode(map, base, 3, dims, strides, box);
 }
 
 extern "C" int pz_gemm_wgmma_bn(int m, int wt) {
