@@ -58,6 +58,8 @@ inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fdiv_rn(float a, float b) { return a / b; }
 inline float __fsqrt_rn(float a) { return sqrtf(a); }
 inline uint16_t __float2bfloat16_rn(float f) { return pz_f32_to_bf16(f); }
+/* mla_attn_common.cuh's pack_bf2 (cvt.rn.bf16x2.f32): lo in the low half */
+inline uint32_t pack_bf2(float lo, float hi) { return (uint32_t)pz_f32_to_bf16(lo) | ((uint32_t)pz_f32_to_bf16(hi) << 16); }
 inline uint16_t __bfloat16_as_ushort(uint16_t h) { return h; }
 inline int min(int a, int b) { return a < b ? a : b; }
 inline long long min(long long a, long long b) { return a < b ? a : b; }

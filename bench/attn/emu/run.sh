@@ -8,11 +8,17 @@ B=${B:-/tmp/pz_mla_emu}
 mkdir -p $B
 python3 - "$B/gen_kernels.inc" <<'PY'
 import re, sys
-s = open("src/backend/cuda/kernels/mla_kernels.cu").read()
-s = s[s.index("namespace {"):s.index("} // namespace") + len("} // namespace")]
+def body(path):  # the file's anonymous namespace
+    t = open(path).read()
+    return t[t.index("namespace {"):t.index("} // namespace") + len("} // namespace")]
+# the helpers both attention versions share (mla_attn_common.cuh), minus its asm bf16 packing (emu.h has it)
+c = body("src/backend/cuda/kernels/mla_attn_common.cuh")
+a = c.index("/* Two floats as bf16")
+c = c[:a] + c[c.index("/* Warp sum and maximum"):]
+s = body("src/backend/cuda/kernels/mla_kernels.cu")
 a = s.index("__device__ __forceinline__ uint32_t smem_u32")
-b = s.index("constexpr int BN = PZ_MLA_BN;")
-s = s[:a] + s[b:]
+b = s.index("/* cp.async stages:")
+s = '#include "backend/cuda/kernels/pad_rows.cuh"\n' + c + "\n" + s[:a] + s[b:]
 s = re.sub(r"extern __shared__ (\w+) (\w+)\[\];", r"\1 *\2 = (\1 *)emu_dyn_smem();", s)
 s = s.replace("__shared__", "static")
 s = re.sub(r"^[ \t]*#pragma unroll[^\n]*", "", s, flags=re.M)

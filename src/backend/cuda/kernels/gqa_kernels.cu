@@ -10,6 +10,7 @@ extern "C" { /* core/status.h has no C++ guards of its own */
 }
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/gqa_kernels.h"
+#include "backend/cuda/kernels/pad_rows.cuh"
 
 /* Algorithm: flash-decoding (Dao et al., "Flash-Decoding for long-context inference", 2023):
  * each CTA runs online softmax (Milakov & Gimelshein 2018) over one slice of one sequence's KV
@@ -185,8 +186,7 @@ __device__ __forceinline__ void load_tile(uint16_t *sKV, const uint16_t *Kg, con
 /* KV positions row i attends: pos[i] + 1, or 1 for a padding row of a captured batch size (i >= *k.rows
  * when 0 < *k.rows < m, gqa.h): its output is discarded. */
 __device__ __forceinline__ int kv_len(const Kp &k, int i) {
-  const int r = k.rows ? *k.rows : 0;
-  return r > 0 && r < k.m && i >= r ? 1 : k.pos[i] + 1;
+  return i >= pz_real_rows(k.rows, k.m) ? 1 : k.pos[i] + 1;
 }
 
 /* grid (splits, kvh * htiles, m), 128 threads. CTA (split, g * htiles + t, i): query heads

@@ -1,5 +1,5 @@
 /* Device helpers shared by the MLA attention kernels (mla_kernels.cu: versions 1 and 2, mma.sync;
- * mla_attn_wgmma.cu: version 3, TMA + wgmma): the real-row rule of padded batches, the balanced
+ * mla_attn_wgmma.cu: version 3, TMA + wgmma): P's bf16 packing, the real-row rule of padded batches, the balanced
  * split-KV schedule (core/kv_sched.h, whose host twin pz_kv_sched it follows step for step) and a work
  * slot's slice of a sequence. Everything is in an anonymous namespace: each kernel file has its own copy. */
 #pragma once
@@ -8,6 +8,7 @@
 #include "backend/cuda/mla_kernels.h"
 #include "core/kv_pages.h"
 #include "core/kv_sched.h"
+#include "backend/cuda/kernels/pad_rows.cuh"
 
 namespace {
 
@@ -15,6 +16,13 @@ typedef pz_mla_kparams Kp;
 constexpr int BN = PZ_MLA_BN;
 /* A tile starts at a multiple of BN (slices are whole tiles), so it lies inside one page. */
 static_assert(PZ_KV_BLOCK % PZ_MLA_BN == 0, "an attention tile must not straddle two KV pages");
+
+/* Two floats as bf16 (round to nearest even), lo in the low half: one cvt.rn.bf16x2 (PTX ISA). */
+__device__ __forceinline__ uint32_t pack_bf2(float lo, float hi) {
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
 
 /* Warp sum and maximum over its 32 lanes (every lane gets the result). */
 template <typename T>
@@ -26,12 +34,9 @@ __device__ __forceinline__ unsigned warp_max_u32(unsigned v) {
   for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
-/* The rows that attend their context: k.m, or *k.rows when set (0 < r < m: the padding rows r..m-1
- * of a captured batch size attend one position, mla.h). */
-__device__ __forceinline__ int real_rows(const Kp &k) {
-  const int r = k.rows ? *k.rows : 0;
-  return r > 0 && r < k.m ? r : k.m;
-}
+/* The rows that attend their context (pad_rows.cuh: the padding rows of a captured batch size attend
+ * one position, mla.h). */
+__device__ __forceinline__ int real_rows(const Kp &k) { return pz_real_rows(k.rows, k.m); }
 /* n_i: the KV positions row i attends (pos[i] + 1; 1 for a padding row). */
 __device__ __forceinline__ unsigned kv_len(const Kp &k, int mr, int i) {
   return i < mr ? (unsigned)k.pos[i] + 1u : 1u;

@@ -74,12 +74,6 @@ __device__ __forceinline__ uint64_t make_desc_mn(const void *tile) {
          ((uint64_t)1 << 62);
 }
 
-__device__ __forceinline__ uint32_t pack_bf2(float lo, float hi) {
-  uint32_t r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-
 /* grid (head groups of 64, splits, m), THREADS threads, SMEM bytes of dynamic shared memory.
  * tq: qabs as [m * heads rows, 576] (box 64 x 64); tkv: the cache as [576, 64, pages] (paged) or
  * [576, max_ctx, m] (contiguous), box 64 x 32 x 1. */

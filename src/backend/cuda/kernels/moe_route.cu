@@ -10,6 +10,7 @@ extern "C" { /* core/status.h has no C++ guards of its own */
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/moe.h"
 #include "expf_glibc.cuh"
+#include "backend/cuda/kernels/pad_rows.cuh"
 
 namespace {
 
@@ -49,15 +50,12 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(route_params p
   __shared__ float s_sum;
   const int i = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int E = p.E;
-  if (p.rows) {  // a padding row of a captured batch size routes to no expert (every slot -1 / 0)
-    const int r = *p.rows;
-    if (r > 0 && r < p.m && i >= r) {
-      if (tid < p.K) {
-        p.ids[(int64_t)i * p.K + tid] = -1;
-        p.weights[(int64_t)i * p.K + tid] = 0.0f;
-      }
-      return;
+  if (i >= pz_real_rows(p.rows, p.m)) {  // a padding row routes to no expert (every slot -1 / 0)
+    if (tid < p.K) {
+      p.ids[(int64_t)i * p.K + tid] = -1;
+      p.weights[(int64_t)i * p.K + tid] = 0.0f;
     }
+    return;
   }
   const float *x = p.logits + (int64_t)i * p.ld;
 
