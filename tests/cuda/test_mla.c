@@ -619,6 +619,17 @@ int main(void) {
     remake_G();
     run_shape(&K2_TP4, ms, quick ? 1 : 2, ctx, 2, 64);
     run_shape(&K2_TP8, ms, 1, ctx, 2, 8);
+    /* a shape version 3 has no kernel for (kv_lora_rank / rope other than 512 / 64): it falls to v2 */
+    run_shape(&TINY, ms, 1, ctx, 2, 64);
+    {
+      layer l;
+      layer_make(&l, &TINY, 64);
+      pz_mla_cuda_ctx *c = NULL;
+      CHECK_OK(pz_mla_cuda_create(&l.p, 8, G, &c));
+      CHECK(pz_mla_cuda_attn_version(c) == 2);
+      pz_mla_cuda_destroy(c);
+      layer_free(&l);
+    }
     unsetenv("PREZERO_MLA_ATTN");
     remake_G();
   }
