@@ -21,7 +21,6 @@
 #   compare_gqa  `prezero compare` on GQA presets at TP 1 (PZ_GQA_CONFIGS, PZ_GQA_OSL), det_gqa the deterministic check
 #   consumer   ctest installed_consumer: install, build examples/ with find_package, run its CPU and CUDA parts
 #   racecheck  compute-sanitizer racecheck and synccheck on test_gemm (quick mode)
-#   gemm_pair  bench gemm with pinned configs: the wgmma kernel (wn 3) vs its cluster pairs (wn 5), and ncu L2 -> SM bytes
 #   sweep      compute-sanitizer memcheck, racecheck, synccheck and initcheck on every CUDA test (the tests
 #              labelled cuda: ctest -L cuda -N), quick mode (PZ_TEST_QUICK=1 PZ_TEST_SMALL=1), each run bounded
 #              by PZ_T_SWEEP s (default 120; PZ_T_SWEEP_<test> for one test; test_ar_mp and test_engine_mp 300:
@@ -189,20 +188,6 @@ for s in $sections; do
     tune) run tune ${PZ_T_TUNE:-400} $P tune ${PZ_TUNE_ARGS:-}; tail -2 "$W/tune.txt" ;;
     gemm) run bench_gemm ${PZ_T_GEMM:-400} $P bench gemm --json $W/gemm_h200.json --md $W/gemm_h200.md ${PZ_GEMM_ARGS:-}
       tail -${PZ_GEMM_TAIL:-30} "$W/bench_gemm.txt" | cut -c1-200 ;;
-    gemm_pair)  # issue 14: the wgmma kernel alone (wn 3) vs in cluster pairs sharing the A tile (wn 5), configs pinned
-      # (PREZERO_BENCH_CFG=splits,wt,warps,wn: column 1 = atomic), m 64/128/256; then ncu L2 -> SM bytes on one row
-      for sh in ${PZ_PAIR_SHAPES:-Kimi-K2/tp1/q_b Kimi-K2/tp2/o_proj Kimi-K2/tp4/o_proj Kimi-K2/tp4/q_b Kimi-K2/tp8/q_b}; do
-        for cfg in ${PZ_PAIR_CFGS:-1,1,5 2,1,5 2,2,9 4,1,5}; do for wn in 3 5; do
-          echo "$sh cfg=$cfg,$wn $(PREZERO_BENCH_CFG=$cfg,$wn timeout 60 $P bench gemm --no-tune --reps 7 --m 64,128,256 \
-            --only $sh 2>&1 | grep -oE 'm=[0-9]+ .*\| 1: *[0-9.]+\([^)]*\)' | sed -E 's/ n=.*\| 1:/ 1:/' | tr '\n' ' ')"
-        done; done
-      done > $W/gemm_pair.txt 2>&1
-      M="--metrics gpu__time_duration.sum,dram__bytes_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_op_red.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed"
-      [ -n "${PZ_PAIR_NCU-1}" ] && for wn in 3 5; do echo "== ncu Kimi-K2/tp4/o_proj m=256 cfg=1,1,5,$wn"
-        PREZERO_BENCH_CFG=1,1,5,$wn timeout 90 ncu --clock-control none -k regex:gemm_wgmma -s 2 -c 1 $M $P bench gemm --no-tune \
-          --reps 1 --m 256 --only Kimi-K2/tp4/o_proj 2>&1 | grep -E "gemm_wgmma|gpu__|dram__|lts__|sm__"
-      done >> $W/gemm_pair.txt 2>&1
-      cat $W/gemm_pair.txt | cut -c1-220 ;;
     racecheck)  # racecheck + synccheck on PZ_RACECHECK_TESTS (default test_gemm), quick mode
       for t in ${PZ_RACECHECK_TESTS:-test_gemm}; do
         for tool in racecheck synccheck; do

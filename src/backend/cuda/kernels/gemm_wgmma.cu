@@ -151,8 +151,7 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM, KSR, TS, CL>::THREADS, 1)
     if (lane == 0) {
       for (int i = 0; i < ns; i++) {
         const int s = i % S;
-        if constexpr (CL == 2) mbar_wait_poll(&empty[s], ((i / S) & 1) ^ 1); /* the peer's consumers arrive here too */
-        else mbar_wait(&empty[s], ((i / S) & 1) ^ 1);
+        mbar_wait(&empty[s], ((i / S) & 1) ^ 1);
         unsigned char *st = smem + s * P::STAGE;
         mbar_expect_tx(&full[s], P::STAGE);
         for (int j = 0; j < KS; j++) {
@@ -168,8 +167,7 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM, KSR, TS, CL>::THREADS, 1)
   } else {
     for (int i = 0; i < ns; i++) {
       const int s = i % S;
-      if constexpr (CL == 2) mbar_wait_poll(&full[s], (i / S) & 1); /* completed by the peer's copy too */
-      else mbar_wait(&full[s], (i / S) & 1);
+      mbar_wait(&full[s], (i / S) & 1);
       wg_mma_stage<P::BNW, WM, P::W_BLK, P::W_BYTES, P::A_BLK, KS>(acc, smem + s * P::STAGE, wrow, wtok * 128);
       if (i > 0) {
         wgmma_wait<1>();

@@ -39,19 +39,6 @@ __device__ __forceinline__ void mbar_wait(uint64_t *b, uint32_t parity) {
   }
 }
 
-/* The same wait by polling (mbarrier.test_wait never suspends the thread): for barriers that other
- * CTAs of the cluster complete, where a suspended try_wait may sleep past the remote arrival. */
-__device__ __forceinline__ void mbar_wait_poll(uint64_t *b, uint32_t parity) {
-  uint32_t done = 0;
-  const uint32_t a = smem_u32(b);
-  while (!done)
-    asm volatile(
-        "{ .reg .pred p; mbarrier.test_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-        : "=r"(done)
-        : "r"(a), "r"(parity)
-        : "memory");
-}
-
 __device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1) {
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
