@@ -57,14 +57,11 @@ static const shape shapes[] = {
 #define NSHAPES ((int)(sizeof shapes / sizeof shapes[0]))
 
 /* Kernel family tag of a config's wn: "" register ring, "n" warps along n, "st" staged, "wg" wgmma,
- * "sk" wgmma stream-K (its s is the CTA count), "wp" wgmma cluster pair. */
-static const char *kern_tag(int wn) {
-  return wn == 1 ? "n" : wn == 2 ? "st" : wn == 3 ? "wg" : wn == 4 ? "sk" : wn == 5 ? "wp" : "";
-}
-/* The kernel a resolved config runs: "cublas", "wgmma" (wn 3), "wgmma-sk" (4), "wgmma-pair" (5) or "mma.sync". */
+ * "sk" wgmma stream-K (its s is the CTA count). */
+static const char *kern_tag(int wn) { return wn == 1 ? "n" : wn == 2 ? "st" : wn == 3 ? "wg" : wn == 4 ? "sk" : ""; }
+/* The kernel a resolved config runs: "cublas", "wgmma" (wn 3) or "mma.sync". */
 static const char *kernel_name(const pz_gemm_config *c) {
-  return c->flavour == PZ_GEMM_CUBLAS ? "cublas" : c->wn == 3 ? "wgmma" : c->wn == 4 ? "wgmma-sk"
-         : c->wn == 5 ? "wgmma-pair" : "mma.sync";
+  return c->flavour == PZ_GEMM_CUBLAS ? "cublas" : c->wn == 3 ? "wgmma" : c->wn == 4 ? "wgmma-sk" : "mma.sync";
 }
 
 /* Measurements of one (n, k, m), shared by every row with that shape. */
@@ -252,7 +249,7 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
         int same = 0;
         for (int f = 1; f < PZ_GEMM_FLAVOUR_COUNT && !same; f++)
           if (cf[f].splits > 0 && (pz_gemm_flavour)f == hc.flavour && cf[f].splits == hc.splits && cf[f].wt == hc.wt &&
-              cf[f].wn == hc.wn && (hc.wn == 4 || hc.wn == 5 || (hc.wn == 3 ? pz_gemm_wgmma_token_split(&cf[f]) == pz_gemm_wgmma_token_split(&hc)
+              cf[f].wn == hc.wn && (hc.wn == 4 || (hc.wn == 3 ? pz_gemm_wgmma_token_split(&cf[f]) == pz_gemm_wgmma_token_split(&hc)
                                                            : cf[f].warps == hc.warps))) {
             same = 1;
             hus = us[f];

@@ -130,7 +130,7 @@ int pz_runtime_opts_from_env(pz_runtime_opts *o, char *err, size_t err_len) {
     complain(&r, "PREZERO_GEMM_WARPS", getenv("PREZERO_GEMM_WARPS"), "use 4 or 8");
     o->gemm_warps = -1;
   }
-  get_i(&r, "PREZERO_GEMM_WN", 0, 5, &o->gemm_wn);
+  get_i(&r, "PREZERO_GEMM_WN", 0, 4, &o->gemm_wn);
   get_flag(&r, "PREZERO_GEMM_TUNER", &o->gemm_tuner);
   get_flag(&r, "PREZERO_GEMM_BUILTIN", &o->gemm_builtin);
   get_flag(&r, "PREZERO_GEMM_MATCH_BASELINE", &o->gemm_match_baseline);

@@ -249,24 +249,6 @@ static void check_all_flavours(prob *p, pz_dtype dt, int exact, const char *name
               }
               out_check(&o, p, exact, w2);
             }
-          /* The cluster pair (wn 5): the plain wgmma kernel of wt 1 / 2 in clusters of two W tiles that
-           * share each A tile (TMA multicast of half the token tile from each CTA). */
-          for (int pwt = 1; pwt <= 2 && wt == 1 && f != 6 && pz_gemm_ctx_has_wgmma(ctx); pwt++) {
-            if (p->n % (128 * pwt) || s > p->k / 64) continue;
-            out_poison(&o, p, !zero_init);
-            a.config.wn = 5;
-            a.config.wt = pwt;
-            a.config.warps = pwt == 1 ? 5 : 9;
-            st = pz_gemm_launch(ctx, &a, 0);
-            char w2[300];
-            snprintf(w2, sizeof w2, "%s [wgmma cluster pair wt %d]", what, pwt);
-            if (st != PZ_OK) {
-              fprintf(stderr, "%s: %s: %s\n", w2, pz_status_string(st), pz_last_error());
-              pz_test_failures++;
-              continue;
-            }
-            out_check(&o, p, exact, w2);
-          }
           /* The Hopper stream-K kernel (wn 4): atomic flavours only, grids from one CTA (every
            * segment in one share) to more CTAs than work units, so shares start and end
            * anywhere inside tiles. */
@@ -304,12 +286,10 @@ static void check_all_flavours(prob *p, pz_dtype dt, int exact, const char *name
 
 /* Same config three times on real-valued inputs: bit-identical (split <= 2, or serial). */
 static void check_run_to_run(prob *p) {
-  /* wn 4 here: the wgmma kernel with wt 4; 5: with wt 1 and the token split (warps 9); 6 / 7: the
-   * cluster pair (config wn 5) at wt 1 / 2 */
+  /* wn 4 here: the wgmma kernel with wt 4; wn 5: with wt 1 and the token split (warps 9) */
   struct { int f, s, wn; } cases[] = {{1, 2, 0}, {2, 2, 1}, {3, 2, 0}, {5, 2, 2}, {5, 7, 0}, {4, 1, 0},
                                       {1, 2, 3}, {2, 2, 3}, {5, 2, 3}, {5, 7, 3}, {4, 1, 3}, {1, 2, 4},
-                                      {1, 2, 5}, {5, 7, 5}, {4, 1, 5}, {1, 2, 6}, {2, 2, 6}, {5, 7, 6},
-                                      {4, 1, 7}, {3, 2, 7}};
+                                      {1, 2, 5}, {5, 7, 5}, {4, 1, 5}};
   outbuf o;
   out_make(&o, p, PZ_F32);
   void *first = malloc(o.bytes);
@@ -321,17 +301,12 @@ static void check_run_to_run(prob *p) {
       a.config.wn = cases[c].wn >= 4 ? 3 : cases[c].wn;
       if (cases[c].wn == 4) a.config.wt = 4;
       if (cases[c].wn == 5) a.config.warps = 9;
-      if (cases[c].wn >= 6) {
-        a.config.wn = 5;
-        a.config.wt = cases[c].wn - 5;
-        a.config.warps = a.config.wt == 1 ? 5 : 9;
-      }
       if (cases[c].wn >= 3 && !pz_gemm_ctx_has_wgmma(ctx)) break;
       CHECK_OK(pz_gemm_launch(ctx, &a, 0));
       CHECK(cudaMemcpy(o.h, o.d, o.bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
       if (r == 0) memcpy(first, o.h, o.bytes);
       else if (memcmp(first, o.h, o.bytes)) {
-        fprintf(stderr, "run-to-run: flavour %d splits %d kernel case %d (4: wgmma wt 4, 5: token split, 6/7: pair) differs on run %d\n",
+        fprintf(stderr, "run-to-run: flavour %d splits %d kernel case %d (wn 4: wgmma wt 4, 5: token split) differs on run %d\n",
                 cases[c].f, cases[c].s, cases[c].wn, r);
         pz_test_failures++;
       }
@@ -349,18 +324,13 @@ static void check_graph_replays(prob *p, int replays) {
   out_make(&o, p, PZ_F32);
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
-  for (int fi = 0; fi < 10; fi++) { /* 0-2: the mma.sync kernels, 3-5: the wgmma kernel, 6: stream-K,
-                                      7: the wgmma token split (flavour 2: in-kernel zero + tile flags),
-                                      8-9: the cluster pair (flavour 5: the turnstile across clusters; 3) */
+  for (int fi = 0; fi < 8; fi++) { /* 0-2: the mma.sync kernels, 3-5: the wgmma kernel, 6: stream-K,
+                                     7: the wgmma token split (flavour 2: in-kernel zero + tile flags) */
     if (fi >= 3 && !pz_gemm_ctx_has_wgmma(ctx)) break;
     out_poison(&o, p, 0);
     pz_gemm_args a = args_for(p, &o, flv[fi % 3], 4, 1, true, true);
     if (fi >= 3) a.config.wn = 3;
     if (fi == 7) a.config.warps = 9;
-    if (fi >= 8) {
-      a.config.wn = 5;
-      a.config.warps = 5;
-    }
     if (fi == 6) { /* memset node + the stream-K kernel */
       a.config.wn = 4;
       a.config.warps = 9;
@@ -379,7 +349,7 @@ static void check_graph_replays(prob *p, int replays) {
         CHECK(cudaStreamSynchronize(s) == cudaSuccess);
         char what[128];
         snprintf(what, sizeof what, "graph flavour %d%s after %d replays", flv[fi % 3],
-                 fi >= 8 ? " (wgmma cluster pair)" : fi == 7 ? " (wgmma token split)" : fi == 6 ? " (stream-K)" : fi >= 3 ? " (wgmma)" : "", r);
+                 fi == 7 ? " (wgmma token split)" : fi == 6 ? " (stream-K)" : fi >= 3 ? " (wgmma)" : "", r);
         bad = out_check(&o, p, 1, what);
       }
     }
@@ -408,11 +378,6 @@ static void check_bad_shapes(prob *p) {
     b = a; b.config.wn = 3; b.config.wt = 2; b.n = 192; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
     b = a; b.config.wn = 3; b.config.wt = 3; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
     b = a; b.config.wn = 3; b.config.wt = 4; b.n = 128; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
-    /* the cluster pair (wn 5): n a multiple of two W tiles, wt 1 / 2, no token split */
-    b = a; b.config.wn = 5; b.config.warps = 5; b.n = 192; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
-    b = a; b.config.wn = 5; b.config.wt = 2; b.config.warps = 9; b.n = 128; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
-    b = a; b.config.wn = 5; b.config.wt = 4; b.config.warps = 9; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
-    b = a; b.config.wn = 5; b.config.wt = 1; b.config.warps = 9; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
     /* stream-K (wn 4): only the atomic flavours; its grid is at least one CTA. */
     b = a; b.config.flavour = PZ_GEMM_SPLITK_ZERO; b.config.wn = 4; b.config.warps = 9; b.config.splits = 132;
     CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);

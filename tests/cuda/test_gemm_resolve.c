@@ -149,28 +149,7 @@ int main(void) {
   ro.gemm_wn = 3; /* and back: the split-K kernel gets a split count it can run */
   c = resolve_ok(&t, 32, 7168, 8192, false, NULL);
   CHECK(c.wn == 3 && c.splits >= 1 && c.splits <= 8192 / 64);
-  /* PREZERO_GEMM_WN=5, the cluster pair: the plain kernel of the chosen tile (the stream-K entry's wt 2
-   * keeps wt 2, warps 9); a shape whose n is not two W tiles (2112 = 33 x 64) keeps wn 3 */
-  ro.gemm_wn = 5;
-  c = resolve_ok(&t, 32, 7168, 8192, false, NULL);
-  CHECK(c.wn == 5 && c.wt == 2 && c.warps == 9 && c.splits >= 1 && c.splits <= 8192 / 64);
-  c = resolve_ok(&t, 32, 2112, 7168, false, NULL);
-  CHECK(c.wn == 3);
   ro.gemm_wn = -1;
-  /* an explicit pair the kernels cannot run is refused, naming the rule */
-  pz_gemm_config pr = {PZ_GEMM_SPLITK_ATOMIC, 2, 1, 5, 5};
-  c = resolve_ok(&t, 64, 2048, 1536, false, &pr);
-  CHECK(same(&c, &pr));
-  CHECK_ST(pz_gemm_resolve(&t, 64, 2112, 1536, false, &pr, &c), PZ_ERR_INVALID_ARG);
-  CHECK(strstr(pz_last_error(), "cluster pair"));
-  pz_gemm_config pr4 = {PZ_GEMM_SPLITK_ATOMIC, 2, 4, 9, 5};
-  CHECK_ST(pz_gemm_resolve(&t, 64, 2048, 1536, false, &pr4, &c), PZ_ERR_INVALID_ARG);
-  pz_gemm_config prt = {PZ_GEMM_SPLITK_ATOMIC, 2, 1, 9, 5};
-  CHECK_ST(pz_gemm_resolve(&t, 64, 2048, 1536, false, &prt, &c), PZ_ERR_INVALID_ARG);
-  CHECK_ST(pz_gemm_resolve(&old, 64, 2048, 1536, false, &pr, &c), PZ_ERR_INVALID_ARG); /* not a Hopper */
-  char desc0[96];
-  pz_gemm_config_describe(&pr, desc0, sizeof desc0);
-  CHECK(!strcmp(desc0, "wgmma pair atomic splits=2 wt=1"));
   pz_gemm_config skz = {PZ_GEMM_SPLITK_ZERO, 132, 2, 9, 4};
   CHECK_ST(pz_gemm_resolve(&t, 32, 7168, 8192, true, &skz, &c), PZ_ERR_INVALID_ARG);
   CHECK(strstr(pz_last_error(), "stream-K"));

@@ -112,7 +112,7 @@ pz_status pz_gemm_ctx_create_model(const char *device, int sm_count, bool hopper
 void pz_gemm_config_describe(const pz_gemm_config *c, char *buf, size_t len) {
   if (!buf || !len) return;
   if (!c) { buf[0] = 0; return; }
-  const char *kern = c->flavour == PZ_GEMM_CUBLAS ? "cublas" : c->wn == 3 ? "wgmma" : c->wn == 5 ? "wgmma pair" : "mma.sync";
+  const char *kern = c->flavour == PZ_GEMM_CUBLAS ? "cublas" : c->wn == 3 ? "wgmma" : "mma.sync";
   if (c->flavour == PZ_GEMM_CUBLAS) snprintf(buf, len, "cublas");
   else if (c->wn == 4) snprintf(buf, len, "wgmma stream-K %s ctas=%d wt=%d", pz_gemm_flavour_name(c->flavour), c->splits, c->wt);
   else snprintf(buf, len, "%s %s splits=%d wt=%d%s", kern, pz_gemm_flavour_name(c->flavour), c->splits, c->wt,
@@ -234,11 +234,11 @@ static bool flavour_is_split_k(pz_gemm_flavour f) {
 
 /* Why a config cannot run (NULL when it can): the kernels' own limits, checked once here so the
  * launchers below never adjust a config. */
-static const char *config_invalid(const pz_gemm_target *t, int m, int n, int k, const pz_gemm_config *c) {
+static const char *config_invalid(const pz_gemm_target *t, int m, int k, const pz_gemm_config *c) {
   if ((unsigned)c->flavour >= PZ_GEMM_FLAVOUR_COUNT || c->flavour == PZ_GEMM_AUTO) return "no flavour";
   if (c->flavour == PZ_GEMM_CUBLAS) return NULL;
-  if (c->wn < 0 || c->wn > 5) return "kernel (wn) outside 0..5";
-  if (c->wn >= 3 && !t->hopper) return "the wgmma kernels (wn 3, 4, 5) need a Hopper GPU (compute capability 9)";
+  if (c->wn < 0 || c->wn > 4) return "kernel (wn) outside 0..4";
+  if (c->wn >= 3 && !t->hopper) return "the wgmma kernels (wn 3, 4) need a Hopper GPU (compute capability 9)";
   if (c->wn == 4) { /* stream-K: splits is the persistent grid's CTA count */
     if (c->flavour != PZ_GEMM_SPLITK_ATOMIC && c->flavour != PZ_GEMM_MEMSET_SPLITK)
       return "the stream-K kernel (wn 4) runs only the atomic flavours (atomic, memset)";
@@ -246,16 +246,11 @@ static const char *config_invalid(const pz_gemm_target *t, int m, int n, int k, 
     if (c->wt != 1 && c->wt != 2 && c->wt != 4) return "W tiles per CTA (wt) not 1, 2 or 4";
     return NULL;
   }
-  const int kblocks = k / (pz_gemm_wn_is_wgmma_splitk(c->wn) ? 64 : 32);
+  const int kblocks = k / (c->wn == 3 ? 64 : 32);
   if (c->splits < 1 || c->splits > kblocks) return "split count outside 1..the k-blocks of the kernel";
   if (c->flavour == PZ_GEMM_FULLK && c->splits != 1) return "full K with more than one split";
-  if (pz_gemm_wn_is_wgmma_splitk(c->wn) ? (c->wt != 1 && c->wt != 2 && c->wt != 4) : (c->wt != 1 && c->wt != 2)) return "W tiles per CTA (wt) not 1, 2 (or 4 with wgmma)";
-  if (c->wn == 5) { /* cluster pairs: two adjacent 64*wt-column W tiles, the plain kernel of that tile */
-    if (c->wt == 4) return "the cluster pair (wn 5) runs wt 1 or 2";
-    if (c->warps != pz_gemm_wgmma_plain_warps(c->wt)) return "the cluster pair (wn 5) has no token split (warps 5 at wt 1, 9 at wt 2)";
-    if (n % (128 * c->wt)) return "the cluster pair (wn 5) needs n to be a multiple of two W tiles (128*wt)";
-  }
-  if (!pz_gemm_wn_is_wgmma_splitk(c->wn) && c->warps != 4 && c->warps != 8) return "warps not 4 or 8";
+  if (c->wn == 3 ? (c->wt != 1 && c->wt != 2 && c->wt != 4) : (c->wt != 1 && c->wt != 2)) return "W tiles per CTA (wt) not 1, 2 (or 4 with wgmma)";
+  if (c->wn != 3 && c->warps != 4 && c->warps != 8) return "warps not 4 or 8";
   (void)m;
   return NULL;
 }
@@ -303,7 +298,7 @@ pz_status pz_gemm_resolve(const pz_gemm_target *t, int m, int n, int k, bool zer
       if (!strcmp(source, "the heuristic")) source = "the tuner table";
     } else if (f == PZ_GEMM_FULLK || f == PZ_GEMM_CUBLAS) {
       c.splits = 1;
-    } else if (c.splits == 1 && f != PZ_GEMM_SPLITK_SERIAL && k / (c.wn >= 3 ? 64 : 32) >= 2) { /* wn 3, 4, 5: 64-wide k-blocks */
+    } else if (c.splits == 1 && f != PZ_GEMM_SPLITK_SERIAL && k / (c.wn >= 3 ? 64 : 32) >= 2) {
       c.splits = 2; /* a split-K flavour asked of a shape the heuristic runs whole (one k-block: stays 1) */
     }
     c.flavour = f;
@@ -317,12 +312,6 @@ pz_status pz_gemm_resolve(const pz_gemm_target *t, int m, int n, int k, bool zer
       }
       else if (c.wn == 4) c.splits = pz_gemm_heuristic(t->sm_count, m, n, k, zero_init, t->hopper).splits;
       c.wn = ro->gemm_wn;
-      if (c.wn == 5) { /* the pair of the plain kernel: wt 1 or 2, no token split; a shape whose n is not two
-                        * W tiles keeps the single-CTA kernel (a global option, documented, not an error) */
-        if (c.wt == 4 || c.wt < 1) c.wt = 2;
-        if (n % (128 * c.wt)) c.wn = 3;
-        c.warps = pz_gemm_wgmma_plain_warps(c.wt);
-      }
       source = "PREZERO_GEMM_WN";
     }
     if (ro->gemm_splits > 0) { /* a global option: capped at each GEMM's k-blocks (documented), not an error */
@@ -336,7 +325,7 @@ pz_status pz_gemm_resolve(const pz_gemm_target *t, int m, int n, int k, bool zer
     }
     if (ro->gemm_wt > 0) {
       c.wt = ro->gemm_wt;
-      if (pz_gemm_wn_is_wgmma_splitk(c.wn)) c.warps = pz_gemm_wgmma_plain_warps(c.wt); /* the plain kernel of that tile, never the token split */
+      if (c.wn == 3) c.warps = pz_gemm_wgmma_plain_warps(c.wt); /* the plain kernel of that tile, never the token split */
       source = "PREZERO_GEMM_WT";
     }
     if (ro->gemm_warps > 0) { c.warps = ro->gemm_warps; source = "PREZERO_GEMM_WARPS"; }
@@ -344,11 +333,11 @@ pz_status pz_gemm_resolve(const pz_gemm_target *t, int m, int n, int k, bool zer
     if (w.splits > 0) c.splits = w.splits;
     if (w.wt > 0) c.wt = w.wt;
     if (w.warps > 0) { c.warps = w.warps; c.wn = w.wn; }
-    else if (w.wt > 0 && pz_gemm_wn_is_wgmma_splitk(c.wn)) c.warps = pz_gemm_wgmma_plain_warps(c.wt); /* a tile alone: the plain kernel, not the token split */
+    else if (w.wt > 0 && c.wn == 3) c.warps = pz_gemm_wgmma_plain_warps(c.wt); /* a tile alone: the plain kernel, not the token split */
     source = "the caller's config";
   }
   if (c.flavour == PZ_GEMM_FULLK || c.flavour == PZ_GEMM_CUBLAS) c.splits = 1;
-  const char *why = config_invalid(t, m, n, k, &c);
+  const char *why = config_invalid(t, m, k, &c);
   if (why)
     return pz_error(PZ_ERR_INVALID_ARG,
                     "gemm m=%d n=%d k=%d: %s gives %s splits=%d wt=%d warps=%d wn=%d, which cannot run: %s; fix or delete it "

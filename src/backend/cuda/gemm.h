@@ -149,15 +149,12 @@ pz_status pz_gemm_kernel_launch(const pz_gemm_args *a, const pz_gemm_config *cfg
  * consumed in 64-wide blocks (splits 1..k/64). Flavours 1, 2, 4, 5 as above. warps 9 with wt 1 is
  * the token split: two warpgroups share the 64-row W tile and each takes half of the
  * max(16, pz_gemm_wgmma_bn(m, 1)) tokens (same grid as wt 1, twice the wgmma issuers per CTA);
- * any other warps value is ignored. pair (config wn 5, wt 1 or 2, not the token split): CTAs run as
- * clusters of two adjacent W tiles that share each A tile through TMA multicast (each loads half of
- * the max(16, pz_gemm_wgmma_bn(m, wt)) tokens into both), halving the A bytes read from L2; n must be a
- * multiple of 128*wt. Same arithmetic per CTA as wn 3: bit-identical results for the same splits.
+ * any other warps value is ignored.
  * Errors: PZ_ERR_UNSUPPORTED (not initialised: no Hopper device or no tensor-map encoder in the
- * driver), PZ_ERR_INVALID_ARG (flavour, wt, n not a multiple of 64*wt (128*wt paired), splits, a pair
- * at wt 4 or with the token split), PZ_ERR_SHAPE (semaphores, strides), PZ_ERR_CUDA. */
+ * driver), PZ_ERR_INVALID_ARG (flavour, wt, n not a multiple of 64*wt, splits), PZ_ERR_SHAPE
+ * (semaphores, strides), PZ_ERR_CUDA. */
 pz_status pz_gemm_wgmma_launch(const pz_gemm_args *a, pz_gemm_flavour flavour, int splits, int wt, int warps,
-                               bool pair, int *sems, int64_t sem_capacity, cudaStream_t stream);
+                               int *sems, int64_t sem_capacity, cudaStream_t stream);
 /* Hopper stream-K kernel (kernels/gemm_wgmma_streamk.cu), config wn = 4: `ctas` persistent CTAs
  * (normally the SM count; fewer when there are fewer (tile, k-block) units) each take an equal
  * contiguous share of the units, W tiles as in pz_gemm_wgmma_launch (wt 1, 2, 4), and add their
@@ -175,8 +172,6 @@ static inline int pz_gemm_wgmma_plain_warps(int wt) { return wt == 1 ? 5 : 9; }
 /* True for the Hopper kernel's token split (wn 3, wt 1, warps 9: two warpgroups share the 64-row W
  * tile, half the tokens each; pz_gemm_wgmma_launch). */
 static inline bool pz_gemm_wgmma_token_split(const pz_gemm_config *c) { return c->wn == 3 && c->wt == 1 && c->warps == 9; }
-/* True for the Hopper split-K kernel in either form: wn 3 (one CTA per tile) or wn 5 (cluster pairs sharing A). */
-static inline bool pz_gemm_wn_is_wgmma_splitk(int wn) { return wn == 3 || wn == 5; }
 /* Token tile of the Hopper kernel for batch m: the smallest of 8, 16, .., 256 (128 for wt 4) >= m. */
 int pz_gemm_wgmma_bn(int m, int wt);
 /* Resolves the driver's tensor-map encoder and raises the Hopper kernels' shared-memory limit;

@@ -150,14 +150,13 @@ pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int 
   /* Candidates 0-8: the mma.sync kernels (wt, warps, wn 0/1/2); 9-11: the Hopper wgmma kernel
    * (wn 3) with 1, 2 or 4 64-row W tiles per CTA, only where it was initialised (compute capability 9);
    * 12-14: the Hopper stream-K kernel (wn 4, wt 1/2/4, one CTA per SM), atomic flavour only;
-   * 15: the wgmma kernel's token split (wt 1, warps 9: two warpgroups per 64-row W tile), m > 8;
-   * 16-17: the wgmma kernel in cluster pairs sharing the A tile (wn 5, wt 1 / 2), m >= 32.
+   * 15: the wgmma kernel's token split (wt 1, warps 9: two warpgroups per 64-row W tile), m > 8.
    * PREZERO_TUNER_LEGACY=0 skips 0-8 (a faster sweep on Hopper). */
   const int hopper = pz_gemm_ctx_has_wgmma(ctx);
   const int legacy = opt_or(ro->tuner_legacy, 1) || !hopper;
   for (int fi = 0; fi < 2; fi++) {
     const int f = flv[fi];
-    for (int cand = legacy ? 0 : 9; cand < (hopper ? 18 : 9); cand++) {
+    for (int cand = legacy ? 0 : 9; cand < (hopper ? 16 : 9); cand++) {
       int wt = 1 + (cand & 1), nw = cand & 2 ? 4 : 8, wn = cand >> 2;
       int chunk = 32; /* k per unit of the kernel's split granularity */
       if (cand == 8) { /* staged (cp.async) layout, m <= 16 */
@@ -179,17 +178,17 @@ pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int 
         continue;
       }
       if (cand >= 9) { /* wgmma: wt = 64-row W tiles per CTA (1, 2, 4); 15: wt 1 with the token split */
-        if ((cand == 15 && m <= 8) || (cand >= 16 && m < 32)) continue;
-        wn = cand >= 16 ? 5 : 3;
-        wt = cand == 9 || cand == 15 || cand == 16 ? 1 : cand == 10 || cand == 17 ? 2 : 4;
+        if (cand == 15 && m <= 8) continue;
+        wn = 3;
+        wt = cand == 9 || cand == 15 ? 1 : cand == 10 ? 2 : 4;
         nw = cand == 15 ? 9 /* the token split */ : pz_gemm_wgmma_plain_warps(wt);
         chunk = 64;
-        if (n % (64 * wt * (wn == 5 ? 2 : 1))) continue;
+        if (n % (64 * wt)) continue;
       } else {
         if (wt == 2 && m > 64) continue;
         if (wn && n % (16 * wt * nw)) continue;
       }
-      const int tiles = pz_gemm_wn_is_wgmma_splitk(wn) ? n / (64 * wt) : n / (16 * wt * (wn ? nw : 1));
+      const int tiles = wn == 3 ? n / (64 * wt) : n / (16 * wt * (wn ? nw : 1));
       for (size_t si = 0; si < sizeof split_list / sizeof split_list[0]; si++) {
         const int s = split_list[si];
         if (f == PZ_GEMM_FULLK && s != 1) break;

@@ -32,15 +32,6 @@ extern "C" {
  * - Epilogue: the fp32 tile goes through shared memory (the ring, no longer in use) so that
  *   every thread writes 4 adjacent columns of one token: a 16-byte vector reduction
  *   (red.global.add.v4.f32) when C is f32 and 16-byte aligned, scalar otherwise.
- * - Cluster pair (CL = 2, config wn 5): CTAs 2c and 2c + 1 (adjacent W tiles, same split and token
- *   tile) form a cluster and share each A tile: rank r loads tokens [r BN/2, (r+1) BN/2) of it and the
- *   copy engine multicasts them into both CTAs, so A leaves L2 once per pair instead of once per CTA
- *   (the traffic that bounds the m >= 128 rows, bench/gemm/NOTES.md). Each CTA's full barrier expects
- *   its W bytes plus the whole A tile; its empty barrier counts the consumer warps of both CTAs (a
- *   stage is refilled only when the pair has consumed it, since the refill writes into both); a
- *   cluster barrier after the barrier set-up and after the last stage keeps every remote arrival and
- *   copy inside both CTAs' lifetimes. The multicast pattern is the one the CUTLASS Hopper
- *   collectives use (TMA multicast + cluster-scope mbarrier arrivals); the code is ours.
  * Flavours (gemm.h): 1 atomic, 2 in-kernel zero + flag, 4 full K store, 5 serial turnstile; the
  * epilogue and its per-tile semaphore protocol are gemm_epilogue.cuh, shared with gemm_splitk.cu. */
 
@@ -68,10 +59,8 @@ struct WParams {
 /* Compile-time plan of one instantiation. KS = 64-wide k-blocks per ring stage: each W row then
  * arrives as KS x 128 contiguous bytes per stage (KS tensor copies of one k-block each, every
  * sub-tile its own 128-byte-swizzled [rows][64] block). */
-template <int BN, int NWG, int WM, int KSR, int TS, int CL = 1>
+template <int BN, int NWG, int WM, int KSR, int TS>
 struct Plan {
-  static_assert(CL == 1 || (CL == 2 && BN >= 16), "wgmma plan: a cluster pair splits the token tile in halves of >= 8 rows");
-  static constexpr int AH = BN / CL; /* A rows (tokens) this CTA loads per k-block; CL = 2: half, multicast */
   static_assert(TS == 1 || (TS == 2 && NWG == 2 && WM == 1 && BN >= 16), "wgmma plan: token split needs 2 warpgroups");
   static constexpr int BM = 64 * (NWG / TS) * WM;
   static constexpr int BNW = BN / TS; /* tokens per consumer warpgroup (its wgmma N) */
@@ -101,11 +90,11 @@ struct Plan {
   static_assert(SMEM <= 227 * 1024, "wgmma plan: the ring exceeds the 227 KB of shared memory per CTA");
 };
 
-template <int BN, int NWG, int WM, int KSR, int TS, int CL>
-__global__ void __launch_bounds__(Plan<BN, NWG, WM, KSR, TS, CL>::THREADS, 1)
+template <int BN, int NWG, int WM, int KSR, int TS>
+__global__ void __launch_bounds__(Plan<BN, NWG, WM, KSR, TS>::THREADS, 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tmW, const __grid_constant__ CUtensorMap tmA,
                       const WParams p) {
-  using P = Plan<BN, NWG, WM, KSR, TS, CL>;
+  using P = Plan<BN, NWG, WM, KSR, TS>;
   constexpr int KS = P::KS;
   constexpr int S = P::STAGES;
   extern __shared__ unsigned char smem_raw[];
@@ -124,17 +113,14 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM, KSR, TS, CL>::THREADS, 1)
   const int ns = nk / KS; /* ring stages of this K slice: the launcher takes KS > 1 only when KS divides nk */
   const int rows = min(BN, p.m - t0);
 
-  const uint32_t crank = CL == 2 ? cluster_rank() : 0;
-  ring_init(full, empty, S, 4 * NWG * CL);
+  ring_init(full, empty, S, 4 * NWG);
   /* Flavour 2: split 0 zeroes this CTA's C tile first, then raises the tile's flag. */
   const bool zeroes = p.mode == PZ_GEMM_SPLITK_ZERO && split == 0 && p.splits > 1;
   if (zeroes) {
     tile_zero(p, t0, n0, rows, P::BM, P::THREADS);
     __threadfence();
   }
-  /* also publishes the barrier initialisation (to the pair: the peer's copies and arrivals land here) */
-  if constexpr (CL == 2) cluster_sync();
-  else __syncthreads();
+  __syncthreads(); /* also publishes the barrier initialisation */
   if (zeroes) tile_flag_raise(p, tile);
 
   float acc[WM][P::BNW / 2];
@@ -157,10 +143,7 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM, KSR, TS, CL>::THREADS, 1)
         for (int j = 0; j < KS; j++) {
           const int kc = (kb0 + i * KS + j) * 64;
           tma_load_2d(st + j * P::W_BLK, &tmW, &full[s], kc, n0);
-          if constexpr (CL == 2) /* this CTA's half of the token tile, into both CTAs of the pair */
-            tma_load_2d_mc(st + P::W_BYTES + j * P::A_BLK + crank * P::AH * 128, &tmA, &full[s], kc, t0 + crank * P::AH, 0x3);
-          else
-            tma_load_2d(st + P::W_BYTES + j * P::A_BLK, &tmA, &full[s], kc, t0);
+          tma_load_2d(st + P::W_BYTES + j * P::A_BLK, &tmA, &full[s], kc, t0);
         }
       }
     }
@@ -171,18 +154,12 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM, KSR, TS, CL>::THREADS, 1)
       wg_mma_stage<P::BNW, WM, P::W_BLK, P::W_BYTES, P::A_BLK, KS>(acc, smem + s * P::STAGE, wrow, wtok * 128);
       if (i > 0) {
         wgmma_wait<1>();
-        if (lane == 0) {
-          mbar_arrive(&empty[(i - 1) % S]);
-          if constexpr (CL == 2) mbar_arrive_cluster(&empty[(i - 1) % S], crank ^ 1);
-        }
+        if (lane == 0) mbar_arrive(&empty[(i - 1) % S]);
       }
     }
     wgmma_wait<0>();
   }
-  /* every stage consumed: the ring becomes the epilogue tile (the pair: no copy or arrival of the peer is
-   * still on its way here, and none of ours to the peer; the CTAs may then finish independently) */
-  if constexpr (CL == 2) cluster_sync();
-  else __syncthreads();
+  __syncthreads(); /* every stage consumed: the ring becomes the epilogue tile */
 
   float *tile_s = (float *)smem; /* [BN][CP]: token-major fp32 partial of this CTA */
   if (warp < 4 * NWG) wg_frag_to_smem<P::BNW, WM, P::CP>(tile_s, acc, wrow, wtok, warp, lane);
@@ -212,10 +189,10 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM, KSR, TS, CL>::THREADS, 1)
   tile_release(p, split, tile);
 }
 
-template <int BN, int NWG, int WM, int KS, int TS, int CL = 1>
+template <int BN, int NWG, int WM, int KS, int TS>
 cudaError_t set_smem_ks() {
-  return cudaFuncSetAttribute(gemm_wgmma_kernel<BN, NWG, WM, KS, TS, CL>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              Plan<BN, NWG, WM, KS, TS, CL>::SMEM);
+  return cudaFuncSetAttribute(gemm_wgmma_kernel<BN, NWG, WM, KS, TS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              Plan<BN, NWG, WM, KS, TS>::SMEM);
 }
 template <int BN, int NWG, int WM, int TS>
 cudaError_t set_smem() {
@@ -223,44 +200,24 @@ cudaError_t set_smem() {
   if ((e = set_smem_ks<BN, NWG, WM, 1, TS>()) || (e = set_smem_ks<BN, NWG, WM, 2, TS>()) ||
       (e = set_smem_ks<BN, NWG, WM, 4, TS>()))
     return e;
-  if constexpr (TS == 1 && WM == 1 && BN >= 16) /* the cluster pairs (KS 1 only) */
-    if ((e = set_smem_ks<BN, NWG, WM, 1, TS, 2>())) return e;
   return cudaSuccess;
 }
 
-template <int BN, int NWG, int WM, int KS, int TS, int CL = 1>
+template <int BN, int NWG, int WM, int KS, int TS>
 pz_status launch_ks(const pz_gemm_args *a, WParams p, int zt, cudaStream_t s) {
-  using P = Plan<BN, NWG, WM, KS, TS, CL>;
+  using P = Plan<BN, NWG, WM, KS, TS>;
   CUtensorMap tw, ta;
   const int64_t ldw = a->ldw ? a->ldw : a->k;
   PZ_CHECK(pz_gemm_wgmma_encode_map(&tw, a->W, a->n, a->k, ldw, P::BM));
-  PZ_CHECK(pz_gemm_wgmma_encode_map(&ta, a->A, a->m, a->k, a->lda, P::AH));
+  PZ_CHECK(pz_gemm_wgmma_encode_map(&ta, a->A, a->m, a->k, a->lda, BN));
   dim3 grid(a->n / P::BM, p.splits, zt);
-  if constexpr (CL == 1) {
-    gemm_wgmma_kernel<BN, NWG, WM, KS, TS, 1><<<grid, P::THREADS, P::SMEM, s>>>(tw, ta, p);
-  } else { /* grid.x is even (the launcher checks n): pairs of adjacent W tiles */
-    cudaLaunchConfig_t lc = {};
-    lc.gridDim = grid;
-    lc.blockDim = dim3(P::THREADS);
-    lc.dynamicSmemBytes = P::SMEM;
-    lc.stream = s;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = CL;
-    at[0].val.clusterDim.y = 1;
-    at[0].val.clusterDim.z = 1;
-    lc.attrs = at;
-    lc.numAttrs = 1;
-    PZ_CUDA_CHECK(cudaLaunchKernelEx(&lc, gemm_wgmma_kernel<BN, NWG, WM, KS, TS, CL>, tw, ta, p));
-  }
+  gemm_wgmma_kernel<BN, NWG, WM, KS, TS><<<grid, P::THREADS, P::SMEM, s>>>(tw, ta, p);
   PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }
 
 template <int BN, int NWG, int WM, int TS>
-pz_status launch_bn(const pz_gemm_args *a, WParams p, int zt, bool pair, cudaStream_t s) {
-  if constexpr (TS == 1 && WM == 1 && BN >= 16)
-    if (pair) return launch_ks<BN, NWG, WM, 1, TS, 2>(a, p, zt, s); /* KS 1: the A/B switch is for the plain kernel */
+pz_status launch_bn(const pz_gemm_args *a, WParams p, int zt, cudaStream_t s) {
   /* KS > 1 only where every split's k-blocks are a multiple of it (the stages are then all full,
    * see wg_mma_stage); otherwise 1 */
   const int want = a->wg_ks > 0 ? a->wg_ks : PZ_GEMM_WG_KS_DEFAULT;
@@ -274,16 +231,16 @@ pz_status launch_bn(const pz_gemm_args *a, WParams p, int zt, bool pair, cudaStr
 /* WM = 2 stops at BN = 128: 2 x 128 accumulators per thread would not fit the register file. A token
  * split (TS = 2) starts at BN = 16 (8 tokens per warpgroup): its launcher raises bn to 16 first. */
 template <int NWG, int WM, int TS>
-pz_status launch_nwg(const pz_gemm_args *a, const WParams &p, int bn, int zt, bool pair, cudaStream_t s) {
+pz_status launch_nwg(const pz_gemm_args *a, const WParams &p, int bn, int zt, cudaStream_t s) {
   switch (bn) {
     case 8:
-      if constexpr (TS == 1) return launch_bn<8, NWG, WM, TS>(a, p, zt, false, s);
+      if constexpr (TS == 1) return launch_bn<8, NWG, WM, TS>(a, p, zt, s);
       else return pz_error(PZ_ERR_INVALID_ARG, "gemm wgmma: the token split needs a token tile of at least 16");
-    case 16: return launch_bn<16, NWG, WM, TS>(a, p, zt, pair, s);
-    case 32: return launch_bn<32, NWG, WM, TS>(a, p, zt, pair, s);
-    case 64: return launch_bn<64, NWG, WM, TS>(a, p, zt, pair, s);
-    case 128: return launch_bn<128, NWG, WM, TS>(a, p, zt, pair, s);
-    default: return launch_bn<(WM == 1 ? 256 : 128), NWG, WM, TS>(a, p, zt, pair, s);
+    case 16: return launch_bn<16, NWG, WM, TS>(a, p, zt, s);
+    case 32: return launch_bn<32, NWG, WM, TS>(a, p, zt, s);
+    case 64: return launch_bn<64, NWG, WM, TS>(a, p, zt, s);
+    case 128: return launch_bn<128, NWG, WM, TS>(a, p, zt, s);
+    default: return launch_bn<(WM == 1 ? 256 : 128), NWG, WM, TS>(a, p, zt, s);
   }
 }
 
@@ -358,7 +315,7 @@ extern "C" pz_status pz_gemm_wgmma_init(void) {
 }
 
 extern "C" pz_status pz_gemm_wgmma_launch(const pz_gemm_args *a, pz_gemm_flavour flavour, int splits, int wt, int warps,
-                                          bool pair, int *sems, int64_t sem_capacity, cudaStream_t stream) {
+                                          int *sems, int64_t sem_capacity, cudaStream_t stream) {
   if (!g_encode) return pz_error(PZ_ERR_UNSUPPORTED, "gemm wgmma: not initialised (pz_gemm_wgmma_init)");
   if (flavour != PZ_GEMM_SPLITK_ATOMIC && flavour != PZ_GEMM_SPLITK_ZERO && flavour != PZ_GEMM_FULLK &&
       flavour != PZ_GEMM_SPLITK_SERIAL)
@@ -373,13 +330,8 @@ extern "C" pz_status pz_gemm_wgmma_launch(const pz_gemm_args *a, pz_gemm_flavour
   if (splits < 1 || splits > kblocks)
     return pz_error(PZ_ERR_INVALID_ARG, "gemm wgmma: splits %d outside 1..%d (k=%d)", splits, kblocks, a->k);
   const int ts = wt == 1 && warps == 9 ? 2 : 1; /* two warpgroups share the 64-row W tile, half the tokens each */
-  if (pair && (ts == 2 || wt == 4))
-    return pz_error(PZ_ERR_INVALID_ARG, "gemm wgmma: the cluster pair (wn 5) runs the plain wt 1 / 2 kernels only");
-  if (pair && a->n % (2 * bm))
-    return pz_error(PZ_ERR_INVALID_ARG, "gemm wgmma: the cluster pair needs n=%d to be a multiple of %d (two W tiles)", a->n,
-                    2 * bm);
   int bn = pz_gemm_wgmma_bn(a->m, wt);
-  if ((ts == 2 || pair) && bn < 16) bn = 16; /* the token split and the pair's halves take at least 8 tokens */
+  if (ts == 2 && bn < 16) bn = 16;
   const int zt = (a->m + bn - 1) / bn;
   if (2 * (int64_t)(a->n / bm) * zt > sem_capacity)
     return pz_error(PZ_ERR_SHAPE, "gemm wgmma: n=%d needs more semaphores than the handle has", a->n);
@@ -391,8 +343,8 @@ extern "C" pz_status pz_gemm_wgmma_launch(const pz_gemm_args *a, pz_gemm_flavour
   p.kblocks = kblocks;
   p.c_bf16 = a->c_dtype == PZ_BF16;
   p.vec = !p.c_bf16 && ((uintptr_t)a->C % 16) == 0 && (a->ldc % 4) == 0;
-  return ts == 2 ? launch_nwg<2, 1, 2>(a, p, bn, zt, false, stream)
-         : wt == 1 ? launch_nwg<1, 1, 1>(a, p, bn, zt, pair, stream)
-         : wt == 2 ? launch_nwg<2, 1, 1>(a, p, bn, zt, pair, stream)
-                   : launch_nwg<2, 2, 1>(a, p, bn, zt, false, stream);
+  return ts == 2 ? launch_nwg<2, 1, 2>(a, p, bn, zt, stream)
+         : wt == 1 ? launch_nwg<1, 1, 1>(a, p, bn, zt, stream)
+         : wt == 2 ? launch_nwg<2, 1, 1>(a, p, bn, zt, stream)
+                   : launch_nwg<2, 2, 1>(a, p, bn, zt, stream);
 }

@@ -47,33 +47,6 @@ __device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, u
       : "memory");
 }
 
-/* The same copy delivered to every CTA of the cluster named in cta_mask (bit r = cluster rank r), at the
- * same shared-memory offset in each, completing bytes on the barrier at bar's offset in each. */
-__device__ __forceinline__ void tma_load_2d_mc(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1,
-                                               uint16_t cta_mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
-      "%3}], [%4], %5;" ::"r"(smem_u32(dst)),
-      "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(smem_u32(bar)), "h"(cta_mask)
-      : "memory");
-}
-/* This CTA's rank in its cluster. */
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-/* Arrives on the barrier at bar's offset in the shared memory of cluster rank `cta` (release, cluster scope). */
-__device__ __forceinline__ void mbar_arrive_cluster(uint64_t *bar, uint32_t cta) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(bar)), "r"(cta));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
-}
-/* Every thread of every CTA of the cluster (also a CTA-wide barrier): writes before it are seen after it. */
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-
 /* Shared-memory matrix descriptor of a K-major tile with 128-byte rows, 128-byte swizzle:
  * start address >> 4 (bits 0-13), leading byte offset 16 (unused by swizzled K-major), stride
  * byte offset 1024 between 8-row groups (bits 32-45), swizzle mode 1 = 128B (bits 62-63).
