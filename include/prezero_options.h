@@ -89,6 +89,10 @@ typedef struct pz_runtime_opts {
                                        * real rows' results agree within rounding (bit for bit with GQA, or
                                        * with PREZERO_MLA_BALANCE=0: MLA's balanced schedule picks its chunk
                                        * from every row's length). Added in 0.2.0 */
+  int gemm_bn;                        /* PREZERO_GEMM_BN: -1 unset (the tuner table's token tile), 0 the wgmma
+                                       * kernel always takes all m tokens (up to 256) in one tile (the switch
+                                       * that turns the tuned smaller tiles off), 16..256 (a power of two)
+                                       * that tile on every automatic wgmma launch. Added in 0.2.0 */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. */

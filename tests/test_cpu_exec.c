@@ -264,12 +264,16 @@ int main(void) {
                                           {"PREZERO_ENABLE", "yes"}, {"PREZERO_GEMM_FORCE", "bogus"},
                                           {"PREZERO_GEMM_WT", "3"}, {"PREZERO_MLA_ATTN", "4"},
                                           {"PREZERO_MLA_BALANCE", "2"}, {"PREZERO_GATE_CALIBRATE", "off"},
-                                          {"PREZERO_PAD_ATTN", "2"}};
+                                          {"PREZERO_PAD_ATTN", "2"}, {"PREZERO_GEMM_BN", "48"},
+                                          {"PREZERO_GEMM_BN", "8"}, {"PREZERO_GEMM_BN", "512"}};
     for (size_t i = 0; i < sizeof badv / sizeof badv[0]; i++) {
       setenv(badv[i][0], badv[i][1], 1);
       CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == -1 && strstr(bad, badv[i][0]));
       unsetenv(badv[i][0]);
     }
+    setenv("PREZERO_GEMM_BN", "64", 1);
+    CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.gemm_bn == 64);
+    unsetenv("PREZERO_GEMM_BN");
     setenv("PREZERO_GEMM_BUILTIN", "0", 1);
     CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.gemm_builtin == 0);
     unsetenv("PREZERO_GEMM_BUILTIN");
@@ -277,7 +281,8 @@ int main(void) {
     static const struct { const char *var; size_t off; } sw[] = {
         {"PREZERO_MLA_BALANCE", offsetof(pz_runtime_opts, mla_balance)},
         {"PREZERO_GATE_CALIBRATE", offsetof(pz_runtime_opts, gate_calibrate)},
-        {"PREZERO_PAD_ATTN", offsetof(pz_runtime_opts, pad_attn)}};
+        {"PREZERO_PAD_ATTN", offsetof(pz_runtime_opts, pad_attn)},
+        {"PREZERO_GEMM_BN", offsetof(pz_runtime_opts, gemm_bn)}};
     for (size_t i = 0; i < sizeof sw / sizeof sw[0]; i++) {
       const int *field = (const int *)((const char *)&ro + sw[i].off);
       CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && *field == -1);

@@ -179,7 +179,7 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
         if (st == PZ_OK && pin && sscanf(pin, "%d,%d,%d,%d", &ps, &pw, &pn, &pl) == 4)
           for (int f = 1; f <= 5; f++)
             if (f != PZ_GEMM_FULLK) {
-              pz_gemm_config c = {(pz_gemm_flavour)f, ps, pw, pn, pl};
+              pz_gemm_config c = {(pz_gemm_flavour)f, ps, pw, pn, pl, 0};
               me->e.cfg[f] = c;
             }
         if (st == PZ_OK) st = pz_tuner_time_read(ctx, &pool, (int64_t)bytes, iters, reps, &me->read_us);
@@ -222,6 +222,7 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "wt", cf[f].wt);
         cJSON_AddNumberToObject(o, "warps", cf[f].warps);
         cJSON_AddNumberToObject(o, "wn", cf[f].wn);
+        if (cf[f].bn) cJSON_AddNumberToObject(o, "bn", cf[f].bn); /* the wgmma kernel's token tile, when tuned below m */
         cJSON_AddStringToObject(o, "kernel", kernel_name(&cf[f]));
       }
       /* What AUTO resolves to for this shape now (after this run's tuning), for both zero_init. */
@@ -233,10 +234,14 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
         cJSON_AddStringToObject(o, "flavour", pz_gemm_flavour_name(ac.flavour));
         cJSON_AddStringToObject(o, "kernel", kernel_name(&ac));
         cJSON_AddNumberToObject(o, "splits", ac.splits);
+        if (ac.bn) cJSON_AddNumberToObject(o, "bn", ac.bn);
         cJSON_AddBoolToObject(o, "split_k", sk);
-        if (zi == 0)
-          snprintf(auto_tag, sizeof auto_tag, "%s %s s%d%s", kernel_name(&ac),
-                   pz_gemm_flavour_name(ac.flavour), ac.splits, sk ? " split-K" : "");
+        if (zi == 0) {
+          char tile[16] = "";
+          if (ac.bn) snprintf(tile, sizeof tile, " bn%d", ac.bn);
+          snprintf(auto_tag, sizeof auto_tag, "%s %s s%d%s%s", kernel_name(&ac),
+                   pz_gemm_flavour_name(ac.flavour), ac.splits, tile, sk ? " split-K" : "");
+        }
       }
       cJSON_AddNumberToObject(r, "flop_limit_us_660tf", 2.0 * m * sh->n * sh->k / 660e6);
       /* The table-free heuristic's own pick (what a device without a table runs), same method. */
@@ -249,7 +254,7 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
         int same = 0;
         for (int f = 1; f < PZ_GEMM_FLAVOUR_COUNT && !same; f++)
           if (cf[f].splits > 0 && (pz_gemm_flavour)f == hc.flavour && cf[f].splits == hc.splits && cf[f].wt == hc.wt &&
-              cf[f].wn == hc.wn && (hc.wn == 4 || (hc.wn == 3 ? pz_gemm_wgmma_token_split(&cf[f]) == pz_gemm_wgmma_token_split(&hc)
+              cf[f].wn == hc.wn && cf[f].bn == hc.bn && (hc.wn == 4 || (hc.wn == 3 ? pz_gemm_wgmma_token_split(&cf[f]) == pz_gemm_wgmma_token_split(&hc)
                                                            : cf[f].warps == hc.warps))) {
             same = 1;
             hus = us[f];

@@ -45,7 +45,7 @@ static void mkdirs(const char *path) {
 
 static bool cfg_in_range(const pz_gemm_config *c) {
   return c->splits >= 1 && c->splits <= 4096 && c->wt >= 1 && c->wt <= 8 && c->warps >= 1 && c->warps <= 32 &&
-         c->wn >= 0 && c->wn <= 4;
+         c->wn >= 0 && c->wn <= 4 && (c->bn == 0 || (c->bn >= 8 && c->bn <= 256 && !(c->bn & (c->bn - 1))));
 }
 
 /* An integer JSON number in [lo, hi], else false (fractions, NaN, huge values refused). */
@@ -96,7 +96,8 @@ pz_status pz_tuner_table_load_text(pz_tuner_table *t, const char *text, size_t l
                           .splits = json_int_or(cJSON_GetObjectItem(o, "splits"), 0),
                           .wt = json_int_or(cJSON_GetObjectItem(o, "wt"), 1),
                           .warps = json_int_or(cJSON_GetObjectItem(o, "warps"), 8),
-                          .wn = json_int_or(cJSON_GetObjectItem(o, "wn"), 0)};
+                          .wn = json_int_or(cJSON_GetObjectItem(o, "wn"), 0),
+                          .bn = json_int_or(cJSON_GetObjectItem(o, "bn"), 0)};
       double u = cJSON_IsNumber(us) ? us->valuedouble : 0;
       if (!cfg_in_range(&c) || !(u >= 0 && u < 1e12)) {
         drop++;
@@ -212,7 +213,8 @@ cJSON *pz_tuner_to_json(const pz_tuner_table *t) {
       cJSON *c = cJSON_AddObjectToObject(fl, pz_gemm_flavour_name((pz_gemm_flavour)f));
       ok = c && cJSON_AddNumberToObject(c, "splits", e->cfg[f].splits) &&
            cJSON_AddNumberToObject(c, "wt", e->cfg[f].wt) && cJSON_AddNumberToObject(c, "warps", e->cfg[f].warps) &&
-           cJSON_AddNumberToObject(c, "wn", e->cfg[f].wn) && cJSON_AddNumberToObject(c, "us", e->us[f]);
+           cJSON_AddNumberToObject(c, "wn", e->cfg[f].wn) &&
+           (e->cfg[f].bn == 0 || cJSON_AddNumberToObject(c, "bn", e->cfg[f].bn)) && cJSON_AddNumberToObject(c, "us", e->us[f]);
     }
     ok = ok && cJSON_AddStringToObject(o, "best_nozero", pz_gemm_flavour_name(e->best_nozero)) &&
          cJSON_AddStringToObject(o, "best_zero", pz_gemm_flavour_name(e->best_zero));

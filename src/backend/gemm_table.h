@@ -49,13 +49,17 @@ pz_gemm_flavour pz_gemm_flavour_parse(const char *s);
  * wt 1 with warps 9 is its token split, two warpgroups per W tile; warps is otherwise ignored);
  * 4 = the Hopper stream-K kernel: a persistent grid of `splits` CTAs (the SM count) sharing the
  * (tile, k-block) units evenly, atomic flavour only (1, or 3 with its memset node).
- * 0 in splits/wt/warps = heuristic/table. */
+ * 0 in splits/wt/warps = heuristic/table.
+ * bn (wn 3 only): the token tile of the wgmma kernel, 16..256 (128 at wt 4), a power of two; 0 = the
+ * smallest power of two >= m (pz_gemm_wgmma_bn). A smaller tile runs m / bn token tiles side by side:
+ * more CTAs for the short-K shapes (k <= 1024) where one tile of all m tokens leaves most SMs idle. */
 typedef struct pz_gemm_config {
   pz_gemm_flavour flavour;
   int splits;
   int wt;
   int warps;
   int wn;
+  int bn;
 } pz_gemm_config;
 
 /* One tuned shape. cfg[f] / us[f]: the best config of flavour f and its median time in µs

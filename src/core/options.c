@@ -29,6 +29,7 @@ void pz_runtime_opts_default(pz_runtime_opts *o) {
   o->mla_balance = -1;
   o->gate_calibrate = -1;
   o->pad_attn = -1;
+  o->gemm_bn = -1;
 }
 
 typedef struct reader {
@@ -136,6 +137,11 @@ int pz_runtime_opts_from_env(pz_runtime_opts *o, char *err, size_t err_len) {
   get_flag(&r, "PREZERO_GEMM_MATCH_BASELINE", &o->gemm_match_baseline);
   get_flag(&r, "PREZERO_GEMM_L2PF", &o->gemm_l2pf);
   get_i(&r, "PREZERO_GEMM_WG_KS", 1, 4, &o->gemm_wg_ks);
+  get_i(&r, "PREZERO_GEMM_BN", 0, 256, &o->gemm_bn);
+  if (o->gemm_bn > 0 && (o->gemm_bn < 16 || (o->gemm_bn & (o->gemm_bn - 1)))) {
+    complain(&r, "PREZERO_GEMM_BN", getenv("PREZERO_GEMM_BN"), "use 0 (one tile of all tokens) or 16, 32, 64, 128, 256");
+    o->gemm_bn = -1;
+  }
   if (o->gemm_wg_ks == 3) {
     complain(&r, "PREZERO_GEMM_WG_KS", "3", "use 1, 2 or 4");
     o->gemm_wg_ks = -1;

@@ -249,6 +249,28 @@ static void check_all_flavours(prob *p, pz_dtype dt, int exact, const char *name
               }
               out_check(&o, p, exact, w2);
             }
+          /* The wgmma kernel with token tiles below m (config bn): m / bn tiles side by side, the last
+           * one partial; wt 1, 2, 4 and the token split (wgt 0). */
+          for (int wgt = 0; wgt <= 4 && wt == 1 && f != 6 && pz_gemm_ctx_has_wgmma(ctx); wgt = wgt ? 2 * wgt : 1)
+            for (int bnc = 16; bnc <= 32; bnc *= 2) {
+              const int wtile = wgt ? wgt : 1;
+              if (p->n % (64 * wtile) || s > p->k / 64 || bnc >= pz_gemm_wgmma_bn(p->m, wtile)) continue;
+              out_poison(&o, p, !zero_init);
+              a.config.wn = 3;
+              a.config.wt = wtile;
+              a.config.warps = wgt ? 5 : 9;
+              a.config.bn = bnc;
+              st = pz_gemm_launch(ctx, &a, 0);
+              a.config.bn = 0;
+              char w2[300];
+              snprintf(w2, sizeof w2, "%s [wgmma wt %d%s bn %d]", what, wtile, wgt ? "" : " token split", bnc);
+              if (st != PZ_OK) {
+                fprintf(stderr, "%s: %s: %s\n", w2, pz_status_string(st), pz_last_error());
+                pz_test_failures++;
+                continue;
+              }
+              out_check(&o, p, exact, w2);
+            }
           /* The Hopper stream-K kernel (wn 4): atomic flavours only, grids from one CTA (every
            * segment in one share) to more CTAs than work units, so shares start and end
            * anywhere inside tiles. */
@@ -286,10 +308,11 @@ static void check_all_flavours(prob *p, pz_dtype dt, int exact, const char *name
 
 /* Same config three times on real-valued inputs: bit-identical (split <= 2, or serial). */
 static void check_run_to_run(prob *p) {
-  /* wn 4 here: the wgmma kernel with wt 4; wn 5: with wt 1 and the token split (warps 9) */
+  /* wn 4 here: the wgmma kernel with wt 4; wn 5: with wt 1 and the token split (warps 9); wn 6: wt 1
+   * with a token tile of 8 below m (config bn 16 at m = 13 ... run where m > 16) */
   struct { int f, s, wn; } cases[] = {{1, 2, 0}, {2, 2, 1}, {3, 2, 0}, {5, 2, 2}, {5, 7, 0}, {4, 1, 0},
                                       {1, 2, 3}, {2, 2, 3}, {5, 2, 3}, {5, 7, 3}, {4, 1, 3}, {1, 2, 4},
-                                      {1, 2, 5}, {5, 7, 5}, {4, 1, 5}};
+                                      {1, 2, 5}, {5, 7, 5}, {4, 1, 5}, {1, 2, 6}, {5, 7, 6}, {4, 1, 6}};
   outbuf o;
   out_make(&o, p, PZ_F32);
   void *first = malloc(o.bytes);
@@ -301,12 +324,17 @@ static void check_run_to_run(prob *p) {
       a.config.wn = cases[c].wn >= 4 ? 3 : cases[c].wn;
       if (cases[c].wn == 4) a.config.wt = 4;
       if (cases[c].wn == 5) a.config.warps = 9;
+      if (cases[c].wn == 6) {
+        if (pz_gemm_wgmma_bn(p->m, 1) <= 16) break; /* no tile below m to take */
+        a.config.warps = 5;
+        a.config.bn = 16;
+      }
       if (cases[c].wn >= 3 && !pz_gemm_ctx_has_wgmma(ctx)) break;
       CHECK_OK(pz_gemm_launch(ctx, &a, 0));
       CHECK(cudaMemcpy(o.h, o.d, o.bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
       if (r == 0) memcpy(first, o.h, o.bytes);
       else if (memcmp(first, o.h, o.bytes)) {
-        fprintf(stderr, "run-to-run: flavour %d splits %d kernel case %d (wn 4: wgmma wt 4, 5: token split) differs on run %d\n",
+        fprintf(stderr, "run-to-run: flavour %d splits %d kernel case %d (wn 4: wgmma wt 4, 5: token split, 6: bn 16) differs on run %d\n",
                 cases[c].f, cases[c].s, cases[c].wn, r);
         pz_test_failures++;
       }
@@ -324,13 +352,18 @@ static void check_graph_replays(prob *p, int replays) {
   out_make(&o, p, PZ_F32);
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
-  for (int fi = 0; fi < 8; fi++) { /* 0-2: the mma.sync kernels, 3-5: the wgmma kernel, 6: stream-K,
-                                     7: the wgmma token split (flavour 2: in-kernel zero + tile flags) */
+  for (int fi = 0; fi < 9; fi++) { /* 0-2: the mma.sync kernels, 3-5: the wgmma kernel, 6: stream-K,
+                                     7: the wgmma token split (flavour 2: in-kernel zero + tile flags),
+                                     8: the wgmma kernel with token tiles of 16 (flavour 5: a turnstile per tile) */
     if (fi >= 3 && !pz_gemm_ctx_has_wgmma(ctx)) break;
     out_poison(&o, p, 0);
     pz_gemm_args a = args_for(p, &o, flv[fi % 3], 4, 1, true, true);
     if (fi >= 3) a.config.wn = 3;
     if (fi == 7) a.config.warps = 9;
+    if (fi == 8) {
+      a.config.warps = 5;
+      a.config.bn = 16;
+    }
     if (fi == 6) { /* memset node + the stream-K kernel */
       a.config.wn = 4;
       a.config.warps = 9;
@@ -349,7 +382,7 @@ static void check_graph_replays(prob *p, int replays) {
         CHECK(cudaStreamSynchronize(s) == cudaSuccess);
         char what[128];
         snprintf(what, sizeof what, "graph flavour %d%s after %d replays", flv[fi % 3],
-                 fi == 7 ? " (wgmma token split)" : fi == 6 ? " (stream-K)" : fi >= 3 ? " (wgmma)" : "", r);
+                 fi == 8 ? " (wgmma bn 16)" : fi == 7 ? " (wgmma token split)" : fi == 6 ? " (stream-K)" : fi >= 3 ? " (wgmma)" : "", r);
         bad = out_check(&o, p, 1, what);
       }
     }
@@ -378,6 +411,11 @@ static void check_bad_shapes(prob *p) {
     b = a; b.config.wn = 3; b.config.wt = 2; b.n = 192; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
     b = a; b.config.wn = 3; b.config.wt = 3; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
     b = a; b.config.wn = 3; b.config.wt = 4; b.n = 128; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
+    /* token tiles (bn): a power of two in 16..256 (128 at wt 4), the wgmma split-K kernel only */
+    b = a; b.config.wn = 3; b.config.warps = 5; b.config.bn = 8; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
+    b = a; b.config.wn = 3; b.config.warps = 5; b.config.bn = 48; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
+    b = a; b.config.wn = 3; b.config.wt = 4; b.config.warps = 9; b.config.bn = 256; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
+    b = a; b.config.wn = 0; b.config.bn = 64; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
     /* stream-K (wn 4): only the atomic flavours; its grid is at least one CTA. */
     b = a; b.config.flavour = PZ_GEMM_SPLITK_ZERO; b.config.wn = 4; b.config.warps = 9; b.config.splits = 132;
     CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
@@ -492,6 +530,9 @@ int main(void) {
     prob p; /* real-valued inputs vs the float64 reference */
     prob_make(&p, 13, 256, 4096, 2, 1);
     check_all_flavours(&p, PZ_F32, 0, "real");
+    check_run_to_run(&p);
+    prob_free(&p);
+    prob_make(&p, 40, 256, 2048, 2, 1); /* m = 40: three token tiles of 16 in the bn case */
     check_run_to_run(&p);
     prob_free(&p);
   }

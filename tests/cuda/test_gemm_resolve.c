@@ -25,12 +25,13 @@ static pz_tuner_entry entry_for(int m_bucket, int n, int k) {
   e.m_bucket = m_bucket;
   e.n = n;
   e.k = k;
-  e.cfg[PZ_GEMM_CUBLAS] = (pz_gemm_config){PZ_GEMM_CUBLAS, 1, 1, 4, 0};
+  e.cfg[PZ_GEMM_CUBLAS] = (pz_gemm_config){PZ_GEMM_CUBLAS, 1, 1, 4, 0, 0};
   return e;
 }
 
 static bool same(const pz_gemm_config *a, const pz_gemm_config *b) {
-  return a->flavour == b->flavour && a->splits == b->splits && a->wt == b->wt && a->warps == b->warps && a->wn == b->wn;
+  return a->flavour == b->flavour && a->splits == b->splits && a->wt == b->wt && a->warps == b->warps && a->wn == b->wn &&
+         a->bn == b->bn;
 }
 
 int main(void) {
@@ -61,9 +62,9 @@ int main(void) {
   /* The table decides when it has the shape; the forced flavour of the options beats it, and
    * the handle's force (baselines) beats both. */
   pz_tuner_entry e = entry_for(8, 2112, 7168);
-  e.cfg[PZ_GEMM_SPLITK_ZERO] = (pz_gemm_config){PZ_GEMM_SPLITK_ZERO, 6, 1, 5, 3};
-  e.cfg[PZ_GEMM_SPLITK_ATOMIC] = (pz_gemm_config){PZ_GEMM_SPLITK_ATOMIC, 6, 1, 5, 3};
-  e.cfg[PZ_GEMM_FULLK] = (pz_gemm_config){PZ_GEMM_FULLK, 1, 2, 5, 3};
+  e.cfg[PZ_GEMM_SPLITK_ZERO] = (pz_gemm_config){PZ_GEMM_SPLITK_ZERO, 6, 1, 5, 3, 0};
+  e.cfg[PZ_GEMM_SPLITK_ATOMIC] = (pz_gemm_config){PZ_GEMM_SPLITK_ATOMIC, 6, 1, 5, 3, 0};
+  e.cfg[PZ_GEMM_FULLK] = (pz_gemm_config){PZ_GEMM_FULLK, 1, 2, 5, 3, 0};
   e.best_zero = PZ_GEMM_SPLITK_ZERO;
   e.best_nozero = PZ_GEMM_SPLITK_ATOMIC;
   CHECK_OK(pz_tuner_put(&tab, &e));
@@ -101,17 +102,17 @@ int main(void) {
   CHECK_OK(pz_tuner_put(&tab, &e));
   CHECK_ST(pz_gemm_resolve(&t, 8, 2112, 7168, true, NULL, &c), PZ_ERR_INVALID_ARG);
   CHECK(strstr(pz_last_error(), "the tuner table") && strstr(pz_last_error(), "splits=500"));
-  pz_gemm_config bad = {PZ_GEMM_SPLITK_ATOMIC, 2, 3, 0, 3}; /* wt 3 */
+  pz_gemm_config bad = {PZ_GEMM_SPLITK_ATOMIC, 2, 3, 0, 3, 0}; /* wt 3 */
   CHECK_ST(pz_gemm_resolve(&t, 8, 4096, 4096, false, &bad, &c), PZ_ERR_INVALID_ARG);
   CHECK(strstr(pz_last_error(), "the caller's config"));
   pz_gemm_target old = t;
   old.hopper = false;
   old.table = NULL;
-  pz_gemm_config wg = {PZ_GEMM_SPLITK_ATOMIC, 2, 1, 4, 3};
+  pz_gemm_config wg = {PZ_GEMM_SPLITK_ATOMIC, 2, 1, 4, 3, 0};
   CHECK_ST(pz_gemm_resolve(&old, 8, 4096, 4096, false, &wg, &c), PZ_ERR_INVALID_ARG);
   CHECK(strstr(pz_last_error(), "Hopper"));
   /* an explicit config that can run is returned as given */
-  pz_gemm_config ex = {PZ_GEMM_SPLITK_SERIAL, 4, 2, 4, 0};
+  pz_gemm_config ex = {PZ_GEMM_SPLITK_SERIAL, 4, 2, 4, 0, 0};
   c = resolve_ok(&old, 8, 4096, 4096, false, &ex);
   CHECK(same(&c, &ex));
   /* a forced split-K flavour on a one-k-block GEMM keeps its one split (k 64 on wgmma) */
@@ -129,9 +130,9 @@ int main(void) {
    * kernel instead; PREZERO_GEMM_WN=4 asks for it with one CTA per SM; it takes only the atomic
    * flavours. */
   pz_tuner_entry sk = entry_for(32, 7168, 8192);
-  sk.cfg[PZ_GEMM_SPLITK_ATOMIC] = (pz_gemm_config){PZ_GEMM_SPLITK_ATOMIC, 132, 2, 9, 4};
-  sk.cfg[PZ_GEMM_MEMSET_SPLITK] = (pz_gemm_config){PZ_GEMM_MEMSET_SPLITK, 132, 2, 9, 4};
-  sk.cfg[PZ_GEMM_SPLITK_ZERO] = (pz_gemm_config){PZ_GEMM_SPLITK_ZERO, 4, 2, 9, 3};
+  sk.cfg[PZ_GEMM_SPLITK_ATOMIC] = (pz_gemm_config){PZ_GEMM_SPLITK_ATOMIC, 132, 2, 9, 4, 0};
+  sk.cfg[PZ_GEMM_MEMSET_SPLITK] = (pz_gemm_config){PZ_GEMM_MEMSET_SPLITK, 132, 2, 9, 4, 0};
+  sk.cfg[PZ_GEMM_SPLITK_ZERO] = (pz_gemm_config){PZ_GEMM_SPLITK_ZERO, 4, 2, 9, 3, 0};
   sk.best_zero = PZ_GEMM_MEMSET_SPLITK;
   sk.best_nozero = PZ_GEMM_SPLITK_ATOMIC;
   CHECK_OK(pz_tuner_put(&tab, &sk));
@@ -150,10 +151,44 @@ int main(void) {
   c = resolve_ok(&t, 32, 7168, 8192, false, NULL);
   CHECK(c.wn == 3 && c.splits >= 1 && c.splits <= 8192 / 64);
   ro.gemm_wn = -1;
-  pz_gemm_config skz = {PZ_GEMM_SPLITK_ZERO, 132, 2, 9, 4};
+
+  /* A token tile below m (config bn) from the table: AUTO keeps it, a prezero consumer too (the same
+   * kernel minus its zeroing); PREZERO_GEMM_BN=0 (the off switch) takes all m tokens again, =32 forces
+   * that tile; another kernel (PREZERO_GEMM_WN=0) drops the tuned tile; a caller's bn on a kernel
+   * without one is refused. */
+  pz_tuner_entry tb = entry_for(256, 2048, 256);
+  tb.cfg[PZ_GEMM_FULLK] = (pz_gemm_config){PZ_GEMM_FULLK, 1, 1, 5, 3, 64};
+  tb.cfg[PZ_GEMM_SPLITK_ATOMIC] = (pz_gemm_config){PZ_GEMM_SPLITK_ATOMIC, 2, 1, 5, 3, 64};
+  tb.cfg[PZ_GEMM_SPLITK_ZERO] = (pz_gemm_config){PZ_GEMM_SPLITK_ZERO, 2, 1, 5, 3, 64};
+  tb.best_zero = PZ_GEMM_FULLK;
+  tb.best_nozero = PZ_GEMM_FULLK;
+  CHECK_OK(pz_tuner_put(&tab, &tb));
+  c = resolve_ok(&t, 256, 2048, 256, true, NULL);
+  CHECK(c.flavour == PZ_GEMM_FULLK && c.wn == 3 && c.bn == 64);
+  c = resolve_ok(&t, 256, 2048, 256, false, NULL);
+  CHECK(c.flavour == PZ_GEMM_FULLK && c.bn == 64);
+  ro.gemm_bn = 0;
+  c = resolve_ok(&t, 256, 2048, 256, true, NULL);
+  CHECK(c.flavour == PZ_GEMM_FULLK && c.wn == 3 && c.bn == 0);
+  ro.gemm_bn = 32;
+  c = resolve_ok(&t, 256, 2048, 256, true, NULL);
+  CHECK(c.bn == 32);
+  ro.gemm_bn = -1;
+  pz_gemm_config other = {PZ_GEMM_FULLK, 0, 0, 8, 0, 0}; /* the mma.sync kernel asked for: the table's tile is dropped */
+  c = resolve_ok(&t, 256, 2048, 256, true, &other);
+  CHECK(c.wn == 0 && c.bn == 0 && c.warps == 8);
+  pz_gemm_config bnbad = {PZ_GEMM_FULLK, 1, 1, 8, 0, 64};
+  CHECK_ST(pz_gemm_resolve(&t, 256, 2048, 256, true, &bnbad, &c), PZ_ERR_INVALID_ARG);
+  CHECK(strstr(pz_last_error(), "token tile"));
+  pz_gemm_config bn48 = {PZ_GEMM_FULLK, 1, 1, 5, 3, 48};
+  CHECK_ST(pz_gemm_resolve(&t, 256, 2048, 256, true, &bn48, &c), PZ_ERR_INVALID_ARG);
+  char dbn[96];
+  pz_gemm_config_describe(&tb.cfg[PZ_GEMM_FULLK], dbn, sizeof dbn);
+  CHECK(!strcmp(dbn, "wgmma fullk splits=1 wt=1 bn=64"));
+  pz_gemm_config skz = {PZ_GEMM_SPLITK_ZERO, 132, 2, 9, 4, 0};
   CHECK_ST(pz_gemm_resolve(&t, 32, 7168, 8192, true, &skz, &c), PZ_ERR_INVALID_ARG);
   CHECK(strstr(pz_last_error(), "stream-K"));
-  pz_gemm_config skold = {PZ_GEMM_SPLITK_ATOMIC, 132, 2, 9, 4};
+  pz_gemm_config skold = {PZ_GEMM_SPLITK_ATOMIC, 132, 2, 9, 4, 0};
   CHECK_ST(pz_gemm_resolve(&old, 32, 7168, 8192, false, &skold, &c), PZ_ERR_INVALID_ARG);
   char desc[96];
   pz_gemm_config_describe(&skold, desc, sizeof desc);
@@ -163,9 +198,9 @@ int main(void) {
    * PREZERO_GEMM_WT, or a caller's config with a tile and no warps, gets the plain kernel of that
    * tile (warps 5 at wt 1), never the split a wt 2 entry's warps 9 would otherwise select. */
   pz_tuner_entry ts = entry_for(128, 7168, 2048);
-  ts.cfg[PZ_GEMM_FULLK] = (pz_gemm_config){PZ_GEMM_FULLK, 1, 1, 9, 3};
-  ts.cfg[PZ_GEMM_SPLITK_ZERO] = (pz_gemm_config){PZ_GEMM_SPLITK_ZERO, 2, 2, 9, 3};
-  ts.cfg[PZ_GEMM_SPLITK_ATOMIC] = (pz_gemm_config){PZ_GEMM_SPLITK_ATOMIC, 2, 2, 9, 3};
+  ts.cfg[PZ_GEMM_FULLK] = (pz_gemm_config){PZ_GEMM_FULLK, 1, 1, 9, 3, 0};
+  ts.cfg[PZ_GEMM_SPLITK_ZERO] = (pz_gemm_config){PZ_GEMM_SPLITK_ZERO, 2, 2, 9, 3, 0};
+  ts.cfg[PZ_GEMM_SPLITK_ATOMIC] = (pz_gemm_config){PZ_GEMM_SPLITK_ATOMIC, 2, 2, 9, 3, 0};
   ts.best_zero = PZ_GEMM_FULLK;
   ts.best_nozero = PZ_GEMM_FULLK;
   CHECK_OK(pz_tuner_put(&tab, &ts));
@@ -179,10 +214,10 @@ int main(void) {
   CHECK(c.flavour == PZ_GEMM_MEMSET_SPLITK && c.wt == 1 && c.warps == 5 && !pz_gemm_wgmma_token_split(&c));
   ro.gemm_wt = -1;
   ro.gemm_force[0] = 0;
-  pz_gemm_config tile_only = {PZ_GEMM_SPLITK_ATOMIC, 2, 1, 0, 3};
+  pz_gemm_config tile_only = {PZ_GEMM_SPLITK_ATOMIC, 2, 1, 0, 3, 0};
   c = resolve_ok(&t, 128, 7168, 2048, false, &tile_only);
   CHECK(!pz_gemm_wgmma_token_split(&c));
-  pz_gemm_config split_given = {PZ_GEMM_SPLITK_ATOMIC, 2, 1, 9, 3};
+  pz_gemm_config split_given = {PZ_GEMM_SPLITK_ATOMIC, 2, 1, 9, 3, 0};
   c = resolve_ok(&t, 128, 7168, 2048, false, &split_given);
   CHECK(pz_gemm_wgmma_token_split(&c) && c.splits == 2);
   pz_tuner_table_free(&tab);

@@ -39,6 +39,8 @@ static pz_status take_opts(pz_gemm_ctx *c, const pz_runtime_opts *ro) {
     return pz_error(PZ_ERR_INVALID_ARG, "PREZERO_GEMM_WT=%d: use 1, 2 or 4 (4 only with the wgmma kernel)", ro->gemm_wt);
   if (ro->gemm_warps > 0 && ro->gemm_warps != 4 && ro->gemm_warps != 8)
     return pz_error(PZ_ERR_INVALID_ARG, "PREZERO_GEMM_WARPS=%d: use 4 or 8", ro->gemm_warps);
+  if (ro->gemm_bn > 0 && (ro->gemm_bn < 16 || ro->gemm_bn > 256 || (ro->gemm_bn & (ro->gemm_bn - 1))))
+    return pz_error(PZ_ERR_INVALID_ARG, "PREZERO_GEMM_BN=%d: use 0 (one tile of all tokens) or 16, 32, 64, 128, 256", ro->gemm_bn);
   return PZ_OK;
 }
 
@@ -115,8 +117,12 @@ void pz_gemm_config_describe(const pz_gemm_config *c, char *buf, size_t len) {
   const char *kern = c->flavour == PZ_GEMM_CUBLAS ? "cublas" : c->wn == 3 ? "wgmma" : "mma.sync";
   if (c->flavour == PZ_GEMM_CUBLAS) snprintf(buf, len, "cublas");
   else if (c->wn == 4) snprintf(buf, len, "wgmma stream-K %s ctas=%d wt=%d", pz_gemm_flavour_name(c->flavour), c->splits, c->wt);
-  else snprintf(buf, len, "%s %s splits=%d wt=%d%s", kern, pz_gemm_flavour_name(c->flavour), c->splits, c->wt,
-                pz_gemm_wgmma_token_split(c) ? " token-split" : "");
+  else {
+    char tile[24] = "";
+    if (c->bn > 0) snprintf(tile, sizeof tile, " bn=%d", c->bn);
+    snprintf(buf, len, "%s %s splits=%d wt=%d%s%s", kern, pz_gemm_flavour_name(c->flavour), c->splits, c->wt,
+             pz_gemm_wgmma_token_split(c) ? " token-split" : "", tile);
+  }
 }
 
 void pz_gemm_ctx_destroy(pz_gemm_ctx *c) {
@@ -175,7 +181,7 @@ pz_status pz_gemm_check(const pz_gemm_args *a) {
  *   each extra wave also re-reduces BN x 64·wt fp32 partials), with 2 CTAs per SM for token tiles
  *   <= 64 and 1 above, at most 40 splits (28 from m >= 64); ties go to fewer splits. */
 static pz_gemm_config heuristic_wgmma(int sm_count, int m, int n, int k, bool zero_init) {
-  pz_gemm_config c = {PZ_GEMM_AUTO, 1, 1, 5, 3};
+  pz_gemm_config c = {PZ_GEMM_AUTO, 1, 1, 5, 3, 0};
   if (m >= 16 && n % 128 == 0 && n / 128 >= sm_count / 4) c.wt = 2;
   const int bn = pz_gemm_wgmma_bn(m, c.wt);
   const int64_t tiles = (int64_t)(n / (64 * c.wt)) * ((m + bn - 1) / bn);
@@ -251,6 +257,11 @@ static const char *config_invalid(const pz_gemm_target *t, int m, int k, const p
   if (c->flavour == PZ_GEMM_FULLK && c->splits != 1) return "full K with more than one split";
   if (c->wn == 3 ? (c->wt != 1 && c->wt != 2 && c->wt != 4) : (c->wt != 1 && c->wt != 2)) return "W tiles per CTA (wt) not 1, 2 (or 4 with wgmma)";
   if (c->wn != 3 && c->warps != 4 && c->warps != 8) return "warps not 4 or 8";
+  if (c->bn != 0) { /* the wgmma kernel's token tile */
+    if (c->wn != 3) return "a token tile (bn) is a setting of the wgmma split-K kernel (wn 3) only";
+    if (c->bn < 16 || c->bn > (c->wt == 4 ? 128 : 256) || (c->bn & (c->bn - 1)))
+      return "token tile (bn) not a power of two in 16..256 (16..128 at wt 4)";
+  }
   (void)m;
   return NULL;
 }
@@ -263,7 +274,7 @@ pz_status pz_gemm_resolve(const pz_gemm_target *t, int m, int n, int k, bool zer
   pz_runtime_opts dflt;
   const pz_runtime_opts *ro = t->ro;
   if (!ro) { pz_runtime_opts_default(&dflt); ro = &dflt; }
-  pz_gemm_config w = want ? *want : (pz_gemm_config){PZ_GEMM_AUTO, 0, 0, 0, 0};
+  pz_gemm_config w = want ? *want : (pz_gemm_config){PZ_GEMM_AUTO, 0, 0, 0, 0, 0};
   /* zero_init = false under AUTO runs the kernel zero_init = true would run, minus its zeroing
    * (in-kernel zero or memset node -> plain atomic split-K with the same splits and tile). So a
    * prezero consumer differs from the baseline only by the skipped zeroing: same partial sums,
@@ -329,14 +340,19 @@ pz_status pz_gemm_resolve(const pz_gemm_target *t, int m, int n, int k, bool zer
       source = "PREZERO_GEMM_WT";
     }
     if (ro->gemm_warps > 0) { c.warps = ro->gemm_warps; source = "PREZERO_GEMM_WARPS"; }
+    if (ro->gemm_bn >= 0 && c.wn == 3) { c.bn = ro->gemm_bn; source = "PREZERO_GEMM_BN"; }
   } else { /* an explicit config: its non-zero fields are obeyed as given */
     if (w.splits > 0) c.splits = w.splits;
     if (w.wt > 0) c.wt = w.wt;
     if (w.warps > 0) { c.warps = w.warps; c.wn = w.wn; }
     else if (w.wt > 0 && c.wn == 3) c.warps = pz_gemm_wgmma_plain_warps(c.wt); /* a tile alone: the plain kernel, not the token split */
+    if (w.bn > 0) c.bn = w.bn;
     source = "the caller's config";
   }
   if (c.flavour == PZ_GEMM_FULLK || c.flavour == PZ_GEMM_CUBLAS) c.splits = 1;
+  /* a token tile from the table belongs to the wgmma kernel's tile it was tuned with: another kernel or
+   * tile (an option or the caller switched it) takes all m tokens again; a caller's own bn is checked */
+  if (c.bn && w.bn == 0 && (c.wn != 3 || (c.wt == 4 && c.bn > 128))) c.bn = 0;
   const char *why = config_invalid(t, m, k, &c);
   if (why)
     return pz_error(PZ_ERR_INVALID_ARG,

@@ -149,11 +149,12 @@ pz_status pz_gemm_kernel_launch(const pz_gemm_args *a, const pz_gemm_config *cfg
  * consumed in 64-wide blocks (splits 1..k/64). Flavours 1, 2, 4, 5 as above. warps 9 with wt 1 is
  * the token split: two warpgroups share the 64-row W tile and each takes half of the
  * max(16, pz_gemm_wgmma_bn(m, 1)) tokens (same grid as wt 1, twice the wgmma issuers per CTA);
- * any other warps value is ignored.
+ * any other warps value is ignored. bn (config bn): the token tile, 16..256 (128 at wt 4), a power of
+ * two, or 0 for pz_gemm_wgmma_bn(m, wt); a tile above that is taken as that (no empty tiles).
  * Errors: PZ_ERR_UNSUPPORTED (not initialised: no Hopper device or no tensor-map encoder in the
- * driver), PZ_ERR_INVALID_ARG (flavour, wt, n not a multiple of 64*wt, splits), PZ_ERR_SHAPE
+ * driver), PZ_ERR_INVALID_ARG (flavour, wt, n not a multiple of 64*wt, splits, bn), PZ_ERR_SHAPE
  * (semaphores, strides), PZ_ERR_CUDA. */
-pz_status pz_gemm_wgmma_launch(const pz_gemm_args *a, pz_gemm_flavour flavour, int splits, int wt, int warps,
+pz_status pz_gemm_wgmma_launch(const pz_gemm_args *a, pz_gemm_flavour flavour, int splits, int wt, int warps, int bn,
                                int *sems, int64_t sem_capacity, cudaStream_t stream);
 /* Hopper stream-K kernel (kernels/gemm_wgmma_streamk.cu), config wn = 4: `ctas` persistent CTAs
  * (normally the SM count; fewer when there are fewer (tile, k-block) units) each take an equal

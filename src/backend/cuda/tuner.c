@@ -118,7 +118,7 @@ pz_status pz_tuner_time_gemm(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m,
 
 pz_status pz_tuner_time_read(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int64_t bytes, int iters,
                              int reps, double *us) {
-  pz_gemm_config none = {PZ_GEMM_AUTO, 0, 0, 0, 0};
+  pz_gemm_config none = {PZ_GEMM_AUTO, 0, 0, 0, 0, 0};
   return time_graph(ctx, pool, 1, 0, 0, 0, none, bytes, iters, reps, us);
 }
 
@@ -151,6 +151,8 @@ pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int 
    * (wn 3) with 1, 2 or 4 64-row W tiles per CTA, only where it was initialised (compute capability 9);
    * 12-14: the Hopper stream-K kernel (wn 4, wt 1/2/4, one CTA per SM), atomic flavour only;
    * 15: the wgmma kernel's token split (wt 1, warps 9: two warpgroups per 64-row W tile), m > 8.
+   * The wgmma candidates (9-11, 15) at m > 64 also run token tiles of 64 and 128 (config bn) below
+   * the one-tile-of-all-tokens default: m / bn tiles side by side, more CTAs at short K.
    * PREZERO_TUNER_LEGACY=0 skips 0-8 (a faster sweep on Hopper). */
   const int hopper = pz_gemm_ctx_has_wgmma(ctx);
   const int legacy = opt_or(ro->tuner_legacy, 1) || !hopper;
@@ -168,7 +170,7 @@ pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int 
         if (f != PZ_GEMM_SPLITK_ATOMIC) continue;
         wt = cand == 12 ? 1 : cand == 13 ? 2 : 4;
         if (n % (64 * wt)) continue;
-        pz_gemm_config c = {(pz_gemm_flavour)f, sms, wt, pz_gemm_wgmma_plain_warps(wt), 4};
+        pz_gemm_config c = {(pz_gemm_flavour)f, sms, wt, pz_gemm_wgmma_plain_warps(wt), 4, 0};
         double us = 0;
         PZ_CHECK(pz_tuner_time_gemm(ctx, pool, m, n, k, c, iters, reps, &us));
         if (e.cfg[f].splits == 0 || us < e.us[f]) {
@@ -189,12 +191,16 @@ pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int 
         if (wn && n % (16 * wt * nw)) continue;
       }
       const int tiles = wn == 3 ? n / (64 * wt) : n / (16 * wt * (wn ? nw : 1));
+      static const int bn_list[] = {0, 64, 128};
+      for (int bi = 0; bi < 3; bi++)
       for (size_t si = 0; si < sizeof split_list / sizeof split_list[0]; si++) {
+        const int bn = bn_list[bi];
+        if (bn && (wn != 3 || m <= 64 || bn >= pz_gemm_wgmma_bn(m, wt))) break;
         const int s = split_list[si];
         if (f == PZ_GEMM_FULLK && s != 1) break;
         if (f != PZ_GEMM_FULLK && s == 1) continue;
         if ((k / chunk) / s < 2 || (int64_t)tiles * s * nw > 128 * sms) break;
-        pz_gemm_config c = {(pz_gemm_flavour)f, s, wt, nw, wn};
+        pz_gemm_config c = {(pz_gemm_flavour)f, s, wt, nw, wn, bn};
         double us = 0;
         PZ_CHECK(pz_tuner_time_gemm(ctx, pool, m, n, k, c, iters, reps, &us));
         if (e.cfg[f].splits == 0 || us < e.us[f]) {
@@ -239,7 +245,7 @@ pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int 
     PZ_CHECK(pz_tuner_time_gemm(ctx, pool, m, n, k, c, iters, reps, &e.us[PZ_GEMM_MEMSET_SPLITK]));
   }
   {
-    pz_gemm_config c = {PZ_GEMM_CUBLAS, 1, 1, 8, 0};
+    pz_gemm_config c = {PZ_GEMM_CUBLAS, 1, 1, 8, 0, 0};
     e.cfg[PZ_GEMM_CUBLAS] = c;
     PZ_CHECK(pz_tuner_time_gemm(ctx, pool, m, n, k, c, iters, reps, &e.us[PZ_GEMM_CUBLAS]));
   }

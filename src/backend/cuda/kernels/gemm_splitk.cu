@@ -417,7 +417,7 @@ extern "C" pz_status pz_gemm_kernel_launch(const pz_gemm_args *a, const pz_gemm_
   const pz_gemm_flavour flavour = cfg->flavour;
   int splits = cfg->splits, wt = cfg->wt, warps = cfg->warps;
   const int wn = cfg->wn;
-  if (wn == 3) return pz_gemm_wgmma_launch(a, flavour, splits, wt, warps, sems, sem_capacity, stream);
+  if (wn == 3) return pz_gemm_wgmma_launch(a, flavour, splits, wt, warps, cfg->bn, sems, sem_capacity, stream);
   if (wn == 4) return pz_gemm_wgmma_streamk_launch(a, flavour, splits, wt, stream);
   if (warps == 0) warps = 8;
   if (warps != 4 && warps != 8) return pz_error(PZ_ERR_INVALID_ARG, "gemm kernel: warps %d not 4 or 8", warps);
