@@ -330,6 +330,7 @@ static void check_run_to_run(prob *p) {
         a.config.bn = 16;
       }
       if (cases[c].wn >= 3 && !pz_gemm_ctx_has_wgmma(ctx)) break;
+      if (cases[c].wn == 2 && p->m > 16) break; /* the staged layout takes m <= 16 */
       CHECK_OK(pz_gemm_launch(ctx, &a, 0));
       CHECK(cudaMemcpy(o.h, o.d, o.bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
       if (r == 0) memcpy(first, o.h, o.bytes);
