@@ -146,6 +146,10 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
   FILE *md = md_path ? fopen(md_path, "w") : NULL;
   if (md_path && !md) fprintf(stderr, "prezero bench gemm: cannot write %s\n", md_path);
   if (md) {
+    const cJSON *cmd = cJSON_GetObjectItem(root, "command"), *date = cJSON_GetObjectItem(root, "date");
+    fprintf(md, "# prezero bench gemm\n\nDate: %s. Command: `%s`. CUDA-graph timings (µs), weights rotated so they stream "
+                "from HBM; best ours = the fastest of our flavours; AUTO = what the table / heuristic resolves to.\n\n",
+            cJSON_IsString(date) ? date->valuestring : "?", cJSON_IsString(cmd) ? cmd->valuestring : "?");
     fprintf(md, "| model | TP | gemm | n | k | m | MB | read µs | cuBLAS µs | atomic (1) | zero (2) | memset (3) | fullk (4) | serial (5) | best ours | best/cuBLAS | best/read | %% HBM limit | zero cost 2−1 | zero cost 3−1 | heuristic µs | AUTO (zero_init false) |\n");
     pz_bench_md_rule(md, 22, 0);
   }
