@@ -35,6 +35,8 @@ static const pz_node *find(const pz_graph *g, const char *name) {
     if (!strcmp(g->nodes[i].name, name)) return &g->nodes[i];
   return NULL;
 }
+/* t exists, is called nm and has ne[0] == ne0 */
+static int named(const pz_tensor *t, const char *nm, int64_t ne0) { return t && !strcmp(t->name, nm) && t->ne[0] == ne0; }
 static int is2(const pz_tensor *t, int64_t a, int64_t b) { return t && t->ndim == 2 && t->ne[0] == a && t->ne[1] == b; }
 
 static pz_model_config base_cfg(const char *name) {
@@ -202,9 +204,9 @@ static void check_structure(const pz_model_config *c, int tp) {
     CHECK((a->src[PZ_GQA_Q_NORM_W] >= 0) == c->qk_norm && (a->src[PZ_GQA_K_NORM_W] >= 0) == c->qk_norm);
     if (c->qk_norm) {
       snprintf(nm, sizeof nm, "layers.%d.self_attn.q_norm.weight", l);
-      CHECK(!strcmp(T(g, a->src[PZ_GQA_Q_NORM_W])->name, nm) && T(g, a->src[PZ_GQA_Q_NORM_W])->ne[0] == d);
+      CHECK(named(T(g, a->src[PZ_GQA_Q_NORM_W]), nm, d));
       snprintf(nm, sizeof nm, "layers.%d.self_attn.k_norm.weight", l);
-      CHECK(!strcmp(T(g, a->src[PZ_GQA_K_NORM_W])->name, nm) && T(g, a->src[PZ_GQA_K_NORM_W])->ne[0] == d);
+      CHECK(named(T(g, a->src[PZ_GQA_K_NORM_W]), nm, d));
     }
     const pz_tensor *ow = T(g, a->src[PZ_GQA_O_W]);
     CHECK(is2(ow, H, heads * d) && ow->shard_dim == 1 && ow->full_ne[1] == NH * d && ow->n_parts == 0);

@@ -191,37 +191,38 @@ pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int 
         if (wn && n % (16 * wt * nw)) continue;
       }
       const int tiles = wn == 3 ? n / (64 * wt) : n / (16 * wt * (wn ? nw : 1));
-      static const int bn_list[] = {0, 64, 128};
-      for (int bi = 0; bi < 3; bi++)
-      for (size_t si = 0; si < sizeof split_list / sizeof split_list[0]; si++) {
+      static const int bn_list[] = {0, 64, 128}; /* token tiles; 0: one tile of all m tokens */
+      for (int bi = 0; bi < 3; bi++) {
         const int bn = bn_list[bi];
-        if (bn && (wn != 3 || m <= 64 || bn >= pz_gemm_wgmma_bn(m, wt))) break;
-        const int s = split_list[si];
-        if (f == PZ_GEMM_FULLK && s != 1) break;
-        if (f != PZ_GEMM_FULLK && s == 1) continue;
-        if ((k / chunk) / s < 2 || (int64_t)tiles * s * nw > 128 * sms) break;
-        pz_gemm_config c = {(pz_gemm_flavour)f, s, wt, nw, wn, bn};
-        double us = 0;
-        PZ_CHECK(pz_tuner_time_gemm(ctx, pool, m, n, k, c, iters, reps, &us));
-        if (e.cfg[f].splits == 0 || us < e.us[f]) {
-          e.cfg[f] = c;
-          e.us[f] = us;
-        }
-        if (f == PZ_GEMM_SPLITK_ATOMIC) { /* keep the TOP fastest, sorted */
-          int pos;
-          if (ntop < TOP) {
-            pos = ntop++;
-          } else {
-            if (us >= top_us[TOP - 1]) continue;
-            pos = TOP - 1;
+        if (bn && (wn != 3 || m <= 64 || bn >= pz_gemm_wgmma_bn(m, wt))) continue; /* wgmma split-K, m > 64, below m */
+        for (size_t si = 0; si < sizeof split_list / sizeof split_list[0]; si++) {
+          const int s = split_list[si];
+          if (f == PZ_GEMM_FULLK && s != 1) break;
+          if (f != PZ_GEMM_FULLK && s == 1) continue;
+          if ((k / chunk) / s < 2 || (int64_t)tiles * s * nw > 128 * sms) break;
+          pz_gemm_config c = {(pz_gemm_flavour)f, s, wt, nw, wn, bn};
+          double us = 0;
+          PZ_CHECK(pz_tuner_time_gemm(ctx, pool, m, n, k, c, iters, reps, &us));
+          if (e.cfg[f].splits == 0 || us < e.us[f]) {
+            e.cfg[f] = c;
+            e.us[f] = us;
           }
-          while (pos > 0 && top_us[pos - 1] > us) {
-            top[pos] = top[pos - 1];
-            top_us[pos] = top_us[pos - 1];
-            pos--;
+          if (f == PZ_GEMM_SPLITK_ATOMIC) { /* keep the TOP fastest, sorted */
+            int pos;
+            if (ntop < TOP) {
+              pos = ntop++;
+            } else {
+              if (us >= top_us[TOP - 1]) continue;
+              pos = TOP - 1;
+            }
+            while (pos > 0 && top_us[pos - 1] > us) {
+              top[pos] = top[pos - 1];
+              top_us[pos] = top_us[pos - 1];
+              pos--;
+            }
+            top[pos] = c;
+            top_us[pos] = us;
           }
-          top[pos] = c;
-          top_us[pos] = us;
         }
       }
     }
