@@ -13,8 +13,8 @@ extern "C" {
 #endif
 
 /* ------------------------------------------------------------------ decode engine
- * An engine holds one model's per-rank decode graph (DeepSeek-V2 family: V2, V2-Lite, V3,
- * Kimi-K2) after the graph passes, plus the storage of every TP rank: seeded random weights
+ * An engine holds one model's per-rank decode graph (MLA + MoE layouts: DeepSeek-V2, V2-Lite, V3,
+ * Kimi-K2 / K2.5; GQA layouts: Llama, Mistral, Qwen2 / Qwen3 (dense and MoE), Mixtral) after the graph passes, plus the storage of every TP rank: seeded random weights
  * and a KV cache pre-filled with seeded random content up to `context` tokens per sequence.
  * pz_engine_step() runs one greedy decode step for a batch. */
 typedef struct pz_engine pz_engine;
@@ -35,8 +35,9 @@ PZ_API int pz_gpu_count(void);
 enum { PZ_QUANT_AUTO = 0, PZ_QUANT_BF16 = 1, PZ_QUANT_INT4 = 2, PZ_QUANT_FP8 = 3 };
 
 typedef struct pz_engine_config {
-  const char *model;     /* preset name ("tiny", "kimi_k2", "deepseek_v3", "deepseek_v2_lite") or a
-                            config.json path; NULL = "tiny" (embedded, needs no file) */
+  const char *model;     /* preset name (e.g. "tiny", "kimi_k2", "kimi_k25", "deepseek_v3",
+                            "deepseek_v2_lite", "llama3_1_8b", "qwen3_30b_a3b"; `prezero run --help`
+                            lists all) or a config.json path; NULL = "tiny" (embedded, needs no file) */
   int tp;                /* tensor-parallel degree; must divide num_attention_heads (and the
                             intermediate sizes and vocab_size) */
   int max_batch;         /* sequences per step, 1..PZ_ENGINE_MAX_BATCH */
@@ -48,8 +49,8 @@ typedef struct pz_engine_config {
   uint64_t seed;         /* weights and KV-cache contents are a pure function of the seed */
   int prezero;           /* -1: from PREZERO_ENABLE (off when unset); 0: off; 1: on */
   pz_device_kind device;
-  int threads;           /* CPU worker threads; 0 = PREZERO_CPU_THREADS, else the number of cores;
-                            at most 1024 are started */
+  int threads;           /* CPU worker threads, 1..1024; 0 = PREZERO_CPU_THREADS when set, else the
+                            number of cores capped at 64 */
   const char *model_dir; /* NULL, or a Hugging Face checkpoint directory: config.json plus
                             model.safetensors or model.safetensors.index.json with its shards
                             (BF16, F16, F32 or block-scaled F8_E4M3). The config then comes from it
@@ -134,11 +135,13 @@ PZ_API pz_status pz_engine_create(const pz_engine_config *cfg, pz_engine **out);
  * token ids (0..vocab_size-1), tokens_out[m] receives the argmax of the logits (lowest id on
  * ties). Each sequence's position advances by one; sequence i is at position context + the
  * number of steps that included it. Errors: PZ_ERR_INVALID_ARG (m out of range, token id out of
- * range, NULL pointer, or a sequence whose KV cache is full). */
+ * range, NULL pointer, or a sequence whose KV cache is full), PZ_ERR_CUDA (a CUDA call of the step
+ * failed), PZ_ERR_TIMEOUT (one process per rank: a peer did not arrive within the engine's timeout). */
 PZ_API pz_status pz_engine_step(pz_engine *e, int m, const int32_t *tokens_in, int32_t *tokens_out);
 
 /* Logits of the last step's m rows (m <= that step's m): out[m * vocab_size] f32, row-major,
- * gathered over the TP ranks. Errors: PZ_ERR_INVALID_ARG (no step yet, m too large, NULL). */
+ * gathered over the TP ranks. Errors: PZ_ERR_INVALID_ARG (no step yet, m too large, NULL),
+ * PZ_ERR_CUDA (a copy failed), PZ_ERR_TIMEOUT (one process per rank: a peer did not arrive). */
 PZ_API pz_status pz_engine_logits(const pz_engine *e, int m, float *out);
 
 /* Fills *info. Errors: PZ_ERR_INVALID_ARG for NULL. */

@@ -95,11 +95,13 @@ typedef struct pz_runtime_opts {
                                        * that tile on every automatic wgmma launch. Added in 0.2.0 */
 } pz_runtime_opts;
 
-/* The library's defaults, without reading anything. */
+/* The library's defaults, without reading anything. o NULL: nothing happens. */
 PZ_API void pz_runtime_opts_default(pz_runtime_opts *o);
 /* Defaults overridden by every PREZERO_* variable that is set (and HOME for cache_dir). Returns
  * 0, or -1 after writing one line naming a malformed value (e.g. PREZERO_GEMM_WT=x) to
- * err[err_len] (may be NULL); the field then keeps its default. */
+ * err[err_len] (may be NULL); the field then keeps its default. o NULL: -1 with that said in err.
+ * (It returns 0 / -1 rather than a pz_status because it runs before any handle exists and is
+ * used by pz_runtime_opts_take, which turns the -1 into PZ_ERR_INVALID_ARG with the message.) */
 PZ_API int pz_runtime_opts_from_env(pz_runtime_opts *o, char *err, size_t err_len);
 /* *out = *given, or (given NULL) the environment's options. A malformed variable is
  * PZ_ERR_INVALID_ARG with the message "[who: ]<variable and what to use>[; fix]" (who and fix

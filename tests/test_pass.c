@@ -417,6 +417,10 @@ static void test_manager(void) {
     CHECK(o.disable && pz_pass_disabled_in(o.disable, "prezero") && !pz_pass_disabled_in(o.disable, "prez") &&
           !pz_pass_disabled_in(o.disable, "foo2") && pz_pass_disabled_in("all", "prezero") &&
           !pz_pass_disabled_in(NULL, "prezero"));
+    /* a name that is no pass is refused, naming it (not silently ignored) */
+    CHECK_ST(pz_run_passes(g, &o, st, &ns), PZ_ERR_INVALID_ARG);
+    CHECK(strstr(pz_last_error(), "'foo'") && strstr(pz_last_error(), "prezero"));
+    o.disable = " prezero ,all";
     CHECK_OK(pz_run_passes(g, &o, st, &ns));
     CHECK(!st[0].ran);
     b = dump(g, &l2);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 void pz_runtime_opts_default(pz_runtime_opts *o) {
+  if (!o) return;
   memset(o, 0, sizeof *o);
   o->prezero = -1;
   o->attn_slots = 1;
@@ -91,6 +92,10 @@ static void get_str(const char *name, char *dst, size_t cap) {
 int pz_runtime_opts_from_env(pz_runtime_opts *o, char *err, size_t err_len) {
   reader r = {err, err_len, 0};
   if (err && err_len) err[0] = 0;
+  if (!o) {
+    if (err && err_len) snprintf(err, err_len, "pz_runtime_opts_from_env: the options pointer is NULL");
+    return -1;
+  }
   pz_runtime_opts_default(o);
   const char *v = NULL;
   get_flag(&r, "PREZERO_ENABLE", &o->prezero);

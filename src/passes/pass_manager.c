@@ -53,6 +53,29 @@ int pz_pass_disabled_in(const char *e, const char *name) {
   return 0;
 }
 
+/* Every name in the comma-separated list e must be a pass of pass_list or "all". */
+static pz_status check_disable_list(const char *e) {
+  if (!e) return PZ_OK;
+  for (const char *p = e; *p;) {
+    const char *q = strchr(p, ',');
+    size_t n = q ? (size_t)(q - p) : strlen(p);
+    while (n && *p == ' ') { p++; n--; }
+    while (n && p[n - 1] == ' ') n--;
+    bool known = n == 0 || (n == 3 && strncmp(p, "all", 3) == 0);
+    for (int i = 0; i < N_PASSES && !known; i++) known = strlen(pass_list[i].name) == n && !strncmp(p, pass_list[i].name, n);
+    if (!known) {
+      char names[256] = "";
+      for (int i = 0; i < N_PASSES; i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", pass_list[i].name);
+      return pz_error(PZ_ERR_INVALID_ARG, "PREZERO_DISABLE_PASSES: no pass is called '%.*s'; name passes from: %s, or all",
+                      (int)n, p, names);
+    }
+    if (!q) break;
+    p = q + 1;
+  }
+  return PZ_OK;
+}
+
 static pz_status dump_one(const pz_graph *g, const char *dir, int idx, const char *pass,
                           const char *when) {
   char path[4096];
@@ -86,6 +109,7 @@ pz_status pz_run_passes(pz_graph *g, const pz_pass_opts *o, pz_pass_stats *stats
   if (!o) o = &def;
   const char *dir = o->dump_dir;
   if (dir && !dir[0]) dir = NULL;
+  PZ_CHECK(check_disable_list(o->disable));
   PZ_CHECK(verify_after(g, "before the passes"));
   if (dir && mkdir(dir, 0777) != 0 && errno != EEXIST)
     return pz_error(PZ_ERR_IO, "graph dump: cannot create %s: %s; point PREZERO_DUMP_GRAPH (the dump folder) at a writable directory", dir, strerror(errno));

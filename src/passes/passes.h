@@ -25,7 +25,8 @@ typedef struct pz_pass_stats {
 
 /* Runs every enabled pass on g in place. stats (may be NULL) receives up to PZ_MAX_PASSES
  * entries, *n_stats their count. Errors: PZ_ERR_VERIFY if a pass breaks the graph, PZ_ERR_IO
- * for dump failures, PZ_ERR_OOM. */
+ * for dump failures, PZ_ERR_OOM, PZ_ERR_INVALID_ARG when opts->disable (PREZERO_DISABLE_PASSES)
+ * names something that is neither a pass nor "all". */
 pz_status pz_run_passes(pz_graph *g, const pz_pass_opts *o, pz_pass_stats *stats, int *n_stats);
 /* The effective prezero flag for o (1 only when o->prezero is 1). Part of any captured-graph
  * cache key. */
