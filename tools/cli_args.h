@@ -58,6 +58,29 @@ static inline int pz_cli_out_of_range(const char *cmd, const char *flag, long lo
   return PZ_CLI_EXIT_USAGE;
 }
 
+/* Parses v as a decimal integer for `flag` into *out, within lo..hi. Returns 0; or prints one line
+ * and returns PZ_CLI_EXIT_USAGE: "prezero <cmd>: <flag> needs an integer, got '<v>'; see 'prezero
+ * <cmd> --help'" for anything that is not one (NULL or empty too), and pz_cli_out_of_range's line
+ * for a number outside lo..hi; a number beyond 64 bits gets a line of its own naming --help. */
+static inline int pz_cli_parse_int(const char *cmd, const char *flag, const char *v, long long lo, long long hi,
+                                   long long *out) {
+  char *end = NULL;
+  errno = 0;
+  const long long x = v ? strtoll(v, &end, 10) : 0;
+  if (!v || !*v || *end || isspace((unsigned char)v[0])) {
+    fprintf(stderr, "prezero %s: %s needs an integer, got '%s'; see 'prezero %s --help'\n", cmd, flag, v ? v : "", cmd);
+    return PZ_CLI_EXIT_USAGE;
+  }
+  if (errno == ERANGE) {
+    fprintf(stderr, "prezero %s: %s %s is beyond a 64-bit integer; see 'prezero %s --help' for the range of %s\n", cmd,
+            flag, v, cmd, flag);
+    return PZ_CLI_EXIT_USAGE;
+  }
+  if (x < lo || x > hi) return pz_cli_out_of_range(cmd, flag, x, lo, hi, NULL);
+  *out = x;
+  return 0;
+}
+
 /* A --config value that is a directory: prints one line saying so and what to pass instead
  * (--model DIR when the command has --model and DIR holds a config.json, else DIR/config.json)
  * and returns PZ_CLI_EXIT_ERROR; returns 0 when `path` is not a directory. */

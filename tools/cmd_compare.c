@@ -68,25 +68,9 @@ static int fail_line(const char *what, const char *fix) {
   return 2;
 }
 
+/* One integer flag of this subcommand (tools/cli_args.h: one line on error, exit code 2). */
 static int parse_int(const char *flag, const char *v, long long lo, long long hi, long long *out) {
-  char *end;
-  errno = 0;
-  long long x = strtoll(v, &end, 10);
-  char msg[256];
-  if (!*v || *end || errno) {
-    snprintf(msg, sizeof msg, "%s needs an integer, got '%s'", flag, v);
-    fail_line(msg, "see 'prezero compare --help'");
-    return 1;
-  }
-  if (x < lo || x > hi) {
-    snprintf(msg, sizeof msg, "%s %lld is out of range", flag, x);
-    char fix[64];
-    snprintf(fix, sizeof fix, "use %lld..%lld", lo, hi);
-    fail_line(msg, fix);
-    return 1;
-  }
-  *out = x;
-  return 0;
+  return pz_cli_parse_int("compare", flag, v, lo, hi, out);
 }
 
 /* --isl L or --isl A:B (1 <= A <= B <= 2^20): *isl = L or A, *isl_max = 0 or B. */

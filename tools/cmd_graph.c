@@ -42,17 +42,9 @@ static const char *hint(pz_status s) {
   }
 }
 
+/* One integer flag of this subcommand (tools/cli_args.h: one line on error, exit code 2). */
 static int parse_int(const char *flag, const char *v, long long lo, long long hi, long long *out) {
-  char *end;
-  errno = 0;
-  long long x = v ? strtoll(v, &end, 10) : 0;
-  if (!v || !*v || *end || errno) {
-    fprintf(stderr, "prezero graph: %s needs an integer, got '%s'; see 'prezero graph --help'\n", flag, v ? v : "");
-    return 1;
-  }
-  if (x < lo || x > hi) return pz_cli_out_of_range("graph", flag, x, lo, hi, NULL);
-  *out = x;
-  return 0;
+  return pz_cli_parse_int("graph", flag, v, lo, hi, out);
 }
 
 int pz_cmd_graph(int argc, char **argv) {

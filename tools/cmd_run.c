@@ -79,20 +79,9 @@ static int fail(pz_status s) {
   return s == PZ_ERR_INVALID_ARG ? PZ_CLI_EXIT_USAGE : PZ_CLI_EXIT_ERROR;
 }
 
+/* One integer flag of this subcommand (tools/cli_args.h: one line on error, exit code 2). */
 static int parse_int(const char *flag, const char *v, long long lo, long long hi, long long *out) {
-  char *end;
-  errno = 0;
-  long long x = strtoll(v, &end, 10);
-  if (!*v || *end || errno) {
-    fprintf(stderr, "prezero run: %s needs an integer, got '%s'; see 'prezero run --help'\n", flag, v);
-    return 1;
-  }
-  if (x < lo || x > hi) {
-    fprintf(stderr, "prezero run: %s %lld is out of range; see the range in 'prezero run --help'\n", flag, x);
-    return 1;
-  }
-  *out = x;
-  return 0;
+  return pz_cli_parse_int("run", flag, v, lo, hi, out);
 }
 
 static uint64_t splitmix64(uint64_t x) {
