@@ -221,5 +221,30 @@ int main(void) {
   c = resolve_ok(&t, 128, 7168, 2048, false, &split_given);
   CHECK(pz_gemm_wgmma_token_split(&c) && c.splits == 2);
   pz_tuner_table_free(&tab);
+
+  /* The built-in H200 table ships token tiles (bn): a handle planning for that device (no GPU touched,
+   * empty cache) resolves a forced-atomic GEMM of such an entry to the entry's tile. */
+  setenv("PREZERO_CACHE_DIR", "/nonexistent/prezero_cache_for_builtin", 1);
+  pz_gemm_ctx *hb = NULL;
+  CHECK_OK(pz_gemm_ctx_create_model("NVIDIA H200", 132, true, &hb));
+  unsetenv("PREZERO_CACHE_DIR");
+  if (hb) {
+    const pz_tuner_table *bt = pz_gemm_ctx_table(hb);
+    CHECK(!strcmp(bt->source, "built-in"));
+    const pz_tuner_entry *tiled = NULL;
+    for (int i = 0; i < bt->count && !tiled; i++)
+      if (bt->e[i].cfg[PZ_GEMM_SPLITK_ATOMIC].splits > 0 && bt->e[i].cfg[PZ_GEMM_SPLITK_ATOMIC].bn > 0) tiled = &bt->e[i];
+    CHECK(tiled != NULL);
+    if (tiled) {
+      CHECK(tiled->m_bucket > 64 && tiled->cfg[PZ_GEMM_SPLITK_ATOMIC].bn < tiled->m_bucket);
+      CHECK_OK(pz_gemm_ctx_set_force(hb, PZ_GEMM_SPLITK_ATOMIC));
+      pz_gemm_config ct;
+      bool sk = false;
+      CHECK_OK(pz_gemm_choose(hb, tiled->m_bucket, tiled->n, tiled->k, false, &ct, &sk));
+      CHECK(sk && ct.wn == 3 && ct.bn == tiled->cfg[PZ_GEMM_SPLITK_ATOMIC].bn &&
+            ct.splits == tiled->cfg[PZ_GEMM_SPLITK_ATOMIC].splits);
+    }
+    pz_gemm_ctx_destroy(hb);
+  }
   TEST_DONE();
 }
