@@ -670,7 +670,7 @@ static void tuner_case(const char *text, size_t len) {
       if (c->splits == 0) continue;
       ok = ok && (int)c->flavour == f && c->splits >= 1 && c->splits <= 4096 && c->wt >= 1 && c->wt <= 8 && c->warps >= 1 &&
            c->warps <= 32 && c->wn >= 0 && c->wn <= 4 && e->us[f] >= 0 && e->us[f] < 1e12 &&
-           (c->bn == 0 || (c->bn >= 8 && c->bn <= 256 && !(c->bn & (c->bn - 1))));
+           (c->bn == 0 || (c->wn == 3 && c->bn >= 16 && c->bn <= (c->wt == 4 ? 128 : 256) && !(c->bn & (c->bn - 1))));
     }
     ok = ok && (e->best_nozero == PZ_GEMM_AUTO || (e->best_nozero < PZ_GEMM_FLAVOUR_COUNT && e->cfg[e->best_nozero].splits > 0));
     ok = ok && (e->best_zero == PZ_GEMM_AUTO || (e->best_zero < PZ_GEMM_FLAVOUR_COUNT && e->cfg[e->best_zero].splits > 0));

@@ -286,15 +286,15 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
       cJSON_AddNumberToObject(r, "zero_cost_2_minus_1_us", us[2] - us[1]);
       cJSON_AddNumberToObject(r, "zero_cost_3_minus_1_us", us[3] - us[1]);
       cJSON_AddItemToArray(rows, r);
-      printf("%-22s m=%-3d n=%-5d k=%-5d read %6.2f cublas %6.2f | 1:%6.2f(s%d,w%d,x%d%s) 2:%6.2f 3:%6.2f 4:%6.2f 5:%6.2f | best %-6s %6.2f  /cublas %.2f /read %.2f  HBM %3.0f%%  z2 %+.2f z3 %+.2f heur %.2f\n",
-             label, m, sh->n, sh->k, me->read_us, cub, us[1], cf[1].splits, cf[1].wt, cf[1].warps, kern_tag(cf[1].wn), us[2], us[3], us[4], us[5],
+      printf("%-22s m=%-3d n=%-5d k=%-5d read %6.2f cublas %6.2f | 1:%6.2f(s%d,w%d,x%d%s,b%d) 2:%6.2f 3:%6.2f 4:%6.2f 5:%6.2f | best %-6s %6.2f  /cublas %.2f /read %.2f  HBM %3.0f%%  z2 %+.2f z3 %+.2f heur %.2f\n",
+             label, m, sh->n, sh->k, me->read_us, cub, us[1], cf[1].splits, cf[1].wt, cf[1].warps, kern_tag(cf[1].wn), cf[1].bn, us[2], us[3], us[4], us[5],
              pz_gemm_flavour_name((pz_gemm_flavour)bestf), best, best / cub, best / me->read_us, 100.0 * limit / best,
              us[2] - us[1], us[3] - us[1], heur_us);
       fflush(stdout);
       if (md)
-        fprintf(md, "| %s | %d | %s | %d | %d | %d | %.1f | %.2f | %.2f | %.2f (s%d w%d x%d%s) | %.2f (s%d) | %.2f | %.2f | %.2f (s%d) | %s %.2f | %.2f | %.2f | %.0f%% | %+.2f | %+.2f | %.2f | %s |\n",
+        fprintf(md, "| %s | %d | %s | %d | %d | %d | %.1f | %.2f | %.2f | %.2f (s%d w%d x%d%s b%d) | %.2f (s%d) | %.2f | %.2f | %.2f (s%d) | %s %.2f | %.2f | %.2f | %.0f%% | %+.2f | %+.2f | %.2f | %s |\n",
                 sh->model, sh->tp, sh->gemm, sh->n, sh->k, m, bytes / 1e6, me->read_us, cub, us[1], cf[1].splits,
-                cf[1].wt, cf[1].warps, kern_tag(cf[1].wn), us[2], cf[2].splits, us[3], us[4], us[5], cf[5].splits, pz_gemm_flavour_name((pz_gemm_flavour)bestf),
+                cf[1].wt, cf[1].warps, kern_tag(cf[1].wn), cf[1].bn, us[2], cf[2].splits, us[3], us[4], us[5], cf[5].splits, pz_gemm_flavour_name((pz_gemm_flavour)bestf),
                 best, best / cub, best / me->read_us, 100.0 * limit / best, us[2] - us[1], us[3] - us[1], heur_us, auto_tag);
     }
   }

@@ -182,6 +182,38 @@ int main(void) {
   CHECK(strstr(pz_last_error(), "token tile"));
   pz_gemm_config bn48 = {PZ_GEMM_FULLK, 1, 1, 5, 3, 48};
   CHECK_ST(pz_gemm_resolve(&t, 256, 2048, 256, true, &bn48, &c), PZ_ERR_INVALID_ARG);
+  /* a caller naming the kernel (warps > 0) gets the tile it names: bn 0 is one tile of all m tokens, not
+   * the table's 64 (the tuner and bench time their candidates this way); a flavour alone keeps the table's */
+  pz_gemm_config full0 = {PZ_GEMM_SPLITK_ATOMIC, 2, 1, 5, 3, 0};
+  c = resolve_ok(&t, 256, 2048, 256, false, &full0);
+  CHECK(c.bn == 0 && c.splits == 2 && c.wn == 3);
+  pz_gemm_config flav = {PZ_GEMM_SPLITK_ATOMIC, 0, 0, 0, 0, 0};
+  c = resolve_ok(&t, 256, 2048, 256, false, &flav);
+  CHECK(c.bn == 64);
+  /* a tile on stream-K or cuBLAS is refused, not ignored */
+  pz_gemm_config skbn = {PZ_GEMM_SPLITK_ATOMIC, 132, 1, 5, 4, 64};
+  CHECK_ST(pz_gemm_resolve(&t, 256, 2048, 256, false, &skbn, &c), PZ_ERR_INVALID_ARG);
+  pz_gemm_config cubn = {PZ_GEMM_CUBLAS, 1, 1, 4, 0, 64};
+  CHECK_ST(pz_gemm_resolve(&t, 256, 2048, 256, false, &cubn, &c), PZ_ERR_INVALID_ARG);
+  CHECK(strstr(pz_last_error(), "bn=64"));
+  /* the heuristic never sets a tile, on either kernel family */
+  CHECK(pz_gemm_heuristic(132, 256, 2048, 256, false, false).bn == 0 && pz_gemm_heuristic(132, 256, 2048, 256, false, true).bn == 0);
+  /* the table reader drops a tile the kernels cannot run (bn 8, or bn on another kernel) */
+  {
+    pz_tuner_table rt;
+    CHECK_OK(pz_tuner_table_init(&rt, "Test GPU", 132, "/nonexistent/prezero_cache", 0));
+    static const char *bad_tiles =
+        "{\"device\":\"Test GPU\",\"sm_count\":132,\"entries\":[{\"m\":256,\"n\":2048,\"k\":256,\"flavours\":{"
+        "\"atomic\":{\"splits\":2,\"wt\":1,\"warps\":5,\"wn\":3,\"bn\":8,\"us\":1},"
+        "\"fullk\":{\"splits\":1,\"wt\":1,\"warps\":8,\"wn\":0,\"bn\":64,\"us\":1},"
+        "\"serial\":{\"splits\":2,\"wt\":1,\"warps\":5,\"wn\":3,\"bn\":64,\"us\":1}},"
+        "\"best_nozero\":\"serial\",\"best_zero\":\"serial\"}]}";
+    int dropped = -1;
+    CHECK_OK(pz_tuner_table_load_text(&rt, bad_tiles, strlen(bad_tiles), &dropped));
+    CHECK(dropped == 2 && rt.count == 1 && rt.e[0].cfg[PZ_GEMM_SPLITK_SERIAL].bn == 64 &&
+          rt.e[0].cfg[PZ_GEMM_SPLITK_ATOMIC].splits == 0);
+    pz_tuner_table_free(&rt);
+  }
   char dbn[96];
   pz_gemm_config_describe(&tb.cfg[PZ_GEMM_FULLK], dbn, sizeof dbn);
   CHECK(!strcmp(dbn, "wgmma fullk splits=1 wt=1 bn=64"));

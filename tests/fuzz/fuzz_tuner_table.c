@@ -15,7 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const pz_tuner_entry *e = &t.e[i];
     if (e->m_bucket < 1 || e->m_bucket > 256 || (e->m_bucket & (e->m_bucket - 1)) || e->n % 64 || e->k % 64) abort();
     for (int f = 1; f < PZ_GEMM_FLAVOUR_COUNT; f++)
-      if (e->cfg[f].splits && (e->cfg[f].splits > 4096 || e->cfg[f].wt < 1 || e->cfg[f].warps < 1 || e->cfg[f].wn > 4 || (e->cfg[f].bn && (e->cfg[f].bn < 8 || e->cfg[f].bn > 256 || (e->cfg[f].bn & (e->cfg[f].bn - 1)))))) abort();
+      if (e->cfg[f].splits && (e->cfg[f].splits > 4096 || e->cfg[f].wt < 1 || e->cfg[f].warps < 1 || e->cfg[f].wn > 4 || (e->cfg[f].bn && (e->cfg[f].wn != 3 || e->cfg[f].bn < 16 || e->cfg[f].bn > 256 || (e->cfg[f].bn & (e->cfg[f].bn - 1)))))) abort();
   }
   pz_tuner_table_free(&t);
   return 0;

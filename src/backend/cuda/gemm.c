@@ -218,10 +218,7 @@ static pz_gemm_config heuristic_wgmma(int sm_count, int m, int n, int k, bool ze
 
 pz_gemm_config pz_gemm_heuristic(int sm_count, int m, int n, int k, bool zero_init, bool hopper) {
   if (hopper && n % 64 == 0 && k % 64 == 0) return heuristic_wgmma(sm_count, m, n, k, zero_init);
-  pz_gemm_config c;
-  c.wt = m <= 64 ? 2 : 1;
-  c.warps = 4;
-  c.wn = 0;
+  pz_gemm_config c = {PZ_GEMM_AUTO, 1, m <= 64 ? 2 : 1, 4, 0, 0}; /* mma.sync: no token tile */
   int tiles = n / (16 * c.wt);
   int target = 4 * sm_count;
   int s = (target + tiles - 1) / tiles;
@@ -242,6 +239,8 @@ static bool flavour_is_split_k(pz_gemm_flavour f) {
  * launchers below never adjust a config. */
 static const char *config_invalid(const pz_gemm_target *t, int m, int k, const pz_gemm_config *c) {
   if ((unsigned)c->flavour >= PZ_GEMM_FLAVOUR_COUNT || c->flavour == PZ_GEMM_AUTO) return "no flavour";
+  if (c->bn != 0 && (c->flavour == PZ_GEMM_CUBLAS || c->wn != 3))
+    return "a token tile (bn) is a setting of the wgmma split-K kernel (wn 3) only";
   if (c->flavour == PZ_GEMM_CUBLAS) return NULL;
   if (c->wn < 0 || c->wn > 4) return "kernel (wn) outside 0..4";
   if (c->wn >= 3 && !t->hopper) return "the wgmma kernels (wn 3, 4) need a Hopper GPU (compute capability 9)";
@@ -258,7 +257,6 @@ static const char *config_invalid(const pz_gemm_target *t, int m, int k, const p
   if (c->wn == 3 ? (c->wt != 1 && c->wt != 2 && c->wt != 4) : (c->wt != 1 && c->wt != 2)) return "W tiles per CTA (wt) not 1, 2 (or 4 with wgmma)";
   if (c->wn != 3 && c->warps != 4 && c->warps != 8) return "warps not 4 or 8";
   if (c->bn != 0) { /* the wgmma kernel's token tile */
-    if (c->wn != 3) return "a token tile (bn) is a setting of the wgmma split-K kernel (wn 3) only";
     if (c->bn < 16 || c->bn > (c->wt == 4 ? 128 : 256) || (c->bn & (c->bn - 1)))
       return "token tile (bn) not a power of two in 16..256 (16..128 at wt 4)";
   }
@@ -340,25 +338,30 @@ pz_status pz_gemm_resolve(const pz_gemm_target *t, int m, int n, int k, bool zer
       source = "PREZERO_GEMM_WT";
     }
     if (ro->gemm_warps > 0) { c.warps = ro->gemm_warps; source = "PREZERO_GEMM_WARPS"; }
-    if (ro->gemm_bn >= 0 && c.wn == 3) { c.bn = ro->gemm_bn; source = "PREZERO_GEMM_BN"; }
+    if (ro->gemm_bn >= 0 && c.wn == 3 && c.bn != ro->gemm_bn) { c.bn = ro->gemm_bn; source = "PREZERO_GEMM_BN"; }
   } else { /* an explicit config: its non-zero fields are obeyed as given */
     if (w.splits > 0) c.splits = w.splits;
     if (w.wt > 0) c.wt = w.wt;
-    if (w.warps > 0) { c.warps = w.warps; c.wn = w.wn; }
-    else if (w.wt > 0 && c.wn == 3) c.warps = pz_gemm_wgmma_plain_warps(c.wt); /* a tile alone: the plain kernel, not the token split */
+    if (w.warps > 0) { /* the caller names the kernel: its token tile is taken as given, 0 = all m tokens */
+      c.warps = w.warps;
+      c.wn = w.wn;
+      c.bn = w.bn;
+    } else if (w.wt > 0 && c.wn == 3) {
+      c.warps = pz_gemm_wgmma_plain_warps(c.wt); /* a tile alone: the plain kernel, not the token split */
+    }
     if (w.bn > 0) c.bn = w.bn;
     source = "the caller's config";
   }
   if (c.flavour == PZ_GEMM_FULLK || c.flavour == PZ_GEMM_CUBLAS) c.splits = 1;
   /* a token tile from the table belongs to the wgmma kernel's tile it was tuned with: another kernel or
    * tile (an option or the caller switched it) takes all m tokens again; a caller's own bn is checked */
-  if (c.bn && w.bn == 0 && (c.wn != 3 || (c.wt == 4 && c.bn > 128))) c.bn = 0;
+  if (c.bn && (automatic || w.bn == 0) && (c.wn != 3 || (c.wt == 4 && c.bn > 128))) c.bn = 0;
   const char *why = config_invalid(t, m, k, &c);
   if (why)
     return pz_error(PZ_ERR_INVALID_ARG,
-                    "gemm m=%d n=%d k=%d: %s gives %s splits=%d wt=%d warps=%d wn=%d, which cannot run: %s; fix or delete it "
-                    "(a tuner table: re-run prezero tune)",
-                    m, n, k, source, pz_gemm_flavour_name(c.flavour), c.splits, c.wt, c.warps, c.wn, why);
+                    "gemm m=%d n=%d k=%d: %s gives %s splits=%d wt=%d warps=%d wn=%d bn=%d, which cannot run: %s; fix or "
+                    "delete it (a tuner table: re-run prezero tune)",
+                    m, n, k, source, pz_gemm_flavour_name(c.flavour), c.splits, c.wt, c.warps, c.wn, c.bn, why);
   *out = c;
   return PZ_OK;
 }

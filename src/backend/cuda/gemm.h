@@ -90,8 +90,10 @@ typedef struct pz_gemm_target {
 /* The one GEMM choice, pure (no device, no environment): a full config for C[m,n] (+)= A[m,k]·W[n,k]ᵀ
  * with zero_init. want (NULL = AUTO) is the caller's config: AUTO takes, in order, t->force, the
  * forced flavour of ro (PREZERO_GEMM_FORCE), the tuner table's best for (m, n, k) and zero_init,
- * the heuristic; then ro's splits / wt / warps / wn overrides. An explicit flavour takes its table
- * entry (else the heuristic's tile) and then want's non-zero fields. zero_init = true turns
+ * the heuristic; then ro's splits / wt / warps / wn / bn overrides. An explicit flavour takes its table
+ * entry (else the heuristic's tile) and then want's non-zero fields; a want with warps > 0 names the
+ * kernel, so its wn and bn are taken as they are (bn 0: one token tile of all m tokens, never the
+ * table's). zero_init = true turns
  * SPLITK_ATOMIC into MEMSET_SPLITK; zero_init = false under AUTO keeps the zero_init = true choice
  * minus its zeroing (unless ro->gemm_match_baseline is 0). Nothing is clamped: a result the
  * kernels cannot run (splits beyond the k-blocks, a wt the layout lacks, wgmma off Hopper) is

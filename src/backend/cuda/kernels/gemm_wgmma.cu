@@ -337,7 +337,8 @@ extern "C" pz_status pz_gemm_wgmma_launch(const pz_gemm_args *a, pz_gemm_flavour
   if (ts == 2 && bn < 16) bn = 16;
   const int zt = (a->m + bn - 1) / bn;
   if (2 * (int64_t)(a->n / bm) * zt > sem_capacity)
-    return pz_error(PZ_ERR_SHAPE, "gemm wgmma: n=%d needs more semaphores than the handle has", a->n);
+    return pz_error(PZ_ERR_SHAPE, "gemm wgmma: n=%d in %d token tiles of %d needs more semaphores than the handle has; use "
+                                  "a larger token tile (PREZERO_GEMM_BN) or more W tiles per CTA", a->n, zt, bn);
   const int64_t ldw = a->ldw ? a->ldw : a->k;
   if ((a->lda * 2) % 16 || (ldw * 2) % 16)
     return pz_error(PZ_ERR_SHAPE, "gemm wgmma: row strides must be multiples of 16 bytes");
