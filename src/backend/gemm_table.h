@@ -62,6 +62,13 @@ typedef struct pz_gemm_config {
   int bn;
 } pz_gemm_config;
 
+/* True when bn is a token tile the wgmma split-K kernel runs with wt 64-row W tiles per CTA: 0 (one
+ * tile of all m tokens), or a power of two in 16..256 (16..128 at wt 4). The one rule the table
+ * reader, the resolver, the options check and the launcher apply. */
+static inline int pz_gemm_bn_ok(int bn, int wt) {
+  return bn == 0 || (bn >= 16 && bn <= (wt == 4 ? 128 : 256) && !(bn & (bn - 1)));
+}
+
 /* One tuned shape. cfg[f] / us[f]: the best config of flavour f and its median time in µs
  * (splits 0 / us 0 when f was not timed). best_nozero: fastest of the flavours valid with a
  * zeroed C and no zeroing (atomic, fullk, serial, cublas); best_zero: fastest of those that

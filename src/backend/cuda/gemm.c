@@ -39,7 +39,7 @@ static pz_status take_opts(pz_gemm_ctx *c, const pz_runtime_opts *ro) {
     return pz_error(PZ_ERR_INVALID_ARG, "PREZERO_GEMM_WT=%d: use 1, 2 or 4 (4 only with the wgmma kernel)", ro->gemm_wt);
   if (ro->gemm_warps > 0 && ro->gemm_warps != 4 && ro->gemm_warps != 8)
     return pz_error(PZ_ERR_INVALID_ARG, "PREZERO_GEMM_WARPS=%d: use 4 or 8", ro->gemm_warps);
-  if (ro->gemm_bn > 0 && (ro->gemm_bn < 16 || ro->gemm_bn > 256 || (ro->gemm_bn & (ro->gemm_bn - 1))))
+  if (ro->gemm_bn > 0 && !pz_gemm_bn_ok(ro->gemm_bn, 1))
     return pz_error(PZ_ERR_INVALID_ARG, "PREZERO_GEMM_BN=%d: use 0 (one tile of all tokens) or 16, 32, 64, 128, 256", ro->gemm_bn);
   return PZ_OK;
 }
@@ -256,10 +256,7 @@ static const char *config_invalid(const pz_gemm_target *t, int m, int k, const p
   if (c->flavour == PZ_GEMM_FULLK && c->splits != 1) return "full K with more than one split";
   if (c->wn == 3 ? (c->wt != 1 && c->wt != 2 && c->wt != 4) : (c->wt != 1 && c->wt != 2)) return "W tiles per CTA (wt) not 1, 2 (or 4 with wgmma)";
   if (c->wn != 3 && c->warps != 4 && c->warps != 8) return "warps not 4 or 8";
-  if (c->bn != 0) { /* the wgmma kernel's token tile */
-    if (c->bn < 16 || c->bn > (c->wt == 4 ? 128 : 256) || (c->bn & (c->bn - 1)))
-      return "token tile (bn) not a power of two in 16..256 (16..128 at wt 4)";
-  }
+  if (!pz_gemm_bn_ok(c->bn, c->wt)) return "token tile (bn) not a power of two in 16..256 (16..128 at wt 4)";
   (void)m;
   return NULL;
 }

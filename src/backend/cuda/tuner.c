@@ -192,7 +192,7 @@ pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int 
       }
       const int tiles = wn == 3 ? n / (64 * wt) : n / (16 * wt * (wn ? nw : 1));
       static const int bn_list[] = {0, 64, 128}; /* token tiles; 0: one tile of all m tokens */
-      for (int bi = 0; bi < 3; bi++) {
+      for (size_t bi = 0; bi < sizeof bn_list / sizeof bn_list[0]; bi++) {
         const int bn = bn_list[bi];
         if (bn && (wn != 3 || m <= 64 || bn >= pz_gemm_wgmma_bn(m, wt))) continue; /* wgmma split-K, m > 64, below m */
         for (size_t si = 0; si < sizeof split_list / sizeof split_list[0]; si++) {

@@ -330,7 +330,7 @@ extern "C" pz_status pz_gemm_wgmma_launch(const pz_gemm_args *a, pz_gemm_flavour
   if (splits < 1 || splits > kblocks)
     return pz_error(PZ_ERR_INVALID_ARG, "gemm wgmma: splits %d outside 1..%d (k=%d)", splits, kblocks, a->k);
   const int ts = wt == 1 && warps == 9 ? 2 : 1; /* two warpgroups share the 64-row W tile, half the tokens each */
-  if (bn_tile != 0 && (bn_tile < 16 || bn_tile > (wt == 4 ? 128 : 256) || (bn_tile & (bn_tile - 1))))
+  if (!pz_gemm_bn_ok(bn_tile, wt))
     return pz_error(PZ_ERR_INVALID_ARG, "gemm wgmma: token tile %d not a power of two in 16..%d", bn_tile, wt == 4 ? 128 : 256);
   int bn = pz_gemm_wgmma_bn(a->m, wt);
   if (bn_tile && bn_tile < bn) bn = bn_tile; /* m / bn token tiles side by side: more CTAs at short K */
