@@ -38,40 +38,43 @@ void pz_pass_opts_apply(pz_pass_opts *po, const pz_runtime_opts *ro) {
   if (po->attn_slots < 0) po->attn_slots = ro->attn_slots;
 }
 
+/* The next name of the comma-separated list at *p, blanks around it trimmed: *len bytes at the returned
+ * pointer (possibly 0 for an empty item); *p moves past its comma. NULL when the list is used up. */
+static const char *next_name(const char **p, size_t *len) {
+  const char *s = *p;
+  if (!s || !*s) return NULL;
+  const char *q = strchr(s, ',');
+  size_t n = q ? (size_t)(q - s) : strlen(s);
+  *p = q ? q + 1 : s + n;
+  while (n && *s == ' ') { s++; n--; }
+  while (n && s[n - 1] == ' ') n--;
+  *len = n;
+  return s;
+}
+
+static bool name_is(const char *s, size_t n, const char *name) { return strlen(name) == n && !strncmp(s, name, n); }
+
 int pz_pass_disabled_in(const char *e, const char *name) {
   if (!e || !name) return 0;
-  size_t len = strlen(name);
-  for (const char *p = e; *p;) {
-    const char *q = strchr(p, ',');
-    size_t n = q ? (size_t)(q - p) : strlen(p);
-    while (n && *p == ' ') { p++; n--; }
-    while (n && p[n - 1] == ' ') n--;
-    if ((n == len && strncmp(p, name, n) == 0) || (n == 3 && strncmp(p, "all", 3) == 0)) return 1;
-    if (!q) break;
-    p = q + 1;
-  }
+  size_t n;
+  for (const char *s; (s = next_name(&e, &n));)
+    if (name_is(s, n, name) || name_is(s, n, "all")) return 1;
   return 0;
 }
 
 /* Every name in the comma-separated list e must be a pass of pass_list or "all". */
 static pz_status check_disable_list(const char *e) {
-  if (!e) return PZ_OK;
-  for (const char *p = e; *p;) {
-    const char *q = strchr(p, ',');
-    size_t n = q ? (size_t)(q - p) : strlen(p);
-    while (n && *p == ' ') { p++; n--; }
-    while (n && p[n - 1] == ' ') n--;
-    bool known = n == 0 || (n == 3 && strncmp(p, "all", 3) == 0);
-    for (int i = 0; i < N_PASSES && !known; i++) known = strlen(pass_list[i].name) == n && !strncmp(p, pass_list[i].name, n);
+  size_t n;
+  for (const char *s; (s = next_name(&e, &n));) {
+    bool known = n == 0 || name_is(s, n, "all");
+    for (int i = 0; i < N_PASSES && !known; i++) known = name_is(s, n, pass_list[i].name);
     if (!known) {
       char names[256] = "";
       for (int i = 0; i < N_PASSES; i++)
         snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", pass_list[i].name);
       return pz_error(PZ_ERR_INVALID_ARG, "PREZERO_DISABLE_PASSES: no pass is called '%.*s'; name passes from: %s, or all",
-                      (int)n, p, names);
+                      (int)n, s, names);
     }
-    if (!q) break;
-    p = q + 1;
   }
   return PZ_OK;
 }
