@@ -270,6 +270,7 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
           cJSON_AddNumberToObject(o, "splits", hc.splits);
           cJSON_AddNumberToObject(o, "wt", hc.wt);
           cJSON_AddNumberToObject(o, "wn", hc.wn);
+          if (hc.bn) cJSON_AddNumberToObject(o, "bn", hc.bn); /* its token tile, when below m */
           cJSON_AddNumberToObject(o, "us", hus);
           cJSON_AddNumberToObject(o, "over_best", hus / best);
           heur_sum += hus;

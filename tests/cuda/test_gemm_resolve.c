@@ -196,8 +196,23 @@ int main(void) {
   pz_gemm_config cubn = {PZ_GEMM_CUBLAS, 1, 1, 4, 0, 64};
   CHECK_ST(pz_gemm_resolve(&t, 256, 2048, 256, false, &cubn, &c), PZ_ERR_INVALID_ARG);
   CHECK(strstr(pz_last_error(), "bn=64"));
-  /* the heuristic never sets a tile, on either kernel family */
-  CHECK(pz_gemm_heuristic(132, 256, 2048, 256, false, false).bn == 0 && pz_gemm_heuristic(132, 256, 2048, 256, false, true).bn == 0);
+  /* the heuristic's token tile: 64 on the wgmma kernel from m = 128 for n <= 2048 with one W tile per
+   * CTA (gemm.c, heuristic_wgmma), none below m = 128, above n = 2048 or on the mma.sync kernels */
+  CHECK(pz_gemm_heuristic(132, 256, 2048, 256, false, false).bn == 0);
+  CHECK(pz_gemm_heuristic(132, 256, 2048, 256, false, true).bn == 64);
+  CHECK(pz_gemm_heuristic(132, 128, 576, 2048, false, true).bn == 64);
+  CHECK(pz_gemm_heuristic(132, 64, 576, 2048, false, true).bn == 0);
+  CHECK(pz_gemm_heuristic(132, 256, 7168, 8192, false, true).bn == 0);
+  /* every heuristic pick resolves: a valid config on the kernel it names */
+  for (int mm = 1; mm <= 256; mm *= 2) {
+    const int shapes[][2] = {{64, 2048}, {576, 2048}, {2048, 256}, {2048, 2048}, {2112, 7168}, {7168, 8192}, {24576, 1536}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+      pz_gemm_config h = pz_gemm_heuristic(132, mm, shapes[i][0], shapes[i][1], false, true), r;
+      h.warps = h.warps > 0 ? h.warps : 5;
+      CHECK_ST(pz_gemm_resolve(&t, mm, shapes[i][0], shapes[i][1], false, &h, &r), PZ_OK);
+      CHECK(r.bn == h.bn && r.splits == h.splits && r.wt == h.wt);
+    }
+  }
   /* the table reader drops a tile the kernels cannot run (bn 8, or bn on another kernel) */
   {
     pz_tuner_table rt;

@@ -176,14 +176,21 @@ pz_status pz_gemm_check(const pz_gemm_args *a) {
  *   the split-K alternative doubles the epilogue's traffic), and at m = 64 (token tiles of 64: 2 CTAs
  *   per SM) when the wt 1 grid fits one wave of them (m = 65..127 have 128-token tiles and keep
  *   wt 2: unmeasured there);
+ * - token tiles of 64 (config bn) from m >= 128 with wt 1 and n <= 2048 (2026-12-02 runs,
+ *   bench/results/gemm_h200_tuned_r58.json: the tuned best on every such row ran bn 64 or 128);
+ *   full K then needs the tiles to fill half of the 2-per-SM slots;
  * - otherwise the split count minimises a wave model of the busiest SM slot: waves x (k-blocks per
  *   split + 4 for the pipeline fill + an epilogue term, BN/32 k-blocks, BN/8 from m >= 128 where
  *   each extra wave also re-reduces BN x 64·wt fp32 partials), with 2 CTAs per SM for token tiles
- *   <= 64 and 1 above, at most 40 splits (28 from m >= 64); ties go to fewer splits. */
+ *   <= 64 and 1 above, at most 40 splits (28 from m >= 64); with a token tile it also charges every
+ *   split's partials (bn x 64 fp32 per tile) spread over the SMs at 2 k-blocks of W per 64x64 bf16
+ *   W block's worth of bytes, which keeps the picks at the 128-256 CTAs the tuner found; ties go to
+ *   fewer splits. */
 static pz_gemm_config heuristic_wgmma(int sm_count, int m, int n, int k, bool zero_init) {
   pz_gemm_config c = {PZ_GEMM_AUTO, 1, 1, 5, 3, 0};
   if (m >= 16 && n % 128 == 0 && n / 128 >= sm_count / 4) c.wt = 2;
-  const int bn = pz_gemm_wgmma_bn(m, c.wt);
+  if (m >= 128 && c.wt == 1 && n <= 2048) c.bn = 64; /* token tiles of 64: 2 CTAs per SM, fewer splits */
+  const int bn = c.bn ? c.bn : pz_gemm_wgmma_bn(m, c.wt);
   const int64_t tiles = (int64_t)(n / (64 * c.wt)) * ((m + bn - 1) / bn);
   const int64_t slots = (int64_t)sm_count * (bn <= 64 && c.wt == 1 ? 2 : 1);
   const int kb = k / 64;
@@ -197,7 +204,7 @@ static pz_gemm_config heuristic_wgmma(int sm_count, int m, int n, int k, bool ze
       return c;
     }
   }
-  if (kb <= 32 && m >= 16 && tiles >= sm_count / 2) {
+  if (kb <= 32 && m >= 16 && tiles >= (c.bn ? slots : sm_count) / 2) {
     c.flavour = PZ_GEMM_FULLK;
     return c;
   }
@@ -206,7 +213,9 @@ static pz_gemm_config heuristic_wgmma(int sm_count, int m, int n, int k, bool ze
   int64_t best = -1;
   for (int s = 1; s <= kb / 2 && s <= cap; s++) {
     const int64_t waves = (tiles * s + slots - 1) / slots;
-    const int64_t cost = waves * (4 * ((kb + s - 1) / s + 4) + epi); /* in quarter k-blocks */
+    /* in quarter k-blocks x 4 sm_count; with token tiles (c.bn) each split's fp32 partials (bn x 64
+     * columns) also cost their atomic traffic spread over the SMs, weighted 2x a k-block of W */
+    const int64_t cost = waves * (4 * ((kb + s - 1) / s + 4) + epi) * 4 * sm_count + (c.bn ? tiles * s * bn : 0);
     if (best < 0 || cost < best) {
       best = cost;
       c.splits = s;
