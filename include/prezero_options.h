@@ -93,6 +93,12 @@ typedef struct pz_runtime_opts {
                                        * kernel always takes all m tokens (up to 256) in one tile (the switch
                                        * that turns the tuned smaller tiles off), 16..256 (a power of two)
                                        * that tile on every automatic wgmma launch. Added in 0.2.0 */
+  int mla_waves;                      /* PREZERO_MLA_WAVES: -1 unset (the default) or 2: where one wave of MLA
+                                       * attention v3 CTAs gives a sequence fewer than 4 KV splits (m >= 34
+                                       * rows on 132 SMs), the split count fills two waves (m 64: 4 splits,
+                                       * m 128: 2), so the balanced schedule can even out unequal contexts
+                                       * (H200, Kimi-K2 TP 1, contexts in [1024, 16384]: m 128 857 -> 643 µs,
+                                       * equal contexts unchanged); 1 one wave (the former rule). Added in 0.2.0 */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. o NULL: nothing happens. */

@@ -265,7 +265,8 @@ int main(void) {
                                           {"PREZERO_GEMM_WT", "3"}, {"PREZERO_MLA_ATTN", "4"},
                                           {"PREZERO_MLA_BALANCE", "2"}, {"PREZERO_GATE_CALIBRATE", "off"},
                                           {"PREZERO_PAD_ATTN", "2"}, {"PREZERO_GEMM_BN", "48"},
-                                          {"PREZERO_GEMM_BN", "8"}, {"PREZERO_GEMM_BN", "512"}};
+                                          {"PREZERO_GEMM_BN", "8"}, {"PREZERO_GEMM_BN", "512"},
+                                          {"PREZERO_MLA_WAVES", "0"}, {"PREZERO_MLA_WAVES", "3"}};
     for (size_t i = 0; i < sizeof badv / sizeof badv[0]; i++) {
       setenv(badv[i][0], badv[i][1], 1);
       CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == -1 && strstr(bad, badv[i][0]));
@@ -274,6 +275,10 @@ int main(void) {
     setenv("PREZERO_GEMM_BN", "64", 1);
     CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.gemm_bn == 64);
     unsetenv("PREZERO_GEMM_BN");
+    CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.mla_waves == -1);
+    setenv("PREZERO_MLA_WAVES", "1", 1);
+    CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.mla_waves == 1);
+    unsetenv("PREZERO_MLA_WAVES");
     setenv("PREZERO_GEMM_BUILTIN", "0", 1);
     CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.gemm_builtin == 0);
     unsetenv("PREZERO_GEMM_BUILTIN");

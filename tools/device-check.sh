@@ -14,6 +14,8 @@
 #              the --rank/--world/--id-file form (each rank its own command) into ar_ranks_tp2.md
 #   attn_gqa   `prezero bench attn --layout gqa` (issue 17)
 #   attn_v3    `prezero bench attn` TP 1/2/4/8 paged (ctx 8192) and mixed [1024, 16384]: attention v3 (default), then v2
+#   attn_waves `prezero bench attn` TP 1/2/4/8 paged (ctx 8192) and mixed [1024, 16384]: MLA splits by two waves (default),
+#              then PREZERO_MLA_WAVES=1 (one wave)
 #   attn_splits  `prezero bench attn` TP 1/2, m 64/128, mixed and uniform contexts with PREZERO_MLA_SPLITS=2 and 4
 #   attn_mixed `prezero bench attn` on mixed contexts [1024, 16384], paged: balanced schedule, then PREZERO_MLA_BALANCE=0
 #   step_pad   `prezero bench step --batch 32,128 --rows 17`: padded steps, padding rows at one position, then
@@ -258,6 +260,16 @@ for s in $sections; do
       PREZERO_MLA_ATTN=2 run bench_attn_v2_mixed ${PZ_T_ATTN:-150} $P bench attn --tp 1,2,4 --m 16,64,128 --reps 7 --paged \
         --ctx 16384 --ctx-min 1024 --json $W/attn_v2_mixed.json --md $W/attn_v2_mixed.md
       for f in attn_v3 attn_v2 attn_v3_mixed attn_v2_mixed; do echo "== $f"; cat "$W/$f.md" 2>/dev/null | grep "^|" | cut -c1-160; done ;;
+    attn_waves)  # issue 18: the MLA split count by two waves of CTAs (the default) against one (PREZERO_MLA_WAVES=1),
+                 # Kimi-K2 TP 1/2/4/8 paged at context 8192, then mixed contexts [1024, 16384], in the same call
+      for wv in 2 1; do
+        PREZERO_MLA_WAVES=$wv run bench_attn_waves$wv ${PZ_T_ATTN:-150} $P bench attn --tp 1,2,4,8 --m 4,16,64,128 --reps 7 \
+          --paged --json $W/attn_v3_waves$wv.json --md $W/attn_v3_waves$wv.md
+        PREZERO_MLA_WAVES=$wv run bench_attn_mixed_waves$wv ${PZ_T_ATTN:-150} $P bench attn --tp 1,2,4 --m 16,64,128 --reps 7 \
+          --paged --ctx 16384 --ctx-min 1024 --json $W/attn_v3_mixed_waves$wv.json --md $W/attn_v3_mixed_waves$wv.md
+      done
+      for f in attn_v3_waves2 attn_v3_waves1 attn_v3_mixed_waves2 attn_v3_mixed_waves1; do
+        echo "== $f"; grep "^| [1248] |" "$W/$f.md" 2>/dev/null | cut -c1-120; done ;;
     attn_splits)  # issue 18: mixed contexts at large m run one split (132 slots / m rows): the longest row sets the time.
                   # PREZERO_MLA_SPLITS=2 and 4 let the balanced schedule even the rows out; uniform contexts show the cost
       for sp in 2 4; do

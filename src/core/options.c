@@ -31,6 +31,7 @@ void pz_runtime_opts_default(pz_runtime_opts *o) {
   o->gate_calibrate = -1;
   o->pad_attn = -1;
   o->gemm_bn = -1;
+  o->mla_waves = -1;
 }
 
 typedef struct reader {
@@ -164,6 +165,7 @@ int pz_runtime_opts_from_env(pz_runtime_opts *o, char *err, size_t err_len) {
   get_i(&r, "PREZERO_MLA_SPLITS", 1, 1 << 16, &o->mla_splits);
   get_i(&r, "PREZERO_MLA_ATTN", 1, 3, &o->mla_attn);
   get_i(&r, "PREZERO_MLA_BALANCE", 0, 1, &o->mla_balance);
+  get_i(&r, "PREZERO_MLA_WAVES", 1, 2, &o->mla_waves);
   get_i(&r, "PREZERO_GATE_CALIBRATE", 0, 1, &o->gate_calibrate);
   get_i(&r, "PREZERO_PAD_ATTN", 0, 1, &o->pad_attn);
   get_i(&r, "PREZERO_MOE_PERSISTENT", 0, 1, &o->moe_persistent);

@@ -15,6 +15,7 @@ struct pz_mla_cuda_ctx {
   pz_gemm_ctx *gemm;
   int sm_count, ctas_per_sm, mt, head_groups, max_splits, attn_version;
   int forced_splits; /* 0: by occupancy */
+  int waves;         /* by occupancy: 2 = two waves of CTAs where one gives fewer than 4 splits (v3) */
   int64_t ms_cap;    /* m * splits the partial scratch holds (0 while creating) */
   pz_mla_kparams k;  /* shape fields and scratch pointers; io pointers set per call */
   void *scratch;
@@ -27,8 +28,10 @@ int pz_mla_cuda_splits(const pz_mla_cuda_ctx *c, int m) {
   if (c->forced_splits > 0) { /* PREZERO_MLA_SPLITS, from the GEMM handle's options */
     s = c->forced_splits;
   } else {
-    int64_t per = (int64_t)m * c->head_groups;
-    s = (int)((int64_t)c->sm_count * c->ctas_per_sm / (per > 0 ? per : 1));
+    int64_t per = (int64_t)m * c->head_groups, slots = (int64_t)c->sm_count * c->ctas_per_sm;
+    if (per < 1) per = 1;
+    s = (int)(slots / per);
+    if (c->waves == 2 && s < 4) s = (int)(2 * slots / per); /* m*splits <= 2*slots/head groups <= ms_cap */
   }
   if (s > c->max_splits) s = c->max_splits;
   if (c->ms_cap > 0 && (int64_t)s * m > c->ms_cap) s = (int)(c->ms_cap / m);
@@ -60,6 +63,7 @@ pz_status pz_mla_cuda_create(const pz_mla_params *p, int m_max, pz_gemm_ctx *gem
   const pz_runtime_opts *ro = pz_gemm_ctx_opts(gemm);
   int version = ro && ro->mla_attn >= 1 && ro->mla_attn <= 3 ? ro->mla_attn : H > 16 ? 3 : 2;
   c->forced_splits = ro && ro->mla_splits > 0 ? ro->mla_splits : 0;
+  c->waves = ro && ro->mla_waves == 1 ? 1 : 2;
   c->k.balance = !(ro && ro->mla_balance == 0); /* -1 unset or 1: on */
   pz_status st;
   for (;; version--) {
@@ -68,6 +72,7 @@ pz_status pz_mla_cuda_create(const pz_mla_params *p, int m_max, pz_gemm_ctx *gem
     if (st == PZ_OK || version == 1) break;
   }
   c->attn_version = version;
+  if (version != 3) c->waves = 1; /* two waves measured on v3 only (bench/results/attn_paged_h200/attn_*_splits*) */
   c->head_groups = (int)((H + 16 * c->mt - 1) / (16 * c->mt));
   c->max_splits = PZ_MLA_MAX_SPLITS;
   int dev = 0;
