@@ -95,10 +95,12 @@ typedef struct pz_runtime_opts {
                                        * that tile on every automatic wgmma launch. Added in 0.2.0 */
   int mla_waves;                      /* PREZERO_MLA_WAVES: -1 unset (the default) or 2: where one wave of MLA
                                        * attention v3 CTAs gives a sequence fewer than 4 KV splits (m >= 34
-                                       * rows on 132 SMs), the split count fills two waves (m 64: 4 splits,
-                                       * m 128: 2), so the balanced schedule can even out unequal contexts
-                                       * (H200, Kimi-K2 TP 1, contexts in [1024, 16384]: m 128 857 -> 643 µs,
-                                       * equal contexts unchanged); 1 one wave (the former rule). Added in 0.2.0 */
+                                       * rows on 132 SMs), the grid has two waves of split slots (m 64: 4,
+                                       * m 128: 2) and each step's balanced schedule fills the second only
+                                       * when its contexts are unequal enough for that to be faster
+                                       * (core/kv_sched.h; H200, Kimi-K2 TP 1, contexts in [1024, 16384]:
+                                       * m 128 850 -> 649 µs); 1 one wave of slots (the former rule).
+                                       * Added in 0.2.0 */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. o NULL: nothing happens. */

@@ -5,7 +5,8 @@
  * schedule exactly when all lengths are equal, and the best chunk that a brute-force scan finds.
  * Over mixed batches like the benchmark's (contexts drawn from [1024, 16384], m = 16, 4 splits) the
  * longest slice (which sets the grid's time when its CTAs fit one wave) must be 1.4x shorter than the
- * former rule's on average, and never longer. */
+ * former rule's on average, and never longer. The one-wave-or-two choice (pz_kv_sched_waves) against
+ * its rule recomputed by brute force: equal contexts always keep one wave. */
 #include <stdint.h>
 #include <stdio.h>
 #include "core/kv_sched.h"
@@ -110,8 +111,55 @@ int main(void) {
     check(pos, 16, 4, "bench-like");
   }
   CHECK(gain_worst >= 1.0 && gain_sum / 1000 >= 1.4);
+
+  /* one wave or two (pz_kv_sched_waves): the one-wave chunk C1 (m * splits1 slots) unless the two-wave
+   * chunk C2 with S2 slices is faster by the header's estimate, C1 > ceil(S2 / (m * splits1)) * C2;
+   * C1, C2, S2 recomputed here by brute force */
+  int two_waves = 0, waves_trials = 0;
+  for (int t = 0; t < 20000; t++) {
+    const int m = 1 + (int)(next_u32() % 256), splits = 2 + (int)(next_u32() % (MAXS - 1));
+    const int splits1 = 1 + (int)(next_u32() % (uint32_t)(splits - 1));
+    const int equal = t % 4 == 0, span = 1 + (int)(next_u32() % 32768);
+    int64_t n_max = 0;
+    for (int i = 0; i < m; i++) {
+      pos[i] = equal && i ? pos[0] : (int32_t)(next_u32() % (uint32_t)span);
+      if (pos[i] + 1 > n_max) n_max = pos[i] + 1;
+    }
+    int32_t off[300];
+    const int64_t c = pz_kv_sched_waves(pos, m, splits, splits1, MAXS, off);
+    const int64_t c1 = best_chunk(pos, m, splits1, n_max), c2 = best_chunk(pos, m, splits, n_max);
+    const int64_t s2 = count(pos, m, c2), t1 = (int64_t)m * splits1;
+    const int64_t want = c1 <= (s2 + t1 - 1) / t1 * c2 ? c1 : c2;
+    if (c != want || off[m] != count(pos, m, c) || (c == c1 && off[m] > t1) || (equal && c != c1)) {
+      fprintf(stderr, "waves: m=%d splits=%d splits1=%d%s: C=%lld, want %lld (C1 %lld, C2 %lld, S2 %lld), slots %d\n", m,
+              splits, splits1, equal ? " equal" : "", (long long)c, (long long)want, (long long)c1, (long long)c2,
+              (long long)s2, (int)off[m]);
+      pz_test_failures++;
+    }
+    waves_trials++;
+    two_waves += c != c1;
+  }
+  CHECK(two_waves > 0 && two_waves < waves_trials);
+  /* the benchmark's mixed batches take the second wave (m 128: 2 splits against 1; m 64: 4 against 2) */
+  int bench_two[2] = {0, 0};
+  for (int t = 0; t < 200; t++) {
+    for (int v = 0; v < 2; v++) {
+      const int m = v ? 64 : 128, splits = v ? 4 : 2;
+      for (int i = 0; i < m; i++) pos[i] = 1023 + (int32_t)(next_u32() % 15361u);
+      bench_two[v] += pz_kv_sched_waves(pos, m, splits, splits / 2, MAXS, NULL) != pz_kv_sched(pos, m, splits / 2, MAXS, NULL);
+    }
+  }
+  CHECK(bench_two[0] == 200 && bench_two[1] == 200);
+  /* tests/cuda/test_mla.c's m = 64 batches on version 3 (4 splits, 2 for one wave): the unequal one
+   * takes two waves, the equal one (context 300) one, so that test runs both choices on the device */
+  for (int i = 0; i < 64; i++) pos[i] = (int32_t)((i % 2 ? 1000 - 7 * i : 65 + i) - 1);
+  CHECK(pz_kv_sched_waves(pos, 64, 4, 2, MAXS, NULL) == pz_kv_sched(pos, 64, 4, MAXS, NULL));
+  CHECK(pz_kv_sched_waves(pos, 64, 4, 2, MAXS, NULL) != pz_kv_sched(pos, 64, 2, MAXS, NULL));
+  for (int i = 0; i < 64; i++) pos[i] = 299;
+  CHECK(pz_kv_sched_waves(pos, 64, 4, 2, MAXS, NULL) == pz_kv_sched(pos, 64, 2, MAXS, NULL));
   printf("kv schedule: 22000 batches, every rule held; C / best chunk: mean %.3f, worst %.3f (splits >= 2); "
-         "contexts in [1024, 16384] at m = 16, 4 splits: the longest slice %.2fx shorter on average, %.2fx at worst\n",
-         sum / trials, worst, gain_sum / 1000, gain_worst);
+         "contexts in [1024, 16384] at m = 16, 4 splits: the longest slice %.2fx shorter on average, %.2fx at worst; "
+         "one wave or two: %d of %d batches took two\n",
+         sum / trials, worst, gain_sum / 1000, gain_worst, two_waves, waves_trials);
   TEST_DONE();
 }

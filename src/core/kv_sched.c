@@ -8,6 +8,12 @@ static int64_t slices(const int32_t *pos, int m, int64_t c) {
   return s;
 }
 
+/* off[0..m]: sequence i's first slot, slices of c tokens. */
+static void pz_kv_sched_offsets(const int32_t *pos, int m, int64_t c, int32_t *off) {
+  off[0] = 0;
+  for (int i = 0; i < m; i++) off[i + 1] = off[i] + (int32_t)(((int64_t)pos[i] + 1 + c - 1) / c);
+}
+
 int64_t pz_kv_sched(const int32_t *pos, int m, int splits, int max_splits, int32_t *off) {
   int64_t N = 0, n_max = 0;
   for (int i = 0; i < m; i++) {
@@ -30,9 +36,16 @@ int64_t pz_kv_sched(const int32_t *pos, int m, int splits, int max_splits, int32
     }
     c = hi;
   }
-  if (off) {
-    off[0] = 0;
-    for (int i = 0; i < m; i++) off[i + 1] = off[i] + (int32_t)(((int64_t)pos[i] + 1 + c - 1) / c);
+  if (off) pz_kv_sched_offsets(pos, m, c, off);
+  return c;
+}
+
+int64_t pz_kv_sched_waves(const int32_t *pos, int m, int splits, int splits1, int max_splits, int32_t *off) {
+  int64_t c = pz_kv_sched(pos, m, splits, max_splits, NULL);
+  if (splits1 >= 1 && splits1 < splits) {
+    const int64_t c1 = pz_kv_sched(pos, m, splits1, max_splits, NULL);
+    if (pz_kv_sched_one_wave(c1, c, slices(pos, m, c), (int64_t)m * splits1)) c = c1;
   }
+  if (off) pz_kv_sched_offsets(pos, m, c, off);
   return c;
 }

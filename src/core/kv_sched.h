@@ -27,7 +27,16 @@
  *        fits too;
  * lo = ca, hi = cb; while hi - lo > 32: mid = lo + 32 floor((hi - lo) / 64); S(mid) <= T ? hi = mid :
  * lo = mid; C = hi (C = ca when S(ca) <= T). At most log2((cb - ca) / 32) + 1 evaluations of S.
- * So C <= ccur always: no slice is longer than the former rule's longest. */
+ * So C <= ccur always: no slice is longer than the former rule's longest.
+ *
+ * One wave or two (pz_kv_sched_waves): where the op's split count fills two waves of resident CTAs
+ * (`splits`, mla.h) rather than one (`splits1` < splits), the schedule is made for both slot counts,
+ * T = m * splits and T1 = m * splits1, and the one-wave schedule (C1) is taken unless the two-wave one
+ * (C2, S2 slices) is estimated faster: one wave runs in about C1 (all its slices at once), two in about
+ * ceil(S2 / T1) * C2 (T1 slices at a time). Equal lengths always keep one wave (ceil(S2 / T1) * C2 is
+ * a multiple of 32 >= n / splits1, so >= C1): a second wave only pays where it lets long contexts
+ * spread over the slots that short ones leave (H200, Kimi-K2 TP 1, m 128, contexts in [1024, 16384]:
+ * 850 -> 649 us; equal contexts at 8192 cost 2-4 % more with two waves, bench/results/attn_paged_h200). */
 #ifndef PZ_CORE_KV_SCHED_H
 #define PZ_CORE_KV_SCHED_H
 #include <stdint.h>
@@ -72,9 +81,18 @@ PZ_FILL_HD static inline void pz_kv_sched_candidates(int64_t N, int64_t n_max, i
  * both multiples of 32). */
 PZ_FILL_HD static inline int64_t pz_kv_sched_mid(int64_t lo, int64_t hi) { return lo + (hi - lo) / 64 * 32; }
 
+/* The one-wave-or-two choice of the header: 1 when the one-wave chunk c1 (at t1 = m * splits1 slots)
+ * is no slower than the two-wave chunk c2 with s2 slices, i.e. c1 <= ceil(s2 / t1) * c2. */
+PZ_FILL_HD static inline int pz_kv_sched_one_wave(int64_t c1, int64_t c2, int64_t s2, int64_t t1) {
+  return c1 <= (s2 + t1 - 1) / t1 * c2;
+}
+
 /* The header's schedule for pos[0..m) (n_i = pos[i] + 1; every pos[i] >= 0), m >= 1, splits >= 1,
  * max_splits >= splits: returns C and, when off is not NULL, writes off[0..m] (m + 1 entries). */
 int64_t pz_kv_sched(const int32_t *pos, int m, int splits, int max_splits, int32_t *off);
+/* The same with the one-wave-or-two choice: splits1 (1 <= splits1 <= splits) slices per sequence
+ * fill one wave; splits1 == splits is pz_kv_sched. off[m] <= m * splits1 when one wave is taken. */
+int64_t pz_kv_sched_waves(const int32_t *pos, int m, int splits, int splits1, int max_splits, int32_t *off);
 
 #ifdef __cplusplus
 }

@@ -647,6 +647,15 @@ int main(void) {
     remake_G();
     const shape *k2[4] = {&K2_TP1, &K2_TP2, &K2_TP4, &K2_TP8}, *v3[4] = {&V3_TP1, &V3_TP2, &V3_TP4, &V3_TP8};
     const int64_t mixed[5] = {1, 63, 64, 65, 8192}, mixed_q[5] = {1, 63, 64, 65, 300}, longc[3] = {32768, 100, 4097};
+    /* m = 64 on version 3 (Kimi-K2 TP 1): the grid has two waves of slots (4 splits) and each step's
+     * schedule fills one (equal contexts) or both (unequal ones; tests/test_kv_sched.c checks which
+     * these two batches take): both against the CPU reference */
+    {
+      int64_t wide[64], flat[64];
+      for (int i = 0; i < 64; i++) wide[i] = i % 2 ? 1000 - 7 * i : 65 + i, flat[i] = 300;
+      check_paged(&K2_TP1, wide, 64, 1);
+      check_paged(&K2_TP1, flat, 64, 0);
+    }
     for (int k = 0; k < 4; k++) {
       if (quick && k != 2 && k != 3) continue;
       check_paged(k2[k], quick ? mixed_q : mixed, 5, k == 3);

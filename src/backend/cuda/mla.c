@@ -23,7 +23,8 @@ struct pz_mla_cuda_ctx {
 
 static int64_t align256(int64_t b) { return (b + 255) / 256 * 256; }
 
-int pz_mla_cuda_splits(const pz_mla_cuda_ctx *c, int m) {
+/* The split count for m rows with `waves` (1 or 2) waves of CTAs allowed (mla.h). */
+static int splits_for(const pz_mla_cuda_ctx *c, int m, int waves) {
   int s;
   if (c->forced_splits > 0) { /* PREZERO_MLA_SPLITS, from the GEMM handle's options */
     s = c->forced_splits;
@@ -31,13 +32,15 @@ int pz_mla_cuda_splits(const pz_mla_cuda_ctx *c, int m) {
     int64_t per = (int64_t)m * c->head_groups, slots = (int64_t)c->sm_count * c->ctas_per_sm;
     if (per < 1) per = 1;
     s = (int)(slots / per);
-    if (c->waves == 2 && s < 4) s = (int)(2 * slots / per); /* m*splits <= 2*slots/head groups <= ms_cap */
+    if (waves == 2 && s < 4) s = (int)(2 * slots / per); /* m*splits <= 2*slots/head groups <= ms_cap */
   }
   if (s > c->max_splits) s = c->max_splits;
   if (c->ms_cap > 0 && (int64_t)s * m > c->ms_cap) s = (int)(c->ms_cap / m);
   if (s < 1) s = 1;
   return s;
 }
+
+int pz_mla_cuda_splits(const pz_mla_cuda_ctx *c, int m) { return splits_for(c, m, c->waves); }
 
 pz_status pz_mla_cuda_create(const pz_mla_params *p, int m_max, pz_gemm_ctx *gemm, pz_mla_cuda_ctx **out) {
   if (!p || !out || !gemm || m_max < 1 || m_max > 256)
@@ -175,6 +178,8 @@ static pz_status bind_io(pz_mla_cuda_ctx *c, int m, const pz_mla_cuda_io *io, pz
   k->rows = io->rows;
   k->w_uk = io->w_uk; k->w_uv = io->w_uv;
   k->splits = pz_mla_cuda_splits(c, m);
+  k->splits1 = splits_for(c, m, 1); /* the batch's schedule takes one wave where that is no slower */
+  if (k->splits1 > k->splits) k->splits1 = k->splits;
   return PZ_OK;
 }
 

@@ -45,6 +45,9 @@ typedef struct pz_mla_kparams {
   uint16_t *__restrict__ qabs;        /* [m, heads, kvw] bf16: q_lat | q_pe(roped) */
   /* attention (split along the sequence) */
   int splits, mt;                     /* KV splits per sequence; 16-head tiles per CTA */
+  int splits1;                        /* the one-wave split count (<= splits; mla.h): below splits, the
+                                         balanced schedule takes m * splits1 slots where that is no
+                                         slower (core/kv_sched.h, pz_kv_sched_waves) */
   int balance;                        /* 1: the balanced schedule of core/kv_sched.h; 0: sequence i
                                          takes slots i * splits .. as `splits` chunks of its own length */
   int attn_version;                   /* attention kernel: 3 (TMA + wgmma, kv_lora 512 / rope 64 on sm_90;

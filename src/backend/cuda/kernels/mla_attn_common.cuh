@@ -49,7 +49,24 @@ __device__ __forceinline__ unsigned warp_slices(const Kp &k, int mr, unsigned c,
   return warp_sum(v);
 }
 
-/* The balanced split-KV schedule (core/kv_sched.h; pz_kv_sched is its host twin, step for step):
+/* The chunk C of the balanced schedule for `splits` slices per sequence on average (core/kv_sched.h,
+ * pz_kv_sched's steps), warp-wide (every lane gets it). */
+__device__ long long sched_chunk(const Kp &k, int mr, int lane, int splits, unsigned long long nsum, unsigned nmax) {
+  int64_t ca, cb, ccur;
+  pz_kv_sched_candidates((int64_t)nsum, (int64_t)nmax, k.m, splits, PZ_MLA_MAX_SPLITS, &ca, &cb, &ccur);
+  if (splits == 1) return ccur; /* T == m: one slice per sequence, the longest context's length */
+  const unsigned long long T = (unsigned long long)k.m * (unsigned)splits;
+  if (warp_slices(k, mr, (unsigned)ca, lane) <= T) return ca;
+  long long lo = ca, hi = cb; /* bisection: S(lo) > T >= S(hi) */
+  while (hi - lo > PZ_KV_SCHED_TILE) {
+    const long long mid = pz_kv_sched_mid(lo, hi);
+    if (warp_slices(k, mr, (unsigned)mid, lane) <= T) hi = mid;
+    else lo = mid;
+  }
+  return hi;
+}
+
+/* The balanced split-KV schedule (core/kv_sched.h; pz_kv_sched_waves is its host twin, step for step):
  * block-wide, every thread calls it; warp 0 computes it with shuffles only (no block barrier inside
  * the search), the others wait at one barrier. Returns the chunk C and, for work slot w (0 .. m *
  * splits - 1), *seq / *j: slice j of sequence seq, or *seq = -1 when the batch needs fewer slots than
@@ -68,20 +85,10 @@ __device__ long long attn_schedule(const Kp &k, int w, bool writer, int *seq, in
     }
     nsum = warp_sum(nsum);
     nmax = warp_max_u32(nmax);
-    int64_t ca, cb, ccur;
-    pz_kv_sched_candidates((int64_t)nsum, (int64_t)nmax, k.m, k.splits, PZ_MLA_MAX_SPLITS, &ca, &cb, &ccur);
-    const unsigned long long T = (unsigned long long)k.m * (unsigned)k.splits;
-    long long c = ca;
-    if (k.splits > 1 && warp_slices(k, mr, (unsigned)ca, lane) > T) { /* bisection: S(lo) > T >= S(hi) */
-      long long lo = ca, hi = cb;
-      while (hi - lo > PZ_KV_SCHED_TILE) {
-        const long long mid = pz_kv_sched_mid(lo, hi);
-        if (warp_slices(k, mr, (unsigned)mid, lane) <= T) hi = mid;
-        else lo = mid;
-      }
-      c = hi;
-    } else if (k.splits == 1) {
-      c = ccur; /* T == m: one slice per sequence, the longest context's length */
+    long long c = sched_chunk(k, mr, lane, k.splits, nsum, nmax);
+    if (k.splits1 >= 1 && k.splits1 < k.splits) { /* one wave of slots or two (core/kv_sched.h) */
+      const long long c1 = sched_chunk(k, mr, lane, k.splits1, nsum, nmax);
+      if (pz_kv_sched_one_wave(c1, c, warp_slices(k, mr, (unsigned)c, lane), (int64_t)k.m * k.splits1)) c = c1;
     }
     /* the slot offsets, 32 sequences at a time (inclusive shuffle scan of the slice counts) */
     if (lane == 0) found[0] = -1, found[1] = 0, found[2] = (int)c;
