@@ -56,9 +56,9 @@ static const shape shapes[] = {
 };
 #define NSHAPES ((int)(sizeof shapes / sizeof shapes[0]))
 
-/* Kernel family tag of a config's wn: "" register ring, "n" warps along n, "st" staged, "wg" wgmma,
+/* Kernel family tag of a config's wn: "" register ring, "n" warps along n, "wg" wgmma,
  * "sk" wgmma stream-K (its s is the CTA count). */
-static const char *kern_tag(int wn) { return wn == 1 ? "n" : wn == 2 ? "st" : wn == 3 ? "wg" : wn == 4 ? "sk" : ""; }
+static const char *kern_tag(int wn) { return wn == 1 ? "n" : wn == 3 ? "wg" : wn == 4 ? "sk" : ""; }
 /* The kernel a resolved config runs: "cublas", "wgmma" (wn 3) or "mma.sync". */
 static const char *kernel_name(const pz_gemm_config *c) {
   return c->flavour == PZ_GEMM_CUBLAS ? "cublas" : c->wn == 3 ? "wgmma" : c->wn == 4 ? "wgmma-sk" : "mma.sync";

@@ -45,7 +45,7 @@ static void mkdirs(const char *path) {
 
 static bool cfg_in_range(const pz_gemm_config *c) {
   return c->splits >= 1 && c->splits <= 4096 && c->wt >= 1 && c->wt <= 8 && c->warps >= 1 && c->warps <= 32 &&
-         c->wn >= 0 && c->wn <= 4 && (c->bn == 0 || (c->wn == 3 && pz_gemm_bn_ok(c->bn, c->wt)));
+         c->wn >= 0 && c->wn <= 4 && c->wn != 2 /* the removed staged kernel */ && (c->bn == 0 || (c->wn == 3 && pz_gemm_bn_ok(c->bn, c->wt)));
 }
 
 /* An integer JSON number in [lo, hi], else false (fractions, NaN, huge values refused). */

@@ -43,9 +43,8 @@ pz_gemm_flavour pz_gemm_flavour_parse(const char *s);
  * (1 -> 16, 2 -> 32; forced to 1 for m > 64); warps: 4 or 8 per CTA; wn: 0 = the CTA's warps
  * share its columns and interleave its K chunks (reduced in shared memory, fixed order),
  * 1 = each warp owns columns of its own (CTA tile = warps*16*wt columns, must divide n) and
- * the warps read the same A chunks (L1 hits); 2 = staged: m <= 16 only, 4 warps of 16 columns
- * each streaming W through shared memory with cp.async (512-byte rows per instruction), wt and
- * warps ignored; 3 = the Hopper TMA + wgmma split-K kernel (wt = 64-row W tiles per CTA: 1, 2, 4;
+ * the warps read the same A chunks (L1 hits); 2 = the staged cp.async kernel, removed (it won no
+ * H200 row, bench/results/gemm_h200.json): refused; 3 = the Hopper TMA + wgmma split-K kernel (wt = 64-row W tiles per CTA: 1, 2, 4;
  * wt 1 with warps 9 is its token split, two warpgroups per W tile; warps is otherwise ignored);
  * 4 = the Hopper stream-K kernel: a persistent grid of `splits` CTAs (the SM count) sharing the
  * (tile, k-block) units evenly, atomic flavour only (1, or 3 with its memset node).

@@ -138,6 +138,10 @@ int pz_runtime_opts_from_env(pz_runtime_opts *o, char *err, size_t err_len) {
     o->gemm_warps = -1;
   }
   get_i(&r, "PREZERO_GEMM_WN", 0, 4, &o->gemm_wn);
+  if (o->gemm_wn == 2) { /* the staged cp.async kernel: removed (it won no H200 row) */
+    complain(&r, "PREZERO_GEMM_WN", "2", "use 0 or 1 (mma.sync), 3 (wgmma) or 4 (stream-K); the staged kernel 2 was removed");
+    o->gemm_wn = -1;
+  }
   get_flag(&r, "PREZERO_GEMM_TUNER", &o->gemm_tuner);
   get_flag(&r, "PREZERO_GEMM_BUILTIN", &o->gemm_builtin);
   get_flag(&r, "PREZERO_GEMM_MATCH_BASELINE", &o->gemm_match_baseline);

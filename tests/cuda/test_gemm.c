@@ -147,7 +147,6 @@ static pz_gemm_args args_for(const prob *p, const outbuf *o, int flavour, int sp
   a.config.warps = (calls & 1) ? 4 : 8;
   /* every other pair of launches uses the warps-along-n layout where the tile divides n */
   a.config.wn = ((calls >> 1) & 1) && wt > 0 && p->n % (a.config.warps * 16 * wt) == 0;
-  if (calls % 3 == 2 && p->m <= 16 && p->n % 64 == 0) a.config.wn = 2; /* staged (cp.async) */
   calls++;
   return a;
 }
@@ -310,7 +309,7 @@ static void check_all_flavours(prob *p, pz_dtype dt, int exact, const char *name
 static void check_run_to_run(prob *p) {
   /* wn 4 here: the wgmma kernel with wt 4; wn 5: with wt 1 and the token split (warps 9); wn 6: wt 1
    * with a token tile of 8 below m (config bn 16 at m = 13 ... run where m > 16) */
-  struct { int f, s, wn; } cases[] = {{1, 2, 0}, {2, 2, 1}, {3, 2, 0}, {5, 2, 2}, {5, 7, 0}, {4, 1, 0},
+  struct { int f, s, wn; } cases[] = {{1, 2, 0}, {2, 2, 1}, {3, 2, 0}, {5, 2, 1}, {5, 7, 0}, {4, 1, 0},
                                       {1, 2, 3}, {2, 2, 3}, {5, 2, 3}, {5, 7, 3}, {4, 1, 3}, {1, 2, 4},
                                       {1, 2, 5}, {5, 7, 5}, {4, 1, 5}, {1, 2, 6}, {5, 7, 6}, {4, 1, 6}};
   outbuf o;
@@ -330,7 +329,6 @@ static void check_run_to_run(prob *p) {
         a.config.bn = 16;
       }
       if (cases[c].wn >= 3 && !pz_gemm_ctx_has_wgmma(ctx)) break;
-      if (cases[c].wn == 2 && p->m > 16) break; /* the staged layout takes m <= 16 */
       CHECK_OK(pz_gemm_launch(ctx, &a, 0));
       CHECK(cudaMemcpy(o.h, o.d, o.bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
       if (r == 0) memcpy(first, o.h, o.bytes);
@@ -407,6 +405,8 @@ static void check_bad_shapes(prob *p) {
   b = a; b.ldc = b.n - 1; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_SHAPE);
   b = a; b.c_dtype = PZ_I32; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_DTYPE);
   b = a; b.config.splits = 1000; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
+  b = a; b.config.wn = 2; b.config.splits = 2; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG); /* removed kernel */
+  CHECK(strstr(pz_last_error(), "wn 2"));
   if (pz_gemm_ctx_has_wgmma(ctx)) { /* wgmma: splits count whole 64-wide k-blocks; n % 128 for 2 warpgroups */
     b = a; b.config.wn = 3; b.config.splits = b.k / 64 + 1; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);
     b = a; b.config.wn = 3; b.config.wt = 2; b.n = 192; CHECK_ST(pz_gemm_launch(ctx, &b, 0), PZ_ERR_INVALID_ARG);

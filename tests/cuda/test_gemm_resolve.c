@@ -221,17 +221,22 @@ int main(void) {
         "{\"device\":\"Test GPU\",\"sm_count\":132,\"entries\":[{\"m\":256,\"n\":2048,\"k\":256,\"flavours\":{"
         "\"atomic\":{\"splits\":2,\"wt\":1,\"warps\":5,\"wn\":3,\"bn\":8,\"us\":1},"
         "\"fullk\":{\"splits\":1,\"wt\":1,\"warps\":8,\"wn\":0,\"bn\":64,\"us\":1},"
-        "\"serial\":{\"splits\":2,\"wt\":1,\"warps\":5,\"wn\":3,\"bn\":64,\"us\":1}},"
+        "\"serial\":{\"splits\":2,\"wt\":1,\"warps\":5,\"wn\":3,\"bn\":64,\"us\":1},"
+        "\"zero\":{\"splits\":2,\"wt\":1,\"warps\":4,\"wn\":2,\"us\":1}},"
         "\"best_nozero\":\"serial\",\"best_zero\":\"serial\"}]}";
     int dropped = -1;
     CHECK_OK(pz_tuner_table_load_text(&rt, bad_tiles, strlen(bad_tiles), &dropped));
-    CHECK(dropped == 2 && rt.count == 1 && rt.e[0].cfg[PZ_GEMM_SPLITK_SERIAL].bn == 64 &&
-          rt.e[0].cfg[PZ_GEMM_SPLITK_ATOMIC].splits == 0);
+    /* ... and a config of the removed staged kernel (wn 2) from an older table */
+    CHECK(dropped == 3 && rt.count == 1 && rt.e[0].cfg[PZ_GEMM_SPLITK_SERIAL].bn == 64 &&
+          rt.e[0].cfg[PZ_GEMM_SPLITK_ATOMIC].splits == 0 && rt.e[0].cfg[PZ_GEMM_SPLITK_ZERO].splits == 0);
     pz_tuner_table_free(&rt);
   }
   char dbn[96];
   pz_gemm_config_describe(&tb.cfg[PZ_GEMM_FULLK], dbn, sizeof dbn);
   CHECK(!strcmp(dbn, "wgmma fullk splits=1 wt=1 bn=64"));
+  pz_gemm_config st2 = {PZ_GEMM_SPLITK_ATOMIC, 2, 1, 4, 2, 0}; /* the removed staged kernel */
+  CHECK_ST(pz_gemm_resolve(&t, 8, 2048, 256, false, &st2, &c), PZ_ERR_INVALID_ARG);
+  CHECK(strstr(pz_last_error(), "wn 2"));
   pz_gemm_config skz = {PZ_GEMM_SPLITK_ZERO, 132, 2, 9, 4, 0};
   CHECK_ST(pz_gemm_resolve(&t, 32, 7168, 8192, true, &skz, &c), PZ_ERR_INVALID_ARG);
   CHECK(strstr(pz_last_error(), "stream-K"));

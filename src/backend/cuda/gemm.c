@@ -252,6 +252,7 @@ static const char *config_invalid(const pz_gemm_target *t, int m, int k, const p
     return "a token tile (bn) is a setting of the wgmma split-K kernel (wn 3) only";
   if (c->flavour == PZ_GEMM_CUBLAS) return NULL;
   if (c->wn < 0 || c->wn > 4) return "kernel (wn) outside 0..4";
+  if (c->wn == 2) return "the staged kernel (wn 2) was removed (it won no H200 row): use wn 0, 1, 3 or 4";
   if (c->wn >= 3 && !t->hopper) return "the wgmma kernels (wn 3, 4) need a Hopper GPU (compute capability 9)";
   if (c->wn == 4) { /* stream-K: splits is the persistent grid's CTA count */
     if (c->flavour != PZ_GEMM_SPLITK_ATOMIC && c->flavour != PZ_GEMM_MEMSET_SPLITK)

@@ -136,11 +136,11 @@ pz_status pz_gemm_launch(pz_gemm_ctx *ctx, const pz_gemm_args *args, cudaStream_
 /* ---- Kernels (kernels/gemm_splitk.cu); used by the launcher and the benchmark. ---- */
 
 /* Raw kernel launch of a config pz_gemm_resolve returned (flavour SPLITK_ATOMIC, SPLITK_ZERO,
- * FULLK or SPLITK_SERIAL; the layout's own rules: warps 0 means 8, m > 64 runs wt 1, the staged
- * layout wn 2 fixes wt and warps). sems: the handle's semaphore array
+ * FULLK or SPLITK_SERIAL; wn 0 or 1, or 3 / 4 handed to the Hopper launchers below; the layout's
+ * own rules: warps 0 means 8, m > 64 runs wt 1). sems: the handle's semaphore array
  * (sem_capacity ints, >= pz_gemm_sem_need, zero at first use). Shapes are not re-checked
  * (pz_gemm_check is the launcher's). Errors: PZ_ERR_INVALID_ARG (warps not 4/8, another
- * flavour, wt not 1/2, wn 2 with m > 16, n not a multiple of the CTA's columns, splits outside
+ * flavour, wt not 1/2, wn 2 (the removed staged kernel) or above 4, n not a multiple of the CTA's columns, splits outside
  * 1..k/32), PZ_ERR_SHAPE (too few semaphores), PZ_ERR_CUDA. */
 pz_status pz_gemm_kernel_launch(const pz_gemm_args *a, const pz_gemm_config *cfg, int *sems, int64_t sem_capacity,
                                 cudaStream_t stream);

@@ -147,13 +147,13 @@ pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int 
   double top_us[TOP];
   int ntop = 0;
   const int flv[] = {PZ_GEMM_SPLITK_ATOMIC, PZ_GEMM_FULLK};
-  /* Candidates 0-8: the mma.sync kernels (wt, warps, wn 0/1/2); 9-11: the Hopper wgmma kernel
+  /* Candidates 0-7: the mma.sync kernels (wt, warps, wn 0/1; 8 was the removed staged kernel); 9-11: the Hopper wgmma kernel
    * (wn 3) with 1, 2 or 4 64-row W tiles per CTA, only where it was initialised (compute capability 9);
    * 12-14: the Hopper stream-K kernel (wn 4, wt 1/2/4, one CTA per SM), atomic flavour only;
    * 15: the wgmma kernel's token split (wt 1, warps 9: two warpgroups per 64-row W tile), m > 8.
    * The wgmma candidates (9-11, 15) at m > 64 also run token tiles of 64 and 128 (config bn) below
    * the one-tile-of-all-tokens default: m / bn tiles side by side, more CTAs at short K.
-   * PREZERO_TUNER_LEGACY=0 skips 0-8 (a faster sweep on Hopper). */
+   * PREZERO_TUNER_LEGACY=0 skips 0-7 (a faster sweep on Hopper). */
   const int hopper = pz_gemm_ctx_has_wgmma(ctx);
   const int legacy = opt_or(ro->tuner_legacy, 1) || !hopper;
   for (int fi = 0; fi < 2; fi++) {
@@ -161,11 +161,7 @@ pz_status pz_tuner_tune(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m, int 
     for (int cand = legacy ? 0 : 9; cand < (hopper ? 16 : 9); cand++) {
       int wt = 1 + (cand & 1), nw = cand & 2 ? 4 : 8, wn = cand >> 2;
       int chunk = 32; /* k per unit of the kernel's split granularity */
-      if (cand == 8) { /* staged (cp.async) layout, m <= 16 */
-        if (m > 16) continue;
-        wt = 1;
-        nw = 4;
-      }
+      if (cand == 8) continue; /* was the staged (cp.async) kernel, wn 2: removed, it won no H200 row */
       if (cand >= 12 && cand <= 14) { /* stream-K: one persistent grid of sm_count CTAs */
         if (f != PZ_GEMM_SPLITK_ATOMIC) continue;
         wt = cand == 12 ? 1 : cand == 13 ? 2 : 4;

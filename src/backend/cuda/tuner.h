@@ -38,8 +38,8 @@ pz_status pz_tuner_time_gemm(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int m,
 pz_status pz_tuner_time_read(pz_gemm_ctx *ctx, const pz_tuner_pool *pool, int64_t bytes, int iters,
                              int reps, double *us);
 /* Times the candidates for (m, n, k) and stores the entry (key bucket(m)) in ctx's table; *out
- * gets a copy. Candidates: atomic and fullk over every layout (wt 1/2, warps 4/8, wn 0/1, staged
- * for m <= 16) and split 1..32 with >= 2 K chunks of 32 each and at most 128 warps per SM;
+ * gets a copy. Candidates: atomic and fullk over every layout (wt 1/2, warps 4/8, wn 0/1; on
+ * Hopper the wgmma and stream-K kernels, wn 3/4) and split 1..32 with >= 2 K chunks of 32 each and at most 128 warps per SM;
  * zero and serial over the 6 fastest atomic configs; memset with the best atomic one; cuBLAS.
  * Each: a graph of max(20, 128 MB / weight bytes) launches (at most 64), 5 replays, median
  * (PREZERO_TUNER_ITERS / PREZERO_TUNER_REPS override). Layouts whose tile does not divide n

@@ -200,116 +200,6 @@ __global__ void __launch_bounds__(NW * 32, MT8 <= 2 ? 16 / NW : 1) gemm_splitk_k
   tile_epilogue_from_smem<NTC, NTCP, NTHR>(p, red, rows, t0, n0, split, tile);
 }
 
-/* Staged variant for small m (MT8 1 or 2): each warp owns 16 output columns and streams its
- * 16 W rows x K slice through a warp-private ring of NS shared-memory stages with cp.async,
- * one row's 512 contiguous bytes per instruction (long DRAM bursts), then reads the same
- * permuted fragments as above from shared memory. 16-byte units of a stage row are XOR-swizzled
- * ((unit ^ 4*(row&1)) so a quarter-warp's fragment reads hit 8 distinct bank groups.
- * The warps of a CTA (NW) own adjacent columns and share A chunks (L1). */
-constexpr int kStageK = 256;                 /* k per stage */
-constexpr int kStageBytes = 16 * kStageK * 2; /* 16 rows x 512 B */
-
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, int src_bytes) {
-  unsigned d = (unsigned)__cvta_generic_to_shared(smem);
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(gmem), "r"(src_bytes) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
-
-template <int MT8, int NW, int NS>
-__global__ void __launch_bounds__(NW * 32) gemm_staged_kernel(Params p) {
-  constexpr int TOK = MT8 * 8;
-  constexpr int NTC = NW * 16;
-  constexpr int NTCP = NTC + 4;
-  constexpr int NTHR = NW * 32;
-  constexpr int RED_BYTES = (TOK * NTCP * 4 + 127) / 128 * 128;
-  extern __shared__ __align__(128) unsigned char smem[];
-  float *red = (float *)smem;
-
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int g = lane >> 2, q = lane & 3;
-  const gemm_tile gt = gemm_tile_of<TOK, NTC>(p);
-  const int n0 = gt.n0, split = gt.split, t0 = gt.t0, tile = gt.tile;
-  const int c_begin = gt.c_begin, c_end = gt.c_end, rows = gt.rows;
-  unsigned char *wsm = smem + RED_BYTES + warp * NS * kStageBytes;
-
-  tile_zero_prologue<NTC, NTHR>(p, gt);
-
-  float acc[MT8][4];
-#pragma unroll
-  for (int j = 0; j < MT8; j++)
-#pragma unroll
-    for (int r = 0; r < 4; r++) acc[j][r] = 0.0f;
-
-  const int kb = c_begin * 32, ke = c_end * 32;
-  const int nst = (ke - kb + kStageK - 1) / kStageK;
-  const __nv_bfloat16 *wrow = p.W + (int64_t)(n0 + warp * 16) * p.ldw;
-  const __nv_bfloat16 *abase = p.A + q * 8;
-  const uint4 zero4 = make_uint4(0, 0, 0, 0);
-
-  auto issue = [&](int st) {
-    unsigned char *buf = wsm + (st % NS) * kStageBytes;
-    const int k = kb + st * kStageK + lane * 8;
-    const bool ok = k < ke;
-#pragma unroll
-    for (int r = 0; r < 16; r++) {
-      const __nv_bfloat16 *src = wrow + (int64_t)r * p.ldw + (ok ? k : kb);
-      cp_async16(buf + r * 512 + ((lane ^ ((r & 1) << 2)) << 4), src, ok ? 16 : 0);
-    }
-  };
-#pragma unroll
-  for (int s = 0; s < NS - 1; s++) {
-    if (s < nst) issue(s);
-    cp_async_commit();
-  }
-  for (int st = 0; st < nst; st++) {
-    cp_async_wait<NS - 2>();
-    __syncwarp();
-    if (st + NS - 1 < nst) issue(st + NS - 1);
-    cp_async_commit();
-    const unsigned char *buf = wsm + (st % NS) * kStageBytes;
-#pragma unroll
-    for (int j = 0; j < kStageK / 32; j++) {
-      const int kc = kb + st * kStageK + j * 32;
-      if (kc < ke) { /* warp-uniform */
-        const int unit = j * 4 + q;
-        const uint4 w0 = *(const uint4 *)(buf + g * 512 + ((unit ^ ((g & 1) << 2)) << 4));
-        const uint4 w1 = *(const uint4 *)(buf + (g + 8) * 512 + ((unit ^ ((g & 1) << 2)) << 4));
-#pragma unroll
-        for (int mt = 0; mt < MT8; mt++) {
-          const int t = t0 + mt * 8 + g;
-          const uint4 x = t < p.m ? __ldg((const uint4 *)(abase + (int64_t)t * p.lda + kc)) : zero4;
-          mma_bf16(acc[mt], w0.x, w1.x, w0.y, w1.y, x.x, x.y);
-          mma_bf16(acc[mt], w0.z, w1.z, w0.w, w1.w, x.z, x.w);
-        }
-      }
-    }
-    __syncwarp();
-  }
-  cp_async_wait<0>();
-
-#pragma unroll
-  for (int j = 0; j < MT8; j++)
-#pragma unroll
-    for (int r = 0; r < 4; r++)
-      red[(8 * j + 2 * q + (r & 1)) * NTCP + warp * 16 + g + 8 * (r >> 1)] = acc[j][r];
-
-  tile_epilogue_from_smem<NTC, NTCP, NTHR>(p, red, rows, t0, n0, split, tile);
-}
-
-constexpr int kStagedNW = 4, kStagedNS = 3;
-template <int MT8>
-constexpr int staged_smem() {
-  return (MT8 * 8 * (kStagedNW * 16 + 4) * 4 + 127) / 128 * 128 + kStagedNW * kStagedNS * kStageBytes;
-}
-
-template <int MT8>
-cudaError_t launch_staged(const Params &p, dim3 grid, cudaStream_t s) {
-  gemm_staged_kernel<MT8, kStagedNW, kStagedNS><<<grid, kStagedNW * 32, staged_smem<MT8>(), s>>>(p);
-  return cudaGetLastError();
-}
-
 template <int MT8, int WT, int NW, bool WN>
 cudaError_t launch_t(const Params &p, dim3 grid, cudaStream_t s) {
   /* Ring depth U: 16-byte W loads in flight per thread = 2*WT*U: 12-16 for m <= 8, 8 for
@@ -395,11 +285,6 @@ __global__ void __launch_bounds__(512) stream_read_kernel(const uint4 *p, int64_
 } // namespace
 
 extern "C" pz_status pz_gemm_kernels_init(bool hopper) {
-  /* The staged kernels take more than the default 48 KB of dynamic shared memory. */
-  PZ_CUDA_CHECK(cudaFuncSetAttribute(gemm_staged_kernel<1, kStagedNW, kStagedNS>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem<1>()));
-  PZ_CUDA_CHECK(cudaFuncSetAttribute(gemm_staged_kernel<2, kStagedNW, kStagedNS>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem<2>()));
   if (hopper) PZ_CHECK(pz_gemm_wgmma_init()); /* sm_90a kernels: Hopper only */
   return PZ_OK;
 }
@@ -427,11 +312,8 @@ extern "C" pz_status pz_gemm_kernel_launch(const pz_gemm_args *a, const pz_gemm_
   const int mt8 = mt8_for(a->m);
   if (mt8 == 16) wt = 1;
   if (wt != 1 && wt != 2) return pz_error(PZ_ERR_INVALID_ARG, "gemm kernel: wt %d not 1 or 2", wt);
-  if (wn == 2) {
-    if (mt8 > 2) return pz_error(PZ_ERR_INVALID_ARG, "gemm kernel: the staged layout (wn 2) takes m <= 16, got %d", a->m);
-    wt = 1;
-    warps = kStagedNW;
-  }
+  if (wn != 0 && wn != 1)
+    return pz_error(PZ_ERR_INVALID_ARG, "gemm kernel: kernel wn %d is not 0, 1, 3 or 4 (the staged wn 2 was removed)", wn);
   const int cols = 16 * wt * (wn ? warps : 1); /* output columns per CTA */
   if (a->n % cols)
     return pz_error(PZ_ERR_INVALID_ARG, "gemm kernel: n=%d is not a multiple of the %d-column tile (wt %d, warps %d%s)",
@@ -452,8 +334,7 @@ extern "C" pz_status pz_gemm_kernel_launch(const pz_gemm_args *a, const pz_gemm_
   p.c_bf16 = a->c_dtype == PZ_BF16;
   p.l2pf = !a->no_l2pf; /* PREZERO_GEMM_L2PF=0 (the handle's options) turns the W prefetch-size hint off */
   dim3 grid(a->n / cols, splits, (a->m + mt8 * 8 - 1) / (mt8 * 8));
-  cudaError_t e = wn == 2 ? (mt8 == 1 ? launch_staged<1>(p, grid, stream) : launch_staged<2>(p, grid, stream))
-                  : wn ? (warps == 4 ? launch_nw<4, true>(p, mt8, wt, grid, stream) : launch_nw<8, true>(p, mt8, wt, grid, stream))
+  cudaError_t e = wn ? (warps == 4 ? launch_nw<4, true>(p, mt8, wt, grid, stream) : launch_nw<8, true>(p, mt8, wt, grid, stream))
                      : (warps == 4 ? launch_nw<4, false>(p, mt8, wt, grid, stream) : launch_nw<8, false>(p, mt8, wt, grid, stream));
   PZ_CUDA_CHECK(e);
   return PZ_OK;
