@@ -89,13 +89,14 @@ typedef struct pz_runtime_opts {
                                        * real rows' results agree within rounding (bit for bit with GQA, or
                                        * with PREZERO_MLA_BALANCE=0: MLA's balanced schedule picks its chunk
                                        * from every row's length). Added in 0.2.0 */
-  int gemm_bn;                        /* PREZERO_GEMM_BN: -1 unset (the tuner table's token tile), 0 the wgmma
+  int gemm_bn;                        /* PREZERO_GEMM_BN: -1 unset (the tuner table's token tile, or
+                                       * the heuristic's: 64 from m 128 at n <= 2048), 0 the wgmma
                                        * kernel always takes all m tokens (up to 256) in one tile (the switch
                                        * that turns the tuned smaller tiles off), 16..256 (a power of two)
                                        * that tile on every automatic wgmma launch. Added in 0.2.0 */
   int mla_waves;                      /* PREZERO_MLA_WAVES: -1 unset (the default) or 2: where one wave of MLA
-                                       * attention v3 CTAs gives a sequence fewer than 4 KV splits (m >= 34
-                                       * rows on 132 SMs), the grid has two waves of split slots (m 64: 4,
+                                       * attention v3 CTAs gives a sequence fewer than 4 KV splits (m x head
+                                       * groups >= 34 on 132 SMs), the grid has two waves of split slots (m 64: 4,
                                        * m 128: 2) and each step's balanced schedule fills the second only
                                        * when its contexts are unequal enough for that to be faster
                                        * (core/kv_sched.h; H200, Kimi-K2 TP 1, contexts in [1024, 16384]:

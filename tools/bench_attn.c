@@ -251,6 +251,7 @@ static int bench_mla(int argc, char **argv) {
     fprintf(md, "MLA decode attention, Kimi-K2 per-rank shapes, context %d, %s (%d SMs). CUDA-graph replay medians, KV and weights rotated beyond L2.\n\n", ctx, prop.name, b.sm_count);
     if (ctx_min > 0) fprintf(md, "Unequal contexts: row i's drawn uniformly from [%d, %d] (seeded); KV bytes are their sum.\n\n", ctx_min, ctx);
     if (paged) fprintf(md, "Paged cache: shuffled 64-token pages read through a block table.\n\n");
+    fprintf(md, "splits = KV split slots per row in the grid (mla.h); with two waves of slots the balanced schedule fills the second only where the contexts are unequal enough (core/kv_sched.h).\n\n");
     fprintf(md, "| TP | heads | m | kernel | splits | KV MB | attn µs | attn TB/s | %% of 4.8 TB/s | read µs | attn / read | op µs |\n");
     pz_bench_md_rule(md, 12, 0);
   }

@@ -30,8 +30,13 @@ static double num(const cJSON *o, const char *k) {
 
 static bool same_cfg(const cJSON *o, const char *flavour, const pz_gemm_config *c) {
   const double bn = num(o, "bn"); /* absent: 0, one tile of all m tokens */
+  /* a flavour column's warps: on the wgmma kernel, wt 1 with warps 9 is the token split, another
+   * kernel than the heuristic's plain one (the heuristic object carries no warps: its own pick) */
+  const double warps = num(o, "warps");
+  const bool split_o = warps == 9 && (int)num(o, "wt") == 1, split_c = c->warps == 9 && c->wt == 1;
   return o && !strcmp(flavour, pz_gemm_flavour_name(c->flavour)) && (int)num(o, "splits") == c->splits &&
-         (int)num(o, "wt") == c->wt && (int)num(o, "wn") == c->wn && (bn < 0 ? 0 : (int)bn) == c->bn;
+         (int)num(o, "wt") == c->wt && (int)num(o, "wn") == c->wn && (bn < 0 ? 0 : (int)bn) == c->bn &&
+         (warps < 0 || c->wn != 3 || split_o == split_c) && (warps < 0 || c->wn == 3 || (int)warps == c->warps);
 }
 
 int main(void) {

@@ -170,6 +170,20 @@ int main(void) {
   ro.gemm_bn = 0;
   c = resolve_ok(&t, 256, 2048, 256, true, NULL);
   CHECK(c.flavour == PZ_GEMM_FULLK && c.wn == 3 && c.bn == 0);
+  /* no table entry: PREZERO_GEMM_BN=0 gets the heuristic's split count for one tile of all m
+   * tokens (m 256, n 2048, k 7168: 4 splits), not the one it chose for tiles of 64 (2 splits,
+   * which with one 256-token tile would leave half the SMs idle) */
+  {
+    const pz_gemm_config tiled = pz_gemm_heuristic(132, 256, 2048, 7168, true, true);
+    const pz_gemm_config whole = pz_gemm_heuristic_tiles(132, 256, 2048, 7168, true, true, false);
+    CHECK(tiled.bn == 64 && whole.bn == 0 && tiled.splits == 2 && whole.splits == 4);
+    c = resolve_ok(&t, 256, 2048, 7168, true, NULL);
+    CHECK(c.bn == 0 && c.splits == whole.splits && c.wt == whole.wt);
+    ro.gemm_bn = -1;
+    c = resolve_ok(&t, 256, 2048, 7168, true, NULL);
+    CHECK(c.bn == 64 && c.splits == tiled.splits);
+    ro.gemm_bn = 0;
+  }
   ro.gemm_bn = 32;
   c = resolve_ok(&t, 256, 2048, 256, true, NULL);
   CHECK(c.bn == 32);

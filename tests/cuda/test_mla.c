@@ -651,6 +651,33 @@ int main(void) {
      * schedule fills one (equal contexts) or both (unequal ones; tests/test_kv_sched.c checks which
      * these two batches take): both against the CPU reference */
     {
+      /* the split count: two waves of slots (v3, fewer than 4 splits in one wave), one wave with
+       * PREZERO_MLA_WAVES=1 or PREZERO_MLA_BALANCE=0 (the former schedule keeps its grid) */
+      layer l;
+      layer_make(&l, &K2_TP1, 300);
+      int sp[3] = {0, 0, 0}, ver = 0;
+      const char *env[3] = {NULL, "PREZERO_MLA_WAVES", "PREZERO_MLA_BALANCE"}, *val[3] = {NULL, "1", "0"};
+      for (int e = 0; e < 3; e++) {
+        if (env[e]) setenv(env[e], val[e], 1);
+        remake_G();
+        pz_mla_cuda_ctx *c = NULL;
+        CHECK_OK(pz_mla_cuda_create(&l.p, 64, G, &c));
+        if (c) {
+          sp[e] = pz_mla_cuda_splits(c, 64);
+          if (e == 0) ver = pz_mla_cuda_attn_version(c);
+          pz_mla_cuda_destroy(c);
+        }
+        if (env[e]) unsetenv(env[e]);
+      }
+      remake_G();
+      CHECK(sp[1] >= 1 && sp[1] == sp[2]);
+      if (ver == 3 && sp[1] < 4) CHECK(sp[0] > sp[1] && sp[0] <= 2 * sp[1] + 1);
+      else CHECK(sp[0] == sp[1]);
+      printf("MLA splits at m 64, Kimi-K2 TP 1, v%d: %d (two waves), %d (PREZERO_MLA_WAVES=1), %d (PREZERO_MLA_BALANCE=0)\n", ver,
+             sp[0], sp[1], sp[2]);
+      layer_free(&l);
+    }
+    {
       int64_t wide[64], flat[64];
       for (int i = 0; i < 64; i++) wide[i] = i % 2 ? 1000 - 7 * i : 65 + i, flat[i] = 300;
       check_paged(&K2_TP1, wide, 64, 1);

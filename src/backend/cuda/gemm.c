@@ -186,10 +186,10 @@ pz_status pz_gemm_check(const pz_gemm_args *a) {
  *   split's partials (bn x 64 fp32 per tile) spread over the SMs at 2 k-blocks of W per 64x64 bf16
  *   W block's worth of bytes, which keeps the picks at the 128-256 CTAs the tuner found; ties go to
  *   fewer splits. */
-static pz_gemm_config heuristic_wgmma(int sm_count, int m, int n, int k, bool zero_init) {
+static pz_gemm_config heuristic_wgmma(int sm_count, int m, int n, int k, bool zero_init, bool token_tiles) {
   pz_gemm_config c = {PZ_GEMM_AUTO, 1, 1, 5, 3, 0};
   if (m >= 16 && n % 128 == 0 && n / 128 >= sm_count / 4) c.wt = 2;
-  if (m >= 128 && c.wt == 1 && n <= 2048) c.bn = 64; /* token tiles of 64: 2 CTAs per SM, fewer splits */
+  if (token_tiles && m >= 128 && c.wt == 1 && n <= 2048) c.bn = 64; /* token tiles of 64: 2 CTAs per SM, fewer splits */
   const int bn = c.bn ? c.bn : pz_gemm_wgmma_bn(m, c.wt);
   const int64_t tiles = (int64_t)(n / (64 * c.wt)) * ((m + bn - 1) / bn);
   const int64_t slots = (int64_t)sm_count * (bn <= 64 && c.wt == 1 ? 2 : 1);
@@ -226,7 +226,11 @@ static pz_gemm_config heuristic_wgmma(int sm_count, int m, int n, int k, bool ze
 }
 
 pz_gemm_config pz_gemm_heuristic(int sm_count, int m, int n, int k, bool zero_init, bool hopper) {
-  if (hopper && n % 64 == 0 && k % 64 == 0) return heuristic_wgmma(sm_count, m, n, k, zero_init);
+  return pz_gemm_heuristic_tiles(sm_count, m, n, k, zero_init, hopper, true);
+}
+
+pz_gemm_config pz_gemm_heuristic_tiles(int sm_count, int m, int n, int k, bool zero_init, bool hopper, bool token_tiles) {
+  if (hopper && n % 64 == 0 && k % 64 == 0) return heuristic_wgmma(sm_count, m, n, k, zero_init, token_tiles);
   pz_gemm_config c = {PZ_GEMM_AUTO, 1, m <= 64 ? 2 : 1, 4, 0, 0}; /* mma.sync: no token tile */
   int tiles = n / (16 * c.wt);
   int target = 4 * sm_count;
@@ -293,7 +297,9 @@ pz_status pz_gemm_resolve(const pz_gemm_target *t, int m, int n, int k, bool zer
     return PZ_OK;
   }
   const char *source = "the heuristic";
-  pz_gemm_config c = pz_gemm_heuristic(t->sm_count, m, n, k, zero_init, t->hopper);
+  /* PREZERO_GEMM_BN=0 (one tile of all m tokens) asks the heuristic for its split count without tiles */
+  const bool tiles = ro->gemm_bn != 0;
+  pz_gemm_config c = pz_gemm_heuristic_tiles(t->sm_count, m, n, k, zero_init, t->hopper, tiles);
   const pz_tuner_entry *e = ro->gemm_tuner && t->table ? pz_tuner_lookup(t->table, m, n, k) : NULL;
   pz_gemm_flavour f = w.flavour;
   const bool automatic = f == PZ_GEMM_AUTO;
@@ -326,7 +332,11 @@ pz_status pz_gemm_resolve(const pz_gemm_target *t, int m, int n, int k, bool zer
         c.splits = t->sm_count;
         if (c.flavour == PZ_GEMM_SPLITK_ZERO) c.flavour = PZ_GEMM_MEMSET_SPLITK;
       }
-      else if (c.wn == 4) c.splits = pz_gemm_heuristic(t->sm_count, m, n, k, zero_init, t->hopper).splits;
+      else if (c.wn == 4) { /* from stream-K: the heuristic's grid (its tile and token tile with the wgmma kernel) */
+        const pz_gemm_config h = pz_gemm_heuristic_tiles(t->sm_count, m, n, k, zero_init, t->hopper, tiles);
+        c.splits = h.splits;
+        if (ro->gemm_wn == 3 && h.wn == 3) c.wt = h.wt, c.warps = h.warps, c.bn = h.bn;
+      }
       c.wn = ro->gemm_wn;
       source = "PREZERO_GEMM_WN";
     }

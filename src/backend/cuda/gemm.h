@@ -117,12 +117,16 @@ pz_status pz_gemm_choose(pz_gemm_ctx *ctx, int m, int n, int k, bool zero_init,
                          pz_gemm_config *out, bool *is_split_k);  /* = pz_gemm_resolve(target(ctx), AUTO) */
 
 /* Heuristic without a table. hopper (and n, k multiples of 64): the wgmma kernel (wn 3, one
- * consumer warpgroup) with the split count of a wave model (gemm.c). Otherwise (fitted to the
+ * consumer warpgroup) with the split count of a wave model (gemm.c), and token tiles of 64 (bn)
+ * from m = 128 with one W tile per CTA and n <= 2048. Otherwise (fitted to the
  * mma.sync rows of bench/results/gemm_h200_tuner_table.json):
  * 4-warp CTAs of 16*wt columns, wt 2 for m <= 64 else 1, split count so that (n tiles x splits)
  * is about 4 CTAs per SM, each split keeping >= 8 K chunks of 32 (at most 32 splits). flavour: SPLITK_ATOMIC
  * (zero_init false) / SPLITK_ZERO (zero_init true), FULLK when splits comes out as 1. */
 pz_gemm_config pz_gemm_heuristic(int sm_count, int m, int n, int k, bool zero_init, bool hopper);
+/* The same; token_tiles false: no token tile (bn 0) and the split count chosen for one tile of all m
+ * tokens (what PREZERO_GEMM_BN=0 asks of the resolver). pz_gemm_heuristic passes true. */
+pz_gemm_config pz_gemm_heuristic_tiles(int sm_count, int m, int n, int k, bool zero_init, bool hopper, bool token_tiles);
 /* True when the handle's device is a Hopper (compute capability 9) and the wgmma kernel runs. */
 bool pz_gemm_ctx_has_wgmma(const pz_gemm_ctx *ctx);
 
@@ -181,9 +185,8 @@ int pz_gemm_wgmma_bn(int m, int wt);
  * called by pz_gemm_kernels_init on a compute-capability-9 device. Errors: PZ_ERR_UNSUPPORTED,
  * PZ_ERR_CUDA. */
 pz_status pz_gemm_wgmma_init(void);
-/* Raises the staged kernels' dynamic shared-memory limit on the current device and, when
- * `hopper` (compute capability 9, read once by pz_gemm_ctx_create), initialises the wgmma kernel
- * (pz_gemm_wgmma_init). Errors: PZ_ERR_CUDA, PZ_ERR_UNSUPPORTED. */
+/* When `hopper` (compute capability 9, read once by pz_gemm_ctx_create), initialises the wgmma
+ * kernels (pz_gemm_wgmma_init); nothing otherwise. Errors: PZ_ERR_CUDA, PZ_ERR_UNSUPPORTED. */
 pz_status pz_gemm_kernels_init(bool hopper);
 /* Number of semaphore ints a launch needs (2 per (token chunk, 16*wt-column n tile)); bounds
  * the wider tiles of wn 1 too. */

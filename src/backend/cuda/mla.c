@@ -32,7 +32,7 @@ static int splits_for(const pz_mla_cuda_ctx *c, int m, int waves) {
     int64_t per = (int64_t)m * c->head_groups, slots = (int64_t)c->sm_count * c->ctas_per_sm;
     if (per < 1) per = 1;
     s = (int)(slots / per);
-    if (waves == 2 && s < 4) s = (int)(2 * slots / per); /* m*splits <= 2*slots/head groups <= ms_cap */
+    if (waves == 2 && s < 4) s = (int)(2 * slots / per); /* m*splits <= 2*slots/m/head groups; ms_cap clamps below */
   }
   if (s > c->max_splits) s = c->max_splits;
   if (c->ms_cap > 0 && (int64_t)s * m > c->ms_cap) s = (int)(c->ms_cap / m);
@@ -68,6 +68,7 @@ pz_status pz_mla_cuda_create(const pz_mla_params *p, int m_max, pz_gemm_ctx *gem
   c->forced_splits = ro && ro->mla_splits > 0 ? ro->mla_splits : 0;
   c->waves = ro && ro->mla_waves == 1 ? 1 : 2;
   c->k.balance = !(ro && ro->mla_balance == 0); /* -1 unset or 1: on */
+  if (!c->k.balance) c->waves = 1; /* the former schedule (PREZERO_MLA_BALANCE=0) keeps its one wave */
   pz_status st;
   for (;; version--) {
     c->mt = pz_mla_k_attn_mt((int)H, version);

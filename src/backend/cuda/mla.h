@@ -60,15 +60,16 @@ pz_status pz_mla_cuda_create(const pz_mla_params *p, int m_max, pz_gemm_ctx *gem
 /* Frees the scratch (not the borrowed GEMM handle); NULL is ignored. */
 void pz_mla_cuda_destroy(pz_mla_cuda_ctx *c);
 
-/* KV splits per sequence for m rows: PREZERO_MLA_SPLITS (1 = no split) when set, else
+/* KV split slots per sequence for m rows: PREZERO_MLA_SPLITS (1 = no split) when set, else
  * max(1, floor(resident attention CTAs / (m * head groups))), at most 64: one wave of CTAs; with
- * attention v3, where that is below 4, floor(2 * resident CTAs / (m * head groups)): two waves
- * (PREZERO_MLA_WAVES=1 keeps one). The grid has that many slots; each step's balanced schedule
- * (core/kv_sched.h) fills only the one-wave share of them unless its contexts are unequal enough
- * for the second wave to be faster, so equal contexts run as with one wave
- * (the override is clamped to the scratch: m*splits <= 2*max(m_max, resident CTAs / head groups)).
- * A CTA's slice is ceil((pos+1)/splits) rounded up to 32 positions, computed on the device
- * from pos, so a captured graph stays right as positions advance. */
+ * attention v3 and the balanced schedule, where that is below 4, floor(2 * resident CTAs / (m *
+ * head groups)): two waves (PREZERO_MLA_WAVES=1 or PREZERO_MLA_BALANCE=0 keep one). Either is
+ * clamped to the scratch: m*splits <= 2*max(m_max, resident CTAs / head groups). The grid has that
+ * many slots per sequence; each step's balanced schedule (core/kv_sched.h) fills only the one-wave
+ * share of them unless its contexts are unequal enough for the second wave to be faster, so equal
+ * contexts run as with one wave. The slices are computed on the device from pos (the balanced
+ * schedule, or with PREZERO_MLA_BALANCE=0 ceil((pos+1)/splits) rounded up to 32 positions), so a
+ * captured graph stays right as positions advance. */
 int pz_mla_cuda_splits(const pz_mla_cuda_ctx *c, int m);
 
 /* One decode step (pz_ref_mla_decode's steps, in stream order):
