@@ -16,6 +16,8 @@
 #include <string.h>
 #include "backend/cpu/ref_ops.h"
 #include "backend/cuda/mla.h"
+#include "backend/cuda/mla_kernels.h" /* PZ_MLA_MAX_SPLITS */
+#include "core/kv_sched.h"
 #include "core/kv_pages.h"
 #include "passes/prezero.h"
 #include "pz_test.h"
@@ -367,6 +369,19 @@ static void check_paged(const shape *s, const int64_t *ctx, int m, int graph) {
   const int64_t ulp = cache_vs_ref(rc, gc, &st, l.kvw);
   double wr, wm;
   out_vs_ref(ref, got, m, H, &wr, &wm);
+  if (!getenv("PREZERO_MLA_BALANCE")) { /* the slot offsets the device's schedule wrote: its host twin's */
+    int32_t *doff = malloc(sizeof(int32_t) * (size_t)(m + 1)), *hoff = malloc(sizeof(int32_t) * (size_t)(m + 1));
+    int s1 = 0;
+    CHECK_OK(pz_mla_cuda_last_schedule(c, m, doff, &s1));
+    pz_kv_sched_waves(pos, m, pz_mla_cuda_splits(c, m), s1, PZ_MLA_MAX_SPLITS, hoff);
+    if (memcmp(doff, hoff, sizeof(int32_t) * (size_t)(m + 1))) {
+      fprintf(stderr, "%s m=%d: the device's slot offsets differ from pz_kv_sched_waves (slots %d vs %d, splits %d / %d)\n",
+              s->name, m, doff[m], hoff[m], pz_mla_cuda_splits(c, m), s1);
+      pz_test_failures++;
+    }
+    free(doff);
+    free(hoff);
+  }
   int64_t dout[2] = {0, 0}, dpool[2] = {0, 0}, dgraph = -1;
   for (int v = 0; v < 2; v++) {
     paged pg;

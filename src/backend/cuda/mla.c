@@ -42,6 +42,20 @@ static int splits_for(const pz_mla_cuda_ctx *c, int m, int waves) {
 
 int pz_mla_cuda_splits(const pz_mla_cuda_ctx *c, int m) { return splits_for(c, m, c->waves); }
 
+/* The one-wave split count a launch of m rows is given (bind_io), at most its split count. */
+static int splits1_for(const pz_mla_cuda_ctx *c, int m) {
+  const int s1 = splits_for(c, m, 1), s = pz_mla_cuda_splits(c, m);
+  return s1 < s ? s1 : s;
+}
+
+pz_status pz_mla_cuda_last_schedule(const pz_mla_cuda_ctx *c, int m, int32_t *off, int *splits1) {
+  if (!c || !off || m < 1 || m > c->m_max)
+    return pz_error(PZ_ERR_INVALID_ARG, "mla cuda: NULL argument or m %d outside 1..m_max", m);
+  PZ_CUDA_CHECK(cudaMemcpy(off, c->k.sched, sizeof(int32_t) * (size_t)(m + 1), cudaMemcpyDeviceToHost));
+  if (splits1) *splits1 = splits1_for(c, m);
+  return PZ_OK;
+}
+
 pz_status pz_mla_cuda_create(const pz_mla_params *p, int m_max, pz_gemm_ctx *gemm, pz_mla_cuda_ctx **out) {
   if (!p || !out || !gemm || m_max < 1 || m_max > 256)
     return pz_error(PZ_ERR_INVALID_ARG, "mla cuda: NULL argument or m_max %d outside 1..256", m_max);
@@ -179,8 +193,7 @@ static pz_status bind_io(pz_mla_cuda_ctx *c, int m, const pz_mla_cuda_io *io, pz
   k->rows = io->rows;
   k->w_uk = io->w_uk; k->w_uv = io->w_uv;
   k->splits = pz_mla_cuda_splits(c, m);
-  k->splits1 = splits_for(c, m, 1); /* the batch's schedule takes one wave where that is no slower */
-  if (k->splits1 > k->splits) k->splits1 = k->splits;
+  k->splits1 = splits1_for(c, m); /* the batch's schedule takes one wave where that is no slower */
   return PZ_OK;
 }
 

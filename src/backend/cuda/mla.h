@@ -71,6 +71,12 @@ void pz_mla_cuda_destroy(pz_mla_cuda_ctx *c);
  * schedule, or with PREZERO_MLA_BALANCE=0 ceil((pos+1)/splits) rounded up to 32 positions), so a
  * captured graph stays right as positions advance. */
 int pz_mla_cuda_splits(const pz_mla_cuda_ctx *c, int m);
+/* For tests: the slot offsets off[0..m] (m + 1 ints, core/kv_sched.h) that the last attention launch
+ * of m rows wrote with the balanced schedule (not written with PREZERO_MLA_BALANCE=0), copied from the
+ * device (the caller synchronises first), and *splits1 (may be NULL) the one-wave split count that
+ * launch was given; pz_kv_sched_waves(pos, m, pz_mla_cuda_splits(c, m), *splits1, PZ_MLA_MAX_SPLITS)
+ * is its host twin. Errors: PZ_ERR_INVALID_ARG (NULL, m outside 1..m_max), PZ_ERR_CUDA. */
+pz_status pz_mla_cuda_last_schedule(const pz_mla_cuda_ctx *c, int m, int32_t *off, int *splits1);
 
 /* One decode step (pz_ref_mla_decode's steps, in stream order):
  *   prep kernel: q_a_layernorm -> bf16 scratch; kv_a_layernorm + RoPE(k_pe) -> cache row pos[i];
