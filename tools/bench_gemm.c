@@ -150,7 +150,7 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
     fprintf(md, "# prezero bench gemm\n\nDate: %s. Command: `%s`. CUDA-graph timings (µs), weights rotated so they stream "
                 "from HBM; best ours = the fastest of our flavours; AUTO = what the table / heuristic resolves to.\n\n",
             cJSON_IsString(date) ? date->valuestring : "?", cJSON_IsString(cmd) ? cmd->valuestring : "?");
-    fprintf(md, "| model | TP | gemm | n | k | m | MB | read µs | cuBLAS µs | atomic (1) | zero (2) | memset (3) | fullk (4) | serial (5) | best ours | best/cuBLAS | best/read | %% HBM limit | zero cost 2−1 | zero cost 3−1 | heuristic µs | AUTO (zero_init false) |\n");
+    fprintf(md, "| model | TP | gemm | n | k | m | MB | read µs | cuBLAS µs | atomic (1) | zero (2) | memset (3) | fullk (4) | serial (5) | best ours | best/cuBLAS | best/read | %% HBM limit | zero cost 2−1 | zero cost 3−1 | heuristic µs (its pick) | AUTO (zero_init false) |\n");
     pz_bench_md_rule(md, 22, 0);
   }
   int misses_read = 0, misses_cublas = 0, nrows = 0, heur_misses = 0;
@@ -193,6 +193,7 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
         if (st != PZ_OK) break;
       }
       double heur_us = 0;
+      char heur_tag[48] = ""; /* the heuristic's pick, e.g. "atomic s2 wt1 bn64" */
       char auto_tag[64] = "?";
       const double *us = me->e.us;
       const pz_gemm_config *cf = me->e.cfg;
@@ -277,6 +278,9 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
           best_sum += best;
           if (hus > 1.10 * best) heur_misses++;
           heur_us = hus;
+          char tile[16] = "";
+          if (hc.bn) snprintf(tile, sizeof tile, " bn%d", hc.bn);
+          snprintf(heur_tag, sizeof heur_tag, "%s s%d wt%d%s", pz_gemm_flavour_name(hc.flavour), hc.splits, hc.wt, tile);
         }
       }
       cJSON_AddStringToObject(r, "best_ours", pz_gemm_flavour_name((pz_gemm_flavour)bestf));
@@ -287,16 +291,16 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
       cJSON_AddNumberToObject(r, "zero_cost_2_minus_1_us", us[2] - us[1]);
       cJSON_AddNumberToObject(r, "zero_cost_3_minus_1_us", us[3] - us[1]);
       cJSON_AddItemToArray(rows, r);
-      printf("%-22s m=%-3d n=%-5d k=%-5d read %6.2f cublas %6.2f | 1:%6.2f(s%d,w%d,x%d%s,b%d) 2:%6.2f 3:%6.2f 4:%6.2f 5:%6.2f | best %-6s %6.2f  /cublas %.2f /read %.2f  HBM %3.0f%%  z2 %+.2f z3 %+.2f heur %.2f\n",
+      printf("%-22s m=%-3d n=%-5d k=%-5d read %6.2f cublas %6.2f | 1:%6.2f(s%d,w%d,x%d%s,b%d) 2:%6.2f 3:%6.2f 4:%6.2f 5:%6.2f | best %-6s %6.2f  /cublas %.2f /read %.2f  HBM %3.0f%%  z2 %+.2f z3 %+.2f heur %.2f (%s)\n",
              label, m, sh->n, sh->k, me->read_us, cub, us[1], cf[1].splits, cf[1].wt, cf[1].warps, kern_tag(cf[1].wn), cf[1].bn, us[2], us[3], us[4], us[5],
              pz_gemm_flavour_name((pz_gemm_flavour)bestf), best, best / cub, best / me->read_us, 100.0 * limit / best,
-             us[2] - us[1], us[3] - us[1], heur_us);
+             us[2] - us[1], us[3] - us[1], heur_us, heur_tag);
       fflush(stdout);
       if (md)
-        fprintf(md, "| %s | %d | %s | %d | %d | %d | %.1f | %.2f | %.2f | %.2f (s%d w%d x%d%s b%d) | %.2f (s%d) | %.2f | %.2f | %.2f (s%d) | %s %.2f | %.2f | %.2f | %.0f%% | %+.2f | %+.2f | %.2f | %s |\n",
+        fprintf(md, "| %s | %d | %s | %d | %d | %d | %.1f | %.2f | %.2f | %.2f (s%d w%d x%d%s b%d) | %.2f (s%d) | %.2f | %.2f | %.2f (s%d) | %s %.2f | %.2f | %.2f | %.0f%% | %+.2f | %+.2f | %.2f (%s) | %s |\n",
                 sh->model, sh->tp, sh->gemm, sh->n, sh->k, m, bytes / 1e6, me->read_us, cub, us[1], cf[1].splits,
                 cf[1].wt, cf[1].warps, kern_tag(cf[1].wn), cf[1].bn, us[2], cf[2].splits, us[3], us[4], us[5], cf[5].splits, pz_gemm_flavour_name((pz_gemm_flavour)bestf),
-                best, best / cub, best / me->read_us, 100.0 * limit / best, us[2] - us[1], us[3] - us[1], heur_us, auto_tag);
+                best, best / cub, best / me->read_us, 100.0 * limit / best, us[2] - us[1], us[3] - us[1], heur_us, heur_tag, auto_tag);
     }
   }
   int rc = 0;
