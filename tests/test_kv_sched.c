@@ -9,6 +9,7 @@
  * its rule recomputed by brute force: equal contexts always keep one wave. */
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include "core/kv_sched.h"
 #include "pz_test.h"
 
@@ -140,6 +141,18 @@ int main(void) {
     two_waves += c != c1;
   }
   CHECK(two_waves > 0 && two_waves < waves_trials);
+  /* splits1 == splits (one wave only: forced splits, versions 1 / 2, PREZERO_MLA_WAVES=1): pz_kv_sched */
+  for (int t = 0; t < 2000; t++) {
+    const int m = 1 + (int)(next_u32() % 256), splits = 1 + (int)(next_u32() % MAXS);
+    const int span = 1 + (int)(next_u32() % 32768);
+    for (int i = 0; i < m; i++) pos[i] = (int32_t)(next_u32() % (uint32_t)span);
+    int32_t a[300], b[300];
+    const int64_t ca = pz_kv_sched_waves(pos, m, splits, splits, MAXS, a), cb = pz_kv_sched(pos, m, splits, MAXS, b);
+    if (ca != cb || memcmp(a, b, sizeof(int32_t) * (size_t)(m + 1))) {
+      fprintf(stderr, "waves: splits1 == splits = %d, m=%d: C %lld, pz_kv_sched %lld\n", splits, m, (long long)ca, (long long)cb);
+      pz_test_failures++;
+    }
+  }
   /* the benchmark's mixed batches take the second wave (m 128: 2 splits against 1; m 64: 4 against 2) */
   int bench_two[2] = {0, 0};
   for (int t = 0; t < 200; t++) {
