@@ -32,7 +32,7 @@ static int splits_for(const pz_mla_cuda_ctx *c, int m, int waves) {
     int64_t per = (int64_t)m * c->head_groups, slots = (int64_t)c->sm_count * c->ctas_per_sm;
     if (per < 1) per = 1;
     s = (int)(slots / per);
-    if (waves == 2 && s < 4) s = (int)(2 * slots / per); /* m*splits <= 2*slots/m/head groups; ms_cap clamps below */
+    if (waves == 2 && s < 4) s = (int)(2 * slots / per); /* s * m * head groups <= 2 * slots; ms_cap clamps below */
   }
   if (s > c->max_splits) s = c->max_splits;
   if (c->ms_cap > 0 && (int64_t)s * m > c->ms_cap) s = (int)(c->ms_cap / m);
@@ -80,9 +80,7 @@ pz_status pz_mla_cuda_create(const pz_mla_params *p, int m_max, pz_gemm_ctx *gem
   const pz_runtime_opts *ro = pz_gemm_ctx_opts(gemm);
   int version = ro && ro->mla_attn >= 1 && ro->mla_attn <= 3 ? ro->mla_attn : H > 16 ? 3 : 2;
   c->forced_splits = ro && ro->mla_splits > 0 ? ro->mla_splits : 0;
-  c->waves = ro && ro->mla_waves == 1 ? 1 : 2;
   c->k.balance = !(ro && ro->mla_balance == 0); /* -1 unset or 1: on */
-  if (!c->k.balance) c->waves = 1; /* the former schedule (PREZERO_MLA_BALANCE=0) keeps its one wave */
   pz_status st;
   for (;; version--) {
     c->mt = pz_mla_k_attn_mt((int)H, version);
@@ -90,7 +88,10 @@ pz_status pz_mla_cuda_create(const pz_mla_params *p, int m_max, pz_gemm_ctx *gem
     if (st == PZ_OK || version == 1) break;
   }
   c->attn_version = version;
-  if (version != 3) c->waves = 1; /* two waves measured on v3 only (bench/results/attn_paged_h200/attn_*_splits*) */
+  /* two waves of split slots: v3 with the balanced schedule (measured on v3 only, bench/results/
+   * attn_paged_h200/attn_*_splits*; PREZERO_MLA_BALANCE=0, the former schedule, keeps one) unless
+   * PREZERO_MLA_WAVES=1 */
+  c->waves = version == 3 && c->k.balance && !(ro && ro->mla_waves == 1) ? 2 : 1;
   c->head_groups = (int)((H + 16 * c->mt - 1) / (16 * c->mt));
   c->max_splits = PZ_MLA_MAX_SPLITS;
   int dev = 0;
