@@ -732,6 +732,10 @@ int main(void) {
     bad.kv_lora_rank = 80;
     CHECK_ST(pz_mla_cuda_create(&bad, 4, g, &c), PZ_ERR_UNSUPPORTED);
     CHECK_OK(pz_mla_cuda_create(&l.p, 4, g, &c));
+    int32_t off5[6];
+    CHECK_ST(pz_mla_cuda_last_schedule(NULL, 3, off5, NULL), PZ_ERR_INVALID_ARG);
+    CHECK_ST(pz_mla_cuda_last_schedule(c, 3, NULL, NULL), PZ_ERR_INVALID_ARG);
+    CHECK_ST(pz_mla_cuda_last_schedule(c, 5, off5, NULL), PZ_ERR_INVALID_ARG); /* m above m_max 4 */
     step st;
     step_make(&st, &l, 3, 16);
     pz_mla_cuda_io io = gpu_io(&l, &st);
