@@ -17,6 +17,8 @@
 #   attn_waves `prezero bench attn` TP 1/2/4/8 paged (ctx 8192) and mixed [1024, 16384]: MLA splits by two waves (default),
 #              then PREZERO_MLA_WAVES=1 (one wave)
 #   attn_splits  `prezero bench attn` TP 1/2, m 64/128, mixed and uniform contexts with PREZERO_MLA_SPLITS=2 and 4
+#   moe_int4   `prezero bench moe --quant int4` alone (W4A16 cp.async ring, register loads and stored layout, one run)
+#   quant_wk   `prezero bench moe --quant int4` per W4A16 K split (PZ_WK_LIST, default "dn1 dn2 dn8 up1"; PZ_WK_ARGS)
 #   attn_mixed `prezero bench attn` on mixed contexts [1024, 16384], paged: balanced schedule, then PREZERO_MLA_BALANCE=0
 #   step_pad   `prezero bench step --batch 32,128 --rows 17`: padded steps, padding rows at one position, then
 #              PREZERO_PAD_ATTN=0 (their whole context)
@@ -241,6 +243,16 @@ for s in $sections; do
       CUDA_VISIBLE_DEVICES=0 run compare_kimi_k25_tp1 ${PZ_T_COMPARE_Q:-540} $P compare --config kimi_k25 --tp 1 --osl 128 \
         ${PZ_QUANT_COMPARE_ARGS:-} --out $W/compare_kimi_k25_tp1
       grep -h "layers fit\|^Notes" $W/compare_kimi_k25_tp1/compare.md 2>/dev/null | cut -c1-240 | tee -a "$S" ;;
+    moe_int4)  # issue 15: bench moe --quant int4 alone (no compare): the cp.async ring (default) and, in the same
+      # run, the register-load kernel (PREZERO_MOE_W4_RING=0) and the stored layout
+      run bench_moe_int4 ${PZ_T_MOE_Q:-240} $P bench moe --quant int4 --json $W/moe_h200_int4.json --md $W/moe_h200_int4.md
+      grep -E "^\|" $W/moe_h200_int4.md | cut -c1-200 | tee -a "$S" ;;
+    quant_wk)  # issue 15: the W4A16 K split per work item, A/B: PZ_WK_LIST items dnN (--w4-wk-dn N) / upN (--w4-wk-up N)
+      for a in ${PZ_WK_LIST:-dn1 dn2 dn8 up1}; do
+        run bench_moe_int4_wk$a 120 $P bench moe --quant int4 ${PZ_WK_ARGS:---m 4,16,64,128} --w4-wk-${a:0:2} ${a:2} \
+          --json $W/moe_h200_int4_wk$a.json --md $W/moe_h200_int4_wk$a.md
+        grep -E "^\| [0-9]" $W/moe_h200_int4_wk$a.md | awk -F'|' -v a=$a '{print a, "tp", $2, "m", $3, "us", $6, $8}' | tee -a "$S"
+      done ;;
     consumer) run consumer ${PZ_T_CONSUMER:-300} ctest --test-dir $B -R installed_consumer -V
       grep -E "CUDA part|all checks passed|FAIL" "$W/consumer.txt" | sed 's/^[0-9]*: //' | tee -a "$S" ;;
     attn_mixed)  # issue 18: contexts drawn from [1024, 16384], paged: the balanced split-KV schedule, then the former

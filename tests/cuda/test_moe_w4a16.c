@@ -99,6 +99,16 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
     cudaMemcpy(t[d], dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
   }
   CHECK(!memcmp(t[0], t[1], 4 * (size_t)m * H));
+  { /* the register-load kernel (w4_no_ring, PREZERO_MOE_W4_RING=0) computes the same sums in the same
+       order as the cp.async ring (the default): bit-identical */
+    pz_moe_q_args b = *a;
+    b.w4_tiled = 1;
+    b.w4_no_ring = 1;
+    CHECK_OK(pz_moe_w4a16_launch(&b, 0));
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    cudaMemcpy(t[1], dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
+    CHECK(!memcmp(t[0], t[1], 4 * (size_t)m * H));
+  }
   double worst = 0, vs = 0;
   int bad = 0;
   size_t same = 0;
@@ -121,27 +131,43 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
   b.s_up = (const char *)a->s_up + 4;
   CHECK_ST(pz_moe_w4a16_launch(&b, 0), PZ_ERR_INVALID_ARG);
   for (int d = 0; d < 2; d++) free(t[d]);
-  /* gate/up K split over 1, 2, 4 or 8 warps (w4_wk_up, A/B runs): within the same bound */
+  /* gate/up or down K split over 1, 2, 4 or 8 warps (w4_wk_up / w4_wk_dn, A/B runs): within the same
+     bound, and the ring and the register loads bit-identical at each split */
   static const int wks[] = {1, 2, 4, 8};
-  float *tk = malloc(4 * (size_t)m * H);
-  for (int q = 0; q < 4 && tk; q++) {
+  float *tk = malloc(4 * (size_t)m * H), *tr = malloc(4 * (size_t)m * H);
+  for (int q = 0; q < 8 && tk && tr; q++) {
     pz_moe_q_args c = *a;
     c.w4_tiled = 1;
-    c.w4_wk_up = wks[q];
-    CHECK_OK(pz_moe_w4a16_launch(&c, 0));
-    CHECK(cudaDeviceSynchronize() == cudaSuccess);
-    cudaMemcpy(tk, dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
+    if (q < 4) c.w4_wk_up = wks[q];
+    else c.w4_wk_dn = wks[q - 4];
+    for (int ring = 0; ring < 2; ring++) {
+      c.w4_no_ring = ring;
+      CHECK_OK(pz_moe_w4a16_launch(&c, 0));
+      CHECK(cudaDeviceSynchronize() == cudaSuccess);
+      cudaMemcpy(ring ? tr : tk, dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
+    }
+    if (memcmp(tk, tr, 4 * (size_t)m * H)) {
+      fprintf(stderr, "tiled, %s %d: the ring and the register loads differ\n", q < 4 ? "w4_wk_up" : "w4_wk_dn", wks[q % 4]);
+      pz_test_failures++;
+    }
     int badq = 0;
     for (int i = 0; i < m; i++) {
       double mx = 0;
       for (int64_t j = 0; j < H; j++) mx = fmax(mx, fabs(ref[i * H + j]));
       for (int64_t j = 0; j < H; j++) badq += !(fabs((double)tk[i * H + j] - ref[i * H + j]) <= TOL_REL * mx + 1e-6);
     }
-    if (badq) { fprintf(stderr, "tiled, w4_wk_up %d: %d values outside the bound\n", wks[q], badq); pz_test_failures++; }
+    if (badq) {
+      fprintf(stderr, "tiled, %s %d: %d values outside the bound\n", q < 4 ? "w4_wk_up" : "w4_wk_dn", wks[q % 4], badq);
+      pz_test_failures++;
+    }
   }
   free(tk);
+  free(tr);
   b = *a;
   b.w4_wk_up = 3;
+  CHECK_ST(pz_moe_w4a16_launch(&b, 0), PZ_ERR_INVALID_ARG);
+  b = *a;
+  b.w4_wk_dn = 6;
   CHECK_ST(pz_moe_w4a16_launch(&b, 0), PZ_ERR_INVALID_ARG);
   cudaFree(tmp);
 }

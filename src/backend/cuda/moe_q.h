@@ -65,6 +65,12 @@ typedef struct pz_moe_q_args {
                  * 4 or 8 (items of 16 x 8 / w4_wk_up rows), 0 = the default: tiled experts with
                  * I >= 1024 take 2, else by H (8 for H >= 4096). Results agree
                  * within rounding (the K slices add in warp order) */
+  int w4_wk_dn; /* W4A16, for A/B runs: the same for the down K (inter), 0 = the default: 8 for inter >= 4096,
+                 * 4 from 2048, 2 from 1024, else 1 */
+  int w4_no_ring; /* W4A16, tiled experts: 1 = each warp loads its weights into registers and computes them
+                   * (one super-chunk in flight), 0 (default) = each warp streams them through a cp.async ring
+                   * in its own 6912 bytes of shared memory, 2-5 super-chunks ahead (PREZERO_MOE_W4_RING=0
+                   * gives 1); bit-identical results */
 } pz_moe_q_args;
 
 size_t pz_moe_w4a16_workspace_bytes(int max_m, int64_t H, const pz_moe_params *p);

@@ -410,6 +410,107 @@ struct W4T {
   }
 };
 
+// ---------------------------------------------------------------- tiled layout, cp.async ring (W4TR)
+// The W4T tile with its loads moved off the registers: each warp streams its super-chunks through a
+// ring of kStages stages in its own slice of shared memory (cp.async.cg: L2 -> shared, no L1), kept
+// kStages - 1 super-chunks ahead of the one it computes, so every warp has 2-5 super-chunks of
+// weights in flight instead of at most one, at the same 64 registers and 4 CTAs per SM. A stage
+// is what W4T loads for one super-chunk: per matrix the 1024 bytes of words (units lane and
+// 32 + lane: rows g and g + 8) and the 128 bytes of scales (8 units; lanes 0..7 copy them). The
+// compute (tcompute) and so the results are W4T's exactly. The multistage cp.async pipeline is the
+// standard Ampere-and-later one (CUDA C++ Programming Guide, "Asynchronous Data Copies"; Marlin
+// streams its INT4 weights the same way).
+
+__device__ __forceinline__ void cp16(uint32_t dst, const void *src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+constexpr int kRingWarp = 6912;  // bytes of shared memory per warp: 8 warps x 4 CTAs fit an SM (228 KB)
+
+template <bool DUAL>
+struct ring_geo {
+  static constexpr int kMat = 1024 + 128;             // words + scales of one matrix, one super-chunk
+  static constexpr int kStage = kMat * (DUAL ? 2 : 1);
+  static constexpr int kStages = kRingWarp / kStage;  // DUAL 3, else 6
+  static_assert(kStages >= 2, "the ring needs two stages");
+};
+
+// Copies super-chunk sc of the warp's row block into the stage at shared address st. wa / wb: the
+// block's words at this lane's unit; qa / qb: the block's scale units at min(lane, 7).
+template <bool DUAL>
+__device__ __forceinline__ void rissue(uint32_t st, const uint4 *wa, const uint4 *wb, const uint4 *qa, const uint4 *qb,
+                                       int sc, int lane) {
+  cp16(st + 16 * lane, wa + sc * 64);
+  cp16(st + 512 + 16 * lane, wa + sc * 64 + 32);
+  if (lane < 8) cp16(st + 1024 + 16 * lane, qa + sc * 8);
+  if (DUAL) {
+    constexpr uint32_t o = ring_geo<true>::kMat;
+    cp16(st + o + 16 * lane, wb + sc * 64);
+    cp16(st + o + 512 + 16 * lane, wb + sc * 64 + 32);
+    if (lane < 8) cp16(st + o + 1024 + 16 * lane, qb + sc * 8);
+  }
+}
+
+template <bool DUAL, int NT>
+__device__ __forceinline__ void warp_tile_r(const uint4 *wa, const uint4 *wb, const uint4 *qa, const uint4 *qb, int cb,
+                                            int ce, const __nv_bfloat16 *const (&xr)[NT], float (&acc)[2][NT][4],
+                                            unsigned char *ring) {
+  using G = ring_geo<DUAL>;
+  constexpr int S = G::kStages;
+  const int lane = threadIdx.x & 31, c = lane & 3, n = ce - cb;
+  const uint32_t base = (uint32_t)__cvta_generic_to_shared(ring);
+#pragma unroll
+  for (int i = 0; i < S - 1; i++) { /* prologue: S - 1 stages in flight (empty groups past the end) */
+    if (i < n) rissue<DUAL>(base + i * G::kStage, wa, wb, qa, qb, cb + i, lane);
+    cp_commit();
+  }
+  int slot = 0, fill = S - 1; /* stage computed now, stage the next copy goes to */
+  for (int i = 0; i < n; i++) {
+    cp_wait<S - 2>(); /* this lane's copies of super-chunk i have landed */
+    __syncwarp();     /* ... and every lane's (the scale units), and stage i - 1 is read by all */
+    if (i + S - 1 < n) rissue<DUAL>(base + fill * G::kStage, wa, wb, qa, qb, cb + i + S - 1, lane);
+    cp_commit();
+    fill = fill + 1 == S ? 0 : fill + 1;
+    const unsigned char *st = ring + slot * G::kStage;
+    tstage<DUAL> b;
+    b.lo = *reinterpret_cast<const uint4 *>(st + 16 * lane);
+    b.hi = *reinterpret_cast<const uint4 *>(st + 512 + 16 * lane);
+    b.sc = *reinterpret_cast<const uint4 *>(st + 1024 + 16 * (lane >> 2));
+    if (DUAL) {
+      b.lo1 = *reinterpret_cast<const uint4 *>(st + G::kMat + 16 * lane);
+      b.hi1 = *reinterpret_cast<const uint4 *>(st + G::kMat + 512 + 16 * lane);
+      b.sc1 = *reinterpret_cast<const uint4 *>(st + G::kMat + 1024 + 16 * (lane >> 2));
+    }
+    tcompute<DUAL, NT>(b, cb + i, c, xr, acc);
+    slot = slot + 1 == S ? 0 : slot + 1;
+  }
+  cp_wait<0>(); /* only empty groups are left; the slice is the reduction's next (moe_q_common.cuh) */
+  __syncwarp();
+}
+
+// The ring policy over W4T's layout (PREZERO_MOE_W4_RING=0: W4T).
+struct W4TR {
+  static constexpr int kChunk = 128;
+  static constexpr int kMinBlocks = 4;
+  static constexpr int kRingWarpBytes = kRingWarp;
+  template <bool DUAL, int NT>
+  static __device__ __forceinline__ void tile(const seg &s, int e, int row0, int cb, int ce,
+                                              const __nv_bfloat16 *const (&xr)[NT], float (&acc)[2][NT][4]) {
+    const int lane = threadIdx.x & 31, ql = lane < 8 ? lane : 7;
+    const int64_t blk = (int64_t)(s.K / 128) * (row0 / 16);
+    const uint4 *w0 = reinterpret_cast<const uint4 *>(s.w0) + (int64_t)e * (s.wstride / 4) + blk * 64 + lane;
+    const uint4 *w1 = DUAL ? reinterpret_cast<const uint4 *>(s.w1) + (int64_t)e * (s.wstride / 4) + blk * 64 + lane : w0;
+    const uint4 *q0 = reinterpret_cast<const uint4 *>(s.s0) + (int64_t)e * (s.sstride / 8) + blk * 8 + ql;
+    const uint4 *q1 = DUAL ? reinterpret_cast<const uint4 *>(s.s1) + (int64_t)e * (s.sstride / 8) + blk * 8 + ql : q0;
+    warp_tile_r<DUAL, NT>(w0, w1, q0, q1, cb, ce, xr, acc, dyn_smem() + (threadIdx.x >> 5) * kRingWarp);
+  }
+};
+
 // ---------------------------------------------------------------- L2 prefetch (hints only)
 // One warp hints into L2 what its tile over groups [cb, ce) of rows row0..row0+15 will read: lane
 // (row lane % 16, matrix lane / 16 when DUAL, else half lane / 16 of the groups) covers its row's
@@ -513,10 +614,12 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
   up.wstride = I * (H / 8); up.sstride = I * (H / kGroup);
   if (a->w4_wk_up != 0 && a->w4_wk_up != 1 && a->w4_wk_up != 2 && a->w4_wk_up != 4 && a->w4_wk_up != 8)
     return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: w4_wk_up %d is not 0, 1, 2, 4 or 8", a->w4_wk_up);
+  if (a->w4_wk_dn != 0 && a->w4_wk_dn != 1 && a->w4_wk_dn != 2 && a->w4_wk_dn != 4 && a->w4_wk_dn != 8)
+    return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: w4_wk_dn %d is not 0, 1, 2, 4 or 8", a->w4_wk_dn);
   up.N = (int)I; up.K = (int)H; up.WK = a->w4_wk_up ? a->w4_wk_up : choose_wk(H);
   dn.w0 = a->w_down; dn.s0 = a->s_down;
   dn.wstride = H * (I / 8); dn.sstride = H * (I / kGroup);
-  dn.N = (int)H; dn.K = (int)I; dn.WK = choose_wk(I);
+  dn.N = (int)H; dn.K = (int)I; dn.WK = a->w4_wk_dn ? a->w4_wk_dn : choose_wk(I);
   if (a->w4_tiled) { /* pz_moe_w4a16_tile's layout (W4T): 128-column super-chunks, 16-byte units */
     if (H % 128 || I % 128)
       return pz_error(PZ_ERR_SHAPE, "moe w4a16: tiled experts need H %lld and inter %lld multiples of 128",
@@ -528,7 +631,8 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
      * than 8 on the H200 at m = 4..128; at I = 512 (TP 4) 8 stays faster at m <= 16
      * (bench/results/moe_h200_int4_wk_up.md) */
     if (!a->w4_wk_up && I >= 1024) up.WK = 2;
-    return run_all<W4T>(a, l, up, dn, "moe w4a16", stream);
+    return a->w4_no_ring ? run_all<W4T>(a, l, up, dn, "moe w4a16", stream)
+                         : run_all<W4TR>(a, l, up, dn, "moe w4a16", stream);
   }
   /* 16-byte weight loads when every packed array is 16-byte aligned (rows and experts then are:
      K % 32 == 0); otherwise the 4-byte path, same results. */
