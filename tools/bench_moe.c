@@ -29,6 +29,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: prezero bench moe [--quant bf16|int4|fp8] [--json FILE] [--md FILE] [--m 1,4,8,...] [--tp 1,2,4]\n"
           "                         [--reps N] [--w4-wk-up 0|1|2|4|8] [--w4-wk-dn 0|1|2|4|8]\n"
+          "                         [--w4-kernel 0..5]\n"
           "  Times the MoE op (router top-k + gather + routed experts gate/up + SwiGLU + down + combine, and\n"
           "  the bf16 shared expert) for Kimi-K2.5 per-rank shapes (H %d, %d experts, top %d, moe_intermediate\n"
           "  %d / TP, 1 shared) in CUDA-graph replays: %d random logit sets (uniform routing) rotated inside\n"
@@ -43,6 +44,9 @@ static void usage(FILE *f) {
           "              2 for tiled experts with moe_intermediate / TP >= 1024, else by H: 8)\n"
           "  --w4-wk-dn  int4, for A/B runs: the same for the down K (0 = the default: by moe_intermediate / TP,\n"
           "              4 at 2048, 2 at 1024, 1 below)\n"
+          "  --w4-kernel int4, for A/B runs: the tiled experts' kernel (0 = the default; 1 register loads, 2 the\n"
+          "              same with x loaded first, 3 / 4 the cp.async ring of 6912 bytes per warp without / with,\n"
+          "              5 a ring of 4608 bytes with); all bit-identical\n"
           "  int4 is timed in the tiled layout the engine uses (pz_moe_w4a16_tile, PREZERO_MOE_W4_TILED=1) and,\n"
           "  in the same run, in the stored compressed-tensors layout (its us and ratio), and in the tiled layout\n"
           "  with the other load path (PREZERO_MOE_W4_RING: the cp.async ring, default, or register loads; last\n"
@@ -54,7 +58,7 @@ static void usage(FILE *f) {
 
 typedef struct bench_args {
   const char *json_path, *md_path;
-  int quant, ms[16], nm, tps[8], ntp, reps, wk_up, wk_dn;
+  int quant, ms[16], nm, tps[8], ntp, reps, wk_up, wk_dn, w4_kernel;
 } bench_args;
 
 /* Parses the command line (every build). 0: go on; otherwise the exit code (help printed = -1 -> 0). */
@@ -70,7 +74,7 @@ static int parse(int argc, char **argv, bench_args *b) {
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return -1; }
     const bool known = !strcmp(a, "--json") || !strcmp(a, "--md") || !strcmp(a, "--reps") || !strcmp(a, "--m") ||
                        !strcmp(a, "--tp") || !strcmp(a, "--quant") || !strcmp(a, "--w4-wk-up") ||
-                       !strcmp(a, "--w4-wk-dn");
+                       !strcmp(a, "--w4-wk-dn") || !strcmp(a, "--w4-kernel");
     if (!known) { fprintf(stderr, "prezero bench moe: unknown option '%s'; see 'prezero bench moe --help'\n", a); return 2; }
     if (!v) { fprintf(stderr, "prezero bench moe: %s needs a value; see 'prezero bench moe --help'\n", a); return 2; }
     i++;
@@ -90,6 +94,13 @@ static int parse(int argc, char **argv, bench_args *b) {
       }
       if (!strcmp(a, "--w4-wk-up")) b->wk_up = r[0];
       else b->wk_dn = r[0];
+    } else if (!strcmp(a, "--w4-kernel")) {
+      int r[1];
+      if (pz_bench_parse_list(v, r, 1, 0, 5) != 1) {
+        fprintf(stderr, "prezero bench moe: --w4-kernel '%s' is not 0..5\n", v);
+        return 2;
+      }
+      b->w4_kernel = r[0];
     } else if (!strcmp(a, "--reps")) {
       int r[1];
       if (pz_bench_parse_list(v, r, 1, 1, 64) != 1) { fprintf(stderr, "prezero bench moe: --reps '%s' is not a count; use --reps 1..64\n", v); return 2; }
@@ -416,6 +427,7 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
           a.w4_no_ring = lay == 2 ? moe_w4_ring() : !moe_w4_ring();
           a.w4_wk_up = b->wk_up;
           a.w4_wk_dn = b->wk_dn;
+          if (lay == 0) a.w4_kernel = b->w4_kernel;
           lst = pz_moe_route_launch(m, logits + (size_t)(r % NSETS) * max_m * E, E, NULL, &p, ids, wts, s);
           if (lst == PZ_OK) lst = q == Q_INT4 ? pz_moe_w4a16_launch(&a, s) : pz_moe_w8a16_launch(&a, s);
         }

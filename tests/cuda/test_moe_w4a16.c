@@ -99,15 +99,20 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
     cudaMemcpy(t[d], dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
   }
   CHECK(!memcmp(t[0], t[1], 4 * (size_t)m * H));
-  { /* the register-load kernel (w4_no_ring, PREZERO_MOE_W4_RING=0) computes the same sums in the same
-       order as the cp.async ring (the default): bit-identical */
+  for (int k = 0; k <= 5; k++) { /* every tiled kernel (w4_kernel 1..5: register loads, the cp.async rings,
+       x loaded first or not) and the register loads of w4_no_ring (PREZERO_MOE_W4_RING=0) compute the same
+       sums in the same order as the default: bit-identical */
     pz_moe_q_args b = *a;
     b.w4_tiled = 1;
-    b.w4_no_ring = 1;
+    b.w4_kernel = k;
+    b.w4_no_ring = k == 0;
     CHECK_OK(pz_moe_w4a16_launch(&b, 0));
     CHECK(cudaDeviceSynchronize() == cudaSuccess);
     cudaMemcpy(t[1], dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
-    CHECK(!memcmp(t[0], t[1], 4 * (size_t)m * H));
+    if (memcmp(t[0], t[1], 4 * (size_t)m * H)) {
+      fprintf(stderr, "tiled, w4_kernel %d / w4_no_ring %d: differs from the default kernel\n", b.w4_kernel, b.w4_no_ring);
+      pz_test_failures++;
+    }
   }
   double worst = 0, vs = 0;
   int bad = 0;
@@ -141,7 +146,7 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
     if (q < 4) c.w4_wk_up = wks[q];
     else c.w4_wk_dn = wks[q - 4];
     for (int ring = 0; ring < 2; ring++) {
-      c.w4_no_ring = ring;
+      c.w4_kernel = ring ? 1 : 3; /* register loads against the plain ring: both x orders covered above */
       CHECK_OK(pz_moe_w4a16_launch(&c, 0));
       CHECK(cudaDeviceSynchronize() == cudaSuccess);
       cudaMemcpy(ring ? tr : tk, dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
@@ -168,6 +173,9 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
   CHECK_ST(pz_moe_w4a16_launch(&b, 0), PZ_ERR_INVALID_ARG);
   b = *a;
   b.w4_wk_dn = 6;
+  CHECK_ST(pz_moe_w4a16_launch(&b, 0), PZ_ERR_INVALID_ARG);
+  b = *a;
+  b.w4_kernel = 6;
   CHECK_ST(pz_moe_w4a16_launch(&b, 0), PZ_ERR_INVALID_ARG);
   cudaFree(tmp);
 }

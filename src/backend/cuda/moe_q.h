@@ -71,6 +71,10 @@ typedef struct pz_moe_q_args {
                    * (one super-chunk in flight), 0 (default) = each warp streams them through a cp.async ring
                    * in its own 6912 bytes of shared memory, 2-5 super-chunks ahead (PREZERO_MOE_W4_RING=0
                    * gives 1); bit-identical results */
+  int w4_kernel; /* W4A16 tiled experts, for A/B runs (bit-identical results): 0 = the default (w4_no_ring
+                  * chooses), 1 register loads, 2 register loads with each super-chunk's x loaded first,
+                  * 3 the cp.async ring of 6912 bytes per warp, 4 the same with x loaded first, 5 a ring of
+                  * 4608 bytes per warp with x loaded first */
 } pz_moe_q_args;
 
 size_t pz_moe_w4a16_workspace_bytes(int max_m, int64_t H, const pz_moe_params *p);

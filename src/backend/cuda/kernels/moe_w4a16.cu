@@ -13,6 +13,9 @@ namespace {
 
 using namespace moeq;
 constexpr int kGroup = 32;     // INT4 columns per scale = k per chunk
+// The tiled experts' kernel without w4_kernel / w4_no_ring (moe_q.h): 4 = the cp.async ring, 6912 bytes
+// per warp, x loaded ahead.
+#define PZ_W4_KERNEL_DEFAULT 4
 
 // ---------------------------------------------------------------- INT4 x bf16 tensor-core tile
 
@@ -342,14 +345,16 @@ __device__ __forceinline__ void tload(tstage<DUAL> &b, const uint4 *wa, const ui
   }
 }
 
+// x of group G of super-chunk sc for the lane's NT tokens.
+template <int NT>
+__device__ __forceinline__ void tload_x(uint4 (&xv)[NT], const __nv_bfloat16 *const (&xr)[NT], int sc, int G, int c) {
+#pragma unroll
+  for (int j = 0; j < NT; j++) xv[j] = __ldg(reinterpret_cast<const uint4 *>(xr[j] + sc * 128 + G * kGroup + c * 8));
+}
+
+// One group G of a stage against x values xv.
 template <bool DUAL, int NT>
-__device__ __forceinline__ void tcompute(const tstage<DUAL> &b, int sc, int c, const __nv_bfloat16 *const (&xr)[NT],
-                                         float (&acc)[2][NT][4]) {
-#pragma unroll
-  for (int G = 0; G < 4; G++) {
-    uint4 xv[NT];
-#pragma unroll
-    for (int j = 0; j < NT; j++) xv[j] = __ldg(reinterpret_cast<const uint4 *>(xr[j] + sc * 128 + G * kGroup + c * 8));
+__device__ __forceinline__ void tcompute_g(const tstage<DUAL> &b, int G, const uint4 (&xv)[NT], float (&acc)[2][NT][4]) {
     {  /* matrix 0, then (DUAL) matrix 1: one pair of unpacked rows live at a time */
       const uint4 l = unpack8p(comp(b.lo, G)), h = unpack8p(comp(b.hi, G));
       const uint32_t sw = comp(b.sc, G);
@@ -370,6 +375,26 @@ __device__ __forceinline__ void tcompute(const tstage<DUAL> &b, int sc, int c, c
         add_scaled(acc[1][j], d, bf_lo(sw), bf_hi(sw));
       }
     }
+}
+
+// A stage's 4 groups. XH (one n-tile only, where the registers allow): the 4 groups' x are loaded
+// first, all in flight together, instead of each before its group.
+template <bool DUAL, int NT, bool XH>
+__device__ __forceinline__ void tcompute(const tstage<DUAL> &b, int sc, int c, const __nv_bfloat16 *const (&xr)[NT],
+                                         float (&acc)[2][NT][4]) {
+  if constexpr (XH && NT == 1) {
+    uint4 xv[4][1];
+#pragma unroll
+    for (int G = 0; G < 4; G++) tload_x<1>(xv[G], xr, sc, G, c);
+#pragma unroll
+    for (int G = 0; G < 4; G++) tcompute_g<DUAL, 1>(b, G, xv[G], acc);
+  } else {
+#pragma unroll
+    for (int G = 0; G < 4; G++) {
+      uint4 xv[NT];
+      tload_x<NT>(xv, xr, sc, G, c);
+      tcompute_g<DUAL, NT>(b, G, xv, acc);
+    }
   }
 }
 
@@ -381,19 +406,20 @@ __device__ __forceinline__ void tcompute(const tstage<DUAL> &b, int sc, int c, c
 // registers the paths for 2-4 n-tiles (9-32 tokens of one expert in a work item) spill (ptxas:
 // 464 bytes in down, 2092 in gate/up); uniform decode routing runs the 1-n-tile path, which those
 // timings measure.
-template <bool DUAL, int NT>
+template <bool DUAL, int NT, bool XH>
 __device__ __forceinline__ void warp_tile_t(const uint4 *wa, const uint4 *wb, const uint4 *sa, const uint4 *sb, int cb,
                                             int ce, const __nv_bfloat16 *const (&xr)[NT], float (&acc)[2][NT][4]) {
   const int c = threadIdx.x & 3;
   for (int sc = cb; sc < ce; sc++) {
     tstage<DUAL> b;
     tload<DUAL>(b, wa, wb, sa, sb, sc);
-    tcompute<DUAL, NT>(b, sc, c, xr, acc);
+    tcompute<DUAL, NT, XH>(b, sc, c, xr, acc);
   }
 }
 
 // The tiled policy: s.w* words and s.s* scales in pz_moe_w4a16_tile's layout (N % 16 == 0,
 // K % 128 == 0), chunks of 128 columns (4 groups), 4 CTAs per SM (64 registers per thread).
+template <bool XH>
 struct W4T {
   static constexpr int kChunk = 128;
   static constexpr int kMinBlocks = 4;
@@ -406,7 +432,7 @@ struct W4T {
     const uint4 *w1 = DUAL ? reinterpret_cast<const uint4 *>(s.w1) + (int64_t)e * (s.wstride / 4) + blk * 64 + lane : w0;
     const uint4 *s0 = reinterpret_cast<const uint4 *>(s.s0) + (int64_t)e * (s.sstride / 8) + blk * 8 + (lane >> 2);
     const uint4 *s1 = DUAL ? reinterpret_cast<const uint4 *>(s.s1) + (int64_t)e * (s.sstride / 8) + blk * 8 + (lane >> 2) : s0;
-    warp_tile_t<DUAL, NT>(w0, w1, s0, s1, cb, ce, xr, acc);
+    warp_tile_t<DUAL, NT, XH>(w0, w1, s0, s1, cb, ce, xr, acc);
   }
 };
 
@@ -430,13 +456,13 @@ __device__ __forceinline__ void cp_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-constexpr int kRingWarp = 6912;  // bytes of shared memory per warp: 8 warps x 4 CTAs fit an SM (228 KB)
-
-template <bool DUAL>
+// RB bytes of shared memory per warp: 6912 (8 warps x 4 CTAs fill an SM's 228 KB: 3 gate/up stages,
+// 6 down) or 4608 (2 / 4 stages, leaving ~80 KB of L1 for the x rows).
+template <bool DUAL, int RB>
 struct ring_geo {
   static constexpr int kMat = 1024 + 128;             // words + scales of one matrix, one super-chunk
   static constexpr int kStage = kMat * (DUAL ? 2 : 1);
-  static constexpr int kStages = kRingWarp / kStage;  // DUAL 3, else 6
+  static constexpr int kStages = RB / kStage;
   static_assert(kStages >= 2, "the ring needs two stages");
 };
 
@@ -449,18 +475,18 @@ __device__ __forceinline__ void rissue(uint32_t st, const uint4 *wa, const uint4
   cp16(st + 512 + 16 * lane, wa + sc * 64 + 32);
   if (lane < 8) cp16(st + 1024 + 16 * lane, qa + sc * 8);
   if (DUAL) {
-    constexpr uint32_t o = ring_geo<true>::kMat;
+    constexpr uint32_t o = 1024 + 128;
     cp16(st + o + 16 * lane, wb + sc * 64);
     cp16(st + o + 512 + 16 * lane, wb + sc * 64 + 32);
     if (lane < 8) cp16(st + o + 1024 + 16 * lane, qb + sc * 8);
   }
 }
 
-template <bool DUAL, int NT>
+template <bool DUAL, int NT, int RB, bool XH>
 __device__ __forceinline__ void warp_tile_r(const uint4 *wa, const uint4 *wb, const uint4 *qa, const uint4 *qb, int cb,
                                             int ce, const __nv_bfloat16 *const (&xr)[NT], float (&acc)[2][NT][4],
                                             unsigned char *ring) {
-  using G = ring_geo<DUAL>;
+  using G = ring_geo<DUAL, RB>;
   constexpr int S = G::kStages;
   const int lane = threadIdx.x & 31, c = lane & 3, n = ce - cb;
   const uint32_t base = (uint32_t)__cvta_generic_to_shared(ring);
@@ -471,6 +497,10 @@ __device__ __forceinline__ void warp_tile_r(const uint4 *wa, const uint4 *wb, co
   }
   int slot = 0, fill = S - 1; /* stage computed now, stage the next copy goes to */
   for (int i = 0; i < n; i++) {
+    uint4 xv[4][1];
+    if constexpr (XH && NT == 1) /* x first: in flight while the stage lands */
+#pragma unroll
+      for (int g = 0; g < 4; g++) tload_x<1>(xv[g], xr, cb + i, g, c);
     cp_wait<S - 2>(); /* this lane's copies of super-chunk i have landed */
     __syncwarp();     /* ... and every lane's (the scale units), and stage i - 1 is read by all */
     if (i + S - 1 < n) rissue<DUAL>(base + fill * G::kStage, wa, wb, qa, qb, cb + i + S - 1, lane);
@@ -486,18 +516,24 @@ __device__ __forceinline__ void warp_tile_r(const uint4 *wa, const uint4 *wb, co
       b.hi1 = *reinterpret_cast<const uint4 *>(st + G::kMat + 512 + 16 * lane);
       b.sc1 = *reinterpret_cast<const uint4 *>(st + G::kMat + 1024 + 16 * (lane >> 2));
     }
-    tcompute<DUAL, NT>(b, cb + i, c, xr, acc);
+    if constexpr (XH && NT == 1) {
+#pragma unroll
+      for (int g = 0; g < 4; g++) tcompute_g<DUAL, 1>(b, g, xv[g], acc);
+    } else {
+      tcompute<DUAL, NT, false>(b, cb + i, c, xr, acc);
+    }
     slot = slot + 1 == S ? 0 : slot + 1;
   }
   cp_wait<0>(); /* only empty groups are left; the slice is the reduction's next (moe_q_common.cuh) */
   __syncwarp();
 }
 
-// The ring policy over W4T's layout (PREZERO_MOE_W4_RING=0: W4T).
+// The ring policy over W4T's layout.
+template <int RB, bool XH>
 struct W4TR {
   static constexpr int kChunk = 128;
   static constexpr int kMinBlocks = 4;
-  static constexpr int kRingWarpBytes = kRingWarp;
+  static constexpr int kRingWarpBytes = RB;
   template <bool DUAL, int NT>
   static __device__ __forceinline__ void tile(const seg &s, int e, int row0, int cb, int ce,
                                               const __nv_bfloat16 *const (&xr)[NT], float (&acc)[2][NT][4]) {
@@ -507,7 +543,7 @@ struct W4TR {
     const uint4 *w1 = DUAL ? reinterpret_cast<const uint4 *>(s.w1) + (int64_t)e * (s.wstride / 4) + blk * 64 + lane : w0;
     const uint4 *q0 = reinterpret_cast<const uint4 *>(s.s0) + (int64_t)e * (s.sstride / 8) + blk * 8 + ql;
     const uint4 *q1 = DUAL ? reinterpret_cast<const uint4 *>(s.s1) + (int64_t)e * (s.sstride / 8) + blk * 8 + ql : q0;
-    warp_tile_r<DUAL, NT>(w0, w1, q0, q1, cb, ce, xr, acc, dyn_smem() + (threadIdx.x >> 5) * kRingWarp);
+    warp_tile_r<DUAL, NT, RB, XH>(w0, w1, q0, q1, cb, ce, xr, acc, dyn_smem() + (threadIdx.x >> 5) * RB);
   }
 };
 
@@ -614,6 +650,8 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
   up.wstride = I * (H / 8); up.sstride = I * (H / kGroup);
   if (a->w4_wk_up != 0 && a->w4_wk_up != 1 && a->w4_wk_up != 2 && a->w4_wk_up != 4 && a->w4_wk_up != 8)
     return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: w4_wk_up %d is not 0, 1, 2, 4 or 8", a->w4_wk_up);
+  if (a->w4_kernel < 0 || a->w4_kernel > 5)
+    return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: w4_kernel %d is not 0..5", a->w4_kernel);
   if (a->w4_wk_dn != 0 && a->w4_wk_dn != 1 && a->w4_wk_dn != 2 && a->w4_wk_dn != 4 && a->w4_wk_dn != 8)
     return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: w4_wk_dn %d is not 0, 1, 2, 4 or 8", a->w4_wk_dn);
   up.N = (int)I; up.K = (int)H; up.WK = a->w4_wk_up ? a->w4_wk_up : choose_wk(H);
@@ -631,8 +669,13 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
      * than 8 on the H200 at m = 4..128; at I = 512 (TP 4) 8 stays faster at m <= 16
      * (bench/results/moe_h200_int4_wk_up.md) */
     if (!a->w4_wk_up && I >= 1024) up.WK = 2;
-    return a->w4_no_ring ? run_all<W4T>(a, l, up, dn, "moe w4a16", stream)
-                         : run_all<W4TR>(a, l, up, dn, "moe w4a16", stream);
+    switch (a->w4_kernel ? a->w4_kernel : a->w4_no_ring ? 1 : PZ_W4_KERNEL_DEFAULT) {
+      case 1: return run_all<W4T<false>>(a, l, up, dn, "moe w4a16", stream);
+      case 2: return run_all<W4T<true>>(a, l, up, dn, "moe w4a16", stream);
+      case 3: return run_all<W4TR<6912, false>>(a, l, up, dn, "moe w4a16", stream);
+      case 4: return run_all<W4TR<6912, true>>(a, l, up, dn, "moe w4a16", stream);
+      default: return run_all<W4TR<4608, true>>(a, l, up, dn, "moe w4a16", stream);
+    }
   }
   /* 16-byte weight loads when every packed array is 16-byte aligned (rows and experts then are:
      K % 32 == 0); otherwise the 4-byte path, same results. */
