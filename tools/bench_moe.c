@@ -29,7 +29,6 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: prezero bench moe [--quant bf16|int4|fp8] [--json FILE] [--md FILE] [--m 1,4,8,...] [--tp 1,2,4]\n"
           "                         [--reps N] [--w4-wk-up 0|1|2|4|8] [--w4-wk-dn 0|1|2|4|8]\n"
-          "                         [--w4-kernel 0..5]\n"
           "  Times the MoE op (router top-k + gather + routed experts gate/up + SwiGLU + down + combine, and\n"
           "  the bf16 shared expert) for Kimi-K2.5 per-rank shapes (H %d, %d experts, top %d, moe_intermediate\n"
           "  %d / TP, 1 shared) in CUDA-graph replays: %d random logit sets (uniform routing) rotated inside\n"
@@ -42,15 +41,10 @@ static void usage(FILE *f) {
           "  --tp      TP degrees whose per-rank shapes are timed (one GPU; default 1,2,4)\n"
           "  --w4-wk-up  int4, for A/B runs: warps splitting the gate/up K per work item (0 = the default:\n"
           "              2 for tiled experts with moe_intermediate / TP >= 1024, else by H: 8)\n"
-          "  --w4-wk-dn  int4, for A/B runs: the same for the down K (0 = the default: by moe_intermediate / TP,\n"
-          "              4 at 2048, 2 at 1024, 1 below)\n"
-          "  --w4-kernel int4, for A/B runs: the tiled experts' kernel (0 = the default; 1 register loads, 2 the\n"
-          "              same with x loaded first, 3 / 4 the cp.async ring of 6912 bytes per warp without / with,\n"
-          "              5 a ring of 4608 bytes with); all bit-identical\n"
+          "  --w4-wk-dn  int4, for A/B runs: the same for the down K (0 = the default: 1 for tiled experts,\n"
+          "              else by moe_intermediate / TP: 4 at 2048, 2 at 1024, 1 below)\n"
           "  int4 is timed in the tiled layout the engine uses (pz_moe_w4a16_tile, PREZERO_MOE_W4_TILED=1) and,\n"
-          "  in the same run, in the stored compressed-tensors layout (its us and ratio), and in the tiled layout\n"
-          "  with the other load path (PREZERO_MOE_W4_RING: the cp.async ring, default, or register loads; last\n"
-          "  column: its us and ratio).\n"
+          "  in the same run, in the stored compressed-tensors layout (last column: its us and ratio).\n"
           "  Touched bytes = the distinct chosen routed experts' weights (packed words + scales for int4,\n"
           "  e4m3 bytes + block scales for fp8) + the shared expert's bf16 weights; %% of 4.8 TB/s over them.\n",
           KIMI_H, KIMI_E, KIMI_K, KIMI_I, NSETS, MAX_COPIES, BENCH_MAX_M);
@@ -58,7 +52,7 @@ static void usage(FILE *f) {
 
 typedef struct bench_args {
   const char *json_path, *md_path;
-  int quant, ms[16], nm, tps[8], ntp, reps, wk_up, wk_dn, w4_kernel;
+  int quant, ms[16], nm, tps[8], ntp, reps, wk_up, wk_dn;
 } bench_args;
 
 /* Parses the command line (every build). 0: go on; otherwise the exit code (help printed = -1 -> 0). */
@@ -74,7 +68,7 @@ static int parse(int argc, char **argv, bench_args *b) {
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return -1; }
     const bool known = !strcmp(a, "--json") || !strcmp(a, "--md") || !strcmp(a, "--reps") || !strcmp(a, "--m") ||
                        !strcmp(a, "--tp") || !strcmp(a, "--quant") || !strcmp(a, "--w4-wk-up") ||
-                       !strcmp(a, "--w4-wk-dn") || !strcmp(a, "--w4-kernel");
+                       !strcmp(a, "--w4-wk-dn");
     if (!known) { fprintf(stderr, "prezero bench moe: unknown option '%s'; see 'prezero bench moe --help'\n", a); return 2; }
     if (!v) { fprintf(stderr, "prezero bench moe: %s needs a value; see 'prezero bench moe --help'\n", a); return 2; }
     i++;
@@ -94,13 +88,6 @@ static int parse(int argc, char **argv, bench_args *b) {
       }
       if (!strcmp(a, "--w4-wk-up")) b->wk_up = r[0];
       else b->wk_dn = r[0];
-    } else if (!strcmp(a, "--w4-kernel")) {
-      int r[1];
-      if (pz_bench_parse_list(v, r, 1, 0, 5) != 1) {
-        fprintf(stderr, "prezero bench moe: --w4-kernel '%s' is not 0..5\n", v);
-        return 2;
-      }
-      b->w4_kernel = r[0];
     } else if (!strcmp(a, "--reps")) {
       int r[1];
       if (pz_bench_parse_list(v, r, 1, 1, 64) != 1) { fprintf(stderr, "prezero bench moe: --reps '%s' is not a count; use --reps 1..64\n", v); return 2; }
@@ -133,20 +120,18 @@ static int parse(int argc, char **argv, bench_args *b) {
 #include "backend/cuda/moe_q.h"
 #include "core/options.h"
 
-/* The options reader's values (read once): PREZERO_MOE_L2PF, PREZERO_MOE_W4_RING. */
-static const pz_runtime_opts *moe_opts(void) {
-  static pz_runtime_opts o;
-  static int read = 0;
-  if (!read) {
+/* PREZERO_MOE_L2PF from the options reader (read once). */
+static int moe_l2pf(void) {
+  static int v = -1;
+  if (v < 0) {
+    pz_runtime_opts o;
     pz_runtime_opts_default(&o);
     char err[256];
     if (pz_runtime_opts_from_env(&o, err, sizeof err) != 0) fprintf(stderr, "prezero bench moe: %s\n", err);
-    read = 1;
+    v = o.moe_l2pf == 1;
   }
-  return &o;
+  return v;
 }
-static int moe_l2pf(void) { return moe_opts()->moe_l2pf == 1; }
-static int moe_w4_ring(void) { return moe_opts()->moe_w4_ring != 0; }
 #include "bench/dev/dev_helpers.h" /* pz_moe_fill_bf16, pz_moe_stream_read */
 #include "core/status.h"
 
@@ -208,7 +193,7 @@ static size_t q_ws_bytes(int q, int max_m, const pz_moe_params *p0) {
 }
 
 static void md_row_note(FILE *md, int tp, int m, const char *note) {
-  if (md) fprintf(md, "| %d | %d | - | - | - | - | - | - | - | %s | - | - |\n", tp, m, note);
+  if (md) fprintf(md, "| %d | %d | - | - | - | - | - | - | - | %s |\n", tp, m, note);
 }
 
 static int run_bench(const bench_args *b, int argc, char **argv) {
@@ -337,12 +322,11 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
   if (md) {
     fprintf(md, "prezero bench moe --quant %s (%s), routed experts %s; touched = chosen experts + shared expert\n\n",
             qname[q], prop.name, qname[q]);
-    fprintf(md, "| TP | m | experts read | touched MB | µs | TB/s | %% of 4.8 TB/s | bf16 µs | speed-up vs bf16 | read µs (same bytes) / note | int4 stored-layout µs (its / tiled) | int4 tiled, %s µs (its / the row's) |\n",
-            moe_w4_ring() ? "register loads" : "cp.async ring");
-    pz_bench_md_rule(md, 12, 0);
+    fprintf(md, "| TP | m | experts read | touched MB | µs | TB/s | %% of 4.8 TB/s | bf16 µs | speed-up vs bf16 | read µs (same bytes) / note | int4 stored-layout µs (its / tiled) |\n");
+    pz_bench_md_rule(md, 11, 0);
   }
-  printf("%3s %4s %8s %10s %9s %7s %7s %9s %8s %9s %16s %16s\n", "TP", "m", "experts", "touch MB", "us", "TB/s", "%HBM",
-         "bf16 us", "speedup", "read us", "stored-layout us", moe_w4_ring() ? "register-load us" : "ring us");
+  printf("%3s %4s %8s %10s %9s %7s %7s %9s %8s %9s %16s\n", "TP", "m", "experts", "touch MB", "us", "TB/s", "%HBM", "bf16 us",
+         "speedup", "read us", "stored-layout us");
   for (int ti = 0; ti < b->ntp; ti++) {
     const int tp = b->tps[ti];
     const int64_t I = KIMI_I / tp;
@@ -402,11 +386,10 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
         PZ_CUDA_IGNORE(cudaGraphExecDestroy(ge)); /* a destroy: nothing to report */
         PZ_CUDA_IGNORE(cudaGraphDestroy(g));
       }
-      double us = us_bf16, us_ct = -1, us_alt = -1;
+      double us = us_bf16, us_ct = -1;
       /* int4: the tiled layout the engine runs (PREZERO_MOE_W4_TILED=1, lay 0), then the stored
        * compressed-tensors layout (lay 1), same bytes; the weights are random words either way */
-      /* lay 2: the tiled layout with the other load path (ring / register loads) */
-      const int nlay = q == Q_INT4 && H % 128 == 0 && I % 128 == 0 ? 3 : 1;
+      const int nlay = q == Q_INT4 && H % 128 == 0 && I % 128 == 0 ? 2 : 1;
       for (int lay = 0; lay < nlay && q != Q_BF16; lay++) { /* route + W4A16 / W8A16 experts, launches cycling (logit set, weight copy) */
         cudaGraph_t g = NULL;
         cudaGraphExec_t ge = NULL;
@@ -423,11 +406,9 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
           a.sh_gate = sg; a.sh_up = su; a.sh_down = sd;
           a.out = out; a.ld_out = H; a.workspace = ws; a.workspace_bytes = (size_t)(route - (char *)ws);
           a.l2pf = moe_l2pf(); /* PREZERO_MOE_L2PF=1: the W4A16 kernel with its L2 prefetch */
-          a.w4_tiled = nlay == 3 && lay != 1;
-          a.w4_no_ring = lay == 2 ? moe_w4_ring() : !moe_w4_ring();
+          a.w4_tiled = nlay == 2 && lay == 0;
           a.w4_wk_up = b->wk_up;
           a.w4_wk_dn = b->wk_dn;
-          if (lay == 0) a.w4_kernel = b->w4_kernel;
           lst = pz_moe_route_launch(m, logits + (size_t)(r % NSETS) * max_m * E, E, NULL, &p, ids, wts, s);
           if (lst == PZ_OK) lst = q == Q_INT4 ? pz_moe_w4a16_launch(&a, s) : pz_moe_w8a16_launch(&a, s);
         }
@@ -446,7 +427,7 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
         if (lst != PZ_OK) { fprintf(stderr, "prezero bench moe: the %s MoE launch failed: %s\n", qname[q], lmsg); goto fail; }
         BENCH_CUDA(ce);
         BENCH_CUDA(cudaGraphInstantiate(&ge, g, 0));
-        BENCH_CHECK(pz_bench_graph_us(ge, s, nl, b->reps, lay == 0 ? &us : lay == 1 ? &us_ct : &us_alt));
+        BENCH_CHECK(pz_bench_graph_us(ge, s, nl, b->reps, lay == 0 ? &us : &us_ct));
         PZ_CUDA_IGNORE(cudaGraphExecDestroy(ge));
         PZ_CUDA_IGNORE(cudaGraphDestroy(g));
       }
@@ -480,19 +461,16 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
       BENCH_CUDA(cudaGetLastError());
       const double tbps = touched / (us * 1e-6) / 1e12, share = tbps / PZ_BENCH_HBM_TBPS;
       const double speedup = q != Q_BF16 && us_bf16 > 0 ? us_bf16 / us : 0;
-      char bf[32] = "-", sp[32] = "-", ct[48] = "-", alt[48] = "-";
+      char bf[32] = "-", sp[32] = "-", ct[48] = "-";
       if (q != Q_BF16) { snprintf(bf, sizeof bf, "%.1f", us_bf16); snprintf(sp, sizeof sp, "%.2fx", speedup); }
       if (us_ct > 0) snprintf(ct, sizeof ct, "%.1f (%.2fx)", us_ct, us_ct / us);
-      if (us_alt > 0) snprintf(alt, sizeof alt, "%.1f (%.2fx)", us_alt, us_alt / us);
-      printf("%3d %4d %8.1f %10.1f %9.1f %7.2f %6.1f%% %9s %8s %9.1f %16s %16s\n", tp, m, distinct, touched / 1e6, us, tbps,
-             100.0 * share, bf, sp, rus, ct, alt);
+      printf("%3d %4d %8.1f %10.1f %9.1f %7.2f %6.1f%% %9s %8s %9.1f %16s\n", tp, m, distinct, touched / 1e6, us, tbps,
+             100.0 * share, bf, sp, rus, ct);
       fflush(stdout);
       if (md)
-        fprintf(md, "| %d | %d | %.1f | %.1f | %.1f | %.2f | %.1f%% | %s | %s | %.1f | %s | %s |\n", tp, m, distinct, touched / 1e6,
-                us, tbps, 100.0 * share, bf, sp, rus, ct, alt);
+        fprintf(md, "| %d | %d | %.1f | %.1f | %.1f | %.2f | %.1f%% | %s | %s | %.1f | %s |\n", tp, m, distinct, touched / 1e6,
+                us, tbps, 100.0 * share, bf, sp, rus, ct);
       if (us_ct > 0) cJSON_AddNumberToObject(row, "stored_layout_us", us_ct);
-      if (us_alt > 0) cJSON_AddNumberToObject(row, moe_w4_ring() ? "tiled_register_loads_us" : "tiled_ring_us", us_alt);
-      if (q == Q_INT4) cJSON_AddStringToObject(row, "tiled_load_path", moe_w4_ring() ? "cp.async ring" : "register loads");
       cJSON_AddNumberToObject(row, "experts_read", distinct);
       cJSON_AddNumberToObject(row, "routed_bytes", routed);
       cJSON_AddNumberToObject(row, "shared_bytes", shared);

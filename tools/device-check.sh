@@ -17,9 +17,8 @@
 #   attn_waves `prezero bench attn` TP 1/2/4/8 paged (ctx 8192) and mixed [1024, 16384]: MLA splits by two waves (default),
 #              then PREZERO_MLA_WAVES=1 (one wave)
 #   attn_splits  `prezero bench attn` TP 1/2, m 64/128, mixed and uniform contexts with PREZERO_MLA_SPLITS=2 and 4
-#   moe_int4   `prezero bench moe --quant int4` alone (W4A16 cp.async ring, register loads and stored layout, one run)
-#   quant_ab   `prezero bench moe --quant int4` per W4A16 kernel variant / K split (PZ_AB_LIST, e.g. "k1 k4:dn1")
-#   ncu_moe    ncu of the W4A16 expert kernel at TP 1 (PZ_NCU_M, default 64): the default, then PREZERO_MOE_W4_RING=0
+#   quant_ab   `prezero bench moe --quant int4` per W4A16 K split (PZ_AB_LIST, e.g. "dn4 dn1:up1")
+#   ncu_moe    ncu of the W4A16 expert kernel at TP 1 (PZ_NCU_M, default 64)
 #   quant_wk   `prezero bench moe --quant int4` per W4A16 K split (PZ_WK_LIST, default "dn1 dn2 dn8 up1"; PZ_WK_ARGS)
 #   attn_mixed `prezero bench attn` on mixed contexts [1024, 16384], paged: balanced schedule, then PREZERO_MLA_BALANCE=0
 #   step_pad   `prezero bench step --batch 32,128 --rows 17`: padded steps, padding rows at one position, then
@@ -245,19 +244,15 @@ for s in $sections; do
       CUDA_VISIBLE_DEVICES=0 run compare_kimi_k25_tp1 ${PZ_T_COMPARE_Q:-540} $P compare --config kimi_k25 --tp 1 --osl 128 \
         ${PZ_QUANT_COMPARE_ARGS:-} --out $W/compare_kimi_k25_tp1
       grep -h "layers fit\|^Notes" $W/compare_kimi_k25_tp1/compare.md 2>/dev/null | cut -c1-240 | tee -a "$S" ;;
-    moe_int4)  # issue 15: bench moe --quant int4 alone (no compare): the cp.async ring (default) and, in the same
-      # run, the register-load kernel (PREZERO_MOE_W4_RING=0) and the stored layout
-      run bench_moe_int4 ${PZ_T_MOE_Q:-240} $P bench moe --quant int4 --json $W/moe_h200_int4.json --md $W/moe_h200_int4.md
-      grep -E "^\|" $W/moe_h200_int4.md | cut -c1-200 | tee -a "$S" ;;
     quant_wk)  # issue 15: the W4A16 K split per work item, A/B: PZ_WK_LIST items dnN (--w4-wk-dn N) / upN (--w4-wk-up N)
       for a in ${PZ_WK_LIST:-dn1 dn2 dn8 up1}; do
         run bench_moe_int4_wk$a 120 $P bench moe --quant int4 ${PZ_WK_ARGS:---m 4,16,64,128} --w4-wk-${a:0:2} ${a:2} \
           --json $W/moe_h200_int4_wk$a.json --md $W/moe_h200_int4_wk$a.md
         grep -E "^\| [0-9]" $W/moe_h200_int4_wk$a.md | awk -F'|' -v a=$a '{print a, "tp", $2, "m", $3, "us", $6, $8}' | tee -a "$S"
       done ;;
-    quant_ab)  # issue 15: bench moe --quant int4 per W4A16 variant; PZ_AB_LIST items like k2, k4:dn1, k1:up1
-      # (kN --w4-kernel N, dnN --w4-wk-dn N, upN --w4-wk-up N; PZ_WK_ARGS as in quant_wk)
-      for item in ${PZ_AB_LIST:-k1 k2 k3 k4 k5}; do
+    quant_ab)  # issue 15: bench moe --quant int4 per W4A16 K split; PZ_AB_LIST items like dn4, dn1:up1
+      # (dnN --w4-wk-dn N, upN --w4-wk-up N; kN --w4-kernel N, an option of tree b81288b only; PZ_WK_ARGS as in quant_wk)
+      for item in ${PZ_AB_LIST:-dn1 dn2 dn4}; do
         args=""
         for t in ${item//:/ }; do
           case $t in k*) args="$args --w4-kernel ${t#k}" ;; dn*) args="$args --w4-wk-dn ${t#dn}" ;; up*) args="$args --w4-wk-up ${t#up}" ;; esac
@@ -267,10 +262,8 @@ for s in $sections; do
           --json $W/moe_h200_int4_ab_$n.json --md $W/moe_h200_int4_ab_$n.md
         grep -E "^\| [0-9]" $W/moe_h200_int4_ab_$n.md | awk -F'|' -v a=$n '{print a, "tp", $2, "m", $3, "us", $6, $8}' | tee -a "$S"
       done ;;
-    ncu_moe)  # issue 15: ncu of the W4A16 expert kernel (bench/moe/ncu_w4a16.sh; PZ_NCU_M, default 64), the default
-      # kernel, then PREZERO_MOE_W4_RING=0 (register loads)
-      OUT=$W/ncu_default PZ_NCU_M=${PZ_NCU_M:-64} run ncu_moe_default 200 bash bench/moe/ncu_w4a16.sh
-      PREZERO_MOE_W4_RING=0 OUT=$W/ncu_reg PZ_NCU_M=${PZ_NCU_M:-64} run ncu_moe_reg 200 bash bench/moe/ncu_w4a16.sh ;;
+    ncu_moe)  # issue 15: ncu of the W4A16 expert kernel (bench/moe/ncu_w4a16.sh; PZ_NCU_M, default 64)
+      OUT=$W/ncu_moe PZ_NCU_M=${PZ_NCU_M:-64} run ncu_moe 200 bash bench/moe/ncu_w4a16.sh ;;
     consumer) run consumer ${PZ_T_CONSUMER:-300} ctest --test-dir $B -R installed_consumer -V
       grep -E "CUDA part|all checks passed|FAIL" "$W/consumer.txt" | sed 's/^[0-9]*: //' | tee -a "$S" ;;
     attn_mixed)  # issue 18: contexts drawn from [1024, 16384], paged: the balanced split-KV schedule, then the former

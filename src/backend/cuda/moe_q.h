@@ -65,16 +65,8 @@ typedef struct pz_moe_q_args {
                  * 4 or 8 (items of 16 x 8 / w4_wk_up rows), 0 = the default: tiled experts with
                  * I >= 1024 take 2, else by H (8 for H >= 4096). Results agree
                  * within rounding (the K slices add in warp order) */
-  int w4_wk_dn; /* W4A16, for A/B runs: the same for the down K (inter), 0 = the default: 8 for inter >= 4096,
-                 * 4 from 2048, 2 from 1024, else 1 */
-  int w4_no_ring; /* W4A16, tiled experts: 1 = each warp loads its weights into registers and computes them
-                   * (one super-chunk in flight), 0 (default) = each warp streams them through a cp.async ring
-                   * in its own 6912 bytes of shared memory, 2-5 super-chunks ahead (PREZERO_MOE_W4_RING=0
-                   * gives 1); bit-identical results */
-  int w4_kernel; /* W4A16 tiled experts, for A/B runs (bit-identical results): 0 = the default (w4_no_ring
-                  * chooses), 1 register loads, 2 register loads with each super-chunk's x loaded first,
-                  * 3 the cp.async ring of 6912 bytes per warp, 4 the same with x loaded first, 5 a ring of
-                  * 4608 bytes per warp with x loaded first */
+  int w4_wk_dn; /* W4A16, for A/B runs: the same for the down K (inter), 0 = the default: 1 for tiled
+                 * experts, else by inter (8 from 4096, 4 from 2048, 2 from 1024, else 1) */
 } pz_moe_q_args;
 
 size_t pz_moe_w4a16_workspace_bytes(int max_m, int64_t H, const pz_moe_params *p);

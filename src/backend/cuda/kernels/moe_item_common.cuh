@@ -60,22 +60,19 @@ __device__ __forceinline__ void token_rows(const S &s, const P &p, int pos0, int
 /* Every warp's mma accumulators (row tile of 16 x NT*8 tokens; DUAL: gate and up) into red, then
  * for each (row, token) of the item the sum over the WK K slices in warp order, written to
  * out row (out_mode 1: pairs[pos], 0: pos): bf16 silu(gate) * up when DUAL, else f32. Every
- * thread of the CTA calls it. red holds each warp's (DUAL ? 2 : 1) * NT * 128 floats, warp w's at
- * w * wstr (wstr 0: packed, w * (DUAL ? 2 : 1) * NT * 128), so a kernel can place each warp's part
- * inside shared memory only that warp used before (the W4A16 ring); red is free again on return. */
+ * thread of the CTA calls it. */
 template <bool DUAL, int NT, int WARPS, int THREADS, class S, class P>
 __device__ __forceinline__ void reduce_write(const S &s, const P &p, const float (&acc)[2][NT][4], int tile, int pos0,
-                                             int cnt, float *red, int wstr = 0) {
+                                             int cnt, float *red) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int WK = s.WK, WR = WARPS / WK;
   constexpr int NM = DUAL ? 2 : 1;
-  if (wstr == 0) wstr = NM * NT * 128;
 #pragma unroll
   for (int a = 0; a < NM; a++)
 #pragma unroll
     for (int j = 0; j < NT; j++)
 #pragma unroll
-      for (int r = 0; r < 4; r++) red[warp * wstr + ((a * NT + j) * 4 + r) * 32 + lane] = acc[a][j][r];
+      for (int r = 0; r < 4; r++) red[(((warp * NM + a) * NT + j) * 4 + r) * 32 + lane] = acc[a][j][r];
   __syncthreads();
   const int per_wr = 16 * NT * 8;
   for (int f = threadIdx.x; f < WR * per_wr; f += THREADS) {
@@ -87,7 +84,7 @@ __device__ __forceinline__ void reduce_write(const S &s, const P &p, const float
     float v[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int a = 0; a < NM; a++)
-      for (int q = 0; q < WK; q++) v[a] += red[(fr * WK + q) * wstr + ((a * NT + j) * 4 + r) * 32 + ln];
+      for (int q = 0; q < WK; q++) v[a] += red[((((fr * WK + q) * NM + a) * NT + j) * 4 + r) * 32 + ln];
     const int pos = pos0 + tok;
     const int orow = s.out_mode == 1 ? p.pairs[pos] : pos;
     if (DUAL)

@@ -8,12 +8,7 @@
 // which accumulates, for one warp, rows row0..row0+15 of expert e (gate into acc[0], up into acc[1]
 // when DUAL) over chunks [cb, ce) for NT n-tiles of 8 tokens (xr: each lane's token row), in the
 // mma.m16n8k16 accumulator layout (d[0], d[1]: row g = lane/4, d[2], d[3]: row g+8; tokens 2(lane%4),
-// +1). A policy may also give
-//   static constexpr int kRingWarpBytes;   // dynamic shared memory per warp (16-byte multiple)
-// which the kernel then allocates (kWarps x that, dyn_smem()) for the policy's own use during tile
-// (warp w owns [w x kRingWarpBytes, (w + 1) x kRingWarpBytes)); the item reduction then uses the
-// same bytes, each warp's part inside its own slice, so tile must have finished with its slice
-// (copies landed and read, __syncwarp) when it returns. Included by .cu files only; everything lives in an anonymous namespace (one copy per file).
+// +1). Included by .cu files only; everything lives in an anonymous namespace (one copy per file).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -140,7 +135,7 @@ __device__ __forceinline__ void prefetch_item(const mm_params &p, int e, int til
 // barriers) it hints the item *nxt_slot = expert * tiles + row tile into L2 (< 0: none), so HBM
 // stays busy across items. The slot (this thread's, shared memory) keeps no register over the tile.
 template <class Q, bool DUAL, int NT>
-__device__ void run_item(const mm_params &p, int e, int tile, int pos0, int cnt, float *red, int wstr) {
+__device__ void run_item(const mm_params &p, int e, int tile, int pos0, int cnt, float *red) {
   const seg &s = p.s;
   const pz_moe_item::item_pos ip = pz_moe_item::item_at<kWarps>(s, tile, s.K / Q::kChunk);
   float acc[2][NT][4];
@@ -157,7 +152,7 @@ __device__ void run_item(const mm_params &p, int e, int tile, int pos0, int cnt,
       prefetch_item<Q, DUAL>(p, nxt / tiles, nxt % tiles);
     }
   }
-  pz_moe_item::reduce_write<DUAL, NT, kWarps, kThreads>(s, p, acc, tile, pos0, cnt, red, wstr);
+  pz_moe_item::reduce_write<DUAL, NT, kWarps, kThreads>(s, p, acc, tile, pos0, cnt, red);
 }
 
 // Persistent grid over (work entry, row tile) items; the work count is read from the device.
@@ -169,38 +164,9 @@ template <class Q>
 __host__ __device__ constexpr int min_blocks_of(long) {
   return 2;
 }
-template <class Q>
-__host__ __device__ constexpr auto ring_of(int) -> decltype(Q::kRingWarpBytes, int()) {
-  return Q::kRingWarpBytes;
-}
-template <class Q>
-__host__ __device__ constexpr int ring_of(long) {
-  return 0;
-}
-// The kernel's dynamic shared memory (policies with kRingWarpBytes).
-__device__ __forceinline__ unsigned char *dyn_smem() {
-  extern __shared__ __align__(16) unsigned char pz_moeq_dyn[];
-  return pz_moeq_dyn;
-}
-// The reduction buffer of policies without a ring (static: one per kernel instance).
-template <class Q>
-__device__ __forceinline__ float *static_red() {
-  __shared__ float red[kWarps * 2 * 4 * 4 * 32];
-  return red;
-}
-
 template <class Q, bool DUAL>
 __global__ void __launch_bounds__(kThreads, min_blocks_of<Q>(0)) mm_kernel(mm_params p) {
-  static_assert(ring_of<Q>(0) % 16 == 0 && (ring_of<Q>(0) == 0 || ring_of<Q>(0) >= 2 * 4 * 4 * 32 * 4),
-                "a ring slice must hold the warp's reduction part (2 x 4 n-tiles x 4 x 32 floats)");
-  float *red;
-  int wstr = 0;
-  if constexpr (ring_of<Q>(0) > 0) {
-    red = reinterpret_cast<float *>(dyn_smem());
-    wstr = ring_of<Q>(0) / 4;
-  } else {
-    red = static_red<Q>();
-  }
+  __shared__ float red[kWarps * 2 * 4 * 4 * 32];
   const int tiles = tiles_of(p.s), total = *p.n_work * tiles;
   constexpr bool PF = l2pf_of<Q>(0);
   if constexpr (PF) {
@@ -220,10 +186,10 @@ __global__ void __launch_bounds__(kThreads, min_blocks_of<Q>(0)) mm_kernel(mm_pa
       *nxt_slot<Q>() = nxt;
     }
     switch ((w.z + 7) / 8) {
-      case 1: run_item<Q, DUAL, 1>(p, w.x, tile, w.y, w.z, red, wstr); break;
-      case 2: run_item<Q, DUAL, 2>(p, w.x, tile, w.y, w.z, red, wstr); break;
-      case 3: run_item<Q, DUAL, 3>(p, w.x, tile, w.y, w.z, red, wstr); break;
-      default: run_item<Q, DUAL, 4>(p, w.x, tile, w.y, w.z, red, wstr); break;
+      case 1: run_item<Q, DUAL, 1>(p, w.x, tile, w.y, w.z, red); break;
+      case 2: run_item<Q, DUAL, 2>(p, w.x, tile, w.y, w.z, red); break;
+      case 3: run_item<Q, DUAL, 3>(p, w.x, tile, w.y, w.z, red); break;
+      default: run_item<Q, DUAL, 4>(p, w.x, tile, w.y, w.z, red); break;
     }
   }
 }
@@ -283,16 +249,12 @@ pz_status launch_mm(const mm_params &mp, int64_t max_items, const char *name, cu
   int dev = 0, sms = 0, per_sm = 0;
   PZ_CUDA_CHECK_MSG(cudaGetDevice(&dev), "%s: cannot read the current device", name);
   PZ_CUDA_CHECK_MSG(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "%s: SM count", name);
-  const size_t dyn = (size_t)kWarps * (size_t)ring_of<Q>(0);
-  if (dyn > 48 * 1024)
-    PZ_CUDA_CHECK_MSG(cudaFuncSetAttribute(mm_kernel<Q, DUAL>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn),
-                      "%s: %zu bytes of shared memory for the expert kernel", name, dyn);
-  PZ_CUDA_CHECK_MSG(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mm_kernel<Q, DUAL>, kThreads, dyn),
+  PZ_CUDA_CHECK_MSG(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mm_kernel<Q, DUAL>, kThreads, 0),
                     "%s: occupancy of the expert kernel", name);
   int64_t grid = (int64_t)sms * (per_sm < 1 ? 1 : per_sm);
   if (grid > max_items) grid = max_items;
   if (grid < 1) grid = 1;
-  mm_kernel<Q, DUAL><<<(unsigned)grid, kThreads, dyn, stream>>>(mp);
+  mm_kernel<Q, DUAL><<<(unsigned)grid, kThreads, 0, stream>>>(mp);
   PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }

@@ -13,9 +13,6 @@ namespace {
 
 using namespace moeq;
 constexpr int kGroup = 32;     // INT4 columns per scale = k per chunk
-// The tiled experts' kernel without w4_kernel / w4_no_ring (moe_q.h): 4 = the cp.async ring, 6912 bytes
-// per warp, x loaded ahead.
-#define PZ_W4_KERNEL_DEFAULT 4
 
 // ---------------------------------------------------------------- INT4 x bf16 tensor-core tile
 
@@ -345,16 +342,14 @@ __device__ __forceinline__ void tload(tstage<DUAL> &b, const uint4 *wa, const ui
   }
 }
 
-// x of group G of super-chunk sc for the lane's NT tokens.
-template <int NT>
-__device__ __forceinline__ void tload_x(uint4 (&xv)[NT], const __nv_bfloat16 *const (&xr)[NT], int sc, int G, int c) {
-#pragma unroll
-  for (int j = 0; j < NT; j++) xv[j] = __ldg(reinterpret_cast<const uint4 *>(xr[j] + sc * 128 + G * kGroup + c * 8));
-}
-
-// One group G of a stage against x values xv.
 template <bool DUAL, int NT>
-__device__ __forceinline__ void tcompute_g(const tstage<DUAL> &b, int G, const uint4 (&xv)[NT], float (&acc)[2][NT][4]) {
+__device__ __forceinline__ void tcompute(const tstage<DUAL> &b, int sc, int c, const __nv_bfloat16 *const (&xr)[NT],
+                                         float (&acc)[2][NT][4]) {
+#pragma unroll
+  for (int G = 0; G < 4; G++) {
+    uint4 xv[NT];
+#pragma unroll
+    for (int j = 0; j < NT; j++) xv[j] = __ldg(reinterpret_cast<const uint4 *>(xr[j] + sc * 128 + G * kGroup + c * 8));
     {  /* matrix 0, then (DUAL) matrix 1: one pair of unpacked rows live at a time */
       const uint4 l = unpack8p(comp(b.lo, G)), h = unpack8p(comp(b.hi, G));
       const uint32_t sw = comp(b.sc, G);
@@ -375,26 +370,6 @@ __device__ __forceinline__ void tcompute_g(const tstage<DUAL> &b, int G, const u
         add_scaled(acc[1][j], d, bf_lo(sw), bf_hi(sw));
       }
     }
-}
-
-// A stage's 4 groups. XH (one n-tile only, where the registers allow): the 4 groups' x are loaded
-// first, all in flight together, instead of each before its group.
-template <bool DUAL, int NT, bool XH>
-__device__ __forceinline__ void tcompute(const tstage<DUAL> &b, int sc, int c, const __nv_bfloat16 *const (&xr)[NT],
-                                         float (&acc)[2][NT][4]) {
-  if constexpr (XH && NT == 1) {
-    uint4 xv[4][1];
-#pragma unroll
-    for (int G = 0; G < 4; G++) tload_x<1>(xv[G], xr, sc, G, c);
-#pragma unroll
-    for (int G = 0; G < 4; G++) tcompute_g<DUAL, 1>(b, G, xv[G], acc);
-  } else {
-#pragma unroll
-    for (int G = 0; G < 4; G++) {
-      uint4 xv[NT];
-      tload_x<NT>(xv, xr, sc, G, c);
-      tcompute_g<DUAL, NT>(b, G, xv, acc);
-    }
   }
 }
 
@@ -406,20 +381,19 @@ __device__ __forceinline__ void tcompute(const tstage<DUAL> &b, int sc, int c, c
 // registers the paths for 2-4 n-tiles (9-32 tokens of one expert in a work item) spill (ptxas:
 // 464 bytes in down, 2092 in gate/up); uniform decode routing runs the 1-n-tile path, which those
 // timings measure.
-template <bool DUAL, int NT, bool XH>
+template <bool DUAL, int NT>
 __device__ __forceinline__ void warp_tile_t(const uint4 *wa, const uint4 *wb, const uint4 *sa, const uint4 *sb, int cb,
                                             int ce, const __nv_bfloat16 *const (&xr)[NT], float (&acc)[2][NT][4]) {
   const int c = threadIdx.x & 3;
   for (int sc = cb; sc < ce; sc++) {
     tstage<DUAL> b;
     tload<DUAL>(b, wa, wb, sa, sb, sc);
-    tcompute<DUAL, NT, XH>(b, sc, c, xr, acc);
+    tcompute<DUAL, NT>(b, sc, c, xr, acc);
   }
 }
 
 // The tiled policy: s.w* words and s.s* scales in pz_moe_w4a16_tile's layout (N % 16 == 0,
 // K % 128 == 0), chunks of 128 columns (4 groups), 4 CTAs per SM (64 registers per thread).
-template <bool XH>
 struct W4T {
   static constexpr int kChunk = 128;
   static constexpr int kMinBlocks = 4;
@@ -432,118 +406,7 @@ struct W4T {
     const uint4 *w1 = DUAL ? reinterpret_cast<const uint4 *>(s.w1) + (int64_t)e * (s.wstride / 4) + blk * 64 + lane : w0;
     const uint4 *s0 = reinterpret_cast<const uint4 *>(s.s0) + (int64_t)e * (s.sstride / 8) + blk * 8 + (lane >> 2);
     const uint4 *s1 = DUAL ? reinterpret_cast<const uint4 *>(s.s1) + (int64_t)e * (s.sstride / 8) + blk * 8 + (lane >> 2) : s0;
-    warp_tile_t<DUAL, NT, XH>(w0, w1, s0, s1, cb, ce, xr, acc);
-  }
-};
-
-// ---------------------------------------------------------------- tiled layout, cp.async ring (W4TR)
-// The W4T tile with its loads moved off the registers: each warp streams its super-chunks through a
-// ring of kStages stages in its own slice of shared memory (cp.async.cg: L2 -> shared, no L1), kept
-// kStages - 1 super-chunks ahead of the one it computes, so every warp has 2-5 super-chunks of
-// weights in flight instead of at most one, at the same 64 registers and 4 CTAs per SM. A stage
-// is what W4T loads for one super-chunk: per matrix the 1024 bytes of words (units lane and
-// 32 + lane: rows g and g + 8) and the 128 bytes of scales (8 units; lanes 0..7 copy them). The
-// compute (tcompute) and so the results are W4T's exactly. The multistage cp.async pipeline is the
-// standard Ampere-and-later one (CUDA C++ Programming Guide, "Asynchronous Data Copies"; Marlin
-// streams its INT4 weights the same way).
-
-__device__ __forceinline__ void cp16(uint32_t dst, const void *src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
-// RB bytes of shared memory per warp: 6912 (8 warps x 4 CTAs fill an SM's 228 KB: 3 gate/up stages,
-// 6 down) or 4608 (2 / 4 stages, leaving ~80 KB of L1 for the x rows).
-template <bool DUAL, int RB>
-struct ring_geo {
-  static constexpr int kMat = 1024 + 128;             // words + scales of one matrix, one super-chunk
-  static constexpr int kStage = kMat * (DUAL ? 2 : 1);
-  static constexpr int kStages = RB / kStage;
-  static_assert(kStages >= 2, "the ring needs two stages");
-};
-
-// Copies super-chunk sc of the warp's row block into the stage at shared address st. wa / wb: the
-// block's words at this lane's unit; qa / qb: the block's scale units at min(lane, 7).
-template <bool DUAL>
-__device__ __forceinline__ void rissue(uint32_t st, const uint4 *wa, const uint4 *wb, const uint4 *qa, const uint4 *qb,
-                                       int sc, int lane) {
-  cp16(st + 16 * lane, wa + sc * 64);
-  cp16(st + 512 + 16 * lane, wa + sc * 64 + 32);
-  if (lane < 8) cp16(st + 1024 + 16 * lane, qa + sc * 8);
-  if (DUAL) {
-    constexpr uint32_t o = 1024 + 128;
-    cp16(st + o + 16 * lane, wb + sc * 64);
-    cp16(st + o + 512 + 16 * lane, wb + sc * 64 + 32);
-    if (lane < 8) cp16(st + o + 1024 + 16 * lane, qb + sc * 8);
-  }
-}
-
-template <bool DUAL, int NT, int RB, bool XH>
-__device__ __forceinline__ void warp_tile_r(const uint4 *wa, const uint4 *wb, const uint4 *qa, const uint4 *qb, int cb,
-                                            int ce, const __nv_bfloat16 *const (&xr)[NT], float (&acc)[2][NT][4],
-                                            unsigned char *ring) {
-  using G = ring_geo<DUAL, RB>;
-  constexpr int S = G::kStages;
-  const int lane = threadIdx.x & 31, c = lane & 3, n = ce - cb;
-  const uint32_t base = (uint32_t)__cvta_generic_to_shared(ring);
-#pragma unroll
-  for (int i = 0; i < S - 1; i++) { /* prologue: S - 1 stages in flight (empty groups past the end) */
-    if (i < n) rissue<DUAL>(base + i * G::kStage, wa, wb, qa, qb, cb + i, lane);
-    cp_commit();
-  }
-  int slot = 0, fill = S - 1; /* stage computed now, stage the next copy goes to */
-  for (int i = 0; i < n; i++) {
-    uint4 xv[4][1];
-    if constexpr (XH && NT == 1) /* x first: in flight while the stage lands */
-#pragma unroll
-      for (int g = 0; g < 4; g++) tload_x<1>(xv[g], xr, cb + i, g, c);
-    cp_wait<S - 2>(); /* this lane's copies of super-chunk i have landed */
-    __syncwarp();     /* ... and every lane's (the scale units), and stage i - 1 is read by all */
-    if (i + S - 1 < n) rissue<DUAL>(base + fill * G::kStage, wa, wb, qa, qb, cb + i + S - 1, lane);
-    cp_commit();
-    fill = fill + 1 == S ? 0 : fill + 1;
-    const unsigned char *st = ring + slot * G::kStage;
-    tstage<DUAL> b;
-    b.lo = *reinterpret_cast<const uint4 *>(st + 16 * lane);
-    b.hi = *reinterpret_cast<const uint4 *>(st + 512 + 16 * lane);
-    b.sc = *reinterpret_cast<const uint4 *>(st + 1024 + 16 * (lane >> 2));
-    if (DUAL) {
-      b.lo1 = *reinterpret_cast<const uint4 *>(st + G::kMat + 16 * lane);
-      b.hi1 = *reinterpret_cast<const uint4 *>(st + G::kMat + 512 + 16 * lane);
-      b.sc1 = *reinterpret_cast<const uint4 *>(st + G::kMat + 1024 + 16 * (lane >> 2));
-    }
-    if constexpr (XH && NT == 1) {
-#pragma unroll
-      for (int g = 0; g < 4; g++) tcompute_g<DUAL, 1>(b, g, xv[g], acc);
-    } else {
-      tcompute<DUAL, NT, false>(b, cb + i, c, xr, acc);
-    }
-    slot = slot + 1 == S ? 0 : slot + 1;
-  }
-  cp_wait<0>(); /* only empty groups are left; the slice is the reduction's next (moe_q_common.cuh) */
-  __syncwarp();
-}
-
-// The ring policy over W4T's layout.
-template <int RB, bool XH>
-struct W4TR {
-  static constexpr int kChunk = 128;
-  static constexpr int kMinBlocks = 4;
-  static constexpr int kRingWarpBytes = RB;
-  template <bool DUAL, int NT>
-  static __device__ __forceinline__ void tile(const seg &s, int e, int row0, int cb, int ce,
-                                              const __nv_bfloat16 *const (&xr)[NT], float (&acc)[2][NT][4]) {
-    const int lane = threadIdx.x & 31, ql = lane < 8 ? lane : 7;
-    const int64_t blk = (int64_t)(s.K / 128) * (row0 / 16);
-    const uint4 *w0 = reinterpret_cast<const uint4 *>(s.w0) + (int64_t)e * (s.wstride / 4) + blk * 64 + lane;
-    const uint4 *w1 = DUAL ? reinterpret_cast<const uint4 *>(s.w1) + (int64_t)e * (s.wstride / 4) + blk * 64 + lane : w0;
-    const uint4 *q0 = reinterpret_cast<const uint4 *>(s.s0) + (int64_t)e * (s.sstride / 8) + blk * 8 + ql;
-    const uint4 *q1 = DUAL ? reinterpret_cast<const uint4 *>(s.s1) + (int64_t)e * (s.sstride / 8) + blk * 8 + ql : q0;
-    warp_tile_r<DUAL, NT, RB, XH>(w0, w1, q0, q1, cb, ce, xr, acc, dyn_smem() + (threadIdx.x >> 5) * RB);
+    warp_tile_t<DUAL, NT>(w0, w1, s0, s1, cb, ce, xr, acc);
   }
 };
 
@@ -650,8 +513,6 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
   up.wstride = I * (H / 8); up.sstride = I * (H / kGroup);
   if (a->w4_wk_up != 0 && a->w4_wk_up != 1 && a->w4_wk_up != 2 && a->w4_wk_up != 4 && a->w4_wk_up != 8)
     return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: w4_wk_up %d is not 0, 1, 2, 4 or 8", a->w4_wk_up);
-  if (a->w4_kernel < 0 || a->w4_kernel > 5)
-    return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: w4_kernel %d is not 0..5", a->w4_kernel);
   if (a->w4_wk_dn != 0 && a->w4_wk_dn != 1 && a->w4_wk_dn != 2 && a->w4_wk_dn != 4 && a->w4_wk_dn != 8)
     return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: w4_wk_dn %d is not 0, 1, 2, 4 or 8", a->w4_wk_dn);
   up.N = (int)I; up.K = (int)H; up.WK = a->w4_wk_up ? a->w4_wk_up : choose_wk(H);
@@ -669,13 +530,11 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
      * than 8 on the H200 at m = 4..128; at I = 512 (TP 4) 8 stays faster at m <= 16
      * (bench/results/moe_h200_int4_wk_up.md) */
     if (!a->w4_wk_up && I >= 1024) up.WK = 2;
-    switch (a->w4_kernel ? a->w4_kernel : a->w4_no_ring ? 1 : PZ_W4_KERNEL_DEFAULT) {
-      case 1: return run_all<W4T<false>>(a, l, up, dn, "moe w4a16", stream);
-      case 2: return run_all<W4T<true>>(a, l, up, dn, "moe w4a16", stream);
-      case 3: return run_all<W4TR<6912, false>>(a, l, up, dn, "moe w4a16", stream);
-      case 4: return run_all<W4TR<6912, true>>(a, l, up, dn, "moe w4a16", stream);
-      default: return run_all<W4TR<4608, true>>(a, l, up, dn, "moe w4a16", stream);
-    }
+    /* down: each warp the whole K (inter) of its 16 rows, no K split (items of 128 rows): 2-6 % faster
+     * than 4 / 2 at Kimi-K2.5 TP 1 / 2 (inter 2048 / 1024), m = 4..128, on the H200; TP 4 (512) had 1
+     * already (bench/results/moe_h200_int4_ab/) */
+    if (!a->w4_wk_dn) dn.WK = 1;
+    return run_all<W4T>(a, l, up, dn, "moe w4a16", stream);
   }
   /* 16-byte weight loads when every packed array is 16-byte aligned (rows and experts then are:
      K % 32 == 0); otherwise the 4-byte path, same results. */
