@@ -64,6 +64,9 @@ typedef struct pz_runtime_opts {
                                        * (PREZERO_MOE_W4_TILED=0 or untileable shapes) prefetches its next
                                        * items' weights into L2, 0 (default: 25-28 % against 32-37 % of
                                        * HBM on the H200 with it on) off; same results */
+  int moe_w4_wk;                      /* PREZERO_MOE_W4_WK: 1 (default) the W4A16 kernel's work items on tiled
+                                       * experts take the whole K per warp when the batch has enough of them
+                                       * (src/backend/cuda/moe_w4_split.h), 0 the fixed K splits of before */
   int moe_w4_tiled;                   /* PREZERO_MOE_W4_TILED: 1 (default) the CUDA executor rearranges
                                        * INT4 experts once, at load, into the W4A16 kernel's tiled layout
                                        * (pz_moe_w4a16_tile; H and I multiples of 128), 0 keeps the

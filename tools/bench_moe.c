@@ -40,9 +40,10 @@ static void usage(FILE *f) {
           "  --m       batch sizes, 1..%d (default 1,4,8,16,32,64,128)\n"
           "  --tp      TP degrees whose per-rank shapes are timed (one GPU; default 1,2,4)\n"
           "  --w4-wk-up  int4, for A/B runs: warps splitting the gate/up K per work item (0 = the default:\n"
-          "              2 for tiled experts with moe_intermediate / TP >= 1024, else by H: 8)\n"
-          "  --w4-wk-dn  int4, for A/B runs: the same for the down K (0 = the default: 1 for tiled experts,\n"
-          "              else by moe_intermediate / TP: 4 at 2048, 2 at 1024, 1 below)\n"
+          "              1 for tiled experts when the batch has >= 2 items of 128 rows per CTA slot, else 2\n"
+          "              where moe_intermediate / TP >= 1024, else by H: 8; PREZERO_MOE_W4_WK=0: never 1)\n"
+          "  --w4-wk-dn  int4, for A/B runs: the same for the down K (0 = the default: 1 as above, else by\n"
+          "              moe_intermediate / TP: 4 at 2048, 2 at 1024, 1 below)\n"
           "  int4 is timed in the tiled layout the engine uses (pz_moe_w4a16_tile, PREZERO_MOE_W4_TILED=1) and,\n"
           "  in the same run, in the stored compressed-tensors layout (last column: its us and ratio).\n"
           "  Touched bytes = the distinct chosen routed experts' weights (packed words + scales for int4,\n"
@@ -120,18 +121,20 @@ static int parse(int argc, char **argv, bench_args *b) {
 #include "backend/cuda/moe_q.h"
 #include "core/options.h"
 
-/* PREZERO_MOE_L2PF from the options reader (read once). */
-static int moe_l2pf(void) {
-  static int v = -1;
-  if (v < 0) {
-    pz_runtime_opts o;
+/* The options reader's values (read once): PREZERO_MOE_L2PF, PREZERO_MOE_W4_WK. */
+static const pz_runtime_opts *moe_opts(void) {
+  static pz_runtime_opts o;
+  static int read = 0;
+  if (!read) {
     pz_runtime_opts_default(&o);
     char err[256];
     if (pz_runtime_opts_from_env(&o, err, sizeof err) != 0) fprintf(stderr, "prezero bench moe: %s\n", err);
-    v = o.moe_l2pf == 1;
+    read = 1;
   }
-  return v;
+  return &o;
 }
+static int moe_l2pf(void) { return moe_opts()->moe_l2pf == 1; }
+static int moe_w4_wk_fixed(void) { return moe_opts()->moe_w4_wk == 0; } /* PREZERO_MOE_W4_WK=0 */
 #include "bench/dev/dev_helpers.h" /* pz_moe_fill_bf16, pz_moe_stream_read */
 #include "core/status.h"
 
@@ -409,6 +412,7 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
           a.w4_tiled = nlay == 2 && lay == 0;
           a.w4_wk_up = b->wk_up;
           a.w4_wk_dn = b->wk_dn;
+          a.w4_wk_fixed = moe_w4_wk_fixed();
           lst = pz_moe_route_launch(m, logits + (size_t)(r % NSETS) * max_m * E, E, NULL, &p, ids, wts, s);
           if (lst == PZ_OK) lst = q == Q_INT4 ? pz_moe_w4a16_launch(&a, s) : pz_moe_w8a16_launch(&a, s);
         }

@@ -15,6 +15,7 @@
 #include "backend/cpu/ref_ops.h"
 #include "backend/cuda/moe_q.h"
 #include "backend/cuda/w4_tiled.h"
+#include "backend/cuda/moe_w4_split.h"
 #include "core/status.h"
 #include "prezero.h"
 #include "pz_test.h"
@@ -132,10 +133,6 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
     CHECK_OK(pz_moe_w4a16_launch(&c, 0));
     CHECK(cudaDeviceSynchronize() == cudaSuccess);
     cudaMemcpy(tk, dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
-    if (q == 4 && memcmp(tk, t[0], 4 * (size_t)m * H)) {
-      fprintf(stderr, "tiled, w4_wk_dn 1 differs from the default (which is 1)\n");
-      pz_test_failures++;
-    }
     int badq = 0;
     for (int i = 0; i < m; i++) {
       double mx = 0;
@@ -144,6 +141,34 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
     }
     if (badq) {
       fprintf(stderr, "tiled, %s %d: %d values outside the bound\n", q < 4 ? "w4_wk_up" : "w4_wk_dn", wks[q % 4], badq);
+      pz_test_failures++;
+    }
+  }
+  /* the default's K splits are moe_w4_split.h's rule (adaptive, then PREZERO_MOE_W4_WK=0's fixed one) on
+     this device's CTA slots: the same splits given explicitly are bit-identical */
+  int dev = 0, sms = 0;
+  CHECK(cudaGetDevice(&dev) == cudaSuccess &&
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess);
+  for (int fixed = 0; fixed < 2 && tk; fixed++) {
+    pz_moe_q_args c = *a, d;
+    c.w4_tiled = 1;
+    c.w4_wk_fixed = fixed;
+    d = c;
+    d.w4_wk_up = pz_moe_w4_wk(1, H, I, m, a->p.top_k, E, 4 * sms, 1, !fixed);
+    d.w4_wk_dn = pz_moe_w4_wk(0, H, I, m, a->p.top_k, E, 4 * sms, 1, !fixed);
+    CHECK_OK(pz_moe_w4a16_launch(&c, 0));
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    cudaMemcpy(tk, dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
+    if (!fixed && memcmp(tk, t[0], 4 * (size_t)m * H)) {
+      fprintf(stderr, "tiled: w4_wk_fixed 0 differs from the default\n");
+      pz_test_failures++;
+    }
+    CHECK_OK(pz_moe_w4a16_launch(&d, 0));
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    cudaMemcpy(t[1], dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
+    if (memcmp(tk, t[1], 4 * (size_t)m * H)) {
+      fprintf(stderr, "tiled, w4_wk_fixed %d: the launcher's splits are not moe_w4_split.h's (up %d, down %d)\n", fixed,
+              d.w4_wk_up, d.w4_wk_dn);
       pz_test_failures++;
     }
   }

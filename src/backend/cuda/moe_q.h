@@ -62,11 +62,12 @@ typedef struct pz_moe_q_args {
   int w4_tiled; /* W4A16: 1 = w_* and s_* are in pz_moe_w4a16_tile's layout (H and I multiples of 128,
                  * 16-byte aligned), 0 = as stored (compressed-tensors); l2pf then has no effect */
   int w4_wk_up; /* W4A16, for A/B runs: warps of a CTA splitting the gate/up K (H) in one work item, 1, 2,
-                 * 4 or 8 (items of 16 x 8 / w4_wk_up rows), 0 = the default: tiled experts with
-                 * I >= 1024 take 2, else by H (8 for H >= 4096). Results agree
-                 * within rounding (the K slices add in warp order) */
-  int w4_wk_dn; /* W4A16, for A/B runs: the same for the down K (inter), 0 = the default: 1 for tiled
-                 * experts, else by inter (8 from 4096, 4 from 2048, 2 from 1024, else 1) */
+                 * 4 or 8 (items of 16 x 8 / w4_wk_up rows), 0 = the default (moe_w4_split.h). Results
+                 * agree within rounding (the K slices add in warp order) */
+  int w4_wk_dn; /* W4A16, for A/B runs: the same for the down K (inter), 0 = the default (moe_w4_split.h) */
+  int w4_wk_fixed; /* W4A16: 1 = the fixed K splits of moe_w4_split.h (PREZERO_MOE_W4_WK=0), 0 = the adaptive
+                    * default for tiled experts (whole K per warp when the batch has >= 2 items of 128 rows
+                    * per CTA slot); results agree within rounding */
 } pz_moe_q_args;
 
 size_t pz_moe_w4a16_workspace_bytes(int max_m, int64_t H, const pz_moe_params *p);

@@ -7,6 +7,7 @@
 // are done (prefetch_rows), so HBM stays busy over the reduction and the next item's start.
 #include "backend/cuda/kernels/moe_q_common.cuh"
 #include "backend/cuda/w4_tiled.h"
+#include "backend/cuda/moe_w4_split.h"
 #include <stdlib.h>
 
 namespace {
@@ -515,10 +516,18 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
     return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: w4_wk_up %d is not 0, 1, 2, 4 or 8", a->w4_wk_up);
   if (a->w4_wk_dn != 0 && a->w4_wk_dn != 1 && a->w4_wk_dn != 2 && a->w4_wk_dn != 4 && a->w4_wk_dn != 8)
     return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: w4_wk_dn %d is not 0, 1, 2, 4 or 8", a->w4_wk_dn);
-  up.N = (int)I; up.K = (int)H; up.WK = a->w4_wk_up ? a->w4_wk_up : choose_wk(H);
+  /* the K split per work item (moe_w4_split.h): adaptive on tiled experts unless w4_wk_fixed, CTA slots
+     as launch_mm will size the grid (4 per SM for the tiled kernel) */
+  int dev = 0, sms = 0;
+  PZ_CUDA_CHECK_MSG(cudaGetDevice(&dev), "moe w4a16: cannot read the current device");
+  PZ_CUDA_CHECK_MSG(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "moe w4a16: SM count");
+  const int tiled = a->w4_tiled != 0, adaptive = !a->w4_wk_fixed, slots = 4 * sms;
+  up.N = (int)I; up.K = (int)H;
+  up.WK = a->w4_wk_up ? a->w4_wk_up : pz_moe_w4_wk(1, H, I, a->m, K, E, slots, tiled, adaptive);
   dn.w0 = a->w_down; dn.s0 = a->s_down;
   dn.wstride = H * (I / 8); dn.sstride = H * (I / kGroup);
-  dn.N = (int)H; dn.K = (int)I; dn.WK = a->w4_wk_dn ? a->w4_wk_dn : choose_wk(I);
+  dn.N = (int)H; dn.K = (int)I;
+  dn.WK = a->w4_wk_dn ? a->w4_wk_dn : pz_moe_w4_wk(0, H, I, a->m, K, E, slots, tiled, adaptive);
   if (a->w4_tiled) { /* pz_moe_w4a16_tile's layout (W4T): 128-column super-chunks, 16-byte units */
     if (H % 128 || I % 128)
       return pz_error(PZ_ERR_SHAPE, "moe w4a16: tiled experts need H %lld and inter %lld multiples of 128",
@@ -526,14 +535,6 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
     const void *pp[] = {a->w_gate, a->w_up, a->w_down, a->s_gate, a->s_up, a->s_down};
     for (int i = 0; i < 6; i++)
       if (!aligned(pp[i], 16)) return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: tiled experts must be 16-byte aligned");
-    /* gate/up K split over 2 warps per item where I >= 1024 (Kimi-K2.5 TP 1 / 2): 2-4 % faster
-     * than 8 on the H200 at m = 4..128; at I = 512 (TP 4) 8 stays faster at m <= 16
-     * (bench/results/moe_h200_int4_wk_up.md) */
-    if (!a->w4_wk_up && I >= 1024) up.WK = 2;
-    /* down: each warp the whole K (inter) of its 16 rows, no K split (items of 128 rows): 2-6 % faster
-     * than 4 / 2 at Kimi-K2.5 TP 1 / 2 (inter 2048 / 1024), m = 4..128, on the H200; TP 4 (512) had 1
-     * already (bench/results/moe_h200_int4_ab/) */
-    if (!a->w4_wk_dn) dn.WK = 1;
     return run_all<W4T>(a, l, up, dn, "moe w4a16", stream);
   }
   /* 16-byte weight loads when every packed array is 16-byte aligned (rows and experts then are:

@@ -1,0 +1,37 @@
+/* The K split of the W4A16 expert kernel's work items (kernels/moe_w4a16.cu): of a CTA's 8 warps, wk
+ * share one item's K (each a contiguous 1/wk of it, reduced in warp order), so an item covers
+ * 16 x 8 / wk weight rows (N side) of one expert for up to 32 of its tokens. Host and device
+ * agnostic, no CUDA calls: the launcher and the CPU tests (tests/cuda/test_moe_w4_split.c) share it.
+ *
+ * Fixed rule (the kernel's split before adaptive splits; PREZERO_MOE_W4_WK=0 restores it):
+ *   gate/up (K = H): 2 for tiled experts with inter >= 1024, else by K; down (K = inter): by K;
+ *   by K = 8 from 4096, 4 from 2048, 2 from 1024, else 1.
+ * Adaptive rule (the default, tiled experts): wk = 1, whole K per warp and items of 128 rows, when
+ * the batch has at least two such items per CTA slot, counting min(m x top_k, n_experts) experts
+ * (an upper bound on those the router can choose): min(m top_k, E) x ceil(N / 128) >= 2 x slots;
+ * otherwise the fixed rule, whose smaller items keep every slot busy at small batches.
+ * Measured on the H200 (bench/results/moe_h200_int4_ab/, Kimi-K2.5 per-rank shapes, 528 slots):
+ * down unsplit was 2-6 % faster at TP 1 / 2 for m = 4..128 (those all pass the test above), and
+ * gate/up unsplit 1-4 % faster at m = 64 / 128 but 6-19 % slower at m = 4 / 16 of TP 2 / 4, which
+ * the test keeps on the fixed rule. m = 1 (8 experts) keeps the fixed rule for both. */
+#ifndef PZ_BACKEND_CUDA_MOE_W4_SPLIT_H
+#define PZ_BACKEND_CUDA_MOE_W4_SPLIT_H
+#include <stdint.h>
+
+/* The fixed rule's wk for K (the reduction length) on its own. */
+static inline int pz_moe_w4_wk_by_k(int64_t K) { return K >= 4096 ? 8 : K >= 2048 ? 4 : K >= 1024 ? 2 : 1; }
+
+/* wk (1, 2, 4 or 8) for the gate/up (up = 1: N = inter, K = H) or down (up = 0: N = H, K = inter)
+ * items of an m-token batch with top_k of n_experts experts, on slots CTA slots (SMs x CTAs per SM).
+ * tiled: the experts are in the tiled layout (the adaptive rule applies to it only); adaptive: 0 for
+ * the fixed rule. Inputs out of range (m, top_k, n_experts, slots < 1) get the fixed rule. */
+static inline int pz_moe_w4_wk(int up, int64_t H, int64_t inter, int m, int top_k, int n_experts, int slots, int tiled,
+                               int adaptive) {
+  const int64_t N = up ? inter : H, K = up ? H : inter;
+  const int fixed = up && tiled && inter >= 1024 ? 2 : pz_moe_w4_wk_by_k(K);
+  if (!tiled || !adaptive || m < 1 || top_k < 1 || n_experts < 1 || slots < 1) return fixed;
+  const int64_t pairs = (int64_t)m * top_k, experts = pairs < n_experts ? pairs : n_experts;
+  return experts * ((N + 127) / 128) >= 2 * (int64_t)slots ? 1 : fixed;
+}
+
+#endif

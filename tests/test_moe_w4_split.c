@@ -1,0 +1,54 @@
+/* The W4A16 expert kernel's K split per work item (backend/cuda/moe_w4_split.h), host-only: each
+ * expected value below is worked out by hand from the rule's statement for the Kimi-K2.5 per-rank
+ * shapes the H200 runs measured (bench/results/moe_h200_int4_ab/: H 7168, 384 experts, top 8,
+ * inter 2048 / 1024 / 512 at TP 1 / 2 / 4, 132 SMs x 4 = 528 CTA slots), so the tiled default takes
+ * the unsplit items exactly where they measured faster, and the fixed rule elsewhere. */
+#include <stdio.h>
+#include "backend/cuda/moe_w4_split.h"
+#include "pz_test.h"
+
+#define H 7168
+#define E 384
+#define TOPK 8
+#define SLOTS 528
+
+int main(void) {
+  /* fixed rule on its own */
+  CHECK(pz_moe_w4_wk_by_k(7168) == 8 && pz_moe_w4_wk_by_k(4096) == 8 && pz_moe_w4_wk_by_k(4095) == 4);
+  CHECK(pz_moe_w4_wk_by_k(2048) == 4 && pz_moe_w4_wk_by_k(1024) == 2 && pz_moe_w4_wk_by_k(512) == 1);
+
+  /* down (N = H: 56 items of 128 rows per expert): 8 experts at m = 1 -> 448 < 1056 -> fixed (by inter);
+     m = 4 -> 32 experts -> 1792 >= 1056 -> 1, at every TP */
+  CHECK(pz_moe_w4_wk(0, H, 2048, 1, TOPK, E, SLOTS, 1, 1) == 4);
+  CHECK(pz_moe_w4_wk(0, H, 1024, 1, TOPK, E, SLOTS, 1, 1) == 2);
+  for (int inter = 512; inter <= 2048; inter *= 2)
+    for (int m = 4; m <= 256; m *= 2) CHECK(pz_moe_w4_wk(0, H, inter, m, TOPK, E, SLOTS, 1, 1) == 1);
+
+  /* gate/up, TP 1 (inter 2048: 16 items per expert): m 4 -> 512 -> fixed 2; m 8 -> 1024 -> fixed 2;
+     m 16 -> 2048 -> 1 */
+  CHECK(pz_moe_w4_wk(1, H, 2048, 4, TOPK, E, SLOTS, 1, 1) == 2);
+  CHECK(pz_moe_w4_wk(1, H, 2048, 8, TOPK, E, SLOTS, 1, 1) == 2);
+  CHECK(pz_moe_w4_wk(1, H, 2048, 16, TOPK, E, SLOTS, 1, 1) == 1);
+  /* TP 2 (inter 1024: 8 per expert): m 16 -> 1024 -> fixed 2 (measured 8 % slower unsplit); m 32 -> 2048 -> 1 */
+  CHECK(pz_moe_w4_wk(1, H, 1024, 16, TOPK, E, SLOTS, 1, 1) == 2);
+  CHECK(pz_moe_w4_wk(1, H, 1024, 32, TOPK, E, SLOTS, 1, 1) == 1);
+  /* TP 4 (inter 512: 4 per expert; fixed by H: 8): m 32 -> 1024 -> 8; m 64 -> 384 experts -> 1536 -> 1 */
+  CHECK(pz_moe_w4_wk(1, H, 512, 4, TOPK, E, SLOTS, 1, 1) == 8);
+  CHECK(pz_moe_w4_wk(1, H, 512, 32, TOPK, E, SLOTS, 1, 1) == 8);
+  CHECK(pz_moe_w4_wk(1, H, 512, 64, TOPK, E, SLOTS, 1, 1) == 1);
+  CHECK(pz_moe_w4_wk(1, H, 512, 256, TOPK, E, SLOTS, 1, 1) == 1);
+
+  /* the experts count saturates at n_experts: 16 experts, m 256 -> 16 x 56 = 896 < 1056 -> fixed */
+  CHECK(pz_moe_w4_wk(0, H, 2048, 256, TOPK, 16, SLOTS, 1, 1) == 4);
+  /* adaptive off (PREZERO_MOE_W4_WK=0) or the stored layout: the fixed rule, up's 2 only when tiled */
+  CHECK(pz_moe_w4_wk(0, H, 2048, 64, TOPK, E, SLOTS, 1, 0) == 4);
+  CHECK(pz_moe_w4_wk(1, H, 2048, 64, TOPK, E, SLOTS, 1, 0) == 2);
+  CHECK(pz_moe_w4_wk(1, H, 2048, 64, TOPK, E, SLOTS, 0, 1) == 8);
+  CHECK(pz_moe_w4_wk(0, H, 2048, 64, TOPK, E, SLOTS, 0, 1) == 4);
+  /* degenerate inputs: the fixed rule */
+  CHECK(pz_moe_w4_wk(0, H, 2048, 0, TOPK, E, SLOTS, 1, 1) == 4);
+  CHECK(pz_moe_w4_wk(0, H, 2048, 64, TOPK, E, 0, 1, 1) == 4);
+  /* other GPUs: more slots need more experts (an H100 PCIe, 114 SMs: 456 slots, threshold 912) */
+  CHECK(pz_moe_w4_wk(1, H, 1024, 16, TOPK, E, 456, 1, 1) == 1);
+  TEST_DONE();
+}
