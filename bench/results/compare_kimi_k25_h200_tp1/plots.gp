@@ -2,7 +2,7 @@
 if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) { set terminal pngcairo size 900,560 } else { set terminal png size 900,560 }
 set termoption noenhanced
 set output 'throughput.png'
-set title 'kimi_k25 TP 1, 14 layers: output tokens/s per GPU'
+set title 'kimi_k25 TP 1, 13 layers: output tokens/s per GPU'
 set xlabel 'concurrency'; set ylabel 'tokens/s per GPU'; set logscale x 2; set key left top; set grid
 plot 'throughput.dat' using 1:2 with linespoints lw 2 title 'prezero ON', '' using 1:3 with linespoints lw 2 title 'prezero OFF'
 unset logscale x
