@@ -38,6 +38,26 @@ int main(void) {
   CHECK(pz_moe_w4_wk(1, H, 512, 64, TOPK, E, SLOTS, 1, 1) == 1);
   CHECK(pz_moe_w4_wk(1, H, 512, 256, TOPK, E, SLOTS, 1, 1) == 1);
 
+  /* few items: the fixed split's items (experts x ceil(N / (128 / wk)), rows per item 128 / wk) fill
+     fewer than half the 528 slots -> the smallest larger split whose items do, else 8.
+     m = 1, TP 1 up (N 2048): fixed 2 -> 8 x 32 = 256 (2 x 256 = 512 < 528); 4 -> 8 x 64 = 512 (1024) -> 4.
+     m = 1, TP 2 up (N 1024): 2 -> 128; 4 -> 256 (512 < 528); 8 -> 512 -> 8.
+     m = 2, TP 2 up: 16 experts: 2 -> 256 (512 < 528); 4 -> 512 -> 4.
+     m = 3, TP 2 up: 24 experts: 2 -> 384 (768 >= 528) -> 2.
+     m = 4, TP 1 up: 2 -> 32 x 32 = 1024 -> 2 (measured best against 4 and 8).
+     m = 1, TP 4 up (N 512): fixed 8 -> 8 x 32 = 256 (512 < 528), nothing larger -> 8.
+     m = 1 down: TP 1 fixed 4 -> 8 x 224 = 1792 -> 4; TP 4 fixed 1 -> 8 x 56 = 448 (896 >= 528) -> 1. */
+  CHECK(pz_moe_w4_wk(1, H, 2048, 1, TOPK, E, SLOTS, 1, 1) == 4);
+  CHECK(pz_moe_w4_wk(1, H, 1024, 1, TOPK, E, SLOTS, 1, 1) == 8);
+  CHECK(pz_moe_w4_wk(1, H, 1024, 2, TOPK, E, SLOTS, 1, 1) == 4);
+  CHECK(pz_moe_w4_wk(1, H, 1024, 3, TOPK, E, SLOTS, 1, 1) == 2);
+  CHECK(pz_moe_w4_wk(1, H, 2048, 4, TOPK, E, SLOTS, 1, 1) == 2);
+  CHECK(pz_moe_w4_wk(1, H, 512, 1, TOPK, E, SLOTS, 1, 1) == 8);
+  CHECK(pz_moe_w4_wk(0, H, 2048, 1, TOPK, E, SLOTS, 1, 1) == 4);
+  CHECK(pz_moe_w4_wk(0, H, 512, 1, TOPK, E, SLOTS, 1, 1) == 1);
+  /* with the fixed rule (PREZERO_MOE_W4_WK=0) m = 1 keeps 2 */
+  CHECK(pz_moe_w4_wk(1, H, 2048, 1, TOPK, E, SLOTS, 1, 0) == 2);
+
   /* the experts count saturates at n_experts: 16 experts, m 256 -> 16 x 56 = 896 < 1056 -> fixed */
   CHECK(pz_moe_w4_wk(0, H, 2048, 256, TOPK, 16, SLOTS, 1, 1) == 4);
   /* adaptive off (PREZERO_MOE_W4_WK=0) or the stored layout: the fixed rule, up's 2 only when tiled */

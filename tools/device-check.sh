@@ -19,7 +19,8 @@
 #   attn_splits  `prezero bench attn` TP 1/2, m 64/128, mixed and uniform contexts with PREZERO_MLA_SPLITS=2 and 4
 #   quant_ab   `prezero bench moe --quant int4` per W4A16 K split (PZ_AB_LIST, e.g. "dn4 dn1:up1")
 #   ncu_moe    ncu of the W4A16 expert kernel at TP 1 (PZ_NCU_M, default 64)
-#   quant_fixed  `PREZERO_MOE_W4_WK=0 prezero bench moe --quant int4` (run after quant for the A/B)
+#   moe_int4   `prezero bench moe --quant int4` alone (PZ_MOE_ARGS adds options)
+#   quant_fixed  `PREZERO_MOE_W4_WK=0 prezero bench moe --quant int4` (after quant or moe_int4, for the A/B)
 #   quant_wk   `prezero bench moe --quant int4` per W4A16 K split (PZ_WK_LIST, default "dn1 dn2 dn8 up1"; PZ_WK_ARGS)
 #   attn_mixed `prezero bench attn` on mixed contexts [1024, 16384], paged: balanced schedule, then PREZERO_MLA_BALANCE=0
 #   step_pad   `prezero bench step --batch 32,128 --rows 17`: padded steps, padding rows at one position, then
@@ -245,9 +246,12 @@ for s in $sections; do
       CUDA_VISIBLE_DEVICES=0 run compare_kimi_k25_tp1 ${PZ_T_COMPARE_Q:-540} $P compare --config kimi_k25 --tp 1 --osl 128 \
         ${PZ_QUANT_COMPARE_ARGS:-} --out $W/compare_kimi_k25_tp1
       grep -h "layers fit\|^Notes" $W/compare_kimi_k25_tp1/compare.md 2>/dev/null | cut -c1-240 | tee -a "$S" ;;
-    quant_fixed)  # issue 15: bench moe --quant int4 with PREZERO_MOE_W4_WK=0 (the fixed K splits), A/B against quant's run
-      PREZERO_MOE_W4_WK=0 run bench_moe_int4_wkfixed ${PZ_T_MOE_Q:-240} $P bench moe --quant int4 --json $W/moe_h200_int4_wkfixed.json \
-        --md $W/moe_h200_int4_wkfixed.md ;;
+    moe_int4)  # issue 15: bench moe --quant int4 alone (PZ_MOE_ARGS adds options), no compare
+      run bench_moe_int4 ${PZ_T_MOE_Q:-240} $P bench moe --quant int4 ${PZ_MOE_ARGS:-} --json $W/moe_h200_int4.json --md $W/moe_h200_int4.md ;;
+    quant_fixed)  # issue 15: bench moe --quant int4 with PREZERO_MOE_W4_WK=0 (the fixed K splits), A/B against quant's
+      # or moe_int4's run (PZ_MOE_ARGS as there)
+      PREZERO_MOE_W4_WK=0 run bench_moe_int4_wkfixed ${PZ_T_MOE_Q:-240} $P bench moe --quant int4 ${PZ_MOE_ARGS:-} \
+        --json $W/moe_h200_int4_wkfixed.json --md $W/moe_h200_int4_wkfixed.md ;;
     quant_wk)  # issue 15: the W4A16 K split per work item, A/B: PZ_WK_LIST items dnN (--w4-wk-dn N) / upN (--w4-wk-up N)
       for a in ${PZ_WK_LIST:-dn1 dn2 dn8 up1}; do
         run bench_moe_int4_wk$a 120 $P bench moe --quant int4 ${PZ_WK_ARGS:---m 4,16,64,128} --w4-wk-${a:0:2} ${a:2} \

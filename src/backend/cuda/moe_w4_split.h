@@ -1,7 +1,7 @@
 /* The K split of the W4A16 expert kernel's work items (kernels/moe_w4a16.cu): of a CTA's 8 warps, wk
  * share one item's K (each a contiguous 1/wk of it, reduced in warp order), so an item covers
  * 16 x 8 / wk weight rows (N side) of one expert for up to 32 of its tokens. Host and device
- * agnostic, no CUDA calls: the launcher and the CPU tests (tests/cuda/test_moe_w4_split.c) share it.
+ * agnostic, no CUDA calls: the launcher and the CPU test (tests/test_moe_w4_split.c) share it.
  *
  * Fixed rule (the kernel's split before adaptive splits; PREZERO_MOE_W4_WK=0 restores it):
  *   gate/up (K = H): 2 for tiled experts with inter >= 1024, else by K; down (K = inter): by K;
@@ -9,11 +9,15 @@
  * Adaptive rule (the default, tiled experts): wk = 1, whole K per warp and items of 128 rows, when
  * the batch has at least two such items per CTA slot, counting min(m x top_k, n_experts) experts
  * (an upper bound on those the router can choose): min(m top_k, E) x ceil(N / 128) >= 2 x slots;
- * otherwise the fixed rule, whose smaller items keep every slot busy at small batches.
+ * otherwise the fixed rule, unless its items fill fewer than half the slots: then the smallest
+ * larger split (4 or 8) whose items do, or 8 (Kimi-K2.5 m = 1: gate/up 2 -> 4 at TP 1, 512 items of
+ * 32 rows instead of 256 of 64, and 2 -> 8 at TP 2; so ~4 CTAs per SM stream instead of ~2: not yet
+ * measured when written; bench/results/moe_h200_int4_ab/README.md has the run).
  * Measured on the H200 (bench/results/moe_h200_int4_ab/, Kimi-K2.5 per-rank shapes, 528 slots):
  * down unsplit was 2-6 % faster at TP 1 / 2 for m = 4..128 (those all pass the test above), and
  * gate/up unsplit 1-4 % faster at m = 64 / 128 but 6-19 % slower at m = 4 / 16 of TP 2 / 4, which
- * the test keeps on the fixed rule. m = 1 (8 experts) keeps the fixed rule for both. */
+ * the test keeps on the fixed rule. Earlier runs (moe_h200_int4_wk_up.md): at m = 4 a gate/up split
+ * of 2 (1024 items) beat 4 and 8 at TP 1, and 8 beat 2 at TP 4 m = 4 / 16, as the rules pick. */
 #ifndef PZ_BACKEND_CUDA_MOE_W4_SPLIT_H
 #define PZ_BACKEND_CUDA_MOE_W4_SPLIT_H
 #include <stdint.h>
@@ -31,7 +35,10 @@ static inline int pz_moe_w4_wk(int up, int64_t H, int64_t inter, int m, int top_
   const int fixed = up && tiled && inter >= 1024 ? 2 : pz_moe_w4_wk_by_k(K);
   if (!tiled || !adaptive || m < 1 || top_k < 1 || n_experts < 1 || slots < 1) return fixed;
   const int64_t pairs = (int64_t)m * top_k, experts = pairs < n_experts ? pairs : n_experts;
-  return experts * ((N + 127) / 128) >= 2 * (int64_t)slots ? 1 : fixed;
+  if (experts * ((N + 127) / 128) >= 2 * (int64_t)slots) return 1; /* items of 128 rows */
+  for (int wk = fixed; wk <= 8; wk *= 2) /* items of 128 / wk rows: at least half a slot's worth each */
+    if (2 * experts * ((N * wk + 127) / 128) >= slots) return wk;
+  return 8;
 }
 
 #endif
