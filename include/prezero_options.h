@@ -64,9 +64,6 @@ typedef struct pz_runtime_opts {
                                        * (PREZERO_MOE_W4_TILED=0 or untileable shapes) prefetches its next
                                        * items' weights into L2, 0 (default: 25-28 % against 32-37 % of
                                        * HBM on the H200 with it on) off; same results */
-  int moe_w4_wk;                      /* PREZERO_MOE_W4_WK: 1 (default) the W4A16 kernel's work items on tiled
-                                       * experts take the whole K per warp when the batch has enough of them
-                                       * (src/backend/cuda/moe_w4_split.h), 0 the fixed K splits of before */
   int moe_w4_tiled;                   /* PREZERO_MOE_W4_TILED: 1 (default) the CUDA executor rearranges
                                        * INT4 experts once, at load, into the W4A16 kernel's tiled layout
                                        * (pz_moe_w4a16_tile; H and I multiples of 128), 0 keeps the
@@ -105,6 +102,13 @@ typedef struct pz_runtime_opts {
                                        * (core/kv_sched.h; H200, Kimi-K2 TP 1, contexts in [1024, 16384]:
                                        * m 128 850 -> 649 µs); 1 one wave of slots (the former rule).
                                        * Added in 0.2.0 */
+  int moe_w4_wk;                      /* PREZERO_MOE_W4_WK: -1 unset or 1 (the default) the W4A16 kernel sizes
+                                       * its work items on tiled INT4 experts by batch: the whole K per warp
+                                       * where the batch has two 128-row items per CTA slot, K split over more
+                                       * warps where the fixed split's items fill fewer than half the slots
+                                       * (src/backend/cuda/moe_w4_split.h); 0 the fixed K splits of before.
+                                       * Results agree within rounding, and depend on the batch size (the
+                                       * captured graph's, padding rows included) and the SM count. Added last */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. o NULL: nothing happens. */

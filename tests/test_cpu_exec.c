@@ -267,7 +267,7 @@ int main(void) {
                                           {"PREZERO_PAD_ATTN", "2"}, {"PREZERO_GEMM_BN", "48"},
                                           {"PREZERO_GEMM_BN", "8"}, {"PREZERO_GEMM_BN", "512"},
                                           {"PREZERO_MLA_WAVES", "0"}, {"PREZERO_MLA_WAVES", "3"},
-                                          {"PREZERO_GEMM_WN", "2"}};
+                                          {"PREZERO_GEMM_WN", "2"}, {"PREZERO_MOE_W4_WK", "2"}};
     for (size_t i = 0; i < sizeof badv / sizeof badv[0]; i++) {
       setenv(badv[i][0], badv[i][1], 1);
       CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == -1 && strstr(bad, badv[i][0]));

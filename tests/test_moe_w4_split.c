@@ -21,7 +21,7 @@ int main(void) {
      m = 4 -> 32 experts -> 1792 >= 1056 -> 1, at every TP */
   CHECK(pz_moe_w4_wk(0, H, 2048, 1, TOPK, E, SLOTS, 1, 1) == 4);
   CHECK(pz_moe_w4_wk(0, H, 1024, 1, TOPK, E, SLOTS, 1, 1) == 2);
-  for (int inter = 512; inter <= 2048; inter *= 2)
+  for (int inter = 1024; inter <= 2048; inter *= 2) /* (inter 512: the fixed rule gives 1 as well) */
     for (int m = 4; m <= 256; m *= 2) CHECK(pz_moe_w4_wk(0, H, inter, m, TOPK, E, SLOTS, 1, 1) == 1);
 
   /* gate/up, TP 1 (inter 2048: 16 items per expert): m 4 -> 512 -> fixed 2; m 8 -> 1024 -> fixed 2;
@@ -55,6 +55,18 @@ int main(void) {
   CHECK(pz_moe_w4_wk(1, H, 512, 1, TOPK, E, SLOTS, 1, 1) == 8);
   CHECK(pz_moe_w4_wk(0, H, 2048, 1, TOPK, E, SLOTS, 1, 1) == 4);
   CHECK(pz_moe_w4_wk(0, H, 512, 1, TOPK, E, SLOTS, 1, 1) == 1);
+  /* the thresholds hold at equality: unsplit needs items(1) >= 2 x slots (TP 4 up, m 33: 264 experts x 4
+     = 1056 = 2 x 528 -> 1; one slot more -> the fixed 8); a larger split needs 2 x items < slots
+     (TP 2 up, m 2: 16 experts x 16 = 256 items at wk 2, 2 x 256 = 512: 512 slots -> 2, 513 -> 4) */
+  CHECK(pz_moe_w4_wk(1, H, 512, 33, TOPK, E, 528, 1, 1) == 1);
+  CHECK(pz_moe_w4_wk(1, H, 512, 33, TOPK, E, 529, 1, 1) == 8);
+  CHECK(pz_moe_w4_wk(1, H, 1024, 2, TOPK, E, 512, 1, 1) == 2);
+  CHECK(pz_moe_w4_wk(1, H, 1024, 2, TOPK, E, 513, 1, 1) == 4);
+  /* capped at K / 128: H 256 (2 super-chunks), inter 128, 8 experts, m 48 top 2 (the GPU test's small
+     tileable case): up fixed by K 256 -> 1, items 8 x 1 = 8 -> wants more but K allows 2 -> 2;
+     down (K = 128: one super-chunk) stays 1 */
+  CHECK(pz_moe_w4_wk(1, 256, 128, 48, 2, 8, SLOTS, 1, 1) == 2);
+  CHECK(pz_moe_w4_wk(0, 256, 128, 48, 2, 8, SLOTS, 1, 1) == 1);
   /* with the fixed rule (PREZERO_MOE_W4_WK=0) m = 1 keeps 2 */
   CHECK(pz_moe_w4_wk(1, H, 2048, 1, TOPK, E, SLOTS, 1, 0) == 2);
 

@@ -39,11 +39,12 @@ static void usage(FILE *f) {
           "            for int4 / fp8 the bf16 MoE is timed in the same run for the speed-up (default bf16)\n"
           "  --m       batch sizes, 1..%d (default 1,4,8,16,32,64,128)\n"
           "  --tp      TP degrees whose per-rank shapes are timed (one GPU; default 1,2,4)\n"
-          "  --w4-wk-up  int4, for A/B runs: warps splitting the gate/up K per work item (0 = the default:\n"
-          "              1 for tiled experts when the batch has >= 2 items of 128 rows per CTA slot, else 2\n"
-          "              where moe_intermediate / TP >= 1024, else by H: 8; PREZERO_MOE_W4_WK=0: never 1)\n"
-          "  --w4-wk-dn  int4, for A/B runs: the same for the down K (0 = the default: 1 as above, else by\n"
-          "              moe_intermediate / TP: 4 at 2048, 2 at 1024, 1 below)\n"
+          "  --w4-wk-up  int4, for A/B runs: warps splitting the gate/up K per work item (0 = the default,\n"
+          "              src/backend/cuda/moe_w4_split.h: tiled experts 1 when the batch has >= 2 items of 128\n"
+          "              rows per CTA slot, more than the fixed split where its items fill < half the slots;\n"
+          "              fixed: 2 where moe_intermediate / TP >= 1024, else by H: 8; PREZERO_MOE_W4_WK=0: fixed)\n"
+          "  --w4-wk-dn  int4, for A/B runs: the same for the down K (fixed: by moe_intermediate / TP,\n"
+          "              4 at 2048, 2 at 1024, 1 below)\n"
           "  int4 is timed in the tiled layout the engine uses (pz_moe_w4a16_tile, PREZERO_MOE_W4_TILED=1) and,\n"
           "  in the same run, in the stored compressed-tensors layout (last column: its us and ratio).\n"
           "  Touched bytes = the distinct chosen routed experts' weights (packed words + scales for int4,\n"
@@ -486,6 +487,7 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
         cJSON_AddNumberToObject(row, "bf16_us", us_bf16);
         cJSON_AddNumberToObject(row, "speedup_vs_bf16", speedup);
       }
+      if (q == Q_INT4) cJSON_AddBoolToObject(row, "w4_wk_fixed", moe_w4_wk_fixed()); /* PREZERO_MOE_W4_WK=0 */
       cJSON_AddNumberToObject(row, "read_us_same_bytes", rus);
     }
   }

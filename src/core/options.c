@@ -27,7 +27,7 @@ void pz_runtime_opts_default(pz_runtime_opts *o) {
   o->moe_persistent = -1;
   o->moe_l2pf = 0; /* measured slower on the H200 (bench/results/moe_h200_int4_l2pf.md) */
   o->moe_w4_tiled = 1;
-  o->moe_w4_wk = 1;
+  o->moe_w4_wk = -1; /* the adaptive K split (moe_w4_split.h) */
   o->mla_balance = -1;
   o->gate_calibrate = -1;
   o->pad_attn = -1;

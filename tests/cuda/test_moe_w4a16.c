@@ -122,7 +122,7 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
   b.s_up = (const char *)a->s_up + 4;
   CHECK_ST(pz_moe_w4a16_launch(&b, 0), PZ_ERR_INVALID_ARG);
   /* gate/up or down K split over 1, 2, 4 or 8 warps (w4_wk_up / w4_wk_dn, A/B runs): within the same
-     bound, and down's K split of 1 (the tiled default) equal to the tiled kernel's result above */
+     bound */
   static const int wks[] = {1, 2, 4, 8};
   float *tk = malloc(4 * (size_t)m * H);
   for (int q = 0; q < 8 && tk; q++) {
@@ -145,7 +145,8 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
     }
   }
   /* the default's K splits are moe_w4_split.h's rule (adaptive, then PREZERO_MOE_W4_WK=0's fixed one) on
-     this device's CTA slots: the same splits given explicitly are bit-identical */
+     this device's CTA slots: the same splits given explicitly are bit-identical (and w4_wk_fixed 0, the
+     default, repeats t[0] bit for bit: run to run) */
   int dev = 0, sms = 0;
   CHECK(cudaGetDevice(&dev) == cudaSuccess &&
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess);

@@ -67,7 +67,8 @@ typedef struct pz_moe_q_args {
   int w4_wk_dn; /* W4A16, for A/B runs: the same for the down K (inter), 0 = the default (moe_w4_split.h) */
   int w4_wk_fixed; /* W4A16: 1 = the fixed K splits of moe_w4_split.h (PREZERO_MOE_W4_WK=0), 0 = the adaptive
                     * default for tiled experts (whole K per warp when the batch has >= 2 items of 128 rows
-                    * per CTA slot); results agree within rounding */
+                    * per CTA slot, more warps per K where the fixed split's items fill < half the slots);
+                    * results agree within rounding and depend on m and the SM count */
 } pz_moe_q_args;
 
 size_t pz_moe_w4a16_workspace_bytes(int max_m, int64_t H, const pz_moe_params *p);

@@ -10,7 +10,7 @@
  * the batch has at least two such items per CTA slot, counting min(m x top_k, n_experts) experts
  * (an upper bound on those the router can choose): min(m top_k, E) x ceil(N / 128) >= 2 x slots;
  * otherwise the fixed rule, unless its items fill fewer than half the slots: then the smallest
- * larger split (4 or 8) whose items do, or 8 (Kimi-K2.5 m = 1: gate/up 2 -> 4 at TP 1, 512 items of
+ * larger split whose items do, at most 8 and K / 128 (Kimi-K2.5 m = 1: gate/up 2 -> 4 at TP 1, 512 items of
  * 32 rows instead of 256 of 64, and 2 -> 8 at TP 2; so ~4 CTAs per SM stream instead of ~2: not yet
  * measured when written; bench/results/moe_h200_int4_ab/README.md has the run).
  * Measured on the H200 (bench/results/moe_h200_int4_ab/, Kimi-K2.5 per-rank shapes, 528 slots):
@@ -36,9 +36,11 @@ static inline int pz_moe_w4_wk(int up, int64_t H, int64_t inter, int m, int top_
   if (!tiled || !adaptive || m < 1 || top_k < 1 || n_experts < 1 || slots < 1) return fixed;
   const int64_t pairs = (int64_t)m * top_k, experts = pairs < n_experts ? pairs : n_experts;
   if (experts * ((N + 127) / 128) >= 2 * (int64_t)slots) return 1; /* items of 128 rows */
-  for (int wk = fixed; wk <= 8; wk *= 2) /* items of 128 / wk rows: at least half a slot's worth each */
-    if (2 * experts * ((N * wk + 127) / 128) >= slots) return wk;
-  return 8;
+  /* larger splits up to 8 and up to K's 128-column super-chunks (no warp left without K) */
+  const int cap = K / 128 >= 8 ? 8 : K / 128 >= 4 ? 4 : K / 128 >= 2 ? 2 : 1;
+  int wk = fixed;
+  while (wk < cap && 2 * experts * ((N * wk + 127) / 128) < slots) wk *= 2; /* items of 128 / wk rows */
+  return wk;
 }
 
 #endif

@@ -516,17 +516,22 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
     return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: w4_wk_up %d is not 0, 1, 2, 4 or 8", a->w4_wk_up);
   if (a->w4_wk_dn != 0 && a->w4_wk_dn != 1 && a->w4_wk_dn != 2 && a->w4_wk_dn != 4 && a->w4_wk_dn != 8)
     return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: w4_wk_dn %d is not 0, 1, 2, 4 or 8", a->w4_wk_dn);
-  /* the K split per work item (moe_w4_split.h): adaptive on tiled experts unless w4_wk_fixed, CTA slots
-     as launch_mm will size the grid (4 per SM for the tiled kernel) */
-  int dev = 0, sms = 0;
-  PZ_CUDA_CHECK_MSG(cudaGetDevice(&dev), "moe w4a16: cannot read the current device");
-  PZ_CUDA_CHECK_MSG(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "moe w4a16: SM count");
-  const int tiled = a->w4_tiled != 0, adaptive = !a->w4_wk_fixed, slots = 4 * sms;
   up.N = (int)I; up.K = (int)H;
-  up.WK = a->w4_wk_up ? a->w4_wk_up : pz_moe_w4_wk(1, H, I, a->m, K, E, slots, tiled, adaptive);
   dn.w0 = a->w_down; dn.s0 = a->s_down;
   dn.wstride = H * (I / 8); dn.sstride = H * (I / kGroup);
   dn.N = (int)H; dn.K = (int)I;
+  /* the K split per work item (moe_w4_split.h): adaptive on tiled experts unless w4_wk_fixed, on the CTA
+     slots launch_mm's grid has (the tiled kernel: W4T::kMinBlocks per SM, which its 64 registers and 32 KB
+     of shared memory make exact); the SM count is read only where the rule needs it */
+  int sms = 0;
+  const int tiled = a->w4_tiled != 0 && H % 128 == 0 && I % 128 == 0, adaptive = !a->w4_wk_fixed;
+  if (tiled && adaptive && (!a->w4_wk_up || !a->w4_wk_dn)) {
+    int dev = 0;
+    PZ_CUDA_CHECK_MSG(cudaGetDevice(&dev), "moe w4a16: cannot read the current device");
+    PZ_CUDA_CHECK_MSG(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "moe w4a16: SM count");
+  }
+  const int slots = W4T::kMinBlocks * sms; /* 0 (not read): the fixed rule */
+  up.WK = a->w4_wk_up ? a->w4_wk_up : pz_moe_w4_wk(1, H, I, a->m, K, E, slots, tiled, adaptive);
   dn.WK = a->w4_wk_dn ? a->w4_wk_dn : pz_moe_w4_wk(0, H, I, a->m, K, E, slots, tiled, adaptive);
   if (a->w4_tiled) { /* pz_moe_w4a16_tile's layout (W4T): 128-column super-chunks, 16-byte units */
     if (H % 128 || I % 128)
