@@ -18,6 +18,7 @@
 #              then PREZERO_MLA_WAVES=1 (one wave)
 #   attn_splits  `prezero bench attn` TP 1/2, m 64/128, mixed and uniform contexts with PREZERO_MLA_SPLITS=2 and 4
 #   quant_ab   `prezero bench moe --quant int4` per W4A16 K split (PZ_AB_LIST, e.g. "dn4 dn1:up1")
+#   ncu_attn   ncu of the MLA split attention and combine kernels (PZ_NCU_M, default 4; not yet run)
 #   ncu_moe    ncu of the W4A16 expert kernel at TP 1 (PZ_NCU_M, default 64)
 #   moe_int4   `prezero bench moe --quant int4` alone (PZ_MOE_ARGS adds options)
 #   quant_fixed  `PREZERO_MOE_W4_WK=0 prezero bench moe --quant int4` (after quant or moe_int4, for the A/B)
@@ -270,6 +271,9 @@ for s in $sections; do
           --json $W/moe_h200_int4_ab_$n.json --md $W/moe_h200_int4_ab_$n.md
         grep -E "^\| [0-9]" $W/moe_h200_int4_ab_$n.md | awk -F'|' -v a=$n '{print a, "tp", $2, "m", $3, "us", $6, $8}' | tee -a "$S"
       done ;;
+    ncu_attn)  # issue 18: ncu of the MLA split attention and combine kernels at small m (bench/attn/ncu_attn.sh;
+      # PZ_NCU_M, default 4; PZ_NCU_TP, default 1): how much of m = 4's time the split partials and the combine take
+      OUT=$W/ncu_attn PZ_NCU_M=${PZ_NCU_M:-4} run ncu_attn 200 bash bench/attn/ncu_attn.sh ;;
     ncu_moe)  # issue 15: ncu of the W4A16 expert kernel (bench/moe/ncu_w4a16.sh; PZ_NCU_M, default 64)
       OUT=$W/ncu_moe PZ_NCU_M=${PZ_NCU_M:-64} run ncu_moe 200 bash bench/moe/ncu_w4a16.sh ;;
     consumer) run consumer ${PZ_T_CONSUMER:-300} ctest --test-dir $B -R installed_consumer -V
