@@ -14,8 +14,8 @@
 
 int main(void) {
   /* fixed rule on its own */
-  CHECK(pz_moe_w4_wk_by_k(7168) == 8 && pz_moe_w4_wk_by_k(4096) == 8 && pz_moe_w4_wk_by_k(4095) == 4);
-  CHECK(pz_moe_w4_wk_by_k(2048) == 4 && pz_moe_w4_wk_by_k(1024) == 2 && pz_moe_w4_wk_by_k(512) == 1);
+  CHECK(pz_moe_wk_by_k(7168) == 8 && pz_moe_wk_by_k(4096) == 8 && pz_moe_wk_by_k(4095) == 4);
+  CHECK(pz_moe_wk_by_k(2048) == 4 && pz_moe_wk_by_k(1024) == 2 && pz_moe_wk_by_k(512) == 1);
 
   /* down (N = H: 56 items of 128 rows per expert): 8 experts at m = 1 -> 448 < 1056 -> fixed (by inter);
      m = 4 -> 32 experts -> 1792 >= 1056 -> 1, at every TP */

@@ -42,9 +42,9 @@ static int splits_for(const pz_mla_cuda_ctx *c, int m, int waves) {
 
 int pz_mla_cuda_splits(const pz_mla_cuda_ctx *c, int m) { return splits_for(c, m, c->waves); }
 
-/* The one-wave split count a launch of m rows is given (bind_io), at most its split count. */
-static int splits1_for(const pz_mla_cuda_ctx *c, int m) {
-  const int s1 = splits_for(c, m, 1), s = pz_mla_cuda_splits(c, m);
+/* The one-wave split count a launch of m rows with split count s is given (bind_io), at most s. */
+static int splits1_for(const pz_mla_cuda_ctx *c, int m, int s) {
+  const int s1 = splits_for(c, m, 1);
   return s1 < s ? s1 : s;
 }
 
@@ -52,7 +52,7 @@ pz_status pz_mla_cuda_last_schedule(const pz_mla_cuda_ctx *c, int m, int32_t *of
   if (!c || !off || m < 1 || m > c->m_max)
     return pz_error(PZ_ERR_INVALID_ARG, "mla cuda: NULL argument or m %d outside 1..m_max", m);
   PZ_CUDA_CHECK(cudaMemcpy(off, c->k.sched, sizeof(int32_t) * (size_t)(m + 1), cudaMemcpyDeviceToHost));
-  if (splits1) *splits1 = splits1_for(c, m);
+  if (splits1) *splits1 = splits1_for(c, m, pz_mla_cuda_splits(c, m));
   return PZ_OK;
 }
 
@@ -194,7 +194,7 @@ static pz_status bind_io(pz_mla_cuda_ctx *c, int m, const pz_mla_cuda_io *io, pz
   k->rows = io->rows;
   k->w_uk = io->w_uk; k->w_uv = io->w_uv;
   k->splits = pz_mla_cuda_splits(c, m);
-  k->splits1 = splits1_for(c, m); /* the batch's schedule takes one wave where that is no slower */
+  k->splits1 = splits1_for(c, m, k->splits); /* the batch's schedule takes one wave where that is no slower */
   return PZ_OK;
 }
 

@@ -1,7 +1,8 @@
 /* The K split of the W4A16 expert kernel's work items (kernels/moe_w4a16.cu): of a CTA's 8 warps, wk
  * share one item's K (each a contiguous 1/wk of it, reduced in warp order), so an item covers
  * 16 x 8 / wk weight rows (N side) of one expert for up to 32 of its tokens. Host and device
- * agnostic, no CUDA calls: the launcher and the CPU test (tests/test_moe_w4_split.c) share it.
+ * agnostic, no CUDA calls: the W4A16 launcher and the CPU test (tests/test_moe_w4_split.c) share it, and
+ * every grouped expert kernel takes its fixed rule (pz_moe_wk_by_k).
  *
  * Fixed rule (the kernel's split before adaptive splits; PREZERO_MOE_W4_WK=0 restores it):
  *   gate/up (K = H): 2 for tiled experts with inter >= 1024, else by K; down (K = inter): by K;
@@ -22,8 +23,9 @@
 #define PZ_BACKEND_CUDA_MOE_W4_SPLIT_H
 #include <stdint.h>
 
-/* The fixed rule's wk for K (the reduction length) on its own. */
-static inline int pz_moe_w4_wk_by_k(int64_t K) { return K >= 4096 ? 8 : K >= 2048 ? 4 : K >= 1024 ? 2 : 1; }
+/* The fixed rule's wk for K (the reduction length) on its own; also the split every grouped expert
+ * kernel takes (bf16 moe_experts.cu, W8A16). */
+static inline int pz_moe_wk_by_k(int64_t K) { return K >= 4096 ? 8 : K >= 2048 ? 4 : K >= 1024 ? 2 : 1; }
 
 /* wk (1, 2, 4 or 8) for the gate/up (up = 1: N = inter, K = H) or down (up = 0: N = H, K = inter)
  * items of an m-token batch with top_k of n_experts experts, on slots CTA slots (SMs x CTAs per SM).
@@ -32,7 +34,7 @@ static inline int pz_moe_w4_wk_by_k(int64_t K) { return K >= 4096 ? 8 : K >= 204
 static inline int pz_moe_w4_wk(int up, int64_t H, int64_t inter, int m, int top_k, int n_experts, int slots, int tiled,
                                int adaptive) {
   const int64_t N = up ? inter : H, K = up ? H : inter;
-  const int fixed = up && tiled && inter >= 1024 ? 2 : pz_moe_w4_wk_by_k(K);
+  const int fixed = up && tiled && inter >= 1024 ? 2 : pz_moe_wk_by_k(K);
   if (!tiled || !adaptive || m < 1 || top_k < 1 || n_experts < 1 || slots < 1) return fixed;
   const int64_t pairs = (int64_t)m * top_k, experts = pairs < n_experts ? pairs : n_experts;
   if (experts * ((N + 127) / 128) >= 2 * (int64_t)slots) return 1; /* items of 128 rows */

@@ -11,6 +11,7 @@ extern "C" { /* core/status.h has no C++ guards of its own */
 }
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/moe.h"
+#include "backend/cuda/moe_w4_split.h" /* pz_moe_wk_by_k */
 #include "backend/cuda/kernels/moe_item_common.cuh"
 
 namespace {
@@ -317,8 +318,6 @@ __global__ void moe_combine_kernel(combine_params p) {
 
 // ---------------------------------------------------------------- host side
 
-int choose_wk(int64_t K) { return K >= 4096 ? 8 : K >= 2048 ? 4 : K >= 1024 ? 2 : 1; }
-
 size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
 
 int max_work_of(int max_m, int E, int K) {
@@ -395,7 +394,7 @@ seg_params seg(const void *w0, const void *w1, int64_t wstride, int64_t N, int64
   s.wstride = wstride;
   s.N = (int)N;
   s.K = (int)K;
-  s.WK = choose_wk(K);
+  s.WK = pz_moe_wk_by_k(K);
   s.in = (const __nv_bfloat16 *)in;
   s.ld_in = ld_in;
   s.in_mode = in_mode;

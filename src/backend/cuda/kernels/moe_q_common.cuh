@@ -19,6 +19,7 @@ extern "C" { /* core/status.h has no C++ guards of its own */
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/moe_q.h"
+#include "backend/cuda/moe_w4_split.h" /* pz_moe_wk_by_k */
 #include "backend/cuda/kernels/moe_item_common.cuh"
 
 namespace {
@@ -219,7 +220,6 @@ __global__ void combine_kernel(combine_params p) {
 
 // ---------------------------------------------------------------- host side
 
-inline int choose_wk(int64_t K) { return K >= 4096 ? 8 : K >= 2048 ? 4 : K >= 1024 ? 2 : 1; }
 inline size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
 inline int max_work_of(int max_m, int E, int K) {
   const int pairs = max_m * K;

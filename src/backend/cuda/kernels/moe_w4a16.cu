@@ -512,10 +512,10 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
   seg up = {}, dn = {};
   up.w0 = a->w_gate; up.w1 = a->w_up; up.s0 = a->s_gate; up.s1 = a->s_up;
   up.wstride = I * (H / 8); up.sstride = I * (H / kGroup);
-  if (a->w4_wk_up != 0 && a->w4_wk_up != 1 && a->w4_wk_up != 2 && a->w4_wk_up != 4 && a->w4_wk_up != 8)
-    return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: w4_wk_up %d is not 0, 1, 2, 4 or 8", a->w4_wk_up);
-  if (a->w4_wk_dn != 0 && a->w4_wk_dn != 1 && a->w4_wk_dn != 2 && a->w4_wk_dn != 4 && a->w4_wk_dn != 8)
-    return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: w4_wk_dn %d is not 0, 1, 2, 4 or 8", a->w4_wk_dn);
+  const int wks[2] = {a->w4_wk_up, a->w4_wk_dn};
+  for (int i = 0; i < 2; i++)
+    if (wks[i] != 0 && wks[i] != 1 && wks[i] != 2 && wks[i] != 4 && wks[i] != 8)
+      return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: %s %d is not 0, 1, 2, 4 or 8", i ? "w4_wk_dn" : "w4_wk_up", wks[i]);
   up.N = (int)I; up.K = (int)H;
   dn.w0 = a->w_down; dn.s0 = a->s_down;
   dn.wstride = H * (I / 8); dn.sstride = H * (I / kGroup);

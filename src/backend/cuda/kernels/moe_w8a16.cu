@@ -163,11 +163,11 @@ extern "C" pz_status pz_moe_w8a16_launch(const pz_moe_q_args *a, cudaStream_t st
   seg up = {}, dn = {};
   up.w0 = a->w_gate; up.w1 = a->w_up; up.s0 = a->s_gate; up.s1 = a->s_up;
   up.wstride = I * H; up.sstride = sr_gu * sc_gu;
-  up.N = (int)I; up.K = (int)H; up.WK = choose_wk(H);
+  up.N = (int)I; up.K = (int)H; up.WK = pz_moe_wk_by_k(H);
   up.bm = (int)bm; up.bn = (int)bn; up.scols = (int)sc_gu;
   dn.w0 = a->w_down; dn.s0 = a->s_down;
   dn.wstride = H * I; dn.sstride = sr_d * sc_d;
-  dn.N = (int)H; dn.K = (int)I; dn.WK = choose_wk(I);
+  dn.N = (int)H; dn.K = (int)I; dn.WK = pz_moe_wk_by_k(I);
   dn.bm = (int)bm; dn.bn = (int)bn; dn.scols = (int)sc_d;
   return run_all<W8>(a, l, up, dn, "moe w8a16", stream);
 }
