@@ -265,6 +265,10 @@ int main(void) {
   CHECK(last_rc == 2);
   bad("bench moe", "--frob", "unknown option '--frob'");
   CHECK(last_rc == 2);
+  bad("bench moe", "--w4-wk-up 3", "--w4-wk-up '3' is not 0, 1, 2, 4 or 8");
+  CHECK(last_rc == 2);
+  bad("bench moe", "--w4-wk-dn 16", "--w4-wk-dn '16' is not 0, 1, 2, 4 or 8");
+  CHECK(last_rc == 2);
   bad("compare", "--config kimi_k25 --quant nf4", "--quant 'nf4' is not a storage of the routed experts; use --quant bf16, int4 or fp8");
   CHECK(last_rc == 2);
   bad("compare", "--model /nonexistent --quant int4", "--quant sets synthetic weights but --model's checkpoint comes as stored; drop --quant or --model");
