@@ -85,7 +85,7 @@ static int parse(int argc, char **argv, bench_args *b) {
     } else if (!strcmp(a, "--w4-wk-up") || !strcmp(a, "--w4-wk-dn")) {
       int r[1];
       if (pz_bench_parse_list(v, r, 1, 0, 8) != 1 || (r[0] & (r[0] - 1))) {
-        fprintf(stderr, "prezero bench moe: %s '%s' is not 0, 1, 2, 4 or 8\n", a, v);
+        fprintf(stderr, "prezero bench moe: %s '%s' is not 0, 1, 2, 4 or 8; use one of those (0: the default split)\n", a, v);
         return 2;
       }
       if (!strcmp(a, "--w4-wk-up")) b->wk_up = r[0];
