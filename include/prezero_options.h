@@ -108,7 +108,15 @@ typedef struct pz_runtime_opts {
                                        * warps where the fixed split's items fill fewer than half the slots
                                        * (src/backend/cuda/moe_w4_split.h); 0 the fixed K splits of before.
                                        * Results agree within rounding, and depend on the batch size (the
-                                       * captured graph's, padding rows included) and the SM count. Added last */
+                                       * captured graph's, padding rows included) and the SM count. Added in 0.2.0 */
+  int moe_direct;                     /* PREZERO_MOE_DIRECT: -1 unset or 1 (the default) the INT4 / FP8 expert
+                                       * kernels' work items whose K is not split across warps write each
+                                       * warp's rows straight from its registers (no shared-memory reduction,
+                                       * no CTA barrier); 0 through shared memory as before. Bit-identical */
+  int moe_w4_pipe;                    /* PREZERO_MOE_W4_PIPE: -1 unset or 1 (the default) each warp of the
+                                       * W4A16 down pass (tiled experts, up to 8 tokens of one expert) loads
+                                       * its next 128-column super-chunk before computing the current one;
+                                       * 0 load then compute. Bit-identical. Added last */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. o NULL: nothing happens. */

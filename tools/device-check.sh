@@ -17,7 +17,7 @@
 #   attn_waves `prezero bench attn` TP 1/2/4/8 paged (ctx 8192) and mixed [1024, 16384]: MLA splits by two waves (default),
 #              then PREZERO_MLA_WAVES=1 (one wave)
 #   attn_splits  `prezero bench attn` TP 1/2, m 64/128, mixed and uniform contexts with PREZERO_MLA_SPLITS=2 and 4
-#   quant_ab   `prezero bench moe --quant int4` per W4A16 K split (PZ_AB_LIST, e.g. "dn4 dn1:up1")
+#   quant_ab   `prezero bench moe --quant int4` per W4A16 K split or switch (PZ_AB_LIST, e.g. "base nodirect nopipe dn1:up1")
 #   ncu_attn   ncu of the MLA split attention and combine kernels (PZ_NCU_M, default 4; not yet run)
 #   ncu_moe    ncu of the W4A16 expert kernel at TP 1 (PZ_NCU_M, default 64)
 #   moe_int4   `prezero bench moe --quant int4` alone (PZ_MOE_ARGS adds options)
@@ -261,13 +261,15 @@ for s in $sections; do
       done ;;
     quant_ab)  # issue 15: bench moe --quant int4 per W4A16 K split; PZ_AB_LIST items like dn4, dn1:up1
       # (dnN --w4-wk-dn N, upN --w4-wk-up N; kN --w4-kernel N, an option of tree b81288b only; PZ_WK_ARGS as in quant_wk)
+      # nodirect: PREZERO_MOE_DIRECT=0, nopipe: PREZERO_MOE_W4_PIPE=0, base: the defaults
       for item in ${PZ_AB_LIST:-dn1 dn2 dn4}; do
-        args=""
+        args="" envs=""
         for t in ${item//:/ }; do
-          case $t in k*) args="$args --w4-kernel ${t#k}" ;; dn*) args="$args --w4-wk-dn ${t#dn}" ;; up*) args="$args --w4-wk-up ${t#up}" ;; esac
+          case $t in k*) args="$args --w4-kernel ${t#k}" ;; dn*) args="$args --w4-wk-dn ${t#dn}" ;; up*) args="$args --w4-wk-up ${t#up}" ;;
+            nodirect) envs="$envs PREZERO_MOE_DIRECT=0" ;; nopipe) envs="$envs PREZERO_MOE_W4_PIPE=0" ;; esac
         done
         n=${item//:/_}
-        run bench_moe_int4_ab_$n 120 $P bench moe --quant int4 ${PZ_WK_ARGS:---m 4,16,64,128} $args \
+        run bench_moe_int4_ab_$n 120 env $envs $P bench moe --quant int4 ${PZ_WK_ARGS:---m 4,16,64,128} $args \
           --json $W/moe_h200_int4_ab_$n.json --md $W/moe_h200_int4_ab_$n.md
         grep -E "^\| [0-9]" $W/moe_h200_int4_ab_$n.md | awk -F'|' -v a=$n '{print a, "tp", $2, "m", $3, "us", $6, $8}' | tee -a "$S"
       done ;;

@@ -206,6 +206,14 @@ static void run_case(const char *name, model *md, int K, int m, int route, int s
   CHECK(cudaDeviceSynchronize() == cudaSuccess);
   cudaMemcpy(gpu2, dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
   CHECK(!memcmp(gpu, gpu2, 4 * (size_t)m * H)); /* deterministic */
+  { /* the shared-memory reduction of unsplit items (direct_off 1, PREZERO_MOE_DIRECT=0) gives the same bits */
+    pz_moe_q_args c = a;
+    c.direct_off = 1;
+    CHECK_OK(pz_moe_w8a16_launch(&c, 0));
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    cudaMemcpy(gpu2, dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
+    CHECK(!memcmp(gpu, gpu2, 4 * (size_t)m * H));
+  }
   double worst = 0;
   int bad = 0;
   for (int i = 0; i < m; i++) {

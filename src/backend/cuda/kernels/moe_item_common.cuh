@@ -95,4 +95,37 @@ __device__ __forceinline__ void reduce_write(const S &s, const P &p, const float
   __syncthreads();
 }
 
+/* The same write without the shared-memory reduction, for items whose K is not split (WK = 1): each
+ * warp writes its own 16 rows x NT*8 tokens straight from its accumulators (lane (g, c) holds rows
+ * g / g + 8 and tokens 2c / 2c + 1 of every n-tile, the mma.m16n8k16 accumulator layout). No CTA
+ * barrier, so the warps of a CTA stream on into their next items independently. Values are
+ * reduce_write's bit for bit: its sum over one K slice is 0 + acc, formed here the same way. Called by
+ * the warps that have rows (row0 < N). */
+template <bool DUAL, int NT, class S, class P>
+__device__ __forceinline__ void direct_write(const S &s, const P &p, const float (&acc)[2][NT][4], int row0, int pos0,
+                                             int cnt, int lane) {
+  const int g = lane >> 2, c = lane & 3;
+#pragma unroll
+  for (int j = 0; j < NT; j++)
+#pragma unroll
+    for (int u = 0; u < 2; u++) {
+      const int tok = j * 8 + 2 * c + u;
+      if (tok >= cnt) continue;
+      const int pos = pos0 + tok;
+      const int64_t orow = s.out_mode == 1 ? p.pairs[pos] : pos;
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const int grow = row0 + g + 8 * h;
+        if (grow >= s.N) continue;
+        const float v0 = __fadd_rn(0.0f, acc[0][j][2 * h + u]);
+        if (DUAL) {
+          const float v1 = __fadd_rn(0.0f, acc[1][j][2 * h + u]);
+          reinterpret_cast<__nv_bfloat16 *>(s.out)[orow * s.ld_out + grow] = __float2bfloat16_rn(silu_mul(v0, v1));
+        } else {
+          reinterpret_cast<float *>(s.out)[orow * s.ld_out + grow] = v0;
+        }
+      }
+    }
+}
+
 } // namespace pz_moe_item

@@ -79,6 +79,10 @@ struct seg {
   void *out;                     // bf16 h (DUAL) or f32 d
   int64_t ld_out;
   int out_mode;                  // 0: row = pos, 1: row = pairs[pos]
+  int direct;                    // 1: items with WK = 1 write from the warps' registers (no reduction, no
+                                 // CTA barrier); 0: through shared memory (PREZERO_MOE_DIRECT=0). Same bits
+  int pipe;                      // W4A16 tiled down pass: 1 loads super-chunk c + 1 before computing c
+                                 // (PREZERO_MOE_W4_PIPE=0: load, then compute). Same bits
 };
 
 struct mm_params {
@@ -152,6 +156,10 @@ __device__ void run_item(const mm_params &p, int e, int tile, int pos0, int cnt,
       const int tiles = tiles_of(s);
       prefetch_item<Q, DUAL>(p, nxt / tiles, nxt % tiles);
     }
+  }
+  if (s.direct && s.WK == 1) { /* uniform over the launch: no thread reaches reduce_write's barriers */
+    if (ip.row0 < s.N) pz_moe_item::direct_write<DUAL, NT>(s, p, acc, ip.row0, pos0, cnt, ip.lane);
+    return;
   }
   pz_moe_item::reduce_write<DUAL, NT, kWarps, kThreads>(s, p, acc, tile, pos0, cnt, red);
 }

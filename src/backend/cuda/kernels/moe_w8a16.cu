@@ -168,6 +168,7 @@ extern "C" pz_status pz_moe_w8a16_launch(const pz_moe_q_args *a, cudaStream_t st
   dn.w0 = a->w_down; dn.s0 = a->s_down;
   dn.wstride = H * I; dn.sstride = sr_d * sc_d;
   dn.N = (int)H; dn.K = (int)I; dn.WK = pz_moe_wk_by_k(I);
+  up.direct = dn.direct = !a->direct_off;
   dn.bm = (int)bm; dn.bn = (int)bn; dn.scols = (int)sc_d;
   return run_all<W8>(a, l, up, dn, "moe w8a16", stream);
 }
