@@ -57,8 +57,9 @@ typedef struct pz_runtime_opts {
   /* ops */
   int mla_splits;                     /* PREZERO_MLA_SPLITS: 0 by occupancy, else KV splits */
   int mla_attn;                       /* PREZERO_MLA_ATTN: 0 (unset) v3 above 16 heads per rank, v2 otherwise;
-                                         3 MLA attention kernel v3 (TMA + wgmma; falls to v2 where it has no
-                                         kernel), 2 v2 (mma.sync), 1 v1 */
+                                         4 v4 (TMA + wgmma, ping-pong warpgroups; falls to v3), 3 MLA attention
+                                         kernel v3 (TMA + wgmma; falls to v2 where it has no kernel), 2 v2
+                                         (mma.sync), 1 v1 */
   int moe_persistent;                 /* PREZERO_MOE_PERSISTENT: -1 default, 0 off, 1 on */
   int moe_l2pf;                       /* PREZERO_MOE_L2PF: 1 the W4A16 expert kernel of the stored layout
                                        * (PREZERO_MOE_W4_TILED=0 or untileable shapes) prefetches its next

@@ -262,7 +262,7 @@ int main(void) {
     /* 0/1 switches take 0 or 1 only; a bad forced flavour or tile is refused by the reader */
     static const char *const badv[][2] = {{"PREZERO_CUDA_GRAPH", "x"}, {"PREZERO_GEMM_BUILTIN", "no"},
                                           {"PREZERO_ENABLE", "yes"}, {"PREZERO_GEMM_FORCE", "bogus"},
-                                          {"PREZERO_GEMM_WT", "3"}, {"PREZERO_MLA_ATTN", "4"},
+                                          {"PREZERO_GEMM_WT", "3"}, {"PREZERO_MLA_ATTN", "5"},
                                           {"PREZERO_MLA_BALANCE", "2"}, {"PREZERO_GATE_CALIBRATE", "off"},
                                           {"PREZERO_PAD_ATTN", "2"}, {"PREZERO_GEMM_BN", "48"},
                                           {"PREZERO_GEMM_BN", "8"}, {"PREZERO_GEMM_BN", "512"},

@@ -57,5 +57,24 @@ for N in 256; do
   echo "  }"
   echo "};"
 done
+echo ""
+echo "/* A from a shared-memory descriptor (K-major), B from one read MN-major (imm-trans-b = 1), as WgmmaRegA."
+echo " * Used by the ping-pong MLA attention (version 4) for the other warpgroup's P, written to shared memory. */"
+echo "template <int N> struct WgmmaTransB;"
+for N in 256; do
+  R=$((N / 2))
+  accumulators $R
+  echo ""
+  echo "template <> struct WgmmaTransB<$N> {"
+  echo "  /* scale_d 0: D = A*B; 1: D += A*B. */"
+  echo "  static __device__ __forceinline__ void mma(float (&d)[$R], uint64_t da, uint64_t db, int scale_d) {"
+  echo "    asm volatile("
+  echo "        \"{ .reg .pred p; setp.ne.b32 p, %$((R + 2)), 0;\\n\""
+  echo "        \"wgmma.mma_async.sync.aligned.m64n${N}k16.f32.bf16.bf16 {$regs}, %$R, %$((R + 1)), p, 1, 1, 0, 1; }\""
+  echo "        : $ops"
+  echo "        : \"l\"(da), \"l\"(db), \"r\"(scale_d));"
+  echo "  }"
+  echo "};"
+done
 } > $out
 echo "wrote $out"

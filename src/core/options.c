@@ -169,7 +169,7 @@ int pz_runtime_opts_from_env(pz_runtime_opts *o, char *err, size_t err_len) {
   get_flag(&r, "PREZERO_CUDA_SYNC", &o->cuda_sync);
   get_int(&r, "PREZERO_CUDA_RESERVE_MB", 0, (int64_t)1 << 30, &o->cuda_reserve_mb);
   get_i(&r, "PREZERO_MLA_SPLITS", 1, 1 << 16, &o->mla_splits);
-  get_i(&r, "PREZERO_MLA_ATTN", 1, 3, &o->mla_attn);
+  get_i(&r, "PREZERO_MLA_ATTN", 1, 4, &o->mla_attn);
   get_i(&r, "PREZERO_MLA_BALANCE", 0, 1, &o->mla_balance);
   get_i(&r, "PREZERO_MLA_WAVES", 1, 2, &o->mla_waves);
   get_i(&r, "PREZERO_GATE_CALIBRATE", 0, 1, &o->gate_calibrate);

@@ -648,6 +648,39 @@ int main(void) {
     unsetenv("PREZERO_MLA_ATTN");
     remake_G();
   }
+  {
+    /* version 4 (ping-pong warpgroups, PREZERO_MLA_ATTN=4) against the CPU reference: 64 / 32 / 16 heads
+     * per rank, contexts of one partial tile, several tiles with a partial last one, and (not quick) an
+     * odd and an even number of tiles per slice over long contexts; the prezero slots bit-identical set vs
+     * unset */
+    const int ms[] = {3, 64};
+    const int64_t ctx[] = {7, 300};
+    setenv("PREZERO_MLA_ATTN", "4", 1);
+    remake_G();
+    run_shape(&K2_TP1, ms, 2, ctx, 2, 64);
+    run_shape(&K2_TP2, ms, quick ? 1 : 2, ctx, 2, 64);
+    run_shape(&K2_TP4, ms, 1, ctx, 2, 64);
+    if (!quick) {
+      const int ml[] = {2};
+      const int64_t cl[] = {4095, 4128};
+      run_shape(&V3_TP1, ml, 1, cl, 2, 8);
+    }
+    {
+      layer l;
+      layer_make(&l, &K2_TP1, 64);
+      pz_mla_cuda_ctx *c = NULL;
+      CHECK_OK(pz_mla_cuda_create(&l.p, 8, G, &c));
+      CHECK(pz_mla_cuda_attn_version(c) == 4);
+      pz_mla_cuda_destroy(c);
+      layer_free(&l);
+    }
+    unsetenv("PREZERO_MLA_ATTN");
+    setenv("PREZERO_MLA_ATTN", "4", 1);
+    check_slots(&K2_TP4, 0);
+    check_slots(&V3_TP8, 1);
+    unsetenv("PREZERO_MLA_ATTN");
+    remake_G();
+  }
   check_slots(&K2_TP4, 0);
   check_slots(&TINY, 0);
   check_slots(&V2LITE, 0);
@@ -718,6 +751,19 @@ int main(void) {
       check_paged(&K2_TP8, mixed, 5, 0);
       unsetenv("PREZERO_MLA_ATTN");
     }
+    /* version 4 through the table: mixed contexts (1 to 8192, one batch), a shuffled table, and the
+     * two-wave schedule of unequal contexts at m 64 */
+    setenv("PREZERO_MLA_ATTN", "4", 1);
+    remake_G();
+    check_paged(&K2_TP1, quick ? mixed_q : mixed, 5, 1);
+    check_paged(&V3_TP2, quick ? mixed_q : mixed, 5, 0);
+    if (!quick) {
+      int64_t wide[64];
+      for (int i = 0; i < 64; i++) wide[i] = i % 2 ? 1000 - 7 * i : 65 + i;
+      check_paged(&K2_TP1, wide, 64, 1);
+      check_paged(&K2_TP1, longc, 3, 0);
+    }
+    unsetenv("PREZERO_MLA_ATTN");
     unsetenv("PREZERO_GEMM_SPLITS");
     unsetenv("PREZERO_GEMM_TUNER");
     remake_G();

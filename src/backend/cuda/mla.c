@@ -78,7 +78,7 @@ pz_status pz_mla_cuda_create(const pz_mla_params *p, int m_max, pz_gemm_ctx *gem
    * attn_paged_h200/attn_v3.md); a version without a kernel for the shape or the device falls to the
    * next lower one. */
   const pz_runtime_opts *ro = pz_gemm_ctx_opts(gemm);
-  int version = ro && ro->mla_attn >= 1 && ro->mla_attn <= 3 ? ro->mla_attn : H > 16 ? 3 : 2;
+  int version = ro && ro->mla_attn >= 1 && ro->mla_attn <= 4 ? ro->mla_attn : H > 16 ? 3 : 2;
   c->forced_splits = ro && ro->mla_splits > 0 ? ro->mla_splits : 0;
   c->k.balance = !(ro && ro->mla_balance == 0); /* -1 unset or 1: on */
   pz_status st;
@@ -91,7 +91,7 @@ pz_status pz_mla_cuda_create(const pz_mla_params *p, int m_max, pz_gemm_ctx *gem
   /* two waves of split slots: v3 with the balanced schedule (measured on v3 only, bench/results/
    * attn_paged_h200/attn_*_splits*; PREZERO_MLA_BALANCE=0, the former schedule, keeps one) unless
    * PREZERO_MLA_WAVES=1 */
-  c->waves = version == 3 && c->k.balance && !(ro && ro->mla_waves == 1) ? 2 : 1;
+  c->waves = version >= 3 && c->k.balance && !(ro && ro->mla_waves == 1) ? 2 : 1;
   c->head_groups = (int)((H + 16 * c->mt - 1) / (16 * c->mt));
   c->max_splits = PZ_MLA_MAX_SPLITS;
   int dev = 0;

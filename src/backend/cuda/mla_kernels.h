@@ -77,8 +77,8 @@ pz_status pz_mla_k_wuv(const pz_mla_kparams *k, cudaStream_t s);      /* o = bf1
  * current device). Errors: PZ_ERR_CUDA. */
 pz_status pz_mla_k_setup(const pz_mla_kparams *k);
 
-/* Attention kernel configuration for `version` (1, 2 or 3): 16-head tiles per CTA for `heads`
- * (v1: 1 for <= 16 heads, 2 for <= 32, else 4; v2: 1 for <= 16, else 2; v3: 4, i.e. 64 heads,
+/* Attention kernel configuration for `version` (1 to 4): 16-head tiles per CTA for `heads`
+ * (v1: 1 for <= 16 heads, 2 for <= 32, else 4; v2: 1 for <= 16, else 2; v3 / v4: 4, i.e. 64 heads,
  * fewer are padded; more heads go to more CTAs), dynamic shared memory in bytes, and resident CTAs
  * per SM (occupancy, after raising the smem limit on the current device). Errors of
  * pz_mla_k_attn_setup: PZ_ERR_UNSUPPORTED (no kernel for kv_lora / kv_lora + rope, see the message;
@@ -92,6 +92,10 @@ pz_status pz_mla_k_attn_setup(int version, int mt, int L, int kvw, int *ctas_per
 size_t pz_mla_k_attn3_smem(void);
 pz_status pz_mla_k_attn3_setup(int L, int kvw, int *ctas_per_sm);
 pz_status pz_mla_k_attn3(const pz_mla_kparams *k, cudaStream_t s);
+/* Version 4 (kernels/mla_attn_pp.cu, the ping-pong warpgroups): the same contract as version 3. */
+size_t pz_mla_k_attn4_smem(void);
+pz_status pz_mla_k_attn4_setup(int L, int kvw, int *ctas_per_sm);
+pz_status pz_mla_k_attn4(const pz_mla_kparams *k, cudaStream_t s);
 #ifdef __cplusplus
 }
 #endif

@@ -36,43 +36,18 @@ extern "C" {
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/kernels/gemm_wgmma_common.cuh"
 #include "backend/cuda/kernels/mla_attn_common.cuh"
+#include "backend/cuda/kernels/mla_attn_tma.cuh"
 #include "backend/cuda/gemm.h"
 
 namespace {
 
-using namespace pz_wg;
-
-constexpr int HT = 64;                         /* head rows per CTA: the wgmma M side */
-constexpr int KB = 9;                          /* 64-column blocks of a cache row (576 columns) */
-constexpr int LV = 512;                        /* value (latent) columns; each warpgroup owns 256 */
 constexpr int STAGES = 3;
-constexpr int TILE_BYTES = BN * 128;           /* one 64-column block of a KV tile: 32 rows x 128 B */
-constexpr int STAGE_BYTES = KB * TILE_BYTES;   /* 36 KB */
-constexpr int Q_BYTES = KB * HT * 128;         /* 72 KB */
 constexpr int XCH = 16 * 128;                  /* one warpgroup's S fragment (16 floats x 128 threads) */
 constexpr int CONSUMERS = 256;                 /* two warpgroups */
 constexpr int THREADS = CONSUMERS;
 constexpr size_t SMEM = (size_t)Q_BYTES + (size_t)STAGES * STAGE_BYTES + (size_t)2 * 2 * XCH * 4 +
                         (2 * STAGES + 1) * 8 + 1024; /* + barriers, + the 1 KB alignment slack */
 static_assert(BN == 32, "version 3 is written for 32-position tiles (four 8-column S chunks per warpgroup)");
-
-__device__ __forceinline__ void tma_load_3d(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1, int c2) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];" ::"r"(
-          smem_u32(dst)),
-      "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar))
-      : "memory");
-}
-
-/* Descriptor of a B operand read MN-major from 64-column blocks of 128-byte swizzled rows: leading byte
- * offset = the distance between 64-column blocks (TILE_BYTES), stride byte offset 1024 between 8-row
- * groups, swizzle 128B (PTX ISA, "Matrix Descriptor Format"; MN-major canonical layout
- * ((8,8,m),(8,k)) : ((1,8,LBO),(64,SBO)) in 16-byte units). */
-__device__ __forceinline__ uint64_t make_desc_mn(const void *tile) {
-  const uint32_t a = smem_u32(tile);
-  return (uint64_t)((a & 0x3FFFF) >> 4) | ((uint64_t)(TILE_BYTES >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) |
-         ((uint64_t)1 << 62);
-}
 
 /* grid (head groups of 64, splits, m), THREADS threads, SMEM bytes of dynamic shared memory.
  * tq: qabs as [m * heads rows, 576] (box 64 x 64); tkv: the cache as [576, 64, pages] (paged) or
@@ -273,12 +248,7 @@ extern "C" pz_status pz_mla_k_attn3_setup(int L, int kvw, int *ctas_per_sm) {
 
 extern "C" pz_status pz_mla_k_attn3(const Kp *k, cudaStream_t s) {
   CUtensorMap tq, tkv;
-  PZ_CHECK(pz_gemm_wgmma_encode_map(&tq, k->qabs, (int64_t)k->m * k->heads, k->kvw, k->kvw, HT));
-  if (k->block_table)
-    PZ_CHECK(pz_gemm_wgmma_encode_map_3d(&tkv, k->cache, k->kvw, PZ_KV_BLOCK, (int64_t)1 << 31, k->kvw,
-                                         (int64_t)PZ_KV_BLOCK * k->kvw, BN));
-  else
-    PZ_CHECK(pz_gemm_wgmma_encode_map_3d(&tkv, k->cache, k->kvw, k->max_ctx, k->m, k->kvw, k->cache_seq_stride, BN));
+  PZ_CHECK(mla_tma_maps(k, &tq, &tkv));
   const dim3 grid((unsigned)((k->heads + HT - 1) / HT), (unsigned)k->splits, (unsigned)k->m);
   mla_attn3_kernel<<<grid, THREADS, SMEM, s>>>(tq, tkv, *k);
   PZ_CUDA_CHECK(cudaGetLastError());

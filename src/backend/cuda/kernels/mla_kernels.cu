@@ -654,15 +654,16 @@ size_t smem_for(int version, int mt, int kvw) { return version == 2 ? attn2_smem
 } // namespace
 
 extern "C" int pz_mla_k_attn_mt(int heads, int version) {
-  if (version == 3) return 4; /* 64 heads per CTA: the wgmma M side */
+  if (version >= 3) return 4; /* 64 heads per CTA: the wgmma M side */
   if (version == 2) return heads <= 16 ? 1 : 2;
   return heads <= 16 ? 1 : heads <= 32 ? 2 : 4;
 }
 extern "C" size_t pz_mla_k_attn_smem(int version, int mt, int kvw) {
-  return version == 3 ? pz_mla_k_attn3_smem() : smem_for(version, mt, kvw);
+  return version == 4 ? pz_mla_k_attn4_smem() : version == 3 ? pz_mla_k_attn3_smem() : smem_for(version, mt, kvw);
 }
 
 extern "C" pz_status pz_mla_k_attn_setup(int version, int mt, int L, int kvw, int *ctas_per_sm) {
+  if (version == 4) return pz_mla_k_attn4_setup(L, kvw, ctas_per_sm);
   if (version == 3) return pz_mla_k_attn3_setup(L, kvw, ctas_per_sm);
   attn_fn f = pick_attn(version, mt, L, kvw);
   if (!f || kvw % 32 != 0 || kvw <= L)
@@ -695,6 +696,7 @@ extern "C" pz_status pz_mla_k_absorb(const Kp *k, cudaStream_t s) {
 }
 
 extern "C" pz_status pz_mla_k_attn(const Kp *k, cudaStream_t s) {
+  if (k->attn_version == 4) return pz_mla_k_attn4(k, s);
   if (k->attn_version == 3) return pz_mla_k_attn3(k, s);
   attn_fn f = pick_attn(k->attn_version, k->mt, k->L, k->kvw);
   if (!f) return pz_error(PZ_ERR_UNSUPPORTED, "mla cuda: no attention v%d kernel for kv_lora_rank %d", k->attn_version, k->L);
