@@ -241,6 +241,9 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
     /* each product is waited for before O is touched again: a rescale between two wgmmas in flight on
      * the same accumulators makes ptxas serialize every wgmma of the kernel (C7520) */
     if (oth) {
+      /* the tile's bytes: already complete (its owner waited; the stage is not refilled before this
+       * warpgroup releases it), waited for here so that this thread's view of the copy is its own */
+      mbar_wait(&full[so], (uint32_t)(((t - 1) / PP_STAGES) & 1));
       wgmma_fence();
       const uint64_t dp = make_desc_p(sKV + so * STAGE_BYTES + P_OFF);
       const uint64_t dv = dv0 + (uint64_t)(so * STAGE_BYTES >> 4);
