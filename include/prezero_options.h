@@ -56,10 +56,10 @@ typedef struct pz_runtime_opts {
   int64_t cuda_reserve_mb;            /* PREZERO_CUDA_RESERVE_MB: -1 default reserve */
   /* ops */
   int mla_splits;                     /* PREZERO_MLA_SPLITS: 0 by occupancy, else KV splits */
-  int mla_attn;                       /* PREZERO_MLA_ATTN: 0 (unset) v3 above 16 heads per rank, v2 otherwise;
-                                         4 v4 (TMA + wgmma, ping-pong warpgroups; falls to v3), 3 MLA attention
-                                         kernel v3 (TMA + wgmma; falls to v2 where it has no kernel), 2 v2
-                                         (mma.sync), 1 v1 */
+  int mla_attn;                       /* PREZERO_MLA_ATTN: 0 (unset) v4 above 16 heads per rank, v2 otherwise;
+                                         4 v4 (TMA + wgmma, ping-pong warpgroups; falls to v2 where it has no
+                                         kernel), 3 v3 (TMA + wgmma, the score split over both warpgroups; the
+                                         default before 0.3), 2 v2 (mma.sync), 1 v1 */
   int moe_persistent;                 /* PREZERO_MOE_PERSISTENT: -1 default, 0 off, 1 on */
   int moe_l2pf;                       /* PREZERO_MOE_L2PF: 1 the W4A16 expert kernel of the stored layout
                                        * (PREZERO_MOE_W4_TILED=0 or untileable shapes) prefetches its next
@@ -113,11 +113,8 @@ typedef struct pz_runtime_opts {
   int moe_direct;                     /* PREZERO_MOE_DIRECT: -1 unset or 1 (the default) the INT4 / FP8 expert
                                        * kernels' work items whose K is not split across warps write each
                                        * warp's rows straight from its registers (no shared-memory reduction,
-                                       * no CTA barrier); 0 through shared memory as before. Bit-identical */
-  int moe_w4_pipe;                    /* PREZERO_MOE_W4_PIPE: -1 unset or 1 (the default) each warp of the
-                                       * W4A16 down pass (tiled experts, up to 8 tokens of one expert) loads
-                                       * its next 128-column super-chunk before computing the current one;
-                                       * 0 load then compute. Bit-identical. Added last */
+                                       * no CTA barrier); 0 through shared memory as before. Bit-identical.
+                                       * Added last */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. o NULL: nothing happens. */

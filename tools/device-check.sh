@@ -17,8 +17,9 @@
 #   attn_waves `prezero bench attn` TP 1/2/4/8 paged (ctx 8192) and mixed [1024, 16384]: MLA splits by two waves (default),
 #              then PREZERO_MLA_WAVES=1 (one wave)
 #   attn_splits  `prezero bench attn` TP 1/2, m 64/128, mixed and uniform contexts with PREZERO_MLA_SPLITS=2 and 4
-#   quant_ab   `prezero bench moe --quant int4` per W4A16 K split or switch (PZ_AB_LIST, e.g. "base nodirect nopipe dn1:up1")
-#   attn_v4    `prezero bench attn` with PREZERO_MLA_ATTN=4 (ping-pong) then the default v3, TP 1/2/4, m 4..128, paged
+#   quant_ab   `prezero bench moe --quant int4` per W4A16 K split or switch (PZ_AB_LIST, e.g. "base nodirect dn1:up1")
+#   attn_v4    `prezero bench attn`: the default (v4 ping-pong above 16 heads) then PREZERO_MLA_ATTN=3, TP 1/2/4/8, paged,
+#              context 8192 and mixed [1024, 16384]
 #   ncu_attn   ncu of the MLA split attention and combine kernels (PZ_NCU_M, default 4; not yet run)
 #   ncu_moe    ncu of the W4A16 expert kernel at TP 1 (PZ_NCU_M, default 64)
 #   moe_int4   `prezero bench moe --quant int4` alone (PZ_MOE_ARGS adds options)
@@ -262,12 +263,12 @@ for s in $sections; do
       done ;;
     quant_ab)  # issue 15: bench moe --quant int4 per W4A16 K split; PZ_AB_LIST items like dn4, dn1:up1
       # (dnN --w4-wk-dn N, upN --w4-wk-up N; kN --w4-kernel N, an option of tree b81288b only; PZ_WK_ARGS as in quant_wk)
-      # nodirect: PREZERO_MOE_DIRECT=0, nopipe: PREZERO_MOE_W4_PIPE=0, base: the defaults
+      # nodirect: PREZERO_MOE_DIRECT=0, base: the defaults
       for item in ${PZ_AB_LIST:-dn1 dn2 dn4}; do
         args="" envs=""
         for t in ${item//:/ }; do
           case $t in k*) args="$args --w4-kernel ${t#k}" ;; dn*) args="$args --w4-wk-dn ${t#dn}" ;; up*) args="$args --w4-wk-up ${t#up}" ;;
-            nodirect) envs="$envs PREZERO_MOE_DIRECT=0" ;; nopipe) envs="$envs PREZERO_MOE_W4_PIPE=0" ;; esac
+            nodirect) envs="$envs PREZERO_MOE_DIRECT=0" ;; esac
         done
         n=${item//:/_}
         run bench_moe_int4_ab_$n 120 env $envs $P bench moe --quant int4 ${PZ_WK_ARGS:---m 4,16,64,128} $args \
@@ -287,13 +288,17 @@ for s in $sections; do
         --json $W/attn_mixed.json --md $W/attn_mixed.md
       PREZERO_MLA_BALANCE=0 run bench_attn_mixed_former ${PZ_T_ATTN:-150} $P bench attn --tp 1,2,4 --m 16,64,128 --reps 7 --paged \
         --ctx 16384 --ctx-min 1024 --json $W/attn_mixed_former.json --md $W/attn_mixed_former.md ;;
-    attn_v4)  # issue 18: the ping-pong attention kernel (PREZERO_MLA_ATTN=4) against v3 (the default) in the same call,
-              # Kimi-K2 shapes TP 1/2/4, context 8192 paged (PZ_ATTN4_ARGS replaces the shape options)
-      run bench_attn_v4 ${PZ_T_ATTN:-150} env PREZERO_MLA_ATTN=4 $P bench attn ${PZ_ATTN4_ARGS:---tp 1,2,4 --m 4,16,64,128} \
-        --reps 7 --paged --json $W/attn_v4.json --md $W/attn_v4.md
-      run bench_attn_v3 ${PZ_T_ATTN:-150} $P bench attn ${PZ_ATTN4_ARGS:---tp 1,2,4 --m 4,16,64,128} --reps 7 --paged \
-        --json $W/attn_v3.json --md $W/attn_v3.md
-      for f in v4 v3; do grep -E "^\| [0-9]" $W/attn_$f.md | awk -F'|' -v a=$f '{print a, "tp", $2, "m", $4, "attn_us", $7, $9}' | tee -a "$S"; done ;;
+    attn_v4)  # issue 18: the ping-pong attention kernel (v4, the default above 16 heads) against v3 (PREZERO_MLA_ATTN=3)
+              # in the same call, Kimi-K2 shapes TP 1/2/4/8, context 8192 paged, then mixed contexts [1024, 16384]
+      run bench_attn_v4 ${PZ_T_ATTN:-150} $P bench attn ${PZ_ATTN4_ARGS:---tp 1,2,4,8 --m 4,16,64,128} --reps 7 --paged \
+        --json $W/attn_v4.json --md $W/attn_v4.md
+      PREZERO_MLA_ATTN=3 run bench_attn_v3 ${PZ_T_ATTN:-150} $P bench attn ${PZ_ATTN4_ARGS:---tp 1,2,4,8 --m 4,16,64,128} \
+        --reps 7 --paged --json $W/attn_v3.json --md $W/attn_v3.md
+      run bench_attn_v4_mixed ${PZ_T_ATTN:-150} $P bench attn --tp 1,2 --m 16,64,128 --reps 7 --paged --ctx 16384 \
+        --ctx-min 1024 --json $W/attn_v4_mixed.json --md $W/attn_v4_mixed.md
+      PREZERO_MLA_ATTN=3 run bench_attn_v3_mixed ${PZ_T_ATTN:-150} $P bench attn --tp 1,2 --m 16,64,128 --reps 7 --paged \
+        --ctx 16384 --ctx-min 1024 --json $W/attn_v3_mixed.json --md $W/attn_v3_mixed.md
+      for f in v4 v3 v4_mixed v3_mixed; do grep -E "^\| [0-9]" $W/attn_$f.md | awk -F'|' -v a=$f '{print a, "tp", $2, "m", $4, $5, "attn_us", $8, $10}' | tee -a "$S"; done ;;
     attn_v3)  # issue 18: the TMA + wgmma attention kernel (v3, default) and v2 (PREZERO_MLA_ATTN=2) in the same call,
               # Kimi-K2 shapes TP 1/2/4/8, context 8192 paged, then mixed contexts [1024, 16384]
       run bench_attn_v3 ${PZ_T_ATTN:-150} $P bench attn --tp 1,2,4,8 --m 4,16,64,128 --reps 7 --paged \

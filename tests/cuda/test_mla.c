@@ -649,22 +649,11 @@ int main(void) {
     remake_G();
   }
   {
-    /* version 4 (ping-pong warpgroups, PREZERO_MLA_ATTN=4) against the CPU reference: 64 / 32 / 16 heads
-     * per rank, contexts of one partial tile, several tiles with a partial last one, and (not quick) an
-     * odd and an even number of tiles per slice over long contexts; the prezero slots bit-identical set vs
-     * unset */
+    /* version 4 (ping-pong warpgroups) is the default above 16 heads per rank; version 3
+     * (PREZERO_MLA_ATTN=3, the former default) stays correct on those shapes, and version 4 forced at 16
+     * heads (padded to 64) too, with the prezero slots bit-identical set vs unset */
     const int ms[] = {3, 64};
     const int64_t ctx[] = {7, 300};
-    setenv("PREZERO_MLA_ATTN", "4", 1);
-    remake_G();
-    run_shape(&K2_TP1, ms, 2, ctx, 2, 64);
-    run_shape(&K2_TP2, ms, quick ? 1 : 2, ctx, 2, 64);
-    run_shape(&K2_TP4, ms, 1, ctx, 2, 64);
-    if (!quick) {
-      const int ml[] = {2};
-      const int64_t cl[] = {4095, 4128};
-      run_shape(&V3_TP1, ml, 1, cl, 2, 8);
-    }
     {
       layer l;
       layer_make(&l, &K2_TP1, 64);
@@ -673,6 +662,18 @@ int main(void) {
       CHECK(pz_mla_cuda_attn_version(c) == 4);
       pz_mla_cuda_destroy(c);
       layer_free(&l);
+    }
+    setenv("PREZERO_MLA_ATTN", "3", 1);
+    remake_G();
+    run_shape(&K2_TP1, ms, 2, ctx, 2, 64);
+    run_shape(&K2_TP2, ms, quick ? 1 : 2, ctx, 2, 64);
+    setenv("PREZERO_MLA_ATTN", "4", 1);
+    remake_G();
+    run_shape(&K2_TP4, ms, 1, ctx, 2, 64);
+    if (!quick) {
+      const int ml[] = {2};
+      const int64_t cl[] = {4095, 4128};
+      run_shape(&V3_TP1, ml, 1, cl, 2, 8);
     }
     unsetenv("PREZERO_MLA_ATTN");
     setenv("PREZERO_MLA_ATTN", "4", 1);
@@ -695,11 +696,11 @@ int main(void) {
     remake_G();
     const shape *k2[4] = {&K2_TP1, &K2_TP2, &K2_TP4, &K2_TP8}, *v3[4] = {&V3_TP1, &V3_TP2, &V3_TP4, &V3_TP8};
     const int64_t mixed[5] = {1, 63, 64, 65, 8192}, mixed_q[5] = {1, 63, 64, 65, 300}, longc[3] = {32768, 100, 4097};
-    /* m = 64 on version 3 (Kimi-K2 TP 1): the grid has two waves of slots (4 splits) and each step's
+    /* m = 64 on version 4 (Kimi-K2 TP 1): the grid has two waves of slots (4 splits) and each step's
      * schedule fills one (equal contexts) or both (unequal ones; tests/test_kv_sched.c checks which
      * these two batches take): both against the CPU reference */
     {
-      /* the split count: two waves of slots (v3, fewer than 4 splits in one wave), one wave with
+      /* the split count: two waves of slots (v3 / v4, fewer than 4 splits in one wave), one wave with
        * PREZERO_MLA_WAVES=1 or PREZERO_MLA_BALANCE=0 (the former schedule keeps its grid) */
       layer l;
       layer_make(&l, &K2_TP1, 300);
@@ -719,7 +720,7 @@ int main(void) {
       }
       remake_G();
       CHECK(sp[1] >= 1 && sp[1] == sp[2]);
-      if (ver == 3 && sp[1] < 4) CHECK(sp[0] > sp[1] && sp[0] <= 2 * sp[1] + 1);
+      if (ver >= 3 && sp[1] < 4) CHECK(sp[0] > sp[1] && sp[0] <= 2 * sp[1] + 1);
       else CHECK(sp[0] == sp[1]);
       printf("MLA splits at m 64, Kimi-K2 TP 1, v%d: %d (two waves), %d (PREZERO_MLA_WAVES=1), %d (PREZERO_MLA_BALANCE=0)\n", ver,
              sp[0], sp[1], sp[2]);
@@ -751,9 +752,9 @@ int main(void) {
       check_paged(&K2_TP8, mixed, 5, 0);
       unsetenv("PREZERO_MLA_ATTN");
     }
-    /* version 4 through the table: mixed contexts (1 to 8192, one batch), a shuffled table, and the
-     * two-wave schedule of unequal contexts at m 64 */
-    setenv("PREZERO_MLA_ATTN", "4", 1);
+    /* version 3 through the table (version 4, the default, runs every check above): mixed contexts (1 to
+     * 8192, one batch), a shuffled table, and the two-wave schedule of unequal contexts at m 64 */
+    setenv("PREZERO_MLA_ATTN", "3", 1);
     remake_G();
     check_paged(&K2_TP1, quick ? mixed_q : mixed, 5, 1);
     check_paged(&V3_TP2, quick ? mixed_q : mixed, 5, 0);

@@ -15,7 +15,7 @@ struct pz_mla_cuda_ctx {
   pz_gemm_ctx *gemm;
   int sm_count, ctas_per_sm, mt, head_groups, max_splits, attn_version;
   int forced_splits; /* 0: by occupancy */
-  int waves;         /* by occupancy: 2 = two waves of CTAs where one gives fewer than 4 splits (v3) */
+  int waves;         /* by occupancy: 2 = two waves of CTAs where one gives fewer than 4 splits (v3 / v4) */
   int64_t ms_cap;    /* m * splits the partial scratch holds (0 while creating) */
   pz_mla_kparams k;  /* shape fields and scratch pointers; io pointers set per call */
   void *scratch;
@@ -73,12 +73,12 @@ pz_status pz_mla_cuda_create(const pz_mla_params *p, int m_max, pz_gemm_ctx *gem
   c->p = *p;
   c->m_max = m_max;
   c->gemm = gemm;
-  /* Attention kernel: PREZERO_MLA_ATTN (the GEMM handle's options), else version 3 for more than 16
-   * heads per rank and version 2 for 16 or fewer (where v2's 16-head CTAs win: bench/results/
-   * attn_paged_h200/attn_v3.md); a version without a kernel for the shape or the device falls to the
-   * next lower one. */
+  /* Attention kernel: PREZERO_MLA_ATTN (the GEMM handle's options), else version 4 (ping-pong
+   * warpgroups) for more than 16 heads per rank and version 2 for 16 or fewer (where v2's 16-head CTAs
+   * win: bench/results/attn_paged_h200/attn_v4.md, v3 in the same run); a version without a kernel for
+   * the shape or the device falls to the next lower one (v4 and v3 need the same). */
   const pz_runtime_opts *ro = pz_gemm_ctx_opts(gemm);
-  int version = ro && ro->mla_attn >= 1 && ro->mla_attn <= 4 ? ro->mla_attn : H > 16 ? 3 : 2;
+  int version = ro && ro->mla_attn >= 1 && ro->mla_attn <= 4 ? ro->mla_attn : H > 16 ? 4 : 2;
   c->forced_splits = ro && ro->mla_splits > 0 ? ro->mla_splits : 0;
   c->k.balance = !(ro && ro->mla_balance == 0); /* -1 unset or 1: on */
   pz_status st;

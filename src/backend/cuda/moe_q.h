@@ -72,8 +72,6 @@ typedef struct pz_moe_q_args {
   int direct_off; /* both: 1 = work items whose K is not split reduce through shared memory with CTA barriers
                    * (PREZERO_MOE_DIRECT=0); 0, the default, = each warp writes its rows from its registers.
                    * Bit-identical */
-  int w4_pipe_off; /* W4A16 tiled down pass: 1 = each warp loads a super-chunk, then computes it
-                    * (PREZERO_MOE_W4_PIPE=0); 0, the default, = the next one is loaded first. Bit-identical */
 } pz_moe_q_args;
 
 size_t pz_moe_w4a16_workspace_bytes(int max_m, int64_t H, const pz_moe_params *p);

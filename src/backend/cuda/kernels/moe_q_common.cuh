@@ -81,8 +81,6 @@ struct seg {
   int out_mode;                  // 0: row = pos, 1: row = pairs[pos]
   int direct;                    // 1: items with WK = 1 write from the warps' registers (no reduction, no
                                  // CTA barrier); 0: through shared memory (PREZERO_MOE_DIRECT=0). Same bits
-  int pipe;                      // W4A16 tiled down pass: 1 loads super-chunk c + 1 before computing c
-                                 // (PREZERO_MOE_W4_PIPE=0: load, then compute). Same bits
 };
 
 struct mm_params {

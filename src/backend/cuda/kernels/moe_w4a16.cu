@@ -378,32 +378,16 @@ __device__ __forceinline__ void tcompute(const tstage<DUAL> &b, int sc, int c, c
 // lane's unit), each loaded then computed: no registers go to a prefetch ring, so 4 CTAs (32 warps)
 // fit an SM and the other warps hide the load latency. On the H200 that beat a register pipeline one
 // or two super-chunks ahead at 2 CTAs per SM on every Kimi-K2.5 row (TP 1 m = 16: 1056 against
-// 1184 us; m = 128: 3433 against 3897 us; bench moe --quant int4, one build, 2026-12-01). At 64
+// 1184 us; m = 128: 3433 against 3897 us; bench moe --quant int4, one build, 2026-12-01); a one-ahead
+// load in the down pass alone (its single-matrix stage fits the 64 registers without spills) measured
+// equal within 1 % at TP 1 / 2 / 4 (bench/results/moe_h200_int4_ab/, 2026-12-02) and was removed. At 64
 // registers the paths for 2-4 n-tiles (9-32 tokens of one expert in a work item) spill (ptxas:
 // 464 bytes in down, 2092 in gate/up); uniform decode routing runs the 1-n-tile path, which those
 // timings measure.
-//
-// PIPE (the down pass, one matrix and one n-tile, seg.pipe): super-chunk sc + 1 is loaded before sc is
-// computed, in the 12 registers that the single-matrix stage takes, so each warp has two in flight.
 template <bool DUAL, int NT>
 __device__ __forceinline__ void warp_tile_t(const uint4 *wa, const uint4 *wb, const uint4 *sa, const uint4 *sb, int cb,
-                                            int ce, const __nv_bfloat16 *const (&xr)[NT], float (&acc)[2][NT][4],
-                                            bool pipe) {
+                                            int ce, const __nv_bfloat16 *const (&xr)[NT], float (&acc)[2][NT][4]) {
   const int c = threadIdx.x & 3;
-  if constexpr (!DUAL && NT == 1) {
-    if (pipe && cb < ce) {
-      tstage<DUAL> cur;
-      tload<DUAL>(cur, wa, wb, sa, sb, cb);
-      for (int sc = cb; sc + 1 < ce; sc++) {
-        tstage<DUAL> nxt;
-        tload<DUAL>(nxt, wa, wb, sa, sb, sc + 1);
-        tcompute<DUAL, NT>(cur, sc, c, xr, acc);
-        cur = nxt;
-      }
-      tcompute<DUAL, NT>(cur, ce - 1, c, xr, acc);
-      return;
-    }
-  }
   for (int sc = cb; sc < ce; sc++) {
     tstage<DUAL> b;
     tload<DUAL>(b, wa, wb, sa, sb, sc);
@@ -425,7 +409,7 @@ struct W4T {
     const uint4 *w1 = DUAL ? reinterpret_cast<const uint4 *>(s.w1) + (int64_t)e * (s.wstride / 4) + blk * 64 + lane : w0;
     const uint4 *s0 = reinterpret_cast<const uint4 *>(s.s0) + (int64_t)e * (s.sstride / 8) + blk * 8 + (lane >> 2);
     const uint4 *s1 = DUAL ? reinterpret_cast<const uint4 *>(s.s1) + (int64_t)e * (s.sstride / 8) + blk * 8 + (lane >> 2) : s0;
-    warp_tile_t<DUAL, NT>(w0, w1, s0, s1, cb, ce, xr, acc, s.pipe != 0);
+    warp_tile_t<DUAL, NT>(w0, w1, s0, s1, cb, ce, xr, acc);
   }
 };
 
@@ -552,7 +536,6 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
   up.WK = a->w4_wk_up ? a->w4_wk_up : pz_moe_w4_wk(1, H, I, a->m, K, E, slots, tiled, adaptive);
   dn.WK = a->w4_wk_dn ? a->w4_wk_dn : pz_moe_w4_wk(0, H, I, a->m, K, E, slots, tiled, adaptive);
   up.direct = dn.direct = !a->direct_off;
-  dn.pipe = !a->w4_pipe_off;
   if (a->w4_tiled) { /* pz_moe_w4a16_tile's layout (W4T): 128-column super-chunks, 16-byte units */
     if (H % 128 || I % 128)
       return pz_error(PZ_ERR_SHAPE, "moe w4a16: tiled experts need H %lld and inter %lld multiples of 128",
