@@ -170,6 +170,7 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
       m_run[0] = ml[r0]; m_run[1] = ml[r1];
       l_run[0] = ml[HT + r0]; l_run[1] = ml[HT + r1];
       al_o[0] = ml[2 * HT + r0]; al_o[1] = ml[2 * HT + r1];
+      __syncwarp(); /* orders these reads before the quad lane 0's write of this slot for tile t + 2 */
     }
     uint32_t a[2][4];
     float al[2] = {1.0f, 1.0f};
