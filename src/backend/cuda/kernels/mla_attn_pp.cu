@@ -11,7 +11,7 @@
  *     from shared memory), waits for the other warpgroup's running (max, sum) after tile t - 1, runs the
  *     online softmax of tile t, and publishes P(t) (bf16, into the tile's rope block, which S no longer
  *     needs: 64 rows x 64 bytes, 64-byte swizzle, a K-major wgmma A operand) with (max, sum, rescale
- *     factor) per head (a 3-slot ring in shared memory), through a named barrier (bar.arrive / bar.sync);
+ *     factor) per head (a 3-slot ring in shared memory), through an mbarrier per tile parity;
  *   - each warpgroup keeps half of O (256 value columns, 128 fp32 registers per thread) and accumulates
  *     every tile into it in order: the other warpgroup's tile t - 1 (P from shared memory, wgmma with A
  *     and B from descriptors), then its own tile t (P from registers), each after rescaling O by the
@@ -45,15 +45,11 @@ constexpr int PP_THREADS = 256;              /* two consumer warpgroups, no prod
 constexpr int P_OFF = 8 * TILE_BYTES;        /* the rope block of a stage: P of its tile once S is done */
 constexpr int ML_FLOATS = 3 * HT;            /* one slot: max [64], sum [64], factor [64] */
 constexpr size_t PP_SMEM = (size_t)Q_BYTES + (size_t)PP_STAGES * STAGE_BYTES + (size_t)ML_SLOTS * ML_FLOATS * 4 +
-                           (2 * PP_STAGES + 1) * 8 + 1024; /* + barriers, + the 1 KB alignment slack */
+                           (2 * PP_STAGES + 3) * 8 + 1024; /* + barriers, + the 1 KB alignment slack */
 static_assert(BN == 32, "version 4 is written for 32-position tiles");
 static_assert(PP_SMEM <= 227 * 1024, "version 4's ring exceeds the shared memory of a CTA");
-/* named barriers: 2 + g the per-warpgroup tail zeroing, 4 + (t & 1) tile t's P / (max, sum) hand-over */
-constexpr int BAR_ZERO = 2, BAR_PASS = 4;
-
-__device__ __forceinline__ void bar_arrive(int id, int count) {
-  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
-}
+/* named barriers 2 + g: the per-warpgroup tail zeroing */
+constexpr int BAR_ZERO = 2;
 
 /* Descriptor of P [64 rows][32 bf16] as a K-major A operand: rows of 64 bytes, 64-byte swizzle (16-byte
  * unit c of row r at unit c ^ ((r & 7) >> 1)), stride byte offset 512 between 8-row groups, leading byte
@@ -72,6 +68,8 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
   unsigned char *sQ = sm, *sKV = sm + Q_BYTES;
   float *sML = (float *)(sKV + PP_STAGES * STAGE_BYTES); /* [slot][max | sum | factor][64 rows] */
   uint64_t *full = (uint64_t *)(sML + ML_SLOTS * ML_FLOATS), *empty = full + PP_STAGES, *qbar = empty + PP_STAGES;
+  uint64_t *pass = qbar + 1; /* pass[t & 1]: tile t's P and (max, sum, factor) are published (every thread of
+                              * the owner arrives, release; the reader waits, acquire) */
 
   const int h0 = blockIdx.x * HT, split = blockIdx.y, i = blockIdx.z;
   const int tid = threadIdx.x;
@@ -81,6 +79,8 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
       mbar_init(&empty[s], PP_THREADS / 32); /* every warp releases every stage once */
     }
     mbar_init(qbar, 1);
+    mbar_init(&pass[0], 128);
+    mbar_init(&pass[1], 128);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   }
@@ -140,8 +140,9 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
   /* Iteration t of warpgroup wg: its own tile t (when t < nt) and the other's tile t - 1 (when t >= 1).
    * Tile t's P and (max, sum, factor) are written by its owner and read by the other warpgroup in its next
    * iteration; the slot t % 3 is written again only for tile t + 3, by that reader, after its read. P lives
-   * in tile t's stage, which both warpgroups release after their P(t) · V(t). Barrier 4 + (t & 1) is reused
-   * for tile t + 2 only after the reader of tile t has passed it (it publishes tile t + 1 after). */
+   * in tile t's stage, which both warpgroups release after their P(t) · V(t). pass[t & 1] completes its
+   * phase (t >> 1) & 1 for tile t; the owner arrives on it for tile t + 2 only after the reader of tile t
+   * has waited (the reader publishes tile t + 1 after its wait), so no phase is skipped. */
   for (int t = wg;; t += 2) {
     const bool own = t < nt, oth = t >= 1 && t - 1 < nt;
     if (!own && !oth) break;
@@ -165,7 +166,7 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
     /* the running (max, sum) after tile t - 1 and its factor, from the other warpgroup */
     float al_o[2] = {1.0f, 1.0f};
     if (oth) {
-      bar_sync(BAR_PASS + ((t - 1) & 1), PP_THREADS);
+      mbar_wait(&pass[(t - 1) & 1], (uint32_t)(((t - 1) >> 1) & 1));
       const float *ml = sML + ((t - 1) % ML_SLOTS) * ML_FLOATS;
       m_run[0] = ml[r0]; m_run[1] = ml[r1];
       l_run[0] = ml[HT + r0]; l_run[1] = ml[HT + r1];
@@ -230,7 +231,7 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
         ml[2 * HT + r0] = al[0]; ml[2 * HT + r1] = al[1];
       }
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* P is read by the other's wgmma */
-      bar_arrive(BAR_PASS + (t & 1), PP_THREADS);
+      mbar_arrive(&pass[t & 1]);
     }
     if (oth && t - 1 == nt - 1) zero_tail(t - 1);
     if (own && t == nt - 1) zero_tail(t);
