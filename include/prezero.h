@@ -37,7 +37,8 @@ enum { PZ_QUANT_AUTO = 0, PZ_QUANT_BF16 = 1, PZ_QUANT_INT4 = 2, PZ_QUANT_FP8 = 3
 typedef struct pz_engine_config {
   const char *model;     /* preset name (e.g. "tiny", "kimi_k2", "kimi_k25", "deepseek_v3",
                             "deepseek_v2_lite", "llama3_1_8b", "qwen3_30b_a3b"; `prezero run --help`
-                            lists all) or a config.json path; NULL = "tiny" (embedded, needs no file) */
+                            lists all) or a config.json path; NULL = "tiny" (embedded, needs no file);
+                            "" is PZ_ERR_INVALID_ARG */
   int tp;                /* tensor-parallel degree; must divide num_attention_heads (and the
                             intermediate sizes and vocab_size) */
   int max_batch;         /* sequences per step, 1..PZ_ENGINE_MAX_BATCH */
@@ -56,7 +57,8 @@ typedef struct pz_engine_config {
                             (BF16, F16, F32 or block-scaled F8_E4M3). The config then comes from it
                             (`model` is ignored) and the weights are loaded from it instead of the
                             seed; errors as pz_checkpoint_open / pz_checkpoint_plan describe:
-                            PZ_ERR_IO, PZ_ERR_NOT_FOUND, PZ_ERR_SHAPE, PZ_ERR_DTYPE. On CUDA the host
+                            PZ_ERR_IO (also a NaN, infinite or huge FP8 weight_scale_inv, or a
+                            path that is not a regular file), PZ_ERR_NOT_FOUND, PZ_ERR_SHAPE, PZ_ERR_DTYPE. On CUDA the host
                             converts the weights (threads workers) and copies them to each rank's
                             GPU through two bounded staging buffers; a model whose shapes the CUDA
                             kernels do not take fails with PZ_ERR_UNSUPPORTED or PZ_ERR_SHAPE. */
@@ -121,8 +123,8 @@ typedef struct pz_engine_info {
  * that does not fit is PZ_ERR_OOM with the bytes needed, the bytes free and how many fit.
  * Too few GPUs for tp: PZ_ERR_NO_DEVICE; no peer access between them: PZ_ERR_NO_P2P; an op
  * without a CUDA kernel in this build: PZ_ERR_UNSUPPORTED naming it.
- * Errors: PZ_ERR_INVALID_ARG (tp, max_batch, context, max_steps or layers out of range; the
- * message names the value and the limit), PZ_ERR_CONFIG (malformed config.json, missing field,
+ * Errors: PZ_ERR_INVALID_ARG (tp, max_batch, context, max_steps, layers, threads or prezero out of
+ * range, model ""; the message names the value and the limit), PZ_ERR_CONFIG (malformed config.json, missing field,
  * wrong type, a key given twice, an integer field above 2^31-1 or more than 10000 layers, a
  * non-finite float, inconsistent values), PZ_ERR_NOT_FOUND (unknown preset), PZ_ERR_IO
  * (unreadable file), PZ_ERR_SHAPE (a tensor of more than 2^50 elements), PZ_ERR_OOM (on the CPU
@@ -135,7 +137,9 @@ PZ_API pz_status pz_engine_create(const pz_engine_config *cfg, pz_engine **out);
  * token ids (0..vocab_size-1), tokens_out[m] receives the argmax of the logits (lowest id on
  * ties). Each sequence's position advances by one; sequence i is at position context + the
  * number of steps that included it. Errors: PZ_ERR_INVALID_ARG (m out of range, token id out of
- * range, NULL pointer, or a sequence whose KV cache is full), PZ_ERR_CUDA (a CUDA call of the step
+ * range, NULL pointer, or a sequence whose KV cache is full), PZ_ERR_IO (CPU: a logit is NaN or
+ * infinite, i.e. the weights or FP8 scales hold NaN / infinity or overflow; the step has run:
+ * positions advanced and pz_engine_logits gives its logits), PZ_ERR_CUDA (a CUDA call of the step
  * failed), PZ_ERR_TIMEOUT (one process per rank: a peer did not arrive within the engine's timeout). */
 PZ_API pz_status pz_engine_step(pz_engine *e, int m, const int32_t *tokens_in, int32_t *tokens_out);
 

@@ -318,6 +318,14 @@ static void cli_configs(void) {
   BADCFG("run", "missing.json", "missing.json");
   make_dir("cfgdir.json");
   BADCFG("run", "cfgdir.json", "is a directory");
+  /* A FIFO (or a device) is refused before it is opened: opening a FIFO blocked forever. */
+  path_of(p, sizeof p, "fifo.json");
+  CHECK(mkfifo(p, 0600) == 0);
+  BADCFG("graph", "fifo.json", "not a regular file");
+  BADCFG("run", "fifo.json", "not a regular file");
+  bad("graph", "--config /dev/zero", "not a regular file");
+  snprintf(a, sizeof a, "--render %s", p);
+  bad("compare", a, "not a regular file; give the path of a compare.json");
 #undef BADCFG
 }
 
@@ -363,11 +371,25 @@ static void cli_checkpoints(void) {
   make_dir("ck_wdir");
   write_text("ck_wdir/config.json", cfg);
   make_dir("ck_wdir/model.safetensors");
+  make_dir("ck_cfgfifo"); /* FIFOs where the config, the weights and the index should be: no hang */
+  path_of(p, sizeof p, "ck_cfgfifo/config.json");
+  CHECK(mkfifo(p, 0600) == 0);
+  write_st("ck_cfgfifo/model.safetensors", "{}", 0, 0);
+  make_dir("ck_wfifo");
+  write_text("ck_wfifo/config.json", cfg);
+  path_of(p, sizeof p, "ck_wfifo/model.safetensors");
+  CHECK(mkfifo(p, 0600) == 0);
+  make_dir("ck_ififo");
+  write_text("ck_ififo/config.json", cfg);
+  path_of(p, sizeof p, "ck_ififo/model.safetensors.index.json");
+  CHECK(mkfifo(p, 0600) == 0);
   make_dir("ck_noweights");
   write_text("ck_noweights/config.json", cfg);
   write_text("junk.bin", "\x7f" "ELF not a checkpoint");
   const char *dirs[][2] = {{"ck_cfgdir", "config.json"}, {"ck_wdir", "regular file"},
-                           {"ck_noweights", "model.safetensors"}, {"junk.bin", "is a file, not a directory; pass its folder"},
+                           {"ck_noweights", "model.safetensors"},
+                           {"ck_cfgfifo", "not a regular file"}, {"ck_wfifo", "not a regular file"},
+                           {"ck_ififo", "not a regular file"}, {"junk.bin", "is a file, not a directory; pass its folder"},
                            {"does-not-exist", "does not exist"}};
   for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
     path_of(p, sizeof p, dirs[i][0]);
@@ -485,7 +507,7 @@ static void api(void) {
   CHECK_ST(pz_engine_create(NULL, &e), PZ_ERR_INVALID_ARG);
   pz_engine_config c = PZ_ENGINE_CONFIG_INIT;
   c.max_steps = 2;
-  struct { const char *what; pz_engine_config c; pz_status want; } cases[8];
+  struct { const char *what; pz_engine_config c; pz_status want; } cases[16];
   int n = 0;
 #define CASE(field, value, st)                       \
   do {                                               \
@@ -503,6 +525,12 @@ static void api(void) {
   CASE(layers, 5, PZ_ERR_INVALID_ARG);
   CASE(max_steps, 0, PZ_ERR_INVALID_ARG);
   CASE(model, "no_such_preset", PZ_ERR_NOT_FOUND);
+  /* Outside prezero.h's ranges: these were taken (and "" ran the tiny preset). */
+  CASE(threads, -1, PZ_ERR_INVALID_ARG);
+  CASE(threads, 5000, PZ_ERR_INVALID_ARG);
+  CASE(prezero, 2, PZ_ERR_INVALID_ARG);
+  CASE(prezero, -7, PZ_ERR_INVALID_ARG);
+  CASE(model, "", PZ_ERR_INVALID_ARG);
 #undef CASE
   for (int i = 0; i < n; i++) {
     e = (pz_engine *)1;

@@ -352,8 +352,8 @@ static int count_nl(const char *s) {
 }
 
 /* The checkpoint in sub must fail with status want and a one-line message containing needle,
- * through the library and through the CLI. */
-static void bad(const char *sub, pz_status want, const char *needle) {
+ * through the library and through the CLI (`run` with the extra flags cli_flags, e.g. "--device cpu"). */
+static void bad_with(const char *sub, pz_status want, const char *needle, const char *cli_flags) {
   char p[300];
   snprintf(p, sizeof p, "%s/%s", dir, sub);
   int32_t t[STEPS * M];
@@ -368,7 +368,8 @@ static void bad(const char *sub, pz_status want, const char *needle) {
   const char *cli = getenv("PZ_CLI");
   if (!cli) return;
   char cmd[1024], err[8192] = "";
-  snprintf(cmd, sizeof cmd, "\"%s\" run --model %s --prompt-ids 1,2 --steps 2 >%s/cli.out 2>%s/cli.err", cli, p, dir, dir);
+  snprintf(cmd, sizeof cmd, "\"%s\" run --model %s --prompt-ids 1,2 --steps 2 %s >%s/cli.out 2>%s/cli.err", cli, p,
+           cli_flags, dir, dir);
   int rc = system(cmd);
   char ep[300];
   snprintf(ep, sizeof ep, "%s/cli.err", dir);
@@ -382,6 +383,7 @@ static void bad(const char *sub, pz_status want, const char *needle) {
     pz_test_failures++;
   }
 }
+static void bad(const char *sub, pz_status want, const char *needle) { bad_with(sub, want, needle, ""); }
 
 static void test_errors(const char *src_cfg, const ents *good) {
   ents s = {.n = 0};
@@ -472,6 +474,17 @@ static void test_errors(const char *src_cfg, const ents *good) {
           "\"model-00001-of-00003.safetensors\"}}", good->e[good->n - 1].name);
   fclose(f);
   bad("e_index", PZ_ERR_IO, "which has no such tensor");
+
+  /* NaN weights: every token came out 0 with exit 0; the (CPU) step now refuses non-finite logits. */
+  mk("e_nan");
+  write_config("e_nan", src_cfg, NULL);
+  copy_ents(good, &s);
+  for (int i = 0; i < s.n; i++)
+    if (!strcmp(s.e[i].name, "model.norm.weight"))
+      for (size_t j = 0; j < s.e[i].nbytes / 2; j++) ((pz_bf16 *)s.e[i].data)[j] = 0x7fc0; /* bf16 NaN */
+  write_st("e_nan", "model.safetensors", &s, 0, s.n);
+  bad_with("e_nan", PZ_ERR_IO, "logits of row 0 are not finite (NaN at token 0)", "--device cpu");
+  free_ents(&s);
 
   /* No config.json. */
   mk("e_noconfig");
@@ -616,6 +629,24 @@ static void run_layout(const char *tag, const char *tmpl, int with_errors) {
   write_config(d8b, tmpl, NULL);
   write_st(d8b, "model.safetensors", &q8, 0, q8.n);
   if (with_errors) bad(d8b, PZ_ERR_DTYPE, "weight_block_size");
+  /* A NaN or a huge (-1e38: 448 * it overflows f32) weight_scale_inv is refused at load; they
+   * decoded to token 0 everywhere with exit 0. */
+  static const struct { const char *sub; float v; const char *needle; } badsc[] = {
+      {"fp8_scale_nan", NAN, "block scale [1, 0] is nan, not a finite scale"},
+      {"fp8_scale_huge", -1e38f, "block scale [1, 0] is -1e+38, not a finite scale"}};
+  for (int b = 0; with_errors && b < 2; b++) {
+    static ents qb;
+    copy_ents(&q8, &qb);
+    for (int i = 0; i < qb.n; i++)
+      if (!strcmp(qb.e[i].name, "model.layers.0.self_attn.o_proj.weight_scale_inv"))
+        ((float *)qb.e[i].data)[qb.e[i].shape[1]] = badsc[b].v; /* block [1, 0] */
+    mk(badsc[b].sub);
+    write_config(badsc[b].sub, tmpl,
+                 ",\"quantization_config\":{\"quant_method\":\"fp8\",\"fmt\":\"e4m3\",\"weight_block_size\":[16,16]}");
+    write_st(badsc[b].sub, "model.safetensors", &qb, 0, qb.n);
+    bad(badsc[b].sub, PZ_ERR_IO, badsc[b].needle);
+    free_ents(&qb);
+  }
 
   /* The CLI's prompt mode on the checkpoint equals the CLI on the hash-filled config. */
   const char *cli = getenv("PZ_CLI");

@@ -187,6 +187,11 @@ int main(void) {
   /* graph --context 0 gives the model's range (it suggested 1..1099511627776). */
   bad("graph", "--context 0", "--context 0 is out of range; use --context 1..4096 (max_position_embeddings of tiny)");
   CHECK(last_rc == 2 && !strstr(err_txt, "1099511627776"));
+  /* -1 (the "not given" value inside) is refused like any other (it printed the graph, exit 0). */
+  bad("graph", "--context -1", "--context -1 is out of range; use --context 1..4096 (max_position_embeddings of tiny)");
+  CHECK(last_rc == 2 && out_txt[0] == 0);
+  bad("run", "--context -1", "--context");
+  CHECK(last_rc == 2);
 
   /* --flag=value reads as --flag value (it was "unknown option '--tp=2'"). */
   CHECK(run("run --tp 2 --steps 2 --seed 7 --device cpu") == 0);
@@ -225,6 +230,11 @@ int main(void) {
   bad("plan", "--batch 8,4", "not an ascending list");
   bad("plan", "--frob 1", "unknown option '--frob'");
   bad("plan", "--layers x", "--layers needs a positive integer");
+  bad("plan", "--tp 128", "TP degree 128 is out of range 1..64; use --tp 1..64");
+  CHECK(last_rc == 2);
+  write_file("empty_obj.json", "{}"); /* its "; " sat inside the parentheses: no fix was added */
+  snprintf(args, sizeof args, "--config %s/empty_obj.json", dir);
+  bad("graph", args, "\"q_lora_rank\" are missing (the MLA ranks, q_lora_rank null for V2-Lite); fix the config.json");
   /* prezero plan prints the memory plan on CUDA builds: INT4 experts (kimi_k25) are stored packed,
    * so one MoE layer holds 384 x 3 x 2048 x 7168 x (1/2 + 2/32) bytes = 8.86 GiB of experts (bf16
    * kimi_k2: 31.50 GiB) plus attention, router, shared expert and KV cache (< 1 GiB here), and more
@@ -347,6 +357,15 @@ int main(void) {
   CHECK(last_rc == 2);
   /* bench gemm --only that selects nothing is refused before any GPU is looked for. */
   bad("bench gemm", "--only Kimi-K2/1/", "--only 'Kimi-K2/1/' matches no shape; labels look like 'Kimi-K2/tp1/qkv_a'");
+  CHECK(last_rc == 2);
+  /* Bad values name the fix after "; " (they said only what was wrong), before any GPU is looked for. */
+  bad("bench gemm", "--m 0", "--m '0' is not a list of batch sizes 1..256; use --m 1,4,8");
+  CHECK(last_rc == 2);
+  bad("bench ar", "--procs 0", "--procs '0' is not an integer in 2..8; use --procs 2..8");
+  CHECK(last_rc == 2);
+  bad("bench attn", "--ctx 0", "--ctx 0 outside 1..32768; use --ctx 1..32768");
+  CHECK(last_rc == 2);
+  bad("bench attn", "--tp 3", "TP 3 does not divide Kimi-K2's 64 heads; use --tp 1, 2, 4");
   CHECK(last_rc == 2);
   bad("tune", "--pool-mb 1", "--pool-mb 1 is out of range; use --pool-mb 256..65536 (MB)");
   CHECK(last_rc == 2);

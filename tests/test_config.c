@@ -305,6 +305,13 @@ int main(void) {
   expect_bad("zero.json", text, PZ_ERR_CONFIG, "hidden_size");
   make(text, sizeof text, "num_experts_per_tok", "65");
   expect_bad("topk.json", text, PZ_ERR_CONFIG, "num_experts_per_tok");
+  /* n_routed_experts 0 with 6 per token: an MoE layout without experts (it ran as a dense model);
+   * null stays the dense model it is in transformers. */
+  make(text, sizeof text, "n_routed_experts", "0");
+  expect_bad("experts0.json", text, PZ_ERR_CONFIG, "\"num_experts_per_tok\" (6) must be in 1..n_routed_experts (0); ");
+  make(text, sizeof text, "n_routed_experts", "null");
+  CHECK_OK(pz_config_load(write_file("experts_null.json", text), &c));
+  CHECK(c.n_routed_experts == 0 && !pz_config_layer_is_moe(&c, 1));
   make(text, sizeof text, "n_group", "7");
   expect_bad("groups.json", text, PZ_ERR_CONFIG, "n_group");
   make(text, sizeof text, "qk_rope_head_dim", "33");

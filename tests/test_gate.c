@@ -1,6 +1,7 @@
 /* CPU test of the prezero gate arithmetic and the donor launch plan, against hand-computed
  * cases (the numbers in the comments are worked out by hand from gate.h's rule). */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "core/gate.h"
@@ -193,5 +194,36 @@ int main(void) {
   pz_device_desc def;
   pz_device_desc_default(&def);
   CHECK(def.num_sms == 132 && def.ctas_per_sm >= 1 && def.fill_bytes_per_us_cta > 0 && def.donor_bytes_per_us > 0);
+
+  /* The public gate refuses a pz_gate_device outside gate.h's ranges (it answered OK with made-up
+   * figures); the default passes. */
+  pz_gate_device gd;
+  CHECK_OK(pz_gate_device_default(&gd));
+  int is_free = -1;
+  pz_gate_estimate ge;
+  CHECK_OK(pz_gate_is_free(&gd, 4, 2496, PZ_ELEM_F32, 7168, 2, &is_free));
+  CHECK_OK(pz_gate_estimate_for(&gd, 4, 2496, PZ_ELEM_F32, 7168, 2, &ge));
+  static const struct { const char *field; int which; double v; } badd[] = {
+      {"fill_bytes_per_us_cta", 0, 0.0}, {"fill_bytes_per_us_cta", 0, -1.0}, {"fill_bytes_per_us_cta", 0, NAN},
+      {"donor_bytes_per_us", 1, 0.0},    {"donor_bytes_per_us", 1, INFINITY}, {"donor_t0_us", 2, NAN},
+      {"donor_t0_us", 2, -1.0},          {"max_added_us", 3, NAN},            {"max_added_us", 3, -0.5},
+      {"fill_penalty_bytes_per_us", 4, NAN}, {"fill_min_bytes_per_cta", 5, -16384}, {"fill_min_bytes_per_cta", 5, 0}};
+  for (size_t i = 0; i < sizeof badd / sizeof badd[0]; i++) {
+    pz_gate_device b = gd;
+    double *dv[] = {&b.fill_bytes_per_us_cta, &b.donor_bytes_per_us, &b.donor_t0_us, &b.max_added_us,
+                    &b.fill_penalty_bytes_per_us};
+    if (badd[i].which < 5) *dv[badd[i].which] = badd[i].v;
+    else b.fill_min_bytes_per_cta = (int64_t)badd[i].v;
+    pz_status s1 = pz_gate_is_free(&b, 4, 2496, PZ_ELEM_F32, 7168, 2, &is_free);
+    int named = strstr(pz_last_error(), badd[i].field) != NULL;
+    pz_status s2 = pz_gate_estimate_for(&b, 4, 2496, PZ_ELEM_F32, 7168, 2, &ge);
+    if (s1 != PZ_ERR_INVALID_ARG || s2 != PZ_ERR_INVALID_ARG || !named || !strstr(pz_last_error(), badd[i].field)) {
+      fprintf(stderr, "FAIL: gate device with %s = %g -> %s / %s (%s)\n", badd[i].field, badd[i].v,
+              pz_status_string(s1), pz_status_string(s2), pz_last_error());
+      pz_test_failures++;
+    }
+  }
+  gd.fill_penalty_bytes_per_us = 0; /* <= 0: the penalty is not modelled (documented), not an error */
+  CHECK_OK(pz_gate_is_free(&gd, 4, 2496, PZ_ELEM_F32, 7168, 2, &is_free));
   TEST_DONE();
 }

@@ -266,7 +266,8 @@ static int separate_rank(int rank, int world, const char *idf, int timeout_s, in
  * one line naming the option. */
 static int int_arg(const char *opt, const char *v, int lo, int hi, int *out) {
   if (pz_bench_parse_list(v, out, 1, lo, hi) != 1) {
-    fprintf(stderr, "prezero bench ar: %s '%s' is not an integer in %d..%d\n", opt, v, lo, hi);
+    fprintf(stderr, "prezero bench ar: %s '%s' is not an integer in %d..%d; use %s %d..%d\n", opt, v, lo, hi, opt, lo,
+            hi);
     return 2;
   }
   return 0;
@@ -312,7 +313,7 @@ int pz_bench_ar_procs(int argc, char **argv) {
     return separate_rank(rank, world, idf, timeout_s, one_gpu, iters, reps, json, md, argc, argv);
   }
   if (!procs) {
-    fprintf(stderr, "prezero bench ar: give --procs N (2..%d)\n", PZ_AR_MP_MAX_WORLD);
+    fprintf(stderr, "prezero bench ar: --procs is missing; give --procs N (2..%d)\n", PZ_AR_MP_MAX_WORLD);
     return 2;
   }
   world = procs;

@@ -42,7 +42,7 @@ static int layout_of(int argc, char **argv) {
       const char *v = argv[++i];
       if (!strcmp(v, "gqa")) gqa = 1;
       else if (!strcmp(v, "mla")) gqa = 0;
-      else { fprintf(stderr, "prezero bench attn: --layout %s: use mla or gqa\n", v); return -1; }
+      else { fprintf(stderr, "prezero bench attn: --layout %s is unknown; use --layout mla or gqa\n", v); return -1; }
     }
   return gqa;
 }
@@ -152,21 +152,21 @@ static int bench_mla(int argc, char **argv) {
     else if (!strcmp(a, "--layout")) continue; /* mla: checked by layout_of */
     else if (!strcmp(a, "--ctx-min")) {
       ctx_min = atoi(v);
-      if (ctx_min < 1 || ctx_min > 32768) { fprintf(stderr, "prezero bench attn: --ctx-min %s outside 1..32768\n", v); return 2; }
+      if (ctx_min < 1 || ctx_min > 32768) { fprintf(stderr, "prezero bench attn: --ctx-min %s outside 1..32768; use --ctx-min 1..32768\n", v); return 2; }
     } else if (!strcmp(a, "--ctx")) {
       ctx = atoi(v);
-      if (ctx < 1 || ctx > 32768) { fprintf(stderr, "prezero bench attn: --ctx %s outside 1..32768\n", v); return 2; }
+      if (ctx < 1 || ctx > 32768) { fprintf(stderr, "prezero bench attn: --ctx %s outside 1..32768; use --ctx 1..32768\n", v); return 2; }
     } else if (!strcmp(a, "--m")) {
-      if ((nm = pz_bench_parse_list(v, ms, 16, 1, 128)) <= 0) { fprintf(stderr, "prezero bench attn: --m wants a list like 4,8 (1..128)\n"); return 2; }
+      if ((nm = pz_bench_parse_list(v, ms, 16, 1, 128)) <= 0) { fprintf(stderr, "prezero bench attn: --m '%s' is not a list of batch sizes 1..128; use --m 4,8\n", v); return 2; }
     } else if (!strcmp(a, "--tp")) {
-      if ((ntp = pz_bench_parse_list(v, tps, 8, 1, 64)) <= 0) { fprintf(stderr, "prezero bench attn: --tp wants a list like 1,2,4\n"); return 2; }
+      if ((ntp = pz_bench_parse_list(v, tps, 8, 1, 64)) <= 0) { fprintf(stderr, "prezero bench attn: --tp '%s' is not a list of TP degrees 1..64; use --tp 1,2,4\n", v); return 2; }
       for (int k = 0; k < ntp; k++)
-        if (64 % tps[k]) { fprintf(stderr, "prezero bench attn: TP %d does not divide Kimi-K2's 64 heads\n", tps[k]); return 2; }
+        if (64 % tps[k]) { fprintf(stderr, "prezero bench attn: TP %d does not divide Kimi-K2's 64 heads; use --tp 1, 2, 4, 8, 16, 32 or 64\n", tps[k]); return 2; }
     } else { fprintf(stderr, "prezero bench attn: unknown option '%s'; see --help\n", a); return 2; }
   }
   if (reps < 3) reps = 3;
-  if (ctx_min > ctx) { fprintf(stderr, "prezero bench attn: --ctx-min %d exceeds --ctx %d\n", ctx_min, ctx); return 2; }
-  if (paged && ctx % 64) { fprintf(stderr, "prezero bench attn: --paged needs --ctx a multiple of 64 (got %d)\n", ctx); return 2; }
+  if (ctx_min > ctx) { fprintf(stderr, "prezero bench attn: --ctx-min %d exceeds --ctx %d; use --ctx-min 1..%d\n", ctx_min, ctx, ctx); return 2; }
+  if (paged && ctx % 64) { fprintf(stderr, "prezero bench attn: --paged needs --ctx a multiple of 64 (got %d); use --ctx %d\n", ctx, (ctx + 63) / 64 * 64); return 2; }
   if (pz_bench_need_gpus("bench attn", "this benchmark", 1, 0)) return 1;
   struct cudaDeviceProp prop;
   PZ_BENCH_CUDA("bench attn", cudaGetDeviceProperties(&prop, 0), return 1);

@@ -143,12 +143,12 @@ int pz_bench_attn_gqa(int argc, char **argv) {
     else if (!strcmp(a, "--md")) md_path = v;
     else if (!strcmp(a, "--reps")) reps = atoi(v);
     else if (!strcmp(a, "--layout")) {
-      if (strcmp(v, "gqa")) { fprintf(stderr, "prezero bench attn: --layout %s is not gqa here\n", v); return 2; }
+      if (strcmp(v, "gqa")) { fprintf(stderr, "prezero bench attn: --layout %s is not gqa here; use --layout gqa\n", v); return 2; }
     } else if (!strcmp(a, "--ctx")) {
       ctx = atoi(v);
-      if (ctx < 1 || ctx > 32768) { fprintf(stderr, "prezero bench attn: --ctx %s outside 1..32768\n", v); return 2; }
+      if (ctx < 1 || ctx > 32768) { fprintf(stderr, "prezero bench attn: --ctx %s outside 1..32768; use --ctx 1..32768\n", v); return 2; }
     } else if (!strcmp(a, "--m")) {
-      if ((nm = pz_bench_parse_list(v, ms, 16, 1, 128)) <= 0) { fprintf(stderr, "prezero bench attn: --m wants a list like 1,4 (1..128)\n"); return 2; }
+      if ((nm = pz_bench_parse_list(v, ms, 16, 1, 128)) <= 0) { fprintf(stderr, "prezero bench attn: --m '%s' is not a list of batch sizes 1..128; use --m 1,4\n", v); return 2; }
     } else if (!strcmp(a, "--tp")) {
       fprintf(stderr, "prezero bench attn: --layout gqa runs its fixed TP 1 / 2 shapes; drop --tp\n");
       return 2;

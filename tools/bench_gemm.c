@@ -89,7 +89,7 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
     else if (!strcmp(a, "--m")) {
       nm = pz_bench_parse_list(v, ms, 16, 1, 256);
       i++;
-      if (nm <= 0) { fprintf(stderr, "prezero bench gemm: --m wants a list like 1,4,8 (1..256)\n"); return 2; }
+      if (nm <= 0) { fprintf(stderr, "prezero bench gemm: --m '%s' is not a list of batch sizes 1..256; use --m 1,4,8\n", v); return 2; }
     } else { fprintf(stderr, "prezero bench gemm: unknown option '%s'; see --help\n", a); return 2; }
   }
   if (reps < 3) reps = 3;

@@ -827,6 +827,10 @@ static int render(const char *json_path, const char *dir) {
             has ? ", e.g. --render " : "", has ? cj : "");
     return PZ_CLI_EXIT_ERROR;
   }
+  if (stat(json_path, &sb) == 0 && !S_ISREG(sb.st_mode)) { /* a FIFO would block the open below */
+    fprintf(stderr, "prezero compare: --render %s is not a regular file; give the path of a compare.json\n", json_path);
+    return PZ_CLI_EXIT_ERROR;
+  }
   FILE *f = fopen(json_path, "rb");
   if (!f) {
     fprintf(stderr, "prezero compare: cannot read '%s': %s; give the path of a compare.json\n", json_path, strerror(errno));

@@ -49,7 +49,8 @@ static int parse_int(const char *flag, const char *v, long long lo, long long hi
 
 int pz_cmd_graph(int argc, char **argv) {
   const char *config = "tiny", *dot = NULL;
-  long long tp = 1, layers = 0, batch = 4, context = -1;
+  long long tp = 1, layers = 0, batch = 4, context = 0;
+  bool context_set = false; /* --context given (any value given is checked, -1 included) */
   int prezero = -1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -75,7 +76,10 @@ int pz_cmd_graph(int argc, char **argv) {
     } else if (!strcmp(a, "--tp") && parse_int(a, v, 1, 64, &tp)) return 2;
     else if (!strcmp(a, "--layers") && parse_int(a, v, 1, 100000, &layers)) return 2;
     else if (!strcmp(a, "--batch") && parse_int(a, v, 1, PZ_MAX_BATCH, &batch)) return 2;
-    else if (!strcmp(a, "--context") && parse_int(a, v, -((long long)1 << 40), (long long)1 << 40, &context)) return 2;
+    else if (!strcmp(a, "--context")) {
+      if (parse_int(a, v, -((long long)1 << 40), (long long)1 << 40, &context)) return 2;
+      context_set = true;
+    }
   }
   if (!config[0]) {
     fprintf(stderr, "prezero graph: --config is empty; use a preset (%s) or a config.json path\n", pz_config_preset_names());
@@ -97,7 +101,7 @@ int pz_cmd_graph(int argc, char **argv) {
             context, (long long)cfg.max_position_embeddings, cfg.name, (long long)cfg.max_position_embeddings);
     return PZ_CLI_EXIT_USAGE;
   }
-  if (context != -1 && context < 1) {
+  if (context_set && context < 1) {
     char why[160];
     snprintf(why, sizeof why, " (max_position_embeddings of %s)", cfg.name);
     return pz_cli_out_of_range("graph", "--context", context, 1, cfg.max_position_embeddings, why);

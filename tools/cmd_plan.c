@@ -167,7 +167,8 @@ int pz_cmd_plan(int argc, char **argv) {
   pz_graph *g = NULL;
   pz_status bst = pz_build_decode_graph(&mc, &bo, &g);
   if (bst != PZ_OK) { /* e.g. a --tp that does not divide the heads: the command line is wrong */
-    fprintf(stderr, "prezero plan: %s\n", pz_last_error());
+    const char *msg = pz_last_error();
+    fprintf(stderr, "prezero plan: %s%s\n", msg, strstr(msg, "; ") ? "" : "; see 'prezero plan --help'");
     return bst == PZ_ERR_INVALID_ARG ? PZ_CLI_EXIT_USAGE : PZ_CLI_EXIT_ERROR;
   }
   pz_device_desc dev;

@@ -59,8 +59,9 @@ PZ_API pz_status pz_gate_calibrate(int cuda_device, pz_gate_device *out);
 /* *is_free = 1 when zeroing the whole [m, n_total] buffer of element type dt (PZ_ELEM_F32 or
  * PZ_ELEM_BF16) beside the donor of batch m, hidden size H, TP degree tp is free on d, else 0.
  * m >= 1 tokens; n_total >= 1 columns; H a multiple of 8, 8..16384 elements; tp 1..8.
- * Errors: PZ_ERR_INVALID_ARG (NULL pointer, a value out of those ranges, num_sms < 1),
- * PZ_ERR_DTYPE (dt). */
+ * Errors: PZ_ERR_INVALID_ARG (NULL pointer, a value out of those ranges, num_sms < 1, a figure of
+ * d that is NaN or infinite, fill_bytes_per_us_cta or donor_bytes_per_us <= 0, donor_t0_us or
+ * max_added_us < 0, fill_min_bytes_per_cta < 1), PZ_ERR_DTYPE (dt). */
 PZ_API pz_status pz_gate_is_free(const pz_gate_device *d, int64_t m, int64_t n_total, pz_elem_type dt, int64_t H,
                                  int tp, int *is_free);
 

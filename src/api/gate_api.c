@@ -1,6 +1,7 @@
 /* Public fill-gate API (include/prezero/gate.h) over core/gate.h and, with CUDA, the calibration
  * of backend/cuda/gate_cuda.h. */
 #include "prezero/gate.h"
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include "core/gate.h"
@@ -70,6 +71,19 @@ static pz_status check_args(const char *who, const pz_gate_device *d, int64_t m,
                     4 * PZ_AR_THREADS * PZ_AR_MAX_QPT);
   if (tp < 1 || tp > PZ_AR_MAX_TP) return pz_error(PZ_ERR_INVALID_ARG, "%s: tp = %d; need 1..%d", who, tp, PZ_AR_MAX_TP);
   if (d->num_sms < 1) return pz_error(PZ_ERR_INVALID_ARG, "%s: num_sms = %d; need >= 1", who, d->num_sms);
+  /* The figures of d as gate.h documents them (NaN, infinite or non-positive rates gave made-up answers). */
+  const struct { const char *name; double v, lo; int open; } f[] = {
+      {"fill_bytes_per_us_cta", d->fill_bytes_per_us_cta, 0, 1}, {"donor_bytes_per_us", d->donor_bytes_per_us, 0, 1},
+      {"donor_t0_us", d->donor_t0_us, 0, 0}, {"max_added_us", d->max_added_us, 0, 0},
+      {"fill_penalty_bytes_per_us", d->fill_penalty_bytes_per_us, -HUGE_VAL, 0}};
+  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+    if (!isfinite(f[i].v) || (f[i].open ? f[i].v <= f[i].lo : f[i].v < f[i].lo))
+      return pz_error(PZ_ERR_INVALID_ARG, "%s: d->%s = %g; need a finite value%s (pz_gate_device_default or "
+                      "pz_gate_calibrate fill it)", who, f[i].name, f[i].v,
+                      f[i].lo == 0 ? (f[i].open ? " > 0" : " >= 0") : "");
+  if (d->fill_min_bytes_per_cta < 1)
+    return pz_error(PZ_ERR_INVALID_ARG, "%s: d->fill_min_bytes_per_cta = %lld; need >= 1 (16384 by default)", who,
+                    (long long)d->fill_min_bytes_per_cta);
   if (m > ((int64_t)1 << 40) / n_total)
     return pz_error(PZ_ERR_INVALID_ARG, "%s: m * n_total above 2^40 elements", who);
   return PZ_OK;

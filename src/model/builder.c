@@ -392,7 +392,7 @@ static pz_status dense_mlp(bld *b, int L, int x_norm, int *out) {
 }
 
 static pz_status check_opts(const pz_model_config *c, const pz_build_opts *o) {
-  if (o->tp < 1 || o->tp > 64) return pz_error(PZ_ERR_INVALID_ARG, "TP degree %d is out of range 1..64", o->tp);
+  if (o->tp < 1 || o->tp > 64) return pz_error(PZ_ERR_INVALID_ARG, "TP degree %d is out of range 1..64; use --tp 1..64", o->tp);
   struct { const char *field; int64_t v; } div[] = {
       {"num_attention_heads", c->num_attention_heads},
       {"intermediate_size", c->intermediate_size},

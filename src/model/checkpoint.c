@@ -5,6 +5,8 @@
 #include "core/options.h"
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <float.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,9 +113,12 @@ static const pz_st_tensor *ck_find(const pz_checkpoint *ck, const char *name, ch
 
 /* Reads a whole small file (config.json, the index) into a NUL-terminated buffer. */
 static pz_status slurp(const char *path, char **buf, size_t *len) {
+  struct stat sb; /* before opening: opening a FIFO blocks until a writer comes (a hang) */
+  if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+    return pz_error(PZ_ERR_IO, "checkpoint %s: not a regular file (a directory, FIFO, device or socket); check the "
+                    "model directory", path);
   FILE *f = fopen(path, "rb");
   if (!f) return pz_error(PZ_ERR_IO, "checkpoint %s: cannot open (%s); check the model directory", path, strerror(errno));
-  struct stat sb;
   const bool big = fstat(fileno(f), &sb) == 0 && (uint64_t)sb.st_size > PZ_CK_MAX_JSON;
   size_t cap = 1 << 16, n = 0;
   char *b = big ? NULL : malloc(cap);
@@ -417,6 +422,16 @@ static pz_status get_src(pz_checkpoint *ck, const char *name, const char *for_t,
     float *own = malloc(sizeof(float) * (size_t)(sr * scn > 0 ? sr * scn : 1));
     if (!own) return pz_error(PZ_ERR_OOM, "checkpoint: out of memory");
     memcpy(own, sc->data, sc->nbytes);
+    /* NaN, infinite or huge (448 * scale beyond f32) scales make the dequantised weights non-finite
+     * and every token id the same: refuse them here, at load. */
+    for (int64_t k = 0; k < sr * scn; k++)
+      if (!isfinite(own[k]) || fabsf(own[k]) > FLT_MAX / 448.0f) {
+        float v = own[k];
+        free(own);
+        return pz_error(PZ_ERR_IO, "checkpoint %s: \"%s\" block scale [%lld, %lld] is %g, not a finite scale of "
+                        "magnitude at most %g; the file is corrupt: re-download or re-quantize it", ck->dir, sfull,
+                        (long long)(k / scn), (long long)(k % scn), (double)v, (double)(FLT_MAX / 448.0f));
+      }
     s->scale = own;
     s->scols = scn;
     return PZ_OK;
@@ -853,9 +868,14 @@ pz_status pz_checkpoint_load_config(const char *dir, pz_model_config *out) {
   }
   char *path = join(dir, "config.json");
   if (!path) return pz_error(PZ_ERR_OOM, "checkpoint %s: out of memory", dir);
-  if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+  if (stat(path, &sb) != 0) {
     free(path);
     return pz_error(PZ_ERR_IO, "checkpoint %s: no config.json there; give --model a Hugging Face checkpoint directory", dir);
+  }
+  if (!S_ISREG(sb.st_mode)) {
+    free(path);
+    return pz_error(PZ_ERR_IO, "checkpoint %s: its config.json is not a regular file (a directory, FIFO, device or "
+                    "socket); replace it with the model's config.json file", dir);
   }
   pz_status st = pz_config_load(path, out);
   free(path);

@@ -437,8 +437,8 @@ static pz_status parse_mla(const reader *r, pz_model_config *c) {
   /* Both LoRA ranks missing: name both (the reader below would name only q_lora_rank). */
   if (!cJSON_GetObjectItemCaseSensitive(r->root, "q_lora_rank") &&
       !cJSON_GetObjectItemCaseSensitive(r->root, "kv_lora_rank"))
-    return pz_error(PZ_ERR_CONFIG, "config %s: required fields \"kv_lora_rank\" and \"q_lora_rank\" are missing (MLA "
-                    "ranks; q_lora_rank is null for V2-Lite)", r->src);
+    return pz_error(PZ_ERR_CONFIG, "config %s: required fields \"kv_lora_rank\" and \"q_lora_rank\" are missing (the MLA "
+                    "ranks, q_lora_rank null for V2-Lite)", r->src);
   PZ_CHECK(get_int(r, "hidden_size", true, false, 1, &c->hidden_size));
   PZ_CHECK(get_int(r, "num_hidden_layers", true, false, 1, &c->num_hidden_layers));
   if (c->num_hidden_layers > PZ_CONFIG_MAX_LAYERS)
@@ -502,6 +502,13 @@ static pz_status parse_mla(const reader *r, pz_model_config *c) {
   if (!(c->rope.theta > 0.f)) return pz_error(PZ_ERR_CONFIG, "config %s: field \"rope_theta\" must be > 0", r->src);
   if (c->rope.factor > 1.f && c->rope.theta == 1.f) /* YaRN divides by log(rope_theta) */
     return pz_error(PZ_ERR_CONFIG, "config %s: field \"rope_theta\" must not be 1 with YaRN rope_scaling", r->src);
+  /* n_routed_experts 0 (not null, which means dense, as in transformers) with experts per token:
+   * an MoE layout without experts, not a dense model (it ran as one). */
+  if (c->first_k_dense_replace < c->num_hidden_layers && c->n_routed_experts == 0 && c->num_experts_per_tok > 0 &&
+      cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(r->root, "n_routed_experts")))
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"num_experts_per_tok\" (%lld) must be in 1..n_routed_experts (0); "
+                    "give n_routed_experts, or null for both fields for a dense model", r->src,
+                    (long long)c->num_experts_per_tok);
   if (c->first_k_dense_replace < c->num_hidden_layers && c->n_routed_experts > 0) {
     if (c->num_experts_per_tok < 1 || c->num_experts_per_tok > c->n_routed_experts)
       return pz_error(PZ_ERR_CONFIG, "config %s: field \"num_experts_per_tok\" (%lld) must be in 1..n_routed_experts (%lld)",
@@ -866,13 +873,17 @@ pz_status pz_config_parse(const char *json, size_t len, const char *source, pz_m
 }
 
 static pz_status read_file(const char *path, char **text, size_t *len) {
+  /* Checked before opening: a directory opens, then fails with a bare "read error", and opening a
+   * FIFO blocks until a writer comes (a hang), so only a regular file is opened. */
+  struct stat sb;
+  const bool odd = stat(path, &sb) == 0 && !S_ISREG(sb.st_mode);
+  if (odd && S_ISDIR(sb.st_mode))
+    return pz_error(PZ_ERR_IO, "config %s: is a directory, not a config.json file", path);
+  if (odd)
+    return pz_error(PZ_ERR_IO, "config %s: not a regular file (a FIFO, device or socket); give the path of a config.json file",
+                    path);
   FILE *f = fopen(path, "rb");
   if (!f) return pz_error(PZ_ERR_IO, "config %s: cannot open (%s)", path, strerror(errno));
-  struct stat sb; /* a directory opens, then fails with a bare "read error": say what it is */
-  if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
-    fclose(f);
-    return pz_error(PZ_ERR_IO, "config %s: is a directory, not a config.json file", path);
-  }
   size_t cap = 1 << 16, n = 0;
   char *buf = malloc(cap);
   for (;;) {

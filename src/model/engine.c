@@ -1,6 +1,7 @@
 /* Public decode engine (include/prezero.h): config -> decode graph (builder) -> graph passes
  * (prezero) -> a backend holding every TP rank (backend/backend.h: the CPU or the CUDA one);
  * tracks each sequence's position. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -31,6 +32,8 @@ struct pz_engine {
   int prezero;
   int64_t context, max_ctx;
   int32_t *pos;       /* [max_batch]: next position of each sequence */
+  float *lg;          /* CPU: the last step's logits, read back to check they are finite */
+  size_t lg_cap;      /* floats in lg */
   pz_quant_synth_ctx synth; /* weight source of quantised graphs without a checkpoint */
   int last_m;
 #ifdef PZ_HAVE_CUDA
@@ -207,6 +210,14 @@ static void synth_weights(pz_engine *e, pz_backend_opts *bo) {
 pz_status pz_engine_create(const pz_engine_config *cfg, pz_engine **out) {
   if (!cfg || !out) return pz_error(PZ_ERR_INVALID_ARG, "pz_engine_create: NULL argument");
   *out = NULL;
+  /* The ranges prezero.h documents (they were taken as anything, and "" as the tiny preset). */
+  if (cfg->threads < 0 || cfg->threads > 1024)
+    return pz_error(PZ_ERR_INVALID_ARG, "threads %d is out of range; use 1..1024, or 0 for the default", cfg->threads);
+  if (cfg->prezero < -1 || cfg->prezero > 1)
+    return pz_error(PZ_ERR_INVALID_ARG, "prezero %d is not -1, 0 or 1; use 1 (on), 0 (off) or -1 (from the options)",
+                    cfg->prezero);
+  if (!cfg->model_dir && cfg->model && !cfg->model[0])
+    return pz_error(PZ_ERR_INVALID_ARG, "model is empty; give a preset name or a config.json path, or NULL for \"tiny\"");
   pz_engine *e = calloc(1, sizeof *e);
   if (!e) return pz_error(PZ_ERR_OOM, "engine allocation");
   pz_status st;
@@ -294,6 +305,26 @@ fail:
   return st;
 }
 
+/* CPU: the step's logits must be finite. A NaN or an infinity (NaN weights, NaN or huge FP8
+ * scales, an overflow) gives a token id all the same (the NaN's, as torch.argmax does): refuse the
+ * step instead. One pass over m rows, next to the lm_head GEMM's m * vocab * hidden work. */
+static pz_status check_logits(pz_engine *e, int m) {
+  const size_t V = (size_t)e->cfg.vocab_size, n = (size_t)m * V;
+  if (n > e->lg_cap) {
+    float *nl = realloc(e->lg, sizeof(float) * n);
+    if (!nl) return pz_error(PZ_ERR_OOM, "engine: logits check buffer of %zu floats", n);
+    e->lg = nl;
+    e->lg_cap = n;
+  }
+  PZ_CHECK(pz_backend_logits(e->be, m, e->lg));
+  for (size_t k = 0; k < n; k++)
+    if (!isfinite(e->lg[k]))
+      return pz_error(PZ_ERR_IO, "decode step: the logits of row %zu are not finite (%s at token %zu); the model's "
+                      "weights or scales hold NaN or infinity, or overflow: check the checkpoint", k / V,
+                      isnan(e->lg[k]) ? "NaN" : "infinity", k % V);
+  return PZ_OK;
+}
+
 pz_status pz_engine_step(pz_engine *e, int m, const int32_t *tokens_in, int32_t *tokens_out) {
   if (!e || !tokens_in || !tokens_out) return pz_error(PZ_ERR_INVALID_ARG, "pz_engine_step: NULL argument");
   if (m < 1 || m > e->ec.max_batch)
@@ -316,7 +347,7 @@ pz_status pz_engine_step(pz_engine *e, int m, const int32_t *tokens_in, int32_t 
   PZ_CHECK(pz_backend_step(e->be, m, tokens_in, e->pos, tokens_out));
   for (int i = 0; i < m; i++) e->pos[i]++;
   e->last_m = m;
-  return PZ_OK;
+  return e->ec.device == PZ_DEVICE_CPU ? check_logits(e, m) : PZ_OK;
 }
 
 pz_status pz_engine_logits(const pz_engine *e, int m, float *out) {
@@ -375,5 +406,6 @@ void pz_engine_destroy(pz_engine *e) {
   pz_graph_free(e->g);
   pz_graph_free(e->g_off);
   free(e->pos);
+  free(e->lg);
   free(e);
 }

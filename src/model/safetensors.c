@@ -227,13 +227,17 @@ pz_status pz_st_open(const char *path, pz_st_file **out) {
   *out = NULL;
   pz_st_file *f = calloc(1, sizeof *f);
   if (!f || !(f->path = strdup(path))) { free(f); return pz_error(PZ_ERR_OOM, "safetensors %s: out of memory", path); }
+  struct stat sb; /* before opening: opening a FIFO blocks until a writer comes (a hang) */
+  if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+    pz_st_close(f);
+    return pz_error(PZ_ERR_IO, "safetensors %s: not a regular file; check the model directory", path);
+  }
   int fd = open(path, O_RDONLY);
   if (fd < 0) {
     int err = errno;
     pz_st_close(f);
     return pz_error(PZ_ERR_IO, "safetensors %s: cannot open (%s); check the model directory", path, strerror(err));
   }
-  struct stat sb;
   if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
     close(fd);
     pz_st_close(f);
