@@ -59,7 +59,7 @@ typedef struct pz_runtime_opts {
   int mla_attn;                       /* PREZERO_MLA_ATTN: 0 (unset) v4 above 16 heads per rank, v2 otherwise;
                                          4 v4 (TMA + wgmma, ping-pong warpgroups; falls to v2 where it has no
                                          kernel), 3 v3 (TMA + wgmma, the score split over both warpgroups; the
-                                         default before 0.3), 2 v2 (mma.sync), 1 v1 */
+                                         former default), 2 v2 (mma.sync), 1 v1 */
   int moe_persistent;                 /* PREZERO_MOE_PERSISTENT: -1 default, 0 off, 1 on */
   int moe_l2pf;                       /* PREZERO_MOE_L2PF: 1 the W4A16 expert kernel of the stored layout
                                        * (PREZERO_MOE_W4_TILED=0 or untileable shapes) prefetches its next
