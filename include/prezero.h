@@ -152,7 +152,8 @@ PZ_API pz_status pz_engine_logits(const pz_engine *e, int m, float *out);
 PZ_API pz_status pz_engine_get_info(const pz_engine *e, pz_engine_info *info);
 
 /* Writes the rank-0 decode graph as run (after the passes): text (dot = 0) or Graphviz DOT
- * (dot = 1). Errors: PZ_ERR_INVALID_ARG for NULL, PZ_ERR_IO when writing fails. */
+ * (dot = 1). Errors: PZ_ERR_INVALID_ARG for NULL or a dot other than 0 / 1, PZ_ERR_IO when
+ * writing fails. */
 PZ_API pz_status pz_engine_dump_graph(const pz_engine *e, FILE *f, int dot);
 
 /* Frees everything; NULL is ignored. */

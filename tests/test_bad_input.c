@@ -3,6 +3,7 @@
  * (never a signal) with exactly one stderr line "prezero <cmd>: <what>; <fix>". Runs that must
  * succeed pass --device cpu, so the test means the same on a GPU machine. */
 #define _GNU_SOURCE 1 /* setenv, mkdtemp */
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 #include "model/config.h"
 #include "prezero.h"
+#include "prezero/graph.h"
 #include "pz_test.h"
 #include "pz_cli_test.h"
 
@@ -562,6 +564,16 @@ static void api(void) {
   CHECK_ST(pz_engine_step(e, 2, in, out), PZ_ERR_INVALID_ARG); /* max_steps = 2: the KV cache is full */
   CHECK_ST(pz_engine_get_info(e, NULL), PZ_ERR_INVALID_ARG);
   CHECK_ST(pz_engine_dump_graph(e, NULL, 0), PZ_ERR_INVALID_ARG);
+  /* dot is 0 (text) or 1 (DOT): 5 and 7 were taken as DOT. */
+  FILE *devnull = fopen("/dev/null", "w");
+  CHECK(devnull != NULL);
+  if (devnull) {
+    CHECK_OK(pz_engine_dump_graph(e, devnull, 0));
+    CHECK_OK(pz_engine_dump_graph(e, devnull, 1));
+    CHECK_ST(pz_engine_dump_graph(e, devnull, 5), PZ_ERR_INVALID_ARG);
+    CHECK(strstr(pz_last_error(), "dot = 5; use 0 (text) or 1 (Graphviz DOT)") != NULL);
+    CHECK_ST(pz_engine_dump_graph(e, devnull, -1), PZ_ERR_INVALID_ARG);
+  }
   pz_engine_destroy(e);
   pz_engine_destroy(NULL);
   /* Every status has a text. */
@@ -575,6 +587,47 @@ static void api(void) {
   CHECK_ST(pz_config_parse("{\"a\":1}\0{", 9, "x", &mc), PZ_ERR_CONFIG);
   CHECK_ST(pz_config_load("", &mc), PZ_OK); /* the library's documented default: tiny */
   CHECK(!strcmp(mc.name, "tiny"));
+  if (devnull) fclose(devnull);
+}
+
+/* The decode-graph API (prezero/graph.h): duplicate tensor names, a non-finite eps, a flag other
+ * than 0 / 1 and a dot other than 0 / 1 are refused (each was accepted). */
+static void graph_api(void) {
+  const int64_t m = 2, H = 64;
+  pz_decode_graph *g = NULL;
+  CHECK_OK(pz_decode_graph_create(1, m, H, &g));
+  if (!g) return;
+  int partial, w, res, xn, node = -1;
+  CHECK_OK(pz_decode_graph_add_tensor(g, "partial", PZ_ELEM_F32, PZ_GRAPH_INPUT, 2, (int64_t[]){m, H}, &partial));
+  CHECK_OK(pz_decode_graph_add_tensor(g, "norm.weight", PZ_ELEM_BF16, PZ_GRAPH_WEIGHT, 1, (int64_t[]){H}, &w));
+  CHECK_OK(pz_decode_graph_add_tensor(g, "residual", PZ_ELEM_F32, PZ_GRAPH_STATE, 2, (int64_t[]){m, H}, &res));
+  CHECK_OK(pz_decode_graph_add_tensor(g, "x_norm", PZ_ELEM_BF16, PZ_GRAPH_ACT, 2, (int64_t[]){m, H}, &xn));
+  const float bad_eps[] = {INFINITY, -INFINITY, NAN, 0.f, -1e-6f};
+  for (size_t i = 0; i < sizeof bad_eps / sizeof bad_eps[0]; i++) {
+    CHECK_ST(pz_decode_graph_add_ar_rmsnorm(g, "norm", 0, partial, w, res, 1, xn, bad_eps[i], &node), PZ_ERR_INVALID_ARG);
+    CHECK(strstr(pz_last_error(), "use a finite eps > 0") != NULL);
+  }
+  CHECK_ST(pz_decode_graph_add_ar_rmsnorm(g, "norm", 0, partial, w, res, 5, xn, 1e-6f, &node), PZ_ERR_INVALID_ARG);
+  CHECK(strstr(pz_last_error(), "read_residual = 5; use 0 or 1") != NULL);
+  CHECK_ST(pz_decode_graph_add_ar_rmsnorm(g, "norm", 0, partial, w, res, -1, xn, 1e-6f, &node), PZ_ERR_INVALID_ARG);
+  CHECK_OK(pz_decode_graph_add_ar_rmsnorm(g, "norm", 0, partial, w, res, 1, xn, 1e-6f, &node));
+  CHECK_OK(pz_decode_graph_verify(g));
+  FILE *devnull = fopen("/dev/null", "w");
+  CHECK(devnull != NULL);
+  if (devnull) {
+    CHECK_OK(pz_decode_graph_dump(g, devnull, 0));
+    CHECK_OK(pz_decode_graph_dump(g, devnull, 1));
+    CHECK_ST(pz_decode_graph_dump(g, devnull, 7), PZ_ERR_INVALID_ARG);
+    CHECK(strstr(pz_last_error(), "dot = 7; use 0 (text) or 1 (Graphviz DOT)") != NULL);
+    fclose(devnull);
+  }
+  /* A second tensor named "residual": verify (and so run_passes) refuses it. */
+  int dup = -1;
+  CHECK_OK(pz_decode_graph_add_tensor(g, "residual", PZ_ELEM_F32, PZ_GRAPH_ACT, 2, (int64_t[]){m, H}, &dup));
+  CHECK_ST(pz_decode_graph_verify(g), PZ_ERR_VERIFY);
+  CHECK(strstr(pz_last_error(), "tensors 2 and 4 are both named \"residual\"; give each tensor its own name") != NULL);
+  CHECK_ST(pz_decode_graph_run_passes(g, 1, NULL, NULL, NULL), PZ_ERR_VERIFY);
+  pz_decode_graph_destroy(g);
 }
 
 int main(void) {
@@ -589,6 +642,7 @@ int main(void) {
   cli_configs();
   cli_checkpoints();
   api();
+  graph_api();
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd)) fprintf(stderr, "could not remove %s\n", dir);

@@ -240,6 +240,28 @@ static void write_sharded(const char *sub, const ents *s, int dup) {
   write_text(sub, "model.safetensors.index.json", idx);
 }
 
+/* Copies s into out without the tensor `name`. */
+static void copy_without(const ents *s, ents *out, const char *name);
+
+/* Drops `"name":"<shard>"` (and a comma) from sub's index: the shard still holds the tensor. */
+static void drop_from_index(const char *sub, const char *name) {
+  char p[300], idx[65536], key[300];
+  path2(p, sizeof p, sub, "model.safetensors.index.json");
+  FILE *f = fopen(p, "r");
+  size_t n = f ? fread(idx, 1, sizeof idx - 1, f) : 0;
+  if (f) fclose(f);
+  idx[n] = 0;
+  snprintf(key, sizeof key, "\"%s\":\"", name);
+  char *k = strstr(idx, key), *e = k ? strchr(k + strlen(key), '"') : NULL;
+  CHECK(k && e);
+  if (!k || !e) return;
+  e++;
+  if (*e == ',') e++;
+  else if (k > idx && k[-1] == ',') k--;
+  memmove(k, e, strlen(e) + 1);
+  write_text(sub, "model.safetensors.index.json", idx);
+}
+
 /* Greedy decode of M sequences for STEPS steps from context 0: tokens [STEPS*M], last logits [M*V]. */
 static pz_status decode(const char *model, const char *model_dir, int tp, int32_t *toks, float *logits) {
   pz_engine_config ec = PZ_ENGINE_CONFIG_INIT;
@@ -336,6 +358,13 @@ static void quantise(ents *s, ents *deq, int bs) {
     add(s, sn, PZ_ST_F32, 2, (int64_t[]){SR, SC}, sc);
     free(sc);
   }
+}
+
+static void copy_ents(const ents *a, ents *b);
+static void copy_without(const ents *s, ents *out, const char *name) {
+  copy_ents(s, out);
+  for (int i = 0; i < out->n; i++)
+    if (!strcmp(out->e[i].name, name)) { free(out->e[i].data); out->e[i] = out->e[--out->n]; }
 }
 
 static void copy_ents(const ents *a, ents *b) {
@@ -475,6 +504,16 @@ static void test_errors(const char *src_cfg, const ents *good) {
   fclose(f);
   bad("e_index", PZ_ERR_IO, "which has no such tensor");
 
+  /* lm_head.weight in neither the index nor its shards (embeddings not tied): refused naming it,
+   * not left unfilled (transformers would initialise it at random, with a warning). */
+  mk("e_nolm");
+  write_config("e_nolm", src_cfg, NULL);
+  copy_without(good, &s, "lm_head.weight");
+  write_sharded("e_nolm", &s, -1);
+  bad("e_nolm", PZ_ERR_NOT_FOUND, "tensor \"lm_head.weight\" (for lm_head.weight) is missing; the checkpoint does not "
+      "match its config.json");
+  free_ents(&s);
+
   /* NaN weights: every token came out 0 with exit 0; the (CPU) step now refuses non-finite logits. */
   mk("e_nan");
   write_config("e_nan", src_cfg, NULL);
@@ -523,6 +562,25 @@ static void run_layout(const char *tag, const char *tmpl, int with_errors) {
   write_config(sub, tmpl, NULL);
   write_sharded(sub, &hf, -1);
   for (int k = 0; k < 2; k++) same_decode(sub, k + 1, rt[k], rl[k], V);
+  /* An index whose weight_map leaves out lm_head.weight that its shard holds: loaded from the shard,
+   * as transformers does (modeling_utils reads every key of every shard the index names). */
+  drop_from_index(sub, "lm_head.weight");
+  same_decode(sub, 2, rt[1], rl[1], V);
+
+  /* model.safetensors beside an index: the single file is loaded, as transformers'
+   * from_pretrained does for a local directory (it checks model.safetensors first); the index
+   * here is broken (its shards lack lm_head.weight), so loading it fails. */
+  snprintf(sub, sizeof sub, "%s_both", tag);
+  mk(sub);
+  write_config(sub, tmpl, NULL);
+  write_st(sub, "model.safetensors", &hf, 0, hf.n);
+  {
+    static ents nolm;
+    copy_without(&hf, &nolm, "lm_head.weight");
+    write_sharded(sub, &nolm, -1);
+    free_ents(&nolm);
+  }
+  same_decode(sub, 2, rt[1], rl[1], V);
 
   /* Routed experts fused as transformers >= 5 saves them. */
   snprintf(sub, sizeof sub, "%s_fused", tag);
@@ -744,6 +802,33 @@ static void test_index_paths(void) {
   ck = NULL;
   CHECK_OK(pz_checkpoint_open(p, &ck));
   if (ck) pz_checkpoint_close(ck);
+  /* "__metadata__" is a string-to-string map (the safetensors format) or null; an array or a
+   * non-string value is refused (it was skipped). */
+  static const char *const metas[][2] = {
+      {"[\"a\"]", "\"__metadata__\" is an array, but the format allows only a map of string values"},
+      {"{\"format\":\"pt\",\"n\":3}", "\"__metadata__\"[\"n\"] is a number, but the format allows only a map"},
+      {"\"pt\"", "\"__metadata__\" is a string, but"},
+      {"{\"format\":\"pt\"}", NULL},
+      {"null", NULL},
+  };
+  for (size_t i = 0; i < sizeof metas / sizeof metas[0]; i++) {
+    char hdr[300];
+    int hl = snprintf(hdr, sizeof hdr, "{\"__metadata__\":%s,\"t\":{\"dtype\":\"F32\",\"shape\":[1],"
+                      "\"data_offsets\":[0,4]}}", metas[i][0]);
+    path2(p, sizeof p, "ix", "meta.safetensors");
+    FILE *mf = fopen(p, "wb");
+    unsigned char len8[8] = {(unsigned char)hl};
+    CHECK(mf && fwrite(len8, 1, 8, mf) == 8 && fwrite(hdr, 1, (size_t)hl, mf) == (size_t)hl && fwrite(v, 1, 4, mf) == 4);
+    if (mf) fclose(mf);
+    pz_st_file *sf = NULL;
+    pz_status mst = pz_st_open(p, &sf);
+    if (metas[i][1]) {
+      CHECK(mst == PZ_ERR_IO && !sf && strstr(pz_last_error(), metas[i][1]) && strstr(pz_last_error(), "; "));
+    } else {
+      CHECK(mst == PZ_OK && sf && sf->n == 1);
+    }
+    pz_st_close(sf);
+  }
   /* A huge index (sparse: nothing is written or read). */
   mk("ixbig");
   path2(p, sizeof p, "ixbig", "model.safetensors.index.json");

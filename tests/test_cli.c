@@ -116,6 +116,48 @@ int main(void) {
   bad("graph", "--context 5000", "max_position_embeddings");
   bad("graph", "--frobnicate", "unknown option");
 
+  /* Lists refuse empty elements (a trailing comma was accepted by plan, refused by --prompt-ids),
+   * and numbers refuse a leading '+' or space like any other leading junk (exit 0 before). */
+  bad("plan", "--batch 1,", "--batch '1,'");
+  bad("plan", "--batch 1,2,", "--batch '1,2,'");
+  bad("plan", "--batch 1,,2", "--batch '1,,2'");
+  bad("plan", "--batch +2", "--batch '+2'");
+  bad("plan", "--tp +2", "--tp needs a positive integer");
+  bad("soak", "--batch 1,3,", "bad value '1,3,' for --batch");
+  bad("soak", "--layers +2", "bad value '+2' for --layers");
+  bad("run", "--prompt-ids '1,2,3,'", "--prompt-ids '1,2,3,'");
+  bad("run", "--prompt-ids '+1,2'", "--prompt-ids '+1,2'");
+  bad("run", "--tp +2", "--tp needs an integer, got '+2'");
+  bad("run", "--steps ' 2'", "--steps needs an integer");
+  CHECK(last_rc == 2);
+  /* An option given twice is refused, not the last one kept silently (any subcommand, both forms). */
+  bad("run", "--config tiny --config tiny_llama", "--config given twice");
+  CHECK(last_rc == 2);
+  bad("run", "--config=tiny --config tiny", "--config given twice");
+  bad("run", "--tp 1 --steps 2 --tp 2", "--tp given twice");
+  snprintf(args, sizeof args, "--model %s --model %s", dir, dir);
+  bad("run", args, "--model given twice");
+  bad("graph", "--layers 1 --layers 2", "--layers given twice");
+  bad("plan", "--batch 1 --batch 2", "--batch given twice");
+  /* --batch / --context out of range are refused even where --prompt-ids overrides them. */
+  bad("run", "--prompt-ids 1,2 --batch 0", "--batch 0 is out of range");
+  CHECK(last_rc == 2);
+  bad("run", "--prompt-ids 1,2 --context -1", "--context -1 is negative");
+  /* Extra words after --version / --help are refused (they were ignored). */
+  CHECK(run("--version extra") == 2 && count(err_txt, "\n") == 1 && strstr(err_txt, "prezero: unexpected argument 'extra'") &&
+        strstr(err_txt, "; ") && !out_txt[0]);
+  CHECK(run("--help extra") == 2 && strstr(err_txt, "unexpected argument 'extra'") && !out_txt[0]);
+  bad("graph", "--help extra", "unexpected argument 'extra'");
+  CHECK(last_rc == 2 && !out_txt[0]);
+  bad("run", "--tp 2 -h extra", "unexpected argument 'extra'");
+  CHECK(run("graph --tp 2 --help") == 0 && strstr(out_txt, "usage: prezero graph"));
+  /* "prezero help CMD" is CMD's help; "help CMD extra" is refused */
+  CHECK(run("help graph") == 0 && strstr(out_txt, "usage: prezero graph"));
+  CHECK(run("help graph extra") == 2 && strstr(err_txt, "unexpected argument") && !out_txt[0]);
+  /* An empty --logits path: its own message (it said "cannot write --logits  (No such file ...)"). */
+  bad("run", "--logits ''", "--logits is empty");
+  CHECK(last_rc == 2 && !strstr(err_txt, "  "));
+
   /* run: step lines with one token per sequence, then the timing line. */
   CHECK(run("run --tp 2 --steps 3 --device cpu") == 0);
   CHECK(count(out_txt, "\nstep ") == 3 && strstr(out_txt, "timing: 3 steps") && err_txt[0] == 0);

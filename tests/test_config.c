@@ -175,6 +175,12 @@ static void test_rope_messages(void) {
        "fields \"rope_scaling.beta_fast\" (32) and \"rope_scaling.beta_slow\" (0) must be > 0"},
       {"{\"type\": \"yarn\", \"factor\": 4, \"factor\": 5, \"original_max_position_embeddings\": 4096}",
        "field \"rope_scaling.factor\" appears twice"},
+      /* the correction range inverted (was accepted); transformers warns on it */
+      {"{\"type\": \"yarn\", \"factor\": 4, \"original_max_position_embeddings\": 4096, \"beta_fast\": 1, "
+       "\"beta_slow\": 32}",
+       "field \"rope_scaling.beta_fast\" (1) is below \"rope_scaling.beta_slow\" (32); beta_fast must be >= beta_slow"},
+      {"{\"type\": \"yarn\", \"factor\": 4, \"original_max_position_embeddings\": 4096, \"beta_fast\": 0.5}",
+       "field \"rope_scaling.beta_fast\" (0.5) is below \"rope_scaling.beta_slow\" (1)"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     make(text, sizeof text, "rope_scaling", cases[i][0]);
@@ -316,6 +322,31 @@ int main(void) {
   expect_bad("groups.json", text, PZ_ERR_CONFIG, "n_group");
   make(text, sizeof text, "qk_rope_head_dim", "33");
   expect_bad("odd_rope.json", text, PZ_ERR_CONFIG, "qk_rope_head_dim");
+  /* q_lora_rank 0 read as null (no q LoRA); transformers builds a 0-wide q_a_proj from it. */
+  make(text, sizeof text, "q_lora_rank", "0");
+  expect_bad("q_lora0.json", text, PZ_ERR_CONFIG, "field \"q_lora_rank\" is 0, must be >= 1; use null for no q LoRA");
+  make(text, sizeof text, "q_lora_rank", "-2");
+  expect_bad("q_lora_neg.json", text, PZ_ERR_CONFIG, "field \"q_lora_rank\" is -2, must be >= 1");
+  /* A raw NUL byte inside a key: cJSON's key ended there ("model\0_type" read as "model"). */
+  {
+    make(text, sizeof text, NULL, NULL);
+    char *k = strstr(text, "\"vocab_size\"");
+    CHECK(k != NULL);
+    if (k) {
+      k[6] = 0; /* "vocab\0size" */
+      const size_t len = strlen(text) + 1 + strlen(k + 7);
+      char path[300];
+      snprintf(path, sizeof path, "%s/nul.json", dir);
+      FILE *f = fopen(path, "wb");
+      CHECK(f && fwrite(text, 1, len, f) == len);
+      if (f) fclose(f);
+      CHECK_ST(pz_config_load(path, &c), PZ_ERR_CONFIG);
+      CHECK(strstr(pz_last_error(), "invalid JSON: a raw NUL byte at byte") && strstr(pz_last_error(), "; "));
+      CHECK_ST(pz_config_parse(text, len, "nul", &c), PZ_ERR_CONFIG);
+      k[6] = '_';
+      CHECK_OK(pz_config_parse(text, strlen(text), "nul_fixed", &c));
+    }
+  }
 
   /* Unknown preset lists the presets; a missing file is an I/O error. */
   CHECK_ST(pz_config_load("kimi_k3", &c), PZ_ERR_NOT_FOUND);

@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "bench_common.h"
 #include "cli_args.h"
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -11,10 +12,13 @@ int pz_bench_parse_list(const char *s, int *v, int cap, int lo, int hi) {
   int n = 0;
   while (*s) {
     char *end;
+    if (!pz_cli_starts_number(s)) return -1; /* an empty element ("1,,2"), a '+' or a space */
+    errno = 0;
     long x = strtol(s, &end, 10);
-    if (end == s || x < lo || x > hi || (*end && *end != ',') || n >= cap) return -1;
+    if (end == s || errno || x < lo || x > hi || (*end && *end != ',') || n >= cap) return -1;
     v[n++] = (int)x;
-    s = *end == ',' ? end + 1 : end;
+    s = end;
+    if (*s == ',' && !*++s) return -1; /* a trailing comma: an empty last element */
   }
   return n;
 }

@@ -12,9 +12,10 @@ struct cJSON;
 /* H200 datasheet HBM3e bandwidth in TB/s: the "HBM limit" of docs/ARCHITECTURE.md §7. */
 #define PZ_BENCH_HBM_TBPS 4.8
 
-/* Parses a comma-separated list of decimal integers ("1,4,8"; one trailing comma is allowed)
- * into v[0..cap). Returns the count (0 for ""), or -1 when an item is not a number, lies
- * outside lo..hi, is followed by anything but ',' or the end, or there are more than cap. */
+/* Parses a comma-separated list of decimal integers ("1,4,8") into v[0..cap). Returns the count
+ * (0 for ""), or -1 when an item is empty ("1,", ",1", "1,,2") or not a number (a leading '+'
+ * or space included), lies outside lo..hi, is followed by anything but ',' or the end, or there
+ * are more than cap. */
 int pz_bench_parse_list(const char *s, int *v, int cap, int lo, int hi);
 
 /* Writes `prefix`, then " argv[i]" for i in 0..argc, into buf (truncated to cap - 1 chars). */

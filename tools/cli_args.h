@@ -17,6 +17,15 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* Whether s starts a number as the CLI writes one: a digit, or '-' or '.' then a digit ("-1",
+ * ".5"), so that an empty list element ("1,,2", "1,") and a leading '+' or space, which strtol /
+ * strtod skip or accept, are refused like any other junk. */
+static inline int pz_cli_starts_number(const char *s) {
+  if (*s == '-') s++;
+  if (*s == '.') s++;
+  return isdigit((unsigned char)*s);
+}
+
 /* Parses a --seed value: decimal digits ("010" is ten, "08" is eight), or hex after 0x / 0X
  * ("0x10" is sixteen), 0 .. 2^64 - 1, as `prezero run` has always read it (never octal: base 0
  * read "010" as 8 and refused "08"). Returns 0 and sets *out; returns -1 and leaves *out alone
@@ -67,7 +76,7 @@ static inline int pz_cli_parse_int(const char *cmd, const char *flag, const char
   char *end = NULL;
   errno = 0;
   const long long x = v ? strtoll(v, &end, 10) : 0;
-  if (!v || !*v || *end || isspace((unsigned char)v[0])) {
+  if (!v || !pz_cli_starts_number(v) || *end) { /* "", "+2", " 2" included */
     fprintf(stderr, "prezero %s: %s needs an integer, got '%s'; see 'prezero %s --help'\n", cmd, flag, v ? v : "", cmd);
     return PZ_CLI_EXIT_USAGE;
   }

@@ -109,7 +109,7 @@ static int parse_conc(const char *v, int *conc, int *n) {
     char *end;
     errno = 0;
     long x = strtol(s, &end, 10);
-    if (end == s || errno || (*end && *end != ',')) return fail_line("--conc needs comma-separated integers", "e.g. --conc 4,8,16");
+    if (!pz_cli_starts_number(s) || end == s || errno || (*end && *end != ',')) return fail_line("--conc needs comma-separated integers", "e.g. --conc 4,8,16");
     if (x < 1 || x > 256) return fail_line("--conc values must be within 1..256", "e.g. --conc 4,8,16");
     if (*n == PZ_CMP_MAX_CONC) return fail_line("--conc has too many values", "give at most 16");
     if (*n && x <= conc[*n - 1]) return fail_line("--conc values must be ascending without repeats", "e.g. --conc 4,8,16");

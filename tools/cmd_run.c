@@ -129,7 +129,7 @@ static int parse_prompts(const char *arg, prompts *p) {
       char *end;
       errno = 0;
       long v = strtol(s, &end, 10);
-      if (end == s || errno || v < 0 || v > INT32_MAX || (*end && *end != ',' && *end != ';')) {
+      if (!pz_cli_starts_number(s) || end == s || errno || v < 0 || v > INT32_MAX || (*end && *end != ',' && *end != ';')) {
         fprintf(stderr, "prezero run: --prompt-ids '%s' is not a list of token ids; use e.g. --prompt-ids '1,2,3;4,5'\n", arg);
         free_prompts(p);
         return 1;
@@ -328,14 +328,20 @@ int pz_cmd_run(int argc, char **argv) {
     fprintf(stderr, "prezero run: --quant sets synthetic weights, --model's weights come as stored; drop one of them\n");
     return PZ_CLI_EXIT_USAGE;
   }
+  /* --batch and --context are checked even where --prompt-ids overrides them: a bad value is an
+   * error whether or not it is used. */
+  if (batch < 1 || batch > PZ_ENGINE_MAX_BATCH) {
+    fprintf(stderr, "prezero run: --batch %lld is out of range; use --batch 1..%d\n", batch, PZ_ENGINE_MAX_BATCH);
+    return PZ_CLI_EXIT_USAGE;
+  }
+  if (context < 0) {
+    fprintf(stderr, "prezero run: --context %lld is negative; use --context 0 or more\n", context);
+    return PZ_CLI_EXIT_USAGE;
+  }
   if (prompt_arg) {
     if (parse_prompts(prompt_arg, &pr)) return 2;
     batch = pr.n;
     context = 0;
-  }
-  if (batch < 1 || batch > PZ_ENGINE_MAX_BATCH) {
-    fprintf(stderr, "prezero run: --batch %lld is out of range; use --batch 1..%d\n", batch, PZ_ENGINE_MAX_BATCH);
-    return PZ_CLI_EXIT_USAGE;
   }
   if (steps < 1 || steps > 1000000) {
     fprintf(stderr, "prezero run: --steps %lld is out of range; use --steps 1..1000000\n", steps);
@@ -343,10 +349,6 @@ int pz_cmd_run(int argc, char **argv) {
   }
   if (tp < 1 || tp > 64) {
     fprintf(stderr, "prezero run: --tp %lld is out of range; use a TP degree 1..64 that divides the heads\n", tp);
-    return PZ_CLI_EXIT_USAGE;
-  }
-  if (context < 0) {
-    fprintf(stderr, "prezero run: --context %lld is negative; use --context 0 or more\n", context);
     return PZ_CLI_EXIT_USAGE;
   }
   if (config_given && !config[0]) {
@@ -361,6 +363,11 @@ int pz_cmd_run(int argc, char **argv) {
   if (threads < 0 || threads > 1024) {
     fprintf(stderr, "prezero run: --threads %lld is out of range; use --threads 1..1024 (0 or leave it out: all cores)\n",
             threads);
+    return PZ_CLI_EXIT_USAGE;
+  }
+  if (logits_path && !logits_path[0]) {
+    fprintf(stderr, "prezero run: --logits is empty; give it a file path, e.g. --logits logits.f32\n");
+    free_prompts(&pr);
     return PZ_CLI_EXIT_USAGE;
   }
   /* A --logits path that cannot be written fails now, not after the whole decode. */

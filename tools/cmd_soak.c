@@ -53,7 +53,7 @@ static int parse_num(const char *v, double lo, double hi, int real, double *out)
   char *end;
   errno = 0;
   double x = real ? strtod(v, &end) : (double)strtoll(v, &end, 10);
-  if (!*v || *end || errno || !(x >= lo && x <= hi)) return -1;
+  if (!pz_cli_starts_number(v) || *end || errno || !(x >= lo && x <= hi)) return -1;
   *out = x;
   return 0;
 }

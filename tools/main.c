@@ -23,7 +23,46 @@ static void usage(FILE *f) {
 }
 
 /* Flags that take no value: "--flag=..." is refused for them rather than split. */
-static const char *const no_value[] = {"--help", "-h", "--no-profile", "--deterministic", "--sweep", "--no-tune", NULL};
+static const char *const no_value[] = {"--help", "-h", "--no-profile", "--deterministic", "--sweep", "--no-tune",
+                                       "--paged", "--one-gpu", NULL};
+
+static int is_no_value(const char *a) {
+  for (int k = 0; no_value[k]; k++)
+    if (!strcmp(a, no_value[k])) return 1;
+  return 0;
+}
+
+/* Every subcommand takes options only, each either alone (no_value) or followed by one value.
+ * Walks argv[first..argc) (after split_eq) as the subcommands do and refuses, with one error
+ * line: an option that takes a value given twice (the subcommands kept the last one silently),
+ * and a word where an option belongs when --help / -h is there too (help returned before the
+ * subcommand saw it; without --help the subcommand calls it an unknown option). Returns 0 or 2. */
+static int check_options(int argc, char **argv, int first, const char *cmd) {
+  int help = 0, n = 0, rc = 0;
+  for (int i = first; i < argc; i++) help |= !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
+  const char **seen = malloc(sizeof(char *) * (size_t)(argc + 1)); /* the options taking a value so far */
+  if (!seen) return 0; /* the subcommand still parses everything else */
+  for (int i = first; i < argc && !rc; i++) {
+    const char *a = argv[i];
+    if (a[0] != '-') {
+      if (!help) continue; /* the subcommand refuses it as an unknown option */
+      fprintf(stderr, "prezero %s: unexpected argument '%s' (options only, '--flag value'); drop it or see 'prezero %s --help'\n",
+              cmd, a, cmd);
+      rc = 2;
+      break;
+    }
+    if (is_no_value(a)) continue;
+    for (int k = 0; k < n && !rc; k++)
+      if (!strcmp(seen[k], a)) {
+        fprintf(stderr, "prezero %s: %s given twice; give it once\n", cmd, a);
+        rc = 2;
+      }
+    seen[n++] = a;
+    i++; /* its value */
+  }
+  free(seen);
+  return rc;
+}
 
 /* Rewrites "--flag=value" (GNU style) into the two words "--flag" "value" in a new argv, from
  * argv[first] on, so that every subcommand reads both forms. Returns NULL (after one error line)
@@ -70,14 +109,20 @@ static int dispatch(int argc, char **argv);
 int main(int argc, char **argv) {
   const char *cmd = argc < 2 ? "run" : argv[1];
   char bench_cmd[64];
-  if (argc >= 3 && !strcmp(cmd, "bench")) {
+  if (argc >= 3 && !strcmp(cmd, "bench") && argv[2][0] != '-') {
     snprintf(bench_cmd, sizeof bench_cmd, "bench %.40s", argv[2]);
     cmd = bench_cmd;
   }
   int n = argc;
   char **args = split_eq(argc, argv, 1, cmd, &n);
   if (!args) return 2;
-  int rc = dispatch(n, args);
+  /* the subcommand's options start after "prezero run" / "prezero bench gemm" */
+  static const char *const cmds[] = {"run", "graph", "plan", "compare", "soak", "tune", "bench", NULL};
+  int first = n; /* none: top-level --help / --version / an unknown command are checked by dispatch */
+  for (int k = 0; argc >= 2 && cmds[k]; k++)
+    if (!strcmp(argv[1], cmds[k])) first = cmd == bench_cmd ? 3 : 2;
+  int rc = check_options(n, args, first, cmd);
+  if (!rc) rc = dispatch(n, args);
   rc = finish(argc < 2 ? "run" : argv[1], rc);
   free(args);
   return rc;
@@ -86,8 +131,18 @@ int main(int argc, char **argv) {
 static int dispatch(int argc, char **argv) {
   if (argc < 2) return pz_cmd_run(argc, argv); /* no command: decode the embedded default */
   const char *c = argv[1];
-  if (!strcmp(c, "-h") || !strcmp(c, "--help") || !strcmp(c, "help")) { usage(stdout); return 0; }
-  if (!strcmp(c, "--version") || !strcmp(c, "-V") || !strcmp(c, "version")) {
+  const int help = !strcmp(c, "-h") || !strcmp(c, "--help") || !strcmp(c, "help");
+  const int version = !strcmp(c, "--version") || !strcmp(c, "-V") || !strcmp(c, "version");
+  if (!strcmp(c, "help") && argc == 3 && argv[2][0] != '-') { /* prezero help CMD: CMD's own help */
+    char *av[3] = {argv[0], argv[2], (char *)"--help"};
+    return dispatch(3, av);
+  }
+  if ((help || version) && argc > 2) {
+    fprintf(stderr, "prezero: unexpected argument '%s' after %s; run 'prezero %s' alone\n", argv[2], c, c);
+    return 2;
+  }
+  if (help) { usage(stdout); return 0; }
+  if (version) {
 #ifdef PZ_HAVE_CUDA
     printf("prezero %s (CPU backend; CUDA backend built)\n", PZ_VERSION);
 #else

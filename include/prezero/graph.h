@@ -81,7 +81,8 @@ PZ_API pz_status pz_decode_graph_add_tensor(pz_decode_graph *g, const char *name
  *   residual = (read_residual ? residual : 0) + Σ over ranks of partial;
  *   x_norm   = bf16(residual * rsqrt(mean(residual²) + eps) * weight).
  * layer: the decoder layer (-1 outside layers), for names and dumps. *node may be NULL.
- * Errors: PZ_ERR_INVALID_ARG (NULL, an id out of range, eps not > 0), PZ_ERR_OOM; shapes are
+ * Errors: PZ_ERR_INVALID_ARG (NULL, an id out of range, eps not finite and > 0, read_residual not
+ * 0 or 1), PZ_ERR_OOM; shapes are
  * checked by pz_decode_graph_verify (PZ_ERR_VERIFY). */
 PZ_API pz_status pz_decode_graph_add_ar_rmsnorm(pz_decode_graph *g, const char *name, int layer, int partial,
                                                 int weight, int residual, int read_residual, int x_norm, float eps,
@@ -94,9 +95,9 @@ PZ_API pz_status pz_decode_graph_add_ar_rmsnorm(pz_decode_graph *g, const char *
 PZ_API pz_status pz_decode_graph_add_gemm(pz_decode_graph *g, const char *name, int layer, int A, int W, int bias,
                                           int C, int split_k, int *node);
 
-/* Checks every node's dtypes and shapes, that every input is produced before it is read (or is
- * an INPUT, WEIGHT or STATE) and that no node writes a weight. Errors: PZ_ERR_INVALID_ARG (g
- * NULL), PZ_ERR_VERIFY naming the node. */
+/* Checks that no two tensors share a name, every node's dtypes and shapes, that every input is
+ * produced before it is read (or is an INPUT, WEIGHT or STATE) and that no node writes a weight.
+ * Errors: PZ_ERR_INVALID_ARG (g NULL), PZ_ERR_VERIFY naming the tensors or the node. */
 PZ_API pz_status pz_decode_graph_verify(const pz_decode_graph *g);
 
 /* Runs the pass manager on g in place: verify, the passes in order (today only "prezero",
@@ -109,7 +110,7 @@ PZ_API pz_status pz_decode_graph_run_passes(pz_decode_graph *g, int prezero, FIL
 
 /* Writes the graph: text (dot = 0; one entry per node: name, op and params, every input and
  * output with shape, dtype and view) or Graphviz DOT (dot = 1). Deterministic.
- * Errors: PZ_ERR_INVALID_ARG (NULL), PZ_ERR_IO (writing failed). */
+ * Errors: PZ_ERR_INVALID_ARG (NULL, dot not 0 or 1), PZ_ERR_IO (writing failed). */
 PZ_API pz_status pz_decode_graph_dump(const pz_decode_graph *g, FILE *f, int dot);
 
 /* Counts of nodes / tensors. Errors: PZ_ERR_INVALID_ARG (NULL). */

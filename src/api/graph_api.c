@@ -1,6 +1,7 @@
 /* Public decode-graph API (include/prezero/graph.h) over the IR (core/ir.h) and the pass
  * manager (passes/passes.h). */
 #include "prezero/graph.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "core/ir.h"
@@ -88,7 +89,10 @@ pz_status pz_decode_graph_add_ar_rmsnorm(pz_decode_graph *g, const char *name, i
   if (!g || !name) return pz_error(PZ_ERR_INVALID_ARG, "%s: %s is NULL", who, !g ? "g" : "name");
   if (!tensor_ok(g, partial) || !tensor_ok(g, weight) || !tensor_ok(g, residual) || !tensor_ok(g, x_norm))
     return pz_error(PZ_ERR_INVALID_ARG, "%s: %s: a tensor id is out of range 0..%d", who, name, g->g->n_tensors - 1);
-  if (!(eps > 0)) return pz_error(PZ_ERR_INVALID_ARG, "%s: %s: eps must be > 0", who, name);
+  if (!(eps > 0) || !isfinite(eps))
+    return pz_error(PZ_ERR_INVALID_ARG, "%s: %s: eps = %g; use a finite eps > 0 (e.g. 1e-6)", who, name, (double)eps);
+  if (read_residual != 0 && read_residual != 1)
+    return pz_error(PZ_ERR_INVALID_ARG, "%s: %s: read_residual = %d; use 0 or 1", who, name, read_residual);
   pz_op_params p;
   memset(&p, 0, sizeof p);
   p.norm.eps = eps;
@@ -118,6 +122,12 @@ pz_status pz_decode_graph_add_gemm(pz_decode_graph *g, const char *name, int lay
 
 pz_status pz_decode_graph_verify(const pz_decode_graph *g) {
   if (!g) return pz_error(PZ_ERR_INVALID_ARG, "pz_decode_graph_verify: g is NULL");
+  /* Names identify tensors in dumps, logs and the passes' buffer names: one tensor per name. */
+  for (int i = 0; i < g->g->n_tensors; i++)
+    for (int j = 0; j < i; j++)
+      if (!strcmp(g->g->tensors[i].name, g->g->tensors[j].name))
+        return pz_error(PZ_ERR_VERIFY, "pz_decode_graph_verify: tensors %d and %d are both named \"%s\"; give each "
+                        "tensor its own name", j, i, g->g->tensors[i].name);
   return pz_graph_verify(g->g);
 }
 
@@ -130,7 +140,7 @@ pz_status pz_decode_graph_run_passes(pz_decode_graph *g, int prezero, FILE *log,
   o.log = log;
   pz_pass_stats st[PZ_MAX_PASSES];
   int n = 0;
-  PZ_CHECK(pz_graph_verify(g->g));
+  PZ_CHECK(pz_decode_graph_verify(g));
   PZ_CHECK(pz_run_passes(g->g, &o, st, &n));
   int mt = 0, rw = 0;
   for (int i = 0; i < n; i++)
@@ -145,6 +155,8 @@ pz_status pz_decode_graph_run_passes(pz_decode_graph *g, int prezero, FILE *log,
 
 pz_status pz_decode_graph_dump(const pz_decode_graph *g, FILE *f, int dot) {
   if (!g || !f) return pz_error(PZ_ERR_INVALID_ARG, "pz_decode_graph_dump: %s is NULL", !g ? "g" : "f");
+  if (dot != 0 && dot != 1)
+    return pz_error(PZ_ERR_INVALID_ARG, "pz_decode_graph_dump: dot = %d; use 0 (text) or 1 (Graphviz DOT)", dot);
   return dot ? pz_graph_dump_dot(g->g, f) : pz_graph_dump_text(g->g, f);
 }
 

@@ -249,22 +249,22 @@ pz_status pz_checkpoint_open(const char *dir, pz_checkpoint **out) {
   ck->bm = ck->bn = 128;
   ck->progress = -1;
   pz_status st = PZ_OK;
-  char *ipath = join(ck->dir, "model.safetensors.index.json");
-  struct stat sb;
-  if (!ipath) st = pz_error(PZ_ERR_OOM, "checkpoint %s: out of memory", dir);
-  else if (stat(ipath, &sb) == 0) st = read_index(ck, ipath);
+  char *ipath = join(ck->dir, "model.safetensors.index.json"), *one = join(ck->dir, "model.safetensors");
+  struct stat sb, sb1;
+  /* The order of transformers' from_pretrained for a local directory (modeling_utils,
+   * _get_resolved_checkpoint_files): model.safetensors when it is a file (os.path.isfile), else
+   * the sharded model.safetensors.index.json; so a directory holding both loads the single file. */
+  const bool single = one && stat(one, &sb1) == 0 && S_ISREG(sb1.st_mode);
+  if (!ipath || !one) st = pz_error(PZ_ERR_OOM, "checkpoint %s: out of memory", dir);
+  else if (!single && stat(ipath, &sb) == 0) st = read_index(ck, ipath);
+  else if (!single && stat(one, &sb1) != 0)
+    st = pz_error(PZ_ERR_IO, "checkpoint %s: neither model.safetensors nor model.safetensors.index.json is there; "
+                  "give --model a Hugging Face checkpoint directory", ck->dir);
   else {
-    char *one = join(ck->dir, "model.safetensors");
-    if (!one) st = pz_error(PZ_ERR_OOM, "checkpoint %s: out of memory", dir);
-    else if (stat(one, &sb) != 0)
-      st = pz_error(PZ_ERR_IO, "checkpoint %s: neither model.safetensors nor model.safetensors.index.json is there; "
-                    "give --model a Hugging Face checkpoint directory", ck->dir);
-    else {
-      pz_st_file *f;
-      st = add_file(ck, "model.safetensors", &f);
-    }
-    free(one);
+    pz_st_file *f;
+    st = add_file(ck, "model.safetensors", &f); /* a model.safetensors that is not a file: refused there */
   }
+  free(one);
   free(ipath);
   if (st == PZ_OK) {
     for (int i = 0; i < ck->n_files; i++) ck->n += ck->files[i]->n;

@@ -145,6 +145,11 @@ static pz_status parse_rope_scaling(const reader *r, pz_model_config *c) {
   if (!(p->beta_fast > 0.f) || !(p->beta_slow > 0.f))
     return pz_error(PZ_ERR_CONFIG, "config %s: fields \"rope_scaling.beta_fast\" (%g) and \"rope_scaling.beta_slow\" "
                     "(%g) must be > 0", r->src, p->beta_fast, p->beta_slow);
+  /* beta_fast bounds the fast (high-frequency) end of the correction range, beta_slow the slow
+   * end: transformers' rope_config_validation flags beta_fast < beta_slow (the range inverted). */
+  if (p->beta_fast < p->beta_slow)
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"rope_scaling.beta_fast\" (%g) is below \"rope_scaling.beta_slow\" "
+                    "(%g); beta_fast must be >= beta_slow (the defaults are 32 and 1)", r->src, p->beta_fast, p->beta_slow);
   return PZ_OK;
 }
 
@@ -445,7 +450,13 @@ static pz_status parse_mla(const reader *r, pz_model_config *c) {
     return pz_error(PZ_ERR_CONFIG, "config %s: field \"num_hidden_layers\" is %lld, must be <= %d", r->src,
                     (long long)c->num_hidden_layers, PZ_CONFIG_MAX_LAYERS);
   PZ_CHECK(get_int(r, "num_attention_heads", true, false, 1, &c->num_attention_heads));
-  PZ_CHECK(get_int(r, "q_lora_rank", true, true, 0, &c->q_lora_rank));
+  /* transformers' DeepseekV2/V3 attention: q_lora_rank None means q_proj (no q LoRA), any other
+   * value is the width of q_a_proj, so 0 is not "none" but an empty layer: refused. */
+  const cJSON *qlr = cJSON_GetObjectItemCaseSensitive(r->root, "q_lora_rank");
+  if (cJSON_IsNumber(qlr) && qlr->valuedouble == 0)
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"q_lora_rank\" is 0, must be >= 1; use null for no q LoRA "
+                    "(q_proj, as DeepSeek-V2-Lite)", r->src);
+  PZ_CHECK(get_int(r, "q_lora_rank", true, true, 1, &c->q_lora_rank));
   PZ_CHECK(get_int(r, "kv_lora_rank", true, false, 1, &c->kv_lora_rank));
   PZ_CHECK(get_int(r, "qk_nope_head_dim", true, false, 1, &c->qk_nope_head_dim));
   PZ_CHECK(get_int(r, "qk_rope_head_dim", true, false, 2, &c->qk_rope_head_dim));
@@ -817,6 +828,13 @@ static pz_status check_utf8(const char *src, const cJSON *obj, char *path, size_
 pz_status pz_config_parse(const char *json, size_t len, const char *source, pz_model_config *out) {
   if (!json || !out) return pz_error(PZ_ERR_INVALID_ARG, "pz_config_parse: NULL argument");
   const char *src = source ? source : "(text)";
+  /* A raw NUL byte is not JSON (RFC 8259 allows no control character unescaped, Python's json
+   * refuses it), and cJSON's strings end at one: "mod\0el_type" would read as "mod". The file's
+   * length is the bytes read, not strlen. */
+  const char *nul = memchr(json, 0, len);
+  if (nul)
+    return pz_error(PZ_ERR_CONFIG, "config %s: invalid JSON: a raw NUL byte at byte %zu of %zu; remove it (save the "
+                    "file as plain UTF-8 text)", src, (size_t)(nul - json), len);
   const char *end = NULL;
   cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, false);
   if (!root) {

@@ -391,6 +391,8 @@ pz_status pz_engine_get_info(const pz_engine *e, pz_engine_info *info) {
 
 pz_status pz_engine_dump_graph(const pz_engine *e, FILE *f, int dot) {
   if (!e || !f) return pz_error(PZ_ERR_INVALID_ARG, "pz_engine_dump_graph: NULL argument");
+  if (dot != 0 && dot != 1)
+    return pz_error(PZ_ERR_INVALID_ARG, "pz_engine_dump_graph: dot = %d; use 0 (text) or 1 (Graphviz DOT)", dot);
   return dot ? pz_graph_dump_dot(e->g, f) : pz_graph_dump_text(e->g, f);
 }
 

@@ -187,7 +187,21 @@ static pz_status parse_header(pz_st_file *f) {
                   "(tensor names are printable)", f->path, e && e->string ? e->string : "");
   }
   for (const cJSON *e = root->child; e && st == PZ_OK; e = e->next) {
-    if (!strcmp(e->string, "__metadata__")) continue;
+    if (!strcmp(e->string, "__metadata__")) {
+      /* The safetensors format: "__metadata__" is a free-form string-to-string map ("arbitrary JSON
+       * is not allowed, all values must be strings"); the reference reader takes
+       * Option<HashMap<String, String>>, so null passes too and anything else fails. */
+      const cJSON *bad = cJSON_IsObject(e) ? NULL : cJSON_IsNull(e) ? NULL : e;
+      for (const cJSON *m = cJSON_IsObject(e) ? e->child : NULL; m && !bad; m = m->next)
+        if (!cJSON_IsString(m)) bad = m;
+      if (bad)
+        st = pz_error(PZ_ERR_IO, "safetensors %s: \"__metadata__\"%s%s%s is %s, but the format allows only a map of "
+                      "string values; the file is not valid safetensors (fix or re-save it)", f->path,
+                      bad == e ? "" : "[\"", bad == e ? "" : bad->string, bad == e ? "" : "\"]",
+                      cJSON_IsArray(bad) ? "an array" : cJSON_IsObject(bad) ? "an object" : cJSON_IsNumber(bad) ? "a number"
+                      : cJSON_IsString(bad) ? "a string" : cJSON_IsBool(bad) ? "a boolean" : "null");
+      continue;
+    }
     pz_st_tensor *t = &f->t[f->n];
     st = parse_entry(f, e, data_size, t);
     if (st != PZ_OK) break;
