@@ -459,6 +459,22 @@ static void test_errors(const char *src_cfg, const ents *good) {
   bad("e_dtype", PZ_ERR_DTYPE, "model.layers.0.self_attn.o_proj.weight\" has dtype I16");
   free_ents(&s);
 
+  /* A bias the layers have no place for (o_proj's, as transformers writes when attention_bias is true),
+     in a layer the graph runs: refused instead of dropped (the tokens were silently wrong); the same
+     bias of a layer past the ones run (--layers) is not read and not refused. */
+  mk("e_bias");
+  write_config("e_bias", src_cfg, NULL);
+  copy_ents(good, &s);
+  {
+    const int64_t hsz = find_e(&s, "model.layers.0.self_attn.o_proj.weight")->shape[0];
+    float *zero = calloc((size_t)hsz, sizeof(float));
+    add(&s, "model.layers.0.self_attn.o_proj.bias", PZ_ST_F32, 1, &hsz, zero);
+    free(zero);
+  }
+  write_st("e_bias", "model.safetensors", &s, 0, s.n);
+  bad("e_bias", PZ_ERR_UNSUPPORTED, "tensor \"model.layers.0.self_attn.o_proj.bias\" is a bias that prezero's");
+  free_ents(&s);
+
   /* Missing tensor: one expert's up_proj left out. */
   mk("e_missing");
   write_config("e_missing", src_cfg, NULL);

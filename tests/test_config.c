@@ -188,8 +188,68 @@ static void test_rope_messages(void) {
   }
 }
 
+/* Configs as transformers 5's save_pretrained writes them: only the fields that differ from the
+ * config class's defaults (to_json_file(use_diff=True)), RoPE under rope_parameters. A field left out
+ * takes DeepseekV3Config's / DeepseekV2Config's default (transformers 5.24): V3 always routes noaux_tc
+ * over sigmoid scores (it has no topk_method / scoring_func), 8 groups, top 4 groups, 8 experts,
+ * factor 2.5, 1 shared expert, 3 dense layers; V2 greedy over softmax, 2 shared experts. A file without
+ * model_type keeps every dimension required. rope_interleave false and attention_bias true are refused
+ * (prezero has no kernels for them; transformers' defaults are true / false). */
+static void test_hf_saved(void) {
+  pz_model_config c;
+  const char *dims = "\"hidden_size\": 256, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"q_lora_rank\": 64, "
+                     "\"kv_lora_rank\": 32, \"qk_nope_head_dim\": 16, \"qk_rope_head_dim\": 16, \"v_head_dim\": 16, "
+                     "\"n_routed_experts\": 16, \"moe_intermediate_size\": 64, \"intermediate_size\": 128, "
+                     "\"vocab_size\": 512";
+  char t[2048];
+  snprintf(t, sizeof t, "{\"model_type\": \"deepseek_v3\", %s}", dims);
+  CHECK_OK(pz_config_parse(t, strlen(t), "v3", &c));
+  CHECK(c.topk_method == PZ_TOPK_NOAUX_TC && c.scoring_func == PZ_SCORE_SIGMOID && c.n_group == 8 && c.topk_group == 4);
+  CHECK(c.num_experts_per_tok == 8 && c.n_shared_experts == 1 && c.routed_scaling_factor == 2.5f && c.norm_topk_prob);
+  CHECK(c.first_k_dense_replace == 3 && c.max_position_embeddings == 4096 && c.rope.type == PZ_ROPE_DEFAULT);
+  snprintf(t, sizeof t, "{\"model_type\": \"deepseek_v3\", \"hidden_size\": 256}"); /* every other dimension: V3's */
+  CHECK_OK(pz_config_parse(t, strlen(t), "v3min", &c));
+  CHECK(c.kv_lora_rank == 512 && c.q_lora_rank == 1536 && c.num_attention_heads == 128 && c.n_routed_experts == 256);
+  snprintf(t, sizeof t, "{\"model_type\": \"deepseek_v2\", %s, \"num_experts_per_tok\": 4}", dims);
+  CHECK_OK(pz_config_parse(t, strlen(t), "v2", &c));
+  CHECK(c.topk_method == PZ_TOPK_GREEDY && c.scoring_func == PZ_SCORE_SOFTMAX && c.n_group == 1 && c.topk_group == 1);
+  CHECK(c.n_shared_experts == 2 && c.routed_scaling_factor == 1.f && !c.norm_topk_prob && c.first_k_dense_replace == 0);
+  snprintf(t, sizeof t, "{\"model_type\": \"deepseek_v2\", %s}", dims); /* DeepseekV2Config's top-k is None */
+  CHECK(pz_config_parse(t, strlen(t), "v2k", &c) == PZ_ERR_CONFIG && strstr(pz_last_error(), "num_experts_per_tok"));
+  snprintf(t, sizeof t, "{%s, \"num_experts_per_tok\": 4}", dims); /* no model_type: DeepSeek's remote-code defaults */
+  CHECK(pz_config_parse(t, strlen(t), "none", &c) == PZ_ERR_CONFIG && strstr(pz_last_error(), "max_position_embeddings"));
+  /* rope_parameters: yarn, default with its rope_theta, and the refusals */
+  snprintf(t, sizeof t, "{\"model_type\": \"deepseek_v3\", %s, \"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4, "
+           "\"original_max_position_embeddings\": 1024, \"rope_theta\": 50000, \"mscale_all_dim\": 1}}", dims);
+  CHECK_OK(pz_config_parse(t, strlen(t), "yarn", &c));
+  CHECK(c.rope.type == PZ_ROPE_YARN && c.rope.factor == 4.f && c.rope.theta == 50000.f && c.rope.mscale_all_dim == 1.f &&
+        c.rope.original_max_position_embeddings == 1024);
+  snprintf(t, sizeof t, "{\"model_type\": \"deepseek_v3\", %s, \"rope_scaling\": null, \"rope_parameters\": "
+           "{\"rope_type\": \"default\", \"rope_theta\": 50000}}", dims);
+  CHECK_OK(pz_config_parse(t, strlen(t), "default", &c));
+  CHECK(c.rope.type == PZ_ROPE_DEFAULT && c.rope.theta == 50000.f);
+  static const char *const bad[][2] = {
+      {"\"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 2}", "\"rope_parameters.rope_type\" is \"linear\""},
+      {"\"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 2}",
+       "required field \"rope_parameters.original_max_position_embeddings\""},
+      {"\"rope_parameters\": {\"rope_type\": \"default\"}, \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 2}",
+       "are both given"},
+      {"\"rope_interleave\": false", "\"rope_interleave\" is false"},
+      {"\"attention_bias\": true", "\"attention_bias\" is true"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    snprintf(t, sizeof t, "{\"model_type\": \"deepseek_v3\", %s, %s}", dims, bad[i][0]);
+    const pz_status st = pz_config_parse(t, strlen(t), "bad", &c);
+    if (st != PZ_ERR_CONFIG || !strstr(pz_last_error(), bad[i][1])) {
+      fprintf(stderr, "hf_saved case %zu: got %s '%s', want '%s'\n", i, pz_status_string(st), pz_last_error(), bad[i][1]);
+      pz_test_failures++;
+    }
+  }
+}
+
 int main(void) {
   if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
+  test_hf_saved();
   pz_model_config c;
   char text[8192], wrapped[8400];
 

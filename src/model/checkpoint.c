@@ -625,6 +625,25 @@ pz_status pz_checkpoint_plan(pz_checkpoint *ck, const pz_model_config *c, const 
     if (st != PZ_OK) { free_plans(ck); return st; }
     ck->total_bytes += pz_tensor_numel(t) * (int64_t)pz_dtype_size(t->dtype) * ck->tp;
   }
+  /* A ".bias" of the layers the graph runs (or outside the layers) that no plan reads would be
+   * dropped, and the tokens silently wrong: transformers gives o_proj a bias when a Llama / Qwen3
+   * config has attention_bias true, for example, and prezero's o_proj has none. Refused. */
+  for (int k = 0; k < ck->n; k++) {
+    const char *nm = ck->table[k]->name;
+    const size_t l = strlen(nm), pl = strlen(ck->prefix);
+    if (l < 5 || strcmp(nm + l - 5, ".bias") || strncmp(nm, ck->prefix, pl)) continue;
+    int L = -1;
+    if (sscanf(nm + pl, "model.layers.%d.", &L) == 1 && (L < 0 || L >= g->info.n_layers)) continue; /* not run */
+    bool used = false;
+    for (int i = 0; i < ck->n_plans && !used; i++)
+      for (int j = 0; j < ck->plans[i].n_src && !used; j++) used = ck->plans[i].s[j].w == ck->table[k];
+    if (!used) {
+      free_plans(ck);
+      return pz_error(PZ_ERR_UNSUPPORTED, "checkpoint %s: tensor \"%s\" is a bias that prezero's %s layers have no place "
+                      "for (for example o_proj's when attention_bias is true); the model would run without it, so it is "
+                      "not loaded", ck->dir, nm, c->model_type[0] ? c->model_type : "MLA");
+    }
+  }
   return PZ_OK;
 }
 

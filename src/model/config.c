@@ -113,43 +113,66 @@ static pz_status get_enum(const reader *r, const char *field, const char *const 
                   it->valuestring, list);
 }
 
+static pz_status check_duplicates(const reader *r, const cJSON *obj, const char *where);
+
+/* The MLA layouts' RoPE: rope_scaling (null or yarn), or transformers 5's rope_parameters (as
+ * save_pretrained writes it: rope_theta inside, rope_type "default" or "yarn"); the two are not both
+ * given. Sets c->rope.type (theta and the yarn defaults are set by the caller). */
 static pz_status parse_rope_scaling(const reader *r, pz_model_config *c) {
   const cJSON *rs = cJSON_GetObjectItemCaseSensitive(r->root, "rope_scaling");
+  const cJSON *rp = cJSON_GetObjectItemCaseSensitive(r->root, "rope_parameters");
+  const char *name = "rope_scaling";
+  c->rope.type = PZ_ROPE_DEFAULT;
+  if (rp && !cJSON_IsNull(rp)) {
+    if (!cJSON_IsObject(rp)) return type_err(r, "rope_parameters", "an object or null", rp);
+    if (rs && !cJSON_IsNull(rs))
+      return pz_error(PZ_ERR_CONFIG, "config %s: fields \"rope_scaling\" and \"rope_parameters\" are both given; "
+                      "give one", r->src);
+    PZ_CHECK(check_duplicates(r, rp, "rope_parameters."));
+    PZ_CHECK(get_float_in(r, rp, "rope_theta", "rope_parameters.rope_theta", false, &c->rope.theta));
+    rs = rp;
+    name = "rope_parameters";
+  }
   if (!rs || cJSON_IsNull(rs)) return PZ_OK;
-  if (!cJSON_IsObject(rs)) return type_err(r, "rope_scaling", "an object or null", rs);
+  if (!cJSON_IsObject(rs)) return type_err(r, name, "an object or null", rs);
+  char fn[8][64];
+  static const char *const keys[8] = {"type", "factor", "original_max_position_embeddings", "beta_fast", "beta_slow",
+                                      "mscale", "mscale_all_dim", "rope_type"};
+  for (int i = 0; i < 8; i++) snprintf(fn[i], sizeof fn[i], "%s.%s", name, keys[i]);
   const cJSON *ty = cJSON_GetObjectItemCaseSensitive(rs, "type");
   if (!ty) ty = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
-  if (!ty) return pz_error(PZ_ERR_CONFIG, "config %s: required field \"rope_scaling.type\" is missing", r->src);
-  if (!cJSON_IsString(ty)) return type_err(r, "rope_scaling.type", "a string", ty);
+  if (!ty) return pz_error(PZ_ERR_CONFIG, "config %s: required field \"%s\" is missing", r->src, fn[rs == rp ? 7 : 0]);
+  if (!cJSON_IsString(ty)) return type_err(r, fn[rs == rp ? 7 : 0], "a string", ty);
+  if (rs == rp && !strcmp(ty->valuestring, "default")) return PZ_OK; /* plain RoPE at rope_theta */
   if (strcmp(ty->valuestring, "yarn"))
-    return pz_error(PZ_ERR_CONFIG, "config %s: field \"rope_scaling.type\" is \"%s\", supported: yarn",
-                    r->src, ty->valuestring);
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is \"%s\", supported: yarn%s", r->src, fn[rs == rp ? 7 : 0],
+                    ty->valuestring, rs == rp ? ", default" : "");
   /* Every message names its field by the dotted path (rope_scaling.factor). */
   pz_rope_params *p = &c->rope;
   p->beta_fast = 32.f;
   p->beta_slow = 1.f;
   p->mscale = 1.f;
   p->mscale_all_dim = 0.f;
-  PZ_CHECK(get_float_in(r, rs, "factor", "rope_scaling.factor", true, &p->factor));
-  if (!(p->factor >= 1.f)) return pz_error(PZ_ERR_CONFIG, "config %s: field \"rope_scaling.factor\" must be >= 1", r->src);
+  PZ_CHECK(get_float_in(r, rs, "factor", fn[1], true, &p->factor));
+  if (!(p->factor >= 1.f)) return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" must be >= 1", r->src, fn[1]);
   int64_t orig = 0;
-  PZ_CHECK(get_int_in(r, rs, "original_max_position_embeddings", "rope_scaling.original_max_position_embeddings", true,
-                      false, 1, &orig));
+  PZ_CHECK(get_int_in(r, rs, "original_max_position_embeddings", fn[2], true, false, 1, &orig));
   p->original_max_position_embeddings = orig;
-  PZ_CHECK(get_float_in(r, rs, "beta_fast", "rope_scaling.beta_fast", false, &p->beta_fast));
-  PZ_CHECK(get_float_in(r, rs, "beta_slow", "rope_scaling.beta_slow", false, &p->beta_slow));
-  PZ_CHECK(get_float_in(r, rs, "mscale", "rope_scaling.mscale", false, &p->mscale));
-  PZ_CHECK(get_float_in(r, rs, "mscale_all_dim", "rope_scaling.mscale_all_dim", false, &p->mscale_all_dim));
+  PZ_CHECK(get_float_in(r, rs, "beta_fast", fn[3], false, &p->beta_fast));
+  PZ_CHECK(get_float_in(r, rs, "beta_slow", fn[4], false, &p->beta_slow));
+  PZ_CHECK(get_float_in(r, rs, "mscale", fn[5], false, &p->mscale));
+  PZ_CHECK(get_float_in(r, rs, "mscale_all_dim", fn[6], false, &p->mscale_all_dim));
+  p->type = PZ_ROPE_YARN;
   /* YaRN's correction range takes log(orig / (2 pi beta)): beta <= 0 gave NaN frequencies (token
    * 0 everywhere); transformers fails on these too. */
   if (!(p->beta_fast > 0.f) || !(p->beta_slow > 0.f))
-    return pz_error(PZ_ERR_CONFIG, "config %s: fields \"rope_scaling.beta_fast\" (%g) and \"rope_scaling.beta_slow\" "
-                    "(%g) must be > 0", r->src, p->beta_fast, p->beta_slow);
+    return pz_error(PZ_ERR_CONFIG, "config %s: fields \"%s\" (%g) and \"%s\" (%g) must be > 0", r->src, fn[3],
+                    p->beta_fast, fn[4], p->beta_slow);
   /* beta_fast bounds the fast (high-frequency) end of the correction range, beta_slow the slow
    * end: transformers' rope_config_validation flags beta_fast < beta_slow (the range inverted). */
   if (p->beta_fast < p->beta_slow)
-    return pz_error(PZ_ERR_CONFIG, "config %s: field \"rope_scaling.beta_fast\" (%g) is below \"rope_scaling.beta_slow\" "
-                    "(%g); beta_fast must be >= beta_slow (the defaults are 32 and 1)", r->src, p->beta_fast, p->beta_slow);
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" (%g) is below \"%s\" (%g); beta_fast must be >= "
+                    "beta_slow (the defaults are 32 and 1)", r->src, fn[3], p->beta_fast, fn[4], p->beta_slow);
   return PZ_OK;
 }
 
@@ -436,61 +459,91 @@ static pz_status parse_quant(const reader *r, const cJSON *outer, pz_quant_confi
   return q_unsupported(r, "quant_method", got, Q_SUPPORTED);
 }
 
+/* Defaults of transformers' DeepseekV3Config (also taken for kimi_k2, the same layout) and
+ * DeepseekV2Config (transformers 5.24): save_pretrained writes only the fields that differ from
+ * them (to_json_file(use_diff=True)), so a field it leaves out has this value, not "missing".
+ * DeepseekV3 has no topk_method / scoring_func: it always routes noaux_tc over sigmoid scores;
+ * DeepseekV2 routes over softmax scores, topk_method "greedy" by default. Configs without a
+ * model_type (DeepSeek's own files) keep every dimension required and the greedy / softmax
+ * defaults of DeepSeek's remote code. */
+typedef struct mla_defaults {
+  int64_t vocab, hidden, inter, moe_inter, layers, heads, n_shared, n_routed, kv_lora, q_lora, rope, v, nope;
+  int64_t n_group, topk_group, topk, first_dense, max_pos;
+  float rsf;
+  bool norm_topk;
+  int topk_method, scoring; /* indices of pz_topk_method / pz_scoring */
+} mla_defaults;
+static const mla_defaults mla_v3_defaults = {129280, 7168, 18432, 2048, 61, 128, 1, 256, 512, 1536, 64, 128, 128,
+                                             8, 4, 8, 3, 4096, 2.5f, true, 2, 1};
+static const mla_defaults mla_v2_defaults = {102400, 4096, 11008, 1407, 32, 32, 2, 64, 512, 1536, 64, 128, 128,
+                                             1, 1, 0 /* None: required */, 0, 2048, 1.0f, false, 0, 0};
+
 /* The DeepSeek-V2 family (MLA): deepseek_v2, deepseek_v3, kimi_k2 and configs without model_type. */
 static pz_status parse_mla(const reader *r, pz_model_config *c) {
   c->attn = PZ_ATTN_MLA;
+  const mla_defaults *d = !strcmp(c->model_type, "deepseek_v3") || !strcmp(c->model_type, "kimi_k2") ? &mla_v3_defaults
+                          : !strcmp(c->model_type, "deepseek_v2")                                    ? &mla_v2_defaults
+                                                                                                      : NULL;
+  const bool req = d == NULL; /* dimensions are required only without a known model_type */
+  if (d) {
+    c->vocab_size = d->vocab; c->hidden_size = d->hidden; c->intermediate_size = d->inter;
+    c->moe_intermediate_size = d->moe_inter; c->num_hidden_layers = d->layers; c->num_attention_heads = d->heads;
+    c->n_routed_experts = d->n_routed; c->kv_lora_rank = d->kv_lora; c->q_lora_rank = d->q_lora;
+    c->qk_rope_head_dim = d->rope; c->v_head_dim = d->v; c->qk_nope_head_dim = d->nope;
+    c->num_experts_per_tok = d->topk; c->max_position_embeddings = d->max_pos;
+  }
   /* Both LoRA ranks missing: name both (the reader below would name only q_lora_rank). */
-  if (!cJSON_GetObjectItemCaseSensitive(r->root, "q_lora_rank") &&
+  if (req && !cJSON_GetObjectItemCaseSensitive(r->root, "q_lora_rank") &&
       !cJSON_GetObjectItemCaseSensitive(r->root, "kv_lora_rank"))
     return pz_error(PZ_ERR_CONFIG, "config %s: required fields \"kv_lora_rank\" and \"q_lora_rank\" are missing (the MLA "
                     "ranks, q_lora_rank null for V2-Lite)", r->src);
-  PZ_CHECK(get_int(r, "hidden_size", true, false, 1, &c->hidden_size));
-  PZ_CHECK(get_int(r, "num_hidden_layers", true, false, 1, &c->num_hidden_layers));
+  PZ_CHECK(get_int(r, "hidden_size", req, false, 1, &c->hidden_size));
+  PZ_CHECK(get_int(r, "num_hidden_layers", req, false, 1, &c->num_hidden_layers));
   if (c->num_hidden_layers > PZ_CONFIG_MAX_LAYERS)
     return pz_error(PZ_ERR_CONFIG, "config %s: field \"num_hidden_layers\" is %lld, must be <= %d", r->src,
                     (long long)c->num_hidden_layers, PZ_CONFIG_MAX_LAYERS);
-  PZ_CHECK(get_int(r, "num_attention_heads", true, false, 1, &c->num_attention_heads));
+  PZ_CHECK(get_int(r, "num_attention_heads", req, false, 1, &c->num_attention_heads));
   /* transformers' DeepseekV2/V3 attention: q_lora_rank None means q_proj (no q LoRA), any other
    * value is the width of q_a_proj, so 0 is not "none" but an empty layer: refused. */
   const cJSON *qlr = cJSON_GetObjectItemCaseSensitive(r->root, "q_lora_rank");
   if (cJSON_IsNumber(qlr) && qlr->valuedouble == 0)
     return pz_error(PZ_ERR_CONFIG, "config %s: field \"q_lora_rank\" is 0, must be >= 1; use null for no q LoRA "
                     "(q_proj, as DeepSeek-V2-Lite)", r->src);
-  PZ_CHECK(get_int(r, "q_lora_rank", true, true, 1, &c->q_lora_rank));
-  PZ_CHECK(get_int(r, "kv_lora_rank", true, false, 1, &c->kv_lora_rank));
-  PZ_CHECK(get_int(r, "qk_nope_head_dim", true, false, 1, &c->qk_nope_head_dim));
-  PZ_CHECK(get_int(r, "qk_rope_head_dim", true, false, 2, &c->qk_rope_head_dim));
-  PZ_CHECK(get_int(r, "v_head_dim", true, false, 1, &c->v_head_dim));
-  PZ_CHECK(get_int(r, "n_routed_experts", true, true, 0, &c->n_routed_experts));
-  c->n_shared_experts = 0;
+  PZ_CHECK(get_int(r, "q_lora_rank", req, true, 1, &c->q_lora_rank));
+  PZ_CHECK(get_int(r, "kv_lora_rank", req, false, 1, &c->kv_lora_rank));
+  PZ_CHECK(get_int(r, "qk_nope_head_dim", req, false, 1, &c->qk_nope_head_dim));
+  PZ_CHECK(get_int(r, "qk_rope_head_dim", req, false, 2, &c->qk_rope_head_dim));
+  PZ_CHECK(get_int(r, "v_head_dim", req, false, 1, &c->v_head_dim));
+  PZ_CHECK(get_int(r, "n_routed_experts", req, true, 0, &c->n_routed_experts));
+  c->n_shared_experts = d ? d->n_shared : 0;
   PZ_CHECK(get_int(r, "n_shared_experts", false, true, 0, &c->n_shared_experts));
-  PZ_CHECK(get_int(r, "num_experts_per_tok", true, true, 0, &c->num_experts_per_tok));
-  PZ_CHECK(get_int(r, "moe_intermediate_size", true, false, 1, &c->moe_intermediate_size));
-  PZ_CHECK(get_int(r, "intermediate_size", true, false, 1, &c->intermediate_size));
-  c->first_k_dense_replace = 0;
+  PZ_CHECK(get_int(r, "num_experts_per_tok", req || !d->topk, true, 0, &c->num_experts_per_tok));
+  PZ_CHECK(get_int(r, "moe_intermediate_size", req, false, 1, &c->moe_intermediate_size));
+  PZ_CHECK(get_int(r, "intermediate_size", req, false, 1, &c->intermediate_size));
+  c->first_k_dense_replace = d ? d->first_dense : 0;
   PZ_CHECK(get_int(r, "first_k_dense_replace", false, false, 0, &c->first_k_dense_replace));
   c->moe_layer_freq = 1;
   PZ_CHECK(get_int(r, "moe_layer_freq", false, false, 1, &c->moe_layer_freq));
-  c->n_group = 1;
+  c->n_group = d ? d->n_group : 1;
   PZ_CHECK(get_int(r, "n_group", false, true, 1, &c->n_group));
   if (c->n_group == 0) c->n_group = 1;
-  c->topk_group = 1;
+  c->topk_group = d ? d->topk_group : 1;
   PZ_CHECK(get_int(r, "topk_group", false, true, 1, &c->topk_group));
   if (c->topk_group == 0) c->topk_group = 1;
   static const char *const methods[] = {"greedy", "group_limited_greedy", "noaux_tc"};
-  int m = 0;
+  int m = d ? d->topk_method : 0;
   PZ_CHECK(get_enum(r, "topk_method", methods, 3, &m));
   c->topk_method = (pz_topk_method)m;
   static const char *const scorings[] = {"softmax", "sigmoid"};
-  int s = 0;
+  int s = d ? d->scoring : 0;
   PZ_CHECK(get_enum(r, "scoring_func", scorings, 2, &s));
   c->scoring_func = (pz_scoring)s;
-  c->norm_topk_prob = false;
+  c->norm_topk_prob = d ? d->norm_topk : false;
   PZ_CHECK(get_bool(r, "norm_topk_prob", &c->norm_topk_prob));
-  c->routed_scaling_factor = 1.f;
+  c->routed_scaling_factor = d ? d->rsf : 1.f;
   PZ_CHECK(get_float(r, r->root, "routed_scaling_factor", false, &c->routed_scaling_factor));
-  PZ_CHECK(get_int(r, "vocab_size", true, false, 1, &c->vocab_size));
-  PZ_CHECK(get_int(r, "max_position_embeddings", true, false, 1, &c->max_position_embeddings));
+  PZ_CHECK(get_int(r, "vocab_size", req, false, 1, &c->vocab_size));
+  PZ_CHECK(get_int(r, "max_position_embeddings", req, false, 1, &c->max_position_embeddings));
   c->rms_norm_eps = 1e-6f;
   PZ_CHECK(get_float(r, r->root, "rms_norm_eps", false, &c->rms_norm_eps));
   c->rope.theta = 10000.f;
@@ -502,8 +555,18 @@ static pz_status parse_mla(const reader *r, pz_model_config *c) {
   c->rope.mscale = 1.f;
   c->rope.mscale_all_dim = 0.f;
   PZ_CHECK(parse_rope_scaling(r, c));
-  const cJSON *rsc = cJSON_GetObjectItemCaseSensitive(r->root, "rope_scaling");
-  c->rope.type = cJSON_IsObject(rsc) ? PZ_ROPE_YARN : PZ_ROPE_DEFAULT; /* parse_rope_scaling accepts yarn only */
+  /* transformers' DeepseekV3 reads rope_interleave (default true: the rotated pairs are adjacent, as
+   * prezero's kernels and DeepSeek's checkpoints have them) and attention_bias (default false: biases
+   * on q_a / q / kv_a / o); prezero has no kernels for the other values. */
+  bool interleave = true, abias = false;
+  PZ_CHECK(get_bool(r, "rope_interleave", &interleave));
+  if (!interleave)
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"rope_interleave\" is false; prezero's MLA rotates interleaved "
+                    "pairs only (rope_interleave true, DeepSeek's layout)", r->src);
+  PZ_CHECK(get_bool(r, "attention_bias", &abias));
+  if (abias)
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"attention_bias\" is true; prezero's MLA projections have no "
+                    "biases (attention_bias false, DeepSeek's layout)", r->src);
 
   /* Consistency of the values read. */
   if (c->qk_rope_head_dim % 2)
