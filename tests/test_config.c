@@ -207,6 +207,15 @@ static void test_hf_saved(void) {
   CHECK(c.topk_method == PZ_TOPK_NOAUX_TC && c.scoring_func == PZ_SCORE_SIGMOID && c.n_group == 8 && c.topk_group == 4);
   CHECK(c.num_experts_per_tok == 8 && c.n_shared_experts == 1 && c.routed_scaling_factor == 2.5f && c.norm_topk_prob);
   CHECK(c.first_k_dense_replace == 3 && c.max_position_embeddings == 4096 && c.rope.type == PZ_ROPE_DEFAULT);
+  /* moe_layer_freq: transformers' classes ignore it (experts on every layer from first_k_dense_replace),
+     DeepSeek's remote code (auto_map) reads it */
+  snprintf(t, sizeof t, "{\"model_type\": \"deepseek_v3\", %s, \"moe_layer_freq\": 2}", dims);
+  CHECK_OK(pz_config_parse(t, strlen(t), "freq", &c));
+  CHECK(c.moe_layer_freq == 1);
+  snprintf(t, sizeof t, "{\"model_type\": \"deepseek_v3\", %s, \"moe_layer_freq\": 2, \"auto_map\": {\"AutoConfig\": "
+           "\"configuration_deepseek.DeepseekV3Config\"}}", dims);
+  CHECK_OK(pz_config_parse(t, strlen(t), "freq_remote", &c));
+  CHECK(c.moe_layer_freq == 2);
   snprintf(t, sizeof t, "{\"model_type\": \"deepseek_v3\", \"hidden_size\": 256}"); /* every other dimension: V3's */
   CHECK_OK(pz_config_parse(t, strlen(t), "v3min", &c));
   CHECK(c.kv_lora_rank == 512 && c.q_lora_rank == 1536 && c.num_attention_heads == 128 && c.n_routed_experts == 256);

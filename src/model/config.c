@@ -524,6 +524,11 @@ static pz_status parse_mla(const reader *r, pz_model_config *c) {
   PZ_CHECK(get_int(r, "first_k_dense_replace", false, false, 0, &c->first_k_dense_replace));
   c->moe_layer_freq = 1;
   PZ_CHECK(get_int(r, "moe_layer_freq", false, false, 1, &c->moe_layer_freq));
+  /* DeepSeek's remote code (a config with auto_map, or without model_type) puts experts on every
+   * moe_layer_freq-th layer from first_k_dense_replace; transformers' own DeepseekV2 / V3 classes
+   * ignore the field and put them on every layer from there, so a save_pretrained checkpoint has them
+   * there: follow the code that wrote the config. */
+  if (d && !cJSON_GetObjectItemCaseSensitive(r->root, "auto_map")) c->moe_layer_freq = 1;
   c->n_group = d ? d->n_group : 1;
   PZ_CHECK(get_int(r, "n_group", false, true, 1, &c->n_group));
   if (c->n_group == 0) c->n_group = 1;
