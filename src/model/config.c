@@ -115,38 +115,53 @@ static pz_status get_enum(const reader *r, const char *field, const char *const 
 
 static pz_status check_duplicates(const reader *r, const cJSON *obj, const char *where);
 
-/* The MLA layouts' RoPE: rope_scaling (null or yarn), or transformers 5's rope_parameters (as
- * save_pretrained writes it: rope_theta inside, rope_type "default" or "yarn"); the two are not both
- * given. Sets c->rope.type (theta and the yarn defaults are set by the caller). */
-static pz_status parse_rope_scaling(const reader *r, pz_model_config *c) {
+/* The RoPE object of the config: rope_scaling, or transformers 5's rope_parameters (whose
+ * rope_theta, when given, is read into *theta); not both. *obj is NULL when neither is an object
+ * (absent or null), else the object to read, *from the one it came from (rope_parameters or NULL)
+ * and *name its field name for messages. */
+static pz_status rope_object(const reader *r, float *theta, const cJSON **obj, const cJSON **from, const char **name) {
   const cJSON *rs = cJSON_GetObjectItemCaseSensitive(r->root, "rope_scaling");
   const cJSON *rp = cJSON_GetObjectItemCaseSensitive(r->root, "rope_parameters");
-  const char *name = "rope_scaling";
-  c->rope.type = PZ_ROPE_DEFAULT;
+  *obj = *from = NULL;
+  *name = "rope_scaling";
   if (rp && !cJSON_IsNull(rp)) {
     if (!cJSON_IsObject(rp)) return type_err(r, "rope_parameters", "an object or null", rp);
     if (rs && !cJSON_IsNull(rs))
       return pz_error(PZ_ERR_CONFIG, "config %s: fields \"rope_scaling\" and \"rope_parameters\" are both given; "
                       "give one", r->src);
     PZ_CHECK(check_duplicates(r, rp, "rope_parameters."));
-    PZ_CHECK(get_float_in(r, rp, "rope_theta", "rope_parameters.rope_theta", false, &c->rope.theta));
-    rs = rp;
-    name = "rope_parameters";
+    PZ_CHECK(get_float_in(r, rp, "rope_theta", "rope_parameters.rope_theta", false, theta));
+    rs = *from = rp;
+    *name = "rope_parameters";
   }
   if (!rs || cJSON_IsNull(rs)) return PZ_OK;
-  if (!cJSON_IsObject(rs)) return type_err(r, name, "an object or null", rs);
+  if (!cJSON_IsObject(rs)) return type_err(r, *name, "an object or null", rs);
+  *obj = rs;
+  return PZ_OK;
+}
+
+/* The MLA layouts' RoPE: rope_scaling (null or yarn), or transformers 5's rope_parameters (as
+ * save_pretrained writes it: rope_theta inside, rope_type "default" or "yarn"); the two are not both
+ * given. Sets c->rope.type (theta and the yarn defaults are set by the caller). */
+static pz_status parse_rope_scaling(const reader *r, pz_model_config *c) {
+  const cJSON *rs, *rp;
+  const char *name;
+  c->rope.type = PZ_ROPE_DEFAULT;
+  PZ_CHECK(rope_object(r, &c->rope.theta, &rs, &rp, &name));
+  if (!rs) return PZ_OK;
   char fn[8][64];
   static const char *const keys[8] = {"type", "factor", "original_max_position_embeddings", "beta_fast", "beta_slow",
                                       "mscale", "mscale_all_dim", "rope_type"};
   for (int i = 0; i < 8; i++) snprintf(fn[i], sizeof fn[i], "%s.%s", name, keys[i]);
+  const char *f_type = fn[rp ? 7 : 0]; /* rope_parameters names rope_type, rope_scaling the legacy type */
   const cJSON *ty = cJSON_GetObjectItemCaseSensitive(rs, "type");
   if (!ty) ty = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
-  if (!ty) return pz_error(PZ_ERR_CONFIG, "config %s: required field \"%s\" is missing", r->src, fn[rs == rp ? 7 : 0]);
-  if (!cJSON_IsString(ty)) return type_err(r, fn[rs == rp ? 7 : 0], "a string", ty);
-  if (rs == rp && !strcmp(ty->valuestring, "default")) return PZ_OK; /* plain RoPE at rope_theta */
+  if (!ty) return pz_error(PZ_ERR_CONFIG, "config %s: required field \"%s\" is missing", r->src, f_type);
+  if (!cJSON_IsString(ty)) return type_err(r, f_type, "a string", ty);
+  if (rp && !strcmp(ty->valuestring, "default")) return PZ_OK; /* plain RoPE at rope_theta */
   if (strcmp(ty->valuestring, "yarn"))
-    return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is \"%s\", supported: yarn%s", r->src, fn[rs == rp ? 7 : 0],
-                    ty->valuestring, rs == rp ? ", default" : "");
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is \"%s\", supported: yarn%s", r->src, f_type,
+                    ty->valuestring, rp ? ", default" : "");
   /* Every message names its field by the dotted path (rope_scaling.factor). */
   pz_rope_params *p = &c->rope;
   p->beta_fast = 32.f;
@@ -650,21 +665,10 @@ static pz_status parse_gqa_rope(const reader *r, gqa_family fam, pz_model_config
   p->mscale = 1.f;
   p->mscale_all_dim = 0.f;
   p->low_freq_factor = p->high_freq_factor = 1.f;
-  const char *name = "rope_scaling";
-  const cJSON *rs = cJSON_GetObjectItemCaseSensitive(r->root, "rope_scaling");
-  const cJSON *rp = cJSON_GetObjectItemCaseSensitive(r->root, "rope_parameters");
-  if (rp && !cJSON_IsNull(rp)) {
-    if (!cJSON_IsObject(rp)) return type_err(r, "rope_parameters", "an object or null", rp);
-    if (rs && !cJSON_IsNull(rs))
-      return pz_error(PZ_ERR_CONFIG, "config %s: fields \"rope_scaling\" and \"rope_parameters\" are both given; "
-                      "give one", r->src);
-    PZ_CHECK(check_duplicates(r, rp, "rope_parameters."));
-    PZ_CHECK(get_float_in(r, rp, "rope_theta", "rope_parameters.rope_theta", false, &p->theta));
-    rs = rp;
-    name = "rope_parameters";
-  }
-  if (!rs || cJSON_IsNull(rs)) return PZ_OK;
-  if (!cJSON_IsObject(rs)) return type_err(r, name, "an object or null", rs);
+  const cJSON *rs, *rp;
+  const char *name;
+  PZ_CHECK(rope_object(r, &p->theta, &rs, &rp, &name));
+  if (!rs) return PZ_OK;
   char f_type[48], f[4][64];
   snprintf(f_type, sizeof f_type, "%s.rope_type", name);
   /* transformers reads rope_type, then the legacy "type". */
