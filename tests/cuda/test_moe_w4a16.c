@@ -38,6 +38,17 @@ static void *up(const void *h, size_t bytes) {
 
 enum { ROUTE_RANDOM, ROUTE_TIED, ROUTE_ALL, ROUTE_EMPTY };
 
+/* Values of got [m, H] outside the reference's bound: |got - ref| <= TOL_REL x the row's max |ref| + 1e-6. */
+static int outside_bound(const float *got, const float *ref, int m, int64_t H) {
+  int bad = 0;
+  for (int i = 0; i < m; i++) {
+    double mx = 0;
+    for (int64_t j = 0; j < H; j++) mx = fmax(mx, fabs(ref[i * H + j]));
+    for (int64_t j = 0; j < H; j++) bad += !(fabs((double)got[i * H + j] - ref[i * H + j]) <= TOL_REL * mx + 1e-6);
+  }
+  return bad;
+}
+
 /* The tiled layout (pz_moe_w4a16_tile, w4_tiled.h) on the case's device weights, in place:
  * - the gate words and scales equal the host's map of the stored arrays (wg, sg) bit for bit, and
  *   pz_moe_w4a16_untile_host gives the stored arrays back;
@@ -133,12 +144,7 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
     CHECK_OK(pz_moe_w4a16_launch(&c, 0));
     CHECK(cudaDeviceSynchronize() == cudaSuccess);
     cudaMemcpy(tk, dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
-    int badq = 0;
-    for (int i = 0; i < m; i++) {
-      double mx = 0;
-      for (int64_t j = 0; j < H; j++) mx = fmax(mx, fabs(ref[i * H + j]));
-      for (int64_t j = 0; j < H; j++) badq += !(fabs((double)tk[i * H + j] - ref[i * H + j]) <= TOL_REL * mx + 1e-6);
-    }
+    const int badq = outside_bound(tk, ref, m, H);
     if (badq) {
       fprintf(stderr, "tiled, %s %d: %d values outside the bound\n", q < 4 ? "w4_wk_up" : "w4_wk_dn", wks[q % 4], badq);
       pz_test_failures++;
@@ -191,12 +197,7 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
         pz_test_failures++;
       }
       if (!v && !split) {
-        int badv = 0;
-        for (int i = 0; i < m; i++) {
-          double mx = 0;
-          for (int64_t j = 0; j < H; j++) mx = fmax(mx, fabs(ref[i * H + j]));
-          for (int64_t j = 0; j < H; j++) badv += !(fabs((double)tv[i * H + j] - ref[i * H + j]) <= TOL_REL * mx + 1e-6);
-        }
+        const int badv = outside_bound(tv, ref, m, H);
         if (badv) {
           fprintf(stderr, "tiled, unsplit, direct epilogue: %d values outside the bound\n", badv);
           pz_test_failures++;
