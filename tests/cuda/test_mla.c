@@ -541,6 +541,18 @@ static void check_slots(const shape *s, int paged_cache) {
   remake_G();
 }
 
+/* The attention kernel version a context for shape s picks on this device (G's options). */
+static int attn_version_of(const shape *s) {
+  layer l;
+  layer_make(&l, s, 64);
+  pz_mla_cuda_ctx *c = NULL;
+  CHECK_OK(pz_mla_cuda_create(&l.p, 8, G, &c));
+  const int v = pz_mla_cuda_attn_version(c);
+  pz_mla_cuda_destroy(c);
+  layer_free(&l);
+  return v;
+}
+
 static void run_shape(const shape *s, const int *ms, int nm, const int64_t *ctxs, int nc, int m_max) {
   int64_t max_ctx = 1;
   for (int k = 0; k < nc; k++) if (ctxs[k] > max_ctx) max_ctx = ctxs[k];
@@ -636,15 +648,7 @@ int main(void) {
     run_shape(&K2_TP8, ms, 1, ctx, 2, 8);
     /* a shape version 3 has no kernel for (kv_lora_rank / rope other than 512 / 64): it falls to v2 */
     run_shape(&TINY, ms, 1, ctx, 2, 64);
-    {
-      layer l;
-      layer_make(&l, &TINY, 64);
-      pz_mla_cuda_ctx *c = NULL;
-      CHECK_OK(pz_mla_cuda_create(&l.p, 8, G, &c));
-      CHECK(pz_mla_cuda_attn_version(c) == 2);
-      pz_mla_cuda_destroy(c);
-      layer_free(&l);
-    }
+    CHECK(attn_version_of(&TINY) == 2);
     unsetenv("PREZERO_MLA_ATTN");
     remake_G();
   }
@@ -654,15 +658,7 @@ int main(void) {
      * heads (padded to 64) too, with the prezero slots bit-identical set vs unset */
     const int ms[] = {3, 64};
     const int64_t ctx[] = {7, 300};
-    {
-      layer l;
-      layer_make(&l, &K2_TP1, 64);
-      pz_mla_cuda_ctx *c = NULL;
-      CHECK_OK(pz_mla_cuda_create(&l.p, 8, G, &c));
-      CHECK(pz_mla_cuda_attn_version(c) == 4);
-      pz_mla_cuda_destroy(c);
-      layer_free(&l);
-    }
+    CHECK(attn_version_of(&K2_TP1) == 4);
     setenv("PREZERO_MLA_ATTN", "3", 1);
     remake_G();
     run_shape(&K2_TP1, ms, 2, ctx, 2, 64);
