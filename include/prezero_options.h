@@ -114,7 +114,14 @@ typedef struct pz_runtime_opts {
                                        * kernels' work items whose K is not split across warps write each
                                        * warp's rows straight from its registers (no shared-memory reduction,
                                        * no CTA barrier); 0 through shared memory as before. Bit-identical.
-                                       * Added last */
+                                       * Added in 0.2.0 */
+  int moe_w4_offset;                  /* PREZERO_MOE_W4_OFFSET: -1 unset (the default, gate/up only) or a mask
+                                       * 0..3 of the W4A16 passes on tiled INT4 experts whose 4-bit values
+                                       * enter the tensor cores as q + 136, the 136 taken out by one more
+                                       * mma per 32-column group instead of a bf16 subtract per pair:
+                                       * bit 0 gate/up, bit 1 down; 0 subtracts in both. Not the same bits
+                                       * (f32 rounding order); both agree with the CPU reference within its
+                                       * bound. Added last */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. o NULL: nothing happens. */

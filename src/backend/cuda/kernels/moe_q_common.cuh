@@ -292,7 +292,8 @@ inline pz_status check_args(const pz_moe_q_args *a, const char *name, ws_layout 
 // Shared experts (bf16, into out first), gather, gate/up + SwiGLU into h, down into d, combine.
 // up / dn: the two segments with their weight fields set (w*, s*, strides, N, K, WK, bm, bn, scols);
 // the input / output fields are filled here.
-template <class Q>
+// QD: the down pass's policy (the gate/up one's by default).
+template <class Q, class QD = Q>
 pz_status run_all(const pz_moe_q_args *a, const ws_layout &l, seg up_s, seg dn_s, const char *name,
                   cudaStream_t stream) {
   const pz_moe_params *p = &a->p;
@@ -335,7 +336,7 @@ pz_status run_all(const pz_moe_q_args *a, const ws_layout &l, seg up_s, seg dn_s
   dn.s.out = d;
   dn.s.ld_out = H;
   dn.s.out_mode = 1;
-  PZ_CHECK((launch_mm<Q, false>(dn, max_work * tiles_of(dn.s), name, stream)));
+  PZ_CHECK((launch_mm<QD, false>(dn, max_work * tiles_of(dn.s), name, stream)));
 
   combine_params cp = {a->m, K, (int)H, a->ids, a->weights, d, a->out, a->ld_out, SI ? 1 : 0};
   combine_kernel<<<dim3((unsigned)((H + 127) / 128), (unsigned)a->m), 128, 0, stream>>>(cp);

@@ -17,6 +17,16 @@ constexpr int kGroup = 32;     // INT4 columns per scale = k per chunk
 
 // ---------------------------------------------------------------- INT4 x bf16 tensor-core tile
 
+// (x & 0x000f000f) | 0x43004300 as one LOP3 (0xEA = (a & b) | c): nibbles 0 and 4 of x as the bf16 pair
+// (128 + u0, 128 + u4). Written out because ptxas keeps the AND and the OR apart when both constants
+// are immediates (a LOP3 takes one), one more instruction per bf16 pair of every unpack below; here
+// the magic lives in a register, set once.
+__device__ __forceinline__ uint32_t nib_pair(uint32_t x) {
+  uint32_t v;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(v) : "r"(x), "n"(0x000f000f), "r"(0x43004300u));
+  return v;
+}
+
 __device__ __forceinline__ uint32_t ld_word(const int32_t *p) {
   uint32_t v;
   asm("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
@@ -43,6 +53,18 @@ __device__ __forceinline__ uint4 unpack8(uint32_t w) {
 // d = A(16x16: rows g / g+8 from lo / hi) * B(16x8, token g from x), twice (two k16 steps), from 0.
 __device__ __forceinline__ void mma2_zero(float (&d)[4], const uint4 &lo, const uint4 &hi, const uint4 &x) {
   d[0] = d[1] = d[2] = d[3] = 0.0f;
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(lo.x), "r"(hi.x), "r"(lo.y), "r"(hi.y), "r"(x.x), "r"(x.y));
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(lo.z), "r"(hi.z), "r"(lo.w), "r"(hi.w), "r"(x.z), "r"(x.w));
+}
+
+// d = c + A * B as mma2_zero, from the accumulator c (the same fragment map as d).
+__device__ __forceinline__ void mma2_from(float (&d)[4], const uint4 &lo, const uint4 &hi, const uint4 &x,
+                                          const float (&c)[4]) {
+  d[0] = c[0]; d[1] = c[1]; d[2] = c[2]; d[3] = c[3];
   asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(lo.x), "r"(hi.x), "r"(lo.y), "r"(hi.y), "r"(x.x), "r"(x.y));
@@ -182,12 +204,19 @@ __device__ __forceinline__ uint4 unpack8p(uint32_t w) {
   uint32_t r[4];
 #pragma unroll
   for (int i = 0; i < 4; i++) {
-    const uint32_t v = ((w >> (4 * i)) & 0x000f000fu) | 0x43004300u;
+    const uint32_t v = nib_pair(w >> (4 * i));
     __nv_bfloat162 h = *reinterpret_cast<const __nv_bfloat162 *>(&v);
     h = __hsub2(h, off);
     r[i] = *reinterpret_cast<const uint32_t *>(&h);
   }
   return make_uint4(r[0], r[1], r[2], r[3]);
+}
+
+// unpack8p without the subtraction: the pairs (128 + u) = q + 136, exact in bf16. The tensor cores
+// take the 136 back out through the accumulator they start from (tcompute's OFS path): one shift and
+// one LOP3 per pair instead of a shift, a LOP3 and a bf16 subtract.
+__device__ __forceinline__ uint4 unpack8r(uint32_t w) {
+  return make_uint4(nib_pair(w), nib_pair(w >> 4), nib_pair(w >> 8), nib_pair(w >> 12));
 }
 
 // 8 consecutive bf16 (x0..x7 as (0,1) (2,3) (4,5) (6,7)) -> (0,4) (1,5) (2,6) (3,7).
@@ -343,31 +372,44 @@ __device__ __forceinline__ void tload(tstage<DUAL> &b, const uint4 *wa, const ui
   }
 }
 
-template <bool DUAL, int NT>
-__device__ __forceinline__ void tcompute(const tstage<DUAL> &b, int sc, int c, const __nv_bfloat16 *const (&xr)[NT],
-                                         float (&acc)[2][NT][4]) {
+// OFS: the nibbles go in raw (unpack8r: q + 136) and each group's mma starts from dc = -136 x the
+// group's sum of x per token, itself an mma of a constant -136 A tile with the same x fragment (rows
+// all equal; two mma per n-tile and group, shared by both matrices when DUAL). So dc + sum (q + 136) x
+// = sum q x, as the subtracting path computes, in different f32 roundings (not the same bits; within
+// the tests' bound of the CPU reference). Fewer ALU instructions per weight byte for two more mma.
+template <bool DUAL, int NT, bool OFS>
+__device__ __forceinline__ void tcompute(const tstage<DUAL> &b, const uint4 *const (&xq)[NT], float (&acc)[2][NT][4]) {
+  constexpr uint32_t kNeg136 = 0xC308C308u; /* bf16 pair (-136, -136) */
+  const uint4 neg = make_uint4(kNeg136, kNeg136, kNeg136, kNeg136);
+  const float zero[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
   for (int G = 0; G < 4; G++) {
     uint4 xv[NT];
+    float dc[NT][4];
 #pragma unroll
-    for (int j = 0; j < NT; j++) xv[j] = __ldg(reinterpret_cast<const uint4 *>(xr[j] + sc * 128 + G * kGroup + c * 8));
+    for (int j = 0; j < NT; j++) {
+      xv[j] = __ldg(xq[j] + G * (kGroup / 8));
+      if (OFS) mma2_from(dc[j], neg, neg, xv[j], zero);
+    }
     {  /* matrix 0, then (DUAL) matrix 1: one pair of unpacked rows live at a time */
-      const uint4 l = unpack8p(comp(b.lo, G)), h = unpack8p(comp(b.hi, G));
+      const uint4 l = OFS ? unpack8r(comp(b.lo, G)) : unpack8p(comp(b.lo, G));
+      const uint4 h = OFS ? unpack8r(comp(b.hi, G)) : unpack8p(comp(b.hi, G));
       const uint32_t sw = comp(b.sc, G);
 #pragma unroll
       for (int j = 0; j < NT; j++) {
         float d[4];
-        mma2_zero(d, l, h, xv[j]);
+        if (OFS) mma2_from(d, l, h, xv[j], dc[j]); else mma2_zero(d, l, h, xv[j]);
         add_scaled(acc[0][j], d, bf_lo(sw), bf_hi(sw));
       }
     }
     if (DUAL) {
-      const uint4 l = unpack8p(comp(b.lo1, G)), h = unpack8p(comp(b.hi1, G));
+      const uint4 l = OFS ? unpack8r(comp(b.lo1, G)) : unpack8p(comp(b.lo1, G));
+      const uint4 h = OFS ? unpack8r(comp(b.hi1, G)) : unpack8p(comp(b.hi1, G));
       const uint32_t sw = comp(b.sc1, G);
 #pragma unroll
       for (int j = 0; j < NT; j++) {
         float d[4];
-        mma2_zero(d, l, h, xv[j]);
+        if (OFS) mma2_from(d, l, h, xv[j], dc[j]); else mma2_zero(d, l, h, xv[j]);
         add_scaled(acc[1][j], d, bf_lo(sw), bf_hi(sw));
       }
     }
@@ -384,19 +426,29 @@ __device__ __forceinline__ void tcompute(const tstage<DUAL> &b, int sc, int c, c
 // registers the paths for 2-4 n-tiles (9-32 tokens of one expert in a work item) spill (ptxas:
 // 464 bytes in down, 2092 in gate/up); uniform decode routing runs the 1-n-tile path, which those
 // timings measure.
-template <bool DUAL, int NT>
+template <bool DUAL, int NT, bool OFS>
 __device__ __forceinline__ void warp_tile_t(const uint4 *wa, const uint4 *wb, const uint4 *sa, const uint4 *sb, int cb,
                                             int ce, const __nv_bfloat16 *const (&xr)[NT], float (&acc)[2][NT][4]) {
   const int c = threadIdx.x & 3;
+  /* pointers advanced per super-chunk (64 units of words, 8 of scales, 16 of x), not recomputed */
+  const uint4 *xq[NT];
+#pragma unroll
+  for (int j = 0; j < NT; j++) xq[j] = reinterpret_cast<const uint4 *>(xr[j] + (int64_t)cb * 128 + c * 8);
+  wa += (int64_t)cb * 64; wb += (int64_t)cb * 64; sa += (int64_t)cb * 8; sb += (int64_t)cb * 8;
   for (int sc = cb; sc < ce; sc++) {
     tstage<DUAL> b;
-    tload<DUAL>(b, wa, wb, sa, sb, sc);
-    tcompute<DUAL, NT>(b, sc, c, xr, acc);
+    tload<DUAL>(b, wa, wb, sa, sb, 0);
+    tcompute<DUAL, NT, OFS>(b, xq, acc);
+    wa += 64; wb += 64; sa += 8; sb += 8;
+#pragma unroll
+    for (int j = 0; j < NT; j++) xq[j] += 16;
   }
 }
 
 // The tiled policy: s.w* words and s.s* scales in pz_moe_w4a16_tile's layout (N % 16 == 0,
 // K % 128 == 0), chunks of 128 columns (4 groups), 4 CTAs per SM (64 registers per thread).
+// OFS: tcompute's mma offset path (PREZERO_MOE_W4_OFFSET; run_all takes one policy per pass).
+template <bool OFS>
 struct W4T {
   static constexpr int kChunk = 128;
   static constexpr int kMinBlocks = 4;
@@ -409,7 +461,7 @@ struct W4T {
     const uint4 *w1 = DUAL ? reinterpret_cast<const uint4 *>(s.w1) + (int64_t)e * (s.wstride / 4) + blk * 64 + lane : w0;
     const uint4 *s0 = reinterpret_cast<const uint4 *>(s.s0) + (int64_t)e * (s.sstride / 8) + blk * 8 + (lane >> 2);
     const uint4 *s1 = DUAL ? reinterpret_cast<const uint4 *>(s.s1) + (int64_t)e * (s.sstride / 8) + blk * 8 + (lane >> 2) : s0;
-    warp_tile_t<DUAL, NT>(w0, w1, s0, s1, cb, ce, xr, acc);
+    warp_tile_t<DUAL, NT, OFS>(w0, w1, s0, s1, cb, ce, xr, acc);
   }
 };
 
@@ -532,7 +584,7 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
     PZ_CUDA_CHECK_MSG(cudaGetDevice(&dev), "moe w4a16: cannot read the current device");
     PZ_CUDA_CHECK_MSG(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "moe w4a16: SM count");
   }
-  const int slots = W4T::kMinBlocks * sms; /* 0 (not read): the fixed rule */
+  const int slots = W4T<false>::kMinBlocks * sms; /* 0 (not read): the fixed rule */
   up.WK = a->w4_wk_up ? a->w4_wk_up : pz_moe_w4_wk(1, H, I, a->m, K, E, slots, tiled, adaptive);
   dn.WK = a->w4_wk_dn ? a->w4_wk_dn : pz_moe_w4_wk(0, H, I, a->m, K, E, slots, tiled, adaptive);
   up.direct = dn.direct = !a->direct_off;
@@ -543,7 +595,16 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
     const void *pp[] = {a->w_gate, a->w_up, a->w_down, a->s_gate, a->s_up, a->s_down};
     for (int i = 0; i < 6; i++)
       if (!aligned(pp[i], 16)) return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: tiled experts must be 16-byte aligned");
-    return run_all<W4T>(a, l, up, dn, "moe w4a16", stream);
+    /* the mma offset path (tcompute's OFS) per pass: bit 0 gate/up, bit 1 down */
+    if (a->w4_offset < 0 || a->w4_offset > 4)
+      return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: w4_offset %d is not 0..4", a->w4_offset);
+    const int ofs = a->w4_offset ? a->w4_offset - 1 : PZ_MOE_W4_OFFSET_DEFAULT;
+    switch (ofs) {
+      case 0: return run_all<W4T<false>, W4T<false>>(a, l, up, dn, "moe w4a16", stream);
+      case 1: return run_all<W4T<true>, W4T<false>>(a, l, up, dn, "moe w4a16", stream);
+      case 2: return run_all<W4T<false>, W4T<true>>(a, l, up, dn, "moe w4a16", stream);
+      default: return run_all<W4T<true>, W4T<true>>(a, l, up, dn, "moe w4a16", stream);
+    }
   }
   /* 16-byte weight loads when every packed array is 16-byte aligned (rows and experts then are:
      K % 32 == 0); otherwise the 4-byte path, same results. */
