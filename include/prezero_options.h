@@ -115,13 +115,11 @@ typedef struct pz_runtime_opts {
                                        * warp's rows straight from its registers (no shared-memory reduction,
                                        * no CTA barrier); 0 through shared memory as before. Bit-identical.
                                        * Added in 0.2.0 */
-  int moe_w4_offset;                  /* PREZERO_MOE_W4_OFFSET: -1 unset (the default, gate/up only) or a mask
-                                       * 0..3 of the W4A16 passes on tiled INT4 experts whose 4-bit values
-                                       * enter the tensor cores as q + 136, the 136 taken out by one more
-                                       * mma per 32-column group instead of a bf16 subtract per pair:
-                                       * bit 0 gate/up, bit 1 down; 0 subtracts in both. Not the same bits
-                                       * (f32 rounding order); both agree with the CPU reference within its
-                                       * bound. Added last */
+  int moe_w4_ring;                    /* PREZERO_MOE_W4_RING: -1 unset or 1 (the default) the W4A16 kernel on
+                                       * tiled INT4 experts streams each warp's weights through a ring of
+                                       * shared memory (cp.async, 3 super-chunks of 128 columns ahead, 2 CTAs
+                                       * per SM); 0 loads them into registers (4 CTAs per SM), as before.
+                                       * Bit-identical. Added last */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. o NULL: nothing happens. */

@@ -268,7 +268,7 @@ int main(void) {
                                           {"PREZERO_GEMM_BN", "8"}, {"PREZERO_GEMM_BN", "512"},
                                           {"PREZERO_MLA_WAVES", "0"}, {"PREZERO_MLA_WAVES", "3"},
                                           {"PREZERO_GEMM_WN", "2"}, {"PREZERO_MOE_W4_WK", "2"},
-                                          {"PREZERO_MOE_DIRECT", "on"}, {"PREZERO_MOE_W4_OFFSET", "4"}};
+                                          {"PREZERO_MOE_DIRECT", "on"}, {"PREZERO_MOE_W4_RING", "2"}};
     for (size_t i = 0; i < sizeof badv / sizeof badv[0]; i++) {
       setenv(badv[i][0], badv[i][1], 1);
       CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == -1 && strstr(bad, badv[i][0]));
@@ -281,10 +281,6 @@ int main(void) {
     setenv("PREZERO_MLA_WAVES", "1", 1);
     CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.mla_waves == 1);
     unsetenv("PREZERO_MLA_WAVES");
-    CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.moe_w4_offset == -1);
-    setenv("PREZERO_MOE_W4_OFFSET", "2", 1);
-    CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.moe_w4_offset == 2);
-    unsetenv("PREZERO_MOE_W4_OFFSET");
     setenv("PREZERO_GEMM_BUILTIN", "0", 1);
     CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.gemm_builtin == 0);
     unsetenv("PREZERO_GEMM_BUILTIN");
@@ -294,7 +290,8 @@ int main(void) {
         {"PREZERO_GATE_CALIBRATE", offsetof(pz_runtime_opts, gate_calibrate)},
         {"PREZERO_PAD_ATTN", offsetof(pz_runtime_opts, pad_attn)},
         {"PREZERO_GEMM_BN", offsetof(pz_runtime_opts, gemm_bn)},
-        {"PREZERO_MOE_DIRECT", offsetof(pz_runtime_opts, moe_direct)}};
+        {"PREZERO_MOE_DIRECT", offsetof(pz_runtime_opts, moe_direct)},
+        {"PREZERO_MOE_W4_RING", offsetof(pz_runtime_opts, moe_w4_ring)}};
     for (size_t i = 0; i < sizeof sw / sizeof sw[0]; i++) {
       const int *field = (const int *)((const char *)&ro + sw[i].off);
       CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && *field == -1);

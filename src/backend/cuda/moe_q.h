@@ -72,15 +72,13 @@ typedef struct pz_moe_q_args {
   int direct_off; /* both: 1 = work items whose K is not split reduce through shared memory with CTA barriers
                    * (PREZERO_MOE_DIRECT=0); 0, the default, = each warp writes its rows from its registers.
                    * Bit-identical */
-  int w4_offset; /* W4A16, tiled experts: the passes whose nibbles enter the tensor cores raw (q + 136)
-                  * with the 136 removed by one more mma per group (fewer ALU instructions per weight
-                  * byte; not the same bits as the subtracting path, both within the CPU reference's
-                  * rounding): 0 = the default (PZ_MOE_W4_OFFSET_DEFAULT), else 1 + a mask, bit 0 gate/up,
-                  * bit 1 down (1 = neither, 4 = both; PREZERO_MOE_W4_OFFSET gives the mask) */
+  int w4_ring; /* W4A16, tiled experts: 0 = the default (PZ_MOE_W4_RING_DEFAULT), 1 = each warp loads its
+                * weights into registers (4 CTAs per SM), 2 = each warp streams them through a ring of
+                * shared memory with cp.async, 3 super-chunks ahead (2 CTAs per SM). Bit-identical */
 } pz_moe_q_args;
 
-/* The default mask of pz_moe_q_args.w4_offset (bit 0 gate/up, bit 1 down). */
-#define PZ_MOE_W4_OFFSET_DEFAULT 1
+/* 1: pz_moe_q_args.w4_ring 0 means the ring (2), 0: the register path (1). */
+#define PZ_MOE_W4_RING_DEFAULT 1
 
 size_t pz_moe_w4a16_workspace_bytes(int max_m, int64_t H, const pz_moe_params *p);
 pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t stream);
