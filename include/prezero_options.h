@@ -114,12 +114,7 @@ typedef struct pz_runtime_opts {
                                        * kernels' work items whose K is not split across warps write each
                                        * warp's rows straight from its registers (no shared-memory reduction,
                                        * no CTA barrier); 0 through shared memory as before. Bit-identical.
-                                       * Added in 0.2.0 */
-  int moe_w4_ring;                    /* PREZERO_MOE_W4_RING: -1 unset or 1 (the default) the W4A16 kernel on
-                                       * tiled INT4 experts streams each warp's weights through a ring of
-                                       * shared memory (cp.async, 3 super-chunks of 128 columns ahead, 2 CTAs
-                                       * per SM); 0 loads them into registers (4 CTAs per SM), as before.
-                                       * Bit-identical. Added last */
+                                       * Added last */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. o NULL: nothing happens. */

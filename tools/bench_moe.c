@@ -137,8 +137,6 @@ static const pz_runtime_opts *moe_opts(void) {
 static int moe_l2pf(void) { return moe_opts()->moe_l2pf == 1; }
 static int moe_w4_wk_fixed(void) { return moe_opts()->moe_w4_wk == 0; } /* PREZERO_MOE_W4_WK=0 */
 static int moe_direct_off(void) { return moe_opts()->moe_direct == 0; }   /* PREZERO_MOE_DIRECT=0 */
-/* PREZERO_MOE_W4_RING: 1 + the flag (moe_q.h's w4_ring), 0 the default */
-static int moe_w4_ring(void) { return moe_opts()->moe_w4_ring >= 0 ? 1 + moe_opts()->moe_w4_ring : 0; }
 #include "bench/dev/dev_helpers.h" /* pz_moe_fill_bf16, pz_moe_stream_read */
 #include "core/status.h"
 
@@ -418,7 +416,6 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
           a.w4_wk_dn = b->wk_dn;
           a.w4_wk_fixed = moe_w4_wk_fixed();
           a.direct_off = moe_direct_off();
-          a.w4_ring = moe_w4_ring();
           lst = pz_moe_route_launch(m, logits + (size_t)(r % NSETS) * max_m * E, E, NULL, &p, ids, wts, s);
           if (lst == PZ_OK) lst = q == Q_INT4 ? pz_moe_w4a16_launch(&a, s) : pz_moe_w8a16_launch(&a, s);
         }
@@ -494,8 +491,6 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
       }
       if (q == Q_INT4) cJSON_AddBoolToObject(row, "w4_wk_fixed", moe_w4_wk_fixed()); /* PREZERO_MOE_W4_WK=0 */
       if (q != Q_BF16) cJSON_AddBoolToObject(row, "direct_off", moe_direct_off());  /* PREZERO_MOE_DIRECT=0 */
-      if (q == Q_INT4) /* the shared-memory ring of the tiled layout's kernel (PREZERO_MOE_W4_RING; moe_q.h's default) */
-        cJSON_AddBoolToObject(row, "w4_ring", moe_w4_ring() ? moe_w4_ring() == 2 : PZ_MOE_W4_RING_DEFAULT);
       cJSON_AddNumberToObject(row, "read_us_same_bytes", rus);
     }
   }

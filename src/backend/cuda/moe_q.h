@@ -72,13 +72,7 @@ typedef struct pz_moe_q_args {
   int direct_off; /* both: 1 = work items whose K is not split reduce through shared memory with CTA barriers
                    * (PREZERO_MOE_DIRECT=0); 0, the default, = each warp writes its rows from its registers.
                    * Bit-identical */
-  int w4_ring; /* W4A16, tiled experts: 0 = the default (PZ_MOE_W4_RING_DEFAULT), 1 = each warp loads its
-                * weights into registers (4 CTAs per SM), 2 = each warp streams them through a ring of
-                * shared memory with cp.async, 3 super-chunks ahead (2 CTAs per SM). Bit-identical */
 } pz_moe_q_args;
-
-/* 1: pz_moe_q_args.w4_ring 0 means the ring (2), 0: the register path (1). */
-#define PZ_MOE_W4_RING_DEFAULT 1
 
 size_t pz_moe_w4a16_workspace_bytes(int max_m, int64_t H, const pz_moe_params *p);
 pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t stream);

@@ -250,31 +250,17 @@ inline ws_layout layout_of(int max_m, int64_t H, const pz_moe_params *p) {
 
 inline bool aligned(const void *q, unsigned a) { return ((uintptr_t)q & (a - 1)) == 0; }
 
-// Dynamic shared memory of a policy Q (`template <bool DUAL> static constexpr int ring_bytes();`), else 0.
-template <class Q, bool DUAL>
-constexpr auto dyn_smem_of(int) -> decltype(Q::template ring_bytes<DUAL>(), int()) {
-  return Q::template ring_bytes<DUAL>();
-}
-template <class Q, bool DUAL>
-constexpr int dyn_smem_of(long) {
-  return 0;
-}
-
 template <class Q, bool DUAL>
 pz_status launch_mm(const mm_params &mp, int64_t max_items, const char *name, cudaStream_t stream) {
   int dev = 0, sms = 0, per_sm = 0;
-  constexpr int dyn = dyn_smem_of<Q, DUAL>(0);
   PZ_CUDA_CHECK_MSG(cudaGetDevice(&dev), "%s: cannot read the current device", name);
   PZ_CUDA_CHECK_MSG(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "%s: SM count", name);
-  if (dyn > 0)
-    PZ_CUDA_CHECK_MSG(cudaFuncSetAttribute(mm_kernel<Q, DUAL>, cudaFuncAttributeMaxDynamicSharedMemorySize, dyn),
-                      "%s: %d bytes of dynamic shared memory for the expert kernel", name, dyn);
-  PZ_CUDA_CHECK_MSG(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mm_kernel<Q, DUAL>, kThreads, dyn),
+  PZ_CUDA_CHECK_MSG(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mm_kernel<Q, DUAL>, kThreads, 0),
                     "%s: occupancy of the expert kernel", name);
   int64_t grid = (int64_t)sms * (per_sm < 1 ? 1 : per_sm);
   if (grid > max_items) grid = max_items;
   if (grid < 1) grid = 1;
-  mm_kernel<Q, DUAL><<<(unsigned)grid, kThreads, dyn, stream>>>(mp);
+  mm_kernel<Q, DUAL><<<(unsigned)grid, kThreads, 0, stream>>>(mp);
   PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }

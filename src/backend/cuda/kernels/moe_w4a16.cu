@@ -342,14 +342,14 @@ struct tstage {
 
 template <bool DUAL>
 __device__ __forceinline__ void tload(tstage<DUAL> &b, const uint4 *wa, const uint4 *wb, const uint4 *sa,
-                                      const uint4 *sb, int sc) {
-  b.lo = ld16(wa + sc * 64);
-  b.hi = ld16(wa + sc * 64 + 32);
-  b.sc = __ldg(sa + sc * 8);
+                                      const uint4 *sb) {
+  b.lo = ld16(wa);
+  b.hi = ld16(wa + 32);
+  b.sc = __ldg(sa);
   if (DUAL) {
-    b.lo1 = ld16(wb + sc * 64);
-    b.hi1 = ld16(wb + sc * 64 + 32);
-    b.sc1 = __ldg(sb + sc * 8);
+    b.lo1 = ld16(wb);
+    b.hi1 = ld16(wb + 32);
+    b.sc1 = __ldg(sb);
   }
 }
 
@@ -392,7 +392,11 @@ __device__ __forceinline__ void tcompute(const tstage<DUAL> &b, const uint4 *con
 // equal within 1 % at TP 1 / 2 / 4 (bench/results/moe_h200_int4_ab/, 2026-12-02) and was removed. At 64
 // registers the paths for 2-4 n-tiles (9-32 tokens of one expert in a work item) spill (ptxas:
 // 464 bytes in down, 2092 in gate/up); uniform decode routing runs the 1-n-tile path, which those
-// timings measure.
+// timings measure. Also measured and dropped (bench/results/moe_h200_int4_ab/README.md): a cp.async
+// ring per warp in shared memory, at 4 CTAs per SM (rounds 65-66) and at 2 CTAs per SM with 128
+// registers and 4 stages (round 75: TP 1 m 16 4 % faster, TP 4 m 128 12 % slower); the 136 taken out
+// by an extra mma per group instead of the bf16 subtract (round 74: 25 % slower: the mma.sync pipe and
+// its latency chain, not the ALU count, bound this loop).
 template <bool DUAL, int NT>
 __device__ __forceinline__ void warp_tile_t(const uint4 *wa, const uint4 *wb, const uint4 *sa, const uint4 *sb, int cb,
                                             int ce, const __nv_bfloat16 *const (&xr)[NT], float (&acc)[2][NT][4]) {
@@ -404,7 +408,7 @@ __device__ __forceinline__ void warp_tile_t(const uint4 *wa, const uint4 *wb, co
   wa += (int64_t)cb * 64; wb += (int64_t)cb * 64; sa += (int64_t)cb * 8; sb += (int64_t)cb * 8;
   for (int sc = cb; sc < ce; sc++) {
     tstage<DUAL> b;
-    tload<DUAL>(b, wa, wb, sa, sb, 0);
+    tload<DUAL>(b, wa, wb, sa, sb);
     tcompute<DUAL, NT>(b, xq, acc);
     wa += 64; wb += 64; sa += 8; sb += 8;
 #pragma unroll
@@ -412,108 +416,21 @@ __device__ __forceinline__ void warp_tile_t(const uint4 *wa, const uint4 *wb, co
   }
 }
 
-// ---------------------------------------------------------------- the shared-memory ring (W4T<true>)
-// Each warp streams its super-chunks through a ring of S stages of its own in dynamic shared memory
-// with cp.async (16 bytes per lane, no registers held while in flight), S - 1 super-chunks ahead of
-// the one it computes. The register path above has one super-chunk in flight per warp, so the bytes
-// in flight per SM are bounded by the warps it holds (32 x 2.3 KB at 4 CTAs per SM, gate/up); with the
-// ring, 2 CTAs per SM keep 16 x 3 x 2.3 KB in flight whatever the compute does (Little's law: 4.8 TB/s
-// x ~1.5 us of loaded latency needs ~55 KB per SM). Same arithmetic, same bits as the register path.
-constexpr int kRingStages = 4;
-constexpr int kMatUnits = 64 + 8;  // 16-byte units of one matrix per super-chunk: 64 of words, 8 of scales
-
-template <bool DUAL>
-__host__ __device__ constexpr int ring_stage_units() { return (DUAL ? 2 : 1) * kMatUnits; }
-
-__device__ __forceinline__ void cp16(void *smem, const void *g) {
-  const uint32_t sa = (uint32_t)__cvta_generic_to_shared(smem);
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"(sa), "l"(g) : "memory");
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
-
-// Super-chunk i of [wa, sa] (and [wb, sb] when DUAL; the row block's units at super-chunk cb) into
-// ring stage d: lane l copies word units l and 32 + l, lanes 0..7 the 8 scale units.
-template <bool DUAL>
-__device__ __forceinline__ void ring_issue(uint4 *d, const uint4 *wa, const uint4 *wb, const uint4 *sa, const uint4 *sb,
-                                           int i, int lane) {
-  const uint4 *w = wa + (int64_t)i * 64, *q = sa + (int64_t)i * 8;
-  cp16(d + lane, w + lane);
-  cp16(d + 32 + lane, w + 32 + lane);
-  if (lane < 8) cp16(d + 64 + lane, q + lane);
-  if (DUAL) {
-    const uint4 *w1 = wb + (int64_t)i * 64, *q1 = sb + (int64_t)i * 8;
-    cp16(d + kMatUnits + lane, w1 + lane);
-    cp16(d + kMatUnits + 32 + lane, w1 + 32 + lane);
-    if (lane < 8) cp16(d + kMatUnits + 64 + lane, q1 + lane);
-  }
-}
-
-// warp_tile_t's contract, through the ring; wa / wb / sa / sb: the row block's units at super-chunk 0
-// (not offset by lane).
-template <bool DUAL, int NT, int S>
-__device__ __forceinline__ void warp_tile_r(const uint4 *wa, const uint4 *wb, const uint4 *sa, const uint4 *sb, int cb,
-                                            int ce, const __nv_bfloat16 *const (&xr)[NT], float (&acc)[2][NT][4]) {
-  extern __shared__ uint4 moe_ring[];
-  constexpr int ST = ring_stage_units<DUAL>();
-  const int lane = threadIdx.x & 31, c = lane & 3;
-  uint4 *ring = moe_ring + (threadIdx.x >> 5) * (S * ST);
-  const uint4 *xq[NT];
-#pragma unroll
-  for (int j = 0; j < NT; j++) xq[j] = reinterpret_cast<const uint4 *>(xr[j] + (int64_t)cb * 128 + c * 8);
-  wa += (int64_t)cb * 64; wb += (int64_t)cb * 64; sa += (int64_t)cb * 8; sb += (int64_t)cb * 8;
-  const int n = ce - cb;
-  __syncwarp(); /* the previous item's reads of the ring are done before it is refilled */
-#pragma unroll
-  for (int i = 0; i < S - 1; i++) {
-    if (i < n) ring_issue<DUAL>(ring + i * ST, wa, wb, sa, sb, i, lane);
-    cp_commit(); /* one group per stage, empty or not: the wait below counts groups */
-  }
-  for (int i = 0; i < n; i++) {
-    __syncwarp(); /* stage (i - 1) % S, refilled now, has been read by every lane */
-    if (i + S - 1 < n) ring_issue<DUAL>(ring + ((i + S - 1) % S) * ST, wa, wb, sa, sb, i + S - 1, lane);
-    cp_commit();
-    cp_wait<S - 1>(); /* this lane's copies of super-chunk i have landed */
-    __syncwarp();     /* and every lane's (the scale units come from lanes 0..7) */
-    const uint4 *d = ring + (i % S) * ST;
-    tstage<DUAL> b;
-    b.lo = d[lane];
-    b.hi = d[32 + lane];
-    b.sc = d[64 + (lane >> 2)];
-    if (DUAL) {
-      b.lo1 = d[kMatUnits + lane];
-      b.hi1 = d[kMatUnits + 32 + lane];
-      b.sc1 = d[kMatUnits + 64 + (lane >> 2)];
-    }
-    tcompute<DUAL, NT>(b, xq, acc);
-#pragma unroll
-    for (int j = 0; j < NT; j++) xq[j] += 16;
-  }
-}
-
 // The tiled policy: s.w* words and s.s* scales in pz_moe_w4a16_tile's layout (N % 16 == 0,
-// K % 128 == 0), chunks of 128 columns (4 groups). RING: the shared-memory ring, 2 CTAs per SM (128
-// registers per thread, 32 KB static + ring_bytes of dynamic shared memory per CTA); otherwise the
-// register path, 4 CTAs per SM (64 registers). PREZERO_MOE_W4_RING picks one.
-template <bool RING>
+// K % 128 == 0), chunks of 128 columns (4 groups), 4 CTAs per SM (64 registers per thread).
 struct W4T {
   static constexpr int kChunk = 128;
-  static constexpr int kMinBlocks = RING ? 2 : 4;
-  template <bool DUAL>
-  static constexpr int ring_bytes() { return RING ? kWarps * kRingStages * ring_stage_units<DUAL>() * 16 : 0; }
+  static constexpr int kMinBlocks = 4;
   template <bool DUAL, int NT>
   static __device__ __forceinline__ void tile(const seg &s, int e, int row0, int cb, int ce,
                                               const __nv_bfloat16 *const (&xr)[NT], float (&acc)[2][NT][4]) {
     const int lane = threadIdx.x & 31;
-    const int ul = RING ? 0 : lane, sl = RING ? 0 : lane >> 2; /* the ring's copies place the lanes */
     const int64_t blk = (int64_t)(s.K / 128) * (row0 / 16); /* super-chunks before this row block */
-    const uint4 *w0 = reinterpret_cast<const uint4 *>(s.w0) + (int64_t)e * (s.wstride / 4) + blk * 64 + ul;
-    const uint4 *w1 = DUAL ? reinterpret_cast<const uint4 *>(s.w1) + (int64_t)e * (s.wstride / 4) + blk * 64 + ul : w0;
-    const uint4 *s0 = reinterpret_cast<const uint4 *>(s.s0) + (int64_t)e * (s.sstride / 8) + blk * 8 + sl;
-    const uint4 *s1 = DUAL ? reinterpret_cast<const uint4 *>(s.s1) + (int64_t)e * (s.sstride / 8) + blk * 8 + sl : s0;
-    if constexpr (RING) warp_tile_r<DUAL, NT, kRingStages>(w0, w1, s0, s1, cb, ce, xr, acc);
-    else warp_tile_t<DUAL, NT>(w0, w1, s0, s1, cb, ce, xr, acc);
+    const uint4 *w0 = reinterpret_cast<const uint4 *>(s.w0) + (int64_t)e * (s.wstride / 4) + blk * 64 + lane;
+    const uint4 *w1 = DUAL ? reinterpret_cast<const uint4 *>(s.w1) + (int64_t)e * (s.wstride / 4) + blk * 64 + lane : w0;
+    const uint4 *s0 = reinterpret_cast<const uint4 *>(s.s0) + (int64_t)e * (s.sstride / 8) + blk * 8 + (lane >> 2);
+    const uint4 *s1 = DUAL ? reinterpret_cast<const uint4 *>(s.s1) + (int64_t)e * (s.sstride / 8) + blk * 8 + (lane >> 2) : s0;
+    warp_tile_t<DUAL, NT>(w0, w1, s0, s1, cb, ce, xr, acc);
   }
 };
 
@@ -636,8 +553,7 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
     PZ_CUDA_CHECK_MSG(cudaGetDevice(&dev), "moe w4a16: cannot read the current device");
     PZ_CUDA_CHECK_MSG(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "moe w4a16: SM count");
   }
-  const bool ring = a->w4_ring == 2 || (a->w4_ring == 0 && PZ_MOE_W4_RING_DEFAULT);
-  const int slots = (ring ? W4T<true>::kMinBlocks : W4T<false>::kMinBlocks) * sms; /* 0 (not read): the fixed rule */
+  const int slots = W4T::kMinBlocks * sms; /* 0 (not read): the fixed rule */
   up.WK = a->w4_wk_up ? a->w4_wk_up : pz_moe_w4_wk(1, H, I, a->m, K, E, slots, tiled, adaptive);
   dn.WK = a->w4_wk_dn ? a->w4_wk_dn : pz_moe_w4_wk(0, H, I, a->m, K, E, slots, tiled, adaptive);
   up.direct = dn.direct = !a->direct_off;
@@ -648,11 +564,7 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
     const void *pp[] = {a->w_gate, a->w_up, a->w_down, a->s_gate, a->s_up, a->s_down};
     for (int i = 0; i < 6; i++)
       if (!aligned(pp[i], 16)) return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: tiled experts must be 16-byte aligned");
-    /* the shared-memory ring (W4T<true>) unless w4_ring is 1 */
-    if (a->w4_ring < 0 || a->w4_ring > 2)
-      return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: w4_ring %d is not 0, 1 or 2", a->w4_ring);
-    if (ring) return run_all<W4T<true>>(a, l, up, dn, "moe w4a16", stream);
-    return run_all<W4T<false>>(a, l, up, dn, "moe w4a16", stream);
+    return run_all<W4T>(a, l, up, dn, "moe w4a16", stream);
   }
   /* 16-byte weight loads when every packed array is 16-byte aligned (rows and experts then are:
      K % 32 == 0); otherwise the 4-byte path, same results. */
