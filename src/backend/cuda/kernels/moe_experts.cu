@@ -32,80 +32,10 @@ struct gather_params {
   int *__restrict__ n_work;         // [1] out
 };
 
-// Exclusive scan of one int per thread over the CTA (kGatherThreads threads); returns the
-// prefix, *total gets the sum.
-__device__ int block_exclusive_scan(int v, int *s_warp, int *total) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  int x = v;
-  for (int o = 1; o < 32; o <<= 1) {
-    int y = __shfl_up_sync(0xffffffffu, x, o);
-    if (lane >= o) x += y;
-  }
-  if (lane == 31) s_warp[warp] = x;
-  __syncthreads();
-  if (warp == 0) {
-    int w = s_warp[lane];
-    for (int o = 1; o < 32; o <<= 1) {
-      int y = __shfl_up_sync(0xffffffffu, w, o);
-      if (lane >= o) w += y;
-    }
-    s_warp[lane] = w;  // inclusive over warps
-  }
-  __syncthreads();
-  int before = (warp ? s_warp[warp - 1] : 0) + x - v;
-  *total = s_warp[31];
-  __syncthreads();
-  return before;
-}
-
-// One CTA: counts by shared-memory atomics (order-free), scans, then warp 0 places the pairs
-// in pair order with match_any ranks, so each expert's tokens are sorted (deterministic).
+// One CTA: pz_moe_item::gather (moe_item_common.cuh), work items of kGroup tokens.
 __global__ void __launch_bounds__(kGatherThreads) moe_gather_kernel(gather_params p) {
-  __shared__ int s_cnt[PZ_MOE_MAX_EXPERTS];
-  __shared__ int s_warp[32];
-  const int tid = threadIdx.x, E = p.E;
-  for (int e = tid; e < E; e += kGatherThreads) s_cnt[e] = 0;
-  __syncthreads();
-  for (int q = tid; q < p.n_pairs; q += kGatherThreads) {
-    int id = p.ids[q];
-    if (id >= 0 && id < E) atomicAdd(&s_cnt[id], 1);
-  }
-  __syncthreads();
-  const int e = tid;  // E <= kGatherThreads
-  const int cnt = e < E ? s_cnt[e] : 0;
-  const int groups = (cnt + kGroup - 1) / kGroup;
-  int total_pairs, total_work;
-  const int off = block_exclusive_scan(cnt, s_warp, &total_pairs);
-  const int wk = block_exclusive_scan(groups, s_warp, &total_work);
-  if (e < E) {
-    p.offsets[e] = off;
-    for (int j = 0; j < groups; j++) {
-      int c = cnt - j * kGroup;
-      p.work[wk + j] = make_int4(e, off + j * kGroup, c < kGroup ? c : kGroup, 0);
-    }
-    s_cnt[e] = off;  // running insert position
-  }
-  if (tid == 0) {
-    p.offsets[E] = total_pairs;
-    *p.n_work = total_work;
-  }
-  __syncthreads();
-  if (tid >= 32) return;
-  const int lane = tid;
-  for (int base = 0; base < p.n_pairs; base += 32) {
-    const int q = base + lane;
-    int id = q < p.n_pairs ? p.ids[q] : -1;
-    const bool valid = id >= 0 && id < E;
-    const unsigned peers = __match_any_sync(0xffffffffu, valid ? id : E + lane);
-    int pos = 0;
-    if (valid) pos = s_cnt[id] + __popc(peers & ((1u << lane) - 1u));
-    __syncwarp();
-    if (valid) {
-      p.pairs[pos] = q;
-      if ((peers & ((1u << lane) - 1u)) == 0) s_cnt[id] += __popc(peers);
-    }
-    __syncwarp();
-  }
+  pz_moe_item::gather<kGatherThreads, kGroup, PZ_MOE_MAX_M * PZ_MOE_MAX_TOPK>(p.n_pairs, p.E, p.ids, p.offsets, p.pairs,
+                                                                           p.work, p.n_work);
 }
 
 // ---------------------------------------------------------------- expert GEMM kernels

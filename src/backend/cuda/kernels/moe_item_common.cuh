@@ -1,6 +1,6 @@
 /* The pieces of one grouped-expert work item that the bf16 (moe_experts.cu) and the quantised
- * (moe_q_common.cuh: W4A16, W8A16) expert kernels share: SwiGLU, the input rows of the item's
- * tokens, and the reduction of the warps' K slices through shared memory in warp order
+ * (moe_q_common.cuh: W4A16, W8A16) expert kernels share: the gather of the routed (token, slot)
+ * pairs into per-expert lists and work items, SwiGLU, the input rows of the item's tokens, and the reduction of the warps' K slices through shared memory in warp order
  * (deterministic) followed by the write of h (bf16, SwiGLU applied) or d (f32).
  * S is the kernel's segment (N, WK, in, ld_in, in_mode, out, ld_out, out_mode), P its launch
  * parameters (pairs, topk); WARPS / THREADS the CTA's warps / threads. */
@@ -9,6 +9,91 @@
 #include <stdint.h>
 
 namespace pz_moe_item {
+
+/* Exclusive scan of one int per thread over a CTA of THREADS (a multiple of 32, <= 1024) threads;
+ * returns the prefix, *total gets the sum. s_warp: 32 ints of shared memory. */
+template <int THREADS>
+__device__ int block_exclusive_scan(int v, int *s_warp, int *total) {
+  constexpr int NW = THREADS / 32;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int x = v;
+  for (int o = 1; o < 32; o <<= 1) {
+    const int y = __shfl_up_sync(0xffffffffu, x, o);
+    if (lane >= o) x += y;
+  }
+  if (lane == 31) s_warp[warp] = x;
+  __syncthreads();
+  if (warp == 0) {
+    int w = lane < NW ? s_warp[lane] : 0;
+    for (int o = 1; o < 32; o <<= 1) {
+      const int y = __shfl_up_sync(0xffffffffu, w, o);
+      if (lane >= o) w += y;
+    }
+    if (lane < NW) s_warp[lane] = w; /* inclusive over warps */
+  }
+  __syncthreads();
+  const int before = (warp ? s_warp[warp - 1] : 0) + x - v;
+  *total = s_warp[NW - 1];
+  __syncthreads();
+  return before;
+}
+
+/* The gather, one CTA of THREADS >= E threads (E <= 1024, n_pairs <= MAX_PAIRS): ids [n_pairs] (expert
+ * of pair q = token * top_k + slot; ids outside [0, E) are skipped) -> the pairs sorted by expert, then
+ * by pair index (deterministic): pairs[pos] = q; work items {expert, first position, count <= TOK, 0}
+ * in expert order, *n_work of them; offsets [E + 1] (NULL: not written) the first position of each
+ * expert. Counts by shared-memory atomics (order-free), two CTA scans, then warp 0 places 32 pairs at
+ * a time with match_any ranks, reading the ids from shared memory (copied first by every thread). */
+template <int THREADS, int TOK, int MAX_PAIRS>
+__device__ void gather(int n_pairs, int E, const int32_t *ids, int *offsets, int *pairs, int4 *work, int *n_work) {
+  __shared__ int s_cnt[THREADS];
+  __shared__ int s_ids[MAX_PAIRS];
+  __shared__ int s_warp[32];
+  const int tid = threadIdx.x;
+  s_cnt[tid] = 0;
+  for (int q = tid; q < n_pairs; q += THREADS) s_ids[q] = ids[q];
+  __syncthreads();
+  for (int q = tid; q < n_pairs; q += THREADS) {
+    const int id = s_ids[q];
+    if (id >= 0 && id < E) atomicAdd(&s_cnt[id], 1);
+  }
+  __syncthreads();
+  const int e = tid; /* E <= THREADS */
+  const int cnt = e < E ? s_cnt[e] : 0;
+  const int items = (cnt + TOK - 1) / TOK;
+  int total_pairs, total_work;
+  const int off = block_exclusive_scan<THREADS>(cnt, s_warp, &total_pairs);
+  const int wk = block_exclusive_scan<THREADS>(items, s_warp, &total_work);
+  if (e < E) {
+    if (offsets) offsets[e] = off;
+    for (int j = 0; j < items; j++) {
+      const int c = cnt - j * TOK;
+      work[wk + j] = make_int4(e, off + j * TOK, c < TOK ? c : TOK, 0);
+    }
+    s_cnt[e] = off; /* running insert position */
+  }
+  if (tid == 0) {
+    if (offsets) offsets[E] = total_pairs;
+    *n_work = total_work;
+  }
+  __syncthreads();
+  if (tid >= 32) return;
+  const int lane = tid;
+  const unsigned before = (1u << lane) - 1u;
+  for (int base = 0; base < n_pairs; base += 32) {
+    const int q = base + lane;
+    const int id = q < n_pairs ? s_ids[q] : -1;
+    const bool valid = id >= 0 && id < E;
+    const unsigned peers = __match_any_sync(0xffffffffu, valid ? id : E + lane);
+    const int pos = valid ? s_cnt[id] + __popc(peers & before) : 0;
+    __syncwarp();
+    if (valid) {
+      pairs[pos] = q;
+      if ((peers & before) == 0) s_cnt[id] += __popc(peers);
+    }
+    __syncwarp();
+  }
+}
 
 /* silu(g) * u with IEEE round-to-nearest operations (the CPU reference's order). */
 __device__ __forceinline__ float silu_mul(float g, float u) {
