@@ -114,7 +114,13 @@ typedef struct pz_runtime_opts {
                                        * kernels' work items whose K is not split across warps write each
                                        * warp's rows straight from its registers (no shared-memory reduction,
                                        * no CTA barrier); 0 through shared memory as before. Bit-identical.
-                                       * Added last */
+                                       * Added in 0.2.0 */
+  int mla_lazy;                       /* PREZERO_MLA_LAZY: -1 unset or 1 (the default) MLA attention v4 keeps a
+                                       * slice's running max until a tile's max exceeds it by more than 8
+                                       * (natural-log units; the lazy rescale of FlashAttention-4), so O is
+                                       * rarely rescaled and the two P.V products of an iteration overlap; 0
+                                       * moves it at every increase. Not the same bits (the softmax uses
+                                       * another max); both within the CPU reference's bound. Added last */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. o NULL: nothing happens. */

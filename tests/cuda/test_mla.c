@@ -659,6 +659,17 @@ int main(void) {
     const int ms[] = {3, 64};
     const int64_t ctx[] = {7, 300};
     CHECK(attn_version_of(&K2_TP1) == 4);
+    /* v4 with the running max moved at every increase (PREZERO_MLA_LAZY=0): the rescale branch, with its
+       wait for the other warpgroup's product, runs on most tiles (the default's threshold of 8 rarely
+       takes it on these scores) */
+    setenv("PREZERO_MLA_LAZY", "0", 1);
+    remake_G();
+    {
+      const int64_t cl[] = {7, 300, 2049};
+      run_shape(&K2_TP1, ms, 1, cl, 3, 8);
+      run_shape(&K2_TP2, ms, 1, cl, 3, 8);
+    }
+    unsetenv("PREZERO_MLA_LAZY");
     setenv("PREZERO_MLA_ATTN", "3", 1);
     remake_G();
     run_shape(&K2_TP1, ms, 2, ctx, 2, 64);

@@ -190,9 +190,13 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
       for (int r = 0; r < 2; r++) {
         mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
         mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        const float mn = fmaxf(m_run[r], mx[r]); /* the first position of every tile is valid: finite */
-        al[r] = expf(m_run[r] - mn);
-        m_run[r] = mn;
+        /* the first position of every tile is valid: mx finite. Lazy rescale: the running max moves only
+           when this tile's exceeds it by more than k.lazy_rescale (so P <= e^lazy_rescale, exact either
+           way: O and the sum share the max they use); on the first tile O and the sum are 0: no factor */
+        if (mx[r] > m_run[r] + k.lazy_rescale) {
+          al[r] = m_run[r] == -INFINITY ? 1.0f : expf(m_run[r] - mx[r]);
+          m_run[r] = mx[r];
+        }
       }
 #pragma unroll
       for (int e = 0; e < 16; e++) {
@@ -240,8 +244,9 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
 #pragma unroll
       for (int j = 0; j < 128; j++) o[j] *= al_o[(j >> 1) & 1];
     }
-    /* each product is waited for before O is touched again: a rescale between two wgmmas in flight on
-     * the same accumulators makes ptxas serialize every wgmma of the kernel (C7520) */
+    /* the other's product is in flight while this warpgroup's is issued, unless this tile moved the
+     * running max: then it is waited for before O is rescaled (a rescale of accumulators with a wgmma in
+     * flight on them would make ptxas serialize every wgmma of the kernel, C7520) */
     if (oth) {
       /* the tile's bytes: already complete (its owner waited; the stage is not refilled before this
        * warpgroup releases it), waited for here so that this thread's view of the copy is its own */
@@ -252,10 +257,10 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
 #pragma unroll
       for (int kc = 0; kc < 2; kc++) WgmmaTransB<256>::mma(o, dp + 2 * kc, dv + (kc * 16 * 128 >> 4), 1);
       wgmma_commit();
-      wgmma_wait<0>();
     }
     if (own) {
       if (__any_sync(0xffffffffu, al[0] != 1.0f || al[1] != 1.0f)) {
+        wgmma_wait<0>();
 #pragma unroll
         for (int j = 0; j < 128; j++) o[j] *= al[(j >> 1) & 1];
       }
@@ -264,8 +269,8 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
 #pragma unroll
       for (int kc = 0; kc < 2; kc++) WgmmaRegA<256>::mma(o, a[kc], dv + (kc * 16 * 128 >> 4), 1);
       wgmma_commit();
-      wgmma_wait<0>();
     }
+    wgmma_wait<0>();
     if (lane == 0) {
       if (oth) mbar_arrive(&empty[so]);
       if (own) mbar_arrive(&empty[st]);
