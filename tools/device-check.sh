@@ -18,6 +18,8 @@
 #              then PREZERO_MLA_WAVES=1 (one wave)
 #   attn_splits  `prezero bench attn` TP 1/2, m 64/128, mixed and uniform contexts with PREZERO_MLA_SPLITS=2 and 4
 #   quant_ab   `prezero bench moe --quant int4` per W4A16 K split or switch (PZ_AB_LIST, e.g. "base nodirect dn1:up1")
+#   attn_lazy  `prezero bench attn`: v4 with its lazy rescale (the default) then PREZERO_MLA_LAZY=0, TP 1/2 (PZ_ATTN4_ARGS),
+#              context 8192 paged and mixed [1024, 16384]
 #   attn_v4    `prezero bench attn`: the default (v4 ping-pong above 16 heads) then PREZERO_MLA_ATTN=3, TP 1/2/4/8, paged,
 #              context 8192 and mixed [1024, 16384]
 #   ncu_attn   ncu of the MLA split attention and combine kernels (PZ_NCU_M, default 4; not yet run)
@@ -299,6 +301,16 @@ for s in $sections; do
       PREZERO_MLA_ATTN=3 run bench_attn_v3_mixed ${PZ_T_ATTN:-150} $P bench attn --tp 1,2 --m 16,64,128 --reps 7 --paged \
         --ctx 16384 --ctx-min 1024 --json $W/attn_v3_mixed.json --md $W/attn_v3_mixed.md
       for f in v4 v3 v4_mixed v3_mixed; do grep -E "^\| [0-9]" $W/attn_$f.md | awk -F'|' -v a=$f '{print a, "tp", $2, "m", $4, $5, "attn_us", $8, $10}' | tee -a "$S"; done ;;
+    attn_lazy)  # issue 18: v4 with its lazy rescale (the default) against PREZERO_MLA_LAZY=0 in the same call, Kimi-K2
+              # shapes (PZ_ATTN4_ARGS, default TP 1/2, m 4/16/64/128), context 8192 paged, then mixed contexts [1024, 16384]
+      for v in lazy nolazy; do
+        e=""; [ $v = nolazy ] && e="PREZERO_MLA_LAZY=0"
+        run bench_attn_$v ${PZ_T_ATTN:-150} env $e $P bench attn ${PZ_ATTN4_ARGS:---tp 1,2 --m 4,16,64,128} --reps 7 --paged \
+          --json $W/attn_v4_$v.json --md $W/attn_v4_$v.md
+        run bench_attn_${v}_mixed ${PZ_T_ATTN:-150} env $e $P bench attn --tp 1,2 --m 16,64,128 --reps 7 --paged --ctx 16384 \
+          --ctx-min 1024 --json $W/attn_v4_${v}_mixed.json --md $W/attn_v4_${v}_mixed.md
+      done
+      for f in lazy nolazy lazy_mixed nolazy_mixed; do grep -E "^\| [0-9]" $W/attn_v4_$f.md | awk -F'|' -v a=$f '{print a, "tp", $2, "m", $4, $5, "attn_us", $8, $10}' | tee -a "$S"; done ;;
     attn_v3)  # issue 18: the TMA + wgmma attention kernel (v3, default) and v2 (PREZERO_MLA_ATTN=2) in the same call,
               # Kimi-K2 shapes TP 1/2/4/8, context 8192 paged, then mixed contexts [1024, 16384]
       run bench_attn_v3 ${PZ_T_ATTN:-150} $P bench attn --tp 1,2,4,8 --m 4,16,64,128 --reps 7 --paged \
