@@ -23,8 +23,28 @@ int pz_bench_parse_list(const char *s, int *v, int cap, int lo, int hi) {
   return n;
 }
 
+extern char **environ;
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
 void pz_bench_command_line(char *buf, size_t cap, const char *prefix, int argc, char **argv) {
-  snprintf(buf, cap, "%s", prefix);
+  buf[0] = 0;
+  /* the PREZERO_* switches set in the environment, sorted, as NAME=value words before the command */
+  size_t n = 0;
+  for (char **e = environ; e && *e; e++) n += strncmp(*e, "PREZERO_", 8) == 0;
+  char **set = n ? malloc(n * sizeof *set) : NULL;
+  if (set) {
+    size_t k = 0;
+    for (char **e = environ; e && *e && k < n; e++)
+      if (strncmp(*e, "PREZERO_", 8) == 0) set[k++] = *e;
+    qsort(set, k, sizeof *set, cmp_str);
+    for (size_t i = 0; i < k; i++) {
+      strncat(buf, set[i], cap - strlen(buf) - 1);
+      strncat(buf, " ", cap - strlen(buf) - 1);
+    }
+    free(set);
+  }
+  strncat(buf, prefix, cap - strlen(buf) - 1);
   for (int i = 0; i < argc; i++) {
     strncat(buf, " ", cap - strlen(buf) - 1);
     strncat(buf, argv[i], cap - strlen(buf) - 1);

@@ -18,7 +18,8 @@ struct cJSON;
  * are more than cap. */
 int pz_bench_parse_list(const char *s, int *v, int cap, int lo, int hi);
 
-/* Writes `prefix`, then " argv[i]" for i in 0..argc, into buf (truncated to cap - 1 chars). */
+/* Writes "NAME=value " for each PREZERO_* variable set in the environment (sorted: the switches the
+ * run had), then `prefix`, then " argv[i]" for i in 0..argc, into buf (truncated to cap - 1 chars). */
 void pz_bench_command_line(char *buf, size_t cap, const char *prefix, int argc, char **argv);
 /* Adds "command": cmd and "date": the current UTC time as "YYYY-MM-DDTHH:MM:SSZ" to root. */
 void pz_bench_json_add_command_date(struct cJSON *root, const char *cmd);
