@@ -138,7 +138,8 @@ PZ_API pz_status pz_engine_create(const pz_engine_config *cfg, pz_engine **out);
  * ties). Each sequence's position advances by one; sequence i is at position context + the
  * number of steps that included it. Errors: PZ_ERR_INVALID_ARG (m out of range, token id out of
  * range, NULL pointer, or a sequence whose KV cache is full), PZ_ERR_IO (CPU: a logit is NaN or
- * infinite, i.e. the weights or FP8 scales hold NaN / infinity or overflow; the step has run:
+ * infinite; CUDA: a row holds a NaN or its max is +infinity, read from the argmax without copying
+ * the logits out; i.e. the weights or FP8 scales hold NaN / infinity or overflow; the step has run:
  * positions advanced and pz_engine_logits gives its logits), PZ_ERR_CUDA (a CUDA call of the step
  * failed), PZ_ERR_TIMEOUT (one process per rank: a peer did not arrive within the engine's timeout). */
 PZ_API pz_status pz_engine_step(pz_engine *e, int m, const int32_t *tokens_in, int32_t *tokens_out);

@@ -71,6 +71,11 @@ pz_status pz_backend_logits(const pz_backend *b, int64_t m, float *out) {
   return b->vt->logits(b->x, m, out);
 }
 
+int64_t pz_backend_bad_row(const pz_backend *b, int *is_nan) {
+  if (is_nan) *is_nan = 0;
+  return b && b->vt->bad_row ? b->vt->bad_row(b->x, is_nan) : -1;
+}
+
 pz_status pz_backend_time_step(pz_backend *b, int64_t M, int32_t pos_all, int iters, int reps, double *us_median) {
   NEED_B("pz_backend_time_step");
   return b->vt->time_step(b->x, M, M, pos_all, iters, reps, us_median);

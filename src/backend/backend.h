@@ -90,6 +90,12 @@ pz_status pz_backend_step(pz_backend *b, int64_t m, const int32_t *tokens, const
  * step's m), PZ_ERR_OOM (host staging), PZ_ERR_CUDA. */
 pz_status pz_backend_logits(const pz_backend *b, int64_t m, float *out);
 
+/* The last step's first row whose logits are not finite, as the backend saw them without copying them
+ * out (CUDA: from the argmax candidates: a NaN anywhere in a row, or +infinity as its max), -1 when
+ * none or the backend does not track it (CPU: check pz_backend_logits). *is_nan (may be NULL): 1 NaN,
+ * 0 infinity. */
+int64_t pz_backend_bad_row(const pz_backend *b, int *is_nan);
+
 /* Benchmark timing of the step of batch M (1..graph m; with CUDA graphs a captured size, see
  * pz_backend_padded_m): one warm-up step (capturing when needed), then `reps` (1..64) times the
  * step `iters` (>= 1) times back to back; every row decodes token (i * 7919) % vocab at position

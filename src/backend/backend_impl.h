@@ -10,7 +10,7 @@ extern "C" {
 /* One backend's entries over its own handle `x` (the executor). create, step, logits, time_step
  * and destroy are required; an entry left NULL means "not on this backend": backend.c then
  * answers PZ_ERR_UNSUPPORTED (optional entries) or the neutral value of the query (capture: PZ_OK,
- * padded_m: m, device_bytes: 0, gemm_table: "", per_batch: false). Arguments reach an entry
+ * padded_m: m, device_bytes: 0, gemm_table: "", per_batch: false, bad_row: -1). Arguments reach an entry
  * already checked for NULL b. */
 typedef struct pz_backend_vtbl {
   pz_backend_kind kind;
@@ -30,6 +30,7 @@ typedef struct pz_backend_vtbl {
   pz_status (*set_prezero)(void *x, int on);
   pz_status (*set_gemm_force)(void *x, int flavour);
   pz_status (*plan)(void *x, int64_t m, struct pz_prezero_report *rep, const pz_graph **g);
+  int64_t (*bad_row)(const void *x, int *is_nan);
 } pz_backend_vtbl;
 
 extern const pz_backend_vtbl pz_backend_cpu_vtbl;  /* backend/cpu/backend_cpu.c */

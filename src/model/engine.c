@@ -347,7 +347,14 @@ pz_status pz_engine_step(pz_engine *e, int m, const int32_t *tokens_in, int32_t 
   PZ_CHECK(pz_backend_step(e->be, m, tokens_in, e->pos, tokens_out));
   for (int i = 0; i < m; i++) e->pos[i]++;
   e->last_m = m;
-  return e->ec.device == PZ_DEVICE_CPU ? check_logits(e, m) : PZ_OK;
+  if (e->ec.device == PZ_DEVICE_CPU) return check_logits(e, m);
+  /* CUDA: the argmax candidates tell (a NaN anywhere in a row, or an infinite max), no copy-out */
+  int is_nan = 0;
+  const int64_t bad = pz_backend_bad_row(e->be, &is_nan);
+  if (bad >= 0)
+    return pz_error(PZ_ERR_IO, "decode step: the logits of row %lld are not finite (%s); the model's weights or scales "
+                    "hold NaN or infinity, or overflow: check the checkpoint", (long long)bad, is_nan ? "NaN" : "infinity");
+  return PZ_OK;
 }
 
 pz_status pz_engine_logits(const pz_engine *e, int m, float *out) {

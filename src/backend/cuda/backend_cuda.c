@@ -63,6 +63,7 @@ static void cuda_gemm_table(const void *x, char *buf, size_t len) { pz_cuda_exec
 static bool cuda_per_batch(const void *x) { return pz_cuda_exec_per_batch(CX(x)); }
 static pz_status cuda_set_prezero(void *x, int on) { return pz_cuda_exec_set_prezero(X(x), on); }
 static pz_status cuda_set_gemm_force(void *x, int flavour) { return pz_cuda_exec_set_gemm_force(X(x), flavour); }
+static int64_t cuda_bad_row(const void *x, int *is_nan) { return pz_cuda_exec_bad_row(CX(x), is_nan); }
 static pz_status cuda_plan(void *x, int64_t m, struct pz_prezero_report *rep, const pz_graph **g) {
   return pz_cuda_exec_plan(X(x), m, rep, g);
 }
@@ -85,4 +86,5 @@ const pz_backend_vtbl pz_backend_cuda_vtbl = {
     .set_prezero = cuda_set_prezero,
     .set_gemm_force = cuda_set_gemm_force,
     .plan = cuda_plan,
+    .bad_row = cuda_bad_row,
 };

@@ -76,6 +76,8 @@ struct pz_cuda_exec {
   int64_t rows_offset;          /* arena offset of the step's real row count (pz_cuda_rank.rows) */
   int64_t arena_bytes;
   int64_t last_m;
+  int64_t bad_row;  /* the last step's first row whose argmax candidate was NaN or infinite, -1 none */
+  int bad_nan;      /* that candidate was a NaN (else an infinity) */
   bool sync_nodes;              /* PREZERO_CUDA_SYNC=1: eager steps wait after every node (debugging) */
 };
 
@@ -499,6 +501,7 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
   pz_cuda_exec *e = calloc(1, sizeof *e);
   if (!e) return pz_error(PZ_ERR_OOM, "CUDA executor: host allocation");
   pz_status st = PZ_OK;
+  e->bad_row = -1;
   e->opts = *o;
   e->tp = tp;
   e->lo = lo;
@@ -944,24 +947,35 @@ static pz_status step_once(pz_cuda_exec *e, int64_t m, const int32_t *tokens, co
       return xs;
     }
   }
-  if (next) {
-    for (int64_t i = 0; i < m; i++) {
-      int32_t best = -1, nan_id = -1;
-      float bv = 0.0f;
-      for (int r = 0; r < e->tp && nan_id < 0; r++) {
-        pz_argmax_cand cnd = gathered ? gathered[(int64_t)r * m + i] : e->ranks[r].cand_host[i];
-        if (cnd.id < 0) continue;
-        if (isnan(cnd.v)) nan_id = cnd.id;
-        else if (best < 0 || cnd.v > bv) { best = cnd.id; bv = cnd.v; }
+  /* each rank's candidate is its shard's max (a NaN when the shard has one): a NaN or an infinite max
+     marks the row's logits non-finite (pz_cuda_exec_bad_row) */
+  e->bad_row = -1;
+  e->bad_nan = 0;
+  for (int64_t i = 0; i < m; i++) {
+    int32_t best = -1, nan_id = -1;
+    float bv = 0.0f;
+    for (int r = 0; r < e->tp && nan_id < 0; r++) {
+      pz_argmax_cand cnd = gathered ? gathered[(int64_t)r * m + i] : e->ranks[r].cand_host[i];
+      if (cnd.id < 0) continue;
+      if (e->bad_row < 0 && !isfinite(cnd.v)) {
+        e->bad_row = i;
+        e->bad_nan = isnan(cnd.v);
       }
-      next[i] = nan_id >= 0 ? nan_id : best < 0 ? 0 : best;
+      if (isnan(cnd.v)) nan_id = cnd.id;
+      else if (best < 0 || cnd.v > bv) { best = cnd.id; bv = cnd.v; }
     }
+    if (next) next[i] = nan_id >= 0 ? nan_id : best < 0 ? 0 : best;
   }
   free(gathered);
   return PZ_OK;
 }
 
 static pz_status logits_once(const pz_cuda_exec *e, int64_t m, float *out);
+
+int64_t pz_cuda_exec_bad_row(const pz_cuda_exec *e, int *is_nan) {
+  if (is_nan) *is_nan = e ? e->bad_nan : 0;
+  return e ? e->bad_row : -1;
+}
 
 pz_status pz_cuda_exec_logits(const pz_cuda_exec *e, int64_t m, float *out) {
   if (!e) return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec logits: NULL executor");

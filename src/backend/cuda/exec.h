@@ -96,6 +96,11 @@ pz_status pz_cuda_exec_create(const pz_graph *g, const pz_cuda_exec_opts *opts, 
  * PZ_ERR_TIMEOUT (a peer never arrived; only with PREZERO_AR_TIMEOUT_US set). */
 pz_status pz_cuda_exec_step(pz_cuda_exec *e, int64_t m, const int32_t *tokens, const int32_t *pos, int32_t *next);
 
+/* The last step's first row whose logits are not finite, -1 when none (or no step yet); *is_nan (may
+ * be NULL): 1 a NaN, 0 an infinity. Read from the argmax candidates, each rank's shard max: a NaN
+ * anywhere in a row, or +infinity as its max, shows; a -infinity below a finite max does not. */
+int64_t pz_cuda_exec_bad_row(const pz_cuda_exec *e, int *is_nan);
+
 /* Captures the CUDA graphs of batch pz_cuda_exec_padded_m(e, m) for the set later steps run (OFF /
  * ON / forced flavour) when they are missing, without running them (a step would capture them
  * itself); nothing to do when graphs are off. 1 <= m <= graph m. Errors: PZ_ERR_INVALID_ARG,
