@@ -362,6 +362,48 @@ static void check_loader(int gpus) {
   }
 }
 
+/* A checkpoint whose final norm weights are NaN (the golden model at src, copied with model.norm.weight
+ * set to bf16 NaN): the CUDA engine's first step is refused with one line (PZ_ERR_IO), as the CPU
+ * engine refuses it (test_checkpoint), from the argmax candidates. */
+static void check_nan_logits(const char *src) {
+  char in[800], dir[700], out[800], cmd[2400];
+  snprintf(dir, sizeof dir, "%s/nan_ck", tmpdir);
+  snprintf(cmd, sizeof cmd, "mkdir -p %s && cp %s/config.json %s/", dir, src, dir);
+  CHECK(system(cmd) == 0);
+  snprintf(in, sizeof in, "%s/model.safetensors", src);
+  pz_st_file *f = NULL;
+  CHECK_OK(pz_st_open(in, &f));
+  if (!f) return;
+  static pz_st_write_entry w[512];
+  void *nan_data = NULL;
+  int n = 0, hit = 0;
+  for (int i = 0; i < f->n && n < 512; i++, n++) {
+    const pz_st_tensor *t = &f->t[i];
+    w[n] = (pz_st_write_entry){.name = t->name, .dtype = t->dtype, .ndim = t->ndim, .data = t->data};
+    for (int k = 0; k < t->ndim; k++) w[n].shape[k] = t->shape[k];
+    if (!strcmp(t->name, "model.norm.weight") && t->dtype == PZ_ST_BF16) {
+      uint16_t *q = malloc(t->nbytes);
+      for (int64_t j = 0; q && j < t->numel; j++) q[j] = 0x7fc0; /* bf16 NaN */
+      w[n].data = nan_data = q;
+      hit = 1;
+    }
+  }
+  CHECK(hit);
+  snprintf(out, sizeof out, "%s/model.safetensors", dir);
+  CHECK_OK(pz_st_write(out, n, w));
+  free(nan_data);
+  pz_st_close(f);
+  int32_t t[STEPS * M];
+  static float l[M * 200000];
+  const pz_status st = decode(NULL, dir, 1, t, l);
+  const char *msg = pz_last_error();
+  if (st != PZ_ERR_IO || !strstr(msg, "logits of row 0 are not finite (NaN)") || strchr(msg, '\n')) {
+    fprintf(stderr, "FAIL: NaN norm weights on CUDA -> %s [%s], want PZ_ERR_IO, non-finite logits\n",
+            pz_status_string(st), msg);
+    pz_test_failures++;
+  }
+}
+
 int main(void) {
   int gpus = pz_cuda_device_count();
   if (gpus == 0) {
@@ -384,6 +426,11 @@ int main(void) {
     check_golden(&g, models[i], gpus);
   }
   check_loader(gpus);
+  {
+    char d[700];
+    snprintf(d, sizeof d, "%s/llama", root);
+    check_nan_logits(d);
+  }
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
