@@ -118,9 +118,9 @@ typedef struct pz_runtime_opts {
   int mla_lazy;                       /* PREZERO_MLA_LAZY: -1 unset or 1 (the default) MLA attention v4 keeps a
                                        * slice's running max until a tile's max exceeds it by more than 8
                                        * (natural-log units; the lazy rescale of FlashAttention-4), so O is
-                                       * rarely rescaled and the two P.V products of an iteration overlap; 0
-                                       * moves it at every increase. Not the same bits (the softmax uses
-                                       * another max); both within the CPU reference's bound. Added last */
+                                       * rarely rescaled; 0 moves it at every increase. Not the same bits
+                                       * (the softmax uses another max); both within the CPU reference's
+                                       * bound. Added last */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. o NULL: nothing happens. */

@@ -253,7 +253,7 @@ int pz_cmd_bench_ar(int argc, char **argv) {
   setenv("NCCL_NVLS_ENABLE", "0", 1);
   if (setup(&b) != 0) return 1;
 
-  char cmd[512];
+  char cmd[1024];
   pz_bench_command_line(cmd, sizeof cmd, "prezero bench ar", argc - 1, argv + 1);
   struct cudaDeviceProp prop;
   PZ_BENCH_CUDA("bench ar", cudaGetDeviceProperties(&prop, 0), return 1);

@@ -380,7 +380,7 @@ static int report(shared *sh, int world, int iters, int reps, const char *json, 
   char placement[128];
   if (distinct == 1) snprintf(placement, sizeof placement, "%d processes on ONE GPU (time-sliced: protocol cost, not NVLink speed)", world);
   else snprintf(placement, sizeof placement, "%d processes on %d GPUs", world, distinct);
-  char cmd[512];
+  char cmd[1024];
   pz_bench_command_line(cmd, sizeof cmd, "prezero bench ar", argc - 1, argv + 1);
   cJSON *root = cJSON_CreateObject();
   cJSON_AddStringToObject(root, "bench", "ar_procs");

@@ -3,6 +3,7 @@
 #include "bench_common.h"
 #include "cli_args.h"
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -27,7 +28,33 @@ extern char **environ;
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+/* Appends at most n chars of s to buf (cap bytes, NUL-terminated), truncating at cap - 1. */
+static void append(char *buf, size_t cap, const char *s, size_t n) {
+  size_t len = strlen(buf);
+  for (size_t i = 0; i < n && s[i] && len + 1 < cap; i++) buf[len++] = s[i];
+  buf[len] = 0;
+}
+
+/* Appends NAME=value to buf, the value in single quotes when it holds anything but [A-Za-z0-9_./,:+=-]
+ * (a quote inside becomes '\''), so that the line can be run again as it reads. */
+static void add_env_word(char *buf, size_t cap, const char *kv) {
+  const char *eq = strchr(kv, '=');
+  if (!eq) return;
+  const char *v = eq + 1;
+  bool plain = *v != 0;
+  for (const char *c = v; *c && plain; c++)
+    plain = (*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || strchr("_./,:+=-", *c);
+  append(buf, cap, kv, (size_t)(v - kv));
+  if (!plain) append(buf, cap, "'", 1);
+  for (const char *c = v; *c; c++) {
+    if (*c == '\'') append(buf, cap, "'\\''", 4);
+    else append(buf, cap, c, 1);
+  }
+  if (!plain) append(buf, cap, "'", 1);
+}
+
 void pz_bench_command_line(char *buf, size_t cap, const char *prefix, int argc, char **argv) {
+  if (!buf || cap == 0) return;
   buf[0] = 0;
   /* the PREZERO_* switches set in the environment, sorted, as NAME=value words before the command */
   size_t n = 0;
@@ -39,7 +66,7 @@ void pz_bench_command_line(char *buf, size_t cap, const char *prefix, int argc, 
       if (strncmp(*e, "PREZERO_", 8) == 0) set[k++] = *e;
     qsort(set, k, sizeof *set, cmp_str);
     for (size_t i = 0; i < k; i++) {
-      strncat(buf, set[i], cap - strlen(buf) - 1);
+      add_env_word(buf, cap, set[i]);
       strncat(buf, " ", cap - strlen(buf) - 1);
     }
     free(set);

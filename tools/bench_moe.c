@@ -305,7 +305,7 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
          ncopy > 1 ? (ncopy == 2 ? " x 2 weight copies" : " x 3 weight copies") : "");
   cJSON_AddStringToObject(root, "device", prop.name);
   {
-    char cmd[512];
+    char cmd[1024];
     pz_bench_command_line(cmd, sizeof cmd, "prezero bench moe", argc - 1, argv + 1);
     pz_bench_json_add_command_date(root, cmd);
   }

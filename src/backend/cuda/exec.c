@@ -916,6 +916,8 @@ static void pad_rows(const pz_cuda_exec *e, int32_t *tk, int64_t m, int64_t M) {
 
 static pz_status step_once(pz_cuda_exec *e, int64_t m, const int32_t *tokens, const int32_t *pos, int32_t *next) {
   if (!e || !tokens || !pos) return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec step: NULL argument");
+  e->bad_row = -1; /* set again below from this step's candidates */
+  e->bad_nan = 0;
   if (m < 1 || m > e->max_m)
     return pz_error(PZ_ERR_INVALID_ARG, "CUDA exec step: batch %lld not in 1..%lld", (long long)m, (long long)e->max_m);
   for (int64_t i = 0; i < m; i++)
@@ -947,22 +949,21 @@ static pz_status step_once(pz_cuda_exec *e, int64_t m, const int32_t *tokens, co
       return xs;
     }
   }
-  /* each rank's candidate is its shard's max (a NaN when the shard has one): a NaN or an infinite max
-     marks the row's logits non-finite (pz_cuda_exec_bad_row) */
-  e->bad_row = -1;
-  e->bad_nan = 0;
+  /* each rank's candidate is its shard's max (a NaN when the shard has one): a NaN in any shard, or
+     +infinity as the row's max, marks the row's logits non-finite (pz_cuda_exec_bad_row); a shard whose
+     max is -infinity does not (the row's max decides, whatever the TP degree) */
   for (int64_t i = 0; i < m; i++) {
     int32_t best = -1, nan_id = -1;
     float bv = 0.0f;
     for (int r = 0; r < e->tp && nan_id < 0; r++) {
       pz_argmax_cand cnd = gathered ? gathered[(int64_t)r * m + i] : e->ranks[r].cand_host[i];
       if (cnd.id < 0) continue;
-      if (e->bad_row < 0 && !isfinite(cnd.v)) {
-        e->bad_row = i;
-        e->bad_nan = isnan(cnd.v);
-      }
       if (isnan(cnd.v)) nan_id = cnd.id;
       else if (best < 0 || cnd.v > bv) { best = cnd.id; bv = cnd.v; }
+    }
+    if (e->bad_row < 0 && (nan_id >= 0 || (best >= 0 && isinf(bv) && bv > 0))) {
+      e->bad_row = i;
+      e->bad_nan = nan_id >= 0;
     }
     if (next) next[i] = nan_id >= 0 ? nan_id : best < 0 ? 0 : best;
   }

@@ -244,9 +244,10 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
 #pragma unroll
       for (int j = 0; j < 128; j++) o[j] *= al_o[(j >> 1) & 1];
     }
-    /* the other's product is in flight while this warpgroup's is issued, unless this tile moved the
-     * running max: then it is waited for before O is rescaled (a rescale of accumulators with a wgmma in
-     * flight on them would make ptxas serialize every wgmma of the kernel, C7520) */
+    /* each product is waited for before O is touched again: a rescale between two wgmmas in flight on
+     * the same accumulators makes ptxas serialize every wgmma of the kernel (C7520). The wait cannot move
+     * into the rescale branch: wgmma.wait_group is .aligned over the warpgroup, and that branch is uniform
+     * per warp only (round 77 ran it so, about 1 % faster at TP 1; undefined by the PTX rules) */
     if (oth) {
       /* the tile's bytes: already complete (its owner waited; the stage is not refilled before this
        * warpgroup releases it), waited for here so that this thread's view of the copy is its own */
@@ -257,10 +258,10 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
 #pragma unroll
       for (int kc = 0; kc < 2; kc++) WgmmaTransB<256>::mma(o, dp + 2 * kc, dv + (kc * 16 * 128 >> 4), 1);
       wgmma_commit();
+      wgmma_wait<0>();
     }
     if (own) {
       if (__any_sync(0xffffffffu, al[0] != 1.0f || al[1] != 1.0f)) {
-        wgmma_wait<0>();
 #pragma unroll
         for (int j = 0; j < 128; j++) o[j] *= al[(j >> 1) & 1];
       }
@@ -269,8 +270,8 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
 #pragma unroll
       for (int kc = 0; kc < 2; kc++) WgmmaRegA<256>::mma(o, a[kc], dv + (kc * 16 * 128 >> 4), 1);
       wgmma_commit();
+      wgmma_wait<0>();
     }
-    wgmma_wait<0>();
     if (lane == 0) {
       if (oth) mbar_arrive(&empty[so]);
       if (own) mbar_arrive(&empty[st]);
