@@ -659,9 +659,8 @@ int main(void) {
     const int ms[] = {3, 64};
     const int64_t ctx[] = {7, 300};
     CHECK(attn_version_of(&K2_TP1) == 4);
-    /* v4 with the running max moved at every increase (PREZERO_MLA_LAZY=0): the rescale branch, with its
-       wait for the other warpgroup's product, runs on most tiles (the default's threshold of 8 rarely
-       takes it on these scores) */
+    /* v4 with the running max moved at every increase (PREZERO_MLA_LAZY=0): O's rescale runs on most
+       tiles (the default's threshold of 8 rarely takes it on these scores) */
     setenv("PREZERO_MLA_LAZY", "0", 1);
     remake_G();
     {

@@ -76,8 +76,8 @@ struct pz_cuda_exec {
   int64_t rows_offset;          /* arena offset of the step's real row count (pz_cuda_rank.rows) */
   int64_t arena_bytes;
   int64_t last_m;
-  int64_t bad_row;  /* the last step's first row whose argmax candidate was NaN or infinite, -1 none */
-  int bad_nan;      /* that candidate was a NaN (else an infinity) */
+  int64_t bad_row;  /* the last step's first row with a NaN candidate or a +infinity max, -1 none */
+  int bad_nan;      /* that row held a NaN (else its max was +infinity) */
   bool sync_nodes;              /* PREZERO_CUDA_SYNC=1: eager steps wait after every node (debugging) */
 };
 

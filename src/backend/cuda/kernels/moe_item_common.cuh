@@ -1,7 +1,8 @@
 /* The pieces of one grouped-expert work item that the bf16 (moe_experts.cu) and the quantised
  * (moe_q_common.cuh: W4A16, W8A16) expert kernels share: the gather of the routed (token, slot)
- * pairs into per-expert lists and work items, SwiGLU, the input rows of the item's tokens, and the reduction of the warps' K slices through shared memory in warp order
- * (deterministic) followed by the write of h (bf16, SwiGLU applied) or d (f32).
+ * pairs into per-expert lists and work items, SwiGLU, the input rows of the item's tokens, and the
+ * reduction of the warps' K slices through shared memory in warp order (deterministic) followed by
+ * the write of h (bf16, SwiGLU applied) or d (f32).
  * S is the kernel's segment (N, WK, in, ld_in, in_mode, out, ld_out, out_mode), P its launch
  * parameters (pairs, topk); WARPS / THREADS the CTA's warps / threads. */
 #pragma once

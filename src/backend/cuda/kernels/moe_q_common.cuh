@@ -42,8 +42,8 @@ struct gather_params {
 // One CTA of 1024 threads: pz_moe_item::gather (moe_item_common.cuh: parallel counts and scans, then
 // warp 0 places the pairs 32 at a time), work items of kTok tokens; each expert's list is sorted by
 // pair index, so the results are deterministic. (Until 2026-12 thread 0 placed the pairs one by one
-// from global memory: ~m * top_k dependent L2 round trips, about 5 us at m = 4 and 150 us at m = 128
-// by that count; not timed separately.)
+// from global memory, one dependent L2 round trip each: the MoE op took 16-20 us longer at m <= 4 and
+// 50-100 us longer at m = 64-128 on the H200, bench/results/moe_h200_int4_ab/README.md round 77.)
 __global__ void __launch_bounds__(1024) gather_kernel(gather_params p) {
   pz_moe_item::gather<1024, kTok, PZ_MOE_MAX_M * PZ_MOE_MAX_TOPK>(p.n_pairs, p.E, p.ids, nullptr, p.pairs, p.work,
                                                                 p.n_work);
