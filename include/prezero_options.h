@@ -120,7 +120,13 @@ typedef struct pz_runtime_opts {
                                        * (natural-log units; the lazy rescale of FlashAttention-4), so O is
                                        * rarely rescaled; 0 moves it at every increase. Not the same bits
                                        * (the softmax uses another max); both within the CPU reference's
-                                       * bound. Added last */
+                                       * bound. Added in 0.2.0 */
+  int gemm_pdl;                       /* PREZERO_GEMM_PDL: -1 unset or 1 (the default) the wgmma split-K GEMM
+                                       * is launched with programmatic dependent launch (Hopper): it may
+                                       * start while the kernel before it in the stream finishes, and
+                                       * requests its first weight tiles before it waits for that kernel
+                                       * (griddepcontrol.wait) and reads A, C or its semaphores; 0 plain
+                                       * stream order. Bit-identical. Added last */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. o NULL: nothing happens. */

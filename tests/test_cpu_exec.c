@@ -268,7 +268,8 @@ int main(void) {
                                           {"PREZERO_GEMM_BN", "8"}, {"PREZERO_GEMM_BN", "512"},
                                           {"PREZERO_MLA_WAVES", "0"}, {"PREZERO_MLA_WAVES", "3"},
                                           {"PREZERO_GEMM_WN", "2"}, {"PREZERO_MOE_W4_WK", "2"},
-                                          {"PREZERO_MOE_DIRECT", "on"}, {"PREZERO_MLA_LAZY", "2"}};
+                                          {"PREZERO_MOE_DIRECT", "on"}, {"PREZERO_MLA_LAZY", "2"},
+                                          {"PREZERO_GEMM_PDL", "yes"}};
     for (size_t i = 0; i < sizeof badv / sizeof badv[0]; i++) {
       setenv(badv[i][0], badv[i][1], 1);
       CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == -1 && strstr(bad, badv[i][0]));
@@ -291,7 +292,8 @@ int main(void) {
         {"PREZERO_PAD_ATTN", offsetof(pz_runtime_opts, pad_attn)},
         {"PREZERO_GEMM_BN", offsetof(pz_runtime_opts, gemm_bn)},
         {"PREZERO_MOE_DIRECT", offsetof(pz_runtime_opts, moe_direct)},
-        {"PREZERO_MLA_LAZY", offsetof(pz_runtime_opts, mla_lazy)}};
+        {"PREZERO_MLA_LAZY", offsetof(pz_runtime_opts, mla_lazy)},
+        {"PREZERO_GEMM_PDL", offsetof(pz_runtime_opts, gemm_pdl)}};
     for (size_t i = 0; i < sizeof sw / sizeof sw[0]; i++) {
       const int *field = (const int *)((const char *)&ro + sw[i].off);
       CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && *field == -1);

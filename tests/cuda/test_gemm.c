@@ -392,6 +392,122 @@ static void check_graph_replays(prob *p, int replays) {
   out_free(&o);
 }
 
+/* A chain of dependent wgmma GEMMs in one graph, each launched with programmatic dependent launch
+ * (the handle's default, PREZERO_GEMM_PDL): X = A·W1ᵀ (bf16, full K), Y = X·W2ᵀ (f32, in-kernel
+ * zero), then X = A·W3ᵀ over the same buffer while Y's reads of it must be done (write after read),
+ * Z = X·W2ᵀ (f32, serial turnstile). Integer inputs in [-1, 1] keep every value exact (|X| <= 256 in
+ * bf16, |Y|, |Z| <= 32768 in f32), so Y and Z must equal the integer products on every replay: a
+ * kernel that read A or wrote C before the kernel ahead of it finished would break them. */
+static void check_pdl_chain(int replays) {
+  if (!pz_gemm_ctx_has_wgmma(ctx)) return;
+  enum { M = 24, K = 256, N1 = 128, N2 = 192 };
+  pz_bf16 *hA = malloc(sizeof(pz_bf16) * M * K), *hW1 = malloc(sizeof(pz_bf16) * N1 * K),
+          *hW3 = malloc(sizeof(pz_bf16) * N1 * K), *hW2 = malloc(sizeof(pz_bf16) * N2 * N1);
+  int *x1 = malloc(sizeof(int) * M * N1), *x3 = malloc(sizeof(int) * M * N1);
+  float *hy = malloc(sizeof(float) * M * N2), *hz = malloc(sizeof(float) * M * N2);
+  for (int i = 0; i < M * K; i++) hA[i] = pz_f32_to_bf16(draw(1));
+  for (int i = 0; i < N1 * K; i++) hW1[i] = pz_f32_to_bf16(draw(1));
+  for (int i = 0; i < N1 * K; i++) hW3[i] = pz_f32_to_bf16(draw(1));
+  for (int i = 0; i < N2 * N1; i++) hW2[i] = pz_f32_to_bf16(draw(1));
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N1; j++) {
+      int s1 = 0, s3 = 0;
+      for (int t = 0; t < K; t++) {
+        const int a = (int)pz_bf16_to_f32(hA[i * K + t]);
+        s1 += a * (int)pz_bf16_to_f32(hW1[j * K + t]);
+        s3 += a * (int)pz_bf16_to_f32(hW3[j * K + t]);
+      }
+      x1[i * N1 + j] = s1;
+      x3[i * N1 + j] = s3;
+    }
+  void *dA, *dW1, *dW2, *dW3, *dX, *dY, *dZ;
+  CHECK(cudaMalloc(&dA, sizeof(pz_bf16) * M * K) == cudaSuccess);
+  CHECK(cudaMalloc(&dW1, sizeof(pz_bf16) * N1 * K) == cudaSuccess);
+  CHECK(cudaMalloc(&dW3, sizeof(pz_bf16) * N1 * K) == cudaSuccess);
+  CHECK(cudaMalloc(&dW2, sizeof(pz_bf16) * N2 * N1) == cudaSuccess);
+  CHECK(cudaMalloc(&dX, sizeof(pz_bf16) * M * N1) == cudaSuccess);
+  CHECK(cudaMalloc(&dY, sizeof(float) * M * N2) == cudaSuccess);
+  CHECK(cudaMalloc(&dZ, sizeof(float) * M * N2) == cudaSuccess);
+  cudaMemcpy(dA, hA, sizeof(pz_bf16) * M * K, cudaMemcpyHostToDevice);
+  cudaMemcpy(dW1, hW1, sizeof(pz_bf16) * N1 * K, cudaMemcpyHostToDevice);
+  cudaMemcpy(dW3, hW3, sizeof(pz_bf16) * N1 * K, cudaMemcpyHostToDevice);
+  cudaMemcpy(dW2, hW2, sizeof(pz_bf16) * N2 * N1, cudaMemcpyHostToDevice);
+  /* {A, W, C, n, k, C dtype, flavour, splits} of the four GEMMs */
+  const struct { void *A, *W, *C; int n, k; pz_dtype dt; int flavour, splits; } g4[4] = {
+      {dA, dW1, dX, N1, K, PZ_BF16, 4, 1}, {dX, dW2, dY, N2, N1, PZ_F32, 2, 2},
+      {dA, dW3, dX, N1, K, PZ_BF16, 4, 1}, {dX, dW2, dZ, N2, N1, PZ_F32, 5, 2}};
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  for (int i = 0; i < 4; i++) {
+    pz_gemm_args a;
+    memset(&a, 0, sizeof a);
+    a.m = M;
+    a.n = g4[i].n;
+    a.k = g4[i].k;
+    a.A = g4[i].A;
+    a.lda = g4[i].k;
+    a.W = g4[i].W;
+    a.C = g4[i].C;
+    a.ldc = g4[i].n;
+    a.c_dtype = g4[i].dt;
+    a.zero_init = true;
+    a.config.flavour = (pz_gemm_flavour)g4[i].flavour;
+    a.config.splits = g4[i].splits;
+    a.config.wt = 1;
+    a.config.warps = 5;
+    a.config.wn = 3;
+    CHECK_OK(pz_gemm_launch(ctx, &a, s));
+  }
+  CHECK(cudaStreamEndCapture(s, &g) == cudaSuccess);
+  CHECK(cudaGraphInstantiate(&ge, g, 0) == cudaSuccess);
+  int bad = 0;
+  for (int r = 1; r <= replays && !bad; r++) {
+    CHECK(cudaMemsetAsync(dY, 0xff, sizeof(float) * M * N2, s) == cudaSuccess); /* NaN: stale values show */
+    CHECK(cudaMemsetAsync(dZ, 0xff, sizeof(float) * M * N2, s) == cudaSuccess);
+    CHECK(cudaGraphLaunch(ge, s) == cudaSuccess);
+    if (r % 100 != 0 && r != replays) continue;
+    CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+    cudaMemcpy(hy, dY, sizeof(float) * M * N2, cudaMemcpyDeviceToHost);
+    cudaMemcpy(hz, dZ, sizeof(float) * M * N2, cudaMemcpyDeviceToHost);
+    for (int i = 0; i < M && bad < 5; i++)
+      for (int j = 0; j < N2 && bad < 5; j++) {
+        int wy = 0, wz = 0;
+        for (int t = 0; t < N1; t++) {
+          const int w = (int)pz_bf16_to_f32(hW2[j * N1 + t]);
+          wy += x1[i * N1 + t] * w;
+          wz += x3[i * N1 + t] * w;
+        }
+        if (hy[i * N2 + j] != (float)wy || hz[i * N2 + j] != (float)wz) {
+          fprintf(stderr, "pdl chain replay %d: Y[%d,%d] = %g (want %d), Z = %g (want %d)\n", r, i, j,
+                  hy[i * N2 + j], wy, hz[i * N2 + j], wz);
+          bad++;
+        }
+      }
+  }
+  if (bad) pz_test_failures++;
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  cudaStreamDestroy(s);
+  cudaFree(dA);
+  cudaFree(dW1);
+  cudaFree(dW2);
+  cudaFree(dW3);
+  cudaFree(dX);
+  cudaFree(dY);
+  cudaFree(dZ);
+  free(hA);
+  free(hW1);
+  free(hW2);
+  free(hW3);
+  free(x1);
+  free(x3);
+  free(hy);
+  free(hz);
+}
+
 static void check_bad_shapes(prob *p) {
   outbuf o;
   out_make(&o, p, PZ_F32);
@@ -544,6 +660,7 @@ int main(void) {
     check_bad_shapes(&p);
     prob_free(&p);
   }
+  check_pdl_chain(replays < 1000 ? replays : 1000);
   check_choose();
   for (int ki = 1; ki < 3; ki++) pz_gemm_ctx_destroy(ctx_ks[ki]);
   pz_gemm_ctx_destroy(ctx);

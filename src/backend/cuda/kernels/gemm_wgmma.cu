@@ -32,6 +32,9 @@ extern "C" {
  * - Epilogue: the fp32 tile goes through shared memory (the ring, no longer in use) so that
  *   every thread writes 4 adjacent columns of one token: a 16-byte vector reduction
  *   (red.global.add.v4.f32) when C is f32 and 16-byte aligned, scalar otherwise.
+ * - Programmatic dependent launch (pz_gemm_args.pdl): the first stages' W tiles are requested before
+ *   the grid waits for the kernel ahead of it (griddepcontrol.wait), and every CTA releases its own
+ *   dependents once its main loop is done, so consecutive kernels overlap their edges.
  * Flavours (gemm.h): 1 atomic, 2 in-kernel zero + flag, 4 full K store, 5 serial turnstile; the
  * epilogue and its per-tile semaphore protocol are gemm_epilogue.cuh, shared with gemm_splitk.cu. */
 
@@ -114,13 +117,26 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM, KSR, TS>::THREADS, 1)
   const int rows = min(BN, p.m - t0);
 
   ring_init(full, empty, S, 4 * NWG);
+  /* Launched with programmatic dependent launch, this grid may start before the kernel ahead of it
+   * in the stream has finished. The weights are not written by any kernel of a decode step, so the
+   * producer requests the W tiles of the first `pre` stages (their full barriers announce the whole
+   * stage, A included: none can complete before its A tile lands) before waiting; A, C and the
+   * semaphores are touched only after pdl_wait. */
+  const int pre = ns < S ? ns : S;
+  __syncthreads(); /* the barriers' initialisation, before the producer uses them */
+  if (warp == 4 * NWG && lane == 0)
+    for (int i = 0; i < pre; i++) {
+      mbar_expect_tx(&full[i], P::STAGE);
+      for (int j = 0; j < KS; j++) tma_load_2d(smem + i * P::STAGE + j * P::W_BLK, &tmW, &full[i], (kb0 + i * KS + j) * 64, n0);
+    }
+  pdl_wait();
   /* Flavour 2: split 0 zeroes this CTA's C tile first, then raises the tile's flag. */
   const bool zeroes = p.mode == PZ_GEMM_SPLITK_ZERO && split == 0 && p.splits > 1;
   if (zeroes) {
     tile_zero(p, t0, n0, rows, P::BM, P::THREADS);
     __threadfence();
   }
-  __syncthreads(); /* also publishes the barrier initialisation */
+  __syncthreads();
   if (zeroes) tile_flag_raise(p, tile);
 
   float acc[WM][P::BNW / 2];
@@ -137,12 +153,14 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM, KSR, TS>::THREADS, 1)
     if (lane == 0) {
       for (int i = 0; i < ns; i++) {
         const int s = i % S;
-        mbar_wait(&empty[s], ((i / S) & 1) ^ 1);
         unsigned char *st = smem + s * P::STAGE;
-        mbar_expect_tx(&full[s], P::STAGE);
+        if (i >= pre) { /* the first `pre` stages have their W requested and their bytes announced */
+          mbar_wait(&empty[s], ((i / S) & 1) ^ 1);
+          mbar_expect_tx(&full[s], P::STAGE);
+        }
         for (int j = 0; j < KS; j++) {
           const int kc = (kb0 + i * KS + j) * 64;
-          tma_load_2d(st + j * P::W_BLK, &tmW, &full[s], kc, n0);
+          if (i >= pre) tma_load_2d(st + j * P::W_BLK, &tmW, &full[s], kc, n0);
           tma_load_2d(st + P::W_BYTES + j * P::A_BLK, &tmA, &full[s], kc, t0);
         }
       }
@@ -160,6 +178,7 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM, KSR, TS>::THREADS, 1)
     wgmma_wait<0>();
   }
   __syncthreads(); /* every stage consumed: the ring becomes the epilogue tile */
+  pdl_trigger();   /* a dependent grid may launch now; it waits for this one's completion before its reads */
 
   float *tile_s = (float *)smem; /* [BN][CP]: token-major fp32 partial of this CTA */
   if (warp < 4 * NWG) wg_frag_to_smem<P::BNW, WM, P::CP>(tile_s, acc, wrow, wtok, warp, lane);
@@ -210,9 +229,17 @@ pz_status launch_ks(const pz_gemm_args *a, WParams p, int zt, cudaStream_t s) {
   const int64_t ldw = a->ldw ? a->ldw : a->k;
   PZ_CHECK(pz_gemm_wgmma_encode_map(&tw, a->W, a->n, a->k, ldw, P::BM));
   PZ_CHECK(pz_gemm_wgmma_encode_map(&ta, a->A, a->m, a->k, a->lda, BN));
-  dim3 grid(a->n / P::BM, p.splits, zt);
-  gemm_wgmma_kernel<BN, NWG, WM, KS, TS><<<grid, P::THREADS, P::SMEM, s>>>(tw, ta, p);
-  PZ_CUDA_CHECK(cudaGetLastError());
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(a->n / P::BM, p.splits, zt);
+  cfg.blockDim = dim3(P::THREADS);
+  cfg.dynamicSmemBytes = P::SMEM;
+  cfg.stream = s;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = a->pdl ? 1 : 0;
+  PZ_CUDA_CHECK(cudaLaunchKernelEx(&cfg, gemm_wgmma_kernel<BN, NWG, WM, KS, TS>, tw, ta, p));
   return PZ_OK;
 }
 

@@ -95,6 +95,7 @@ __global__ void __launch_bounds__(SKPlan<BN, NWG, WM>::THREADS, 1)
 
   ring_init(full, empty, S, 4 * NWG);
   __syncthreads(); /* the only CTA-wide barrier: the producer warp leaves after its loop */
+  pdl_wait();      /* launched with programmatic dependent launch: nothing is read before the kernel ahead ends */
 
   if (warp == 4 * NWG) {
     /* Producer: lane 0 streams every segment of the share through the ring, back to back. */
@@ -178,8 +179,17 @@ pz_status sk_launch_bn(const pz_gemm_args *a, const SKParams &p, int ctas, cudaS
   const int64_t ldw = a->ldw ? a->ldw : a->k;
   PZ_CHECK(pz_gemm_wgmma_encode_map(&tw, a->W, a->n, a->k, ldw, P::BM));
   PZ_CHECK(pz_gemm_wgmma_encode_map(&ta, a->A, a->m, a->k, a->lda, BN));
-  gemm_wgmma_streamk_kernel<BN, NWG, WM><<<ctas, P::THREADS, P::SMEM, s>>>(tw, ta, p);
-  PZ_CUDA_CHECK(cudaGetLastError());
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(ctas);
+  cfg.blockDim = dim3(P::THREADS);
+  cfg.dynamicSmemBytes = P::SMEM;
+  cfg.stream = s;
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = a->pdl ? 1 : 0;
+  PZ_CUDA_CHECK(cudaLaunchKernelEx(&cfg, gemm_wgmma_streamk_kernel<BN, NWG, WM>, tw, ta, p));
   return PZ_OK;
 }
 
