@@ -125,8 +125,10 @@ typedef struct pz_runtime_opts {
                                        * is launched with programmatic dependent launch (Hopper): it may
                                        * start while the kernel before it in the stream finishes, and
                                        * requests its first weight tiles before it waits for that kernel
-                                       * (griddepcontrol.wait) and reads A, C or its semaphores; 0 plain
-                                       * stream order. Bit-identical. Added last */
+                                       * (griddepcontrol.wait) and reads A, C or its semaphores, and lets
+                                       * the next GEMM launch once its main loop is done; 2 the same
+                                       * without that early release (an A/B switch); 0 plain stream
+                                       * order. Bit-identical. Added last */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. o NULL: nothing happens. */

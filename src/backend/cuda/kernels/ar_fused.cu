@@ -11,6 +11,7 @@ extern "C" {
 #include <string.h>
 #include "backend/cuda/ar_fused.h"
 #include "backend/cuda/cuda_util.h"
+#include "backend/cuda/kernels/pdl.cuh"
 
 namespace {
 
@@ -167,6 +168,7 @@ __device__ __forceinline__ void cp_async8(void *smem, const void *g) {
  * filled by cp.async at the start so those loads overlap the exchange. */
 template <int QPT, int MINB>
 __global__ void __launch_bounds__(PZ_AR_THREADS, MINB) ar_fused_kernel(const ArKargs a) {
+  pz_pdl_trigger(); /* a GEMM launched after this kernel may start its weight loads now (kernels/pdl.cuh) */
   __shared__ unsigned s_seq;
   __shared__ float s_red[PZ_AR_THREADS / 32];
   __shared__ float s_inv;

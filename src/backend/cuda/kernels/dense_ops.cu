@@ -9,6 +9,7 @@ extern "C" { /* core/status.h has no C++ guards of its own */
 }
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/dense_ops.h"
+#include "backend/cuda/kernels/pdl.cuh"
 #include "expf_glibc.cuh"
 
 namespace {
@@ -62,6 +63,7 @@ __device__ __forceinline__ float load_x<uint16_t>(const uint16_t *x, int64_t j) 
 
 template <typename T>
 __global__ void __launch_bounds__(NORM_THREADS) rmsnorm_kernel(pz_rmsnorm_params p) {
+  pz_pdl_trigger(); /* a GEMM launched after this kernel may start its weight loads now (kernels/pdl.cuh) */
   __shared__ float red[32];
   const T *x = (const T *)p.x + (int64_t)blockIdx.x * p.ldx;
   float ss = 0.0f;

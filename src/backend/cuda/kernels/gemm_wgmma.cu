@@ -57,6 +57,7 @@ struct WParams {
   pz_gemm_flavour mode; /* SPLITK_ATOMIC, SPLITK_ZERO, FULLK or SPLITK_SERIAL */
   int c_bf16;
   int vec; /* 1: C f32, 16-byte aligned rows: vector reductions / stores */
+  int trigger; /* 1: release dependent grids after the main loop (pz_gemm_args.pdl == 1) */
 };
 
 /* Compile-time plan of one instantiation. KS = 64-wide k-blocks per ring stage: each W row then
@@ -121,7 +122,7 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM, KSR, TS>::THREADS, 1)
    * in the stream has finished. The weights are not written by any kernel of a decode step, so the
    * producer requests the W tiles of the first `pre` stages (their full barriers announce the whole
    * stage, A included: none can complete before its A tile lands) before waiting; A, C and the
-   * semaphores are touched only after pdl_wait. */
+   * semaphores are touched only after pz_pdl_wait. */
   const int pre = ns < S ? ns : S;
   __syncthreads(); /* the barriers' initialisation, before the producer uses them */
   if (warp == 4 * NWG && lane == 0)
@@ -129,7 +130,7 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM, KSR, TS>::THREADS, 1)
       mbar_expect_tx(&full[i], P::STAGE);
       for (int j = 0; j < KS; j++) tma_load_2d(smem + i * P::STAGE + j * P::W_BLK, &tmW, &full[i], (kb0 + i * KS + j) * 64, n0);
     }
-  pdl_wait();
+  pz_pdl_wait();
   /* Flavour 2: split 0 zeroes this CTA's C tile first, then raises the tile's flag. */
   const bool zeroes = p.mode == PZ_GEMM_SPLITK_ZERO && split == 0 && p.splits > 1;
   if (zeroes) {
@@ -178,7 +179,7 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM, KSR, TS>::THREADS, 1)
     wgmma_wait<0>();
   }
   __syncthreads(); /* every stage consumed: the ring becomes the epilogue tile */
-  pdl_trigger();   /* a dependent grid may launch now; it waits for this one's completion before its reads */
+  if (p.trigger) pz_pdl_trigger(); /* a dependent grid may launch now; it waits for this one's completion */
 
   float *tile_s = (float *)smem; /* [BN][CP]: token-major fp32 partial of this CTA */
   if (warp < 4 * NWG) wg_frag_to_smem<P::BNW, WM, P::CP>(tile_s, acc, wrow, wtok, warp, lane);
@@ -374,6 +375,7 @@ extern "C" pz_status pz_gemm_wgmma_launch(const pz_gemm_args *a, pz_gemm_flavour
   p.kblocks = kblocks;
   p.c_bf16 = a->c_dtype == PZ_BF16;
   p.vec = !p.c_bf16 && ((uintptr_t)a->C % 16) == 0 && (a->ldc % 4) == 0;
+  p.trigger = a->pdl == 1;
   return ts == 2 ? launch_nwg<2, 1, 2>(a, p, bn, zt, stream)
          : wt == 1 ? launch_nwg<1, 1, 1>(a, p, bn, zt, stream)
          : wt == 2 ? launch_nwg<2, 1, 1>(a, p, bn, zt, stream)

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include "backend/cuda/kernels/wgmma_ops.cuh"
+#include "backend/cuda/kernels/pdl.cuh"
 extern "C" {
 #include "core/status.h"
 }
@@ -71,14 +72,6 @@ __device__ __forceinline__ void red_v4(float *p, float4 v) {
 __device__ __forceinline__ void bar_sync(int id, int count) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
-
-/* Programmatic dependent launch (PTX ISA, griddepcontrol; CUDA programming guide, "Programmatic
- * Dependent Launch"). pdl_wait: the calling thread waits until the grids this one depends on have
- * completed and their writes are visible; a no-op in a grid launched without the attribute.
- * pdl_trigger: this CTA no longer holds back the launch of a dependent grid (which still waits for
- * this grid's completion before it reads anything this one writes). */
-__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-__device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 
 /* The dynamic shared memory rounded up to 1024 bytes (the launch adds 1024 of slack). */
 __device__ __forceinline__ unsigned char *smem_align_1k(unsigned char *raw) {

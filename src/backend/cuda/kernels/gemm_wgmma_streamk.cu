@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(SKPlan<BN, NWG, WM>::THREADS, 1)
 
   ring_init(full, empty, S, 4 * NWG);
   __syncthreads(); /* the only CTA-wide barrier: the producer warp leaves after its loop */
-  pdl_wait();      /* launched with programmatic dependent launch: nothing is read before the kernel ahead ends */
+  pz_pdl_wait();      /* launched with programmatic dependent launch: nothing is read before the kernel ahead ends */
 
   if (warp == 4 * NWG) {
     /* Producer: lane 0 streams every segment of the share through the ring, back to back. */

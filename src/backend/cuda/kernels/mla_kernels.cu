@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
+#include "backend/cuda/kernels/pdl.cuh"
 extern "C" { /* core/status.h has no C++ guards of its own */
 #include "core/status.h"
 }
@@ -65,6 +66,7 @@ __device__ __forceinline__ void rope_pair(const Kp &k, int pos, int r, float x0,
 
 /* grid (m, 2): y = 0 q_a_layernorm (q LoRA only), y = 1 kv_a_layernorm + RoPE(k_pe) -> cache. */
 __global__ void __launch_bounds__(PREP_THREADS) mla_prep_kernel(Kp k) {
+  pz_pdl_trigger(); /* a GEMM launched after this kernel may start its weight loads now (kernels/pdl.cuh) */
   __shared__ float red[32];
   const int i = blockIdx.x;
   if (blockIdx.y == 0) {
@@ -580,6 +582,7 @@ __global__ void __launch_bounds__(COMB_THREADS) mla_combine_kernel(Kp k) {
  * (c in order, separate multiply and add, as the reference). olat rows [16][L] f32 and the
  * W_UV block transposed to [L][64] bf16 sit in shared memory; 2 rows x 2 columns per thread. */
 __global__ void __launch_bounds__(BLK_THREADS) mla_wuv_kernel(Kp k) {
+  pz_pdl_trigger(); /* a GEMM launched after this kernel may start its weight loads now (kernels/pdl.cuh) */
   extern __shared__ float so[]; /* [16][L] f32, then W [L][64] bf16 */
   uint16_t *sv = (uint16_t *)(so + BLK_ROWS * k.L);
   const int h = blockIdx.x, i0 = blockIdx.y * BLK_ROWS, e0 = blockIdx.z * BLK_COLS;

@@ -1,0 +1,17 @@
+/* Programmatic dependent launch on Hopper (sm_90): the two device-side halves.
+ * Source: PTX ISA, griddepcontrol; CUDA C++ Programming Guide, "Programmatic Dependent Launch".
+ *
+ * A kernel launched with cudaLaunchAttributeProgrammaticStreamSerialization may start before the
+ * kernel ahead of it in the stream has finished. It must call pz_pdl_wait before it reads anything
+ * that kernel writes, or writes anything that kernel reads. Only the wgmma GEMMs are launched so
+ * (gemm.h, pz_gemm_args.pdl); pz_pdl_wait is a no-op in a grid launched without the attribute.
+ *
+ * pz_pdl_trigger, called by every thread of a CTA, tells the scheduler that this CTA no longer holds
+ * back the launch of a dependent grid; once all CTAs have (or have exited) the dependent may start,
+ * and still waits in pz_pdl_wait for this grid's completion and memory flush. So a trigger never
+ * changes results, only when a dependent grid's CTAs may occupy SMs: a kernel calls it at its start
+ * when its own CTAs are all resident by then (any grid: the launch waits for every CTA's trigger). */
+#pragma once
+
+__device__ __forceinline__ void pz_pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void pz_pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
