@@ -269,7 +269,7 @@ int main(void) {
                                           {"PREZERO_MLA_WAVES", "0"}, {"PREZERO_MLA_WAVES", "3"},
                                           {"PREZERO_GEMM_WN", "2"}, {"PREZERO_MOE_W4_WK", "2"},
                                           {"PREZERO_MOE_DIRECT", "on"}, {"PREZERO_MLA_LAZY", "2"},
-                                          {"PREZERO_GEMM_PDL", "yes"}, {"PREZERO_GEMM_PDL", "3"}};
+                                          {"PREZERO_GEMM_PDL", "yes"}, {"PREZERO_GEMM_PDL", "2"}};
     for (size_t i = 0; i < sizeof badv / sizeof badv[0]; i++) {
       setenv(badv[i][0], badv[i][1], 1);
       CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == -1 && strstr(bad, badv[i][0]));

@@ -182,7 +182,7 @@ int pz_runtime_opts_from_env(pz_runtime_opts *o, char *err, size_t err_len) {
   get_flag(&r, "PREZERO_MOE_W4_WK", &o->moe_w4_wk);
   get_flag(&r, "PREZERO_MOE_DIRECT", &o->moe_direct);
   get_flag(&r, "PREZERO_MLA_LAZY", &o->mla_lazy);
-  get_i(&r, "PREZERO_GEMM_PDL", 0, 2, &o->gemm_pdl);
+  get_flag(&r, "PREZERO_GEMM_PDL", &o->gemm_pdl);
   get_i(&r, "PREZERO_CPU_THREADS", 1, 1024, &o->cpu_threads);
   int msg = -1; /* the two message switches are read where they act; checked here too */
   get_flag(&r, "PREZERO_PROGRESS", &msg);

@@ -35,11 +35,10 @@ typedef struct pz_gemm_args {
   pz_gemm_config config;
   bool no_l2pf;       /* set by pz_gemm_launch from the handle's options (PREZERO_GEMM_L2PF=0) */
   int wg_ks;          /* set by pz_gemm_launch (PREZERO_GEMM_WG_KS): k-blocks per wgmma stage, 0 default */
-  int pdl;            /* set by pz_gemm_launch (PREZERO_GEMM_PDL, default 1): 1 or 2 the wgmma split-K and
-                       * stream-K kernels are launched with programmatic dependent launch: they wait
-                       * in-kernel (griddepcontrol.wait) for the kernel ahead before they read A or touch
-                       * C or their semaphores, the split-K kernel requests its first W tiles before that,
-                       * and at 1 releases its dependents once its main loop is done; 0 stream order */
+  bool pdl;           /* set by pz_gemm_launch (PREZERO_GEMM_PDL, default on): the wgmma split-K and stream-K
+                       * kernels are launched with programmatic dependent launch: they wait in-kernel
+                       * (griddepcontrol.wait) for the kernel ahead before they read A or touch C or
+                       * their semaphores; the split-K kernel requests its first W tiles before that */
 } pz_gemm_args;
 
 typedef struct pz_gemm_ctx pz_gemm_ctx;

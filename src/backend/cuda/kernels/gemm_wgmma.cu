@@ -33,8 +33,9 @@ extern "C" {
  *   every thread writes 4 adjacent columns of one token: a 16-byte vector reduction
  *   (red.global.add.v4.f32) when C is f32 and 16-byte aligned, scalar otherwise.
  * - Programmatic dependent launch (pz_gemm_args.pdl): the first stages' W tiles are requested before
- *   the grid waits for the kernel ahead of it (griddepcontrol.wait), and every CTA releases its own
- *   dependents once its main loop is done, so consecutive kernels overlap their edges.
+ *   the grid waits for the kernel ahead of it (griddepcontrol.wait). The kernel does not release its
+ *   own dependents early: with that release, back-to-back GEMMs of 9-warp configs were up to 1 µs
+ *   slower (bench/gemm/NOTES.md), and no decode step has a GEMM right after a GEMM.
  * Flavours (gemm.h): 1 atomic, 2 in-kernel zero + flag, 4 full K store, 5 serial turnstile; the
  * epilogue and its per-tile semaphore protocol are gemm_epilogue.cuh, shared with gemm_splitk.cu. */
 
@@ -57,7 +58,6 @@ struct WParams {
   pz_gemm_flavour mode; /* SPLITK_ATOMIC, SPLITK_ZERO, FULLK or SPLITK_SERIAL */
   int c_bf16;
   int vec; /* 1: C f32, 16-byte aligned rows: vector reductions / stores */
-  int trigger; /* 1: release dependent grids after the main loop (pz_gemm_args.pdl == 1) */
 };
 
 /* Compile-time plan of one instantiation. KS = 64-wide k-blocks per ring stage: each W row then
@@ -179,7 +179,6 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM, KSR, TS>::THREADS, 1)
     wgmma_wait<0>();
   }
   __syncthreads(); /* every stage consumed: the ring becomes the epilogue tile */
-  if (p.trigger) pz_pdl_trigger(); /* a dependent grid may launch now; it waits for this one's completion */
 
   float *tile_s = (float *)smem; /* [BN][CP]: token-major fp32 partial of this CTA */
   if (warp < 4 * NWG) wg_frag_to_smem<P::BNW, WM, P::CP>(tile_s, acc, wrow, wtok, warp, lane);
@@ -375,7 +374,6 @@ extern "C" pz_status pz_gemm_wgmma_launch(const pz_gemm_args *a, pz_gemm_flavour
   p.kblocks = kblocks;
   p.c_bf16 = a->c_dtype == PZ_BF16;
   p.vec = !p.c_bf16 && ((uintptr_t)a->C % 16) == 0 && (a->ldc % 4) == 0;
-  p.trigger = a->pdl == 1;
   return ts == 2 ? launch_nwg<2, 1, 2>(a, p, bn, zt, stream)
          : wt == 1 ? launch_nwg<1, 1, 1>(a, p, bn, zt, stream)
          : wt == 2 ? launch_nwg<2, 1, 1>(a, p, bn, zt, stream)
