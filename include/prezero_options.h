@@ -121,7 +121,7 @@ typedef struct pz_runtime_opts {
                                        * rarely rescaled; 0 moves it at every increase. Not the same bits
                                        * (the softmax uses another max); both within the CPU reference's
                                        * bound. Added in 0.2.0 */
-  int gemm_pdl;                       /* PREZERO_GEMM_PDL: -1 unset or 1 (the default) the wgmma split-K and
+  int pdl;                            /* PREZERO_PDL: -1 unset or 1 (the default) the wgmma split-K and
                                        * stream-K GEMMs are launched with programmatic dependent launch
                                        * (Hopper): one may start while the kernel ahead of it in the stream
                                        * runs (the RMSNorm, all-reduce + RMSNorm and MLA kernels ahead of

@@ -393,7 +393,7 @@ static void check_graph_replays(prob *p, int replays) {
 }
 
 /* A chain of dependent wgmma GEMMs in one graph, each launched with programmatic dependent launch
- * (the handle's default, PREZERO_GEMM_PDL): X = A·W1ᵀ (bf16, full K), Y = X·W2ᵀ (f32, in-kernel
+ * (the handle's default, PREZERO_PDL): X = A·W1ᵀ (bf16, full K), Y = X·W2ᵀ (f32, in-kernel
  * zero), then X = A·W3ᵀ over the same buffer while Y's reads of it must be done (write after read),
  * Z = X·W2ᵀ (f32, serial turnstile). Integer inputs in [-1, 1] keep every value exact (|X| <= 256 in
  * bf16, |Y|, |Z| <= 32768 in f32), so Y and Z must equal the integer products on every replay: a

@@ -428,7 +428,7 @@ pz_status pz_gemm_launch(pz_gemm_ctx *ctx, const pz_gemm_args *a, cudaStream_t s
   pz_gemm_args la = *a;
   la.no_l2pf = !ctx->ro.gemm_l2pf;
   la.wg_ks = ctx->ro.gemm_wg_ks > 0 ? ctx->ro.gemm_wg_ks : 0;
-  la.pdl = ctx->ro.gemm_pdl != 0;
+  la.pdl = ctx->ro.pdl != 0;
   a = &la;
   switch (c.flavour) {
     case PZ_GEMM_CUBLAS: return launch_cublas(ctx, a, s);

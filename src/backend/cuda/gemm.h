@@ -35,7 +35,7 @@ typedef struct pz_gemm_args {
   pz_gemm_config config;
   bool no_l2pf;       /* set by pz_gemm_launch from the handle's options (PREZERO_GEMM_L2PF=0) */
   int wg_ks;          /* set by pz_gemm_launch (PREZERO_GEMM_WG_KS): k-blocks per wgmma stage, 0 default */
-  bool pdl;           /* set by pz_gemm_launch (PREZERO_GEMM_PDL, default on): the wgmma split-K and stream-K
+  bool pdl;           /* set by pz_gemm_launch (PREZERO_PDL, default on): the wgmma split-K and stream-K
                        * kernels are launched with programmatic dependent launch: they wait in-kernel
                        * (griddepcontrol.wait) for the kernel ahead before they read A or touch C or
                        * their semaphores; the split-K kernel requests its first W tiles before that */

@@ -229,17 +229,8 @@ pz_status launch_ks(const pz_gemm_args *a, WParams p, int zt, cudaStream_t s) {
   const int64_t ldw = a->ldw ? a->ldw : a->k;
   PZ_CHECK(pz_gemm_wgmma_encode_map(&tw, a->W, a->n, a->k, ldw, P::BM));
   PZ_CHECK(pz_gemm_wgmma_encode_map(&ta, a->A, a->m, a->k, a->lda, BN));
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(a->n / P::BM, p.splits, zt);
-  cfg.blockDim = dim3(P::THREADS);
-  cfg.dynamicSmemBytes = P::SMEM;
-  cfg.stream = s;
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = at;
-  cfg.numAttrs = a->pdl ? 1 : 0;
-  PZ_CUDA_CHECK(cudaLaunchKernelEx(&cfg, gemm_wgmma_kernel<BN, NWG, WM, KS, TS>, tw, ta, p));
+  PZ_CUDA_CHECK(pz_launch_k(gemm_wgmma_kernel<BN, NWG, WM, KS, TS>, dim3(a->n / P::BM, p.splits, zt), dim3(P::THREADS),
+                            P::SMEM, s, a->pdl, tw, ta, p));
   return PZ_OK;
 }
 

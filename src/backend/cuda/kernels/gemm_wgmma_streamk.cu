@@ -179,17 +179,8 @@ pz_status sk_launch_bn(const pz_gemm_args *a, const SKParams &p, int ctas, cudaS
   const int64_t ldw = a->ldw ? a->ldw : a->k;
   PZ_CHECK(pz_gemm_wgmma_encode_map(&tw, a->W, a->n, a->k, ldw, P::BM));
   PZ_CHECK(pz_gemm_wgmma_encode_map(&ta, a->A, a->m, a->k, a->lda, BN));
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(ctas);
-  cfg.blockDim = dim3(P::THREADS);
-  cfg.dynamicSmemBytes = P::SMEM;
-  cfg.stream = s;
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = at;
-  cfg.numAttrs = a->pdl ? 1 : 0;
-  PZ_CUDA_CHECK(cudaLaunchKernelEx(&cfg, gemm_wgmma_streamk_kernel<BN, NWG, WM>, tw, ta, p));
+  PZ_CUDA_CHECK(pz_launch_k(gemm_wgmma_streamk_kernel<BN, NWG, WM>, dim3(ctas), dim3(P::THREADS), P::SMEM, s, a->pdl, tw,
+                            ta, p));
   return PZ_OK;
 }
 
