@@ -68,6 +68,12 @@ PZ_API pz_status pz_gemm_handle_create(const struct pz_runtime_opts *opts, pz_ge
 PZ_API void pz_gemm_handle_destroy(pz_gemm_handle *h);
 
 /* Enqueues the GEMM on `stream` (the kernel the tuner chose for (m, n, k, zero_init)).
+ * Programmatic dependent launch (Hopper; PREZERO_PDL, on unless the handle's options set pdl = 0):
+ * the wgmma kernels may start while the kernel ahead of them on `stream` is still running, and
+ * read W from that moment; they wait for it to finish before they read A or bias or touch C. So
+ * W must not be written by a kernel that can still be running when this one is enqueued (weights
+ * dequantised into a scratch buffer by the kernel just ahead, say): create the handle with pdl = 0
+ * then. A kernel ahead that calls griddepcontrol.launch_dependents early lets the GEMM start sooner.
  * Errors: PZ_ERR_INVALID_ARG (NULL handle / problem / pointer, misaligned pointer, zero_init not
  * 0/1), PZ_ERR_SHAPE (m outside 1..256, n or k not a multiple of 64, a stride too small or not
  * a multiple of 8), PZ_ERR_DTYPE (out_dtype), PZ_ERR_CUDA (launch), PZ_ERR_UNSUPPORTED. */
