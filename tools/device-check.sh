@@ -19,8 +19,8 @@
 #   attn_splits  `prezero bench attn` TP 1/2, m 64/128, mixed and uniform contexts with PREZERO_MLA_SPLITS=2 and 4
 #   quant_ab   `prezero bench moe --quant int4` per W4A16 K split or switch (PZ_AB_LIST, e.g. "base nodirect dn1:up1")
 #   pdl        `prezero bench gemm --no-tune` (PZ_PDL_ONLY, default Kimi-K2/tp1), `prezero bench moe --quant int4`
-#              (PZ_PDL_MOE_ARGS) and `prezero bench step` (PZ_PDL_STEP_ARGS), each with programmatic dependent launch
-#              (the default) then PREZERO_PDL=0
+#              (PZ_PDL_MOE_ARGS), `prezero bench step` (PZ_PDL_STEP_ARGS) and `prezero bench attn` (TP 1/2, paged), each
+#              with programmatic dependent launch (the default) then PREZERO_PDL=0
 #   attn_lazy  `prezero bench attn`: v4 with its lazy rescale (the default) then PREZERO_MLA_LAZY=0, TP 1/2 (PZ_ATTN4_ARGS),
 #              context 8192 paged and mixed [1024, 16384]
 #   attn_v4    `prezero bench attn`: the default (v4 ping-pong above 16 heads) then PREZERO_MLA_ATTN=3, TP 1/2/4/8, paged,
@@ -314,7 +314,10 @@ for s in $sections; do
           --json $W/moe_h200_int4_$v.json --md $W/moe_h200_int4_$v.md
         run bench_step_$v ${PZ_T_STEP:-200} env $e $P bench step ${PZ_PDL_STEP_ARGS:-} \
           --json $W/step_h200_$v.json --md $W/step_h200_$v.md
+        run bench_attn_$v ${PZ_T_ATTN:-150} env $e $P bench attn --tp 1,2 --m 4,16,64,128 --reps 7 --paged \
+          --json $W/attn_h200_$v.json --md $W/attn_h200_$v.md
       done
+      for v in pdl nopdl; do grep -E "^\| [0-9]" $W/attn_h200_$v.md | awk -F'|' -v a=$v '{print "attn", a, "tp", $2, "m", $4, "attn_us", $8, "op_us", $13}' | tee -a "$S"; done
       for v in pdl nopdl; do grep -E "^\| [A-Za-z]" $W/gemm_h200_$v.md | grep -v "^| model" | \
         awk -F'|' -v a=$v '{print a, $3, $4, "m", $7, "cublas", $10, "best", $16, $17, "heur", $22}' | tee -a "$S"; done
       for v in pdl nopdl; do grep -E "^\| [0-9]" $W/moe_h200_int4_$v.md | awk -F'|' -v a=$v '{print "moe", a, "tp", $2, "m", $3, "us", $6, $8}' | tee -a "$S"; done
