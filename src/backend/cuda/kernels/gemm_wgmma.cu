@@ -128,7 +128,8 @@ __global__ void __launch_bounds__(Plan<BN, NWG, WM, KSR, TS>::THREADS, 1)
   if (warp == 4 * NWG && lane == 0)
     for (int i = 0; i < pre; i++) {
       mbar_expect_tx(&full[i], P::STAGE);
-      for (int j = 0; j < KS; j++) tma_load_2d(smem + i * P::STAGE + j * P::W_BLK, &tmW, &full[i], (kb0 + i * KS + j) * 64, n0);
+      for (int j = 0; j < KS; j++)
+        tma_load_2d(smem + i * P::STAGE + j * P::W_BLK, &tmW, &full[i], (kb0 + i * KS + j) * 64, n0);
     }
   pz_pdl_wait();
   /* Flavour 2: split 0 zeroes this CTA's C tile first, then raises the tile's flag. */
