@@ -304,7 +304,7 @@ for s in $sections; do
       PREZERO_MLA_ATTN=3 run bench_attn_v3_mixed ${PZ_T_ATTN:-150} $P bench attn --tp 1,2 --m 16,64,128 --reps 7 --paged \
         --ctx 16384 --ctx-min 1024 --json $W/attn_v3_mixed.json --md $W/attn_v3_mixed.md
       for f in v4 v3 v4_mixed v3_mixed; do grep -E "^\| [0-9]" $W/attn_$f.md | awk -F'|' -v a=$f '{print a, "tp", $2, "m", $4, $5, "attn_us", $8, $10}' | tee -a "$S"; done ;;
-    pdl)  # issues 14 / 15: programmatic dependent launch (the default) against PREZERO_PDL=0 in one call: bench gemm on the
+    pdl)  # issue 14: programmatic dependent launch of the GEMMs (the default) against PREZERO_PDL=0 in one call: bench gemm on the
           # built-in table (PZ_PDL_ONLY, default Kimi-K2/tp1), bench moe --quant int4 (PZ_PDL_MOE_ARGS), bench step (PZ_PDL_STEP_ARGS)
       for v in pdl nopdl; do
         e=""; [ $v = nopdl ] && e="PREZERO_PDL=0"
