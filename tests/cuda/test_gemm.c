@@ -405,6 +405,7 @@ static void check_pdl_chain(int replays) {
           *hW3 = malloc(sizeof(pz_bf16) * N1 * K), *hW2 = malloc(sizeof(pz_bf16) * N2 * N1);
   int *x1 = malloc(sizeof(int) * M * N1), *x3 = malloc(sizeof(int) * M * N1);
   float *hy = malloc(sizeof(float) * M * N2), *hz = malloc(sizeof(float) * M * N2);
+  int *wy = malloc(sizeof(int) * M * N2), *wz = malloc(sizeof(int) * M * N2); /* Y and Z as integers */
   for (int i = 0; i < M * K; i++) hA[i] = pz_f32_to_bf16(draw(1));
   for (int i = 0; i < N1 * K; i++) hW1[i] = pz_f32_to_bf16(draw(1));
   for (int i = 0; i < N1 * K; i++) hW3[i] = pz_f32_to_bf16(draw(1));
@@ -419,6 +420,17 @@ static void check_pdl_chain(int replays) {
       }
       x1[i * N1 + j] = s1;
       x3[i * N1 + j] = s3;
+    }
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N2; j++) {
+      int sy = 0, sz = 0;
+      for (int t = 0; t < N1; t++) {
+        const int w = (int)pz_bf16_to_f32(hW2[j * N1 + t]);
+        sy += x1[i * N1 + t] * w;
+        sz += x3[i * N1 + t] * w;
+      }
+      wy[i * N2 + j] = sy;
+      wz[i * N2 + j] = sz;
     }
   void *dA, *dW1, *dW2, *dW3, *dX, *dY, *dZ;
   CHECK(cudaMalloc(&dA, sizeof(pz_bf16) * M * K) == cudaSuccess);
@@ -474,15 +486,10 @@ static void check_pdl_chain(int replays) {
     cudaMemcpy(hz, dZ, sizeof(float) * M * N2, cudaMemcpyDeviceToHost);
     for (int i = 0; i < M && bad < 5; i++)
       for (int j = 0; j < N2 && bad < 5; j++) {
-        int wy = 0, wz = 0;
-        for (int t = 0; t < N1; t++) {
-          const int w = (int)pz_bf16_to_f32(hW2[j * N1 + t]);
-          wy += x1[i * N1 + t] * w;
-          wz += x3[i * N1 + t] * w;
-        }
-        if (hy[i * N2 + j] != (float)wy || hz[i * N2 + j] != (float)wz) {
-          fprintf(stderr, "pdl chain replay %d: Y[%d,%d] = %g (want %d), Z = %g (want %d)\n", r, i, j,
-                  hy[i * N2 + j], wy, hz[i * N2 + j], wz);
+        const int e = i * N2 + j;
+        if (hy[e] != (float)wy[e] || hz[e] != (float)wz[e]) {
+          fprintf(stderr, "pdl chain replay %d: Y[%d,%d] = %g (want %d), Z = %g (want %d)\n", r, i, j, hy[e], wy[e],
+                  hz[e], wz[e]);
           bad++;
         }
       }
@@ -506,6 +513,8 @@ static void check_pdl_chain(int replays) {
   free(x3);
   free(hy);
   free(hz);
+  free(wy);
+  free(wz);
 }
 
 static void check_bad_shapes(prob *p) {
