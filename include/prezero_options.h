@@ -121,14 +121,14 @@ typedef struct pz_runtime_opts {
                                        * rarely rescaled; 0 moves it at every increase. Not the same bits
                                        * (the softmax uses another max); both within the CPU reference's
                                        * bound. Added in 0.2.0 */
-  int pdl;                            /* PREZERO_PDL: -1 unset or 1 (the default) programmatic dependent
-                                       * launch (Hopper) for the wgmma GEMMs, the kernels of the MLA op and
-                                       * the quantised MoE's gather, expert and combine kernels: each may
-                                       * start while the kernel ahead of it in the stream runs (kernels ahead
-                                       * of them allow it from their start) and waits in-kernel
-                                       * (griddepcontrol.wait) before it reads or writes what another kernel
-                                       * touches; a split-K GEMM requests its first weight tiles before that
-                                       * wait. 0 plain stream order. Bit-identical. Added last */
+  int pdl;                            /* PREZERO_PDL: -1 unset or 1 (the default) the wgmma split-K and
+                                       * stream-K GEMMs are launched with programmatic dependent launch
+                                       * (Hopper): one may start while the kernel ahead of it in the stream
+                                       * runs (the RMSNorm, all-reduce + RMSNorm and MLA kernels ahead of
+                                       * a GEMM allow it from their start), requests its first weight tiles
+                                       * (split-K), then waits for that kernel (griddepcontrol.wait) before
+                                       * it reads A or touches C or its semaphores; 0 plain stream order.
+                                       * Bit-identical. Added last */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. o NULL: nothing happens. */

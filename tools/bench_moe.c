@@ -416,7 +416,6 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
           a.w4_wk_dn = b->wk_dn;
           a.w4_wk_fixed = moe_w4_wk_fixed();
           a.direct_off = moe_direct_off();
-          a.pdl = moe_opts()->pdl != 0; /* PREZERO_PDL=0: plain stream order */
           lst = pz_moe_route_launch(m, logits + (size_t)(r % NSETS) * max_m * E, E, NULL, &p, ids, wts, s);
           if (lst == PZ_OK) lst = q == Q_INT4 ? pz_moe_w4a16_launch(&a, s) : pz_moe_w8a16_launch(&a, s);
         }

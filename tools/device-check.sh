@@ -304,14 +304,12 @@ for s in $sections; do
       PREZERO_MLA_ATTN=3 run bench_attn_v3_mixed ${PZ_T_ATTN:-150} $P bench attn --tp 1,2 --m 16,64,128 --reps 7 --paged \
         --ctx 16384 --ctx-min 1024 --json $W/attn_v3_mixed.json --md $W/attn_v3_mixed.md
       for f in v4 v3 v4_mixed v3_mixed; do grep -E "^\| [0-9]" $W/attn_$f.md | awk -F'|' -v a=$f '{print a, "tp", $2, "m", $4, $5, "attn_us", $8, $10}' | tee -a "$S"; done ;;
-    pdl)  # issues 14 / 15: programmatic dependent launch (the default) against PREZERO_PDL=0 in one call: bench gemm on the
-          # built-in table (PZ_PDL_ONLY, default Kimi-K2/tp1), bench moe --quant int4 (PZ_PDL_MOE_ARGS), bench step (PZ_PDL_STEP_ARGS)
+    pdl)  # issue 14: programmatic dependent launch of the GEMMs (the default) against PREZERO_PDL=0 in one call: bench gemm on the
+          # built-in table (PZ_PDL_ONLY, default Kimi-K2/tp1), bench step (PZ_PDL_STEP_ARGS), bench attn (the op's q_b / o_proj)
       for v in pdl nopdl; do
         e=""; [ $v = nopdl ] && e="PREZERO_PDL=0"
         run bench_gemm_$v ${PZ_T_GEMM:-300} env $e $P bench gemm --no-tune --only ${PZ_PDL_ONLY:-Kimi-K2/tp1} \
           --json $W/gemm_h200_$v.json --md $W/gemm_h200_$v.md
-        run bench_moe_$v ${PZ_T_MOE:-200} env $e $P bench moe --quant int4 ${PZ_PDL_MOE_ARGS:---tp 1,2 --m 1,4,16,64,128} \
-          --json $W/moe_h200_int4_$v.json --md $W/moe_h200_int4_$v.md
         run bench_step_$v ${PZ_T_STEP:-200} env $e $P bench step ${PZ_PDL_STEP_ARGS:-} \
           --json $W/step_h200_$v.json --md $W/step_h200_$v.md
         run bench_attn_$v ${PZ_T_ATTN:-150} env $e $P bench attn --tp 1,2 --m 4,16,64,128 --reps 7 --paged \
@@ -320,7 +318,6 @@ for s in $sections; do
       for v in pdl nopdl; do grep -E "^\| [0-9]" $W/attn_h200_$v.md | awk -F'|' -v a=$v '{print "attn", a, "tp", $2, "m", $4, "attn_us", $8, "op_us", $13}' | tee -a "$S"; done
       for v in pdl nopdl; do grep -E "^\| [A-Za-z]" $W/gemm_h200_$v.md | grep -v "^| model" | \
         awk -F'|' -v a=$v '{print a, $3, $4, "m", $7, "cublas", $10, "best", $16, $17, "heur", $22}' | tee -a "$S"; done
-      for v in pdl nopdl; do grep -E "^\| [0-9]" $W/moe_h200_int4_$v.md | awk -F'|' -v a=$v '{print "moe", a, "tp", $2, "m", $3, "us", $6, $8}' | tee -a "$S"; done
       for v in pdl nopdl; do grep -E "^\| [0-9]" $W/step_h200_$v.md | sed "s/^/step $v /" | tee -a "$S"; done ;;
     attn_lazy)  # issue 18: v4 with its lazy rescale (the default) against PREZERO_MLA_LAZY=0 in the same call, Kimi-K2
               # shapes (PZ_ATTN4_ARGS, default TP 1/2, m 4/16/64/128), context 8192 paged, then mixed contexts [1024, 16384]

@@ -183,7 +183,6 @@ static void run_case(const char *name, model *md, int K, int m, int route, int s
   /* GPU */
   pz_moe_q_args a;
   memset(&a, 0, sizeof a);
-  a.pdl = 1; /* the executor's default (PREZERO_PDL): each kernel waits in-kernel for the one ahead */
   a.m = m;
   a.H = H;
   a.p = p;

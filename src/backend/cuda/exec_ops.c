@@ -401,7 +401,6 @@ static pz_status op_moe_q(pz_cuda_ctx *c, const pz_node *n) {
     a.w4_tiled = p->wquant == 1 && pz_cuda_w4_node_tiled(R, n); /* rearranged at load (w4_tiled.c) */
     a.w4_wk_fixed = qro && qro->moe_w4_wk == 0; /* PREZERO_MOE_W4_WK=0: the fixed K splits */
     a.direct_off = qro && qro->moe_direct == 0;   /* PREZERO_MOE_DIRECT=0: the shared-memory reduction */
-    a.pdl = !qro || qro->pdl != 0;                /* PREZERO_PDL=0: plain stream order */
     st = p->wquant == 1 ? pz_moe_w4a16_launch(&a, c->stream) : pz_moe_w8a16_launch(&a, c->stream);
   }
   if (st != PZ_OK) pz_log_propagate(__FILE__, __LINE__, n->name, st);

@@ -72,9 +72,6 @@ typedef struct pz_moe_q_args {
   int direct_off; /* both: 1 = work items whose K is not split reduce through shared memory with CTA barriers
                    * (PREZERO_MOE_DIRECT=0); 0, the default, = each warp writes its rows from its registers.
                    * Bit-identical */
-  int pdl; /* both: 1 = the gather, expert and combine kernels are launched with programmatic dependent launch
-            * (each may start while the kernel ahead of it ends, and waits in-kernel before it reads or
-            * writes anything; PREZERO_PDL, on by default in the executor); 0 = plain stream order. Bit-identical */
 } pz_moe_q_args;
 
 size_t pz_moe_w4a16_workspace_bytes(int max_m, int64_t H, const pz_moe_params *p);

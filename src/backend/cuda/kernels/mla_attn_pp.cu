@@ -63,8 +63,6 @@ __device__ __forceinline__ uint64_t make_desc_p(const void *p) {
  * tensor maps as version 3 (mla_tma_maps). */
 __global__ void __launch_bounds__(PP_THREADS, 1)
     mla_attn4_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tkv, Kp k) {
-  pz_pdl_wait();    /* launched with PDL (k.pdl): the kernel ahead has finished from here on */
-  pz_pdl_trigger(); /* and the next kernel of the op may launch */
   extern __shared__ unsigned char smem4_raw[];
   unsigned char *sm = smem_align_1k(smem4_raw);
   unsigned char *sQ = sm, *sKV = sm + Q_BYTES;
@@ -326,6 +324,7 @@ extern "C" pz_status pz_mla_k_attn4(const Kp *k, cudaStream_t s) {
   CUtensorMap tq, tkv;
   PZ_CHECK(mla_tma_maps(k, &tq, &tkv));
   const dim3 grid((unsigned)((k->heads + HT - 1) / HT), (unsigned)k->splits, (unsigned)k->m);
-  PZ_CUDA_CHECK(pz_launch_k(mla_attn4_kernel, grid, dim3(PP_THREADS), PP_SMEM, s, k->pdl != 0, tq, tkv, *k));
+  mla_attn4_kernel<<<grid, PP_THREADS, PP_SMEM, s>>>(tq, tkv, *k);
+  PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }

@@ -54,8 +54,6 @@ static_assert(BN == 32, "version 3 is written for 32-position tiles (four 8-colu
  * [576, max_ctx, m] (contiguous), box 64 x 32 x 1. */
 __global__ void __launch_bounds__(THREADS, 1)
     mla_attn3_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tkv, Kp k) {
-  pz_pdl_wait();    /* launched with PDL (k.pdl): the kernel ahead has finished from here on */
-  pz_pdl_trigger(); /* and the next kernel of the op may launch */
   extern __shared__ unsigned char smem3_raw[];
   unsigned char *sm = smem_align_1k(smem3_raw);
   unsigned char *sQ = sm, *sKV = sm + Q_BYTES;
@@ -252,6 +250,7 @@ extern "C" pz_status pz_mla_k_attn3(const Kp *k, cudaStream_t s) {
   CUtensorMap tq, tkv;
   PZ_CHECK(mla_tma_maps(k, &tq, &tkv));
   const dim3 grid((unsigned)((k->heads + HT - 1) / HT), (unsigned)k->splits, (unsigned)k->m);
-  PZ_CUDA_CHECK(pz_launch_k(mla_attn3_kernel, grid, dim3(THREADS), SMEM, s, k->pdl != 0, tq, tkv, *k));
+  mla_attn3_kernel<<<grid, THREADS, SMEM, s>>>(tq, tkv, *k);
+  PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }

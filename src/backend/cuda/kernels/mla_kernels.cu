@@ -66,8 +66,7 @@ __device__ __forceinline__ void rope_pair(const Kp &k, int pos, int r, float x0,
 
 /* grid (m, 2): y = 0 q_a_layernorm (q LoRA only), y = 1 kv_a_layernorm + RoPE(k_pe) -> cache. */
 __global__ void __launch_bounds__(PREP_THREADS) mla_prep_kernel(Kp k) {
-  pz_pdl_wait();    /* launched with PDL (k.pdl): the kernel ahead has finished from here on */
-  pz_pdl_trigger(); /* and the next kernel of the op may launch */
+  pz_pdl_trigger(); /* a GEMM launched after this kernel may start its weight loads now (kernels/pdl.cuh) */
   __shared__ float red[32];
   const int i = blockIdx.x;
   if (blockIdx.y == 0) {
@@ -99,8 +98,6 @@ __global__ void __launch_bounds__(PREP_THREADS) mla_prep_kernel(Kp k) {
  * tensor cores. q rows and the W_UK block sit in shared memory; each thread owns 2 rows x 2
  * columns. CTAs with blockIdx.z == 0 also write RoPE(q_pe) (bf16) after the latent part. */
 __global__ void __launch_bounds__(BLK_THREADS) mla_absorb_kernel(Kp k) {
-  pz_pdl_wait();    /* launched with PDL (k.pdl): the kernel ahead has finished from here on */
-  pz_pdl_trigger(); /* and the next kernel of the op may launch */
   extern __shared__ float sq[]; /* [16][nope] f32, then W [nope][64] bf16 */
   uint16_t *sw = (uint16_t *)(sq + BLK_ROWS * k.nope);
   const int h = blockIdx.x, i0 = blockIdx.y * BLK_ROWS, c0 = blockIdx.z * BLK_COLS;
@@ -361,8 +358,6 @@ __device__ __forceinline__ void attn_prefetch(uint16_t *sKV, const AttnSlice &sl
 
 template <int MT, int NT>
 __global__ void __launch_bounds__(128 * MT, 1) mla_attn_kernel(Kp k) {
-  pz_pdl_wait();    /* launched with PDL (k.pdl): the kernel ahead has finished from here on */
-  pz_pdl_trigger(); /* and the next kernel of the op may launch */
   constexpr int HT = 16 * MT;
   constexpr int THREADS = 128 * MT;
   constexpr int STAGES = stages_for(MT);
@@ -455,8 +450,6 @@ __host__ __device__ constexpr size_t attn2_smem(int mt, int kvw) {
  * so the second read of a KV tile hits L2. KQ = kvw / 64, a compile-time constant. */
 template <int MT, int NT, int KQ>
 __global__ void __launch_bounds__(128 * MT, MT == 1 ? 2 : 1) mla_attn2_kernel(Kp k) {
-  pz_pdl_wait();    /* launched with PDL (k.pdl): the kernel ahead has finished from here on */
-  pz_pdl_trigger(); /* and the next kernel of the op may launch */
   constexpr int HT = 16 * MT;
   constexpr int THREADS = 128 * MT;
   constexpr int STAGES = stages_for(MT);
@@ -544,8 +537,6 @@ __global__ void __launch_bounds__(128 * MT, MT == 1 ? 2 : 1) mla_attn2_kernel(Kp
  * the attention kernel's schedule; k.balance 0: slots i * splits .., its non-empty chunks). Slice
  * weights are computed once into shared memory; columns go 4 per thread (float4). */
 __global__ void __launch_bounds__(COMB_THREADS) mla_combine_kernel(Kp k) {
-  pz_pdl_wait();    /* launched with PDL (k.pdl): the kernel ahead has finished from here on */
-  pz_pdl_trigger(); /* and the next kernel of the op may launch */
   __shared__ float sw[PZ_MLA_MAX_SPLITS], sm[PZ_MLA_MAX_SPLITS];
   const int i = blockIdx.x, h = blockIdx.y;
   int s0, nv;
@@ -591,8 +582,7 @@ __global__ void __launch_bounds__(COMB_THREADS) mla_combine_kernel(Kp k) {
  * (c in order, separate multiply and add, as the reference). olat rows [16][L] f32 and the
  * W_UV block transposed to [L][64] bf16 sit in shared memory; 2 rows x 2 columns per thread. */
 __global__ void __launch_bounds__(BLK_THREADS) mla_wuv_kernel(Kp k) {
-  pz_pdl_wait();    /* launched with PDL (k.pdl): the kernel ahead has finished from here on */
-  pz_pdl_trigger(); /* and the next kernel of the op may launch */
+  pz_pdl_trigger(); /* a GEMM launched after this kernel may start its weight loads now (kernels/pdl.cuh) */
   extern __shared__ float so[]; /* [16][L] f32, then W [L][64] bf16 */
   uint16_t *sv = (uint16_t *)(so + BLK_ROWS * k.L);
   const int h = blockIdx.x, i0 = blockIdx.y * BLK_ROWS, e0 = blockIdx.z * BLK_COLS;
@@ -693,7 +683,8 @@ extern "C" pz_status pz_mla_k_attn_setup(int version, int mt, int L, int kvw, in
 }
 
 extern "C" pz_status pz_mla_k_prep(const Kp *k, cudaStream_t s) {
-  PZ_CUDA_CHECK(pz_launch_k(mla_prep_kernel, dim3((unsigned)k->m, 2), dim3(PREP_THREADS), 0, s, k->pdl != 0, *k));
+  mla_prep_kernel<<<dim3((unsigned)k->m, 2), PREP_THREADS, 0, s>>>(*k);
+  PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }
 
@@ -702,7 +693,8 @@ static size_t wuv_smem(const Kp *k) { return (size_t)BLK_ROWS * k->L * 4 + (size
 
 extern "C" pz_status pz_mla_k_absorb(const Kp *k, cudaStream_t s) {
   dim3 grid((unsigned)k->heads, (unsigned)((k->m + BLK_ROWS - 1) / BLK_ROWS), (unsigned)((k->L + BLK_COLS - 1) / BLK_COLS));
-  PZ_CUDA_CHECK(pz_launch_k(mla_absorb_kernel, grid, dim3(BLK_THREADS), absorb_smem(k), s, k->pdl != 0, *k));
+  mla_absorb_kernel<<<grid, BLK_THREADS, absorb_smem(k), s>>>(*k);
+  PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }
 
@@ -714,19 +706,21 @@ extern "C" pz_status pz_mla_k_attn(const Kp *k, cudaStream_t s) {
   const int ht = 16 * k->mt;
   const unsigned hg = (unsigned)((k->heads + ht - 1) / ht);
   dim3 grid = k->attn_version == 2 ? dim3(hg, (unsigned)k->splits, (unsigned)k->m) : dim3((unsigned)k->splits, hg, (unsigned)k->m);
-  PZ_CUDA_CHECK(pz_launch_k(f, grid, dim3(128 * k->mt), smem_for(k->attn_version, k->mt, k->kvw), s, k->pdl != 0, *k));
+  f<<<grid, 128 * k->mt, smem_for(k->attn_version, k->mt, k->kvw), s>>>(*k);
+  PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }
 
 extern "C" pz_status pz_mla_k_combine(const Kp *k, cudaStream_t s) {
-  PZ_CUDA_CHECK(pz_launch_k(mla_combine_kernel, dim3((unsigned)k->m, (unsigned)k->heads), dim3(COMB_THREADS), 0, s,
-                            k->pdl != 0, *k));
+  mla_combine_kernel<<<dim3((unsigned)k->m, (unsigned)k->heads), COMB_THREADS, 0, s>>>(*k);
+  PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }
 
 extern "C" pz_status pz_mla_k_wuv(const Kp *k, cudaStream_t s) {
   dim3 grid((unsigned)k->heads, (unsigned)((k->m + BLK_ROWS - 1) / BLK_ROWS), (unsigned)((k->vd + BLK_COLS - 1) / BLK_COLS));
-  PZ_CUDA_CHECK(pz_launch_k(mla_wuv_kernel, grid, dim3(BLK_THREADS), wuv_smem(k), s, k->pdl != 0, *k));
+  mla_wuv_kernel<<<grid, BLK_THREADS, wuv_smem(k), s>>>(*k);
+  PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }
 

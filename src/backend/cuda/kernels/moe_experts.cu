@@ -13,7 +13,6 @@ extern "C" { /* core/status.h has no C++ guards of its own */
 #include "backend/cuda/moe.h"
 #include "backend/cuda/moe_w4_split.h" /* pz_moe_wk_by_k */
 #include "backend/cuda/kernels/moe_item_common.cuh"
-#include "backend/cuda/kernels/pdl.cuh"
 
 namespace {
 
@@ -189,7 +188,6 @@ __host__ __device__ inline int tiles_of(const seg_params &s) {
 // the routed segment's (work entry, row tile) items, the work count read from the device.
 template <bool DUAL>
 __global__ void __launch_bounds__(kThreads, 2) moe_mm_kernel(mm_params p) {
-  pz_pdl_trigger(); /* a kernel launched after this one with PDL may start now (kernels/pdl.cuh) */
   __shared__ float red[kWarps * 2 * 4 * 4 * 32];
   const int d_tiles = p.m > 0 ? tiles_of(p.dense) : 0;
   const int d_items = d_tiles * ((p.m + kGroup - 1) / kGroup);

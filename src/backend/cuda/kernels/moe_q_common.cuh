@@ -16,7 +16,6 @@
 extern "C" { /* core/status.h has no C++ guards of its own */
 #include "core/status.h"
 }
-#include "backend/cuda/kernels/pdl.cuh"
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/moe_q.h"
@@ -46,8 +45,6 @@ struct gather_params {
 // from global memory, one dependent L2 round trip each: the MoE op took 16-20 us longer at m <= 4 and
 // 50-100 us longer at m = 64-128 on the H200, bench/results/moe_h200_int4_ab/README.md round 77.)
 __global__ void __launch_bounds__(1024) gather_kernel(gather_params p) {
-  pz_pdl_wait();    /* launched with PDL (pz_moe_q_args.pdl): the kernel ahead has finished from here on */
-  pz_pdl_trigger(); /* and the next kernel of the op may launch */
   pz_moe_item::gather<1024, kTok, PZ_MOE_MAX_M * PZ_MOE_MAX_TOPK>(p.n_pairs, p.E, p.ids, nullptr, p.pairs, p.work,
                                                                 p.n_work);
 }
@@ -161,8 +158,6 @@ __host__ __device__ constexpr int min_blocks_of(long) {
 template <class Q, bool DUAL>
 __global__ void __launch_bounds__(kThreads, min_blocks_of<Q>(0)) mm_kernel(mm_params p) {
   __shared__ float red[kWarps * 2 * 4 * 4 * 32];
-  pz_pdl_wait();    /* launched with PDL (pz_moe_q_args.pdl): the kernel ahead has finished from here on */
-  pz_pdl_trigger(); /* and the next kernel of the op may launch */
   const int tiles = tiles_of(p.s), total = *p.n_work * tiles;
   constexpr bool PF = l2pf_of<Q>(0);
   if constexpr (PF) {
@@ -202,8 +197,6 @@ struct combine_params {
 };
 
 __global__ void combine_kernel(combine_params p) {
-  pz_pdl_wait();    /* launched with PDL (pz_moe_q_args.pdl): the kernel ahead has finished from here on */
-  pz_pdl_trigger(); /* and the next kernel of the op may launch */
   const int i = blockIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= p.H) return;
   float y = 0.0f;
@@ -242,7 +235,7 @@ inline ws_layout layout_of(int max_m, int64_t H, const pz_moe_params *p) {
 inline bool aligned(const void *q, unsigned a) { return ((uintptr_t)q & (a - 1)) == 0; }
 
 template <class Q, bool DUAL>
-pz_status launch_mm(const mm_params &mp, int64_t max_items, const char *name, bool pdl, cudaStream_t stream) {
+pz_status launch_mm(const mm_params &mp, int64_t max_items, const char *name, cudaStream_t stream) {
   int dev = 0, sms = 0, per_sm = 0;
   PZ_CUDA_CHECK_MSG(cudaGetDevice(&dev), "%s: cannot read the current device", name);
   PZ_CUDA_CHECK_MSG(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "%s: SM count", name);
@@ -251,7 +244,8 @@ pz_status launch_mm(const mm_params &mp, int64_t max_items, const char *name, bo
   int64_t grid = (int64_t)sms * (per_sm < 1 ? 1 : per_sm);
   if (grid > max_items) grid = max_items;
   if (grid < 1) grid = 1;
-  PZ_CUDA_CHECK(pz_launch_k(mm_kernel<Q, DUAL>, dim3((unsigned)grid), dim3(kThreads), 0, stream, pdl, mp));
+  mm_kernel<Q, DUAL><<<(unsigned)grid, kThreads, 0, stream>>>(mp);
+  PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }
 
@@ -299,7 +293,8 @@ pz_status run_all(const pz_moe_q_args *a, const ws_layout &l, seg up_s, seg dn_s
                            l.total - l.mlp, stream));
 
   gather_params gp = {a->m * K, K, E, a->ids, pairs, work, n_work};
-  PZ_CUDA_CHECK(pz_launch_k(gather_kernel, dim3(1), dim3(1024), 0, stream, a->pdl != 0, gp));
+  gather_kernel<<<1, 1024, 0, stream>>>(gp);
+  PZ_CUDA_CHECK(cudaGetLastError());
 
   const int64_t max_work = max_work_of(a->m, E, K);
   mm_params up;
@@ -314,7 +309,7 @@ pz_status run_all(const pz_moe_q_args *a, const ws_layout &l, seg up_s, seg dn_s
   up.s.out = h;
   up.s.ld_out = I;
   up.s.out_mode = 0;
-  PZ_CHECK((launch_mm<Q, true>(up, max_work * tiles_of(up.s), name, a->pdl != 0, stream)));
+  PZ_CHECK((launch_mm<Q, true>(up, max_work * tiles_of(up.s), name, stream)));
 
   mm_params dn = up;
   dn.s = dn_s;
@@ -324,11 +319,11 @@ pz_status run_all(const pz_moe_q_args *a, const ws_layout &l, seg up_s, seg dn_s
   dn.s.out = d;
   dn.s.ld_out = H;
   dn.s.out_mode = 1;
-  PZ_CHECK((launch_mm<Q, false>(dn, max_work * tiles_of(dn.s), name, a->pdl != 0, stream)));
+  PZ_CHECK((launch_mm<Q, false>(dn, max_work * tiles_of(dn.s), name, stream)));
 
   combine_params cp = {a->m, K, (int)H, a->ids, a->weights, d, a->out, a->ld_out, SI ? 1 : 0};
-  PZ_CUDA_CHECK(pz_launch_k(combine_kernel, dim3((unsigned)((H + 127) / 128), (unsigned)a->m), dim3(128), 0, stream,
-                            a->pdl != 0, cp));
+  combine_kernel<<<dim3((unsigned)((H + 127) / 128), (unsigned)a->m), 128, 0, stream>>>(cp);
+  PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }
 

@@ -11,7 +11,6 @@ extern "C" { /* core/status.h has no C++ guards of its own */
 #include "backend/cuda/moe.h"
 #include "expf_glibc.cuh"
 #include "backend/cuda/kernels/pad_rows.cuh"
-#include "backend/cuda/kernels/pdl.cuh"
 
 namespace {
 
@@ -41,7 +40,6 @@ constexpr int kRouteThreads = 128;
 // One CTA per token: scores into shared memory, group mask, then warp 0 selects top-k by K
 // rounds of a warp arg-max under ranks_before.
 __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(route_params p) {
-  pz_pdl_trigger(); /* a kernel launched after this one with PDL may start now (kernels/pdl.cuh) */
   __shared__ float s_score[PZ_MOE_MAX_EXPERTS];
   __shared__ float s_choice[PZ_MOE_MAX_EXPERTS];
   __shared__ unsigned char s_ok[PZ_MOE_MAX_EXPERTS];

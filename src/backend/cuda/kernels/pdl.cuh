@@ -4,9 +4,7 @@
  * A kernel launched with cudaLaunchAttributeProgrammaticStreamSerialization may start before the
  * kernel ahead of it in the stream has finished. It must call pz_pdl_wait before it reads anything
  * that kernel writes, or writes anything that kernel reads. Launched so (PREZERO_PDL, on by default):
- * the wgmma GEMMs (gemm.h, pz_gemm_args.pdl), the MLA op's kernels (mla_kernels.h, pz_mla_kparams.pdl)
- * and the quantised MoE's gather, expert and combine kernels (moe_q.h, pz_moe_q_args.pdl);
- * pz_pdl_wait is a no-op in a grid launched without it.
+ * the wgmma GEMMs (gemm.h, pz_gemm_args.pdl); pz_pdl_wait is a no-op in a grid launched without it.
  *
  * pz_pdl_trigger, called by every thread of a CTA, tells the scheduler that this CTA no longer holds
  * back the launch of a dependent grid; once all CTAs have (or have exited) the dependent may start,
