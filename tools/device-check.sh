@@ -27,6 +27,7 @@
 #              context 8192 and mixed [1024, 16384]
 #   ncu_attn   ncu of the MLA split attention and combine kernels (PZ_NCU_M, default 4; not yet run)
 #   ncu_moe    ncu of the W4A16 expert kernel at TP 1 (PZ_NCU_M, default 64)
+#   moe_times  each kernel of `prezero bench moe --quant int4 --tp 1 --m PZ_NCU_M` (default 4) timed alone under ncu
 #   moe_int4   `prezero bench moe --quant int4` alone (PZ_MOE_ARGS adds options)
 #   quant_fixed  `PREZERO_MOE_W4_WK=0 prezero bench moe --quant int4` (after quant or moe_int4, for the A/B)
 #   quant_wk   `prezero bench moe --quant int4` per W4A16 K split (PZ_WK_LIST, default "dn1 dn2 dn8 up1"; PZ_WK_ARGS)
@@ -285,6 +286,15 @@ for s in $sections; do
       OUT=$W/ncu_attn PZ_NCU_M=${PZ_NCU_M:-4} run ncu_attn 200 bash bench/attn/ncu_attn.sh ;;
     ncu_moe)  # issue 15: ncu of the W4A16 expert kernel (bench/moe/ncu_w4a16.sh; PZ_NCU_M, default 64)
       OUT=$W/ncu_moe PZ_NCU_M=${PZ_NCU_M:-64} run ncu_moe 200 bash bench/moe/ncu_w4a16.sh ;;
+    moe_times)  # issue 15: each kernel of the int4 MoE op, one by one under ncu (cold caches, serialised: the gaps between
+                # kernels are not in it), TP 1 at PZ_NCU_M (default 4): where the op's time goes. The bf16 MoE runs first
+                # in the bench (route + its mm_kernel pair); the int4 op is route, shared mm pair, gather, mm pair, combine
+      run moe_times 300 ncu --clock-control none --metrics gpu__time_duration.sum --csv -c ${PZ_NCU_C:-200} \
+        -k regex:'^(moe_route_kernel|gather_kernel|mm_kernel|combine_kernel)$' \
+        $P bench moe --quant int4 --tp 1 --m ${PZ_NCU_M:-4} --reps 1
+      grep -E '"gpu__time_duration' "$W/moe_times.txt" | awk -F'","' '{print $5, $9, $NF}' | tr -d '"' > "$W/moe_times_short.txt"
+      awk '/^gather_kernel/ && !f {f=NR} {l[NR]=$0} END {for (i = f - 3; i < f + 25 && i <= NR; i++) if (i > 0) print l[i]}' \
+        "$W/moe_times_short.txt" | tee -a "$S" ;;
     consumer) run consumer ${PZ_T_CONSUMER:-300} ctest --test-dir $B -R installed_consumer -V
       grep -E "CUDA part|all checks passed|FAIL" "$W/consumer.txt" | sed 's/^[0-9]*: //' | tee -a "$S" ;;
     attn_mixed)  # issue 18: contexts drawn from [1024, 16384], paged: the balanced split-KV schedule, then the former
