@@ -128,7 +128,11 @@ typedef struct pz_runtime_opts {
                                        * a GEMM allow it from their start), requests its first weight tiles
                                        * (split-K), then waits for that kernel (griddepcontrol.wait) before
                                        * it reads A or touches C or its semaphores; 0 plain stream order.
-                                       * Bit-identical. Added last */
+                                       * Bit-identical. Added in 0.2.0 */
+  int moe_route_topk;                 /* PREZERO_MOE_ROUTE_TOPK: -1 unset or 1 (the default) the MoE router's
+                                       * top-k runs in two stages over the CTA's four warps (each warp's k
+                                       * best, then the finalists ranked); 0 warp 0 alone, k rounds over
+                                       * every expert, as before. Same ids and weights. Added last */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. o NULL: nothing happens. */

@@ -137,6 +137,7 @@ static const pz_runtime_opts *moe_opts(void) {
 static int moe_l2pf(void) { return moe_opts()->moe_l2pf == 1; }
 static int moe_w4_wk_fixed(void) { return moe_opts()->moe_w4_wk == 0; } /* PREZERO_MOE_W4_WK=0 */
 static int moe_direct_off(void) { return moe_opts()->moe_direct == 0; }   /* PREZERO_MOE_DIRECT=0 */
+static int route_serial(void) { return moe_opts()->moe_route_topk == 0; } /* PREZERO_MOE_ROUTE_TOPK=0 */
 #include "bench/dev/dev_helpers.h" /* pz_moe_fill_bf16, pz_moe_stream_read */
 #include "core/status.h"
 
@@ -380,6 +381,7 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
         a.w_gate = wg; a.w_up = wu; a.w_down = wd; a.sh_gate = sg; a.sh_up = su; a.sh_down = sd;
         a.out = out; a.ld_out = H; a.workspace = ws;
         a.workspace_bytes = al256(pz_moe_workspace_bytes(m, H, &p)) + pz_moe_route_bytes(m, &p);
+        a.route_serial_topk = route_serial();
         cudaGraph_t g = NULL;
         cudaGraphExec_t ge = NULL;
         BENCH_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
@@ -416,7 +418,8 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
           a.w4_wk_dn = b->wk_dn;
           a.w4_wk_fixed = moe_w4_wk_fixed();
           a.direct_off = moe_direct_off();
-          lst = pz_moe_route_launch(m, logits + (size_t)(r % NSETS) * max_m * E, E, NULL, &p, ids, wts, s);
+          lst = pz_moe_route_launch_rows(m, logits + (size_t)(r % NSETS) * max_m * E, E, NULL, &p, ids, wts, NULL,
+                                         route_serial(), s);
           if (lst == PZ_OK) lst = q == Q_INT4 ? pz_moe_w4a16_launch(&a, s) : pz_moe_w8a16_launch(&a, s);
         }
         char lmsg[300];
@@ -491,6 +494,7 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
       }
       if (q == Q_INT4) cJSON_AddBoolToObject(row, "w4_wk_fixed", moe_w4_wk_fixed()); /* PREZERO_MOE_W4_WK=0 */
       if (q != Q_BF16) cJSON_AddBoolToObject(row, "direct_off", moe_direct_off());  /* PREZERO_MOE_DIRECT=0 */
+      cJSON_AddBoolToObject(row, "route_serial_topk", route_serial());              /* PREZERO_MOE_ROUTE_TOPK=0 */
       cJSON_AddNumberToObject(row, "read_us_same_bytes", rus);
     }
   }

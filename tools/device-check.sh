@@ -27,6 +27,7 @@
 #              context 8192 and mixed [1024, 16384]
 #   ncu_attn   ncu of the MLA split attention and combine kernels (PZ_NCU_M, default 4; not yet run)
 #   ncu_moe    ncu of the W4A16 expert kernel at TP 1 (PZ_NCU_M, default 64)
+#   route_ab   `prezero bench moe --quant int4`: the router's two-stage top-k, then PREZERO_MOE_ROUTE_TOPK=0
 #   moe_times  each kernel of `prezero bench moe --quant int4 --tp 1 --m PZ_NCU_M` (default 4) timed alone under ncu
 #   moe_int4   `prezero bench moe --quant int4` alone (PZ_MOE_ARGS adds options)
 #   quant_fixed  `PREZERO_MOE_W4_WK=0 prezero bench moe --quant int4` (after quant or moe_int4, for the A/B)
@@ -286,6 +287,15 @@ for s in $sections; do
       OUT=$W/ncu_attn PZ_NCU_M=${PZ_NCU_M:-4} run ncu_attn 200 bash bench/attn/ncu_attn.sh ;;
     ncu_moe)  # issue 15: ncu of the W4A16 expert kernel (bench/moe/ncu_w4a16.sh; PZ_NCU_M, default 64)
       OUT=$W/ncu_moe PZ_NCU_M=${PZ_NCU_M:-64} run ncu_moe 200 bash bench/moe/ncu_w4a16.sh ;;
+    route_ab)  # issue 15: bench moe --quant int4 with the router's two-stage top-k (the default), then PREZERO_MOE_ROUTE_TOPK=0
+               # (the former serial top-k) in the same call (PZ_ROUTE_ARGS, default TP 1/2, m 1/4/16/64/128)
+      for v in twostage serial; do
+        e=""; [ $v = serial ] && e="PREZERO_MOE_ROUTE_TOPK=0"
+        run bench_moe_route_$v ${PZ_T_MOE:-200} env $e $P bench moe --quant int4 ${PZ_ROUTE_ARGS:---tp 1,2 --m 1,4,16,64,128} \
+          --json $W/moe_h200_int4_route_$v.json --md $W/moe_h200_int4_route_$v.md
+      done
+      for v in twostage serial; do grep -E "^\| [0-9]" $W/moe_h200_int4_route_$v.md | \
+        awk -F'|' -v a=$v '{print "moe", a, "tp", $2, "m", $3, "us", $6, $8, "bf16", $9}' | tee -a "$S"; done ;;
     moe_times)  # issue 15: each kernel of the int4 MoE op, one by one under ncu (cold caches, serialised: the gaps between
                 # kernels are not in it), TP 1 at PZ_NCU_M (default 4): where the op's time goes. The bf16 MoE runs first
                 # in the bench (route + its mm_kernel pair); the int4 op is route, shared mm pair, gather, mm pair, combine

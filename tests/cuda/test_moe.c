@@ -69,11 +69,12 @@ static int check_route(const char *name, int m, const pz_moe_params *p, const fl
   float *dw = NULL;
   cudaMalloc((void **)&di, sizeof(int32_t) * m * K);
   cudaMalloc((void **)&dw, sizeof(float) * m * K);
-  CHECK_OK(pz_moe_route_launch(m, dl, ld, db, p, di, dw, 0));
+  int bad = 0;
+  for (int serial = 0; serial < 2; serial++) { /* the two-stage top-k (default), the former serial one */
+  CHECK_OK(pz_moe_route_launch_rows(m, dl, ld, db, p, di, dw, NULL, serial, 0));
   CHECK(cudaDeviceSynchronize() == cudaSuccess);
   cudaMemcpy(gids, di, sizeof(int32_t) * m * K, cudaMemcpyDeviceToHost);
   cudaMemcpy(gw, dw, sizeof(float) * m * K, cudaMemcpyDeviceToHost);
-  int bad = 0;
   for (int i = 0; i < m; i++) {
     int wdiff = 0; /* bit for bit; two NaNs count as equal (the GPU writes the canonical NaN) */
     for (int t = 0; t < K; t++)
@@ -81,13 +82,14 @@ static int check_route(const char *name, int m, const pz_moe_params *p, const fl
         wdiff = 1;
     if (memcmp(ids + i * K, gids + i * K, sizeof(int32_t) * K) || wdiff) {
       if (bad < 3) {
-        fprintf(stderr, "route %s token %d:\n", name, i);
+        fprintf(stderr, "route %s (%s top-k) token %d:\n", name, serial ? "serial" : "two-stage", i);
         for (int t = 0; t < K; t++)
           fprintf(stderr, "  slot %d: cpu %d %.9g  gpu %d %.9g\n", t, ids[i * K + t], w[i * K + t], gids[i * K + t],
                   gw[i * K + t]);
       }
       bad++;
     }
+  }
   }
   if (bad) fprintf(stderr, "route %s: %d of %d tokens differ\n", name, bad, m);
   CHECK(bad == 0);
@@ -159,6 +161,11 @@ static void test_route(void) {
     /* every expert chosen (top_k = n_experts), with and without groups; one expert chosen */
     route_case("all experts greedy", m, mk(8, 8, 1, 1, PZ_SCORE_SOFTMAX, PZ_TOPK_GREEDY, true, 1.0f), 0, 0, 0);
     route_case("all experts noaux", m, mk(16, 16, 4, 4, PZ_SCORE_SIGMOID, PZ_TOPK_NOAUX_TC, true, 2.0f), 0, 1, 0);
+    /* the limits: 1024 experts (8 candidates per thread), top 32 (128 finalists); E not a multiple of 128 */
+    route_case("E1024 top32", m, mk(1024, 32, 1, 1, PZ_SCORE_SIGMOID, PZ_TOPK_NOAUX_TC, true, 2.0f), 0, 1, 0);
+    route_case("E1024 top32 ties", m, mk(1024, 32, 1, 1, PZ_SCORE_SIGMOID, PZ_TOPK_NOAUX_TC, true, 2.0f), 1, 1, 1);
+    route_case("E1024 top32 groups", m, mk(1024, 32, 32, 3, PZ_SCORE_SIGMOID, PZ_TOPK_NOAUX_TC, true, 2.0f), 3, 1, 0);
+    route_case("E200 top12 nan", m, mk(200, 12, 1, 1, PZ_SCORE_SOFTMAX, PZ_TOPK_GREEDY, false, 1.0f), 3, 0, 0);
     route_case("one expert softmax", m, mk(64, 1, 1, 1, PZ_SCORE_SOFTMAX, PZ_TOPK_GREEDY, true, 1.0f), 0, 0, 0);
     route_case("one expert noaux", m, mk(64, 1, 8, 2, PZ_SCORE_SIGMOID, PZ_TOPK_NOAUX_TC, true, 2.0f), 1, 1, 1);
     /* kept groups hold fewer experts than top_k: slots -1 / 0 */
@@ -227,7 +234,7 @@ static void test_route(void) {
       const int r = words[k] > 0 && words[k] < RM ? words[k] : RM; /* the rows routed as real */
       cudaMemcpy(drows, &words[k], sizeof(int32_t), cudaMemcpyHostToDevice);
       cudaMemset(di, 0x55, sizeof gids); /* stale: every slot must be written */
-      CHECK_OK(pz_moe_route_launch_rows(RM, dl, RE, db, &p, di, dw, drows, 0));
+      CHECK_OK(pz_moe_route_launch_rows(RM, dl, RE, db, &p, di, dw, drows, k == 1, 0)); /* the serial top-k once */
       CHECK(cudaDeviceSynchronize() == cudaSuccess);
       cudaMemcpy(gids, di, sizeof gids, cudaMemcpyDeviceToHost);
       cudaMemcpy(gw, dw, sizeof gw, cudaMemcpyDeviceToHost);

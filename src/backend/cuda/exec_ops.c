@@ -371,8 +371,10 @@ static pz_status op_moe_q(pz_cuda_ctx *c, const pz_node *n) {
   char *route = (char *)R->ws + (R->ws_bytes - rb) / 256 * 256;
   int32_t *ids = (int32_t *)route;
   float *wts = (float *)(route + half);
+  const pz_runtime_opts *ro = pz_gemm_ctx_opts(c->gemm);
+  const int serial_topk = ro && ro->moe_route_topk == 0; /* PREZERO_MOE_ROUTE_TOPK=0: the former top-k */
   pz_status st = pz_moe_route_launch_rows((int)c->m, DATA(n->src[PZ_MOE_LOGITS]), ldl, opt_data(c, n, PZ_MOE_BIAS), p, ids,
-                                          wts, R->rows, c->stream); /* padding rows route to no expert */
+                                          wts, R->rows, serial_topk, c->stream); /* padding rows route to no expert */
   if (st == PZ_OK) {
     pz_moe_q_args a;
     memset(&a, 0, sizeof a);
@@ -440,6 +442,7 @@ static pz_status op_moe(pz_cuda_ctx *c, const pz_node *n) {
   {
     const pz_runtime_opts *ro = pz_gemm_ctx_opts(c->gemm); /* PREZERO_MOE_PERSISTENT=0: one CTA per item */
     a.no_persistent = ro && ro->moe_persistent == 0;
+    a.route_serial_topk = ro && ro->moe_route_topk == 0; /* PREZERO_MOE_ROUTE_TOPK=0: the former top-k */
   }
   pz_status st = pz_moe_launch(&a, DATA(n->src[PZ_MOE_LOGITS]), ldl, opt_data(c, n, PZ_MOE_BIAS), NULL, NULL, c->stream);
   if (st != PZ_OK) pz_log_propagate(__FILE__, __LINE__, n->name, st);

@@ -35,7 +35,9 @@ extern "C" {
  * double; equal to glibc 2.36's expf on all 2^32 inputs but 2 on the machine it was checked
  * on), IEEE-rounded f32 adds and divides (no contraction), the softmax sum in expert order,
  * and the CPU's ranking rule (larger first, NaN last, ties to the lower index).
- * One CTA of 128 threads per token. Capturable (no sync, no allocation).
+ * One CTA of 128 threads per token; the top-k runs in two stages over all four warps (each warp's
+ * k best, then the 4k finalists ranked), the same choice as the CPU's serial scan. Capturable (no
+ * sync, no allocation).
  * Errors: PZ_ERR_SHAPE (m outside 1..PZ_MOE_MAX_M, E outside 1..PZ_MOE_MAX_EXPERTS, top_k
  * outside 1..min(E, PZ_MOE_MAX_TOPK), E not divisible by n_group, n_group > PZ_MOE_MAX_GROUPS),
  * PZ_ERR_INVALID_ARG (NULL pointer), PZ_ERR_CUDA (launch). */
@@ -45,10 +47,12 @@ pz_status pz_moe_route_launch(int m, const float *logits, int64_t ld_logits, con
 /* The same with the executor's real-row word (NULL: every row real): when 0 < *rows < m, rows
  * *rows .. m-1 are the padding of a captured batch size and route to no expert (ids -1, weights 0
  * in every slot), so they add no expert weights to the step (exec.c pad_rows; the word is 0 under
- * PREZERO_PAD_ATTN=0, which routes them as real rows). Errors as pz_moe_route_launch. */
+ * PREZERO_PAD_ATTN=0, which routes them as real rows). serial_topk 1: the former top-k (warp 0
+ * alone, k rounds over every expert; PREZERO_MOE_ROUTE_TOPK=0), same ids and weights, slower.
+ * Errors as pz_moe_route_launch. */
 pz_status pz_moe_route_launch_rows(int m, const float *logits, int64_t ld_logits, const float *bias,
                                    const pz_moe_params *p, int32_t *ids, float *weights,
-                                   const int32_t *rows, cudaStream_t stream);
+                                   const int32_t *rows, int serial_topk, cudaStream_t stream);
 
 /* ---------------------------------------------------------------- experts */
 
@@ -93,6 +97,7 @@ typedef struct pz_moe_args {
   void *workspace; size_t workspace_bytes;
   bool no_persistent;     /* one CTA per possible item instead of persistent grids (a baseline) */
   const int32_t *rows;    /* pz_moe_launch's router: the real-row word (pz_moe_route_launch_rows) or NULL */
+  bool route_serial_topk; /* pz_moe_launch's router: the former serial top-k (PREZERO_MOE_ROUTE_TOPK=0) */
 } pz_moe_args;
 
 /* Workspace bytes pz_moe_experts_launch needs for up to max_m tokens (a multiple of 256);

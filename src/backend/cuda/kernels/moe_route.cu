@@ -33,12 +33,102 @@ struct route_params {
   int32_t *__restrict__ ids;         // [m, K]
   float *__restrict__ weights;       // [m, K]
   const int32_t *__restrict__ rows;  // nullptr, or [1]: rows >= *rows (0 < *rows < m) are padding
+  int serial;                        // 1: warp 0 selects by K rounds over every expert (PREZERO_MOE_ROUTE_TOPK=0)
 };
 
 constexpr int kRouteThreads = 128;
+constexpr int kRouteWarps = kRouteThreads / 32;
+constexpr int kPerThread = PZ_MOE_MAX_EXPERTS / kRouteThreads; /* candidates a thread holds (expert tid + 128 j) */
+static_assert(PZ_MOE_MAX_EXPERTS % kRouteThreads == 0, "the two-stage top-k gives every thread whole candidates");
+static_assert(kRouteWarps * PZ_MOE_MAX_TOPK <= kRouteThreads, "stage 2 ranks one candidate per thread");
 
-// One CTA per token: scores into shared memory, group mask, then warp 0 selects top-k by K
-// rounds of a warp arg-max under ranks_before.
+// ranks_before with an empty candidate (index < 0) ranking after every real one.
+__device__ __forceinline__ bool better(float a, int ia, float b, int ib) {
+  if (ia < 0) return false;
+  if (ib < 0) return true;
+  return ranks_before(a, ia, b, ib);
+}
+
+__device__ __forceinline__ void cswap(float &va, int &ia, float &vb, int &ib) { /* (a, b) into rank order */
+  if (better(vb, ib, va, ia)) {
+    const float tv = va;
+    const int ti = ia;
+    va = vb;
+    ia = ib;
+    vb = tv;
+    ib = ti;
+  }
+}
+
+// Top-k in two stages, all warps: each thread sorts its kPerThread candidates (Batcher's odd-even
+// merge network for 8), each warp takes its k best by k arg-max butterflies over its lanes' heads
+// (the winner lane pops), then each of the kRouteWarps * k finalists counts the finalists that rank
+// before it: that count is its slot. The ranking is a strict total order on (value, index), so the
+// result is the serial scan's (the CPU's) exactly. s_sel[0..k): the chosen experts in rank order, -1
+// where fewer than k experts are eligible (s_ok). Ends with __syncthreads.
+__device__ __forceinline__ void topk_two_stage(const float *s_choice, const unsigned char *s_ok, int E, int K,
+                                               float *s_cv, int *s_ci, int *s_sel) {
+  static_assert(kPerThread == 8, "the sorting network below is for 8 candidates per thread");
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  float v[kPerThread];
+  int ix[kPerThread];
+#pragma unroll
+  for (int j = 0; j < kPerThread; j++) {
+    const int e = tid + j * kRouteThreads;
+    const bool ok = e < E && s_ok[e];
+    v[j] = ok ? s_choice[e] : 0.0f;
+    ix[j] = ok ? e : -1;
+  }
+#define PZ_CS(a, b) cswap(v[a], ix[a], v[b], ix[b])
+  PZ_CS(0, 1); PZ_CS(2, 3); PZ_CS(4, 5); PZ_CS(6, 7);
+  PZ_CS(0, 2); PZ_CS(1, 3); PZ_CS(4, 6); PZ_CS(5, 7);
+  PZ_CS(1, 2); PZ_CS(5, 6);
+  PZ_CS(0, 4); PZ_CS(1, 5); PZ_CS(2, 6); PZ_CS(3, 7);
+  PZ_CS(2, 4); PZ_CS(3, 5);
+  PZ_CS(1, 2); PZ_CS(3, 4); PZ_CS(5, 6);
+#undef PZ_CS
+  for (int t = 0; t < K; t++) {
+    float bv = v[0];
+    int bi = ix[0];
+    for (int o = 16; o; o >>= 1) { /* butterfly: every lane ends with the warp's best head */
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (better(ov, oi, bv, bi)) {
+        bv = ov;
+        bi = oi;
+      }
+    }
+    if (bi >= 0 && ix[0] == bi) { /* indices are unique: one lane pops its head */
+#pragma unroll
+      for (int j = 0; j + 1 < kPerThread; j++) {
+        v[j] = v[j + 1];
+        ix[j] = ix[j + 1];
+      }
+      v[kPerThread - 1] = 0.0f;
+      ix[kPerThread - 1] = -1;
+    }
+    if (lane == 0) {
+      s_cv[warp * K + t] = bv;
+      s_ci[warp * K + t] = bi;
+    }
+  }
+  if (tid < K) s_sel[tid] = -1;
+  __syncthreads();
+  const int nc = kRouteWarps * K;
+  if (tid < nc && s_ci[tid] >= 0) {
+    const float cv = s_cv[tid];
+    const int ci = s_ci[tid];
+    int rank = 0;
+    for (int u = 0; u < nc; u++) rank += better(s_cv[u], s_ci[u], cv, ci) ? 1 : 0;
+    if (rank < K) s_sel[rank] = ci;
+  }
+  __syncthreads();
+}
+
+// One CTA per token: scores into shared memory, group mask, then the top-k under ranks_before:
+// topk_two_stage (default), or (p.serial, PREZERO_MOE_ROUTE_TOPK=0) warp 0 alone by K rounds of a
+// warp arg-max over every expert, which took about 16 µs per call on the H200 (ncu, Kimi-K2 384
+// experts, top 8: bench/results/moe_h200_int4_ab/ round 84).
 __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(route_params p) {
   __shared__ float s_score[PZ_MOE_MAX_EXPERTS];
   __shared__ float s_choice[PZ_MOE_MAX_EXPERTS];
@@ -47,6 +137,9 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(route_params p
   __shared__ float s_gscore[PZ_MOE_MAX_GROUPS];
   __shared__ unsigned char s_gsel[PZ_MOE_MAX_GROUPS];
   __shared__ float s_w[PZ_MOE_MAX_TOPK];
+  __shared__ float s_cv[kRouteWarps * PZ_MOE_MAX_TOPK];
+  __shared__ int s_ci[kRouteWarps * PZ_MOE_MAX_TOPK];
+  __shared__ int s_sel[PZ_MOE_MAX_TOPK];
   __shared__ float s_sum;
   const int i = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int E = p.E;
@@ -125,32 +218,38 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(route_params p
     __syncthreads();
   }
 
-  if (warp != 0) return;
   const int K = p.K;
   int my_sel = -1;
-  for (int t = 0; t < K; t++) {
-    float bv = 0.0f;
-    int bi = -1;
-    for (int e = lane; e < E; e += 32) {
-      if (!s_ok[e]) continue;
-      float v = s_choice[e];
-      if (bi < 0 || ranks_before(v, e, bv, bi)) {
-        bv = v;
-        bi = e;
+  if (!p.serial) {
+    topk_two_stage(s_choice, s_ok, E, K, s_cv, s_ci, s_sel);
+    if (warp != 0) return;
+    if (lane < K) my_sel = s_sel[lane];
+  } else {
+    if (warp != 0) return;
+    for (int t = 0; t < K; t++) {
+      float bv = 0.0f;
+      int bi = -1;
+      for (int e = lane; e < E; e += 32) {
+        if (!s_ok[e]) continue;
+        float v = s_choice[e];
+        if (bi < 0 || ranks_before(v, e, bv, bi)) {
+          bv = v;
+          bi = e;
+        }
       }
-    }
-    for (int o = 16; o; o >>= 1) {  // butterfly: every lane ends with the same winner
-      float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-      int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-      if (oi >= 0 && (bi < 0 || ranks_before(ov, oi, bv, bi))) {
-        bv = ov;
-        bi = oi;
+      for (int o = 16; o; o >>= 1) {  // butterfly: every lane ends with the same winner
+        float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+        int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (oi >= 0 && (bi < 0 || ranks_before(ov, oi, bv, bi))) {
+          bv = ov;
+          bi = oi;
+        }
       }
+      if (lane == t) my_sel = bi;
+      __syncwarp();
+      if (lane == 0 && bi >= 0) s_ok[bi] = 0;
+      __syncwarp();
     }
-    if (lane == t) my_sel = bi;
-    __syncwarp();
-    if (lane == 0 && bi >= 0) s_ok[bi] = 0;
-    __syncwarp();
   }
   float w = 0.0f;
   if (lane < K) {
@@ -194,12 +293,13 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(route_params p
 extern "C" pz_status pz_moe_route_launch(int m, const float *logits, int64_t ld_logits,
                                          const float *bias, const pz_moe_params *p, int32_t *ids,
                                          float *weights, cudaStream_t stream) {
-  return pz_moe_route_launch_rows(m, logits, ld_logits, bias, p, ids, weights, nullptr, stream);
+  return pz_moe_route_launch_rows(m, logits, ld_logits, bias, p, ids, weights, nullptr, 0, stream);
 }
 
 extern "C" pz_status pz_moe_route_launch_rows(int m, const float *logits, int64_t ld_logits,
                                               const float *bias, const pz_moe_params *p, int32_t *ids,
-                                              float *weights, const int32_t *rows, cudaStream_t stream) {
+                                              float *weights, const int32_t *rows, int serial_topk,
+                                              cudaStream_t stream) {
   if (!p || !logits || !ids || !weights)
     return pz_error(PZ_ERR_INVALID_ARG, "moe route: NULL logits/ids/weights/params");
   const int E = p->n_experts, K = p->top_k, G = p->n_group > 0 ? p->n_group : 1;
@@ -228,6 +328,7 @@ extern "C" pz_status pz_moe_route_launch_rows(int m, const float *logits, int64_
   rp.ids = ids;
   rp.weights = weights;
   rp.rows = rows;
+  rp.serial = serial_topk ? 1 : 0;
   moe_route_kernel<<<m, kRouteThreads, 0, stream>>>(rp);
   PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
