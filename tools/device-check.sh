@@ -28,6 +28,7 @@
 #   ncu_attn   ncu of the MLA split attention and combine kernels (PZ_NCU_M, default 4; not yet run)
 #   ncu_moe    ncu of the W4A16 expert kernel at TP 1 (PZ_NCU_M, default 64)
 #   route_ab   `prezero bench moe --quant int4`: the router's two-stage top-k, then PREZERO_MOE_ROUTE_TOPK=0
+#   ab_ref     `prezero $PZ_AB_ARGS` with the binary of another commit (.deps/ref.tar) and the tree's, alternated
 #   moe_times  each kernel of `prezero bench moe --quant int4 --tp 1 --m PZ_NCU_M` (default 4) timed alone under ncu
 #   moe_int4   `prezero bench moe --quant int4` alone (PZ_MOE_ARGS adds options)
 #   quant_fixed  `PREZERO_MOE_W4_WK=0 prezero bench moe --quant int4` (after quant or moe_int4, for the A/B)
@@ -297,6 +298,22 @@ for s in $sections; do
       done
       for v in serial_1 twostage_1 serial_2 twostage_2; do grep -E "^\| [0-9]" $W/moe_h200_int4_route_$v.md | \
         awk -F'|' -v a=$v '{print "moe", a, "tp", $2, "m", $3, "us", $6, $8, "bf16", $9}' | tee -a "$S"; done ;;
+    ab_ref)  # the working tree against another commit in one call: make .deps/ref.tar here first (git archive -o
+             # .deps/ref.tar <commit>); it is built into /tmp/pz_ref, then `prezero $PZ_AB_ARGS` runs with the reference's
+             # binary and the tree's, alternated ref tree ref tree (PZ_AB_PAIRS pairs, default 2), each with
+             # --json / --md ab_{ref,tree}_N.{json,md}; the md tables' rows go to the summary
+      rm -rf /tmp/pz_ref && mkdir -p /tmp/pz_ref && tar -xf .deps/ref.tar -C /tmp/pz_ref && cp -r .deps /tmp/pz_ref/
+      run build_ref ${PZ_T_BUILD:-300} bash -c "cd /tmp/pz_ref && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_PREFIX_PATH=$CJ/usr -DCMAKE_CUDA_ARCHITECTURES=90a && cmake --build build -j16 --target prezero_cli" \
+        || { tail -20 "$W/build_ref.txt"; continue; }
+      for i in $(seq 1 ${PZ_AB_PAIRS:-2}); do
+        for v in ref tree; do
+          b=$P; [ $v = ref ] && b=/tmp/pz_ref/build/prezero
+          run ab_${v}_$i ${PZ_T_AB:-200} $b ${PZ_AB_ARGS:-bench moe --quant int4 --tp 1,2 --m 1,4} \
+            --json $W/ab_${v}_$i.json --md $W/ab_${v}_$i.md
+          grep -E "^\| [0-9]" $W/ab_${v}_$i.md | cut -c1-120 | sed "s/^/$v $i /" | tee -a "$S"
+        done
+      done ;;
     moe_times)  # issue 15: each kernel of the int4 MoE op, one by one under ncu (cold caches, serialised: the gaps between
                 # kernels are not in it), TP 1 at PZ_NCU_M (default 4): where the op's time goes. The bf16 MoE runs first
                 # in the bench (route + its mm_kernel pair); the int4 op is route, shared mm pair, gather, mm pair, combine
