@@ -1,6 +1,6 @@
 /* expf_glibc: expf with the algorithm of glibc's expf, so that GPU values equal the CPU
  * reference's bit for bit (the router scores of moe_route.cu, SiLU of dense_ops.cu). Include
- * inside an anonymous namespace or a .cu file of its own: it defines a __device__ table. */
+ * inside an anonymous namespace or a .cu file of its own: it defines a __constant__ table. */
 #ifndef PZ_BACKEND_CUDA_EXPF_GLIBC_CUH
 #define PZ_BACKEND_CUDA_EXPF_GLIBC_CUH
 #include <cuda_runtime.h>
@@ -11,10 +11,7 @@ namespace {
 // 2^(i/32) rounded to double, minus i << 47 (so that adding ki << 47 puts k/32's integer part
 // into the exponent): the table of glibc's expf algorithm (sysdeps/ieee754/flt-32/e_expf.c,
 // EXP2F_TABLE_BITS = 5). The values were computed here from exp2l and agree with glibc's.
-// In global memory, read through the read-only data cache (__ldg): the 32 lanes of a warp index it
-// by their own x, and a divergent __constant__ load is serialised, one address at a time (the
-// router's scores and the SiLU of every dense MLP read it once per element).
-__device__ unsigned long long k_exp2_tab[32] = {
+__constant__ unsigned long long k_exp2_tab[32] = {
     0x3ff0000000000000ull, 0x3fefd9b0d3158574ull, 0x3fefb5586cf9890full, 0x3fef9301d0125b51ull,
     0x3fef72b83c7d517bull, 0x3fef54873168b9aaull, 0x3fef387a6e756238ull, 0x3fef1e9df51fdee1ull,
     0x3fef06fe0a31b715ull, 0x3feef1a7373aa9cbull, 0x3feedea64c123422ull, 0x3feece086061892dull,
@@ -42,7 +39,7 @@ __device__ __forceinline__ float expf_glibc(float x) {
   unsigned long long ki = (unsigned long long)__double_as_longlong(kd);
   kd = __dsub_rn(kd, shift);
   double r = __dsub_rn(z, kd);
-  unsigned long long t = __ldg(&k_exp2_tab[ki & 31ull]) + (ki << 47);
+  unsigned long long t = k_exp2_tab[ki & 31ull] + (ki << 47);
   double s = __longlong_as_double((long long)t);
   double p = __fma_rn(c0, r, c1);
   double r2 = __dmul_rn(r, r);
