@@ -33,6 +33,17 @@ int main(void) {
   double all_same[] = {3.5, 3.5, 3.5, 3.5, 3.5, 3.5}; /* (3.5 + 3.5) / 2 = 3.5 */
   CHECK(pz_median(all_same, 6) == 3.5);
 
+  /* pz_interval_own: lane 1 holds A [0, 10), B [4, 15) (a PDL kernel started during A: own 15 - 10 = 5),
+   * C [20, 26) (after a gap: its whole span, 6), D [21, 24) (inside C: own 0); lane 2's E [5, 9) is not cut by
+   * lane 1 (own 4). Given out of order: the sort puts them by (lane, start, end); idx follows each. */
+  pz_interval iv[] = {{1, 20, 26, 99, 2}, {2, 5, 9, 99, 4}, {1, 4, 15, 99, 1}, {1, 0, 10, 99, 0}, {1, 21, 24, 99, 3}};
+  pz_interval_own(iv, 5);
+  const unsigned long want_idx[] = {0, 1, 2, 3, 4};
+  const unsigned long long want_own[] = {10, 5, 6, 0, 4};
+  for (int i = 0; i < 5; i++) CHECK(iv[i].idx == want_idx[i] && iv[i].own == want_own[i]);
+  pz_interval_own(iv, 0); /* nothing: no effect, no crash */
+  pz_interval_own(NULL, 3);
+
   double none[] = {1.0};
   CHECK(pz_median(none, 0) == 0.0); /* n < 1: 0, the array untouched */
   CHECK(none[0] == 1.0);

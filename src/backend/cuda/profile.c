@@ -21,9 +21,10 @@ typedef struct { const char *ptr; char *copy; } name_entry;
 
 typedef struct rec {
   uint64_t gnid;
-  uint32_t device, kind;
-  uint64_t dur_ns;
-  const char *name; /* interned */
+  uint32_t device, kind, stream;
+  uint64_t start, end; /* ns, CUPTI's clock */
+  uint64_t dur_ns;     /* pz_profile_summary: the record's own time (core/stats.h pz_interval_own) */
+  const char *name;    /* interned */
 } rec;
 
 static struct {
@@ -153,13 +154,13 @@ static void CUPTIAPI buf_completed(CUcontext ctx, uint32_t stream, uint8_t *buff
     if (a->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || a->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
       const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)a;
       if (k->graphNodeId && k->end > k->start)
-        push_rec((rec){.gnid = k->graphNodeId, .device = k->deviceId, .kind = 0, .dur_ns = k->end - k->start,
-                       .name = intern(k->name)});
+        push_rec((rec){.gnid = k->graphNodeId, .device = k->deviceId, .kind = 0, .stream = k->streamId,
+                       .start = k->start, .end = k->end, .name = intern(k->name)});
     } else if (a->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
       const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)a;
       if (m->graphNodeId && m->end > m->start)
-        push_rec((rec){.gnid = m->graphNodeId, .device = m->deviceId, .kind = 1, .dur_ns = m->end - m->start,
-                       .name = "memset"});
+        push_rec((rec){.gnid = m->graphNodeId, .device = m->deviceId, .kind = 1, .stream = m->streamId,
+                       .start = m->start, .end = m->end, .name = "memset"});
     }
   }
   size_t dropped = 0;
@@ -258,6 +259,19 @@ pz_status pz_profile_summary(pz_profile_node **out, int *n) {
   *out = NULL;
   *n = 0;
   pthread_mutex_lock(&P.mu);
+  /* own time of each record: a kernel launched with programmatic dependent launch starts during the
+   * kernel ahead of it in its stream and waits in-kernel; that wait is the other kernel's time */
+  pz_interval *iv = malloc((P.n_recs ? P.n_recs : 1) * sizeof *iv);
+  if (!iv) {
+    pthread_mutex_unlock(&P.mu);
+    return pz_error(PZ_ERR_OOM, "profile summary");
+  }
+  for (size_t i = 0; i < P.n_recs; i++)
+    iv[i] = (pz_interval){.lane = ((unsigned long long)P.recs[i].device << 32) | P.recs[i].stream,
+                          .start = P.recs[i].start, .end = P.recs[i].end, .idx = (unsigned long)i};
+  pz_interval_own(iv, P.n_recs);
+  for (size_t i = 0; i < P.n_recs; i++) P.recs[iv[i].idx].dur_ns = iv[i].own;
+  free(iv);
   qsort(P.recs, P.n_recs, sizeof(rec), cmp_rec);
   size_t groups = 0, widest = 0;
   for (size_t i = 0, start = 0; i < P.n_recs; i++) {
