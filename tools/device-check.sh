@@ -316,12 +316,14 @@ for s in $sections; do
       done ;;
     moe_times)  # issue 15: each kernel of the int4 MoE op, one by one under ncu (cold caches, serialised: the gaps between
                 # kernels are not in it), TP 1 at PZ_NCU_M (default 4): where the op's time goes. The bf16 MoE runs first
-                # in the bench (route + its mm_kernel pair); the int4 op is route, shared mm pair, gather, mm pair, combine
+                # in the bench (moe_route_kernel, moe_gather_kernel, moe_mm_kernel pair, moe_combine_kernel); the int4 op
+                # is moe_route_kernel, the shared expert's moe_mm_kernel pair, gather_kernel, mm_kernel pair, combine_kernel;
+                # the summary shows the int4 ops from the first gather_kernel on
       run moe_times 300 ncu --clock-control none --metrics gpu__time_duration.sum --csv -c ${PZ_NCU_C:-200} \
-        -k regex:'^(moe_route_kernel|gather_kernel|mm_kernel|combine_kernel)$' \
+        -k regex:'^(moe_route_kernel|gather_kernel|mm_kernel|moe_mm_kernel|combine_kernel)$' \
         $P bench moe --quant int4 --tp 1 --m ${PZ_NCU_M:-4} --reps 1
       grep -E '"gpu__time_duration' "$W/moe_times.txt" | awk -F'","' '{print $5, $9, $NF}' | tr -d '"' > "$W/moe_times_short.txt"
-      awk '/^gather_kernel/ && !f {f=NR} {l[NR]=$0} END {for (i = f - 3; i < f + 25 && i <= NR; i++) if (i > 0) print l[i]}' \
+      awk '/moeq::gather_kernel/ && !f {f=NR} {l[NR]=$0} END {for (i = f - 3; i < f + 25 && i <= NR; i++) if (i > 0) print l[i]}' \
         "$W/moe_times_short.txt" | tee -a "$S" ;;
     consumer) run consumer ${PZ_T_CONSUMER:-300} ctest --test-dir $B -R installed_consumer -V
       grep -E "CUDA part|all checks passed|FAIL" "$W/consumer.txt" | sed 's/^[0-9]*: //' | tee -a "$S" ;;

@@ -128,7 +128,7 @@ __device__ __forceinline__ void topk_two_stage(const float *s_choice, const unsi
 // One CTA per token: scores into shared memory, group mask, then the top-k under ranks_before:
 // topk_two_stage (default), or (p.serial, PREZERO_MOE_ROUTE_TOPK=0) warp 0 alone by K rounds of a
 // warp arg-max over every expert, which took about 16 µs per call on the H200 (ncu, Kimi-K2 384
-// experts, top 8: bench/results/moe_h200_int4_ab/ round 84).
+// experts, top 8: bench/results/moe_h200_int4_ab/route_topk/, round 84).
 __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(route_params p) {
   __shared__ float s_score[PZ_MOE_MAX_EXPERTS];
   __shared__ float s_choice[PZ_MOE_MAX_EXPERTS];
