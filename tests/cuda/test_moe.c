@@ -71,6 +71,8 @@ static int check_route(const char *name, int m, const pz_moe_params *p, const fl
   cudaMalloc((void **)&dw, sizeof(float) * m * K);
   int bad = 0;
   for (int serial = 0; serial < 2; serial++) { /* the two-stage top-k (default), the former serial one */
+  cudaMemset(di, 0x55, sizeof(int32_t) * m * K); /* stale: each pass must write every slot itself */
+  cudaMemset(dw, 0x55, sizeof(float) * m * K);
   CHECK_OK(pz_moe_route_launch_rows(m, dl, ld, db, p, di, dw, NULL, serial, 0));
   CHECK(cudaDeviceSynchronize() == cudaSuccess);
   cudaMemcpy(gids, di, sizeof(int32_t) * m * K, cudaMemcpyDeviceToHost);
