@@ -71,27 +71,27 @@ static int check_route(const char *name, int m, const pz_moe_params *p, const fl
   cudaMalloc((void **)&dw, sizeof(float) * m * K);
   int bad = 0;
   for (int serial = 0; serial < 2; serial++) { /* the two-stage top-k (default), the former serial one */
-  cudaMemset(di, 0x55, sizeof(int32_t) * m * K); /* stale: each pass must write every slot itself */
-  cudaMemset(dw, 0x55, sizeof(float) * m * K);
-  CHECK_OK(pz_moe_route_launch_rows(m, dl, ld, db, p, di, dw, NULL, serial, 0));
-  CHECK(cudaDeviceSynchronize() == cudaSuccess);
-  cudaMemcpy(gids, di, sizeof(int32_t) * m * K, cudaMemcpyDeviceToHost);
-  cudaMemcpy(gw, dw, sizeof(float) * m * K, cudaMemcpyDeviceToHost);
-  for (int i = 0; i < m; i++) {
-    int wdiff = 0; /* bit for bit; two NaNs count as equal (the GPU writes the canonical NaN) */
-    for (int t = 0; t < K; t++)
-      if (memcmp(&w[i * K + t], &gw[i * K + t], sizeof(float)) && !(isnan(w[i * K + t]) && isnan(gw[i * K + t])))
-        wdiff = 1;
-    if (memcmp(ids + i * K, gids + i * K, sizeof(int32_t) * K) || wdiff) {
-      if (bad < 3) {
-        fprintf(stderr, "route %s (%s top-k) token %d:\n", name, serial ? "serial" : "two-stage", i);
-        for (int t = 0; t < K; t++)
-          fprintf(stderr, "  slot %d: cpu %d %.9g  gpu %d %.9g\n", t, ids[i * K + t], w[i * K + t], gids[i * K + t],
-                  gw[i * K + t]);
+    cudaMemset(di, 0x55, sizeof(int32_t) * m * K); /* stale: each pass must write every slot itself */
+    cudaMemset(dw, 0x55, sizeof(float) * m * K);
+    CHECK_OK(pz_moe_route_launch_rows(m, dl, ld, db, p, di, dw, NULL, serial, 0));
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    cudaMemcpy(gids, di, sizeof(int32_t) * m * K, cudaMemcpyDeviceToHost);
+    cudaMemcpy(gw, dw, sizeof(float) * m * K, cudaMemcpyDeviceToHost);
+    for (int i = 0; i < m; i++) {
+      int wdiff = 0; /* bit for bit; two NaNs count as equal (the GPU writes the canonical NaN) */
+      for (int t = 0; t < K; t++)
+        if (memcmp(&w[i * K + t], &gw[i * K + t], sizeof(float)) && !(isnan(w[i * K + t]) && isnan(gw[i * K + t])))
+          wdiff = 1;
+      if (memcmp(ids + i * K, gids + i * K, sizeof(int32_t) * K) || wdiff) {
+        if (bad < 3) {
+          fprintf(stderr, "route %s (%s top-k) token %d:\n", name, serial ? "serial" : "two-stage", i);
+          for (int t = 0; t < K; t++)
+            fprintf(stderr, "  slot %d: cpu %d %.9g  gpu %d %.9g\n", t, ids[i * K + t], w[i * K + t], gids[i * K + t],
+                    gw[i * K + t]);
+        }
+        bad++;
       }
-      bad++;
     }
-  }
   }
   if (bad) fprintf(stderr, "route %s: %d of %d tokens differ\n", name, bad, m);
   CHECK(bad == 0);

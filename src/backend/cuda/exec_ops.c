@@ -398,11 +398,10 @@ static pz_status op_moe_q(pz_cuda_ctx *c, const pz_node *n) {
     a.ld_out = ldo;
     a.workspace = R->ws;
     a.workspace_bytes = (size_t)(route - (char *)R->ws);
-    const pz_runtime_opts *qro = pz_gemm_ctx_opts(c->gemm); /* PREZERO_MOE_L2PF=1: L2 prefetch */
-    a.l2pf = qro && qro->moe_l2pf == 1;
+    a.l2pf = ro && ro->moe_l2pf == 1; /* PREZERO_MOE_L2PF=1: L2 prefetch */
     a.w4_tiled = p->wquant == 1 && pz_cuda_w4_node_tiled(R, n); /* rearranged at load (w4_tiled.c) */
-    a.w4_wk_fixed = qro && qro->moe_w4_wk == 0; /* PREZERO_MOE_W4_WK=0: the fixed K splits */
-    a.direct_off = qro && qro->moe_direct == 0;   /* PREZERO_MOE_DIRECT=0: the shared-memory reduction */
+    a.w4_wk_fixed = ro && ro->moe_w4_wk == 0; /* PREZERO_MOE_W4_WK=0: the fixed K splits */
+    a.direct_off = ro && ro->moe_direct == 0;   /* PREZERO_MOE_DIRECT=0: the shared-memory reduction */
     st = p->wquant == 1 ? pz_moe_w4a16_launch(&a, c->stream) : pz_moe_w8a16_launch(&a, c->stream);
   }
   if (st != PZ_OK) pz_log_propagate(__FILE__, __LINE__, n->name, st);
