@@ -138,6 +138,7 @@ static int moe_l2pf(void) { return moe_opts()->moe_l2pf == 1; }
 static int moe_w4_wk_fixed(void) { return moe_opts()->moe_w4_wk == 0; } /* PREZERO_MOE_W4_WK=0 */
 static int moe_direct_off(void) { return moe_opts()->moe_direct == 0; }   /* PREZERO_MOE_DIRECT=0 */
 static int route_serial(void) { return moe_opts()->moe_route_topk == 0; } /* PREZERO_MOE_ROUTE_TOPK=0 */
+static int moe_fork(void) { return moe_opts()->moe_fork < 0 ? 1 : moe_opts()->moe_fork; } /* PREZERO_MOE_FORK */
 #include "bench/dev/dev_helpers.h" /* pz_moe_fill_bf16, pz_moe_stream_read */
 #include "core/status.h"
 
@@ -233,7 +234,8 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
   float *logits = NULL, *out = NULL;
   void *ws = NULL;
   unsigned *sink = NULL;
-  cudaStream_t s = NULL;
+  cudaStream_t s = NULL, side = NULL; /* side: the int4 / fp8 op's shared experts (PREZERO_MOE_FORK) */
+  cudaEvent_t ev_fork = NULL, ev_join = NULL;
   cJSON *root = cJSON_CreateObject(), *rows = NULL;
   FILE *md = NULL;
   if (fr < need) {
@@ -242,6 +244,9 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
     goto fail;
   }
   BENCH_CUDA(cudaStreamCreate(&s));
+  BENCH_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  BENCH_CUDA(cudaEventCreateWithFlags(&ev_fork, cudaEventDisableTiming));
+  BENCH_CUDA(cudaEventCreateWithFlags(&ev_join, cudaEventDisableTiming));
   if (do_bf16) {
     BENCH_CUDA(cudaMalloc((void **)&wg, mat));
     BENCH_CUDA(cudaMalloc((void **)&wu, mat));
@@ -314,8 +319,9 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
   cJSON_AddNumberToObject(root, "weight_copies", q != Q_BF16 ? ncopy : 1);
   cJSON_AddStringToObject(root, "method",
                           "CUDA graph of NSETS x copies launches of the MoE op (router top-k + gather + gate/up + "
-                          "down + combine + bf16 shared expert; bf16: pz_moe_launch, int4 / fp8: pz_moe_route_launch + "
-                          "pz_moe_w4a16_launch / pz_moe_w8a16_launch) cycling 4 random logit sets (and for int4 / fp8 "
+                          "down + combine + bf16 shared expert; bf16: pz_moe_launch, int4 / fp8: pz_moe_w4a16_launch / "
+                          "pz_moe_w8a16_launch with the router, the shared expert on a second stream beside the router "
+                          "and gather unless PREZERO_MOE_FORK=0) cycling 4 random logit sets (and for int4 / fp8 "
                           "the weight copies); median per-launch time over reps replays after a warm-up; touched bytes "
                           "= distinct chosen experts x expert bytes (int4: packed words + bf16 group-32 scales; fp8: "
                           "e4m3 bytes + f32 128x128 block scales) + shared expert bf16 bytes "
@@ -418,9 +424,16 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
           a.w4_wk_dn = b->wk_dn;
           a.w4_wk_fixed = moe_w4_wk_fixed();
           a.direct_off = moe_direct_off();
-          lst = pz_moe_route_launch_rows(m, logits + (size_t)(r % NSETS) * max_m * E, E, NULL, &p, ids, wts, NULL,
-                                         route_serial(), s);
-          if (lst == PZ_OK) lst = q == Q_INT4 ? pz_moe_w4a16_launch(&a, s) : pz_moe_w8a16_launch(&a, s);
+          a.logits = logits + (size_t)(r % NSETS) * max_m * E; /* the launcher routes */
+          a.ld_logits = E;
+          a.route_serial_topk = route_serial();
+          if (moe_fork()) { /* the shared expert beside the router and gather */
+            a.side = side;
+            a.ev_fork = ev_fork;
+            a.ev_join = ev_join;
+            a.fork_join = moe_fork();
+          }
+          lst = q == Q_INT4 ? pz_moe_w4a16_launch(&a, s) : pz_moe_w8a16_launch(&a, s);
         }
         char lmsg[300];
         snprintf(lmsg, sizeof lmsg, "%s", lst != PZ_OK ? pz_last_error() : "");
@@ -495,6 +508,7 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
       if (q == Q_INT4) cJSON_AddBoolToObject(row, "w4_wk_fixed", moe_w4_wk_fixed()); /* PREZERO_MOE_W4_WK=0 */
       if (q != Q_BF16) cJSON_AddBoolToObject(row, "direct_off", moe_direct_off());  /* PREZERO_MOE_DIRECT=0 */
       cJSON_AddBoolToObject(row, "route_serial_topk", route_serial());              /* PREZERO_MOE_ROUTE_TOPK=0 */
+      if (q != Q_BF16) cJSON_AddNumberToObject(row, "moe_fork", moe_fork());        /* PREZERO_MOE_FORK */
       cJSON_AddNumberToObject(row, "read_us_same_bytes", rus);
     }
   }
@@ -513,6 +527,9 @@ fail:
   PZ_CUDA_IGNORE(cudaFree(logits)); PZ_CUDA_IGNORE(cudaFree(out)); PZ_CUDA_IGNORE(cudaFree(ws));
   PZ_CUDA_IGNORE(cudaFree(sink));
   if (s) PZ_CUDA_IGNORE(cudaStreamDestroy(s));
+  if (side) PZ_CUDA_IGNORE(cudaStreamDestroy(side));
+  if (ev_fork) PZ_CUDA_IGNORE(cudaEventDestroy(ev_fork));
+  if (ev_join) PZ_CUDA_IGNORE(cudaEventDestroy(ev_join));
   return rc;
 }
 #endif

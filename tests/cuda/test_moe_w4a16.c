@@ -3,7 +3,8 @@
  * per-rank shapes (H 7168, moe_intermediate 2048 at TP 1, 1024 at TP 2, 512 at TP 4; 384 experts at
  * TP 4, fewer at TP 1 / 2 to bound the host's memory), m = 1..128, with the bf16 shared expert, tied
  * routing (every token the same experts), every expert chosen, empty slots; determinism (two launches
- * bit-identical); argument errors; and the engine on CUDA with synthetic INT4 experts (`--quant int4`,
+ * bit-identical); the launcher's own routing with the shared experts on a side stream (eager and
+ * from a CUDA graph) bit-identical to the plain launch; argument errors; and the engine on CUDA with synthetic INT4 experts (`--quant int4`,
  * tiny, TP 1) against the CPU engine's logits. PZ_TEST_QUICK=1: one batch per TP shape and 64
  * experts at TP 4 (for compute-sanitizer). Exits 77 (skipped) without a GPU. */
 #define _POSIX_C_SOURCE 200809L
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "backend/cpu/ref_ops.h"
+#include "backend/cuda/moe.h"
 #include "backend/cuda/moe_q.h"
 #include "backend/cuda/w4_tiled.h"
 #include "backend/cuda/moe_w4_split.h"
@@ -218,6 +220,79 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
 }
 
 /* One case: returns the worst |gpu - ref| / (max|ref row| + tiny) over the rows. */
+/* The launcher's own routing and the shared experts on a side stream (moe_q.h logits, side):
+ * with a routing from pz_moe_route_launch (random logits) the plain launch gives `want`; then the
+ * launcher routing the same logits itself, with no fork, joined before gate/up (fork_join 1) and
+ * before the combine (2), eagerly and replayed from a captured CUDA graph, must give the same ids
+ * and the same output bits. A side stream without its events, and fork_join 3, are refused. */
+static void fork_case(const pz_moe_q_args *a, float *dout) {
+  const int m = a->m, E = a->p.n_experts, K = a->p.top_k;
+  const int64_t H = a->H;
+  const size_t nout = (size_t)m * H;
+  float *lg = malloc(4 * (size_t)m * E), *want = malloc(4 * nout), *got = malloc(4 * nout);
+  int32_t *ids_want = malloc(4 * (size_t)m * K), *ids_got = malloc(4 * (size_t)m * K);
+  for (int64_t i = 0; i < (int64_t)m * E; i++) lg[i] = (float)(4 * urand() - 2);
+  float *dlg = up(lg, 4 * (size_t)m * E);
+  int32_t *ids = up(NULL, 4 * (size_t)m * K);
+  float *wts = up(NULL, 4 * (size_t)m * K);
+  cudaStream_t s = NULL, side = NULL;
+  cudaEvent_t e0 = NULL, e1 = NULL;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking) == cudaSuccess);
+  CHECK(cudaEventCreateWithFlags(&e0, cudaEventDisableTiming) == cudaSuccess);
+  CHECK(cudaEventCreateWithFlags(&e1, cudaEventDisableTiming) == cudaSuccess);
+  pz_moe_q_args b = *a;
+  b.ids = ids;
+  b.weights = wts;
+  CHECK_OK(pz_moe_route_launch(m, dlg, E, NULL, &b.p, ids, wts, s));
+  CHECK_OK(pz_moe_w4a16_launch(&b, s));
+  CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+  cudaMemcpy(want, dout, 4 * nout, cudaMemcpyDeviceToHost);
+  cudaMemcpy(ids_want, ids, 4 * (size_t)m * K, cudaMemcpyDeviceToHost);
+  b.logits = dlg;
+  b.ld_logits = E;
+  for (int mode = 0; mode < 4; mode++) { /* 0 no fork, 1 / 2 the joins, 3 join 1 from a graph */
+    b.side = mode ? side : NULL;
+    b.ev_fork = mode ? e0 : NULL;
+    b.ev_join = mode ? e1 : NULL;
+    b.fork_join = mode == 2 ? 2 : mode ? 1 : 0;
+    CHECK(cudaMemsetAsync(ids, 0x7f, 4 * (size_t)m * K, s) == cudaSuccess); /* stale routing and output */
+    CHECK(cudaMemsetAsync(dout, 0xff, 4 * nout, s) == cudaSuccess);
+    if (mode < 3) {
+      CHECK_OK(pz_moe_w4a16_launch(&b, s));
+    } else {
+      cudaGraph_t g = NULL;
+      cudaGraphExec_t ge = NULL;
+      CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+      CHECK_OK(pz_moe_w4a16_launch(&b, s));
+      CHECK(cudaStreamEndCapture(s, &g) == cudaSuccess && g); /* fails if side were left unjoined */
+      CHECK(cudaGraphInstantiate(&ge, g, 0) == cudaSuccess);
+      CHECK(cudaGraphLaunch(ge, s) == cudaSuccess);
+      CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+      cudaGraphExecDestroy(ge);
+      cudaGraphDestroy(g);
+    }
+    CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+    cudaMemcpy(got, dout, 4 * nout, cudaMemcpyDeviceToHost);
+    cudaMemcpy(ids_got, ids, 4 * (size_t)m * K, cudaMemcpyDeviceToHost);
+    CHECK(!memcmp(ids_got, ids_want, 4 * (size_t)m * K));
+    if (memcmp(got, want, 4 * nout)) {
+      fprintf(stderr, "fork mode %d: output differs from the plain launch\n", mode);
+      pz_test_failures++;
+    }
+  }
+  pz_moe_q_args c = b;
+  c.ev_join = NULL; /* a side stream needs both events */
+  CHECK_ST(pz_moe_w4a16_launch(&c, s), PZ_ERR_INVALID_ARG);
+  c = b;
+  c.fork_join = 3;
+  CHECK_ST(pz_moe_w4a16_launch(&c, s), PZ_ERR_INVALID_ARG);
+  cudaEventDestroy(e0); cudaEventDestroy(e1);
+  cudaStreamDestroy(s); cudaStreamDestroy(side);
+  cudaFree(dlg); cudaFree(ids); cudaFree(wts);
+  free(lg); free(want); free(got); free(ids_want); free(ids_got);
+}
+
 static void run_case(const char *name, int E, int K, int64_t H, int64_t I, int64_t SI, int m, int route) {
   pz_moe_params p;
   memset(&p, 0, sizeof p);
@@ -319,6 +394,7 @@ static void run_case(const char *name, int E, int K, int64_t H, int64_t I, int64
   printf("%-28s E %3d K %d H %lld I %4lld shared %4lld m %3d: worst %.2e of the row max%s\n", name, E, K, (long long)H,
          (long long)I, (long long)SI, m, worst, bad ? "  FAIL" : "");
   if (bad) pz_test_failures++;
+  if (SI && route == ROUTE_RANDOM) fork_case(&a, dout);
   tiled_case(&a, wg, sg, H, I, ref, gpu, dout);
   /* Argument errors (once per case is cheap). */
   pz_moe_q_args b = a;

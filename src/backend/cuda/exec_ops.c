@@ -355,8 +355,9 @@ static pz_status op_silu_mul(pz_cuda_ctx *c, const pz_node *n) {
 
 /* ---------------------------------------------------------------- MoE, dense MLP (moe.h) */
 
-/* Quantised routed experts (moe_q.h): the router into the workspace's tail, then the W4A16 (INT4)
- * or W8A16 (FP8) experts. */
+/* Quantised routed experts (moe_q.h): the launcher routes into the workspace's tail, then runs the
+ * W4A16 (INT4) or W8A16 (FP8) experts, with the shared experts on the rank's side stream when it
+ * has one (PREZERO_MOE_FORK). */
 static pz_status op_moe_q(pz_cuda_ctx *c, const pz_node *n) {
   if (n->n_src < PZ_MOE_NSRC_Q) return pz_error(PZ_ERR_INVALID_ARG, "%s: quantised experts without scales", n->name);
   PZ_CHECK(need_src(n, PZ_MOE_S_GATE)); PZ_CHECK(need_src(n, PZ_MOE_S_UP)); PZ_CHECK(need_src(n, PZ_MOE_S_DOWN));
@@ -372,38 +373,42 @@ static pz_status op_moe_q(pz_cuda_ctx *c, const pz_node *n) {
   int32_t *ids = (int32_t *)route;
   float *wts = (float *)(route + half);
   const pz_runtime_opts *ro = pz_gemm_ctx_opts(c->gemm);
-  const int serial_topk = ro && ro->moe_route_topk == 0; /* PREZERO_MOE_ROUTE_TOPK=0: the former top-k */
-  pz_status st = pz_moe_route_launch_rows((int)c->m, DATA(n->src[PZ_MOE_LOGITS]), ldl, opt_data(c, n, PZ_MOE_BIAS), p, ids,
-                                          wts, R->rows, serial_topk, c->stream); /* padding rows route to no expert */
-  if (st == PZ_OK) {
-    pz_moe_q_args a;
-    memset(&a, 0, sizeof a);
-    a.m = (int)c->m;
-    a.H = x->ne[1];
-    a.p = *p;
-    a.x = DATA(n->src[PZ_MOE_X]);
-    a.ldx = ldx;
-    a.ids = ids;
-    a.weights = wts;
-    a.w_gate = DATA(n->src[PZ_MOE_W_GATE]);
-    a.w_up = DATA(n->src[PZ_MOE_W_UP]);
-    a.w_down = DATA(n->src[PZ_MOE_W_DOWN]);
-    a.s_gate = DATA(n->src[PZ_MOE_S_GATE]);
-    a.s_up = DATA(n->src[PZ_MOE_S_UP]);
-    a.s_down = DATA(n->src[PZ_MOE_S_DOWN]);
-    a.sh_gate = opt_data(c, n, PZ_MOE_SH_GATE);
-    a.sh_up = opt_data(c, n, PZ_MOE_SH_UP);
-    a.sh_down = opt_data(c, n, PZ_MOE_SH_DOWN);
-    a.out = DATA(n->dst[0]);
-    a.ld_out = ldo;
-    a.workspace = R->ws;
-    a.workspace_bytes = (size_t)(route - (char *)R->ws);
-    a.l2pf = ro && ro->moe_l2pf == 1; /* PREZERO_MOE_L2PF=1: L2 prefetch */
-    a.w4_tiled = p->wquant == 1 && pz_cuda_w4_node_tiled(R, n); /* rearranged at load (w4_tiled.c) */
-    a.w4_wk_fixed = ro && ro->moe_w4_wk == 0; /* PREZERO_MOE_W4_WK=0: the fixed K splits */
-    a.direct_off = ro && ro->moe_direct == 0;   /* PREZERO_MOE_DIRECT=0: the shared-memory reduction */
-    st = p->wquant == 1 ? pz_moe_w4a16_launch(&a, c->stream) : pz_moe_w8a16_launch(&a, c->stream);
-  }
+  pz_moe_q_args a;
+  memset(&a, 0, sizeof a);
+  a.m = (int)c->m;
+  a.H = x->ne[1];
+  a.p = *p;
+  a.x = DATA(n->src[PZ_MOE_X]);
+  a.ldx = ldx;
+  a.ids = ids;
+  a.weights = wts;
+  a.w_gate = DATA(n->src[PZ_MOE_W_GATE]);
+  a.w_up = DATA(n->src[PZ_MOE_W_UP]);
+  a.w_down = DATA(n->src[PZ_MOE_W_DOWN]);
+  a.s_gate = DATA(n->src[PZ_MOE_S_GATE]);
+  a.s_up = DATA(n->src[PZ_MOE_S_UP]);
+  a.s_down = DATA(n->src[PZ_MOE_S_DOWN]);
+  a.sh_gate = opt_data(c, n, PZ_MOE_SH_GATE);
+  a.sh_up = opt_data(c, n, PZ_MOE_SH_UP);
+  a.sh_down = opt_data(c, n, PZ_MOE_SH_DOWN);
+  a.out = DATA(n->dst[0]);
+  a.ld_out = ldo;
+  a.workspace = R->ws;
+  a.workspace_bytes = (size_t)(route - (char *)R->ws);
+  a.l2pf = ro && ro->moe_l2pf == 1; /* PREZERO_MOE_L2PF=1: L2 prefetch */
+  a.w4_tiled = p->wquant == 1 && pz_cuda_w4_node_tiled(R, n); /* rearranged at load (w4_tiled.c) */
+  a.w4_wk_fixed = ro && ro->moe_w4_wk == 0; /* PREZERO_MOE_W4_WK=0: the fixed K splits */
+  a.direct_off = ro && ro->moe_direct == 0;   /* PREZERO_MOE_DIRECT=0: the shared-memory reduction */
+  a.logits = DATA(n->src[PZ_MOE_LOGITS]);
+  a.ld_logits = ldl;
+  a.bias = opt_data(c, n, PZ_MOE_BIAS);
+  a.rows = R->rows; /* padding rows route to no expert */
+  a.route_serial_topk = ro && ro->moe_route_topk == 0; /* PREZERO_MOE_ROUTE_TOPK=0: the former top-k */
+  a.side = R->moe_side; /* NULL under PREZERO_MOE_FORK=0 (pz_cuda_ops_prepare) */
+  a.ev_fork = R->moe_ev_fork;
+  a.ev_join = R->moe_ev_join;
+  a.fork_join = ro && ro->moe_fork == 2 ? 2 : 1;
+  pz_status st = p->wquant == 1 ? pz_moe_w4a16_launch(&a, c->stream) : pz_moe_w8a16_launch(&a, c->stream);
   if (st != PZ_OK) pz_log_propagate(__FILE__, __LINE__, n->name, st);
   return st;
 }
@@ -465,8 +470,10 @@ pz_status pz_cuda_ops_prepare(const pz_graph *g, pz_cuda_rank *R) {
   R->op_ctx = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof(void *));
   if (!R->op_ctx) return pz_error(PZ_ERR_OOM, "CUDA executor: host allocation");
   size_t ws = 0;
+  bool fork = false; /* a quantised MoE node with shared experts: its side stream (moe_q.h) */
   for (int i = 0; i < g->n_nodes; i++) {
     const pz_node *n = &g->nodes[i];
+    if (n->op == PZ_OP_MOE && (n->p.moe.wquant == 1 || n->p.moe.wquant == 2) && n->p.moe.shared_inter > 0) fork = true;
     if (n->op == PZ_OP_MLA_ATTN) {
       pz_mla_cuda_ctx *mc = NULL;
       pz_status st = pz_mla_cuda_create(&n->p.mla, m, R->gemm, &mc);
@@ -498,6 +505,18 @@ pz_status pz_cuda_ops_prepare(const pz_graph *g, pz_cuda_rank *R) {
     R->ws = p;
     R->ws_bytes = ws;
   }
+  const pz_runtime_opts *ro = pz_gemm_ctx_opts(R->gemm);
+  if (fork && !(ro && ro->moe_fork == 0)) { /* each stored once created, so a failure leaves NULLs to release */
+    cudaStream_t s = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    PZ_CUDA_CHECK_MSG(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "CUDA executor: MoE side stream on GPU %d",
+                      R->device);
+    R->moe_side = s;
+    PZ_CUDA_CHECK_MSG(cudaEventCreateWithFlags(&e0, cudaEventDisableTiming), "CUDA executor: MoE fork event");
+    R->moe_ev_fork = e0;
+    PZ_CUDA_CHECK_MSG(cudaEventCreateWithFlags(&e1, cudaEventDisableTiming), "CUDA executor: MoE join event");
+    R->moe_ev_join = e1;
+  }
   return PZ_OK;
 }
 
@@ -515,6 +534,11 @@ void pz_cuda_ops_release(const pz_graph *g, pz_cuda_rank *R) {
   PZ_CUDA_IGNORE(cudaFree(R->ws));
   R->ws = NULL;
   R->ws_bytes = 0;
+  if (R->moe_ev_join) PZ_CUDA_IGNORE(cudaEventDestroy(R->moe_ev_join));
+  if (R->moe_ev_fork) PZ_CUDA_IGNORE(cudaEventDestroy(R->moe_ev_fork));
+  if (R->moe_side) PZ_CUDA_IGNORE(cudaStreamDestroy(R->moe_side));
+  R->moe_side = NULL;
+  R->moe_ev_fork = R->moe_ev_join = NULL;
 }
 
 /* ---------------------------------------------------------------- table (from core/ops.def) */

@@ -33,6 +33,10 @@ typedef struct pz_cuda_rank {
   unsigned char *w4_tiled;     /* [n_tensors] or NULL: 1 words, 2 scales of INT4 experts moved into the
                                   W4A16 kernel's tiled layout at load (pz_cuda_tile_w4_experts) */
   int w4_tiled_n;              /* entries of w4_tiled (the graph's tensors at load; plans add more after) */
+  cudaStream_t moe_side;       /* INT4 / FP8 MoE nodes with shared experts: the stream those run on beside
+                                  the router (moe_q.h side), with its fork and join events; NULL when the
+                                  graph has no such node or PREZERO_MOE_FORK=0 */
+  cudaEvent_t moe_ev_fork, moe_ev_join;
 } pz_cuda_rank;
 
 /* INT4 routed experts of every MOE node of g (wquant 1, H and I multiples of 128, no views of or
@@ -87,8 +91,10 @@ const char *pz_cuda_op_gap(pz_op op);
 
 /* Creates rank R's op resources for graph g on the current device (R's GPU): one MLA context
  * per MLA node (scratch for g->info.m rows, R->gemm for its GEMMs), one GQA context per GQA node
- * (R->gemm for o_proj) and one workspace sized for the largest MoE / dense-MLP / GQA node.
- * Errors: those of pz_mla_cuda_create and pz_gqa_cuda_create, PZ_ERR_OOM. */
+ * (R->gemm for o_proj), one workspace sized for the largest MoE / dense-MLP / GQA node, and the
+ * MoE side stream with its two events when a quantised MoE node has shared experts (unless
+ * R->gemm's options say PREZERO_MOE_FORK=0).
+ * Errors: those of pz_mla_cuda_create and pz_gqa_cuda_create, PZ_ERR_OOM, PZ_ERR_CUDA. */
 pz_status pz_cuda_ops_prepare(const pz_graph *g, pz_cuda_rank *R);
 /* Frees what pz_cuda_ops_prepare created (current device = R's GPU); safe on partial state. */
 void pz_cuda_ops_release(const pz_graph *g, pz_cuda_rank *R);

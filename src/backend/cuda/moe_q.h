@@ -38,20 +38,22 @@ extern "C" {
  * Requirements: W4A16: p.wquant == 1 and p.q_group == 32, H and I multiples of 32;
  *   W8A16: p.wquant == 2, q_block_rows >= 1, q_block_cols a multiple of 16, H and I multiples of 64;
  *   both: 1 <= m <= 256; n_experts <= 1024, top_k <= 32 (moe.h limits).
- * Kernels (capturable; no host sync): gather (one CTA: per-expert counts, token lists in pair
- * order, work items of <= 32 tokens), gate/up + SwiGLU over the chosen experts only, down, and
- * the combine; the shared experts run first through pz_mlp_launch into out.
+ * Kernels (capturable; no host sync): the router when logits is given (moe.h), gather (one CTA:
+ * per-expert counts, token lists in pair order, work items of <= 32 tokens), gate/up + SwiGLU over
+ * the chosen experts only, down, and the combine; the shared experts run through pz_mlp_launch into
+ * out, first on `stream` or beside the router and gather on `side` (the fields below).
  * Workspace: pz_moe_w4a16_workspace_bytes / pz_moe_w8a16_workspace_bytes(max_m, H, &p) bytes (the
  * same layout), 256-byte aligned, no initialisation.
  * Errors: PZ_ERR_SHAPE (limits above), PZ_ERR_INVALID_ARG (NULL / misaligned pointers, workspace
- * too small, wquant / group / block not the launcher's format), PZ_ERR_CUDA (launch). */
+ * too small, side without ev_fork and ev_join, fork_join outside 0..2, wquant / group / block not the
+ * launcher's format), those of pz_moe_route_launch_rows, PZ_ERR_CUDA (launch, event). */
 typedef struct pz_moe_q_args {
   int m;
   int64_t H;
   pz_moe_params p;
   const pz_bf16 *x; int64_t ldx;
-  const int32_t *ids;
-  const float *weights;
+  int32_t *ids;    /* the routing, read; written first by the launcher when logits is non-NULL */
+  float *weights;
   const void *w_gate, *w_up, *w_down;  /* i32 words (W4A16) or e4m3 bytes (W8A16) */
   const void *s_gate, *s_up, *s_down;  /* bf16 group scales (W4A16) or f32 block scales (W8A16) */
   const pz_bf16 *sh_gate, *sh_up, *sh_down;
@@ -72,6 +74,27 @@ typedef struct pz_moe_q_args {
   int direct_off; /* both: 1 = work items whose K is not split reduce through shared memory with CTA barriers
                    * (PREZERO_MOE_DIRECT=0); 0, the default, = each warp writes its rows from its registers.
                    * Bit-identical */
+  /* Routing by the launcher: logits non-NULL (f32 [m, E], row stride ld_logits) makes the launcher run
+   * pz_moe_route_launch_rows(m, logits, ld_logits, bias, &p, ids, weights, rows, route_serial_topk) itself,
+   * after the fork below, so the shared experts need not wait for it. NULL: ids / weights already hold
+   * a routing (as before). Errors of the router are returned as they are. */
+  const float *logits; int64_t ld_logits;
+  const float *bias;      /* f32 [E] e_score_correction_bias or NULL */
+  const int32_t *rows;    /* the executor's real-row word (moe.h) or NULL */
+  int route_serial_topk;  /* 1: the router's former serial top-k (PREZERO_MOE_ROUTE_TOPK=0) */
+  /* Shared experts beside the routing (p.shared_inter > 0): side non-NULL, with ev_fork and ev_join
+   * (events, best created with cudaEventDisableTiming, used by no other stream meanwhile), runs the bf16
+   * shared experts on side, forked from `stream` before the router and the gather, which are latency
+   * bound (one CTA per token, then one CTA: about 12 + 4 µs at m = 4 on the H200 under ncu) and leave
+   * the SMs to the shared experts. `stream` waits for them before the routed experts' gate/up
+   * (fork_join 1, the default; 0 reads as 1) or only before the combine (fork_join 2: the shared
+   * experts may overlap the routed experts too). A fork and join that CUDA graph capture records as
+   * graph edges; side joins the capture of `stream`. side NULL: one stream, the shared experts first
+   * (PREZERO_MOE_FORK=0). The same bits every way: the shared experts write out before the combine
+   * adds the routed part, as before. */
+  cudaStream_t side;
+  cudaEvent_t ev_fork, ev_join;
+  int fork_join;
 } pz_moe_q_args;
 
 size_t pz_moe_w4a16_workspace_bytes(int max_m, int64_t H, const pz_moe_params *p);

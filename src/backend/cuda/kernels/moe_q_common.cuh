@@ -267,13 +267,20 @@ inline pz_status check_args(const pz_moe_q_args *a, const char *name, ws_layout 
       !aligned(a->workspace, 256))
     return pz_error(PZ_ERR_INVALID_ARG, "%s: x / out must be 16-byte aligned with row strides multiples of 8 / 4, "
                     "the workspace 256-byte aligned", name);
+  if (a->side && (!a->ev_fork || !a->ev_join))
+    return pz_error(PZ_ERR_INVALID_ARG, "%s: a side stream needs both events (ev_fork, ev_join)", name);
+  if (a->fork_join < 0 || a->fork_join > 2)
+    return pz_error(PZ_ERR_INVALID_ARG, "%s: fork_join %d outside 0..2", name, a->fork_join);
   *l = layout_of(a->m, a->H, p);
   if (a->workspace_bytes < l->total)
     return pz_error(PZ_ERR_INVALID_ARG, "%s: workspace %zu bytes < %zu needed", name, a->workspace_bytes, l->total);
   return PZ_OK;
 }
 
-// Shared experts (bf16, into out first), gather, gate/up + SwiGLU into h, down into d, combine.
+// The router (when a->logits is given), shared experts (bf16, into out before the combine), gather,
+// gate/up + SwiGLU into h, down into d, combine. With a->side the shared experts run there, forked
+// before the router and joined before gate/up (fork_join 0 / 1) or before the combine (2); an error
+// after the fork still joins, so a capture of `stream` is never left with an unjoined side stream.
 // up / dn: the two segments with their weight fields set (w*, s*, strides, N, K, WK, bm, bn, scols);
 // the input / output fields are filled here.
 template <class Q>
@@ -287,14 +294,39 @@ pz_status run_all(const pz_moe_q_args *a, const ws_layout &l, seg up_s, seg dn_s
   int4 *work = (int4 *)(ws + l.work);
   __nv_bfloat16 *h = (__nv_bfloat16 *)(ws + l.h);
   float *d = (float *)(ws + l.d);
+  const bool fork = SI && a->side;
+  const int join_at = a->fork_join == 2 ? 2 : 1;
+  bool joined = !fork;
+  pz_status st = PZ_OK;
+  auto join = [&]() -> pz_status { /* stream waits for the shared experts on side (once) */
+    if (joined) return PZ_OK;
+    joined = true;
+    PZ_CUDA_CHECK_MSG(cudaStreamWaitEvent(stream, a->ev_join, 0), "%s: join of the shared experts' stream", name);
+    return PZ_OK;
+  };
 
-  if (SI) /* bf16 shared experts into out first; the combine adds the routed part before them */
-    PZ_CHECK(pz_mlp_launch(a->m, H, SI, a->x, a->ldx, a->sh_gate, a->sh_up, a->sh_down, a->out, a->ld_out, ws + l.mlp,
-                           l.total - l.mlp, stream));
-
-  gather_params gp = {a->m * K, K, E, a->ids, pairs, work, n_work};
-  gather_kernel<<<1, 1024, 0, stream>>>(gp);
-  PZ_CUDA_CHECK(cudaGetLastError());
+  if (fork) {
+    PZ_CUDA_CHECK_MSG(cudaEventRecord(a->ev_fork, stream), "%s: fork of the shared experts' stream", name);
+    PZ_CUDA_CHECK_MSG(cudaStreamWaitEvent(a->side, a->ev_fork, 0), "%s: fork of the shared experts' stream", name);
+  }
+  if (SI) { /* bf16 shared experts into out; the combine adds the routed part to them */
+    st = pz_mlp_launch(a->m, H, SI, a->x, a->ldx, a->sh_gate, a->sh_up, a->sh_down, a->out, a->ld_out, ws + l.mlp,
+                       l.total - l.mlp, fork ? a->side : stream);
+    if (fork) {
+      const cudaError_t e = cudaEventRecord(a->ev_join, a->side);
+      if (e != cudaSuccess && st == PZ_OK)
+        st = pz_error(PZ_ERR_CUDA, "%s: join of the shared experts' stream: %s", name, cudaGetErrorString(e));
+    }
+  }
+  if (st == PZ_OK && a->logits)
+    st = pz_moe_route_launch_rows(a->m, a->logits, a->ld_logits, a->bias, p, a->ids, a->weights, a->rows,
+                                  a->route_serial_topk, stream);
+  if (st == PZ_OK) {
+    gather_params gp = {a->m * K, K, E, a->ids, pairs, work, n_work};
+    gather_kernel<<<1, 1024, 0, stream>>>(gp);
+    st = PZ_CUDA_STATUS_MSG(cudaGetLastError(), "%s: gather launch", name);
+  }
+  if (st == PZ_OK && join_at == 1) st = join();
 
   const int64_t max_work = max_work_of(a->m, E, K);
   mm_params up;
@@ -309,7 +341,7 @@ pz_status run_all(const pz_moe_q_args *a, const ws_layout &l, seg up_s, seg dn_s
   up.s.out = h;
   up.s.ld_out = I;
   up.s.out_mode = 0;
-  PZ_CHECK((launch_mm<Q, true>(up, max_work * tiles_of(up.s), name, stream)));
+  if (st == PZ_OK) st = launch_mm<Q, true>(up, max_work * tiles_of(up.s), name, stream);
 
   mm_params dn = up;
   dn.s = dn_s;
@@ -319,8 +351,11 @@ pz_status run_all(const pz_moe_q_args *a, const ws_layout &l, seg up_s, seg dn_s
   dn.s.out = d;
   dn.s.ld_out = H;
   dn.s.out_mode = 1;
-  PZ_CHECK((launch_mm<Q, false>(dn, max_work * tiles_of(dn.s), name, stream)));
+  if (st == PZ_OK) st = launch_mm<Q, false>(dn, max_work * tiles_of(dn.s), name, stream);
 
+  const pz_status sj = join(); /* also after an error: never an unjoined fork */
+  if (st == PZ_OK) st = sj;
+  if (st != PZ_OK) return st;
   combine_params cp = {a->m, K, (int)H, a->ids, a->weights, d, a->out, a->ld_out, SI ? 1 : 0};
   combine_kernel<<<dim3((unsigned)((H + 127) / 128), (unsigned)a->m), 128, 0, stream>>>(cp);
   PZ_CUDA_CHECK(cudaGetLastError());
