@@ -133,13 +133,14 @@ typedef struct pz_runtime_opts {
                                        * top-k runs in two stages over the CTA's four warps (each warp's k
                                        * best, then the finalists ranked); 0 warp 0 alone, k rounds over
                                        * every expert, as before. Same ids and weights. Added in 0.2.0 */
-  int moe_fork;                       /* PREZERO_MOE_FORK: -1 unset or 1 (the default) the INT4 / FP8 MoE op runs
-                                       * its bf16 shared experts on a second stream beside the router and the
+  int moe_fork;                       /* PREZERO_MOE_FORK: -1 unset (the default) the INT4 / FP8 MoE op runs its
+                                       * bf16 shared experts on a second stream beside the router and the
                                        * gather (latency-bound kernels of one CTA per token and of one CTA),
-                                       * joining before the routed experts; 2 joins only before the combine,
-                                       * so the shared experts may overlap the routed experts too; 0 one
-                                       * stream, the shared experts first, as before. A fork and join that a
-                                       * CUDA graph records as edges. Bit-identical. Added last */
+                                       * joining before the combine at batch <= 4 and before the routed
+                                       * experts above; 1 always before the routed experts; 2 always before
+                                       * the combine; 0 one stream, the shared experts first, as before. A
+                                       * fork and join that a CUDA graph records as edges. Bit-identical.
+                                       * Added last */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. o NULL: nothing happens. */

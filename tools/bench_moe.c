@@ -138,7 +138,7 @@ static int moe_l2pf(void) { return moe_opts()->moe_l2pf == 1; }
 static int moe_w4_wk_fixed(void) { return moe_opts()->moe_w4_wk == 0; } /* PREZERO_MOE_W4_WK=0 */
 static int moe_direct_off(void) { return moe_opts()->moe_direct == 0; }   /* PREZERO_MOE_DIRECT=0 */
 static int route_serial(void) { return moe_opts()->moe_route_topk == 0; } /* PREZERO_MOE_ROUTE_TOPK=0 */
-static int moe_fork(void) { return moe_opts()->moe_fork < 0 ? 1 : moe_opts()->moe_fork; } /* PREZERO_MOE_FORK */
+static int moe_fork(void) { return moe_opts()->moe_fork; } /* PREZERO_MOE_FORK: -1 by batch, 0 off, 1 / 2 the join */
 #include "bench/dev/dev_helpers.h" /* pz_moe_fill_bf16, pz_moe_stream_read */
 #include "core/status.h"
 
@@ -427,11 +427,11 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
           a.logits = logits + (size_t)(r % NSETS) * max_m * E; /* the launcher routes */
           a.ld_logits = E;
           a.route_serial_topk = route_serial();
-          if (moe_fork()) { /* the shared expert beside the router and gather */
+          if (moe_fork() != 0) { /* the shared expert beside the router and gather */
             a.side = side;
             a.ev_fork = ev_fork;
             a.ev_join = ev_join;
-            a.fork_join = moe_fork();
+            a.fork_join = moe_fork() > 0 ? moe_fork() : 0;
           }
           lst = q == Q_INT4 ? pz_moe_w4a16_launch(&a, s) : pz_moe_w8a16_launch(&a, s);
         }
@@ -508,7 +508,7 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
       if (q == Q_INT4) cJSON_AddBoolToObject(row, "w4_wk_fixed", moe_w4_wk_fixed()); /* PREZERO_MOE_W4_WK=0 */
       if (q != Q_BF16) cJSON_AddBoolToObject(row, "direct_off", moe_direct_off());  /* PREZERO_MOE_DIRECT=0 */
       cJSON_AddBoolToObject(row, "route_serial_topk", route_serial());              /* PREZERO_MOE_ROUTE_TOPK=0 */
-      if (q != Q_BF16) cJSON_AddNumberToObject(row, "moe_fork", moe_fork());        /* PREZERO_MOE_FORK */
+      if (q != Q_BF16) cJSON_AddNumberToObject(row, "moe_fork", moe_fork());        /* PREZERO_MOE_FORK, -1 unset */
       cJSON_AddNumberToObject(row, "read_us_same_bytes", rus);
     }
   }

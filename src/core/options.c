@@ -32,7 +32,7 @@ void pz_runtime_opts_default(pz_runtime_opts *o) {
   o->mla_lazy = -1;   /* on */
   o->pdl = -1;   /* on */
   o->moe_route_topk = -1; /* the two-stage top-k */
-  o->moe_fork = -1;       /* the shared experts beside the router, joined before the routed experts */
+  o->moe_fork = -1;       /* the shared experts beside the router; the join by batch (moe_q.h) */
   o->mla_balance = -1;
   o->gate_calibrate = -1;
   o->pad_attn = -1;

@@ -223,7 +223,7 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
 /* The launcher's own routing and the shared experts on a side stream (moe_q.h logits, side):
  * with a routing from pz_moe_route_launch (random logits) the plain launch gives `want`; then the
  * launcher routing the same logits itself, with no fork, joined before gate/up (fork_join 1) and
- * before the combine (2), eagerly and replayed from a captured CUDA graph, must give the same ids
+ * before the combine (2), and with the join by batch (0) replayed from a captured CUDA graph, must give the same ids
  * and the same output bits. A side stream without its events, and fork_join 3, are refused. */
 static void fork_case(const pz_moe_q_args *a, float *dout) {
   const int m = a->m, E = a->p.n_experts, K = a->p.top_k;
@@ -251,11 +251,11 @@ static void fork_case(const pz_moe_q_args *a, float *dout) {
   cudaMemcpy(ids_want, ids, 4 * (size_t)m * K, cudaMemcpyDeviceToHost);
   b.logits = dlg;
   b.ld_logits = E;
-  for (int mode = 0; mode < 4; mode++) { /* 0 no fork, 1 / 2 the joins, 3 join 1 from a graph */
+  for (int mode = 0; mode < 4; mode++) { /* 0 no fork, 1 / 2 the joins, 3 the join by batch from a graph */
     b.side = mode ? side : NULL;
     b.ev_fork = mode ? e0 : NULL;
     b.ev_join = mode ? e1 : NULL;
-    b.fork_join = mode == 2 ? 2 : mode ? 1 : 0;
+    b.fork_join = mode == 3 ? 0 : mode;
     CHECK(cudaMemsetAsync(ids, 0x7f, 4 * (size_t)m * K, s) == cudaSuccess); /* stale routing and output */
     CHECK(cudaMemsetAsync(dout, 0xff, 4 * nout, s) == cudaSuccess);
     if (mode < 3) {

@@ -407,7 +407,7 @@ static pz_status op_moe_q(pz_cuda_ctx *c, const pz_node *n) {
   a.side = R->moe_side; /* NULL under PREZERO_MOE_FORK=0 (pz_cuda_ops_prepare) */
   a.ev_fork = R->moe_ev_fork;
   a.ev_join = R->moe_ev_join;
-  a.fork_join = ro && ro->moe_fork == 2 ? 2 : 1;
+  a.fork_join = ro && ro->moe_fork > 0 ? ro->moe_fork : 0; /* PREZERO_MOE_FORK=1 / 2; unset: by batch */
   pz_status st = p->wquant == 1 ? pz_moe_w4a16_launch(&a, c->stream) : pz_moe_w8a16_launch(&a, c->stream);
   if (st != PZ_OK) pz_log_propagate(__FILE__, __LINE__, n->name, st);
   return st;

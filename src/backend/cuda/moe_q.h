@@ -87,8 +87,11 @@ typedef struct pz_moe_q_args {
    * shared experts on side, forked from `stream` before the router and the gather, which are latency
    * bound (one CTA per token, then one CTA: about 12 + 4 µs at m = 4 on the H200 under ncu) and leave
    * the SMs to the shared experts. `stream` waits for them before the routed experts' gate/up
-   * (fork_join 1, the default; 0 reads as 1) or only before the combine (fork_join 2: the shared
-   * experts may overlap the routed experts too). A fork and join that CUDA graph capture records as
+   * (fork_join 1) or only before the combine (fork_join 2: the shared experts overlap the routed
+   * experts too); 0, the default, picks 2 at m <= 4 and 1 above: on the H200 (Kimi-K2.5 shapes, TP 1
+   * and 2) 2 was 2-5 µs faster at m 1 and 4 and 2-47 µs slower at m 16 and 64, where the shared
+   * experts' CTAs delay the routed experts' persistent grid (bench/results/moe_h200_int4_ab/fork/).
+   * A fork and join that CUDA graph capture records as
    * graph edges; side joins the capture of `stream`. side NULL: one stream, the shared experts first
    * (PREZERO_MOE_FORK=0). The same bits every way: the shared experts write out before the combine
    * adds the routed part, as before. */

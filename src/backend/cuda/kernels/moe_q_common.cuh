@@ -277,9 +277,12 @@ inline pz_status check_args(const pz_moe_q_args *a, const char *name, ws_layout 
   return PZ_OK;
 }
 
+// fork_join 0 (by batch): the join moves to the combine up to this many tokens (moe_q.h).
+constexpr int kForkLateMaxM = 4;
+
 // The router (when a->logits is given), shared experts (bf16, into out before the combine), gather,
 // gate/up + SwiGLU into h, down into d, combine. With a->side the shared experts run there, forked
-// before the router and joined before gate/up (fork_join 0 / 1) or before the combine (2); an error
+// before the router and joined before gate/up (fork_join 1) or before the combine (2; 0 by batch); an error
 // after the fork still joins, so a capture of `stream` is never left with an unjoined side stream.
 // up / dn: the two segments with their weight fields set (w*, s*, strides, N, K, WK, bm, bn, scols);
 // the input / output fields are filled here.
@@ -295,7 +298,7 @@ pz_status run_all(const pz_moe_q_args *a, const ws_layout &l, seg up_s, seg dn_s
   __nv_bfloat16 *h = (__nv_bfloat16 *)(ws + l.h);
   float *d = (float *)(ws + l.d);
   const bool fork = SI && a->side;
-  const int join_at = a->fork_join == 2 ? 2 : 1;
+  const int join_at = a->fork_join ? a->fork_join : a->m <= kForkLateMaxM ? 2 : 1; /* moe_q.h fork_join */
   bool joined = !fork;
   pz_status st = PZ_OK;
   auto join = [&]() -> pz_status { /* stream waits for the shared experts on side (once) */
