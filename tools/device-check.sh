@@ -10,6 +10,7 @@
 #   sanitizer  compute-sanitizer memcheck on each CUDA test in quick mode (PZ_TEST_QUICK=1); CUDA API
 #              return codes are not reported (the communicator expects cudaErrorPeerAccessAlreadyEnabled)
 #   gemm ar attn moe step   `prezero bench <name>` into $OUT (PZ_GEMM_ARGS adds bench gemm options)
+#   step_k25   `prezero bench step --config kimi_k25` (INT4 experts) into step_kimi_k25_h200.{json,md}
 #   ar_procs   `prezero bench ar --procs 2` (one process per rank; --one-gpu when only one GPU is present), then
 #              the --rank/--world/--id-file form (each rank its own command) into ar_ranks_tp2.md
 #   attn_gqa   `prezero bench attn --layout gqa` (issue 17)
@@ -232,6 +233,10 @@ for s in $sections; do
     attn) run bench_attn ${PZ_T_ATTN:-150} $P bench attn --json $W/attn_h200.json --md $W/attn_h200.md ;;
     moe) run bench_moe 120 $P bench moe --json $W/moe_h200.json --md $W/moe_h200.md ;;
     step) run bench_step ${PZ_T_STEP:-200} $P bench step --json $W/step_h200.json --md $W/step_h200.md ;;
+    step_k25)  # Kimi-K2.5 (INT4 routed experts) decode steps, ON vs OFF (PZ_STEP_K25_ARGS adds options)
+      run bench_step_k25 ${PZ_T_STEP:-200} $P bench step --config kimi_k25 ${PZ_STEP_K25_ARGS:-} \
+        --json $W/step_kimi_k25_h200.json --md $W/step_kimi_k25_h200.md
+      grep -E "^\| [0-9]" $W/step_kimi_k25_h200.md | sed 's/^/step_k25 /' | tee -a "$S" ;;
     step_pad)  # padded steps: 17 sequences in the graphs of 32 and 128, padding rows at one
       # position (default) and at their whole context (PREZERO_PAD_ATTN=0), Kimi-K2 3 layers, TP 1, ON and OFF
       run bench_step_pad ${PZ_T_STEP:-200} $P bench step --tp 1 --batch 32,128 --rows 17 --rounds 2 \
