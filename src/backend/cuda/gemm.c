@@ -205,6 +205,17 @@ static pz_gemm_config heuristic_wgmma(int sm_count, int m, int n, int k, bool ze
     }
   }
   if (kb <= 32 && m >= 16 && tiles >= (c.bn ? slots : sm_count) / 2) {
+    if (!c.bn && tiles > sm_count && tiles % sm_count < sm_count / 2) {
+      /* more than one wave of whole-K tiles, the last under half full: the stream-K grid, one CTA
+       * per SM sharing the (tile, k-block) units (DeepSeek-V3 q_b 24576 x 1536 at m 128 / 256: 192
+       * 128-column tiles, 30.7 / 44.6 µs against 35.1 / 51.6 full K, gemm_h200.json of round 84).
+       * Not yet timed at m 16 / 64, where it also applies. */
+      c.flavour = zero_init ? PZ_GEMM_MEMSET_SPLITK : PZ_GEMM_SPLITK_ATOMIC;
+      c.wn = 4;
+      c.splits = sm_count;
+      c.warps = 9;
+      return c;
+    }
     c.flavour = PZ_GEMM_FULLK;
     return c;
   }
