@@ -208,8 +208,8 @@ static pz_gemm_config heuristic_wgmma(int sm_count, int m, int n, int k, bool ze
     if (!c.bn && tiles > sm_count && tiles % sm_count < sm_count / 2) {
       /* more than one wave of whole-K tiles, the last under half full: the stream-K grid, one CTA
        * per SM sharing the (tile, k-block) units (DeepSeek-V3 q_b 24576 x 1536 at m 128 / 256: 192
-       * 128-column tiles, 30.7 / 44.6 µs against 35.1 / 51.6 full K, gemm_h200.json of round 84).
-       * Not yet timed at m 16 / 64, where it also applies. */
+       * 128-column tiles, 30.7 / 44.6 µs against 35.1 / 51.6 full K in round 84's gemm_h200_v12.json;
+       * at m 16 / 32 / 64 within 1.00 / 1.05 / 1.04 of the best, gemm_h200.json of round 91). */
       c.flavour = zero_init ? PZ_GEMM_MEMSET_SPLITK : PZ_GEMM_SPLITK_ATOMIC;
       c.wn = 4;
       c.splits = sm_count;
