@@ -91,10 +91,9 @@ typedef struct pz_moe_q_args {
    * experts too); 0, the default, picks 2 at m <= 4 and 1 above: on the H200 (Kimi-K2.5 shapes, TP 1
    * and 2) 2 was 2-5 µs faster at m 1 and 4 and 2-47 µs slower at m 16 and 64, where the shared
    * experts' CTAs delay the routed experts' persistent grid (bench/results/moe_h200_int4_ab/fork/).
-   * A fork and join that CUDA graph capture records as
-   * graph edges; side joins the capture of `stream`. side NULL: one stream, the shared experts first
-   * (PREZERO_MOE_FORK=0). The same bits every way: the shared experts write out before the combine
-   * adds the routed part, as before. */
+   * CUDA graph capture records the fork and join as graph edges (side joins the capture of `stream`).
+   * side NULL: one stream, the shared experts first (PREZERO_MOE_FORK=0). The same bits every way: the
+   * shared experts write out before the combine adds the routed part, as before. */
   cudaStream_t side;
   cudaEvent_t ev_fork, ev_join;
   int fork_join;
