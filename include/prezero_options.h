@@ -138,7 +138,8 @@ typedef struct pz_runtime_opts {
                                        * gather (latency-bound kernels of one CTA per token and of one CTA),
                                        * joining before the combine at batch <= 4 and before the routed
                                        * experts above; 1 always before the routed experts; 2 always before
-                                       * the combine; 0 one stream, the shared experts first, as before. A
+                                       * the combine; 0 one stream, the shared experts first (before the
+                                       * router; the former order routed first, same bits). A
                                        * fork and join that a CUDA graph records as edges. Bit-identical.
                                        * Added last */
 } pz_runtime_opts;

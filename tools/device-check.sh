@@ -29,7 +29,7 @@
 #   ncu_attn   ncu of the MLA split attention and combine kernels (PZ_NCU_M, default 4; not yet run)
 #   ncu_moe    ncu of the W4A16 expert kernel at TP 1 (PZ_NCU_M, default 64)
 #   route_ab   `prezero bench moe --quant int4`: the router's two-stage top-k, then PREZERO_MOE_ROUTE_TOPK=0
-#   fork_ab    `prezero bench moe --quant int4` with PREZERO_MOE_FORK=0, 1 (the default), 2, alternated twice
+#   fork_ab    `prezero bench moe --quant int4` with PREZERO_MOE_FORK=0, 1, 2 and unset (the default), alternated twice
 #   ab_ref     `prezero $PZ_AB_ARGS` with the binary of another commit (.deps/ref.tar) and the tree's, alternated
 #   moe_times  each kernel of `prezero bench moe --quant int4 --tp 1 --m PZ_NCU_M` (default 4) timed alone under ncu
 #   moe_int4   `prezero bench moe --quant int4` alone (PZ_MOE_ARGS adds options)
@@ -305,13 +305,15 @@ for s in $sections; do
       for v in serial_1 twostage_1 serial_2 twostage_2; do grep -E "^\| [0-9]" $W/moe_h200_int4_route_$v.md | \
         awk -F'|' -v a=$v '{print "moe", a, "tp", $2, "m", $3, "us", $6, $8, "bf16", $9}' | tee -a "$S"; done ;;
     fork_ab)  # issue 15: bench moe --quant int4 with the shared expert on the op's stream first (PREZERO_MOE_FORK=0), on a
-              # second stream beside the router and gather joined before the routed experts (1, the default) and joined
-              # only before the combine (2), alternated 0 1 2 0 1 2 in one call (PZ_FORK_ARGS, default TP 1/2, m 1/4/16/64/128)
-      for v in 0_1 1_1 2_1 0_2 1_2 2_2; do
-        run bench_moe_fork_$v ${PZ_T_MOE:-200} env PREZERO_MOE_FORK=${v%_*} $P bench moe --quant int4 \
+              # second stream beside the router and gather joined before the routed experts (1) or only before the
+              # combine (2), and unset (d, the default: 2 at m <= 4, 1 above), alternated 0 1 2 d 0 1 2 d in one call
+              # (PZ_FORK_ARGS, default TP 1/2, m 1/4/16/64/128)
+      for v in 0_1 1_1 2_1 d_1 0_2 1_2 2_2 d_2; do
+        e="PREZERO_MOE_FORK=${v%_*}"; [ ${v%_*} = d ] && e=""
+        run bench_moe_fork_$v ${PZ_T_MOE:-200} env $e $P bench moe --quant int4 \
           ${PZ_FORK_ARGS:---tp 1,2 --m 1,4,16,64,128} --json $W/moe_h200_int4_fork_$v.json --md $W/moe_h200_int4_fork_$v.md
       done
-      for v in 0_1 1_1 2_1 0_2 1_2 2_2; do grep -E "^\| [0-9]" $W/moe_h200_int4_fork_$v.md | \
+      for v in 0_1 1_1 2_1 d_1 0_2 1_2 2_2 d_2; do grep -E "^\| [0-9]" $W/moe_h200_int4_fork_$v.md | \
         awk -F'|' -v a=$v '{print "fork", a, "tp", $2, "m", $3, "us", $6, $8, "bf16", $9}' | tee -a "$S"; done ;;
     ab_ref)  # the working tree against another commit in one call: make .deps/ref.tar here first (git archive -o
              # .deps/ref.tar <commit>); it is built into /tmp/pz_ref, then `prezero $PZ_AB_ARGS` runs with the reference's

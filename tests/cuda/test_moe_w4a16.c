@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "backend/cpu/ref_ops.h"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/moe_q.h"
@@ -219,12 +220,21 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
   cudaFree(tmp);
 }
 
-/* One case: returns the worst |gpu - ref| / (max|ref row| + tiny) over the rows. */
+/* A host callback on the side stream that holds it for 3 ms: the shared experts queued after it
+ * finish after the routed experts, so a missing or late join would let the combine read `out` before
+ * they wrote it (wrong bits), not just by chance. No CUDA calls (a stream callback may not make any). */
+static void CUDART_CB hold_side(void *unused) {
+  (void)unused;
+  const struct timespec ts = {0, 3000000};
+  nanosleep(&ts, NULL);
+}
+
 /* The launcher's own routing and the shared experts on a side stream (moe_q.h logits, side):
  * with a routing from pz_moe_route_launch (random logits) the plain launch gives `want`; then the
  * launcher routing the same logits itself, with no fork, joined before gate/up (fork_join 1) and
- * before the combine (2), and with the join by batch (0) replayed from a captured CUDA graph, must give the same ids
- * and the same output bits. A side stream without its events, and fork_join 3, are refused. */
+ * before the combine (2), and with the join by batch (0) replayed from a captured CUDA graph, must
+ * give the same ids and the same output bits, with the side stream held back (hold_side) so that a
+ * missing join shows. A side stream without its events, and fork_join 3, are refused. */
 static void fork_case(const pz_moe_q_args *a, float *dout) {
   const int m = a->m, E = a->p.n_experts, K = a->p.top_k;
   const int64_t H = a->H;
@@ -259,11 +269,15 @@ static void fork_case(const pz_moe_q_args *a, float *dout) {
     CHECK(cudaMemsetAsync(ids, 0x7f, 4 * (size_t)m * K, s) == cudaSuccess); /* stale routing and output */
     CHECK(cudaMemsetAsync(dout, 0xff, 4 * nout, s) == cudaSuccess);
     if (mode < 3) {
+      if (mode) CHECK(cudaLaunchHostFunc(side, hold_side, NULL) == cudaSuccess);
       CHECK_OK(pz_moe_w4a16_launch(&b, s));
     } else {
       cudaGraph_t g = NULL;
       cudaGraphExec_t ge = NULL;
       CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+      CHECK(cudaEventRecord(e0, s) == cudaSuccess); /* side joins the capture, then holds */
+      CHECK(cudaStreamWaitEvent(side, e0, 0) == cudaSuccess);
+      CHECK(cudaLaunchHostFunc(side, hold_side, NULL) == cudaSuccess);
       CHECK_OK(pz_moe_w4a16_launch(&b, s));
       CHECK(cudaStreamEndCapture(s, &g) == cudaSuccess && g); /* fails if side were left unjoined */
       CHECK(cudaGraphInstantiate(&ge, g, 0) == cudaSuccess);
@@ -293,6 +307,7 @@ static void fork_case(const pz_moe_q_args *a, float *dout) {
   free(lg); free(want); free(got); free(ids_want); free(ids_got);
 }
 
+/* One case: returns the worst |gpu - ref| / (max|ref row| + tiny) over the rows. */
 static void run_case(const char *name, int E, int K, int64_t H, int64_t I, int64_t SI, int m, int route) {
   pz_moe_params p;
   memset(&p, 0, sizeof p);

@@ -41,7 +41,8 @@ extern "C" {
  * Kernels (capturable; no host sync): the router when logits is given (moe.h), gather (one CTA:
  * per-expert counts, token lists in pair order, work items of <= 32 tokens), gate/up + SwiGLU over
  * the chosen experts only, down, and the combine; the shared experts run through pz_mlp_launch into
- * out, first on `stream` or beside the router and gather on `side` (the fields below).
+ * out, first on `stream`, or on `side` beside the router and gather (and, joined at the combine, beside
+ * the routed experts too: the fields below).
  * Workspace: pz_moe_w4a16_workspace_bytes / pz_moe_w8a16_workspace_bytes(max_m, H, &p) bytes (the
  * same layout), 256-byte aligned, no initialisation.
  * Errors: PZ_ERR_SHAPE (limits above), PZ_ERR_INVALID_ARG (NULL / misaligned pointers, workspace

@@ -282,8 +282,9 @@ constexpr int kForkLateMaxM = 4;
 
 // The router (when a->logits is given), shared experts (bf16, into out before the combine), gather,
 // gate/up + SwiGLU into h, down into d, combine. With a->side the shared experts run there, forked
-// before the router and joined before gate/up (fork_join 1) or before the combine (2; 0 by batch); an error
-// after the fork still joins, so a capture of `stream` is never left with an unjoined side stream.
+// before the router and joined before gate/up (fork_join 1) or before the combine (2; 0 by batch). An error
+// after the fork still makes `stream` wait on ev_join before returning (a capture then fails anyway; the
+// wait keeps eager work on the two streams ordered).
 // up / dn: the two segments with their weight fields set (w*, s*, strides, N, K, WK, bm, bn, scols);
 // the input / output fields are filled here.
 template <class Q>
