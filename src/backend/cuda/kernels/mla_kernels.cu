@@ -532,11 +532,11 @@ __global__ void __launch_bounds__(128 * MT, MT == 1 ? 2 : 1) mla_attn2_kernel(Kp
 /* ---------------------------------------------------------------- combine, W_UV */
 
 #define COMB_THREADS 128
-#define COMB_BATCH 16 /* partial loads in flight per thread */
 /* grid (m, heads): olat[i,h,:] = Σ_s w_s O_s / Σ_s w_s l_s, w_s = exp(max_s - max), over sequence
  * i's slices, slots k.sched[i] .. k.sched[i + 1] - 1 (1..PZ_MLA_MAX_SPLITS of them, in token order:
  * the attention kernel's schedule; k.balance 0: slots i * splits .., its non-empty chunks). Slice
  * weights are computed once into shared memory; columns go 4 per thread (float4). */
+template <int COMB_BATCH> /* partial loads in flight per thread (k.comb_batch) */
 __global__ void __launch_bounds__(COMB_THREADS) mla_combine_kernel(Kp k) {
   __shared__ float sw[PZ_MLA_MAX_SPLITS], sm[PZ_MLA_MAX_SPLITS];
   const int i = blockIdx.x, h = blockIdx.y;
@@ -571,7 +571,8 @@ __global__ void __launch_bounds__(COMB_THREADS) mla_combine_kernel(Kp k) {
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     /* COMB_BATCH slices' loads issued before their adds (the adds in slice order, as before: same
      * bits). The kernel is latency-bound: few CTAs per SM at small m, and at m = 4 on the H200 the
-     * former 4 loads in flight per thread took 11.8 µs under ncu for 17 MB of partials (r91). */
+     * former 4 loads in flight per thread (COMB_BATCH 4, PREZERO_MLA_COMBINE=0) took 11.8 µs under
+     * ncu for 17 MB of partials (bench/results/attn_paged_h200/ncu_attn_v4_m4_m16_r91.txt). */
     for (int s0 = 0; s0 < nv; s0 += COMB_BATCH) {
       float4 v[COMB_BATCH];
 #pragma unroll
@@ -722,7 +723,9 @@ extern "C" pz_status pz_mla_k_attn(const Kp *k, cudaStream_t s) {
 }
 
 extern "C" pz_status pz_mla_k_combine(const Kp *k, cudaStream_t s) {
-  mla_combine_kernel<<<dim3((unsigned)k->m, (unsigned)k->heads), COMB_THREADS, 0, s>>>(*k);
+  const dim3 grid((unsigned)k->m, (unsigned)k->heads);
+  if (k->comb_batch == 4) mla_combine_kernel<4><<<grid, COMB_THREADS, 0, s>>>(*k);
+  else mla_combine_kernel<16><<<grid, COMB_THREADS, 0, s>>>(*k);
   PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }
