@@ -141,6 +141,10 @@ typedef struct pz_runtime_opts {
                                        * the combine; 0 one stream, the shared experts first (before the
                                        * router; the former order routed first, same bits). A
                                        * fork and join that a CUDA graph records as edges. Bit-identical.
+                                       * Added in 0.2.0 */
+  int mla_combine;                    /* PREZERO_MLA_COMBINE: -1 unset or 1 (the default) the MLA split-KV
+                                       * combine issues 16 slices' partial loads per thread before adding
+                                       * them; 0 four, as before. Bit-identical (the adds keep their order).
                                        * Added last */
 } pz_runtime_opts;
 

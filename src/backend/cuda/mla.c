@@ -84,6 +84,7 @@ pz_status pz_mla_cuda_create(const pz_mla_params *p, int m_max, pz_gemm_ctx *gem
   /* v4's lazy rescale (mla_kernels.h): a threshold of 8 (P <= e^8 ~ 3e3, far inside f32 and bf16 range);
      PREZERO_MLA_LAZY=0 rescales at every increase of the running max, as v1-v3 */
   c->k.lazy_rescale = ro && ro->mla_lazy == 0 ? 0.0f : 8.0f;
+  c->k.comb_batch = ro && ro->mla_combine == 0 ? 4 : 16; /* the combine's loads in flight (mla_kernels.h) */
   pz_status st;
   for (;; version--) {
     c->mt = pz_mla_k_attn_mt((int)H, version);

@@ -536,6 +536,7 @@ __global__ void __launch_bounds__(128 * MT, MT == 1 ? 2 : 1) mla_attn2_kernel(Kp
  * i's slices, slots k.sched[i] .. k.sched[i + 1] - 1 (1..PZ_MLA_MAX_SPLITS of them, in token order:
  * the attention kernel's schedule; k.balance 0: slots i * splits .., its non-empty chunks). Slice
  * weights are computed once into shared memory; columns go 4 per thread (float4). */
+template <int COMB_BATCH> /* partial loads in flight per thread (k.comb_batch) */
 __global__ void __launch_bounds__(COMB_THREADS) mla_combine_kernel(Kp k) {
   __shared__ float sw[PZ_MLA_MAX_SPLITS], sm[PZ_MLA_MAX_SPLITS];
   const int i = blockIdx.x, h = blockIdx.y;
@@ -568,11 +569,21 @@ __global__ void __launch_bounds__(COMB_THREADS) mla_combine_kernel(Kp k) {
   float4 *out = (float4 *)(k.olat + ((int64_t)i * k.heads + h) * k.L);
   for (int c = threadIdx.x; c < k.L / 4; c += blockDim.x) {
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 4
-    for (int s = 0; s < nv; s++) {
-      const float4 v = op[s * sstride + c];
-      const float w = sw[s];
-      acc.x += w * v.x; acc.y += w * v.y; acc.z += w * v.z; acc.w += w * v.w;
+    /* COMB_BATCH slices' loads issued before their adds (the adds in slice order, as before: same
+     * bits). The kernel is latency-bound: few CTAs per SM at small m, and at m = 4 on the H200 the
+     * former 4 loads in flight per thread (COMB_BATCH 4, PREZERO_MLA_COMBINE=0) took 11.8 µs under
+     * ncu for 17 MB of partials (bench/results/attn_paged_h200/ncu_attn_v4_m4_m16_r91.txt). */
+    for (int s0 = 0; s0 < nv; s0 += COMB_BATCH) {
+      float4 v[COMB_BATCH];
+#pragma unroll
+      for (int j = 0; j < COMB_BATCH; j++)
+        v[j] = s0 + j < nv ? op[(s0 + j) * sstride + c] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+      for (int j = 0; j < COMB_BATCH; j++) {
+        if (s0 + j >= nv) break;
+        const float w = sw[s0 + j];
+        acc.x += w * v[j].x; acc.y += w * v[j].y; acc.z += w * v[j].z; acc.w += w * v[j].w;
+      }
     }
     out[c] = acc;
   }
@@ -712,7 +723,9 @@ extern "C" pz_status pz_mla_k_attn(const Kp *k, cudaStream_t s) {
 }
 
 extern "C" pz_status pz_mla_k_combine(const Kp *k, cudaStream_t s) {
-  mla_combine_kernel<<<dim3((unsigned)k->m, (unsigned)k->heads), COMB_THREADS, 0, s>>>(*k);
+  const dim3 grid((unsigned)k->m, (unsigned)k->heads);
+  if (k->comb_batch == 4) mla_combine_kernel<4><<<grid, COMB_THREADS, 0, s>>>(*k);
+  else mla_combine_kernel<16><<<grid, COMB_THREADS, 0, s>>>(*k);
   PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }
