@@ -14,6 +14,6 @@ K="Duration|DRAM Throughput|Memory Throughput|L2 Cache Throughput|Compute \(SM\)
 STALL="--metrics regex:smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum"
 for m in ${PZ_NCU_M:-4}; do
   echo "== mla attention TP ${PZ_NCU_TP:-1} m=$m (the first 4 launches of the split attention and combine kernels)"
-  timeout 180 ncu --clock-control none -k regex:"mla_(attn4|attn3|attn2|combine)_kernel" -c 4 $S $STALL \
+  timeout 180 ncu --clock-control none -k regex:"mla_(attn4|attn3|attn2|combine|combine_warp)_kernel" -c 4 $S $STALL \
     $P bench attn --paged --tp ${PZ_NCU_TP:-1} --m $m --reps 3 2>&1 | grep -E "$K|_kernel|==PROF==|error|Error" | sed 's/  */ /g'
 done

@@ -7,7 +7,8 @@
  * a subset without the long contexts) against the reference, the identity table and shuffled
  * pages (spare pages and rows past each position NaN: never read) bit-identical to the contiguous
  * cache on the GPU with the append in the right page, a captured graph following a new table,
- * and the slots bit-identical set vs unset on a shuffled paged cache. */
+ * and the slots bit-identical set vs unset on a shuffled paged cache. The combine's three paths (one-slice
+ * rows written by the attention kernel, the warp combine, the former combine) bit-identical. */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime.h>
 #include <math.h>
@@ -442,6 +443,71 @@ static void check_paged(const shape *s, const int64_t *ctx, int m, int graph) {
   layer_free(&l);
 }
 
+/* One batch (contexts ctx[0..m-1], contiguous cache) through the three combine paths: the default
+ * (version 4 writes the rows whose one slice covers the sequence itself, the warp combine merges the
+ * others), PREZERO_MLA_DIRECT=0 (every row through the warp combine) and PREZERO_MLA_DIRECT=0 with
+ * PREZERO_MLA_COMBINE=0 (the former block-per-head combine): the default against the reference, and all
+ * three bit-identical. Returns how many rows the host twin of the schedule gives one slice (the rows the
+ * direct write takes under version 4). 2 K splits (deterministic GEMMs) are set by the caller. */
+static int check_combine_paths(const shape *s, const int64_t *ctx, int m) {
+  int64_t maxc = 1;
+  for (int i = 0; i < m; i++) if (ctx[i] > maxc) maxc = ctx[i];
+  layer l;
+  layer_make(&l, s, maxc);
+  int32_t *pos = malloc(sizeof(int32_t) * (size_t)m);
+  for (int i = 0; i < m; i++) pos[i] = (int32_t)(ctx[i] - 1);
+  step st;
+  step_make_at(&st, &l, m, maxc, pos);
+  const int64_t H = s->H, ob = (int64_t)sizeof(float) * m * H;
+  float *ref = malloc((size_t)ob), *got[3] = {malloc((size_t)ob), malloc((size_t)ob), malloc((size_t)ob)};
+  pz_bf16 *rc = malloc(sizeof(pz_bf16) * (size_t)(m * st.stride));
+  reference(&l, &st, ref, rc);
+  float *d_out = NULL;
+  cudaMalloc((void **)&d_out, (size_t)ob);
+  int singles = -1, version = 0;
+  int64_t diff[3] = {0, 0, 0};
+  for (int v = 0; v < 3; v++) {
+    if (v >= 1) setenv("PREZERO_MLA_DIRECT", "0", 1);
+    if (v == 2) setenv("PREZERO_MLA_COMBINE", "0", 1);
+    remake_G();
+    pz_mla_cuda_ctx *c = NULL;
+    CHECK_OK(pz_mla_cuda_create(&l.p, m, G, &c));
+    if (c) {
+      pz_mla_cuda_io io = gpu_io(&l, &st);
+      io.out = d_out; io.ld_out = H; io.out_zeroed = false;
+      cudaMemset(d_out, 0xff, (size_t)ob);
+      CHECK_OK(pz_mla_cuda_decode(c, m, &io, 0));
+      CHECK(cudaDeviceSynchronize() == cudaSuccess);
+      cudaMemcpy(got[v], d_out, (size_t)ob, cudaMemcpyDeviceToHost);
+      if (v == 0) {
+        double wr, wm;
+        out_vs_ref(ref, got[0], m, H, &wr, &wm);
+        version = pz_mla_cuda_attn_version(c);
+        int32_t *off = malloc(sizeof(int32_t) * (size_t)(m + 1));
+        int s1 = 0;
+        CHECK_OK(pz_mla_cuda_last_schedule(c, m, off, &s1));
+        singles = 0;
+        for (int i = 0; i < m; i++) singles += off[i + 1] - off[i] == 1;
+        free(off);
+      }
+      pz_mla_cuda_destroy(c);
+    }
+    for (int64_t x = 0; x < m * H; x++) diff[v] += memcmp(&got[0][x], &got[v][x], 4) != 0;
+  }
+  unsetenv("PREZERO_MLA_DIRECT");
+  unsetenv("PREZERO_MLA_COMBINE");
+  remake_G();
+  CHECK(diff[1] == 0 && diff[2] == 0);
+  printf("combine paths v%d %-16s m=%d: %d of %d rows one slice; against the default, PREZERO_MLA_DIRECT=0 differs in %lld "
+         "outputs, and with PREZERO_MLA_COMBINE=0 in %lld\n", version, s->name, m, singles, m, (long long)diff[1],
+         (long long)diff[2]);
+  free(pos); free(ref); free(got[0]); free(got[1]); free(got[2]); free(rc);
+  cudaFree(d_out);
+  step_free(&st);
+  layer_free(&l);
+  return singles;
+}
+
 /* Slots: unset vs set (pre-zeroed, zero_init = false) vs set on stale data (zero_init = true)
  * give the same bits with 2 K splits; a slot claimed zeroed but holding data shows in the
  * result (negative control); repeated runs are bit-identical. `paged`: all of it on a shuffled
@@ -731,6 +797,20 @@ int main(void) {
       printf("MLA splits at m 64, Kimi-K2 TP 1, v%d: %d (two waves), %d (PREZERO_MLA_WAVES=1), %d (PREZERO_MLA_BALANCE=0)\n", ver,
              sp[0], sp[1], sp[2]);
       layer_free(&l);
+    }
+    {
+      /* the combine's paths (the direct write of one-slice rows, the warp combine, the former combine):
+       * equal contexts at m 128 (one wave of slots: every row one slice), unequal ones at m 64 (the
+       * short rows one slice, the long ones split), 128 heads (two head groups per slot) */
+      int64_t flat[128], wide[64];
+      for (int i = 0; i < 128; i++) flat[i] = 300;
+      for (int i = 0; i < 64; i++) wide[i] = i % 2 ? 1000 - 7 * i : 65 + i;
+      const int64_t few[3] = {7, 300, 2049};
+      CHECK(check_combine_paths(&K2_TP1, flat, 128) > 0);
+      const int sw = check_combine_paths(&K2_TP1, wide, 64);
+      CHECK(sw > 0 && sw < 64);
+      CHECK(check_combine_paths(&V3_TP1, few, 3) >= 1);
+      if (!quick) check_combine_paths(&K2_TP2, mixed, 5);
     }
     {
       int64_t wide[64], flat[64];

@@ -532,24 +532,30 @@ __global__ void __launch_bounds__(128 * MT, MT == 1 ? 2 : 1) mla_attn2_kernel(Kp
 /* ---------------------------------------------------------------- combine, W_UV */
 
 #define COMB_THREADS 128
+/* Sequence i's slices for the combine: slots *s0 .. *s0 + *nv - 1 (1..PZ_MLA_MAX_SPLITS of them, in
+ * token order: the attention kernel's schedule; k.balance 0: slots i * splits .., its non-empty chunks). */
+__device__ __forceinline__ void comb_slots(const Kp &k, int i, int *s0, int *nv) {
+  if (k.balance) {
+    *s0 = k.sched[i];
+    *nv = min(PZ_MLA_MAX_SPLITS, k.sched[i + 1] - *s0);
+  } else { /* the non-empty chunks of sequence i: the first ceil(n / chunk) of its `splits` slots */
+    const int n = (int)kv_len(k, real_rows(k), i);
+    const int chunk = (int)pz_kv_sched_ceil_tiles(n, k.splits);
+    *s0 = i * k.splits;
+    *nv = min(k.splits, (n + chunk - 1) / chunk);
+  }
+}
+
 /* grid (m, heads): olat[i,h,:] = Σ_s w_s O_s / Σ_s w_s l_s, w_s = exp(max_s - max), over sequence
- * i's slices, slots k.sched[i] .. k.sched[i + 1] - 1 (1..PZ_MLA_MAX_SPLITS of them, in token order:
- * the attention kernel's schedule; k.balance 0: slots i * splits .., its non-empty chunks). Slice
- * weights are computed once into shared memory; columns go 4 per thread (float4). */
-template <int COMB_BATCH> /* partial loads in flight per thread (k.comb_batch) */
+ * i's slices (comb_slots). Slice weights are computed once into shared memory; columns go 4 per
+ * thread (float4). With k.direct, a row of one slice was written by the attention kernel: skipped.
+ * The former layout (PREZERO_MLA_COMBINE=0). */
 __global__ void __launch_bounds__(COMB_THREADS) mla_combine_kernel(Kp k) {
   __shared__ float sw[PZ_MLA_MAX_SPLITS], sm[PZ_MLA_MAX_SPLITS];
   const int i = blockIdx.x, h = blockIdx.y;
   int s0, nv;
-  if (k.balance) {
-    s0 = k.sched[i];
-    nv = min(PZ_MLA_MAX_SPLITS, k.sched[i + 1] - s0);
-  } else { /* the non-empty chunks of sequence i: the first ceil(n / chunk) of its `splits` slots */
-    const int n = (int)kv_len(k, real_rows(k), i);
-    const int chunk = (int)pz_kv_sched_ceil_tiles(n, k.splits);
-    s0 = i * k.splits;
-    nv = min(k.splits, (n + chunk - 1) / chunk);
-  }
+  comb_slots(k, i, &s0, &nv);
+  if (k.direct && nv == 1) return;
   const float *ml = k.ml + (int64_t)s0 * k.heads * 2;
   for (int s = threadIdx.x; s < nv; s += blockDim.x) {
     sm[s] = ml[((int64_t)s * k.heads + h) * 2];
@@ -569,24 +575,69 @@ __global__ void __launch_bounds__(COMB_THREADS) mla_combine_kernel(Kp k) {
   float4 *out = (float4 *)(k.olat + ((int64_t)i * k.heads + h) * k.L);
   for (int c = threadIdx.x; c < k.L / 4; c += blockDim.x) {
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    /* COMB_BATCH slices' loads issued before their adds (the adds in slice order, as before: same
-     * bits). The kernel is latency-bound: few CTAs per SM at small m, and at m = 4 on the H200 the
-     * former 4 loads in flight per thread (COMB_BATCH 4, PREZERO_MLA_COMBINE=0) took 11.8 µs under
-     * ncu for 17 MB of partials (bench/results/attn_paged_h200/ncu_attn_v4_m4_m16_r91.txt). */
-    for (int s0 = 0; s0 < nv; s0 += COMB_BATCH) {
-      float4 v[COMB_BATCH];
-#pragma unroll
-      for (int j = 0; j < COMB_BATCH; j++)
-        v[j] = s0 + j < nv ? op[(s0 + j) * sstride + c] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-      for (int j = 0; j < COMB_BATCH; j++) {
-        if (s0 + j >= nv) break;
-        const float w = sw[s0 + j];
-        acc.x += w * v[j].x; acc.y += w * v[j].y; acc.z += w * v[j].z; acc.w += w * v[j].w;
-      }
+#pragma unroll 4
+    for (int s = 0; s < nv; s++) {
+      const float4 v = op[s * sstride + c];
+      const float w = sw[s];
+      acc.x += w * v.x; acc.y += w * v.y; acc.z += w * v.z; acc.w += w * v.w;
     }
     out[c] = acc;
   }
+}
+
+/* The same sums, one warp per (row i = blockIdx.y, head, 128 columns), COMBW_THREADS / 32 warps per CTA
+ * (the default). ncu on the H200 (bench/results/attn_paged_h200/ncu_attn_r92.txt) timed the former layout
+ * at 18 µs (TP 1, m 64, 2 slices per row) and 30 µs (m 128): 128-thread CTAs of one (row, head), three
+ * block barriers and two dependent global loads each, four CTAs per SM by registers. Here no block
+ * barrier: lane l holds slices l and l + 32's (max, sum), every lane runs the former's sequential max /
+ * denominator loop over shuffled values (the same operations in the same order: the same bits), and each
+ * lane adds its float4 column over the slices with COMBW_BATCH loads in flight. */
+#define COMBW_THREADS 256
+#define COMBW_BATCH 8
+__global__ void __launch_bounds__(COMBW_THREADS) mla_combine_warp_kernel(Kp k) {
+  const int i = blockIdx.y, lane = threadIdx.x & 31;
+  const int per_head = (k.L / 4 + 31) / 32; /* warps per head: 128 float4 columns each */
+  const int gw = blockIdx.x * (COMBW_THREADS / 32) + (threadIdx.x >> 5);
+  const int h = gw / per_head, c = (gw - h * per_head) * 32 + lane;
+  if (h >= k.heads) return; /* whole warps */
+  int s0, nv;
+  comb_slots(k, i, &s0, &nv);
+  if (k.direct && nv == 1) return;
+  const float *ml = k.ml + (int64_t)s0 * k.heads * 2;
+  float ma = -INFINITY, la = 0.0f, mb = -INFINITY, lb = 0.0f; /* slices lane, lane + 32 */
+  if (lane < nv) { ma = ml[((int64_t)lane * k.heads + h) * 2]; la = ml[((int64_t)lane * k.heads + h) * 2 + 1]; }
+  if (lane + 32 < nv) {
+    mb = ml[((int64_t)(lane + 32) * k.heads + h) * 2];
+    lb = ml[((int64_t)(lane + 32) * k.heads + h) * 2 + 1];
+  }
+  float mx = -INFINITY;
+  for (int s = 0; s < nv; s++) mx = fmaxf(mx, __shfl_sync(0xffffffffu, s < 32 ? ma : mb, s & 31));
+  float den = 0.0f;
+  for (int s = 0; s < nv; s++) {
+    const float ms = __shfl_sync(0xffffffffu, s < 32 ? ma : mb, s & 31);
+    const float ls = __shfl_sync(0xffffffffu, s < 32 ? la : lb, s & 31);
+    den += expf(ms - mx) * ls;
+  }
+  const float inv = 1.0f / den;
+  const float wa = expf(ma - mx) * inv, wb = expf(mb - mx) * inv; /* slices lane, lane + 32 */
+  const bool col = c < k.L / 4;
+  const float4 *op = (const float4 *)(k.opart + ((int64_t)s0 * k.heads + h) * k.L) + c;
+  const int64_t sstride = (int64_t)k.heads * k.L / 4;
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  for (int sb = 0; sb < nv; sb += COMBW_BATCH) {
+    float4 v[COMBW_BATCH];
+#pragma unroll
+    for (int j = 0; j < COMBW_BATCH; j++)
+      v[j] = col && sb + j < nv ? op[(sb + j) * sstride] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int j = 0; j < COMBW_BATCH; j++) {
+      if (sb + j >= nv) break;
+      const int s = sb + j;
+      const float w = __shfl_sync(0xffffffffu, s < 32 ? wa : wb, s & 31);
+      acc.x += w * v[j].x; acc.y += w * v[j].y; acc.z += w * v[j].z; acc.w += w * v[j].w;
+    }
+  }
+  if (col) ((float4 *)(k.olat + ((int64_t)i * k.heads + h) * k.L))[c] = acc;
 }
 
 /* grid (heads, ceil(m/16), ceil(vd/64)): o[i, h*vd + e] = bf16(Σ_c W_UV[h,e,c] * olat[i,h,c])
@@ -723,9 +774,13 @@ extern "C" pz_status pz_mla_k_attn(const Kp *k, cudaStream_t s) {
 }
 
 extern "C" pz_status pz_mla_k_combine(const Kp *k, cudaStream_t s) {
-  const dim3 grid((unsigned)k->m, (unsigned)k->heads);
-  if (k->comb_batch == 4) mla_combine_kernel<4><<<grid, COMB_THREADS, 0, s>>>(*k);
-  else mla_combine_kernel<16><<<grid, COMB_THREADS, 0, s>>>(*k);
+  if (k->combine_warp) {
+    const int warps = k->heads * ((k->L / 4 + 31) / 32), per_cta = COMBW_THREADS / 32;
+    const dim3 grid((unsigned)((warps + per_cta - 1) / per_cta), (unsigned)k->m);
+    mla_combine_warp_kernel<<<grid, COMBW_THREADS, 0, s>>>(*k);
+  } else {
+    mla_combine_kernel<<<dim3((unsigned)k->m, (unsigned)k->heads), COMB_THREADS, 0, s>>>(*k);
+  }
   PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }
