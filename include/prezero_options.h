@@ -142,17 +142,13 @@ typedef struct pz_runtime_opts {
                                        * router; the former order routed first, same bits). A
                                        * fork and join that a CUDA graph records as edges. Bit-identical.
                                        * Added in 0.2.0 */
-  int mla_combine;                    /* PREZERO_MLA_COMBINE: -1 unset or 1 (the default) the MLA split-KV
-                                       * combine runs one warp per (row, head, 128 columns), the slices'
-                                       * weights shared by shuffles, 8 slices' partial loads in flight per
-                                       * lane; 0 one CTA per (row, head) with block barriers, as before.
-                                       * Bit-identical (same operations in the same order). Added in 0.2.0 */
-  int mla_direct;                     /* PREZERO_MLA_DIRECT: -1 unset or 1 (the default) the MLA attention
-                                       * kernel (version 4) writes a sequence's normalised output itself
-                                       * when one slice covers the whole sequence (equal contexts at large
-                                       * batches), and the combine skips that row: no fp32 partials written
-                                       * and read back; 0 every row through the combine, as before.
-                                       * Bit-identical. Added last */
+  int mla_combine;                    /* PREZERO_MLA_COMBINE: -1 unset (the default) the MLA split-KV combine
+                                       * runs one warp per (row, head, 128 columns), the slices' weights
+                                       * shared by shuffles, 8 slices' partial loads in flight per lane,
+                                       * where the grid has at least 16 split slots per row (small
+                                       * batches), else one CTA per (row, head) with block barriers, as
+                                       * before; 1 the warp layout always; 0 the former always.
+                                       * Bit-identical (same operations in the same order). Added last */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. o NULL: nothing happens. */

@@ -298,8 +298,7 @@ int main(void) {
         {"PREZERO_PDL", offsetof(pz_runtime_opts, pdl)},
         {"PREZERO_MOE_ROUTE_TOPK", offsetof(pz_runtime_opts, moe_route_topk)},
         {"PREZERO_MOE_FORK", offsetof(pz_runtime_opts, moe_fork)},
-        {"PREZERO_MLA_COMBINE", offsetof(pz_runtime_opts, mla_combine)},
-        {"PREZERO_MLA_DIRECT", offsetof(pz_runtime_opts, mla_direct)}};
+        {"PREZERO_MLA_COMBINE", offsetof(pz_runtime_opts, mla_combine)}};
     for (size_t i = 0; i < sizeof sw / sizeof sw[0]; i++) {
       const int *field = (const int *)((const char *)&ro + sw[i].off);
       CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && *field == -1);

@@ -29,8 +29,7 @@
 #   ncu_attn   ncu of the MLA split attention and combine kernels (PZ_NCU_M, default 4; not yet run)
 #   ncu_moe    ncu of the W4A16 expert kernel at TP 1 (PZ_NCU_M, default 64)
 #   route_ab   `prezero bench moe --quant int4`: the router's two-stage top-k, then PREZERO_MOE_ROUTE_TOPK=0
-#   combine_ab `prezero bench attn --paged`: the MLA combine's three paths (the default, PREZERO_MLA_DIRECT=0, and with
-#              PREZERO_MLA_COMBINE=0 too), alternated twice; then the default and the former on mixed contexts
+#   combine_ab `prezero bench attn --paged`: the MLA combine's layouts (PREZERO_MLA_COMBINE=0, =1, unset), alternated twice
 #   fork_ab    `prezero bench moe --quant int4` with PREZERO_MOE_FORK=0, 1, 2 and unset (the default), alternated twice
 #   ab_ref     `prezero $PZ_AB_ARGS` with the binary of another commit (.deps/ref.tar) and the tree's, alternated
 #   moe_times  each kernel of `prezero bench moe --quant int4 --tp 1 --m PZ_NCU_M` (default 4) timed alone under ncu
@@ -317,22 +316,15 @@ for s in $sections; do
       done
       for v in 0_1 1_1 2_1 d_1 0_2 1_2 2_2 d_2; do grep -E "^\| [0-9]" $W/moe_h200_int4_fork_$v.md | \
         awk -F'|' -v a=$v '{print "fork", a, "tp", $2, "m", $3, "us", $6, $8, "bf16", $9}' | tee -a "$S"; done ;;
-    combine_ab)  # issue 18: bench attn --paged with the MLA combine's three paths: the default (d: one-slice rows written
-                 # by attention v4, the warp combine), PREZERO_MLA_DIRECT=0 (w: the warp combine for every row) and
-                 # PREZERO_MLA_DIRECT=0 PREZERO_MLA_COMBINE=0 (f: the former block-per-head combine), alternated f w d f w d
-                 # in one call (PZ_COMBINE_ARGS, default TP 1/2/4, m 4/16/64/128, context 8192), then d and f on mixed
-                 # contexts [1024, 16384] at TP 1/2
+    combine_ab)  # issue 18: bench attn --paged with the MLA combine's layouts: PREZERO_MLA_COMBINE=0 (f: one CTA per row and
+                 # head), =1 (w: one warp per row, head and 128 columns) and unset (d: by split slots per row), alternated
+                 # f w d f w d in one call (PZ_COMBINE_ARGS, default TP 1/2/4, m 4/16/64/128, context 8192)
       for v in f_1 w_1 d_1 f_2 w_2 d_2; do
-        e=""; case $v in f_*) e="PREZERO_MLA_DIRECT=0 PREZERO_MLA_COMBINE=0" ;; w_*) e="PREZERO_MLA_DIRECT=0" ;; esac
+        e=""; case $v in f_*) e="PREZERO_MLA_COMBINE=0" ;; w_*) e="PREZERO_MLA_COMBINE=1" ;; esac
         run bench_attn_comb_$v ${PZ_T_ATTN:-150} env $e $P bench attn --paged ${PZ_COMBINE_ARGS:---tp 1,2,4 --m 4,16,64,128} \
           --reps 7 --json $W/attn_comb_$v.json --md $W/attn_comb_$v.md
       done
-      for v in f d; do
-        e=""; [ $v = f ] && e="PREZERO_MLA_DIRECT=0 PREZERO_MLA_COMBINE=0"
-        run bench_attn_comb_mixed_$v ${PZ_T_ATTN:-150} env $e $P bench attn --paged --tp 1,2 --m 16,64,128 --reps 7 \
-          --ctx 16384 --ctx-min 1024 --json $W/attn_comb_mixed_$v.json --md $W/attn_comb_mixed_$v.md
-      done
-      for v in f_1 w_1 d_1 f_2 w_2 d_2 mixed_f mixed_d; do grep -E "^\| [0-9]" $W/attn_comb_$v.md | \
+      for v in f_1 w_1 d_1 f_2 w_2 d_2; do grep -E "^\| [0-9]" $W/attn_comb_$v.md | \
         awk -F'|' -v a=$v '{print "comb", a, "tp", $2, "m", $4, "attn_us", $8, $10}' | tee -a "$S"; done ;;
     ab_ref)  # the working tree against another commit in one call: make .deps/ref.tar here first (git archive -o
              # .deps/ref.tar <commit>); it is built into /tmp/pz_ref, then `prezero $PZ_AB_ARGS` runs with the reference's

@@ -7,8 +7,8 @@
  * a subset without the long contexts) against the reference, the identity table and shuffled
  * pages (spare pages and rows past each position NaN: never read) bit-identical to the contiguous
  * cache on the GPU with the append in the right page, a captured graph following a new table,
- * and the slots bit-identical set vs unset on a shuffled paged cache. The combine's three paths (one-slice
- * rows written by the attention kernel, the warp combine, the former combine) bit-identical. */
+ * and the slots bit-identical set vs unset on a shuffled paged cache. The combine's two layouts
+ * (PREZERO_MLA_COMBINE) bit-identical. */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime.h>
 #include <math.h>
@@ -443,12 +443,11 @@ static void check_paged(const shape *s, const int64_t *ctx, int m, int graph) {
   layer_free(&l);
 }
 
-/* One batch (contexts ctx[0..m-1], contiguous cache) through the three combine paths: the default
- * (version 4 writes the rows whose one slice covers the sequence itself, the warp combine merges the
- * others), PREZERO_MLA_DIRECT=0 (every row through the warp combine) and PREZERO_MLA_DIRECT=0 with
- * PREZERO_MLA_COMBINE=0 (the former block-per-head combine): the default against the reference, and all
- * three bit-identical. Returns how many rows the host twin of the schedule gives one slice (the rows the
- * direct write takes under version 4). 2 K splits (deterministic GEMMs) are set by the caller. */
+/* One batch (contexts ctx[0..m-1], contiguous cache) through the combine's layouts: the default (by
+ * split slots per row), PREZERO_MLA_COMBINE=1 (one warp per row, head and 128 columns) and
+ * PREZERO_MLA_COMBINE=0 (one CTA per row and head): the default against the reference, and all three
+ * bit-identical. Returns the most slices a row of the batch had (the device's schedule). 2 K splits
+ * (deterministic GEMMs) are set by the caller. */
 static int check_combine_paths(const shape *s, const int64_t *ctx, int m) {
   int64_t maxc = 1;
   for (int i = 0; i < m; i++) if (ctx[i] > maxc) maxc = ctx[i];
@@ -464,11 +463,10 @@ static int check_combine_paths(const shape *s, const int64_t *ctx, int m) {
   reference(&l, &st, ref, rc);
   float *d_out = NULL;
   cudaMalloc((void **)&d_out, (size_t)ob);
-  int singles = -1, version = 0;
+  int singles = -1, version = 0; /* singles: the most slices of a row */
   int64_t diff[3] = {0, 0, 0};
   for (int v = 0; v < 3; v++) {
-    if (v >= 1) setenv("PREZERO_MLA_DIRECT", "0", 1);
-    if (v == 2) setenv("PREZERO_MLA_COMBINE", "0", 1);
+    if (v >= 1) setenv("PREZERO_MLA_COMBINE", v == 1 ? "1" : "0", 1);
     remake_G();
     pz_mla_cuda_ctx *c = NULL;
     CHECK_OK(pz_mla_cuda_create(&l.p, m, G, &c));
@@ -487,20 +485,18 @@ static int check_combine_paths(const shape *s, const int64_t *ctx, int m) {
         int s1 = 0;
         CHECK_OK(pz_mla_cuda_last_schedule(c, m, off, &s1));
         singles = 0;
-        for (int i = 0; i < m; i++) singles += off[i + 1] - off[i] == 1;
+        for (int i = 0; i < m; i++) if (off[i + 1] - off[i] > singles) singles = off[i + 1] - off[i];
         free(off);
       }
       pz_mla_cuda_destroy(c);
     }
     for (int64_t x = 0; x < m * H; x++) diff[v] += memcmp(&got[0][x], &got[v][x], 4) != 0;
   }
-  unsetenv("PREZERO_MLA_DIRECT");
   unsetenv("PREZERO_MLA_COMBINE");
   remake_G();
   CHECK(diff[1] == 0 && diff[2] == 0);
-  printf("combine paths v%d %-16s m=%d: %d of %d rows one slice; against the default, PREZERO_MLA_DIRECT=0 differs in %lld "
-         "outputs, and with PREZERO_MLA_COMBINE=0 in %lld\n", version, s->name, m, singles, m, (long long)diff[1],
-         (long long)diff[2]);
+  printf("combine layouts v%d %-16s m=%d (up to %d slices per row): against the default, PREZERO_MLA_COMBINE=1 differs in "
+         "%lld outputs, PREZERO_MLA_COMBINE=0 in %lld\n", version, s->name, m, singles, (long long)diff[1], (long long)diff[2]);
   free(pos); free(ref); free(got[0]); free(got[1]); free(got[2]); free(rc);
   cudaFree(d_out);
   step_free(&st);
@@ -799,17 +795,17 @@ int main(void) {
       layer_free(&l);
     }
     {
-      /* the combine's paths (the direct write of one-slice rows, the warp combine, the former combine):
-       * equal contexts at m 128 (one wave of slots: every row one slice), unequal ones at m 64 (the
-       * short rows one slice, the long ones split), 128 heads (two head groups per slot) */
+      /* the combine's layouts: equal contexts at m 128 (one slice per row), unequal ones at m 64 (the
+       * short rows one slice, the long ones split), m 3 with a row of more than 32 slices (the lanes'
+       * second (max, sum)), and 128 heads (two head groups per slot) */
       int64_t flat[128], wide[64];
       for (int i = 0; i < 128; i++) flat[i] = 300;
       for (int i = 0; i < 64; i++) wide[i] = i % 2 ? 1000 - 7 * i : 65 + i;
-      const int64_t few[3] = {7, 300, 2049};
-      CHECK(check_combine_paths(&K2_TP1, flat, 128) > 0);
-      const int sw = check_combine_paths(&K2_TP1, wide, 64);
-      CHECK(sw > 0 && sw < 64);
-      CHECK(check_combine_paths(&V3_TP1, few, 3) >= 1);
+      const int64_t few[3] = {7, 300, 8192};
+      CHECK(check_combine_paths(&K2_TP1, flat, 128) >= 1);
+      CHECK(check_combine_paths(&K2_TP1, wide, 64) > 1);
+      CHECK(check_combine_paths(&K2_TP1, few, 3) > 32);
+      CHECK(check_combine_paths(&V3_TP1, few, 3) > 1);
       if (!quick) check_combine_paths(&K2_TP2, mixed, 5);
     }
     {

@@ -84,7 +84,7 @@ pz_status pz_mla_cuda_create(const pz_mla_params *p, int m_max, pz_gemm_ctx *gem
   /* v4's lazy rescale (mla_kernels.h): a threshold of 8 (P <= e^8 ~ 3e3, far inside f32 and bf16 range);
      PREZERO_MLA_LAZY=0 rescales at every increase of the running max, as v1-v3 */
   c->k.lazy_rescale = ro && ro->mla_lazy == 0 ? 0.0f : 8.0f;
-  c->k.combine_warp = !(ro && ro->mla_combine == 0); /* the combine's layout (mla_kernels.h) */
+  c->k.combine_warp = ro && (ro->mla_combine == 0 || ro->mla_combine == 1) ? ro->mla_combine : -1; /* mla_kernels.h */
   pz_status st;
   for (;; version--) {
     c->mt = pz_mla_k_attn_mt((int)H, version);
@@ -92,8 +92,6 @@ pz_status pz_mla_cuda_create(const pz_mla_params *p, int m_max, pz_gemm_ctx *gem
     if (st == PZ_OK || version == 1) break;
   }
   c->attn_version = version;
-  /* v4 writes a sequence's normalised output itself when its one slice covers it (PREZERO_MLA_DIRECT=0: off) */
-  c->k.direct = version == 4 && !(ro && ro->mla_direct == 0);
   /* two waves of split slots: v3 with the balanced schedule (measured on v3 only, bench/results/
    * attn_paged_h200/attn_*_splits*; PREZERO_MLA_BALANCE=0, the former schedule, keeps one) unless
    * PREZERO_MLA_WAVES=1 */

@@ -53,12 +53,10 @@ typedef struct pz_mla_kparams {
   float lazy_rescale;                 /* attention v4: a slice's running max moves only when a tile's exceeds
                                          it by more than this (natural-log units; 8: P <= e^8, the lazy rescale
                                          of FlashAttention-4), 0 at every increase (PREZERO_MLA_LAZY=0) */
-  int combine_warp;                   /* combine: 1 one warp per (row, head, 128 columns) (the default), 0 one
-                                         CTA per (row, head) with block barriers (PREZERO_MLA_COMBINE=0, as
-                                         before); same bits */
-  int direct;                         /* 1: attention v4 writes olat itself for a sequence whose one slice
-                                         covers it (no partials), and the combine skips that row
-                                         (PREZERO_MLA_DIRECT=0: 0, every row through the combine); same bits */
+  int combine_warp;                   /* combine layout: 1 one warp per (row, head, 128 columns), 0 one CTA per
+                                         (row, head) with block barriers, -1 by the grid's split slots per
+                                         row (warps at >= PZ_MLA_COMBINE_WARP_SPLITS; mla_kernels.cu). Same
+                                         bits (PREZERO_MLA_COMBINE=1 / 0 force one) */
   int attn_version;                   /* attention kernel: 3 (TMA + wgmma, kv_lora 512 / rope 64 on sm_90;
                                          the default where it applies), 2 (mma.sync, the default elsewhere)
                                          or 1 (PREZERO_MLA_ATTN=1|2|3 chooses) */

@@ -126,7 +126,6 @@ __device__ long long attn_schedule(const Kp &k, int w, bool writer, int *seq, in
  * k.sched[seq + 1] - 1. */
 struct AttnSlice {
   int seq, start, end, ntiles;
-  bool whole; /* the slice is the whole sequence (its only one): version 4 may write olat itself (k.direct) */
   float *ml;
   const uint16_t *cache;
   const int32_t *table;
@@ -160,7 +159,6 @@ __device__ __forceinline__ bool attn_slice(const Kp &k, int i, int split, int h0
   sl->start = start;
   sl->end = end;
   sl->ntiles = (end - start + BN - 1) / BN;
-  sl->whole = start == 0 && end == n;
   sl->ml = ml;
   sl->table = k.block_table ? k.block_table + (int64_t)seq * k.ld_bt : nullptr;
   sl->cache = sl->table ? k.cache : k.cache + (int64_t)seq * k.cache_seq_stride;

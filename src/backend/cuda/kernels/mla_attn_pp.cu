@@ -284,36 +284,9 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
     }
   }
 
-  const int ha = h0 + r0, hb = h0 + r1;
-  if (k.direct && sl.whole) {
-    /* the sequence's only slice: its normalised output straight into olat, as the combine computes it
-     * for one slice (max m, den = 0 + e^(m - m) l, weight e^(m - m) / den, 0 + weight x O: the same
-     * operations, the same bits), and the combine skips this row. Both warpgroups hold the final
-     * (max, sum): the last tile's owner computed it, the other read it in its last iteration. */
-    float wgt[2];
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-      float mx = -INFINITY;
-      mx = fmaxf(mx, m_run[r]);
-      float den = 0.0f;
-      den += expf(m_run[r] - mx) * l_run[r];
-      const float inv = 1.0f / den;
-      wgt[r] = expf(m_run[r] - mx) * inv;
-    }
-    float *oa = k.olat + ((int64_t)sl.seq * k.heads + ha) * LV, *ob = k.olat + ((int64_t)sl.seq * k.heads + hb) * LV;
-#pragma unroll
-    for (int c = 0; c < 64; c++) {
-      const int col = wg * 256 + 8 * c + 2 * q4;
-      float2 va = make_float2(0.0f, 0.0f), vb = make_float2(0.0f, 0.0f);
-      va.x += wgt[0] * o[4 * c]; va.y += wgt[0] * o[4 * c + 1];
-      vb.x += wgt[1] * o[4 * c + 2]; vb.y += wgt[1] * o[4 * c + 3];
-      if (ha < k.heads) *(float2 *)(oa + col) = va;
-      if (hb < k.heads) *(float2 *)(ob + col) = vb;
-    }
-    return;
-  }
   /* the slice's unnormalised output and (max, sum) per head, as versions 1-3 write them */
   const int64_t base = ((int64_t)i * k.splits + split) * k.heads;
+  const int ha = h0 + r0, hb = h0 + r1;
 #pragma unroll
   for (int c = 0; c < 64; c++) {
     const int col = wg * 256 + 8 * c + 2 * q4;

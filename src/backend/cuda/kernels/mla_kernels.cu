@@ -548,14 +548,12 @@ __device__ __forceinline__ void comb_slots(const Kp &k, int i, int *s0, int *nv)
 
 /* grid (m, heads): olat[i,h,:] = Σ_s w_s O_s / Σ_s w_s l_s, w_s = exp(max_s - max), over sequence
  * i's slices (comb_slots). Slice weights are computed once into shared memory; columns go 4 per
- * thread (float4). With k.direct, a row of one slice was written by the attention kernel: skipped.
- * The former layout (PREZERO_MLA_COMBINE=0). */
+ * thread (float4). The layout below 16 split slots per row (PREZERO_MLA_COMBINE=0: always). */
 __global__ void __launch_bounds__(COMB_THREADS) mla_combine_kernel(Kp k) {
   __shared__ float sw[PZ_MLA_MAX_SPLITS], sm[PZ_MLA_MAX_SPLITS];
   const int i = blockIdx.x, h = blockIdx.y;
   int s0, nv;
   comb_slots(k, i, &s0, &nv);
-  if (k.direct && nv == 1) return;
   const float *ml = k.ml + (int64_t)s0 * k.heads * 2;
   for (int s = threadIdx.x; s < nv; s += blockDim.x) {
     sm[s] = ml[((int64_t)s * k.heads + h) * 2];
@@ -585,15 +583,17 @@ __global__ void __launch_bounds__(COMB_THREADS) mla_combine_kernel(Kp k) {
   }
 }
 
-/* The same sums, one warp per (row i = blockIdx.y, head, 128 columns), COMBW_THREADS / 32 warps per CTA
- * (the default). ncu on the H200 (bench/results/attn_paged_h200/ncu_attn_r92.txt) timed the former layout
- * at 18 µs (TP 1, m 64, 2 slices per row) and 30 µs (m 128): 128-thread CTAs of one (row, head), three
- * block barriers and two dependent global loads each, four CTAs per SM by registers. Here no block
- * barrier: lane l holds slices l and l + 32's (max, sum), every lane runs the former's sequential max /
- * denominator loop over shuffled values (the same operations in the same order: the same bits), and each
- * lane adds its float4 column over the slices with COMBW_BATCH loads in flight. */
+/* The same sums, one warp per (row i = blockIdx.y, head, 128 columns), COMBW_THREADS / 32 warps per CTA:
+ * no block barrier; lane l holds slices l and l + 32's (max, sum), every lane runs the former's sequential
+ * max / denominator loop over shuffled values (the same operations in the same order: the same bits), and
+ * each lane adds its float4 column over the slices with COMBW_BATCH loads in flight. Measured on the H200
+ * in CUDA-graph replay (bench/results/attn_paged_h200/combine_r92/): 1.0-1.7 µs faster than the former at
+ * m 4 (33-64 slices per row), 0-1 µs slower at m 16 (8) and 1-8 µs slower at m 64 / 128 (1-2 slices, whose
+ * partials the former reads from L2 in the time of its launch), so it is taken from
+ * PZ_MLA_COMBINE_WARP_SPLITS split slots per row. */
 #define COMBW_THREADS 256
 #define COMBW_BATCH 8
+#define PZ_MLA_COMBINE_WARP_SPLITS 16
 __global__ void __launch_bounds__(COMBW_THREADS) mla_combine_warp_kernel(Kp k) {
   const int i = blockIdx.y, lane = threadIdx.x & 31;
   const int per_head = (k.L / 4 + 31) / 32; /* warps per head: 128 float4 columns each */
@@ -602,7 +602,6 @@ __global__ void __launch_bounds__(COMBW_THREADS) mla_combine_warp_kernel(Kp k) {
   if (h >= k.heads) return; /* whole warps */
   int s0, nv;
   comb_slots(k, i, &s0, &nv);
-  if (k.direct && nv == 1) return;
   const float *ml = k.ml + (int64_t)s0 * k.heads * 2;
   float ma = -INFINITY, la = 0.0f, mb = -INFINITY, lb = 0.0f; /* slices lane, lane + 32 */
   if (lane < nv) { ma = ml[((int64_t)lane * k.heads + h) * 2]; la = ml[((int64_t)lane * k.heads + h) * 2 + 1]; }
@@ -774,7 +773,7 @@ extern "C" pz_status pz_mla_k_attn(const Kp *k, cudaStream_t s) {
 }
 
 extern "C" pz_status pz_mla_k_combine(const Kp *k, cudaStream_t s) {
-  if (k->combine_warp) {
+  if (k->combine_warp == 1 || (k->combine_warp < 0 && k->splits >= PZ_MLA_COMBINE_WARP_SPLITS)) {
     const int warps = k->heads * ((k->L / 4 + 31) / 32), per_cta = COMBW_THREADS / 32;
     const dim3 grid((unsigned)((warps + per_cta - 1) / per_cta), (unsigned)k->m);
     mla_combine_warp_kernel<<<grid, COMBW_THREADS, 0, s>>>(*k);
