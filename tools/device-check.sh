@@ -26,7 +26,7 @@
 #              context 8192 paged and mixed [1024, 16384]
 #   attn_v4    `prezero bench attn`: the default (v4 ping-pong above 16 heads) then PREZERO_MLA_ATTN=3, TP 1/2/4/8, paged,
 #              context 8192 and mixed [1024, 16384]
-#   ncu_attn   ncu of the MLA split attention and combine kernels (PZ_NCU_M, default 4; not yet run)
+#   ncu_attn   ncu of the MLA split attention and combine kernels (PZ_NCU_M, default 4)
 #   ncu_moe    ncu of the W4A16 expert kernel at TP 1 (PZ_NCU_M, default 64)
 #   route_ab   `prezero bench moe --quant int4`: the router's two-stage top-k, then PREZERO_MOE_ROUTE_TOPK=0
 #   combine_ab `prezero bench attn --paged`: the MLA combine's layouts (PREZERO_MLA_COMBINE=0, =1, unset), alternated twice

@@ -463,7 +463,7 @@ static int check_combine_paths(const shape *s, const int64_t *ctx, int m) {
   reference(&l, &st, ref, rc);
   float *d_out = NULL;
   cudaMalloc((void **)&d_out, (size_t)ob);
-  int singles = -1, version = 0; /* singles: the most slices of a row */
+  int most = -1, version = 0; /* the most slices of a row */
   int64_t diff[3] = {0, 0, 0};
   for (int v = 0; v < 3; v++) {
     if (v >= 1) setenv("PREZERO_MLA_COMBINE", v == 1 ? "1" : "0", 1);
@@ -484,8 +484,8 @@ static int check_combine_paths(const shape *s, const int64_t *ctx, int m) {
         int32_t *off = malloc(sizeof(int32_t) * (size_t)(m + 1));
         int s1 = 0;
         CHECK_OK(pz_mla_cuda_last_schedule(c, m, off, &s1));
-        singles = 0;
-        for (int i = 0; i < m; i++) if (off[i + 1] - off[i] > singles) singles = off[i + 1] - off[i];
+        most = 0;
+        for (int i = 0; i < m; i++) if (off[i + 1] - off[i] > most) most = off[i + 1] - off[i];
         free(off);
       }
       pz_mla_cuda_destroy(c);
@@ -496,12 +496,12 @@ static int check_combine_paths(const shape *s, const int64_t *ctx, int m) {
   remake_G();
   CHECK(diff[1] == 0 && diff[2] == 0);
   printf("combine layouts v%d %-16s m=%d (up to %d slices per row): against the default, PREZERO_MLA_COMBINE=1 differs in "
-         "%lld outputs, PREZERO_MLA_COMBINE=0 in %lld\n", version, s->name, m, singles, (long long)diff[1], (long long)diff[2]);
+         "%lld outputs, PREZERO_MLA_COMBINE=0 in %lld\n", version, s->name, m, most, (long long)diff[1], (long long)diff[2]);
   free(pos); free(ref); free(got[0]); free(got[1]); free(got[2]); free(rc);
   cudaFree(d_out);
   step_free(&st);
   layer_free(&l);
-  return singles;
+  return most;
 }
 
 /* Slots: unset vs set (pre-zeroed, zero_init = false) vs set on stale data (zero_init = true)

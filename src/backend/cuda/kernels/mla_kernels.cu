@@ -587,7 +587,7 @@ __global__ void __launch_bounds__(COMB_THREADS) mla_combine_kernel(Kp k) {
  * no block barrier; lane l holds slices l and l + 32's (max, sum), every lane runs the former's sequential
  * max / denominator loop over shuffled values (the same operations in the same order: the same bits), and
  * each lane adds its float4 column over the slices with COMBW_BATCH loads in flight. Measured on the H200
- * in CUDA-graph replay (bench/results/attn_paged_h200/combine_r92/): 1.0-1.7 µs faster than the former at
+ * in CUDA-graph replay (bench/results/attn_paged_h200/combine_r92/): 0.8-1.7 µs faster than the former at
  * m 4 (33-64 slices per row), 0-1 µs slower at m 16 (8) and 1-8 µs slower at m 64 / 128 (1-2 slices, whose
  * partials the former reads from L2 in the time of its launch), so it is taken from
  * PZ_MLA_COMBINE_WARP_SPLITS split slots per row. */
