@@ -343,31 +343,59 @@ static int64_t paged_vs_contiguous(const paged *pg, const pz_bf16 *gc) {
  * pages (3 + mb spare NaN pages) bit-identical to the contiguous GPU step, output and cache;
  * with `graph`, the shuffled step captured in a CUDA graph and replayed after the pages moved to
  * another shuffle (pool and table rewritten): the same bits again. 2 K splits (deterministic). */
-static void check_paged(const shape *s, const int64_t *ctx, int m, int graph) {
+/* One decode batch at contexts ctx[0..m-1] (each row's new token at position ctx - 1), contiguous cache:
+ * the layer, the step, the CPU reference's output [m, H] and cache, and a device output buffer [m, H] f32. */
+typedef struct {
+  layer l;
+  step st;
+  int32_t *pos;
+  float *ref;
+  pz_bf16 *rc;
+  float *d_out;
+  int64_t ob, cb; /* bytes of one output, of the cache */
+} batch;
+
+static void batch_make(batch *b, const shape *s, const int64_t *ctx, int m) {
   int64_t maxc = 1;
   for (int i = 0; i < m; i++) if (ctx[i] > maxc) maxc = ctx[i];
-  layer l;
-  layer_make(&l, s, maxc);
+  layer_make(&b->l, s, maxc);
+  b->pos = malloc(sizeof(int32_t) * (size_t)m);
+  for (int i = 0; i < m; i++) b->pos[i] = (int32_t)(ctx[i] - 1);
+  step_make_at(&b->st, &b->l, m, maxc, b->pos);
+  b->ob = (int64_t)sizeof(float) * m * s->H;
+  b->cb = (int64_t)sizeof(pz_bf16) * m * b->st.stride;
+  b->ref = malloc((size_t)b->ob);
+  b->rc = malloc((size_t)b->cb);
+  reference(&b->l, &b->st, b->ref, b->rc);
+  b->d_out = NULL;
+  CHECK(cudaMalloc((void **)&b->d_out, (size_t)b->ob) == cudaSuccess);
+}
+
+static void batch_free(batch *b) {
+  free(b->pos); free(b->ref); free(b->rc);
+  cudaFree(b->d_out);
+  step_free(&b->st);
+  layer_free(&b->l);
+}
+
+static void check_paged(const shape *s, const int64_t *ctx, int m, int graph) {
+  batch b;
+  batch_make(&b, s, ctx, m);
   pz_mla_cuda_ctx *c = NULL;
-  CHECK_OK(pz_mla_cuda_create(&l.p, m, G, &c));
-  if (!c) { layer_free(&l); return; }
-  int32_t *pos = malloc(sizeof(int32_t) * (size_t)m);
-  for (int i = 0; i < m; i++) pos[i] = (int32_t)(ctx[i] - 1);
-  step st;
-  step_make_at(&st, &l, m, maxc, pos);
-  const int64_t H = s->H, cb = (int64_t)sizeof(pz_bf16) * m * st.stride, ob = (int64_t)sizeof(float) * m * H;
-  float *ref = malloc((size_t)ob), *got = malloc((size_t)ob), *got2 = malloc((size_t)ob);
-  pz_bf16 *rc = malloc((size_t)cb), *gc = malloc((size_t)cb);
-  reference(&l, &st, ref, rc);
-  float *d_out = NULL;
-  cudaMalloc((void **)&d_out, (size_t)ob);
-  pz_mla_cuda_io io = gpu_io(&l, &st);
+  CHECK_OK(pz_mla_cuda_create(&b.l.p, m, G, &c));
+  if (!c) { batch_free(&b); return; }
+  const int32_t *pos = b.pos;
+  const int64_t H = s->H, cb = b.cb, ob = b.ob;
+  float *ref = b.ref, *got = malloc((size_t)ob), *got2 = malloc((size_t)ob);
+  pz_bf16 *rc = b.rc, *gc = malloc((size_t)cb);
+  float *d_out = b.d_out;
+  pz_mla_cuda_io io = gpu_io(&b.l, &b.st);
   io.out = d_out; io.ld_out = H; io.out_zeroed = false;
   CHECK_OK(pz_mla_cuda_decode(c, m, &io, 0));
   CHECK(cudaDeviceSynchronize() == cudaSuccess);
   cudaMemcpy(got, d_out, (size_t)ob, cudaMemcpyDeviceToHost);
-  cudaMemcpy(gc, st.d_cache, (size_t)cb, cudaMemcpyDeviceToHost);
-  const int64_t ulp = cache_vs_ref(rc, gc, &st, l.kvw);
+  cudaMemcpy(gc, b.st.d_cache, (size_t)cb, cudaMemcpyDeviceToHost);
+  const int64_t ulp = cache_vs_ref(rc, gc, &b.st, b.l.kvw);
   double wr, wm;
   out_vs_ref(ref, got, m, H, &wr, &wm);
   if (!getenv("PREZERO_MLA_BALANCE")) { /* the slot offsets the device's schedule wrote: its host twin's */
@@ -386,7 +414,7 @@ static void check_paged(const shape *s, const int64_t *ctx, int m, int graph) {
   int64_t dout[2] = {0, 0}, dpool[2] = {0, 0}, dgraph = -1;
   for (int v = 0; v < 2; v++) {
     paged pg;
-    paged_make(&pg, &st, l.kvw, v, v ? pz_kv_max_blocks(st.ctx) + 3 : 0);
+    paged_make(&pg, &b.st, b.l.kvw, v, v ? pz_kv_max_blocks(b.st.ctx) + 3 : 0);
     pz_mla_cuda_io pio = io;
     paged_io(&pio, &pg);
     cudaMemset(d_out, 0xff, (size_t)ob);
@@ -406,7 +434,7 @@ static void check_paged(const shape *s, const int64_t *ctx, int m, int graph) {
       CHECK(cudaStreamEndCapture(cs, &gr) == cudaSuccess);
       CHECK(gr && cudaGraphInstantiate(&ge, gr, 0) == cudaSuccess);
       paged pg2;
-      paged_make(&pg2, &st, l.kvw, 1, pg.n_pages - st.m * pg.mb);
+      paged_make(&pg2, &b.st, b.l.kvw, 1, pg.n_pages - b.st.m * pg.mb);
       CHECK(pg2.n_pages == pg.n_pages);
       cudaMemcpy(pg.d_pool, pg2.pool, paged_bytes(&pg2), cudaMemcpyHostToDevice);
       cudaMemcpy(pg.d_table, pg2.table, sizeof(int32_t) * (size_t)(m * pg.mb), cudaMemcpyHostToDevice);
@@ -436,11 +464,9 @@ static void check_paged(const shape *s, const int64_t *ctx, int m, int graph) {
   printf(": rms err %.2e, max err %.2e, %lld cache values 1 ulp off; identity / shuffled differ in %lld / %lld outputs, "
          "%lld / %lld pool values%s\n", wr, wm, (long long)ulp, (long long)dout[0], (long long)dout[1], (long long)dpool[0],
          (long long)dpool[1], graph ? (dgraph == 0 ? "; graph replay on moved pages identical" : "; graph replay DIFFERS") : "");
-  free(pos); free(ref); free(got); free(got2); free(rc); free(gc);
-  cudaFree(d_out);
-  step_free(&st);
+  free(got); free(got2); free(gc);
   pz_mla_cuda_destroy(c);
-  layer_free(&l);
+  batch_free(&b);
 }
 
 /* One batch (contexts ctx[0..m-1], contiguous cache) through the combine's layouts: the default (by
@@ -449,29 +475,20 @@ static void check_paged(const shape *s, const int64_t *ctx, int m, int graph) {
  * bit-identical. Returns the most slices a row of the batch had (the device's schedule). 2 K splits
  * (deterministic GEMMs) are set by the caller. */
 static int check_combine_paths(const shape *s, const int64_t *ctx, int m) {
-  int64_t maxc = 1;
-  for (int i = 0; i < m; i++) if (ctx[i] > maxc) maxc = ctx[i];
-  layer l;
-  layer_make(&l, s, maxc);
-  int32_t *pos = malloc(sizeof(int32_t) * (size_t)m);
-  for (int i = 0; i < m; i++) pos[i] = (int32_t)(ctx[i] - 1);
-  step st;
-  step_make_at(&st, &l, m, maxc, pos);
-  const int64_t H = s->H, ob = (int64_t)sizeof(float) * m * H;
-  float *ref = malloc((size_t)ob), *got[3] = {malloc((size_t)ob), malloc((size_t)ob), malloc((size_t)ob)};
-  pz_bf16 *rc = malloc(sizeof(pz_bf16) * (size_t)(m * st.stride));
-  reference(&l, &st, ref, rc);
-  float *d_out = NULL;
-  cudaMalloc((void **)&d_out, (size_t)ob);
+  batch b;
+  batch_make(&b, s, ctx, m);
+  const int64_t H = s->H, ob = b.ob;
+  float *got[3] = {malloc((size_t)ob), malloc((size_t)ob), malloc((size_t)ob)};
+  float *d_out = b.d_out;
   int most = -1, version = 0; /* the most slices of a row */
   int64_t diff[3] = {0, 0, 0};
   for (int v = 0; v < 3; v++) {
     if (v >= 1) setenv("PREZERO_MLA_COMBINE", v == 1 ? "1" : "0", 1);
     remake_G();
     pz_mla_cuda_ctx *c = NULL;
-    CHECK_OK(pz_mla_cuda_create(&l.p, m, G, &c));
+    CHECK_OK(pz_mla_cuda_create(&b.l.p, m, G, &c));
     if (c) {
-      pz_mla_cuda_io io = gpu_io(&l, &st);
+      pz_mla_cuda_io io = gpu_io(&b.l, &b.st);
       io.out = d_out; io.ld_out = H; io.out_zeroed = false;
       cudaMemset(d_out, 0xff, (size_t)ob);
       CHECK_OK(pz_mla_cuda_decode(c, m, &io, 0));
@@ -479,7 +496,7 @@ static int check_combine_paths(const shape *s, const int64_t *ctx, int m) {
       cudaMemcpy(got[v], d_out, (size_t)ob, cudaMemcpyDeviceToHost);
       if (v == 0) {
         double wr, wm;
-        out_vs_ref(ref, got[0], m, H, &wr, &wm);
+        out_vs_ref(b.ref, got[0], m, H, &wr, &wm);
         version = pz_mla_cuda_attn_version(c);
         int32_t *off = malloc(sizeof(int32_t) * (size_t)(m + 1));
         int s1 = 0;
@@ -497,10 +514,8 @@ static int check_combine_paths(const shape *s, const int64_t *ctx, int m) {
   CHECK(diff[1] == 0 && diff[2] == 0);
   printf("combine layouts v%d %-16s m=%d (up to %d slices per row): against the default, PREZERO_MLA_COMBINE=1 differs in "
          "%lld outputs, PREZERO_MLA_COMBINE=0 in %lld\n", version, s->name, m, most, (long long)diff[1], (long long)diff[2]);
-  free(pos); free(ref); free(got[0]); free(got[1]); free(got[2]); free(rc);
-  cudaFree(d_out);
-  step_free(&st);
-  layer_free(&l);
+  free(got[0]); free(got[1]); free(got[2]);
+  batch_free(&b);
   return most;
 }
 
