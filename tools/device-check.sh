@@ -22,6 +22,7 @@
 #   pdl        `prezero bench gemm --no-tune` (PZ_PDL_ONLY, default Kimi-K2/tp1), `prezero bench step` (PZ_PDL_STEP_ARGS)
 #              and `prezero bench attn` (TP 1/2, paged: its op column holds q_b and o_proj), each with the GEMMs'
 #              programmatic dependent launch (the default) then PREZERO_PDL=0
+#   ks_ab      `prezero bench gemm --no-tune` (PZ_KS_ONLY, default /tp1/) with PREZERO_GEMM_WG_KS=2, 1, 4, 1 (k-blocks per wgmma ring stage)
 #   attn_lazy  `prezero bench attn`: v4 with its lazy rescale (the default) then PREZERO_MLA_LAZY=0, TP 1/2 (PZ_ATTN4_ARGS),
 #              context 8192 paged and mixed [1024, 16384]
 #   attn_v4    `prezero bench attn`: the default (v4 ping-pong above 16 heads) then PREZERO_MLA_ATTN=3, TP 1/2/4/8, paged,
@@ -388,6 +389,14 @@ for s in $sections; do
       for v in pdl nopdl; do grep -E "^\| [A-Za-z]" $W/gemm_h200_$v.md | grep -v "^| model" | \
         awk -F'|' -v a=$v '{print a, $3, $4, "m", $7, "cublas", $10, "best", $16, $17, "heur", $22}' | tee -a "$S"; done
       for v in pdl nopdl; do grep -E "^\| [0-9]" $W/step_h200_$v.md | sed "s/^/step $v /" | tee -a "$S"; done ;;
+    ks_ab)  # issue 14: k-blocks per TMA stage of the wgmma split-K kernel (PREZERO_GEMM_WG_KS=2 / 4: each W row arrives as 256 / 512
+            # contiguous bytes per stage) against the default 1, bench gemm --no-tune on the built-in table, PZ_KS_ONLY rows
+            # (default /tp1/): ks2, base, ks4, base again
+      for v in ks2 base_1 ks4 base_2; do
+        e="PREZERO_GEMM_WG_KS=1"; case $v in ks2) e="PREZERO_GEMM_WG_KS=2" ;; ks4) e="PREZERO_GEMM_WG_KS=4" ;; esac
+        run bench_gemm_$v ${PZ_T_GEMM:-300} env $e $P bench gemm --no-tune --only ${PZ_KS_ONLY:-/tp1/} \
+          --json $W/gemm_ks_$v.json --md $W/gemm_ks_$v.md
+      done ;;
     attn_lazy)  # issue 18: v4 with its lazy rescale (the default) against PREZERO_MLA_LAZY=0 in the same call, Kimi-K2
               # shapes (PZ_ATTN4_ARGS, default TP 1/2, m 4/16/64/128), context 8192 paged, then mixed contexts [1024, 16384]
       for v in lazy nolazy; do
