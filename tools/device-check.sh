@@ -23,6 +23,7 @@
 #              and `prezero bench attn` (TP 1/2, paged: its op column holds q_b and o_proj), each with the GEMMs'
 #              programmatic dependent launch (the default) then PREZERO_PDL=0
 #   ks_ab      `prezero bench gemm --no-tune` (PZ_KS_ONLY, default /tp1/) with PREZERO_GEMM_WG_KS=2, 1, 4, 1 (k-blocks per wgmma ring stage)
+#   ksrule_ab  `prezero bench gemm --no-tune` (every row; PZ_KS_ONLY narrows): the default k-blocks per wgmma stage, then PREZERO_GEMM_WG_KS=1, twice
 #   attn_lazy  `prezero bench attn`: v4 with its lazy rescale (the default) then PREZERO_MLA_LAZY=0, TP 1/2 (PZ_ATTN4_ARGS),
 #              context 8192 paged and mixed [1024, 16384]
 #   attn_v4    `prezero bench attn`: the default (v4 ping-pong above 16 heads) then PREZERO_MLA_ATTN=3, TP 1/2/4/8, paged,
@@ -396,6 +397,13 @@ for s in $sections; do
         e="PREZERO_GEMM_WG_KS=1"; case $v in ks2) e="PREZERO_GEMM_WG_KS=2" ;; ks4) e="PREZERO_GEMM_WG_KS=4" ;; esac
         run bench_gemm_$v ${PZ_T_GEMM:-300} env $e $P bench gemm --no-tune --only ${PZ_KS_ONLY:-/tp1/} \
           --json $W/gemm_ks_$v.json --md $W/gemm_ks_$v.md
+      done ;;
+    ksrule_ab)  # issue 14: the default k-blocks per wgmma stage (2 where a split has <= 4 k-blocks) against PREZERO_GEMM_WG_KS=1, bench
+                # gemm --no-tune on the built-in table, every row (PZ_KS_ONLY narrows), alternated twice
+      for v in rule_1 ks1_1 rule_2 ks1_2; do
+        e=""; case $v in ks1*) e="PREZERO_GEMM_WG_KS=1" ;; esac
+        run bench_gemm_$v ${PZ_T_GEMM:-300} env $e $P bench gemm --no-tune ${PZ_KS_ONLY:+--only $PZ_KS_ONLY} \
+          --json $W/gemm_ksrule_$v.json --md $W/gemm_ksrule_$v.md
       done ;;
     attn_lazy)  # issue 18: v4 with its lazy rescale (the default) against PREZERO_MLA_LAZY=0 in the same call, Kimi-K2
               # shapes (PZ_ATTN4_ARGS, default TP 1/2, m 4/16/64/128), context 8192 paged, then mixed contexts [1024, 16384]

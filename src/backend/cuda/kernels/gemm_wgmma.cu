@@ -39,8 +39,11 @@ extern "C" {
  * Flavours (gemm.h): 1 atomic, 2 in-kernel zero + flag, 4 full K store, 5 serial turnstile; the
  * epilogue and its per-tile semaphore protocol are gemm_epilogue.cuh, shared with gemm_splitk.cu. */
 
-/* k-blocks per ring stage when the options leave it unset (PREZERO_GEMM_WG_KS). */
-#define PZ_GEMM_WG_KS_DEFAULT 1
+/* k-blocks per ring stage when the options leave it unset (PREZERO_GEMM_WG_KS): 2 where each split has at most
+ * PZ_GEMM_WG_KS2_MAX_KB k-blocks (and an even number), else 1. Measured on the H200 (bench/results/gemm_ks_ab/, round 97):
+ * 2 was 4-7 % faster on DeepSeek-V2-Lite's o_proj (4 k-blocks per split) and the gates (2-4), and up to 8 % slower where
+ * a split has 28-128 k-blocks. */
+#define PZ_GEMM_WG_KS2_MAX_KB 4
 
 static PFN_cuTensorMapEncodeTiled_v12000 g_encode = nullptr; /* resolved once by pz_gemm_wgmma_init */
 
@@ -239,8 +242,8 @@ template <int BN, int NWG, int WM, int TS>
 pz_status launch_bn(const pz_gemm_args *a, WParams p, int zt, cudaStream_t s) {
   /* KS > 1 only where every split's k-blocks are a multiple of it (the stages are then all full,
    * see wg_mma_stage); otherwise 1 */
-  const int want = a->wg_ks > 0 ? a->wg_ks : PZ_GEMM_WG_KS_DEFAULT;
   const int kblocks = p.kblocks, splits = p.splits;
+  const int want = a->wg_ks > 0 ? a->wg_ks : kblocks / splits <= PZ_GEMM_WG_KS2_MAX_KB ? 2 : 1;
   const int ks = want > 1 && kblocks % splits == 0 && (kblocks / splits) % want == 0 ? want : 1;
   return ks == 4 ? launch_ks<BN, NWG, WM, 4, TS>(a, p, zt, s)
          : ks == 2 ? launch_ks<BN, NWG, WM, 2, TS>(a, p, zt, s)
