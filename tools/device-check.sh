@@ -391,7 +391,7 @@ for s in $sections; do
         awk -F'|' -v a=$v '{print a, $3, $4, "m", $7, "cublas", $10, "best", $16, $17, "heur", $22}' | tee -a "$S"; done
       for v in pdl nopdl; do grep -E "^\| [0-9]" $W/step_h200_$v.md | sed "s/^/step $v /" | tee -a "$S"; done ;;
     ks_ab)  # issue 14: k-blocks per TMA stage of the wgmma split-K kernel (PREZERO_GEMM_WG_KS=2 / 4: each W row arrives as 256 / 512
-            # contiguous bytes per stage) against the default 1, bench gemm --no-tune on the built-in table, PZ_KS_ONLY rows
+            # contiguous bytes per stage) against 1, bench gemm --no-tune on the built-in table, PZ_KS_ONLY rows
             # (default /tp1/): ks2, base, ks4, base again
       for v in ks2 base_1 ks4 base_2; do
         e="PREZERO_GEMM_WG_KS=1"; case $v in ks2) e="PREZERO_GEMM_WG_KS=2" ;; ks4) e="PREZERO_GEMM_WG_KS=4" ;; esac
