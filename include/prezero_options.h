@@ -44,7 +44,7 @@ typedef struct pz_runtime_opts {
   int gemm_match_baseline;            /* PREZERO_GEMM_MATCH_BASELINE: 1 prezero GEMMs keep the baseline's config */
   int gemm_l2pf;                      /* PREZERO_GEMM_L2PF: 1 W prefetch-size hint on (mma.sync kernels), 0 off */
   int gemm_wg_ks;                     /* PREZERO_GEMM_WG_KS: 64-wide k-blocks per TMA stage of the wgmma kernel
-                                       * (1, 2 or 4; -1 unset: 2 where each split has at most 4 k-blocks,
+                                       * (1, 2 or 4; -1 unset: 2 where each split has 2 or 4 k-blocks,
                                        * else 1) */
   char cache_dir[PZ_OPTS_PATH];       /* PREZERO_CACHE_DIR, else $HOME/.cache/prezero (the environment
                                          reader); pz_runtime_opts_default: ./.cache/prezero */

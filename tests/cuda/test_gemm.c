@@ -195,8 +195,8 @@ static int out_check(outbuf *o, const prob *p, int exact, const char *what) {
 }
 
 static pz_gemm_ctx *ctx;
-/* Handles whose wgmma kernel takes 2 and 4 k-blocks per TMA stage (PREZERO_GEMM_WG_KS; ctx has
- * the default, 1). */
+/* Handles whose wgmma kernel takes 1, 2 and 4 k-blocks per TMA stage (PREZERO_GEMM_WG_KS); ctx has the
+ * default (2 on splits of 2 or 4 k-blocks, else 1). */
 static pz_gemm_ctx *ctx_ks[3];
 static const int ks_list[3] = {1, 2, 4};
 
@@ -228,19 +228,22 @@ static void check_all_flavours(prob *p, pz_dtype dt, int exact, const char *name
           }
           out_check(&o, p, exact, what);
           /* The same case on the Hopper wgmma kernel (wn 3) with 1, 2 and 4 64-row W tiles per CTA,
-           * and 1 (the default), 2 and 4 k-blocks per ring stage (the last stage of a split may
-           * hold fewer); wgt 0 is wt 1 with the token split (warps 9: two warpgroups per W tile). */
+           * and the default (ki 3), 1, 2 and 4 k-blocks per ring stage; wgt 0 is wt 1 with the token
+           * split (warps 9: two warpgroups per W tile). */
           for (int wgt = 0; wgt <= 4 && wt == 1 && f != 6 && pz_gemm_ctx_has_wgmma(ctx); wgt = wgt ? 2 * wgt : 1)
-            for (int ki = 0; ki < 3; ki++) {
+            for (int ki = 0; ki < 4; ki++) {
               const int wtile = wgt ? wgt : 1;
               if (p->n % (64 * wtile) || s > p->k / 64) continue;
               out_poison(&o, p, !zero_init);
               a.config.wn = 3;
               a.config.wt = wtile;
               a.config.warps = wgt ? 5 : 9;
-              st = pz_gemm_launch(ki ? ctx_ks[ki] : ctx, &a, 0);
+              st = pz_gemm_launch(ki < 3 ? ctx_ks[ki] : ctx, &a, 0);
               char w2[300];
-              snprintf(w2, sizeof w2, "%s [wgmma wt %d%s ks %d]", what, wtile, wgt ? "" : " token split", ks_list[ki]);
+              char ks_name[16];
+              if (ki < 3) snprintf(ks_name, sizeof ks_name, "%d", ks_list[ki]);
+              else snprintf(ks_name, sizeof ks_name, "default");
+              snprintf(w2, sizeof w2, "%s [wgmma wt %d%s ks %s]", what, wtile, wgt ? "" : " token split", ks_name);
               if (st != PZ_OK) {
                 fprintf(stderr, "%s: %s: %s\n", w2, pz_status_string(st), pz_last_error());
                 pz_test_failures++;
@@ -622,7 +625,7 @@ int main(void) {
   setenv("PREZERO_CACHE_DIR", "/tmp/pz_test_gemm_cache_empty", 1);
   CHECK_OK(pz_gemm_ctx_create(&ctx));
   if (!ctx) TEST_DONE();
-  for (int ki = 1; ki < 3; ki++) {
+  for (int ki = 0; ki < 3; ki++) {
     pz_runtime_opts ro;
     CHECK(pz_runtime_opts_from_env(&ro, NULL, 0) == 0);
     ro.gemm_wg_ks = ks_list[ki];
@@ -671,7 +674,7 @@ int main(void) {
   }
   check_pdl_chain(replays < 1000 ? replays : 1000);
   check_choose();
-  for (int ki = 1; ki < 3; ki++) pz_gemm_ctx_destroy(ctx_ks[ki]);
+  for (int ki = 0; ki < 3; ki++) pz_gemm_ctx_destroy(ctx_ks[ki]);
   pz_gemm_ctx_destroy(ctx);
   TEST_DONE();
 }

@@ -17,11 +17,12 @@
 #include "backend/cuda/gemm.h"
 #include "pz_test.h"
 
-/* Rows over 1.10 in the 2026-12-03 08:14Z run (bench/results/gemm_h200.json, round 91: `bench gemm --no-tune` on an
+/* Rows over 1.10 in the 2026-12-03 13:30Z run (bench/results/gemm_h200.json, round 98: `bench gemm --no-tune` on an
  * empty cache, so "the best" is the best of the built-in H200 table's picks and the heuristic's, timed in one call;
- * programmatic dependent launch on; the heuristic with its stream-K rule for full-K grids past one wave):
- * - Kimi-K2 TP 8 o_proj m 1 / 2 (7168 x 1024): atomic s2 wt 1 against wt 2, 1.11 / 1.12 (a 0.7 us difference at
- *   6.4 us; the round-84 run had m 1 over and m 2 within).
+ * programmatic dependent launch on; the heuristic with its stream-K rule for full-K grids past one wave; 2 k-blocks
+ * per wgmma stage on splits of 2 or 4 k-blocks):
+ * - Kimi-K2 TP 8 o_proj m 1 / 2 (7168 x 1024): atomic s2 wt 1 against wt 2, 1.15 / 1.11 (round 91's run, now
+ *   gemm_h200_v13.json: 1.11 / 1.12; a 0.7-1 us difference at 6.4 us; the round-84 run had m 1 over and m 2 within).
  * Round 84's run (now gemm_h200_v12.json), whose best came from a table tuned in the same call, had 16 rows over
  * 1.10 before the stream-K rule (DeepSeek-V3 q_b m 128 / 256, o_proj m 16 / 64, V2-Lite q_proj m <= 4 and kv_a
  * m 256, Kimi-K2 router m 128 at TP 2-8, TP 8 q_b m 128); against the built-in table's picks those are within

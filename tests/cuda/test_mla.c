@@ -338,11 +338,6 @@ static int64_t paged_vs_contiguous(const paged *pg, const pz_bf16 *gc) {
   return diff;
 }
 
-/* One batch of rows with contexts ctx[0..m-1] (pos = ctx - 1): the contiguous GPU step against
- * the reference (stated tolerances, append within one ulp), then the identity table and shuffled
- * pages (3 + mb spare NaN pages) bit-identical to the contiguous GPU step, output and cache;
- * with `graph`, the shuffled step captured in a CUDA graph and replayed after the pages moved to
- * another shuffle (pool and table rewritten): the same bits again. 2 K splits (deterministic). */
 /* One decode batch at contexts ctx[0..m-1] (each row's new token at position ctx - 1), contiguous cache:
  * the layer, the step, the CPU reference's output [m, H] and cache, and a device output buffer [m, H] f32. */
 typedef struct {
@@ -378,6 +373,11 @@ static void batch_free(batch *b) {
   layer_free(&b->l);
 }
 
+/* One batch of rows with contexts ctx[0..m-1] (pos = ctx - 1): the contiguous GPU step against
+ * the reference (stated tolerances, append within one ulp), then the identity table and shuffled
+ * pages (3 + mb spare NaN pages) bit-identical to the contiguous GPU step, output and cache;
+ * with `graph`, the shuffled step captured in a CUDA graph and replayed after the pages moved to
+ * another shuffle (pool and table rewritten): the same bits again. 2 K splits (deterministic). */
 static void check_paged(const shape *s, const int64_t *ctx, int m, int graph) {
   batch b;
   batch_make(&b, s, ctx, m);

@@ -40,7 +40,7 @@ extern "C" {
  * epilogue and its per-tile semaphore protocol are gemm_epilogue.cuh, shared with gemm_splitk.cu. */
 
 /* k-blocks per ring stage when the options leave it unset (PREZERO_GEMM_WG_KS): 2 where each split has at most
- * PZ_GEMM_WG_KS2_MAX_KB k-blocks (and an even number), else 1. Measured on the H200 (bench/results/gemm_ks_ab/, round 97):
+ * PZ_GEMM_WG_KS2_MAX_KB k-blocks and an even number of them (2 or 4), else 1. Measured on the H200 (bench/results/gemm_ks_ab/, round 97):
  * 2 was 4-7 % faster on DeepSeek-V2-Lite's o_proj (4 k-blocks per split) and the gates (2-4), and up to 8 % slower where
  * a split has 28-128 k-blocks. */
 #define PZ_GEMM_WG_KS2_MAX_KB 4
@@ -76,10 +76,9 @@ struct Plan {
   /* 2 CTAs per SM for small tiles, else 1; rings as deep as shared memory allows (a 2-3 % gain on
    * the Kimi-K2 TP 1 rows of the H200 at m >= 32 over 96 / 200 KB) */
   static constexpr int BUDGET = BN >= 128 || BM >= 256 ? 222 * 1024 : 110 * 1024;
-  /* the requested KSR (PREZERO_GEMM_WG_KS; default 1), halved until at least three stages fit the
-   * budget (a halved KS still divides the k-blocks of a split). KS > 1 is an A/B switch only:
-   * every KS A/B of bench/results/gemm_h200_ks.md ran an earlier version whose partial last stage
-   * put a runtime branch around the wgmmas, serialized by ptxas (warning C7520), so it is unjudged. */
+  /* the requested KSR (PREZERO_GEMM_WG_KS, else the launcher's default: 2 on splits of 2 or 4 k-blocks,
+   * PZ_GEMM_WG_KS2_MAX_KB), halved until at least three stages fit the budget (a halved KS still divides
+   * the k-blocks of a split). Measured in this form: bench/results/gemm_ks_ab/ and gemm_ksrule_ab/. */
   static constexpr int KS = BUDGET / (KSR * (W_BLK + A_BLK)) >= 3 ? KSR
                             : KSR >= 2 && BUDGET / ((KSR / 2) * (W_BLK + A_BLK)) >= 3 ? KSR / 2 : 1;
   static constexpr int W_BYTES = KS * W_BLK;
