@@ -398,7 +398,7 @@ for s in $sections; do
         run bench_gemm_$v ${PZ_T_GEMM:-300} env $e $P bench gemm --no-tune --only ${PZ_KS_ONLY:-/tp1/} \
           --json $W/gemm_ks_$v.json --md $W/gemm_ks_$v.md
       done ;;
-    ksrule_ab)  # issue 14: the default k-blocks per wgmma stage (2 where a split has <= 4 k-blocks) against PREZERO_GEMM_WG_KS=1, bench
+    ksrule_ab)  # issue 14: the default k-blocks per wgmma stage (2 where a split has 2 or 4 k-blocks) against PREZERO_GEMM_WG_KS=1, bench
                 # gemm --no-tune on the built-in table, every row (PZ_KS_ONLY narrows), alternated twice
       for v in rule_1 ks1_1 rule_2 ks1_2; do
         e="-u PREZERO_GEMM_WG_KS"; case $v in ks1*) e="PREZERO_GEMM_WG_KS=1" ;; esac
