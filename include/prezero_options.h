@@ -149,7 +149,13 @@ typedef struct pz_runtime_opts {
                                        * where the grid has at least 16 split slots per row (small
                                        * batches), else one CTA per (row, head) with block barriers, as
                                        * before; 1 the warp layout always; 0 the former always.
-                                       * Bit-identical (same operations in the same order). Added last */
+                                       * Bit-identical (same operations in the same order). Added in 0.2.0 */
+  int mla_proj;                       /* PREZERO_MLA_PROJ: -1 unset or 1 (the default) the MLA op's W_UK
+                                       * absorption and W_UV run on tensor cores (their f32 inputs rounded
+                                       * to bf16, f32 sums) where the head dims are multiples of 8; 0 the
+                                       * exact f32 CUDA-core kernels, as before (the reference's products
+                                       * and order; several times slower). Not bit-identical to each other;
+                                       * prezero ON / OFF stay identical under either. Added last */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. o NULL: nothing happens. */

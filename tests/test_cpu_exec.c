@@ -271,7 +271,8 @@ int main(void) {
                                           {"PREZERO_MOE_DIRECT", "on"}, {"PREZERO_MLA_LAZY", "2"},
                                           {"PREZERO_PDL", "yes"}, {"PREZERO_PDL", "2"},
                                           {"PREZERO_MOE_ROUTE_TOPK", "serial"}, {"PREZERO_MOE_FORK", "3"},
-                                          {"PREZERO_MOE_FORK", "on"}, {"PREZERO_MLA_COMBINE", "4"}};
+                                          {"PREZERO_MOE_FORK", "on"}, {"PREZERO_MLA_COMBINE", "4"},
+                                          {"PREZERO_MLA_PROJ", "tc"}};
     for (size_t i = 0; i < sizeof badv / sizeof badv[0]; i++) {
       setenv(badv[i][0], badv[i][1], 1);
       CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == -1 && strstr(bad, badv[i][0]));
@@ -298,7 +299,8 @@ int main(void) {
         {"PREZERO_PDL", offsetof(pz_runtime_opts, pdl)},
         {"PREZERO_MOE_ROUTE_TOPK", offsetof(pz_runtime_opts, moe_route_topk)},
         {"PREZERO_MOE_FORK", offsetof(pz_runtime_opts, moe_fork)},
-        {"PREZERO_MLA_COMBINE", offsetof(pz_runtime_opts, mla_combine)}};
+        {"PREZERO_MLA_COMBINE", offsetof(pz_runtime_opts, mla_combine)},
+        {"PREZERO_MLA_PROJ", offsetof(pz_runtime_opts, mla_proj)}};
     for (size_t i = 0; i < sizeof sw / sizeof sw[0]; i++) {
       const int *field = (const int *)((const char *)&ro + sw[i].off);
       CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && *field == -1);

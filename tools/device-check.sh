@@ -33,6 +33,8 @@
 #   route_ab   `prezero bench moe --quant int4`: the router's two-stage top-k, then PREZERO_MOE_ROUTE_TOPK=0
 #   combine_ab `prezero bench attn --paged`: the MLA combine's layouts (PREZERO_MLA_COMBINE=0, =1, unset), alternated twice
 #   fork_ab    `prezero bench moe --quant int4` with PREZERO_MOE_FORK=0, 1, 2 and unset (the default), alternated twice
+#   proj_ab    `prezero bench attn --paged` and `bench step` with the MLA absorb / W_UV exact (PREZERO_MLA_PROJ=0) and
+#              on tensor cores (the default), alternated
 #   ab_ref     `prezero $PZ_AB_ARGS` with the binary of another commit (.deps/ref.tar) and the tree's, alternated
 #   moe_times  each kernel of `prezero bench moe --quant int4 --tp 1 --m PZ_NCU_M` (default 4) timed alone under ncu
 #   moe_int4   `prezero bench moe --quant int4` alone (PZ_MOE_ARGS adds options)
@@ -328,6 +330,21 @@ for s in $sections; do
       done
       for v in f_1 w_1 d_1 f_2 w_2 d_2; do grep -E "^\| [0-9]" $W/attn_comb_$v.md | \
         awk -F'|' -v a=$v '{print "comb", a, "tp", $2, "m", $4, "attn_us", $8, $10}' | tee -a "$S"; done ;;
+    proj_ab)  # bench attn --paged with the MLA absorb / W_UV on the exact f32 kernels (x: PREZERO_MLA_PROJ=0) and on
+              # tensor cores (d: the default), alternated x d x d (PZ_PROJ_ARGS, default TP 1/2/4, m 4/16/64/128): the
+              # op column holds them; then bench step (Kimi-K2, 3 layers, TP 1) x and d at PZ_PROJ_STEP (default 4,32,128)
+      for v in x_1 d_1 x_2 d_2; do
+        e=""; case $v in x_*) e="PREZERO_MLA_PROJ=0" ;; esac
+        run bench_attn_proj_$v ${PZ_T_ATTN:-150} env $e $P bench attn --paged ${PZ_PROJ_ARGS:---tp 1,2,4 --m 4,16,64,128} \
+          --reps 7 --json $W/attn_proj_$v.json --md $W/attn_proj_$v.md
+        grep -E "^\| [0-9]" $W/attn_proj_$v.md | awk -F'|' -v a=$v '{print "proj", a, "tp", $2, "m", $4, "attn_us", $8, "op_us", $13}' | tee -a "$S"
+      done
+      for v in x d; do
+        e=""; [ $v = x ] && e="PREZERO_MLA_PROJ=0"
+        run bench_step_proj_$v ${PZ_T_STEP:-200} env $e $P bench step --tp 1 --batch ${PZ_PROJ_STEP:-4,32,128} \
+          --json $W/step_proj_$v.json --md $W/step_proj_$v.md
+        grep -E "^\| [0-9]" $W/step_proj_$v.md | sed "s/^/step_proj $v /" | tee -a "$S"
+      done ;;
     ab_ref)  # the working tree against another commit in one call: make .deps/ref.tar here first (git archive -o
              # .deps/ref.tar <commit>); it is built into /tmp/pz_ref, then `prezero $PZ_AB_ARGS` runs with the reference's
              # binary and the tree's, alternated ref tree ref tree (PZ_AB_PAIRS pairs, default 2), each with

@@ -8,7 +8,8 @@
  * pages (spare pages and rows past each position NaN: never read) bit-identical to the contiguous
  * cache on the GPU with the append in the right page, a captured graph following a new table,
  * and the slots bit-identical set vs unset on a shuffled paged cache. The combine's two layouts
- * (PREZERO_MLA_COMBINE) bit-identical. */
+ * (PREZERO_MLA_COMBINE) bit-identical. The absorb / W_UV on tensor cores (the default) against the exact
+ * f32 kernels (PREZERO_MLA_PROJ=0), element by element. */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime.h>
 #include <math.h>
@@ -618,6 +619,106 @@ static void check_slots(const shape *s, int paged_cache) {
   remake_G();
 }
 
+/* |a - b| <= 2^-6 (|b| + scale) for bf16 values a and b: the two projection paths of check_proj_paths
+ * differ by the rounding of their f32 inputs to bf16 (2^-9 relative per term) and by one output rounding */
+static int64_t bf16_far(const pz_bf16 *a, const pz_bf16 *b, int64_t n, double scale) {
+  int64_t far = 0;
+  for (int64_t j = 0; j < n; j++) {
+    const double x = pz_bf16_to_f32(a[j]), y = pz_bf16_to_f32(b[j]);
+    if (!(fabs(x - y) <= (fabs(y) + scale) / 64.0)) far++;
+  }
+  return far;
+}
+static double bf16_rms(const pz_bf16 *a, int64_t n) {
+  double s = 0;
+  for (int64_t j = 0; j < n; j++) s += (double)pz_bf16_to_f32(a[j]) * pz_bf16_to_f32(a[j]);
+  return sqrt(s / (double)(n > 0 ? n : 1));
+}
+
+/* The absorb and W_UV on tensor cores (the default) against the exact f32 kernels (PREZERO_MLA_PROJ=0):
+ * both outputs within the stated tolerances of the reference; the absorbed q (q_lat | RoPE(q_pe)) and
+ * W_UV's output o element by element within bf16_far's bound of the exact path's, RoPE(q_pe) bit-identical
+ * (the same code); and the two paths differ somewhere (the default does take the tensor cores). Each
+ * path first decodes another step, so that an element the checked step failed to write would hold that
+ * step's value. m picks the kernel's row tile: <= 16, <= 32, else 64. q_unaligned (no q LoRA only): the op
+ * reads q one float past a 16-byte boundary with a row stride of in_w + 1 (the kernel's path without cp.async). */
+static void check_proj_paths(const shape *s, int m, int64_t ctx, int q_unaligned) {
+  layer l;
+  layer_make(&l, s, ctx);
+  step st0, st;
+  step_make(&st0, &l, m, ctx);
+  step_make(&st, &l, m, ctx);
+  const int64_t H = s->H, nq = (int64_t)m * s->heads * l.kvw, no = (int64_t)m * s->heads * s->v;
+  float *ref = malloc(sizeof(float) * (size_t)(m * H)), *got[2];
+  pz_bf16 *rc = malloc(sizeof(pz_bf16) * (size_t)(m * st.stride)), *qabs[2], *o[2];
+  reference(&l, &st, ref, rc);
+  float *d_out = NULL;
+  cudaMalloc((void **)&d_out, sizeof(float) * (size_t)(m * H));
+  double rms[2], mx[2];
+  for (int v = 0; v < 2; v++) {
+    if (v == 1) setenv("PREZERO_MLA_PROJ", "0", 1);
+    remake_G();
+    got[v] = malloc(sizeof(float) * (size_t)(m * H));
+    qabs[v] = malloc(sizeof(pz_bf16) * (size_t)nq);
+    o[v] = malloc(sizeof(pz_bf16) * (size_t)no);
+    pz_mla_cuda_ctx *c = NULL;
+    CHECK_OK(pz_mla_cuda_create(&l.p, m, G, &c));
+    if (c) {
+      for (int pass = 0; pass < 2; pass++) {
+        const step *x = pass ? &st : &st0;
+        /* the cache as the step found it: each decode appends one row per sequence */
+        cudaMemcpy(x->d_cache, x->cache, sizeof(pz_bf16) * (size_t)(m * x->stride), cudaMemcpyHostToDevice);
+        pz_mla_cuda_io io = gpu_io(&l, x);
+        io.out = d_out; io.ld_out = H; io.out_zeroed = false;
+        float *d_q = NULL;
+        if (q_unaligned && s->q_lora == 0) {
+          const int64_t ld = x->in_w + 1;
+          cudaMalloc((void **)&d_q, sizeof(float) * (size_t)(m * ld + 1));
+          cudaMemcpy2D(d_q + 1, sizeof(float) * (size_t)ld, x->in, sizeof(float) * (size_t)x->in_w,
+                       sizeof(float) * (size_t)x->in_w, (size_t)m, cudaMemcpyHostToDevice);
+          io.q = d_q + 1;
+          io.ld_q = ld;
+        }
+        CHECK_OK(pz_mla_cuda_decode(c, m, &io, 0));
+        CHECK(cudaDeviceSynchronize() == cudaSuccess);
+        cudaFree(d_q);
+      }
+      CHECK(cudaDeviceSynchronize() == cudaSuccess);
+      cudaMemcpy(got[v], d_out, sizeof(float) * (size_t)(m * H), cudaMemcpyDeviceToHost);
+      cudaMemcpy(qabs[v], pz_mla_cuda_qabs(c), sizeof(pz_bf16) * (size_t)nq, cudaMemcpyDeviceToHost);
+      cudaMemcpy(o[v], pz_mla_cuda_o(c), sizeof(pz_bf16) * (size_t)no, cudaMemcpyDeviceToHost);
+      out_vs_ref(ref, got[v], m, H, &rms[v], &mx[v]);
+    }
+    pz_mla_cuda_destroy(c);
+  }
+  unsetenv("PREZERO_MLA_PROJ");
+  remake_G();
+  int64_t qfar = 0, qdiff = 0, ropediff = 0;
+  for (int64_t r = 0; r < (int64_t)m * s->heads; r++) {
+    const pz_bf16 *a = qabs[0] + r * l.kvw, *b = qabs[1] + r * l.kvw;
+    qfar += bf16_far(a, b, s->L, bf16_rms(b, s->L));
+    for (int64_t j = 0; j < s->L; j++) qdiff += a[j] != b[j];
+    for (int64_t j = s->L; j < l.kvw; j++) ropediff += a[j] != b[j];
+  }
+  int64_t ofar = 0;
+  for (int64_t r = 0; r < (int64_t)m * s->heads; r++)
+    ofar += bf16_far(o[0] + r * s->v, o[1] + r * s->v, s->v, bf16_rms(o[1] + r * s->v, s->v));
+  printf("absorb / W_UV %-20s m=%-3d tensor cores: rms err %.2e, max %.2e; exact (PREZERO_MLA_PROJ=0): %.2e, %.2e; "
+         "q_lat differs in %lld of %lld (%lld beyond the bound), RoPE(q_pe) in %lld, o beyond the bound in %lld\n",
+         s->name, m, rms[0], mx[0], rms[1], mx[1], (long long)qdiff, (long long)((int64_t)m * s->heads * s->L),
+         (long long)qfar, (long long)ropediff, (long long)ofar);
+  CHECK(qfar == 0);
+  CHECK(ofar == 0);
+  CHECK(ropediff == 0);
+  CHECK(qdiff > 0);
+  for (int v = 0; v < 2; v++) { free(got[v]); free(qabs[v]); free(o[v]); }
+  free(ref); free(rc);
+  cudaFree(d_out);
+  step_free(&st0);
+  step_free(&st);
+  layer_free(&l);
+}
+
 /* The attention kernel version a context for shape s picks on this device (G's options). */
 static int attn_version_of(const shape *s) {
   layer l;
@@ -663,6 +764,18 @@ int main(void) {
   if (!G) TEST_DONE();
   /* PZ_TEST_QUICK: no context 8192 / batch 64 on Kimi-K2 (for compute-sanitizer) */
   const int quick = getenv("PZ_TEST_QUICK") != NULL;
+  {
+    /* the absorb / W_UV on tensor cores against the exact kernels: row tiles 16 / 32 / 64, a partial
+     * 64-column block and K chunk (tiny: kv_lora 96, nope 32), 64 heads, and q from the op's input (no q LoRA),
+     * 16-byte aligned or not */
+    const int ms[] = {3, 20, 64};
+    for (int a = 0; a < 3; a++) {
+      check_proj_paths(&TINY, ms[a], 300, 0);
+      check_proj_paths(&K2_TP1, ms[a], 300, 0);
+    }
+    check_proj_paths(&V2LITE, 20, 300, 0);
+    check_proj_paths(&V2LITE, 20, 300, 1);
+  }
   {
     const int ms[] = {1, 3, 64};
     const int64_t ctx[] = {1, 7, 128, 1000};

@@ -85,6 +85,7 @@ pz_status pz_mla_cuda_create(const pz_mla_params *p, int m_max, pz_gemm_ctx *gem
      PREZERO_MLA_LAZY=0 rescales at every increase of the running max, as v1-v3 */
   c->k.lazy_rescale = ro && ro->mla_lazy == 0 ? 0.0f : 8.0f;
   c->k.combine_warp = ro && (ro->mla_combine == 0 || ro->mla_combine == 1) ? ro->mla_combine : -1; /* mla_kernels.h */
+  c->k.proj_tc = !(ro && ro->mla_proj == 0); /* absorb / W_UV on tensor cores where the shape allows (mla_kernels.h) */
   pz_status st;
   for (;; version--) {
     c->mt = pz_mla_k_attn_mt((int)H, version);
@@ -157,6 +158,7 @@ void pz_mla_cuda_destroy(pz_mla_cuda_ctx *c) {
 }
 
 void *pz_mla_cuda_qabs(pz_mla_cuda_ctx *c) { return c ? c->k.qabs : NULL; }
+void *pz_mla_cuda_o(pz_mla_cuda_ctx *c) { return c ? c->k.o : NULL; }
 int pz_mla_cuda_attn_version(const pz_mla_cuda_ctx *c) { return c ? c->attn_version : 0; }
 
 void pz_mla_cuda_slots_zeroed(const pz_mla_params *p, int64_t m, int tp, const pz_device_desc *dev,

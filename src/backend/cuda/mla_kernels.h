@@ -70,6 +70,9 @@ typedef struct pz_mla_kparams {
   float *__restrict__ olat;           /* [m, heads, L] f32 */
   const uint16_t *__restrict__ w_uv;  /* [heads, vd, L] */
   uint16_t *__restrict__ o;           /* [m, heads*vd] bf16: the o_proj input */
+  int proj_tc;                        /* absorb and W_UV: 1 on tensor cores (kernels/mla_proj.cu: A rounded to
+                                         bf16, f32 accumulation) where pz_mla_k_proj_tc_ok, 0 the exact f32
+                                         kernels of mla_kernels.cu (PREZERO_MLA_PROJ=0) */
 } pz_mla_kparams;
 
 /* Kernels of one step, in stream order (the GEMMs go between them, from mla.c). Each enqueues
@@ -80,6 +83,15 @@ pz_status pz_mla_k_absorb(const pz_mla_kparams *k, cudaStream_t s);   /* W_UK, R
 pz_status pz_mla_k_attn(const pz_mla_kparams *k, cudaStream_t s);     /* split attention */
 pz_status pz_mla_k_combine(const pz_mla_kparams *k, cudaStream_t s);  /* merge splits -> olat */
 pz_status pz_mla_k_wuv(const pz_mla_kparams *k, cudaStream_t s);      /* o = bf16(W_UV · olat) */
+/* The tensor-core absorb and W_UV (kernels/mla_proj.cu), which pz_mla_k_absorb / pz_mla_k_wuv take when
+ * k->proj_tc is set and pz_mla_k_proj_tc_ok(k) holds: nope, kv_lora and v head dims multiples of 8,
+ * W_UK, W_UV and olat 16-byte aligned (not a condition on q, so that a prezero q_b slot set or unset
+ * takes the same path). pz_mla_k_proj_tc_setup raises their shared-memory limits (at most 83 KB) on the current device;
+ * errors: PZ_ERR_CUDA. */
+int pz_mla_k_proj_tc_ok(const pz_mla_kparams *k);
+pz_status pz_mla_k_absorb_tc(const pz_mla_kparams *k, cudaStream_t s);
+pz_status pz_mla_k_wuv_tc(const pz_mla_kparams *k, cudaStream_t s);
+pz_status pz_mla_k_proj_tc_setup(void);
 /* Raises the shared-memory limits of the absorb / W_UV kernels for k's shape (at create time,
  * current device). Errors: PZ_ERR_CUDA. */
 pz_status pz_mla_k_setup(const pz_mla_kparams *k);

@@ -23,6 +23,7 @@ extern "C" { /* core/status.h has no C++ guards of its own */
  * kv_lora columns as the value, so one tile of the cache feeds both products. The code is ours. */
 
 #include "backend/cuda/kernels/mla_attn_common.cuh"
+#include "backend/cuda/kernels/mla_rope.cuh"
 
 namespace {
 
@@ -52,16 +53,6 @@ __device__ void norm_row(const float *x, int n, const uint16_t *w, float eps, ui
   ss = block_sum(ss, red);
   const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)n), eps)));
   for (int j = threadIdx.x; j < n; j += blockDim.x) y[j] = f2bf(__fmul_rn(__fmul_rn(x[j], inv), bf2f(w[j])));
-}
-
-/* RoPE pair r of a rope-dim vector at position pos (pz_ref_rope: interleaved input, half-split
- * output; cos/sin in double, one f32 rounding, times ms; separate multiply and add). */
-__device__ __forceinline__ void rope_pair(const Kp &k, int pos, int r, float x0, float x1, float *o0, float *o1) {
-  const float ang = __fmul_rn((float)pos, k.inv_freq[r]);
-  const float c = __fmul_rn((float)cos((double)ang), k.rope_ms);
-  const float s = __fmul_rn((float)sin((double)ang), k.rope_ms);
-  *o0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-  *o1 = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
 }
 
 /* grid (m, 2): y = 0 q_a_layernorm (q LoRA only), y = 1 kv_a_layernorm + RoPE(k_pe) -> cache. */
@@ -136,18 +127,7 @@ __global__ void __launch_bounds__(BLK_THREADS) mla_absorb_kernel(Kp k) {
       if (cp + 1 < ncol) o[1] = f2bf(a11);
     }
   }
-  if (blockIdx.z == 0) {
-    const int half = k.rope / 2;
-    for (int e = threadIdx.x; e < nrow * half; e += blockDim.x) {
-      const int i = i0 + e / half, r = e % half;
-      const float *q = k.q + (int64_t)i * k.ldq + (int64_t)h * k.qh + k.nope;
-      float o0, o1;
-      rope_pair(k, k.pos[i], r, q[2 * r], q[2 * r + 1], &o0, &o1);
-      uint16_t *dst = k.qabs + ((int64_t)i * k.heads + h) * k.kvw + k.L;
-      dst[r] = f2bf(o0);
-      dst[r + half] = f2bf(o1);
-    }
-  }
+  if (blockIdx.z == 0) rope_q_rows(k, h, i0, nrow);
 }
 
 /* ---------------------------------------------------------------- attention */
@@ -753,6 +733,7 @@ static size_t absorb_smem(const Kp *k) { return (size_t)BLK_ROWS * k->nope * 4 +
 static size_t wuv_smem(const Kp *k) { return (size_t)BLK_ROWS * k->L * 4 + (size_t)k->L * BLK_COLS * 2; }
 
 extern "C" pz_status pz_mla_k_absorb(const Kp *k, cudaStream_t s) {
+  if (pz_mla_k_proj_tc_ok(k)) return pz_mla_k_absorb_tc(k, s);
   dim3 grid((unsigned)k->heads, (unsigned)((k->m + BLK_ROWS - 1) / BLK_ROWS), (unsigned)((k->L + BLK_COLS - 1) / BLK_COLS));
   mla_absorb_kernel<<<grid, BLK_THREADS, absorb_smem(k), s>>>(*k);
   PZ_CUDA_CHECK(cudaGetLastError());
@@ -785,6 +766,7 @@ extern "C" pz_status pz_mla_k_combine(const Kp *k, cudaStream_t s) {
 }
 
 extern "C" pz_status pz_mla_k_wuv(const Kp *k, cudaStream_t s) {
+  if (pz_mla_k_proj_tc_ok(k)) return pz_mla_k_wuv_tc(k, s);
   dim3 grid((unsigned)k->heads, (unsigned)((k->m + BLK_ROWS - 1) / BLK_ROWS), (unsigned)((k->vd + BLK_COLS - 1) / BLK_COLS));
   mla_wuv_kernel<<<grid, BLK_THREADS, wuv_smem(k), s>>>(*k);
   PZ_CUDA_CHECK(cudaGetLastError());
@@ -795,5 +777,5 @@ extern "C" pz_status pz_mla_k_wuv(const Kp *k, cudaStream_t s) {
 extern "C" pz_status pz_mla_k_setup(const Kp *k) {
   PZ_CUDA_CHECK(cudaFuncSetAttribute(mla_absorb_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)absorb_smem(k)));
   PZ_CUDA_CHECK(cudaFuncSetAttribute(mla_wuv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)wuv_smem(k)));
-  return PZ_OK;
+  return pz_mla_k_proj_tc_setup();
 }
