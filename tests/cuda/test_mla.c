@@ -619,8 +619,8 @@ static void check_slots(const shape *s, int paged_cache) {
   remake_G();
 }
 
-/* |a - b| <= 2^-6 (|b| + scale) for bf16 values a and b: the two projection paths of check_proj_paths
- * differ by the rounding of their f32 inputs to bf16 (2^-9 relative per term) and by one output rounding */
+/* |a - b| <= 2^-6 (|b| + scale) for bf16 values a and b: the absorbed q of check_proj_paths' two paths
+ * differs by the rounding of q to bf16 (2^-9 relative per term) and the final rounding (2^-9) */
 static int64_t bf16_far(const pz_bf16 *a, const pz_bf16 *b, int64_t n, double scale) {
   int64_t far = 0;
   for (int64_t j = 0; j < n; j++) {
@@ -629,32 +629,48 @@ static int64_t bf16_far(const pz_bf16 *a, const pz_bf16 *b, int64_t n, double sc
   }
   return far;
 }
-static double bf16_rms(const pz_bf16 *a, int64_t n) {
-  double s = 0;
-  for (int64_t j = 0; j < n; j++) s += (double)pz_bf16_to_f32(a[j]) * pz_bf16_to_f32(a[j]);
-  return sqrt(s / (double)(n > 0 ? n : 1));
+
+/* got[n] (bf16) against ref[n] (double): |got - ref| <= (|ref| + rms(ref)) / 128, i.e. the output's own
+ * bf16 rounding (2^-9 relative) with room for f32 sums; returns the count beyond */
+static int64_t bf16_vs_exact(const pz_bf16 *got, const double *ref, int64_t n) {
+  double ss = 0;
+  for (int64_t j = 0; j < n; j++) ss += ref[j] * ref[j];
+  const double rms = sqrt(ss / (double)(n > 0 ? n : 1));
+  int64_t far = 0;
+  for (int64_t j = 0; j < n; j++)
+    if (!(fabs(pz_bf16_to_f32(got[j]) - ref[j]) <= (fabs(ref[j]) + rms) / 128.0)) far++;
+  return far;
 }
+static double round_bf16(double x, int round) { return round ? pz_bf16_to_f32(pz_f32_to_bf16((float)x)) : x; }
 
 /* The absorb and W_UV on tensor cores (the default) against the exact f32 kernels (PREZERO_MLA_PROJ=0):
- * both outputs within the stated tolerances of the reference; the absorbed q (q_lat | RoPE(q_pe)) and
- * W_UV's output o element by element within bf16_far's bound of the exact path's, RoPE(q_pe) bit-identical
- * (the same code); and the two paths differ somewhere (the default does take the tensor cores). Each
- * path first decodes another step, so that an element the checked step failed to write would hold that
- * step's value. m picks the kernel's row tile: <= 16, <= 32, else 64. q_unaligned (no q LoRA only): the op
- * reads q one float past a 16-byte boundary with a row stride of in_w + 1 (the kernel's path without cp.async). */
+ * - both op outputs within the stated tolerances of the reference;
+ * - W_UV's output o of each path against a host product of that path's own input olat with W_UV, in
+ *   double (olat rounded to bf16 first on the tensor-core path), within bf16_vs_exact;
+ * - without q LoRA (q is the op's input, known here) the absorbed q_lat the same way; with q LoRA (q is
+ *   the q_b GEMM's output) the two paths' q_lat within bf16_far of each other;
+ * - RoPE(q_pe) bit-identical on both (the same code), and q_lat different somewhere (the default does
+ *   take the tensor cores).
+ * Each path first decodes another step, so that an element the checked step failed to write would hold
+ * that step's value. m picks the kernel's row tile: <= 16, <= 32, else 64. q_unaligned (no q LoRA only):
+ * the op reads q one float past a 16-byte boundary with a row stride of in_w + 1 (the path without
+ * cp.async). */
 static void check_proj_paths(const shape *s, int m, int64_t ctx, int q_unaligned) {
   layer l;
   layer_make(&l, s, ctx);
   step st0, st;
   step_make(&st0, &l, m, ctx);
   step_make(&st, &l, m, ctx);
-  const int64_t H = s->H, nq = (int64_t)m * s->heads * l.kvw, no = (int64_t)m * s->heads * s->v;
-  float *ref = malloc(sizeof(float) * (size_t)(m * H)), *got[2];
+  const int64_t H = s->H, L = s->L, V = s->v, nope = s->nope, R = (int64_t)m * s->heads;
+  const int64_t nq = R * l.kvw, no = R * V;
+  float *ref = malloc(sizeof(float) * (size_t)(m * H)), *got[2], *olat = malloc(sizeof(float) * (size_t)(R * L));
   pz_bf16 *rc = malloc(sizeof(pz_bf16) * (size_t)(m * st.stride)), *qabs[2], *o[2];
+  double *ex = malloc(sizeof(double) * (size_t)(L > V ? L : V));
   reference(&l, &st, ref, rc);
   float *d_out = NULL;
   cudaMalloc((void **)&d_out, sizeof(float) * (size_t)(m * H));
-  double rms[2], mx[2];
+  double rms[2] = {0, 0}, mx[2] = {0, 0};
+  int64_t ofar[2] = {0, 0}, qhost[2] = {0, 0};
   for (int v = 0; v < 2; v++) {
     if (v == 1) setenv("PREZERO_MLA_PROJ", "0", 1);
     remake_G();
@@ -683,36 +699,57 @@ static void check_proj_paths(const shape *s, int m, int64_t ctx, int q_unaligned
         CHECK(cudaDeviceSynchronize() == cudaSuccess);
         cudaFree(d_q);
       }
-      CHECK(cudaDeviceSynchronize() == cudaSuccess);
       cudaMemcpy(got[v], d_out, sizeof(float) * (size_t)(m * H), cudaMemcpyDeviceToHost);
       cudaMemcpy(qabs[v], pz_mla_cuda_qabs(c), sizeof(pz_bf16) * (size_t)nq, cudaMemcpyDeviceToHost);
       cudaMemcpy(o[v], pz_mla_cuda_o(c), sizeof(pz_bf16) * (size_t)no, cudaMemcpyDeviceToHost);
+      cudaMemcpy(olat, pz_mla_cuda_olat(c), sizeof(float) * (size_t)(R * L), cudaMemcpyDeviceToHost);
       out_vs_ref(ref, got[v], m, H, &rms[v], &mx[v]);
+      for (int64_t r = 0; r < R; r++) { /* row r = (token i, head h) */
+        const int64_t h = r % s->heads, i = r / s->heads;
+        for (int64_t e = 0; e < V; e++) {
+          double a = 0;
+          for (int64_t cc = 0; cc < L; cc++)
+            a += round_bf16(olat[r * L + cc], v == 0) * pz_bf16_to_f32(l.w_uv[(h * V + e) * L + cc]);
+          ex[e] = a;
+        }
+        ofar[v] += bf16_vs_exact(o[v] + r * V, ex, V);
+        if (s->q_lora == 0) {
+          const float *q = st.in + i * st.in_w + h * l.qh;
+          for (int64_t cc = 0; cc < L; cc++) {
+            double a = 0;
+            for (int64_t d = 0; d < nope; d++) a += round_bf16(q[d], v == 0) * pz_bf16_to_f32(l.w_uk[(h * nope + d) * L + cc]);
+            ex[cc] = a;
+          }
+          qhost[v] += bf16_vs_exact(qabs[v] + r * l.kvw, ex, L);
+        }
+      }
     }
     pz_mla_cuda_destroy(c);
   }
   unsetenv("PREZERO_MLA_PROJ");
   remake_G();
   int64_t qfar = 0, qdiff = 0, ropediff = 0;
-  for (int64_t r = 0; r < (int64_t)m * s->heads; r++) {
+  for (int64_t r = 0; r < R; r++) {
     const pz_bf16 *a = qabs[0] + r * l.kvw, *b = qabs[1] + r * l.kvw;
-    qfar += bf16_far(a, b, s->L, bf16_rms(b, s->L));
-    for (int64_t j = 0; j < s->L; j++) qdiff += a[j] != b[j];
-    for (int64_t j = s->L; j < l.kvw; j++) ropediff += a[j] != b[j];
+    double ss = 0;
+    for (int64_t j = 0; j < L; j++) ss += (double)pz_bf16_to_f32(b[j]) * pz_bf16_to_f32(b[j]);
+    qfar += bf16_far(a, b, L, sqrt(ss / (double)L));
+    for (int64_t j = 0; j < L; j++) qdiff += a[j] != b[j];
+    for (int64_t j = L; j < l.kvw; j++) ropediff += a[j] != b[j];
   }
-  int64_t ofar = 0;
-  for (int64_t r = 0; r < (int64_t)m * s->heads; r++)
-    ofar += bf16_far(o[0] + r * s->v, o[1] + r * s->v, s->v, bf16_rms(o[1] + r * s->v, s->v));
-  printf("absorb / W_UV %-20s m=%-3d tensor cores: rms err %.2e, max %.2e; exact (PREZERO_MLA_PROJ=0): %.2e, %.2e; "
-         "q_lat differs in %lld of %lld (%lld beyond the bound), RoPE(q_pe) in %lld, o beyond the bound in %lld\n",
-         s->name, m, rms[0], mx[0], rms[1], mx[1], (long long)qdiff, (long long)((int64_t)m * s->heads * s->L),
-         (long long)qfar, (long long)ropediff, (long long)ofar);
+  printf("absorb / W_UV %-20s m=%-3d%s tensor cores: rms err %.2e, max %.2e; exact (PREZERO_MLA_PROJ=0): %.2e, %.2e; "
+         "q_lat differs in %lld of %lld (%lld beyond the bound), RoPE(q_pe) in %lld; beyond the host products: o %lld / %lld, "
+         "q_lat %lld / %lld%s\n",
+         s->name, m, q_unaligned ? " (q unaligned)" : "", rms[0], mx[0], rms[1], mx[1], (long long)qdiff, (long long)(R * L),
+         (long long)qfar, (long long)ropediff, (long long)ofar[0], (long long)ofar[1], (long long)qhost[0],
+         (long long)qhost[1], s->q_lora == 0 ? "" : " (q LoRA: not checked on the host)");
   CHECK(qfar == 0);
-  CHECK(ofar == 0);
+  CHECK(ofar[0] == 0 && ofar[1] == 0);
+  CHECK(qhost[0] == 0 && qhost[1] == 0);
   CHECK(ropediff == 0);
   CHECK(qdiff > 0);
   for (int v = 0; v < 2; v++) { free(got[v]); free(qabs[v]); free(o[v]); }
-  free(ref); free(rc);
+  free(ref); free(rc); free(olat); free(ex);
   cudaFree(d_out);
   step_free(&st0);
   step_free(&st);

@@ -159,6 +159,7 @@ void pz_mla_cuda_destroy(pz_mla_cuda_ctx *c) {
 
 void *pz_mla_cuda_qabs(pz_mla_cuda_ctx *c) { return c ? c->k.qabs : NULL; }
 void *pz_mla_cuda_o(pz_mla_cuda_ctx *c) { return c ? c->k.o : NULL; }
+void *pz_mla_cuda_olat(pz_mla_cuda_ctx *c) { return c ? c->k.olat : NULL; }
 int pz_mla_cuda_attn_version(const pz_mla_cuda_ctx *c) { return c ? c->attn_version : 0; }
 
 void pz_mla_cuda_slots_zeroed(const pz_mla_params *p, int64_t m, int tp, const pz_device_desc *dev,

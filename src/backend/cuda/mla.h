@@ -115,6 +115,9 @@ void *pz_mla_cuda_qabs(pz_mla_cuda_ctx *c);
 /* Scratch of the op (for the tests): W_UV's output o, bf16 [m_max, heads * v_head_dim] (device, the
  * o_proj input of the last decode); NULL for NULL. */
 void *pz_mla_cuda_o(pz_mla_cuda_ctx *c);
+/* Scratch of the op (for the tests): the combine's output, W_UV's input olat, f32 [m_max, heads,
+ * kv_lora_rank] (device); NULL for NULL. */
+void *pz_mla_cuda_olat(pz_mla_cuda_ctx *c);
 /* Launches only the attention part (attention + combine) for m rows on the cache and positions
  * of io, reading the absorbed q left by the last decode (or pz_mla_cuda_qabs filled by hand).
  * Used by `prezero bench attn` to time the part whose bandwidth it reports.
