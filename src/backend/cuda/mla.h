@@ -81,13 +81,17 @@ pz_status pz_mla_cuda_last_schedule(const pz_mla_cuda_ctx *c, int m, int32_t *of
 /* One decode step (pz_ref_mla_decode's steps, in stream order):
  *   prep kernel: q_a_layernorm -> bf16 scratch; kv_a_layernorm + RoPE(k_pe) -> cache row pos[i];
  *   q_b GEMM (q LoRA; pz_gemm_launch AUTO, into the slot or the scratch, see pz_mla_cuda_io);
- *   absorb kernel: q_lat = q_nope·W_UK (f32, d order), RoPE(q_pe), both bf16;
+ *   absorb kernel: q_lat = q_nope·W_UK, RoPE(q_pe), both bf16 (tensor cores with q_nope rounded to bf16
+ *     and f32 sums, kernels/mla_proj.cu, where the head dims are multiples of 8; PREZERO_MLA_PROJ=0 or
+ *     other shapes: f32 products and sums in d order, as the reference);
  *   attention kernel: split KV, mma.sync bf16 with f32 accumulation, online softmax;
- *   combine kernel; W_UV kernel -> o bf16; o_proj GEMM into io->out.
+ *   combine kernel; W_UV kernel -> o bf16 (tensor cores with olat rounded to bf16, or f32 as the
+ *     absorb); o_proj GEMM into io->out.
  * Capturable: no host sync, no allocation, launch shapes depend on m only.
  * Precision vs pz_ref_mla_decode: the cache row matches except where the norm's tree-ordered
  * sum moves a value by one bf16 ulp; the attention rounds q_lat, q_pe and the probabilities to
- * bf16 for the tensor cores (the reference keeps them f32), so o may differ by a few bf16 ulps and
+ * bf16 for the tensor cores (the reference keeps them f32), as do the tensor-core absorb and W_UV with
+ * q_nope and olat, so o may differ by a few bf16 ulps and
  * the partial output row by up to 1.5e-2 of its rms (rms of the difference; measured <= 7.3e-3 on
  * H200 at context 8192; tests/cuda/test_mla.c states the bounds).
  * Rows may have unequal contexts (pos[i] + 1 each; a row's splits cover its own length, the
