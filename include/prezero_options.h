@@ -152,9 +152,10 @@ typedef struct pz_runtime_opts {
                                        * Bit-identical (same operations in the same order). Added in 0.2.0 */
   int mla_proj;                       /* PREZERO_MLA_PROJ: -1 unset or 1 (the default) the MLA op's W_UK
                                        * absorption and W_UV run on tensor cores (their f32 inputs rounded
-                                       * to bf16, f32 sums) where the head dims are multiples of 8; 0 the
-                                       * exact f32 CUDA-core kernels, as before (the reference's products
-                                       * and order; several times slower). Not bit-identical to each other;
+                                       * to bf16, f32 sums) where the head dims are multiples of 8 (and the
+                                       * weights 16-byte aligned); 0 the exact f32 CUDA-core kernels, as
+                                       * before (the reference's products and order; the MLA op 1.3-2.3x
+                                       * slower on the H200). Not bit-identical to each other;
                                        * prezero ON / OFF stay identical under either. Added last */
 } pz_runtime_opts;
 

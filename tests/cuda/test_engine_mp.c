@@ -277,9 +277,9 @@ int main(void) {
       CHECK(logit_agree_ok(&ag));
       printf("tiny TP 2, one process per rank vs the CPU engine: %d of %d tokens identical, %d near-tie divergences, "
              "max |logit diff| %.4g over %d rows within %g (rms %.3g) while in step, %d row(s) beyond (at most %d, max "
-             "%.4g <= %g); ranks bit-identical\n",
+             "%.4g <= %g), %lld non-finite; ranks bit-identical\n",
              same, STEPS * BATCH, ties, ag.max_in, ag.rows - ag.flipped, (double)LOGIT_TOL, logit_agree_rms(&ag), ag.flipped,
-             FLIP_ROWS, ag.max_all, (double)FLIP_TOL);
+             FLIP_ROWS, ag.max_all, (double)FLIP_TOL, (long long)ag.nonfinite);
     }
     pz_engine_destroy(ec);
     free(tc);

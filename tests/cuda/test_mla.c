@@ -649,8 +649,8 @@ static double round_bf16(double x, int round) { return round ? pz_bf16_to_f32(pz
  *   double (olat rounded to bf16 first on the tensor-core path), within bf16_vs_exact;
  * - without q LoRA (q is the op's input, known here) the absorbed q_lat the same way; with q LoRA (q is
  *   the q_b GEMM's output) the two paths' q_lat within bf16_far of each other;
- * - RoPE(q_pe) bit-identical on both (the same code), and q_lat different somewhere (the default does
- *   take the tensor cores).
+ * - RoPE(q_pe) bit-identical on both (the same code; the GEMMs at 2 K splits give both the same q), q_lat
+ *   different somewhere, and pz_mla_cuda_last_proj_tc saying which path each ran.
  * Each path first decodes another step, so that an element the checked step failed to write would hold
  * that step's value. m picks the kernel's row tile: <= 16, <= 32, else 64. q_unaligned (no q LoRA only):
  * the op reads q one float past a 16-byte boundary with a row stride of in_w + 1 (the path without
@@ -671,6 +671,10 @@ static void check_proj_paths(const shape *s, int m, int64_t ctx, int q_unaligned
   cudaMalloc((void **)&d_out, sizeof(float) * (size_t)(m * H));
   double rms[2] = {0, 0}, mx[2] = {0, 0};
   int64_t ofar[2] = {0, 0}, qhost[2] = {0, 0};
+  /* 2 K splits: the q_b GEMM gives both paths the same q bits (0 + a + b = 0 + b + a), so RoPE(q_pe) can be
+   * compared bit for bit and q_lat differs by the projection alone */
+  setenv("PREZERO_GEMM_SPLITS", "2", 1);
+  setenv("PREZERO_GEMM_TUNER", "0", 1);
   for (int v = 0; v < 2; v++) {
     if (v == 1) setenv("PREZERO_MLA_PROJ", "0", 1);
     remake_G();
@@ -699,6 +703,7 @@ static void check_proj_paths(const shape *s, int m, int64_t ctx, int q_unaligned
         CHECK(cudaDeviceSynchronize() == cudaSuccess);
         cudaFree(d_q);
       }
+      CHECK(pz_mla_cuda_last_proj_tc(c) == (v == 0)); /* the path each run was meant to take */
       cudaMemcpy(got[v], d_out, sizeof(float) * (size_t)(m * H), cudaMemcpyDeviceToHost);
       cudaMemcpy(qabs[v], pz_mla_cuda_qabs(c), sizeof(pz_bf16) * (size_t)nq, cudaMemcpyDeviceToHost);
       cudaMemcpy(o[v], pz_mla_cuda_o(c), sizeof(pz_bf16) * (size_t)no, cudaMemcpyDeviceToHost);
@@ -727,6 +732,8 @@ static void check_proj_paths(const shape *s, int m, int64_t ctx, int q_unaligned
     pz_mla_cuda_destroy(c);
   }
   unsetenv("PREZERO_MLA_PROJ");
+  unsetenv("PREZERO_GEMM_SPLITS");
+  unsetenv("PREZERO_GEMM_TUNER");
   remake_G();
   int64_t qfar = 0, qdiff = 0, ropediff = 0;
   for (int64_t r = 0; r < R; r++) {
@@ -810,6 +817,7 @@ int main(void) {
       check_proj_paths(&TINY, ms[a], 300, 0);
       check_proj_paths(&K2_TP1, ms[a], 300, 0);
     }
+    check_proj_paths(&TINY, 100, 300, 0); /* two 64-row tiles, the second partial */
     check_proj_paths(&V2LITE, 20, 300, 0);
     check_proj_paths(&V2LITE, 20, 300, 1);
   }

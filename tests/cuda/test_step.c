@@ -83,9 +83,9 @@ static void vs_cpu(int tp) {
   CHECK(logit_agree_ok(&ag));
   CHECK(clear >= rows / 4);
   printf("tiny CUDA vs CPU, TP %d, teacher-forced %d steps: max |logit diff| %.4g over %d rows within %g (rms %.3g), %d row(s) "
-         "beyond (at most %d, max %.4g <= %g); argmax equal on %d/%d rows with a clear gap\n",
+         "beyond (at most %d, max %.4g <= %g), %lld non-finite; argmax equal on %d/%d rows with a clear gap\n",
          tp, STEPS, ag.max_in, ag.rows - ag.flipped, (double)LOGIT_TOL, logit_agree_rms(&ag), ag.flipped, FLIP_ROWS,
-         ag.max_all, (double)FLIP_TOL, clear, rows);
+         ag.max_all, (double)FLIP_TOL, (long long)ag.nonfinite, clear, rows);
   pz_engine_destroy(ec);
   pz_engine_destroy(eg);
 

@@ -17,6 +17,7 @@ struct pz_mla_cuda_ctx {
   int forced_splits; /* 0: by occupancy */
   int waves;         /* by occupancy: 2 = two waves of CTAs where one gives fewer than 4 splits (v3 / v4) */
   int64_t ms_cap;    /* m * splits the partial scratch holds (0 while creating) */
+  int last_proj_tc;  /* the last decode's absorb / W_UV ran on tensor cores (pz_mla_cuda_last_proj_tc) */
   pz_mla_kparams k;  /* shape fields and scratch pointers; io pointers set per call */
   void *scratch;
 };
@@ -160,6 +161,7 @@ void pz_mla_cuda_destroy(pz_mla_cuda_ctx *c) {
 void *pz_mla_cuda_qabs(pz_mla_cuda_ctx *c) { return c ? c->k.qabs : NULL; }
 void *pz_mla_cuda_o(pz_mla_cuda_ctx *c) { return c ? c->k.o : NULL; }
 void *pz_mla_cuda_olat(pz_mla_cuda_ctx *c) { return c ? c->k.olat : NULL; }
+int pz_mla_cuda_last_proj_tc(const pz_mla_cuda_ctx *c) { return c ? c->last_proj_tc : 0; }
 int pz_mla_cuda_attn_version(const pz_mla_cuda_ctx *c) { return c ? c->attn_version : 0; }
 
 void pz_mla_cuda_slots_zeroed(const pz_mla_params *p, int64_t m, int tp, const pz_device_desc *dev,
@@ -238,6 +240,7 @@ pz_status pz_mla_cuda_decode(pz_mla_cuda_ctx *c, int m, const pz_mla_cuda_io *io
     k.q = io->q;
     k.ldq = io->ld_q;
   }
+  c->last_proj_tc = pz_mla_k_proj_tc_ok(&k); /* the path pz_mla_k_absorb and pz_mla_k_wuv take */
   PZ_CHECK(pz_mla_k_absorb(&k, s));
   PZ_CHECK(pz_mla_k_attn(&k, s));
   PZ_CHECK(pz_mla_k_combine(&k, s));

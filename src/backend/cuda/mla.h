@@ -122,6 +122,9 @@ void *pz_mla_cuda_o(pz_mla_cuda_ctx *c);
 /* Scratch of the op (for the tests): the combine's output, W_UV's input olat, f32 [m_max, heads,
  * kv_lora_rank] (device); NULL for NULL. */
 void *pz_mla_cuda_olat(pz_mla_cuda_ctx *c);
+/* 1 when the last pz_mla_cuda_decode ran the absorb and W_UV on tensor cores (kernels/mla_proj.cu), 0 when
+ * it ran the exact f32 kernels (PREZERO_MLA_PROJ=0, or a shape that path does not take) or none ran yet. */
+int pz_mla_cuda_last_proj_tc(const pz_mla_cuda_ctx *c);
 /* Launches only the attention part (attention + combine) for m rows on the cache and positions
  * of io, reading the absorbed q left by the last decode (or pz_mla_cuda_qabs filled by hand).
  * Used by `prezero bench attn` to time the part whose bandwidth it reports.
