@@ -649,7 +649,7 @@ static double round_bf16(double x, int round) { return round ? pz_bf16_to_f32(pz
  *   double (olat rounded to bf16 first on the tensor-core path), within bf16_vs_exact;
  * - without q LoRA (q is the op's input, known here) the absorbed q_lat the same way; with q LoRA (q is
  *   the q_b GEMM's output) the two paths' q_lat within bf16_far of each other;
- * - RoPE(q_pe) bit-identical on both (the same code; the GEMMs at 2 K splits give both the same q), q_lat
+ * - RoPE(q_pe) bit-identical on both (the same code; the GEMMs at most 2 K splits give both the same q), q_lat
  *   different somewhere, and pz_mla_cuda_last_proj_tc saying which path each ran.
  * Each path first decodes another step, so that an element the checked step failed to write would hold
  * that step's value. m picks the kernel's row tile: <= 16, <= 32, else 64. q_unaligned (no q LoRA only):
@@ -671,8 +671,9 @@ static void check_proj_paths(const shape *s, int m, int64_t ctx, int q_unaligned
   cudaMalloc((void **)&d_out, sizeof(float) * (size_t)(m * H));
   double rms[2] = {0, 0}, mx[2] = {0, 0};
   int64_t ofar[2] = {0, 0}, qhost[2] = {0, 0};
-  /* 2 K splits: the q_b GEMM gives both paths the same q bits (0 + a + b = 0 + b + a), so RoPE(q_pe) can be
-   * compared bit for bit and q_lat differs by the projection alone */
+  /* at most 2 K splits (0 + a + b = 0 + b + a; the resolver takes full K for q_b on these shapes): the q_b
+   * GEMM gives both paths the same q bits, so RoPE(q_pe) can be compared bit for bit and q_lat differs by the
+   * projection alone */
   setenv("PREZERO_GEMM_SPLITS", "2", 1);
   setenv("PREZERO_GEMM_TUNER", "0", 1);
   for (int v = 0; v < 2; v++) {
