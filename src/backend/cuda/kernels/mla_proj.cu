@@ -27,7 +27,9 @@ extern "C" {
 }
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/mla_kernels.h"
+#include "backend/cuda/kernels/mla_attn_common.cuh" /* pack_bf2 */
 #include "backend/cuda/kernels/mla_rope.cuh"
+#include "backend/cuda/kernels/mma_sync_ops.cuh"
 
 namespace {
 
@@ -43,26 +45,6 @@ struct Sz {
   static constexpr int STAGE = BM * APAD * 4 + 64 * BPAD * 2; /* bytes of one ring stage: A, then B */
   static constexpr int SMEM = STAGES * STAGE;
 };
-
-__device__ __forceinline__ uint32_t su32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void cp16(void *dst, const void *src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(su32(dst)), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-/* two floats as bf16x2 (round to nearest even), lo in the low half */
-__device__ __forceinline__ uint32_t bf2(float lo, float hi) {
-  uint32_t r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 /* The per-call view of one projection: A row i of head h at A + i·lda + h·ldah (f32), B_h at W + h·ldwh
  * (KN: row k at + k·ldw; NK: row n at + n·ldw), out row i of head h at out + i·ldo + h·ldoh (bf16). */
@@ -98,7 +80,7 @@ __device__ __forceinline__ void load_chunk(const Proj &p, int h, int i0, int n0,
     const bool ok = i0 + r < p.m && k0 + c < p.K;
     const float *src = ah + (int64_t)(i0 + r) * p.lda + k0 + c;
     if (vec) {
-      cp16(sa + r * APAD + c, ok ? src : p.A, ok);
+      cp_async16(sa + r * APAD + c, ok ? src : p.A, ok);
     } else {
 #pragma unroll
       for (int u = 0; u < 4; u++) sa[r * APAD + c + u] = ok ? src[u] : 0.0f;
@@ -110,7 +92,7 @@ __device__ __forceinline__ void load_chunk(const Proj &p, int h, int i0, int n0,
     /* KN: row r = k0 + r, columns n0 + c..; NK: row r = n0 + r, columns k0 + c.. */
     const bool ok = KN ? (k0 + r < p.K && n0 + c < p.N) : (n0 + r < p.N && k0 + c < p.K);
     const uint16_t *src = KN ? wh + (int64_t)(k0 + r) * p.ldw + n0 + c : wh + (int64_t)(n0 + r) * p.ldw + k0 + c;
-    cp16(sb + r * BPAD + c, ok ? src : p.W, ok);
+    cp_async16(sb + r * BPAD + c, ok ? src : p.W, ok);
   }
 }
 
@@ -155,17 +137,14 @@ __global__ void __launch_bounds__(THREADS) mla_proj_kernel(const pz_mla_kparams 
       const float *a0 = sa + (wr + (lane >> 2)) * APAD + kq;
       const float2 x00 = *(const float2 *)a0, x10 = *(const float2 *)(a0 + 8 * APAD);
       const float2 x01 = *(const float2 *)(a0 + 8), x11 = *(const float2 *)(a0 + 8 * APAD + 8);
-      const uint32_t a[4] = {bf2(x00.x, x00.y), bf2(x10.x, x10.y), bf2(x01.x, x01.y), bf2(x11.x, x11.y)};
+      const uint32_t a[4] = {pack_bf2(x00.x, x00.y), pack_bf2(x10.x, x10.y), pack_bf2(x01.x, x01.y), pack_bf2(x11.x, x11.y)};
 #pragma unroll
       for (int j = 0; j < NT; j += 2) {
         uint32_t b[4];
         if (KN) {
           /* matrices: (k 0-7, n j), (k 8-15, n j), (k 0-7, n j+1), (k 8-15, n j+1), transposed */
           const int q = lane >> 3;
-          const uint16_t *row = sb + (ks * 16 + (q & 1) * 8 + (lane & 7)) * BPAD + wc + (j + (q >> 1)) * 8;
-          asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                       : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
-                       : "r"(su32(row)));
+          ldsm_x4_t(b, sb + (ks * 16 + (q & 1) * 8 + (lane & 7)) * BPAD + wc + (j + (q >> 1)) * 8);
         } else {
           const uint16_t *r0 = sb + (wc + j * 8 + (lane >> 2)) * BPAD + kq;
           const uint16_t *r1 = r0 + 8 * BPAD;
@@ -187,9 +166,9 @@ __global__ void __launch_bounds__(THREADS) mla_proj_kernel(const pz_mla_kparams 
     const int n = n0 + wc + j * 8 + 2 * (lane & 3);
     const int r = i0 + wr + (lane >> 2);
     if (n < p.N) {
-      if (r < p.m) *(uint32_t *)(p.out + (int64_t)r * p.ldo + (int64_t)h * p.ldoh + n) = bf2(acc[j][0], acc[j][1]);
+      if (r < p.m) *(uint32_t *)(p.out + (int64_t)r * p.ldo + (int64_t)h * p.ldoh + n) = pack_bf2(acc[j][0], acc[j][1]);
       if (r + 8 < p.m)
-        *(uint32_t *)(p.out + (int64_t)(r + 8) * p.ldo + (int64_t)h * p.ldoh + n) = bf2(acc[j][2], acc[j][3]);
+        *(uint32_t *)(p.out + (int64_t)(r + 8) * p.ldo + (int64_t)h * p.ldoh + n) = pack_bf2(acc[j][2], acc[j][3]);
     }
   }
   if (ABSORB && blockIdx.x == 0) rope_q_rows(k, h, i0, min(BM, k.m - i0));
