@@ -29,6 +29,7 @@
 #   attn_v4    `prezero bench attn`: the default (v4 ping-pong above 16 heads) then PREZERO_MLA_ATTN=3, TP 1/2/4/8, paged,
 #              context 8192 and mixed [1024, 16384]
 #   ncu_attn   ncu of the MLA split attention and combine kernels (PZ_NCU_M, default 4)
+#   ncu_src    per-SASS-line warp stall samples (ncu SourceCounters) of the v4 attention and the wgmma GEMM (bench/ncu_src.sh)
 #   ncu_moe    ncu of the W4A16 expert kernel at TP 1 (PZ_NCU_M, default 64)
 #   route_ab   `prezero bench moe --quant int4`: the router's two-stage top-k, then PREZERO_MOE_ROUTE_TOPK=0
 #   combine_ab `prezero bench attn --paged`: the MLA combine's layouts (PREZERO_MLA_COMBINE=0, =1, unset), alternated twice
@@ -297,6 +298,9 @@ for s in $sections; do
     ncu_attn)  # issue 18: ncu of the MLA split attention and combine kernels at small m (bench/attn/ncu_attn.sh;
       # PZ_NCU_M, default 4; PZ_NCU_TP, default 1): how much of m = 4's time the split partials and the combine take
       OUT=$W/ncu_attn PZ_NCU_M=${PZ_NCU_M:-4} run ncu_attn 200 bash bench/attn/ncu_attn.sh ;;
+    ncu_src)  # issues 14 / 18: per-SASS-line warp stall samples of one launch each (bench/ncu_src.sh; PZ_NCU_SRC_CASES
+      # overrides its cases: v4 attention TP 1 m 128 / 16, the wgmma GEMM on Kimi-K2 TP 1 o_proj / q_b at m 64)
+      OUT=$OUT/ncu_src run ncu_src ${PZ_T_NCU_SRC:-400} bash bench/ncu_src.sh; cp $W/ncu_src.txt $OUT/ncu_src/details.txt ;;
     ncu_moe)  # issue 15: ncu of the W4A16 expert kernel (bench/moe/ncu_w4a16.sh; PZ_NCU_M, default 64)
       OUT=$W/ncu_moe PZ_NCU_M=${PZ_NCU_M:-64} run ncu_moe 200 bash bench/moe/ncu_w4a16.sh ;;
     route_ab)  # issue 15: bench moe --quant int4 with the former serial top-k (PREZERO_MOE_ROUTE_TOPK=0) and the router's

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Source-level ncu evidence: per-SASS-instruction warp stall samples of one launch of one kernel, with the
+# speed-of-light, compute-workload (pipe utilisation) and warp-state sections. For each case the details page
+# is printed, and the source page (SASS lines with their stall
+# samples) is written as gzipped CSV ($OUT/<name>_sass.csv.gz) for reading off the machine; the reports stay in
+# ${PZ_NCU_REP:-/tmp/pz_ncu_rep}.
+# Usage, on the GPU machine after a build into build-dev (tools/device-check.sh build):
+#   OUT=/dir bash bench/ncu_src.sh
+# PZ_NCU_SRC_CASES="name;kernel regex;launches to skip;env;prezero arguments|..." overrides the cases.
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/pz_ncu_src}; R=${PZ_NCU_REP:-/tmp/pz_ncu_rep}; mkdir -p "$OUT" "$R"
+P=build-dev/prezero
+S="--section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section SourceCounters --section LaunchStats --section Occupancy"
+DEF="attn4_tp1_m128;mla_attn4_kernel;1;;bench attn --paged --tp 1 --m 128 --reps 2"
+DEF="$DEF|attn4_tp1_m16;mla_attn4_kernel;1;;bench attn --paged --tp 1 --m 16 --reps 2"
+DEF="$DEF|oproj_m64_s2w1;gemm_wgmma;2;PREZERO_BENCH_CFG=2,1,5,3;bench gemm --no-tune --reps 1 --m 64 --only Kimi-K2/tp1/o_proj"
+DEF="$DEF|qb_m64_s1w1;gemm_wgmma;2;PREZERO_BENCH_CFG=1,1,5,3;bench gemm --no-tune --reps 1 --m 64 --only Kimi-K2/tp1/q_b"
+IFS='|' read -ra cases <<< "${PZ_NCU_SRC_CASES:-$DEF}"
+for c in "${cases[@]}"; do
+  IFS=';' read -r name kern skip envs args <<< "$c"
+  echo "== $name: kernel $kern, skip $skip, env [$envs], prezero $args"
+  rm -f "$R/$name.ncu-rep"
+  env $envs timeout 240 ncu --clock-control none -k regex:"$kern" -s "$skip" -c 1 $S --import-source no \
+    -o "$R/$name" $P $args > "$OUT/${name}_run.txt" 2>&1 || { echo "ncu failed: $(tail -3 "$OUT/${name}_run.txt")"; continue; }
+  ncu -i "$R/$name.ncu-rep" --page details 2>&1 | sed 's/  */ /g' | grep -vE "^ *-+ *$" | head -150
+  ncu -i "$R/$name.ncu-rep" --page source --csv --print-source sass 2>&1 | gzip > "$OUT/${name}_sass.csv.gz"
+  echo "sass lines: $(zcat "$OUT/${name}_sass.csv.gz" | wc -l)"
+done
