@@ -106,11 +106,7 @@ __device__ __forceinline__ void pp_load_tile(const PPCta &c, int t, int z) {
   for (int kb = 0; kb < KB; kb++) tma_load_3d(dst + kb * TILE_BYTES, c.tkv, &c.full[st], kb * 64, row, z);
 }
 
-/* The consumer side of warpgroup WG (0 or 1; a template parameter so that every stage index, and so
- * every wgmma descriptor, is computed in uniform registers: with the warpgroup index a run-time value
- * ptxas formed each K descriptor of S in ordinary registers and moved it to uniform ones per wgmma,
- * ~8 instructions per wgmma and ~20 % of the kernel's stall samples in round 104's ncu), then the
- * slice's output. The scores are kept in base-2 units (the softmax scale times log2 e folded into S's
+/* The consumer side of warpgroup WG (0 or 1, warp-uniform), then the slice's output. The scores are kept in base-2 units (the softmax scale times log2 e folded into S's
  * scaling, 2^x by ex2.approx); the (max, sum) written for the combine are in natural-log units, as
  * versions 1-3 write them. */
 __device__ __forceinline__ void pp_consume(const PPCta &c, const Kp &k, int i, int split, int h0, const int WG) {
@@ -155,8 +151,13 @@ __device__ __forceinline__ void pp_consume(const PPCta &c, const Kp &k, int i, i
    * read. P lives in tile t's stage, which both warpgroups release after their P(t) · V(t). pass[t & 1]
    * completes its phase (t >> 1) & 1 for tile t; the owner arrives on it for tile t + 2 only after the
    * reader of tile t has waited (the reader publishes tile t + 1 after its wait), so no phase is skipped. */
-  /* iteration j of parity PAR (j % 2): the stages of both tiles are compile-time constants, so every
-   * descriptor is a loop-invariant base plus a constant. Returns false when the warpgroup is done. */
+  /* The loop is unrolled by two iterations, the ring's period: in iteration j of parity PAR (j % 2) the own
+   * tile sits in stage 2 PAR + WG and the other's in so0 / so1, so every wgmma descriptor is a
+   * loop-invariant base plus a constant, which ptxas keeps in uniform registers. With the stage computed
+   * from t in the loop it formed each of S's K descriptors in ordinary registers and moved it over, ~8
+   * instructions per wgmma and ~20 % of the kernel's warp stall samples (ncu, round 104). A single loop
+   * with only S's block duplicated under a parity branch measured the same at m 4 / 16 and 0.5-1 % slower
+   * at m 64 / 128 (round 107). iter returns false when the warpgroup is done. */
   static_assert(PP_STAGES == 4, "the loop below is unrolled by the ring's period of two iterations");
   const int so0 = (WG + PP_STAGES - 1) % PP_STAGES, so1 = (WG + 1) % PP_STAGES; /* the other's stage, per parity */
   auto iter = [&](auto par, int j) -> bool {
