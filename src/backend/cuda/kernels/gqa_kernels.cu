@@ -11,6 +11,7 @@ extern "C" { /* core/status.h has no C++ guards of its own */
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/gqa_kernels.h"
 #include "backend/cuda/kernels/pad_rows.cuh"
+#include "backend/cuda/kernels/mma_sync_ops.cuh" /* smem_u32, cp.async (the L2::256B form for K / V and Q), ldmatrix, mma */
 
 /* Algorithm: flash-decoding (Dao et al., "Flash-Decoding for long-context inference", 2023):
  * each CTA runs online softmax (Milakov & Gimelshein 2018) over one slice of one sequence's KV
@@ -110,33 +111,6 @@ __global__ void __launch_bounds__(32 * PREP_WARPS) gqa_prep_kernel(Kp k) {
 
 /* ---------------------------------------------------------------- attention */
 
-__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-/* 16-byte async copy with zero fill (valid = false copies nothing and writes zeros); the L2
- * prefetch hint asks for the next 256 bytes of the streaming K / V rows. */
-__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid) {
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
-               "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void *p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
-}
-__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const void *p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
-}
-__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-               "{%8,%9}, {%0,%1,%2,%3};\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 /* Compile-time shape of the attention kernel for head_dim D. 4 warps; warp w owns positions
  * 16w .. 16w+15 of every BN = 64-position tile and runs its own online softmax over them (no
  * cross-warp exchange inside the loop); the four warps' states merge once at the end. */
@@ -179,7 +153,7 @@ __device__ __forceinline__ void load_tile(uint16_t *sKV, const uint16_t *Kg, con
     const bool ok = p0 + r < end;
     const uint16_t *base = kv ? Vg : Kg;
     const uint16_t *src = ok ? base + (int64_t)(p0 + r) * D + c * 8 : base;
-    cp_async16(dst + (kv * C::BN + r) * C::RS + c * 8, src, ok);
+    cp_async16_l2_256(dst + (kv * C::BN + r) * C::RS + c * 8, src, ok);
   }
 }
 
@@ -225,7 +199,7 @@ __global__ void __launch_bounds__(128, 2) gqa_attn_kernel(Kp k) {
     const int part = e / (16 * C::CH), r = (e / C::CH) % 16, c = e % C::CH;
     const bool ok = r < nr;
     const uint16_t *src = ok ? k.qhl + (((int64_t)i * k.heads + h0 + r) * 2 + part) * D + c * 8 : k.qhl;
-    cp_async16(sQ + (part * 16 + r) * RS + c * 8, src, ok);
+    cp_async16_l2_256(sQ + (part * 16 + r) * RS + c * 8, src, ok);
   }
 #pragma unroll
   for (int s = 0; s < STAGES - 1; s++) {

@@ -1,4 +1,5 @@
-/* mma.sync-era device helpers shared by the MLA kernels of mla_kernels.cu and mla_proj.cu: shared-memory
+/* mma.sync-era device helpers shared by the MLA kernels of mla_kernels.cu and mla_proj.cu and the GQA kernels of
+ * gqa_kernels.cu: shared-memory
  * addresses, 16-byte cp.async with zero fill, its groups, ldmatrix and the bf16 m16n8k16 mma with f32
  * accumulation. Source of every instruction form: the PTX ISA (cp.async, ldmatrix, mma). In an anonymous
  * namespace: each kernel file has its own copy. Not for files that also see pz_wg::smem_u32
@@ -12,6 +13,11 @@ __device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)_
 
 __device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+/* The same with an L2 prefetch hint for the next 256 bytes (streaming rows: the GQA K / V tiles). */
+__device__ __forceinline__ void cp_async16_l2_256(void *dst, const void *src, bool valid) {
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
                "r"(valid ? 16 : 0));
 }
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
