@@ -60,8 +60,8 @@ __device__ __forceinline__ uint64_t make_desc_p(const void *p) {
 }
 
 /* Shared-memory accesses by 32-bit shared address (st.shared / ld.shared: no generic-address
- * translation), and 2^x by the special function unit (ex2.approx.ftz: relative error below 2^-22 per the
- * PTX ISA; 2^-inf = +0). */
+ * translation), and 2^x by the special function unit (PTX ISA ex2.approx.ftz: an approximation, results
+ * below 2^-126 flushed to zero, 2^-inf = +0; P is rounded to bf16 right after it). */
 __device__ __forceinline__ void sts_u32(uint32_t a, uint32_t v) {
   asm volatile("st.shared.u32 [%0], %1;" ::"r"(a), "r"(v) : "memory");
 }
@@ -106,9 +106,9 @@ __device__ __forceinline__ void pp_load_tile(const PPCta &c, int t, int z) {
   for (int kb = 0; kb < KB; kb++) tma_load_3d(dst + kb * TILE_BYTES, c.tkv, &c.full[st], kb * 64, row, z);
 }
 
-/* The consumer side of warpgroup WG (0 or 1, warp-uniform), then the slice's output. The scores are kept in base-2 units (the softmax scale times log2 e folded into S's
- * scaling, 2^x by ex2.approx); the (max, sum) written for the combine are in natural-log units, as
- * versions 1-3 write them. */
+/* The consumer side of warpgroup WG (0 or 1, warp-uniform), then the slice's output. The scores are kept
+ * in base-2 units (the softmax scale times log2 e folded into S's scaling, 2^x by ex2.approx); the (max,
+ * sum) written for the combine are in natural-log units, as versions 1-3 write them. */
 __device__ __forceinline__ void pp_consume(const PPCta &c, const Kp &k, int i, int split, int h0, const int WG) {
   const int tid = threadIdx.x, wt = tid & 127, w = wt >> 5, lane = tid & 31, q4 = lane & 3;
   const int r0 = w * 16 + (lane >> 2), r1 = r0 + 8;
@@ -153,9 +153,10 @@ __device__ __forceinline__ void pp_consume(const PPCta &c, const Kp &k, int i, i
    * reader of tile t has waited (the reader publishes tile t + 1 after its wait), so no phase is skipped. */
   /* The loop is unrolled by two iterations, the ring's period: in iteration j of parity PAR (j % 2) the own
    * tile sits in stage 2 PAR + WG and the other's in so0 / so1, so every wgmma descriptor is a
-   * loop-invariant base plus a constant, which ptxas keeps in uniform registers. With the stage computed
-   * from t in the loop it formed each of S's K descriptors in ordinary registers and moved it over, ~8
-   * instructions per wgmma and ~20 % of the kernel's warp stall samples (ncu, round 104). A single loop
+   * loop-invariant base plus a constant: ptxas forms S's K base once per block (in ordinary registers, WG
+   * being a run-time value) and every descriptor after it with uniform-register adds. With the stage
+   * computed from t in the loop it formed each of S's K descriptors in ordinary registers and moved it
+   * over, ~8 instructions per wgmma and ~20 % of the kernel's warp stall samples (ncu, round 104). A single loop
    * with only S's block duplicated under a parity branch measured the same at m 4 / 16 and 0.5-1 % slower
    * at m 64 / 128 (round 107). iter returns false when the warpgroup is done. */
   static_assert(PP_STAGES == 4, "the loop below is unrolled by the ring's period of two iterations");
