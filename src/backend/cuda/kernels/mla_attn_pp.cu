@@ -80,6 +80,8 @@ __device__ __forceinline__ float ex2(float x) {
 }
 
 template <int V> struct IntC { static constexpr int value = V; };
+/* base-2 scores: the scale's factor in, the max's factor out */
+constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 
 /* What both warpgroups share: the slice, its tile count, and the shared-memory regions. */
 struct PPCta {
@@ -121,8 +123,7 @@ __device__ __forceinline__ void pp_consume(const PPCta &c, const Kp &k, int i, i
 #pragma unroll
   for (int j = 0; j < 128; j++) o[j] = 0.0f;
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
-  const float scale2 = k.softmax_scale * 1.4426950408889634f; /* log2 e */
-  const float lazy2 = k.lazy_rescale * 1.4426950408889634f;
+  const float scale2 = k.softmax_scale * kLog2e, lazy2 = k.lazy_rescale * kLog2e;
   const uint64_t dq0 = make_desc(c.sQ), dk0 = make_desc(c.sKV);
   const uint64_t dv0 = make_desc_mn(c.sKV + WG * 4 * TILE_BYTES); /* this warpgroup's 256 value columns */
   const uint32_t kv_s = smem_u32(c.sKV), ml_s = smem_u32(c.sML);
@@ -150,15 +151,15 @@ __device__ __forceinline__ void pp_consume(const PPCta &c, const Kp &k, int i, i
    * its next iteration; the slot t % 3 is written again only for tile t + 3, by that reader, after its
    * read. P lives in tile t's stage, which both warpgroups release after their P(t) · V(t). pass[t & 1]
    * completes its phase (t >> 1) & 1 for tile t; the owner arrives on it for tile t + 2 only after the
-   * reader of tile t has waited (the reader publishes tile t + 1 after its wait), so no phase is skipped. */
-  /* The loop is unrolled by two iterations, the ring's period: in iteration j of parity PAR (j % 2) the own
-   * tile sits in stage 2 PAR + WG and the other's in so0 / so1, so every wgmma descriptor is a
+   * reader of tile t has waited (the reader publishes tile t + 1 after its wait), so no phase is skipped.
+   * The loop is unrolled by two iterations, the ring's period: in iteration j of parity PAR (j % 2) the own
+   * tile sits in stage 2 PAR + WG and the other's in the stage before it, so every wgmma descriptor is a
    * loop-invariant base plus a constant: ptxas forms S's K base once per block (in ordinary registers, WG
    * being a run-time value) and every descriptor after it with uniform-register adds. With the stage
    * computed from t in the loop it formed each of S's K descriptors in ordinary registers and moved it
-   * over, ~8 instructions per wgmma and ~20 % of the kernel's warp stall samples (ncu, round 104). A single loop
-   * with only S's block duplicated under a parity branch measured the same at m 4 / 16 and 0.5-1 % slower
-   * at m 64 / 128 (round 107). iter returns false when the warpgroup is done. */
+   * over, ~8 instructions per wgmma and ~20 % of the kernel's warp stall samples (ncu, round 104). A
+   * single loop with only S's block duplicated under a parity branch measured the same at m 4 / 16 and
+   * 0.5-1 % slower at m 64 / 128 (round 107). iter returns false when the warpgroup is done. */
   static_assert(PP_STAGES == 4, "the loop below is unrolled by the ring's period of two iterations");
   const int so0 = (WG + PP_STAGES - 1) % PP_STAGES, so1 = (WG + 1) % PP_STAGES; /* the other's stage, per parity */
   auto iter = [&](auto par, int j) -> bool {
@@ -324,9 +325,8 @@ __device__ __forceinline__ void pp_consume(const PPCta &c, const Kp &k, int i, i
     if (hb < k.heads) *(float2 *)(k.opart + (base + hb) * LV + col) = make_float2(o[4 * cc + 2], o[4 * cc + 3]);
   }
   if (WG == 0 && q4 == 0) {
-    const float ln2 = 0.6931471805599453f;
-    if (ha < k.heads) { c.sl.ml[ha * 2] = m_run[0] * ln2; c.sl.ml[ha * 2 + 1] = l_run[0]; }
-    if (hb < k.heads) { c.sl.ml[hb * 2] = m_run[1] * ln2; c.sl.ml[hb * 2 + 1] = l_run[1]; }
+    if (ha < k.heads) { c.sl.ml[ha * 2] = m_run[0] * kLn2; c.sl.ml[ha * 2 + 1] = l_run[0]; }
+    if (hb < k.heads) { c.sl.ml[hb * 2] = m_run[1] * kLn2; c.sl.ml[hb * 2 + 1] = l_run[1]; }
   }
 }
 
