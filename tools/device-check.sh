@@ -31,6 +31,7 @@
 #   ncu_attn   ncu of the MLA split attention and combine kernels (PZ_NCU_M, default 4)
 #   ncu_src    per-SASS-line warp stall samples (ncu SourceCounters) of the v4 attention and the wgmma GEMM (bench/ncu_src.sh)
 #   ncu_moe    ncu of the W4A16 expert kernel at TP 1 (PZ_NCU_M, default 64)
+#   stream_pattern  HBM read rate against the number of concurrent streams and the bytes per visit (bench/dev/stream_pattern.cu)
 #   route_ab   `prezero bench moe --quant int4`: the router's two-stage top-k, then PREZERO_MOE_ROUTE_TOPK=0
 #   combine_ab `prezero bench attn --paged`: the MLA combine's layouts (PREZERO_MLA_COMBINE=0, =1, unset), alternated twice
 #   fork_ab    `prezero bench moe --quant int4` with PREZERO_MOE_FORK=0, 1, 2 and unset (the default), alternated twice
@@ -377,6 +378,14 @@ for s in $sections; do
       grep -E '"gpu__time_duration' "$W/moe_times.txt" | awk -F'","' '{print $5, $9, $NF}' | tr -d '"' > "$W/moe_times_short.txt"
       awk '/moeq::gather_kernel/ && !f {f=NR} {l[NR]=$0} END {for (i = f - 3; i < f + 25 && i <= NR; i++) if (i > 0) print l[i]}' \
         "$W/moe_times_short.txt" | tee -a "$S" ;;
+    stream_pattern)  # issues 14 / 15: HBM read rate against concurrent streams and bytes per visit (bench/dev/stream_pattern.cu)
+      # then ncu's speed-of-light of one plain streaming read (bench/dev/stream_read.cu, version 1): the L2 and DRAM
+      # percentages a pure read reaches, to set the kernels' figures against
+      run build_pattern 120 cmake --build $B --target dev_stream_pattern dev_stream_read || { tail -20 "$W/build_pattern.txt"; continue; }
+      run stream_pattern ${PZ_T_PATTERN:-200} $B/dev_stream_pattern
+      cp $W/stream_pattern.txt $OUT/stream_pattern.txt; cat $W/stream_pattern.txt | tee -a "$S"
+      run ncu_read 120 ncu --clock-control none --section SpeedOfLight -k regex:stream_read -s 3 -c 1 $B/dev_stream_read 1 2048
+      grep -E "Throughput|Duration|stream_read" $W/ncu_read.txt | sed 's/  */ /g' | tee -a "$S" ;;
     consumer) run consumer ${PZ_T_CONSUMER:-300} ctest --test-dir $B -R installed_consumer -V
       grep -E "CUDA part|all checks passed|FAIL" "$W/consumer.txt" | sed 's/^[0-9]*: //' | tee -a "$S" ;;
     attn_mixed)  # issue 18: contexts drawn from [1024, 16384], paged: the balanced split-KV schedule, then the former
