@@ -157,7 +157,7 @@ __host__ __device__ constexpr int min_blocks_of(long) {
 }
 template <class Q, bool DUAL>
 __global__ void __launch_bounds__(kThreads, min_blocks_of<Q>(0)) mm_kernel(mm_params p) {
-  __shared__ float red[kWarps * 2 * 4 * 4 * 32];
+  extern __shared__ float red[]; /* kRedBytes, or none when no item reduces (red_bytes) */
   const int tiles = tiles_of(p.s), total = *p.n_work * tiles;
   constexpr bool PF = l2pf_of<Q>(0);
   if constexpr (PF) {
@@ -234,17 +234,23 @@ inline ws_layout layout_of(int max_m, int64_t H, const pz_moe_params *p) {
 
 inline bool aligned(const void *q, unsigned a) { return ((uintptr_t)q & (a - 1)) == 0; }
 
+// The K-slice reduction's shared memory (reduce_write): every warp's accumulators, DUAL and 4 n-tiles.
+constexpr size_t kRedBytes = sizeof(float) * kWarps * 2 * 4 * 4 * 32;
+// None when no item reduces (items write from the registers: direct, WK = 1), so that shared memory is left
+// to the L1 cache, where the activations every warp of an item re-reads stay (same results).
+inline size_t red_bytes(const seg &s) { return s.direct && s.WK == 1 ? 0 : kRedBytes; }
 template <class Q, bool DUAL>
 pz_status launch_mm(const mm_params &mp, int64_t max_items, const char *name, cudaStream_t stream) {
   int dev = 0, sms = 0, per_sm = 0;
   PZ_CUDA_CHECK_MSG(cudaGetDevice(&dev), "%s: cannot read the current device", name);
   PZ_CUDA_CHECK_MSG(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "%s: SM count", name);
-  PZ_CUDA_CHECK_MSG(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mm_kernel<Q, DUAL>, kThreads, 0),
+  const size_t smem = red_bytes(mp.s);
+  PZ_CUDA_CHECK_MSG(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mm_kernel<Q, DUAL>, kThreads, smem),
                     "%s: occupancy of the expert kernel", name);
   int64_t grid = (int64_t)sms * (per_sm < 1 ? 1 : per_sm);
   if (grid > max_items) grid = max_items;
   if (grid < 1) grid = 1;
-  mm_kernel<Q, DUAL><<<(unsigned)grid, kThreads, 0, stream>>>(mp);
+  mm_kernel<Q, DUAL><<<(unsigned)grid, kThreads, smem, stream>>>(mp);
   PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }

@@ -345,11 +345,11 @@ __device__ __forceinline__ void tload(tstage<DUAL> &b, const uint4 *wa, const ui
                                       const uint4 *sb) {
   b.lo = ld16(wa);
   b.hi = ld16(wa + 32);
-  b.sc = __ldg(sa);
+  b.sc = ld16(sa); /* streamed once like the words: not into L1, which keeps the activations */
   if (DUAL) {
     b.lo1 = ld16(wb);
     b.hi1 = ld16(wb + 32);
-    b.sc1 = __ldg(sb);
+    b.sc1 = ld16(sb);
   }
 }
 
@@ -544,8 +544,8 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
   dn.wstride = H * (I / 8); dn.sstride = H * (I / kGroup);
   dn.N = (int)H; dn.K = (int)I;
   /* the K split per work item (moe_w4_split.h): adaptive on tiled experts unless w4_wk_fixed, on the CTA
-     slots launch_mm's grid has (the tiled kernel: W4T::kMinBlocks per SM, which its 64 registers and 32 KB
-     of shared memory make exact); the SM count is read only where the rule needs it */
+     slots launch_mm's grid has (the tiled kernel: W4T::kMinBlocks per SM, which its 64 registers make exact,
+     and the 32 KB of reduction memory where items reduce); the SM count is read only where the rule needs it */
   int sms = 0;
   const int tiled = a->w4_tiled != 0 && H % 128 == 0 && I % 128 == 0, adaptive = !a->w4_wk_fixed;
   if (tiled && adaptive && (!a->w4_wk_up || !a->w4_wk_dn)) {
