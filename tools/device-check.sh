@@ -31,6 +31,7 @@
 #   ncu_attn   ncu of the MLA split attention and combine kernels (PZ_NCU_M, default 4)
 #   ncu_src    per-SASS-line warp stall samples (ncu SourceCounters) of the v4 attention and the wgmma GEMM (bench/ncu_src.sh)
 #   ncu_moe    ncu of the W4A16 expert kernel at TP 1 (PZ_NCU_M, default 64)
+#   ncu_l2     L2 and DRAM traffic by kind (reads, hits, writes, fabric) of the plain read and the decode kernels (bench/ncu_l2.sh)
 #   stream_pattern  HBM read rate against the number of concurrent streams and the bytes per visit (bench/dev/stream_pattern.cu)
 #   route_ab   `prezero bench moe --quant int4`: the router's two-stage top-k, then PREZERO_MOE_ROUTE_TOPK=0
 #   combine_ab `prezero bench attn --paged`: the MLA combine's layouts (PREZERO_MLA_COMBINE=0, =1, unset), alternated twice
@@ -378,6 +379,9 @@ for s in $sections; do
       grep -E '"gpu__time_duration' "$W/moe_times.txt" | awk -F'","' '{print $5, $9, $NF}' | tr -d '"' > "$W/moe_times_short.txt"
       awk '/moeq::gather_kernel/ && !f {f=NR} {l[NR]=$0} END {for (i = f - 3; i < f + 25 && i <= NR; i++) if (i > 0) print l[i]}' \
         "$W/moe_times_short.txt" | tee -a "$S" ;;
+    ncu_l2)  # issues 14 / 15 / 18: L2 and DRAM traffic by kind of the plain read and the decode kernels (bench/ncu_l2.sh)
+      run build_read 120 cmake --build $B --target dev_stream_read || { tail -20 "$W/build_read.txt"; continue; }
+      run ncu_l2 ${PZ_T_NCU_L2:-300} bash bench/ncu_l2.sh; cp $W/ncu_l2.txt $OUT/ncu_l2.txt ;;
     stream_pattern)  # issues 14 / 15: HBM read rate against concurrent streams and bytes per visit (bench/dev/stream_pattern.cu)
       # then ncu's speed-of-light of one plain streaming read (bench/dev/stream_read.cu, version 1): the L2 and DRAM
       # percentages a pure read reaches, to set the kernels' figures against
