@@ -156,7 +156,12 @@ typedef struct pz_runtime_opts {
                                        * weights 16-byte aligned); 0 the exact f32 CUDA-core kernels, as
                                        * before (the reference's products and order; the MLA op 1.3-2.3x
                                        * slower on the H200). Not bit-identical to each other;
-                                       * prezero ON / OFF stay identical under either. Added last */
+                                       * prezero ON / OFF stay identical under either. Added in 0.2.0 */
+  int moe_w4_up_regs;                 /* PREZERO_MOE_W4_UP_REGS: -1 unset or 1 (the default) the W4A16 gate/up
+                                       * kernel on tiled INT4 experts runs 3 CTAs per SM with up to 80
+                                       * registers per thread, where its loop does not spill; 0 at 4 CTAs per SM
+                                       * and 64 registers as before (7 registers stored and reloaded per
+                                       * 128-column step, through L2). Bit-identical. Added last */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. o NULL: nothing happens. */

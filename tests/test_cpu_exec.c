@@ -300,7 +300,8 @@ int main(void) {
         {"PREZERO_MOE_ROUTE_TOPK", offsetof(pz_runtime_opts, moe_route_topk)},
         {"PREZERO_MOE_FORK", offsetof(pz_runtime_opts, moe_fork)},
         {"PREZERO_MLA_COMBINE", offsetof(pz_runtime_opts, mla_combine)},
-        {"PREZERO_MLA_PROJ", offsetof(pz_runtime_opts, mla_proj)}};
+        {"PREZERO_MLA_PROJ", offsetof(pz_runtime_opts, mla_proj)},
+        {"PREZERO_MOE_W4_UP_REGS", offsetof(pz_runtime_opts, moe_w4_up_regs)}};
     for (size_t i = 0; i < sizeof sw / sizeof sw[0]; i++) {
       const int *field = (const int *)((const char *)&ro + sw[i].off);
       CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && *field == -1);

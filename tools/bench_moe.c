@@ -137,6 +137,7 @@ static const pz_runtime_opts *moe_opts(void) {
 static int moe_l2pf(void) { return moe_opts()->moe_l2pf == 1; }
 static int moe_w4_wk_fixed(void) { return moe_opts()->moe_w4_wk == 0; } /* PREZERO_MOE_W4_WK=0 */
 static int moe_direct_off(void) { return moe_opts()->moe_direct == 0; }   /* PREZERO_MOE_DIRECT=0 */
+static int moe_up_former(void) { return moe_opts()->moe_w4_up_regs == 0; } /* PREZERO_MOE_W4_UP_REGS=0 */
 static int route_serial(void) { return moe_opts()->moe_route_topk == 0; } /* PREZERO_MOE_ROUTE_TOPK=0 */
 static int moe_fork(void) { return moe_opts()->moe_fork; } /* PREZERO_MOE_FORK: -1 by batch, 0 off, 1 / 2 the join */
 #include "bench/dev/dev_helpers.h" /* pz_moe_fill_bf16, pz_moe_stream_read */
@@ -424,6 +425,7 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
           a.w4_wk_dn = b->wk_dn;
           a.w4_wk_fixed = moe_w4_wk_fixed();
           a.direct_off = moe_direct_off();
+          a.w4_up_former = moe_up_former();
           a.logits = logits + (size_t)(r % NSETS) * max_m * E; /* the launcher routes */
           a.ld_logits = E;
           a.route_serial_topk = route_serial();
@@ -506,6 +508,7 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
         cJSON_AddNumberToObject(row, "speedup_vs_bf16", speedup);
       }
       if (q == Q_INT4) cJSON_AddBoolToObject(row, "w4_wk_fixed", moe_w4_wk_fixed()); /* PREZERO_MOE_W4_WK=0 */
+      if (q == Q_INT4) cJSON_AddBoolToObject(row, "w4_up_former", moe_up_former()); /* PREZERO_MOE_W4_UP_REGS=0 */
       if (q != Q_BF16) cJSON_AddBoolToObject(row, "direct_off", moe_direct_off());  /* PREZERO_MOE_DIRECT=0 */
       cJSON_AddBoolToObject(row, "route_serial_topk", route_serial());              /* PREZERO_MOE_ROUTE_TOPK=0 */
       if (q != Q_BF16) cJSON_AddNumberToObject(row, "moe_fork", moe_fork());        /* PREZERO_MOE_FORK, -1 unset */

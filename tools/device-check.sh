@@ -285,11 +285,11 @@ for s in $sections; do
       done ;;
     quant_ab)  # issue 15: bench moe --quant int4 per W4A16 K split; PZ_AB_LIST items like dn4, dn1:up1
       # (dnN --w4-wk-dn N, upN --w4-wk-up N; kN --w4-kernel N, an option of tree b81288b only; PZ_WK_ARGS as in quant_wk)
-      # nodirect: PREZERO_MOE_DIRECT=0, base: the defaults
+      # nodirect: PREZERO_MOE_DIRECT=0, formerup: PREZERO_MOE_W4_UP_REGS=0, base: the defaults (other tokens, e.g. r2, only name a repeat)
       for item in ${PZ_AB_LIST:-dn1 dn2 dn4}; do
         args="" envs=""
         for t in ${item//:/ }; do
-          case $t in k*) args="$args --w4-kernel ${t#k}" ;; dn*) args="$args --w4-wk-dn ${t#dn}" ;; up*) args="$args --w4-wk-up ${t#up}" ;;
+          case $t in formerup) envs="$envs PREZERO_MOE_W4_UP_REGS=0" ;; k*) args="$args --w4-kernel ${t#k}" ;; dn*) args="$args --w4-wk-dn ${t#dn}" ;; up*) args="$args --w4-wk-up ${t#up}" ;;
             nodirect) envs="$envs PREZERO_MOE_DIRECT=0" ;; esac
         done
         n=${item//:/_}

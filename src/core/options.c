@@ -34,6 +34,7 @@ void pz_runtime_opts_default(pz_runtime_opts *o) {
   o->moe_route_topk = -1; /* the two-stage top-k */
   o->mla_combine = -1; /* the combine's layout by split slots per row (mla.c) */
   o->mla_proj = -1;    /* absorb / W_UV on tensor cores (mla_kernels.h) */
+  o->moe_w4_up_regs = -1; /* gate/up at 3 CTAs per SM, no spills (moe_q.h w4_up_former) */
   o->moe_fork = -1;       /* the shared experts beside the router; the join by batch (moe_q.h) */
   o->mla_balance = -1;
   o->gate_calibrate = -1;
@@ -191,6 +192,7 @@ int pz_runtime_opts_from_env(pz_runtime_opts *o, char *err, size_t err_len) {
   get_i(&r, "PREZERO_MOE_FORK", 0, 2, &o->moe_fork);
   get_flag(&r, "PREZERO_MLA_COMBINE", &o->mla_combine);
   get_flag(&r, "PREZERO_MLA_PROJ", &o->mla_proj);
+  get_flag(&r, "PREZERO_MOE_W4_UP_REGS", &o->moe_w4_up_regs);
   get_i(&r, "PREZERO_CPU_THREADS", 1, 1024, &o->cpu_threads);
   int msg = -1; /* the two message switches are read where they act; checked here too */
   get_flag(&r, "PREZERO_PROGRESS", &msg);

@@ -154,18 +154,20 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
     }
   }
   /* the default's K splits are moe_w4_split.h's rule (adaptive, then PREZERO_MOE_W4_WK=0's fixed one) on
-     this device's CTA slots: the same splits given explicitly are bit-identical (and w4_wk_fixed 0, the
-     default, repeats t[0] bit for bit: run to run) */
+     this device's CTA slots (gate/up: 3 per SM, or 4 with w4_up_former; down: 4): the same splits given
+     explicitly are bit-identical (and w4_wk_fixed 0, the default, repeats t[0] bit for bit: run to run) */
   int dev = 0, sms = 0;
   CHECK(cudaGetDevice(&dev) == cudaSuccess &&
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess);
-  for (int fixed = 0; fixed < 2 && tk; fixed++) {
+  for (int fixed = 0; fixed < 4 && tk; fixed++) {
+    const int former = fixed >= 2; /* the gate/up kernel at 4 CTAs per SM (PREZERO_MOE_W4_UP_REGS=0) */
     pz_moe_q_args c = *a, d;
     c.w4_tiled = 1;
-    c.w4_wk_fixed = fixed;
+    c.w4_wk_fixed = fixed & 1;
+    c.w4_up_former = former;
     d = c;
-    d.w4_wk_up = pz_moe_w4_wk(1, H, I, m, a->p.top_k, E, 4 * sms, 1, !fixed);
-    d.w4_wk_dn = pz_moe_w4_wk(0, H, I, m, a->p.top_k, E, 4 * sms, 1, !fixed);
+    d.w4_wk_up = pz_moe_w4_wk(1, H, I, m, a->p.top_k, E, (former ? 4 : 3) * sms, 1, !(fixed & 1));
+    d.w4_wk_dn = pz_moe_w4_wk(0, H, I, m, a->p.top_k, E, 4 * sms, 1, !(fixed & 1));
     CHECK_OK(pz_moe_w4a16_launch(&c, 0));
     CHECK(cudaDeviceSynchronize() == cudaSuccess);
     cudaMemcpy(tk, dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
@@ -177,8 +179,26 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
     CHECK(cudaDeviceSynchronize() == cudaSuccess);
     cudaMemcpy(t[1], dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
     if (memcmp(tk, t[1], 4 * (size_t)m * H)) {
-      fprintf(stderr, "tiled, w4_wk_fixed %d: the launcher's splits are not moe_w4_split.h's (up %d, down %d)\n", fixed,
-              d.w4_wk_up, d.w4_wk_dn);
+      fprintf(stderr, "tiled, w4_wk_fixed %d, w4_up_former %d: the launcher's splits are not moe_w4_split.h's "
+              "(up %d, down %d)\n", fixed & 1, former, d.w4_wk_up, d.w4_wk_dn);
+      pz_test_failures++;
+    }
+  }
+  /* the gate/up kernel at 3 CTAs per SM (80 registers, the default) and at 4 (w4_up_former, 64 registers with
+     spills) give the same bits for the same K splits: only the registers and the grid differ */
+  for (int wk = 1; wk <= 2 && tk; wk++) {
+    for (int former = 0; former < 2; former++) {
+      pz_moe_q_args c = *a;
+      c.w4_tiled = 1;
+      c.w4_wk_up = wk;
+      c.w4_wk_dn = 1;
+      c.w4_up_former = former;
+      CHECK_OK(pz_moe_w4a16_launch(&c, 0));
+      CHECK(cudaDeviceSynchronize() == cudaSuccess);
+      cudaMemcpy(former ? t[1] : tk, dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
+    }
+    if (memcmp(tk, t[1], 4 * (size_t)m * H)) {
+      fprintf(stderr, "tiled, w4_wk_up %d: the gate/up kernel at 4 CTAs per SM differs from 3\n", wk);
       pz_test_failures++;
     }
   }

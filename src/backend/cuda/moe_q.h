@@ -72,6 +72,11 @@ typedef struct pz_moe_q_args {
                     * default for tiled experts (whole K per warp when the batch has >= 2 items of 128 rows
                     * per CTA slot, more warps per K where the fixed split's items fill < half the slots);
                     * results agree within rounding and depend on m and the SM count */
+  int w4_up_former; /* W4A16 tiled: 1 = the gate/up kernel at 4 CTAs per SM and 64 registers per thread, as
+                     * before (PREZERO_MOE_W4_UP_REGS=0); 0, the default, = 3 CTAs per SM and up to 80
+                     * registers, where its loop does not spill (at 64 it stored and reloaded 7 registers per
+                     * 128-column step: about 0.6 bytes of L2 writes per weight byte on the H200). Bit-identical;
+                     * the adaptive K split counts the kernel's own CTA slots */
   int direct_off; /* both: 1 = work items whose K is not split reduce through shared memory with CTA barriers
                    * (PREZERO_MOE_DIRECT=0); 0, the default, = each warp writes its rows from its registers.
                    * Bit-identical */

@@ -155,8 +155,19 @@ template <class Q>
 __host__ __device__ constexpr int min_blocks_of(long) {
   return 2;
 }
-template <class Q, bool DUAL>
-__global__ void __launch_bounds__(kThreads, min_blocks_of<Q>(0)) mm_kernel(mm_params p) {
+// A policy may give its gate/up (DUAL) kernel fewer CTAs per SM, i.e. more registers per thread:
+// `static constexpr int kMinBlocksUp;` (W4T: 3, where 64 registers spilled inside the gate/up loop).
+template <class Q>
+__host__ __device__ constexpr auto up_blocks_of(int) -> decltype(Q::kMinBlocksUp, int()) {
+  return Q::kMinBlocksUp;
+}
+template <class Q>
+__host__ __device__ constexpr int up_blocks_of(long) {
+  return min_blocks_of<Q>(0);
+}
+// MB: the CTAs per SM the registers are sized for (__launch_bounds__'s minimum blocks).
+template <class Q, bool DUAL, int MB>
+__global__ void __launch_bounds__(kThreads, MB) mm_kernel(mm_params p) {
   extern __shared__ float red[]; /* kRedBytes, or none when no item reduces (red_bytes) */
   const int tiles = tiles_of(p.s), total = *p.n_work * tiles;
   constexpr bool PF = l2pf_of<Q>(0);
@@ -239,20 +250,29 @@ constexpr size_t kRedBytes = sizeof(float) * kWarps * 2 * 4 * 4 * 32;
 // None when no item reduces (items write from the registers: direct, WK = 1), so that shared memory is left
 // to the L1 cache, where the activations every warp of an item re-reads stay (same results).
 inline size_t red_bytes(const seg &s) { return s.direct && s.WK == 1 ? 0 : kRedBytes; }
-template <class Q, bool DUAL>
-pz_status launch_mm(const mm_params &mp, int64_t max_items, const char *name, cudaStream_t stream) {
+// The grid: every CTA slot of the kernel on the device (persistent items), at most max_items. The gate/up
+// kernel (DUAL) is the policy's kMinBlocksUp instance unless up_former (then the kMinBlocks one, as before).
+template <class Q, bool DUAL, int MB>
+pz_status launch_mm_mb(const mm_params &mp, int64_t max_items, const char *name, cudaStream_t stream) {
   int dev = 0, sms = 0, per_sm = 0;
   PZ_CUDA_CHECK_MSG(cudaGetDevice(&dev), "%s: cannot read the current device", name);
   PZ_CUDA_CHECK_MSG(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "%s: SM count", name);
   const size_t smem = red_bytes(mp.s);
-  PZ_CUDA_CHECK_MSG(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mm_kernel<Q, DUAL>, kThreads, smem),
+  PZ_CUDA_CHECK_MSG(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mm_kernel<Q, DUAL, MB>, kThreads, smem),
                     "%s: occupancy of the expert kernel", name);
   int64_t grid = (int64_t)sms * (per_sm < 1 ? 1 : per_sm);
   if (grid > max_items) grid = max_items;
   if (grid < 1) grid = 1;
-  mm_kernel<Q, DUAL><<<(unsigned)grid, kThreads, smem, stream>>>(mp);
+  mm_kernel<Q, DUAL, MB><<<(unsigned)grid, kThreads, smem, stream>>>(mp);
   PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
+}
+template <class Q, bool DUAL>
+pz_status launch_mm(const mm_params &mp, int64_t max_items, const char *name, cudaStream_t stream, bool up_former) {
+  if constexpr (DUAL && up_blocks_of<Q>(0) != min_blocks_of<Q>(0)) {
+    if (!up_former) return launch_mm_mb<Q, DUAL, up_blocks_of<Q>(0)>(mp, max_items, name, stream);
+  }
+  return launch_mm_mb<Q, DUAL, min_blocks_of<Q>(0)>(mp, max_items, name, stream);
 }
 
 // The checks every quantised launcher makes (moe_q.h's limits, pointers, strides, workspace), then
@@ -351,7 +371,7 @@ pz_status run_all(const pz_moe_q_args *a, const ws_layout &l, seg up_s, seg dn_s
   up.s.out = h;
   up.s.ld_out = I;
   up.s.out_mode = 0;
-  if (st == PZ_OK) st = launch_mm<Q, true>(up, max_work * tiles_of(up.s), name, stream);
+  if (st == PZ_OK) st = launch_mm<Q, true>(up, max_work * tiles_of(up.s), name, stream, a->w4_up_former != 0);
 
   mm_params dn = up;
   dn.s = dn_s;
@@ -361,7 +381,7 @@ pz_status run_all(const pz_moe_q_args *a, const ws_layout &l, seg up_s, seg dn_s
   dn.s.out = d;
   dn.s.ld_out = H;
   dn.s.out_mode = 1;
-  if (st == PZ_OK) st = launch_mm<Q, false>(dn, max_work * tiles_of(dn.s), name, stream);
+  if (st == PZ_OK) st = launch_mm<Q, false>(dn, max_work * tiles_of(dn.s), name, stream, false);
 
   const pz_status sj = join(); /* also after an error: never an unjoined fork */
   if (st == PZ_OK) st = sj;

@@ -421,6 +421,10 @@ __device__ __forceinline__ void warp_tile_t(const uint4 *wa, const uint4 *wb, co
 struct W4T {
   static constexpr int kChunk = 128;
   static constexpr int kMinBlocks = 4;
+  /* gate/up: 3 CTAs per SM, 80 registers: its 1-n-tile loop holds both matrices' words and scales and
+     spilled 7 registers per step at 64 (cuobjdump; ncu round 112: 2.8 GB of L2 writes in one Kimi-K2.5
+     TP 1 m 64 gate/up launch, which moved 4.7 GB of weights); none at 80 */
+  static constexpr int kMinBlocksUp = 3;
   template <bool DUAL, int NT>
   static __device__ __forceinline__ void tile(const seg &s, int e, int row0, int cb, int ce,
                                               const __nv_bfloat16 *const (&xr)[NT], float (&acc)[2][NT][4]) {
@@ -544,8 +548,9 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
   dn.wstride = H * (I / 8); dn.sstride = H * (I / kGroup);
   dn.N = (int)H; dn.K = (int)I;
   /* the K split per work item (moe_w4_split.h): adaptive on tiled experts unless w4_wk_fixed, on the CTA
-     slots launch_mm's grid has (the tiled kernel: W4T::kMinBlocks per SM, which its 64 registers make exact,
-     and the 32 KB of reduction memory where items reduce); the SM count is read only where the rule needs it */
+     slots launch_mm's grid has (the tiled kernels: W4T::kMinBlocks per SM for down, kMinBlocksUp for gate/up,
+     which their 64 / 80 registers make exact, with the 32 KB of reduction memory where items reduce); the SM
+     count is read only where the rule needs it */
   int sms = 0;
   const int tiled = a->w4_tiled != 0 && H % 128 == 0 && I % 128 == 0, adaptive = !a->w4_wk_fixed;
   if (tiled && adaptive && (!a->w4_wk_up || !a->w4_wk_dn)) {
@@ -554,7 +559,8 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
     PZ_CUDA_CHECK_MSG(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "moe w4a16: SM count");
   }
   const int slots = W4T::kMinBlocks * sms; /* 0 (not read): the fixed rule */
-  up.WK = a->w4_wk_up ? a->w4_wk_up : pz_moe_w4_wk(1, H, I, a->m, K, E, slots, tiled, adaptive);
+  const int slots_up = (a->w4_up_former ? W4T::kMinBlocks : W4T::kMinBlocksUp) * sms; /* the gate/up kernel's */
+  up.WK = a->w4_wk_up ? a->w4_wk_up : pz_moe_w4_wk(1, H, I, a->m, K, E, slots_up, tiled, adaptive);
   dn.WK = a->w4_wk_dn ? a->w4_wk_dn : pz_moe_w4_wk(0, H, I, a->m, K, E, slots, tiled, adaptive);
   up.direct = dn.direct = !a->direct_off;
   if (a->w4_tiled) { /* pz_moe_w4a16_tile's layout (W4T): 128-column super-chunks, 16-byte units */
