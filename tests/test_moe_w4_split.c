@@ -82,5 +82,27 @@ int main(void) {
   CHECK(pz_moe_w4_wk(0, H, 2048, 64, TOPK, E, 0, 1, 1) == 4);
   /* other GPUs: more slots need more experts (an H100 PCIe, 114 SMs: 456 slots, threshold 912) */
   CHECK(pz_moe_w4_wk(1, H, 1024, 16, TOPK, E, 456, 1, 1) == 1);
+
+  /* the gate/up kernel's CTAs per SM (132 SMs: 528 slots at 4, 396 at 3), Kimi-K2.5 per rank (top 8 of 384):
+     TP 2 (inter 1024) m 4: 32 experts, split 2 at 528 slots -> 64-row items, 32 x 16 = 512 <= 528: one wave
+     at 4 per SM, 1.3 at 3 -> 4; TP 1 (inter 2048) m 4: 32 x 32 = 1024 > 528 -> 3; m 1 / 2 at TP 1 and 2:
+     8 x 64 (split 4) and 16 x 32 = 512 -> 4; m 16 at TP 2: 128 x 16 = 2048 -> 3; m 64 / 128: 384 experts -> 3 */
+  CHECK(pz_moe_w4_up_ctas(H, 1024, 4, TOPK, E, 132, 0, 1) == 4);
+  CHECK(pz_moe_w4_up_ctas(H, 2048, 4, TOPK, E, 132, 0, 1) == 3);
+  CHECK(pz_moe_w4_up_ctas(H, 2048, 1, TOPK, E, 132, 0, 1) == 4);
+  CHECK(pz_moe_w4_up_ctas(H, 2048, 2, TOPK, E, 132, 0, 1) == 4);
+  CHECK(pz_moe_w4_up_ctas(H, 1024, 1, TOPK, E, 132, 0, 1) == 4);
+  CHECK(pz_moe_w4_up_ctas(H, 1024, 16, TOPK, E, 132, 0, 1) == 3);
+  CHECK(pz_moe_w4_up_ctas(H, 2048, 16, TOPK, E, 132, 0, 1) == 3);
+  for (int m = 64; m <= 256; m *= 2) CHECK(pz_moe_w4_up_ctas(H, 2048, m, TOPK, E, 132, 0, 1) == 3);
+  /* a given split counts: TP 1 m 4 with 128-row items (wk 1): 32 x 16 = 512 -> 4; wk 8: 32 x 128 -> 3 */
+  CHECK(pz_moe_w4_up_ctas(H, 2048, 4, TOPK, E, 132, 1, 1) == 4);
+  CHECK(pz_moe_w4_up_ctas(H, 2048, 4, TOPK, E, 132, 8, 1) == 3);
+  /* the boundary: 512 items fit 128 SMs x 4 exactly, not 127 x 4 = 508 */
+  CHECK(pz_moe_w4_up_ctas(H, 1024, 4, TOPK, E, 128, 2, 1) == 4);
+  CHECK(pz_moe_w4_up_ctas(H, 1024, 4, TOPK, E, 127, 2, 1) == 3);
+  /* degenerate inputs: 3 */
+  CHECK(pz_moe_w4_up_ctas(H, 2048, 0, TOPK, E, 132, 0, 1) == 3);
+  CHECK(pz_moe_w4_up_ctas(H, 2048, 4, TOPK, E, 0, 0, 1) == 3);
   TEST_DONE();
 }

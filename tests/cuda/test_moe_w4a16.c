@@ -154,8 +154,8 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
     }
   }
   /* the default's K splits are moe_w4_split.h's rule (adaptive, then PREZERO_MOE_W4_WK=0's fixed one) on
-     this device's CTA slots (gate/up: 3 per SM, or 4 with w4_up_former; down: 4): the same splits given
-     explicitly are bit-identical (and w4_wk_fixed 0, the default, repeats t[0] bit for bit: run to run) */
+     this device's CTA slots (gate/up: pz_moe_w4_up_ctas's 3 or 4 per SM, 4 with w4_up_former; down: 4): the
+     same splits given explicitly are bit-identical (and w4_wk_fixed 0, the default, repeats t[0] bit for bit: run to run) */
   int dev = 0, sms = 0;
   CHECK(cudaGetDevice(&dev) == cudaSuccess &&
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess);
@@ -166,7 +166,8 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
     c.w4_wk_fixed = fixed & 1;
     c.w4_up_former = former;
     d = c;
-    d.w4_wk_up = pz_moe_w4_wk(1, H, I, m, a->p.top_k, E, (former ? 4 : 3) * sms, 1, !(fixed & 1));
+    const int up_ctas = former ? 4 : pz_moe_w4_up_ctas(H, I, m, a->p.top_k, E, sms, 0, !(fixed & 1));
+    d.w4_wk_up = pz_moe_w4_wk(1, H, I, m, a->p.top_k, E, up_ctas * sms, 1, !(fixed & 1));
     d.w4_wk_dn = pz_moe_w4_wk(0, H, I, m, a->p.top_k, E, 4 * sms, 1, !(fixed & 1));
     CHECK_OK(pz_moe_w4a16_launch(&c, 0));
     CHECK(cudaDeviceSynchronize() == cudaSuccess);

@@ -548,18 +548,21 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
   dn.wstride = H * (I / 8); dn.sstride = H * (I / kGroup);
   dn.N = (int)H; dn.K = (int)I;
   /* the K split per work item (moe_w4_split.h): adaptive on tiled experts unless w4_wk_fixed, on the CTA
-     slots launch_mm's grid has (the tiled kernels: W4T::kMinBlocks per SM for down, kMinBlocksUp for gate/up,
-     which their 64 / 80 registers make exact, with the 32 KB of reduction memory where items reduce); the SM
-     count is read only where the rule needs it */
+     slots launch_mm's grid has (the tiled kernels: W4T::kMinBlocks per SM for down; for gate/up kMinBlocksUp,
+     or kMinBlocks where w4_up_former or where pz_moe_w4_up_ctas keeps the batch in one wave: the registers
+     make both exact, with the 32 KB of reduction memory where items reduce); the SM count is read for tiled
+     experts only */
+  static_assert(W4T::kMinBlocks == 4 && W4T::kMinBlocksUp == 3, "pz_moe_w4_up_ctas chooses between 3 and 4");
   int sms = 0;
   const int tiled = a->w4_tiled != 0 && H % 128 == 0 && I % 128 == 0, adaptive = !a->w4_wk_fixed;
-  if (tiled && adaptive && (!a->w4_wk_up || !a->w4_wk_dn)) {
+  if (tiled) {
     int dev = 0;
     PZ_CUDA_CHECK_MSG(cudaGetDevice(&dev), "moe w4a16: cannot read the current device");
     PZ_CUDA_CHECK_MSG(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "moe w4a16: SM count");
   }
-  const int slots = W4T::kMinBlocks * sms; /* 0 (not read): the fixed rule */
-  const int slots_up = (a->w4_up_former ? W4T::kMinBlocks : W4T::kMinBlocksUp) * sms; /* the gate/up kernel's */
+  const int up_ctas = !tiled || a->w4_up_former ? W4T::kMinBlocks
+                                                 : pz_moe_w4_up_ctas(H, I, a->m, K, E, sms, a->w4_wk_up, adaptive);
+  const int slots = W4T::kMinBlocks * sms, slots_up = up_ctas * sms; /* 0 (not read): the fixed rule */
   up.WK = a->w4_wk_up ? a->w4_wk_up : pz_moe_w4_wk(1, H, I, a->m, K, E, slots_up, tiled, adaptive);
   dn.WK = a->w4_wk_dn ? a->w4_wk_dn : pz_moe_w4_wk(0, H, I, a->m, K, E, slots, tiled, adaptive);
   up.direct = dn.direct = !a->direct_off;
@@ -570,7 +573,9 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
     const void *pp[] = {a->w_gate, a->w_up, a->w_down, a->s_gate, a->s_up, a->s_down};
     for (int i = 0; i < 6; i++)
       if (!aligned(pp[i], 16)) return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: tiled experts must be 16-byte aligned");
-    return run_all<W4T>(a, l, up, dn, "moe w4a16", stream);
+    pz_moe_q_args at = *a;
+    at.w4_up_former = up_ctas == W4T::kMinBlocks; /* which gate/up kernel run_all launches */
+    return run_all<W4T>(&at, l, up, dn, "moe w4a16", stream);
   }
   /* 16-byte weight loads when every packed array is 16-byte aligned (rows and experts then are:
      K % 32 == 0); otherwise the 4-byte path, same results. */
