@@ -159,9 +159,11 @@ typedef struct pz_runtime_opts {
                                        * prezero ON / OFF stay identical under either. Added in 0.2.0 */
   int moe_w4_up_regs;                 /* PREZERO_MOE_W4_UP_REGS: -1 unset or 1 (the default) the W4A16 gate/up
                                        * kernel on tiled INT4 experts runs 3 CTAs per SM with up to 80
-                                       * registers per thread, where its loop does not spill; 0 at 4 CTAs per SM
-                                       * and 64 registers as before (7 registers stored and reloaded per
-                                       * 128-column step, through L2). Bit-identical. Added last */
+                                       * registers per thread, where its 1-n-tile loop (uniform decode
+                                       * routing) does not spill, except where only one wave of 4 per SM holds
+                                       * the batch (moe_w4_split.h); 0 always 4 CTAs per SM and 64 registers as
+                                       * before (7 registers stored and reloaded per 128-column step, through
+                                       * L2). Bit-identical for the same K split. Added last */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. o NULL: nothing happens. */

@@ -272,7 +272,7 @@ int main(void) {
                                           {"PREZERO_PDL", "yes"}, {"PREZERO_PDL", "2"},
                                           {"PREZERO_MOE_ROUTE_TOPK", "serial"}, {"PREZERO_MOE_FORK", "3"},
                                           {"PREZERO_MOE_FORK", "on"}, {"PREZERO_MLA_COMBINE", "4"},
-                                          {"PREZERO_MLA_PROJ", "tc"}};
+                                          {"PREZERO_MLA_PROJ", "tc"}, {"PREZERO_MOE_W4_UP_REGS", "3"}};
     for (size_t i = 0; i < sizeof badv / sizeof badv[0]; i++) {
       setenv(badv[i][0], badv[i][1], 1);
       CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == -1 && strstr(bad, badv[i][0]));

@@ -98,9 +98,14 @@ int main(void) {
   /* a given split counts: TP 1 m 4 with 128-row items (wk 1): 32 x 16 = 512 -> 4; wk 8: 32 x 128 -> 3 */
   CHECK(pz_moe_w4_up_ctas(H, 2048, 4, TOPK, E, 132, 1, 1) == 4);
   CHECK(pz_moe_w4_up_ctas(H, 2048, 4, TOPK, E, 132, 8, 1) == 3);
-  /* the boundary: 512 items fit 128 SMs x 4 exactly, not 127 x 4 = 508 */
+  /* the boundaries: 512 items fit 128 SMs x 4 exactly, not 127 x 4 = 508; 256 items (TP 2 m 4, wk 1: 8 tiles
+     x 32) fit 86 x 3 = 258 (both kernels in one wave: 3), not 85 x 3 = 255 (4) */
   CHECK(pz_moe_w4_up_ctas(H, 1024, 4, TOPK, E, 128, 2, 1) == 4);
   CHECK(pz_moe_w4_up_ctas(H, 1024, 4, TOPK, E, 127, 2, 1) == 3);
+  CHECK(pz_moe_w4_up_ctas(H, 1024, 4, TOPK, E, 86, 1, 1) == 3);
+  CHECK(pz_moe_w4_up_ctas(H, 1024, 4, TOPK, E, 85, 1, 1) == 4);
+  /* TP 4 (inter 512) m 1: split 8 (fixed by K), 16-row items, 8 x 32 = 256 <= 396: one wave either way -> 3 */
+  CHECK(pz_moe_w4_up_ctas(H, 512, 1, TOPK, E, 132, 0, 1) == 3);
   /* degenerate inputs: 3 */
   CHECK(pz_moe_w4_up_ctas(H, 2048, 0, TOPK, E, 132, 0, 1) == 3);
   CHECK(pz_moe_w4_up_ctas(H, 2048, 4, TOPK, E, 0, 0, 1) == 3);

@@ -425,7 +425,7 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
           a.w4_wk_dn = b->wk_dn;
           a.w4_wk_fixed = moe_w4_wk_fixed();
           a.direct_off = moe_direct_off();
-          a.w4_up_former = moe_up_former();
+          a.w4_up_ctas = moe_up_former() ? 4 : 0;
           a.logits = logits + (size_t)(r % NSETS) * max_m * E; /* the launcher routes */
           a.ld_logits = E;
           a.route_serial_topk = route_serial();

@@ -34,7 +34,7 @@ void pz_runtime_opts_default(pz_runtime_opts *o) {
   o->moe_route_topk = -1; /* the two-stage top-k */
   o->mla_combine = -1; /* the combine's layout by split slots per row (mla.c) */
   o->mla_proj = -1;    /* absorb / W_UV on tensor cores (mla_kernels.h) */
-  o->moe_w4_up_regs = -1; /* gate/up at 3 CTAs per SM, no spills (moe_q.h w4_up_former) */
+  o->moe_w4_up_regs = -1; /* gate/up at 3 CTAs per SM, no spills (moe_q.h w4_up_ctas) */
   o->moe_fork = -1;       /* the shared experts beside the router; the join by batch (moe_q.h) */
   o->mla_balance = -1;
   o->gate_calibrate = -1;

@@ -154,25 +154,27 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
     }
   }
   /* the default's K splits are moe_w4_split.h's rule (adaptive, then PREZERO_MOE_W4_WK=0's fixed one) on
-     this device's CTA slots (gate/up: pz_moe_w4_up_ctas's 3 or 4 per SM, 4 with w4_up_former; down: 4): the
-     same splits given explicitly are bit-identical (and w4_wk_fixed 0, the default, repeats t[0] bit for bit: run to run) */
+     this device's CTA slots (gate/up: w4_up_ctas 3 or 4 given, or pz_moe_w4_up_ctas's choice by batch; down:
+     4): the same splits given explicitly are bit-identical (and w4_wk_fixed 0, the default, repeats t[0] bit
+     for bit: run to run) */
   int dev = 0, sms = 0;
   CHECK(cudaGetDevice(&dev) == cudaSuccess &&
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess);
-  for (int fixed = 0; fixed < 4 && tk; fixed++) {
-    const int former = fixed >= 2; /* the gate/up kernel at 4 CTAs per SM (PREZERO_MOE_W4_UP_REGS=0) */
+  static const int ctas_list[] = {0, 4, 3}; /* by batch (the default), PREZERO_MOE_W4_UP_REGS=0, always 3 */
+  for (int q = 0; q < 6 && tk; q++) {
+    const int fixed = q & 1, ctas = ctas_list[q / 2];
     pz_moe_q_args c = *a, d;
     c.w4_tiled = 1;
-    c.w4_wk_fixed = fixed & 1;
-    c.w4_up_former = former;
+    c.w4_wk_fixed = fixed;
+    c.w4_up_ctas = ctas;
     d = c;
-    const int up_ctas = former ? 4 : pz_moe_w4_up_ctas(H, I, m, a->p.top_k, E, sms, 0, !(fixed & 1));
-    d.w4_wk_up = pz_moe_w4_wk(1, H, I, m, a->p.top_k, E, up_ctas * sms, 1, !(fixed & 1));
-    d.w4_wk_dn = pz_moe_w4_wk(0, H, I, m, a->p.top_k, E, 4 * sms, 1, !(fixed & 1));
+    const int up_ctas = ctas ? ctas : pz_moe_w4_up_ctas(H, I, m, a->p.top_k, E, sms, 0, !fixed);
+    d.w4_wk_up = pz_moe_w4_wk(1, H, I, m, a->p.top_k, E, up_ctas * sms, 1, !fixed);
+    d.w4_wk_dn = pz_moe_w4_wk(0, H, I, m, a->p.top_k, E, 4 * sms, 1, !fixed);
     CHECK_OK(pz_moe_w4a16_launch(&c, 0));
     CHECK(cudaDeviceSynchronize() == cudaSuccess);
     cudaMemcpy(tk, dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
-    if (!fixed && memcmp(tk, t[0], 4 * (size_t)m * H)) {
+    if (q == 0 && memcmp(tk, t[0], 4 * (size_t)m * H)) {
       fprintf(stderr, "tiled: w4_wk_fixed 0 differs from the default\n");
       pz_test_failures++;
     }
@@ -180,28 +182,35 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
     CHECK(cudaDeviceSynchronize() == cudaSuccess);
     cudaMemcpy(t[1], dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
     if (memcmp(tk, t[1], 4 * (size_t)m * H)) {
-      fprintf(stderr, "tiled, w4_wk_fixed %d, w4_up_former %d: the launcher's splits are not moe_w4_split.h's "
-              "(up %d, down %d)\n", fixed & 1, former, d.w4_wk_up, d.w4_wk_dn);
+      fprintf(stderr, "tiled, w4_wk_fixed %d, w4_up_ctas %d: the launcher's splits are not moe_w4_split.h's "
+              "(up %d, down %d)\n", fixed, ctas, d.w4_wk_up, d.w4_wk_dn);
       pz_test_failures++;
     }
   }
-  /* the gate/up kernel at 3 CTAs per SM (80 registers, the default) and at 4 (w4_up_former, 64 registers with
-     spills) give the same bits for the same K splits: only the registers and the grid differ */
-  for (int wk = 1; wk <= 2 && tk; wk++) {
-    for (int former = 0; former < 2; former++) {
+  /* the gate/up kernel at 3 CTAs per SM (80 registers) and at 4 (64 registers, with spills), both forced, give
+     the same bits for the same K splits: only the registers and the grid differ */
+  static const int up_wks[] = {1, 2, 8};
+  for (int w = 0; w < 3 && tk; w++) {
+    for (int four = 0; four < 2; four++) {
       pz_moe_q_args c = *a;
       c.w4_tiled = 1;
-      c.w4_wk_up = wk;
+      c.w4_wk_up = up_wks[w];
       c.w4_wk_dn = 1;
-      c.w4_up_former = former;
+      c.w4_up_ctas = four ? 4 : 3;
       CHECK_OK(pz_moe_w4a16_launch(&c, 0));
       CHECK(cudaDeviceSynchronize() == cudaSuccess);
-      cudaMemcpy(former ? t[1] : tk, dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
+      cudaMemcpy(four ? t[1] : tk, dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
     }
     if (memcmp(tk, t[1], 4 * (size_t)m * H)) {
-      fprintf(stderr, "tiled, w4_wk_up %d: the gate/up kernel at 4 CTAs per SM differs from 3\n", wk);
+      fprintf(stderr, "tiled, w4_wk_up %d: the gate/up kernel at 4 CTAs per SM differs from 3\n", up_wks[w]);
       pz_test_failures++;
     }
+  }
+  { /* a CTA count other than 0, 3 or 4 is refused with a status */
+    pz_moe_q_args c = *a;
+    c.w4_tiled = 1;
+    c.w4_up_ctas = 5;
+    CHECK_ST(pz_moe_w4a16_launch(&c, 0), PZ_ERR_INVALID_ARG);
   }
   /* the register epilogue of unsplit items (direct_off 0, the default; PREZERO_MOE_DIRECT=0 is the shared-
      memory reduction) changes no bit, both with every item unsplit (wk 1 for gate/up and down: the direct

@@ -72,12 +72,13 @@ typedef struct pz_moe_q_args {
                     * default for tiled experts (whole K per warp when the batch has >= 2 items of 128 rows
                     * per CTA slot, more warps per K where the fixed split's items fill < half the slots);
                     * results agree within rounding and depend on m and the SM count */
-  int w4_up_former; /* W4A16 tiled: 1 = the gate/up kernel at 4 CTAs per SM and 64 registers per thread, as
-                     * before (PREZERO_MOE_W4_UP_REGS=0); 0, the default, = 3 CTAs per SM and up to 80
-                     * registers, where its loop does not spill (at 64 it stored and reloaded 7 registers per
-                     * 128-column step: about 0.6 bytes of L2 writes per weight byte on the H200), except
-                     * where one wave of 4 per SM holds the batch's items (moe_w4_split.h pz_moe_w4_up_ctas).
-                     * Bit-identical for the same K split; the adaptive K split counts the kernel's own slots */
+  int w4_up_ctas; /* W4A16 tiled, the gate/up kernel's CTAs per SM: 0, the default, = by batch (moe_w4_split.h
+                   * pz_moe_w4_up_ctas: 3, with up to 80 registers, where its 1-n-tile loop does not spill, or
+                   * 4 where only one wave of 4 per SM holds the batch's items); 4 = 64 registers, as before
+                   * (PREZERO_MOE_W4_UP_REGS=0; that loop stores and reloads 7 registers per 128-column step,
+                   * about 0.6 bytes of L2 writes per weight byte on the H200); 3 = always 3. Other values:
+                   * PZ_ERR_INVALID_ARG. Bit-identical for the same K split; the adaptive K split counts the
+                   * launched kernel's CTA slots */
   int direct_off; /* both: 1 = work items whose K is not split reduce through shared memory with CTA barriers
                    * (PREZERO_MOE_DIRECT=0); 0, the default, = each warp writes its rows from its registers.
                    * Bit-identical */

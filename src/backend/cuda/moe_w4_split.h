@@ -46,14 +46,15 @@ static inline int pz_moe_w4_wk(int up, int64_t H, int64_t inter, int m, int top_
 }
 
 /* CTAs per SM of the W4A16 gate/up kernel on tiled experts, on an sms-SM GPU: 3 (up to 80 registers per
- * thread, where its loop does not spill: the default) or 4 (64 registers, spilling 7 per 128-column step:
- * the former kernel). 4 only where that keeps the batch's gate/up items in one wave that 3 per SM would cut
- * into two: items <= 4 sms, counting min(m top_k, E) experts (an upper bound on those the router can
+ * thread, where its 1-n-tile loop, the one uniform decode routing runs, does not spill: the default) or 4
+ * (64 registers, that loop spilling 7 per 128-column step: the former kernel). 4 only where that keeps the batch's gate/up items in one wave that 3 per SM would cut
+ * into two: 3 sms < items <= 4 sms, counting min(m top_k, E) experts (an upper bound on those the router can
  * choose) x the row tiles of the split pz_moe_w4_wk picks for 4 x sms slots (wk_up instead when it is
  * given, 1 / 2 / 4 / 8). Measured on the H200 (Kimi-K2.5, bench/results/moe_h200_int4_ab/up_regs/): the
  * MoE op at 3 per SM against 4 per SM, TP 1 m 4 / 16 / 64 / 128 -4.9 / -14.4 / -11.6 / -8.4 %, TP 2 m 16 /
  * 64 / 128 -6.8 / -12.2 / -10.5 %, but TP 2 m 4 +8 % (512 items: one wave of 528 slots, 1.3 waves of 396),
- * which this rule gives back to the 4-per-SM kernel. Inputs out of range: 3. */
+ * which this rule gives back to the 4-per-SM kernel. Where both hold the items in one wave (at most 3 sms),
+ * 3 (not measured apart: Kimi-K2.5 TP 4 m 1, 256 items). Inputs out of range: 3. */
 static inline int pz_moe_w4_up_ctas(int64_t H, int64_t inter, int m, int top_k, int n_experts, int sms, int wk_up,
                                     int adaptive) {
   if (H < 1 || inter < 1 || m < 1 || top_k < 1 || n_experts < 1 || sms < 1) return 3;
@@ -62,7 +63,8 @@ static inline int pz_moe_w4_up_ctas(int64_t H, int64_t inter, int m, int top_k, 
                      : pz_moe_w4_wk(1, H, inter, m, top_k, n_experts, 4 * sms, 1, adaptive);
   const int64_t pairs = (int64_t)m * top_k, experts = pairs < n_experts ? pairs : n_experts;
   const int64_t rows = 128 / wk; /* 16 rows per warp x 8 / wk warps */
-  return experts * ((inter + rows - 1) / rows) <= 4 * (int64_t)sms ? 4 : 3;
+  const int64_t items = experts * ((inter + rows - 1) / rows);
+  return items > 3 * (int64_t)sms && items <= 4 * (int64_t)sms ? 4 : 3;
 }
 
 #endif

@@ -371,7 +371,7 @@ pz_status run_all(const pz_moe_q_args *a, const ws_layout &l, seg up_s, seg dn_s
   up.s.out = h;
   up.s.ld_out = I;
   up.s.out_mode = 0;
-  if (st == PZ_OK) st = launch_mm<Q, true>(up, max_work * tiles_of(up.s), name, stream, a->w4_up_former != 0);
+  if (st == PZ_OK) st = launch_mm<Q, true>(up, max_work * tiles_of(up.s), name, stream, a->w4_up_ctas == 4);
 
   mm_params dn = up;
   dn.s = dn_s;

@@ -384,15 +384,16 @@ __device__ __forceinline__ void tcompute(const tstage<DUAL> &b, const uint4 *con
 }
 
 // Super-chunks [cb, ce) of one warp's 16-row block (wa / sa: the block's words / scales at this
-// lane's unit), each loaded then computed: no registers go to a prefetch ring, so 4 CTAs (32 warps)
+// lane's unit), each loaded then computed: no registers go to a prefetch ring, so 3-4 CTAs (24-32 warps)
 // fit an SM and the other warps hide the load latency. On the H200 that beat a register pipeline one
 // or two super-chunks ahead at 2 CTAs per SM on every Kimi-K2.5 row (TP 1 m = 16: 1056 against
 // 1184 us; m = 128: 3433 against 3897 us; bench moe --quant int4, one build, 2026-12-01); a one-ahead
 // load in the down pass alone (its single-matrix stage fits the 64 registers without spills) measured
 // equal within 1 % at TP 1 / 2 / 4 (bench/results/moe_h200_int4_ab/, 2026-12-02) and was removed. At 64
-// registers the paths for 2-4 n-tiles (9-32 tokens of one expert in a work item) spill (ptxas:
-// 464 bytes in down, 2092 in gate/up); uniform decode routing runs the 1-n-tile path, which those
-// timings measure. Also measured and dropped (bench/results/moe_h200_int4_ab/README.md): a cp.async
+// registers the paths for 2-4 n-tiles (9-32 tokens of one expert in a work item) spill, and gate/up's
+// 1-n-tile path did too (7 registers per step), which is why gate/up now runs 3 CTAs per SM with up to 80
+// registers (W4T below); its 2-4 n-tile paths still spill there. Uniform decode routing runs the 1-n-tile
+// path, which those timings measure. Also measured and dropped (bench/results/moe_h200_int4_ab/README.md): a cp.async
 // ring per warp in shared memory, at 4 CTAs per SM (rounds 65-66) and at 2 CTAs per SM with 128
 // registers and 4 stages (round 75: TP 1 m 16 4 % faster, TP 4 m 128 12 % slower); the 136 taken out
 // by an extra mma per group instead of the bf16 subtract (round 74: 25 % slower: the mma.sync pipe and
@@ -417,7 +418,8 @@ __device__ __forceinline__ void warp_tile_t(const uint4 *wa, const uint4 *wb, co
 }
 
 // The tiled policy: s.w* words and s.s* scales in pz_moe_w4a16_tile's layout (N % 16 == 0,
-// K % 128 == 0), chunks of 128 columns (4 groups), 4 CTAs per SM (64 registers per thread).
+// K % 128 == 0), chunks of 128 columns (4 groups), 4 CTAs per SM (64 registers per thread); gate/up 3 per
+// SM (80 registers) unless pz_moe_w4_up_ctas or w4_up_ctas says 4.
 struct W4T {
   static constexpr int kChunk = 128;
   static constexpr int kMinBlocks = 4;
@@ -548,21 +550,30 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
   dn.wstride = H * (I / 8); dn.sstride = H * (I / kGroup);
   dn.N = (int)H; dn.K = (int)I;
   /* the K split per work item (moe_w4_split.h): adaptive on tiled experts unless w4_wk_fixed, on the CTA
-     slots launch_mm's grid has (the tiled kernels: W4T::kMinBlocks per SM for down; for gate/up kMinBlocksUp,
-     or kMinBlocks where w4_up_former or where pz_moe_w4_up_ctas keeps the batch in one wave: the registers
-     make both exact, with the 32 KB of reduction memory where items reduce); the SM count is read for tiled
-     experts only */
+     slots launch_mm's grid has: W4T::kMinBlocks per SM for down (its 64 registers make it exact); for gate/up
+     the instance w4_up_ctas or pz_moe_w4_up_ctas picks, its slots read from the occupancy the launch will
+     have (the 32 KB of reduction memory included). The SM count is read for tiled experts only */
   static_assert(W4T::kMinBlocks == 4 && W4T::kMinBlocksUp == 3, "pz_moe_w4_up_ctas chooses between 3 and 4");
-  int sms = 0;
+  if (a->w4_up_ctas != 0 && a->w4_up_ctas != 3 && a->w4_up_ctas != 4)
+    return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: w4_up_ctas %d is not 0 (by batch), 3 or 4", a->w4_up_ctas);
+  int sms = 0, up_per_sm = W4T::kMinBlocks;
   const int tiled = a->w4_tiled != 0 && H % 128 == 0 && I % 128 == 0, adaptive = !a->w4_wk_fixed;
   if (tiled) {
     int dev = 0;
     PZ_CUDA_CHECK_MSG(cudaGetDevice(&dev), "moe w4a16: cannot read the current device");
     PZ_CUDA_CHECK_MSG(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "moe w4a16: SM count");
   }
-  const int up_ctas = !tiled || a->w4_up_former ? W4T::kMinBlocks
-                                                 : pz_moe_w4_up_ctas(H, I, a->m, K, E, sms, a->w4_wk_up, adaptive);
-  const int slots = W4T::kMinBlocks * sms, slots_up = up_ctas * sms; /* 0 (not read): the fixed rule */
+  const int up_ctas = !tiled ? W4T::kMinBlocks
+                      : a->w4_up_ctas ? a->w4_up_ctas
+                                      : pz_moe_w4_up_ctas(H, I, a->m, K, E, sms, a->w4_wk_up, adaptive);
+  if (tiled) {
+    PZ_CUDA_CHECK_MSG(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                          &up_per_sm, up_ctas == 4 ? mm_kernel<W4T, true, 4> : mm_kernel<W4T, true, 3>, kThreads,
+                          kRedBytes),
+                      "moe w4a16: occupancy of the gate/up kernel");
+    if (up_per_sm < 1) up_per_sm = 1;
+  }
+  const int slots = W4T::kMinBlocks * sms, slots_up = up_per_sm * sms; /* 0 (not read): the fixed rule */
   up.WK = a->w4_wk_up ? a->w4_wk_up : pz_moe_w4_wk(1, H, I, a->m, K, E, slots_up, tiled, adaptive);
   dn.WK = a->w4_wk_dn ? a->w4_wk_dn : pz_moe_w4_wk(0, H, I, a->m, K, E, slots, tiled, adaptive);
   up.direct = dn.direct = !a->direct_off;
@@ -574,7 +585,7 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
     for (int i = 0; i < 6; i++)
       if (!aligned(pp[i], 16)) return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: tiled experts must be 16-byte aligned");
     pz_moe_q_args at = *a;
-    at.w4_up_former = up_ctas == W4T::kMinBlocks; /* which gate/up kernel run_all launches */
+    at.w4_up_ctas = up_ctas; /* which gate/up kernel run_all launches */
     return run_all<W4T>(&at, l, up, dn, "moe w4a16", stream);
   }
   /* 16-byte weight loads when every packed array is 16-byte aligned (rows and experts then are:
