@@ -47,8 +47,8 @@ static inline int pz_moe_w4_wk(int up, int64_t H, int64_t inter, int m, int top_
 
 /* CTAs per SM of the W4A16 gate/up kernel on tiled experts, on an sms-SM GPU: 3 (up to 80 registers per
  * thread, where its 1-n-tile loop, the one uniform decode routing runs, does not spill: the default) or 4
- * (64 registers, that loop spilling 7 per 128-column step: the former kernel). 4 only where that keeps the batch's gate/up items in one wave that 3 per SM would cut
- * into two: 3 sms < items <= 4 sms, counting min(m top_k, E) experts (an upper bound on those the router can
+ * (64 registers, that loop spilling 7 per 128-column step: the former kernel). 4 only where that keeps the
+ * batch's gate/up items in one wave that 3 per SM would cut into two: 3 sms < items <= 4 sms, counting min(m top_k, E) experts (an upper bound on those the router can
  * choose) x the row tiles of the split pz_moe_w4_wk picks for 4 x sms slots (wk_up instead when it is
  * given, 1 / 2 / 4 / 8). Measured on the H200 (Kimi-K2.5, bench/results/moe_h200_int4_ab/up_regs/): the
  * MoE op at 3 per SM against 4 per SM, TP 1 m 4 / 16 / 64 / 128 -4.9 / -14.4 / -11.6 / -8.4 %, TP 2 m 16 /

@@ -250,29 +250,31 @@ constexpr size_t kRedBytes = sizeof(float) * kWarps * 2 * 4 * 4 * 32;
 // None when no item reduces (items write from the registers: direct, WK = 1), so that shared memory is left
 // to the L1 cache, where the activations every warp of an item re-reads stay (same results).
 inline size_t red_bytes(const seg &s) { return s.direct && s.WK == 1 ? 0 : kRedBytes; }
-// The grid: every CTA slot of the kernel on the device (persistent items), at most max_items. The gate/up
-// kernel (DUAL) is the policy's kMinBlocksUp instance unless up_former (then the kMinBlocks one, as before).
-template <class Q, bool DUAL, int MB>
-pz_status launch_mm_mb(const mm_params &mp, int64_t max_items, const char *name, cudaStream_t stream) {
+// The kernel instance for (Q, DUAL): the gate/up kernel (DUAL) is the policy's kMinBlocksUp instance unless
+// up_former (then the kMinBlocks one, as before); down always the kMinBlocks one.
+template <class Q, bool DUAL>
+auto mm_kernel_of(bool up_former) -> decltype(&mm_kernel<Q, DUAL, min_blocks_of<Q>(0)>) {
+  if constexpr (DUAL && up_blocks_of<Q>(0) != min_blocks_of<Q>(0)) {
+    if (!up_former) return &mm_kernel<Q, DUAL, up_blocks_of<Q>(0)>;
+  }
+  return &mm_kernel<Q, DUAL, min_blocks_of<Q>(0)>;
+}
+// The grid: every CTA slot of that kernel on the device (persistent items), at most max_items.
+template <class Q, bool DUAL>
+pz_status launch_mm(const mm_params &mp, int64_t max_items, const char *name, cudaStream_t stream, bool up_former) {
+  const auto kernel = mm_kernel_of<Q, DUAL>(up_former);
   int dev = 0, sms = 0, per_sm = 0;
   PZ_CUDA_CHECK_MSG(cudaGetDevice(&dev), "%s: cannot read the current device", name);
   PZ_CUDA_CHECK_MSG(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "%s: SM count", name);
   const size_t smem = red_bytes(mp.s);
-  PZ_CUDA_CHECK_MSG(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mm_kernel<Q, DUAL, MB>, kThreads, smem),
+  PZ_CUDA_CHECK_MSG(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem),
                     "%s: occupancy of the expert kernel", name);
   int64_t grid = (int64_t)sms * (per_sm < 1 ? 1 : per_sm);
   if (grid > max_items) grid = max_items;
   if (grid < 1) grid = 1;
-  mm_kernel<Q, DUAL, MB><<<(unsigned)grid, kThreads, smem, stream>>>(mp);
+  kernel<<<(unsigned)grid, kThreads, smem, stream>>>(mp);
   PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
-}
-template <class Q, bool DUAL>
-pz_status launch_mm(const mm_params &mp, int64_t max_items, const char *name, cudaStream_t stream, bool up_former) {
-  if constexpr (DUAL && up_blocks_of<Q>(0) != min_blocks_of<Q>(0)) {
-    if (!up_former) return launch_mm_mb<Q, DUAL, up_blocks_of<Q>(0)>(mp, max_items, name, stream);
-  }
-  return launch_mm_mb<Q, DUAL, min_blocks_of<Q>(0)>(mp, max_items, name, stream);
 }
 
 // The checks every quantised launcher makes (moe_q.h's limits, pointers, strides, workspace), then
