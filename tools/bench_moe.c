@@ -118,6 +118,7 @@ static int parse(int argc, char **argv, bench_args *b) {
 #ifdef PZ_HAVE_CUDA
 #include <cuda_runtime.h>
 #include <cjson/cJSON.h>
+#include "backend/cuda/mlp_gemm.h"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/moe_q.h"
 #include "core/options.h"
@@ -237,6 +238,7 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
   unsigned *sink = NULL;
   cudaStream_t s = NULL, side = NULL; /* side: the int4 / fp8 op's shared experts (PREZERO_MOE_FORK) */
   cudaEvent_t ev_fork = NULL, ev_join = NULL;
+  pz_gemm_ctx *gemm = NULL; /* the int4 / fp8 op's shared experts as GEMMs by batch (PREZERO_MLP_GEMM) */
   cJSON *root = cJSON_CreateObject(), *rows = NULL;
   FILE *md = NULL;
   if (fr < need) {
@@ -248,6 +250,7 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
   BENCH_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
   BENCH_CUDA(cudaEventCreateWithFlags(&ev_fork, cudaEventDisableTiming));
   BENCH_CUDA(cudaEventCreateWithFlags(&ev_join, cudaEventDisableTiming));
+  if (q != Q_BF16) BENCH_CHECK(pz_gemm_ctx_create_opts(moe_opts(), &gemm));
   if (do_bf16) {
     BENCH_CUDA(cudaMalloc((void **)&wg, mat));
     BENCH_CUDA(cudaMalloc((void **)&wu, mat));
@@ -322,7 +325,8 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
                           "CUDA graph of NSETS x copies launches of the MoE op (router top-k + gather + gate/up + "
                           "down + combine + bf16 shared expert; bf16: pz_moe_launch, int4 / fp8: pz_moe_w4a16_launch / "
                           "pz_moe_w8a16_launch with the router, the shared expert on a second stream beside the router "
-                          "and gather unless PREZERO_MOE_FORK=0) cycling 4 random logit sets (and for int4 / fp8 "
+                          "and gather unless PREZERO_MOE_FORK=0; int4 / fp8: the shared expert as split-K GEMMs + SiLU-and-multiply + GEMM "
+                          "where shared_as_gemms, PREZERO_MLP_GEMM) cycling 4 random logit sets (and for int4 / fp8 "
                           "the weight copies); median per-launch time over reps replays after a warm-up; touched bytes "
                           "= distinct chosen experts x expert bytes (int4: packed words + bf16 group-32 scales; fp8: "
                           "e4m3 bytes + f32 128x128 block scales) + shared expert bf16 bytes "
@@ -435,6 +439,7 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
             a.ev_join = ev_join;
             a.fork_join = moe_fork() > 0 ? moe_fork() : 0;
           }
+          a.gemm = gemm;
           lst = q == Q_INT4 ? pz_moe_w4a16_launch(&a, s) : pz_moe_w8a16_launch(&a, s);
         }
         char lmsg[300];
@@ -512,6 +517,7 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
       if (q != Q_BF16) cJSON_AddBoolToObject(row, "direct_off", moe_direct_off());  /* PREZERO_MOE_DIRECT=0 */
       cJSON_AddBoolToObject(row, "route_serial_topk", route_serial());              /* PREZERO_MOE_ROUTE_TOPK=0 */
       if (q != Q_BF16) cJSON_AddNumberToObject(row, "moe_fork", moe_fork());        /* PREZERO_MOE_FORK, -1 unset */
+      if (q != Q_BF16) cJSON_AddBoolToObject(row, "shared_as_gemms", pz_cuda_mlp_uses_gemm(gemm, m)); /* PREZERO_MLP_GEMM */
       cJSON_AddNumberToObject(row, "read_us_same_bytes", rus);
     }
   }
@@ -533,6 +539,7 @@ fail:
   if (side) PZ_CUDA_IGNORE(cudaStreamDestroy(side));
   if (ev_fork) PZ_CUDA_IGNORE(cudaEventDestroy(ev_fork));
   if (ev_join) PZ_CUDA_IGNORE(cudaEventDestroy(ev_join));
+  pz_gemm_ctx_destroy(gemm);
   return rc;
 }
 #endif

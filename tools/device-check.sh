@@ -11,6 +11,7 @@
 #              return codes are not reported (the communicator expects cudaErrorPeerAccessAlreadyEnabled)
 #   gemm ar attn moe step   `prezero bench <name>` into $OUT (PZ_GEMM_ARGS adds bench gemm options)
 #   step_k25   `prezero bench step --config kimi_k25` (INT4 experts) into step_kimi_k25_h200.{json,md}
+#   mlp_ab     `prezero bench step` (Kimi-K2, Kimi-K2.5) with the MLPs fused (PREZERO_MLP_GEMM=0), then by batch (the default)
 #   ar_procs   `prezero bench ar --procs 2` (one process per rank; --one-gpu when only one GPU is present), then
 #              the --rank/--world/--id-file form (each rank its own command) into ar_ranks_tp2.md
 #   attn_gqa   `prezero bench attn --layout gqa` (issue 17)
@@ -245,6 +246,19 @@ for s in $sections; do
       run bench_step_k25 ${PZ_T_STEP:-200} $P bench step --config kimi_k25 ${PZ_STEP_K25_ARGS:-} \
         --json $W/step_kimi_k25_h200.json --md $W/step_kimi_k25_h200.md
       grep -E "^\| [0-9]" $W/step_kimi_k25_h200.md | sed 's/^/step_k25 /' | tee -a "$S" ;;
+    mlp_ab)  # the bf16 SwiGLU MLPs (dense layer, shared experts) fused / as GEMMs: `bench step` (Kimi-K2, its dense layer
+             # first) and `bench step --config kimi_k25` with PREZERO_MLP_GEMM=0, then unset (by batch), alternated
+             # PZ_MLP_AB_ROUNDS times (default 1); PZ_MLP_AB_ARGS adds options to both
+      for r in $(seq 1 ${PZ_MLP_AB_ROUNDS:-1}); do
+        for v in 0 def; do
+          e=""; [ $v = def ] || e="PREZERO_MLP_GEMM=$v"
+          for cfg in kimi_k2 kimi_k25; do
+            run bench_step_mlp${v}_${cfg}_r$r ${PZ_T_STEP:-200} env $e $P bench step --config $cfg ${PZ_MLP_AB_ARGS:-} \
+              --json $W/step_mlp${v}_${cfg}_r$r.json --md $W/step_mlp${v}_${cfg}_r$r.md
+            grep -E "^\| [0-9]" $W/step_mlp${v}_${cfg}_r$r.md | sed "s/^/mlp$v $cfg r$r /" | tee -a "$S"
+          done
+        done
+      done ;;
     step_pad)  # padded steps: 17 sequences in the graphs of 32 and 128, padding rows at one
       # position (default) and at their whole context (PREZERO_PAD_ATTN=0), Kimi-K2 3 layers, TP 1, ON and OFF
       run bench_step_pad ${PZ_T_STEP:-200} $P bench step --tp 1 --batch 32,128 --rows 17 --rounds 2 \
@@ -285,12 +299,13 @@ for s in $sections; do
       done ;;
     quant_ab)  # issue 15: bench moe --quant int4 per W4A16 K split; PZ_AB_LIST items like dn4, dn1:up1
       # (dnN --w4-wk-dn N, upN --w4-wk-up N; kN --w4-kernel N, an option of tree b81288b only; PZ_WK_ARGS as in quant_wk)
-      # nodirect: PREZERO_MOE_DIRECT=0, formerup: PREZERO_MOE_W4_UP_REGS=0, base: the defaults (other tokens, e.g. r2, only name a repeat)
+      # nodirect: PREZERO_MOE_DIRECT=0, formerup: PREZERO_MOE_W4_UP_REGS=0, mlp0 / mlp1: PREZERO_MLP_GEMM=0 / 1 (the shared
+      # expert fused / as GEMMs), base: the defaults (other tokens, e.g. r2, only name a repeat)
       for item in ${PZ_AB_LIST:-dn1 dn2 dn4}; do
         args="" envs=""
         for t in ${item//:/ }; do
           case $t in formerup) envs="$envs PREZERO_MOE_W4_UP_REGS=0" ;; k*) args="$args --w4-kernel ${t#k}" ;; dn*) args="$args --w4-wk-dn ${t#dn}" ;; up*) args="$args --w4-wk-up ${t#up}" ;;
-            nodirect) envs="$envs PREZERO_MOE_DIRECT=0" ;; esac
+            nodirect) envs="$envs PREZERO_MOE_DIRECT=0" ;; mlp0|mlp1) envs="$envs PREZERO_MLP_GEMM=${t#mlp}" ;; esac
         done
         n=${item//:/_}
         run bench_moe_int4_ab_$n 120 env $envs $P bench moe --quant int4 ${PZ_WK_ARGS:---m 4,16,64,128} $args \

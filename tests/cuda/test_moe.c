@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "backend/cpu/ref_ops.h"
+#include "backend/cuda/mlp_gemm.h"
 #include "backend/cuda/moe.h"
+#include "core/options.h"
 #include "bench/dev/dev_helpers.h" /* pz_moe_fill_bf16 and its host twin */
 #include "core/status.h"
 #include "pz_test.h"
@@ -394,39 +396,91 @@ static void moe_case(const char *name, int m, int64_t H, pz_moe_params p, int lo
   free(lg); free(bias); free(ref); free(got); free(got2); free(rids); free(gids); free(rw); free(gw);
 }
 
-/* Dense MLP vs pz_ref_mlp (host weights). */
-static void mlp_case(const char *name, int m, int64_t H, int64_t I) {
-  pz_bf16 *x = hash_weights(m * (H + 8), 11, 1.0f);
-  pz_bf16 *wg = hash_weights(I * H, 12, 2.0f / sqrtf((float)H)), *wu = hash_weights(I * H, 13, 2.0f / sqrtf((float)H));
-  pz_bf16 *wd = hash_weights(H * I, 14, 2.0f / sqrtf((float)I));
-  const int64_t ldx = H + 8, ldo = H + 4;
-  float *ref = malloc(sizeof(float) * m * H), *got = malloc(sizeof(float) * m * ldo), *g2 = malloc(sizeof(float) * m * H);
-  CHECK_OK(pz_ref_mlp(m, H, I, x, ldx, wg, wu, wd, ref, H, true));
-  void *dx = dev_upload(x, sizeof(pz_bf16) * m * ldx), *dwg = dev_upload(wg, sizeof(pz_bf16) * I * H);
-  void *dwu = dev_upload(wu, sizeof(pz_bf16) * I * H), *dwd = dev_upload(wd, sizeof(pz_bf16) * H * I);
-  float *dout = NULL;
-  cudaMalloc((void **)&dout, sizeof(float) * m * ldo);
+/* The rank's GEMM handles for pz_cuda_mlp (mlp_gemm.h): PREZERO_MLP_GEMM=1 (the GEMM path at every m)
+ * and =0 (the fused kernel); created once in main. */
+static pz_gemm_ctx *g_gemm_on, *g_gemm_off;
+
+/* One MLP run into an ld_out-wide output prefilled with 0xff; returns the [m, H] part and checks
+ * that the columns past H stay untouched. g NULL: pz_mlp_launch itself. */
+static void mlp_run(pz_gemm_ctx *g, int m, int64_t H, int64_t I, const void *dx, int64_t ldx, const void *dwg,
+                    const void *dwu, const void *dwd, float *dout, int64_t ldo, void *ws, size_t wsb, float *host) {
   cudaMemset(dout, 0xff, sizeof(float) * m * ldo);
-  size_t wsb = pz_mlp_workspace_bytes(m, I);
-  void *ws = NULL;
-  cudaMalloc(&ws, wsb);
-  CHECK_OK(pz_mlp_launch(m, H, I, dx, ldx, dwg, dwu, dwd, dout, ldo, ws, wsb, 0));
+  if (g) CHECK_OK(pz_cuda_mlp(g, m, H, I, dx, ldx, dwg, dwu, dwd, dout, ldo, ws, wsb, 0));
+  else CHECK_OK(pz_mlp_launch(m, H, I, dx, ldx, dwg, dwu, dwd, dout, ldo, ws, wsb, 0));
   CHECK(cudaDeviceSynchronize() == cudaSuccess);
+  float *got = malloc(sizeof(float) * m * ldo);
   cudaMemcpy(got, dout, sizeof(float) * m * ldo, cudaMemcpyDeviceToHost);
   for (int i = 0; i < m; i++) {
-    memcpy(g2 + i * H, got + i * ldo, sizeof(float) * H);
+    memcpy(host + i * H, got + i * ldo, sizeof(float) * H);
     for (int64_t j = H; j < ldo; j++) {
       uint32_t u;
       memcpy(&u, &got[i * ldo + j], 4);
       CHECK(u == 0xffffffffu); /* columns past H untouched */
     }
   }
-  compare_out(name, m, H, g2, ref);
-  CHECK_ST(pz_mlp_launch(m, H, I, dx, ldx, dwg, dwu, dwd, dout, ldo, ws, wsb - 1, 0), PZ_ERR_INVALID_ARG);
-  CHECK_ST(pz_mlp_launch(m, H + 8, I, dx, ldx, dwg, dwu, dwd, dout, ldo, ws, wsb, 0), PZ_ERR_SHAPE);
-  CHECK_ST(pz_mlp_launch(0, H, I, dx, ldx, dwg, dwu, dwd, dout, ldo, ws, wsb, 0), PZ_ERR_SHAPE);
+  free(got);
+}
+
+/* Dense MLP vs pz_ref_mlp (host weights), by both paths of pz_cuda_mlp and pz_mlp_launch itself.
+ * exact: integer weights built so that every sum is exact in f32 and silu(g) = g (g >= 17:
+ * 1 + expf(-g) rounds to 1), so the fused kernel and the GEMMs must agree bit for bit whatever the
+ * order of their sums (and with the reference). */
+static void mlp_case(const char *name, int m, int64_t H, int64_t I, bool exact) {
+  const int64_t ldx = H + 8, ldo = H + 4;
+  pz_bf16 *x, *wg, *wu, *wd;
+  if (!exact) {
+    x = hash_weights(m * ldx, 11, 1.0f);
+    wg = hash_weights(I * H, 12, 2.0f / sqrtf((float)H));
+    wu = hash_weights(I * H, 13, 2.0f / sqrtf((float)H));
+    wd = hash_weights(H * I, 14, 2.0f / sqrtf((float)I));
+  } else { /* needs H >= 72: g_i = 17 + i % 40 in [17, 56], |u| <= 8 + 1, |act| <= 504, |out| <= I * 504 * 3 < 2^24 */
+    x = malloc(sizeof(pz_bf16) * m * ldx);
+    wg = malloc(sizeof(pz_bf16) * I * H);
+    wu = malloc(sizeof(pz_bf16) * I * H);
+    wd = malloc(sizeof(pz_bf16) * H * I);
+    for (int t = 0; t < m; t++)
+      for (int64_t k = 0; k < ldx; k++) x[t * ldx + k] = pz_f32_to_bf16(k < 64 ? 1.0f : (float)((t + k) % 3 - 1));
+    for (int64_t i = 0; i < I; i++)
+      for (int64_t k = 0; k < H; k++) {
+        wg[i * H + k] = pz_f32_to_bf16(k < 17 + i % 40 ? 1.0f : 0.0f);
+        wu[i * H + k] = pz_f32_to_bf16(k < 4 ? (float)((i + k) % 5 - 2) : k == 64 + i % 8 ? 1.0f : 0.0f);
+      }
+    for (int64_t j = 0; j < H; j++)
+      for (int64_t i = 0; i < I; i++) wd[j * I + i] = pz_f32_to_bf16((float)((i + 3 * j) % 7 - 3));
+  }
+  float *ref = malloc(sizeof(float) * m * H), *fused = malloc(sizeof(float) * m * H);
+  float *gemm = malloc(sizeof(float) * m * H), *off = malloc(sizeof(float) * m * H);
+  CHECK_OK(pz_ref_mlp(m, H, I, x, ldx, wg, wu, wd, ref, H, true));
+  void *dx = dev_upload(x, sizeof(pz_bf16) * m * ldx), *dwg = dev_upload(wg, sizeof(pz_bf16) * I * H);
+  void *dwu = dev_upload(wu, sizeof(pz_bf16) * I * H), *dwd = dev_upload(wd, sizeof(pz_bf16) * H * I);
+  float *dout = NULL;
+  cudaMalloc((void **)&dout, sizeof(float) * m * ldo);
+  const size_t wsb = pz_cuda_mlp_workspace_bytes(m, I), wsf = pz_mlp_workspace_bytes(m, I);
+  CHECK(wsb >= wsf && wsb >= 4 * (size_t)m * 2 * I + 2 * (size_t)m * I);
+  void *ws = NULL;
+  cudaMalloc(&ws, wsb);
+  mlp_run(NULL, m, H, I, dx, ldx, dwg, dwu, dwd, dout, ldo, ws, wsf, fused);
+  compare_out(name, m, H, fused, ref);
+  CHECK(pz_cuda_mlp_uses_gemm(g_gemm_on, m) && !pz_cuda_mlp_uses_gemm(g_gemm_off, m) && !pz_cuda_mlp_uses_gemm(NULL, m));
+  mlp_run(g_gemm_on, m, H, I, dx, ldx, dwg, dwu, dwd, dout, ldo, ws, wsb, gemm);
+  char nm[96];
+  snprintf(nm, sizeof nm, "%s (GEMMs)", name);
+  compare_out(nm, m, H, gemm, ref);
+  mlp_run(g_gemm_off, m, H, I, dx, ldx, dwg, dwu, dwd, dout, ldo, ws, wsb, off); /* =0: the fused kernel's bits */
+  CHECK(memcmp(off, fused, sizeof(float) * m * H) == 0);
+  if (exact) {
+    CHECK(memcmp(gemm, fused, sizeof(float) * m * H) == 0);
+    CHECK(memcmp(ref, fused, sizeof(float) * m * H) == 0);
+    printf("  %-34s m=%3d: fused, GEMMs and reference bit-identical\n", name, m);
+  }
+  CHECK_ST(pz_mlp_launch(m, H, I, dx, ldx, dwg, dwu, dwd, dout, ldo, ws, wsf - 1, 0), PZ_ERR_INVALID_ARG);
+  CHECK_ST(pz_cuda_mlp(g_gemm_on, m, H, I, dx, ldx, dwg, dwu, dwd, dout, ldo, ws, wsb - 1, 0), PZ_ERR_INVALID_ARG);
+  CHECK_ST(pz_mlp_launch(m, H + 8, I, dx, ldx, dwg, dwu, dwd, dout, ldo, ws, wsf, 0), PZ_ERR_SHAPE);
+  CHECK_ST(pz_cuda_mlp(g_gemm_on, m, H, I, dx, ldx, dwg, dwu, dwd, dout, H - 1, ws, wsb, 0), PZ_ERR_SHAPE);
+  CHECK_ST(pz_mlp_launch(0, H, I, dx, ldx, dwg, dwu, dwd, dout, ldo, ws, wsf, 0), PZ_ERR_SHAPE);
+  CHECK_ST(pz_cuda_mlp(g_gemm_on, 0, H, I, dx, ldx, dwg, dwu, dwd, dout, ldo, ws, wsb, 0), PZ_ERR_SHAPE);
   cudaFree(dx); cudaFree(dwg); cudaFree(dwu); cudaFree(dwd); cudaFree(dout); cudaFree(ws);
-  free(x); free(wg); free(wu); free(wd); free(ref); free(got); free(g2);
+  free(x); free(wg); free(wu); free(wd); free(ref); free(fused); free(gemm); free(off);
 }
 
 /* Kimi-K2 per-rank shapes at TP 4 (384 experts, inter 512, H 7168, 1 shared expert): weights
@@ -563,11 +617,14 @@ static void test_experts(int quick) {
   moe_case("single expert chosen", 1, 256, one, 0, 0, 0);
   moe_case("single expert chosen", 128, 256, one, 0, 0, 0);
   /* dense MLP: tiny (intermediate 1024 / TP 2), Kimi-K2 first layer at TP 4 (18432 / 4) */
-  mlp_case("tiny dense mlp tp2", 1, 512, 512);
-  mlp_case("tiny dense mlp tp2", 128, 512, 512);
+  mlp_case("tiny dense mlp tp2", 1, 512, 512, false);
+  mlp_case("tiny dense mlp tp2", 128, 512, 512, false);
+  mlp_case("tiny dense mlp, exact", 16, 512, 512, true);
+  mlp_case("dense mlp, n / k not multiples of 64", 9, 208, 112, false); /* the any-shape GEMM kernel */
   if (getenv("PZ_TEST_SMALL")) return; /* e.g. under compute-sanitizer: tiny shapes only */
-  mlp_case("kimi-k2 dense mlp tp4", 1, 7168, 4608);
-  if (!quick) mlp_case("kimi-k2 dense mlp tp4", 128, 7168, 4608);
+  mlp_case("kimi-k2 dense mlp tp4", 1, 7168, 4608, false);
+  mlp_case("kimi-k2.5 shared expert tp1, exact", 64, 7168, 2048, true);
+  if (!quick) mlp_case("kimi-k2 dense mlp tp4", 128, 7168, 4608, false);
   /* Kimi-K2 MoE layer, TP 4 */
   kimi_case(1);
   if (!quick) kimi_case(128);
@@ -626,8 +683,16 @@ int main(void) {
   printf("router top-k vs pz_ref_moe_route (ids and weights bit for bit)\n");
   test_route();
   printf("experts / MLP vs CPU reference (tolerance %.0e of the row's max |ref|)\n", TOL_REL);
+  pz_runtime_opts ro;
+  pz_runtime_opts_default(&ro);
+  ro.mlp_gemm = 1; /* PREZERO_MLP_GEMM=1 */
+  CHECK_OK(pz_gemm_ctx_create_opts(&ro, &g_gemm_on));
+  ro.mlp_gemm = 0; /* PREZERO_MLP_GEMM=0 */
+  CHECK_OK(pz_gemm_ctx_create_opts(&ro, &g_gemm_off));
   test_experts(quick);
   test_errors();
+  pz_gemm_ctx_destroy(g_gemm_on);
+  pz_gemm_ctx_destroy(g_gemm_off);
   pz_ref_set_threads(1);
   TEST_DONE();
 }

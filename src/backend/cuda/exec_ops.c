@@ -8,6 +8,7 @@
 #include "backend/cuda/gqa.h"
 #include "backend/cuda/mla.h"
 #include "backend/cuda/moe.h"
+#include "backend/cuda/mlp_gemm.h"
 #include "backend/cuda/moe_q.h"
 #include "core/kv_pages.h"
 #include "core/options.h"
@@ -409,6 +410,7 @@ static pz_status op_moe_q(pz_cuda_ctx *c, const pz_node *n) {
   a.ev_fork = R->moe_ev_fork;
   a.ev_join = R->moe_ev_join;
   a.fork_join = ro && ro->moe_fork > 0 ? ro->moe_fork : 0; /* PREZERO_MOE_FORK=1 / 2; unset: by batch */
+  a.gemm = c->gemm; /* the shared experts through the GEMMs by batch (PREZERO_MLP_GEMM, mlp_gemm.h) */
   pz_status st = p->wquant == 1 ? pz_moe_w4a16_launch(&a, c->stream) : pz_moe_w8a16_launch(&a, c->stream);
   if (st != PZ_OK) pz_log_propagate(__FILE__, __LINE__, n->name, st);
   return st;
@@ -460,8 +462,8 @@ static pz_status op_dense_mlp(pz_cuda_ctx *c, const pz_node *n) {
   LD(n->src[0], ldx);
   LD(n->dst[0], ldo);
   const pz_cuda_rank *R = &c->ranks[c->rank];
-  pz_status st = pz_mlp_launch((int)c->m, x->ne[1], wg->ne[0], DATA(n->src[0]), ldx, DATA(n->src[1]), DATA(n->src[2]),
-                               DATA(n->src[3]), DATA(n->dst[0]), ldo, R->ws, R->ws_bytes, c->stream);
+  pz_status st = pz_cuda_mlp(c->gemm, (int)c->m, x->ne[1], wg->ne[0], DATA(n->src[0]), ldx, DATA(n->src[1]),
+                             DATA(n->src[2]), DATA(n->src[3]), DATA(n->dst[0]), ldo, R->ws, R->ws_bytes, c->stream);
   if (st != PZ_OK) pz_log_propagate(__FILE__, __LINE__, n->name, st);
   return st;
 }
@@ -496,7 +498,7 @@ pz_status pz_cuda_ops_prepare(const pz_graph *g, pz_cuda_rank *R) {
         b = pz_moe_w8a16_workspace_bytes(m, H, &n->p.moe) + pz_moe_route_bytes(m, &n->p.moe) + 256;
       if (b > ws) ws = b;
     } else if (n->op == PZ_OP_DENSE_MLP) {
-      size_t b = pz_mlp_workspace_bytes(m, g->tensors[n->src[1]].ne[0]);
+      size_t b = pz_cuda_mlp_workspace_bytes(m, g->tensors[n->src[1]].ne[0]); /* either path (mlp_gemm.h) */
       if (b > ws) ws = b;
     }
   }

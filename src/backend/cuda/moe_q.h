@@ -15,6 +15,7 @@
 #include "prezero.h"
 #include "core/dtype.h"
 #include "core/ir.h"
+#include "backend/cuda/gemm.h"
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -105,6 +106,12 @@ typedef struct pz_moe_q_args {
   cudaStream_t side;
   cudaEvent_t ev_fork, ev_join;
   int fork_join;
+  /* The rank's GEMM handle, or NULL: the shared experts run through pz_cuda_mlp (mlp_gemm.h), as
+   * GEMMs + SiLU-and-multiply + GEMM where pz_cuda_mlp_uses_gemm(gemm, m) (from 8 tokens by default,
+   * PREZERO_MLP_GEMM), else the fused kernel (pz_mlp_launch) as with NULL. On `side` the GEMMs overlap
+   * no other GEMM of the handle: until the join `stream` runs only the router, the gather and the
+   * expert kernels. */
+  pz_gemm_ctx *gemm;
 } pz_moe_q_args;
 
 size_t pz_moe_w4a16_workspace_bytes(int max_m, int64_t H, const pz_moe_params *p);

@@ -17,6 +17,7 @@ extern "C" { /* core/status.h has no C++ guards of its own */
 #include "core/status.h"
 }
 #include "backend/cuda/cuda_util.h"
+#include "backend/cuda/mlp_gemm.h"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/moe_q.h"
 #include "backend/cuda/moe_w4_split.h" /* pz_moe_wk_by_k */
@@ -238,7 +239,7 @@ inline ws_layout layout_of(int max_m, int64_t H, const pz_moe_params *p) {
   l.work = o; o += align256(sizeof(int4) * (size_t)max_work_of(max_m, p->n_experts, p->top_k));
   l.h = o; o += align256(2 * pairs * (size_t)p->inter);
   l.d = o; o += align256(4 * pairs * (size_t)H);
-  l.mlp = o; o += align256(p->shared_inter > 0 ? pz_mlp_workspace_bytes(max_m, p->shared_inter) : 0);
+  l.mlp = o; o += align256(p->shared_inter > 0 ? pz_cuda_mlp_workspace_bytes(max_m, p->shared_inter) : 0);
   l.total = o;
   return l;
 }
@@ -342,8 +343,8 @@ pz_status run_all(const pz_moe_q_args *a, const ws_layout &l, seg up_s, seg dn_s
     PZ_CUDA_CHECK_MSG(cudaStreamWaitEvent(a->side, a->ev_fork, 0), "%s: fork of the shared experts' stream", name);
   }
   if (SI) { /* bf16 shared experts into out; the combine adds the routed part to them */
-    st = pz_mlp_launch(a->m, H, SI, a->x, a->ldx, a->sh_gate, a->sh_up, a->sh_down, a->out, a->ld_out, ws + l.mlp,
-                       l.total - l.mlp, fork ? a->side : stream);
+    st = pz_cuda_mlp(a->gemm, a->m, H, SI, a->x, a->ldx, a->sh_gate, a->sh_up, a->sh_down, a->out, a->ld_out,
+                     ws + l.mlp, l.total - l.mlp, fork ? a->side : stream);
     if (fork) {
       const cudaError_t e = cudaEventRecord(a->ev_join, a->side);
       if (e != cudaSuccess && st == PZ_OK)

@@ -1,0 +1,71 @@
+/* The SwiGLU MLP by path (mlp_gemm.h): the fused expert kernel or GEMM + SiLU-and-multiply + GEMM. */
+#include "backend/cuda/mlp_gemm.h"
+#include <stdint.h>
+#include <string.h>
+#include "backend/cuda/dense_ops.h"
+#include "backend/cuda/moe.h"
+#include "core/options.h"
+
+static size_t al256(size_t b) { return (b + 255) / 256 * 256; }
+
+bool pz_cuda_mlp_uses_gemm(const pz_gemm_ctx *g, int m) {
+  if (!g || m < 1 || m > 256) return false;
+  const pz_runtime_opts *ro = pz_gemm_ctx_opts(g);
+  const int v = ro ? ro->mlp_gemm : -1; /* PREZERO_MLP_GEMM */
+  if (v == 0) return false;
+  return v == 1 || m >= PZ_MLP_GEMM_MIN_M;
+}
+
+/* gu f32 [m, 2 inter] at 0, act bf16 [m, inter] after it */
+static size_t gu_bytes(int max_m, int64_t inter) { return al256((size_t)4 * (size_t)max_m * 2 * (size_t)inter); }
+
+size_t pz_cuda_mlp_workspace_bytes(int max_m, int64_t inter) {
+  if (max_m < 1 || inter < 1) return 0;
+  const size_t gemm = gu_bytes(max_m, inter) + al256((size_t)2 * (size_t)max_m * (size_t)inter);
+  const size_t fused = pz_mlp_workspace_bytes(max_m, inter);
+  return gemm > fused ? gemm : fused;
+}
+
+static pz_status gemm_into(pz_gemm_ctx *g, int m, int64_t n, int64_t k, const void *A, int64_t lda, const pz_bf16 *W,
+                           float *C, int64_t ldc, cudaStream_t s) {
+  pz_gemm_args a;
+  memset(&a, 0, sizeof a);
+  a.m = m;
+  a.n = (int)n;
+  a.k = (int)k;
+  a.A = A;
+  a.lda = lda;
+  a.W = W;
+  a.ldw = k;
+  a.C = C;
+  a.ldc = ldc;
+  a.c_dtype = PZ_F32;
+  a.zero_init = true;
+  a.config.flavour = PZ_GEMM_AUTO;
+  return pz_cuda_gemm_any(g, &a, s);
+}
+
+pz_status pz_cuda_mlp(pz_gemm_ctx *g, int m, int64_t H, int64_t inter, const pz_bf16 *x, int64_t ldx,
+                      const pz_bf16 *w_gate, const pz_bf16 *w_up, const pz_bf16 *w_down, float *out,
+                      int64_t ld_out, void *workspace, size_t workspace_bytes, cudaStream_t stream) {
+  if (!pz_cuda_mlp_uses_gemm(g, m))
+    return pz_mlp_launch(m, H, inter, x, ldx, w_gate, w_up, w_down, out, ld_out, workspace, workspace_bytes, stream);
+  /* the fused kernel's contract (pz_mlp_launch), so that the path never changes what is accepted */
+  if (H < 16 || H % 16 || H > (1 << 20) || inter < 16 || inter % 16 || inter > (1 << 20))
+    return pz_error(PZ_ERR_SHAPE, "mlp: H = %lld and intermediate size %lld must be multiples of 16 in 16..2^20",
+                    (long long)H, (long long)inter);
+  if (!x || !w_gate || !w_up || !w_down || !out || !workspace) return pz_error(PZ_ERR_INVALID_ARG, "mlp: NULL pointer");
+  if (ldx < H || ldx % 8 || ld_out < H) return pz_error(PZ_ERR_SHAPE, "mlp: ldx / ld_out too small or misaligned");
+  if (((uintptr_t)x | (uintptr_t)w_gate | (uintptr_t)w_up | (uintptr_t)w_down | (uintptr_t)workspace) & 15)
+    return pz_error(PZ_ERR_INVALID_ARG, "mlp: x, weights and workspace must be 16-byte aligned");
+  const size_t need = pz_cuda_mlp_workspace_bytes(m, inter);
+  if (workspace_bytes < need)
+    return pz_error(PZ_ERR_INVALID_ARG, "mlp: workspace %zu bytes < %zu needed", workspace_bytes, need);
+  float *gu = (float *)workspace;
+  pz_bf16 *act = (pz_bf16 *)((char *)workspace + gu_bytes(m, inter));
+  PZ_CHECK(gemm_into(g, m, inter, H, x, ldx, w_gate, gu, 2 * inter, stream));
+  PZ_CHECK(gemm_into(g, m, inter, H, x, ldx, w_up, gu + inter, 2 * inter, stream));
+  pz_silu_mul_params sp = {.gu = gu, .act = act, .m = m, .inter = inter, .ld_gu = 2 * inter, .ld_act = inter};
+  PZ_CHECK(pz_cuda_silu_mul(&sp, stream));
+  return gemm_into(g, m, H, inter, act, inter, w_down, out, ld_out, stream);
+}
