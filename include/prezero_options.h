@@ -164,13 +164,15 @@ typedef struct pz_runtime_opts {
                                        * the batch (moe_w4_split.h); 0 always 4 CTAs per SM and 64 registers as
                                        * before (7 registers stored and reloaded per 128-column step, through
                                        * L2). Bit-identical for the same K split. Added in 0.2.0 */
-  int mlp_gemm;                       /* PREZERO_MLP_GEMM: -1 unset (the default) the bf16 SwiGLU MLPs (the
-                                       * dense layers' MLP, the INT4 / FP8 MoE op's shared experts) run as
-                                       * two split-K GEMMs, SiLU-and-multiply and a GEMM from 8 tokens up,
-                                       * the fused expert kernel below; 1 the GEMMs always (up to 256
-                                       * tokens); 0 the fused kernel always, as before. Same operations
-                                       * in another order of f32 sums: not bit-identical to each other;
-                                       * prezero ON / OFF stay identical under either. Added last */
+  int mlp_gemm;                       /* PREZERO_MLP_GEMM: -1 unset (the default) the bf16 SwiGLU MLPs run as
+                                       * two split-K GEMMs, SiLU-and-multiply and a GEMM where H and the
+                                       * intermediate size are multiples of 64: a dense layer's MLP at every
+                                       * batch, the INT4 / FP8 MoE op's shared experts from 8 tokens; the
+                                       * fused expert kernel elsewhere; 1 the GEMMs always (up to 256
+                                       * tokens, any shape); 0 the fused kernel always, as before. Same
+                                       * operations in another order of f32 sums: not bit-identical to
+                                       * each other; the GEMMs as deterministic as the other split-K GEMMs
+                                       * (at most 2 splits: same bits). Added last */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. o NULL: nothing happens. */

@@ -517,7 +517,7 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
       if (q != Q_BF16) cJSON_AddBoolToObject(row, "direct_off", moe_direct_off());  /* PREZERO_MOE_DIRECT=0 */
       cJSON_AddBoolToObject(row, "route_serial_topk", route_serial());              /* PREZERO_MOE_ROUTE_TOPK=0 */
       if (q != Q_BF16) cJSON_AddNumberToObject(row, "moe_fork", moe_fork());        /* PREZERO_MOE_FORK, -1 unset */
-      if (q != Q_BF16) cJSON_AddBoolToObject(row, "shared_as_gemms", pz_cuda_mlp_uses_gemm(gemm, m)); /* PREZERO_MLP_GEMM */
+      if (q != Q_BF16) cJSON_AddBoolToObject(row, "shared_as_gemms", pz_cuda_mlp_uses_gemm(gemm, PZ_MLP_SHARED, m, H, I)); /* PREZERO_MLP_GEMM */
       cJSON_AddNumberToObject(row, "read_us_same_bytes", rus);
     }
   }

@@ -405,7 +405,7 @@ static pz_gemm_ctx *g_gemm_on, *g_gemm_off;
 static void mlp_run(pz_gemm_ctx *g, int m, int64_t H, int64_t I, const void *dx, int64_t ldx, const void *dwg,
                     const void *dwu, const void *dwd, float *dout, int64_t ldo, void *ws, size_t wsb, float *host) {
   cudaMemset(dout, 0xff, sizeof(float) * m * ldo);
-  if (g) CHECK_OK(pz_cuda_mlp(g, m, H, I, dx, ldx, dwg, dwu, dwd, dout, ldo, ws, wsb, 0));
+  if (g) CHECK_OK(pz_cuda_mlp(g, PZ_MLP_DENSE, m, H, I, dx, ldx, dwg, dwu, dwd, dout, ldo, ws, wsb, 0));
   else CHECK_OK(pz_mlp_launch(m, H, I, dx, ldx, dwg, dwu, dwd, dout, ldo, ws, wsb, 0));
   CHECK(cudaDeviceSynchronize() == cudaSuccess);
   float *got = malloc(sizeof(float) * m * ldo);
@@ -433,7 +433,10 @@ static void mlp_case(const char *name, int m, int64_t H, int64_t I, bool exact) 
     wg = hash_weights(I * H, 12, 2.0f / sqrtf((float)H));
     wu = hash_weights(I * H, 13, 2.0f / sqrtf((float)H));
     wd = hash_weights(H * I, 14, 2.0f / sqrtf((float)I));
-  } else { /* needs H >= 72: g_i = 17 + i % 40 in [17, 56], |u| <= 8 + 1, |act| <= 504, |out| <= I * 504 * 3 < 2^24 */
+  } else { /* g_i = 17 + i % 40 in [17, 56]; u: four consecutive values of (j % 5) - 2 (their sum is minus the fifth,
+            * in [-2, 2]) plus one x in {-1, 0, 1}, so |u| <= 3; act = g u exact, |act| <= 168 < 256 (exact in bf16);
+            * |out| <= I * 168 * 3 < 2^24 for I < 33,000 */
+    CHECK(H >= 72 && I < 33000); /* x's 1s cover k < 64 and u reads x at 64 + i % 8 */
     x = malloc(sizeof(pz_bf16) * m * ldx);
     wg = malloc(sizeof(pz_bf16) * I * H);
     wu = malloc(sizeof(pz_bf16) * I * H);
@@ -461,7 +464,8 @@ static void mlp_case(const char *name, int m, int64_t H, int64_t I, bool exact) 
   cudaMalloc(&ws, wsb);
   mlp_run(NULL, m, H, I, dx, ldx, dwg, dwu, dwd, dout, ldo, ws, wsf, fused);
   compare_out(name, m, H, fused, ref);
-  CHECK(pz_cuda_mlp_uses_gemm(g_gemm_on, m) && !pz_cuda_mlp_uses_gemm(g_gemm_off, m) && !pz_cuda_mlp_uses_gemm(NULL, m));
+  CHECK(pz_cuda_mlp_uses_gemm(g_gemm_on, PZ_MLP_DENSE, m, H, I) && !pz_cuda_mlp_uses_gemm(g_gemm_off, PZ_MLP_DENSE, m, H, I) &&
+        !pz_cuda_mlp_uses_gemm(NULL, PZ_MLP_DENSE, m, H, I));
   mlp_run(g_gemm_on, m, H, I, dx, ldx, dwg, dwu, dwd, dout, ldo, ws, wsb, gemm);
   char nm[96];
   snprintf(nm, sizeof nm, "%s (GEMMs)", name);
@@ -474,11 +478,11 @@ static void mlp_case(const char *name, int m, int64_t H, int64_t I, bool exact) 
     printf("  %-34s m=%3d: fused, GEMMs and reference bit-identical\n", name, m);
   }
   CHECK_ST(pz_mlp_launch(m, H, I, dx, ldx, dwg, dwu, dwd, dout, ldo, ws, wsf - 1, 0), PZ_ERR_INVALID_ARG);
-  CHECK_ST(pz_cuda_mlp(g_gemm_on, m, H, I, dx, ldx, dwg, dwu, dwd, dout, ldo, ws, wsb - 1, 0), PZ_ERR_INVALID_ARG);
+  CHECK_ST(pz_cuda_mlp(g_gemm_on, PZ_MLP_DENSE, m, H, I, dx, ldx, dwg, dwu, dwd, dout, ldo, ws, wsb - 1, 0), PZ_ERR_INVALID_ARG);
   CHECK_ST(pz_mlp_launch(m, H + 8, I, dx, ldx, dwg, dwu, dwd, dout, ldo, ws, wsf, 0), PZ_ERR_SHAPE);
-  CHECK_ST(pz_cuda_mlp(g_gemm_on, m, H, I, dx, ldx, dwg, dwu, dwd, dout, H - 1, ws, wsb, 0), PZ_ERR_SHAPE);
+  CHECK_ST(pz_cuda_mlp(g_gemm_on, PZ_MLP_DENSE, m, H, I, dx, ldx, dwg, dwu, dwd, dout, H - 1, ws, wsb, 0), PZ_ERR_SHAPE);
   CHECK_ST(pz_mlp_launch(0, H, I, dx, ldx, dwg, dwu, dwd, dout, ldo, ws, wsf, 0), PZ_ERR_SHAPE);
-  CHECK_ST(pz_cuda_mlp(g_gemm_on, 0, H, I, dx, ldx, dwg, dwu, dwd, dout, ldo, ws, wsb, 0), PZ_ERR_SHAPE);
+  CHECK_ST(pz_cuda_mlp(g_gemm_on, PZ_MLP_DENSE, 0, H, I, dx, ldx, dwg, dwu, dwd, dout, ldo, ws, wsb, 0), PZ_ERR_SHAPE);
   cudaFree(dx); cudaFree(dwg); cudaFree(dwu); cudaFree(dwd); cudaFree(dout); cudaFree(ws);
   free(x); free(wg); free(wu); free(wd); free(ref); free(fused); free(gemm); free(off);
 }
@@ -689,6 +693,17 @@ int main(void) {
   CHECK_OK(pz_gemm_ctx_create_opts(&ro, &g_gemm_on));
   ro.mlp_gemm = 0; /* PREZERO_MLP_GEMM=0 */
   CHECK_OK(pz_gemm_ctx_create_opts(&ro, &g_gemm_off));
+  { /* the by-batch rule (PREZERO_MLP_GEMM unset): dense MLPs from 1 token, shared experts from 8, split-K shapes only */
+    pz_gemm_ctx *gd = NULL;
+    ro.mlp_gemm = -1;
+    CHECK_OK(pz_gemm_ctx_create_opts(&ro, &gd));
+    CHECK(pz_cuda_mlp_uses_gemm(gd, PZ_MLP_DENSE, 1, 7168, 18432) && pz_cuda_mlp_uses_gemm(gd, PZ_MLP_DENSE, 256, 7168, 18432));
+    CHECK(!pz_cuda_mlp_uses_gemm(gd, PZ_MLP_DENSE, 257, 7168, 18432) && !pz_cuda_mlp_uses_gemm(gd, PZ_MLP_DENSE, 0, 7168, 18432));
+    CHECK(!pz_cuda_mlp_uses_gemm(gd, PZ_MLP_SHARED, 7, 7168, 2048) && pz_cuda_mlp_uses_gemm(gd, PZ_MLP_SHARED, 8, 7168, 2048));
+    CHECK(!pz_cuda_mlp_uses_gemm(gd, PZ_MLP_DENSE, 64, 2048, 2736)); /* DeepSeek-V2-Lite dense TP 4: 2736 % 64 != 0 */
+    CHECK(pz_cuda_mlp_uses_gemm(g_gemm_on, PZ_MLP_SHARED, 1, 2048, 2736) && !pz_cuda_mlp_uses_gemm(g_gemm_off, PZ_MLP_DENSE, 64, 7168, 2048));
+    pz_gemm_ctx_destroy(gd);
+  }
   test_experts(quick);
   test_errors();
   pz_gemm_ctx_destroy(g_gemm_on);

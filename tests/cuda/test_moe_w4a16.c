@@ -17,6 +17,7 @@
 #include "backend/cpu/ref_ops.h"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/moe_q.h"
+#include "core/options.h"
 #include "backend/cuda/w4_tiled.h"
 #include "backend/cuda/moe_w4_split.h"
 #include "core/status.h"
@@ -264,12 +265,16 @@ static void CUDART_CB hold_side(void *unused) {
  * launcher routing the same logits itself, with no fork, joined before gate/up (fork_join 1) and
  * before the combine (2), and with the join by batch (0) replayed from a captured CUDA graph, must
  * give the same ids and the same output bits, with the side stream held back (hold_side) so that a
- * missing join shows. A side stream without its events, and fork_join 3, are refused. */
+ * missing join shows. A side stream without its events, and fork_join 3, are refused.
+ * All of it twice: the shared experts fused (gemm NULL), then as GEMMs (g_mlp_gemm: PREZERO_MLP_GEMM=1,
+ * at most 2 split-K splits, so run to run deterministic), whose plain launch must lie within the
+ * reference bound of the fused one's. */
+static pz_gemm_ctx *g_mlp_gemm;
 static void fork_case(const pz_moe_q_args *a, float *dout) {
   const int m = a->m, E = a->p.n_experts, K = a->p.top_k;
   const int64_t H = a->H;
   const size_t nout = (size_t)m * H;
-  float *lg = malloc(4 * (size_t)m * E), *want = malloc(4 * nout), *got = malloc(4 * nout);
+  float *lg = malloc(4 * (size_t)m * E), *want = malloc(4 * nout), *got = malloc(4 * nout), *fused = malloc(4 * nout);
   int32_t *ids_want = malloc(4 * (size_t)m * K), *ids_got = malloc(4 * (size_t)m * K);
   for (int64_t i = 0; i < (int64_t)m * E; i++) lg[i] = (float)(4 * urand() - 2);
   float *dlg = up(lg, 4 * (size_t)m * E);
@@ -282,6 +287,9 @@ static void fork_case(const pz_moe_q_args *a, float *dout) {
   CHECK(cudaEventCreateWithFlags(&e0, cudaEventDisableTiming) == cudaSuccess);
   CHECK(cudaEventCreateWithFlags(&e1, cudaEventDisableTiming) == cudaSuccess);
   pz_moe_q_args b = *a;
+  for (int path = 0; path < 2; path++) {
+  b = *a;
+  b.gemm = path ? g_mlp_gemm : NULL;
   b.ids = ids;
   b.weights = wts;
   CHECK_OK(pz_moe_route_launch(m, dlg, E, NULL, &b.p, ids, wts, s));
@@ -289,6 +297,12 @@ static void fork_case(const pz_moe_q_args *a, float *dout) {
   CHECK(cudaStreamSynchronize(s) == cudaSuccess);
   cudaMemcpy(want, dout, 4 * nout, cudaMemcpyDeviceToHost);
   cudaMemcpy(ids_want, ids, 4 * (size_t)m * K, cudaMemcpyDeviceToHost);
+  if (!path) memcpy(fused, want, 4 * nout);
+  else {
+    const int badg = outside_bound(want, fused, m, H);
+    if (badg) fprintf(stderr, "shared experts as GEMMs: %d values outside the bound of the fused ones\n", badg);
+    if (badg) pz_test_failures++;
+  }
   b.logits = dlg;
   b.ld_logits = E;
   for (int mode = 0; mode < 4; mode++) { /* 0 no fork, 1 / 2 the joins, 3 the join by batch from a graph */
@@ -321,9 +335,11 @@ static void fork_case(const pz_moe_q_args *a, float *dout) {
     cudaMemcpy(ids_got, ids, 4 * (size_t)m * K, cudaMemcpyDeviceToHost);
     CHECK(!memcmp(ids_got, ids_want, 4 * (size_t)m * K));
     if (memcmp(got, want, 4 * nout)) {
-      fprintf(stderr, "fork mode %d: output differs from the plain launch\n", mode);
+      fprintf(stderr, "fork mode %d (shared experts %s): output differs from the plain launch\n", mode,
+              path ? "as GEMMs" : "fused");
       pz_test_failures++;
     }
+  }
   }
   pz_moe_q_args c = b;
   c.ev_join = NULL; /* a side stream needs both events */
@@ -334,7 +350,7 @@ static void fork_case(const pz_moe_q_args *a, float *dout) {
   cudaEventDestroy(e0); cudaEventDestroy(e1);
   cudaStreamDestroy(s); cudaStreamDestroy(side);
   cudaFree(dlg); cudaFree(ids); cudaFree(wts);
-  free(lg); free(want); free(got); free(ids_want); free(ids_got);
+  free(lg); free(want); free(got); free(fused); free(ids_want); free(ids_got);
 }
 
 /* One case: returns the worst |gpu - ref| / (max|ref row| + tiny) over the rows. */
@@ -473,6 +489,11 @@ int main(void) {
   const int quick = getenv("PZ_TEST_QUICK") != NULL;
   static const int ms1[] = {1, 4, 16}, ms2[] = {1, 8, 64}, ms4[] = {1, 4, 16, 128};
   const int E4 = quick ? 64 : 384;
+  pz_runtime_opts ro;
+  pz_runtime_opts_default(&ro);
+  ro.mlp_gemm = 1;    /* PREZERO_MLP_GEMM=1: the shared experts as GEMMs at every m (fork_case) */
+  ro.gemm_splits = 2; /* at most 2 split-K splits: the same bits run to run */
+  CHECK_OK(pz_gemm_ctx_create_opts(&ro, &g_mlp_gemm));
   for (int i = 0; i < (quick ? 1 : 3); i++) run_case("kimi_k25 tp1", 16, 8, H, 2048, 2048, ms1[quick ? 2 : i], ROUTE_RANDOM);
   for (int i = 0; i < (quick ? 1 : 3); i++) run_case("kimi_k25 tp2", 32, 8, H, 1024, 1024, ms2[quick ? 1 : i], ROUTE_RANDOM);
   for (int i = 0; i < (quick ? 1 : 4); i++) run_case("kimi_k25 tp4", E4, 8, H, 512, 512, ms4[quick ? 1 : i], ROUTE_RANDOM);
@@ -483,5 +504,6 @@ int main(void) {
   run_case("small tileable, 2 n-tiles", 8, 2, 256, 128, 0, 48, ROUTE_ALL);
   run_case("tileable, 32 tokens/expert", 8, 8, 1024, 256, 256, 32, ROUTE_TIED);
   engine_quant_case(PZ_QUANT_INT4, "int4");
+  pz_gemm_ctx_destroy(g_mlp_gemm);
   TEST_DONE();
 }

@@ -462,7 +462,7 @@ static pz_status op_dense_mlp(pz_cuda_ctx *c, const pz_node *n) {
   LD(n->src[0], ldx);
   LD(n->dst[0], ldo);
   const pz_cuda_rank *R = &c->ranks[c->rank];
-  pz_status st = pz_cuda_mlp(c->gemm, (int)c->m, x->ne[1], wg->ne[0], DATA(n->src[0]), ldx, DATA(n->src[1]),
+  pz_status st = pz_cuda_mlp(c->gemm, PZ_MLP_DENSE, (int)c->m, x->ne[1], wg->ne[0], DATA(n->src[0]), ldx, DATA(n->src[1]),
                              DATA(n->src[2]), DATA(n->src[3]), DATA(n->dst[0]), ldo, R->ws, R->ws_bytes, c->stream);
   if (st != PZ_OK) pz_log_propagate(__FILE__, __LINE__, n->name, st);
   return st;

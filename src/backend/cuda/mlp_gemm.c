@@ -8,12 +8,14 @@
 
 static size_t al256(size_t b) { return (b + 255) / 256 * 256; }
 
-bool pz_cuda_mlp_uses_gemm(const pz_gemm_ctx *g, int m) {
+bool pz_cuda_mlp_uses_gemm(const pz_gemm_ctx *g, pz_mlp_role role, int m, int64_t H, int64_t inter) {
   if (!g || m < 1 || m > 256) return false;
   const pz_runtime_opts *ro = pz_gemm_ctx_opts(g);
   const int v = ro ? ro->mlp_gemm : -1; /* PREZERO_MLP_GEMM */
   if (v == 0) return false;
-  return v == 1 || m >= PZ_MLP_GEMM_MIN_M;
+  if (v == 1) return true;
+  const int min_m = role == PZ_MLP_SHARED ? PZ_MLP_GEMM_MIN_M_SHARED : PZ_MLP_GEMM_MIN_M_DENSE;
+  return m >= min_m && H > 0 && inter > 0 && H % 64 == 0 && inter % 64 == 0;
 }
 
 /* gu f32 [m, 2 inter] at 0, act bf16 [m, inter] after it */
@@ -45,10 +47,10 @@ static pz_status gemm_into(pz_gemm_ctx *g, int m, int64_t n, int64_t k, const vo
   return pz_cuda_gemm_any(g, &a, s);
 }
 
-pz_status pz_cuda_mlp(pz_gemm_ctx *g, int m, int64_t H, int64_t inter, const pz_bf16 *x, int64_t ldx,
+pz_status pz_cuda_mlp(pz_gemm_ctx *g, pz_mlp_role role, int m, int64_t H, int64_t inter, const pz_bf16 *x, int64_t ldx,
                       const pz_bf16 *w_gate, const pz_bf16 *w_up, const pz_bf16 *w_down, float *out,
                       int64_t ld_out, void *workspace, size_t workspace_bytes, cudaStream_t stream) {
-  if (!pz_cuda_mlp_uses_gemm(g, m))
+  if (!pz_cuda_mlp_uses_gemm(g, role, m, H, inter))
     return pz_mlp_launch(m, H, inter, x, ldx, w_gate, w_up, w_down, out, ld_out, workspace, workspace_bytes, stream);
   /* the fused kernel's contract (pz_mlp_launch), so that the path never changes what is accepted */
   if (H < 16 || H % 16 || H > (1 << 20) || inter < 16 || inter % 16 || inter > (1 << 20))

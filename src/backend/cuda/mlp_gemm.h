@@ -8,8 +8,9 @@
  *          the weights are read once for every batch size, on tensor cores.
  * Both compute pz_ref_mlp (backend/cpu/ref_ops.h): f32 sums of bf16 products, the activation
  * rounded to bf16 once, the same SiLU; they differ only in the order of the f32 sums (so not bit for
- * bit, except where every sum is exact), and each is deterministic to the degree of its kernels
- * (the GEMM path's split-K atomics as the handle's options allow, e.g. PREZERO_GEMM_SPLITS).
+ * bit, except where every sum is exact). The fused path is deterministic; the GEMM path is as
+ * deterministic as the handle's GEMMs: float atomics over more than 2 split-K splits vary run to run,
+ * at most 2 (PREZERO_GEMM_SPLITS=2, `prezero compare --deterministic`) do not.
  *
  * Why (one H200, Kimi-K2.5 TP 1, shared expert H 7168, inter 2048, ncu per kernel): the fused path
  * took 72 + 51 µs at m = 128 and 38 + 19 µs at m = 32 for 88 MB of weights
@@ -27,13 +28,26 @@
 extern "C" {
 #endif
 
-/* By batch (PREZERO_MLP_GEMM unset): the GEMM path from this many tokens up. */
-#define PZ_MLP_GEMM_MIN_M 8
+/* Where the MLP runs, for the by-batch rule. */
+typedef enum pz_mlp_role {
+  PZ_MLP_DENSE = 0,  /* a dense layer's MLP, alone on its stream */
+  PZ_MLP_SHARED = 1  /* the MoE op's shared experts, on a side stream beside the routing (moe_q.h) */
+} pz_mlp_role;
+/* By batch (PREZERO_MLP_GEMM unset), the GEMM path from this many tokens up: a dense MLP at every
+ * batch, the shared experts from 8. On the H200 (bench/results/mlp_gemm_ab/): the GEMMs took 35-40 µs
+ * off a Kimi-K2 3-layer decode step at batch 1 / 2 / 4 (its dense MLP, inter 18432), and the
+ * Kimi-K2.5 shared expert (inter 2048) 1-4 % off the INT4 MoE op at m 32-128; at m 1 / 4 that
+ * shared expert, joined at the combine, overlaps the routed experts, and as GEMMs it took 1-11 µs
+ * more (their CTAs delay the routed experts' grid). */
+#define PZ_MLP_GEMM_MIN_M_DENSE 1
+#define PZ_MLP_GEMM_MIN_M_SHARED 8
 
-/* Whether pz_cuda_mlp takes the GEMM path for m tokens: g non-NULL, 1 <= m <= 256 (the GEMM
- * family's rows), and PREZERO_MLP_GEMM (the handle's options) 1, or unset with m >= PZ_MLP_GEMM_MIN_M;
- * PREZERO_MLP_GEMM=0 never. */
-bool pz_cuda_mlp_uses_gemm(const pz_gemm_ctx *g, int m);
+/* Whether pz_cuda_mlp takes the GEMM path: g non-NULL, 1 <= m <= 256 (the GEMM family's rows), and
+ * PREZERO_MLP_GEMM (the handle's options) 1 (any H, inter: shapes outside the split-K family run the
+ * any-shape kernel of pz_cuda_gemm_any), or unset with m at least the role's minimum and H, inter
+ * multiples of 64 (the split-K family's shapes; the any-shape kernel reads W once per 8 tokens without
+ * tensor cores, no faster than the fused kernel); PREZERO_MLP_GEMM=0 never. */
+bool pz_cuda_mlp_uses_gemm(const pz_gemm_ctx *g, pz_mlp_role role, int m, int64_t H, int64_t inter);
 
 /* Workspace bytes for up to max_m tokens, either path: align256(4 * max_m * 2 inter) (gu, f32) +
  * align256(2 * max_m * inter) (act, bf16); at least pz_mlp_workspace_bytes. 0 when max_m < 1 or
@@ -42,14 +56,15 @@ size_t pz_cuda_mlp_workspace_bytes(int max_m, int64_t inter);
 
 /* out[m, H] f32 (row stride ld_out, columns past H untouched) = the MLP of x[m, H] bf16 (ldx) with
  * w_gate / w_up bf16 [inter, H] and w_down bf16 [H, inter] (nn.Linear layout, rows contiguous),
- * fully written. workspace: 256-byte aligned, >= pz_cuda_mlp_workspace_bytes(m, inter) bytes.
- * g: the rank's GEMM handle, or NULL (the fused path). Capturable: no host sync, no allocation.
+ * fully written. workspace: 16-byte aligned, >= pz_cuda_mlp_workspace_bytes(m, inter) bytes.
+ * g: the rank's GEMM handle, or NULL (the fused path); role: pz_cuda_mlp_uses_gemm's rule.
+ * Capturable: no host sync, no allocation.
  * A GEMM of the handle must not run on another stream meanwhile (gemm.h: one handle per stream).
  * Requirements, either path (pz_mlp_launch's): 1 <= m <= 256, H and inter multiples of 16, ldx >= H and
  * a multiple of 8, ld_out >= H, x / weights / workspace 16-byte aligned.
  * Errors: PZ_ERR_SHAPE (m, H, inter, ldx, ld_out), PZ_ERR_INVALID_ARG (NULL, misaligned, workspace
  * below the path's need), those of pz_cuda_gemm_any and pz_cuda_silu_mul, PZ_ERR_CUDA. */
-pz_status pz_cuda_mlp(pz_gemm_ctx *g, int m, int64_t H, int64_t inter, const pz_bf16 *x, int64_t ldx,
+pz_status pz_cuda_mlp(pz_gemm_ctx *g, pz_mlp_role role, int m, int64_t H, int64_t inter, const pz_bf16 *x, int64_t ldx,
                       const pz_bf16 *w_gate, const pz_bf16 *w_up, const pz_bf16 *w_down, float *out,
                       int64_t ld_out, void *workspace, size_t workspace_bytes, cudaStream_t stream);
 

@@ -5,7 +5,7 @@
  * - W8A16: FP8 e4m3 bytes and f32 block scales (weight_scale_inv, core/fp8.h) stay as stored; each
  *   weight becomes bf16(e4m3 * scale) in registers, the value the loader's bf16 dequantisation and
  *   the CPU reference (pz_ref_qexpert_dequant) give.
- * Shared experts stay bf16 (pz_mlp_launch, moe.h). The kernels share one structure
+ * Shared experts stay bf16 (pz_cuda_mlp, mlp_gemm.h: the fused kernel or GEMMs). The kernels share one structure
  * (kernels/moe_q_common.cuh). */
 #ifndef PZ_BACKEND_CUDA_MOE_Q_H
 #define PZ_BACKEND_CUDA_MOE_Q_H
@@ -41,7 +41,7 @@ extern "C" {
  *   both: 1 <= m <= 256; n_experts <= 1024, top_k <= 32 (moe.h limits).
  * Kernels (capturable; no host sync): the router when logits is given (moe.h), gather (one CTA:
  * per-expert counts, token lists in pair order, work items of <= 32 tokens), gate/up + SwiGLU over
- * the chosen experts only, down, and the combine; the shared experts run through pz_mlp_launch into
+ * the chosen experts only, down, and the combine; the shared experts run through pz_cuda_mlp (gemm below) into
  * out, first on `stream`, or on `side` beside the router and gather (and, joined at the combine, beside
  * the routed experts too: the fields below).
  * Workspace: pz_moe_w4a16_workspace_bytes / pz_moe_w8a16_workspace_bytes(max_m, H, &p) bytes (the
@@ -101,8 +101,9 @@ typedef struct pz_moe_q_args {
    * and 2) 2 was 2-5 µs faster at m 1 and 4 and 2-47 µs slower at m 16 and 64, where the shared
    * experts' CTAs delay the routed experts' persistent grid (bench/results/moe_h200_int4_ab/fork/).
    * CUDA graph capture records the fork and join as graph edges (side joins the capture of `stream`).
-   * side NULL: one stream, the shared experts first (PREZERO_MOE_FORK=0). The same bits every way: the
-   * shared experts write out before the combine adds the routed part, as before. */
+   * side NULL: one stream, the shared experts first (PREZERO_MOE_FORK=0). The same bits every way where
+   * the shared experts' kernels are deterministic (the fused kernel; as GEMMs, at most 2 split-K
+   * splits): they write out before the combine adds the routed part, as before. */
   cudaStream_t side;
   cudaEvent_t ev_fork, ev_join;
   int fork_join;
