@@ -172,7 +172,13 @@ typedef struct pz_runtime_opts {
                                        * tokens, any shape); 0 the fused kernel always, as before. Same
                                        * operations in another order of f32 sums: not bit-identical to
                                        * each other; the GEMMs as deterministic as the other split-K GEMMs
-                                       * (at most 2 splits: same bits). Added last */
+                                       * (at most 2 splits: same bits). Added in 0.2.0 */
+  int mlp_one_gu;                     /* PREZERO_MLP_ONE_GU: -1 unset or 1 (the default) the GEMM path of a
+                                       * SwiGLU MLP (PREZERO_MLP_GEMM) runs gate and up as one GEMM of 2 x
+                                       * inter rows where up_proj's rows follow gate_proj's in memory (the
+                                       * executor's arena keeps them so); 0 two GEMMs always. Another
+                                       * split-K order of the same sums: not bit-identical to each other.
+                                       * Added last */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. o NULL: nothing happens. */

@@ -273,7 +273,8 @@ int main(void) {
                                           {"PREZERO_MOE_ROUTE_TOPK", "serial"}, {"PREZERO_MOE_FORK", "3"},
                                           {"PREZERO_MOE_FORK", "on"}, {"PREZERO_MLA_COMBINE", "4"},
                                           {"PREZERO_MLA_PROJ", "tc"}, {"PREZERO_MOE_W4_UP_REGS", "3"},
-                                          {"PREZERO_MLP_GEMM", "2"}, {"PREZERO_MLP_GEMM", "gemm"}};
+                                          {"PREZERO_MLP_GEMM", "2"}, {"PREZERO_MLP_GEMM", "gemm"},
+                                          {"PREZERO_MLP_ONE_GU", "2"}};
     for (size_t i = 0; i < sizeof badv / sizeof badv[0]; i++) {
       setenv(badv[i][0], badv[i][1], 1);
       CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == -1 && strstr(bad, badv[i][0]));
@@ -303,7 +304,8 @@ int main(void) {
         {"PREZERO_MLA_COMBINE", offsetof(pz_runtime_opts, mla_combine)},
         {"PREZERO_MLA_PROJ", offsetof(pz_runtime_opts, mla_proj)},
         {"PREZERO_MOE_W4_UP_REGS", offsetof(pz_runtime_opts, moe_w4_up_regs)},
-        {"PREZERO_MLP_GEMM", offsetof(pz_runtime_opts, mlp_gemm)}};
+        {"PREZERO_MLP_GEMM", offsetof(pz_runtime_opts, mlp_gemm)},
+        {"PREZERO_MLP_ONE_GU", offsetof(pz_runtime_opts, mlp_one_gu)}};
     for (size_t i = 0; i < sizeof sw / sizeof sw[0]; i++) {
       const int *field = (const int *)((const char *)&ro + sw[i].off);
       CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && *field == -1);

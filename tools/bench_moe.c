@@ -257,8 +257,9 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
     BENCH_CUDA(cudaMalloc((void **)&wd, mat));
   }
   for (int c = 0; c < ncopy; c++) BENCH_CUDA(cudaMalloc((void **)&qw[c], qcopy));
-  BENCH_CUDA(cudaMalloc((void **)&sg, (size_t)Imax * H * 2));
-  BENCH_CUDA(cudaMalloc((void **)&su, (size_t)Imax * H * 2));
+  /* the shared expert's gate and up in one allocation, up's rows right after gate's at each TP's I (as the
+   * executor's arena lays out consecutive weights: pz_cuda_mlp_one_gu) */
+  BENCH_CUDA(cudaMalloc((void **)&sg, 2 * (size_t)Imax * H * 2));
   BENCH_CUDA(cudaMalloc((void **)&sd, (size_t)Imax * H * 2));
   BENCH_CUDA(cudaMalloc((void **)&x, (size_t)max_m * H * 2));
   BENCH_CUDA(cudaMalloc((void **)&logits, sizeof(float) * NSETS * max_m * E));
@@ -279,8 +280,7 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
       BENCH_CHECK(pz_moe_fill_bf16((pz_bf16 *)qw[c], (int64_t)(3 * wsz / 2), 10 + c, q == Q_INT4 ? 1.0f : 0.5f, s));
       BENCH_CHECK(pz_moe_fill_bf16((pz_bf16 *)(qw[c] + 3 * wsz), (int64_t)((qcopy - 3 * wsz) / 2), 20 + c, 0.002f, s));
     }
-    BENCH_CHECK(pz_moe_fill_bf16(sg, Imax * H, 4, sc, s));
-    BENCH_CHECK(pz_moe_fill_bf16(su, Imax * H, 5, sc, s));
+    BENCH_CHECK(pz_moe_fill_bf16(sg, 2 * Imax * H, 4, sc, s));
     BENCH_CHECK(pz_moe_fill_bf16(sd, Imax * H, 6, sc, s));
     BENCH_CHECK(pz_moe_fill_bf16(x, max_m * H, 7, 1.0f, s));
     float *hl = malloc(sizeof(float) * NSETS * max_m * E);
@@ -326,7 +326,7 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
                           "down + combine + bf16 shared expert; bf16: pz_moe_launch, int4 / fp8: pz_moe_w4a16_launch / "
                           "pz_moe_w8a16_launch with the router, the shared expert on a second stream beside the router "
                           "and gather unless PREZERO_MOE_FORK=0; int4 / fp8: the shared expert as split-K GEMMs + SiLU-and-multiply + GEMM "
-                          "where shared_as_gemms, PREZERO_MLP_GEMM) cycling 4 random logit sets (and for int4 / fp8 "
+                          "where shared_as_gemms, PREZERO_MLP_GEMM; gate and up as one GEMM where shared_one_gu, PREZERO_MLP_ONE_GU) cycling 4 random logit sets (and for int4 / fp8 "
                           "the weight copies); median per-launch time over reps replays after a warm-up; touched bytes "
                           "= distinct chosen experts x expert bytes (int4: packed words + bf16 group-32 scales; fp8: "
                           "e4m3 bytes + f32 128x128 block scales) + shared expert bf16 bytes "
@@ -389,6 +389,7 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
         pz_moe_args a;
         memset(&a, 0, sizeof a);
         a.m = m; a.H = H; a.p = p; a.x = x; a.ldx = H;
+        su = sg + I * H; /* adjacent to gate at this TP's I */
         a.w_gate = wg; a.w_up = wu; a.w_down = wd; a.sh_gate = sg; a.sh_up = su; a.sh_down = sd;
         a.out = out; a.ld_out = H; a.workspace = ws;
         a.workspace_bytes = al256(pz_moe_workspace_bytes(m, H, &p)) + pz_moe_route_bytes(m, &p);
@@ -421,7 +422,7 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
           a.m = m; a.H = H; a.p = q_params(q, p);
           a.x = x; a.ldx = H; a.ids = ids; a.weights = wts;
           a.w_gate = v.wg; a.w_up = v.wu; a.w_down = v.wd; a.s_gate = v.sg; a.s_up = v.su; a.s_down = v.sd;
-          a.sh_gate = sg; a.sh_up = su; a.sh_down = sd;
+          a.sh_gate = sg; a.sh_up = sg + I * H; a.sh_down = sd;
           a.out = out; a.ld_out = H; a.workspace = ws; a.workspace_bytes = (size_t)(route - (char *)ws);
           a.l2pf = moe_l2pf(); /* PREZERO_MOE_L2PF=1: the W4A16 kernel with its L2 prefetch */
           a.w4_tiled = nlay == 2 && lay == 0;
@@ -518,6 +519,7 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
       cJSON_AddBoolToObject(row, "route_serial_topk", route_serial());              /* PREZERO_MOE_ROUTE_TOPK=0 */
       if (q != Q_BF16) cJSON_AddNumberToObject(row, "moe_fork", moe_fork());        /* PREZERO_MOE_FORK, -1 unset */
       if (q != Q_BF16) cJSON_AddBoolToObject(row, "shared_as_gemms", pz_cuda_mlp_uses_gemm(gemm, PZ_MLP_SHARED, m, H, I)); /* PREZERO_MLP_GEMM */
+      if (q != Q_BF16) cJSON_AddBoolToObject(row, "shared_one_gu", pz_cuda_mlp_one_gu(gemm, H, I, sg, sg + I * H)); /* PREZERO_MLP_ONE_GU */
       cJSON_AddNumberToObject(row, "read_us_same_bytes", rus);
     }
   }
@@ -532,7 +534,7 @@ fail:
   /* Cleanup: failures ignored on purpose (the exit code is already decided). */
   PZ_CUDA_IGNORE(cudaFree(wg)); PZ_CUDA_IGNORE(cudaFree(wu)); PZ_CUDA_IGNORE(cudaFree(wd));
   for (int c = 0; c < MAX_COPIES; c++) PZ_CUDA_IGNORE(cudaFree(qw[c]));
-  PZ_CUDA_IGNORE(cudaFree(sg)); PZ_CUDA_IGNORE(cudaFree(su)); PZ_CUDA_IGNORE(cudaFree(sd)); PZ_CUDA_IGNORE(cudaFree(x));
+  PZ_CUDA_IGNORE(cudaFree(sg)); PZ_CUDA_IGNORE(cudaFree(sd)); PZ_CUDA_IGNORE(cudaFree(x));
   PZ_CUDA_IGNORE(cudaFree(logits)); PZ_CUDA_IGNORE(cudaFree(out)); PZ_CUDA_IGNORE(cudaFree(ws));
   PZ_CUDA_IGNORE(cudaFree(sink));
   if (s) PZ_CUDA_IGNORE(cudaStreamDestroy(s));

@@ -37,6 +37,7 @@ void pz_runtime_opts_default(pz_runtime_opts *o) {
   o->moe_w4_up_regs = -1; /* gate/up at 3 CTAs per SM, no spills (moe_q.h w4_up_ctas) */
   o->moe_fork = -1;       /* the shared experts beside the router; the join by batch (moe_q.h) */
   o->mlp_gemm = -1;       /* the MLPs through the GEMMs by batch (backend/cuda/mlp_gemm.h) */
+  o->mlp_one_gu = -1;     /* gate and up as one GEMM where their weights are adjacent (mlp_gemm.h) */
   o->mla_balance = -1;
   o->gate_calibrate = -1;
   o->pad_attn = -1;
@@ -195,6 +196,7 @@ int pz_runtime_opts_from_env(pz_runtime_opts *o, char *err, size_t err_len) {
   get_flag(&r, "PREZERO_MLA_PROJ", &o->mla_proj);
   get_flag(&r, "PREZERO_MOE_W4_UP_REGS", &o->moe_w4_up_regs);
   get_i(&r, "PREZERO_MLP_GEMM", 0, 1, &o->mlp_gemm);
+  get_flag(&r, "PREZERO_MLP_ONE_GU", &o->mlp_one_gu);
   get_i(&r, "PREZERO_CPU_THREADS", 1, 1024, &o->cpu_threads);
   int msg = -1; /* the two message switches are read where they act; checked here too */
   get_flag(&r, "PREZERO_PROGRESS", &msg);

@@ -398,7 +398,7 @@ static void moe_case(const char *name, int m, int64_t H, pz_moe_params p, int lo
 
 /* The rank's GEMM handles for pz_cuda_mlp (mlp_gemm.h): PREZERO_MLP_GEMM=1 (the GEMM path at every m)
  * and =0 (the fused kernel); created once in main. */
-static pz_gemm_ctx *g_gemm_on, *g_gemm_off;
+static pz_gemm_ctx *g_gemm_on, *g_gemm_off, *g_gemm_two; /* two: =1 with PREZERO_MLP_ONE_GU=0 */
 
 /* One MLP run into an ld_out-wide output prefilled with 0xff; returns the [m, H] part and checks
  * that the columns past H stay untouched. g NULL: pz_mlp_launch itself. */
@@ -470,6 +470,24 @@ static void mlp_case(const char *name, int m, int64_t H, int64_t I, bool exact) 
   char nm[96];
   snprintf(nm, sizeof nm, "%s (GEMMs)", name);
   compare_out(nm, m, H, gemm, ref);
+  /* gate and up in one allocation, up's rows after gate's: one GEMM of 2 I rows (pz_cuda_mlp_one_gu), unless
+   * PREZERO_MLP_ONE_GU=0 (g_gemm_two) */
+  pz_bf16 *dgu = NULL;
+  cudaMalloc((void **)&dgu, sizeof(pz_bf16) * 2 * I * H);
+  cudaMemcpy(dgu, wg, sizeof(pz_bf16) * I * H, cudaMemcpyHostToDevice);
+  cudaMemcpy(dgu + I * H, wu, sizeof(pz_bf16) * I * H, cudaMemcpyHostToDevice);
+  CHECK(pz_cuda_mlp_one_gu(g_gemm_on, H, I, dgu, dgu + I * H) && !pz_cuda_mlp_one_gu(g_gemm_two, H, I, dgu, dgu + I * H));
+  CHECK(!pz_cuda_mlp_one_gu(g_gemm_on, H, I, dgu + I * H, dgu)); /* up before gate: two GEMMs */
+  float *one = malloc(sizeof(float) * m * H), *two = malloc(sizeof(float) * m * H);
+  mlp_run(g_gemm_on, m, H, I, dx, ldx, dgu, dgu + I * H, dwd, dout, ldo, ws, wsb, one);
+  snprintf(nm, sizeof nm, "%s (GEMMs, one gate/up)", name);
+  compare_out(nm, m, H, one, ref);
+  mlp_run(g_gemm_two, m, H, I, dx, ldx, dgu, dgu + I * H, dwd, dout, ldo, ws, wsb, two);
+  snprintf(nm, sizeof nm, "%s (GEMMs, gate/up apart)", name);
+  compare_out(nm, m, H, two, ref);
+  if (exact) CHECK(memcmp(one, fused, sizeof(float) * m * H) == 0 && memcmp(two, fused, sizeof(float) * m * H) == 0);
+  cudaFree(dgu);
+  free(one); free(two);
   mlp_run(g_gemm_off, m, H, I, dx, ldx, dwg, dwu, dwd, dout, ldo, ws, wsb, off); /* =0: the fused kernel's bits */
   CHECK(memcmp(off, fused, sizeof(float) * m * H) == 0);
   if (exact) {
@@ -691,6 +709,9 @@ int main(void) {
   pz_runtime_opts_default(&ro);
   ro.mlp_gemm = 1; /* PREZERO_MLP_GEMM=1 */
   CHECK_OK(pz_gemm_ctx_create_opts(&ro, &g_gemm_on));
+  ro.mlp_one_gu = 0; /* PREZERO_MLP_ONE_GU=0 */
+  CHECK_OK(pz_gemm_ctx_create_opts(&ro, &g_gemm_two));
+  ro.mlp_one_gu = -1;
   ro.mlp_gemm = 0; /* PREZERO_MLP_GEMM=0 */
   CHECK_OK(pz_gemm_ctx_create_opts(&ro, &g_gemm_off));
   { /* the by-batch rule (PREZERO_MLP_GEMM unset): dense MLPs from 1 token, shared experts from 8, split-K shapes only */
@@ -708,6 +729,7 @@ int main(void) {
   test_errors();
   pz_gemm_ctx_destroy(g_gemm_on);
   pz_gemm_ctx_destroy(g_gemm_off);
+  pz_gemm_ctx_destroy(g_gemm_two);
   pz_ref_set_threads(1);
   TEST_DONE();
 }

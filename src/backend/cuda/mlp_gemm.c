@@ -18,6 +18,12 @@ bool pz_cuda_mlp_uses_gemm(const pz_gemm_ctx *g, pz_mlp_role role, int m, int64_
   return m >= min_m && H > 0 && inter > 0 && H % 64 == 0 && inter % 64 == 0;
 }
 
+bool pz_cuda_mlp_one_gu(const pz_gemm_ctx *g, int64_t H, int64_t inter, const pz_bf16 *w_gate, const pz_bf16 *w_up) {
+  const pz_runtime_opts *ro = g ? pz_gemm_ctx_opts(g) : NULL;
+  if (ro && ro->mlp_one_gu == 0) return false; /* PREZERO_MLP_ONE_GU=0 */
+  return w_gate && w_up && H > 0 && inter > 0 && 2 * inter <= INT32_MAX && w_up == w_gate + inter * H;
+}
+
 /* gu f32 [m, 2 inter] at 0, act bf16 [m, inter] after it */
 static size_t gu_bytes(int max_m, int64_t inter) { return al256((size_t)4 * (size_t)max_m * 2 * (size_t)inter); }
 
@@ -65,8 +71,12 @@ pz_status pz_cuda_mlp(pz_gemm_ctx *g, pz_mlp_role role, int m, int64_t H, int64_
     return pz_error(PZ_ERR_INVALID_ARG, "mlp: workspace %zu bytes < %zu needed", workspace_bytes, need);
   float *gu = (float *)workspace;
   pz_bf16 *act = (pz_bf16 *)((char *)workspace + gu_bytes(m, inter));
-  PZ_CHECK(gemm_into(g, m, inter, H, x, ldx, w_gate, gu, 2 * inter, stream));
-  PZ_CHECK(gemm_into(g, m, inter, H, x, ldx, w_up, gu + inter, 2 * inter, stream));
+  if (pz_cuda_mlp_one_gu(g, H, inter, w_gate, w_up)) { /* up's rows follow gate's: one [2 inter, H] weight */
+    PZ_CHECK(gemm_into(g, m, 2 * inter, H, x, ldx, w_gate, gu, 2 * inter, stream));
+  } else {
+    PZ_CHECK(gemm_into(g, m, inter, H, x, ldx, w_gate, gu, 2 * inter, stream));
+    PZ_CHECK(gemm_into(g, m, inter, H, x, ldx, w_up, gu + inter, 2 * inter, stream));
+  }
   pz_silu_mul_params sp = {.gu = gu, .act = act, .m = m, .inter = inter, .ld_gu = 2 * inter, .ld_act = inter};
   PZ_CHECK(pz_cuda_silu_mul(&sp, stream));
   return gemm_into(g, m, H, inter, act, inter, w_down, out, ld_out, stream);

@@ -3,7 +3,8 @@
  *   fused  pz_mlp_launch (moe.h): two launches of the experts' mma.sync kernel, 32 tokens per work
  *          item and one item per 16 weight rows, so W is read once per 32 tokens;
  *   GEMM   the split-K GEMM family through the handle (pz_cuda_gemm_any, dense_ops.h):
- *          gu[:, 0:inter] = x·w_gateᵀ and gu[:, inter:2 inter] = x·w_upᵀ (f32, zero_init), then
+ *          gu[:, 0:inter] = x·w_gateᵀ and gu[:, inter:2 inter] = x·w_upᵀ (f32, zero_init; one GEMM of
+ *          2 inter rows where the weights are adjacent, pz_cuda_mlp_one_gu), then
  *          act = bf16(silu(g)·u) (pz_cuda_silu_mul), then out = act·w_downᵀ (f32, zero_init):
  *          the weights are read once for every batch size, on tensor cores.
  * Both compute pz_ref_mlp (backend/cpu/ref_ops.h): f32 sums of bf16 products, the activation
@@ -48,6 +49,12 @@ typedef enum pz_mlp_role {
  * multiples of 64 (the split-K family's shapes; the any-shape kernel reads W once per 8 tokens without
  * tensor cores, no faster than the fused kernel); PREZERO_MLP_GEMM=0 never. */
 bool pz_cuda_mlp_uses_gemm(const pz_gemm_ctx *g, pz_mlp_role role, int m, int64_t H, int64_t inter);
+
+/* Whether the GEMM path runs gate and up as one GEMM of 2 inter rows into gu: w_up == w_gate + inter * H
+ * (up_proj's rows right after gate_proj's, as the CUDA executor's arena lays out consecutive weights),
+ * unless PREZERO_MLP_ONE_GU=0 (the handle's options). One launch and one wave schedule instead of two;
+ * another split-K order of the same sums. */
+bool pz_cuda_mlp_one_gu(const pz_gemm_ctx *g, int64_t H, int64_t inter, const pz_bf16 *w_gate, const pz_bf16 *w_up);
 
 /* Workspace bytes for up to max_m tokens, either path: align256(4 * max_m * 2 inter) (gu, f32) +
  * align256(2 * max_m * inter) (act, bf16); at least pz_mlp_workspace_bytes. 0 when max_m < 1 or
