@@ -16,6 +16,7 @@
 #include <time.h>
 #include "backend/cpu/ref_ops.h"
 #include "backend/cuda/moe.h"
+#include "backend/cuda/mlp_gemm.h"
 #include "backend/cuda/moe_q.h"
 #include "core/options.h"
 #include "backend/cuda/w4_tiled.h"
@@ -266,10 +267,11 @@ static void CUDART_CB hold_side(void *unused) {
  * before the combine (2), and with the join by batch (0) replayed from a captured CUDA graph, must
  * give the same ids and the same output bits, with the side stream held back (hold_side) so that a
  * missing join shows. A side stream without its events, and fork_join 3, are refused.
- * All of it twice: the shared experts fused (gemm NULL), then as GEMMs (g_mlp_gemm: PREZERO_MLP_GEMM=1,
- * at most 2 split-K splits, so run to run deterministic), whose plain launch must lie within the
- * reference bound of the fused one's. */
-static pz_gemm_ctx *g_mlp_gemm;
+ * All of it three times: the shared experts fused (gemm NULL), then as GEMMs (PREZERO_MLP_GEMM=1, at
+ * most 2 split-K splits, so run to run deterministic) with gate and up as one GEMM (g_mlp_gemm: the
+ * test's weights are adjacent) and as two (g_mlp_gemm2: PREZERO_MLP_ONE_GU=0), whose plain launches
+ * must lie within the reference bound of the fused one's. */
+static pz_gemm_ctx *g_mlp_gemm, *g_mlp_gemm2;
 static void fork_case(const pz_moe_q_args *a, float *dout) {
   const int m = a->m, E = a->p.n_experts, K = a->p.top_k;
   const int64_t H = a->H;
@@ -287,9 +289,10 @@ static void fork_case(const pz_moe_q_args *a, float *dout) {
   CHECK(cudaEventCreateWithFlags(&e0, cudaEventDisableTiming) == cudaSuccess);
   CHECK(cudaEventCreateWithFlags(&e1, cudaEventDisableTiming) == cudaSuccess);
   pz_moe_q_args b = *a;
-  for (int path = 0; path < 2; path++) {
+  for (int path = 0; path < 3; path++) {
   b = *a;
-  b.gemm = path ? g_mlp_gemm : NULL;
+  b.gemm = path == 0 ? NULL : path == 1 ? g_mlp_gemm : g_mlp_gemm2;
+  if (path) CHECK(pz_cuda_mlp_one_gu(b.gemm, H, a->p.shared_inter, a->sh_gate, a->sh_up) == (path == 1));
   b.ids = ids;
   b.weights = wts;
   CHECK_OK(pz_moe_route_launch(m, dlg, E, NULL, &b.p, ids, wts, s));
@@ -300,7 +303,8 @@ static void fork_case(const pz_moe_q_args *a, float *dout) {
   if (!path) memcpy(fused, want, 4 * nout);
   else {
     const int badg = outside_bound(want, fused, m, H);
-    if (badg) fprintf(stderr, "shared experts as GEMMs: %d values outside the bound of the fused ones\n", badg);
+    if (badg) fprintf(stderr, "shared experts as %s GEMM(s): %d values outside the bound of the fused ones\n",
+                      path == 1 ? "one" : "two", badg);
     if (badg) pz_test_failures++;
   }
   b.logits = dlg;
@@ -336,7 +340,7 @@ static void fork_case(const pz_moe_q_args *a, float *dout) {
     CHECK(!memcmp(ids_got, ids_want, 4 * (size_t)m * K));
     if (memcmp(got, want, 4 * nout)) {
       fprintf(stderr, "fork mode %d (shared experts %s): output differs from the plain launch\n", mode,
-              path ? "as GEMMs" : "fused");
+              path == 0 ? "fused" : path == 1 ? "as one gate/up GEMM" : "as two gate/up GEMMs");
       pz_test_failures++;
     }
   }
@@ -425,8 +429,13 @@ static void run_case(const char *name, int E, int K, int64_t H, int64_t I, int64
   a.s_up = up(su, 2 * ns_gu);
   a.s_down = up(sd, 2 * ns_d);
   if (SI) {
-    a.sh_gate = up(shg, 2 * (size_t)SI * H);
-    a.sh_up = up(shu, 2 * (size_t)SI * H);
+    /* gate and up in one allocation, up's rows right after gate's, as the executor's arena lays them out
+     * (so the GEMM path runs them as one GEMM: pz_cuda_mlp_one_gu) */
+    pz_bf16 *dgu = up(NULL, 4 * (size_t)SI * H);
+    CHECK(cudaMemcpy(dgu, shg, 2 * (size_t)SI * H, cudaMemcpyHostToDevice) == cudaSuccess);
+    CHECK(cudaMemcpy(dgu + SI * H, shu, 2 * (size_t)SI * H, cudaMemcpyHostToDevice) == cudaSuccess);
+    a.sh_gate = dgu;
+    a.sh_up = dgu + SI * H;
     a.sh_down = up(shd, 2 * (size_t)SI * H);
   }
   float *dout = up(NULL, 4 * (size_t)m * H);
@@ -469,7 +478,7 @@ static void run_case(const char *name, int E, int K, int64_t H, int64_t I, int64
   b.ldx = H;
   CHECK_ST(pz_moe_w4a16_launch(&b, 0), PZ_ERR_SHAPE);
   void *dp[] = {(void *)a.x, (void *)a.ids, (void *)a.weights, (void *)a.w_gate, (void *)a.w_up, (void *)a.w_down,
-                (void *)a.s_gate, (void *)a.s_up, (void *)a.s_down, (void *)a.sh_gate, (void *)a.sh_up, (void *)a.sh_down,
+                (void *)a.s_gate, (void *)a.s_up, (void *)a.s_down, (void *)a.sh_gate, (void *)a.sh_down,
                 dout, a.workspace};
   for (size_t i = 0; i < sizeof dp / sizeof dp[0]; i++) cudaFree(dp[i]);
   free(wg); free(wu); free(wd); free(sg); free(su); free(sd); free(x); free(shg); free(shu); free(shd);
@@ -494,6 +503,8 @@ int main(void) {
   ro.mlp_gemm = 1;    /* PREZERO_MLP_GEMM=1: the shared experts as GEMMs at every m (fork_case) */
   ro.gemm_splits = 2; /* at most 2 split-K splits: the same bits run to run */
   CHECK_OK(pz_gemm_ctx_create_opts(&ro, &g_mlp_gemm));
+  ro.mlp_one_gu = 0; /* PREZERO_MLP_ONE_GU=0 */
+  CHECK_OK(pz_gemm_ctx_create_opts(&ro, &g_mlp_gemm2));
   for (int i = 0; i < (quick ? 1 : 3); i++) run_case("kimi_k25 tp1", 16, 8, H, 2048, 2048, ms1[quick ? 2 : i], ROUTE_RANDOM);
   for (int i = 0; i < (quick ? 1 : 3); i++) run_case("kimi_k25 tp2", 32, 8, H, 1024, 1024, ms2[quick ? 1 : i], ROUTE_RANDOM);
   for (int i = 0; i < (quick ? 1 : 4); i++) run_case("kimi_k25 tp4", E4, 8, H, 512, 512, ms4[quick ? 1 : i], ROUTE_RANDOM);
@@ -505,5 +516,6 @@ int main(void) {
   run_case("tileable, 32 tokens/expert", 8, 8, 1024, 256, 256, 32, ROUTE_TIED);
   engine_quant_case(PZ_QUANT_INT4, "int4");
   pz_gemm_ctx_destroy(g_mlp_gemm);
+  pz_gemm_ctx_destroy(g_mlp_gemm2);
   TEST_DONE();
 }

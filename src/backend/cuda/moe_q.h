@@ -108,8 +108,9 @@ typedef struct pz_moe_q_args {
   cudaEvent_t ev_fork, ev_join;
   int fork_join;
   /* The rank's GEMM handle, or NULL: the shared experts run through pz_cuda_mlp (mlp_gemm.h), as
-   * GEMMs + SiLU-and-multiply + GEMM where pz_cuda_mlp_uses_gemm(gemm, m) (from 8 tokens by default,
-   * PREZERO_MLP_GEMM), else the fused kernel (pz_mlp_launch) as with NULL. On `side` the GEMMs overlap
+   * GEMMs + SiLU-and-multiply + GEMM where pz_cuda_mlp_uses_gemm(gemm, PZ_MLP_SHARED, m, H, shared_inter)
+   * (by default from 8 tokens up to 256, H and shared_inter multiples of 64; PREZERO_MLP_GEMM), else the
+   * fused kernel (pz_mlp_launch) as with NULL. On `side` the GEMMs overlap
    * no other GEMM of the handle: until the join `stream` runs only the router, the gather and the
    * expert kernels. */
   pz_gemm_ctx *gemm;
