@@ -274,12 +274,17 @@ int main(void) {
                                           {"PREZERO_MOE_FORK", "on"}, {"PREZERO_MLA_COMBINE", "4"},
                                           {"PREZERO_MLA_PROJ", "tc"}, {"PREZERO_MOE_W4_UP_REGS", "3"},
                                           {"PREZERO_MLP_GEMM", "2"}, {"PREZERO_MLP_GEMM", "gemm"},
-                                          {"PREZERO_MLP_ONE_GU", "2"}};
+                                          {"PREZERO_MLP_ONE_GU", "2"}, {"PREZERO_CUDA_GRAPH_SIZES", "yes"},
+                                          {"PREZERO_CUDA_GRAPH_SIZES", "0,-1"}, {"PREZERO_CUDA_GRAPH_SIZES", "1,,2"},
+                                          {"PREZERO_CUDA_GRAPH_SIZES", "4,"}, {"PREZERO_CUDA_GRAPH_SIZES", "1 2"}};
     for (size_t i = 0; i < sizeof badv / sizeof badv[0]; i++) {
       setenv(badv[i][0], badv[i][1], 1);
       CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == -1 && strstr(bad, badv[i][0]));
       unsetenv(badv[i][0]);
     }
+    setenv("PREZERO_CUDA_GRAPH_SIZES", "1,16,128", 1); /* a good list is kept as written */
+    CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && !strcmp(ro.cuda_graph_sizes, "1,16,128"));
+    unsetenv("PREZERO_CUDA_GRAPH_SIZES");
     setenv("PREZERO_GEMM_BN", "64", 1);
     CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.gemm_bn == 64);
     unsetenv("PREZERO_GEMM_BN");

@@ -132,7 +132,7 @@ int pz_cmd_graph(int argc, char **argv) {
     pz_graph_free(g);
     if (dot_f) { fclose(dot_f); remove(dot); }
     fprintf(stderr, "prezero graph: %s; fix or unset that variable\n", bad);
-    return PZ_CLI_EXIT_ERROR;
+    return PZ_CLI_EXIT_USAGE; /* a malformed variable: the same code as run and plan */
   }
   pz_pass_opts_apply(&po, &ro);
   pz_pass_stats stats[PZ_MAX_PASSES];

@@ -101,6 +101,31 @@ static void get_str(const char *name, char *dst, size_t cap) {
   if (v) snprintf(dst, cap, "%s", v);
 }
 
+/* A list of batch sizes "1,2,4": positive integers up to 65536 separated by single commas; empty
+ * leaves *dst; anything else is refused (it used to fall back to the default list in silence). */
+static void get_sizes(reader *r, const char *name, char *dst, size_t cap) {
+  const char *v = getenv(name);
+  if (!v || !*v) return;
+  const char *s = v;
+  for (;;) {
+    char *end;
+    errno = 0;
+    long x = strtol(s, &end, 10);
+    if (end == s || *s == '-' || *s == '+' || errno || x < 1 || x > 65536 || (*end && *end != ',') ||
+        (*end == ',' && !end[1])) {
+      complain(r, name, v, "use a comma-separated list of batch sizes in 1..65536, e.g. 1,2,4,8");
+      return;
+    }
+    if (!*end) break;
+    s = end + 1;
+  }
+  if (strlen(v) >= cap) {
+    complain(r, name, v, "the list is too long; give fewer sizes");
+    return;
+  }
+  snprintf(dst, cap, "%s", v);
+}
+
 int pz_runtime_opts_from_env(pz_runtime_opts *o, char *err, size_t err_len) {
   reader r = {err, err_len, 0};
   if (err && err_len) err[0] = 0;
@@ -173,7 +198,7 @@ int pz_runtime_opts_from_env(pz_runtime_opts *o, char *err, size_t err_len) {
   get_i(&r, "PREZERO_TUNER_REPS", 1, 1 << 10, &o->tuner_reps);
   get_i(&r, "PREZERO_TUNER_LEGACY", 0, 1, &o->tuner_legacy);
   get_flag(&r, "PREZERO_CUDA_GRAPH", &o->cuda_graph);
-  get_str("PREZERO_CUDA_GRAPH_SIZES", o->cuda_graph_sizes, sizeof o->cuda_graph_sizes);
+  get_sizes(&r, "PREZERO_CUDA_GRAPH_SIZES", o->cuda_graph_sizes, sizeof o->cuda_graph_sizes);
   get_int(&r, "PREZERO_CUDA_LOAD_CHUNK_KB", 1, (int64_t)1 << 30, &o->cuda_load_chunk_kb);
   get_flag(&r, "PREZERO_CUDA_SYNC", &o->cuda_sync);
   get_int(&r, "PREZERO_CUDA_RESERVE_MB", 0, (int64_t)1 << 30, &o->cuda_reserve_mb);
