@@ -198,6 +198,14 @@ int main(void) {
    * GPU is looked for. A build without CUDA does not parse bench options. */
 #ifdef PZ_HAVE_CUDA
   bad("bench step", "--seed 0x", "--seed");
+  /* bench gemm: counts and the diagnostics pin are checked before any GPU is looked for */
+  bad("bench gemm", "--reps x", "--reps 'x'");
+  bad("bench gemm", "--pool-mb 0", "--pool-mb '0'");
+  setenv("PREZERO_BENCH_CFG", "yes", 1);
+  bad("bench gemm", "--m 1", "PREZERO_BENCH_CFG=yes");
+  setenv("PREZERO_BENCH_CFG", "2,1,5", 1);
+  bad("bench gemm", "--m 1", "PREZERO_BENCH_CFG=2,1,5");
+  unsetenv("PREZERO_BENCH_CFG");
   bad("bench step", "--seed -1", "--seed");
   bad("bench step", "--seed 1e3", "--seed");
   bad("bench step", "--rows 0", "--rows");                          /* real rows: at least 1 */

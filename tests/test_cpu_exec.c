@@ -256,6 +256,10 @@ int main(void) {
     char bad[200];
     setenv("PREZERO_CPU_THREADS", "3", 1);
     CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.cpu_threads == 3);
+    setenv("PREZERO_CPU_THREADS", "0", 1); /* 0 is the default, as --threads 0 */
+    CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.cpu_threads == 0);
+    setenv("PREZERO_CPU_THREADS", "1025", 1);
+    CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == -1 && strstr(bad, "PREZERO_CPU_THREADS=1025"));
     setenv("PREZERO_CPU_THREADS", "junk", 1);
     CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == -1 && strstr(bad, "PREZERO_CPU_THREADS=junk"));
     unsetenv("PREZERO_CPU_THREADS");

@@ -84,8 +84,23 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
     else if (!strcmp(a, "--json")) { json_path = v; i++; }
     else if (!strcmp(a, "--md")) { md_path = v; i++; }
     else if (!strcmp(a, "--only")) { only = v; i++; }
-    else if (!strcmp(a, "--reps")) { reps = atoi(v); i++; }
-    else if (!strcmp(a, "--pool-mb")) { pool_mb = (size_t)atol(v); i++; }
+    else if (!strcmp(a, "--reps")) {
+      int r[1];
+      if (pz_bench_parse_list(v, r, 1, 1, 1000) != 1) {
+        fprintf(stderr, "prezero bench gemm: --reps '%s' is not a count; use --reps 1..1000\n", v);
+        return 2;
+      }
+      reps = r[0];
+      i++;
+    } else if (!strcmp(a, "--pool-mb")) {
+      int r[1];
+      if (pz_bench_parse_list(v, r, 1, 1, 1 << 20) != 1) {
+        fprintf(stderr, "prezero bench gemm: --pool-mb '%s' is not a size in MB; use --pool-mb 256..1048576\n", v);
+        return 2;
+      }
+      pool_mb = (size_t)r[0];
+      i++;
+    }
     else if (!strcmp(a, "--m")) {
       nm = pz_bench_parse_list(v, ms, 16, 1, 256);
       i++;
@@ -94,6 +109,20 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
   }
   if (reps < 3) reps = 3;
   if (pool_mb < 256) pool_mb = 256;
+  /* PREZERO_BENCH_CFG=splits,wt,warps,wn pins flavours 1-3 and 5 to one kernel config (diagnostics): read
+   * once here, and a malformed value is refused instead of ignored */
+  int pin_cfg[4], pinned = 0;
+  {
+    const char *pin = getenv("PREZERO_BENCH_CFG");
+    if (pin && *pin) {
+      if (pz_bench_parse_list(pin, pin_cfg, 4, 0, 1 << 16) != 4) {
+        fprintf(stderr, "prezero bench gemm: PREZERO_BENCH_CFG=%s: use splits,wt,warps,wn (4 integers, e.g. 2,1,5,3); "
+                        "fix or unset that variable\n", pin);
+        return 2;
+      }
+      pinned = 1;
+    }
+  }
   if (only) {
     int hits = 0;
     for (int si = 0; si < NSHAPES; si++) {
@@ -177,13 +206,10 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
         const pz_tuner_entry *te = pz_tuner_lookup(pz_gemm_ctx_table(ctx), m, sh->n, sh->k);
         if (tune || !te) st = pz_tuner_tune(ctx, &pool, m, sh->n, sh->k, &me->e);
         else me->e = *te;
-        /* PREZERO_BENCH_CFG=splits,wt,warps,wn pins flavours 1-3 and 5 to one kernel config (diagnostics). */
-        const char *pin = getenv("PREZERO_BENCH_CFG");
-        int ps, pw, pn, pl;
-        if (st == PZ_OK && pin && sscanf(pin, "%d,%d,%d,%d", &ps, &pw, &pn, &pl) == 4)
+        if (st == PZ_OK && pinned) /* PREZERO_BENCH_CFG */
           for (int f = 1; f <= 5; f++)
             if (f != PZ_GEMM_FULLK) {
-              pz_gemm_config c = {(pz_gemm_flavour)f, ps, pw, pn, pl, 0};
+              pz_gemm_config c = {(pz_gemm_flavour)f, pin_cfg[0], pin_cfg[1], pin_cfg[2], pin_cfg[3], 0};
               me->e.cfg[f] = c;
             }
         if (st == PZ_OK) st = pz_tuner_time_read(ctx, &pool, (int64_t)bytes, iters, reps, &me->read_us);

@@ -222,7 +222,7 @@ int pz_runtime_opts_from_env(pz_runtime_opts *o, char *err, size_t err_len) {
   get_flag(&r, "PREZERO_MOE_W4_UP_REGS", &o->moe_w4_up_regs);
   get_i(&r, "PREZERO_MLP_GEMM", 0, 1, &o->mlp_gemm);
   get_flag(&r, "PREZERO_MLP_ONE_GU", &o->mlp_one_gu);
-  get_i(&r, "PREZERO_CPU_THREADS", 1, 1024, &o->cpu_threads);
+  get_i(&r, "PREZERO_CPU_THREADS", 0, 1024, &o->cpu_threads); /* 0: the default, as --threads 0 */
   int msg = -1; /* the two message switches are read where they act; checked here too */
   get_flag(&r, "PREZERO_PROGRESS", &msg);
   get_flag(&r, "PREZERO_LOG_ERRORS", &msg);
