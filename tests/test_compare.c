@@ -341,11 +341,25 @@ int main(void) {
     CHECK(m1 && strstr(m1, "| qkv_a | 12.50 | 14.00 | 15.00 | 13.50 |"));
     CHECK(m1 && strstr(m1, "| total | 50.90 | 54.25 | 58.00 | 53.00 |"));
     CHECK(m1 && strstr(m1, "prezero ON - best baseline (cublas): -2.10 µs per layer"));
-    /* projection, conc 4: OFF 10.0 + 0 dense x 33.3 + 58 MoE x 50.0 µs = 12.9 ms; ON 9.5 + 58 x
-     * 48.125 µs = 12.29125 -> -4.72%; conc 8 has no MoE time: not projected */
+    /* projection, conc 4: OFF 10.0 + 0 dense x 33.3 + 58 MoE x 50.0 µs = 12.9 ms; ON: OFF's 50.0 µs per MoE
+     * layer plus the layer's ON - OFF of the 4 GEMMs + 2 donors, (-1.5 - 1.25 - 1.0 + 0.1) + 0.3 = -3.35 µs
+     * (ON's own 48.125 µs per layer is not used): 9.5 + 58 x 46.65 µs = 12.2057 ms -> -5.38%; conc 8 has no
+     * MoE time: not projected */
     CHECK(m1 && strstr(m1, "Projection to all 61 layers (1 dense, 60 MoE) - a projection, not a measurement"));
-    CHECK(m1 && strstr(m1, "| 4 | 1 + 2 | 33.3 / 33.0 | 50.0 / 48.1 | 12.900 | 12.291 | -4.72% |"));
+    CHECK(m1 && strstr(m1, "| 4 | 1 + 2 | 33.3 / 33.0 | 50.0 / 48.1 | 12.900 | 12.206 | -5.38% |"));
     CHECK(m1 && strstr(m1, "| 8 | 0 + 3 | - | - | - | - | - |"));
+    { /* 3 dense layers, 2 not run: a dense layer adds OFF's 33.33 µs and the Δ without the router's -1.0, -2.35 µs:
+       * OFF 10 + 2 x 33.333 + 58 x 50 µs = 12.96667 ms; ON 9.5 + 2 x 30.9833 + 58 x 46.65 µs = 12.26767 ms -> -5.39% */
+      r1.dense_total = 3;
+      char *m3 = NULL;
+      size_t l3 = 0;
+      FILE *f3 = open_memstream(&m3, &l3);
+      write_markdown(f3, &r1);
+      fclose(f3);
+      CHECK(m3 && strstr(m3, "| 4 | 1 + 2 | 33.3 / 33.0 | 50.0 / 48.1 | 12.967 | 12.268 | -5.39% |"));
+      free(m3);
+      r1.dense_total = 1;
+    }
     free(text);
     cJSON_Delete(j);
     free(m1);
