@@ -13,6 +13,7 @@ extern "C" {
 #endif
 
 #define PZ_OPTS_PATH 1024
+#define PZ_OPTS_MAX_GRAPH_SIZES 16 /* sizes in PREZERO_CUDA_GRAPH_SIZES, more are refused */
 
 /* Each field names the environment variable it is read from (the README's environment table
  * says what each does). -1 in an int field means "not set: the library's own choice". Values set
@@ -51,7 +52,8 @@ typedef struct pz_runtime_opts {
   int tuner_iters, tuner_reps, tuner_legacy; /* PREZERO_TUNER_ITERS / _REPS / _LEGACY: -1 unset */
   /* CUDA executor */
   int cuda_graph;                     /* PREZERO_CUDA_GRAPH: 1 CUDA graphs, 0 eager */
-  char cuda_graph_sizes[256];         /* PREZERO_CUDA_GRAPH_SIZES: "1,2,4" ("" the default list) */
+  char cuda_graph_sizes[256];         /* PREZERO_CUDA_GRAPH_SIZES: "1,2,4" ("" the default list); at most
+                                       * PZ_OPTS_MAX_GRAPH_SIZES integers in 1..65536, else refused */
   int64_t cuda_load_chunk_kb;         /* PREZERO_CUDA_LOAD_CHUNK_KB: 0 default (64 MiB) */
   int cuda_sync;                      /* PREZERO_CUDA_SYNC: 1 eager steps wait after every node */
   int64_t cuda_reserve_mb;            /* PREZERO_CUDA_RESERVE_MB: -1 default reserve */

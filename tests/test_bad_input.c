@@ -199,7 +199,6 @@ static void cli_flags(void) {
   CHECK(run("run --prezero on --steps 1 --batch 1 --device cpu") == 0 && strstr(out_txt, "prezero on"));
   CHECK(run("graph --prezero on --layers 1") == 0 && strstr(out_txt, "# prezero on"));
   unsetenv("PREZERO_ENABLE");
-  /* An environment switch that points nowhere names itself, not --config. */
   /* A malformed variable: one line and exit 2 (the command's input is wrong) in run, graph and plan alike. */
   static const char *const malformed[][2] = {{"PREZERO_MLP_GEMM", "2"}, {"PREZERO_CUDA_GRAPH_SIZES", "0,-1"}};
   for (size_t i = 0; i < sizeof malformed / sizeof malformed[0]; i++) {
@@ -212,6 +211,7 @@ static void cli_flags(void) {
     CHECK(last_rc == 2);
     unsetenv(malformed[i][0]);
   }
+  /* An environment switch that points nowhere names itself, not --config. */
   setenv("PREZERO_DUMP_GRAPH", "/nonexistent-dir/dump", 1);
   bad("graph", "", "PREZERO_DUMP_GRAPH");
   bad("run", "--steps 1", "PREZERO_DUMP_GRAPH");

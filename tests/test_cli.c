@@ -201,6 +201,8 @@ int main(void) {
   /* bench gemm: counts and the diagnostics pin are checked before any GPU is looked for */
   bad("bench gemm", "--reps x", "--reps 'x'");
   bad("bench gemm", "--pool-mb 0", "--pool-mb '0'");
+  bad("bench gemm", "--pool-mb 100", "--pool-mb '100'"); /* below the pool's 256 MB: refused, not raised */
+  bad("bench gemm", "--reps 2", "--reps '2'");
   setenv("PREZERO_BENCH_CFG", "yes", 1);
   bad("bench gemm", "--m 1", "PREZERO_BENCH_CFG=yes");
   setenv("PREZERO_BENCH_CFG", "2,1,5", 1);

@@ -280,7 +280,10 @@ int main(void) {
                                           {"PREZERO_MLP_GEMM", "2"}, {"PREZERO_MLP_GEMM", "gemm"},
                                           {"PREZERO_MLP_ONE_GU", "2"}, {"PREZERO_CUDA_GRAPH_SIZES", "yes"},
                                           {"PREZERO_CUDA_GRAPH_SIZES", "0,-1"}, {"PREZERO_CUDA_GRAPH_SIZES", "1,,2"},
-                                          {"PREZERO_CUDA_GRAPH_SIZES", "4,"}, {"PREZERO_CUDA_GRAPH_SIZES", "1 2"}};
+                                          {"PREZERO_CUDA_GRAPH_SIZES", "4,"}, {"PREZERO_CUDA_GRAPH_SIZES", "1 2"},
+                                          {"PREZERO_CUDA_GRAPH_SIZES", " 8"}, {"PREZERO_CUDA_GRAPH_SIZES", "1, 2"},
+                                          {"PREZERO_CUDA_GRAPH_SIZES", "+8"},
+                                          {"PREZERO_CUDA_GRAPH_SIZES", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17"}};
     for (size_t i = 0; i < sizeof badv / sizeof badv[0]; i++) {
       setenv(badv[i][0], badv[i][1], 1);
       CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == -1 && strstr(bad, badv[i][0]));
@@ -288,6 +291,8 @@ int main(void) {
     }
     setenv("PREZERO_CUDA_GRAPH_SIZES", "1,16,128", 1); /* a good list is kept as written */
     CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && !strcmp(ro.cuda_graph_sizes, "1,16,128"));
+    setenv("PREZERO_CUDA_GRAPH_SIZES", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,65536", 1); /* 16 sizes: the most */
+    CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.cuda_graph_sizes[0] == '1');
     unsetenv("PREZERO_CUDA_GRAPH_SIZES");
     setenv("PREZERO_GEMM_BN", "64", 1);
     CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.gemm_bn == 64);

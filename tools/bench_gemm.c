@@ -86,16 +86,16 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
     else if (!strcmp(a, "--only")) { only = v; i++; }
     else if (!strcmp(a, "--reps")) {
       int r[1];
-      if (pz_bench_parse_list(v, r, 1, 1, 1000) != 1) {
-        fprintf(stderr, "prezero bench gemm: --reps '%s' is not a count; use --reps 1..1000\n", v);
+      if (pz_bench_parse_list(v, r, 1, 3, 1000) != 1) {
+        fprintf(stderr, "prezero bench gemm: --reps '%s' is not a count in 3..1000; use e.g. --reps 9\n", v);
         return 2;
       }
       reps = r[0];
       i++;
     } else if (!strcmp(a, "--pool-mb")) {
       int r[1];
-      if (pz_bench_parse_list(v, r, 1, 1, 1 << 20) != 1) {
-        fprintf(stderr, "prezero bench gemm: --pool-mb '%s' is not a size in MB; use --pool-mb 256..1048576\n", v);
+      if (pz_bench_parse_list(v, r, 1, 256, 65536) != 1) {
+        fprintf(stderr, "prezero bench gemm: --pool-mb '%s' is not a size in MB in 256..65536; use e.g. --pool-mb 1024\n", v);
         return 2;
       }
       pool_mb = (size_t)r[0];
@@ -107,8 +107,6 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
       if (nm <= 0) { fprintf(stderr, "prezero bench gemm: --m '%s' is not a list of batch sizes 1..256; use --m 1,4,8\n", v); return 2; }
     } else { fprintf(stderr, "prezero bench gemm: unknown option '%s'; see --help\n", a); return 2; }
   }
-  if (reps < 3) reps = 3;
-  if (pool_mb < 256) pool_mb = 256;
   /* PREZERO_BENCH_CFG=splits,wt,warps,wn pins flavours 1-3 and 5 to one kernel config (diagnostics): read
    * once here, and a malformed value is refused instead of ignored */
   int pin_cfg[4], pinned = 0;

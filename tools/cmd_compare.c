@@ -239,8 +239,11 @@ static void write_baselines(FILE *f, const pz_cmp_result *r) {
 
 /* Whole-model TPOT (ms), projected from this run: the measured TPOT plus, for each layer kind,
  * the layers the run did not decode times OFF's measured per-layer kernel time of that kind; ON
- * adds to that the layer's measured ON - OFF of the 4 GEMMs + 2 donors (a dense layer without the
- * router's part), since the ON graph differs from OFF only there. Taking ON's own per-layer sums
+ * adds to that the measured per-layer ON - OFF of the 4 GEMMs + 2 donors, since the ON graph
+ * differs from OFF only there. Both layer kinds take the same Δ: the components are averaged over
+ * the layers that have them, and the `gate` one is the router in MoE layers but gate_up_proj in
+ * GQA dense layers (so a dense MLA layer is credited with the router's part too: one or three of
+ * 61 layers). Taking ON's own per-layer sums
  * instead would carry the rest of the layer's run-to-run kernel-time spread (side-stream and PDL
  * overlap, clocks) into the projection: in rounds 117-118 it made ON's projection 1.3-1.9 % slower
  * at conc 16-128 while the measured TPOT was 0.4-0.8 % faster. -1 when a kind the model has was
@@ -249,15 +252,13 @@ static double tpot_projected(const pz_cmp_result *r, const pz_cmp_point *p, int 
   double t = side ? p->tpot_on_ms : p->tpot_off_ms;
   int md = r->dense_total - p->n_dense_run, mm = r->moe_total - p->n_moe_run;
   if ((md > 0 && p->dense_layer_us[0] < 0) || (mm > 0 && p->moe_layer_us[0] < 0) || !p->profiled) return -1;
-  double d_moe = 0, d_dense = 0;
+  double d = 0;
   if (side) {
-    d_moe = layer_delta(p);
-    if (d_moe != d_moe) return -1;
-    const double dg = comp_delta(p, PZ_CMP_GATE); /* the router: MoE layers only */
-    d_dense = dg == dg ? d_moe - dg : d_moe;
+    d = layer_delta(p);
+    if (d != d) return -1;
   }
-  if (md > 0) t += md * (p->dense_layer_us[0] + d_dense) / 1000.0;
-  if (mm > 0) t += mm * (p->moe_layer_us[0] + d_moe) / 1000.0;
+  if (md > 0) t += md * (p->dense_layer_us[0] + d) / 1000.0;
+  if (mm > 0) t += mm * (p->moe_layer_us[0] + d) / 1000.0;
   return t;
 }
 
@@ -266,7 +267,7 @@ static void write_projection(FILE *f, const pz_cmp_result *r) {
   fprintf(f, "\nProjection to all %d layers (%d dense, %d MoE) - a projection, not a measurement:\n"
              "TPOT_all = TPOT_measured + (dense layers not run) x t_dense + (MoE layers not run) x t_moe, with t_dense / "
              "t_moe OFF's mean CUPTI kernel time of one layer of that kind in this run (every kernel of the layer); for "
-             "ON each adds the layer's ON - OFF of the 4 GEMMs + 2 donors (the dense layer without the router's), the "
+             "ON each adds the measured per-layer ON - OFF of the 4 GEMMs + 2 donors, the "
              "only nodes in which the ON graph differs, so that the rest of the layer's kernel-time spread stays out of "
              "the comparison.\n\n",
           r->dense_total + r->moe_total, r->dense_total, r->moe_total);

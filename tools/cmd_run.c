@@ -72,7 +72,9 @@ static const char *hint(pz_status s) {
 
 static int fail(pz_status s) {
   const char *msg = pz_last_error();
-  if (strstr(msg, "; ")) fprintf(stderr, "prezero run: %s\n", msg);
+  if (s == PZ_ERR_NO_DEVICE && strstr(msg, "one rank per process")) /* --procs / --rank without a GPU */
+    fprintf(stderr, "prezero run: %s (without a GPU, run every rank in one process: --device cpu --tp N)\n", msg);
+  else if (strstr(msg, "; ")) fprintf(stderr, "prezero run: %s\n", msg);
   else fprintf(stderr, "prezero run: %s; %s\n", msg, hint(s));
   /* The engine refuses flag values that do not fit the model (a --tp that does not divide the
    * vocabulary, ...) as invalid arguments: usage errors, like the same checks made here. */

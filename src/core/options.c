@@ -101,19 +101,24 @@ static void get_str(const char *name, char *dst, size_t cap) {
   if (v) snprintf(dst, cap, "%s", v);
 }
 
-/* A list of batch sizes "1,2,4": positive integers up to 65536 separated by single commas; empty
- * leaves *dst; anything else is refused (it used to fall back to the default list in silence). */
+/* A list of batch sizes "1,2,4": at most PZ_OPTS_MAX_GRAPH_SIZES decimal integers in 1..65536 separated
+ * by single commas (no spaces or signs); empty leaves *dst; anything else is refused (it used to fall back
+ * to the default list, or drop the sizes past 16, in silence). */
 static void get_sizes(reader *r, const char *name, char *dst, size_t cap) {
   const char *v = getenv(name);
   if (!v || !*v) return;
   const char *s = v;
+  int n = 0;
   for (;;) {
     char *end;
     errno = 0;
-    long x = strtol(s, &end, 10);
-    if (end == s || *s == '-' || *s == '+' || errno || x < 1 || x > 65536 || (*end && *end != ',') ||
-        (*end == ',' && !end[1])) {
+    long x = *s >= '0' && *s <= '9' ? strtol(s, &end, 10) : (end = (char *)s, 0);
+    if (end == s || errno || x < 1 || x > 65536 || (*end && *end != ',') || (*end == ',' && !end[1])) {
       complain(r, name, v, "use a comma-separated list of batch sizes in 1..65536, e.g. 1,2,4,8");
+      return;
+    }
+    if (++n > PZ_OPTS_MAX_GRAPH_SIZES) {
+      complain(r, name, v, "give at most 16 batch sizes");
       return;
     }
     if (!*end) break;

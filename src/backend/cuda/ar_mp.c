@@ -532,7 +532,7 @@ pz_status pz_ar_comm_join_file(int world, int rank, const char *id_file, int dev
       (void)cudaGetLastError();
       have = 0;
     }
-    if (have == 0) return pz_error(PZ_ERR_NO_DEVICE, "no CUDA GPU is visible; one rank per process needs one GPU per rank (without a GPU, run every rank in one process on the CPU backend: --device cpu --tp N)");
+    if (have == 0) return pz_error(PZ_ERR_NO_DEVICE, "no CUDA GPU is visible; one rank per process needs one GPU per rank");
     device = rank % have;
   }
   if (rank == 0) {

@@ -13,7 +13,7 @@ extern "C" {
 #endif
 
 #define PZ_CUDA_MAX_TP 8
-#define PZ_CUDA_MAX_CAPTURE 16
+#define PZ_CUDA_MAX_CAPTURE 16 /* = PZ_OPTS_MAX_GRAPH_SIZES: every size the options reader lets through is kept */
 #define PZ_CUDA_MAX_M 256      /* largest batch (tokens) a step may have */
 
 typedef struct pz_cuda_exec_opts {
