@@ -58,14 +58,8 @@ pz_status pz_cuda_mlp(pz_gemm_ctx *g, pz_mlp_role role, int m, int64_t H, int64_
                       int64_t ld_out, void *workspace, size_t workspace_bytes, cudaStream_t stream) {
   if (!pz_cuda_mlp_uses_gemm(g, role, m, H, inter))
     return pz_mlp_launch(m, H, inter, x, ldx, w_gate, w_up, w_down, out, ld_out, workspace, workspace_bytes, stream);
-  /* the fused kernel's contract (pz_mlp_launch), so that the path never changes what is accepted */
-  if (H < 16 || H % 16 || H > (1 << 20) || inter < 16 || inter % 16 || inter > (1 << 20))
-    return pz_error(PZ_ERR_SHAPE, "mlp: H = %lld and intermediate size %lld must be multiples of 16 in 16..2^20",
-                    (long long)H, (long long)inter);
-  if (!x || !w_gate || !w_up || !w_down || !out || !workspace) return pz_error(PZ_ERR_INVALID_ARG, "mlp: NULL pointer");
-  if (ldx < H || ldx % 8 || ld_out < H) return pz_error(PZ_ERR_SHAPE, "mlp: ldx / ld_out too small or misaligned");
-  if (((uintptr_t)x | (uintptr_t)w_gate | (uintptr_t)w_up | (uintptr_t)w_down | (uintptr_t)workspace) & 15)
-    return pz_error(PZ_ERR_INVALID_ARG, "mlp: x, weights and workspace must be 16-byte aligned");
+  /* the fused kernel's contract, so that the path never changes what is accepted */
+  PZ_CHECK(pz_mlp_check(m, H, inter, x, ldx, w_gate, w_up, w_down, out, ld_out, workspace));
   const size_t need = pz_cuda_mlp_workspace_bytes(m, inter);
   if (workspace_bytes < need)
     return pz_error(PZ_ERR_INVALID_ARG, "mlp: workspace %zu bytes < %zu needed", workspace_bytes, need);

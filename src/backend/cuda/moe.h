@@ -126,6 +126,13 @@ pz_status pz_moe_launch(const pz_moe_args *a, const float *logits, int64_t ld_lo
  * The same kernels as the experts' dense segment (2 launches). Requirements as above.
  * Errors: PZ_ERR_SHAPE, PZ_ERR_INVALID_ARG, PZ_ERR_CUDA. */
 size_t pz_mlp_workspace_bytes(int max_m, int64_t inter);
+/* pz_mlp_launch's argument checks without the workspace size (also those of mlp_gemm.h's pz_cuda_mlp):
+ * 1 <= m <= PZ_MOE_MAX_M, H and inter multiples of 16 in 16..2^20, no NULL pointer, ldx >= H and a
+ * multiple of 8, ld_out >= H, x / weights / workspace 16-byte aligned. Errors: PZ_ERR_SHAPE,
+ * PZ_ERR_INVALID_ARG. */
+pz_status pz_mlp_check(int m, int64_t H, int64_t inter, const pz_bf16 *x, int64_t ldx, const pz_bf16 *w_gate,
+                       const pz_bf16 *w_up, const pz_bf16 *w_down, const float *out, int64_t ld_out,
+                       const void *workspace);
 pz_status pz_mlp_launch(int m, int64_t H, int64_t inter, const pz_bf16 *x, int64_t ldx,
                         const pz_bf16 *w_gate, const pz_bf16 *w_up, const pz_bf16 *w_down,
                         float *out, int64_t ld_out, void *workspace, size_t workspace_bytes,

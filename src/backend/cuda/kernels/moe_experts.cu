@@ -461,10 +461,9 @@ extern "C" size_t pz_mlp_workspace_bytes(int max_m, int64_t inter) {
   return align256(2 * (size_t)max_m * (size_t)inter);
 }
 
-extern "C" pz_status pz_mlp_launch(int m, int64_t H, int64_t inter, const pz_bf16 *x, int64_t ldx,
-                                   const pz_bf16 *w_gate, const pz_bf16 *w_up, const pz_bf16 *w_down,
-                                   float *out, int64_t ld_out, void *workspace, size_t workspace_bytes,
-                                   cudaStream_t stream) {
+extern "C" pz_status pz_mlp_check(int m, int64_t H, int64_t inter, const pz_bf16 *x, int64_t ldx,
+                                  const pz_bf16 *w_gate, const pz_bf16 *w_up, const pz_bf16 *w_down, const float *out,
+                                  int64_t ld_out, const void *workspace) {
   PZ_CHECK(check_dims("mlp", m, H, inter));
   if (inter < 16) return pz_error(PZ_ERR_SHAPE, "mlp: inter = %lld < 16", (long long)inter);
   if (!x || !w_gate || !w_up || !w_down || !out || !workspace)
@@ -472,6 +471,14 @@ extern "C" pz_status pz_mlp_launch(int m, int64_t H, int64_t inter, const pz_bf1
   if (ldx < H || ldx % 8 || ld_out < H) return pz_error(PZ_ERR_SHAPE, "mlp: ldx / ld_out too small or misaligned");
   if (!aligned16(x) || !aligned16(w_gate) || !aligned16(w_up) || !aligned16(w_down) || !aligned16(workspace))
     return pz_error(PZ_ERR_INVALID_ARG, "mlp: x, weights and workspace must be 16-byte aligned");
+  return PZ_OK;
+}
+
+extern "C" pz_status pz_mlp_launch(int m, int64_t H, int64_t inter, const pz_bf16 *x, int64_t ldx,
+                                   const pz_bf16 *w_gate, const pz_bf16 *w_up, const pz_bf16 *w_down,
+                                   float *out, int64_t ld_out, void *workspace, size_t workspace_bytes,
+                                   cudaStream_t stream) {
+  PZ_CHECK(pz_mlp_check(m, H, inter, x, ldx, w_gate, w_up, w_down, out, ld_out, workspace));
   if (workspace_bytes < pz_mlp_workspace_bytes(m, inter))
     return pz_error(PZ_ERR_INVALID_ARG, "mlp: workspace %zu bytes < %zu needed", workspace_bytes,
                     pz_mlp_workspace_bytes(m, inter));
