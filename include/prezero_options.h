@@ -180,7 +180,12 @@ typedef struct pz_runtime_opts {
                                        * inter rows where up_proj's rows follow gate_proj's in memory (the
                                        * executor's arena keeps them so); 0 two GEMMs always. Another
                                        * split-K order of the same sums: not bit-identical to each other.
-                                       * Added last */
+                                       * Added in 0.2.0 */
+  int moe_w4_waves;                   /* PREZERO_MOE_W4_WAVES: -1 unset or 1 (the default) the W4A16 gate/up
+                                       * K split on tiled INT4 experts is the smallest whose expected work
+                                       * items fill >= 82 % of the CTA slots over their waves (the wave
+                                       * rule, moe_w4_split.h); 0 the fill rule, as before. Results agree
+                                       * within rounding. Added last */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. o NULL: nothing happens. */

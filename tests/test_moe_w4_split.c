@@ -83,6 +83,43 @@ int main(void) {
   /* other GPUs: more slots need more experts (an H100 PCIe, 114 SMs: 456 slots, threshold 912) */
   CHECK(pz_moe_w4_wk(1, H, 1024, 16, TOPK, E, 456, 1, 1) == 1);
 
+  /* the wave rule (adaptive 2, gate/up's default; down keeps the fill rule). Expected experts
+     384 (1 - (376/384)^m): m 1 -> 8 exactly, m 4 -> 31.01, m 8 -> 59.52, m 16 -> 109.82, m 128 -> 358.06;
+     with top_k >= n_experts every expert. Fill = items / (slots x ceil(items / slots)). */
+  CHECK(pz_moe_expected_experts(1, TOPK, E) > 7.999999 && pz_moe_expected_experts(1, TOPK, E) < 8.000001);
+  CHECK(pz_moe_expected_experts(16, TOPK, E) > 109.8 && pz_moe_expected_experts(16, TOPK, E) < 109.85);
+  CHECK(pz_moe_expected_experts(3, 16, 16) == 16.0);
+  CHECK(pz_moe_expected_experts(0, TOPK, E) == 0.0 && pz_moe_expected_experts(4, 0, E) == 0.0);
+  CHECK(pz_moe_wave_fill(396, 396) == 1.0 && pz_moe_wave_fill(198, 396) == 0.5);
+  CHECK(pz_moe_wave_fill(397, 396) == 397.0 / 792.0 && pz_moe_wave_fill(0, 396) == 0.0 && pz_moe_wave_fill(5, 0) == 0.0);
+  /* 396 slots (132 SMs x 3). TP 2 m 16 (N 1024): wk 1 -> 878.6 items, 2.22 waves, fill 0.740; wk 2 -> 1757.1,
+     0.887 -> 2 (the fill rule: 128 x 8 = 1024 >= 792 -> 1, measured 4 % slower) */
+  CHECK(pz_moe_w4_wk(1, H, 1024, 16, TOPK, E, 396, 1, 2) == 2);
+  CHECK(pz_moe_w4_wk(1, H, 1024, 16, TOPK, E, 396, 1, 1) == 1);
+  /* TP 1 m 8 (N 2048): wk 1 -> 952.4 items, fill 0.802 < 0.82; wk 2 -> 0.962 -> 2 */
+  CHECK(pz_moe_w4_wk(1, H, 2048, 8, TOPK, E, 396, 1, 2) == 2);
+  /* TP 2 m 8: wk 1 0.601, wk 2 0.802, wk 4 (1904.7 items) 0.962 -> 4 */
+  CHECK(pz_moe_w4_wk(1, H, 1024, 8, TOPK, E, 396, 1, 2) == 4);
+  /* TP 4 m 16 (N 512): wk 1 0.555, 2 0.740, 4 0.887 -> 4 (the fixed 8 before) */
+  CHECK(pz_moe_w4_wk(1, H, 512, 16, TOPK, E, 396, 1, 2) == 4);
+  /* TP 4 m 4: 0.313 / 0.627 / 0.627 / 0.835 -> 8 */
+  CHECK(pz_moe_w4_wk(1, H, 512, 4, TOPK, E, 396, 1, 2) == 8);
+  /* TP 1 m 4: 0.627, then 992.4 items 0.835 -> 2; TP 1 m 128: 5729 items 0.964 -> 1 */
+  CHECK(pz_moe_w4_wk(1, H, 2048, 4, TOPK, E, 396, 1, 2) == 2);
+  CHECK(pz_moe_w4_wk(1, H, 2048, 128, TOPK, E, 396, 1, 2) == 1);
+  /* TP 1 m 1 on 528 slots (the 4-per-SM kernel): 128 / 256 / 512 items: 0.242, 0.485, 0.970 -> 4 */
+  CHECK(pz_moe_w4_wk(1, H, 2048, 1, TOPK, E, 528, 1, 2) == 4);
+  /* none reaches the threshold: the fullest, the smaller on ties. 8 experts of N 128 (1 item of 128 rows
+     each at wk 1) on 1000 slots: 8 / 16 / 32 / 64 items -> 8 (cap by K 7168: 8); K 256 caps it at 2 */
+  CHECK(pz_moe_w4_wk(1, H, 128, 1, 8, 8, 1000, 1, 2) == 8);
+  CHECK(pz_moe_w4_wk(1, 256, 128, 1, 8, 8, 1000, 1, 2) == 2);
+  /* down and the stored layout are not the wave rule's: the fill rule, and the fixed one */
+  for (int m = 1; m <= 128; m *= 2) CHECK(pz_moe_w4_wk(0, H, 1024, m, TOPK, E, 396, 1, 2) == pz_moe_w4_wk(0, H, 1024, m, TOPK, E, 396, 1, 1));
+  CHECK(pz_moe_w4_wk(1, H, 1024, 16, TOPK, E, 396, 0, 2) == 8); /* stored: by K */
+  /* pz_moe_w4_up_ctas counts with the fill rule whatever the adaptive rule: 2 and 1 agree */
+  for (int m = 1; m <= 128; m *= 2)
+    CHECK(pz_moe_w4_up_ctas(H, 1024, m, TOPK, E, 132, 0, 2) == pz_moe_w4_up_ctas(H, 1024, m, TOPK, E, 132, 0, 1));
+
   /* the gate/up kernel's CTAs per SM (132 SMs: 528 slots at 4, 396 at 3), Kimi-K2.5 per rank (top 8 of 384):
      TP 2 (inter 1024) m 4: 32 experts, split 2 at 528 slots -> 64-row items, 32 x 16 = 512 <= 528: one wave
      at 4 per SM, 1.3 at 3 -> 4; TP 1 (inter 2048) m 4: 32 x 32 = 1024 > 528 -> 3; m 1 / 2 at TP 1 and 2:

@@ -40,7 +40,7 @@
 #   proj_ab    `prezero bench attn --paged` and `bench step` with the MLA absorb / W_UV exact (PREZERO_MLA_PROJ=0) and
 #              on tensor cores (the default), alternated
 #   ab_ref     `prezero $PZ_AB_ARGS` with the binary of another commit (.deps/ref.tar) and the tree's, alternated
-#   moe_times  each kernel of `prezero bench moe --quant int4 --tp 1 --m PZ_NCU_M` (default 4) timed alone under ncu
+#   moe_times  each kernel of `prezero bench moe --quant int4 --tp PZ_NCU_TP --m PZ_NCU_M` (defaults 1, 4) timed alone under ncu
 #   moe_int4   `prezero bench moe --quant int4` alone (PZ_MOE_ARGS adds options)
 #   quant_fixed  `PREZERO_MOE_W4_WK=0 prezero bench moe --quant int4` (after quant or moe_int4, for the A/B)
 #   quant_wk   `prezero bench moe --quant int4` per W4A16 K split (PZ_WK_LIST, default "dn1 dn2 dn8 up1"; PZ_WK_ARGS)
@@ -300,12 +300,12 @@ for s in $sections; do
     quant_ab)  # issue 15: bench moe --quant int4 per W4A16 K split; PZ_AB_LIST items like dn4, dn1:up1
       # (dnN --w4-wk-dn N, upN --w4-wk-up N; kN --w4-kernel N, an option of tree b81288b only; PZ_WK_ARGS as in quant_wk)
       # nodirect: PREZERO_MOE_DIRECT=0, formerup: PREZERO_MOE_W4_UP_REGS=0, mlp0 / mlp1: PREZERO_MLP_GEMM=0 / 1 (the shared
-      # expert fused / as GEMMs), gu0: PREZERO_MLP_ONE_GU=0 (gate and up as two GEMMs), base: the defaults (other tokens, e.g. r2, only name a repeat)
+      # expert fused / as GEMMs), gu0: PREZERO_MLP_ONE_GU=0 (gate and up as two GEMMs), waves0: PREZERO_MOE_W4_WAVES=0 (gate/up's split by the fill rule), base: the defaults (other tokens, e.g. r2, only name a repeat)
       for item in ${PZ_AB_LIST:-dn1 dn2 dn4}; do
         args="" envs=""
         for t in ${item//:/ }; do
           case $t in formerup) envs="$envs PREZERO_MOE_W4_UP_REGS=0" ;; k*) args="$args --w4-kernel ${t#k}" ;; dn*) args="$args --w4-wk-dn ${t#dn}" ;; up*) args="$args --w4-wk-up ${t#up}" ;;
-            nodirect) envs="$envs PREZERO_MOE_DIRECT=0" ;; mlp0|mlp1) envs="$envs PREZERO_MLP_GEMM=${t#mlp}" ;; gu0) envs="$envs PREZERO_MLP_ONE_GU=0" ;; esac
+            nodirect) envs="$envs PREZERO_MOE_DIRECT=0" ;; mlp0|mlp1) envs="$envs PREZERO_MLP_GEMM=${t#mlp}" ;; gu0) envs="$envs PREZERO_MLP_ONE_GU=0" ;; waves0) envs="$envs PREZERO_MOE_W4_WAVES=0" ;; esac
         done
         n=${item//:/_}
         run bench_moe_int4_ab_$n 120 env $envs $P bench moe --quant int4 ${PZ_WK_ARGS:---m 4,16,64,128} $args \
@@ -383,16 +383,16 @@ for s in $sections; do
         done
       done ;;
     moe_times)  # issue 15: each kernel of the int4 MoE op, one by one under ncu (cold caches, serialised: the gaps between
-                # kernels are not in it), TP 1 at PZ_NCU_M (default 4): where the op's time goes. The bf16 MoE runs first
+                # kernels are not in it), TP PZ_NCU_TP (default 1) at PZ_NCU_M (default 4): where the op's time goes. The bf16 MoE runs first
                 # in the bench (moe_route_kernel, moe_gather_kernel, moe_mm_kernel pair, moe_combine_kernel); the int4 op
                 # is the shared expert's moe_mm_kernel pair (on its side stream), moe_route_kernel, gather_kernel, mm_kernel
-                # pair, combine_kernel;
+                # pair, combine_kernel; from m 8 the shared expert is GEMMs + silu_mul_kernel (pz_cuda_mlp), also listed;
                 # the summary shows the int4 ops from the first gather_kernel on
       run moe_times 300 ncu --clock-control none --metrics gpu__time_duration.sum --csv -c ${PZ_NCU_C:-200} \
-        -k regex:'^(moe_route_kernel|gather_kernel|mm_kernel|moe_mm_kernel|combine_kernel)$' \
-        $P bench moe --quant int4 --tp 1 --m ${PZ_NCU_M:-4} --reps 1
+        -k regex:'^(moe_route_kernel|gather_kernel|mm_kernel|moe_mm_kernel|combine_kernel|gemm_wgmma_kernel|gemm_wgmma_streamk_kernel|gemm_splitk_kernel|silu_mul_kernel)$' \
+        $P bench moe --quant int4 --tp ${PZ_NCU_TP:-1} --m ${PZ_NCU_M:-4} --reps 1
       grep -E '"gpu__time_duration' "$W/moe_times.txt" | awk -F'","' '{print $5, $9, $NF}' | tr -d '"' > "$W/moe_times_short.txt"
-      awk '/moeq::gather_kernel/ && !f {f=NR} {l[NR]=$0} END {for (i = f - 3; i < f + 25 && i <= NR; i++) if (i > 0) print l[i]}' \
+      awk '/moeq::gather_kernel/ && !f {f=NR} {l[NR]=$0} END {for (i = f - 6; i < f + 30 && i <= NR; i++) if (i > 0) print l[i]}' \
         "$W/moe_times_short.txt" | tee -a "$S" ;;
     ncu_l2)  # issues 14 / 15 / 18: L2 and DRAM traffic by kind of the plain read and the decode kernels (bench/ncu_l2.sh)
       run build_read 120 cmake --build $B --target dev_stream_read || { tail -20 "$W/build_read.txt"; continue; }

@@ -155,7 +155,8 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
       pz_test_failures++;
     }
   }
-  /* the default's K splits are moe_w4_split.h's rule (adaptive, then PREZERO_MOE_W4_WK=0's fixed one) on
+  /* the default's K splits are moe_w4_split.h's rule (adaptive, then PREZERO_MOE_W4_WK=0's fixed one, then
+     PREZERO_MOE_W4_WAVES=0's fill rule for gate/up) on
      this device's CTA slots (gate/up: w4_up_ctas 3 or 4 given, or pz_moe_w4_up_ctas's choice by batch; down:
      4): the same splits given explicitly are bit-identical (and w4_wk_fixed 0, the default, repeats t[0] bit
      for bit: run to run) */
@@ -163,16 +164,18 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
   CHECK(cudaGetDevice(&dev) == cudaSuccess &&
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess);
   static const int ctas_list[] = {0, 4, 3}; /* by batch (the default), PREZERO_MOE_W4_UP_REGS=0, always 3 */
-  for (int q = 0; q < 6 && tk; q++) {
-    const int fixed = q & 1, ctas = ctas_list[q / 2];
+  for (int q = 0; q < 9 && tk; q++) { /* rule: 0 the default (wave rule on gate/up), 1 fixed, 2 the fill rule */
+    const int rule = q % 3, fixed = rule == 1, ctas = ctas_list[q / 3];
+    const int adaptive = rule == 1 ? 0 : rule == 2 ? 1 : 2;
     pz_moe_q_args c = *a, d;
     c.w4_tiled = 1;
     c.w4_wk_fixed = fixed;
+    c.w4_waves_off = rule == 2;
     c.w4_up_ctas = ctas;
     d = c;
     const int up_ctas = ctas ? ctas : pz_moe_w4_up_ctas(H, I, m, a->p.top_k, E, sms, 0, !fixed);
-    d.w4_wk_up = pz_moe_w4_wk(1, H, I, m, a->p.top_k, E, up_ctas * sms, 1, !fixed);
-    d.w4_wk_dn = pz_moe_w4_wk(0, H, I, m, a->p.top_k, E, 4 * sms, 1, !fixed);
+    d.w4_wk_up = pz_moe_w4_wk(1, H, I, m, a->p.top_k, E, up_ctas * sms, 1, adaptive);
+    d.w4_wk_dn = pz_moe_w4_wk(0, H, I, m, a->p.top_k, E, 4 * sms, 1, adaptive);
     CHECK_OK(pz_moe_w4a16_launch(&c, 0));
     CHECK(cudaDeviceSynchronize() == cudaSuccess);
     cudaMemcpy(tk, dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
@@ -184,8 +187,8 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
     CHECK(cudaDeviceSynchronize() == cudaSuccess);
     cudaMemcpy(t[1], dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
     if (memcmp(tk, t[1], 4 * (size_t)m * H)) {
-      fprintf(stderr, "tiled, w4_wk_fixed %d, w4_up_ctas %d: the launcher's splits are not moe_w4_split.h's "
-              "(up %d, down %d)\n", fixed, ctas, d.w4_wk_up, d.w4_wk_dn);
+      fprintf(stderr, "tiled, rule %d, w4_up_ctas %d: the launcher's splits are not moe_w4_split.h's "
+              "(up %d, down %d)\n", rule, ctas, d.w4_wk_up, d.w4_wk_dn);
       pz_test_failures++;
     }
   }

@@ -73,6 +73,10 @@ typedef struct pz_moe_q_args {
                     * default for tiled experts (whole K per warp when the batch has >= 2 items of 128 rows
                     * per CTA slot, more warps per K where the fixed split's items fill < half the slots);
                     * results agree within rounding and depend on m and the SM count */
+  int w4_waves_off; /* W4A16 tiled: 1 = gate/up's adaptive split by the fill rule (moe_w4_split.h), as before
+                     * (PREZERO_MOE_W4_WAVES=0); 0, the default, = by the wave rule (the smallest split whose
+                     * expected items fill >= 82 % of the CTA slots over their waves). Results agree within
+                     * rounding */
   int w4_up_ctas; /* W4A16 tiled, the gate/up kernel's CTAs per SM: 0, the default, = by batch (moe_w4_split.h
                    * pz_moe_w4_up_ctas: 3, with up to 80 registers, where its 1-n-tile loop does not spill, or
                    * 4 where only one wave of 4 per SM holds the batch's items); 4 = 64 registers, as before

@@ -7,7 +7,8 @@
  * Fixed rule (the kernel's split before adaptive splits; PREZERO_MOE_W4_WK=0 restores it):
  *   gate/up (K = H): 2 for tiled experts with inter >= 1024, else by K; down (K = inter): by K;
  *   by K = 8 from 4096, 4 from 2048, 2 from 1024, else 1.
- * Adaptive rule (the default, tiled experts): wk = 1, whole K per warp and items of 128 rows, when
+ * Fill rule (down's default; gate/up's with PREZERO_MOE_W4_WAVES=0, and what pz_moe_w4_up_ctas counts
+ * with; tiled experts): wk = 1, whole K per warp and items of 128 rows, when
  * the batch has at least two such items per CTA slot, counting min(m x top_k, n_experts) experts
  * (an upper bound on those the router can choose): min(m top_k, E) x ceil(N / 128) >= 2 x slots;
  * otherwise the fixed rule, unless its items fill fewer than half the slots: then the smallest
@@ -27,19 +28,69 @@
  * kernel takes (bf16 moe_experts.cu, W8A16). */
 static inline int pz_moe_wk_by_k(int64_t K) { return K >= 4096 ? 8 : K >= 2048 ? 4 : K >= 1024 ? 2 : 1; }
 
+/* The experts an m-token batch is expected to choose when each token takes top_k of n_experts at
+ * random (each expert is missed by a token with probability 1 - top_k / n_experts):
+ * n_experts x (1 - (1 - top_k / n_experts)^m). Real routers are skewed and choose fewer; bench moe's
+ * random logits choose this many (Kimi-K2.5, 384 experts, top 8: 8.0 / 31.4 / 109.8 / 188.3 at m = 1 /
+ * 4 / 16 / 32). 0 for inputs out of range. */
+static inline double pz_moe_expected_experts(int m, int top_k, int n_experts) {
+  if (m < 1 || top_k < 1 || n_experts < 1) return 0.0;
+  const double miss = 1.0 - (double)(top_k < n_experts ? top_k : n_experts) / (double)n_experts;
+  double p = 1.0;
+  for (int i = 0; i < m; i++) p *= miss;
+  return (double)n_experts * (1.0 - p);
+}
+
+/* The share of the CTA slots an item grid of `items` keeps busy over its waves: items / (slots x
+ * ceil(items / slots)), in (0, 1]; 0 for items or slots <= 0. */
+static inline double pz_moe_wave_fill(double items, int slots) {
+  if (items <= 0.0 || slots < 1) return 0.0;
+  const double w = items / (double)slots;
+  double waves = (double)(int64_t)w;
+  if (waves < w) waves += 1.0;
+  return w / waves;
+}
+
+/* The wave rule's threshold: the smallest K split whose items fill at least this share of the slots
+ * over their waves (measured on the H200, bench/results/moe_h200_int4_ab/waves/). */
+#define PZ_MOE_W4_WAVE_FILL 0.82
+
 /* wk (1, 2, 4 or 8) for the gate/up (up = 1: N = inter, K = H) or down (up = 0: N = H, K = inter)
  * items of an m-token batch with top_k of n_experts experts, on slots CTA slots (SMs x CTAs per SM).
- * tiled: the experts are in the tiled layout (the adaptive rule applies to it only); adaptive: 0 for
- * the fixed rule. Inputs out of range (m, top_k, n_experts, slots < 1) get the fixed rule. */
+ * tiled: the experts are in the tiled layout (the adaptive rules apply to it only); adaptive: 0 for
+ * the fixed rule, 1 for the fill rule below, 2 (the default) for the wave rule on gate/up and the
+ * fill rule on down. Inputs out of range (m, top_k, n_experts, slots < 1) get the fixed rule.
+ * Wave rule (gate/up; PREZERO_MOE_W4_WAVES=0 gives the fill rule back): the smallest split of 1, 2,
+ * 4, 8 (at most K / 128) whose expected items, pz_moe_expected_experts x ceil(N / (128 / wk)), fill at
+ * least PZ_MOE_W4_WAVE_FILL of the slots over their waves (pz_moe_wave_fill); when none does, the one
+ * that fills most (the smaller on ties). Items run in static waves (item i on CTA i mod grid), so a
+ * last wave that is mostly empty leaves SMs idle: Kimi-K2.5 TP 2 m 16 has 110 experts x 8 items of 128
+ * rows = 878 items on 396 slots, 2.2 waves (0.74), against 4.4 waves (0.89) at wk 2, which measured
+ * 4 % faster (the fill rule's upper bound of 128 experts passed its 2-waves test). */
 static inline int pz_moe_w4_wk(int up, int64_t H, int64_t inter, int m, int top_k, int n_experts, int slots, int tiled,
                                int adaptive) {
   const int64_t N = up ? inter : H, K = up ? H : inter;
   const int fixed = up && tiled && inter >= 1024 ? 2 : pz_moe_wk_by_k(K);
   if (!tiled || !adaptive || m < 1 || top_k < 1 || n_experts < 1 || slots < 1) return fixed;
+  const int cap = K / 128 >= 8 ? 8 : K / 128 >= 4 ? 4 : K / 128 >= 2 ? 2 : 1;
+  if (up && adaptive == 2) {
+    const double experts = pz_moe_expected_experts(m, top_k, n_experts);
+    int best = 1;
+    double best_fill = -1.0;
+    for (int wk = 1; wk <= cap; wk *= 2) {
+      const double fill = pz_moe_wave_fill(experts * (double)((N * wk + 127) / 128), slots);
+      if (fill >= PZ_MOE_W4_WAVE_FILL) return wk;
+      if (fill > best_fill) {
+        best_fill = fill;
+        best = wk;
+      }
+    }
+    return best;
+  }
+  /* fill rule */
   const int64_t pairs = (int64_t)m * top_k, experts = pairs < n_experts ? pairs : n_experts;
   if (experts * ((N + 127) / 128) >= 2 * (int64_t)slots) return 1; /* items of 128 rows */
   /* larger splits up to 8 and up to K's 128-column super-chunks (no warp left without K) */
-  const int cap = K / 128 >= 8 ? 8 : K / 128 >= 4 ? 4 : K / 128 >= 2 ? 2 : 1;
   int wk = fixed;
   while (wk < cap && 2 * experts * ((N * wk + 127) / 128) < slots) wk *= 2; /* items of 128 / wk rows */
   return wk;
@@ -49,7 +100,7 @@ static inline int pz_moe_w4_wk(int up, int64_t H, int64_t inter, int m, int top_
  * thread, where its 1-n-tile loop, the one uniform decode routing runs, does not spill: the default) or 4
  * (64 registers, that loop spilling 7 per 128-column step: the former kernel). 4 only where that keeps the
  * batch's gate/up items in one wave that 3 per SM would cut into two: 3 sms < items <= 4 sms, counting min(m top_k, E) experts (an upper bound on those the router can
- * choose) x the row tiles of the split pz_moe_w4_wk picks for 4 x sms slots (wk_up instead when it is
+ * choose) x the row tiles of the split pz_moe_w4_wk's fill rule picks for 4 x sms slots (wk_up instead when it is
  * given, 1 / 2 / 4 / 8). Measured on the H200 (Kimi-K2.5, bench/results/moe_h200_int4_ab/up_regs/): the
  * MoE op at 3 per SM against 4 per SM, TP 1 m 4 / 16 / 64 / 128 -4.9 / -14.4 / -11.6 / -8.4 %, TP 2 m 16 /
  * 64 / 128 -6.8 / -12.2 / -10.5 %, but TP 2 m 4 +8 % (512 items: one wave of 528 slots, 1.3 waves of 396),
@@ -60,7 +111,7 @@ static inline int pz_moe_w4_up_ctas(int64_t H, int64_t inter, int m, int top_k, 
   if (H < 1 || inter < 1 || m < 1 || top_k < 1 || n_experts < 1 || sms < 1) return 3;
   const int wk = wk_up == 1 || wk_up == 2 || wk_up == 4 || wk_up == 8
                      ? wk_up
-                     : pz_moe_w4_wk(1, H, inter, m, top_k, n_experts, 4 * sms, 1, adaptive);
+                     : pz_moe_w4_wk(1, H, inter, m, top_k, n_experts, 4 * sms, 1, adaptive ? 1 : 0);
   const int64_t pairs = (int64_t)m * top_k, experts = pairs < n_experts ? pairs : n_experts;
   const int64_t rows = 128 / wk; /* 16 rows per warp x 8 / wk warps */
   const int64_t items = experts * ((inter + rows - 1) / rows);

@@ -557,7 +557,7 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
   if (a->w4_up_ctas != 0 && a->w4_up_ctas != 3 && a->w4_up_ctas != 4)
     return pz_error(PZ_ERR_INVALID_ARG, "moe w4a16: w4_up_ctas %d is not 0 (by batch), 3 or 4", a->w4_up_ctas);
   int sms = 0, up_per_sm = W4T::kMinBlocks;
-  const int tiled = a->w4_tiled != 0 && H % 128 == 0 && I % 128 == 0, adaptive = !a->w4_wk_fixed;
+  const int tiled = a->w4_tiled != 0 && H % 128 == 0 && I % 128 == 0, adaptive = a->w4_wk_fixed ? 0 : a->w4_waves_off ? 1 : 2;
   if (tiled) {
     int dev = 0;
     PZ_CUDA_CHECK_MSG(cudaGetDevice(&dev), "moe w4a16: cannot read the current device");
