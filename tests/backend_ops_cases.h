@@ -62,10 +62,10 @@ typedef struct bo_moe_shape {
   pz_moe_params p;
 } bo_moe_shape;
 static const bo_moe_shape bo_moe_shapes[] = {
-    {"E8 top2 softmax greedy", 64, {8, 2, 1, 1, PZ_SCORE_SOFTMAX, PZ_TOPK_GREEDY, false, 1.0f, 32, 0, 0, 0, 0, 0}},
-    {"E16 top4 sigmoid noaux_tc +shared", 64, {16, 4, 4, 2, PZ_SCORE_SIGMOID, PZ_TOPK_NOAUX_TC, true, 2.5f, 32, 64, 0, 0, 0, 0}},
-    {"E6 top3 group_limited +shared", 48, {6, 3, 3, 2, PZ_SCORE_SOFTMAX, PZ_TOPK_GROUP_LIMITED, true, 1.0f, 16, 32, 0, 0, 0, 0}},
-    {"odd E5 top2 H20", 20, {5, 2, 1, 1, PZ_SCORE_SOFTMAX, PZ_TOPK_GREEDY, false, 1.0f, 12, 12, 0, 0, 0, 0}},
+    {"E8 top2 softmax greedy", 64, {8, 2, 1, 1, PZ_SCORE_SOFTMAX, PZ_TOPK_GREEDY, false, 1.0f, 32, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
+    {"E16 top4 sigmoid noaux_tc +shared", 64, {16, 4, 4, 2, PZ_SCORE_SIGMOID, PZ_TOPK_NOAUX_TC, true, 2.5f, 32, 64, 0, 0, 0, 0, 0, 0, 0, 0}},
+    {"E6 top3 group_limited +shared", 48, {6, 3, 3, 2, PZ_SCORE_SOFTMAX, PZ_TOPK_GROUP_LIMITED, true, 1.0f, 16, 32, 0, 0, 0, 0, 0, 0, 0, 0}},
+    {"odd E5 top2 H20", 20, {5, 2, 1, 1, PZ_SCORE_SOFTMAX, PZ_TOPK_GREEDY, false, 1.0f, 12, 12, 0, 0, 0, 0, 0, 0, 0, 0}},
 };
 
 /* GQA shapes (bo_case.a of a GQA_ATTN case indexes this). */

@@ -231,7 +231,7 @@ int main(void) {
   /* the fired list is the saved plan's (every component's "fired"), not a kernel-name guess */
   CHECK(strstr(file_txt, "where none fires, ON runs the OFF graph): conc 4: qkv_a q_b gate; conc 8: qkv_a gate;"));
   /* layer total = GEMM subtotal + donor fill: -3.65 + 0.30, -1.50 + 0 */
-  CHECK(strstr(file_txt, "| layer total (4 GEMMs + 2 donors) | -3.35 | -1.50 |"));
+  CHECK(strstr(file_txt, "| layer total (consumer GEMMs + 2 donors) | -3.35 | -1.50 |"));
   CHECK(strstr(file_txt, "% (noise) |") == NULL); /* both TPOT differences exceed OFF's spread */
   /* targets: slower beyond spread at conc 8 only; saving >= 4 µs at neither (-3.65, -1.50) */
   CHECK(strstr(file_txt, "ON slower than OFF beyond OFF's spread at 1 of 2 concurrencies"));
@@ -248,8 +248,8 @@ int main(void) {
   /* plot data: n/f entries are 0 */
   snprintf(p, sizeof p, "%s/rep/components.dat", dir);
   slurp(p, file_txt, sizeof file_txt);
-  CHECK(strstr(file_txt, "\n4 -1.5000 -1.2500 -1.0000 0.0000 -3.6500 0.3000\n"));
-  CHECK(strstr(file_txt, "\n8 -1.0000 0.0000 -0.5000 0.0000 -1.5000 0.0000\n"));
+  CHECK(strstr(file_txt, "\n4 -1.5000 -1.2500 -1.0000 0.0000 0.0000 -3.6500 0.3000\n")); /* sh_gu unmeasured: 0 */
+  CHECK(strstr(file_txt, "\n8 -1.0000 0.0000 -0.5000 0.0000 0.0000 -1.5000 0.0000\n"));
   snprintf(p, sizeof p, "%s/rep/throughput.dat", dir);
   slurp(p, file_txt, sizeof file_txt);
   CHECK(strstr(file_txt, "\n4 1050.000 1000.000 9.5000 10.0000\n"));
@@ -315,8 +315,8 @@ int main(void) {
     r1.points[1].n_moe_run = 3;
     for (int c = 0; c < PZ_CMP_N_COMP; c++)
       for (int b = 0; b < PZ_CMP_N_BASE; b++) r1.points[0].base_us[b][c] = r1.points[1].base_us[b][c] = -1;
-    const double memset_us[PZ_CMP_N_COMP] = {15.0, 7.0, 9.0, 11.0, 42.0, 16.0};
-    const double cublas_us[PZ_CMP_N_COMP] = {13.5, 5.5, 7.5, 10.5, 37.0, 16.0};
+    const double memset_us[PZ_CMP_N_COMP] = {15.0, 7.0, 9.0, 11.0, -1.0, 42.0, 16.0}; /* no sh_gu (bf16 MoE) */
+    const double cublas_us[PZ_CMP_N_COMP] = {13.5, 5.5, 7.5, 10.5, -1.0, 37.0, 16.0};
     for (int c = 0; c < PZ_CMP_N_COMP; c++) {
       q->base_us[PZ_CMP_BASE_TUNED][c] = q->comp_off_us[c];
       q->base_us[PZ_CMP_BASE_MEMSET][c] = memset_us[c];
@@ -359,6 +359,36 @@ int main(void) {
       CHECK(m3 && strstr(m3, "| 4 | 1 + 2 | 33.3 / 33.0 | 50.0 / 48.1 | 12.967 | 12.266 | -5.41% |"));
       free(m3);
       r1.dense_total = 1;
+    }
+    { /* the shared experts' gate | up (sh_gu, a MoE op's) fired at conc 4: ON 8.0, OFF 9.5 µs (-1.5). A MoE layer's
+       * Δ is -3.35 - 1.5 = -4.85, a dense layer's stays -3.35. 3 dense layers (2 not run), 60 MoE (58 not run):
+       * OFF 10 + 2 x 33.333 + 58 x 50 µs = 12.96667 ms; ON 9.5 + 2 x 29.9833 + 58 x 45.15 µs = 12.17867 ms -> -6.08 %.
+       * Saving over the 3 layers run: 1 x 3.35 + 2 x 4.85 = 13.05 µs, 4.35 per layer. Baselines (sh_gu memset 10,
+       * cublas 9): ON 50.90 + 8 = 58.90, tuned 54.25 + 9.5 = 63.75, memset 68.00, cublas 62.00 -> -3.10 */
+      static pz_cmp_result r4;
+      r4 = r1;
+      r4.dense_total = 3;
+      pz_cmp_point *q4 = &r4.points[0];
+      q4->comp_on_us[PZ_CMP_SH_GU] = 8.0;
+      q4->comp_off_us[PZ_CMP_SH_GU] = 9.5;
+      q4->fired[PZ_CMP_SH_GU] = PZ_CMP_FIRED;
+      q4->base_us[PZ_CMP_BASE_TUNED][PZ_CMP_SH_GU] = 9.5;
+      q4->base_us[PZ_CMP_BASE_MEMSET][PZ_CMP_SH_GU] = 10.0;
+      q4->base_us[PZ_CMP_BASE_CUBLAS][PZ_CMP_SH_GU] = 9.0;
+      char *m4 = NULL;
+      size_t l4 = 0;
+      FILE *f4 = open_memstream(&m4, &l4);
+      write_markdown(f4, &r4);
+      fclose(f4);
+      CHECK(m4 && strstr(m4, "| 4 | 1 + 2 | 33.3 / 33.0 | 50.0 / 48.1 | 12.967 | 12.179 | -6.08% |"));
+      CHECK(m4 && strstr(m4, "| layer total (consumer GEMMs + 2 donors) | -4.85 | -1.50 |"));
+      CHECK(m4 && strstr(m4, "| sh_gu | -1.50 | - |"));
+      CHECK(m4 && strstr(m4, "| total | 58.90 | 63.75 | 68.00 | 62.00 |"));
+      CHECK(m4 && strstr(m4, "prezero ON - best baseline (cublas): -3.10 µs per layer"));
+      /* saving per layer 4.35; a MoE layer's own 4.85 of its 50 µs = 9.70 %; 13.05 of 10 ms; (3 x 3.35 + 60 x 4.85)
+         = 301.05 µs of 12.96667 ms = 2.32 % */
+      CHECK(m4 && strstr(m4, "| 4 | 50.0 / 48.1 | 33.3 / 33.0 | +4.35 | 9.70% | 10.000 | 0.13% | 2.32% |"));
+      free(m4);
     }
     free(text);
     cJSON_Delete(j);

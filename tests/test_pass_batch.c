@@ -7,7 +7,8 @@
  *    stay as in OFF, and each donor's buffer is exactly the union of the fired slices (each on a
  *    32-column boundary, no overlap, gaps < 32 columns, nothing beyond);
  *  - the gate forced off drops the o_proj slot and says why;
- *  - no question (static plan) equals pz_pass_prezero; bad arguments are refused. */
+ *  - no question (static plan) equals pz_pass_prezero; bad arguments are refused;
+ *  - Kimi-K2.5 (INT4 experts): the MoE op's shared gate | up slot, fired or not on its own. */
 #define _GNU_SOURCE 1
 #include <stdlib.h>
 #include <string.h>
@@ -16,9 +17,9 @@
 #include "passes/prezero.h"
 #include "pz_test.h"
 
-static pz_graph *off_graph(int tp) {
+static pz_graph *off_graph_of(const char *preset, int tp) {
   pz_model_config mc;
-  CHECK_OK(pz_config_load("kimi_k2", &mc));
+  CHECK_OK(pz_config_load(preset, &mc));
   pz_build_opts bo = PZ_BUILD_OPTS_INIT;
   bo.tp = tp;
   bo.m = 16;
@@ -28,14 +29,16 @@ static pz_graph *off_graph(int tp) {
   CHECK_OK(pz_build_decode_graph(&mc, &bo, &g));
   return g;
 }
+static pz_graph *off_graph(int tp) { return off_graph_of("kimi_k2", tp); }
 
 /* The rule under test: a bit per consumer kind and role. */
-enum { F_QKV = 1, F_QB = 2, F_OPROJ = 4, F_GATE = 8, F_ALL = 15 };
+enum { F_QKV = 1, F_QB = 2, F_OPROJ = 4, F_GATE = 8, F_ALL = 15, F_SHGU = 16 };
 static int g_calls;
 static bool fires_mask(void *user, const pz_graph *g, const pz_prezero_query *q, char *why, size_t len) {
   int mask = *(int *)user;
   g_calls++;
   int bit = q->kind == PZ_PREZERO_SLOT_QB ? F_QB : q->kind == PZ_PREZERO_SLOT_OPROJ ? F_OPROJ
+            : q->kind == PZ_PREZERO_SLOT_SHARED_GU ? F_SHGU
             : g->nodes[q->node].role == PZ_ROLE_ROUTER_GATE ? F_GATE : F_QKV;
   bool f = (mask & bit) != 0;
   snprintf(why, len, "%s", f ? "test: split-K" : "test: not split-K");
@@ -192,7 +195,63 @@ static void test_tp(int tp) {
   pz_graph_free(off);
 }
 
+/* Kimi-K2.5 (INT4 routed experts, one shared expert of 2048 per TP): the MoE op's shared gate | up slot
+   [m, 2 x 2048 / tp] in the router's donor buffer, fired or not on its own (its link is the router GEMM,
+   a candidate whether it fires or not); the query it asks is (m, n = 2 x shared_inter, k = H). */
+static void test_shared_gu(int tp) {
+  pz_device_desc dev;
+  pz_device_desc_default(&dev);
+  pz_graph *off = off_graph_of("kimi_k25", tp);
+  if (!off) return;
+  const int64_t sw = 2 * 2048 / tp;
+  static const int masks[4] = {F_ALL | F_SHGU, F_ALL, F_SHGU, 0};
+  for (int k = 0; k < 4; k++) {
+    pz_graph *g = NULL;
+    pz_prezero_report rep;
+    run(off, masks[k], 16, &dev, &g, &rep);
+    const pz_node *M = find_role(g, 1, PZ_ROLE_MOE), *P = find_role(g, 1, PZ_ROLE_POST_ATTN_LAYERNORM);
+    CHECK(M && P && M->op == PZ_OP_MOE && M->n_src == PZ_MOE_NSRC_Q && M->p.moe.wquant == 1);
+    if (!M || !P) continue;
+    const bool gate = masks[k] & F_GATE, shgu = masks[k] & F_SHGU;
+    const int64_t col = gate ? 384 : 0; /* after the router's 384 columns, or alone at 0 */
+    /* the plan lists the slot with its query, fired or not */
+    int found = 0;
+    for (int i = 0; i < rep.n_donors; i++)
+      for (int c = 0; c < rep.d[i].n; c++)
+        if (rep.d[i].c[c].kind == PZ_PREZERO_SLOT_SHARED_GU) {
+          found++;
+          CHECK(rep.d[i].c[c].node == M->id && rep.d[i].c[c].n == sw && rep.d[i].c[c].k == 7168);
+          CHECK(rep.d[i].c[c].fires == shgu && rep.d[i].c[c].col == (shgu ? col : -1));
+        }
+    CHECK(found == 1);
+    if (shgu) {
+      const pz_tensor *s = &g->tensors[M->src[PZ_MOE_SH_GU_PREZERO]];
+      CHECK(P->op == PZ_OP_AR_RMSNORM_MAYBE_PREZERO && s->view_of == P->p.norm.fill_buf && s->view_offset == col &&
+            s->ne[1] == sw && M->p.moe.sh_gu_col_offset == col);
+      CHECK(P->p.norm.n_total == col + sw && P->p.norm.n_base == P->p.norm.n_total &&
+            M->p.moe.prezero_n_total == P->p.norm.n_total && M->p.moe.prezero_n_base == P->p.norm.n_base);
+    } else {
+      CHECK(M->src[PZ_MOE_SH_GU_PREZERO] == -1 && M->p.moe.prezero_n_total == 0);
+      CHECK(gate ? P->op == PZ_OP_AR_RMSNORM_MAYBE_PREZERO && P->p.norm.n_total == 384 : P->op == PZ_OP_AR_RMSNORM);
+    }
+    pz_prezero_report_free(&rep);
+    pz_graph_free(g);
+  }
+  /* attn_slots = 0 leaves every slotted op alone, the MoE's too */
+  pz_graph *g = NULL;
+  CHECK_OK(pz_graph_clone(off, &g));
+  int all = F_ALL | F_SHGU;
+  pz_prezero_batch b = {.m = 16, .fires = fires_mask, .user = &all, .tp = tp, .dev = &dev, .attn_slots = 0};
+  CHECK_OK(pz_pass_prezero_batch(g, &b, NULL, NULL, NULL));
+  const pz_node *M = find_role(g, 1, PZ_ROLE_MOE);
+  CHECK(M && M->src[PZ_MOE_SH_GU_PREZERO] == -1);
+  pz_graph_free(g);
+  pz_graph_free(off);
+}
+
 int main(void) {
+  test_shared_gu(1);
+  test_shared_gu(2);
   test_tp(1);
   test_tp(4);
   TEST_DONE();

@@ -1,6 +1,7 @@
 /* The prezero pass on the model builder's graphs of every preset: per layer, which donors and
  * consumers are rewritten, the buffer widths (n_total, n_base) computed from the config by hand,
- * slot offsets, and verify() on the result; graphs with the pass off are byte-identical. */
+ * slot offsets (MLA q_b / o_proj, a quantised MoE's shared gate | up), and verify() on the result;
+ * graphs with the pass off are byte-identical. */
 #define _GNU_SOURCE 1 /* open_memstream, setenv, mkdtemp */
 #include <stdlib.h>
 #include <string.h>
@@ -104,13 +105,27 @@ static void check_preset(const char *preset, int tp, int layers, int64_t m) {
     if (moe) {
       const pz_node *P = layer_node(g, L, PZ_ROLE_POST_ATTN_LAYERNORM, PZ_OP_AR_RMSNORM_MAYBE_PREZERO);
       const pz_node *G = layer_node(g, L, PZ_ROLE_ROUTER_GATE, PZ_OP_MM_MAYBE_PREZERO);
-      CHECK(P && G);
-      if (P && G) {
-        CHECK(P->p.norm.n_total == c.n_routed_experts && P->p.norm.n_base == c.n_routed_experts);
-        check_view(g, G->dst[0], P->p.norm.fill_buf, 0, c.n_routed_experts);
+      const pz_node *M = layer_node(g, L, PZ_ROLE_MOE, PZ_OP_MOE);
+      CHECK(P && G && M);
+      /* quantised experts with shared experts: their gate | up GEMM [2 x shared_inter, H] gets the slot after
+         the router's columns (rounded up to 32), below n_base */
+      const bool shgu = M && M->p.moe.wquant != 0 && c.n_shared_experts > 0;
+      const int64_t E = c.n_routed_experts, ecol = shgu ? (E + 31) / 32 * 32 : E;
+      const int64_t sw = shgu ? 2 * c.n_shared_experts * c.moe_intermediate_size / tp : 0;
+      if (P && G && M) {
+        CHECK(P->p.norm.n_total == (shgu ? (ecol + sw + 31) / 32 * 32 : E) && P->p.norm.n_base == P->p.norm.n_total);
+        check_view(g, G->dst[0], P->p.norm.fill_buf, 0, E);
+        if (shgu) {
+          check_view(g, M->src[PZ_MOE_SH_GU_PREZERO], P->p.norm.fill_buf, ecol, sw);
+          CHECK(M->p.moe.sh_gu_col_offset == ecol && M->p.moe.prezero_n_total == P->p.norm.n_total &&
+                M->p.moe.prezero_n_base == P->p.norm.n_base && M->p.moe.hidden == H);
+        } else {
+          CHECK(M->n_src < PZ_MOE_NSRC_Q || M->src[PZ_MOE_SH_GU_PREZERO] == -1);
+          CHECK(M->p.moe.prezero_n_total == 0);
+        }
       }
       want_donors++;
-      want_rewritten += 2;
+      want_rewritten += shgu ? 3 : 2; /* donor + router GEMM (+ the MoE op with its slot) */
     } else {
       CHECK(layer_node(g, L, PZ_ROLE_POST_ATTN_LAYERNORM, PZ_OP_AR_RMSNORM) != NULL);
     }
@@ -140,6 +155,10 @@ int main(void) {
   check_preset("deepseek_v3", 8, 4, 1);
   check_preset("deepseek_v2_lite", 1, 3, 16); /* no q LoRA: q_proj + kv_a, no q_b slot */
   check_preset("deepseek_v2_lite", 2, 2, 3);
+  /* Kimi-K2.5 (INT4 routed experts, one shared expert of 2048): router 384 | shared gate | up 4096 (TP 1) /
+     2048 (TP 2) */
+  check_preset("kimi_k25", 1, 2, 16);
+  check_preset("kimi_k25", 2, 3, 4);
   check_preset("tiny", 1, 4, 4);
   check_preset("tiny", 2, 4, 64);
   check_preset("tiny", 4, 4, 128);

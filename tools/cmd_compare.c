@@ -148,7 +148,7 @@ static double comp_delta(const pz_cmp_point *p, int c) {
   if (c == PZ_CMP_GEMM) {
     double d = 0;
     int any = 0;
-    for (int k = PZ_CMP_QKV_A; k <= PZ_CMP_O_PROJ; k++)
+    for (int k = PZ_CMP_QKV_A; k <= PZ_CMP_LAST_CONSUMER; k++)
       if (p->comp_on_us[k] >= 0 && p->comp_off_us[k] >= 0) { d += p->comp_on_us[k] - p->comp_off_us[k]; any = 1; }
     return any ? d : NAN;
   }
@@ -156,11 +156,19 @@ static double comp_delta(const pz_cmp_point *p, int c) {
   return p->comp_on_us[c] - p->comp_off_us[c];
 }
 
-/* ON - OFF of the whole per-layer consumer + donor time (µs), NAN when not profiled. */
+/* ON - OFF of the whole per-layer consumer + donor time (µs), NAN when not profiled: a MoE layer's
+ * (every component, each averaged over the layers that have it). */
 static double layer_delta(const pz_cmp_point *p) {
   if (!p->profiled) return NAN;
   double g = comp_delta(p, PZ_CMP_GEMM), d = comp_delta(p, PZ_CMP_DONOR);
   return g == g && d == d ? g + d : NAN;
+}
+
+/* The same for a dense layer: without the shared experts' gate | up (a MoE op's; NAN-free when not
+ * measured). */
+static double dense_delta(const pz_cmp_point *p) {
+  const double d = layer_delta(p), s = comp_delta(p, PZ_CMP_SH_GU);
+  return d == d && s == s ? d - s : d;
 }
 
 static const char *row_name(int c) {
@@ -173,7 +181,7 @@ static const char *row_name(int c) {
 
 static void cell_delta(FILE *f, const pz_cmp_point *p, int c) {
   if (!p->profiled) { fprintf(f, " - |"); return; }
-  if (c <= PZ_CMP_O_PROJ && p->fired[c] == PZ_CMP_NOT_FIRED) {
+  if (c <= PZ_CMP_LAST_CONSUMER && p->fired[c] == PZ_CMP_NOT_FIRED) {
     double d = comp_delta(p, c);
     if (d == d) fprintf(f, " n/f (%+.2f) |", d);
     else fprintf(f, " n/f |");
@@ -188,9 +196,9 @@ static void cell_delta(FILE *f, const pz_cmp_point *p, int c) {
  * consumer's and the donors' µs per layer under every measured zeroing strategy (the OFF graph
  * with every GEMM forced to it) against prezero ON. */
 static void write_baselines(FILE *f, const pz_cmp_result *r) {
-  static const int rows[] = {PZ_CMP_QKV_A, PZ_CMP_Q_B, PZ_CMP_GATE, PZ_CMP_O_PROJ, PZ_CMP_DONOR};
+  static const int rows[] = {PZ_CMP_QKV_A, PZ_CMP_Q_B, PZ_CMP_GATE, PZ_CMP_O_PROJ, PZ_CMP_SH_GU, PZ_CMP_DONOR};
   fprintf(f, "\nPer-layer µs by zeroing strategy (CUPTI, rank 0; each baseline is the OFF graph with every GEMM forced "
-             "to that strategy, its donors without fill; prezero ON is the per-batch plan; total = 4 GEMMs + 2 donors; "
+             "to that strategy, its donors without fill; prezero ON is the per-batch plan; total = consumer GEMMs + 2 donors; "
              "best = the fastest baseline's total):\n");
   for (int i = 0; i < r->n_points; i++) {
     const pz_cmp_point *p = &r->points[i];
@@ -207,6 +215,7 @@ static void write_baselines(FILE *f, const pz_cmp_result *r) {
     for (int b = 0; b < PZ_CMP_N_BASE; b++) ok[b] = true;
     for (size_t k = 0; k < sizeof rows / sizeof *rows; k++) {
       int c = rows[k];
+      if (c == PZ_CMP_SH_GU && p->comp_on_us[c] < 0 && p->comp_off_us[c] < 0) continue; /* no such GEMM here */
       fprintf(f, "| %s |", c == PZ_CMP_DONOR ? "donors (x2)" : pz_cmp_comp_name((pz_cmp_comp)c));
       if (p->comp_on_us[c] >= 0) { fprintf(f, " %.2f |", p->comp_on_us[c]); tot_on += p->comp_on_us[c]; }
       else { fprintf(f, " - |"); ok_on = false; }
@@ -239,8 +248,9 @@ static void write_baselines(FILE *f, const pz_cmp_result *r) {
 
 /* Whole-model TPOT (ms), projected from this run: the measured TPOT plus, for each layer kind,
  * the layers the run did not decode times OFF's measured per-layer kernel time of that kind; ON
- * adds to that the measured per-layer ON - OFF of the 4 GEMMs + 2 donors, since the ON graph
- * differs from OFF only there. Both layer kinds take the same Δ: the components are averaged over
+ * adds to that the measured per-layer ON - OFF of the consumer GEMMs + 2 donors, since the ON graph
+ * differs from OFF only there. Both layer kinds take the same Δ but for the shared experts' gate | up
+ * (sh_gu, MoE layers only; dense_delta leaves it out): the components are averaged over
  * the layers that have them, and the `gate` one is the router in MoE layers but gate_up_proj in
  * GQA dense layers (so a dense MLA layer is credited with the router's part too: one or three of
  * 61 layers). Taking ON's own per-layer sums
@@ -257,7 +267,7 @@ static double tpot_projected(const pz_cmp_result *r, const pz_cmp_point *p, int 
     d = layer_delta(p);
     if (d != d) return -1;
   }
-  if (md > 0) t += md * (p->dense_layer_us[0] + d) / 1000.0;
+  if (md > 0) t += md * (p->dense_layer_us[0] + (side ? dense_delta(p) : 0)) / 1000.0;
   if (mm > 0) t += mm * (p->moe_layer_us[0] + d) / 1000.0;
   return t;
 }
@@ -267,7 +277,8 @@ static void write_projection(FILE *f, const pz_cmp_result *r) {
   fprintf(f, "\nProjection to all %d layers (%d dense, %d MoE) - a projection, not a measurement:\n"
              "TPOT_all = TPOT_measured + (dense layers not run) x t_dense + (MoE layers not run) x t_moe, with t_dense / "
              "t_moe OFF's mean CUPTI kernel time of one layer of that kind in this run (every kernel of the layer); for "
-             "ON each adds the measured per-layer ON - OFF of the 4 GEMMs + 2 donors, the "
+             "ON each adds the measured per-layer ON - OFF of the consumer GEMMs + 2 donors (a dense layer without the "
+             "MoE op's sh_gu), the "
              "only nodes in which the ON graph differs, so that the rest of the layer's kernel-time spread stays out of "
              "the comparison.\n\n",
           r->dense_total + r->moe_total, r->dense_total, r->moe_total);
@@ -287,21 +298,28 @@ static void write_projection(FILE *f, const pz_cmp_result *r) {
   }
 }
 
-/* prezero's saving per layer (OFF - ON of the 4 GEMMs + 2 donors, µs; NAN when not profiled) and
- * its share of the step: measured (the layers this run decoded over its TPOT OFF) and projected
- * to all the model's layers (over the projected TPOT OFF); NAN where not measured. */
+/* prezero's saving per layer (OFF - ON of the consumer GEMMs + 2 donors, µs, averaged over the layers
+ * run: a dense layer has no sh_gu; NAN when not profiled) and its share of the step: measured (the
+ * layers this run decoded over its TPOT OFF) and projected to all the model's layers (over the
+ * projected TPOT OFF); NAN where not measured. */
 static void step_share(const pz_cmp_result *r, const pz_cmp_point *p, double *saving, double *share_run,
                        double *share_all) {
-  const double d = layer_delta(p);
-  *saving = d == d ? -d : NAN;
-  *share_run = *share_all = NAN;
-  if (*saving != *saving || p->tpot_off_ms <= 0) return;
-  const int run = p->n_dense_run + p->n_moe_run > 0 ? p->n_dense_run + p->n_moe_run : r->layers;
-  *share_run = *saving * run / (p->tpot_off_ms * 1000.0);
-  const int all = r->dense_total + r->moe_total > 0 ? r->dense_total + r->moe_total : r->layers_total;
+  const double dm = layer_delta(p), dd = dense_delta(p);
+  *saving = *share_run = *share_all = NAN;
+  if (dm != dm) return;
+  int nd = p->n_dense_run, nm = p->n_moe_run;
+  if (nd + nm <= 0) { /* a report without the layer split: every layer as measured */
+    nd = 0;
+    nm = r->layers;
+  }
+  const double save_run = -(nd * dd + nm * dm);
+  *saving = nd + nm > 0 ? save_run / (nd + nm) : -dm;
+  if (p->tpot_off_ms <= 0) return;
+  *share_run = save_run / (p->tpot_off_ms * 1000.0);
   if (r->dense_total + r->moe_total <= 0) return; /* a report without the layer split: no projection */
+  const int all = r->dense_total + r->moe_total;
   const double t_all = all <= r->layers ? p->tpot_off_ms : tpot_projected(r, p, 0);
-  if (t_all > 0) *share_all = *saving * all / (t_all * 1000.0);
+  if (t_all > 0) *share_all = -(r->dense_total * dd + r->moe_total * dm) / (t_all * 1000.0);
 }
 
 /* How many layers fit and what one layer costs, the question of a quantised model (issue 15). */
@@ -313,7 +331,7 @@ static void write_layer_summary(FILE *f, const pz_cmp_result *r) {
   if (r->moe_layer_bytes > 0)
     fprintf(f, "; one MoE layer %.2f GiB per GPU, %.2f GiB outside the layers, %.1f GiB usable", r->moe_layer_bytes / 1073741824.0,
             r->fixed_bytes / 1073741824.0, r->budget_bytes / 1073741824.0);
-  fprintf(f, ". Saving = OFF - ON of the 4 GEMMs + 2 donors per layer (CUPTI); share of the step = saving x layers / "
+  fprintf(f, ". Saving = OFF - ON of the consumer GEMMs + 2 donors per layer (CUPTI); share of the step = saving x layers / "
              "TPOT OFF, for the layers run (measured) and for all %d (over the projected TPOT, a projection).\n\n", all);
   fprintf(f, "| conc | MoE layer OFF / ON µs | dense layer OFF / ON µs | saving per layer µs | share of a MoE layer | "
              "TPOT OFF ms (%d layers run) | share of the step, layers run | share of a %d-layer step |\n",
@@ -331,7 +349,8 @@ static void write_layer_summary(FILE *f, const pz_cmp_result *r) {
     }
     if (sv == sv) fprintf(f, " %+.2f |", sv);
     else fprintf(f, " - |");
-    if (sv == sv && p->moe_layer_us[0] > 0) fprintf(f, " %.2f%% |", 100.0 * sv / p->moe_layer_us[0]);
+    const double dm = layer_delta(p); /* a MoE layer's own saving (with its sh_gu) */
+    if (dm == dm && p->moe_layer_us[0] > 0) fprintf(f, " %.2f%% |", -100.0 * dm / p->moe_layer_us[0]);
     else fprintf(f, " - |");
     fprintf(f, " %.3f |", p->tpot_off_ms);
     if (sr == sr) fprintf(f, " %.2f%% |", 100.0 * sr);
@@ -383,7 +402,7 @@ static void write_markdown(FILE *f, const pz_cmp_result *r) {
     for (int i = 0; i < r->n_points; i++) cell_delta(f, &r->points[i], c);
     fprintf(f, "\n");
   }
-  fprintf(f, "| layer total (4 GEMMs + 2 donors) |");
+  fprintf(f, "| layer total (consumer GEMMs + 2 donors) |");
   for (int i = 0; i < r->n_points; i++) {
     double t = layer_delta(&r->points[i]);
     if (t == t) fprintf(f, " %+.2f |", t);
@@ -414,7 +433,7 @@ static void write_markdown(FILE *f, const pz_cmp_result *r) {
     const pz_cmp_point *p = &r->points[i];
     fprintf(f, " conc %d:", p->conc);
     int n = 0;
-    for (int c = PZ_CMP_QKV_A; c <= PZ_CMP_O_PROJ; c++)
+    for (int c = PZ_CMP_QKV_A; c <= PZ_CMP_LAST_CONSUMER; c++)
       if (p->fired[c] == PZ_CMP_FIRED) { fprintf(f, " %s", pz_cmp_comp_name((pz_cmp_comp)c)); n++; }
     fprintf(f, "%s;", n ? "" : " none");
   }
@@ -474,7 +493,7 @@ static void write_markdown(FILE *f, const pz_cmp_result *r) {
     }
   }
   fprintf(f, "\nTargets: TPOT ON slower than OFF beyond OFF's spread at %d of %d concurrencies; per-layer total "
-             "(4 GEMMs + 2 donors) ON <= OFF + 0.1 µs at %d of %d profiled concurrencies; ON saves >= 3 µs per layer "
+             "(consumer GEMMs + 2 donors) ON <= OFF + 0.1 µs at %d of %d profiled concurrencies; ON saves >= 3 µs per layer "
              "at %d of %d profiled concurrencies <= 32.\n",
           slower, r->n_points, not_worse, measured, small_ok, small);
   if (r->notes[0]) fprintf(f, "\nNotes: %s\n", r->notes);
@@ -507,13 +526,13 @@ static int write_plots(const char *dir, const pz_cmp_result *r, const char *json
   snprintf(p, sizeof p, "%s/components.dat", dir);
   f = fopen(p, "w");
   if (!f) return 1;
-  fprintf(f, "# conc  Δ µs/layer (ON - OFF): qkv_a q_b gate o_proj gemm_subtotal donor_fill; n/f or unmeasured = 0\n");
+  fprintf(f, "# conc  Δ µs/layer (ON - OFF): qkv_a q_b gate o_proj sh_gu gemm_subtotal donor_fill; n/f or unmeasured = 0\n");
   for (int i = 0; i < r->n_points; i++) {
     const pz_cmp_point *pt = &r->points[i];
     fprintf(f, "%d", pt->conc);
     for (int c = 0; c < PZ_CMP_N_COMP; c++) {
       double d = comp_delta(pt, c);
-      bool nf = c <= PZ_CMP_O_PROJ && pt->fired[c] == PZ_CMP_NOT_FIRED;
+      bool nf = c <= PZ_CMP_LAST_CONSUMER && pt->fired[c] == PZ_CMP_NOT_FIRED;
       fprintf(f, " %.4f", (d == d && !nf && pt->profiled) ? d : 0.0);
     }
     fprintf(f, "\n");
@@ -537,7 +556,8 @@ static int write_plots(const char *dir, const pz_cmp_result *r, const char *json
           "set xlabel 'concurrency'; set ylabel 'µs per layer'; set style data histogram\n"
           "set style histogram clustered gap 1; set style fill solid 0.8 border -1; set key outside right\n"
           "plot 'components.dat' using 2:xtic(1) title 'qkv_a', '' using 3 title 'q_b', '' using 4 title 'gate', "
-          "'' using 5 title 'o_proj', '' using 6 title 'GEMM subtotal', '' using 7 title 'donor fill cost'\n",
+          "'' using 5 title 'o_proj', '' using 6 title 'sh_gu', '' using 7 title 'GEMM subtotal', '' using 8 title "
+          "'donor fill cost'\n",
           r->model, r->tp, r->layers);
   fclose(f);
   char cmd[3000];
@@ -627,7 +647,7 @@ static cJSON *to_json(const pz_cmp_result *r) {
       cJSON *x = cJSON_AddObjectToObject(comp, pz_cmp_comp_name((pz_cmp_comp)c));
       add_num(x, "on", p->comp_on_us[c]);
       add_num(x, "off", p->comp_off_us[c]);
-      if (c <= PZ_CMP_O_PROJ)
+      if (c <= PZ_CMP_LAST_CONSUMER)
         cJSON_AddStringToObject(x, "fired", p->fired[c] == PZ_CMP_FIRED ? "yes" : p->fired[c] == PZ_CMP_NOT_FIRED ? "n/f" : "n/a");
       cJSON_AddBoolToObject(x, "kernels_changed", p->kernels_changed[c]);
     }

@@ -6,8 +6,8 @@ import json
 import os
 import sys
 
-COMPS = ["qkv_a", "q_b", "gate", "o_proj", "gemm_subtotal", "donor"]
-LABELS = ["qkv_a", "q_b", "gate", "o_proj", "GEMM subtotal", "donor fill cost"]
+COMPS = ["qkv_a", "q_b", "gate", "o_proj", "sh_gu", "gemm_subtotal", "donor"]
+LABELS = ["qkv_a", "q_b", "gate", "o_proj", "sh_gu (shared experts' gate | up)", "GEMM subtotal", "donor fill cost"]
 
 
 def main() -> int:

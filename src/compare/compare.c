@@ -140,6 +140,7 @@ static pz_status plan_layers(const pz_model_config *mc, const pz_cmp_opts *o, co
 static int comp_of(const pz_graph *g, const pz_prezero_consumer *c) {
   if (c->kind == PZ_PREZERO_SLOT_QB) return PZ_CMP_Q_B;
   if (c->kind == PZ_PREZERO_SLOT_OPROJ) return PZ_CMP_O_PROJ;
+  if (c->kind == PZ_PREZERO_SLOT_SHARED_GU) return PZ_CMP_SH_GU;
   pz_role r = g->nodes[c->node].role;
   if (r == PZ_ROLE_QKV_A || r == PZ_ROLE_Q_PROJ || r == PZ_ROLE_KV_A || r == PZ_ROLE_QKV_PROJ) return PZ_CMP_QKV_A;
   if (r == PZ_ROLE_ROUTER_GATE || r == PZ_ROLE_GATE_UP) return PZ_CMP_GATE;
@@ -194,8 +195,21 @@ void pz_compare_attribute(const pz_graph *g, const pz_profile_node *v, int nv, i
     else if (n->role == PZ_ROLE_ROUTER_GATE || n->role == PZ_ROLE_GATE_UP) comp = PZ_CMP_GATE;
     else if (n->op == PZ_OP_AR_RMSNORM || n->op == PZ_OP_AR_RMSNORM_MAYBE_PREZERO) comp = PZ_CMP_DONOR;
     for (int k = i; k < j; k++) lay[L] += v[k].median_us;
+    /* A MoE op's shared experts as GEMMs (cuda mlp_gemm.h) are captured first: [memset] gate | up GEMM(s),
+       silu_mul, [memset] down GEMM, then the router, gather, expert and combine kernels. SH_GU is what comes
+       before the first silu_mul record and is none of the op's own kernels; none without a silu_mul (fused). */
+    int silu = -1;
+    if (n->op == PZ_OP_MOE)
+      for (int q = i; q < j && silu < 0; q++)
+        if (v[q].name && strstr(v[q].name, "silu_mul")) silu = q;
     for (int k = i; k < j; k++) {
       int c = comp;
+      if (n->op == PZ_OP_MOE) {
+        const char *nm = v[k].name ? v[k].name : "";
+        const bool own = strstr(nm, "moe") || strstr(nm, "route") || strstr(nm, "gather") || strstr(nm, "mm_kernel<") ||
+                         strstr(nm, "combine");
+        c = silu >= 0 && k < silu && !own ? PZ_CMP_SH_GU : -1;
+      }
       if (n->op == PZ_OP_MLA_ATTN || n->op == PZ_OP_GQA_ATTN) {
         const char *own = n->op == PZ_OP_MLA_ATTN ? "mla_" : "gqa_"; /* the op's own kernels */
         int own_before = 0, own_after = 0;
@@ -233,7 +247,7 @@ void pz_compare_attribute(const pz_graph *g, const pz_profile_node *v, int nv, i
     out->us[c] = cnt ? s / cnt : -1.0;
   }
   out->us[PZ_CMP_GEMM] = 0;
-  for (int c = PZ_CMP_QKV_A; c <= PZ_CMP_O_PROJ; c++)
+  for (int c = PZ_CMP_QKV_A; c <= PZ_CMP_LAST_CONSUMER; c++)
     if (out->us[c] > 0) out->us[PZ_CMP_GEMM] += out->us[c];
 done:
   free(sum);

@@ -18,23 +18,27 @@ extern "C" {
 #define PZ_CMP_MAX_ROUNDS 16
 
 /* Per-layer kernel-time components (µs per layer, from CUPTI records of CUDA-graph replays).
- * QKV_A also counts q_proj / kv_a_proj (layouts without q LoRA). GEMM = the sum of the four
- * GEMM components. DONOR = both AR + residual + RMSNorm kernels of a layer (input_layernorm and
+ * QKV_A also counts q_proj / kv_a_proj (layouts without q LoRA). SH_GU: the shared experts'
+ * gate | up GEMM inside a quantised MoE op (with its zeroing memset; MoE layers only, and only
+ * where the shared experts run as GEMMs). GEMM = the sum of the consumer components QKV_A ..
+ * SH_GU. DONOR = both AR + residual + RMSNorm kernels of a layer (input_layernorm and
  * post_attention_layernorm): its ON - OFF difference is the fill cost. */
 typedef enum pz_cmp_comp {
   PZ_CMP_QKV_A = 0,
   PZ_CMP_Q_B,
   PZ_CMP_GATE,
   PZ_CMP_O_PROJ,
+  PZ_CMP_SH_GU,
   PZ_CMP_GEMM,
   PZ_CMP_DONOR,
   PZ_CMP_N_COMP
 } pz_cmp_comp;
+#define PZ_CMP_LAST_CONSUMER PZ_CMP_SH_GU /* consumers are QKV_A .. this */
 
-/* Short names used in JSON and tables: "qkv_a", "q_b", "gate", "o_proj", "gemm_subtotal",
- * "donor". */
+/* Short names used in JSON and tables: "qkv_a", "q_b", "gate", "o_proj", "sh_gu",
+ * "gemm_subtotal", "donor". */
 static inline const char *pz_cmp_comp_name(pz_cmp_comp c) {
-  static const char *const names[PZ_CMP_N_COMP] = {"qkv_a", "q_b", "gate", "o_proj", "gemm_subtotal", "donor"};
+  static const char *const names[PZ_CMP_N_COMP] = {"qkv_a", "q_b", "gate", "o_proj", "sh_gu", "gemm_subtotal", "donor"};
   return (unsigned)c < PZ_CMP_N_COMP ? names[c] : "?";
 }
 
@@ -74,7 +78,7 @@ typedef struct pz_cmp_point {
    * < 0 when not measured */
   bool profiled;
   double comp_on_us[PZ_CMP_N_COMP], comp_off_us[PZ_CMP_N_COMP];
-  int fired[PZ_CMP_N_COMP];       /* pz_cmp_fired for QKV_A..O_PROJ; NA for the others */
+  int fired[PZ_CMP_N_COMP];       /* pz_cmp_fired for QKV_A..SH_GU; NA for the others */
   /* per-layer µs of each component under each baseline of opts.baselines (< 0: not measured);
    * [TUNED] repeats comp_off_us */
   double base_us[PZ_CMP_N_BASE][PZ_CMP_N_COMP];

@@ -74,6 +74,9 @@ static void params(const pz_node *n, FILE *f) {
       if (n->p.moe.wquant == 1) fprintf(f, " experts_int4 group=%lld", (long long)n->p.moe.q_group);
       else if (n->p.moe.wquant == 2)
         fprintf(f, " experts_fp8 block=%lldx%lld", (long long)n->p.moe.q_block_rows, (long long)n->p.moe.q_block_cols);
+      if (n->p.moe.prezero_n_total > 0 && n->n_src >= PZ_MOE_NSRC_Q && n->src[PZ_MOE_SH_GU_PREZERO] >= 0)
+        fprintf(f, " prezero(n_total=%lld n_base=%lld sh_gu_prezero@%lld)", (long long)n->p.moe.prezero_n_total,
+                (long long)n->p.moe.prezero_n_base, (long long)n->p.moe.sh_gu_col_offset);
       break;
     default: break;
   }
@@ -121,6 +124,11 @@ static void prezero_summary(const pz_graph *g, FILE *f) {
           pz_storage_of(g, n->src[PZ_GQA_OPROJ_PREZERO]) == buf)
         rows[nr++] = (pz_slice_row){n->p.gqa.oproj_col_offset, g->tensors[n->src[PZ_GQA_OPROJ_PREZERO]].ne[1],
                                     g->tensors[n->src[PZ_GQA_OPROJ_PREZERO]].name, "oproj_prezero slot (o_proj GEMM) of", n->name};
+      if (n->op == PZ_OP_MOE && n->n_src >= PZ_MOE_NSRC_Q && n->src[PZ_MOE_SH_GU_PREZERO] >= 0 &&
+          pz_storage_of(g, n->src[PZ_MOE_SH_GU_PREZERO]) == buf)
+        rows[nr++] = (pz_slice_row){n->p.moe.sh_gu_col_offset, g->tensors[n->src[PZ_MOE_SH_GU_PREZERO]].ne[1],
+                                    g->tensors[n->src[PZ_MOE_SH_GU_PREZERO]].name,
+                                    "sh_gu_prezero slot (shared experts' gate | up GEMM) of", n->name};
     }
     qsort(rows, (size_t)nr, sizeof rows[0], slice_cmp);
     for (int k = 0; k < nr; k++)
@@ -179,6 +187,10 @@ pz_status pz_graph_dump_dot(const pz_graph *g, FILE *f) {
       pz_src[1] = n->src[PZ_MLA_OPROJ_PREZERO]; pz_col[1] = n->p.mla.oproj_col_offset;
     }
     if (n->op == PZ_OP_GQA_ATTN) { pz_src[0] = n->src[PZ_GQA_OPROJ_PREZERO]; pz_col[0] = n->p.gqa.oproj_col_offset; }
+    if (n->op == PZ_OP_MOE && n->n_src >= PZ_MOE_NSRC_Q) {
+      pz_src[0] = n->src[PZ_MOE_SH_GU_PREZERO];
+      pz_col[0] = n->p.moe.sh_gu_col_offset;
+    }
     for (int k = 0; k < 2; k++) {
       if (pz_src[k] < 0) continue;
       int sid = pz_storage_of(g, pz_src[k]);
@@ -195,6 +207,7 @@ pz_status pz_graph_dump_dot(const pz_graph *g, FILE *f) {
       if (id < 0 || (g->tensors[id].kind != PZ_T_ACT && g->tensors[id].kind != PZ_T_BUFFER)) continue;
       if (n->op == PZ_OP_MLA_ATTN && (s == PZ_MLA_QB_PREZERO || s == PZ_MLA_OPROJ_PREZERO)) continue;
       if (n->op == PZ_OP_GQA_ATTN && s == PZ_GQA_OPROJ_PREZERO) continue;
+      if (n->op == PZ_OP_MOE && s == PZ_MOE_SH_GU_PREZERO) continue;
       int sid = pz_storage_of(g, id);
       for (int j = i - 1; j >= 0; j--) {
         const pz_node *w = &g->nodes[j];

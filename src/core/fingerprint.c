@@ -60,6 +60,9 @@ static void params_exact(const pz_node *n, FILE *f) {
               e->topk_group, (int)e->scoring, (int)e->topk_method, e->norm_topk_prob, e->routed_scaling_factor,
               (long long)e->inter, (long long)e->shared_inter, e->wquant, (long long)e->q_group,
               (long long)e->q_block_rows, (long long)e->q_block_cols);
+      if (e->prezero_n_total > 0) /* the shared gate | up slot (only rewritten graphs: others print as before) */
+        fprintf(f, " pz %lld %lld %lld", (long long)e->prezero_n_total, (long long)e->prezero_n_base,
+                (long long)e->sh_gu_col_offset);
       break;
     }
     case PZ_OP_DENSE_MLP: case PZ_OP_SILU_MUL: fprintf(f, " %lld", (long long)p->mlp.inter); break;

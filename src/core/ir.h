@@ -188,6 +188,9 @@ enum {
   PZ_MOE_S_GATE = PZ_MOE_NSRC,
   PZ_MOE_S_UP,
   PZ_MOE_S_DOWN,
+  PZ_MOE_SH_GU_PREZERO, /* optional [m, 2 * shared_inter] f32 slice, pre-zeroed by the donor: the shared
+                         * experts' gate | up GEMM output when they run as GEMMs (cuda mlp_gemm.h); set by
+                         * the prezero pass only (passes/attn_slots.h), -1 otherwise */
   PZ_MOE_NSRC_Q
 };
 
@@ -206,6 +209,10 @@ typedef struct pz_moe_params {
                               the values of model/config.h's pz_wquant */
   int64_t q_group;         /* INT4: columns per scale (32) */
   int64_t q_block_rows, q_block_cols; /* FP8: weight_block_size */
+  int64_t hidden;          /* H (hidden_size), the experts' K; 0 = not given (then no prezero slot) */
+  /* Prezero (set by the pass with the PZ_MOE_SH_GU_PREZERO slot; 0 otherwise): the donor buffer's
+   * columns and n_base, and the slot's first column in it. */
+  int64_t prezero_n_total, prezero_n_base, sh_gu_col_offset;
 } pz_moe_params;
 
 /* Source slots of GQA_ATTN (index into node->src; -1 when absent). Per-rank shapes: heads =

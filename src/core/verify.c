@@ -290,6 +290,25 @@ static pz_status check_moe(const pz_graph *g, const pz_node *n) {
   if (q->n_group < 1 || q->n_experts % q->n_group || q->topk_group < 1 || q->topk_group > q->n_group)
     FAIL(n, "bad n_group %d / topk_group %d", q->n_group, q->topk_group);
   if (q->topk_method == PZ_TOPK_NOAUX_TC && n->src[PZ_MOE_BIAS] < 0) FAIL(n, "noaux_tc needs e_score_correction_bias");
+  const int64_t H = T(g, n->src[PZ_MOE_X])->ne[1];
+  if (q->hidden != 0 && q->hidden != H) FAIL(n, "hidden %lld differs from x's width %lld", (long long)q->hidden, (long long)H);
+  /* The shared experts' gate | up slot (as MLA's q_b slot): columns [sh_gu_col_offset, + 2 shared_inter) of one
+     donor buffer, below its n_base (always zeroed by the donor); quantised MoE only (its shared experts run as GEMMs) */
+  if (n->n_src >= PZ_MOE_NSRC_Q && n->src[PZ_MOE_SH_GU_PREZERO] >= 0) {
+    if (!q->wquant || q->shared_inter <= 0) FAIL(n, "sh_gu_prezero slot set without quantised experts and shared experts");
+    NEED(PZ_MOE_SH_GU_PREZERO, PZ_F32, 2, "sh_gu_prezero");
+    const pz_tensor *s = T(g, n->src[PZ_MOE_SH_GU_PREZERO]), *o = T(g, n->dst[0]);
+    EQ(s->ne[1], 2 * q->shared_inter, "sh_gu_prezero width");
+    if (s->view_of < 0) FAIL(n, "prezero slot %s is not a view of a buffer", s->name);
+    const pz_tensor *B = T(g, s->view_of);
+    if (B->ndim != 2 || B->ne[1] != q->prezero_n_total || q->prezero_n_base < 0 || q->prezero_n_base > q->prezero_n_total)
+      FAIL(n, "prezero_n_total %lld / n_base %lld do not match buffer %s", (long long)q->prezero_n_total,
+           (long long)q->prezero_n_base, B->name);
+    if (s->view_offset != B->view_offset + q->sh_gu_col_offset || s->stride[0] != B->stride[0] || s->ne[0] != o->ne[0] ||
+        q->sh_gu_col_offset + s->ne[1] > q->prezero_n_base)
+      FAIL(n, "prezero slot %s is not columns [%lld, %lld) of %s below n_base %lld", s->name, (long long)q->sh_gu_col_offset,
+           (long long)(q->sh_gu_col_offset + s->ne[1]), B->name, (long long)q->prezero_n_base);
+  }
   return PZ_OK;
 }
 

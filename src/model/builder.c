@@ -362,7 +362,7 @@ static pz_status moe(bld *b, int L, int x_norm, int *out) {
                             .topk_method = c->topk_method, .norm_topk_prob = c->norm_topk_prob,
                             .routed_scaling_factor = c->routed_scaling_factor, .inter = I, .shared_inter = SI,
                             .wquant = p_q.wquant, .q_group = p_q.q_group, .q_block_rows = p_q.q_block_rows,
-                            .q_block_cols = p_q.q_block_cols}};
+                            .q_block_cols = p_q.q_block_cols, .hidden = H}};
   fmt(nn, "layers.%d.mlp", L);
   char tn[PZ_NAME_LEN];
   fmt(tn, "%s.out", nn);

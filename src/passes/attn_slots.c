@@ -1,10 +1,10 @@
-/* The attention ops' prezero slots (attn_slots.h): one table entry per op. The shapes are those
- * of the ops' contracts in core/ir.h (pz_mla_params, pz_gqa_params). */
+/* The slotted ops' prezero slots (attn_slots.h): one table entry per op. The shapes are those
+ * of the ops' contracts in core/ir.h (pz_mla_params, pz_gqa_params, pz_moe_params). */
 #include "passes/attn_slots.h"
 #include <stddef.h>
 
 /* Where an op keeps its prezero fields. */
-typedef enum { F_N_TOTAL = 0, F_N_BASE, F_COL_QB, F_COL_OPROJ } field;
+typedef enum { F_N_TOTAL = 0, F_N_BASE, F_COL_QB, F_COL_OPROJ, F_COL_SHGU } field;
 
 typedef struct {
   pz_prezero_slot kind;
@@ -68,6 +68,26 @@ static int64_t *gqa_field(pz_op_params *p, field f) {
   }
 }
 
+/* Quantised MOE (its shared experts run as GEMMs, cuda mlp_gemm.h): the gate | up GEMM
+ * [2 x shared_inter, H], one block of gate_proj's rows then up_proj's; only with shared experts and H given. */
+static bool moe_shape(const pz_op_params *p, pz_prezero_slot kind, int64_t *n, int64_t *k) {
+  const pz_moe_params *a = &p->moe;
+  if (kind != PZ_PREZERO_SLOT_SHARED_GU || a->wquant == 0 || a->shared_inter <= 0 || a->hidden <= 0) return false;
+  *n = 2 * a->shared_inter;
+  *k = a->hidden;
+  return true;
+}
+
+static int64_t *moe_field(pz_op_params *p, field f) {
+  pz_moe_params *a = &p->moe;
+  switch (f) {
+    case F_N_TOTAL: return &a->prezero_n_total;
+    case F_N_BASE: return &a->prezero_n_base;
+    case F_COL_SHGU: return &a->sh_gu_col_offset;
+    default: return NULL;
+  }
+}
+
 static const op_entry table[] = {
   {PZ_OP_MLA_ATTN, PZ_MLA_NSRC, 3, {PZ_MLA_QKV_A, PZ_MLA_Q, PZ_MLA_KV_A}, 2,
    {{PZ_PREZERO_SLOT_QB, "q_b", PZ_MLA_QB_PREZERO, PZ_MLA_QKV_A, false},
@@ -76,6 +96,10 @@ static const op_entry table[] = {
   {PZ_OP_GQA_ATTN, PZ_GQA_NSRC, 1, {PZ_GQA_QKV}, 1,
    {{PZ_PREZERO_SLOT_OPROJ, "o_proj", PZ_GQA_OPROJ_PREZERO, -1, true}},
    gqa_shape, gqa_field},
+  /* only the quantised layout has the slot's source (PZ_MOE_NSRC_Q sources; bf16 MOE nodes have PZ_MOE_NSRC) */
+  {PZ_OP_MOE, PZ_MOE_NSRC_Q, 1, {PZ_MOE_LOGITS}, 1,
+   {{PZ_PREZERO_SLOT_SHARED_GU, "sh_gu", PZ_MOE_SH_GU_PREZERO, -1, false}},
+   moe_shape, moe_field},
 };
 
 static const op_entry *entry_of(pz_op op) {
@@ -110,7 +134,9 @@ bool pz_attn_is_slot(pz_op op, int s) {
 bool pz_attn_set_slot_col(pz_node *n, pz_prezero_slot kind, int64_t col) {
   const op_entry *e = n ? entry_of(n->op) : NULL;
   if (!e || kind == PZ_PREZERO_SLOT_GEMM) return false;
-  int64_t *f = e->field_of(&n->p, kind == PZ_PREZERO_SLOT_QB ? F_COL_QB : F_COL_OPROJ);
+  int64_t *f = e->field_of(&n->p, kind == PZ_PREZERO_SLOT_QB       ? F_COL_QB
+                                  : kind == PZ_PREZERO_SLOT_OPROJ  ? F_COL_OPROJ
+                                                                   : F_COL_SHGU);
   if (!f) return false;
   *f = col;
   return true;

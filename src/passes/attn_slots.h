@@ -19,8 +19,8 @@ extern "C" {
 /* One slot: the op's inner GEMM C[m, n] (+)= A[m, k] · W[n, k]ᵀ (n, k in elements) writes its
  * f32 result into node->src[src] when that is set. */
 typedef struct pz_attn_slot {
-  pz_prezero_slot kind; /* PZ_PREZERO_SLOT_QB or PZ_PREZERO_SLOT_OPROJ */
-  const char *name;     /* "q_b", "o_proj": the slice tensor is "<node>.<name>.prezero" */
+  pz_prezero_slot kind; /* PZ_PREZERO_SLOT_QB, PZ_PREZERO_SLOT_OPROJ or PZ_PREZERO_SLOT_SHARED_GU */
+  const char *name;     /* "q_b", "o_proj", "sh_gu": the slice tensor is "<node>.<name>.prezero" */
   int src;              /* index into node->src */
   int link;             /* -1: any link will do; else the src index that must be a consumer's output */
   bool output;          /* the slot is the op's output dst[0] itself (the partial [m, H]): it lies
@@ -36,13 +36,17 @@ typedef struct pz_attn_desc {
   pz_attn_slot slot[PZ_ATTN_MAX_SLOTS]; /* the slots this node's params give it (absent ones left out) */
 } pz_attn_desc;
 
-/* Fills d for node n and returns true when n's op has slots (MLA_ATTN, GQA_ATTN) and n has the
+/* Fills d for node n and returns true when n's op has slots (MLA_ATTN, GQA_ATTN, MOE) and n has the
  * op's source count; false otherwise (d untouched). Slots the params rule out (MLA q_b without
  * q LoRA) are not listed.
  *   MLA_ATTN: links QKV_A, Q, KV_A; q_b slot (src PZ_MLA_QB_PREZERO, n = heads*(nope+rope),
  *             k = q_lora_rank; only when q_lora_rank > 0, only when linked through QKV_A);
  *             o_proj slot (PZ_MLA_OPROJ_PREZERO, n = hidden, k = heads*v_head_dim).
- *   GQA_ATTN: link QKV; o_proj slot (PZ_GQA_OPROJ_PREZERO, n = hidden, k = heads*head_dim). */
+ *   GQA_ATTN: link QKV; o_proj slot (PZ_GQA_OPROJ_PREZERO, n = hidden, k = heads*head_dim).
+ *   MOE (quantised experts, PZ_MOE_NSRC_Q sources): link LOGITS (the router GEMM's output); the shared
+ *             experts' gate | up slot (PZ_MOE_SH_GU_PREZERO, n = 2 * shared_inter, k = hidden; only
+ *             with shared experts and hidden set). Not an attention op, but the pass treats it as one:
+ *             the first slotted op after the donor that reads a consumer's output. */
 bool pz_attn_describe(const pz_node *n, pz_attn_desc *d);
 
 /* True when src index s of a node with op `op` is one of the op's slots (a slot is written by

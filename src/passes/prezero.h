@@ -17,8 +17,9 @@ extern "C" {
  * check (see prezero_pass.c, consumer_output_legal), it adds one [m, n_total] f32 BUFFER
  * "<donor>.prezero_buf", turns each consumer's output into a column view of it, rewrites the
  * donor to AR_RMSNORM_MAYBE_PREZERO and the GEMMs to MM_MAYBE_PREZERO, and threads slices into
- * the slots of the first attention op that reads one of those outputs (passes/attn_slots.h:
- * MLA_ATTN q_b and o_proj, GQA_ATTN o_proj; pz_pass_prezero_batch with attn_slots = 0 does not;
+ * the slots of the first slotted op that reads one of those outputs (passes/attn_slots.h:
+ * MLA_ATTN q_b and o_proj, GQA_ATTN o_proj, a quantised MOE's shared gate | up; pz_pass_prezero_batch
+ * with attn_slots = 0 does not;
  * the pass manager passes PREZERO_ATTN_SLOTS through pz_pass_opts).
  * Column layout per buffer: [graph GEMM outputs in node order | inner-GEMM slots (q_b) | output
  * slot (o_proj)], each slice starting at a multiple of 32 columns (128 bytes; n_total rounded up
@@ -32,9 +33,15 @@ pz_status pz_pass_prezero(pz_graph *g, FILE *log, pz_pass_stats *st);
 
 /* ---- the per-batch plan (docs/ARCHITECTURE.md §4, step 4) ---------- */
 
-/* Which kind of consumer a plan entry is: a graph GEMM node, or a GEMM inside an attention node
- * (node = the attention node): q_b (MLA_ATTN) or o_proj (MLA_ATTN, GQA_ATTN; the op's output). */
-typedef enum { PZ_PREZERO_SLOT_GEMM = 0, PZ_PREZERO_SLOT_QB, PZ_PREZERO_SLOT_OPROJ } pz_prezero_slot;
+/* Which kind of consumer a plan entry is: a graph GEMM node, or a GEMM inside a slotted op (node =
+ * that op): q_b (MLA_ATTN), o_proj (MLA_ATTN, GQA_ATTN; the op's output), or the shared experts'
+ * gate | up GEMM of a quantised MOE (n = 2 x shared_inter, k = H). */
+typedef enum {
+  PZ_PREZERO_SLOT_GEMM = 0,
+  PZ_PREZERO_SLOT_QB,
+  PZ_PREZERO_SLOT_OPROJ,
+  PZ_PREZERO_SLOT_SHARED_GU
+} pz_prezero_slot;
 
 /* One consumer GEMM at batch m: C[m, n] (+)= A[m, k] · W[n, k]ᵀ (n, k in elements). */
 typedef struct pz_prezero_query {

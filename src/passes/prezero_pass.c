@@ -389,7 +389,9 @@ int pz_prezero_report_fired(const pz_prezero_report *r) {
 
 /* ---- the plan view ---------------------------------------------------------------------- */
 
-static const char *slot_name(pz_prezero_slot k) { return k == PZ_PREZERO_SLOT_QB ? "q_b" : k == PZ_PREZERO_SLOT_OPROJ ? "o_proj" : "gemm"; }
+static const char *slot_name(pz_prezero_slot k) {
+  return k == PZ_PREZERO_SLOT_QB ? "q_b" : k == PZ_PREZERO_SLOT_OPROJ ? "o_proj" : k == PZ_PREZERO_SLOT_SHARED_GU ? "sh_gu" : "gemm";
+}
 
 pz_status pz_prezero_report_print(const pz_prezero_report *r, const pz_graph *g, int tp, const pz_device_desc *dev,
                                   FILE *f) {

@@ -1,7 +1,8 @@
 /* pz_compare_attribute (host logic of `prezero compare`, needs no GPU): profiled graph nodes with
  * hand-set durations on the Kimi-K2 and DeepSeek-V2-Lite decode graphs (OFF and ON) sum into the
  * per-layer components computed by hand: memsets count in their GEMM, q_b / o_proj are found
- * around the MLA kernels, other ops / other devices / untagged nodes are left out. */
+ * around the MLA kernels, a quantised MoE op's shared gate | up GEMM before its silu_mul (Kimi-K2.5),
+ * other ops / other devices / untagged nodes are left out. */
 #include <string.h>
 #include "compare/compare.h"
 #include "model/builder.h"
@@ -46,6 +47,11 @@ static pz_graph *graph(const char *model, int prezero) {
  * attention 20, combine 1, W_UV 1, memset 1.5, GEMM 9 (o_proj); router gate memset 0.5 + GEMM 7;
  * MoE / dense MLP 100; final norm 3. with_memsets = 0 drops the GEMM memsets (an ON-like
  * profile). One untagged node first, one device-1 node last. */
+/* g_moe_gemms: a quantised MoE op's records as its shared experts run as GEMMs (capture order: [memset 1]
+   gate | up GEMM 6, silu_mul 1, memset 0.5, down GEMM 4, then router 10, gather 4, two expert kernels 80 + 40,
+   combine 5) instead of one 100 µs kernel. */
+static int g_moe_gemms;
+
 static void fill(table *t, const pz_graph *g, int with_memsets) {
   memset(t, 0, sizeof *t);
   add(t, 0, -1, "memset", 1.0);
@@ -80,6 +86,21 @@ static void fill(table *t, const pz_graph *g, int with_memsets) {
         add(t, 0, n->id, "_Z18gemm_splitk_kernel", 7.0);
         break;
       case PZ_ROLE_MOE:
+        if (g_moe_gemms && n->p.moe.wquant) {
+          if (with_memsets) add(t, 0, n->id, "memset", 1.0);
+          add(t, 0, n->id, "_ZN12_GLOBAL__N_117gemm_wgmma_kernelILi16ELi1ELi1ELi1ELi1EEEv14CUtensorMap_stS1_NS_7WParamsE", 6.0);
+          add(t, 0, n->id, "_ZN12_GLOBAL__N_115silu_mul_kernelILi4EEEv18pz_silu_mul_params", 1.0);
+          add(t, 0, n->id, "memset", 0.5);
+          add(t, 0, n->id, "_ZN12_GLOBAL__N_117gemm_wgmma_kernelILi16ELi2ELi1ELi2ELi1EEEv14CUtensorMap_stS1_NS_7WParamsE", 4.0);
+          add(t, 0, n->id, "_ZN12_GLOBAL__N_116moe_route_kernelENS_12route_paramsE", 10.0);
+          add(t, 0, n->id, "_ZN12_GLOBAL__N_14moeq13gather_kernelENS0_13gather_paramsE", 4.0);
+          add(t, 0, n->id, "_ZN12_GLOBAL__N_14moeq9mm_kernelINS_3W4TELb1ELi3EEEvNS0_9mm_paramsE", 80.0);
+          add(t, 0, n->id, "_ZN12_GLOBAL__N_14moeq9mm_kernelINS_3W4TELb0ELi4EEEvNS0_9mm_paramsE", 40.0);
+          add(t, 0, n->id, "_ZN12_GLOBAL__N_14moeq14combine_kernelENS0_14combine_paramsE", 5.0);
+          break;
+        }
+        add(t, 0, n->id, "_Z11moe_kernel", 100.0);
+        break;
       case PZ_ROLE_DENSE_MLP: add(t, 0, n->id, "_Z11moe_kernel", 100.0); break;
       case PZ_ROLE_FINAL_NORM: add(t, 0, n->id, "_Z17ar_rmsnorm_kernel", 3.0); break;
       default: add(t, 0, n->id, "_Z5other", 50.0); break;
@@ -123,6 +144,34 @@ int main(void) {
     pz_compare_attribute(g, t_off.v, t_off.n, 1, &d, &un);
     CHECK_NEAR(d.us[PZ_CMP_QKV_A], 99.0, 1e-12);
     CHECK(d.us[PZ_CMP_Q_B] < 0 && d.us[PZ_CMP_DONOR] < 0 && un == 0);
+    pz_graph_free(g);
+  }
+  /* Kimi-K2.5 (INT4 experts, layer 1 MoE): the shared experts' gate | up GEMM and its memset (what comes before the
+     op's silu_mul and is none of its own kernels) are sh_gu: 1 + 6 OFF, 6 ON; the down GEMM, router, gather,
+     experts and combine are not; with the fused shared experts (no silu_mul) there is no sh_gu. The MoE
+     layer's time counts every record either way. */
+  for (int pz = 0; pz < 2; pz++) {
+    pz_graph *g = graph("kimi_k25", pz);
+    pz_cmp_components c, d;
+    int un = -1;
+    g_moe_gemms = 1;
+    fill(&t_off, g, 1);
+    pz_compare_attribute(g, t_off.v, t_off.n, 0, &c, &un);
+    CHECK_NEAR(c.us[PZ_CMP_SH_GU], 7.0, 1e-12);
+    CHECK(c.nodes[PZ_CMP_SH_GU] == 2);
+    CHECK_NEAR(c.us[PZ_CMP_GATE], 7.5, 1e-12);
+    CHECK_NEAR(c.us[PZ_CMP_GEMM], 12.0 + 6.25 + 7.5 + 10.5 + 7.0, 1e-12);
+    fill(&t_on, g, 0);
+    pz_compare_attribute(g, t_on.v, t_on.n, 0, &d, &un);
+    CHECK_NEAR(d.us[PZ_CMP_SH_GU], 6.0, 1e-12);
+    CHECK(d.sig[PZ_CMP_SH_GU] != c.sig[PZ_CMP_SH_GU]);
+    /* a MoE layer: donors 3+1 + 4, qkv_a 1+12, MLA 2+1.25+5+1+0.75+20+1+1+1.5+9, gate 0.5+7, MoE 1+6+1+0.5+4+10+4+80+40+5 */
+    CHECK_NEAR(c.moe_layer_us, 8.0 + 13.0 + 42.5 + 7.5 + 151.5, 1e-9);
+    g_moe_gemms = 0;
+    fill(&t_off, g, 1);
+    pz_compare_attribute(g, t_off.v, t_off.n, 0, &c, &un);
+    CHECK(c.us[PZ_CMP_SH_GU] < 0 && c.nodes[PZ_CMP_SH_GU] == 0);
+    CHECK_NEAR(c.us[PZ_CMP_GEMM], 12.0 + 6.25 + 7.5 + 10.5, 1e-12);
     pz_graph_free(g);
   }
   /* DeepSeek-V2-Lite: no q LoRA, q_proj + kv_a_proj count as qkv_a; no q_b. */

@@ -7,7 +7,11 @@
  *  - with moe_w4_tiled = 0 nothing is tiled and the read-back is the same;
  *  - a decode step with and without tiling gives logits within the W4A16 kernels' rounding of each
  *    other (their group sums run in different k-slot orders: moe_q.h), and both within the bound of
- *    test_moe_w4a16's engine case of the CPU's.
+ *    test_moe_w4a16's engine case of the CPU's;
+ *  - prezero ON (the executor's per-batch plans) against OFF with the shared experts forced through
+ *    the GEMMs (PREZERO_MLP_GEMM=1) at atomic split-K of 2 splits: every MoE layer's shared gate | up
+ *    slot fires (the plan says so, and the ON graph has the slot), and the logits of two steps are
+ *    bit-identical (0 + a + b == a + b), eagerly and from CUDA graphs.
  * Exits 77 (skipped) without a GPU. */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime.h>
@@ -16,6 +20,7 @@
 #include <string.h>
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/exec.h"
+#include "passes/prezero.h"
 #include "core/options.h"
 #include "model/builder.h"
 #include "model/config.h"
@@ -80,6 +85,68 @@ static void run(const pz_graph *g, pz_cpu_exec *ce, int tiled, float *lg, int64_
   pz_cuda_exec_free(ge);
 }
 
+/* Two decode steps of M tokens through a per-batch executor (prezero 0 or 1) into lg [2, M, vocab]. */
+static void steps(const pz_graph *g, int prezero, int graphs, float *lg, int64_t vocab, int *fired) {
+  pz_runtime_opts ro;
+  CHECK(pz_runtime_opts_from_env(&ro, NULL, 0) == 0);
+  pz_cuda_exec_opts o = PZ_CUDA_EXEC_OPTS_INIT;
+  o.seed = 4242;
+  o.graphs = graphs;
+  o.prezero = prezero;
+  o.runtime = &ro;
+  pz_cuda_exec *ge = NULL;
+  CHECK_OK(pz_cuda_exec_create(g, &o, &ge));
+  if (!ge) return;
+  if (fired) {
+    pz_prezero_report rep;
+    const pz_graph *gm = NULL;
+    *fired = 0;
+    CHECK_OK(pz_cuda_exec_plan(ge, M, &rep, &gm));
+    for (int i = 0; i < rep.n_donors; i++)
+      for (int k = 0; k < rep.d[i].n; k++)
+        if (rep.d[i].c[k].kind == PZ_PREZERO_SLOT_SHARED_GU && rep.d[i].c[k].fires) {
+          (*fired)++;
+          const pz_node *n = gm ? &gm->nodes[rep.d[i].c[k].node] : NULL;
+          CHECK(n && n->op == PZ_OP_MOE && n->src[PZ_MOE_SH_GU_PREZERO] >= 0);
+        }
+    pz_prezero_report_free(&rep);
+  }
+  int32_t tok[M] = {3, 11}, pos[M] = {0, 0}, next[M];
+  for (int s = 0; s < 2; s++) {
+    CHECK_OK(pz_cuda_exec_step(ge, M, tok, pos, next));
+    CHECK_OK(pz_cuda_exec_logits(ge, M, lg + (size_t)s * M * vocab));
+    for (int i = 0; i < M; i++) {
+      tok[i] = next[i];
+      pos[i]++;
+    }
+  }
+  pz_cuda_exec_free(ge);
+}
+
+static void test_prezero_shared_gu(const pz_graph *g, int64_t vocab) {
+  setenv("PREZERO_GEMM_FORCE", "atomic", 1);
+  setenv("PREZERO_GEMM_SPLITS", "2", 1);
+  setenv("PREZERO_MLP_GEMM", "1", 1);
+  const size_t n = (size_t)2 * M * vocab;
+  float *a = calloc(n, sizeof(float)), *b = calloc(n, sizeof(float));
+  for (int graphs = 0; graphs <= 1 && a && b; graphs++) {
+    int fired = -1;
+    memset(a, 0, n * 4);
+    memset(b, 0xff, n * 4);
+    steps(g, 0, graphs, a, vocab, NULL);
+    steps(g, 1, graphs, b, vocab, &fired);
+    CHECK(fired == 1); /* the one MoE layer of the two */
+    CHECK(memcmp(a, b, n * 4) == 0);
+    printf("prezero ON vs OFF, shared gate | up slot fired in %d MoE layer(s), graphs %d: logits %s\n", fired, graphs,
+           memcmp(a, b, n * 4) ? "DIFFER" : "bit-identical");
+  }
+  free(a);
+  free(b);
+  unsetenv("PREZERO_GEMM_FORCE");
+  unsetenv("PREZERO_GEMM_SPLITS");
+  unsetenv("PREZERO_MLP_GEMM");
+}
+
 int main(void) {
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -116,6 +183,7 @@ int main(void) {
     printf("logits tiled vs stored layout: max |diff| %.3e (max |logit| %.3f)\n", md, mx);
     CHECK(mx > 0 && md <= 1e-2 * mx);
   }
+  test_prezero_shared_gu(g, vocab);
   free(a);
   free(b);
   pz_cpu_exec_free(ce);

@@ -11,6 +11,7 @@
 #include "backend/cuda/exec_ops.h"
 #include "backend/cuda/fill.h"
 #include "backend/cuda/kv_pages_fill.h"
+#include "backend/cuda/mlp_gemm.h"
 #include "core/fingerprint.h"
 #include "core/kv_pages.h"
 #include "core/quant_fill.h"
@@ -206,8 +207,7 @@ static bool graph_has_prezero(const pz_graph *g) {
 /* The plan's question, answered by the GEMM the rank-0 handle picks at m (every rank has the
  * same device and table, so they agree): zero_init = false resolves to a split-K kernel
  * exactly when the baseline's kernel zeroes its output (gemm.h, pz_gemm_choose). */
-bool pz_cuda_gemm_fires(void *gemm, const pz_graph *g, const pz_prezero_query *q, char *why, size_t why_len) {
-  (void)g;
+static bool gemm_fires(void *gemm, const pz_prezero_query *q, char *why, size_t why_len) {
   if (q->n % 64 || q->k % 64) { /* outside the split-K family: pz_cuda_gemm_any's kernel, which never needs a zeroed C */
     snprintf(why, why_len, "any-shape kernel (n=%lld, k=%lld): no zeroing to skip", (long long)q->n, (long long)q->k);
     return false;
@@ -222,6 +222,29 @@ bool pz_cuda_gemm_fires(void *gemm, const pz_graph *g, const pz_prezero_query *q
   pz_gemm_config_describe(&cfg, k, sizeof k);
   snprintf(why, why_len, "%s%s", k, split ? "" : ": no zeroing to skip");
   return split;
+}
+
+/* The shared experts' gate | up slot of a quantised MoE (n = 2 inter, k = H): they run as GEMMs at m
+ * (mlp_gemm.h pz_cuda_mlp_uses_gemm), as one GEMM of n rows or (PREZERO_MLP_ONE_GU=0) two of n / 2, and
+ * that GEMM zeroes its output. One GEMM assumes the executor's arena keeps up_proj after gate_proj (it
+ * does: pz_cuda_mlp_one_gu); were it two, zero_init = false would still be right, only the fill might be
+ * spent on a GEMM that does not zero. */
+static bool shared_gu_fires(void *gemm, const pz_prezero_query *q, char *why, size_t why_len) {
+  const int64_t inter = q->n / 2, H = q->k;
+  if (!pz_cuda_mlp_uses_gemm((const pz_gemm_ctx *)gemm, PZ_MLP_SHARED, (int)q->m, H, inter)) {
+    snprintf(why, why_len, "shared experts fused at m=%lld (mlp_gemm.h): no GEMM", (long long)q->m);
+    return false;
+  }
+  const pz_runtime_opts *ro = pz_gemm_ctx_opts((const pz_gemm_ctx *)gemm);
+  pz_prezero_query one = *q;
+  if (ro && ro->mlp_one_gu == 0) one.n = inter; /* PREZERO_MLP_ONE_GU=0: gate and up as two GEMMs */
+  return gemm_fires(gemm, &one, why, why_len);
+}
+
+bool pz_cuda_gemm_fires(void *gemm, const pz_graph *g, const pz_prezero_query *q, char *why, size_t why_len) {
+  (void)g;
+  if (q->kind == PZ_PREZERO_SLOT_SHARED_GU) return shared_gu_fires(gemm, q, why, why_len);
+  return gemm_fires(gemm, q, why, why_len);
 }
 
 static bool cuda_fires(void *user, const pz_graph *g, const pz_prezero_query *q, char *why, size_t why_len) {

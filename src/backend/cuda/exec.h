@@ -158,7 +158,9 @@ int64_t pz_cuda_exec_bytes_per_batch(const pz_graph *g);
 
 /* The per-batch plan's question (passes/prezero.h, pz_prezero_fires_fn) answered by GEMM handle
  * `gemm` (a pz_gemm_ctx *): fires when zero_init = false resolves to a split-K kernel there, i.e.
- * the baseline's kernel zeroes its output; why gets the kernel's name (and the reason when not). */
+ * the baseline's kernel zeroes its output; why gets the kernel's name (and the reason when not).
+ * A quantised MoE's shared gate | up slot (PZ_PREZERO_SLOT_SHARED_GU) fires when, besides, the shared
+ * experts run as GEMMs at q->m (mlp_gemm.h pz_cuda_mlp_uses_gemm). */
 struct pz_prezero_query;
 bool pz_cuda_gemm_fires(void *gemm, const pz_graph *g, const struct pz_prezero_query *q, char *why, size_t why_len);
 

@@ -412,6 +412,12 @@ static pz_status op_moe_q(pz_cuda_ctx *c, const pz_node *n) {
   a.ev_join = R->moe_ev_join;
   a.fork_join = ro && ro->moe_fork > 0 ? ro->moe_fork : 0; /* PREZERO_MOE_FORK=1 / 2; unset: by batch */
   a.gemm = c->gemm; /* the shared experts through the GEMMs by batch (PREZERO_MLP_GEMM, mlp_gemm.h) */
+  if (n->src[PZ_MOE_SH_GU_PREZERO] >= 0) { /* the prezero slot of the shared experts' gate | up GEMM */
+    a.sh_gu = DATA(n->src[PZ_MOE_SH_GU_PREZERO]);
+    a.ld_sh_gu = opt_ld(c, n, PZ_MOE_SH_GU_PREZERO);
+    a.sh_gu_zeroed = pz_prezero_slice_zeroed(c->m, p->sh_gu_col_offset, 2 * p->shared_inter, p->prezero_n_total,
+                                             p->prezero_n_base, c->g->info.hidden, c->tp, c->dev);
+  }
   pz_status st = p->wquant == 1 ? pz_moe_w4a16_launch(&a, c->stream) : pz_moe_w8a16_launch(&a, c->stream);
   if (st != PZ_OK) pz_log_propagate(__FILE__, __LINE__, n->name, st);
   return st;

@@ -75,6 +75,19 @@ pz_status pz_cuda_mlp(pz_gemm_ctx *g, pz_mlp_role role, int m, int64_t H, int64_
                       const pz_bf16 *w_gate, const pz_bf16 *w_up, const pz_bf16 *w_down, float *out,
                       int64_t ld_out, void *workspace, size_t workspace_bytes, cudaStream_t stream);
 
+/* pz_cuda_mlp with the GEMM path's gate | up output given: gu f32 [m, 2 inter] (gate's columns, then
+ * up's), row stride ld_gu >= 2 inter (a multiple of 4), 16-byte aligned, or NULL (the workspace's, as
+ * pz_cuda_mlp). gu_zeroed: gu holds zeros on entry (a slice the prezero donor zeroed,
+ * passes/prezero.h pz_prezero_slice_zeroed), so the gate | up GEMMs run with zero_init = false and skip
+ * their own zeroing; false: they zero it. The fused path ignores gu. After a GEMM-path call gu holds
+ * the gate | up sums. Same results either way (the same kernels and split; with more than 2 splits the
+ * atomic order is not fixed, as in every split-K GEMM). Errors: pz_cuda_mlp's, and PZ_ERR_INVALID_ARG
+ * for a misaligned gu or ld_gu < 2 inter. */
+pz_status pz_cuda_mlp_into(pz_gemm_ctx *g, pz_mlp_role role, int m, int64_t H, int64_t inter, const pz_bf16 *x,
+                           int64_t ldx, const pz_bf16 *w_gate, const pz_bf16 *w_up, const pz_bf16 *w_down, float *out,
+                           int64_t ld_out, float *gu, int64_t ld_gu, bool gu_zeroed, void *workspace,
+                           size_t workspace_bytes, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -118,6 +118,13 @@ typedef struct pz_moe_q_args {
    * no other GEMM of the handle: until the join `stream` runs only the router, the gather and the
    * expert kernels. */
   pz_gemm_ctx *gemm;
+  /* The shared experts' gate | up output when they run as GEMMs (pz_cuda_mlp_into): sh_gu f32
+   * [m, 2 shared_inter] with row stride ld_sh_gu (the prezero slot PZ_MOE_SH_GU_PREZERO), or NULL (the
+   * workspace's); sh_gu_zeroed: it holds zeros on entry (the donor zeroed it), so those GEMMs skip their
+   * zeroing. Same results either way */
+  float *sh_gu;
+  int64_t ld_sh_gu;
+  int sh_gu_zeroed;
 } pz_moe_q_args;
 
 size_t pz_moe_w4a16_workspace_bytes(int max_m, int64_t H, const pz_moe_params *p);

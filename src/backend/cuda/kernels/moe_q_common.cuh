@@ -343,8 +343,9 @@ pz_status run_all(const pz_moe_q_args *a, const ws_layout &l, seg up_s, seg dn_s
     PZ_CUDA_CHECK_MSG(cudaStreamWaitEvent(a->side, a->ev_fork, 0), "%s: fork of the shared experts' stream", name);
   }
   if (SI) { /* bf16 shared experts into out; the combine adds the routed part to them */
-    st = pz_cuda_mlp(a->gemm, PZ_MLP_SHARED, a->m, H, SI, a->x, a->ldx, a->sh_gate, a->sh_up, a->sh_down, a->out, a->ld_out,
-                     ws + l.mlp, l.total - l.mlp, fork ? a->side : stream);
+    st = pz_cuda_mlp_into(a->gemm, PZ_MLP_SHARED, a->m, H, SI, a->x, a->ldx, a->sh_gate, a->sh_up, a->sh_down, a->out,
+                          a->ld_out, a->sh_gu, a->ld_sh_gu, a->sh_gu_zeroed != 0, ws + l.mlp, l.total - l.mlp,
+                          fork ? a->side : stream);
     if (fork) {
       const cudaError_t e = cudaEventRecord(a->ev_join, a->side);
       if (e != cudaSuccess && st == PZ_OK)
