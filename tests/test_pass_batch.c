@@ -237,6 +237,26 @@ static void test_shared_gu(int tp) {
     pz_prezero_report_free(&rep);
     pz_graph_free(g);
   }
+  /* the slot is gated: with the fill gate forced off it does not fire though its GEMM would, and says why
+     (the router's columns, an ungated GEMM consumer, still do) */
+  {
+    pz_device_desc dev_off = dev;
+    dev_off.force_gate = 2;
+    pz_graph *g = NULL;
+    pz_prezero_report rep;
+    run(off, F_ALL | F_SHGU, 16, &dev_off, &g, &rep);
+    const pz_node *M = find_role(g, 1, PZ_ROLE_MOE), *P = find_role(g, 1, PZ_ROLE_POST_ATTN_LAYERNORM);
+    CHECK(M && P && M->src[PZ_MOE_SH_GU_PREZERO] == -1 && P->op == PZ_OP_AR_RMSNORM_MAYBE_PREZERO &&
+          P->p.norm.n_total == 384);
+    int gated = 0;
+    for (int i = 0; i < rep.n_donors; i++)
+      for (int c = 0; c < rep.d[i].n; c++)
+        gated += rep.d[i].c[c].kind == PZ_PREZERO_SLOT_SHARED_GU && !rep.d[i].c[c].fires &&
+                 strstr(rep.d[i].c[c].why, "gate: fill of") != NULL;
+    CHECK(gated == 1);
+    pz_prezero_report_free(&rep);
+    pz_graph_free(g);
+  }
   /* attn_slots = 0 leaves every slotted op alone, the MoE's too */
   pz_graph *g = NULL;
   CHECK_OK(pz_graph_clone(off, &g));

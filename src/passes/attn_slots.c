@@ -10,7 +10,7 @@ typedef struct {
   pz_prezero_slot kind;
   const char *name;
   int src, link;
-  bool output;
+  bool output, gated;
 } slot_entry;
 
 typedef struct {
@@ -90,15 +90,15 @@ static int64_t *moe_field(pz_op_params *p, field f) {
 
 static const op_entry table[] = {
   {PZ_OP_MLA_ATTN, PZ_MLA_NSRC, 3, {PZ_MLA_QKV_A, PZ_MLA_Q, PZ_MLA_KV_A}, 2,
-   {{PZ_PREZERO_SLOT_QB, "q_b", PZ_MLA_QB_PREZERO, PZ_MLA_QKV_A, false},
-    {PZ_PREZERO_SLOT_OPROJ, "o_proj", PZ_MLA_OPROJ_PREZERO, -1, true}},
+   {{PZ_PREZERO_SLOT_QB, "q_b", PZ_MLA_QB_PREZERO, PZ_MLA_QKV_A, false, false},
+    {PZ_PREZERO_SLOT_OPROJ, "o_proj", PZ_MLA_OPROJ_PREZERO, -1, true, false}},
    mla_shape, mla_field},
   {PZ_OP_GQA_ATTN, PZ_GQA_NSRC, 1, {PZ_GQA_QKV}, 1,
-   {{PZ_PREZERO_SLOT_OPROJ, "o_proj", PZ_GQA_OPROJ_PREZERO, -1, true}},
+   {{PZ_PREZERO_SLOT_OPROJ, "o_proj", PZ_GQA_OPROJ_PREZERO, -1, true, false}},
    gqa_shape, gqa_field},
   /* only the quantised layout has the slot's source (PZ_MOE_NSRC_Q sources; bf16 MOE nodes have PZ_MOE_NSRC) */
   {PZ_OP_MOE, PZ_MOE_NSRC_Q, 1, {PZ_MOE_LOGITS}, 1,
-   {{PZ_PREZERO_SLOT_SHARED_GU, "sh_gu", PZ_MOE_SH_GU_PREZERO, -1, false}},
+   {{PZ_PREZERO_SLOT_SHARED_GU, "sh_gu", PZ_MOE_SH_GU_PREZERO, -1, false, true}},
    moe_shape, moe_field},
 };
 
@@ -119,7 +119,7 @@ bool pz_attn_describe(const pz_node *n, pz_attn_desc *d) {
     int64_t sn = 0, sk = 0;
     if (!e->shape(&n->p, s->kind, &sn, &sk)) continue;
     d->slot[d->n_slots++] = (pz_attn_slot){.kind = s->kind, .name = s->name, .src = s->src, .link = s->link,
-                                           .output = s->output, .n = sn, .k = sk};
+                                           .output = s->output, .gated = s->gated, .n = sn, .k = sk};
   }
   return true;
 }

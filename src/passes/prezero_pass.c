@@ -183,6 +183,13 @@ static void attn_plan(const pz_graph *g, int donor, const int *cand, int n_cand,
       if (sl->link >= 0 && !linked_through(A, sl->link, cand, n_cand)) continue;
       if (!sl->output) {
         bool f = ask_fires(b, g, j, sl->kind, sl->n, sl->k, why, sizeof why);
+        /* a gated inner slot: only where the donor's whole fill with it is free at m (attn_slots.h) */
+        if (f && sl->gated && b && b->m > 0 &&
+            !pz_prezero_active(b->m, align_col(align_col(col) + sl->n), PZ_F32, g->info.hidden, b->tp, b->dev)) {
+          f = false;
+          snprintf(why, sizeof why, "gate: fill of %lld columns is not free at m=%lld",
+                   (long long)align_col(align_col(col) + sl->n), (long long)b->m);
+        }
         if (f) {
           col = align_col(col);
           p->s[p->n++] = (slice){sl->kind, sl->name, j, -1, sl->src, false, col, sl->n};
