@@ -26,9 +26,10 @@ typedef struct pz_attn_slot {
   bool output;          /* the slot is the op's output dst[0] itself (the partial [m, H]): it lies
                            beyond n_base, and the output tensor becomes a view of the slot */
   bool gated;           /* an inner slot that a per-batch plan keeps only where the donor's whole fill
-                           with it is free at m (pz_prezero_active), like an output slot: its GEMM's
-                           zeroing costs less than its fill can (MoE sh_gu, measured: the fill of
-                           16 KB per token cost up to 2 us more than the zeroing it saved at m 128) */
+                           with it is free at m (pz_prezero_active) and the donor's and fill's CTAs
+                           fit one per SM: its GEMM's zeroing costs less than its fill can (MoE sh_gu,
+                           measured: its fill of 16 KB per token cost more donor time than the zeroing
+                           it saved at m 64 and 128, bench/results/moe_sh_gu_slot/) */
   int64_t n, k;         /* the inner GEMM's shape from the op's params */
 } pz_attn_slot;
 

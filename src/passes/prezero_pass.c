@@ -62,6 +62,20 @@ static bool ask_fires(const pz_prezero_batch *b, const pz_graph *g, int node, pz
   return b->fires(b->user, g, &q, why, why_len);
 }
 
+/* A gated inner slot's fill (attn_slots.h) at b's batch: the donor's whole fill of `cols` columns is
+ * free (pz_prezero_active), and besides, the donor's CTAs and the fill's fit one per SM, so that no
+ * fill CTA shares an SM with a donor CTA (the donor is on the step's critical path; Kimi-K2.5's shared
+ * gate | up slot at m 64 took 70 fill CTAs beside 64 donor CTAs on 132 SMs and cost ~0.75 us of donor
+ * time for the 0.4-0.6 us of zeroing it saved, bench/results/moe_sh_gu_slot/). Forced on: true. */
+static bool gated_fill_free(const pz_prezero_batch *b, int64_t cols, int64_t H) {
+  const pz_device_desc *dev = b->dev;
+  if (!pz_prezero_active(b->m, cols, PZ_F32, H, b->tp, dev)) return false;
+  if (dev->force_gate == 1 || dev->ctas_per_sm <= 0) return true;
+  pz_ar_plan ap;
+  if (!pz_ar_plan_for_dev(b->m, H, b->tp, dev, &ap)) return false;
+  return ap.donor_ctas + pz_ar_plan_fill_ctas(dev, &ap, b->m * cols * 4) <= dev->num_sms;
+}
+
 /* ---- run-time contract shared by the ops ---------------------------------------------- */
 
 int64_t pz_prezero_fill_cols(int64_t m, int64_t n_total, int64_t n_base, int64_t H, int tp,
@@ -184,10 +198,10 @@ static void attn_plan(const pz_graph *g, int donor, const int *cand, int n_cand,
       if (!sl->output) {
         bool f = ask_fires(b, g, j, sl->kind, sl->n, sl->k, why, sizeof why);
         /* a gated inner slot: only where the donor's whole fill with it is free at m (attn_slots.h) */
-        if (f && sl->gated && b && b->m > 0 &&
-            !pz_prezero_active(b->m, align_col(align_col(col) + sl->n), PZ_F32, g->info.hidden, b->tp, b->dev)) {
+        if (f && sl->gated && b && b->m > 0 && b->dev &&
+            !gated_fill_free(b, align_col(align_col(col) + sl->n), g->info.hidden)) {
           f = false;
-          snprintf(why, sizeof why, "gate: fill of %lld columns is not free at m=%lld",
+          snprintf(why, sizeof why, "gate: fill of %lld cols not free beside the donor at m=%lld",
                    (long long)align_col(align_col(col) + sl->n), (long long)b->m);
         }
         if (f) {
