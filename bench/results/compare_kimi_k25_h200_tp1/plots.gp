@@ -10,4 +10,4 @@ set output 'components.png'
 set title 'kernel time per layer, ON - OFF (µs; negative = saved; n/f = 0)'
 set xlabel 'concurrency'; set ylabel 'µs per layer'; set style data histogram
 set style histogram clustered gap 1; set style fill solid 0.8 border -1; set key outside right
-plot 'components.dat' using 2:xtic(1) title 'qkv_a', '' using 3 title 'q_b', '' using 4 title 'gate', '' using 5 title 'o_proj', '' using 6 title 'GEMM subtotal', '' using 7 title 'donor fill cost'
+plot 'components.dat' using 2:xtic(1) title 'qkv_a', '' using 3 title 'q_b', '' using 4 title 'gate', '' using 5 title 'o_proj', '' using 6 title 'sh_gu', '' using 7 title 'GEMM subtotal', '' using 8 title 'donor fill cost'
