@@ -26,7 +26,8 @@ typedef struct pz_runtime_opts {
   int prezero;                        /* PREZERO_ENABLE: -1 unset (off), 0, 1 */
   char disable_passes[256];           /* PREZERO_DISABLE_PASSES: comma-separated pass names ("prezero") or "all" */
   char dump_graph[PZ_OPTS_PATH];      /* PREZERO_DUMP_GRAPH: folder for before/after dumps ("" none) */
-  int attn_slots;                     /* PREZERO_ATTN_SLOTS: 1 thread slices into the attention op, 0 not */
+  int attn_slots;                     /* PREZERO_ATTN_SLOTS: 1 thread slices into the slotted ops (attention,
+                                       * a quantised MoE's shared gate | up), 0 not */
   int plan_per_batch;                 /* PREZERO_PLAN_PER_BATCH: 1 per-batch plans (CUDA), 0 the static rewrite */
   /* fill gate and donor launch */
   int force_gate;                     /* PREZERO_FORCE_GATE: -1 the gate decides, 0 off, 1 on */
