@@ -108,9 +108,11 @@ typedef struct pz_runtime_opts {
                                        * m 128 850 -> 649 µs); 1 one wave of slots (the former rule).
                                        * Added in 0.2.0 */
   int moe_w4_wk;                      /* PREZERO_MOE_W4_WK: -1 unset or 1 (the default) the W4A16 kernel sizes
-                                       * its work items on tiled INT4 experts by batch: the whole K per warp
-                                       * where the batch has two 128-row items per CTA slot, K split over more
-                                       * warps where the fixed split's items fill fewer than half the slots
+                                       * its work items on tiled INT4 experts by batch: down takes the whole
+                                       * K per warp where the batch has two 128-row items per CTA slot, K
+                                       * split over more warps where the fixed split's items fill fewer than
+                                       * half the slots; gate/up the smallest split whose expected items fill
+                                       * >= 82 % of the slots over their waves (PREZERO_MOE_W4_WAVES)
                                        * (src/backend/cuda/moe_w4_split.h); 0 the fixed K splits of before.
                                        * Results agree within rounding, and depend on the batch size (the
                                        * captured graph's, padding rows included) and the SM count. Added in 0.2.0 */

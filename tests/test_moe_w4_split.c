@@ -113,6 +113,9 @@ int main(void) {
      each at wk 1) on 1000 slots: 8 / 16 / 32 / 64 items -> 8 (cap by K 7168: 8); K 256 caps it at 2 */
   CHECK(pz_moe_w4_wk(1, H, 128, 1, 8, 8, 1000, 1, 2) == 8);
   CHECK(pz_moe_w4_wk(1, 256, 128, 1, 8, 8, 1000, 1, 2) == 2);
+  /* 32-token chunks: 8 experts, top 2, m 256: 64 tokens each, 2 items per row tile; N 512 (4 tiles at wk 1) on
+     100 slots: 64 / 128 / 256 items at wk 1 / 2 / 4: fill 0.64, 0.64, 0.853 -> 4 (counting one chunk: 8) */
+  CHECK(pz_moe_w4_wk(1, H, 512, 256, 2, 8, 100, 1, 2) == 4);
   /* down and the stored layout are not the wave rule's: the fill rule, and the fixed one */
   for (int m = 1; m <= 128; m *= 2) CHECK(pz_moe_w4_wk(0, H, 1024, m, TOPK, E, 396, 1, 2) == pz_moe_w4_wk(0, H, 1024, m, TOPK, E, 396, 1, 1));
   CHECK(pz_moe_w4_wk(1, H, 1024, 16, TOPK, E, 396, 0, 2) == 8); /* stored: by K */

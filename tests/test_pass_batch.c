@@ -228,7 +228,8 @@ static void test_shared_gu(int tp) {
       const pz_tensor *s = &g->tensors[M->src[PZ_MOE_SH_GU_PREZERO]];
       CHECK(P->op == PZ_OP_AR_RMSNORM_MAYBE_PREZERO && s->view_of == P->p.norm.fill_buf && s->view_offset == col &&
             s->ne[1] == sw && M->p.moe.sh_gu_col_offset == col);
-      CHECK(P->p.norm.n_total == col + sw && P->p.norm.n_base == P->p.norm.n_total &&
+      /* the gated slot starts at n_base: the router's columns (if it fired) below, always zeroed */
+      CHECK(P->p.norm.n_total == col + sw && P->p.norm.n_base == col &&
             M->p.moe.prezero_n_total == P->p.norm.n_total && M->p.moe.prezero_n_base == P->p.norm.n_base);
     } else {
       CHECK(M->src[PZ_MOE_SH_GU_PREZERO] == -1 && M->p.moe.prezero_n_total == 0);

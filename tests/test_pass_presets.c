@@ -108,12 +108,13 @@ static void check_preset(const char *preset, int tp, int layers, int64_t m) {
       const pz_node *M = layer_node(g, L, PZ_ROLE_MOE, PZ_OP_MOE);
       CHECK(P && G && M);
       /* quantised experts with shared experts: their gate | up GEMM [2 x shared_inter, H] gets the slot after
-         the router's columns (rounded up to 32), below n_base */
+         the router's columns (rounded up to 32), from n_base on */
       const bool shgu = M && M->p.moe.wquant != 0 && c.n_shared_experts > 0;
       const int64_t E = c.n_routed_experts, ecol = shgu ? (E + 31) / 32 * 32 : E;
       const int64_t sw = shgu ? 2 * c.n_shared_experts * c.moe_intermediate_size / tp : 0;
       if (P && G && M) {
-        CHECK(P->p.norm.n_total == (shgu ? (ecol + sw + 31) / 32 * 32 : E) && P->p.norm.n_base == P->p.norm.n_total);
+        /* the gated slot lies beyond n_base: the router's columns are always zeroed, the slot when the gate holds */
+        CHECK(P->p.norm.n_total == (shgu ? (ecol + sw + 31) / 32 * 32 : E) && P->p.norm.n_base == (shgu ? ecol : E));
         check_view(g, G->dst[0], P->p.norm.fill_buf, 0, E);
         if (shgu) {
           check_view(g, M->src[PZ_MOE_SH_GU_PREZERO], P->p.norm.fill_buf, ecol, sw);

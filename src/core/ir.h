@@ -188,9 +188,10 @@ enum {
   PZ_MOE_S_GATE = PZ_MOE_NSRC,
   PZ_MOE_S_UP,
   PZ_MOE_S_DOWN,
-  PZ_MOE_SH_GU_PREZERO, /* optional [m, 2 * shared_inter] f32 slice, pre-zeroed by the donor: the shared
-                         * experts' gate | up GEMM output when they run as GEMMs (cuda mlp_gemm.h); set by
-                         * the prezero pass only (passes/attn_slots.h), -1 otherwise */
+  PZ_MOE_SH_GU_PREZERO, /* optional [m, 2 * shared_inter] f32 slice of a donor's buffer beyond its n_base
+                         * (zeroed by the donor when the fill gate holds): the shared experts' gate | up
+                         * GEMM output when they run as GEMMs (cuda mlp_gemm.h); set by the prezero pass
+                         * only (passes/attn_slots.h), -1 otherwise */
   PZ_MOE_NSRC_Q
 };
 

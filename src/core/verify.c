@@ -292,8 +292,9 @@ static pz_status check_moe(const pz_graph *g, const pz_node *n) {
   if (q->topk_method == PZ_TOPK_NOAUX_TC && n->src[PZ_MOE_BIAS] < 0) FAIL(n, "noaux_tc needs e_score_correction_bias");
   const int64_t H = T(g, n->src[PZ_MOE_X])->ne[1];
   if (q->hidden != 0 && q->hidden != H) FAIL(n, "hidden %lld differs from x's width %lld", (long long)q->hidden, (long long)H);
-  /* The shared experts' gate | up slot (as MLA's q_b slot): columns [sh_gu_col_offset, + 2 shared_inter) of one
-     donor buffer, below its n_base (always zeroed by the donor); quantised MoE only (its shared experts run as GEMMs) */
+  /* The shared experts' gate | up slot: columns [sh_gu_col_offset, + 2 shared_inter) of one donor buffer, at or
+     beyond its n_base (the pass puts this gated slot there: zeroed by the donor when the gate holds);
+     quantised MoE only (its shared experts run as GEMMs) */
   if (n->n_src >= PZ_MOE_NSRC_Q && n->src[PZ_MOE_SH_GU_PREZERO] >= 0) {
     if (!q->wquant || q->shared_inter <= 0) FAIL(n, "sh_gu_prezero slot set without quantised experts and shared experts");
     NEED(PZ_MOE_SH_GU_PREZERO, PZ_F32, 2, "sh_gu_prezero");
@@ -305,9 +306,10 @@ static pz_status check_moe(const pz_graph *g, const pz_node *n) {
       FAIL(n, "prezero_n_total %lld / n_base %lld do not match buffer %s", (long long)q->prezero_n_total,
            (long long)q->prezero_n_base, B->name);
     if (s->view_offset != B->view_offset + q->sh_gu_col_offset || s->stride[0] != B->stride[0] || s->ne[0] != o->ne[0] ||
-        q->sh_gu_col_offset + s->ne[1] > q->prezero_n_base)
-      FAIL(n, "prezero slot %s is not columns [%lld, %lld) of %s below n_base %lld", s->name, (long long)q->sh_gu_col_offset,
-           (long long)(q->sh_gu_col_offset + s->ne[1]), B->name, (long long)q->prezero_n_base);
+        q->sh_gu_col_offset < q->prezero_n_base || q->sh_gu_col_offset + s->ne[1] > q->prezero_n_total)
+      FAIL(n, "prezero slot %s is not columns [%lld, %lld) of %s within [n_base %lld, n_total %lld)", s->name,
+           (long long)q->sh_gu_col_offset, (long long)(q->sh_gu_col_offset + s->ne[1]), B->name,
+           (long long)q->prezero_n_base, (long long)q->prezero_n_total);
   }
   return PZ_OK;
 }

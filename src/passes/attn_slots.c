@@ -45,7 +45,8 @@ static int64_t *mla_field(pz_op_params *p, field f) {
     case F_N_TOTAL: return &a->prezero_n_total;
     case F_N_BASE: return &a->prezero_n_base;
     case F_COL_QB: return &a->qb_col_offset;
-    default: return &a->oproj_col_offset;
+    case F_COL_OPROJ: return &a->oproj_col_offset;
+    default: return NULL;
   }
 }
 

@@ -27,9 +27,10 @@ typedef struct pz_attn_slot {
                            beyond n_base, and the output tensor becomes a view of the slot */
   bool gated;           /* an inner slot that a per-batch plan keeps only where the donor's whole fill
                            with it is free at m (pz_prezero_active) and the donor's and fill's CTAs
-                           fit one per SM: its GEMM's zeroing costs less than its fill can (MoE sh_gu,
-                           measured: its fill of 16 KB per token cost more donor time than the zeroing
-                           it saved at m 64 and 128, bench/results/moe_sh_gu_slot/) */
+                           fit one per SM, and that lies beyond n_base (the run-time gate decides its
+                           fill, in the static rewrite too): its GEMM's zeroing costs less than its
+                           fill can (MoE sh_gu, measured: its fill of 16 KB per token cost more donor
+                           time than the zeroing it saved at m 64 and 128, bench/results/moe_sh_gu_slot/) */
   int64_t n, k;         /* the inner GEMM's shape from the op's params */
 } pz_attn_slot;
 

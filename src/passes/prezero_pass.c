@@ -206,6 +206,9 @@ static void attn_plan(const pz_graph *g, int donor, const int *cand, int n_cand,
         }
         if (f) {
           col = align_col(col);
+          /* a gated slot lies beyond n_base, so that the run-time gate decides its fill where no per-batch
+             plan asked (the static rewrite) and agrees with the plan where one did */
+          if (sl->gated && n_base < 0) n_base = col;
           p->s[p->n++] = (slice){sl->kind, sl->name, j, -1, sl->src, false, col, sl->n};
         }
         rep_add(p, j, sl->kind, sl->n, sl->k, col, f, why);

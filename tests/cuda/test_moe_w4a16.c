@@ -176,6 +176,7 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
     const int up_ctas = ctas ? ctas : pz_moe_w4_up_ctas(H, I, m, a->p.top_k, E, sms, 0, !fixed);
     d.w4_wk_up = pz_moe_w4_wk(1, H, I, m, a->p.top_k, E, up_ctas * sms, 1, adaptive);
     d.w4_wk_dn = pz_moe_w4_wk(0, H, I, m, a->p.top_k, E, 4 * sms, 1, adaptive);
+    d.w4_up_ctas = up_ctas; /* a given split would otherwise enter the CTA rule's count (pz_moe_w4_up_ctas wk_up) */
     CHECK_OK(pz_moe_w4a16_launch(&c, 0));
     CHECK(cudaDeviceSynchronize() == cudaSuccess);
     cudaMemcpy(tk, dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);

@@ -70,9 +70,10 @@ typedef struct pz_moe_q_args {
                  * agree within rounding (the K slices add in warp order) */
   int w4_wk_dn; /* W4A16, for A/B runs: the same for the down K (inter), 0 = the default (moe_w4_split.h) */
   int w4_wk_fixed; /* W4A16: 1 = the fixed K splits of moe_w4_split.h (PREZERO_MOE_W4_WK=0), 0 = the adaptive
-                    * default for tiled experts (whole K per warp when the batch has >= 2 items of 128 rows
-                    * per CTA slot, more warps per K where the fixed split's items fill < half the slots);
-                    * results agree within rounding and depend on m and the SM count */
+                    * default for tiled experts (down: whole K per warp when the batch has >= 2 items of 128
+                    * rows per CTA slot, more warps per K where the fixed split's items fill < half the
+                    * slots; gate/up: the wave rule, see w4_waves_off); results agree within rounding and
+                    * depend on m and the SM count */
   int w4_waves_off; /* W4A16 tiled: 1 = gate/up's adaptive split by the fill rule (moe_w4_split.h), as before
                      * (PREZERO_MOE_W4_WAVES=0); 0, the default, = by the wave rule (the smallest split whose
                      * expected items fill >= 82 % of the CTA slots over their waves). Results agree within

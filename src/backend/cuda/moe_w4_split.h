@@ -31,7 +31,7 @@ static inline int pz_moe_wk_by_k(int64_t K) { return K >= 4096 ? 8 : K >= 2048 ?
 /* The experts an m-token batch is expected to choose when each token takes top_k of n_experts at
  * random (each expert is missed by a token with probability 1 - top_k / n_experts):
  * n_experts x (1 - (1 - top_k / n_experts)^m). Real routers are skewed and choose fewer; bench moe's
- * random logits choose this many (Kimi-K2.5, 384 experts, top 8: 8.0 / 31.4 / 109.8 / 188.3 at m = 1 /
+ * random logits choose this many (Kimi-K2.5, 384 experts, top 8: 8.0 / 31.0 / 109.8 / 188.2 at m = 1 /
  * 4 / 16 / 32). 0 for inputs out of range. */
 static inline double pz_moe_expected_experts(int m, int top_k, int n_experts) {
   if (m < 1 || top_k < 1 || n_experts < 1) return 0.0;
@@ -61,7 +61,8 @@ static inline double pz_moe_wave_fill(double items, int slots) {
  * the fixed rule, 1 for the fill rule below, 2 (the default) for the wave rule on gate/up and the
  * fill rule on down. Inputs out of range (m, top_k, n_experts, slots < 1) get the fixed rule.
  * Wave rule (gate/up; PREZERO_MOE_W4_WAVES=0 gives the fill rule back): the smallest split of 1, 2,
- * 4, 8 (at most K / 128) whose expected items, pz_moe_expected_experts x ceil(N / (128 / wk)), fill at
+ * 4, 8 (at most K / 128) whose expected items, pz_moe_expected_experts x their 32-token chunks
+ * (ceil(m top_k / experts / 32), at least 1) x ceil(N / (128 / wk)), fill at
  * least PZ_MOE_W4_WAVE_FILL of the slots over their waves (pz_moe_wave_fill); when none does, the one
  * that fills most (the smaller on ties). Items run in static waves (item i on CTA i mod grid), so a
  * last wave that is mostly empty leaves SMs idle: Kimi-K2.5 TP 2 m 16 has 110 experts x 8 items of 128
@@ -75,10 +76,15 @@ static inline int pz_moe_w4_wk(int up, int64_t H, int64_t inter, int m, int top_
   const int cap = K / 128 >= 8 ? 8 : K / 128 >= 4 ? 4 : K / 128 >= 2 ? 2 : 1;
   if (up && adaptive == 2) {
     const double experts = pz_moe_expected_experts(m, top_k, n_experts);
+    /* an item holds up to 32 tokens of one expert: more per expert make more items */
+    const double per = experts > 0.0 ? (double)m * top_k / experts : 0.0;
+    double chunks = (double)(int64_t)(per / 32.0);
+    if (chunks * 32.0 < per) chunks += 1.0;
+    if (chunks < 1.0) chunks = 1.0;
     int best = 1;
     double best_fill = -1.0;
     for (int wk = 1; wk <= cap; wk *= 2) {
-      const double fill = pz_moe_wave_fill(experts * (double)((N * wk + 127) / 128), slots);
+      const double fill = pz_moe_wave_fill(experts * chunks * (double)((N * wk + 127) / 128), slots);
       if (fill >= PZ_MOE_W4_WAVE_FILL) return wk;
       if (fill > best_fill) {
         best_fill = fill;
