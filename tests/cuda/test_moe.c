@@ -505,6 +505,73 @@ static void mlp_case(const char *name, int m, int64_t H, int64_t I, bool exact) 
   free(x); free(wg); free(wu); free(wd); free(ref); free(fused); free(gemm); free(off);
 }
 
+/* pz_cuda_mlp_into (the prezero slot of a MoE op's shared gate | up): gate | up written into a given gu of row
+ * stride 2 I + 32 whose extra columns hold a sentinel, pre-zeroed (gu_zeroed: the GEMMs run with zero_init =
+ * false) or full of NaN bits (not zeroed: the GEMMs zero it themselves), against pz_cuda_mlp's own workspace gu,
+ * on a handle with atomic split-K at 2 splits (0 + a + b == 0 + b + a: deterministic): the same output bits, the
+ * same gu bits as the fresh run's, the sentinel columns untouched; then the argument errors. */
+static void mlp_into_case(const char *name, int m, int64_t H, int64_t I, bool one_gu) {
+  pz_runtime_opts ro;
+  pz_runtime_opts_default(&ro);
+  ro.mlp_gemm = 1;
+  ro.mlp_one_gu = one_gu ? -1 : 0;
+  ro.gemm_splits = 2;
+  snprintf(ro.gemm_force, sizeof ro.gemm_force, "atomic");
+  pz_gemm_ctx *g = NULL;
+  CHECK_OK(pz_gemm_ctx_create_opts(&ro, &g));
+  if (!g) return;
+  const int64_t ldx = H, ldo = H, ldg = 2 * I + 32;
+  pz_bf16 *x = malloc(sizeof(pz_bf16) * m * ldx), *w = malloc(sizeof(pz_bf16) * 3 * I * H);
+  for (int64_t q = 0; q < m * ldx; q++) x[q] = pz_f32_to_bf16((float)((q * 7) % 11 - 5) / 8.0f);
+  for (int64_t q = 0; q < 3 * I * H; q++) w[q] = pz_f32_to_bf16((float)((q * 5) % 13 - 6) / 64.0f);
+  pz_bf16 *dx = dev_upload(x, sizeof(pz_bf16) * m * ldx), *dw = dev_upload(w, sizeof(pz_bf16) * 3 * I * H);
+  const pz_bf16 *dwg = dw, *dwu = dw + I * H, *dwd = dw + 2 * I * H; /* gate then up: adjacent */
+  CHECK(pz_cuda_mlp_one_gu(g, H, I, dwg, dwu) == one_gu);
+  const size_t wsb = pz_cuda_mlp_workspace_bytes(m, I);
+  void *ws = NULL;
+  float *dout = NULL, *dgu = NULL;
+  cudaMalloc(&ws, wsb);
+  cudaMalloc((void **)&dout, sizeof(float) * m * ldo);
+  cudaMalloc((void **)&dgu, sizeof(float) * m * ldg);
+  float *base = malloc(sizeof(float) * m * ldo), *got = malloc(sizeof(float) * m * ldo);
+  float *gu_ws = malloc(sizeof(float) * m * 2 * I), *gu = malloc(sizeof(float) * m * ldg);
+  CHECK_OK(pz_cuda_mlp(g, PZ_MLP_SHARED, m, H, I, dx, ldx, dwg, dwu, dwd, dout, ldo, ws, wsb, 0));
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
+  cudaMemcpy(base, dout, sizeof(float) * m * ldo, cudaMemcpyDeviceToHost);
+  cudaMemcpy(gu_ws, ws, sizeof(float) * m * 2 * I, cudaMemcpyDeviceToHost); /* gu at the workspace's start */
+  for (int zeroed = 0; zeroed < 2; zeroed++) {
+    cudaMemset(dgu, 0xff, sizeof(float) * m * ldg);
+    if (zeroed) cudaMemset2D(dgu, sizeof(float) * ldg, 0, sizeof(float) * 2 * I, m);
+    cudaMemset(dout, 0xff, sizeof(float) * m * ldo);
+    CHECK_OK(pz_cuda_mlp_into(g, PZ_MLP_SHARED, m, H, I, dx, ldx, dwg, dwu, dwd, dout, ldo, dgu, ldg, zeroed, ws, wsb, 0));
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    cudaMemcpy(got, dout, sizeof(float) * m * ldo, cudaMemcpyDeviceToHost);
+    cudaMemcpy(gu, dgu, sizeof(float) * m * ldg, cudaMemcpyDeviceToHost);
+    CHECK(memcmp(got, base, sizeof(float) * m * ldo) == 0);
+    int bad_gu = 0, bad_guard = 0;
+    for (int i = 0; i < m; i++) {
+      bad_gu += memcmp(gu + i * ldg, gu_ws + i * 2 * I, sizeof(float) * 2 * I) != 0;
+      for (int64_t j = 2 * I; j < ldg; j++) {
+        uint32_t u;
+        memcpy(&u, &gu[i * ldg + j], 4);
+        bad_guard += u != 0xffffffffu;
+      }
+    }
+    CHECK(bad_gu == 0 && bad_guard == 0);
+    printf("  %-34s m=%3d: gu given (%s, %s), output and gu bit-identical to the workspace's, guard intact\n", name, m,
+           zeroed ? "pre-zeroed" : "not zeroed", one_gu ? "one gate/up GEMM" : "two");
+  }
+  CHECK_ST(pz_cuda_mlp_into(g, PZ_MLP_SHARED, m, H, I, dx, ldx, dwg, dwu, dwd, dout, ldo, dgu + 1, ldg, true, ws, wsb, 0),
+           PZ_ERR_INVALID_ARG); /* misaligned */
+  CHECK_ST(pz_cuda_mlp_into(g, PZ_MLP_SHARED, m, H, I, dx, ldx, dwg, dwu, dwd, dout, ldo, dgu, 2 * I - 4, true, ws, wsb, 0),
+           PZ_ERR_INVALID_ARG); /* ld_gu < 2 inter */
+  CHECK_ST(pz_cuda_mlp_into(g, PZ_MLP_SHARED, m, H, I, dx, ldx, dwg, dwu, dwd, dout, ldo, dgu, ldg + 2, true, ws, wsb, 0),
+           PZ_ERR_INVALID_ARG); /* ld_gu not a multiple of 4 */
+  cudaFree(dx); cudaFree(dw); cudaFree(ws); cudaFree(dout); cudaFree(dgu);
+  free(x); free(w); free(base); free(got); free(gu_ws); free(gu);
+  pz_gemm_ctx_destroy(g);
+}
+
 /* Kimi-K2 per-rank shapes at TP 4 (384 experts, inter 512, H 7168, 1 shared expert): weights
  * filled on the device (8.5 GB); the reference composes pz_ref_moe_route and pz_ref_mlp per
  * expert with that expert's weights copied back, as pz_ref_moe defines the block. */
@@ -646,6 +713,8 @@ static void test_experts(int quick) {
   if (getenv("PZ_TEST_SMALL")) return; /* e.g. under compute-sanitizer: tiny shapes only */
   mlp_case("kimi-k2 dense mlp tp4", 1, 7168, 4608, false);
   mlp_case("kimi-k2.5 shared expert tp1, exact", 64, 7168, 2048, true);
+  mlp_into_case("shared gate | up into a slot", 16, 512, 256, true);
+  mlp_into_case("shared gate | up into a slot", 9, 1024, 128, false);
   if (!quick) mlp_case("kimi-k2 dense mlp tp4", 128, 7168, 4608, false);
   /* Kimi-K2 MoE layer, TP 4 */
   kimi_case(1);
