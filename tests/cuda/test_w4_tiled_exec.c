@@ -11,7 +11,7 @@
  *  - prezero ON (the executor's per-batch plans) against OFF with the shared experts forced through
  *    the GEMMs (PREZERO_MLP_GEMM=1) at atomic split-K of 2 splits: every MoE layer's shared gate | up
  *    slot fires (the plan says so, and the ON graph has the slot), and the logits of two steps are
- *    bit-identical (0 + a + b == a + b), eagerly and from CUDA graphs.
+ *    bit-identical (0 + a + b == a + b), eagerly and from CUDA graphs; the same with FP8 block experts.
  * Exits 77 (skipped) without a GPU. */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime.h>
@@ -184,6 +184,20 @@ int main(void) {
     CHECK(mx > 0 && md <= 1e-2 * mx);
   }
   test_prezero_shared_gu(g, vocab);
+  { /* the same with FP8 block experts (the W8A16 launcher shares the shared experts' path, moe_q_common.cuh) */
+    pz_model_config m8;
+    CHECK_OK(pz_config_load("tiny", &m8));
+    pz_quant_config_synthetic(PZ_WQ_FP8, &m8.quant);
+    pz_graph *g8 = NULL;
+    CHECK_OK(pz_build_decode_graph(&m8, &bo, &g8));
+    if (g8) {
+      int fp8 = 0;
+      for (int i = 0; i < g8->n_nodes; i++) fp8 += g8->nodes[i].op == PZ_OP_MOE && g8->nodes[i].p.moe.wquant == 2;
+      CHECK(fp8 == 1);
+      test_prezero_shared_gu(g8, vocab);
+      pz_graph_free(g8);
+    }
+  }
   free(a);
   free(b);
   pz_cpu_exec_free(ce);
