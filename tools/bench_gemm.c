@@ -1,5 +1,6 @@
 /* prezero bench gemm: every GEMM flavour vs cuBLAS and vs a plain streaming read of the same
- * weight bytes, on the decode shapes of Kimi-K2, DeepSeek-V3 and DeepSeek-V2-Lite at TP 1/2/4/8. */
+ * weight bytes, on the decode shapes of Kimi-K2, DeepSeek-V3 and DeepSeek-V2-Lite at TP 1/2/4/8 (and the
+ * shared experts' gate | up of Kimi-K2.5). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +24,8 @@ static void tune_usage(FILE *f) {
   fprintf(f,
           "usage: prezero tune [--m 1,2,4,...] [--only TEXT] [--pool-mb MB]\n"
           "  Tunes the split-K GEMM of every prezero consumer shape (Kimi-K2, DeepSeek-V3, DeepSeek-V2-Lite\n"
-          "  at TP 1/2/4/8; --only keeps 'model/tp/gemm' labels containing TEXT) for each m bucket\n"
+          "  at TP 1/2/4/8, and Kimi-K2.5's shared experts' gate | up; --only keeps 'model/tp/gemm' labels\n"
+          "  containing TEXT) for each m bucket\n"
           "  (default 1..256) on this GPU, and saves the table to the cache (PREZERO_CACHE_DIR, default\n"
           "  ~/.cache/prezero), where it takes precedence over the table built into the library.\n"
           "  Prints one progress line per (shape, m). About 2-5 minutes on an H200.\n");
@@ -35,7 +37,8 @@ static void tune_usage(FILE *f) {
 #include "backend/cuda/tuner.h"
 #include "core/status.h"
 
-/* Per-rank shapes (docs/ARCHITECTURE.md §2) of every prezero consumer. Kimi-K2 / DeepSeek-V3: H = 7168,
+/* Per-rank shapes (docs/ARCHITECTURE.md §2) of every prezero consumer (with a quantised MoE's shared experts'
+ * gate | up, the op's sh_gu slot, for Kimi-K2.5). Kimi-K2 / DeepSeek-V3: H = 7168,
  * q_lora 1536, kv_lora 512, rope 64, nope 128, v 128; Kimi-K2 64 heads / 384 routed experts,
  * DeepSeek-V3 128 heads / 256. DeepSeek-V2-Lite: H = 2048, no q LoRA (q_proj and kv_a are
  * separate GEMMs), 16 heads, 64 routed experts. */
@@ -53,6 +56,9 @@ static const shape shapes[] = {
   MLA_ROWS("Kimi-K2", 64, 8, 384), MLA_ROWS("DeepSeek-V3", 128, 1, 256), MLA_ROWS("DeepSeek-V3", 128, 2, 256),
   MLA_ROWS("DeepSeek-V3", 128, 4, 256), MLA_ROWS("DeepSeek-V3", 128, 8, 256),
   LITE_ROWS(1), LITE_ROWS(2), LITE_ROWS(4), LITE_ROWS(8),
+  /* the shared experts' gate | up of a quantised MoE (Kimi-K2.5: 1 shared expert of 2048; prezero slot sh_gu) */
+  {"Kimi-K2.5", 1, "sh_gu", 4096, 7168}, {"Kimi-K2.5", 2, "sh_gu", 2048, 7168}, {"Kimi-K2.5", 4, "sh_gu", 1024, 7168},
+  {"Kimi-K2.5", 8, "sh_gu", 512, 7168},
 };
 #define NSHAPES ((int)(sizeof shapes / sizeof shapes[0]))
 
