@@ -25,9 +25,9 @@ static void tune_usage(FILE *f) {
           "usage: prezero tune [--m 1,2,4,...] [--only TEXT] [--pool-mb MB]\n"
           "  Tunes the split-K GEMM of every prezero consumer shape (Kimi-K2, DeepSeek-V3, DeepSeek-V2-Lite\n"
           "  at TP 1/2/4/8, and Kimi-K2.5's shared experts' gate | up; --only keeps 'model/tp/gemm' labels\n"
-          "  containing TEXT) for each m bucket\n"
-          "  (default 1..256) on this GPU, and saves the table to the cache (PREZERO_CACHE_DIR, default\n"
-          "  ~/.cache/prezero), where it takes precedence over the table built into the library.\n"
+          "  containing TEXT) for each m bucket (default 1..256) on this GPU, and saves the table to the\n"
+          "  cache (PREZERO_CACHE_DIR, default ~/.cache/prezero), where it takes precedence over the table\n"
+          "  built into the library.\n"
           "  Prints one progress line per (shape, m). About 2-5 minutes on an H200.\n");
 }
 
