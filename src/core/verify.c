@@ -18,6 +18,21 @@ static pz_status need(const pz_graph *g, const pz_node *n, int slot, pz_dtype dt
   return PZ_OK;
 }
 #define NEED(slot, dt, nd, what) PZ_CHECK(need(g, n, slot, dt, nd, what))
+
+/* A prezero slot s of node n (MLA, GQA, MOE): columns [col, col + s->ne[1]) of a donor buffer of rows
+ * rows and n_total columns, n_base within [0, n_total]; *buf gets the buffer's id. */
+static pz_status check_slot_cols(const pz_graph *g, const pz_node *n, const pz_tensor *s, int64_t col, int64_t n_total,
+                                 int64_t n_base, int64_t rows, int *buf) {
+  if (s->view_of < 0) FAIL(n, "prezero slot %s is not a view of a buffer", s->name);
+  const pz_tensor *B = T(g, s->view_of);
+  if (B->ndim != 2 || B->ne[1] != n_total || n_base < 0 || n_base > n_total)
+    FAIL(n, "prezero_n_total %lld / n_base %lld do not match buffer %s", (long long)n_total, (long long)n_base, B->name);
+  if (s->view_offset != B->view_offset + col || s->stride[0] != B->stride[0] || s->ne[0] != rows)
+    FAIL(n, "prezero slot %s is not columns [%lld, %lld) of %s", s->name, (long long)col, (long long)(col + s->ne[1]),
+         B->name);
+  *buf = s->view_of;
+  return PZ_OK;
+}
 #define EQ(a, b, what) do { if ((a) != (b)) FAIL(n, "%s: %lld != %lld", what, (long long)(a), (long long)(b)); } while (0)
 
 static pz_status check_gemm(const pz_graph *g, const pz_node *n) {
@@ -136,16 +151,8 @@ static pz_status check_mla(const pz_graph *g, const pz_node *n) {
   for (int k = 0; k < 2; k++) {
     const pz_tensor *s = T(g, n->src[slots[k]]);
     if (!s) continue;
-    if (s->view_of < 0) FAIL(n, "prezero slot %s is not a view of a buffer", s->name);
-    const pz_tensor *B = T(g, s->view_of);
-    if (base >= 0 && base != s->view_of) FAIL(n, "prezero slots are in different buffers");
-    base = s->view_of;
-    if (B->ndim != 2 || B->ne[1] != a->prezero_n_total || a->prezero_n_base < 0 || a->prezero_n_base > a->prezero_n_total)
-      FAIL(n, "prezero_n_total %lld / n_base %lld do not match buffer %s", (long long)a->prezero_n_total,
-           (long long)a->prezero_n_base, B->name);
-    if (s->view_offset != B->view_offset + offs[k] || s->stride[0] != B->stride[0] || s->ne[0] != o->ne[0])
-      FAIL(n, "prezero slot %s is not columns [%lld, %lld) of %s", s->name, (long long)offs[k],
-           (long long)(offs[k] + s->ne[1]), B->name);
+    if (base >= 0 && s->view_of >= 0 && base != s->view_of) FAIL(n, "prezero slots are in different buffers");
+    PZ_CHECK(check_slot_cols(g, n, s, offs[k], a->prezero_n_total, a->prezero_n_base, o->ne[0], &base));
   }
   if (n->src[PZ_MLA_OPROJ_PREZERO] >= 0) {
     const pz_tensor *s = T(g, n->src[PZ_MLA_OPROJ_PREZERO]);
@@ -198,14 +205,8 @@ static pz_status check_gqa(const pz_graph *g, const pz_node *n) {
     NEED(PZ_GQA_OPROJ_PREZERO, PZ_F32, 2, "oproj_prezero");
     const pz_tensor *s = T(g, n->src[PZ_GQA_OPROJ_PREZERO]);
     EQ(s->ne[1], a->hidden, "oproj_prezero width");
-    if (s->view_of < 0) FAIL(n, "prezero slot %s is not a view of a buffer", s->name);
-    const pz_tensor *B = T(g, s->view_of);
-    if (B->ndim != 2 || B->ne[1] != a->prezero_n_total || a->prezero_n_base < 0 || a->prezero_n_base > a->prezero_n_total)
-      FAIL(n, "prezero_n_total %lld / n_base %lld do not match buffer %s", (long long)a->prezero_n_total,
-           (long long)a->prezero_n_base, B->name);
-    if (s->view_offset != B->view_offset + a->oproj_col_offset || s->stride[0] != B->stride[0] || s->ne[0] != o->ne[0])
-      FAIL(n, "prezero slot %s is not columns [%lld, %lld) of %s", s->name, (long long)a->oproj_col_offset,
-           (long long)(a->oproj_col_offset + s->ne[1]), B->name);
+    int buf = -1;
+    PZ_CHECK(check_slot_cols(g, n, s, a->oproj_col_offset, a->prezero_n_total, a->prezero_n_base, o->ne[0], &buf));
     if (pz_storage_of(g, o->id) != pz_storage_of(g, s->id) || o->view_offset != s->view_offset || o->stride[0] != s->stride[0])
       FAIL(n, "oproj_prezero slot %s must be the op's output %s", s->name, o->name);
   }
@@ -300,16 +301,12 @@ static pz_status check_moe(const pz_graph *g, const pz_node *n) {
     NEED(PZ_MOE_SH_GU_PREZERO, PZ_F32, 2, "sh_gu_prezero");
     const pz_tensor *s = T(g, n->src[PZ_MOE_SH_GU_PREZERO]), *o = T(g, n->dst[0]);
     EQ(s->ne[1], 2 * q->shared_inter, "sh_gu_prezero width");
-    if (s->view_of < 0) FAIL(n, "prezero slot %s is not a view of a buffer", s->name);
-    const pz_tensor *B = T(g, s->view_of);
-    if (B->ndim != 2 || B->ne[1] != q->prezero_n_total || q->prezero_n_base < 0 || q->prezero_n_base > q->prezero_n_total)
-      FAIL(n, "prezero_n_total %lld / n_base %lld do not match buffer %s", (long long)q->prezero_n_total,
-           (long long)q->prezero_n_base, B->name);
-    if (s->view_offset != B->view_offset + q->sh_gu_col_offset || s->stride[0] != B->stride[0] || s->ne[0] != o->ne[0] ||
-        q->sh_gu_col_offset < q->prezero_n_base || q->sh_gu_col_offset + s->ne[1] > q->prezero_n_total)
-      FAIL(n, "prezero slot %s is not columns [%lld, %lld) of %s within [n_base %lld, n_total %lld)", s->name,
-           (long long)q->sh_gu_col_offset, (long long)(q->sh_gu_col_offset + s->ne[1]), B->name,
-           (long long)q->prezero_n_base, (long long)q->prezero_n_total);
+    int buf = -1;
+    PZ_CHECK(check_slot_cols(g, n, s, q->sh_gu_col_offset, q->prezero_n_total, q->prezero_n_base, o->ne[0], &buf));
+    if (q->sh_gu_col_offset < q->prezero_n_base || q->sh_gu_col_offset + s->ne[1] > q->prezero_n_total)
+      FAIL(n, "prezero slot %s is not columns [%lld, %lld) within [n_base %lld, n_total %lld)", s->name,
+           (long long)q->sh_gu_col_offset, (long long)(q->sh_gu_col_offset + s->ne[1]), (long long)q->prezero_n_base,
+           (long long)q->prezero_n_total);
   }
   return PZ_OK;
 }
