@@ -225,6 +225,16 @@ static void test_shared_gu(int tp) {
         }
     CHECK(found == 1);
     if (shgu) {
+      /* verify refuses a slot whose recorded column or n_base disagrees with its view */
+      pz_node *Mw = &g->nodes[M->id];
+      Mw->p.moe.sh_gu_col_offset += 32;
+      CHECK(pz_graph_verify(g) == PZ_ERR_VERIFY && strstr(pz_last_error(), "is not columns"));
+      Mw->p.moe.sh_gu_col_offset -= 32;
+      const int64_t nb = Mw->p.moe.prezero_n_base;
+      Mw->p.moe.prezero_n_base = nb + 32; /* the slot would start below n_base */
+      CHECK(pz_graph_verify(g) == PZ_ERR_VERIFY && strstr(pz_last_error(), "within [n_base"));
+      Mw->p.moe.prezero_n_base = nb;
+      CHECK_OK(pz_graph_verify(g));
       const pz_tensor *s = &g->tensors[M->src[PZ_MOE_SH_GU_PREZERO]];
       CHECK(P->op == PZ_OP_AR_RMSNORM_MAYBE_PREZERO && s->view_of == P->p.norm.fill_buf && s->view_offset == col &&
             s->ne[1] == sw && M->p.moe.sh_gu_col_offset == col);
