@@ -262,13 +262,10 @@ static double tpot_projected(const pz_cmp_result *r, const pz_cmp_point *p, int 
   double t = side ? p->tpot_on_ms : p->tpot_off_ms;
   int md = r->dense_total - p->n_dense_run, mm = r->moe_total - p->n_moe_run;
   if ((md > 0 && p->dense_layer_us[0] < 0) || (mm > 0 && p->moe_layer_us[0] < 0) || !p->profiled) return -1;
-  double d = 0;
-  if (side) {
-    d = layer_delta(p);
-    if (d != d) return -1;
-  }
-  if (md > 0) t += md * (p->dense_layer_us[0] + (side ? dense_delta(p) : 0)) / 1000.0;
-  if (mm > 0) t += mm * (p->moe_layer_us[0] + d) / 1000.0;
+  const double dm = side ? layer_delta(p) : 0, dd = side ? dense_delta(p) : 0; /* a MoE / dense layer's Δ */
+  if (dm != dm) return -1;
+  if (md > 0) t += md * (p->dense_layer_us[0] + dd) / 1000.0;
+  if (mm > 0) t += mm * (p->moe_layer_us[0] + dm) / 1000.0;
   return t;
 }
 

@@ -198,11 +198,11 @@ static void attn_plan(const pz_graph *g, int donor, const int *cand, int n_cand,
       if (!sl->output) {
         bool f = ask_fires(b, g, j, sl->kind, sl->n, sl->k, why, sizeof why);
         /* a gated inner slot: only where the donor's whole fill with it is free at m (attn_slots.h) */
-        if (f && sl->gated && b && b->m > 0 && b->dev &&
-            !gated_fill_free(b, align_col(align_col(col) + sl->n), g->info.hidden)) {
+        const int64_t fill_cols = align_col(align_col(col) + sl->n);
+        if (f && sl->gated && b && b->m > 0 && b->dev && !gated_fill_free(b, fill_cols, g->info.hidden)) {
           f = false;
-          snprintf(why, sizeof why, "gate: fill of %lld cols not free beside the donor at m=%lld",
-                   (long long)align_col(align_col(col) + sl->n), (long long)b->m);
+          snprintf(why, sizeof why, "gate: fill of %lld cols not free beside the donor at m=%lld", (long long)fill_cols,
+                   (long long)b->m);
         }
         if (f) {
           col = align_col(col);

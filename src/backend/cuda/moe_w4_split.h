@@ -41,14 +41,18 @@ static inline double pz_moe_expected_experts(int m, int top_k, int n_experts) {
   return (double)n_experts * (1.0 - p);
 }
 
+/* ceil(x) for 0 <= x < 2^63, without libm (this header is host and device agnostic). */
+static inline double pz_moe_ceil(double x) {
+  const double c = (double)(int64_t)x;
+  return c < x ? c + 1.0 : c;
+}
+
 /* The share of the CTA slots an item grid of `items` keeps busy over its waves: items / (slots x
  * ceil(items / slots)), in (0, 1]; 0 for items or slots <= 0. */
 static inline double pz_moe_wave_fill(double items, int slots) {
   if (items <= 0.0 || slots < 1) return 0.0;
   const double w = items / (double)slots;
-  double waves = (double)(int64_t)w;
-  if (waves < w) waves += 1.0;
-  return w / waves;
+  return w / pz_moe_ceil(w);
 }
 
 /* The wave rule's threshold: the smallest K split whose items fill at least this share of the slots
@@ -78,8 +82,7 @@ static inline int pz_moe_w4_wk(int up, int64_t H, int64_t inter, int m, int top_
     const double experts = pz_moe_expected_experts(m, top_k, n_experts);
     /* an item holds up to 32 tokens of one expert: more per expert make more items */
     const double per = experts > 0.0 ? (double)m * top_k / experts : 0.0;
-    double chunks = (double)(int64_t)(per / 32.0);
-    if (chunks * 32.0 < per) chunks += 1.0;
+    double chunks = pz_moe_ceil(per / 32.0);
     if (chunks < 1.0) chunks = 1.0;
     int best = 1;
     double best_fill = -1.0;
