@@ -52,6 +52,16 @@ static void write_file(const char *name, const char *text) {
 }
 
 /* Two concurrencies. Hand-computed expectations are next to each value in main(). */
+/* compare.md of r as a malloc'ed string (*len its bytes), as write_markdown writes it. */
+static char *markdown_of(const pz_cmp_result *r, size_t *len) {
+  char *m = NULL;
+  FILE *f = open_memstream(&m, len);
+  if (!f) return NULL;
+  write_markdown(f, r);
+  fclose(f);
+  return m;
+}
+
 static const char *json =
     "{\"model\":\"kimi_k2\",\"device\":\"Test GPU\",\"tp\":2,\"layers\":3,\"layers_total\":61,\"layers_auto\":true,"
     "\"isl\":8192,\"osl\":100,\"rounds\":2,\"seed\":1234,\"determinism\":\"PREZERO_GEMM_SPLITS=unset\",\"notes\":\"hand\","
@@ -322,17 +332,12 @@ int main(void) {
       q->base_us[PZ_CMP_BASE_MEMSET][c] = memset_us[c];
       q->base_us[PZ_CMP_BASE_CUBLAS][c] = cublas_us[c];
     }
-    char *m1 = NULL, *m2 = NULL;
     size_t l1 = 0, l2 = 0;
-    FILE *f1 = open_memstream(&m1, &l1);
-    write_markdown(f1, &r1);
-    fclose(f1);
+    char *m1 = markdown_of(&r1, &l1);
     cJSON *j = to_json(&r1);
     char *text = cJSON_Print(j);
     CHECK(text && from_json(text, &r2) == NULL);
-    FILE *f2 = open_memstream(&m2, &l2);
-    write_markdown(f2, &r2);
-    fclose(f2);
+    char *m2 = markdown_of(&r2, &l2);
     CHECK(l1 == l2 && memcmp(m1, m2, l1) == 0);
     /* baselines, conc 4: ON 12.5 + 5.0 + 7.0 + 10.1 + donors 16.3 = 50.90; tuned (OFF) 14 + 6.25 +
      * 8 + 10 + 16 = 54.25; memset 15 + 7 + 9 + 11 + 16 = 58.00; cublas 13.5 + 5.5 + 7.5 + 10.5 + 16
@@ -351,11 +356,8 @@ int main(void) {
     { /* 3 dense layers, 2 not run: a dense layer adds OFF's 33.33 µs and the same Δ, -3.35 µs:
        * OFF 10 + 2 x 33.333 + 58 x 50 µs = 12.96667 ms; ON 9.5 + 2 x 29.9833 + 58 x 46.65 µs = 12.26567 ms -> -5.41% */
       r1.dense_total = 3;
-      char *m3 = NULL;
       size_t l3 = 0;
-      FILE *f3 = open_memstream(&m3, &l3);
-      write_markdown(f3, &r1);
-      fclose(f3);
+      char *m3 = markdown_of(&r1, &l3);
       CHECK(m3 && strstr(m3, "| 4 | 1 + 2 | 33.3 / 33.0 | 50.0 / 48.1 | 12.967 | 12.266 | -5.41% |"));
       free(m3);
       r1.dense_total = 1;
@@ -375,11 +377,8 @@ int main(void) {
       q4->base_us[PZ_CMP_BASE_TUNED][PZ_CMP_SH_GU] = 9.5;
       q4->base_us[PZ_CMP_BASE_MEMSET][PZ_CMP_SH_GU] = 10.0;
       q4->base_us[PZ_CMP_BASE_CUBLAS][PZ_CMP_SH_GU] = 9.0;
-      char *m4 = NULL;
       size_t l4 = 0;
-      FILE *f4 = open_memstream(&m4, &l4);
-      write_markdown(f4, &r4);
-      fclose(f4);
+      char *m4 = markdown_of(&r4, &l4);
       CHECK(m4 && strstr(m4, "| 4 | 1 + 2 | 33.3 / 33.0 | 50.0 / 48.1 | 12.967 | 12.179 | -6.08% |"));
       CHECK(m4 && strstr(m4, "| layer total (consumer GEMMs + 2 donors) | -4.85 | -1.50 |"));
       CHECK(m4 && strstr(m4, "| sh_gu | -1.50 | - |"));
