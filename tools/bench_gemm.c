@@ -16,7 +16,7 @@ static void usage(FILE *f) {
           "  Times cuBLAS and flavours 1-5 (tuned per shape) in CUDA-graph replays with the\n"
           "  weights rotated over --pool-mb (default 1024) MB so they stream from HBM, beside a\n"
           "  plain 16-byte streaming read of the same bytes. --only keeps rows whose\n"
-          "  'model/tp/gemm' label contains TEXT. The tuner table is saved to the cache\n"
+          "  'model/tp/gemm' label contains TEXT (or any part of a comma list, e.g. sh_,mlp_). The tuner table is saved to the cache\n"
           "  (PREZERO_CACHE_DIR, default ~/.cache/prezero) unless --no-tune.\n");
 }
 
@@ -24,10 +24,11 @@ static void tune_usage(FILE *f) {
   fprintf(f,
           "usage: prezero tune [--m 1,2,4,...] [--only TEXT] [--pool-mb MB]\n"
           "  Tunes the split-K GEMM of every prezero consumer shape (Kimi-K2, DeepSeek-V3, DeepSeek-V2-Lite\n"
-          "  at TP 1/2/4/8, and Kimi-K2.5's shared experts' gate | up; --only keeps 'model/tp/gemm' labels\n"
-          "  containing TEXT) for each m bucket (default 1..256) on this GPU, and saves the table to the\n"
-          "  cache (PREZERO_CACHE_DIR, default ~/.cache/prezero), where it takes precedence over the table\n"
-          "  built into the library.\n"
+          "  at TP 1/2/4/8, and Kimi-K2.5's shared experts' gate | up) and of the other bf16 MLP GEMMs\n"
+          "  (sh_down, mlp_gu, mlp_down of Kimi-K2.5 and DeepSeek-V2-Lite) for each m bucket (default 1..256)\n"
+          "  on this GPU, and saves the table to the cache (PREZERO_CACHE_DIR, default ~/.cache/prezero),\n"
+          "  where it takes precedence over the table built into the library. --only keeps the\n"
+          "  'model/tp/gemm' labels containing TEXT, or any part of a comma list (e.g. sh_,mlp_).\n"
           "  Prints one progress line per (shape, m). About 2-5 minutes on an H200.\n");
 }
 
@@ -51,6 +52,11 @@ typedef struct shape { const char *model; int tp; const char *gemm; int n, k; } 
 #define LITE_ROWS(tp)                                                                               \
   {"DeepSeek-V2-Lite", tp, "q_proj", QB(16, tp), 2048}, {"DeepSeek-V2-Lite", tp, "kv_a", 576, 2048}, \
   {"DeepSeek-V2-Lite", tp, "o_proj", 2048, OP(16, tp)}, {"DeepSeek-V2-Lite", tp, "gate", 64, 2048}
+/* The shared experts' down (sh_down: n = H, k = shared inter / tp) and the dense MLP's gate | up and down
+ * (mlp_gu: n = 2 x intermediate_size / tp, k = H; mlp_down: n = H, k = intermediate_size / tp). */
+#define MLP_ROWS(model, tp, H, shared_inter, inter)                                                 \
+  {model, tp, "sh_down", H, (shared_inter) / (tp)}, {model, tp, "mlp_gu", 2 * (inter) / (tp), H},    \
+  {model, tp, "mlp_down", H, (inter) / (tp)}
 static const shape shapes[] = {
   MLA_ROWS("Kimi-K2", 64, 1, 384), MLA_ROWS("Kimi-K2", 64, 2, 384), MLA_ROWS("Kimi-K2", 64, 4, 384),
   MLA_ROWS("Kimi-K2", 64, 8, 384), MLA_ROWS("DeepSeek-V3", 128, 1, 256), MLA_ROWS("DeepSeek-V3", 128, 2, 256),
@@ -59,8 +65,33 @@ static const shape shapes[] = {
   /* the shared experts' gate | up of a quantised MoE (Kimi-K2.5: 1 shared expert of 2048; prezero slot sh_gu) */
   {"Kimi-K2.5", 1, "sh_gu", 4096, 7168}, {"Kimi-K2.5", 2, "sh_gu", 2048, 7168}, {"Kimi-K2.5", 4, "sh_gu", 1024, 7168},
   {"Kimi-K2.5", 8, "sh_gu", 512, 7168},
+  /* The other GEMMs of the bf16 SwiGLU MLPs (backend/cuda/mlp_gemm.h: gate | up as one GEMM of 2 inter rows,
+   * then down): not prezero consumers, but they run through the same handle, so a tune times them too.
+   * Kimi-K2.5 (the same shapes as Kimi-K2 and DeepSeek-V3): shared experts 1 x 2048, dense intermediate_size
+   * 18432; DeepSeek-V2-Lite: shared experts 2 x 1408, dense intermediate_size 10944. */
+  MLP_ROWS("Kimi-K2.5", 1, 7168, 2048, 18432), MLP_ROWS("Kimi-K2.5", 2, 7168, 2048, 18432),
+  MLP_ROWS("Kimi-K2.5", 4, 7168, 2048, 18432), MLP_ROWS("Kimi-K2.5", 8, 7168, 2048, 18432),
+  {"DeepSeek-V2-Lite", 1, "sh_gu", 5632, 2048}, {"DeepSeek-V2-Lite", 2, "sh_gu", 2816, 2048},
+  {"DeepSeek-V2-Lite", 4, "sh_gu", 1408, 2048}, {"DeepSeek-V2-Lite", 8, "sh_gu", 704, 2048},
+  MLP_ROWS("DeepSeek-V2-Lite", 1, 2048, 2816, 10944), MLP_ROWS("DeepSeek-V2-Lite", 2, 2048, 2816, 10944),
+  MLP_ROWS("DeepSeek-V2-Lite", 4, 2048, 2816, 10944), MLP_ROWS("DeepSeek-V2-Lite", 8, 2048, 2816, 10944),
 };
 #define NSHAPES ((int)(sizeof shapes / sizeof shapes[0]))
+
+/* --only TEXT: a label is kept when it contains any of TEXT's comma-separated parts (empty parts match
+ * nothing), e.g. "sh_,mlp_" keeps every MLP GEMM. */
+static int only_match(const char *label, const char *only) {
+  if (!only) return 1;
+  for (const char *p = only; *p;) {
+    const char *c = strchr(p, ',');
+    const size_t n = c ? (size_t)(c - p) : strlen(p);
+    for (const char *l = label; n && *l; l++)
+      if (!strncmp(l, p, n)) return 1;
+    if (!c) break;
+    p = c + 1;
+  }
+  return 0;
+}
 
 /* Kernel family tag of a config's wn: "" register ring, "n" warps along n, "wg" wgmma,
  * "sk" wgmma stream-K (its s is the CTA count). */
@@ -132,7 +163,7 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
     for (int si = 0; si < NSHAPES; si++) {
       char label[128];
       snprintf(label, sizeof label, "%s/tp%d/%s", shapes[si].model, shapes[si].tp, shapes[si].gemm);
-      hits += strstr(label, only) != NULL;
+      hits += only_match(label, only);
     }
     if (!hits) {
       fprintf(stderr, "prezero bench gemm: --only '%s' matches no shape; labels look like 'Kimi-K2/tp1/qkv_a'\n", only);
@@ -192,7 +223,7 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
     const shape *sh = &shapes[si];
     char label[128];
     snprintf(label, sizeof label, "%s/tp%d/%s", sh->model, sh->tp, sh->gemm);
-    if (only && !strstr(label, only)) continue;
+    if (!only_match(label, only)) continue;
     for (int mi = 0; mi < nm && st == PZ_OK; mi++) {
       const int m = ms[mi];
       meas *me = NULL;
@@ -414,7 +445,7 @@ int pz_cmd_tune(int argc, char **argv) {
   for (int si = 0; si < NSHAPES; si++) {
     char label[128];
     snprintf(label, sizeof label, "%s/tp%d/%s", shapes[si].model, shapes[si].tp, shapes[si].gemm);
-    if (only && !strstr(label, only)) continue;
+    if (!only_match(label, only)) continue;
     int dup = 0;
     for (int u = 0; u < nu; u++) dup |= nk[u][0] == shapes[si].n && nk[u][1] == shapes[si].k;
     if (!dup) { nk[nu][0] = shapes[si].n; nk[nu][1] = shapes[si].k; nu++; }
