@@ -460,12 +460,19 @@ int pz_cmd_tune(int argc, char **argv) {
          pz_gemm_ctx_sm_count(ctx), pz_gemm_ctx_table(ctx)->source);
   pz_status st = PZ_OK;
   const int total = nu * nm;
+  int skipped = 0;
   for (int u = 0, done = 0; u < nu && st == PZ_OK; u++)
     for (int mi = 0; mi < nm && st == PZ_OK; mi++) {
       pz_tuner_entry e;
       st = pz_tuner_tune(ctx, &pool, ms[mi], nk[u][0], nk[u][1], &e);
-      if (st != PZ_OK) break;
       done++;
+      if (st == PZ_ERR_SHAPE) { /* a shape this pool cannot time: say so, keep the rest (the heuristic serves it) */
+        printf("[%3d/%d] n=%-5d k=%-5d m=%-3d skipped: %s\n", done, total, nk[u][0], nk[u][1], ms[mi], pz_last_error());
+        skipped++;
+        st = PZ_OK;
+        continue;
+      }
+      if (st != PZ_OK) break;
       const pz_gemm_config *c = &e.cfg[e.best_nozero];
       printf("[%3d/%d] n=%-5d k=%-5d m=%-3d best %s (%s, %d splits) %.2f us, cuBLAS %.2f us\n", done, total, nk[u][0],
              nk[u][1], ms[mi], pz_gemm_flavour_name(e.best_nozero),
@@ -480,6 +487,7 @@ int pz_cmd_tune(int argc, char **argv) {
     rc = 1;
   } else {
     printf("tuner table: %s\n", pz_gemm_ctx_table(ctx)->path);
+    if (skipped) printf("%d of %d (shape, m) skipped (see above); the heuristic serves them\n", skipped, total);
   }
   pz_tuner_pool_destroy(&pool);
   pz_gemm_ctx_destroy(ctx);

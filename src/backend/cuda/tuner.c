@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include "backend/cuda/cuda_util.h"
 
-#define POOL_A_ELEMS (256 * 16384) /* A: m <= 256, k <= 16384 */
-#define POOL_C_ELEMS (256 * 32768) /* C: m <= 256, n <= 32768 */
+#define POOL_A_ELEMS (256 * 32768) /* A: m <= 256, k <= 32768 (Kimi-K2's dense down at TP 1: k 18432) */
+#define POOL_C_ELEMS (256 * 65536) /* C: m <= 256, n <= 65536 (its dense gate | up at TP 1: n 36864) */
 
 pz_status pz_tuner_pool_create(pz_tuner_pool *p, size_t w_bytes) {
   memset(p, 0, sizeof *p);
