@@ -37,10 +37,13 @@ int main(void) {
   const cJSON *dev = cJSON_GetObjectItem(root, "device"), *sm = cJSON_GetObjectItem(root, "sm_count");
   CHECK(cJSON_IsString(dev) && !strcmp(dev->valuestring, "NVIDIA H200"));
   CHECK(cJSON_IsNumber(sm) && sm->valueint == 132);
-  /* Kimi-K2 TP 1 consumers (docs/ARCHITECTURE.md section 2) at every power-of-two batch 1..256. */
-  static const int shapes[][2] = {{2112, 7168}, {12288, 1536}, {7168, 8192}, {384, 7168}};
+  /* Kimi-K2 TP 1 consumers (docs/ARCHITECTURE.md section 2) at every power-of-two batch 1..256, then the
+   * bf16 MLP GEMMs of Kimi-K2.5 / Kimi-K2 / DeepSeek-V3 at TP 1 (backend/cuda/mlp_gemm.h): the shared experts'
+   * gate | up (2 x 2048 rows) and down, the dense layer's gate | up (2 x 18432 rows) and down. */
+  static const int shapes[][2] = {{2112, 7168}, {12288, 1536}, {7168, 8192}, {384, 7168},
+                                  {4096, 7168}, {7168, 2048}, {36864, 7168}, {7168, 18432}};
   int wgmma = 0, entries = 0;
-  for (int s = 0; s < 4; s++)
+  for (int s = 0; s < 8; s++)
     for (int m = 1; m <= 256; m *= 2) {
       const cJSON *e = entry(root, m, shapes[s][0], shapes[s][1]);
       CHECK(e != NULL);
@@ -57,7 +60,7 @@ int main(void) {
       CHECK(cJSON_IsNumber(sp) && sp->valueint >= 1);
       if (cJSON_IsNumber(wn) && wn->valueint >= 3) wgmma++; /* the split-K (3) or stream-K (4) Hopper kernel */
     }
-  CHECK(entries == 36);
+  CHECK(entries == 72);
   CHECK(wgmma > 0); /* the Hopper kernel is chosen somewhere on the H200 */
   cJSON_Delete(root);
   TEST_DONE();

@@ -207,6 +207,7 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
   cJSON_AddNumberToObject(root, "reps", reps);
   cJSON_AddStringToObject(root, "PREZERO_GEMM_L2PF", getenv("PREZERO_GEMM_L2PF") ? getenv("PREZERO_GEMM_L2PF") : "(unset)");
   cJSON *rows = cJSON_AddArrayToObject(root, "rows");
+  cJSON *skipped = cJSON_AddArrayToObject(root, "skipped"); /* shapes our GEMMs refuse, with the reason */
   FILE *md = md_path ? fopen(md_path, "w") : NULL;
   if (md_path && !md) fprintf(stderr, "prezero bench gemm: cannot write %s\n", md_path);
   if (md) {
@@ -241,6 +242,19 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
         const pz_tuner_entry *te = pz_tuner_lookup(pz_gemm_ctx_table(ctx), m, sh->n, sh->k);
         if (tune || !te) st = pz_tuner_tune(ctx, &pool, m, sh->n, sh->k, &me->e);
         else me->e = *te;
+        if (st == PZ_ERR_SHAPE) { /* a shape our GEMMs refuse (e.g. k not a multiple of 64): its callers take cuBLAS */
+          printf("%-22s m=%-3d n=%-5d k=%-5d skipped: %s\n", label, m, sh->n, sh->k, pz_last_error());
+          cJSON *sk = cJSON_CreateObject();
+          cJSON_AddStringToObject(sk, "label", label);
+          cJSON_AddNumberToObject(sk, "m", m);
+          cJSON_AddStringToObject(sk, "why", pz_last_error());
+          cJSON_AddItemToArray(skipped, sk);
+          if (md) fprintf(md, "| %s | %d | %s | %d | %d | %d | skipped: %s |\n", sh->model, sh->tp, sh->gemm, sh->n, sh->k, m,
+                          pz_last_error());
+          ncache--;
+          st = PZ_OK;
+          continue;
+        }
         if (st == PZ_OK && pinned) /* PREZERO_BENCH_CFG */
           for (int f = 1; f <= 5; f++)
             if (f != PZ_GEMM_FULLK) {
