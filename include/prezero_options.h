@@ -188,7 +188,11 @@ typedef struct pz_runtime_opts {
                                        * K split on tiled INT4 experts is the smallest whose expected work
                                        * items fill >= 82 % of the CTA slots over their waves (the wave
                                        * rule, moe_w4_split.h); 0 the fill rule, as before. Results agree
-                                       * within rounding. Added last */
+                                       * within rounding. Added in 0.2.0 */
+  int moe_route_keys;                 /* PREZERO_MOE_ROUTE_KEYS: -1 unset or 1 (the default) the router's
+                                       * two-stage top-k compares one 64-bit rank key per candidate
+                                       * (route_key.h); 0 the former branching comparison of (score,
+                                       * index) pairs. Same ids and weights. Added last */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. o NULL: nothing happens. */

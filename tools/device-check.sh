@@ -324,15 +324,16 @@ for s in $sections; do
       OUT=$OUT/ncu_src run ncu_src ${PZ_T_NCU_SRC:-400} bash bench/ncu_src.sh; cp $W/ncu_src.txt $OUT/ncu_src/details.txt ;;
     ncu_moe)  # issue 15: ncu of the W4A16 expert kernel (bench/moe/ncu_w4a16.sh; PZ_NCU_M, default 64)
       OUT=$W/ncu_moe PZ_NCU_M=${PZ_NCU_M:-64} run ncu_moe 200 bash bench/moe/ncu_w4a16.sh ;;
-    route_ab)  # issue 15: bench moe --quant int4 with the former serial top-k (PREZERO_MOE_ROUTE_TOPK=0) and the router's
-               # two-stage top-k (the default), alternated S T S T in one call (PZ_ROUTE_ARGS, default TP 1/2, m 1/4/16/64/128):
-               # each process allocates its own weights, so the two pairs show the run-to-run spread beside the difference
-      for v in serial_1 twostage_1 serial_2 twostage_2; do
-        e=""; case $v in serial*) e="PREZERO_MOE_ROUTE_TOPK=0" ;; esac
+    route_ab)  # issue 15: bench moe --quant int4 with the former serial top-k (PREZERO_MOE_ROUTE_TOPK=0), the two stages with
+               # the former comparison (compare: PREZERO_MOE_ROUTE_KEYS=0) and the default (keys; twostage is the same), in the
+               # order of PZ_ROUTE_LIST (default "serial_1 twostage_1 serial_2 twostage_2"; PZ_ROUTE_ARGS, default TP 1/2,
+               # m 1/4/16/64/128): each process allocates its own weights, so the pairs show the run-to-run spread
+      for v in ${PZ_ROUTE_LIST:-serial_1 twostage_1 serial_2 twostage_2}; do
+        e=""; case $v in serial*) e="PREZERO_MOE_ROUTE_TOPK=0" ;; compare*) e="PREZERO_MOE_ROUTE_KEYS=0" ;; esac
         run bench_moe_route_$v ${PZ_T_MOE:-200} env $e $P bench moe --quant int4 ${PZ_ROUTE_ARGS:---tp 1,2 --m 1,4,16,64,128} \
           --json $W/moe_h200_int4_route_$v.json --md $W/moe_h200_int4_route_$v.md
       done
-      for v in serial_1 twostage_1 serial_2 twostage_2; do grep -E "^\| [0-9]" $W/moe_h200_int4_route_$v.md | \
+      for v in ${PZ_ROUTE_LIST:-serial_1 twostage_1 serial_2 twostage_2}; do grep -E "^\| [0-9]" $W/moe_h200_int4_route_$v.md | \
         awk -F'|' -v a=$v '{print "moe", a, "tp", $2, "m", $3, "us", $6, $8, "bf16", $9}' | tee -a "$S"; done ;;
     fork_ab)  # issue 15: bench moe --quant int4 with the shared expert on the op's stream first (PREZERO_MOE_FORK=0), on a
               # second stream beside the router and gather joined before the routed experts (1) or only before the

@@ -72,10 +72,11 @@ static int check_route(const char *name, int m, const pz_moe_params *p, const fl
   cudaMalloc((void **)&di, sizeof(int32_t) * m * K);
   cudaMalloc((void **)&dw, sizeof(float) * m * K);
   int bad = 0;
-  for (int serial = 0; serial < 2; serial++) { /* the two-stage top-k (default), the former serial one */
+  static const char *const mode_names[] = {"two-stage keyed", "serial", "two-stage compare"};
+  for (int mode = 0; mode < 3; mode++) { /* PZ_MOE_TOPK_KEYS (default), _SERIAL, _COMPARE (moe.h) */
     cudaMemset(di, 0x55, sizeof(int32_t) * m * K); /* stale: each pass must write every slot itself */
     cudaMemset(dw, 0x55, sizeof(float) * m * K);
-    CHECK_OK(pz_moe_route_launch_rows(m, dl, ld, db, p, di, dw, NULL, serial, 0));
+    CHECK_OK(pz_moe_route_launch_rows(m, dl, ld, db, p, di, dw, NULL, mode, 0));
     CHECK(cudaDeviceSynchronize() == cudaSuccess);
     cudaMemcpy(gids, di, sizeof(int32_t) * m * K, cudaMemcpyDeviceToHost);
     cudaMemcpy(gw, dw, sizeof(float) * m * K, cudaMemcpyDeviceToHost);
@@ -86,7 +87,7 @@ static int check_route(const char *name, int m, const pz_moe_params *p, const fl
           wdiff = 1;
       if (memcmp(ids + i * K, gids + i * K, sizeof(int32_t) * K) || wdiff) {
         if (bad < 3) {
-          fprintf(stderr, "route %s (%s top-k) token %d:\n", name, serial ? "serial" : "two-stage", i);
+          fprintf(stderr, "route %s (%s top-k) token %d:\n", name, mode_names[mode], i);
           for (int t = 0; t < K; t++)
             fprintf(stderr, "  slot %d: cpu %d %.9g  gpu %d %.9g\n", t, ids[i * K + t], w[i * K + t], gids[i * K + t],
                     gw[i * K + t]);
@@ -238,13 +239,14 @@ static void test_route(void) {
       const int r = words[k] > 0 && words[k] < RM ? words[k] : RM; /* the rows routed as real */
       cudaMemcpy(drows, &words[k], sizeof(int32_t), cudaMemcpyHostToDevice);
       cudaMemset(di, 0x55, sizeof gids); /* stale: every slot must be written */
-      CHECK_OK(pz_moe_route_launch_rows(RM, dl, RE, db, &p, di, dw, drows, k == 1, 0)); /* the serial top-k once */
+      CHECK_OK(pz_moe_route_launch_rows(RM, dl, RE, db, &p, di, dw, drows, k, 0)); /* each top-k mode once */
       CHECK(cudaDeviceSynchronize() == cudaSuccess);
       cudaMemcpy(gids, di, sizeof gids, cudaMemcpyDeviceToHost);
       cudaMemcpy(gw, dw, sizeof gw, cudaMemcpyDeviceToHost);
       CHECK(memcmp(gids, ids, sizeof(int32_t) * r * RK) == 0 && memcmp(gw, w, sizeof(float) * r * RK) == 0);
       for (int q = r * RK; q < RM * RK; q++) CHECK(gids[q] == -1 && gw[q] == 0.0f);
     }
+    CHECK(pz_moe_route_launch_rows(RM, dl, RE, db, &p, di, dw, NULL, 3, 0) == PZ_ERR_INVALID_ARG); /* no such mode */
     printf("route with the real-row word: padding rows to no expert, real rows as the CPU reference\n");
     free(l);
     cudaFree(dl);

@@ -407,6 +407,7 @@ static pz_status op_moe_q(pz_cuda_ctx *c, const pz_node *n) {
   a.bias = opt_data(c, n, PZ_MOE_BIAS);
   a.rows = R->rows; /* padding rows route to no expert */
   a.route_serial_topk = ro && ro->moe_route_topk == 0; /* PREZERO_MOE_ROUTE_TOPK=0: the former top-k */
+  a.route_keys_off = ro && ro->moe_route_keys == 0;    /* PREZERO_MOE_ROUTE_KEYS=0: the former comparison */
   a.side = R->moe_side; /* NULL under PREZERO_MOE_FORK=0 (pz_cuda_ops_prepare) */
   a.ev_fork = R->moe_ev_fork;
   a.ev_join = R->moe_ev_join;
@@ -457,6 +458,7 @@ static pz_status op_moe(pz_cuda_ctx *c, const pz_node *n) {
     const pz_runtime_opts *ro = pz_gemm_ctx_opts(c->gemm); /* PREZERO_MOE_PERSISTENT=0: one CTA per item */
     a.no_persistent = ro && ro->moe_persistent == 0;
     a.route_serial_topk = ro && ro->moe_route_topk == 0; /* PREZERO_MOE_ROUTE_TOPK=0: the former top-k */
+    a.route_keys_off = ro && ro->moe_route_keys == 0;    /* PREZERO_MOE_ROUTE_KEYS=0: the former comparison */
   }
   pz_status st = pz_moe_launch(&a, DATA(n->src[PZ_MOE_LOGITS]), ldl, opt_data(c, n, PZ_MOE_BIAS), NULL, NULL, c->stream);
   if (st != PZ_OK) pz_log_propagate(__FILE__, __LINE__, n->name, st);

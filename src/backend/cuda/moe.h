@@ -47,12 +47,24 @@ pz_status pz_moe_route_launch(int m, const float *logits, int64_t ld_logits, con
 /* The same with the executor's real-row word (NULL: every row real): when 0 < *rows < m, rows
  * *rows .. m-1 are the padding of a captured batch size and route to no expert (ids -1, weights 0
  * in every slot), so they add no expert weights to the step (exec.c pad_rows; the word is 0 under
- * PREZERO_PAD_ATTN=0, which routes them as real rows). serial_topk 1: the former top-k (warp 0
- * alone, k rounds over every expert; PREZERO_MOE_ROUTE_TOPK=0), same ids and weights, slower.
- * Errors as pz_moe_route_launch. */
+ * PREZERO_PAD_ATTN=0, which routes them as real rows). topk_mode: one of the PZ_MOE_TOPK_* below,
+ * all with the same ids and weights. Errors as pz_moe_route_launch, and PZ_ERR_INVALID_ARG for
+ * another topk_mode. */
+/* The router's top-k: each of the CTA's four warps takes its k best, then the finalists are ranked
+ * (two stages), comparing one 64-bit rank key per candidate (route_key.h; the default) ... */
+#define PZ_MOE_TOPK_KEYS 0
+/* ... or warp 0 alone in k rounds over every expert, as before (PREZERO_MOE_ROUTE_TOPK=0) ... */
+#define PZ_MOE_TOPK_SERIAL 1
+/* ... or the two stages with the former comparison of (score, index) pairs, NaN and empty
+ * candidates by branches (PREZERO_MOE_ROUTE_KEYS=0). */
+#define PZ_MOE_TOPK_COMPARE 2
+/* The mode of the two switches (serial first). */
+static inline int pz_moe_topk_mode(bool serial, bool keys_off) {
+  return serial ? PZ_MOE_TOPK_SERIAL : keys_off ? PZ_MOE_TOPK_COMPARE : PZ_MOE_TOPK_KEYS;
+}
 pz_status pz_moe_route_launch_rows(int m, const float *logits, int64_t ld_logits, const float *bias,
                                    const pz_moe_params *p, int32_t *ids, float *weights,
-                                   const int32_t *rows, int serial_topk, cudaStream_t stream);
+                                   const int32_t *rows, int topk_mode, cudaStream_t stream);
 
 /* ---------------------------------------------------------------- experts */
 
@@ -98,6 +110,8 @@ typedef struct pz_moe_args {
   bool no_persistent;     /* one CTA per possible item instead of persistent grids (a baseline) */
   const int32_t *rows;    /* pz_moe_launch's router: the real-row word (pz_moe_route_launch_rows) or NULL */
   bool route_serial_topk; /* pz_moe_launch's router: the former serial top-k (PREZERO_MOE_ROUTE_TOPK=0) */
+  bool route_keys_off;    /* pz_moe_launch's router: the two stages with the former comparison
+                           * (PREZERO_MOE_ROUTE_KEYS=0); route_serial_topk takes precedence */
 } pz_moe_args;
 
 /* Workspace bytes pz_moe_experts_launch needs for up to max_m tokens (a multiple of 256);

@@ -89,13 +89,15 @@ typedef struct pz_moe_q_args {
                    * (PREZERO_MOE_DIRECT=0); 0, the default, = each warp writes its rows from its registers.
                    * Bit-identical */
   /* Routing by the launcher: logits non-NULL (f32 [m, E], row stride ld_logits) makes the launcher run
-   * pz_moe_route_launch_rows(m, logits, ld_logits, bias, &p, ids, weights, rows, route_serial_topk) itself,
+   * pz_moe_route_launch_rows(m, logits, ld_logits, bias, &p, ids, weights, rows, mode) itself (mode
+   * pz_moe_topk_mode(route_serial_topk, route_keys_off)),
    * after the fork below, so the shared experts need not wait for it. NULL: ids / weights already hold
    * a routing (as before). Errors of the router are returned as they are. */
   const float *logits; int64_t ld_logits;
   const float *bias;      /* f32 [E] e_score_correction_bias or NULL */
   const int32_t *rows;    /* the executor's real-row word (moe.h) or NULL */
   int route_serial_topk;  /* 1: the router's former serial top-k (PREZERO_MOE_ROUTE_TOPK=0) */
+  int route_keys_off;     /* 1: the router's two stages with the former comparison (PREZERO_MOE_ROUTE_KEYS=0) */
   /* Shared experts beside the routing (p.shared_inter > 0): side non-NULL, with ev_fork and ev_join
    * (events, best created with cudaEventDisableTiming, used by no other stream meanwhile), runs the bf16
    * shared experts on side, forked from `stream` before the router and the gather, which are latency

@@ -448,7 +448,7 @@ extern "C" pz_status pz_moe_launch(const pz_moe_args *a, const float *logits, in
   char *r = (char *)a->workspace + need;
   int32_t *ids = ids_out ? ids_out : (int32_t *)r;
   float *w = weights_out ? weights_out : (float *)(r + rb / 2);
-  PZ_CHECK(pz_moe_route_launch_rows(a->m, logits, ld_logits, bias, &a->p, ids, w, a->rows, a->route_serial_topk ? 1 : 0,
+  PZ_CHECK(pz_moe_route_launch_rows(a->m, logits, ld_logits, bias, &a->p, ids, w, a->rows, pz_moe_topk_mode(a->route_serial_topk, a->route_keys_off),
                                     stream));
   b.ids = ids;
   b.weights = w;

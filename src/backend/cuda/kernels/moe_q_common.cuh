@@ -354,7 +354,7 @@ pz_status run_all(const pz_moe_q_args *a, const ws_layout &l, seg up_s, seg dn_s
   }
   if (st == PZ_OK && a->logits)
     st = pz_moe_route_launch_rows(a->m, a->logits, a->ld_logits, a->bias, p, a->ids, a->weights, a->rows,
-                                  a->route_serial_topk, stream);
+                                  pz_moe_topk_mode(a->route_serial_topk != 0, a->route_keys_off != 0), stream);
   if (st == PZ_OK) {
     gather_params gp = {a->m * K, K, E, a->ids, pairs, work, n_work};
     gather_kernel<<<1, 1024, 0, stream>>>(gp);

@@ -9,6 +9,7 @@ extern "C" { /* core/status.h has no C++ guards of its own */
 }
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/moe.h"
+#include "backend/cuda/route_key.h"
 #include "expf_glibc.cuh"
 #include "backend/cuda/kernels/pad_rows.cuh"
 
@@ -33,8 +34,12 @@ struct route_params {
   int32_t *__restrict__ ids;         // [m, K]
   float *__restrict__ weights;       // [m, K]
   const int32_t *__restrict__ rows;  // nullptr, or [1]: rows >= *rows (0 < *rows < m) are padding
-  int serial;                        // 1: warp 0 selects by K rounds over every expert (PREZERO_MOE_ROUTE_TOPK=0)
 };
+
+// The top-k variants (moe.h PZ_MOE_TOPK_*), one kernel instance each.
+constexpr int kTopkKeys = PZ_MOE_TOPK_KEYS;      // two stages over 64-bit rank keys (route_key.h), the default
+constexpr int kTopkSerial = PZ_MOE_TOPK_SERIAL;  // warp 0 alone, K rounds over every expert
+constexpr int kTopkCompare = PZ_MOE_TOPK_COMPARE; // two stages with the branching comparison (ranks_before)
 
 constexpr int kRouteThreads = 128;
 constexpr int kRouteWarps = kRouteThreads / 32;
@@ -125,10 +130,66 @@ __device__ __forceinline__ void topk_two_stage(const float *s_choice, const unsi
   __syncthreads();
 }
 
+// topk_two_stage over route_key.h's keys: one unsigned 64-bit comparison per step instead of
+// better()'s NaN and empty-candidate branches, the same result (the keys order the candidates as
+// better() does). s_ck: kRouteWarps * K finalist keys. Ends with __syncthreads.
+__device__ __forceinline__ void topk_keys(const float *s_choice, const unsigned char *s_ok, int E, int K,
+                                          unsigned long long *s_ck, int *s_sel) {
+  static_assert(kPerThread == 8, "the sorting network below is for 8 candidates per thread");
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  unsigned long long k[kPerThread];
+#pragma unroll
+  for (int j = 0; j < kPerThread; j++) {
+    const int e = tid + j * kRouteThreads;
+    k[j] = e < E && s_ok[e] ? pz_route_key(s_choice[e], e) : 0ull;
+  }
+#define PZ_CS(a, b)                                              \
+  {                                                              \
+    const unsigned long long hi = k[a] > k[b] ? k[a] : k[b];     \
+    k[b] = k[a] > k[b] ? k[b] : k[a];                            \
+    k[a] = hi;                                                   \
+  }
+  PZ_CS(0, 1); PZ_CS(2, 3); PZ_CS(4, 5); PZ_CS(6, 7);
+  PZ_CS(0, 2); PZ_CS(1, 3); PZ_CS(4, 6); PZ_CS(5, 7);
+  PZ_CS(1, 2); PZ_CS(5, 6);
+  PZ_CS(0, 4); PZ_CS(1, 5); PZ_CS(2, 6); PZ_CS(3, 7);
+  PZ_CS(2, 4); PZ_CS(3, 5);
+  PZ_CS(1, 2); PZ_CS(3, 4); PZ_CS(5, 6);
+#undef PZ_CS
+  for (int t = 0; t < K; t++) {
+    unsigned long long b = k[0];
+    for (int o = 16; o; o >>= 1) { /* butterfly: every lane ends with the warp's best head */
+      const unsigned long long ob = __shfl_xor_sync(0xffffffffu, b, o);
+      b = ob > b ? ob : b;
+    }
+    if (b != 0ull && k[0] == b) { /* keys are unique: one lane pops its head */
+#pragma unroll
+      for (int j = 0; j + 1 < kPerThread; j++) k[j] = k[j + 1];
+      k[kPerThread - 1] = 0ull;
+    }
+    if (lane == 0) s_ck[warp * K + t] = b;
+  }
+  if (tid < K) s_sel[tid] = -1;
+  __syncthreads();
+  const int nc = kRouteWarps * K;
+  if (tid < nc) {
+    const unsigned long long c = s_ck[tid];
+    if (c != 0ull) {
+      int rank = 0;
+#pragma unroll 8
+      for (int u = 0; u < nc; u++) rank += s_ck[u] > c ? 1 : 0;
+      if (rank < K) s_sel[rank] = pz_route_key_index(c);
+    }
+  }
+  __syncthreads();
+}
+
 // One CTA per token: scores into shared memory, group mask, then the top-k under ranks_before:
-// topk_two_stage (default), or (p.serial, PREZERO_MOE_ROUTE_TOPK=0) warp 0 alone by K rounds of a
-// warp arg-max over every expert, which took about 16 µs per call on the H200 (ncu, Kimi-K2 384
-// experts, top 8: bench/results/moe_h200_int4_ab/route_topk/, round 84).
+// topk_keys (TOPK kTopkKeys, the default), topk_two_stage (kTopkCompare, PREZERO_MOE_ROUTE_KEYS=0,
+// about 12 µs per call under ncu), or (kTopkSerial, PREZERO_MOE_ROUTE_TOPK=0) warp 0 alone by K
+// rounds of a warp arg-max over every expert, which took about 16 µs per call on the H200 (ncu,
+// Kimi-K2 384 experts, top 8: bench/results/moe_h200_int4_ab/route_topk/, round 84).
+template <int TOPK>
 __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(route_params p) {
   __shared__ float s_score[PZ_MOE_MAX_EXPERTS];
   __shared__ float s_choice[PZ_MOE_MAX_EXPERTS];
@@ -139,6 +200,7 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(route_params p
   __shared__ float s_w[PZ_MOE_MAX_TOPK];
   __shared__ float s_cv[kRouteWarps * PZ_MOE_MAX_TOPK];
   __shared__ int s_ci[kRouteWarps * PZ_MOE_MAX_TOPK];
+  __shared__ unsigned long long s_ck[kRouteWarps * PZ_MOE_MAX_TOPK];
   __shared__ int s_sel[PZ_MOE_MAX_TOPK];
   __shared__ float s_sum;
   const int i = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -220,8 +282,9 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(route_params p
 
   const int K = p.K;
   int my_sel = -1;
-  if (!p.serial) {
-    topk_two_stage(s_choice, s_ok, E, K, s_cv, s_ci, s_sel);
+  if constexpr (TOPK != kTopkSerial) {
+    if constexpr (TOPK == kTopkKeys) topk_keys(s_choice, s_ok, E, K, s_ck, s_sel);
+    else topk_two_stage(s_choice, s_ok, E, K, s_cv, s_ci, s_sel);
     if (warp != 0) return;
     if (lane < K) my_sel = s_sel[lane];
   } else {
@@ -293,15 +356,17 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(route_params p
 extern "C" pz_status pz_moe_route_launch(int m, const float *logits, int64_t ld_logits,
                                          const float *bias, const pz_moe_params *p, int32_t *ids,
                                          float *weights, cudaStream_t stream) {
-  return pz_moe_route_launch_rows(m, logits, ld_logits, bias, p, ids, weights, nullptr, 0, stream);
+  return pz_moe_route_launch_rows(m, logits, ld_logits, bias, p, ids, weights, nullptr, PZ_MOE_TOPK_KEYS, stream);
 }
 
 extern "C" pz_status pz_moe_route_launch_rows(int m, const float *logits, int64_t ld_logits,
                                               const float *bias, const pz_moe_params *p, int32_t *ids,
-                                              float *weights, const int32_t *rows, int serial_topk,
+                                              float *weights, const int32_t *rows, int topk_mode,
                                               cudaStream_t stream) {
   if (!p || !logits || !ids || !weights)
     return pz_error(PZ_ERR_INVALID_ARG, "moe route: NULL logits/ids/weights/params");
+  if (topk_mode != PZ_MOE_TOPK_KEYS && topk_mode != PZ_MOE_TOPK_SERIAL && topk_mode != PZ_MOE_TOPK_COMPARE)
+    return pz_error(PZ_ERR_INVALID_ARG, "moe route: top-k mode %d is not one of moe.h's PZ_MOE_TOPK_*", topk_mode);
   const int E = p->n_experts, K = p->top_k, G = p->n_group > 0 ? p->n_group : 1;
   if (m < 1 || m > PZ_MOE_MAX_M) return pz_error(PZ_ERR_SHAPE, "moe route: m = %d outside 1..%d", m, PZ_MOE_MAX_M);
   if (E < 1 || E > PZ_MOE_MAX_EXPERTS)
@@ -328,8 +393,9 @@ extern "C" pz_status pz_moe_route_launch_rows(int m, const float *logits, int64_
   rp.ids = ids;
   rp.weights = weights;
   rp.rows = rows;
-  rp.serial = serial_topk ? 1 : 0;
-  moe_route_kernel<<<m, kRouteThreads, 0, stream>>>(rp);
+  if (topk_mode == PZ_MOE_TOPK_SERIAL) moe_route_kernel<kTopkSerial><<<m, kRouteThreads, 0, stream>>>(rp);
+  else if (topk_mode == PZ_MOE_TOPK_COMPARE) moe_route_kernel<kTopkCompare><<<m, kRouteThreads, 0, stream>>>(rp);
+  else moe_route_kernel<kTopkKeys><<<m, kRouteThreads, 0, stream>>>(rp);
   PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }
