@@ -8,7 +8,8 @@
  * and must be within 1.10 x the row's best ours (issue: within 10 % of the tuned choice). A pick
  * that run did not time fails too (measure it first: `bench gemm` times the heuristic's pick).
  * Known misses are listed in KNOWN below, each with its reason; a known row that starts to pass
- * is reported, so the list shrinks. PZ_GEMM_BENCH_JSON=path checks another run's file. */
+ * is reported, so the list shrinks. Rows of the bf16 MLP GEMMs in the same file (since round 131) are
+ * counted, not checked. PZ_GEMM_BENCH_JSON=path checks another run's file. */
 #define _POSIX_C_SOURCE 200809L
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -59,12 +60,25 @@ int main(void) {
   }
   const int sms = (int)num(root, "sm_count");
   CHECK(sms == 132);
-  int rows = 0, within = 0, known = 0;
+  int rows = 0, within = 0, known = 0, other = 0, other_over = 0;
   double worst = 0;
   for (const cJSON *r = cJSON_GetObjectItem(root, "rows")->child; r; r = r->next) {
     const int m = (int)num(r, "m"), n = (int)num(r, "n"), k = (int)num(r, "k");
     const double best = num(r, "best_ours_us");
     if (n % 64 || k % 64 || best <= 0) continue;
+    /* The issue's consumers only; the bf16 MLP GEMMs (sh_gu, sh_down, mlp_gu, mlp_down) that the bench also
+     * times are counted apart: the built-in table covers them on the H200, the heuristic elsewhere. */
+    const cJSON *gj = cJSON_GetObjectItem(r, "gemm");
+    static const char *const consumers[] = {"qkv_a", "q_b", "o_proj", "gate", "q_proj", "kv_a"};
+    bool consumer = false;
+    for (size_t i = 0; i < sizeof consumers / sizeof consumers[0]; i++)
+      consumer |= cJSON_IsString(gj) && !strcmp(gj->valuestring, consumers[i]);
+    if (!consumer) {
+      const cJSON *h = cJSON_GetObjectItem(r, "heuristic");
+      other++;
+      other_over += num(h, "over_best") > 1.10;
+      continue;
+    }
     rows++;
     pz_gemm_config c = pz_gemm_heuristic(sms, m, n, k, false, true);
     double us = -1;
@@ -100,8 +114,8 @@ int main(void) {
     }
   }
   CHECK(rows >= 400);
-  printf("heuristic vs %s: %d of %d rows within 1.10 x the best (worst %.3f), %d known misses\n", path, within, rows,
-         worst, known);
+  printf("heuristic vs %s: %d of %d rows within 1.10 x the best (worst %.3f), %d known misses; not checked: %d MLP rows, "
+         "%d of them over 1.10\n", path, within, rows, worst, known, other, other_over);
   cJSON_Delete(root);
   TEST_DONE();
 }
