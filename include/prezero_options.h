@@ -192,11 +192,7 @@ typedef struct pz_runtime_opts {
   int moe_route_keys;                 /* PREZERO_MOE_ROUTE_KEYS: -1 unset or 1 (the default) the router's
                                        * two-stage top-k compares one 64-bit rank key per candidate
                                        * (route_key.h); 0 the former branching comparison of (score,
-                                       * index) pairs. Same ids and weights. Added in 0.2.0 */
-  int moe_route_gather;               /* PREZERO_MOE_ROUTE_GATHER: -1 unset or 1 (the default) the INT4 / FP8
-                                       * MoE op routes and gathers in one launch up to 8 tokens
-                                       * (pz_moe_route_gather_launch); 0 two launches always. Same ids,
-                                       * weights and work items. Added last */
+                                       * index) pairs. Same ids and weights. Added last */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. o NULL: nothing happens. */

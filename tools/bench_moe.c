@@ -142,7 +142,6 @@ static int moe_up_former(void) { return moe_opts()->moe_w4_up_regs == 0; } /* PR
 static int moe_waves_off(void) { return moe_opts()->moe_w4_waves == 0; } /* PREZERO_MOE_W4_WAVES=0 */
 static int route_serial(void) { return moe_opts()->moe_route_topk == 0; } /* PREZERO_MOE_ROUTE_TOPK=0 */
 static int route_keys_off(void) { return moe_opts()->moe_route_keys == 0; } /* PREZERO_MOE_ROUTE_KEYS=0 */
-static int route_gather_off(void) { return moe_opts()->moe_route_gather == 0; } /* PREZERO_MOE_ROUTE_GATHER=0 */
 static int moe_fork(void) { return moe_opts()->moe_fork; } /* PREZERO_MOE_FORK: -1 by batch, 0 off, 1 / 2 the join */
 #include "bench/dev/dev_helpers.h" /* pz_moe_fill_bf16, pz_moe_stream_read */
 #include "core/status.h"
@@ -440,7 +439,6 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
           a.ld_logits = E;
           a.route_serial_topk = route_serial();
           a.route_keys_off = route_keys_off();
-          a.route_gather_off = route_gather_off();
           if (moe_fork() != 0) { /* the shared expert beside the router and gather */
             a.side = side;
             a.ev_fork = ev_fork;
@@ -526,7 +524,6 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
       if (q != Q_BF16) cJSON_AddBoolToObject(row, "direct_off", moe_direct_off());  /* PREZERO_MOE_DIRECT=0 */
       cJSON_AddBoolToObject(row, "route_serial_topk", route_serial());              /* PREZERO_MOE_ROUTE_TOPK=0 */
       cJSON_AddBoolToObject(row, "route_keys_off", route_keys_off());               /* PREZERO_MOE_ROUTE_KEYS=0 */
-      cJSON_AddBoolToObject(row, "route_gather_off", route_gather_off());           /* PREZERO_MOE_ROUTE_GATHER=0 */
       if (q != Q_BF16) cJSON_AddNumberToObject(row, "moe_fork", moe_fork());        /* PREZERO_MOE_FORK, -1 unset */
       if (q != Q_BF16) cJSON_AddBoolToObject(row, "shared_as_gemms", pz_cuda_mlp_uses_gemm(gemm, PZ_MLP_SHARED, m, H, I)); /* PREZERO_MLP_GEMM */
       if (q != Q_BF16) cJSON_AddBoolToObject(row, "shared_one_gu", pz_cuda_mlp_one_gu(gemm, H, I, sg, sg + I * H)); /* PREZERO_MLP_ONE_GU */

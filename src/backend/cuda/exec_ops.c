@@ -408,7 +408,6 @@ static pz_status op_moe_q(pz_cuda_ctx *c, const pz_node *n) {
   a.rows = R->rows; /* padding rows route to no expert */
   a.route_serial_topk = ro && ro->moe_route_topk == 0; /* PREZERO_MOE_ROUTE_TOPK=0: the former top-k */
   a.route_keys_off = ro && ro->moe_route_keys == 0;    /* PREZERO_MOE_ROUTE_KEYS=0: the former comparison */
-  a.route_gather_off = ro && ro->moe_route_gather == 0; /* PREZERO_MOE_ROUTE_GATHER=0: two launches */
   a.side = R->moe_side; /* NULL under PREZERO_MOE_FORK=0 (pz_cuda_ops_prepare) */
   a.ev_fork = R->moe_ev_fork;
   a.ev_join = R->moe_ev_join;

@@ -66,21 +66,6 @@ pz_status pz_moe_route_launch_rows(int m, const float *logits, int64_t ld_logits
                                    const pz_moe_params *p, int32_t *ids, float *weights,
                                    const int32_t *rows, int topk_mode, cudaStream_t stream);
 
-/* Tokens per work item of the quantised experts' gather (moe_q_common.cuh kTok). */
-#define PZ_MOE_ITEM_TOKENS 32
-/* pz_moe_route_launch_rows and the quantised MoE's gather in one launch, for m <= this many tokens. */
-#define PZ_MOE_ROUTE_GATHER_MAX_M 8
-/* Routes m <= PZ_MOE_ROUTE_GATHER_MAX_M tokens as pz_moe_route_launch_rows (same ids and weights), then,
- * in the same kernel, sorts the m x top_k (token, slot) pairs by expert into pairs [m top_k] and work
- * items {expert, first position, count <= PZ_MOE_ITEM_TOKENS, 0} into work (as many as
- * ceil(count / PZ_MOE_ITEM_TOKENS) per chosen expert), their number into *n_work: what the quantised
- * MoE launchers' gather writes (moe_q_common.cuh). One CTA of 1024 threads, ~93 KB of shared memory.
- * Errors as pz_moe_route_launch_rows, PZ_ERR_SHAPE for m above the limit, PZ_ERR_INVALID_ARG for
- * NULL pairs / work / n_work. */
-pz_status pz_moe_route_gather_launch(int m, const float *logits, int64_t ld_logits, const float *bias,
-                                     const pz_moe_params *p, int32_t *ids, float *weights, const int32_t *rows,
-                                     int topk_mode, int *pairs, int4 *work, int *n_work, cudaStream_t stream);
-
 /* ---------------------------------------------------------------- experts */
 
 /* One MoE block's experts on one TP rank (the MoE node after the gate GEMM and the router).

@@ -98,9 +98,6 @@ typedef struct pz_moe_q_args {
   const int32_t *rows;    /* the executor's real-row word (moe.h) or NULL */
   int route_serial_topk;  /* 1: the router's former serial top-k (PREZERO_MOE_ROUTE_TOPK=0) */
   int route_keys_off;     /* 1: the router's two stages with the former comparison (PREZERO_MOE_ROUTE_KEYS=0) */
-  int route_gather_off;   /* 1: route and gather in two launches at every m (PREZERO_MOE_ROUTE_GATHER=0); 0, the
-                           * default: one launch (pz_moe_route_gather_launch) up to PZ_MOE_ROUTE_GATHER_MAX_M
-                           * tokens when logits are given. Same ids, weights and work items */
   /* Shared experts beside the routing (p.shared_inter > 0): side non-NULL, with ev_fork and ev_join
    * (events, best created with cudaEventDisableTiming, used by no other stream meanwhile), runs the bf16
    * shared experts on side, forked from `stream` before the router and the gather, which are latency

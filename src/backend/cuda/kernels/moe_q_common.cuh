@@ -29,7 +29,6 @@ namespace moeq {
 constexpr int kThreads = 256;  // 8 warps
 constexpr int kWarps = kThreads / 32;
 constexpr int kTok = 32;       // tokens per work item (4 n-tiles of 8)
-static_assert(kTok == PZ_MOE_ITEM_TOKENS, "pz_moe_route_gather_launch makes the same work items");
 
 // ---------------------------------------------------------------- gather
 
@@ -353,16 +352,10 @@ pz_status run_all(const pz_moe_q_args *a, const ws_layout &l, seg up_s, seg dn_s
         st = pz_error(PZ_ERR_CUDA, "%s: join of the shared experts' stream: %s", name, cudaGetErrorString(e));
     }
   }
-  const int topk_mode = pz_moe_topk_mode(a->route_serial_topk != 0, a->route_keys_off != 0);
-  /* routing and gathering in one launch at a few tokens (PREZERO_MOE_ROUTE_GATHER=0: two) */
-  const bool route_gather = a->logits && !a->route_gather_off && a->m <= PZ_MOE_ROUTE_GATHER_MAX_M && E <= 1024;
-  if (st == PZ_OK && route_gather)
-    st = pz_moe_route_gather_launch(a->m, a->logits, a->ld_logits, a->bias, p, a->ids, a->weights, a->rows, topk_mode,
-                                    pairs, work, n_work, stream);
-  else if (st == PZ_OK && a->logits)
-    st = pz_moe_route_launch_rows(a->m, a->logits, a->ld_logits, a->bias, p, a->ids, a->weights, a->rows, topk_mode,
-                                  stream);
-  if (st == PZ_OK && !route_gather) {
+  if (st == PZ_OK && a->logits)
+    st = pz_moe_route_launch_rows(a->m, a->logits, a->ld_logits, a->bias, p, a->ids, a->weights, a->rows,
+                                  pz_moe_topk_mode(a->route_serial_topk != 0, a->route_keys_off != 0), stream);
+  if (st == PZ_OK) {
     gather_params gp = {a->m * K, K, E, a->ids, pairs, work, n_work};
     gather_kernel<<<1, 1024, 0, stream>>>(gp);
     st = PZ_CUDA_STATUS_MSG(cudaGetLastError(), "%s: gather launch", name);

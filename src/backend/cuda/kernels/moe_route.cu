@@ -12,7 +12,6 @@ extern "C" { /* core/status.h has no C++ guards of its own */
 #include "backend/cuda/route_key.h"
 #include "expf_glibc.cuh"
 #include "backend/cuda/kernels/pad_rows.cuh"
-#include "backend/cuda/kernels/moe_item_common.cuh"
 
 namespace {
 
@@ -48,19 +47,6 @@ constexpr int kPerThread = PZ_MOE_MAX_EXPERTS / kRouteThreads; /* candidates a t
 static_assert(PZ_MOE_MAX_EXPERTS % kRouteThreads == 0, "the two-stage top-k gives every thread whole candidates");
 static_assert(kRouteWarps * PZ_MOE_MAX_TOPK <= kRouteThreads, "stage 2 ranks one candidate per thread");
 
-// The barrier of the threads that route one token: the whole CTA (the router kernel, one CTA per token) ...
-struct cta_bar {
-  __device__ __forceinline__ void operator()() const { __syncthreads(); }
-};
-// ... or its group of kRouteThreads threads in a larger CTA (route_gather_kernel), by named barrier id
-// (1..15; 0 is __syncthreads').
-struct group_bar {
-  int id;
-  __device__ __forceinline__ void operator()() const {
-    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(kRouteThreads) : "memory");
-  }
-};
-
 // ranks_before with an empty candidate (index < 0) ranking after every real one.
 __device__ __forceinline__ bool better(float a, int ia, float b, int ib) {
   if (ia < 0) return false;
@@ -84,12 +70,11 @@ __device__ __forceinline__ void cswap(float &va, int &ia, float &vb, int &ib) { 
 // (the winner lane pops), then each of the kRouteWarps * k finalists counts the finalists that rank
 // before it: that count is its slot. The ranking is a strict total order on (value, index), so the
 // result is the serial scan's (the CPU's) exactly. s_sel[0..k): the chosen experts in rank order, -1
-// where fewer than k experts are eligible (s_ok). Ends with bar().
-template <class BAR>
+// where fewer than k experts are eligible (s_ok). Ends with __syncthreads.
 __device__ __forceinline__ void topk_two_stage(const float *s_choice, const unsigned char *s_ok, int E, int K,
-                                               float *s_cv, int *s_ci, int *s_sel, int tid, const BAR &bar) {
+                                               float *s_cv, int *s_ci, int *s_sel) {
   static_assert(kPerThread == 8, "the sorting network below is for 8 candidates per thread");
-  const int lane = tid & 31, warp = tid >> 5;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   float v[kPerThread];
   int ix[kPerThread];
 #pragma unroll
@@ -133,7 +118,7 @@ __device__ __forceinline__ void topk_two_stage(const float *s_choice, const unsi
     }
   }
   if (tid < K) s_sel[tid] = -1;
-  bar();
+  __syncthreads();
   const int nc = kRouteWarps * K;
   if (tid < nc && s_ci[tid] >= 0) {
     const float cv = s_cv[tid];
@@ -142,17 +127,16 @@ __device__ __forceinline__ void topk_two_stage(const float *s_choice, const unsi
     for (int u = 0; u < nc; u++) rank += better(s_cv[u], s_ci[u], cv, ci) ? 1 : 0;
     if (rank < K) s_sel[rank] = ci;
   }
-  bar();
+  __syncthreads();
 }
 
 // topk_two_stage over route_key.h's keys: one unsigned 64-bit comparison per step instead of
 // better()'s NaN and empty-candidate branches, the same result (the keys order the candidates as
-// better() does). s_ck: kRouteWarps * K finalist keys. Ends with bar().
-template <class BAR>
+// better() does). s_ck: kRouteWarps * K finalist keys. Ends with __syncthreads.
 __device__ __forceinline__ void topk_keys(const float *s_choice, const unsigned char *s_ok, int E, int K,
-                                          unsigned long long *s_ck, int *s_sel, int tid, const BAR &bar) {
+                                          unsigned long long *s_ck, int *s_sel) {
   static_assert(kPerThread == 8, "the sorting network below is for 8 candidates per thread");
-  const int lane = tid & 31, warp = tid >> 5;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   unsigned long long k[kPerThread];
 #pragma unroll
   for (int j = 0; j < kPerThread; j++) {
@@ -186,7 +170,7 @@ __device__ __forceinline__ void topk_keys(const float *s_choice, const unsigned 
     if (lane == 0) s_ck[warp * K + t] = b;
   }
   if (tid < K) s_sel[tid] = -1;
-  bar();
+  __syncthreads();
   const int nc = kRouteWarps * K;
   if (tid < nc) {
     const unsigned long long c = s_ck[tid];
@@ -197,7 +181,7 @@ __device__ __forceinline__ void topk_keys(const float *s_choice, const unsigned 
       if (rank < K) s_sel[rank] = pz_route_key_index(c);
     }
   }
-  bar();
+  __syncthreads();
 }
 
 // One CTA per token: scores into shared memory, group mask, then the top-k under ranks_before:
@@ -205,26 +189,21 @@ __device__ __forceinline__ void topk_keys(const float *s_choice, const unsigned 
 // about 12 µs per call under ncu), or (kTopkSerial, PREZERO_MOE_ROUTE_TOPK=0) warp 0 alone by K
 // rounds of a warp arg-max over every expert, which took about 16 µs per call on the H200 (ncu,
 // Kimi-K2 384 experts, top 8: bench/results/moe_h200_int4_ab/route_topk/, round 84).
-// The shared memory of one token's routing.
-struct route_smem {
-  float score[PZ_MOE_MAX_EXPERTS];
-  float choice[PZ_MOE_MAX_EXPERTS];
-  unsigned char ok[PZ_MOE_MAX_EXPERTS];
-  float red[kRouteThreads / 32];
-  float gscore[PZ_MOE_MAX_GROUPS];
-  unsigned char gsel[PZ_MOE_MAX_GROUPS];
-  float w[PZ_MOE_MAX_TOPK];
-  float cv[kRouteWarps * PZ_MOE_MAX_TOPK];
-  int ci[kRouteWarps * PZ_MOE_MAX_TOPK];
-  unsigned long long ck[kRouteWarps * PZ_MOE_MAX_TOPK];
-  int sel[PZ_MOE_MAX_TOPK];
-  float sum;
-};
-
-template <int TOPK, class BAR>
-__device__ __forceinline__ void route_one(const route_params &p, const int i, const int tid, route_smem &sm,
-                                          const BAR &bar) {
-  const int lane = tid & 31, warp = tid >> 5;
+template <int TOPK>
+__global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(route_params p) {
+  __shared__ float s_score[PZ_MOE_MAX_EXPERTS];
+  __shared__ float s_choice[PZ_MOE_MAX_EXPERTS];
+  __shared__ unsigned char s_ok[PZ_MOE_MAX_EXPERTS];
+  __shared__ float s_red[kRouteThreads / 32];
+  __shared__ float s_gscore[PZ_MOE_MAX_GROUPS];
+  __shared__ unsigned char s_gsel[PZ_MOE_MAX_GROUPS];
+  __shared__ float s_w[PZ_MOE_MAX_TOPK];
+  __shared__ float s_cv[kRouteWarps * PZ_MOE_MAX_TOPK];
+  __shared__ int s_ci[kRouteWarps * PZ_MOE_MAX_TOPK];
+  __shared__ unsigned long long s_ck[kRouteWarps * PZ_MOE_MAX_TOPK];
+  __shared__ int s_sel[PZ_MOE_MAX_TOPK];
+  __shared__ float s_sum;
+  const int i = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int E = p.E;
   // This thread's logits and bias (experts tid + 128 j) into registers first, all loads at once and
   // before the real-row word is known (the logits hold all m rows): one memory latency instead of
@@ -256,26 +235,26 @@ __device__ __forceinline__ void route_one(const route_params &p, const int i, co
       float v = __shfl_xor_sync(0xffffffffu, mx, o);
       if (v > mx) mx = v;
     }
-    if (lane == 0) sm.red[warp] = mx;
-    bar();
-    mx = sm.red[0];
+    if (lane == 0) s_red[warp] = mx;
+    __syncthreads();
+    mx = s_red[0];
     for (int w = 1; w < kRouteThreads / 32; w++)
-      if (sm.red[w] > mx) mx = sm.red[w];
+      if (s_red[w] > mx) mx = s_red[w];
 #pragma unroll
     for (int j = 0; j < kPerThread; j++) {
       const int e = tid + j * kRouteThreads;
       sc[j] = e < E ? expf_glibc(__fsub_rn(xv[j], mx)) : 0.0f;
-      if (e < E) sm.score[e] = sc[j];
+      if (e < E) s_score[e] = sc[j];
     }
-    bar();
+    __syncthreads();
     if (tid == 0) {  // the sum in expert order, one rounding per add, as the CPU
       float sum = 0.0f;
 #pragma unroll 16
-      for (int e = 0; e < E; e++) sum = __fadd_rn(sum, sm.score[e]);
-      sm.sum = sum;
+      for (int e = 0; e < E; e++) sum = __fadd_rn(sum, s_score[e]);
+      s_sum = sum;
     }
-    bar();
-    const float sum = sm.sum;
+    __syncthreads();
+    const float sum = s_sum;
 #pragma unroll
     for (int j = 0; j < kPerThread; j++) sc[j] = __fdiv_rn(sc[j], sum);
   } else if (p.scoring == PZ_SCORE_TOPK_SOFTMAX) {  // rank the logits; the softmax follows the selection
@@ -290,17 +269,17 @@ __device__ __forceinline__ void route_one(const route_params &p, const int i, co
   for (int j = 0; j < kPerThread; j++) {
     const int e = tid + j * kRouteThreads;
     if (e < E) {
-      sm.score[e] = sc[j];
-      sm.choice[e] = biased ? __fadd_rn(sc[j], bv[j]) : sc[j];
-      sm.ok[e] = 1;
+      s_score[e] = sc[j];
+      s_choice[e] = biased ? __fadd_rn(sc[j], bv[j]) : sc[j];
+      s_ok[e] = 1;
     }
   }
-  bar();
+  __syncthreads();
 
   if (p.method != PZ_TOPK_GREEDY && p.G > 1) {
     const int G = p.G, per = E / G;
     if (tid < G) {  // group score: its best (group_limited) or sum of its best two (noaux_tc)
-      const float *cg = sm.choice + tid * per;
+      const float *cg = s_choice + tid * per;
       int b0 = -1, b1 = -1;
       for (int j = 0; j < per; j++) {
         if (b0 < 0 || ranks_before(cg[j], j, cg[b0], b0)) {
@@ -312,34 +291,34 @@ __device__ __forceinline__ void route_one(const route_params &p, const int i, co
       }
       float gs = cg[b0];
       if (p.method == PZ_TOPK_NOAUX_TC && per >= 2) gs = __fadd_rn(cg[b0], cg[b1]);
-      sm.gscore[tid] = gs;
+      s_gscore[tid] = gs;
     }
-    bar();
+    __syncthreads();
     if (tid < G) {  // kept iff fewer than topk_group groups rank before it
       int rank = 0;
-      for (int h = 0; h < G; h++) rank += ranks_before(sm.gscore[h], h, sm.gscore[tid], tid) ? 1 : 0;
-      sm.gsel[tid] = rank < p.TG ? 1 : 0;
+      for (int h = 0; h < G; h++) rank += ranks_before(s_gscore[h], h, s_gscore[tid], tid) ? 1 : 0;
+      s_gsel[tid] = rank < p.TG ? 1 : 0;
     }
-    bar();
-    for (int e = tid; e < E; e += kRouteThreads) sm.ok[e] = sm.gsel[e / per];
-    bar();
+    __syncthreads();
+    for (int e = tid; e < E; e += kRouteThreads) s_ok[e] = s_gsel[e / per];
+    __syncthreads();
   }
 
   const int K = p.K;
   int my_sel = -1;
   if constexpr (TOPK != kTopkSerial) {
-    if constexpr (TOPK == kTopkKeys) topk_keys(sm.choice, sm.ok, E, K, sm.ck, sm.sel, tid, bar);
-    else topk_two_stage(sm.choice, sm.ok, E, K, sm.cv, sm.ci, sm.sel, tid, bar);
+    if constexpr (TOPK == kTopkKeys) topk_keys(s_choice, s_ok, E, K, s_ck, s_sel);
+    else topk_two_stage(s_choice, s_ok, E, K, s_cv, s_ci, s_sel);
     if (warp != 0) return;
-    if (lane < K) my_sel = sm.sel[lane];
+    if (lane < K) my_sel = s_sel[lane];
   } else {
     if (warp != 0) return;
     for (int t = 0; t < K; t++) {
       float bv = 0.0f;
       int bi = -1;
       for (int e = lane; e < E; e += 32) {
-        if (!sm.ok[e]) continue;
-        float v = sm.choice[e];
+        if (!s_ok[e]) continue;
+        float v = s_choice[e];
         if (bi < 0 || ranks_before(v, e, bv, bi)) {
           bv = v;
           bi = e;
@@ -355,70 +334,45 @@ __device__ __forceinline__ void route_one(const route_params &p, const int i, co
       }
       if (lane == t) my_sel = bi;
       __syncwarp();
-      if (lane == 0 && bi >= 0) sm.ok[bi] = 0;
+      if (lane == 0 && bi >= 0) s_ok[bi] = 0;
       __syncwarp();
     }
   }
   float w = 0.0f;
   if (lane < K) {
-    w = my_sel >= 0 ? sm.score[my_sel] : 0.0f;
-    sm.w[lane] = w;
+    w = my_sel >= 0 ? s_score[my_sel] : 0.0f;
+    s_w[lane] = w;
   }
   __syncwarp();
   if (p.scoring == PZ_SCORE_TOPK_SOFTMAX) {  // softmax over the k chosen logits, l_0 the first (largest)
-    const float l0 = sm.w[0];                  // 0 when the first slot is empty, as the CPU
+    const float l0 = s_w[0];                  // 0 when the first slot is empty, as the CPU
     float e = 0.0f;
     if (lane < K) {
       e = my_sel >= 0 ? expf_glibc(__fsub_rn(w, l0)) : 0.0f;
     }
     __syncwarp();
-    if (lane < K) sm.w[lane] = e;
+    if (lane < K) s_w[lane] = e;
     __syncwarp();
     if (lane == 0) {  // the sum in selection order, one rounding per add
       float den = 0.0f;
-      for (int t = 0; t < K; t++) den = __fadd_rn(den, sm.w[t]);
-      sm.sum = den;
+      for (int t = 0; t < K; t++) den = __fadd_rn(den, s_w[t]);
+      s_sum = den;
     }
     __syncwarp();
-    w = __fdiv_rn(e, sm.sum);
+    w = __fdiv_rn(e, s_sum);
   } else if (p.norm && K > 1) {
     if (lane == 0) {
       float den = 0.0f;
-      for (int t = 0; t < K; t++) den = __fadd_rn(den, sm.w[t]);
-      sm.sum = __fadd_rn(den, 1e-20f);
+      for (int t = 0; t < K; t++) den = __fadd_rn(den, s_w[t]);
+      s_sum = __fadd_rn(den, 1e-20f);
     }
     __syncwarp();
-    w = __fdiv_rn(w, sm.sum);
+    w = __fdiv_rn(w, s_sum);
   }
   if (lane < K) {
     p.ids[(int64_t)i * K + lane] = my_sel;
     p.weights[(int64_t)i * K + lane] = __fmul_rn(w, p.rsf);
   }
-}
-
-
-template <int TOPK>
-__global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(route_params p) {
-  __shared__ route_smem sm;
-  route_one<TOPK>(p, blockIdx.x, threadIdx.x, sm, cta_bar{});
-}
-
-// Routing and gathering in one launch for a few tokens (m <= PZ_MOE_ROUTE_GATHER_MAX_M): one CTA of 1024
-// threads, group g of kRouteThreads routes token g as moe_route_kernel's CTA would (its own shared
-// memory and named barrier), then the whole CTA gathers the pairs into work items
-// (pz_moe_item::gather, as the quantised MoE's gather kernel): one launch where there were two
-// back to back on the op's critical path.
-constexpr int kFusedGroups = 1024 / kRouteThreads;
-static_assert(kFusedGroups == PZ_MOE_ROUTE_GATHER_MAX_M, "one routing group per token");
-template <int TOPK>
-__global__ void __launch_bounds__(1024) route_gather_kernel(route_params p, int *pairs, int4 *work, int *n_work) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  const int g = threadIdx.x / kRouteThreads, gtid = threadIdx.x % kRouteThreads;
-  route_smem *sm = reinterpret_cast<route_smem *>(smem_raw) + g;
-  if (g < p.m) route_one<TOPK>(p, g, gtid, *sm, group_bar{1 + g});
-  __syncthreads(); /* every token's ids written (global writes are visible within the CTA after it) */
-  pz_moe_item::gather<1024, PZ_MOE_ITEM_TOKENS, kFusedGroups * PZ_MOE_MAX_TOPK>(p.m * p.K, p.E, p.ids, nullptr, pairs,
-                                                                               work, n_work);
 }
 
 }  // namespace
@@ -429,9 +383,10 @@ extern "C" pz_status pz_moe_route_launch(int m, const float *logits, int64_t ld_
   return pz_moe_route_launch_rows(m, logits, ld_logits, bias, p, ids, weights, nullptr, PZ_MOE_TOPK_KEYS, stream);
 }
 
-// The argument checks of both launchers; fills rp.
-static pz_status route_prepare(int m, const float *logits, int64_t ld_logits, const float *bias, const pz_moe_params *p,
-                               int32_t *ids, float *weights, const int32_t *rows, int topk_mode, route_params *rpp) {
+extern "C" pz_status pz_moe_route_launch_rows(int m, const float *logits, int64_t ld_logits,
+                                              const float *bias, const pz_moe_params *p, int32_t *ids,
+                                              float *weights, const int32_t *rows, int topk_mode,
+                                              cudaStream_t stream) {
   if (!p || !logits || !ids || !weights)
     return pz_error(PZ_ERR_INVALID_ARG, "moe route: NULL logits/ids/weights/params");
   if (topk_mode != PZ_MOE_TOPK_KEYS && topk_mode != PZ_MOE_TOPK_SERIAL && topk_mode != PZ_MOE_TOPK_COMPARE)
@@ -446,7 +401,7 @@ static pz_status route_prepare(int m, const float *logits, int64_t ld_logits, co
     return pz_error(PZ_ERR_SHAPE, "moe route: n_group = %d must divide n_experts = %d and be <= %d", G, E,
                     PZ_MOE_MAX_GROUPS);
   if (ld_logits < E) return pz_error(PZ_ERR_SHAPE, "moe route: ld_logits %lld < n_experts %d", (long long)ld_logits, E);
-  route_params &rp = *rpp;
+  route_params rp;
   rp.m = m;
   rp.E = E;
   rp.K = K;
@@ -462,38 +417,9 @@ static pz_status route_prepare(int m, const float *logits, int64_t ld_logits, co
   rp.ids = ids;
   rp.weights = weights;
   rp.rows = rows;
-  return PZ_OK;
-}
-
-extern "C" pz_status pz_moe_route_launch_rows(int m, const float *logits, int64_t ld_logits,
-                                              const float *bias, const pz_moe_params *p, int32_t *ids,
-                                              float *weights, const int32_t *rows, int topk_mode,
-                                              cudaStream_t stream) {
-  route_params rp;
-  PZ_CHECK(route_prepare(m, logits, ld_logits, bias, p, ids, weights, rows, topk_mode, &rp));
   if (topk_mode == PZ_MOE_TOPK_SERIAL) moe_route_kernel<kTopkSerial><<<m, kRouteThreads, 0, stream>>>(rp);
   else if (topk_mode == PZ_MOE_TOPK_COMPARE) moe_route_kernel<kTopkCompare><<<m, kRouteThreads, 0, stream>>>(rp);
   else moe_route_kernel<kTopkKeys><<<m, kRouteThreads, 0, stream>>>(rp);
-  PZ_CUDA_CHECK(cudaGetLastError());
-  return PZ_OK;
-}
-
-extern "C" pz_status pz_moe_route_gather_launch(int m, const float *logits, int64_t ld_logits, const float *bias,
-                                                const pz_moe_params *p, int32_t *ids, float *weights,
-                                                const int32_t *rows, int topk_mode, int *pairs, int4 *work,
-                                                int *n_work, cudaStream_t stream) {
-  route_params rp;
-  PZ_CHECK(route_prepare(m, logits, ld_logits, bias, p, ids, weights, rows, topk_mode, &rp));
-  if (m > PZ_MOE_ROUTE_GATHER_MAX_M)
-    return pz_error(PZ_ERR_SHAPE, "moe route+gather: m = %d above %d; route and gather in two launches", m,
-                    PZ_MOE_ROUTE_GATHER_MAX_M);
-  if (!pairs || !work || !n_work) return pz_error(PZ_ERR_INVALID_ARG, "moe route+gather: NULL pairs/work/n_work");
-  const size_t smem = sizeof(route_smem) * kFusedGroups;
-  auto f = topk_mode == PZ_MOE_TOPK_SERIAL    ? route_gather_kernel<kTopkSerial>
-           : topk_mode == PZ_MOE_TOPK_COMPARE ? route_gather_kernel<kTopkCompare>
-                                              : route_gather_kernel<kTopkKeys>;
-  PZ_CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-  f<<<1, 1024, smem, stream>>>(rp, pairs, work, n_work);
   PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }
