@@ -319,6 +319,37 @@ int main(void) {
       "shared_experts.gate_proj.weight_packed");
   bad(&q, "e_wshape", "language_model.model.layers.1.mlp.shared_experts.up_proj.weight_shape", wrong_shape_value,
       PZ_ERR_SHAPE, "weight_shape");
+  /* Zero points or a column order beside the packed weights (an asymmetric or actorder export): refused on one
+   * line, whatever config.json says. */
+  static const char *const extra[] = {"language_model.model.layers.1.mlp.experts.0.gate_proj.weight_zero_point",
+                                      "language_model.model.layers.2.mlp.experts.3.down_proj.weight_g_idx"};
+  for (int x = 0; x < 2; x++) {
+    ents s = {.n = 0};
+    for (int i = 0; i < q.n; i++) add(&s, q.e[i].name, q.e[i].dtype, q.e[i].ndim, q.e[i].shape, q.e[i].data);
+    const int32_t one[2] = {0, 0};
+    add(&s, extra[x], PZ_ST_I32, 2, (int64_t[]){1, 2}, one);
+    write_ck(x ? "e_g_idx" : "e_zero_point", cfg_int4, &s);
+    int32_t tz[STEPS * M];
+    CHECK_ST(decode(x ? "e_g_idx" : "e_zero_point", 1, tz, NULL), PZ_ERR_UNSUPPORTED);
+    CHECK(strstr(pz_last_error(), extra[x]) && strstr(pz_last_error(), x ? "column order" : "zero points") &&
+          !strchr(pz_last_error(), '\n'));
+    free_ents(&s);
+  }
+  /* INT4 scales in another dtype than BF16, on a routed and on a shared expert: refused by dtype, on one line. */
+  static const char *const f16s[] = {"language_model.model.layers.1.mlp.experts.2.up_proj.weight_scale",
+                                     "language_model.model.layers.2.mlp.shared_experts.down_proj.weight_scale"};
+  for (int x = 0; x < 2; x++) {
+    ents s = {.n = 0};
+    for (int i = 0; i < q.n; i++) {
+      ent *e = add(&s, q.e[i].name, q.e[i].dtype, q.e[i].ndim, q.e[i].shape, q.e[i].data);
+      if (!strcmp(e->name, f16s[x])) e->dtype = PZ_ST_F16; /* same bytes, read as F16 */
+    }
+    write_ck(x ? "e_sh_f16_scale" : "e_f16_scale", cfg_int4, &s);
+    int32_t tz[STEPS * M];
+    CHECK_ST(decode(x ? "e_sh_f16_scale" : "e_f16_scale", 1, tz, NULL), PZ_ERR_DTYPE);
+    CHECK(strstr(pz_last_error(), f16s[x]) && strstr(pz_last_error(), "BF16") && !strchr(pz_last_error(), '\n'));
+    free_ents(&s);
+  }
   /* config.json says INT4 but the experts are stored in bf16. */
   write_ck("e_bf16_experts", cfg_int4, &bf);
   int32_t t[STEPS * M];

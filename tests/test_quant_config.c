@@ -82,6 +82,34 @@ int main(void) {
   CHECK(pz_quant_applies(&c.quant, "model.layers.1.mlp.shared_experts.up_proj")); /* ".*experts.*" matches it too */
   CHECK(!pz_quant_applies(&c.quant, "model.layers.1.self_attn.o_proj"));
 
+  /* Python's re classes and non-capturing groups, rewritten for POSIX: "\\d+" matches digits (not a
+   * literal "d"), "(?:" groups, \\w, \\s and negated classes, an escape inside brackets. */
+  CHECK_OK(parse_with("{\"quant_method\": \"compressed-tensors\", \"format\": \"pack-quantized\", \"config_groups\": "
+                      "{\"g\": {\"targets\": [\"re:.*mlp\\\\.experts\\\\.\\\\d+\\\\.(?:gate|up|down)_proj$\"], \"weights\": "
+                      W_OK "}}, \"ignore\": [\"re:.*layers\\\\.\\\\D*1\\\\.\\\\w+\\\\.experts\\\\.7[\\\\.]\\\\S+\"]}",
+                      &c));
+  CHECK(c.quant.kind == PZ_WQ_INT4 && c.quant.n_targets == 1 && c.quant.n_ignore == 1);
+  CHECK(pz_quant_applies(&c.quant, "model.layers.1.mlp.experts.12.gate_proj"));
+  CHECK(pz_quant_applies(&c.quant, "model.layers.3.mlp.experts.0.down_proj"));
+  CHECK(!pz_quant_applies(&c.quant, "model.layers.1.mlp.experts.d.gate_proj")); /* \\d is a digit, not "d" */
+  CHECK(!pz_quant_applies(&c.quant, "model.layers.1.mlp.experts.12.gate_proj.x")); /* $ */
+  CHECK(!pz_quant_applies(&c.quant, "model.layers.1.mlp.experts.7.up_proj"));      /* ignored by the \\D \\w \\S entry */
+  CHECK(pz_quant_applies(&c.quant, "model.layers.2.mlp.experts.7.up_proj"));
+  /* compressed-tensors' default for an absent "symmetric" is true. */
+  CHECK_OK(parse_with(ct("{\"num_bits\": 4, \"group_size\": 32, \"strategy\": \"group\"}", NULL), &c));
+  CHECK(c.quant.kind == PZ_WQ_INT4);
+  /* A key given twice inside the group or its weights: Python keeps the last, cJSON the first: refused. */
+  expect_bad(ct("{\"num_bits\": 4, \"group_size\": 32, \"strategy\": \"group\", \"symmetric\": true, \"symmetric\": false}",
+                NULL), "appears twice");
+  expect_bad("{\"quant_method\": \"compressed-tensors\", \"format\": \"pack-quantized\", \"config_groups\": {\"g\": "
+             "{\"targets\": [\"Linear\"], \"weights\": " W_OK ", \"weights\": " W_OK "}}}", "appears twice");
+  expect_bad("{\"quant_method\": \"compressed-tensors\", \"format\": \"pack-quantized\", \"config_groups\": {\"g\": "
+             "{\"targets\": [\"Linear\"], \"weights\": " W_OK "}, \"g\": {\"targets\": [\"Linear\"], \"weights\": " W_OK
+             "}}}", "appears twice");
+  expect_bad(ct("{\"num_bits\": \"4\", \"group_size\": 32, \"strategy\": \"group\"}", NULL), "not a number");
+  expect_bad("{\"quant_method\": \"compressed-tensors\", \"format\": \"pack-quantized\", \"config_groups\": {\"g\": "
+             "{\"targets\": [\"re:(?P<x>a)\"], \"weights\": " W_OK "}}}", "regular expression"); /* Python-only */
+
   /* FP8 blocks. */
   CHECK_OK(parse_with("{\"quant_method\": \"fp8\", \"fmt\": \"e4m3\", \"activation_scheme\": \"dynamic\", "
                       "\"weight_block_size\": [128, 64]}", &c));

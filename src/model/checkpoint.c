@@ -338,7 +338,11 @@ static pz_status get_int4_values(pz_checkpoint *ck, const char *name, const char
   if (!sc)
     return pz_error(PZ_ERR_NOT_FOUND, "checkpoint %s: INT4 tensor \"%s%s\" has no scales \"%s\"; pack-quantized weights need "
                     "their weight_scale", ck->dir, ck->prefix, pn, full);
-  if (sc->dtype != PZ_ST_BF16 || sc->ndim != 2 || sc->shape[0] != want[0] || sc->shape[1] < 1 || want[1] % sc->shape[1] ||
+  if (sc->dtype != PZ_ST_BF16)
+    return pz_error(PZ_ERR_DTYPE, "checkpoint %s: \"%s\" is %s; prezero reads INT4 scales in BF16 (the dtype of the "
+                    "published Kimi checkpoints), converting them would round them", ck->dir, full,
+                    pz_st_dtype_name(sc->dtype));
+  if (sc->ndim != 2 || sc->shape[0] != want[0] || sc->shape[1] < 1 || want[1] % sc->shape[1] ||
       (want[1] / sc->shape[1]) % 8)
     return pz_error(PZ_ERR_SHAPE, "checkpoint %s: \"%s\" must be BF16 [%lld, %lld / group] with a group a multiple of 8; "
                     "check quantization_config.group_size", ck->dir, full, (long long)want[0], (long long)want[1]);
@@ -392,6 +396,10 @@ static pz_status get_src(pz_checkpoint *ck, const char *name, const char *for_t,
     return pz_error(PZ_ERR_SHAPE, "checkpoint %s: tensor \"%s\" has shape %s, config.json implies %s; the checkpoint does "
                     "not match its config.json", ck->dir, full, a, b);
   }
+  if (nl > 13 && !strcmp(name + nl - 13, ".weight_scale") && w->dtype != PZ_ST_BF16) /* as get_int4_values */
+    return pz_error(PZ_ERR_DTYPE, "checkpoint %s: \"%s\" is %s; prezero reads INT4 scales in BF16 (the dtype of the "
+                    "published Kimi checkpoints), converting them would round them", ck->dir, full,
+                    pz_st_dtype_name(w->dtype));
   memset(s, 0, sizeof *s);
   s->w = w;
   s->cols = nd ? want[nd - 1] : 1;
@@ -628,6 +636,22 @@ pz_status pz_checkpoint_plan(pz_checkpoint *ck, const pz_model_config *c, const 
   /* A ".bias" of the layers the graph runs (or outside the layers) that no plan reads would be
    * dropped, and the tokens silently wrong: transformers gives o_proj a bias when a Llama / Qwen3
    * config has attention_bias true, for example, and prezero's o_proj has none. Refused. */
+  /* The same for the zero points and the column order of an INT4 layout that prezero's does not have
+   * (asymmetric, actorder "group"), whatever the config says: the weights would be read wrongly. */
+  for (int k = 0; k < ck->n; k++) {
+    const char *nm = ck->table[k]->name;
+    const size_t l = strlen(nm), pl = strlen(ck->prefix);
+    if (strncmp(nm, ck->prefix, pl)) continue;
+    const char *layout = l > 18 && !strcmp(nm + l - 18, ".weight_zero_point") ? "zero points (asymmetric INT4)"
+                         : l > 13 && !strcmp(nm + l - 13, ".weight_g_idx")    ? "a column order (actorder)"
+                                                                              : NULL;
+    if (layout) {
+      free_plans(ck);
+      return pz_error(PZ_ERR_UNSUPPORTED, "checkpoint %s: tensor \"%s\" holds %s, which prezero's INT4 experts do not "
+                      "have (symmetric, group 32, columns in order); the weights would be read wrongly, so it is not loaded",
+                      ck->dir, nm, layout);
+    }
+  }
   for (int k = 0; k < ck->n; k++) {
     const char *nm = ck->table[k]->name;
     const size_t l = strlen(nm), pl = strlen(ck->prefix);

@@ -284,10 +284,77 @@ static int64_t pattern_cost(const char *re, int64_t cap) {
   return c > cap ? cap + 1 : c;
 }
 
+/* Python's re syntax that POSIX extended regexes lack, rewritten: the classes \d \D \w \W \s \S (ASCII, as
+ * the module names are) as bracket expressions, "(?:" as "(", and an escaped character inside a bracket
+ * expression as itself (POSIX reads a backslash there literally). Anything else passes as it is, so
+ * another Python-only construct ("(?P<", "\b", lookarounds) fails regcomp and is refused. false when out
+ * (cap bytes) is too small or a negated class appears inside brackets. */
+static bool py_re_to_posix(const char *re, char *out, size_t cap) {
+  size_t o = 0;
+  bool br = false; /* inside [...] */
+#define PUT(str)                                  \
+  do {                                            \
+    const char *s_ = (str);                       \
+    size_t l_ = strlen(s_);                       \
+    if (o + l_ + 1 > cap) return false;           \
+    memcpy(out + o, s_, l_);                      \
+    o += l_;                                      \
+  } while (0)
+  for (const char *c = re; *c; c++) {
+    if (*c == '\\' && c[1]) {
+      const char n = c[1];
+      const char *cls = n == 'd' || n == 'D' ? "0-9" : n == 'w' || n == 'W' ? "A-Za-z0-9_"
+                        : n == 's' || n == 'S' ? "[:space:]" : NULL;
+      const bool neg = n == 'D' || n == 'W' || n == 'S';
+      c++;
+      if (cls && br) {
+        if (neg) return false;
+        PUT(cls);
+      } else if (cls) {
+        PUT(neg ? "[^" : "[");
+        PUT(cls);
+        PUT("]");
+      } else if (br) {
+        const char ch[2] = {n, 0};
+        PUT(ch);
+      } else {
+        const char esc[3] = {'\\', n, 0};
+        PUT(esc);
+      }
+      continue;
+    }
+    if (!br && c[0] == '(' && c[1] == '?' && c[2] == ':') {
+      PUT("(");
+      c += 2;
+      continue;
+    }
+    if (!br && *c == '[') {
+      br = true;
+      PUT("[");
+      if (c[1] == '^') {
+        PUT("^");
+        c++;
+      }
+      if (c[1] == ']') { /* a leading ] is literal */
+        PUT("]");
+        c++;
+      }
+      continue;
+    }
+    if (br && *c == ']') br = false;
+    const char ch[2] = {*c, 0};
+    PUT(ch);
+  }
+#undef PUT
+  out[o] = 0;
+  return true;
+}
+
 static bool compile_pattern(const char *re, regex_t *out) {
-  char buf[PZ_QUANT_PATTERN_LEN + 8];
+  char posix[PZ_QUANT_PATTERN_LEN * 8], buf[PZ_QUANT_PATTERN_LEN * 8 + 8];
   if (pattern_cost(re, PZ_QUANT_PATTERN_COST) > PZ_QUANT_PATTERN_COST) return false;
-  snprintf(buf, sizeof buf, "^(%s)", re); /* Python re.match anchors at the start only */
+  if (!py_re_to_posix(re, posix, sizeof posix)) return false;
+  snprintf(buf, sizeof buf, "^(%s)", posix); /* Python re.match anchors at the start only */
   return regcomp(out, buf, REG_EXTENDED | REG_NOSUB) == 0;
 }
 
@@ -374,12 +441,15 @@ static pz_status parse_int4_group(const reader *r, const cJSON *q, pz_quant_conf
   if (!cJSON_IsObject(groups) || !groups->child)
     return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.config_groups is missing or empty; %s needs one group",
                     r->src, "compressed-tensors");
+  PZ_CHECK(check_duplicates(r, groups, "quantization_config.config_groups."));
   if (groups->child->next)
     return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.config_groups has more than one group, which prezero "
                     "does not support (one INT4 group)", r->src);
   const cJSON *g = groups->child;
   char where[160];
   if (!cJSON_IsObject(g)) return type_err(r, "quantization_config.config_groups.*", "an object", g);
+  snprintf(where, sizeof where, "quantization_config.config_groups.%s.", g->string);
+  PZ_CHECK(check_duplicates(r, g, where));
   const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(g, "format");
   if (cJSON_IsString(fmt) && strcmp(fmt->valuestring, "pack-quantized"))
     return q_unsupported(r, "config_groups.format", fmt->valuestring, Q_SUPPORTED);
@@ -394,13 +464,16 @@ static pz_status parse_int4_group(const reader *r, const cJSON *q, pz_quant_conf
   const cJSON *w = cJSON_GetObjectItemCaseSensitive(g, "weights");
   if (!cJSON_IsObject(w))
     return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.config_groups.%s.weights is missing", r->src, g->string);
+  snprintf(where, sizeof where, "quantization_config.config_groups.%s.weights.", g->string);
+  PZ_CHECK(check_duplicates(r, w, where));
   const cJSON *ty = cJSON_GetObjectItemCaseSensitive(w, "type");
   if (ty && !(cJSON_IsString(ty) && !strcmp(ty->valuestring, "int")))
     return q_unsupported(r, "weights.type", cJSON_IsString(ty) ? ty->valuestring : "not a string", Q_SUPPORTED);
   const cJSON *nb = cJSON_GetObjectItemCaseSensitive(w, "num_bits");
   if (!cJSON_IsNumber(nb) || nb->valuedouble != 4) {
     char got[64];
-    snprintf(got, sizeof got, cJSON_IsNumber(nb) ? "%g" : "missing", cJSON_IsNumber(nb) ? nb->valuedouble : 0.0);
+    snprintf(got, sizeof got, cJSON_IsNumber(nb) ? "%g" : nb ? "not a number" : "missing",
+             cJSON_IsNumber(nb) ? nb->valuedouble : 0.0);
     return q_unsupported(r, "weights.num_bits", got, "num_bits 4");
   }
   const cJSON *gs = cJSON_GetObjectItemCaseSensitive(w, "group_size");
@@ -413,7 +486,8 @@ static pz_status parse_int4_group(const reader *r, const cJSON *q, pz_quant_conf
   if (!cJSON_IsString(stg) || strcmp(stg->valuestring, "group"))
     return q_unsupported(r, "weights.strategy", cJSON_IsString(stg) ? stg->valuestring : "missing", "strategy \"group\"");
   const cJSON *sym = cJSON_GetObjectItemCaseSensitive(w, "symmetric");
-  if (!cJSON_IsTrue(sym)) return q_unsupported(r, "weights.symmetric", "not true", "symmetric INT4 (no zero points)");
+  if (sym && !cJSON_IsTrue(sym)) /* absent: compressed-tensors' default, symmetric */
+    return q_unsupported(r, "weights.symmetric", "not true", "symmetric INT4 (no zero points)");
   const cJSON *ao = cJSON_GetObjectItemCaseSensitive(w, "actorder");
   if (ao && !cJSON_IsNull(ao) && !cJSON_IsFalse(ao))
     return q_unsupported(r, "weights.actorder", cJSON_IsString(ao) ? ao->valuestring : "set",
