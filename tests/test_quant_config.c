@@ -95,6 +95,12 @@ int main(void) {
   CHECK(!pz_quant_applies(&c.quant, "model.layers.1.mlp.experts.12.gate_proj.x")); /* $ */
   CHECK(!pz_quant_applies(&c.quant, "model.layers.1.mlp.experts.7.up_proj"));      /* ignored by the \\D \\w \\S entry */
   CHECK(pz_quant_applies(&c.quant, "model.layers.2.mlp.experts.7.up_proj"));
+  /* The format only in the group (compressed-tensors takes either place); missing at both: refused. */
+  CHECK_OK(parse_with("{\"quant_method\": \"compressed-tensors\", \"config_groups\": {\"g\": {\"format\": "
+                      "\"pack-quantized\", \"targets\": [\"Linear\"], \"weights\": " W_OK "}}}", &c));
+  CHECK(c.quant.kind == PZ_WQ_INT4);
+  expect_bad("{\"quant_method\": \"compressed-tensors\", \"config_groups\": {\"g\": {\"targets\": [\"Linear\"], "
+             "\"weights\": " W_OK "}}}", "format");
   /* compressed-tensors' default for an absent "symmetric" is true. */
   CHECK_OK(parse_with(ct("{\"num_bits\": 4, \"group_size\": 32, \"strategy\": \"group\"}", NULL), &c));
   CHECK(c.quant.kind == PZ_WQ_INT4);

@@ -436,7 +436,7 @@ static pz_status q_patterns(const reader *r, const cJSON *arr, const char *field
 #define Q_SUPPORTED "compressed-tensors pack-quantized INT4 (num_bits 4, group_size 32, symmetric, strategy \"group\") " \
                     "or fp8 with weight_block_size"
 
-static pz_status parse_int4_group(const reader *r, const cJSON *q, pz_quant_config *out) {
+static pz_status parse_int4_group(const reader *r, const cJSON *q, bool top_format, pz_quant_config *out) {
   const cJSON *groups = cJSON_GetObjectItemCaseSensitive(q, "config_groups");
   if (!cJSON_IsObject(groups) || !groups->child)
     return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.config_groups is missing or empty; %s needs one group",
@@ -453,6 +453,8 @@ static pz_status parse_int4_group(const reader *r, const cJSON *q, pz_quant_conf
   const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(g, "format");
   if (cJSON_IsString(fmt) && strcmp(fmt->valuestring, "pack-quantized"))
     return q_unsupported(r, "config_groups.format", fmt->valuestring, Q_SUPPORTED);
+  if (!top_format && !cJSON_IsString(fmt))
+    return q_unsupported(r, "format", "missing (neither quantization_config.format nor the group's)", Q_SUPPORTED);
   const char *acts[] = {"input_activations", "output_activations"};
   for (int i = 0; i < 2; i++) {
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(g, acts[i]);
@@ -519,12 +521,13 @@ static pz_status parse_quant(const reader *r, const cJSON *outer, pz_quant_confi
     return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.quant_method is missing; supported: %s", r->src,
                     Q_SUPPORTED);
   if (!strcmp(m->valuestring, "compressed-tensors")) {
+    /* the format at the top, or (compressed-tensors allows either) only in the group */
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(q, "format");
-    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "pack-quantized"))
-      return q_unsupported(r, "format", cJSON_IsString(fmt) ? fmt->valuestring : "missing", Q_SUPPORTED);
+    if (fmt && !cJSON_IsNull(fmt) && (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "pack-quantized")))
+      return q_unsupported(r, "format", cJSON_IsString(fmt) ? fmt->valuestring : "not a string", Q_SUPPORTED);
     const cJSON *kv = cJSON_GetObjectItemCaseSensitive(q, "kv_cache_scheme");
     if (kv && !cJSON_IsNull(kv)) return q_unsupported(r, "kv_cache_scheme", "set", "a bf16 KV cache");
-    return parse_int4_group(r, q, out);
+    return parse_int4_group(r, q, cJSON_IsString(fmt), out);
   }
   if (!strcmp(m->valuestring, "fp8")) {
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(q, "fmt");
