@@ -306,6 +306,27 @@ int main(void) {
     CHECK(nonzero > V); /* a real decode, not an all-zero one */
   }
 
+  /* The same checkpoint with transformers' newer multimodal names: "model.language_model.X" for
+   * "language_model.model.X", lm_head.weight at the top: the same tokens and logits. */
+  {
+    ents s = {.n = 0};
+    char nm[300];
+    for (int i = 0; i < q.n; i++) {
+      const char *n0 = q.e[i].name;
+      if (!strncmp(n0, "language_model.model.", 21)) snprintf(nm, sizeof nm, "model.language_model.%s", n0 + 21);
+      else if (!strncmp(n0, "language_model.", 15)) snprintf(nm, sizeof nm, "%s", n0 + 15);
+      else snprintf(nm, sizeof nm, "%s", n0);
+      add(&s, nm, q.e[i].dtype, q.e[i].ndim, q.e[i].shape, q.e[i].data);
+    }
+    write_ck("int4_lm_inner", cfg_int4, &s);
+    int32_t ta[STEPS * M], tb2[STEPS * M];
+    float la[M * V], lb2[M * V];
+    CHECK_OK(decode("int4_lm_inner", 1, ta, la));
+    CHECK_OK(decode("int4", 1, tb2, lb2));
+    CHECK(!memcmp(ta, tb2, sizeof ta) && !memcmp(la, lb2, sizeof la));
+    free_ents(&s);
+  }
+
   /* Bad checkpoints: one line each, naming the tensor. */
   bad(&q, "e_shape", "language_model.model.layers.1.mlp.experts.3.up_proj.weight_packed", narrow, PZ_ERR_SHAPE,
       "experts.3.up_proj.weight_packed");

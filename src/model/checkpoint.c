@@ -60,6 +60,8 @@ struct pz_checkpoint {
   int n;
   int64_t bm, bn;              /* FP8 block size */
   char prefix[32];             /* "" or "language_model." (Kimi-K2.5): put before every Hugging Face name */
+  bool lm_inner;               /* names "model.X" stored as "model.language_model.X" (transformers' newer
+                                * multimodal layout); lm_head.weight stays where it is */
   bool tie_word_embeddings;
   plan *plans;                 /* by graph tensor id */
   int n_plans, tp;
@@ -104,7 +106,8 @@ int pz_checkpoint_count(const pz_checkpoint *ck) { return ck ? ck->n : 0; }
 /* The tensor `name` (a Hugging Face name without the checkpoint's prefix); full[] gets the name
  * as stored, for messages. */
 static const pz_st_tensor *ck_find(const pz_checkpoint *ck, const char *name, char *full, size_t cap) {
-  snprintf(full, cap, "%s%s", ck->prefix, name);
+  if (ck->lm_inner && !strncmp(name, "model.", 6)) snprintf(full, cap, "model.language_model.%s", name + 6);
+  else snprintf(full, cap, "%s%s", ck->prefix, name);
   return pz_checkpoint_find(ck, full);
 }
 
@@ -623,8 +626,12 @@ pz_status pz_checkpoint_plan(pz_checkpoint *ck, const pz_model_config *c, const 
   ck->tp = g->info.tp;
   /* Kimi-K2.5 keeps the text model under "language_model." (its config wraps it in text_config). */
   ck->prefix[0] = 0;
+  ck->lm_inner = false;
   if (!pz_checkpoint_find(ck, "model.embed_tokens.weight") && pz_checkpoint_find(ck, "language_model.model.embed_tokens.weight"))
     snprintf(ck->prefix, sizeof ck->prefix, "language_model.");
+  else if (!pz_checkpoint_find(ck, "model.embed_tokens.weight") &&
+           pz_checkpoint_find(ck, "model.language_model.embed_tokens.weight"))
+    ck->lm_inner = true; /* and lm_head.weight (or the tied embedding) as it is */
   ck->total_bytes = ck->done_bytes = 0;
   for (int i = 0; i < g->n_tensors; i++) {
     const pz_tensor *t = &g->tensors[i];

@@ -63,7 +63,10 @@ pz_status pz_checkpoint_open(const char *dir, pz_checkpoint **out);
  *   lm_head.weight                <- lm_head.weight, or model.embed_tokens.weight when
  *                                 tie_word_embeddings (config.json, or c) and lm_head.weight is absent
  * Every name above gets the prefix "language_model." when the checkpoint has
- * language_model.model.embed_tokens.weight and no model.embed_tokens.weight (Kimi-K2.5).
+ * language_model.model.embed_tokens.weight and no model.embed_tokens.weight (Kimi-K2.5); and
+ * "model.X" is read as "model.language_model.X" (lm_head.weight as it is) when the checkpoint has
+ * model.language_model.embed_tokens.weight and no model.embed_tokens.weight (transformers' newer
+ * multimodal layout).
  * Quantised routed experts (the graph's, from config.json's quantization_config; core/ir.h
  * PZ_MOE_S_*) are copied as stored, per expert e and projection P:
  *   INT4: layers.L.mlp.experts.P.weight_packed i32 <- ...experts.e.P.weight_packed I32 [out, in/8]
