@@ -340,6 +340,10 @@ int main(void) {
       "shared_experts.gate_proj.weight_packed");
   bad(&q, "e_wshape", "language_model.model.layers.1.mlp.shared_experts.up_proj.weight_shape", wrong_shape_value,
       PZ_ERR_SHAPE, "weight_shape");
+  bad(&q, "e_wshape_routed", "language_model.model.layers.1.mlp.experts.6.down_proj.weight_shape", wrong_shape_value,
+      PZ_ERR_SHAPE, "experts.6.down_proj.weight_shape");
+  bad(&q, "e_noshape_routed", "language_model.model.layers.2.mlp.experts.1.gate_proj.weight_shape", NULL, PZ_ERR_SHAPE,
+      "missing");
   /* Zero points or a column order beside the packed weights (an asymmetric or actorder export): refused on one
    * line, whatever config.json says. */
   static const char *const extra[] = {"language_model.model.layers.1.mlp.experts.0.gate_proj.weight_zero_point",

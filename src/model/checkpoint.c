@@ -319,6 +319,22 @@ static void shape_str(char *buf, size_t cap, int nd, const int64_t *ne) {
   if (o < cap) snprintf(buf + o, cap - o, "]");
 }
 
+/* "X.weight_shape" (shn) of a pack-quantized tensor: present, an I64 or I32 [2] holding [rows, cols]. */
+static pz_status check_weight_shape(const pz_checkpoint *ck, const char *shn, int64_t rows, int64_t cols) {
+  char full[600];
+  const pz_st_tensor *sh = ck_find(ck, shn, full, sizeof full);
+  int64_t shape[2] = {0, 0};
+  if (sh && (sh->dtype == PZ_ST_I64 || sh->dtype == PZ_ST_I32) && sh->numel == 2)
+    for (int d = 0; d < 2; d++) {
+      if (sh->dtype == PZ_ST_I64) memcpy(&shape[d], (const char *)sh->data + 8 * d, 8);
+      else { int32_t v; memcpy(&v, (const char *)sh->data + 4 * d, 4); shape[d] = v; }
+    }
+  if (!sh || shape[0] != rows || shape[1] != cols)
+    return pz_error(PZ_ERR_SHAPE, "checkpoint %s: \"%s\" must be an integer [2] holding [%lld, %lld]%s", ck->dir, full,
+                    (long long)rows, (long long)cols, sh ? "" : " (it is missing)");
+  return PZ_OK;
+}
+
 /* INT4 source read as values: `name` = "X.weight" is absent, "X.weight_packed" int32 [rows, cols/8],
  * "X.weight_scale" bf16 [rows, cols/group] and "X.weight_shape" [rows, cols] are there (compressed-tensors
  * pack-quantized; the group follows from the scale's shape). */
@@ -349,16 +365,7 @@ static pz_status get_int4_values(pz_checkpoint *ck, const char *name, const char
       (want[1] / sc->shape[1]) % 8)
     return pz_error(PZ_ERR_SHAPE, "checkpoint %s: \"%s\" must be BF16 [%lld, %lld / group] with a group a multiple of 8; "
                     "check quantization_config.group_size", ck->dir, full, (long long)want[0], (long long)want[1]);
-  const pz_st_tensor *sh = ck_find(ck, shn, full, sizeof full);
-  int64_t shape[2] = {0, 0};
-  if (sh && (sh->dtype == PZ_ST_I64 || sh->dtype == PZ_ST_I32) && sh->numel == 2)
-    for (int d = 0; d < 2; d++) {
-      if (sh->dtype == PZ_ST_I64) memcpy(&shape[d], (const char *)sh->data + 8 * d, 8);
-      else { int32_t v; memcpy(&v, (const char *)sh->data + 4 * d, 4); shape[d] = v; }
-    }
-  if (!sh || shape[0] != want[0] || shape[1] != want[1])
-    return pz_error(PZ_ERR_SHAPE, "checkpoint %s: \"%s\" must be an integer [2] holding [%lld, %lld]%s", ck->dir, full,
-                    (long long)want[0], (long long)want[1], sh ? "" : " (it is missing)");
+  PZ_CHECK(check_weight_shape(ck, shn, want[0], want[1]));
   memset(s, 0, sizeof *s);
   s->w = w;
   s->rows = want[0];
@@ -413,6 +420,11 @@ static pz_status get_src(pz_checkpoint *ck, const char *name, const char *for_t,
       return pz_error(PZ_ERR_DTYPE, "checkpoint %s: tensor \"%s\" has dtype %s; %s needs %s (%s)", ck->dir, full,
                       pz_st_dtype_name(w->dtype), for_t, pz_st_dtype_name(need),
                       dst_dtype == PZ_I32 ? "compressed-tensors pack-quantized words" : "FP8 e4m3 experts kept as FP8");
+    if (dst_dtype == PZ_I32 && nd == 2 && nl > 14 && !strcmp(name + nl - 14, ".weight_packed")) {
+      char shn[600]; /* its weight_shape, as for the experts dequantised at load */
+      snprintf(shn, sizeof shn, "%.*s.weight_shape", (int)(nl - 14), name);
+      PZ_CHECK(check_weight_shape(ck, shn, want[0], want[1] * 8));
+    }
     s->raw = true;
     return PZ_OK;
   }
