@@ -187,7 +187,7 @@ static void config_case(const char *text, size_t len) {
              isfinite(c.rms_norm_eps) && c.rope.theta > 0.f && isfinite(c.rope.theta) && c.rope.factor >= 1.f &&
              isfinite(c.rope.factor) && isfinite(c.routed_scaling_factor) && c.quant.n_targets >= 0 &&
              c.quant.n_targets <= PZ_QUANT_MAX_PATTERNS && c.quant.n_ignore >= 0 &&
-             c.quant.n_ignore <= PZ_QUANT_MAX_PATTERNS && memchr(c.name, 0, sizeof c.name) != NULL &&
+             c.quant.n_ignore <= PZ_QUANT_MAX_IGNORE && memchr(c.name, 0, sizeof c.name) != NULL &&
              (c.quant.kind == PZ_WQ_NONE || c.quant.kind == PZ_WQ_INT4 || c.quant.kind == PZ_WQ_FP8);
   for (int i = 0; sane && i < c.quant.n_targets; i++) sane = memchr(c.quant.targets[i], 0, PZ_QUANT_PATTERN_LEN) != NULL;
   for (int i = 0; sane && i < c.quant.n_ignore; i++) sane = memchr(c.quant.ignore[i], 0, PZ_QUANT_PATTERN_LEN) != NULL;

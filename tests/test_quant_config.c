@@ -95,6 +95,35 @@ int main(void) {
   CHECK(!pz_quant_applies(&c.quant, "model.layers.1.mlp.experts.12.gate_proj.x")); /* $ */
   CHECK(!pz_quant_applies(&c.quant, "model.layers.1.mlp.experts.7.up_proj"));      /* ignored by the \\D \\w \\S entry */
   CHECK(pz_quant_applies(&c.quant, "model.layers.2.mlp.experts.7.up_proj"));
+  /* An export's ignore list of every module it leaves out, by name: 200 entries read, one past the limit refused. */
+  {
+    static char q[PZ_QUANT_MAX_IGNORE * 64 + 1024], names[PZ_QUANT_MAX_IGNORE * 64 + 64];
+    for (int lim = 0; lim < 2; lim++) {
+      const int n = lim ? PZ_QUANT_MAX_IGNORE + 1 : 200;
+      size_t o = 0;
+      for (int i = 0; i < n; i++)
+        o += (size_t)snprintf(names + o, sizeof names - o, "%s\"model.layers.%d.self_attn.o_proj\"", i ? ", " : "", i);
+      snprintf(q, sizeof q, "{\"quant_method\": \"compressed-tensors\", \"format\": \"pack-quantized\", \"config_groups\": "
+               "{\"g\": {\"targets\": [\"Linear\"], \"weights\": " W_OK "}}, \"ignore\": [%s]}", names);
+      {
+        static char text[sizeof q + 1024];
+        snprintf(text, sizeof text,
+                 "{\"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"q_lora_rank\": 32,"
+                 " \"kv_lora_rank\": 32, \"qk_nope_head_dim\": 16, \"qk_rope_head_dim\": 8, \"v_head_dim\": 16,"
+                 " \"n_routed_experts\": 8, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 64,"
+                 " \"intermediate_size\": 128, \"vocab_size\": 256, \"max_position_embeddings\": 512, "
+                 "\"quantization_config\": %s}", q);
+        const pz_status st = pz_config_parse(text, strlen(text), "q.json", &c);
+        if (!lim) {
+          CHECK_OK(st);
+          CHECK(c.quant.n_ignore == 200 && !pz_quant_applies(&c.quant, "model.layers.199.self_attn.o_proj") &&
+                pz_quant_applies(&c.quant, "model.layers.200.self_attn.o_proj"));
+        } else {
+          CHECK(st == PZ_ERR_CONFIG && strstr(pz_last_error(), "more than") && !strchr(pz_last_error(), '\n'));
+        }
+      }
+    }
+  }
   /* The format only in the group (compressed-tensors takes either place); missing at both: refused. */
   CHECK_OK(parse_with("{\"quant_method\": \"compressed-tensors\", \"config_groups\": {\"g\": {\"format\": "
                       "\"pack-quantized\", \"targets\": [\"Linear\"], \"weights\": " W_OK "}}}", &c));

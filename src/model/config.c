@@ -403,17 +403,17 @@ static pz_status q_unsupported(const reader *r, const char *field, const char *g
                   field, got, supported);
 }
 
-/* A list of pattern strings into dst[PZ_QUANT_MAX_PATTERNS]. */
+/* A list of pattern strings into dst[max]. */
 static pz_status q_patterns(const reader *r, const cJSON *arr, const char *field, char (*dst)[PZ_QUANT_PATTERN_LEN],
-                            int *n) {
+                            int max, int *n) {
   *n = 0;
   if (!arr || cJSON_IsNull(arr)) return PZ_OK;
   if (!cJSON_IsArray(arr)) return type_err(r, field, "a list of strings", arr);
   for (const cJSON *e = arr->child; e; e = e->next) {
     if (!cJSON_IsString(e)) return type_err(r, field, "a list of strings", e);
-    if (*n >= PZ_QUANT_MAX_PATTERNS)
+    if (*n >= max)
       return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" has more than %d entries; prezero keeps at most %d", r->src,
-                      field, PZ_QUANT_MAX_PATTERNS, PZ_QUANT_MAX_PATTERNS);
+                      field, max, max);
     if (strlen(e->valuestring) >= PZ_QUANT_PATTERN_LEN)
       return pz_error(PZ_ERR_CONFIG, "config %s: an entry of \"%s\" is longer than %d bytes", r->src, field,
                       PZ_QUANT_PATTERN_LEN - 1);
@@ -501,12 +501,12 @@ static pz_status parse_int4_group(const reader *r, const cJSON *q, bool top_form
   out->num_bits = 4;
   out->group_size = 32;
   PZ_CHECK(q_patterns(r, cJSON_GetObjectItemCaseSensitive(g, "targets"), "quantization_config.config_groups.*.targets",
-                      out->targets, &out->n_targets));
+                      out->targets, PZ_QUANT_MAX_PATTERNS, &out->n_targets));
   if (out->n_targets == 0)
     return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.config_groups.%s.targets is missing or empty", r->src,
                     g->string);
   return q_patterns(r, cJSON_GetObjectItemCaseSensitive(q, "ignore"), "quantization_config.ignore", out->ignore,
-                    &out->n_ignore);
+                    PZ_QUANT_MAX_IGNORE, &out->n_ignore);
 }
 
 static pz_status parse_quant(const reader *r, const cJSON *outer, pz_quant_config *out) {

@@ -16,7 +16,9 @@ typedef enum pz_wquant {
                       block_cols block (DeepSeek-V3, Kimi-K2); W8A16 */
 } pz_wquant;
 
-#define PZ_QUANT_MAX_PATTERNS 16   /* entries of targets / ignore */
+#define PZ_QUANT_MAX_PATTERNS 16   /* entries of targets */
+#define PZ_QUANT_MAX_IGNORE 256    /* entries of ignore (exports list every module they leave out by name: a
+                                    * small model's attention, shared experts, routers, lm_head) */
 #define PZ_QUANT_PATTERN_LEN 128   /* bytes of one entry, NUL included */
 
 /* quantization_config as far as prezero runs it. targets / ignore are compressed-tensors' module
@@ -30,7 +32,7 @@ typedef struct pz_quant_config {
   int64_t block_rows, block_cols;  /* FP8: weight_block_size, [128, 128] in DeepSeek-V3 */
   int n_targets, n_ignore;
   char targets[PZ_QUANT_MAX_PATTERNS][PZ_QUANT_PATTERN_LEN];
-  char ignore[PZ_QUANT_MAX_PATTERNS][PZ_QUANT_PATTERN_LEN];
+  char ignore[PZ_QUANT_MAX_IGNORE][PZ_QUANT_PATTERN_LEN];
 } pz_quant_config;
 
 /* The attention family of a layout. */
@@ -140,7 +142,8 @@ typedef struct pz_model_config {
  * with format "pack-quantized" and one config group whose weights are type "int", num_bits 4,
  * group_size 32, strategy "group", symmetric true, actorder null, not dynamic, and no
  * input/output activation quantisation; its targets and the top-level ignore list are kept
- * (at most PZ_QUANT_MAX_PATTERNS of PZ_QUANT_PATTERN_LEN - 1 bytes each; a "re:" pattern must
+ * (at most PZ_QUANT_MAX_PATTERNS targets and PZ_QUANT_MAX_IGNORE ignore entries of PZ_QUANT_PATTERN_LEN - 1
+ * bytes each; symmetric absent reads as true; the format may be given in the group; a "re:" pattern must
  * compile). Or quant_method "fp8" with fmt "e4m3" (when given) and weight_block_size
  * [rows, cols] (integers 1..65536). Anything else is PZ_ERR_CONFIG with one line naming the
  * unsupported field and value.
