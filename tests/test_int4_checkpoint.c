@@ -318,6 +318,8 @@ int main(void) {
       else snprintf(nm, sizeof nm, "%s", n0);
       add(&s, nm, q.e[i].dtype, q.e[i].ndim, q.e[i].shape, q.e[i].data);
     }
+    const float vb[4] = {1, 2, 3, 4}; /* a vision tower's bias beside the text model: not the text model's to refuse */
+    add(&s, "model.vision_tower.proj.bias", PZ_ST_F32, 1, (int64_t[]){4}, vb);
     write_ck("int4_lm_inner", cfg_int4, &s);
     int32_t ta[STEPS * M], tb2[STEPS * M];
     float la[M * V], lb2[M * V];

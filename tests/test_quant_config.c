@@ -144,6 +144,20 @@ int main(void) {
   expect_bad(ct("{\"num_bits\": \"4\", \"group_size\": 32, \"strategy\": \"group\"}", NULL), "not a number");
   expect_bad("{\"quant_method\": \"compressed-tensors\", \"format\": \"pack-quantized\", \"config_groups\": {\"g\": "
              "{\"targets\": [\"re:(?P<x>a)\"], \"weights\": " W_OK "}}}", "regular expression"); /* Python-only */
+  /* Escapes POSIX would read as something else: refused, not silently changed (JSON-escaped here). */
+  static const char *const changed[] = {"re:.*down_proj\\\\Z", "re:\\\\A.*experts.*", "re:.*[a\\\\-z].*",
+                                         "re:.*[\\\\^a].*", "re:.*[a\\\\]].*", "re:.*\\\\x41.*", "re:.*[\\\\D].*"};
+  for (size_t i = 0; i < sizeof changed / sizeof changed[0]; i++) {
+    char qq[600];
+    snprintf(qq, sizeof qq, "{\"quant_method\": \"compressed-tensors\", \"format\": \"pack-quantized\", \"config_groups\": "
+             "{\"g\": {\"targets\": [\"%s\"], \"weights\": " W_OK "}}}", changed[i]);
+    expect_bad(qq, "regular expression");
+  }
+  /* An escaped punctuation character inside brackets is itself; \b is glibc's word boundary, as Python's. */
+  CHECK_OK(parse_with("{\"quant_method\": \"compressed-tensors\", \"format\": \"pack-quantized\", \"config_groups\": "
+                      "{\"g\": {\"targets\": [\"re:.*experts[\\\\.]\\\\d+\\\\b.*\"], \"weights\": " W_OK "}}}", &c));
+  CHECK(pz_quant_applies(&c.quant, "model.layers.1.mlp.experts.3.up_proj") &&
+        !pz_quant_applies(&c.quant, "model.layers.1.mlp.expertsx3.up_proj"));
 
   /* FP8 blocks. */
   CHECK_OK(parse_with("{\"quant_method\": \"fp8\", \"fmt\": \"e4m3\", \"activation_scheme\": \"dynamic\", "

@@ -29,7 +29,7 @@ static void tune_usage(FILE *f) {
           "  on this GPU, and saves the table to the cache (PREZERO_CACHE_DIR, default ~/.cache/prezero),\n"
           "  where it takes precedence over the table built into the library. --only keeps the\n"
           "  'model/tp/gemm' labels containing TEXT, or any part of a comma list (e.g. sh_,mlp_).\n"
-          "  Prints one progress line per (shape, m). About 2-5 minutes on an H200.\n");
+          "  Prints one progress line per (shape, m). About 5 minutes on an H200.\n");
 }
 
 #ifdef PZ_HAVE_CUDA
@@ -242,7 +242,7 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
         const pz_tuner_entry *te = pz_tuner_lookup(pz_gemm_ctx_table(ctx), m, sh->n, sh->k);
         if (tune || !te) st = pz_tuner_tune(ctx, &pool, m, sh->n, sh->k, &me->e);
         else me->e = *te;
-        if (st == PZ_ERR_SHAPE) { /* a shape our GEMMs refuse (e.g. k not a multiple of 64): its callers take cuBLAS */
+        if (st == PZ_ERR_SHAPE) { /* a shape our split-K GEMMs refuse (n or k not a multiple of 64): no row */
           printf("%-22s m=%-3d n=%-5d k=%-5d skipped: %s\n", label, m, sh->n, sh->k, pz_last_error());
           cJSON *sk = cJSON_CreateObject();
           cJSON_AddStringToObject(sk, "label", label);
@@ -480,7 +480,7 @@ int pz_cmd_tune(int argc, char **argv) {
       pz_tuner_entry e;
       st = pz_tuner_tune(ctx, &pool, ms[mi], nk[u][0], nk[u][1], &e);
       done++;
-      if (st == PZ_ERR_SHAPE) { /* a shape this pool cannot time: say so, keep the rest (the heuristic serves it) */
+      if (st == PZ_ERR_SHAPE) { /* a shape our split-K GEMMs refuse (n or k not a multiple of 64): say so, keep the rest */
         printf("[%3d/%d] n=%-5d k=%-5d m=%-3d skipped: %s\n", done, total, nk[u][0], nk[u][1], ms[mi], pz_last_error());
         skipped++;
         st = PZ_OK;
@@ -501,7 +501,9 @@ int pz_cmd_tune(int argc, char **argv) {
     rc = 1;
   } else {
     printf("tuner table: %s\n", pz_gemm_ctx_table(ctx)->path);
-    if (skipped) printf("%d of %d (shape, m) skipped (see above); the heuristic serves them\n", skipped, total);
+    if (skipped)
+      printf("%d of %d (shape, m) skipped (see above): no split-K GEMM runs there (an MLP of that shape takes its fused "
+             "kernel, another GEMM the any-shape kernel)\n", skipped, total);
   }
   pz_tuner_pool_destroy(&pool);
   pz_gemm_ctx_destroy(ctx);

@@ -353,10 +353,12 @@ static pz_status get_int4_values(pz_checkpoint *ck, const char *name, const char
                     "[%lld, %lld] weight), got %s; the checkpoint does not match its config.json", ck->dir, full,
                     (long long)want[0], (long long)(want[1] / 8), (long long)want[0], (long long)want[1],
                     pz_st_dtype_name(w->dtype));
+  char wfull[600];
+  snprintf(wfull, sizeof wfull, "%s", full); /* weight_packed's name as stored */
   const pz_st_tensor *sc = ck_find(ck, sn, full, sizeof full);
   if (!sc)
-    return pz_error(PZ_ERR_NOT_FOUND, "checkpoint %s: INT4 tensor \"%s%s\" has no scales \"%s\"; pack-quantized weights need "
-                    "their weight_scale", ck->dir, ck->prefix, pn, full);
+    return pz_error(PZ_ERR_NOT_FOUND, "checkpoint %s: INT4 tensor \"%s\" has no scales \"%s\"; pack-quantized weights need "
+                    "their weight_scale", ck->dir, wfull, full);
   if (sc->dtype != PZ_ST_BF16)
     return pz_error(PZ_ERR_DTYPE, "checkpoint %s: \"%s\" is %s; prezero reads INT4 scales in BF16 (the dtype of the "
                     "published Kimi checkpoints), converting them would round them", ck->dir, full,
@@ -657,10 +659,14 @@ pz_status pz_checkpoint_plan(pz_checkpoint *ck, const pz_model_config *c, const 
    * config has attention_bias true, for example, and prezero's o_proj has none. Refused. */
   /* The same for the zero points and the column order of an INT4 layout that prezero's does not have
    * (asymmetric, actorder "group"), whatever the config says: the weights would be read wrongly. */
+  /* the text model's names: under ck->prefix, or "model.language_model." (its layers "layers.N.") */
+  const char *tp = ck->lm_inner ? "model.language_model." : ck->prefix;
+  const char *layers_fmt = ck->lm_inner ? "layers.%d." : "model.layers.%d.";
+  const size_t pl = strlen(tp);
   for (int k = 0; k < ck->n; k++) {
     const char *nm = ck->table[k]->name;
-    const size_t l = strlen(nm), pl = strlen(ck->prefix);
-    if (strncmp(nm, ck->prefix, pl)) continue;
+    const size_t l = strlen(nm);
+    if (strncmp(nm, tp, pl)) continue;
     const char *layout = l > 18 && !strcmp(nm + l - 18, ".weight_zero_point") ? "zero points (asymmetric INT4)"
                          : l > 13 && !strcmp(nm + l - 13, ".weight_g_idx")    ? "a column order (actorder)"
                                                                               : NULL;
@@ -673,10 +679,10 @@ pz_status pz_checkpoint_plan(pz_checkpoint *ck, const pz_model_config *c, const 
   }
   for (int k = 0; k < ck->n; k++) {
     const char *nm = ck->table[k]->name;
-    const size_t l = strlen(nm), pl = strlen(ck->prefix);
-    if (l < 5 || strcmp(nm + l - 5, ".bias") || strncmp(nm, ck->prefix, pl)) continue;
+    const size_t l = strlen(nm);
+    if (l < 5 || strcmp(nm + l - 5, ".bias") || strncmp(nm, tp, pl)) continue;
     int L = -1;
-    if (sscanf(nm + pl, "model.layers.%d.", &L) == 1 && (L < 0 || L >= g->info.n_layers)) continue; /* not run */
+    if (sscanf(nm + pl, layers_fmt, &L) == 1 && (L < 0 || L >= g->info.n_layers)) continue; /* not run */
     bool used = false;
     for (int i = 0; i < ck->n_plans && !used; i++)
       for (int j = 0; j < ck->plans[i].n_src && !used; j++) used = ck->plans[i].s[j].w == ck->table[k];

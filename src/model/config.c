@@ -285,10 +285,12 @@ static int64_t pattern_cost(const char *re, int64_t cap) {
 }
 
 /* Python's re syntax that POSIX extended regexes lack, rewritten: the classes \d \D \w \W \s \S (ASCII, as
- * the module names are) as bracket expressions, "(?:" as "(", and an escaped character inside a bracket
- * expression as itself (POSIX reads a backslash there literally). Anything else passes as it is, so
- * another Python-only construct ("(?P<", "\b", lookarounds) fails regcomp and is refused. false when out
- * (cap bytes) is too small or a negated class appears inside brackets. */
+ * the module names are) as bracket expressions, "(?:" as "(", and an escaped punctuation character inside a
+ * bracket expression as itself (POSIX reads a backslash there literally). false (refused) for what would
+ * otherwise change meaning in silence: a backslash before a letter or digit other than those classes and
+ * \b \B (\A \Z \n \x41 would match a letter in POSIX), an escaped ] - ^ or backslash inside brackets, a
+ * negated class inside brackets, or out (cap bytes) too small. Other Python-only syntax ("(?P<",
+ * lookarounds) fails regcomp and is refused there. */
 static bool py_re_to_posix(const char *re, char *out, size_t cap) {
   size_t o = 0;
   bool br = false; /* inside [...] */
@@ -306,6 +308,9 @@ static bool py_re_to_posix(const char *re, char *out, size_t cap) {
       const char *cls = n == 'd' || n == 'D' ? "0-9" : n == 'w' || n == 'W' ? "A-Za-z0-9_"
                         : n == 's' || n == 'S' ? "[:space:]" : NULL;
       const bool neg = n == 'D' || n == 'W' || n == 'S';
+      const bool alnum = (n >= 'a' && n <= 'z') || (n >= 'A' && n <= 'Z') || (n >= '0' && n <= '9');
+      if (!cls && alnum && (br || (n != 'b' && n != 'B'))) return false;
+      if (!cls && br && (n == ']' || n == '-' || n == '^' || n == '\\')) return false;
       c++;
       if (cls && br) {
         if (neg) return false;
@@ -451,8 +456,8 @@ static pz_status parse_int4_group(const reader *r, const cJSON *q, bool top_form
   snprintf(where, sizeof where, "quantization_config.config_groups.%s.", g->string);
   PZ_CHECK(check_duplicates(r, g, where));
   const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(g, "format");
-  if (cJSON_IsString(fmt) && strcmp(fmt->valuestring, "pack-quantized"))
-    return q_unsupported(r, "config_groups.format", fmt->valuestring, Q_SUPPORTED);
+  if (fmt && !cJSON_IsNull(fmt) && (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "pack-quantized")))
+    return q_unsupported(r, "config_groups.format", cJSON_IsString(fmt) ? fmt->valuestring : "not a string", Q_SUPPORTED);
   if (!top_format && !cJSON_IsString(fmt))
     return q_unsupported(r, "format", "missing (neither quantization_config.format nor the group's)", Q_SUPPORTED);
   const char *acts[] = {"input_activations", "output_activations"};

@@ -24,7 +24,8 @@ typedef enum pz_wquant {
 /* quantization_config as far as prezero runs it. targets / ignore are compressed-tensors' module
  * patterns: "Linear" (every Linear module), "re:REGEX" (Python re.match: anchored at the start
  * of the module name; read as a POSIX extended regex after Python's \d \D \w \W \s \S classes and "(?:"
- * groups are rewritten into it; other Python-only syntax is refused) or an exact module name. */
+ * groups are rewritten into it; escapes that would change meaning there (\A \Z \n, an escaped ] - ^ inside
+ * brackets) and other Python-only syntax are refused) or an exact module name. */
 typedef struct pz_quant_config {
   pz_wquant kind;
   int num_bits;                    /* INT4: 4 */
