@@ -232,6 +232,7 @@ static void bad(ents *q, const char *sub, const char *name, void (*f)(ent *), pz
 static void narrow(ent *e) { e->shape[1] -= 1; e->nbytes = (size_t)(e->shape[0] * e->shape[1]) * pz_st_dtype_size(e->dtype); }
 static void as_u32(ent *e) { e->dtype = PZ_ST_U32; }
 static void wrong_shape_value(ent *e) { ((int64_t *)e->data)[1] = 7; }
+static void nan_scale(ent *e) { ((uint16_t *)e->data)[5] = 0x7fc0; } /* a bf16 NaN in the scales */
 
 int main(void) {
   if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
@@ -342,6 +343,10 @@ int main(void) {
       "shared_experts.gate_proj.weight_packed");
   bad(&q, "e_wshape", "language_model.model.layers.1.mlp.shared_experts.up_proj.weight_shape", wrong_shape_value,
       PZ_ERR_SHAPE, "weight_shape");
+  bad(&q, "e_nan_scale", "language_model.model.layers.1.mlp.experts.4.gate_proj.weight_scale", nan_scale, PZ_ERR_IO,
+      "non-finite");
+  bad(&q, "e_sh_nan_scale", "language_model.model.layers.2.mlp.shared_experts.up_proj.weight_scale", nan_scale, PZ_ERR_IO,
+      "non-finite");
   bad(&q, "e_wshape_routed", "language_model.model.layers.1.mlp.experts.6.down_proj.weight_shape", wrong_shape_value,
       PZ_ERR_SHAPE, "experts.6.down_proj.weight_shape");
   bad(&q, "e_noshape_routed", "language_model.model.layers.2.mlp.experts.1.gate_proj.weight_shape", NULL, PZ_ERR_SHAPE,

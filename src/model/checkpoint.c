@@ -911,6 +911,27 @@ pz_status pz_checkpoint_fill_rows(void *user, const pz_tensor *t, int rank, int6
   /* Rows in parallel when the caller has bound a CPU pool (the CPU executor does), else serial. */
   pz_par_for(n_rows, 1 + 16384 / (w ? w : 1), fill_rows, &j);
   if (j.oom) return pz_error(PZ_ERR_OOM, "checkpoint: out of memory filling %s", t->name);
+  /* Quantised experts' scales (INT4 weight_scale bf16, FP8 weight_scale_inv f32), kept as stored, and weights
+   * dequantised here from INT4: a NaN or infinite scale would make weights non-finite and the tokens garbage;
+   * refused here, at load (the dequantised FP8 weights' block scales are checked when planned). A pass over
+   * 1/16 of the packed bytes, and over the (shared experts') dequantised weights. */
+  bool deq = false;
+  for (int i = 0; i < j.p->n_src; i++) deq |= j.p->s[i].qscale != NULL;
+  const bool bf = (deq || pz_name_ends_with(t->name, ".weight_scale")) && t->dtype == PZ_BF16;
+  const bool f32 = (deq || pz_name_ends_with(t->name, ".weight_scale_inv")) && t->dtype == PZ_F32;
+  if (bf || f32)
+    for (int64_t k = 0; k < n_rows * w; k++) {
+      uint32_t u;
+      if (bf) u = (uint32_t)((const uint16_t *)dst)[k] << 16;
+      else memcpy(&u, (const char *)dst + 4 * k, 4);
+      if ((u & 0x7f800000u) == 0x7f800000u) {
+        float v;
+        memcpy(&v, &u, 4);
+        return pz_error(PZ_ERR_IO, "checkpoint %s: %s%s (rank %d, element %lld of rows %lld..) is %g, from a non-finite "
+                        "INT4 / FP8 scale; the file is corrupt: re-download or re-quantize it", ck->dir,
+                        deq ? "the dequantised " : "a scale of ", t->name, rank, (long long)k, (long long)row0, (double)v);
+      }
+    }
   progress(ck, n_rows * w * (int64_t)pz_dtype_size(t->dtype));
   return PZ_OK;
 }

@@ -99,7 +99,8 @@ pz_status pz_checkpoint_plan(pz_checkpoint *ck, const pz_model_config *c, const 
  * (user = the checkpoint); any backend can call it to produce host tensors.
  * Shows a progress bar on stderr while loading when stderr is a terminal, or when the load has
  * taken more than 1 s (then as plain lines); PREZERO_PROGRESS=0 turns it off.
- * Errors: PZ_ERR_INVALID_ARG (t was not planned, or rank out of range). */
+ * Errors: PZ_ERR_INVALID_ARG (t was not planned, or rank out of range), PZ_ERR_IO (a NaN or infinite INT4 /
+ * FP8 expert scale, or a weight dequantised from one), PZ_ERR_OOM. */
 pz_status pz_checkpoint_fill(void *ck, const pz_tensor *t, int rank, void *dst);
 
 /* Local rows [row0, row0 + n_rows) of what pz_checkpoint_fill writes (a row = the last dim,
