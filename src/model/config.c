@@ -4,9 +4,9 @@
 #include "core/json_tail.h"
 #include "core/utf8.h"
 #include "model/config.h"
+#include "model/config_read.h"
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <regex.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,12 +26,7 @@ const char *pz_config_preset_names(void) {
   return buf;
 }
 
-typedef struct {
-  const cJSON *root;
-  const char *src;
-} reader;
-
-static pz_status type_err(const reader *r, const char *field, const char *want, const cJSON *it) {
+pz_status pz_cfg_type_err(const reader *r, const char *field, const char *want, const cJSON *it) {
   const char *got = cJSON_IsString(it) ? "a string" : cJSON_IsBool(it) ? "a boolean"
                   : cJSON_IsNull(it) ? "null" : cJSON_IsArray(it) ? "an array"
                   : cJSON_IsObject(it) ? "an object" : cJSON_IsNumber(it) ? "a number" : "invalid";
@@ -48,9 +43,9 @@ static pz_status get_int_in(const reader *r, const cJSON *obj, const char *key, 
     return PZ_OK;
   }
   if (cJSON_IsNull(it) && null_ok) { *v = 0; return PZ_OK; }
-  if (!cJSON_IsNumber(it)) return type_err(r, field, null_ok ? "an integer or null" : "an integer", it);
+  if (!cJSON_IsNumber(it)) return pz_cfg_type_err(r, field, null_ok ? "an integer or null" : "an integer", it);
   double d = it->valuedouble;
-  if (d != floor(d) || fabs(d) > 9.0e15) return type_err(r, field, "an integer", it);
+  if (d != floor(d) || fabs(d) > 9.0e15) return pz_cfg_type_err(r, field, "an integer", it);
   if ((int64_t)d < min)
     return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is %lld, must be >= %lld", r->src, field,
                     (long long)d, (long long)min);
@@ -77,7 +72,7 @@ static pz_status get_float_in(const reader *r, const cJSON *obj, const char *key
     if (required) return pz_error(PZ_ERR_CONFIG, "config %s: required field \"%s\" is missing", r->src, field);
     return PZ_OK;
   }
-  if (!cJSON_IsNumber(it)) return type_err(r, field, "a number", it);
+  if (!cJSON_IsNumber(it)) return pz_cfg_type_err(r, field, "a number", it);
   if (!isfinite((float)it->valuedouble)) /* 1e999 parses as inf; NaN logits would follow */
     return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is %g, must be a finite float", r->src, field,
                     it->valuedouble);
@@ -92,7 +87,7 @@ static pz_status get_float(const reader *r, const cJSON *obj, const char *field,
 static pz_status get_bool(const reader *r, const char *field, bool *v) {
   const cJSON *it = cJSON_GetObjectItemCaseSensitive(r->root, field);
   if (!it) return PZ_OK;
-  if (!cJSON_IsBool(it)) return type_err(r, field, "a boolean", it);
+  if (!cJSON_IsBool(it)) return pz_cfg_type_err(r, field, "a boolean", it);
   *v = cJSON_IsTrue(it);
   return PZ_OK;
 }
@@ -101,7 +96,7 @@ static pz_status get_bool(const reader *r, const char *field, bool *v) {
 static pz_status get_enum(const reader *r, const char *field, const char *const *names, int n, int *idx) {
   const cJSON *it = cJSON_GetObjectItemCaseSensitive(r->root, field);
   if (!it) return PZ_OK;
-  if (!cJSON_IsString(it)) return type_err(r, field, "a string", it);
+  if (!cJSON_IsString(it)) return pz_cfg_type_err(r, field, "a string", it);
   for (int i = 0; i < n; i++)
     if (!strcmp(it->valuestring, names[i])) { *idx = i; return PZ_OK; }
   char list[200] = "";
@@ -113,7 +108,6 @@ static pz_status get_enum(const reader *r, const char *field, const char *const 
                   it->valuestring, list);
 }
 
-static pz_status check_duplicates(const reader *r, const cJSON *obj, const char *where);
 
 /* The RoPE object of the config: rope_scaling, or transformers 5's rope_parameters (whose
  * rope_theta, when given, is read into *theta); not both. *obj is NULL when neither is an object
@@ -125,17 +119,17 @@ static pz_status rope_object(const reader *r, float *theta, const cJSON **obj, c
   *obj = *from = NULL;
   *name = "rope_scaling";
   if (rp && !cJSON_IsNull(rp)) {
-    if (!cJSON_IsObject(rp)) return type_err(r, "rope_parameters", "an object or null", rp);
+    if (!cJSON_IsObject(rp)) return pz_cfg_type_err(r, "rope_parameters", "an object or null", rp);
     if (rs && !cJSON_IsNull(rs))
       return pz_error(PZ_ERR_CONFIG, "config %s: fields \"rope_scaling\" and \"rope_parameters\" are both given; "
                       "give one", r->src);
-    PZ_CHECK(check_duplicates(r, rp, "rope_parameters."));
+    PZ_CHECK(pz_cfg_check_duplicates(r, rp, "rope_parameters."));
     PZ_CHECK(get_float_in(r, rp, "rope_theta", "rope_parameters.rope_theta", false, theta));
     rs = *from = rp;
     *name = "rope_parameters";
   }
   if (!rs || cJSON_IsNull(rs)) return PZ_OK;
-  if (!cJSON_IsObject(rs)) return type_err(r, *name, "an object or null", rs);
+  if (!cJSON_IsObject(rs)) return pz_cfg_type_err(r, *name, "an object or null", rs);
   *obj = rs;
   return PZ_OK;
 }
@@ -157,7 +151,7 @@ static pz_status parse_rope_scaling(const reader *r, pz_model_config *c) {
   const cJSON *ty = cJSON_GetObjectItemCaseSensitive(rs, "type");
   if (!ty) ty = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
   if (!ty) return pz_error(PZ_ERR_CONFIG, "config %s: required field \"%s\" is missing", r->src, f_type);
-  if (!cJSON_IsString(ty)) return type_err(r, f_type, "a string", ty);
+  if (!cJSON_IsString(ty)) return pz_cfg_type_err(r, f_type, "a string", ty);
   if (rp && !strcmp(ty->valuestring, "default")) return PZ_OK; /* plain RoPE at rope_theta */
   if (strcmp(ty->valuestring, "yarn"))
     return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is \"%s\", supported: yarn%s", r->src, f_type,
@@ -193,7 +187,7 @@ static pz_status parse_rope_scaling(const reader *r, pz_model_config *c) {
 
 /* A key given twice: cJSON reads the first, Python's json (transformers) the last; refuse rather
  * than silently disagree with the reference implementation. */
-static pz_status check_duplicates(const reader *r, const cJSON *obj, const char *where) {
+pz_status pz_cfg_check_duplicates(const reader *r, const cJSON *obj, const char *where) {
   for (const cJSON *a = obj->child; a; a = a->next)
     for (const cJSON *b = a->next; b; b = b->next)
       if (a->string && b->string && !strcmp(a->string, b->string))
@@ -201,360 +195,6 @@ static pz_status check_duplicates(const reader *r, const cJSON *obj, const char 
   return PZ_OK;
 }
 
-
-/* ------------------------------------------------------------------ quantization_config */
-
-/* An upper bound of the size glibc's regcomp gives an extended regex: it copies the operand of
- * `+` once and of `{n,m}` max(n, m) times more (regcomp.c duplicate_tree), nested repetitions
- * multiply, and a quantifier after a quantifier applies again. One unit per atom, bracket
- * expression or escape; alternatives and groups add up. "a++++...+" or "((a{9}){9}){9}" would take
- * gigabytes (found by fuzz_config); compressed-tensors' own patterns (".*mlp\\.(gate|up)_proj.*")
- * cost tens. Returns the bound, capped at cap + 1 once it exceeds cap. */
-#define PZ_QUANT_PATTERN_COST 4096
-static int64_t pattern_cost(const char *re, int64_t cap) {
-  int64_t total[PZ_QUANT_PATTERN_LEN + 2], last[PZ_QUANT_PATTERN_LEN + 2];
-  int d = 0;
-  total[0] = last[0] = 0;
-  for (const char *p = re; *p; p++) {
-    int64_t atom = -1, mul = 1;
-    if (*p == '\\') {
-      atom = 1;
-      if (p[1]) p++;
-    } else if (*p == '[') { /* bracket expression: one atom; ']' first (after an optional '^') is literal */
-      const char *q = p + 1;
-      if (*q == '^') q++;
-      if (*q == ']') q++;
-      while (*q && *q != ']') q++;
-      p = *q ? q : q - 1;
-      atom = 1;
-    } else if (*p == '(') {
-      if (d + 1 >= PZ_QUANT_PATTERN_LEN + 2) return cap + 1;
-      total[d] += last[d];
-      last[d] = 0;
-      d++;
-      total[d] = last[d] = 0;
-      continue;
-    } else if (*p == ')') {
-      if (d == 0) { atom = 1; } /* unbalanced: regcomp refuses it */
-      else {
-        atom = total[d] + last[d] + 1;
-        d--;
-      }
-    } else if (*p == '|') {
-      total[d] += last[d];
-      last[d] = 0;
-      continue;
-    } else if (*p == '+') {
-      mul = 2;
-    } else if (*p == '*' || *p == '?') {
-      mul = 1;
-    } else if (*p == '{' && p[1] >= '0' && p[1] <= '9') {
-      int64_t a = 0, b = -1;
-      const char *q = p + 1;
-      while (*q >= '0' && *q <= '9' && a <= cap) a = a * 10 + (*q++ - '0');
-      if (*q == ',') {
-        q++;
-        if (*q >= '0' && *q <= '9') {
-          b = 0;
-          while (*q >= '0' && *q <= '9' && b <= cap) b = b * 10 + (*q++ - '0');
-        }
-      }
-      if (*q == '}') {
-        mul = (b > a ? b : a) + 1;
-        p = q;
-      } else {
-        atom = 1; /* not an interval: a literal '{' */
-      }
-    } else {
-      atom = 1;
-    }
-    if (atom >= 0) {
-      total[d] += last[d];
-      last[d] = atom;
-    } else {
-      last[d] = last[d] * mul + 1;
-    }
-    if (last[d] > cap || total[d] > cap) return cap + 1;
-  }
-  int64_t c = total[d] + last[d];
-  while (d > 0) { /* unclosed groups: regcomp refuses them; count them in anyway */
-    d--;
-    c += total[d] + last[d];
-  }
-  return c > cap ? cap + 1 : c;
-}
-
-/* Python's re syntax that POSIX extended regexes lack, rewritten: the classes \d \D \w \W \s \S (ASCII, as
- * the module names are) as bracket expressions, "(?:" as "(", and an escaped punctuation character inside a
- * bracket expression as itself (POSIX reads a backslash there literally). false (refused) for what would
- * otherwise change meaning in silence: a backslash before a letter or digit other than those classes and
- * \b \B (\A \Z \n \x41 would match a letter in POSIX), an escaped ] - ^ or backslash inside brackets, a
- * negated class inside brackets, or out (cap bytes) too small. Other Python-only syntax ("(?P<",
- * lookarounds) fails regcomp and is refused there. */
-static bool py_re_to_posix(const char *re, char *out, size_t cap) {
-  size_t o = 0;
-  bool br = false; /* inside [...] */
-#define PUT(str)                                  \
-  do {                                            \
-    const char *s_ = (str);                       \
-    size_t l_ = strlen(s_);                       \
-    if (o + l_ + 1 > cap) return false;           \
-    memcpy(out + o, s_, l_);                      \
-    o += l_;                                      \
-  } while (0)
-  for (const char *c = re; *c; c++) {
-    if (*c == '\\' && c[1]) {
-      const char n = c[1];
-      const char *cls = n == 'd' || n == 'D' ? "0-9" : n == 'w' || n == 'W' ? "A-Za-z0-9_"
-                        : n == 's' || n == 'S' ? "[:space:]" : NULL;
-      const bool neg = n == 'D' || n == 'W' || n == 'S';
-      const bool alnum = (n >= 'a' && n <= 'z') || (n >= 'A' && n <= 'Z') || (n >= '0' && n <= '9');
-      if (!cls && alnum && (br || (n != 'b' && n != 'B'))) return false;
-      if (!cls && br && (n == ']' || n == '-' || n == '^' || n == '\\')) return false;
-      c++;
-      if (cls && br) {
-        if (neg) return false;
-        PUT(cls);
-      } else if (cls) {
-        PUT(neg ? "[^" : "[");
-        PUT(cls);
-        PUT("]");
-      } else if (br) {
-        const char ch[2] = {n, 0};
-        PUT(ch);
-      } else {
-        const char esc[3] = {'\\', n, 0};
-        PUT(esc);
-      }
-      continue;
-    }
-    if (!br && c[0] == '(' && c[1] == '?' && c[2] == ':') {
-      PUT("(");
-      c += 2;
-      continue;
-    }
-    if (!br && *c == '[') {
-      br = true;
-      PUT("[");
-      if (c[1] == '^') {
-        PUT("^");
-        c++;
-      }
-      if (c[1] == ']') { /* a leading ] is literal */
-        PUT("]");
-        c++;
-      }
-      continue;
-    }
-    if (br && *c == ']') br = false;
-    const char ch[2] = {*c, 0};
-    PUT(ch);
-  }
-#undef PUT
-  out[o] = 0;
-  return true;
-}
-
-static bool compile_pattern(const char *re, regex_t *out) {
-  char posix[PZ_QUANT_PATTERN_LEN * 8], buf[PZ_QUANT_PATTERN_LEN * 8 + 8];
-  if (pattern_cost(re, PZ_QUANT_PATTERN_COST) > PZ_QUANT_PATTERN_COST) return false;
-  if (!py_re_to_posix(re, posix, sizeof posix)) return false;
-  snprintf(buf, sizeof buf, "^(%s)", posix); /* Python re.match anchors at the start only */
-  return regcomp(out, buf, REG_EXTENDED | REG_NOSUB) == 0;
-}
-
-static bool pattern_matches(const char *pat, const char *module) {
-  if (!strncmp(pat, "re:", 3)) {
-    regex_t rx;
-    if (!compile_pattern(pat + 3, &rx)) return false;
-    bool hit = regexec(&rx, module, 0, NULL, 0) == 0;
-    regfree(&rx);
-    return hit;
-  }
-  return !strcmp(pat, "Linear") || !strcmp(pat, module);
-}
-
-bool pz_quant_applies(const pz_quant_config *q, const char *module) {
-  if (!q || !module || q->kind == PZ_WQ_NONE) return false;
-  if (q->kind == PZ_WQ_FP8) return true;
-  bool hit = false;
-  for (int i = 0; i < q->n_targets && !hit; i++) hit = pattern_matches(q->targets[i], module);
-  for (int i = 0; i < q->n_ignore && hit; i++)
-    if (strcmp(q->ignore[i], "Linear") && pattern_matches(q->ignore[i], module)) hit = false;
-  return hit;
-}
-
-const char *pz_wquant_name(pz_wquant k) { return k == PZ_WQ_INT4 ? "int4" : k == PZ_WQ_FP8 ? "fp8" : "bf16"; }
-
-void pz_quant_config_synthetic(pz_wquant kind, pz_quant_config *q) {
-  memset(q, 0, sizeof *q);
-  q->kind = kind;
-  if (kind == PZ_WQ_INT4) {
-    q->num_bits = 4;
-    q->group_size = 32;
-    q->n_targets = 1;
-    snprintf(q->targets[0], PZ_QUANT_PATTERN_LEN, "Linear");
-    static const char *const ig[] = {"re:.*lm_head.*", "re:.*self_attn.*", "re:.*shared_experts.*",
-                                     "re:.*mlp\\.(gate|up|gate_up|down)_proj.*"};
-    q->n_ignore = 4;
-    for (int i = 0; i < 4; i++) snprintf(q->ignore[i], PZ_QUANT_PATTERN_LEN, "%s", ig[i]);
-  } else if (kind == PZ_WQ_FP8) {
-    q->block_rows = q->block_cols = 128;
-  }
-}
-
-static pz_status q_unsupported(const reader *r, const char *field, const char *got, const char *supported) {
-  return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.%s is %s, which prezero does not support (%s)", r->src,
-                  field, got, supported);
-}
-
-/* A list of pattern strings into dst[max]. */
-static pz_status q_patterns(const reader *r, const cJSON *arr, const char *field, char (*dst)[PZ_QUANT_PATTERN_LEN],
-                            int max, int *n) {
-  *n = 0;
-  if (!arr || cJSON_IsNull(arr)) return PZ_OK;
-  if (!cJSON_IsArray(arr)) return type_err(r, field, "a list of strings", arr);
-  for (const cJSON *e = arr->child; e; e = e->next) {
-    if (!cJSON_IsString(e)) return type_err(r, field, "a list of strings", e);
-    if (*n >= max)
-      return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" has more than %d entries; prezero keeps at most %d", r->src,
-                      field, max, max);
-    if (strlen(e->valuestring) >= PZ_QUANT_PATTERN_LEN)
-      return pz_error(PZ_ERR_CONFIG, "config %s: an entry of \"%s\" is longer than %d bytes", r->src, field,
-                      PZ_QUANT_PATTERN_LEN - 1);
-    if (!strncmp(e->valuestring, "re:", 3)) {
-      regex_t rx;
-      if (pattern_cost(e->valuestring + 3, PZ_QUANT_PATTERN_COST) > PZ_QUANT_PATTERN_COST)
-        return pz_error(PZ_ERR_CONFIG, "config %s: \"%s\" entry \"%s\" repeats too much (its repetitions would expand "
-                        "past %d units when compiled); write the pattern without nested or stacked repeats",
-                        r->src, field, e->valuestring, PZ_QUANT_PATTERN_COST);
-      if (!compile_pattern(e->valuestring + 3, &rx))
-        return pz_error(PZ_ERR_CONFIG, "config %s: \"%s\" entry \"%s\" is not a regular expression prezero can read",
-                        r->src, field, e->valuestring);
-      regfree(&rx);
-    }
-    snprintf(dst[(*n)++], PZ_QUANT_PATTERN_LEN, "%s", e->valuestring);
-  }
-  return PZ_OK;
-}
-
-#define Q_SUPPORTED "compressed-tensors pack-quantized INT4 (num_bits 4, group_size 32, symmetric, strategy \"group\") " \
-                    "or fp8 with weight_block_size"
-
-static pz_status parse_int4_group(const reader *r, const cJSON *q, bool top_format, pz_quant_config *out) {
-  const cJSON *groups = cJSON_GetObjectItemCaseSensitive(q, "config_groups");
-  if (!cJSON_IsObject(groups) || !groups->child)
-    return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.config_groups is missing or empty; %s needs one group",
-                    r->src, "compressed-tensors");
-  PZ_CHECK(check_duplicates(r, groups, "quantization_config.config_groups."));
-  if (groups->child->next)
-    return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.config_groups has more than one group, which prezero "
-                    "does not support (one INT4 group)", r->src);
-  const cJSON *g = groups->child;
-  char where[160];
-  if (!cJSON_IsObject(g)) return type_err(r, "quantization_config.config_groups.*", "an object", g);
-  snprintf(where, sizeof where, "quantization_config.config_groups.%s.", g->string);
-  PZ_CHECK(check_duplicates(r, g, where));
-  const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(g, "format");
-  if (fmt && !cJSON_IsNull(fmt) && (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "pack-quantized")))
-    return q_unsupported(r, "config_groups.format", cJSON_IsString(fmt) ? fmt->valuestring : "not a string", Q_SUPPORTED);
-  if (!top_format && !cJSON_IsString(fmt))
-    return q_unsupported(r, "format", "missing (neither quantization_config.format nor the group's)", Q_SUPPORTED);
-  const char *acts[] = {"input_activations", "output_activations"};
-  for (int i = 0; i < 2; i++) {
-    const cJSON *a = cJSON_GetObjectItemCaseSensitive(g, acts[i]);
-    if (a && !cJSON_IsNull(a)) {
-      snprintf(where, sizeof where, "config_groups.%s.%s", g->string, acts[i]);
-      return q_unsupported(r, where, "set", "weight-only quantisation: W4A16, activations stay bf16");
-    }
-  }
-  const cJSON *w = cJSON_GetObjectItemCaseSensitive(g, "weights");
-  if (!cJSON_IsObject(w))
-    return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.config_groups.%s.weights is missing", r->src, g->string);
-  snprintf(where, sizeof where, "quantization_config.config_groups.%s.weights.", g->string);
-  PZ_CHECK(check_duplicates(r, w, where));
-  const cJSON *ty = cJSON_GetObjectItemCaseSensitive(w, "type");
-  if (ty && !(cJSON_IsString(ty) && !strcmp(ty->valuestring, "int")))
-    return q_unsupported(r, "weights.type", cJSON_IsString(ty) ? ty->valuestring : "not a string", Q_SUPPORTED);
-  const cJSON *nb = cJSON_GetObjectItemCaseSensitive(w, "num_bits");
-  if (!cJSON_IsNumber(nb) || nb->valuedouble != 4) {
-    char got[64];
-    snprintf(got, sizeof got, cJSON_IsNumber(nb) ? "%g" : nb ? "not a number" : "missing",
-             cJSON_IsNumber(nb) ? nb->valuedouble : 0.0);
-    return q_unsupported(r, "weights.num_bits", got, "num_bits 4");
-  }
-  const cJSON *gs = cJSON_GetObjectItemCaseSensitive(w, "group_size");
-  if (!cJSON_IsNumber(gs) || gs->valuedouble != 32) {
-    char got[64];
-    snprintf(got, sizeof got, cJSON_IsNumber(gs) ? "%g" : "missing or null", cJSON_IsNumber(gs) ? gs->valuedouble : 0.0);
-    return q_unsupported(r, "weights.group_size", got, "group_size 32");
-  }
-  const cJSON *stg = cJSON_GetObjectItemCaseSensitive(w, "strategy");
-  if (!cJSON_IsString(stg) || strcmp(stg->valuestring, "group"))
-    return q_unsupported(r, "weights.strategy", cJSON_IsString(stg) ? stg->valuestring : "missing", "strategy \"group\"");
-  const cJSON *sym = cJSON_GetObjectItemCaseSensitive(w, "symmetric");
-  if (sym && !cJSON_IsTrue(sym)) /* absent: compressed-tensors' default, symmetric */
-    return q_unsupported(r, "weights.symmetric", "not true", "symmetric INT4 (no zero points)");
-  const cJSON *ao = cJSON_GetObjectItemCaseSensitive(w, "actorder");
-  if (ao && !cJSON_IsNull(ao) && !cJSON_IsFalse(ao))
-    return q_unsupported(r, "weights.actorder", cJSON_IsString(ao) ? ao->valuestring : "set",
-                         "actorder null: columns in their natural order");
-  const cJSON *dyn = cJSON_GetObjectItemCaseSensitive(w, "dynamic");
-  if (dyn && !cJSON_IsFalse(dyn) && !cJSON_IsNull(dyn))
-    return q_unsupported(r, "weights.dynamic", "set", "static weight scales");
-  out->kind = PZ_WQ_INT4;
-  out->num_bits = 4;
-  out->group_size = 32;
-  PZ_CHECK(q_patterns(r, cJSON_GetObjectItemCaseSensitive(g, "targets"), "quantization_config.config_groups.*.targets",
-                      out->targets, PZ_QUANT_MAX_PATTERNS, &out->n_targets));
-  if (out->n_targets == 0)
-    return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.config_groups.%s.targets is missing or empty", r->src,
-                    g->string);
-  return q_patterns(r, cJSON_GetObjectItemCaseSensitive(q, "ignore"), "quantization_config.ignore", out->ignore,
-                    PZ_QUANT_MAX_IGNORE, &out->n_ignore);
-}
-
-static pz_status parse_quant(const reader *r, const cJSON *outer, pz_quant_config *out) {
-  memset(out, 0, sizeof *out);
-  const cJSON *q = cJSON_GetObjectItemCaseSensitive(r->root, "quantization_config");
-  if (!q && outer) q = cJSON_GetObjectItemCaseSensitive(outer, "quantization_config");
-  if (!q || cJSON_IsNull(q)) return PZ_OK;
-  if (!cJSON_IsObject(q)) return type_err(r, "quantization_config", "an object", q);
-  PZ_CHECK(check_duplicates(r, q, "quantization_config."));
-  const cJSON *m = cJSON_GetObjectItemCaseSensitive(q, "quant_method");
-  if (!cJSON_IsString(m))
-    return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.quant_method is missing; supported: %s", r->src,
-                    Q_SUPPORTED);
-  if (!strcmp(m->valuestring, "compressed-tensors")) {
-    /* the format at the top, or (compressed-tensors allows either) only in the group */
-    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(q, "format");
-    if (fmt && !cJSON_IsNull(fmt) && (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "pack-quantized")))
-      return q_unsupported(r, "format", cJSON_IsString(fmt) ? fmt->valuestring : "not a string", Q_SUPPORTED);
-    const cJSON *kv = cJSON_GetObjectItemCaseSensitive(q, "kv_cache_scheme");
-    if (kv && !cJSON_IsNull(kv)) return q_unsupported(r, "kv_cache_scheme", "set", "a bf16 KV cache");
-    return parse_int4_group(r, q, cJSON_IsString(fmt), out);
-  }
-  if (!strcmp(m->valuestring, "fp8")) {
-    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(q, "fmt");
-    if (fmt && !(cJSON_IsString(fmt) && !strcmp(fmt->valuestring, "e4m3")))
-      return q_unsupported(r, "fmt", cJSON_IsString(fmt) ? fmt->valuestring : "not a string", "fp8 fmt \"e4m3\"");
-    const cJSON *bs = cJSON_GetObjectItemCaseSensitive(q, "weight_block_size");
-    if (!bs || cJSON_IsNull(bs)) return q_unsupported(r, "weight_block_size", "missing (per-tensor FP8)", Q_SUPPORTED);
-    const cJSON *a = cJSON_IsArray(bs) && cJSON_GetArraySize(bs) == 2 ? cJSON_GetArrayItem(bs, 0) : NULL;
-    const cJSON *b = a ? cJSON_GetArrayItem(bs, 1) : NULL;
-    if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b) || a->valuedouble < 1 || b->valuedouble < 1 || a->valuedouble > 65536 ||
-        b->valuedouble > 65536 || a->valuedouble != floor(a->valuedouble) || b->valuedouble != floor(b->valuedouble))
-      return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.weight_block_size must be [rows, cols], integers "
-                      "1..65536", r->src);
-    out->kind = PZ_WQ_FP8;
-    out->block_rows = (int64_t)a->valuedouble;
-    out->block_cols = (int64_t)b->valuedouble;
-    return PZ_OK;
-  }
-  char got[96];
-  snprintf(got, sizeof got, "\"%.80s\"", m->valuestring);
-  return q_unsupported(r, "quant_method", got, Q_SUPPORTED);
-}
 
 /* Defaults of transformers' DeepseekV3Config (also taken for kimi_k2, the same layout) and
  * DeepseekV2Config (transformers 5.24): save_pretrained writes only the fields that differ from
@@ -758,7 +398,7 @@ static pz_status parse_gqa_rope(const reader *r, gqa_family fam, pz_model_config
   const cJSON *legacy = cJSON_GetObjectItemCaseSensitive(rs, "type");
   if (!ty) ty = legacy;
   if (!ty) return pz_error(PZ_ERR_CONFIG, "config %s: required field \"%s\" is missing", r->src, f_type);
-  if (!cJSON_IsString(ty)) return type_err(r, f_type, "a string", ty);
+  if (!cJSON_IsString(ty)) return pz_cfg_type_err(r, f_type, "a string", ty);
   if (legacy && ty != legacy && !(cJSON_IsString(legacy) && !strcmp(legacy->valuestring, ty->valuestring)))
     return pz_error(PZ_ERR_CONFIG, "config %s: fields \"%s\" and \"%s.type\" disagree", r->src, f_type, name);
   if (!strcmp(ty->valuestring, "default")) return PZ_OK;
@@ -788,10 +428,10 @@ static pz_status parse_mlp_only(const reader *r, pz_model_config *c) {
   const cJSON *a = cJSON_GetObjectItemCaseSensitive(r->root, "mlp_only_layers");
   c->n_mlp_only = 0;
   if (!a || cJSON_IsNull(a)) return PZ_OK;
-  if (!cJSON_IsArray(a)) return type_err(r, "mlp_only_layers", "a list of layer indices", a);
+  if (!cJSON_IsArray(a)) return pz_cfg_type_err(r, "mlp_only_layers", "a list of layer indices", a);
   for (const cJSON *e = a->child; e; e = e->next) {
     if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble))
-      return type_err(r, "mlp_only_layers", "a list of integer layer indices", e);
+      return pz_cfg_type_err(r, "mlp_only_layers", "a list of integer layer indices", e);
     if (c->n_mlp_only >= PZ_CONFIG_MAX_MLP_ONLY)
       return pz_error(PZ_ERR_CONFIG, "config %s: field \"mlp_only_layers\" has more than %d entries; prezero keeps at "
                       "most %d", r->src, PZ_CONFIG_MAX_MLP_ONLY, PZ_CONFIG_MAX_MLP_ONLY);
@@ -821,7 +461,7 @@ static pz_status check_full_attention(const reader *r, gqa_family fam, const pz_
   }
   const cJSON *lt = cJSON_GetObjectItemCaseSensitive(r->root, "layer_types");
   if (lt && !cJSON_IsNull(lt)) {
-    if (!cJSON_IsArray(lt)) return type_err(r, "layer_types", "a list of strings", lt);
+    if (!cJSON_IsArray(lt)) return pz_cfg_type_err(r, "layer_types", "a list of strings", lt);
     for (const cJSON *e = lt->child; e; e = e->next)
       if (!cJSON_IsString(e) || strcmp(e->valuestring, "full_attention"))
         return pz_error(PZ_ERR_CONFIG, "config %s: field \"layer_types\" has an entry other than \"full_attention\"; "
@@ -934,9 +574,9 @@ static const char *model_type_of(const cJSON *root, const cJSON *outer) {
 
 static pz_status parse_root(const reader *r, const cJSON *outer, pz_model_config *c) {
   if (!cJSON_IsObject(r->root)) return pz_error(PZ_ERR_CONFIG, "config %s: top level must be a JSON object", r->src);
-  PZ_CHECK(check_duplicates(r, r->root, ""));
+  PZ_CHECK(pz_cfg_check_duplicates(r, r->root, ""));
   const cJSON *rs = cJSON_GetObjectItemCaseSensitive(r->root, "rope_scaling");
-  if (cJSON_IsObject(rs)) PZ_CHECK(check_duplicates(r, rs, "rope_scaling."));
+  if (cJSON_IsObject(rs)) PZ_CHECK(pz_cfg_check_duplicates(r, rs, "rope_scaling."));
   const char *mt = model_type_of(r->root, outer);
   snprintf(c->model_type, sizeof c->model_type, "%s", mt ? mt : "");
   int fam = mt ? gqa_family_of(mt) : -1;
@@ -1027,14 +667,14 @@ pz_status pz_config_parse(const char *json, size_t len, const char *source, pz_m
   const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "text_config");
   if (tc) {
     if (!cJSON_IsObject(tc)) {
-      pz_status st = type_err(&r, "text_config", "an object", tc);
+      pz_status st = pz_cfg_type_err(&r, "text_config", "an object", tc);
       cJSON_Delete(root);
       return st;
     }
     r.root = tc;
   }
   pz_status st = parse_root(&r, tc ? root : NULL, out);
-  if (st == PZ_OK) st = parse_quant(&r, tc ? root : NULL, &out->quant);
+  if (st == PZ_OK) st = pz_cfg_parse_quant(&r, tc ? root : NULL, &out->quant);
   if (st == PZ_OK) {
     out->text_config = tc != NULL;
     const char *mt = model_type_of(r.root, tc ? root : NULL);

@@ -1,0 +1,26 @@
+/* The config.json reader's shared pieces (internal to src/model/: config.c and quant_config.c). */
+#ifndef PZ_MODEL_CONFIG_READ_H
+#define PZ_MODEL_CONFIG_READ_H
+#include <cjson/cJSON.h>
+#include "core/status.h"
+#include "model/config.h"
+
+/* The parsed document and its name for messages. */
+typedef struct {
+  const cJSON *root;
+  const char *src;
+} reader;
+
+/* PZ_ERR_CONFIG naming field, what it must be and what it is (one line). */
+pz_status pz_cfg_type_err(const reader *r, const char *field, const char *want, const cJSON *it);
+
+/* A key given twice in obj: cJSON reads the first, Python's json (transformers) the last; refused
+ * (PZ_ERR_CONFIG naming where + the key) rather than silently disagreeing with the reference. */
+pz_status pz_cfg_check_duplicates(const reader *r, const cJSON *obj, const char *where);
+
+/* quantization_config of r's root (or of outer, the text_config wrapper's object, when the root has
+ * none) into out (zeroed first; kind PZ_WQ_NONE when absent or null). Errors: PZ_ERR_CONFIG, one line
+ * naming the unsupported field and what is supported (model/config.h pz_config_parse). */
+pz_status pz_cfg_parse_quant(const reader *r, const cJSON *outer, pz_quant_config *out);
+
+#endif
