@@ -319,6 +319,12 @@ static void shape_str(char *buf, size_t cap, int nd, const int64_t *ne) {
   if (o < cap) snprintf(buf + o, cap - o, "]");
 }
 
+/* INT4 scales must be BF16: another dtype would be rounded on the way in. */
+static pz_status int4_scale_dtype_err(const pz_checkpoint *ck, const char *full, const pz_st_tensor *sc) {
+  return pz_error(PZ_ERR_DTYPE, "checkpoint %s: \"%s\" is %s; prezero reads INT4 scales in BF16 (the dtype of the "
+                  "published Kimi checkpoints), converting them would round them", ck->dir, full, pz_st_dtype_name(sc->dtype));
+}
+
 /* "X.weight_shape" (shn) of a pack-quantized tensor: present, an I64 or I32 [2] holding [rows, cols]. */
 static pz_status check_weight_shape(const pz_checkpoint *ck, const char *shn, int64_t rows, int64_t cols) {
   char full[600];
@@ -359,10 +365,7 @@ static pz_status get_int4_values(pz_checkpoint *ck, const char *name, const char
   if (!sc)
     return pz_error(PZ_ERR_NOT_FOUND, "checkpoint %s: INT4 tensor \"%s\" has no scales \"%s\"; pack-quantized weights need "
                     "their weight_scale", ck->dir, wfull, full);
-  if (sc->dtype != PZ_ST_BF16)
-    return pz_error(PZ_ERR_DTYPE, "checkpoint %s: \"%s\" is %s; prezero reads INT4 scales in BF16 (the dtype of the "
-                    "published Kimi checkpoints), converting them would round them", ck->dir, full,
-                    pz_st_dtype_name(sc->dtype));
+  if (sc->dtype != PZ_ST_BF16) return int4_scale_dtype_err(ck, full, sc);
   if (sc->ndim != 2 || sc->shape[0] != want[0] || sc->shape[1] < 1 || want[1] % sc->shape[1] ||
       (want[1] / sc->shape[1]) % 8)
     return pz_error(PZ_ERR_SHAPE, "checkpoint %s: \"%s\" must be BF16 [%lld, %lld / group] with a group a multiple of 8; "
@@ -409,9 +412,7 @@ static pz_status get_src(pz_checkpoint *ck, const char *name, const char *for_t,
                     "not match its config.json", ck->dir, full, a, b);
   }
   if (nl > 13 && !strcmp(name + nl - 13, ".weight_scale") && w->dtype != PZ_ST_BF16) /* as get_int4_values */
-    return pz_error(PZ_ERR_DTYPE, "checkpoint %s: \"%s\" is %s; prezero reads INT4 scales in BF16 (the dtype of the "
-                    "published Kimi checkpoints), converting them would round them", ck->dir, full,
-                    pz_st_dtype_name(w->dtype));
+    return int4_scale_dtype_err(ck, full, w);
   memset(s, 0, sizeof *s);
   s->w = w;
   s->cols = nd ? want[nd - 1] : 1;
