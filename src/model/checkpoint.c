@@ -810,7 +810,31 @@ typedef struct fill_job {
   int64_t row0;                /* local row of dst's first row */
   void *dst;
   int oom;                     /* set (to 1 only) by a worker whose scratch allocation failed */
+  int scan;                    /* 0, or the finite check of the rows written: 1 bf16, 2 f32 (pz_checkpoint_fill_rows) */
+  int64_t bad;                 /* the first non-finite element of dst (lowest index), or -1 */
 } fill_job;
+
+/* The f32 bits of element k of a scanned dst (scan 1: bf16, 2: f32). */
+static uint32_t elem_bits(const void *dst, int scan, int64_t k) {
+  uint32_t u;
+  if (scan == 1) u = (uint32_t)((const uint16_t *)dst)[k] << 16;
+  else memcpy(&u, (const char *)dst + 4 * k, 4);
+  return u;
+}
+
+/* The finite check of dst's rows [lo, hi) of a job with scan set, done by the worker that has just
+ * written them: the lowest non-finite element goes into j->bad (an atomic minimum across workers). */
+static void scan_rows(fill_job *j, int64_t lo, int64_t hi) {
+  const int64_t w = j->t->ne[j->t->ndim - 1];
+  for (int64_t k = lo * w; k < hi * w; k++) {
+    if ((elem_bits(j->dst, j->scan, k) & 0x7f800000u) != 0x7f800000u) continue;
+    int64_t cur = __atomic_load_n(&j->bad, __ATOMIC_RELAXED);
+    while ((cur < 0 || k < cur) &&
+           !__atomic_compare_exchange_n(&j->bad, &cur, k, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+    return;
+  }
+}
 
 /* Element (2-D: row) lr of a PLAN_QKV / PLAN_GATE_UP tensor on `rank`: its source, the source's
  * row (element) and how many of the following local ones continue it contiguously (*left). */
@@ -867,6 +891,7 @@ static void fill_rows(void *va, int64_t lo, int64_t hi) {
   if (p->kind == PLAN_QKV || p->kind == PLAN_GATE_UP) {
     fill_stacked(j, lo, hi, tmp);
     free(tmp);
+    if (j->scan) scan_rows(j, lo, hi);
     return;
   }
   for (int64_t i = lo; i < hi; i++) {
@@ -894,6 +919,7 @@ static void fill_rows(void *va, int64_t lo, int64_t hi) {
     read_row(j->ck, s, sr, c0, w, t->dtype, (char *)j->dst + (size_t)(i * w) * esz, tmp);
   }
   free(tmp);
+  if (j->scan) scan_rows(j, lo, hi);
 }
 
 pz_status pz_checkpoint_fill_rows(void *user, const pz_tensor *t, int rank, int64_t row0, int64_t n_rows, void *dst) {
@@ -908,31 +934,26 @@ pz_status pz_checkpoint_fill_rows(void *user, const pz_tensor *t, int rank, int6
   if (row0 < 0 || n_rows < 0 || row0 + n_rows > rows)
     return pz_error(PZ_ERR_INVALID_ARG, "pz_checkpoint_fill: rows %lld..%lld of %s are outside 0..%lld", (long long)row0,
                     (long long)(row0 + n_rows), t->name, (long long)rows);
-  fill_job j = {.ck = ck, .p = &ck->plans[t->id], .t = t, .rank = rank, .row0 = row0, .dst = dst};
+  fill_job j = {.ck = ck, .p = &ck->plans[t->id], .t = t, .rank = rank, .row0 = row0, .dst = dst, .bad = -1};
+  /* Quantised experts' scales (INT4 weight_scale bf16, FP8 weight_scale_inv f32), kept as stored, and weights
+   * dequantised here from INT4: a NaN or infinite scale would make weights non-finite and the tokens garbage;
+   * refused here, at load (the dequantised FP8 weights' block scales are checked when planned). Each worker
+   * checks the rows it has just written: 1/16 of the packed bytes, and the (shared experts') dequantised weights. */
+  bool deq = false;
+  for (int i = 0; i < j.p->n_src; i++) deq |= j.p->s[i].qscale != NULL;
+  if ((deq || pz_name_ends_with(t->name, ".weight_scale")) && t->dtype == PZ_BF16) j.scan = 1;
+  if ((deq || pz_name_ends_with(t->name, ".weight_scale_inv")) && t->dtype == PZ_F32) j.scan = 2;
   /* Rows in parallel when the caller has bound a CPU pool (the CPU executor does), else serial. */
   pz_par_for(n_rows, 1 + 16384 / (w ? w : 1), fill_rows, &j);
   if (j.oom) return pz_error(PZ_ERR_OOM, "checkpoint: out of memory filling %s", t->name);
-  /* Quantised experts' scales (INT4 weight_scale bf16, FP8 weight_scale_inv f32), kept as stored, and weights
-   * dequantised here from INT4: a NaN or infinite scale would make weights non-finite and the tokens garbage;
-   * refused here, at load (the dequantised FP8 weights' block scales are checked when planned). A pass over
-   * 1/16 of the packed bytes, and over the (shared experts') dequantised weights. */
-  bool deq = false;
-  for (int i = 0; i < j.p->n_src; i++) deq |= j.p->s[i].qscale != NULL;
-  const bool bf = (deq || pz_name_ends_with(t->name, ".weight_scale")) && t->dtype == PZ_BF16;
-  const bool f32 = (deq || pz_name_ends_with(t->name, ".weight_scale_inv")) && t->dtype == PZ_F32;
-  if (bf || f32)
-    for (int64_t k = 0; k < n_rows * w; k++) {
-      uint32_t u;
-      if (bf) u = (uint32_t)((const uint16_t *)dst)[k] << 16;
-      else memcpy(&u, (const char *)dst + 4 * k, 4);
-      if ((u & 0x7f800000u) == 0x7f800000u) {
-        float v;
-        memcpy(&v, &u, 4);
-        return pz_error(PZ_ERR_IO, "checkpoint %s: %s%s (rank %d, element %lld of rows %lld..) is %g, from a non-finite "
-                        "INT4 / FP8 scale; the file is corrupt: re-download or re-quantize it", ck->dir,
-                        deq ? "the dequantised " : "a scale of ", t->name, rank, (long long)k, (long long)row0, (double)v);
-      }
-    }
+  if (j.bad >= 0) {
+    const uint32_t u = elem_bits(dst, j.scan, j.bad);
+    float v;
+    memcpy(&v, &u, 4);
+    return pz_error(PZ_ERR_IO, "checkpoint %s: %s%s (rank %d, element %lld of rows %lld..) is %g, from a non-finite "
+                    "INT4 / FP8 scale; the file is corrupt: re-download or re-quantize it", ck->dir,
+                    deq ? "the dequantised " : "a scale of ", t->name, rank, (long long)j.bad, (long long)row0, (double)v);
+  }
   progress(ck, n_rows * w * (int64_t)pz_dtype_size(t->dtype));
   return PZ_OK;
 }
