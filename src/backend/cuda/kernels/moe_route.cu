@@ -65,6 +65,19 @@ __device__ __forceinline__ void cswap(float &va, int &ia, float &vb, int &ib) { 
   }
 }
 
+// Batcher's odd-even merge network for 8 elements: cs(a, b) puts elements a < b into rank order. Both
+// two-stage top-k variants sort their 8 candidates per thread with it (indices constant after inlining,
+// so the candidates stay in registers).
+template <class CS>
+__device__ __forceinline__ void sort8(CS cs) {
+  cs(0, 1); cs(2, 3); cs(4, 5); cs(6, 7);
+  cs(0, 2); cs(1, 3); cs(4, 6); cs(5, 7);
+  cs(1, 2); cs(5, 6);
+  cs(0, 4); cs(1, 5); cs(2, 6); cs(3, 7);
+  cs(2, 4); cs(3, 5);
+  cs(1, 2); cs(3, 4); cs(5, 6);
+}
+
 // Top-k in two stages, all warps: each thread sorts its kPerThread candidates (Batcher's odd-even
 // merge network for 8), each warp takes its k best by k arg-max butterflies over its lanes' heads
 // (the winner lane pops), then each of the kRouteWarps * k finalists counts the finalists that rank
@@ -84,14 +97,7 @@ __device__ __forceinline__ void topk_two_stage(const float *s_choice, const unsi
     v[j] = ok ? s_choice[e] : 0.0f;
     ix[j] = ok ? e : -1;
   }
-#define PZ_CS(a, b) cswap(v[a], ix[a], v[b], ix[b])
-  PZ_CS(0, 1); PZ_CS(2, 3); PZ_CS(4, 5); PZ_CS(6, 7);
-  PZ_CS(0, 2); PZ_CS(1, 3); PZ_CS(4, 6); PZ_CS(5, 7);
-  PZ_CS(1, 2); PZ_CS(5, 6);
-  PZ_CS(0, 4); PZ_CS(1, 5); PZ_CS(2, 6); PZ_CS(3, 7);
-  PZ_CS(2, 4); PZ_CS(3, 5);
-  PZ_CS(1, 2); PZ_CS(3, 4); PZ_CS(5, 6);
-#undef PZ_CS
+  sort8([&](int a, int b) { cswap(v[a], ix[a], v[b], ix[b]); });
   for (int t = 0; t < K; t++) {
     float bv = v[0];
     int bi = ix[0];
@@ -143,19 +149,11 @@ __device__ __forceinline__ void topk_keys(const float *s_choice, const unsigned 
     const int e = tid + j * kRouteThreads;
     k[j] = e < E && s_ok[e] ? pz_route_key(s_choice[e], e) : 0ull;
   }
-#define PZ_CS(a, b)                                              \
-  {                                                              \
-    const unsigned long long hi = k[a] > k[b] ? k[a] : k[b];     \
-    k[b] = k[a] > k[b] ? k[b] : k[a];                            \
-    k[a] = hi;                                                   \
-  }
-  PZ_CS(0, 1); PZ_CS(2, 3); PZ_CS(4, 5); PZ_CS(6, 7);
-  PZ_CS(0, 2); PZ_CS(1, 3); PZ_CS(4, 6); PZ_CS(5, 7);
-  PZ_CS(1, 2); PZ_CS(5, 6);
-  PZ_CS(0, 4); PZ_CS(1, 5); PZ_CS(2, 6); PZ_CS(3, 7);
-  PZ_CS(2, 4); PZ_CS(3, 5);
-  PZ_CS(1, 2); PZ_CS(3, 4); PZ_CS(5, 6);
-#undef PZ_CS
+  sort8([&](int a, int b) {
+    const unsigned long long hi = k[a] > k[b] ? k[a] : k[b];
+    k[b] = k[a] > k[b] ? k[b] : k[a];
+    k[a] = hi;
+  });
   for (int t = 0; t < K; t++) {
     unsigned long long b = k[0];
     for (int o = 16; o; o >>= 1) { /* butterfly: every lane ends with the warp's best head */
