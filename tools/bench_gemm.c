@@ -93,6 +93,18 @@ static int only_match(const char *label, const char *only) {
   return 0;
 }
 
+/* A shape's 'model/tp/gemm' label into buf (cap bytes); returns buf. */
+static const char *shape_label(const shape *s, char *buf, size_t cap) {
+  snprintf(buf, cap, "%s/tp%d/%s", s->model, s->tp, s->gemm);
+  return buf;
+}
+
+/* Whether --only keeps shape s. */
+static int shape_selected(const shape *s, const char *only) {
+  char label[128];
+  return only_match(shape_label(s, label, sizeof label), only);
+}
+
 /* Kernel family tag of a config's wn: "" register ring, "n" warps along n, "wg" wgmma,
  * "sk" wgmma stream-K (its s is the CTA count). */
 static const char *kern_tag(int wn) { return wn == 1 ? "n" : wn == 3 ? "wg" : wn == 4 ? "sk" : ""; }
@@ -160,11 +172,7 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
   }
   if (only) {
     int hits = 0;
-    for (int si = 0; si < NSHAPES; si++) {
-      char label[128];
-      snprintf(label, sizeof label, "%s/tp%d/%s", shapes[si].model, shapes[si].tp, shapes[si].gemm);
-      hits += only_match(label, only);
-    }
+    for (int si = 0; si < NSHAPES; si++) hits += shape_selected(&shapes[si], only);
     if (!hits) {
       fprintf(stderr, "prezero bench gemm: --only '%s' matches no shape; labels look like 'Kimi-K2/tp1/qkv_a'\n", only);
       return 2;
@@ -223,8 +231,7 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
   for (int si = 0; si < NSHAPES && st == PZ_OK; si++) {
     const shape *sh = &shapes[si];
     char label[128];
-    snprintf(label, sizeof label, "%s/tp%d/%s", sh->model, sh->tp, sh->gemm);
-    if (!only_match(label, only)) continue;
+    if (!only_match(shape_label(sh, label, sizeof label), only)) continue;
     for (int mi = 0; mi < nm && st == PZ_OK; mi++) {
       const int m = ms[mi];
       meas *me = NULL;
@@ -457,9 +464,7 @@ int pz_cmd_tune(int argc, char **argv) {
   /* Distinct (n, k) of the selected rows. */
   int nk[NSHAPES][2], nu = 0;
   for (int si = 0; si < NSHAPES; si++) {
-    char label[128];
-    snprintf(label, sizeof label, "%s/tp%d/%s", shapes[si].model, shapes[si].tp, shapes[si].gemm);
-    if (!only_match(label, only)) continue;
+    if (!shape_selected(&shapes[si], only)) continue;
     int dup = 0;
     for (int u = 0; u < nu; u++) dup |= nk[u][0] == shapes[si].n && nk[u][1] == shapes[si].k;
     if (!dup) { nk[nu][0] = shapes[si].n; nk[nu][1] = shapes[si].k; nu++; }
