@@ -192,7 +192,11 @@ typedef struct pz_runtime_opts {
   int moe_route_keys;                 /* PREZERO_MOE_ROUTE_KEYS: -1 unset or 1 (the default) the router's
                                        * two-stage top-k compares one 64-bit rank key per candidate
                                        * (route_key.h); 0 the former branching comparison of (score,
-                                       * index) pairs. Same ids and weights. Added last */
+                                       * index) pairs. Same ids and weights. Added in 0.2.0 */
+  int moe_dynamic;                    /* PREZERO_MOE_DYNAMIC: -1 unset or 1 (the default) the INT4 / FP8
+                                       * expert kernels claim their work items from a counter as they go
+                                       * (a CTA that started late or drew cheap items takes more); 0 item i
+                                       * to CTA i mod grid, as before. Bit-identical. Added last */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. o NULL: nothing happens. */

@@ -36,6 +36,7 @@ void pz_runtime_opts_default(pz_runtime_opts *o) {
   o->mla_proj = -1;    /* absorb / W_UV on tensor cores (mla_kernels.h) */
   o->moe_w4_waves = -1; /* gate/up's K split by the wave rule (moe_w4_split.h) */
   o->moe_route_keys = -1; /* the router's top-k over 64-bit rank keys (route_key.h) */
+  o->moe_dynamic = -1;    /* the quantised expert kernels' items claimed from a counter (moe_q.h) */
   o->moe_w4_up_regs = -1; /* gate/up at 3 CTAs per SM, no spills (moe_q.h w4_up_ctas) */
   o->moe_fork = -1;       /* the shared experts beside the router; the join by batch (moe_q.h) */
   o->mlp_gemm = -1;       /* the MLPs through the GEMMs by batch (backend/cuda/mlp_gemm.h) */
@@ -229,6 +230,7 @@ int pz_runtime_opts_from_env(pz_runtime_opts *o, char *err, size_t err_len) {
   get_flag(&r, "PREZERO_MOE_W4_UP_REGS", &o->moe_w4_up_regs);
   get_flag(&r, "PREZERO_MOE_W4_WAVES", &o->moe_w4_waves);
   get_flag(&r, "PREZERO_MOE_ROUTE_KEYS", &o->moe_route_keys);
+  get_flag(&r, "PREZERO_MOE_DYNAMIC", &o->moe_dynamic);
   get_i(&r, "PREZERO_MLP_GEMM", 0, 1, &o->mlp_gemm);
   get_flag(&r, "PREZERO_MLP_ONE_GU", &o->mlp_one_gu);
   get_i(&r, "PREZERO_CPU_THREADS", 0, 1024, &o->cpu_threads); /* 0: the default, as --threads 0 */

@@ -62,6 +62,63 @@ static int outside_bound(const float *got, const float *ref, int m, int64_t H) {
  *   (gpu) is reported;
  * - shapes that are not multiples of 128 are refused by the tiler and the launcher.
  * Leaves a's weights tiled (the caller frees them). */
+/* The expert kernels' dynamic schedule (items_static 0, the default: each CTA claims its next work item
+ * from a counter the gather zeroes) against the static one (items_static 1, PREZERO_MOE_DYNAMIC=0: item i
+ * on CTA i mod grid) on the launch `a` describes: the same output bits eagerly, with the default K splits
+ * and with every item unsplit (wk 1: the most items, e.g. Kimi-K2.5 TP 1 down has 56 row tiles per
+ * expert, more items than the 528 CTA slots of an H200, so CTAs claim); then captured once in a CUDA graph
+ * and replayed three times with the output poisoned (0xff) before each replay: a counter left at its
+ * previous value would leave items unrun and their outputs NaN. a: the stored layout's launch, its weights
+ * already tiled (tiled_case); tk: scratch of m x H floats. */
+static void dynamic_case(const pz_moe_q_args *a, float *tk) {
+  const int m = a->m;
+  const int64_t H = a->H;
+  const size_t nout = (size_t)m * H;
+  float *want = tk ? malloc(4 * nout) : NULL;
+  cudaStream_t s = NULL;
+  CHECK(want && cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  for (int wk1 = 0; wk1 < 2 && want; wk1++) {
+    pz_moe_q_args c = *a;
+    c.w4_tiled = 1; /* tiled_case has tiled the weights */
+    if (wk1) c.w4_wk_up = c.w4_wk_dn = 1;
+    c.items_static = 1;
+    CHECK_OK(pz_moe_w4a16_launch(&c, s));
+    CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+    cudaMemcpy(want, (const void *)c.out, 4 * nout, cudaMemcpyDeviceToHost);
+    c.items_static = 0;
+    CHECK(cudaMemsetAsync(c.out, 0xff, 4 * nout, s) == cudaSuccess);
+    CHECK_OK(pz_moe_w4a16_launch(&c, s));
+    CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+    cudaMemcpy(tk, (const void *)c.out, 4 * nout, cudaMemcpyDeviceToHost);
+    if (memcmp(tk, want, 4 * nout)) {
+      fprintf(stderr, "m %d, %s splits: the dynamic item schedule differs from the static one\n", m,
+              wk1 ? "unsplit" : "default");
+      pz_test_failures++;
+    }
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ge = NULL;
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    CHECK_OK(pz_moe_w4a16_launch(&c, s));
+    CHECK(cudaStreamEndCapture(s, &g) == cudaSuccess && g);
+    CHECK(cudaGraphInstantiate(&ge, g, 0) == cudaSuccess);
+    for (int r = 0; r < 3 && ge; r++) {
+      CHECK(cudaMemsetAsync(c.out, 0xff, 4 * nout, s) == cudaSuccess);
+      CHECK(cudaGraphLaunch(ge, s) == cudaSuccess);
+      CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+      cudaMemcpy(tk, (const void *)c.out, 4 * nout, cudaMemcpyDeviceToHost);
+      if (memcmp(tk, want, 4 * nout)) {
+        fprintf(stderr, "m %d, %s splits: graph replay %d of the dynamic schedule differs\n", m,
+                wk1 ? "unsplit" : "default", r);
+        pz_test_failures++;
+      }
+    }
+    if (ge) cudaGraphExecDestroy(ge);
+    if (g) cudaGraphDestroy(g);
+  }
+  cudaStreamDestroy(s);
+  free(want);
+}
+
 static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, int64_t H, int64_t I, const float *ref,
                        const float *gpu, float *dout) {
   const int E = a->p.n_experts, m = a->m;
@@ -244,6 +301,7 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
       }
     }
   free(tv);
+  dynamic_case(a, tk);
   free(tk);
   for (int d = 0; d < 2; d++) free(t[d]);
   b = *a;

@@ -45,7 +45,10 @@ struct gather_params {
 // pair index, so the results are deterministic. (Until 2026-12 thread 0 placed the pairs one by one
 // from global memory, one dependent L2 round trip each: the MoE op took 16-20 us longer at m <= 4 and
 // 50-100 us longer at m = 64-128 on the H200, bench/results/moe_h200_int4_ab/README.md round 77.)
+// It also sets the two expert kernels' item counters (n_work[1], n_work[2]: mm_params.claim) to zero, so
+// that a captured op needs no memset of its own.
 __global__ void __launch_bounds__(1024) gather_kernel(gather_params p) {
+  if (threadIdx.x == 0) p.n_work[1] = p.n_work[2] = 0;
   pz_moe_item::gather<1024, kTok, PZ_MOE_MAX_M * PZ_MOE_MAX_TOPK>(p.n_pairs, p.E, p.ids, nullptr, p.pairs, p.work,
                                                                 p.n_work);
 }
@@ -74,6 +77,8 @@ struct mm_params {
   const int *pairs;
   const int4 *work;
   const int *n_work;
+  int *claim;  // item counter (zero on entry: the gather sets it) of the dynamic schedule, or nullptr: the
+               // static one (item i to CTA i mod grid; PREZERO_MOE_DYNAMIC=0)
 };
 
 
@@ -179,9 +184,20 @@ __global__ void __launch_bounds__(kThreads, MB) mm_kernel(mm_params p) {
       if (it < total) prefetch_item<Q, DUAL>(p, p.work[it / tiles].x, it % tiles);
     }
   }
-  for (int it = blockIdx.x; it < total; it += gridDim.x) {
+  // The dynamic schedule (p.claim, policies without the L2 prefetch, whose hints follow the static order):
+  // CTA b takes item b first, then claims its next one from the counter as it starts each item (thread 0,
+  // an atomic add; the answer lands in shared memory s_next[ph] while the item runs, double-buffered so that
+  // a claim never overwrites the one the other threads are still reading), so that CTAs that started late
+  // (the shared experts' kernels hold SMs at first) or took cheap items take more, and no CTA idles while
+  // another has a tail of items. Every item writes its own outputs with the same operations wherever it
+  // runs: the results are bit-identical to the static schedule's.
+  __shared__ int s_next[2];
+  const bool dyn = !PF && p.claim != nullptr;
+  int ph = 0;
+  for (int it = blockIdx.x; it < total;) {
     const int wi = it / tiles, tile = it % tiles;
     const int4 w = p.work[wi];
+    if (dyn && threadIdx.x == 0) s_next[ph] = (int)gridDim.x + atomicAdd(p.claim, 1);
     int nxt = -1;
     if constexpr (PF) {
       const int nx = it + prefetch_depth(p.s) * (int)gridDim.x; /* read now, used after the tile */
@@ -193,6 +209,13 @@ __global__ void __launch_bounds__(kThreads, MB) mm_kernel(mm_params p) {
       case 2: run_item<Q, DUAL, 2>(p, w.x, tile, w.y, w.z, red); break;
       case 3: run_item<Q, DUAL, 3>(p, w.x, tile, w.y, w.z, red); break;
       default: run_item<Q, DUAL, 4>(p, w.x, tile, w.y, w.z, red); break;
+    }
+    if (dyn) {
+      __syncthreads(); /* thread 0's claim is visible; uniform over the CTA (dyn and it are) */
+      it = s_next[ph];
+      ph ^= 1;
+    } else {
+      it += gridDim.x;
     }
   }
 }
@@ -368,6 +391,7 @@ pz_status run_all(const pz_moe_q_args *a, const ws_layout &l, seg up_s, seg dn_s
   up.pairs = pairs;
   up.work = work;
   up.n_work = n_work;
+  up.claim = a->items_static ? nullptr : n_work + 1; /* zeroed by the gather (PREZERO_MOE_DYNAMIC=0: static) */
   up.s = up_s;
   up.s.in = (const __nv_bfloat16 *)a->x;
   up.s.ld_in = a->ldx;
@@ -378,6 +402,7 @@ pz_status run_all(const pz_moe_q_args *a, const ws_layout &l, seg up_s, seg dn_s
   if (st == PZ_OK) st = launch_mm<Q, true>(up, max_work * tiles_of(up.s), name, stream, a->w4_up_ctas == 4);
 
   mm_params dn = up;
+  dn.claim = a->items_static ? nullptr : n_work + 2;
   dn.s = dn_s;
   dn.s.in = h;
   dn.s.ld_in = I;
