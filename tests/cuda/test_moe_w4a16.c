@@ -62,8 +62,8 @@ static int outside_bound(const float *got, const float *ref, int m, int64_t H) {
  *   (gpu) is reported;
  * - shapes that are not multiples of 128 are refused by the tiler and the launcher.
  * Leaves a's weights tiled (the caller frees them). */
-/* The expert kernels' dynamic schedule (items_static 0, the default: each CTA claims its next work item
- * from a counter the gather zeroes) against the static one (items_static 1, PREZERO_MOE_DYNAMIC=0: item i
+/* The expert kernels' dynamic schedule (items_dynamic 1, PREZERO_MOE_DYNAMIC=1: each CTA claims its next
+ * work item from a counter the gather zeroes) against the static one (items_dynamic 0, the default: item i
  * on CTA i mod grid) on the launch `a` describes: the same output bits eagerly, with the default K splits
  * and with every item unsplit (wk 1: the most items, e.g. Kimi-K2.5 TP 1 down has 56 row tiles per
  * expert, more items than the 528 CTA slots of an H200, so CTAs claim); then captured once in a CUDA graph
@@ -81,11 +81,11 @@ static void dynamic_case(const pz_moe_q_args *a, float *tk) {
     pz_moe_q_args c = *a;
     c.w4_tiled = 1; /* tiled_case has tiled the weights */
     if (wk1) c.w4_wk_up = c.w4_wk_dn = 1;
-    c.items_static = 1;
+    c.items_dynamic = 0;
     CHECK_OK(pz_moe_w4a16_launch(&c, s));
     CHECK(cudaStreamSynchronize(s) == cudaSuccess);
     cudaMemcpy(want, (const void *)c.out, 4 * nout, cudaMemcpyDeviceToHost);
-    c.items_static = 0;
+    c.items_dynamic = 1;
     CHECK(cudaMemsetAsync(c.out, 0xff, 4 * nout, s) == cudaSuccess);
     CHECK_OK(pz_moe_w4a16_launch(&c, s));
     CHECK(cudaStreamSynchronize(s) == cudaSuccess);

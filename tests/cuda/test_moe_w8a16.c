@@ -214,9 +214,9 @@ static void run_case(const char *name, model *md, int K, int m, int route, int s
     cudaMemcpy(gpu2, dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
     CHECK(!memcmp(gpu, gpu2, 4 * (size_t)m * H));
   }
-  { /* item i on CTA i mod grid (items_static 1, PREZERO_MOE_DYNAMIC=0) gives the dynamic schedule's bits */
+  { /* items claimed from a counter (items_dynamic 1, PREZERO_MOE_DYNAMIC=1) give the static schedule's bits */
     pz_moe_q_args c = a;
-    c.items_static = 1;
+    c.items_dynamic = 1;
     cudaMemset(dout, 0xff, 4 * (size_t)m * H);
     CHECK_OK(pz_moe_w8a16_launch(&c, 0));
     CHECK(cudaDeviceSynchronize() == cudaSuccess);

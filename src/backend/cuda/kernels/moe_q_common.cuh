@@ -77,8 +77,8 @@ struct mm_params {
   const int *pairs;
   const int4 *work;
   const int *n_work;
-  int *claim;  // item counter (zero on entry: the gather sets it) of the dynamic schedule, or nullptr: the
-               // static one (item i to CTA i mod grid; PREZERO_MOE_DYNAMIC=0)
+  int *claim;  // item counter (zero on entry: the gather sets it) of the dynamic schedule (PREZERO_MOE_DYNAMIC=1),
+               // or nullptr: the static one (item i to CTA i mod grid, the default)
 };
 
 
@@ -391,7 +391,7 @@ pz_status run_all(const pz_moe_q_args *a, const ws_layout &l, seg up_s, seg dn_s
   up.pairs = pairs;
   up.work = work;
   up.n_work = n_work;
-  up.claim = a->items_static ? nullptr : n_work + 1; /* zeroed by the gather (PREZERO_MOE_DYNAMIC=0: static) */
+  up.claim = a->items_dynamic ? n_work + 1 : nullptr; /* zeroed by the gather (PREZERO_MOE_DYNAMIC=1) */
   up.s = up_s;
   up.s.in = (const __nv_bfloat16 *)a->x;
   up.s.ld_in = a->ldx;
@@ -402,7 +402,7 @@ pz_status run_all(const pz_moe_q_args *a, const ws_layout &l, seg up_s, seg dn_s
   if (st == PZ_OK) st = launch_mm<Q, true>(up, max_work * tiles_of(up.s), name, stream, a->w4_up_ctas == 4);
 
   mm_params dn = up;
-  dn.claim = a->items_static ? nullptr : n_work + 2;
+  dn.claim = a->items_dynamic ? n_work + 2 : nullptr;
   dn.s = dn_s;
   dn.s.in = h;
   dn.s.ld_in = I;
