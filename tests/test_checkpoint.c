@@ -703,6 +703,59 @@ static void run_layout(const char *tag, const char *tmpl, int with_errors) {
   write_config(d8b, tmpl, NULL);
   write_st(d8b, "model.safetensors", &q8, 0, q8.n);
   if (with_errors) bad(d8b, PZ_ERR_DTYPE, "weight_block_size");
+  /* BF16 weight_scale_inv (some FP8 exports store them so; the experts kept as FP8 already read them) widen to
+   * f32 exactly: the same model as F32 scales of the same values. They were refused as "must be F32 [..];
+   * check quantization_config.weight_block_size", which named the wrong field. */
+  if (with_errors) {
+    static ents s16, s32;
+    copy_ents(&q8, &s16);
+    copy_ents(&q8, &s32);
+    int n_sc = 0;
+    for (int i = 0; i < s16.n; i++) {
+      const size_t len = strlen(s16.e[i].name);
+      if (len < 10 || strcmp(s16.e[i].name + len - 10, "_scale_inv")) continue;
+      const size_t n = s16.e[i].nbytes / 4;
+      float *f = s32.e[i].data;
+      pz_bf16 *b = malloc(2 * n);
+      for (size_t j = 0; j < n; j++) {
+        b[j] = pz_f32_to_bf16(f[j]);
+        f[j] = pz_bf16_to_f32(b[j]);
+      }
+      free(s16.e[i].data);
+      s16.e[i].data = b;
+      s16.e[i].dtype = PZ_ST_BF16;
+      s16.e[i].nbytes = 2 * n;
+      n_sc++;
+    }
+    CHECK(n_sc > 3);
+    static const char *const subs[2] = {"fp8_scale_bf16", "fp8_scale_f32_of_bf16"};
+    const ents *srcs[2] = {&s16, &s32};
+    int32_t t[2][STEPS * M];
+    float *l[2];
+    for (int k = 0; k < 2; k++) {
+      char p[300];
+      mk(subs[k]);
+      write_config(subs[k], tmpl,
+                   ",\"quantization_config\":{\"quant_method\":\"fp8\",\"fmt\":\"e4m3\",\"weight_block_size\":[16,16]}");
+      write_st(subs[k], "model.safetensors", srcs[k], 0, srcs[k]->n);
+      snprintf(p, sizeof p, "%s/%s", dir, subs[k]);
+      l[k] = malloc(sizeof(float) * M * V);
+      CHECK_OK(decode(NULL, p, 1, t[k], l[k]));
+    }
+    CHECK(!memcmp(t[0], t[1], sizeof t[0]) && !memcmp(l[0], l[1], sizeof(float) * M * V));
+    free(l[0]);
+    free(l[1]);
+    /* A scale of another dtype is named by its dtype, not blamed on the block size. */
+    for (int i = 0; i < s16.n; i++)
+      if (!strcmp(s16.e[i].name, "model.layers.0.self_attn.o_proj.weight_scale_inv")) s16.e[i].dtype = PZ_ST_I16;
+    mk("fp8_scale_i16");
+    write_config("fp8_scale_i16", tmpl,
+                 ",\"quantization_config\":{\"quant_method\":\"fp8\",\"fmt\":\"e4m3\",\"weight_block_size\":[16,16]}");
+    write_st("fp8_scale_i16", "model.safetensors", &s16, 0, s16.n);
+    bad("fp8_scale_i16", PZ_ERR_DTYPE, "o_proj.weight_scale_inv\" has dtype I16; FP8 block scales must be F32, BF16 or F16");
+    free_ents(&s16);
+    free_ents(&s32);
+  }
   /* A NaN or a huge (-1e38: 448 * it overflows f32) weight_scale_inv is refused at load; they
    * decoded to token 0 everywhere with exit 0. */
   static const struct { const char *sub; float v; const char *needle; } badsc[] = {

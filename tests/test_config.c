@@ -92,6 +92,15 @@ static void test_bom(void) {
   expect_bad("nobom_bad.json", "{hidden_size: 512}", PZ_ERR_CONFIG, "malformed or truncated JSON at byte 2 ");
   expect_bad("bom_bad.json", "\xef\xbb\xbf{hidden_size: 512}", PZ_ERR_CONFIG, "malformed or truncated JSON at byte 5 ");
   expect_bad("bom_utf16.json", "\xff\xfe{}", PZ_ERR_CONFIG, "malformed or truncated JSON at byte 0 ");
+  /* NaN / Infinity as Python's json.dump writes them: named with their field, not "truncated". */
+  expect_bad("nan.json", "{\"model_type\": \"llama\",\n \"rms_norm_eps\": NaN, \"hidden_size\": 64}", PZ_ERR_CONFIG,
+             "field \"rms_norm_eps\" is NaN at byte 41 (line 2), which is not JSON (Python's json.dump writes it for a "
+             "non-finite float); give a finite number");
+  expect_bad("inf.json", "{\"routed_scaling_factor\": Infinity}", PZ_ERR_CONFIG,
+             "field \"routed_scaling_factor\" is Infinity at byte 26 (line 1)");
+  expect_bad("neginf.json", "{\"rope_scaling\": {\"factor\": -Infinity}}", PZ_ERR_CONFIG,
+             "field \"factor\" is -Infinity at byte 28 (line 1)");
+  expect_bad("nan_list.json", "[NaN]", PZ_ERR_CONFIG, "a value is NaN at byte 1 (line 1)");
 }
 
 /* Keys and string values must be valid UTF-8; the message names the field by its dotted path. */

@@ -380,6 +380,8 @@ static pz_status get_int4_values(pz_checkpoint *ck, const char *name, const char
   return PZ_OK;
 }
 
+static float f16_to_f32(uint16_t h);
+
 /* Finds `name`, checks its shape == want[nd] and its dtype, and fills a source view. dst_dtype
  * i32 (packed INT4 words) and u8 (e4m3 bytes) take the tensor as stored. */
 static pz_status get_src(pz_checkpoint *ck, const char *name, const char *for_t, int nd, const int64_t *want,
@@ -440,14 +442,30 @@ static pz_status get_src(pz_checkpoint *ck, const char *name, const char *for_t,
     if (!sc)
       return pz_error(PZ_ERR_DTYPE, "checkpoint %s: FP8 tensor \"%s\" has no \"%s\" block scales; only block-scaled FP8 "
                       "is supported", ck->dir, full, sfull);
-    if (sc->dtype != PZ_ST_F32 || sc->ndim != 2 || sc->shape[0] != sr || sc->shape[1] != scn)
-      return pz_error(PZ_ERR_DTYPE, "checkpoint %s: \"%s\" must be F32 [%lld, %lld] (%lldx%lld blocks of %s); check "
-                      "quantization_config.weight_block_size", ck->dir, sfull, (long long)sr, (long long)scn,
+    /* F32 as DeepSeek publishes them; BF16 / F16 scales widen to f32 exactly (the routed experts kept as
+     * FP8 read them so too), so they are taken as well. */
+    if (sc->dtype != PZ_ST_F32 && sc->dtype != PZ_ST_BF16 && sc->dtype != PZ_ST_F16)
+      return pz_error(PZ_ERR_DTYPE, "checkpoint %s: \"%s\" has dtype %s; FP8 block scales must be F32, BF16 or F16",
+                      ck->dir, sfull, pz_st_dtype_name(sc->dtype));
+    if (sc->ndim != 2 || sc->shape[0] != sr || sc->shape[1] != scn) {
+      char a[128];
+      shape_str(a, sizeof a, sc->ndim, sc->shape);
+      return pz_error(PZ_ERR_DTYPE, "checkpoint %s: \"%s\" has shape %s, must be [%lld, %lld] (%lldx%lld blocks of %s); "
+                      "check quantization_config.weight_block_size", ck->dir, sfull, a, (long long)sr, (long long)scn,
                       (long long)ck->bm, (long long)ck->bn, full);
-    /* An aligned private copy (the scales are 1/16384 of the weight's elements). */
+    }
+    /* An aligned private f32 copy (the scales are 1/16384 of the weight's elements). */
     float *own = malloc(sizeof(float) * (size_t)(sr * scn > 0 ? sr * scn : 1));
     if (!own) return pz_error(PZ_ERR_OOM, "checkpoint: out of memory");
-    memcpy(own, sc->data, sc->nbytes);
+    if (sc->dtype == PZ_ST_F32) {
+      memcpy(own, sc->data, sc->nbytes);
+    } else {
+      for (int64_t k = 0; k < sr * scn; k++) {
+        uint16_t h;
+        memcpy(&h, (const char *)sc->data + 2 * k, 2);
+        own[k] = sc->dtype == PZ_ST_BF16 ? pz_bf16_to_f32(h) : f16_to_f32(h);
+      }
+    }
     /* NaN, infinite or huge (448 * scale beyond f32) scales make the dequantised weights non-finite
      * and every token id the same: refuse them here, at load. */
     for (int64_t k = 0; k < sr * scn; k++)

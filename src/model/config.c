@@ -636,6 +636,22 @@ pz_status pz_config_parse(const char *json, size_t len, const char *source, pz_m
     size_t off = (e && e >= json && e <= json + len) ? (size_t)(e - json) : len;
     int line = 1;
     for (size_t i = 0; i < off; i++) line += json[i] == '\n';
+    /* NaN / Infinity / -Infinity: not JSON, but what Python's json.dump writes for a non-finite float
+     * (and json.load reads back), so a config.json saved from Python can hold them. Name the value
+     * and the key before it instead of calling the file truncated. */
+    static const char *const nonfinite[] = {"NaN", "Infinity", "-Infinity"};
+    for (int k = 0; k < 3; k++) {
+      const size_t kl = strlen(nonfinite[k]);
+      if (off + kl > len || strncmp(json + off, nonfinite[k], kl)) continue;
+      size_t q1 = off, q0;
+      while (q1 > 0 && json[q1 - 1] != '"') q1--; /* the closing quote of the key before the value */
+      q0 = q1 > 1 ? q1 - 1 : 0;
+      while (q0 > 0 && json[q0 - 1] != '"') q0--;
+      const int kn = q1 > q0 + 1 && q1 - q0 - 1 <= 64 ? (int)(q1 - q0 - 1) : 0;
+      return pz_error(PZ_ERR_CONFIG, "config %s: %s%.*s%s is %s at byte %zu (line %d), which is not JSON (Python's "
+                      "json.dump writes it for a non-finite float); give a finite number", src, kn ? "field \"" : "a value",
+                      kn, kn ? json + q0 : "", kn ? "\"" : "", nonfinite[k], off, line);
+    }
     return pz_error(PZ_ERR_CONFIG, "config %s: malformed or truncated JSON at byte %zu (line %d) of %zu",
                     src, off, line, len);
   }
