@@ -302,7 +302,7 @@ static void st_case_file(const char *path) {
     for (int k = 0; k < t->ndim; k++) numel *= t->shape[k];
     const unsigned char *d = t->data;
     sane = t->name && t->ndim >= 0 && t->ndim <= PZ_ST_MAX_DIMS && t->dtype < PZ_ST_DTYPE_COUNT && numel == t->numel &&
-           t->nbytes == (size_t)numel * pz_st_dtype_size(t->dtype) && (t->nbytes == 0 || (d >= lo && d + t->nbytes <= hi)) &&
+           t->nbytes == (size_t)numel * pz_st_dtype_bits(t->dtype) / 8 && (t->nbytes == 0 || (d >= lo && d + t->nbytes <= hi)) &&
            pz_st_find(f, t->name) != NULL;
     for (size_t k = 0; sane && k < t->nbytes; k++) sum += d[k]; /* touch every byte */
   }

@@ -156,6 +156,28 @@ static void test_bad_files(void) {
   const char *dt = "{\"x\":{\"dtype\":\"Q4_K\",\"shape\":[2],\"data_offsets\":[0,8]}}";
   write_raw("dtype.safetensors", strlen(dt), dt, 8);
   bad_file("dtype.safetensors", "unknown dtype \"Q4_K\"");
+  /* The format's newer types open, with their sizes in bits: F8_E8M0 (the MX scale type, one byte), F4 (two
+   * per byte), F6_E2M3 (4 in 3 bytes), C64 (8 bytes); a checkpoint that holds an unused tensor of them loads. */
+  const char *nt = "{\"s\":{\"dtype\":\"F8_E8M0\",\"shape\":[4],\"data_offsets\":[0,4]},"
+                   "\"p\":{\"dtype\":\"F4\",\"shape\":[2,3],\"data_offsets\":[4,7]},"
+                   "\"q\":{\"dtype\":\"F6_E2M3\",\"shape\":[4],\"data_offsets\":[7,10]},"
+                   "\"c\":{\"dtype\":\"C64\",\"shape\":[1],\"data_offsets\":[10,18]}}";
+  write_raw("newtypes.safetensors", strlen(nt), nt, 18);
+  pz_st_file *nf = NULL;
+  path_of(p, sizeof p, "newtypes.safetensors");
+  CHECK_OK(pz_st_open(p, &nf));
+  if (nf) {
+    const pz_st_tensor *ts = pz_st_find(nf, "s"), *tp = pz_st_find(nf, "p"), *tq = pz_st_find(nf, "q"),
+                       *tc = pz_st_find(nf, "c");
+    CHECK(ts && ts->dtype == PZ_ST_F8_E8M0 && ts->nbytes == 4 && tp && tp->dtype == PZ_ST_F4 && tp->numel == 6 &&
+          tp->nbytes == 3 && tq && tq->dtype == PZ_ST_F6_E2M3 && tq->nbytes == 3 && tc && tc->nbytes == 8);
+    pz_st_close(nf);
+  }
+  CHECK(pz_st_dtype_bits(PZ_ST_F4) == 4 && pz_st_dtype_size(PZ_ST_F4) == 0 && pz_st_dtype_size(PZ_ST_F8_E8M0) == 1);
+  /* Sub-byte elements that do not fill whole bytes (3 F4 values: 12 bits). */
+  const char *odd = "{\"p\":{\"dtype\":\"F4\",\"shape\":[3],\"data_offsets\":[0,2]}}";
+  write_raw("f4_odd.safetensors", strlen(odd), odd, 8);
+  bad_file("f4_odd.safetensors", "is not a whole number of bytes");
   /* Data beyond the file (the file was cut after the header). */
   write_raw("data.safetensors", strlen(good), good, 4);
   bad_file("data.safetensors", "runs beyond the 4 data bytes");

@@ -14,17 +14,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const struct { const char *name; size_t size; } st_types[PZ_ST_DTYPE_COUNT] = {
-    [PZ_ST_BOOL] = {"BOOL", 1},    [PZ_ST_U8] = {"U8", 1},   [PZ_ST_I8] = {"I8", 1},
-    [PZ_ST_F8_E4M3] = {"F8_E4M3", 1}, [PZ_ST_F8_E5M2] = {"F8_E5M2", 1},
-    [PZ_ST_I16] = {"I16", 2},      [PZ_ST_U16] = {"U16", 2}, [PZ_ST_F16] = {"F16", 2},
-    [PZ_ST_BF16] = {"BF16", 2},    [PZ_ST_I32] = {"I32", 4}, [PZ_ST_U32] = {"U32", 4},
-    [PZ_ST_F32] = {"F32", 4},      [PZ_ST_F64] = {"F64", 8}, [PZ_ST_I64] = {"I64", 8},
-    [PZ_ST_U64] = {"U64", 8},
+static const struct { const char *name; size_t bits; } st_types[PZ_ST_DTYPE_COUNT] = {
+    [PZ_ST_BOOL] = {"BOOL", 8},    [PZ_ST_U8] = {"U8", 8},    [PZ_ST_I8] = {"I8", 8},
+    [PZ_ST_F8_E4M3] = {"F8_E4M3", 8}, [PZ_ST_F8_E5M2] = {"F8_E5M2", 8},
+    [PZ_ST_I16] = {"I16", 16},     [PZ_ST_U16] = {"U16", 16}, [PZ_ST_F16] = {"F16", 16},
+    [PZ_ST_BF16] = {"BF16", 16},   [PZ_ST_I32] = {"I32", 32}, [PZ_ST_U32] = {"U32", 32},
+    [PZ_ST_F32] = {"F32", 32},     [PZ_ST_F64] = {"F64", 64}, [PZ_ST_I64] = {"I64", 64},
+    [PZ_ST_U64] = {"U64", 64},     [PZ_ST_F4] = {"F4", 4},    [PZ_ST_F6_E2M3] = {"F6_E2M3", 6},
+    [PZ_ST_F6_E3M2] = {"F6_E3M2", 6}, [PZ_ST_F8_E8M0] = {"F8_E8M0", 8}, [PZ_ST_C64] = {"C64", 64},
 };
 
 const char *pz_st_dtype_name(pz_st_dtype t) { return t < PZ_ST_DTYPE_COUNT ? st_types[t].name : "?"; }
-size_t pz_st_dtype_size(pz_st_dtype t) { return t < PZ_ST_DTYPE_COUNT ? st_types[t].size : 0; }
+size_t pz_st_dtype_bits(pz_st_dtype t) { return t < PZ_ST_DTYPE_COUNT ? st_types[t].bits : 0; }
+size_t pz_st_dtype_size(pz_st_dtype t) { return t < PZ_ST_DTYPE_COUNT && st_types[t].bits % 8 == 0 ? st_types[t].bits / 8 : 0; }
 
 /* Header sizes above this are rejected as corrupt (real headers are a few MB at most). */
 #define PZ_ST_MAX_HEADER ((uint64_t)256 << 20)
@@ -123,7 +125,7 @@ static pz_status parse_entry(pz_st_file *f, const cJSON *e, size_t data_size, pz
       return pz_error(PZ_ERR_IO, "safetensors %s: tensor \"%s\" shape[%d] is not a non-negative integer; the file is corrupt",
                       f->path, nm, d);
     t->shape[d] = (int64_t)v;
-    if (v && numel > UINT64_MAX / 16 / v)
+    if (v && numel > UINT64_MAX / 64 / v)
       return pz_error(PZ_ERR_IO, "safetensors %s: tensor \"%s\" is too large; the file is corrupt", f->path, nm);
     numel *= v;
   }
@@ -133,7 +135,10 @@ static pz_status parse_entry(pz_st_file *f, const cJSON *e, size_t data_size, pz
   if (en > data_size)
     return pz_error(PZ_ERR_IO, "safetensors %s: tensor \"%s\" data [%llu, %llu) runs beyond the %zu data bytes; "
                     "the file is truncated", f->path, nm, (unsigned long long)b, (unsigned long long)en, data_size);
-  uint64_t want = numel * st_types[k].size;
+  if (numel * st_types[k].bits % 8)
+    return pz_error(PZ_ERR_IO, "safetensors %s: tensor \"%s\" of %llu %s elements is not a whole number of bytes; the file "
+                    "is corrupt", f->path, nm, (unsigned long long)numel, st_types[k].name);
+  uint64_t want = numel * st_types[k].bits / 8;
   if (en - b != want)
     return pz_error(PZ_ERR_IO, "safetensors %s: tensor \"%s\" has %llu data bytes, its shape and dtype %s need %llu; "
                     "the file is corrupt", f->path, nm, (unsigned long long)(en - b), st_types[k].name,
@@ -309,7 +314,12 @@ pz_status pz_st_write(const char *path, int n, const pz_st_write_entry *en) {
       numel *= (uint64_t)en[i].shape[d];
       cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)en[i].shape[d]));
     }
-    uint64_t nb = numel * pz_st_dtype_size(en[i].dtype);
+    if (numel * pz_st_dtype_bits(en[i].dtype) % 8) {
+      cJSON_Delete(o); cJSON_Delete(sh); cJSON_Delete(of); cJSON_Delete(root);
+      return pz_error(PZ_ERR_INVALID_ARG, "pz_st_write: entry %d (%s) is not a whole number of bytes", i,
+                      pz_st_dtype_name(en[i].dtype));
+    }
+    uint64_t nb = numel * pz_st_dtype_bits(en[i].dtype) / 8;
     cJSON_AddItemToArray(of, cJSON_CreateNumber((double)off));
     cJSON_AddItemToArray(of, cJSON_CreateNumber((double)(off + nb)));
     cJSON_AddStringToObject(o, "dtype", pz_st_dtype_name(en[i].dtype));
@@ -332,7 +342,7 @@ pz_status pz_st_write(const char *path, int n, const pz_st_write_entry *en) {
   for (int i = 0; i < n && ok; i++) {
     uint64_t numel = 1;
     for (int d = 0; d < en[i].ndim; d++) numel *= (uint64_t)en[i].shape[d];
-    size_t nb = (size_t)(numel * pz_st_dtype_size(en[i].dtype));
+    size_t nb = (size_t)(numel * pz_st_dtype_bits(en[i].dtype) / 8);
     ok = nb == 0 || (en[i].data && fwrite(en[i].data, 1, nb, f) == nb);
   }
   if (fclose(f) != 0) ok = 0;

@@ -11,17 +11,24 @@
 #error "prezero's safetensors reader needs a little-endian host"
 #endif
 
-/* Element types a safetensors header may name. Only BF16, F16, F32 and F8_E4M3 can be loaded as
- * weights (checkpoint.h); the others are parsed so that their byte sizes can be checked. */
+/* Element types a safetensors header may name (the format's Dtype list, huggingface/safetensors 0.6:
+ * F4 = float4 e2m1, F6_* = float6, F8_E8M0 = the MX block-scale type, C64 = complex64). Only the types
+ * checkpoint.h names can be loaded as weights; the others are parsed so that a file holding them (an
+ * unused scale of another format, say) still opens and their byte sizes are checked. */
 typedef enum pz_st_dtype {
   PZ_ST_BOOL, PZ_ST_U8, PZ_ST_I8, PZ_ST_F8_E4M3, PZ_ST_F8_E5M2, PZ_ST_I16, PZ_ST_U16, PZ_ST_F16,
-  PZ_ST_BF16, PZ_ST_I32, PZ_ST_U32, PZ_ST_F32, PZ_ST_F64, PZ_ST_I64, PZ_ST_U64, PZ_ST_DTYPE_COUNT
+  PZ_ST_BF16, PZ_ST_I32, PZ_ST_U32, PZ_ST_F32, PZ_ST_F64, PZ_ST_I64, PZ_ST_U64,
+  PZ_ST_F4, PZ_ST_F6_E2M3, PZ_ST_F6_E3M2, PZ_ST_F8_E8M0, PZ_ST_C64, PZ_ST_DTYPE_COUNT
 } pz_st_dtype;
 
 /* "BF16", "F8_E4M3", ... (the header's spelling); "?" out of range. */
 const char *pz_st_dtype_name(pz_st_dtype t);
-/* Bytes per element (1, 2, 4 or 8); 0 out of range. */
+/* Bytes per element (1, 2, 4 or 8); 0 out of range and for the sub-byte types F4 / F6_* (see
+ * pz_st_dtype_bits). */
 size_t pz_st_dtype_size(pz_st_dtype t);
+/* Bits per element (4, 6, 8, 16, 32 or 64); 0 out of range. A tensor's bytes are numel x bits / 8, which
+ * the format requires to be whole. */
+size_t pz_st_dtype_bits(pz_st_dtype t);
 
 #define PZ_ST_MAX_DIMS 8
 
