@@ -479,7 +479,7 @@ static void test_refusals(void) {
   BAD2(llama, OV({"rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 4.0, \"original_max_position_embeddings\": 32768}"}),
        "rope_scaling", "\"yarn\"");
   BAD2(qwen2, OV({"rope_scaling", "{\"type\": \"yarn\", \"factor\": 4.0, \"original_max_position_embeddings\": 32768}"}),
-       "rope_scaling", "llama3");
+       "\"rope_scaling.type\" is \"yarn\"", "llama3"); /* the message names the key the file used */
   BAD2(qwen3, OV({"rope_scaling", "{\"rope_type\": \"dynamic\", \"factor\": 2.0}"}), "rope_scaling", "dynamic");
   BAD2(mixtral, OV({"rope_scaling", "{\"type\": \"linear\", \"factor\": 2.0}"}), "rope_scaling", "linear");
   BAD2(llama, OV({"rope_scaling", "{\"rope_type\": \"longrope\", \"short_factor\": [1], \"long_factor\": [1]}"}),

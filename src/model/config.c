@@ -398,6 +398,7 @@ static pz_status parse_gqa_rope(const reader *r, gqa_family fam, pz_model_config
   const cJSON *legacy = cJSON_GetObjectItemCaseSensitive(rs, "type");
   if (!ty) ty = legacy;
   if (!ty) return pz_error(PZ_ERR_CONFIG, "config %s: required field \"%s\" is missing", r->src, f_type);
+  if (ty == legacy) snprintf(f_type, sizeof f_type, "%s.type", name); /* messages name the key the file used */
   if (!cJSON_IsString(ty)) return pz_cfg_type_err(r, f_type, "a string", ty);
   if (legacy && ty != legacy && !(cJSON_IsString(legacy) && !strcmp(legacy->valuestring, ty->valuestring)))
     return pz_error(PZ_ERR_CONFIG, "config %s: fields \"%s\" and \"%s.type\" disagree", r->src, f_type, name);
