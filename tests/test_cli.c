@@ -167,6 +167,11 @@ int main(void) {
     int n = sscanf(s1, "step 1: %d %d %d %d\nstep 2: %d", &a, &b, &c, &d, &e);
     CHECK(n == 5 && a >= 0 && a < 1024 && d >= 0 && d < 1024);
   }
+  /* --quant on a model without routed experts: it runs, and a note says the flag changed nothing; a MoE
+     preset gets no such note. */
+  CHECK(run("run --config tiny_llama --quant int4 --steps 1 --device cpu") == 0 &&
+        strstr(out_txt, "# note: --quant int4 has no effect: tiny_llama has no routed experts"));
+  CHECK(run("run --quant int4 --steps 1 --device cpu") == 0 && !strstr(out_txt, "has no effect"));
   /* No arguments at all: decodes the embedded default. */
   CHECK(run("") == 0 && strstr(out_txt, "# tiny:") && strstr(out_txt, "step 1:"));
   /* The same seed gives the same tokens at TP 1 and TP 2 (2 steps). */

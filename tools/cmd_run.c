@@ -492,6 +492,9 @@ int pz_cmd_run(int argc, char **argv) {
          info.device == PZ_DEVICE_CUDA ? "cuda" : "cpu", (double)info.weight_bytes / (1 << 20),
          (double)info.kv_cache_bytes / (1 << 20));
   if (info.gemm_table[0]) printf("# split-K GEMM choices: tuner table %s\n", info.gemm_table);
+  if ((ec.quant == PZ_QUANT_INT4 || ec.quant == PZ_QUANT_FP8) && mc.n_routed_experts <= 0)
+    printf("# note: --quant %s has no effect: %s has no routed experts (only they are quantised); its weights are bf16\n",
+           ec.quant == PZ_QUANT_INT4 ? "int4" : "fp8", info.model);
   if (info.layers_fitted)
     printf("# note: only the first %d of %s's %d layers fit in GPU memory (%.1f GiB per GPU); running those "
            "(use --layers N to choose, a higher --tp for more)\n",
