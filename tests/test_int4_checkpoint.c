@@ -331,6 +331,35 @@ int main(void) {
     free_ents(&s);
   }
 
+  /* A text_config-wrapped config whose outer tie_word_embeddings is true and the inner one false (what
+   * transformers' save_pretrained writes for a multimodal model it ties by the outer flag), with no lm_head
+   * tensor: the embedding serves as the LM head, the same tokens and logits as a checkpoint that stores a
+   * copy of the embedding as lm_head.weight (was: "lm_head.weight ... is missing"). */
+  {
+    static const char *cfg_tie = "{\"model_type\":\"kimi_k25\",\"tie_word_embeddings\":true,\"text_config\":{" TEXT
+                                 ",\"tie_word_embeddings\":false," QCFG "}}";
+    ents a = {.n = 0}, b = {.n = 0};
+    const ent *emb = NULL;
+    for (int i = 0; i < q.n; i++)
+      if (!strcmp(q.e[i].name, "language_model.model.embed_tokens.weight")) emb = &q.e[i];
+    CHECK(emb != NULL);
+    for (int i = 0; i < q.n && emb; i++) {
+      const int lm = !strcmp(q.e[i].name, "language_model.lm_head.weight");
+      if (!lm) add(&a, q.e[i].name, q.e[i].dtype, q.e[i].ndim, q.e[i].shape, q.e[i].data);
+      add(&b, q.e[i].name, q.e[i].dtype, q.e[i].ndim, q.e[i].shape, lm ? emb->data : q.e[i].data);
+    }
+    CHECK(a.n == q.n - 1 && b.n == q.n);
+    write_ck("int4_tie_outer", cfg_tie, &a);
+    write_ck("int4_lm_copy", cfg_int4, &b);
+    int32_t ta[STEPS * M], tb2[STEPS * M];
+    float la[M * V], lb2[M * V];
+    CHECK_OK(decode("int4_tie_outer", 1, ta, la));
+    CHECK_OK(decode("int4_lm_copy", 1, tb2, lb2));
+    CHECK(!memcmp(ta, tb2, sizeof ta) && !memcmp(la, lb2, sizeof la));
+    free_ents(&a);
+    free_ents(&b);
+  }
+
   /* Bad checkpoints: one line each, naming the tensor. */
   bad(&q, "e_shape", "language_model.model.layers.1.mlp.experts.3.up_proj.weight_packed", narrow, PZ_ERR_SHAPE,
       "experts.3.up_proj.weight_packed");

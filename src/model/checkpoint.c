@@ -224,7 +224,11 @@ static void read_config_extras(pz_checkpoint *ck) {
   if (!root) return; /* pz_config_load reports a malformed config.json */
   const cJSON *tc = cJSON_GetObjectItemCaseSensitive(root, "text_config");
   const cJSON *c = cJSON_IsObject(tc) ? tc : root;
-  ck->tie_word_embeddings = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "tie_word_embeddings"));
+  /* A text_config-wrapped config may tie by its outer flag: transformers' save_pretrained of a multimodal
+   * model writes the outer true and the inner false, and ties the LM head to the embedding. Either flag lets a
+   * missing lm_head.weight be the embedding; a checkpoint that has lm_head.weight is read as it is. */
+  ck->tie_word_embeddings = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "tie_word_embeddings")) ||
+                            (c != root && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings")));
   const cJSON *q = cJSON_GetObjectItemCaseSensitive(c, "quantization_config");
   if (!q) q = cJSON_GetObjectItemCaseSensitive(root, "quantization_config");
   const cJSON *bs = q ? cJSON_GetObjectItemCaseSensitive(q, "weight_block_size") : NULL;
