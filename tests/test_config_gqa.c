@@ -7,6 +7,7 @@
 #include "core/rope.h"
 #include "model/config.h"
 #include "pz_test.h"
+#include <math.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------ presets */
@@ -434,10 +435,13 @@ static void test_mistral(void) {
   BAD2(mistral, OV({"sliding_window", "4096"}), "sliding_window", "32768");
   BAD(mistral, OV({"hidden_act", "\"gelu\""}), "hidden_act");
   BAD(mistral, OV({"num_key_value_heads", "5"}), "num_key_value_heads");
-  BAD(mistral, OV({"rope_scaling", "{\"type\": \"yarn\", \"factor\": 4.0}"}), "rope_scaling");
+  /* YaRN without original_max_position_embeddings: max_position_embeddings (32768) is the original. */
+  CHECK_OK(PARSE(mistral, OV({"rope_scaling", "{\"type\": \"yarn\", \"factor\": 4.0}"}), &c));
+  CHECK(c.rope.type == PZ_ROPE_YARN && c.rope.factor == 4.f && c.rope.original_max_position_embeddings == 32768);
 }
 
 static void test_refusals(void) {
+  pz_model_config c;
   /* Shapes. */
   BAD(llama, OV({"num_key_value_heads", "5"}), "num_key_value_heads");
   BAD(mixtral, OV({"num_key_value_heads", "32"}), "num_key_value_heads"); /* more kv heads than heads */
@@ -475,11 +479,35 @@ static void test_refusals(void) {
   BAD(qwen3_moe, OV({"num_experts", NULL}), "num_experts");
   BAD(qwen3_moe, OV({"moe_intermediate_size", NULL}), "moe_intermediate_size");
   BAD(mixtral, OV({"num_local_experts", NULL}), "num_local_experts");
-  /* rope_scaling: only default and llama3. */
-  BAD2(llama, OV({"rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 4.0, \"original_max_position_embeddings\": 32768}"}),
-       "rope_scaling", "\"yarn\"");
-  BAD2(qwen2, OV({"rope_scaling", "{\"type\": \"yarn\", \"factor\": 4.0, \"original_max_position_embeddings\": 32768}"}),
-       "\"rope_scaling.type\" is \"yarn\"", "llama3"); /* the message names the key the file used */
+  /* rope_scaling: default, llama3 and yarn. YaRN as Qwen2.5 / Qwen3 document it for long context, read as
+     transformers 5 reads it (parse_gqa_yarn): beta 32 / 1, the cos/sin factor from factor alone. */
+  CHECK_OK(PARSE(qwen2, OV({"rope_scaling", "{\"type\": \"yarn\", \"factor\": 4.0, \"original_max_position_embeddings\": 32768}"}),
+                 &c));
+  CHECK(c.rope.type == PZ_ROPE_YARN && c.rope.factor == 4.f && c.rope.original_max_position_embeddings == 32768 &&
+        c.rope.beta_fast == 32.f && c.rope.beta_slow == 1.f && c.rope.mscale == 1.f && c.rope.mscale_all_dim == 0.f);
+  CHECK(pz_ref_yarn_cos_sin_mscale(&c.rope) == (float)(0.1 * log(4.0) + 1.0));
+  /* factor null: max_position_embeddings / original (4096 / 1024); null and 0 betas are the defaults; mscale
+     without mscale_all_dim is not used (transformers needs both); the top-level original wins */
+  CHECK_OK(PARSE(qwen3, OV({"rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": null, \"beta_fast\": null, "
+                                            "\"beta_slow\": 0, \"mscale\": 0.707, \"original_max_position_embeddings\": 1024}"},
+                           {"max_position_embeddings", "4096"}), &c));
+  CHECK(c.rope.type == PZ_ROPE_YARN && c.rope.factor == 4.f && c.rope.beta_fast == 32.f && c.rope.beta_slow == 1.f &&
+        c.rope.mscale == 1.f && c.rope.mscale_all_dim == 0.f);
+  CHECK_OK(PARSE(qwen3, OV({"rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 2.0, \"beta_fast\": 16, "
+                                            "\"mscale\": 0.5, \"mscale_all_dim\": 0.25, \"truncate\": true, "
+                                            "\"original_max_position_embeddings\": 1024}"},
+                           {"original_max_position_embeddings", "512"}), &c));
+  CHECK(c.rope.factor == 2.f && c.rope.beta_fast == 16.f && c.rope.original_max_position_embeddings == 512 &&
+        c.rope.mscale == 0.5f && c.rope.mscale_all_dim == 0.25f);
+  BAD(qwen3, OV({"rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 4.0, \"attention_factor\": 1.2}"}),
+      "\"rope_scaling.attention_factor\" is not supported");
+  BAD(qwen3, OV({"rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 4.0, \"truncate\": false}"}),
+      "\"rope_scaling.truncate\" false is not supported");
+  BAD(qwen3, OV({"rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 0.5}"}), "\"rope_scaling.factor\" is 0.5, must be >= 1");
+  BAD(qwen3, OV({"rope_scaling", "{\"rope_type\": \"yarn\"}"}), "\"rope_scaling.factor\" is missing");
+  BAD(qwen3, OV({"rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 4.0, \"beta_slow\": -1}"}), "must be > 0");
+  BAD(qwen2, OV({"rope_scaling", "{\"type\": \"dynamic\", \"factor\": 4.0}"}),
+      "\"rope_scaling.type\" is \"dynamic\""); /* the message names the key the file used */
   BAD2(qwen3, OV({"rope_scaling", "{\"rope_type\": \"dynamic\", \"factor\": 2.0}"}), "rope_scaling", "dynamic");
   BAD2(mixtral, OV({"rope_scaling", "{\"type\": \"linear\", \"factor\": 2.0}"}), "rope_scaling", "linear");
   BAD2(llama, OV({"rope_scaling", "{\"rope_type\": \"longrope\", \"short_factor\": [1], \"long_factor\": [1]}"}),

@@ -1,5 +1,5 @@
 /* Golden test of the GQA layouts against an independent implementation: the checkpoints
- * tests/data/golden/{llama, qwen2, qwen2_tied, qwen3, qwen3_moe, mixtral} (written by
+ * tests/data/golden/{llama, qwen2, qwen2_tied, qwen3, qwen3_moe, mixtral, qwen3_yarn} (written by
  * tools/make_golden_gqa.py with Hugging Face transformers, float32, eager attention, in the
  * published tensor layout) must give HF's greedy tokens and last-step logits within the file's
  * logits_atol at TP 1, 2 and 4 (TP 4 replicates every model's kv heads, TP 2 qwen2_tied's),
@@ -431,9 +431,9 @@ int main(void) {
   check_rows("qwen3", 4);
   test_bad_checkpoints();
 
-  static const char *models[] = {"llama", "qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "mixtral"};
+  static const char *models[] = {"llama", "qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "mixtral", "qwen3_yarn"};
   static golden g;
-  for (int i = 0; i < 6; i++) {
+  for (int i = 0; i < (int)(sizeof models / sizeof models[0]); i++) {
     char d[700];
     snprintf(d, sizeof d, "%s/%s", root, models[i]);
     if (!load_golden(d, &g)) { pz_test_failures++; continue; }

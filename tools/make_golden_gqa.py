@@ -26,6 +26,9 @@ the CUDA GEMMs' shape limits hold too):
 - qwen3_moe: 8 experts top-2, norm_topk_prob true, decoder_sparse_step 1, mlp_only_layers [0]
   (layer 0 dense with intermediate_size, layers 1-2 MoE with moe_intermediate_size), head_dim 32.
 - mixtral: 4 experts top-2 (num_local_experts), experts of intermediate_size.
+- qwen3_yarn: qwen3 with rope_scaling yarn (factor 4, original_max_position_embeddings 32, as Qwen documents
+  for long context): inverse frequencies interpolated outside the correction range and cos/sin scaled by
+  0.1 ln 4 + 1.
 
 Why the comparison is meaningful and what tolerance it allows (as make_golden.py):
 - Every weight is rounded to bf16 before it goes into the float32 HF model and is saved as BF16,
@@ -89,6 +92,7 @@ QWEN3_MOE = dict(COMMON, architectures=["Qwen3MoeForCausalLM"], model_type="qwen
                  norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[0], max_position_embeddings=128,
                  rms_norm_eps=1e-6, rope_theta=1000000.0, rope_scaling=None, attention_bias=False,
                  use_sliding_window=False, sliding_window=None, output_router_logits=False)
+QWEN3_YARN = dict(QWEN3, rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32})
 MIXTRAL = dict(COMMON, architectures=["MixtralForCausalLM"], model_type="mixtral", intermediate_size=64,
                num_hidden_layers=2, head_dim=16, num_local_experts=4, num_experts_per_tok=2,
                max_position_embeddings=128, rms_norm_eps=1e-5, rope_theta=1000000.0, rope_scaling=None,
@@ -219,7 +223,8 @@ def ablated(cfg, model, what):
     return m
 
 
-SENSITIVITY = {"llama": "rope_scaling", "qwen2": "bias", "qwen3": "qk_norm", "qwen3_moe": "qk_norm"}
+SENSITIVITY = {"llama": "rope_scaling", "qwen2": "bias", "qwen3": "qk_norm", "qwen3_moe": "qk_norm",
+               "qwen3_yarn": "rope_scaling"}
 
 
 def make(name, cfg, out_root, seed):
@@ -275,7 +280,7 @@ def make(name, cfg, out_root, seed):
 
 
 MODELS = [("llama", LLAMA, 11), ("qwen2", QWEN2, 12), ("qwen2_tied", QWEN2_TIED, 13), ("qwen3", QWEN3, 14),
-          ("qwen3_moe", QWEN3_MOE, 15), ("mixtral", MIXTRAL, 16)]
+          ("qwen3_moe", QWEN3_MOE, 15), ("mixtral", MIXTRAL, 16), ("qwen3_yarn", QWEN3_YARN, 17)]
 
 
 def main():

@@ -373,8 +373,65 @@ static int gqa_family_of(const char *model_type) {
   return -1;
 }
 
+/* Float `key` of obj where null reads as absent (*v keeps its default). */
+static pz_status get_float_or_null(const reader *r, const cJSON *obj, const char *key, const char *field, float *v) {
+  const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+  if (!it || cJSON_IsNull(it)) return PZ_OK;
+  return get_float_in(r, obj, key, field, false, v);
+}
+
+/* YaRN of a GQA layout (Qwen's long-context setting, rope_scaling {"type" or "rope_type": "yarn", "factor",
+ * "original_max_position_embeddings"}), read as transformers' _compute_yarn_parameters (5.x) reads it:
+ * original_max_position_embeddings from the config's top level if there, else rope_scaling's, else
+ * max_position_embeddings; factor null -> max_position_embeddings / original; beta_fast / beta_slow null or 0
+ * -> 32 / 1; the cos/sin attention factor get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim)
+ * where both are given and non-zero, else 0.1 ln(factor) + 1 (core/rope.h); no softmax rescaling (that is
+ * DeepSeek's MLA only). An explicit attention_factor and truncate false are refused. */
+static pz_status parse_gqa_yarn(const reader *r, const cJSON *rs, const char *name, pz_model_config *c) {
+  pz_rope_params *p = &c->rope;
+  static const char *const keys[8] = {"factor", "original_max_position_embeddings", "beta_fast", "beta_slow",
+                                      "mscale", "mscale_all_dim", "attention_factor", "truncate"};
+  char f[8][64];
+  for (int i = 0; i < 8; i++) snprintf(f[i], sizeof f[i], "%s.%s", name, keys[i]);
+  const cJSON *af = cJSON_GetObjectItemCaseSensitive(rs, keys[6]);
+  if (af && !cJSON_IsNull(af))
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is not supported (prezero derives YaRN's attention factor "
+                    "from factor, mscale and mscale_all_dim, as transformers does without it); remove it", r->src, f[6]);
+  const cJSON *tr = cJSON_GetObjectItemCaseSensitive(rs, keys[7]);
+  if (tr && !cJSON_IsNull(tr)) {
+    if (!cJSON_IsBool(tr)) return pz_cfg_type_err(r, f[7], "a boolean", tr);
+    if (!cJSON_IsTrue(tr))
+      return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" false is not supported (prezero rounds YaRN's correction "
+                      "range outwards, transformers' default); remove it", r->src, f[7]);
+  }
+  int64_t orig = 0;
+  PZ_CHECK(get_int_in(r, r->root, keys[1], keys[1], false, true, 1, &orig)); /* the top level's wins (transformers) */
+  if (orig <= 0) PZ_CHECK(get_int_in(r, rs, keys[1], f[1], false, true, 1, &orig));
+  if (orig <= 0) orig = c->max_position_embeddings;
+  p->original_max_position_embeddings = orig;
+  const cJSON *fa = cJSON_GetObjectItemCaseSensitive(rs, keys[0]);
+  if (!fa) return pz_error(PZ_ERR_CONFIG, "config %s: required field \"%s\" is missing", r->src, f[0]);
+  if (cJSON_IsNull(fa)) p->factor = (float)((double)c->max_position_embeddings / (double)orig);
+  else PZ_CHECK(get_float_in(r, rs, keys[0], f[0], true, &p->factor));
+  if (!(p->factor >= 1.f)) return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is %g, must be >= 1", r->src, f[0], p->factor);
+  float bf = 0.f, bs = 0.f, ms = 0.f, msa = 0.f;
+  PZ_CHECK(get_float_or_null(r, rs, keys[2], f[2], &bf));
+  PZ_CHECK(get_float_or_null(r, rs, keys[3], f[3], &bs));
+  PZ_CHECK(get_float_or_null(r, rs, keys[4], f[4], &ms));
+  PZ_CHECK(get_float_or_null(r, rs, keys[5], f[5], &msa));
+  p->beta_fast = bf != 0.f ? bf : 32.f; /* transformers: `or 32` */
+  p->beta_slow = bs != 0.f ? bs : 1.f;
+  if (!(p->beta_fast > 0.f) || !(p->beta_slow > 0.f))
+    return pz_error(PZ_ERR_CONFIG, "config %s: fields \"%s\" (%g) and \"%s\" (%g) must be > 0", r->src, f[2],
+                    p->beta_fast, f[3], p->beta_slow);
+  p->mscale = ms != 0.f && msa != 0.f ? ms : 1.f;
+  p->mscale_all_dim = ms != 0.f && msa != 0.f ? msa : 0.f; /* get_mscale(f, 0) = 1: the factor alone */
+  p->type = PZ_ROPE_YARN;
+  return PZ_OK;
+}
+
 /* rope_scaling of a GQA layout (or transformers' newer "rope_parameters", which also carries
- * rope_theta): null, type "default", or "llama3" with all four of its fields. */
+ * rope_theta): null, type "default", "llama3" with all four of its fields, or "yarn" (parse_gqa_yarn). */
 static pz_status parse_gqa_rope(const reader *r, gqa_family fam, pz_model_config *c) {
   pz_rope_params *p = &c->rope;
   p->theta = gqa_fam[fam].rope_theta;
@@ -403,10 +460,11 @@ static pz_status parse_gqa_rope(const reader *r, gqa_family fam, pz_model_config
   if (legacy && ty != legacy && !(cJSON_IsString(legacy) && !strcmp(legacy->valuestring, ty->valuestring)))
     return pz_error(PZ_ERR_CONFIG, "config %s: fields \"%s\" and \"%s.type\" disagree", r->src, f_type, name);
   if (!strcmp(ty->valuestring, "default")) return PZ_OK;
+  if (!strcmp(ty->valuestring, "yarn")) return parse_gqa_yarn(r, rs, name, c);
   if (strcmp(ty->valuestring, "llama3"))
     return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is \"%.40s\", which prezero does not support for "
-                    "model_type %s (supported: null, \"default\", \"llama3\")", r->src, f_type, ty->valuestring,
-                    gqa_fam[fam].model_type);
+                    "model_type %s (supported: null, \"default\", \"llama3\", \"yarn\")", r->src, f_type,
+                    ty->valuestring, gqa_fam[fam].model_type);
   static const char *const keys[4] = {"factor", "low_freq_factor", "high_freq_factor",
                                       "original_max_position_embeddings"};
   for (int i = 0; i < 4; i++) snprintf(f[i], sizeof f[i], "%s.%s", name, keys[i]);

@@ -131,9 +131,14 @@ typedef struct pz_model_config {
  * norm_topk_prob true, moe_intermediate_size = intermediate_size and decoder_sparse_step 1;
  * dense models have n_routed_experts 0 (decoder_sparse_step 1). The MLA fields are 0, n_group /
  * topk_group / moe_layer_freq 1, topk_method greedy, routed_scaling_factor 1, n_shared_experts 0.
- * rope_scaling: null, {"rope_type" (or "type"): "default"}, or "llama3" with factor (>= 1),
+ * rope_scaling: null, {"rope_type" (or "type"): "default"}, "llama3" with factor (>= 1),
  * low_freq_factor, high_freq_factor (0 < low < high) and original_max_position_embeddings, all
- * required (rope.type PZ_ROPE_LLAMA3); any other type is refused. transformers' newer
+ * required (rope.type PZ_ROPE_LLAMA3), or "yarn" (Qwen's long context; rope.type PZ_ROPE_YARN) with
+ * factor (>= 1; null: max_position_embeddings / original) and optional original_max_position_embeddings
+ * (the config's top-level one first, else max_position_embeddings), beta_fast / beta_slow (null or 0:
+ * 32 / 1), mscale and mscale_all_dim (used only when both are non-zero, else the cos/sin factor is
+ * 0.1 ln(factor) + 1), as transformers 5 reads them; attention_factor and truncate false are refused;
+ * any other type is refused. transformers' newer
  * "rope_parameters" object (rope_theta inside it) is read the same way.
  * Sliding-window attention is refused: use_sliding_window true (qwen2, qwen3, qwen3_moe), a
  * sliding_window below max_position_embeddings (llama, mixtral, mistral), a layer_types entry
