@@ -426,7 +426,7 @@ int main(void) {
   if (env) snprintf(root, sizeof root, "%s", env);
   else PZ_TEST_PATH(root, "../data/golden");
   static const char *models[] = {"deepseek_v3", "deepseek_v2_lite", "deepseek_v3_fp8", "llama", "qwen2",
-                                 "qwen2_tied", "qwen3", "qwen3_moe", "mixtral"};
+                                 "qwen2_tied", "qwen3", "qwen3_moe", "mixtral", "qwen3_yarn"};
   static golden g;
   for (int i = 0; i < (int)(sizeof models / sizeof models[0]); i++) {
     char d[700];
