@@ -193,11 +193,12 @@ typedef struct pz_runtime_opts {
                                        * two-stage top-k compares one 64-bit rank key per candidate
                                        * (route_key.h); 0 the former branching comparison of (score,
                                        * index) pairs. Same ids and weights. Added in 0.2.0 */
-  int moe_dynamic;                    /* PREZERO_MOE_DYNAMIC: 1 the INT4 / FP8 expert kernels claim their
-                                       * work items from a counter as they go (a CTA that started late or
-                                       * drew cheap items takes more); -1 unset (the default) or 0 item i
-                                       * on CTA i mod grid, as before. Bit-identical. Not yet timed on a
-                                       * GPU, hence off by default. Added last */
+  int moe_dynamic;                    /* PREZERO_MOE_DYNAMIC: 1 the INT4 / FP8 expert kernels claim the
+                                       * work items beyond the first wave from a counter as they go (the
+                                       * CTAs free first take them; a CTA that started late runs fewer);
+                                       * -1 unset (the default) or 0 item i on CTA i mod grid, as before.
+                                       * Bit-identical; no effect with moe_l2pf on the stored INT4 layout.
+                                       * Not yet timed on a GPU, hence off by default. Added last */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. o NULL: nothing happens. */

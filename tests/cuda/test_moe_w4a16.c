@@ -54,32 +54,29 @@ static int outside_bound(const float *got, const float *ref, int m, int64_t H) {
   return bad;
 }
 
-/* The tiled layout (pz_moe_w4a16_tile, w4_tiled.h) on the case's device weights, in place:
- * - the gate words and scales equal the host's map of the stored arrays (wg, sg) bit for bit, and
- *   pz_moe_w4a16_untile_host gives the stored arrays back;
- * - the kernel on them (twice: bit-identical) is within the same bound of
- *   the CPU reference (ref) as the stored layout's kernel, and its deviation from that kernel
- *   (gpu) is reported;
- * - shapes that are not multiples of 128 are refused by the tiler and the launcher.
- * Leaves a's weights tiled (the caller frees them). */
-/* The expert kernels' dynamic schedule (items_dynamic 1, PREZERO_MOE_DYNAMIC=1: each CTA claims its next
- * work item from a counter the gather zeroes) against the static one (items_dynamic 0, the default: item i
- * on CTA i mod grid) on the launch `a` describes: the same output bits eagerly, with the default K splits
- * and with every item unsplit (wk 1: the most items, e.g. Kimi-K2.5 TP 1 down has 56 row tiles per
- * expert, more items than the 528 CTA slots of an H200, so CTAs claim); then captured once in a CUDA graph
- * and replayed three times with the output poisoned (0xff) before each replay: a counter left at its
- * previous value would leave items unrun and their outputs NaN. a: the stored layout's launch, its weights
- * already tiled (tiled_case); tk: scratch of m x H floats. */
+/* The expert kernels' dynamic schedule (items_dynamic 1, PREZERO_MOE_DYNAMIC=1: each CTA runs item blockIdx.x,
+ * then claims its next work item from a counter the gather zeroes) against the static one (items_dynamic 0, the
+ * default: item i on CTA i mod grid) on the launch `a` describes (w4_tiled as given): the same output bits
+ * eagerly, with the default K splits and with every item unsplit (wk 1: the most items); then captured once in a
+ * CUDA graph and replayed three times. Before every dynamic launch and replay the output and the whole workspace
+ * (counters, work list, h, d) are poisoned with 0xff, so an item left unrun shows as NaN bits and a counter that
+ * the gather did not reset leaves items unrun. With wk 1 the two counters are read back: each holds the number
+ * of items its kernel ran (n_work x row tiles of 128) when the grid had fewer CTAs than items, else 0 (no
+ * claims); past 4 CTAs per SM (more than any grid of these kernels) it must be the item count, and such a
+ * claim is counted in g_claims. tk: scratch of m x H floats. */
+static int g_claims; /* launches in which the kernels had to claim items (checked at the end of main) */
 static void dynamic_case(const pz_moe_q_args *a, float *tk) {
   const int m = a->m;
-  const int64_t H = a->H;
+  const int64_t H = a->H, I = a->p.inter;
   const size_t nout = (size_t)m * H;
   float *want = tk ? malloc(4 * nout) : NULL;
   cudaStream_t s = NULL;
   CHECK(want && cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  int dev = 0, sms = 0;
+  CHECK(cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess);
+  const size_t nw_off = ((size_t)4 * m * a->p.top_k + 255) / 256 * 256; /* moe_q_common.cuh layout_of: pairs, n_work */
   for (int wk1 = 0; wk1 < 2 && want; wk1++) {
     pz_moe_q_args c = *a;
-    c.w4_tiled = 1; /* tiled_case has tiled the weights */
     if (wk1) c.w4_wk_up = c.w4_wk_dn = 1;
     c.items_dynamic = 0;
     CHECK_OK(pz_moe_w4a16_launch(&c, s));
@@ -87,13 +84,29 @@ static void dynamic_case(const pz_moe_q_args *a, float *tk) {
     cudaMemcpy(want, (const void *)c.out, 4 * nout, cudaMemcpyDeviceToHost);
     c.items_dynamic = 1;
     CHECK(cudaMemsetAsync(c.out, 0xff, 4 * nout, s) == cudaSuccess);
+    CHECK(cudaMemsetAsync(c.workspace, 0xff, c.workspace_bytes, s) == cudaSuccess);
     CHECK_OK(pz_moe_w4a16_launch(&c, s));
     CHECK(cudaStreamSynchronize(s) == cudaSuccess);
     cudaMemcpy(tk, (const void *)c.out, 4 * nout, cudaMemcpyDeviceToHost);
     if (memcmp(tk, want, 4 * nout)) {
-      fprintf(stderr, "m %d, %s splits: the dynamic item schedule differs from the static one\n", m,
-              wk1 ? "unsplit" : "default");
+      fprintf(stderr, "m %d, %s splits, %s layout: the dynamic item schedule differs from the static one\n", m,
+              wk1 ? "unsplit" : "default", c.w4_tiled ? "tiled" : "stored");
       pz_test_failures++;
+    }
+    if (wk1) {
+      int nw[3] = {0, 0, 0};
+      cudaMemcpy(nw, (const char *)c.workspace + nw_off, sizeof nw, cudaMemcpyDeviceToHost);
+      const int64_t items[2] = {(int64_t)nw[0] * ((I + 127) / 128), (int64_t)nw[0] * ((H + 127) / 128)};
+      for (int k = 0; k < 2; k++) {
+        const int64_t got = nw[1 + k];
+        const int ok = got == items[k] || (got == 0 && items[k] <= 4 * (int64_t)sms);
+        if (!ok) {
+          fprintf(stderr, "m %d, %s counter: %lld, want %lld items (or 0 without claims)\n", m, k ? "down" : "gate/up",
+                  (long long)got, (long long)items[k]);
+          pz_test_failures++;
+        }
+        if (got > 0) g_claims++;
+      }
     }
     cudaGraph_t g = NULL;
     cudaGraphExec_t ge = NULL;
@@ -103,6 +116,7 @@ static void dynamic_case(const pz_moe_q_args *a, float *tk) {
     CHECK(cudaGraphInstantiate(&ge, g, 0) == cudaSuccess);
     for (int r = 0; r < 3 && ge; r++) {
       CHECK(cudaMemsetAsync(c.out, 0xff, 4 * nout, s) == cudaSuccess);
+      CHECK(cudaMemsetAsync(c.workspace, 0xff, c.workspace_bytes, s) == cudaSuccess);
       CHECK(cudaGraphLaunch(ge, s) == cudaSuccess);
       CHECK(cudaStreamSynchronize(s) == cudaSuccess);
       cudaMemcpy(tk, (const void *)c.out, 4 * nout, cudaMemcpyDeviceToHost);
@@ -119,6 +133,14 @@ static void dynamic_case(const pz_moe_q_args *a, float *tk) {
   free(want);
 }
 
+/* The tiled layout (pz_moe_w4a16_tile, w4_tiled.h) on the case's device weights, in place:
+ * - the gate words and scales equal the host's map of the stored arrays (wg, sg) bit for bit, and
+ *   pz_moe_w4a16_untile_host gives the stored arrays back;
+ * - the kernel on them (twice: bit-identical) is within the same bound of
+ *   the CPU reference (ref) as the stored layout's kernel, and its deviation from that kernel
+ *   (gpu) is reported;
+ * - shapes that are not multiples of 128 are refused by the tiler and the launcher.
+ * Leaves a's weights tiled (the caller frees them). */
 static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, int64_t H, int64_t I, const float *ref,
                        const float *gpu, float *dout) {
   const int E = a->p.n_experts, m = a->m;
@@ -301,7 +323,11 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
       }
     }
   free(tv);
-  dynamic_case(a, tk);
+  {
+    pz_moe_q_args c = *a;
+    c.w4_tiled = 1; /* the weights are tiled now */
+    dynamic_case(&c, tk);
+  }
   free(tk);
   for (int d = 0; d < 2; d++) free(t[d]);
   b = *a;
@@ -527,6 +553,7 @@ static void run_case(const char *name, int E, int K, int64_t H, int64_t I, int64
          (long long)I, (long long)SI, m, worst, bad ? "  FAIL" : "");
   if (bad) pz_test_failures++;
   if (SI && route == ROUTE_RANDOM) fork_case(&a, dout);
+  dynamic_case(&a, gpu2); /* the stored layout's kernels (W4 policies without the L2 prefetch) */
   tiled_case(&a, wg, sg, H, I, ref, gpu, dout);
   /* Argument errors (once per case is cheap). */
   pz_moe_q_args b = a;
@@ -577,6 +604,12 @@ int main(void) {
   run_case("small tileable, 2 n-tiles", 8, 2, 256, 128, 0, 48, ROUTE_ALL);
   run_case("tileable, 32 tokens/expert", 8, 8, 1024, 256, 256, 32, ROUTE_TIED);
   engine_quant_case(PZ_QUANT_INT4, "int4");
+  /* Kimi-K2.5 TP 1 down (56 row tiles per work item) has more items than 4 CTAs per SM: the dynamic
+     schedule's claims were exercised, not only its first wave */
+  if (g_claims == 0) {
+    fprintf(stderr, "no dynamic-schedule launch claimed items: the test did not exercise the counter\n");
+    pz_test_failures++;
+  }
   pz_gemm_ctx_destroy(g_mlp_gemm);
   pz_gemm_ctx_destroy(g_mlp_gemm2);
   TEST_DONE();

@@ -214,10 +214,12 @@ static void run_case(const char *name, model *md, int K, int m, int route, int s
     cudaMemcpy(gpu2, dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
     CHECK(!memcmp(gpu, gpu2, 4 * (size_t)m * H));
   }
-  { /* items claimed from a counter (items_dynamic 1, PREZERO_MOE_DYNAMIC=1) give the static schedule's bits */
+  { /* items claimed from a counter (items_dynamic 1, PREZERO_MOE_DYNAMIC=1) give the static schedule's bits;
+       the workspace (counters, work list, h, d) poisoned first, so an unrun item shows as NaN */
     pz_moe_q_args c = a;
     c.items_dynamic = 1;
     cudaMemset(dout, 0xff, 4 * (size_t)m * H);
+    cudaMemset(c.workspace, 0xff, c.workspace_bytes);
     CHECK_OK(pz_moe_w8a16_launch(&c, 0));
     CHECK(cudaDeviceSynchronize() == cudaSuccess);
     cudaMemcpy(gpu2, dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);

@@ -85,12 +85,15 @@ typedef struct pz_moe_q_args {
                    * about 0.6 bytes of L2 writes per weight byte on the H200); 3 = always 3. Other values:
                    * PZ_ERR_INVALID_ARG. Bit-identical for the same K split; the adaptive K split counts the
                    * launched kernel's CTA slots */
-  int items_dynamic; /* both: 1 = each CTA takes work item blockIdx.x, then claims its next item from a counter
-                      * in the workspace as it starts each one (the gather zeroes the counters), so CTAs that
-                      * start late (beside the shared experts' kernels) or draw cheap items take more
-                      * (PREZERO_MOE_DYNAMIC=1); 0, the default, = item i runs on CTA i mod grid, as before.
-                      * Bit-identical (an item's outputs and operations do not depend on its CTA). Not yet
-                      * timed on a GPU: the default stays 0 until an A/B says otherwise */
+  int items_dynamic; /* both: 1 = where the batch has more work items than the grid has CTAs, each CTA takes
+                      * item blockIdx.x, then claims its next item from a counter in the workspace as it starts
+                      * each one (the gather zeroes the counters), so the items beyond the first wave go to the
+                      * CTAs free first: one that started late (beside the shared experts' kernels) or drew
+                      * expensive items runs fewer (PREZERO_MOE_DYNAMIC=1); no effect on the stored-layout W4A16
+                      * kernel with l2pf (its prefetch follows the static order); 0, the default, = item i runs
+                      * on CTA i mod grid, as before. Bit-identical (an item's outputs and operations do not
+                      * depend on its CTA). Not yet timed on a GPU: the default stays 0 until an A/B says
+                      * otherwise */
   int direct_off; /* both: 1 = work items whose K is not split reduce through shared memory with CTA barriers
                    * (PREZERO_MOE_DIRECT=0); 0, the default, = each warp writes its rows from its registers.
                    * Bit-identical */

@@ -184,20 +184,23 @@ __global__ void __launch_bounds__(kThreads, MB) mm_kernel(mm_params p) {
       if (it < total) prefetch_item<Q, DUAL>(p, p.work[it / tiles].x, it % tiles);
     }
   }
-  // The dynamic schedule (p.claim, policies without the L2 prefetch, whose hints follow the static order):
+  // The dynamic schedule (p.claim, policies without the L2 prefetch, whose hints follow the static order,
+  // and only where the grid has fewer CTAs than items: else each CTA runs at most its own item either way):
   // CTA b takes item b first, then claims its next one from the counter as it starts each item (thread 0,
-  // an atomic add; the answer lands in shared memory s_next[ph] while the item runs, double-buffered so that
-  // a claim never overwrites the one the other threads are still reading), so that CTAs that started late
-  // (the shared experts' kernels hold SMs at first) or took cheap items take more, and no CTA idles while
-  // another has a tail of items. Every item writes its own outputs with the same operations wherever it
-  // runs: the results are bit-identical to the static schedule's.
+  // an atomic add whose answer is stored to shared memory s_next[ph] only after the item, so no warp waits
+  // for it; double-buffered so that a claim never overwrites the one the other threads are still reading),
+  // so that the items beyond the first wave go to the CTAs that are free first: a CTA that started late
+  // (the shared experts' kernels hold SMs at first) or drew expensive items runs fewer of them, and no CTA
+  // idles while another has a tail of items. Every item writes its own outputs with the same operations
+  // wherever it runs: the results are bit-identical to the static schedule's.
   __shared__ int s_next[2];
-  const bool dyn = !PF && p.claim != nullptr;
+  const bool dyn = !PF && p.claim != nullptr && total > (int)gridDim.x;
   int ph = 0;
   for (int it = blockIdx.x; it < total;) {
     const int wi = it / tiles, tile = it % tiles;
     const int4 w = p.work[wi];
-    if (dyn && threadIdx.x == 0) s_next[ph] = (int)gridDim.x + atomicAdd(p.claim, 1);
+    int claimed = 0;
+    if (dyn && threadIdx.x == 0) claimed = atomicAdd(p.claim, 1);
     int nxt = -1;
     if constexpr (PF) {
       const int nx = it + prefetch_depth(p.s) * (int)gridDim.x; /* read now, used after the tile */
@@ -211,6 +214,7 @@ __global__ void __launch_bounds__(kThreads, MB) mm_kernel(mm_params p) {
       default: run_item<Q, DUAL, 4>(p, w.x, tile, w.y, w.z, red); break;
     }
     if (dyn) {
+      if (threadIdx.x == 0) s_next[ph] = (int)gridDim.x + claimed;
       __syncthreads(); /* thread 0's claim is visible; uniform over the CTA (dyn and it are) */
       it = s_next[ph];
       ph ^= 1;
