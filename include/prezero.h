@@ -61,7 +61,9 @@ typedef struct pz_engine_config {
                             path that is not a regular file), PZ_ERR_NOT_FOUND, PZ_ERR_SHAPE, PZ_ERR_DTYPE. On CUDA the host
                             converts the weights (threads workers) and copies them to each rank's
                             GPU through two bounded staging buffers; a model whose shapes the CUDA
-                            kernels do not take fails with PZ_ERR_UNSUPPORTED or PZ_ERR_SHAPE. */
+                            kernels do not take fails with PZ_ERR_UNSUPPORTED or PZ_ERR_SHAPE.
+                            A load that takes longer than a second prints a progress bar on
+                            stderr (PREZERO_PROGRESS=0 in the environment turns it off). */
   int quant;             /* storage of the routed experts' synthetic weights (`--quant`): PZ_QUANT_AUTO
                             (0, as the model's quantization_config says: kimi_k25 INT4), PZ_QUANT_BF16,
                             PZ_QUANT_INT4 (compressed-tensors W4A16, group 32) or PZ_QUANT_FP8 (e4m3,
@@ -92,9 +94,17 @@ typedef struct pz_engine_config {
   int timeout_ms;
 } pz_engine_config;
 struct pz_runtime_opts;
+/* Every field, so that -Wextra is quiet; in C++ by position (designated initializers are C++20,
+ * and -pedantic warns about them before), in the order of the struct above. */
+#ifdef __cplusplus
+#define PZ_ENGINE_CONFIG_INIT \
+  {NULL, 1, 4, 128, 64, 0, 1234, -1, PZ_DEVICE_CPU, 0, NULL, PZ_QUANT_AUTO, NULL, NULL, 0, 0}
+#else
 #define PZ_ENGINE_CONFIG_INIT                                                             \
   {.model = NULL, .tp = 1, .max_batch = 4, .context = 128, .max_steps = 64, .layers = 0, \
-   .seed = 1234, .prezero = -1, .device = PZ_DEVICE_CPU, .threads = 0, .options = NULL}
+   .seed = 1234, .prezero = -1, .device = PZ_DEVICE_CPU, .threads = 0, .model_dir = NULL, \
+   .quant = PZ_QUANT_AUTO, .options = NULL, .id_file = NULL, .rank = 0, .timeout_ms = 0}
+#endif
 
 /* What an engine was built with (resolved values). */
 typedef struct pz_engine_info {

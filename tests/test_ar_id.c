@@ -3,7 +3,9 @@
  * joining a group without a GPU (or without the CUDA backend) returns a status, never hangs. */
 #define _POSIX_C_SOURCE 200809L
 #include <string.h>
+#include <stdio.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "prezero/allreduce.h"
 #include "backend/ar_mp_id.h"
 #include "pz_test.h"
@@ -39,5 +41,44 @@ int main(void) {
   CHECK(pz_ar_comm_rank(NULL) == -1 && pz_ar_comm_world(NULL) == -1 && pz_ar_comm_device(NULL) == -1);
   pz_ar_comm_destroy(NULL);
   CHECK_OK(pz_ar_unique_id_remove(&id2));
+
+  /* An id is bytes from another process: one naming any other directory is refused, and removal
+   * deletes only the rendezvous's own files (it once unlinked every file of the named directory). */
+  char victim[] = "/tmp/pz_ar_victim.XXXXXX", keep[64], stray[PZ_AR_ID_DIR_MAX + 16], rfile[PZ_AR_ID_DIR_MAX + 16];
+  CHECK(mkdtemp(victim) != NULL);
+  snprintf(keep, sizeof keep, "%s/precious.txt", victim);
+  FILE *f = fopen(keep, "w");
+  CHECK(f != NULL);
+  if (f) fclose(f);
+  pz_ar_unique_id forged;
+  CHECK_OK(pz_ar_get_unique_id(&forged));
+  CHECK_OK(pz_ar_id_parse(&forged, &L));
+  rmdir(L.dir);
+  snprintf(((pz_ar_id_layout *)forged.internal)->dir, PZ_AR_ID_DIR_MAX, "%s", victim);
+  CHECK_ST(pz_ar_unique_id_remove(&forged), PZ_ERR_INVALID_ARG);
+  CHECK(!strcmp(pz_last_error(), "not an all-reduce unique id (make it with pz_ar_get_unique_id and copy all 256 bytes)"));
+  CHECK_ST(pz_ar_unique_id_write_file(&forged, "/tmp/pz_ar_victim.id"), PZ_ERR_INVALID_ARG);
+  CHECK(stat(keep, &sb) == 0);
+  snprintf(((pz_ar_id_layout *)forged.internal)->dir, PZ_AR_ID_DIR_MAX, "/tmp/../%s/pz_ar.abc123", victim + 5);
+  CHECK_ST(pz_ar_unique_id_remove(&forged), PZ_ERR_INVALID_ARG);
+  CHECK(stat(keep, &sb) == 0);
+  /* a real id's directory holding a file the rendezvous did not write: that file stays */
+  pz_ar_unique_id id3;
+  CHECK_OK(pz_ar_get_unique_id(&id3));
+  CHECK_OK(pz_ar_id_parse(&id3, &L));
+  snprintf(stray, sizeof stray, "%s/stray", L.dir);
+  snprintf(rfile, sizeof rfile, "%s/hx1", L.dir);
+  FILE *f1 = fopen(stray, "w"), *f2 = fopen(rfile, "w");
+  CHECK(f1 && f2);
+  if (f1) fclose(f1);
+  if (f2) fclose(f2);
+  CHECK_OK(pz_ar_unique_id_remove(&id3));
+  CHECK(stat(rfile, &sb) != 0);
+  CHECK(stat(stray, &sb) == 0);
+  unlink(stray);
+  CHECK_OK(pz_ar_unique_id_remove(&id3));
+  CHECK(stat(L.dir, &sb) != 0);
+  unlink(keep);
+  rmdir(victim);
   TEST_DONE();
 }

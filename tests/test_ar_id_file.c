@@ -8,7 +8,8 @@
  *  - no file: PZ_ERR_TIMEOUT naming the path, at once for timeout 0 and not before 30 ms for 30;
  *  - a short file, a long file and 256 bytes that are not an id: PZ_ERR_IO; NULL arguments and
  *    a negative timeout: PZ_ERR_INVALID_ARG; a non-id to write: PZ_ERR_INVALID_ARG; an
- *    unwritable path: PZ_ERR_IO naming it. Each message is one line. */
+ *    unwritable path: PZ_ERR_IO naming it; a FIFO or a directory to read: PZ_ERR_IO at once. Each
+ *    message is one line. */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
 #include <stdio.h>
@@ -119,6 +120,15 @@ int main(void) {
   write_raw(other, junk, PZ_AR_UNIQUE_ID_BYTES);
   CHECK_ST(pz_ar_unique_id_read_file(other, 0, &got), PZ_ERR_IO);
   one_line("does not hold an all-reduce id");
+  /* a FIFO or a directory at the path: PZ_ERR_IO at once (a FIFO blocked the open past any timeout) */
+  char fifo[300];
+  snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+  CHECK(mkfifo(fifo, 0600) == 0);
+  CHECK_ST(pz_ar_unique_id_read_file(fifo, 100, &got), PZ_ERR_IO);
+  one_line("fifo: not a regular file; rank 0 writes it with pz_ar_unique_id_write_file");
+  unlink(fifo);
+  CHECK_ST(pz_ar_unique_id_read_file(dir, 100, &got), PZ_ERR_IO);
+  one_line(": not a regular file; rank 0 writes it with pz_ar_unique_id_write_file");
   /* arguments */
   CHECK_ST(pz_ar_unique_id_read_file(NULL, 0, &got), PZ_ERR_INVALID_ARG);
   CHECK_ST(pz_ar_unique_id_read_file(path, 0, NULL), PZ_ERR_INVALID_ARG);

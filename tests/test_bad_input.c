@@ -211,6 +211,16 @@ static void cli_flags(void) {
     CHECK(last_rc == 2);
     unsetenv(malformed[i][0]);
   }
+  /* A PREZERO_DISABLE_PASSES that names no pass: the same line and exit 2 in run, graph and plan (graph
+   * exited 1, plan accepted it and printed the rewrite). */
+  setenv("PREZERO_DISABLE_PASSES", "prezer0", 1);
+  bad("run", "--prezero on --steps 1 --batch 1 --device cpu", "PREZERO_DISABLE_PASSES: no pass is called 'prezer0'");
+  CHECK(last_rc == 2);
+  bad("graph", "--prezero on --layers 1", "PREZERO_DISABLE_PASSES: no pass is called 'prezer0'");
+  CHECK(last_rc == 2 && out_txt[0] == 0);
+  bad("plan", "--config tiny --layers 1 --batch 1", "PREZERO_DISABLE_PASSES: no pass is called 'prezer0'");
+  CHECK(last_rc == 2 && out_txt[0] == 0);
+  unsetenv("PREZERO_DISABLE_PASSES");
   /* An environment switch that points nowhere names itself, not --config. */
   setenv("PREZERO_DUMP_GRAPH", "/nonexistent-dir/dump", 1);
   bad("graph", "", "PREZERO_DUMP_GRAPH");
@@ -592,6 +602,12 @@ static void api(void) {
     CHECK(strstr(pz_last_error(), "dot = 5; use 0 (text) or 1 (Graphviz DOT)") != NULL);
     CHECK_ST(pz_engine_dump_graph(e, devnull, -1), PZ_ERR_INVALID_ARG);
   }
+  FILE *full = fopen("/dev/full", "w");
+  if (full) {
+    CHECK_ST(pz_engine_dump_graph(e, full, 1), PZ_ERR_IO);
+    CHECK(!strcmp(pz_last_error(), "graph dot: write failed (No space left on device)"));
+    fclose(full);
+  }
   pz_engine_destroy(e);
   pz_engine_destroy(NULL);
   /* Every status has a text. */
@@ -638,6 +654,17 @@ static void graph_api(void) {
     CHECK_ST(pz_decode_graph_dump(g, devnull, 7), PZ_ERR_INVALID_ARG);
     CHECK(strstr(pz_last_error(), "dot = 7; use 0 (text) or 1 (Graphviz DOT)") != NULL);
     fclose(devnull);
+  }
+  /* A write that fails is PZ_ERR_IO, also when the dump fits in the stream's buffer (it was
+   * PZ_OK: the error only showed at the caller's fclose). */
+  FILE *full = fopen("/dev/full", "w");
+  if (full) {
+    CHECK_ST(pz_decode_graph_dump(g, full, 0), PZ_ERR_IO);
+    CHECK(!strcmp(pz_last_error(), "graph dump: write failed (No space left on device)"));
+    clearerr(full);
+    CHECK_ST(pz_decode_graph_dump(g, full, 1), PZ_ERR_IO);
+    CHECK(!strcmp(pz_last_error(), "graph dot: write failed (No space left on device)"));
+    fclose(full);
   }
   /* A second tensor named "residual": verify (and so run_passes) refuses it. */
   int dup = -1;

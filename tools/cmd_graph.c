@@ -135,6 +135,12 @@ int pz_cmd_graph(int argc, char **argv) {
     return PZ_CLI_EXIT_USAGE; /* a malformed variable: the same code as run and plan */
   }
   pz_pass_opts_apply(&po, &ro);
+  if (pz_pass_check_disable(po.disable) != PZ_OK) { /* a malformed variable: exit 2, as run and plan */
+    pz_graph_free(g);
+    if (dot_f) { fclose(dot_f); remove(dot); }
+    fprintf(stderr, "prezero graph: %s\n", pz_last_error());
+    return PZ_CLI_EXIT_USAGE;
+  }
   pz_pass_stats stats[PZ_MAX_PASSES];
   int n_stats = 0;
   st = pz_run_passes(g, &po, stats, &n_stats);

@@ -148,6 +148,10 @@ int pz_cmd_plan(int argc, char **argv) {
     fprintf(stderr, "prezero plan: %s; fix or unset that variable\n", bad);
     return PZ_CLI_EXIT_USAGE;
   }
+  if (pz_pass_check_disable(ro.disable_passes) != PZ_OK) { /* refused as run and graph refuse it */
+    fprintf(stderr, "prezero plan: %s\n", pz_last_error());
+    return PZ_CLI_EXIT_USAGE;
+  }
   pz_model_config mc;
   if (pz_config_load(config, &mc) != PZ_OK) {
     fprintf(stderr, "prezero plan: %s; give --config a preset name or a config.json path\n", pz_last_error());

@@ -61,9 +61,11 @@ typedef struct pz_ar_unique_id {
  * than the id holds). */
 PZ_API pz_status pz_ar_get_unique_id(pz_ar_unique_id *out);
 
-/* Removes the id's rendezvous directory and whatever files remain in it. Call once, after every
+/* Removes the id's rendezvous directory and the rendezvous files that remain in it (no other
+ * file: a directory that still holds one stays). Call once, after every
  * rank's pz_ar_comm_init_rank has returned (a rank still in its rendezvous would time out).
- * Errors: PZ_ERR_INVALID_ARG (not an id made by pz_ar_get_unique_id). */
+ * Errors: PZ_ERR_INVALID_ARG (not an id made by pz_ar_get_unique_id: its directory must be a
+ * "pz_ar.XXXXXX" one, and a directory that exists must be the caller's own, not a link). */
 PZ_API pz_status pz_ar_unique_id_remove(const pz_ar_unique_id *id);
 
 /* For ranks started separately (one command per rank, e.g. `--rank R --world W --id-file F`):
@@ -78,8 +80,8 @@ PZ_API pz_status pz_ar_unique_id_write_file(const pz_ar_unique_id *id, const cha
 /* Waits up to timeout_ms (>= 0; polled every few ms) for `path` to hold an id written by
  * pz_ar_unique_id_write_file, and reads it into *out.
  * Errors: PZ_ERR_INVALID_ARG (NULL, negative timeout), PZ_ERR_TIMEOUT (no file after timeout_ms:
- * start rank 0, or check the path), PZ_ERR_IO (unreadable, not PZ_AR_UNIQUE_ID_BYTES long, or not
- * an id). */
+ * start rank 0, or check the path), PZ_ERR_IO (unreadable, not a regular file (a FIFO, a
+ * directory), not PZ_AR_UNIQUE_ID_BYTES long, or not an id). */
 PZ_API pz_status pz_ar_unique_id_read_file(const char *path, int timeout_ms, pz_ar_unique_id *out);
 
 typedef struct pz_ar_comm pz_ar_comm;
@@ -95,8 +97,12 @@ typedef struct pz_ar_comm_config {
                         one wait on a peer may last before the kernel gives up and flags a
                         timeout (read by pz_ar_comm_check). <= 0: 10000 ms. */
 } pz_ar_comm_config;
+#ifdef __cplusplus /* by position: designated initializers are C++20 */
+#define PZ_AR_COMM_CONFIG_INIT {1, 0, 0, 128, 8192, 10000}
+#else
 #define PZ_AR_COMM_CONFIG_INIT {.world = 1, .rank = 0, .device = 0, .max_m = 128, .max_H = 8192, \
                                 .timeout_ms = 10000}
+#endif
 
 /* Joins the group `id` as `rank` of `world` on `device`, with max_m = 128, max_H = 8192:
  * pz_ar_comm_init_rank_config with those fields. Collective: every rank of the group must call

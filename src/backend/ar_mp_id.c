@@ -56,25 +56,55 @@ pz_status pz_ar_get_unique_id(pz_ar_unique_id *out) {
   return PZ_OK;
 }
 
+/* The directory pz_ar_get_unique_id makes: "<base>/pz_ar." and mkdtemp's 6 letters or digits, with no
+ * "." or ".." component on the way. An id is plain bytes from another process (a file, a pipe):
+ * anything else in it is refused, so that pz_ar_unique_id_remove never empties a directory it did
+ * not make. */
+static int id_dir_ok(const char *dir) {
+  if (dir[0] != '/' || strstr(dir, "/./") || strstr(dir, "/../")) return 0;
+  const char *base = strrchr(dir, '/') + 1;
+  if (strncmp(base, "pz_ar.", 6) != 0 || strlen(base) != 12) return 0;
+  for (const char *c = base + 6; *c; c++)
+    if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9'))) return 0;
+  return 1;
+}
+
 pz_status pz_ar_id_parse(const pz_ar_unique_id *id, pz_ar_id_layout *out) {
   if (!id) return pz_error(PZ_ERR_INVALID_ARG, "all-reduce id is NULL");
   memcpy(out, id->internal, sizeof *out);
-  if (memcmp(out->magic, PZ_AR_ID_MAGIC, sizeof PZ_AR_ID_MAGIC) != 0 || out->dir[0] != '/' ||
-      memchr(out->dir, 0, sizeof out->dir) == NULL)
+  if (memcmp(out->magic, PZ_AR_ID_MAGIC, sizeof PZ_AR_ID_MAGIC) != 0 ||
+      memchr(out->dir, 0, sizeof out->dir) == NULL || !id_dir_ok(out->dir))
     return pz_error(PZ_ERR_INVALID_ARG, "not an all-reduce unique id (make it with pz_ar_get_unique_id and copy "
                     "all %d bytes)", PZ_AR_UNIQUE_ID_BYTES);
   return PZ_OK;
 }
 
+/* A file the rendezvous writes (cuda/ar_mp.c): r<rank>, hx<rank>, ok<rank>, or publish()'s
+ * temporary .tmp.<name>.<pid>. */
+static int rendezvous_file(const char *name) {
+  const char *digits = !strncmp(name, "r", 1) ? name + 1 : !strncmp(name, "hx", 2) || !strncmp(name, "ok", 2) ? name + 2
+                     : NULL;
+  if (!strncmp(name, ".tmp.", 5)) return 1;
+  if (!digits || !*digits) return 0;
+  for (; *digits; digits++)
+    if (*digits < '0' || *digits > '9') return 0;
+  return 1;
+}
+
 pz_status pz_ar_unique_id_remove(const pz_ar_unique_id *id) {
   pz_ar_id_layout L;
   PZ_CHECK(pz_ar_id_parse(id, &L));
+  struct stat sb;
+  if (lstat(L.dir, &sb) != 0) return PZ_OK; /* already gone */
+  if (!S_ISDIR(sb.st_mode) || sb.st_uid != geteuid())
+    return pz_error(PZ_ERR_INVALID_ARG, "pz_ar_unique_id_remove: %s is not a rendezvous directory of this user; "
+                    "nothing removed", L.dir);
   DIR *d = opendir(L.dir);
   if (!d) return PZ_OK; /* already gone */
   struct dirent *e;
   char p[PZ_AR_ID_DIR_MAX + 300];
   while ((e = readdir(d)) != NULL) {
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    if (!rendezvous_file(e->d_name)) continue; /* only what the rendezvous wrote */
     snprintf(p, sizeof p, "%s/%s", L.dir, e->d_name);
     unlink(p);
   }
@@ -145,8 +175,15 @@ pz_status pz_ar_unique_id_read_file(const char *path, int timeout_ms, pz_ar_uniq
   struct timespec t0, t;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (;;) {
-    int fd = open(path, O_RDONLY);
+    /* O_NONBLOCK: a FIFO at the path would block this open with no writer, past timeout_ms */
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
     if (fd >= 0) {
+      struct stat sb;
+      if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return pz_error(PZ_ERR_IO, "all-reduce id file %s: not a regular file; rank 0 writes it with "
+                        "pz_ar_unique_id_write_file", path);
+      }
       pz_ar_unique_id id;
       const ssize_t r = read(fd, id.internal, PZ_AR_UNIQUE_ID_BYTES);
       char extra;

@@ -1,6 +1,8 @@
 /* Deterministic text and DOT dumps of a graph (used by `prezero graph` and the pass dumps). */
 #include "core/ir.h"
+#include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void shape(const pz_tensor *t, FILE *f) {
   fprintf(f, "[");
@@ -138,6 +140,14 @@ static void prezero_summary(const pz_graph *g, FILE *f) {
   }
 }
 
+/* The end of a dump: what is still in f's buffer is written out first, so that a failing write
+ * (a full disk, a closed pipe) is a status now rather than lost at the caller's fclose. */
+static pz_status dump_end(FILE *f, const char *what) {
+  const int err = fflush(f) != 0 ? errno : 0;
+  if (err) return pz_error(PZ_ERR_IO, "%s: write failed (%s)", what, strerror(err));
+  return ferror(f) ? pz_error(PZ_ERR_IO, "%s: write failed", what) : PZ_OK;
+}
+
 pz_status pz_graph_dump_text(const pz_graph *g, FILE *f) {
   fprintf(f, "# decode graph %s: tp=%d m=%lld layers=%d nodes=%d tensors=%d (rank 0)\n",
           g->info.model_name, g->info.tp, (long long)g->info.m, g->info.n_layers, g->n_nodes, g->n_tensors);
@@ -162,7 +172,7 @@ pz_status pz_graph_dump_text(const pz_graph *g, FILE *f) {
     fprintf(f, "\n");
   }
   prezero_summary(g, f);
-  return ferror(f) ? pz_error(PZ_ERR_IO, "graph dump: write failed") : PZ_OK;
+  return dump_end(f, "graph dump");
 }
 
 pz_status pz_graph_dump_dot(const pz_graph *g, FILE *f) {
@@ -222,5 +232,5 @@ pz_status pz_graph_dump_dot(const pz_graph *g, FILE *f) {
     }
   }
   fprintf(f, "}\n");
-  return ferror(f) ? pz_error(PZ_ERR_IO, "graph dot: write failed") : PZ_OK;
+  return dump_end(f, "graph dot");
 }

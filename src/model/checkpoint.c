@@ -804,7 +804,7 @@ static void progress(pz_checkpoint *ck, int64_t add) {
   if (!ck->progress || ck->total_bytes <= 0) return;
   double t = now_s(), el = t - ck->t0;
   bool done = ck->done_bytes >= ck->total_bytes;
-  if (!ck->tty && el < 1.0) return;
+  if (el < 1.0) return; /* loads shorter than a second print nothing, on a terminal too */
   if (!done && t - ck->last_print < (ck->tty ? 0.1 : 5.0)) return;
   ck->last_print = t;
   double frac = (double)ck->done_bytes / (double)ck->total_bytes;

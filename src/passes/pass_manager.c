@@ -79,6 +79,8 @@ static pz_status check_disable_list(const char *e) {
   return PZ_OK;
 }
 
+pz_status pz_pass_check_disable(const char *list) { return check_disable_list(list); }
+
 static pz_status dump_one(const pz_graph *g, const char *dir, int idx, const char *pass,
                           const char *when) {
   char path[4096];

@@ -33,6 +33,10 @@ pz_status pz_run_passes(pz_graph *g, const pz_pass_opts *o, pz_pass_stats *stats
 int pz_prezero_flag(const pz_pass_opts *o);
 /* Non-zero when the list (comma-separated names, or "all"; NULL = none) names this pass. */
 int pz_pass_disabled_in(const char *list, const char *name);
+/* PZ_OK when every name of the list (comma-separated, NULL = none) is a pass or "all"; else
+ * PZ_ERR_INVALID_ARG with a one-line message naming PREZERO_DISABLE_PASSES (what pz_run_passes
+ * refuses), so commands that never run the passes refuse the same list. */
+pz_status pz_pass_check_disable(const char *list);
 /* Fills the pass options from run-time options ro (core/options.h): prezero (unless *po already
  * says 0 or 1), dump_dir, disable and attn_slots. ro's strings must outlive po. */
 struct pz_runtime_opts;

@@ -31,6 +31,36 @@ if [ -x "$tmp/ex/pz_example_cuda" ]; then
   echo "CUDA part: exit $rc$([ "$rc" = 77 ] && echo ' (no suitable GPU: skipped)')"
 fi
 
+echo "== the installed headers as C11 and C++17, -Wall -Wextra -pedantic -Werror"
+cat >"$tmp/hdr.c" <<'C'
+#include <prezero.h>
+#include <prezero_options.h>
+#include <stdio.h>
+int main(void) {
+  pz_engine_config c = PZ_ENGINE_CONFIG_INIT;
+  pz_ar_comm_config a = PZ_AR_COMM_CONFIG_INIT;
+  int ok = c.model == NULL && c.tp == 1 && c.max_batch == 4 && c.context == 128 && c.max_steps == 64 &&
+           c.layers == 0 && c.seed == 1234 && c.prezero == -1 && c.device == PZ_DEVICE_CPU && c.threads == 0 &&
+           c.model_dir == NULL && c.quant == PZ_QUANT_AUTO && c.options == NULL && c.id_file == NULL &&
+           c.rank == 0 && c.timeout_ms == 0 && a.world == 1 && a.rank == 0 && a.device == 0 && a.max_m == 128 &&
+           a.max_H == 8192 && a.timeout_ms == 10000;
+  printf("initialisers: %s\n", ok ? "as documented" : "WRONG");
+  return !ok;
+}
+C
+"$cc" -std=c11 -Wall -Wextra -pedantic -Werror -I"$prefix/include" "$tmp/hdr.c" -o "$tmp/hdr_c"
+"$tmp/hdr_c"
+cxx=${CXX:-c++}
+if command -v "$cxx" >/dev/null 2>&1; then
+  cp "$tmp/hdr.c" "$tmp/hdr.cpp"
+  for std in c++17 c++20; do
+    "$cxx" -std=$std -Wall -Wextra -pedantic -Werror -I"$prefix/include" "$tmp/hdr.cpp" -o "$tmp/hdr_cxx"
+    "$tmp/hdr_cxx"
+  done
+else
+  echo "no C++ compiler ($cxx): the C++ check skipped"
+fi
+
 echo "== pkg-config --cflags --libs prezero"
 if ! command -v pkg-config >/dev/null 2>&1; then
   echo "pkg-config not installed: that check skipped (the rest passed)"
