@@ -673,6 +673,24 @@ static void graph_api(void) {
   CHECK(strstr(pz_last_error(), "tensors 2 and 4 are both named \"residual\"; give each tensor its own name") != NULL);
   CHECK_ST(pz_decode_graph_run_passes(g, 1, NULL, NULL, NULL), PZ_ERR_VERIFY);
   pz_decode_graph_destroy(g);
+
+  /* A caller's tensor already named "<donor>.prezero_buf", the name the pass gives the donor's buffer: the pass
+     refuses, naming it (it returned PZ_OK and left two tensors of that name, which verify then refused). */
+  pz_decode_graph *g2 = NULL;
+  int a2, w2, r2, x2, wq2, q2, b2, id2;
+  CHECK_OK(pz_decode_graph_create(1, 4, 512, &g2));
+  CHECK_OK(pz_decode_graph_add_tensor(g2, "attn.partial", PZ_ELEM_F32, PZ_GRAPH_INPUT, 2, (int64_t[]){4, 512}, &a2));
+  CHECK_OK(pz_decode_graph_add_tensor(g2, "norm.w", PZ_ELEM_BF16, PZ_GRAPH_WEIGHT, 1, (int64_t[]){512}, &w2));
+  CHECK_OK(pz_decode_graph_add_tensor(g2, "resid", PZ_ELEM_F32, PZ_GRAPH_STATE, 2, (int64_t[]){4, 512}, &r2));
+  CHECK_OK(pz_decode_graph_add_tensor(g2, "xn", PZ_ELEM_BF16, PZ_GRAPH_ACT, 2, (int64_t[]){4, 512}, &x2));
+  CHECK_OK(pz_decode_graph_add_tensor(g2, "wq", PZ_ELEM_BF16, PZ_GRAPH_WEIGHT, 2, (int64_t[]){128, 512}, &wq2));
+  CHECK_OK(pz_decode_graph_add_tensor(g2, "q", PZ_ELEM_F32, PZ_GRAPH_ACT, 2, (int64_t[]){4, 128}, &q2));
+  CHECK_OK(pz_decode_graph_add_tensor(g2, "n.prezero_buf", PZ_ELEM_F32, PZ_GRAPH_ACT, 2, (int64_t[]){4, 128}, &b2));
+  CHECK_OK(pz_decode_graph_add_ar_rmsnorm(g2, "n", 0, a2, w2, r2, 1, x2, 1e-6f, &id2));
+  CHECK_OK(pz_decode_graph_add_gemm(g2, "g", 0, x2, wq2, -1, q2, 0, &id2));
+  CHECK_ST(pz_decode_graph_run_passes(g2, 1, NULL, NULL, NULL), PZ_ERR_INVALID_ARG);
+  CHECK(strstr(pz_last_error(), "already has a tensor named \"n.prezero_buf\"") != NULL);
+  pz_decode_graph_destroy(g2);
 }
 
 int main(void) {

@@ -225,5 +225,10 @@ int main(void) {
   }
   gd.fill_penalty_bytes_per_us = 0; /* <= 0: the penalty is not modelled (documented), not an error */
   CHECK_OK(pz_gate_is_free(&gd, 4, 2496, PZ_ELEM_F32, 7168, 2, &is_free));
+  /* The largest fill_min_bytes_per_cta: one fill CTA, and no signed overflow on the way (UBSan reported one in
+     the CTA count's rounding up) */
+  gd.fill_min_bytes_per_cta = INT64_MAX;
+  CHECK_OK(pz_gate_estimate_for(&gd, 4, 2496, PZ_ELEM_F32, 7168, 2, &ge));
+  CHECK(ge.fill_ctas == 1);
   TEST_DONE();
 }

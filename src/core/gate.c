@@ -33,7 +33,9 @@ void pz_device_desc_apply_opts(pz_device_desc *d, const pz_runtime_opts *o) {
   if (o->ar_ctas_per_row > 0) d->ar_ctas_per_row = o->ar_ctas_per_row;
 }
 
-static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+/* a / b rounded up for a >= 0, b > 0, without forming a + b - 1 (b may be near INT64_MAX: a caller's
+ * fill_min_bytes_per_cta) */
+static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
 
 bool pz_ar_plan_for(int64_t m, int64_t H, int tp, pz_ar_plan *out) { return pz_ar_plan_for_dev(m, H, tp, NULL, out); }
 

@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,14 +17,18 @@
 /* Generated table {name, json}, terminated by {NULL, NULL}. */
 extern const struct { const char *name; const char *json; } pz_embedded_presets[];
 
+static char preset_names[2048];
+static pthread_once_t preset_names_once = PTHREAD_ONCE_INIT;
+static void preset_names_init(void) {
+  size_t o = 0;
+  for (int i = 0; pz_embedded_presets[i].name && o < sizeof preset_names; i++)
+    o += (size_t)snprintf(preset_names + o, sizeof preset_names - o, "%s%s", i ? ", " : "", pz_embedded_presets[i].name);
+}
+
+/* Written once (pthread_once): engines created from several threads may ask at the same time. */
 const char *pz_config_preset_names(void) {
-  static char buf[2048];
-  if (!buf[0]) {
-    size_t o = 0;
-    for (int i = 0; pz_embedded_presets[i].name && o < sizeof buf; i++)
-      o += (size_t)snprintf(buf + o, sizeof buf - o, "%s%s", i ? ", " : "", pz_embedded_presets[i].name);
-  }
-  return buf;
+  pthread_once(&preset_names_once, preset_names_init);
+  return preset_names;
 }
 
 pz_status pz_cfg_type_err(const reader *r, const char *field, const char *want, const cJSON *it) {

@@ -294,6 +294,11 @@ static pz_status apply_plan(pz_graph *g, const plan *p, FILE *log, int *rewritte
   char name[PZ_NAME_LEN + 32];
   int buf;
   snprintf(name, sizeof name, "%s.prezero_buf", g->nodes[p->donor].name);
+  /* A graph built elsewhere (the public graph API) may already hold a tensor of that name: two of one name
+   * would fail the verifier after the pass said PZ_OK. */
+  if (pz_graph_find_tensor(g, name))
+    return pz_error(PZ_ERR_INVALID_ARG, "prezero pass: the graph already has a tensor named \"%s\", the name the "
+                    "pass gives donor %s's buffer; rename that tensor", name, g->nodes[p->donor].name);
   int64_t ne[2] = {p->rows, p->n_total};
   PZ_CHECK(pz_graph_add_tensor(g, name, PZ_F32, PZ_T_BUFFER, 2, ne, &buf));
   g->tensors[buf].batched = g->tensors[g->nodes[p->donor].dst[0]].batched;
