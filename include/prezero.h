@@ -56,7 +56,7 @@ typedef struct pz_engine_config {
                             model.safetensors or model.safetensors.index.json with its shards
                             (BF16, F16, F32 or block-scaled F8_E4M3). The config then comes from it
                             (`model` is ignored) and the weights are loaded from it instead of the
-                            seed; errors as pz_checkpoint_open / pz_checkpoint_plan describe:
+                            seed; "" is PZ_ERR_INVALID_ARG; errors as pz_checkpoint_open / pz_checkpoint_plan describe:
                             PZ_ERR_IO (also a NaN, infinite or huge FP8 weight_scale_inv, or a
                             path that is not a regular file), PZ_ERR_NOT_FOUND, PZ_ERR_SHAPE, PZ_ERR_DTYPE. On CUDA the host
                             converts the weights (threads workers) and copies them to each rank's

@@ -537,7 +537,7 @@ static void api(void) {
   CHECK_ST(pz_engine_create(NULL, &e), PZ_ERR_INVALID_ARG);
   pz_engine_config c = PZ_ENGINE_CONFIG_INIT;
   c.max_steps = 2;
-  struct { const char *what; pz_engine_config c; pz_status want; } cases[16];
+  struct { const char *what; pz_engine_config c; pz_status want; } cases[24];
   int n = 0;
 #define CASE(field, value, st)                       \
   do {                                               \
@@ -561,6 +561,7 @@ static void api(void) {
   CASE(prezero, 2, PZ_ERR_INVALID_ARG);
   CASE(prezero, -7, PZ_ERR_INVALID_ARG);
   CASE(model, "", PZ_ERR_INVALID_ARG);
+  CASE(model_dir, "", PZ_ERR_INVALID_ARG); /* was PZ_ERR_IO "checkpoint : does not exist" */
 #undef CASE
   for (int i = 0; i < n; i++) {
     e = (pz_engine *)1;

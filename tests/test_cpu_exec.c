@@ -307,6 +307,18 @@ int main(void) {
     CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.gemm_builtin == 0);
     unsetenv("PREZERO_GEMM_BUILTIN");
     CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.moe_dynamic == -1); /* opt-in: unset is off */
+    { /* a path longer than its option holds is refused, not cut (a cut path names another file) */
+      static char longp[1200];
+      memset(longp, 'a', sizeof longp - 1);
+      longp[0] = '/';
+      static const char *const pv[] = {"PREZERO_CACHE_DIR", "PREZERO_DUMP_GRAPH", "PREZERO_NCCL_LIB"};
+      for (int i = 0; i < 3; i++) {
+        setenv(pv[i], longp, 1);
+        CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == -1 && strstr(bad, pv[i]) &&
+              strstr(bad, "1199 bytes, longer than the"));
+        unsetenv(pv[i]);
+      }
+    }
     setenv("PREZERO_MOE_DYNAMIC", "1", 1);
     CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.moe_dynamic == 1);
     unsetenv("PREZERO_MOE_DYNAMIC");

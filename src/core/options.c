@@ -99,9 +99,17 @@ static bool gemm_flavour_ok(const char *v) {
   return false;
 }
 
-static void get_str(const char *name, char *dst, size_t cap) {
+static void get_str(reader *r, const char *name, char *dst, size_t cap) {
   const char *v = getenv(name);
-  if (v) snprintf(dst, cap, "%s", v);
+  if (!v) return;
+  if (strlen(v) >= cap) { /* cut, a path would name another file or directory */
+    char want[96];
+    snprintf(want, sizeof want, "%zu bytes, longer than the %zu this option holds; use a shorter value", strlen(v),
+             cap - 1);
+    complain(r, name, "...", want);
+    return;
+  }
+  snprintf(dst, cap, "%s", v);
 }
 
 /* A list of batch sizes "1,2,4": at most PZ_OPTS_MAX_GRAPH_SIZES decimal integers in 1..65536 separated
@@ -144,8 +152,8 @@ int pz_runtime_opts_from_env(pz_runtime_opts *o, char *err, size_t err_len) {
   pz_runtime_opts_default(o);
   const char *v = NULL;
   get_flag(&r, "PREZERO_ENABLE", &o->prezero);
-  get_str("PREZERO_DISABLE_PASSES", o->disable_passes, sizeof o->disable_passes);
-  get_str("PREZERO_DUMP_GRAPH", o->dump_graph, sizeof o->dump_graph);
+  get_str(&r, "PREZERO_DISABLE_PASSES", o->disable_passes, sizeof o->disable_passes);
+  get_str(&r, "PREZERO_DUMP_GRAPH", o->dump_graph, sizeof o->dump_graph);
   get_flag(&r, "PREZERO_ATTN_SLOTS", &o->attn_slots);
   get_flag(&r, "PREZERO_PLAN_PER_BATCH", &o->plan_per_batch);
   if ((v = getenv("PREZERO_FORCE_GATE")) && *v) {
@@ -165,7 +173,7 @@ int pz_runtime_opts_from_env(pz_runtime_opts *o, char *err, size_t err_len) {
     else snprintf(o->ar_algo, sizeof o->ar_algo, "%s", v);
   }
   get_int(&r, "PREZERO_AR_TIMEOUT_US", 0, (int64_t)1 << 40, &o->ar_timeout_us);
-  get_str("PREZERO_NCCL_LIB", o->nccl_lib, sizeof o->nccl_lib);
+  get_str(&r, "PREZERO_NCCL_LIB", o->nccl_lib, sizeof o->nccl_lib);
   if ((v = getenv("PREZERO_GEMM_FORCE")) && *v) {
     if (gemm_flavour_ok(v)) snprintf(o->gemm_force, sizeof o->gemm_force, "%s", v);
     else complain(&r, "PREZERO_GEMM_FORCE", v, "use atomic, zero, memset, fullk, serial, cublas or 1..6");
@@ -200,8 +208,9 @@ int pz_runtime_opts_from_env(pz_runtime_opts *o, char *err, size_t err_len) {
     complain(&r, "PREZERO_GEMM_WG_KS", "3", "use 1, 2 or 4");
     o->gemm_wg_ks = -1;
   }
-  if ((v = getenv("PREZERO_CACHE_DIR")) && *v) snprintf(o->cache_dir, sizeof o->cache_dir, "%s", v);
-  else if ((v = getenv("HOME")) && *v) snprintf(o->cache_dir, sizeof o->cache_dir, "%s/.cache/prezero", v);
+  if ((v = getenv("PREZERO_CACHE_DIR")) && *v) get_str(&r, "PREZERO_CACHE_DIR", o->cache_dir, sizeof o->cache_dir);
+  else if ((v = getenv("HOME")) && *v && strlen(v) + sizeof "/.cache/prezero" <= sizeof o->cache_dir)
+    snprintf(o->cache_dir, sizeof o->cache_dir, "%s/.cache/prezero", v); /* a HOME too long keeps the default */
   get_i(&r, "PREZERO_TUNER_ITERS", 1, 1 << 20, &o->tuner_iters);
   get_i(&r, "PREZERO_TUNER_REPS", 1, 1 << 10, &o->tuner_reps);
   get_i(&r, "PREZERO_TUNER_LEGACY", 0, 1, &o->tuner_legacy);

@@ -216,6 +216,8 @@ pz_status pz_engine_create(const pz_engine_config *cfg, pz_engine **out) {
   if (cfg->prezero < -1 || cfg->prezero > 1)
     return pz_error(PZ_ERR_INVALID_ARG, "prezero %d is not -1, 0 or 1; use 1 (on), 0 (off) or -1 (from the options)",
                     cfg->prezero);
+  if (cfg->model_dir && !cfg->model_dir[0])
+    return pz_error(PZ_ERR_INVALID_ARG, "model_dir is empty; give a checkpoint directory, or NULL for seeded weights");
   if (!cfg->model_dir && cfg->model && !cfg->model[0])
     return pz_error(PZ_ERR_INVALID_ARG, "model is empty; give a preset name or a config.json path, or NULL for \"tiny\"");
   pz_engine *e = calloc(1, sizeof *e);
