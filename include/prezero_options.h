@@ -209,9 +209,19 @@ PZ_API void pz_runtime_opts_default(pz_runtime_opts *o);
  * (It returns 0 / -1 rather than a pz_status because it runs before any handle exists and is
  * used by pz_runtime_opts_take, which turns the -1 into PZ_ERR_INVALID_ARG with the message.) */
 PZ_API int pz_runtime_opts_from_env(pz_runtime_opts *o, char *err, size_t err_len);
-/* *out = *given, or (given NULL) the environment's options. A malformed variable is
- * PZ_ERR_INVALID_ARG with the message "[who: ]<variable and what to use>[; fix]" (who and fix
- * may be NULL). The one way engines, executors and GEMM handles take their options. */
+/* Whether a struct a caller filled in holds only what the environment reader could have put there:
+ * every integer field -1 (unset), its default, or in its variable's range (e.g. cpu_threads 0..1024,
+ * a switch 0 or 1), the refused values inside a range (gemm_wt 3, ...), force_gate / ar_proto -1..1,
+ * ar_algo "fused" or "nccl", gemm_force "" or a flavour, cuda_graph_sizes "" or a list as
+ * PREZERO_CUDA_GRAPH_SIZES takes it, every string NUL-terminated in its array. Returns 0, or -1
+ * after writing one line naming the first bad field, its variable and what to use to err[err_len]
+ * (may be NULL); o NULL: -1. The ranges come from the same table as pz_runtime_opts_from_env's. */
+PZ_API int pz_runtime_opts_check(const pz_runtime_opts *o, char *err, size_t err_len);
+/* *out = *given (after pz_runtime_opts_check: a bad field is PZ_ERR_INVALID_ARG with its line; it was
+ * taken as it was, e.g. cpu_threads -4 clamped, prezero 7 read as off), or (given NULL) the
+ * environment's options. A malformed variable is PZ_ERR_INVALID_ARG with the message "[who: ]<variable
+ * and what to use>[; fix]" (who and fix may be NULL). The one way engines, executors and GEMM handles
+ * take their options. */
 PZ_API pz_status pz_runtime_opts_take(pz_runtime_opts *out, const pz_runtime_opts *given, const char *who, const char *fix);
 
 /* The two switches of messages rather than of computation, read where they act (each call):

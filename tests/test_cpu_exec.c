@@ -307,6 +307,55 @@ int main(void) {
     CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.gemm_builtin == 0);
     unsetenv("PREZERO_GEMM_BUILTIN");
     CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.moe_dynamic == -1); /* opt-in: unset is off */
+    { /* a struct a caller filled in: the environment reader's ranges (pz_runtime_opts_check, in
+         pz_runtime_opts_take); each bad field is named with its variable; the defaults and anything the
+         environment reader produced pass */
+      pz_runtime_opts co;
+      pz_runtime_opts_default(&co);
+      CHECK(pz_runtime_opts_check(&co, bad, sizeof bad) == 0 && bad[0] == 0);
+      setenv("PREZERO_GEMM_WT", "4", 1);
+      setenv("PREZERO_CPU_THREADS", "1024", 1);
+      setenv("PREZERO_CUDA_GRAPH_SIZES", "1,16,128", 1);
+      CHECK(pz_runtime_opts_from_env(&co, bad, sizeof bad) == 0 && pz_runtime_opts_check(&co, bad, sizeof bad) == 0);
+      unsetenv("PREZERO_GEMM_WT");
+      unsetenv("PREZERO_CPU_THREADS");
+      unsetenv("PREZERO_CUDA_GRAPH_SIZES");
+      static const struct { int what; const char *needle; } cb[] = {
+          {0, "pz_runtime_opts.cpu_threads (PREZERO_CPU_THREADS)=-4: use 0..1024, or -1 for the default"},
+          {1, "pz_runtime_opts.prezero (PREZERO_ENABLE)=7: use 0..1, or -1 for the default"},
+          {2, "pz_runtime_opts.gemm_wt (PREZERO_GEMM_WT)=3: use 1, 2 or 4"},
+          {3, "pz_runtime_opts.ar_algo (PREZERO_AR_ALGO)=ring: use fused (default) or nccl"},
+          {4, "pz_runtime_opts.gemm_force (PREZERO_GEMM_FORCE)=bogus"},
+          {5, "pz_runtime_opts.cuda_graph_sizes (PREZERO_CUDA_GRAPH_SIZES)=1,,2: use a comma-separated list"},
+          {6, "pz_runtime_opts.dump_graph=...: it has no terminating NUL"},
+          {7, "pz_runtime_opts.ar_timeout_us (PREZERO_AR_TIMEOUT_US)=-5"},
+          {8, "pz_runtime_opts.force_gate (PREZERO_FORCE_GATE)"}};
+      for (size_t i = 0; i < sizeof cb / sizeof cb[0]; i++) {
+        pz_runtime_opts_default(&co);
+        switch (cb[i].what) {
+          case 0: co.cpu_threads = -4; break;
+          case 1: co.prezero = 7; break;
+          case 2: co.gemm_wt = 3; break;
+          case 3: snprintf(co.ar_algo, sizeof co.ar_algo, "ring"); break;
+          case 4: snprintf(co.gemm_force, sizeof co.gemm_force, "bogus"); break;
+          case 5: snprintf(co.cuda_graph_sizes, sizeof co.cuda_graph_sizes, "1,,2"); break;
+          case 6: memset(co.dump_graph, 'a', sizeof co.dump_graph); break;
+          case 7: co.ar_timeout_us = -5; break;
+          default: co.force_gate = 2; break;
+        }
+        const int rc = pz_runtime_opts_check(&co, bad, sizeof bad);
+        if (rc != -1 || !strstr(bad, cb[i].needle)) {
+          fprintf(stderr, "pz_runtime_opts_check case %d: rc %d, \"%s\", want \"%s\"\n", cb[i].what, rc, bad, cb[i].needle);
+          pz_test_failures++;
+        }
+        pz_runtime_opts out;
+        if (pz_runtime_opts_take(&out, &co, "engine", NULL) != PZ_ERR_INVALID_ARG || !strstr(pz_last_error(), cb[i].needle)) {
+          fprintf(stderr, "pz_runtime_opts_take case %d: not refused (%s)\n", cb[i].what, pz_last_error());
+          pz_test_failures++;
+        }
+      }
+      CHECK(pz_runtime_opts_check(NULL, bad, sizeof bad) == -1);
+    }
     { /* a path longer than its option holds is refused, not cut (a cut path names another file) */
       static char longp[1200];
       memset(longp, 'a', sizeof longp - 1);
