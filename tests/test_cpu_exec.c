@@ -280,6 +280,8 @@ int main(void) {
                                           {"PREZERO_MLP_GEMM", "2"}, {"PREZERO_MLP_GEMM", "gemm"},
                                           {"PREZERO_MLP_ONE_GU", "2"}, {"PREZERO_MOE_W4_WAVES", "2"},
                                           {"PREZERO_MOE_ROUTE_KEYS", "keys"}, {"PREZERO_MOE_DYNAMIC", "2"},
+                                          {"PREZERO_CPU_THREADS", " 8"}, {"PREZERO_CPU_THREADS", "+8"},
+                                          {"PREZERO_GEMM_SPLITS", "2 "},
                                           {"PREZERO_CUDA_GRAPH_SIZES", "yes"},
                                           {"PREZERO_CUDA_GRAPH_SIZES", "0,-1"}, {"PREZERO_CUDA_GRAPH_SIZES", "1,,2"},
                                           {"PREZERO_CUDA_GRAPH_SIZES", "4,"}, {"PREZERO_CUDA_GRAPH_SIZES", "1 2"},

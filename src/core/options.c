@@ -68,8 +68,10 @@ static void get_int(reader *r, const char *name, long long lo, long long hi, int
   if (!v || !*v) return;
   char *end;
   errno = 0;
-  long long x = strtoll(v, &end, 10);
-  if (*end || errno || x < lo || x > hi) {
+  /* digits with an optional leading '-' only: strtoll also takes " 8" and "+8" */
+  const bool plain = (v[0] >= '0' && v[0] <= '9') || (v[0] == '-' && v[1] >= '0' && v[1] <= '9');
+  long long x = plain ? strtoll(v, &end, 10) : 0;
+  if (!plain || *end || errno || x < lo || x > hi) {
     char want[96];
     snprintf(want, sizeof want, "use an integer in %lld..%lld", lo, hi);
     complain(r, name, v, want);
