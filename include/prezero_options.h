@@ -16,9 +16,11 @@ extern "C" {
 #define PZ_OPTS_MAX_GRAPH_SIZES 16 /* sizes in PREZERO_CUDA_GRAPH_SIZES, more are refused */
 
 /* Each field names the environment variable it is read from (the README's environment table
- * says what each does). -1 in an int field means "not set: the library's own choice". Values set
- * in the struct directly are checked where they are used (e.g. a GEMM handle refuses a bad
- * forced flavour or tile); the environment reader checks every variable it reads. The two
+ * says what each does). -1 in an int field means "not set: the library's own choice". Fill a struct
+ * of your own with pz_runtime_opts_default first, then set fields: pz_runtime_opts_take (how engines,
+ * executors and GEMM handles take options) refuses one that the environment reader could not have
+ * produced (pz_runtime_opts_check: e.g. a struct zeroed with memset has ar_algo "" and gemm_splits
+ * 0, both refused); the environment reader checks every variable it reads. The two
  * message switches, PREZERO_LOG_ERRORS and PREZERO_PROGRESS, are not fields: they are read
  * where they act (pz_runtime_log_errors, pz_runtime_progress). */
 typedef struct pz_runtime_opts {

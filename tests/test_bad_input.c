@@ -689,8 +689,16 @@ static void graph_api(void) {
   CHECK_OK(pz_decode_graph_add_tensor(g2, "n.prezero_buf", PZ_ELEM_F32, PZ_GRAPH_ACT, 2, (int64_t[]){4, 128}, &b2));
   CHECK_OK(pz_decode_graph_add_ar_rmsnorm(g2, "n", 0, a2, w2, r2, 1, x2, 1e-6f, &id2));
   CHECK_OK(pz_decode_graph_add_gemm(g2, "g", 0, x2, wq2, -1, q2, 0, &id2));
+  int nn0 = -1, nt0 = -1, nn1 = -2, nt1 = -2;
+  CHECK_OK(pz_decode_graph_counts(g2, &nn0, &nt0));
   CHECK_ST(pz_decode_graph_run_passes(g2, 1, NULL, NULL, NULL), PZ_ERR_INVALID_ARG);
-  CHECK(strstr(pz_last_error(), "already has a tensor named \"n.prezero_buf\"") != NULL);
+  CHECK(strstr(pz_last_error(), "already has a tensor named \"n.prezero_buf\"") != NULL &&
+        strstr(pz_last_error(), "the graph is left as it was") != NULL);
+  CHECK_OK(pz_decode_graph_counts(g2, &nn1, &nt1));
+  CHECK(nn1 == nn0 && nt1 == nt0); /* nothing added */
+  pz_graph_node_info ni2;
+  CHECK_OK(pz_decode_graph_node_info(g2, id2, &ni2));
+  CHECK(!strcmp(ni2.op, "gemm") && ni2.zero_init == 1); /* the GEMM not rewritten */
   pz_decode_graph_destroy(g2);
 }
 

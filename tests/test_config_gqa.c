@@ -298,6 +298,11 @@ static void test_llama(void) {
                                                "\"original_max_position_embeddings\": 512}"}), &c));
   CHECK(c.rope.type == PZ_ROPE_LLAMA3 && c.rope.theta == 250000.f && c.rope.factor == 2.f &&
         c.rope.low_freq_factor == 0.5f && c.rope.high_freq_factor == 2.f && c.rope.original_max_position_embeddings == 512);
+  /* a top-level original_max_position_embeddings wins over rope_scaling's (transformers 5), llama3 as yarn */
+  CHECK_OK(PARSE(llama, OV({"rope_scaling", "{\"rope_type\": \"llama3\", \"factor\": 2.0, \"low_freq_factor\": 0.5, "
+                                            "\"high_freq_factor\": 2.0, \"original_max_position_embeddings\": 512}"},
+                           {"original_max_position_embeddings", "1024"}), &c));
+  CHECK(c.rope.type == PZ_ROPE_LLAMA3 && c.rope.original_max_position_embeddings == 1024);
   /* sliding_window at or above max_position_embeddings is full attention. */
   CHECK_OK(PARSE(llama, OV({"sliding_window", "2048"}), &c));
   CHECK_OK(PARSE(llama, OV({"sliding_window", "null"}), &c));

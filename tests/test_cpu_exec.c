@@ -331,7 +331,7 @@ int main(void) {
           {5, "pz_runtime_opts.cuda_graph_sizes (PREZERO_CUDA_GRAPH_SIZES)=1,,2: use a comma-separated list"},
           {6, "pz_runtime_opts.dump_graph=...: it has no terminating NUL"},
           {7, "pz_runtime_opts.ar_timeout_us (PREZERO_AR_TIMEOUT_US)=-5"},
-          {8, "pz_runtime_opts.force_gate (PREZERO_FORCE_GATE)"}};
+          {8, "pz_runtime_opts.force_gate (PREZERO_FORCE_GATE)=2: use -1"}};
       for (size_t i = 0; i < sizeof cb / sizeof cb[0]; i++) {
         pz_runtime_opts_default(&co);
         switch (cb[i].what) {

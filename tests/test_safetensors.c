@@ -161,8 +161,10 @@ static void test_bad_files(void) {
   const char *nt = "{\"s\":{\"dtype\":\"F8_E8M0\",\"shape\":[4],\"data_offsets\":[0,4]},"
                    "\"p\":{\"dtype\":\"F4\",\"shape\":[2,3],\"data_offsets\":[4,7]},"
                    "\"q\":{\"dtype\":\"F6_E2M3\",\"shape\":[4],\"data_offsets\":[7,10]},"
-                   "\"c\":{\"dtype\":\"C64\",\"shape\":[1],\"data_offsets\":[10,18]}}";
-  write_raw("newtypes.safetensors", strlen(nt), nt, 18);
+                   "\"c\":{\"dtype\":\"C64\",\"shape\":[1],\"data_offsets\":[10,18]},"
+                   "\"z\":{\"dtype\":\"F8_E4M3FNUZ\",\"shape\":[2],\"data_offsets\":[18,20]},"
+                   "\"y\":{\"dtype\":\"F8_E5M2FNUZ\",\"shape\":[2],\"data_offsets\":[20,22]}}";
+  write_raw("newtypes.safetensors", strlen(nt), nt, 22);
   pz_st_file *nf = NULL;
   path_of(p, sizeof p, "newtypes.safetensors");
   CHECK_OK(pz_st_open(p, &nf));
@@ -171,6 +173,8 @@ static void test_bad_files(void) {
                        *tc = pz_st_find(nf, "c");
     CHECK(ts && ts->dtype == PZ_ST_F8_E8M0 && ts->nbytes == 4 && tp && tp->dtype == PZ_ST_F4 && tp->numel == 6 &&
           tp->nbytes == 3 && tq && tq->dtype == PZ_ST_F6_E2M3 && tq->nbytes == 3 && tc && tc->nbytes == 8);
+    const pz_st_tensor *tz = pz_st_find(nf, "z"), *ty = pz_st_find(nf, "y");
+    CHECK(tz && tz->dtype == PZ_ST_F8_E4M3FNUZ && tz->nbytes == 2 && ty && ty->dtype == PZ_ST_F8_E5M2FNUZ);
     pz_st_close(nf);
   }
   CHECK(pz_st_dtype_bits(PZ_ST_F4) == 4 && pz_st_dtype_size(PZ_ST_F4) == 0 && pz_st_dtype_size(PZ_ST_F8_E8M0) == 1);

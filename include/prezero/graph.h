@@ -103,8 +103,9 @@ PZ_API pz_status pz_decode_graph_verify(const pz_decode_graph *g);
 /* Runs the pass manager on g in place: verify, the passes in order (today only "prezero",
  * run when prezero = 1; 0 runs none), verify after each. log (may be NULL) gets one line per
  * rewritten donor with its slices. *matched (may be NULL): donors rewritten; *rewritten (may be
- * NULL): nodes rewritten. Errors: PZ_ERR_INVALID_ARG (g NULL, prezero not 0/1), PZ_ERR_VERIFY,
- * PZ_ERR_OOM, PZ_ERR_SHAPE. */
+ * NULL): nodes rewritten. Errors: PZ_ERR_INVALID_ARG (g NULL, prezero not 0/1, or g already has a
+ * tensor named as one the pass would create, "<donor>.prezero_buf" or "<node>.<slot>.prezero": the
+ * message names it and g is left as it was), PZ_ERR_VERIFY, PZ_ERR_OOM, PZ_ERR_SHAPE. */
 PZ_API pz_status pz_decode_graph_run_passes(pz_decode_graph *g, int prezero, FILE *log, int *matched,
                                             int *rewritten);
 

@@ -332,10 +332,13 @@ int pz_runtime_opts_check(const pz_runtime_opts *o, char *err, size_t err_len) {
   }
   pz_runtime_opts c = *o; /* gaps_in_ranges only reads it here */
   gaps_in_ranges(&r, &c, false);
+  char iv[24];
+  snprintf(iv, sizeof iv, "%d", o->force_gate);
   if (o->force_gate < -1 || o->force_gate > 1)
-    complain(&r, "pz_runtime_opts.force_gate (PREZERO_FORCE_GATE)", "?", "use -1 (the gate decides), 0 (off) or 1 (on)");
+    complain(&r, "pz_runtime_opts.force_gate (PREZERO_FORCE_GATE)", iv, "use -1 (the gate decides), 0 (off) or 1 (on)");
+  snprintf(iv, sizeof iv, "%d", o->ar_proto);
   if (o->ar_proto < -1 || o->ar_proto > 1)
-    complain(&r, "pz_runtime_opts.ar_proto (PREZERO_AR_PROTO)", "?", "use -1 (by size), 0 (ll) or 1 (flag)");
+    complain(&r, "pz_runtime_opts.ar_proto (PREZERO_AR_PROTO)", iv, "use -1 (by size), 0 (ll) or 1 (flag)");
   if (str_ok(&r, "ar_algo", o->ar_algo, sizeof o->ar_algo) && strcmp(o->ar_algo, "fused") && strcmp(o->ar_algo, "nccl"))
     complain(&r, "pz_runtime_opts.ar_algo (PREZERO_AR_ALGO)", o->ar_algo, "use fused (default) or nccl");
   if (str_ok(&r, "gemm_force", o->gemm_force, sizeof o->gemm_force) && o->gemm_force[0] && !gemm_flavour_ok(o->gemm_force))

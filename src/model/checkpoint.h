@@ -61,7 +61,8 @@ pz_status pz_checkpoint_open(const char *dir, pz_checkpoint **out);
  *                                 mlp.experts.* (as transformers >= 5 holds Mixtral) is read by
  *                                 the DeepSeek rules (per expert, or fused gate_up_proj / down_proj)
  *   lm_head.weight                <- lm_head.weight, or model.embed_tokens.weight when
- *                                 tie_word_embeddings (config.json, or c) and lm_head.weight is absent
+ *                                 tie_word_embeddings (config.json: the text model's, or a
+ *                                 text_config wrapper's own; or c) and lm_head.weight is absent
  * Every name above gets the prefix "language_model." when the checkpoint has
  * language_model.model.embed_tokens.weight and no model.embed_tokens.weight (Kimi-K2.5); and
  * "model.X" is read as "model.language_model.X" (lm_head.weight as it is) when the checkpoint has

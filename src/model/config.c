@@ -476,9 +476,12 @@ static pz_status parse_gqa_rope(const reader *r, gqa_family fam, pz_model_config
   PZ_CHECK(get_float_in(r, rs, keys[0], f[0], true, &p->factor));
   PZ_CHECK(get_float_in(r, rs, keys[1], f[1], true, &p->low_freq_factor));
   PZ_CHECK(get_float_in(r, rs, keys[2], f[2], true, &p->high_freq_factor));
-  int64_t orig = 0;
+  int64_t orig = 0, top = 0;
   PZ_CHECK(get_int_in(r, rs, keys[3], f[3], true, false, 1, &orig));
-  p->original_max_position_embeddings = orig;
+  /* transformers 5 (standardize_rope_params) gives a top-level original_max_position_embeddings priority,
+   * for llama3 as for yarn */
+  PZ_CHECK(get_int_in(r, r->root, keys[3], keys[3], false, true, 1, &top));
+  p->original_max_position_embeddings = top > 0 ? top : orig;
   if (!(p->factor >= 1.f)) return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" must be >= 1", r->src, f[0]);
   /* The smooth band divides by high - low and the wavelength bounds by each factor. */
   if (!(p->low_freq_factor > 0.f) || !(p->high_freq_factor > p->low_freq_factor))

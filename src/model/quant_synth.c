@@ -78,21 +78,22 @@ pz_status pz_quant_synth_fill_rows(const pz_quant_synth *q, const pz_graph *g, c
     free(v);
     return PZ_OK;
   }
-  /* Plain tensors: the executors' fill rule (cpu_exec.c fill_rows, fill.cu), bit for bit: the full index of
-   * each element by pz_fill_index, which maps the parts of a stacked tensor (GQA qkv_proj q | k | v, the dense
-   * gate_up_proj gate | up) and replicated kv-head slices; pz_fill_row_base knows neither. */
+  /* Plain tensors: the executors' fill rule (cpu_exec.c fill_rows, fill.cu), bit for bit: a row's first
+   * element at its full index by pz_fill_index, which maps the parts of a stacked tensor (GQA qkv_proj
+   * q | k | v, the dense gate_up_proj gate | up) and replicated kv-head slices (pz_fill_row_base knows
+   * neither); along the last dim +1 per element, or mapped per element when the last dim itself is cut
+   * into parts or replicated. One index computation per row otherwise (tens of GB are filled this way). */
   const uint64_t key = pz_fill_name_key(q->seed, t->name);
   const int tp = g->info.tp > 0 ? g->info.tp : 1;
-  /* Without parts or replicated slices a row is contiguous in the full tensor (pz_fill_index = row base +
-   * column): one index computation per row, not per element (tens of GB of weights are filled this way). */
-  const int sd = t->shard_dim;
-  const bool plain = t->n_parts <= 0 && (sd < 0 || t->ne[sd] * tp <= t->full_ne[sd]);
+  const int sd = t->shard_dim; /* last: the tensor's last dim (above) */
+  const bool per_elem = sd == last && (t->n_parts >= 2 || t->ne[last] * tp > t->full_ne[last]);
   for (int64_t i = 0; i < n_rows; i++) {
-    const int64_t base = plain ? pz_fill_row_base(t->ndim, t->ne, t->full_ne, sd, rank, row0 + i) : 0;
+    const int64_t base = pz_fill_index(t->ndim, t->ne, t->full_ne, sd, rank, tp, t->n_parts, t->part_ne, t->part_full,
+                                       row0 + i, 0);
     for (int64_t j = 0; j < w; j++) {
-      const int64_t full = plain ? base + j
-                                 : pz_fill_index(t->ndim, t->ne, t->full_ne, sd, rank, tp, t->n_parts, t->part_ne,
-                                                 t->part_full, row0 + i, j);
+      const int64_t full = per_elem ? pz_fill_index(t->ndim, t->ne, t->full_ne, sd, rank, tp, t->n_parts, t->part_ne,
+                                                    t->part_full, row0 + i, j)
+                                    : base + j;
       const float v = pz_fill_value(key, (uint64_t)full, t->init_scale, t->init_offset);
       if (t->dtype == PZ_BF16) ((pz_bf16 *)dst)[i * w + j] = pz_fill_bf16_bits(v);
       else if (t->dtype == PZ_F32) ((float *)dst)[i * w + j] = v;

@@ -22,6 +22,7 @@ static const struct { const char *name; size_t bits; } st_types[PZ_ST_DTYPE_COUN
     [PZ_ST_F32] = {"F32", 32},     [PZ_ST_F64] = {"F64", 64}, [PZ_ST_I64] = {"I64", 64},
     [PZ_ST_U64] = {"U64", 64},     [PZ_ST_F4] = {"F4", 4},    [PZ_ST_F6_E2M3] = {"F6_E2M3", 6},
     [PZ_ST_F6_E3M2] = {"F6_E3M2", 6}, [PZ_ST_F8_E8M0] = {"F8_E8M0", 8}, [PZ_ST_C64] = {"C64", 64},
+    [PZ_ST_F8_E4M3FNUZ] = {"F8_E4M3FNUZ", 8}, [PZ_ST_F8_E5M2FNUZ] = {"F8_E5M2FNUZ", 8},
 };
 
 const char *pz_st_dtype_name(pz_st_dtype t) { return t < PZ_ST_DTYPE_COUNT ? st_types[t].name : "?"; }

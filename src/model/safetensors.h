@@ -11,14 +11,16 @@
 #error "prezero's safetensors reader needs a little-endian host"
 #endif
 
-/* Element types a safetensors header may name (the format's Dtype list, huggingface/safetensors 0.6:
- * F4 = float4 e2m1, F6_* = float6, F8_E8M0 = the MX block-scale type, C64 = complex64). Only the types
+/* Element types a safetensors header may name (the format's Dtype list, huggingface/safetensors 0.8:
+ * F4 = float4 e2m1, F6_* = float6, F8_E8M0 = the MX block-scale type, F8_*FNUZ = ROCm's fp8 variants,
+ * C64 = complex64). Only the types
  * checkpoint.h names can be loaded as weights; the others are parsed so that a file holding them (an
  * unused scale of another format, say) still opens and their byte sizes are checked. */
 typedef enum pz_st_dtype {
   PZ_ST_BOOL, PZ_ST_U8, PZ_ST_I8, PZ_ST_F8_E4M3, PZ_ST_F8_E5M2, PZ_ST_I16, PZ_ST_U16, PZ_ST_F16,
   PZ_ST_BF16, PZ_ST_I32, PZ_ST_U32, PZ_ST_F32, PZ_ST_F64, PZ_ST_I64, PZ_ST_U64,
-  PZ_ST_F4, PZ_ST_F6_E2M3, PZ_ST_F6_E3M2, PZ_ST_F8_E8M0, PZ_ST_C64, PZ_ST_DTYPE_COUNT
+  PZ_ST_F4, PZ_ST_F6_E2M3, PZ_ST_F6_E3M2, PZ_ST_F8_E8M0, PZ_ST_C64, PZ_ST_F8_E4M3FNUZ, PZ_ST_F8_E5M2FNUZ,
+  PZ_ST_DTYPE_COUNT
 } pz_st_dtype;
 
 /* "BF16", "F8_E4M3", ... (the header's spelling); "?" out of range. */

@@ -290,15 +290,32 @@ static bool make_plan(const pz_graph *g, int donor, bool attn_slots, const pz_pr
   return p->n > 0;
 }
 
+/* The names apply_plan gives new tensors: the donor's buffer "<donor>.prezero_buf" and an attention slot's
+ * slice "<node>.<slot>.prezero". A graph built elsewhere (the public graph API) may already hold one: two
+ * tensors of one name would fail the verifier after the pass said PZ_OK. */
+static pz_status check_names(const pz_graph *g, const plan *p) {
+  char name[PZ_NAME_LEN + 64];
+  snprintf(name, sizeof name, "%s.prezero_buf", g->nodes[p->donor].name);
+  if (pz_graph_find_tensor(g, name))
+    return pz_error(PZ_ERR_INVALID_ARG, "prezero pass: the graph already has a tensor named \"%s\", the name the "
+                    "pass gives donor %s's buffer; rename that tensor (the graph is left as it was)", name,
+                    g->nodes[p->donor].name);
+  for (int i = 0; i < p->n; i++) {
+    const slice *sl = &p->s[i];
+    if (sl->kind == PZ_PREZERO_SLOT_GEMM) continue; /* its output tensor becomes a view: no new name */
+    snprintf(name, sizeof name, "%s.%s.prezero", g->nodes[sl->node].name, sl->name);
+    if (pz_graph_find_tensor(g, name))
+      return pz_error(PZ_ERR_INVALID_ARG, "prezero pass: the graph already has a tensor named \"%s\", the name the "
+                      "pass gives a slot of %s; rename that tensor (the graph is left as it was)", name,
+                      g->nodes[sl->node].name);
+  }
+  return PZ_OK;
+}
+
 static pz_status apply_plan(pz_graph *g, const plan *p, FILE *log, int *rewritten) {
   char name[PZ_NAME_LEN + 32];
   int buf;
   snprintf(name, sizeof name, "%s.prezero_buf", g->nodes[p->donor].name);
-  /* A graph built elsewhere (the public graph API) may already hold a tensor of that name: two of one name
-   * would fail the verifier after the pass said PZ_OK. */
-  if (pz_graph_find_tensor(g, name))
-    return pz_error(PZ_ERR_INVALID_ARG, "prezero pass: the graph already has a tensor named \"%s\", the name the "
-                    "pass gives donor %s's buffer; rename that tensor", name, g->nodes[p->donor].name);
   int64_t ne[2] = {p->rows, p->n_total};
   PZ_CHECK(pz_graph_add_tensor(g, name, PZ_F32, PZ_T_BUFFER, 2, ne, &buf));
   g->tensors[buf].batched = g->tensors[g->nodes[p->donor].dst[0]].batched;
@@ -358,6 +375,14 @@ pz_status pz_pass_prezero_batch(pz_graph *g, const pz_prezero_batch *b, FILE *lo
   if (rep) {
     memset(rep, 0, sizeof *rep);
     rep->m = b ? b->m : 0;
+  }
+  /* Every name the rewrite may create is checked before any donor is rewritten, so that a clash leaves the
+   * graph as it was: the names of the plan without a batch (every consumer; a per-batch plan takes a subset
+   * of them, and this asks its resolver nothing). */
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (g->nodes[i].op != PZ_OP_AR_RMSNORM || g->tensors[g->nodes[i].dst[0]].ndim != 2) continue;
+    plan p;
+    if (make_plan(g, i, attn_slots, NULL, NULL, &p)) PZ_CHECK(check_names(g, &p));
   }
   for (int i = 0; i < g->n_nodes; i++) {
     if (g->nodes[i].op != PZ_OP_AR_RMSNORM) continue;

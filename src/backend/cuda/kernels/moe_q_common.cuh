@@ -37,7 +37,7 @@ struct gather_params {
   const int32_t *ids;  // [m*K]
   int *pairs;          // [m*K] out: pair index by sorted position (expert, then pair order)
   int4 *work;          // out: {expert, first position, count, 0}
-  int *n_work;         // [1] out
+  int *n_work;         // [3] out: the work count, then the two claim counters (zeroed)
 };
 
 // One CTA of 1024 threads: pz_moe_item::gather (moe_item_common.cuh: parallel counts and scans, then
@@ -76,7 +76,7 @@ struct mm_params {
   int topk;
   const int *pairs;
   const int4 *work;
-  const int *n_work;
+  const int *n_work;  // [3]: the work count (the gather's), then the two claim counters below
   int *claim;  // item counter (zero on entry: the gather sets it) of the dynamic schedule (PREZERO_MOE_DYNAMIC=1),
                // or nullptr: the static one (item i to CTA i mod grid, the default)
 };
@@ -171,55 +171,67 @@ template <class Q>
 __host__ __device__ constexpr int up_blocks_of(long) {
   return min_blocks_of<Q>(0);
 }
-// MB: the CTAs per SM the registers are sized for (__launch_bounds__'s minimum blocks).
-template <class Q, bool DUAL, int MB>
+// One work item `it` of the (work entry, row tile) list, by its tokens' n-tiles.
+template <class Q, bool DUAL>
+__device__ __forceinline__ void run_work(const mm_params &p, int it, int tiles, float *red) {
+  const int4 w = p.work[it / tiles];
+  const int tile = it % tiles;
+  switch ((w.z + 7) / 8) {
+    case 1: run_item<Q, DUAL, 1>(p, w.x, tile, w.y, w.z, red); break;
+    case 2: run_item<Q, DUAL, 2>(p, w.x, tile, w.y, w.z, red); break;
+    case 3: run_item<Q, DUAL, 3>(p, w.x, tile, w.y, w.z, red); break;
+    default: run_item<Q, DUAL, 4>(p, w.x, tile, w.y, w.z, red); break;
+  }
+}
+
+// MB: the CTAs per SM the registers are sized for (__launch_bounds__'s minimum blocks). DYN: the dynamic
+// schedule (p.claim; PREZERO_MOE_DYNAMIC=1), its own instance so that the static one (the default) carries
+// none of its code (sm_90a SASS against the kernels before it: the same inner loops, instruction for
+// instruction, and the same spills in them).
+template <class Q, bool DUAL, int MB, bool DYN = false>
 __global__ void __launch_bounds__(kThreads, MB) mm_kernel(mm_params p) {
   extern __shared__ float red[]; /* kRedBytes, or none when no item reduces (red_bytes) */
   const int tiles = tiles_of(p.s), total = *p.n_work * tiles;
   constexpr bool PF = l2pf_of<Q>(0);
-  if constexpr (PF) {
-    const int pd = prefetch_depth(p.s);
-    for (int d = 0; d < pd; d++) {
-      const int it = blockIdx.x + d * (int)gridDim.x;
-      if (it < total) prefetch_item<Q, DUAL>(p, p.work[it / tiles].x, it % tiles);
-    }
-  }
-  // The dynamic schedule (p.claim, policies without the L2 prefetch, whose hints follow the static order,
-  // and only where the grid has fewer CTAs than items: else each CTA runs at most its own item either way):
-  // CTA b takes item b first, then claims its next one from the counter as it starts each item (thread 0,
-  // an atomic add whose answer is stored to shared memory s_next[ph] only after the item, so no warp waits
-  // for it; double-buffered so that a claim never overwrites the one the other threads are still reading),
-  // so that the items beyond the first wave go to the CTAs that are free first: a CTA that started late
-  // (the shared experts' kernels hold SMs at first) or drew expensive items runs fewer of them, and no CTA
-  // idles while another has a tail of items. Every item writes its own outputs with the same operations
-  // wherever it runs: the results are bit-identical to the static schedule's.
-  __shared__ int s_next[2];
-  const bool dyn = !PF && p.claim != nullptr && total > (int)gridDim.x;
-  int ph = 0;
-  for (int it = blockIdx.x; it < total;) {
-    const int wi = it / tiles, tile = it % tiles;
-    const int4 w = p.work[wi];
-    int claimed = 0;
-    if (dyn && threadIdx.x == 0) claimed = atomicAdd(p.claim, 1);
-    int nxt = -1;
+  static_assert(!(DYN && PF), "the dynamic schedule is for policies without the L2 prefetch (its hints follow the static order)");
+  if constexpr (!DYN) {
     if constexpr (PF) {
-      const int nx = it + prefetch_depth(p.s) * (int)gridDim.x; /* read now, used after the tile */
-      if (nx < total) nxt = p.work[nx / tiles].x * tiles + nx % tiles;
-      *nxt_slot<Q>() = nxt;
+      const int pd = prefetch_depth(p.s);
+      for (int d = 0; d < pd; d++) {
+        const int it = blockIdx.x + d * (int)gridDim.x;
+        if (it < total) prefetch_item<Q, DUAL>(p, p.work[it / tiles].x, it % tiles);
+      }
     }
-    switch ((w.z + 7) / 8) {
-      case 1: run_item<Q, DUAL, 1>(p, w.x, tile, w.y, w.z, red); break;
-      case 2: run_item<Q, DUAL, 2>(p, w.x, tile, w.y, w.z, red); break;
-      case 3: run_item<Q, DUAL, 3>(p, w.x, tile, w.y, w.z, red); break;
-      default: run_item<Q, DUAL, 4>(p, w.x, tile, w.y, w.z, red); break;
+    for (int it = blockIdx.x; it < total; it += gridDim.x) {
+      if constexpr (PF) {
+        int nxt = -1;
+        const int nx = it + prefetch_depth(p.s) * (int)gridDim.x; /* read now, used after the tile */
+        if (nx < total) nxt = p.work[nx / tiles].x * tiles + nx % tiles;
+        *nxt_slot<Q>() = nxt;
+      }
+      run_work<Q, DUAL>(p, it, tiles, red);
     }
-    if (dyn) {
+  } else {
+    // CTA b takes item b first; where the grid has fewer CTAs than items it then claims its next one from
+    // the counter (zeroed by the gather) as it starts each item (thread 0, an atomic add whose answer is
+    // stored to shared memory s_next[ph] only after the item, so no warp waits for it; double-buffered so
+    // that a claim never overwrites the one the other threads are still reading). The items beyond the
+    // first wave go to the CTAs that are free first: a CTA that started late (the shared experts' kernels
+    // hold SMs at first) or drew expensive items runs fewer of them, and no CTA idles while another has a
+    // tail of items. Every item writes its own outputs with the same operations wherever it runs: the
+    // results are bit-identical to the static schedule's.
+    __shared__ int s_next[2];
+    const bool claim = total > (int)gridDim.x; /* uniform over the CTA */
+    int ph = 0;
+    for (int it = blockIdx.x; it < total;) {
+      int claimed = 0;
+      if (claim && threadIdx.x == 0) claimed = atomicAdd(p.claim, 1);
+      run_work<Q, DUAL>(p, it, tiles, red);
+      if (!claim) break; /* one item per CTA at most */
       if (threadIdx.x == 0) s_next[ph] = (int)gridDim.x + claimed;
-      __syncthreads(); /* thread 0's claim is visible; uniform over the CTA (dyn and it are) */
+      __syncthreads(); /* thread 0's claim is visible; uniform over the CTA (claim and it are) */
       it = s_next[ph];
       ph ^= 1;
-    } else {
-      it += gridDim.x;
     }
   }
 }
@@ -280,8 +292,15 @@ constexpr size_t kRedBytes = sizeof(float) * kWarps * 2 * 4 * 4 * 32;
 inline size_t red_bytes(const seg &s) { return s.direct && s.WK == 1 ? 0 : kRedBytes; }
 // The kernel instance for (Q, DUAL): the gate/up kernel (DUAL) is the policy's kMinBlocksUp instance unless
 // up_former (then the kMinBlocks one, as before); down always the kMinBlocks one.
+// dyn: the dynamic schedule's instance (policies without the L2 prefetch only; else the static one).
 template <class Q, bool DUAL>
-auto mm_kernel_of(bool up_former) -> decltype(&mm_kernel<Q, DUAL, min_blocks_of<Q>(0)>) {
+auto mm_kernel_of(bool up_former, bool dyn) -> decltype(&mm_kernel<Q, DUAL, min_blocks_of<Q>(0)>) {
+  if constexpr (!l2pf_of<Q>(0)) {
+    if constexpr (DUAL && up_blocks_of<Q>(0) != min_blocks_of<Q>(0)) {
+      if (dyn && !up_former) return &mm_kernel<Q, DUAL, up_blocks_of<Q>(0), true>;
+    }
+    if (dyn) return &mm_kernel<Q, DUAL, min_blocks_of<Q>(0), true>;
+  }
   if constexpr (DUAL && up_blocks_of<Q>(0) != min_blocks_of<Q>(0)) {
     if (!up_former) return &mm_kernel<Q, DUAL, up_blocks_of<Q>(0)>;
   }
@@ -290,7 +309,7 @@ auto mm_kernel_of(bool up_former) -> decltype(&mm_kernel<Q, DUAL, min_blocks_of<
 // The grid: every CTA slot of that kernel on the device (persistent items), at most max_items.
 template <class Q, bool DUAL>
 pz_status launch_mm(const mm_params &mp, int64_t max_items, const char *name, cudaStream_t stream, bool up_former) {
-  const auto kernel = mm_kernel_of<Q, DUAL>(up_former);
+  const auto kernel = mm_kernel_of<Q, DUAL>(up_former, mp.claim != nullptr);
   int dev = 0, sms = 0, per_sm = 0;
   PZ_CUDA_CHECK_MSG(cudaGetDevice(&dev), "%s: cannot read the current device", name);
   PZ_CUDA_CHECK_MSG(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "%s: SM count", name);
