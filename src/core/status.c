@@ -1,6 +1,7 @@
 /* pz_status strings and the per-thread last-error message. */
 #include "core/status.h"
 #include "core/options.h"
+#include "core/utf8.h"
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,9 @@ pz_status pz_error(pz_status s, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(pz_err_msg, sizeof pz_err_msg, fmt, ap);
   va_end(ap);
+  /* Messages quote paths and config strings, cut with %.Ns or at the buffer's end: never hand a
+   * caller (or a terminal, or a JSON log) a broken or raw non-UTF-8 byte. */
+  pz_utf8_scrub(pz_err_msg);
   return s;
 }
 

@@ -20,3 +20,12 @@ long pz_utf8_bad_at(const char *s) {
   }
   return -1;
 }
+
+void pz_utf8_scrub(char *s) {
+  unsigned char *u = (unsigned char *)s;
+  for (long i = 0; u[i];) {
+    int n = utf8_seq(u + i);
+    if (!n) u[i++] = '?';
+    else i += n;
+  }
+}

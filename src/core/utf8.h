@@ -7,4 +7,9 @@
 /* Byte offset of the first invalid UTF-8 sequence in the NUL-terminated s, or -1 when it is all valid. */
 long pz_utf8_bad_at(const char *s);
 
+/* Replaces every byte of s that is not part of a well-formed UTF-8 sequence with '?', in place: a
+ * message that quotes a file's bytes, or is cut at a length limit inside a multi-byte character,
+ * stays valid UTF-8. */
+void pz_utf8_scrub(char *s);
+
 #endif

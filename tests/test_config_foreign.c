@@ -1,0 +1,107 @@
+/* Configs of a supported model_type (or with the MLA fields) that carry a field of another family
+ * changing the math: refused with one line naming the field, never run as the plain family.
+ * DeepSeek-V3.2 (index_*) and Kimi-Linear (linear_attn_config) are refused by model_type and by
+ * their fields; neutral values (partial_rotary_factor 1, use_qk_norm false on llama, true on qwen3,
+ * query_pre_attn_scalar equal to head_dim, no_rope_layers all 1) still parse. */
+#include "model/config.h"
+#include "pz_test.h"
+#include <string.h>
+
+#define LLAMA_BASE                                                                                                     \
+  "\"model_type\": \"llama\", \"hidden_size\": 256, \"num_hidden_layers\": 2, \"num_attention_heads\": 8, "            \
+  "\"num_key_value_heads\": 2, \"intermediate_size\": 512, \"vocab_size\": 1024, \"max_position_embeddings\": 8192"
+#define QWEN3_BASE                                                                                                     \
+  "\"model_type\": \"qwen3\", \"hidden_size\": 256, \"num_hidden_layers\": 2, \"num_attention_heads\": 8, "            \
+  "\"num_key_value_heads\": 2, \"head_dim\": 64, \"intermediate_size\": 512, \"vocab_size\": 1024, "                  \
+  "\"max_position_embeddings\": 4096"
+#define MLA_BASE                                                                                                       \
+  "\"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 2, \"q_lora_rank\": null, "                \
+  "\"kv_lora_rank\": 32, \"qk_nope_head_dim\": 16, \"qk_rope_head_dim\": 16, \"v_head_dim\": 16, "                    \
+  "\"n_routed_experts\": 4, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 32, \"intermediate_size\": 128, "  \
+  "\"vocab_size\": 256, \"max_position_embeddings\": 256"
+
+static void expect_msg(int line, const char *json, const char *want) {
+  pz_model_config c;
+  pz_status st = pz_config_parse(json, strlen(json), "f.json", &c);
+  if (st != PZ_ERR_CONFIG || strcmp(pz_last_error(), want)) {
+    fprintf(stderr, "line %d: %s -> %s \"%s\"\n  want \"%s\"\n", line, json, pz_status_string(st),
+            st == PZ_OK ? "" : pz_last_error(), want);
+    pz_test_failures++;
+  }
+}
+#define EXPECT(json, want) expect_msg(__LINE__, json, want)
+
+static void expect_ok(int line, const char *json) {
+  pz_model_config c;
+  pz_status st = pz_config_parse(json, strlen(json), "f.json", &c);
+  if (st != PZ_OK) {
+    fprintf(stderr, "line %d: %s -> %s \"%s\", want PZ_OK\n", line, json, pz_status_string(st), pz_last_error());
+    pz_test_failures++;
+  }
+}
+#define EXPECT_OK(json) expect_ok(__LINE__, json)
+
+#define MSG_FOREIGN(field, val, what, mt)                                                                              \
+  "config f.json: field \"" field "\" is " val " (" what "), which model_type " mt " does not have and prezero does "   \
+  "not run; this model is not supported"
+#define MSG_VARIANT(by, name, what)                                                                                    \
+  "config f.json: " by " \"" name "\" is not supported: prezero has no " what " and would run every layer as plain "  \
+  "MLA; prezero runs deepseek_v2, deepseek_v3, kimi_k2 (MLA) and llama, mistral, qwen2, qwen3, qwen3_moe, mixtral "    \
+  "(GQA)"
+
+static void test_gqa(void) {
+  EXPECT("{" QWEN3_BASE ", \"partial_rotary_factor\": 0.5}",
+         MSG_FOREIGN("partial_rotary_factor", "0.5", "RoPE on part of each head, as GLM-4 / Phi / Qwen3-Next", "qwen3"));
+  EXPECT("{\"model_type\": \"llama\", \"hidden_size\": 256, \"num_hidden_layers\": 2, \"num_attention_heads\": 8, "
+         "\"intermediate_size\": 512, \"vocab_size\": 1024, \"max_position_embeddings\": 8192, \"rope_parameters\": "
+         "{\"rope_type\": \"default\", \"rope_theta\": 10000.0, \"partial_rotary_factor\": 0.25}}",
+         MSG_FOREIGN("partial_rotary_factor", "0.25", "RoPE on part of each head, as GLM-4 / Phi / Qwen3-Next", "llama"));
+  EXPECT("{" LLAMA_BASE ", \"attention_multiplier\": 0.0078125}",
+         MSG_FOREIGN("attention_multiplier", "0.0078125", "a scaled attention, as Granite", "llama"));
+  EXPECT("{" LLAMA_BASE ", \"embedding_multiplier\": 12.0}",
+         MSG_FOREIGN("embedding_multiplier", "12", "scaled embeddings, as Granite", "llama"));
+  EXPECT("{" LLAMA_BASE ", \"residual_multiplier\": 0.22}",
+         MSG_FOREIGN("residual_multiplier", "0.22", "scaled residuals, as Granite", "llama"));
+  EXPECT("{" LLAMA_BASE ", \"logits_scaling\": 16.0}",
+         MSG_FOREIGN("logits_scaling", "16", "scaled logits, as Granite", "llama"));
+  EXPECT("{" LLAMA_BASE ", \"logit_scale\": 0.0625}",
+         MSG_FOREIGN("logit_scale", "0.0625", "scaled logits, as Cohere", "llama"));
+  EXPECT("{" LLAMA_BASE ", \"final_logit_softcapping\": 30.0}",
+         MSG_FOREIGN("final_logit_softcapping", "30", "soft-capped logits, as Gemma 2", "llama"));
+  EXPECT("{" LLAMA_BASE ", \"attn_logit_softcapping\": 50.0}",
+         MSG_FOREIGN("attn_logit_softcapping", "50", "soft-capped attention scores, as Gemma 2", "llama"));
+  EXPECT("{" LLAMA_BASE ", \"query_pre_attn_scalar\": 144}",
+         MSG_FOREIGN("query_pre_attn_scalar", "144", "a query scale other than 1/sqrt(head_dim), as Gemma", "llama"));
+  EXPECT("{" LLAMA_BASE ", \"use_qk_norm\": true}",
+         MSG_FOREIGN("use_qk_norm", "true", "q/k norms, as Llama 4 / GLM-4.5 / Cohere", "llama"));
+  EXPECT("{" LLAMA_BASE ", \"no_rope_layers\": [1, 0]}",
+         MSG_FOREIGN("no_rope_layers", "a list", "layers without RoPE, as Llama 4 / SmolLM3", "llama"));
+  EXPECT("{" LLAMA_BASE ", \"rope_interleave\": true}",
+         MSG_FOREIGN("rope_interleave", "true", "RoPE on interleaved pairs (prezero's GQA rotates halves)", "llama"));
+  /* Neutral values and nulls are the plain family. */
+  EXPECT_OK("{" QWEN3_BASE ", \"partial_rotary_factor\": 1.0, \"use_qk_norm\": true}");
+  EXPECT_OK("{" LLAMA_BASE ", \"use_qk_norm\": false, \"rope_interleave\": false, \"no_rope_layers\": [1, 1], "
+            "\"query_pre_attn_scalar\": 32, \"final_logit_softcapping\": null, \"logit_scale\": 1}");
+}
+
+static void test_mla_variants(void) {
+  const char *dsa = "DeepSeek Sparse Attention (the lightning indexer and its top-k token selection)";
+  char want[512];
+  snprintf(want, sizeof want, MSG_VARIANT("model_type", "deepseek_v32", "%s"), dsa);
+  EXPECT("{\"model_type\": \"deepseek_v32\", " MLA_BASE ", \"index_topk\": 2048, \"index_n_heads\": 64, "
+         "\"index_head_dim\": 128}", want);
+  EXPECT("{\"model_type\": \"deepseek_v32\", " MLA_BASE "}", want); /* the class defaults carry the indexer */
+  snprintf(want, sizeof want, MSG_VARIANT("field", "index_topk", "%s"), dsa);
+  EXPECT("{" MLA_BASE ", \"index_topk\": 2048}", want); /* no model_type */
+  EXPECT("{\"model_type\": \"kimi_linear\", " MLA_BASE ", \"linear_attn_config\": {\"kda_layers\": [1]}}",
+         MSG_VARIANT("model_type", "kimi_linear", "Kimi Delta Attention (linear attention) layers"));
+  EXPECT("{\"model_type\": \"deepseek_v3\", " MLA_BASE ", \"linear_attn_config\": {\"kda_layers\": [1]}}",
+         MSG_VARIANT("field", "linear_attn_config", "Kimi Delta Attention (linear attention) layers"));
+  EXPECT_OK("{\"model_type\": \"deepseek_v3\", " MLA_BASE ", \"index_topk\": null}");
+}
+
+int main(void) {
+  test_gqa();
+  test_mla_variants();
+  TEST_DONE();
+}
