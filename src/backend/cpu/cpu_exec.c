@@ -193,6 +193,25 @@ int pz_cpu_threads_for(int req, int opt_threads) {
 /* Storage of every rank (saturating: a graph may describe far more than any machine holds)
  * against the machine's RAM, so that an oversized model fails here with the numbers instead of
  * calloc succeeding lazily and the fill being killed by the kernel's OOM killer. */
+/* Bytes of memory available to a new allocation: Linux's MemAvailable (free memory plus what the page cache
+ * and reclaimable slabs can give back), else the free pages; 0 when neither can be read. */
+static double ram_available(void) {
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (f) {
+    char line[128];
+    long long kb = -1;
+    while (fgets(line, sizeof line, f))
+      if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
+    fclose(f);
+    if (kb > 0) return (double)kb * 1024.0;
+  }
+  long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+}
+
+/* Every rank's storage is touched when it is filled, so it must fit in the memory available now, not in
+ * the machine's total (a model between the two was killed by the kernel's out-of-memory killer with no
+ * message). */
 static pz_status check_ram(const pz_graph *g, int tp) {
   const double G = 1073741824.0;
   double need = 0; /* bytes; a double cannot overflow here */
@@ -201,11 +220,14 @@ static pz_status check_ram(const pz_graph *g, int tp) {
     if (x->view_of < 0) need += (double)pz_tensor_span(x) * (double)pz_dtype_size(x->dtype) * tp;
   }
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  double have = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+  const double total = pages > 0 && page > 0 ? (double)pages * (double)page : 0, avail = ram_available();
+  const double have = avail > 0 ? avail : total;
   if (have > 0 && need > have)
     return pz_error(PZ_ERR_OOM, "cpu exec: %s at TP %d needs %.1f GiB of storage (weights, KV cache, activations of "
-                    "%d layer%s) but this machine has %.1f GiB of RAM",
-                    g->info.model_name, tp, need / G, g->info.n_layers, g->info.n_layers == 1 ? "" : "s", have / G);
+                    "%d layer%s) but this machine has %.1f GiB of RAM available (of %.1f GiB); run fewer layers "
+                    "(pz_engine_config.layers, --layers N) or a smaller model",
+                    g->info.model_name, tp, need / G, g->info.n_layers, g->info.n_layers == 1 ? "" : "s", have / G,
+                    total / G);
   return PZ_OK;
 }
 
