@@ -892,7 +892,12 @@ static pz_status read_file(const char *path, char **text, size_t *len) {
     if (!buf) { fclose(f); return pz_error(PZ_ERR_OOM, "config %s: out of memory", path); }
     n += fread(buf + n, 1, cap - n, f);
     if (n < cap) break;
-    if (cap > (64u << 20)) { free(buf); fclose(f); return pz_error(PZ_ERR_CONFIG, "config %s: larger than 64 MiB", path); }
+    /* the buffer full at 64 MiB: the file holds at least that much (it read up to 128 MiB before) */
+    if (cap >= (64u << 20)) {
+      free(buf);
+      fclose(f);
+      return pz_error(PZ_ERR_CONFIG, "config %s: 64 MiB or larger; a config.json is a few KB", path);
+    }
     cap *= 2;
     char *nb = realloc(buf, cap);
     if (!nb) free(buf);
