@@ -166,6 +166,16 @@ PZ_FILL_HD static inline int64_t pz_fill_shard_coord(int64_t c, int rank, int tp
   return c;
 }
 
+/* Whether pz_fill_index must map each element of a row along the last dim (1: that dim is the shard dim and
+ * is cut into parts or replicated over ranks); 0: a row's elements follow its first one's index by +1, so
+ * one pz_fill_index per row serves. The rule every filler of the shard mapping uses (cpu_exec.c, fill.cu,
+ * model/quant_synth.c). */
+PZ_FILL_HD static inline int pz_fill_last_dim_mapped(int ndim, const int64_t *ne, const int64_t *full_ne, int shard_dim,
+                                                     int tp, int n_parts) {
+  const int last = ndim - 1;
+  return shard_dim == last && (n_parts >= 2 || ne[last] * tp > full_ne[last]);
+}
+
 /* Full flat index of element (row, col) of a rank's shard seen as [rows, ne[ndim-1]] (rows = all
  * dims but the last, outermost first, contiguous): every coordinate mapped to the full tensor
  * (shape full_ne) by pz_fill_shard_coord along shard_dim (-1: none), unchanged along the others. */

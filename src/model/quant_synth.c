@@ -85,8 +85,8 @@ pz_status pz_quant_synth_fill_rows(const pz_quant_synth *q, const pz_graph *g, c
    * into parts or replicated. One index computation per row otherwise (tens of GB are filled this way). */
   const uint64_t key = pz_fill_name_key(q->seed, t->name);
   const int tp = g->info.tp > 0 ? g->info.tp : 1;
-  const int sd = t->shard_dim; /* last: the tensor's last dim (above) */
-  const bool per_elem = sd == last && (t->n_parts >= 2 || t->ne[last] * tp > t->full_ne[last]);
+  const int sd = t->shard_dim;
+  const bool per_elem = pz_fill_last_dim_mapped(t->ndim, t->ne, t->full_ne, sd, tp, t->n_parts);
   for (int64_t i = 0; i < n_rows; i++) {
     const int64_t base = pz_fill_index(t->ndim, t->ne, t->full_ne, sd, rank, tp, t->n_parts, t->part_ne, t->part_full,
                                        row0 + i, 0);

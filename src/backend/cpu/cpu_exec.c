@@ -42,10 +42,6 @@ typedef struct fill_job {
 
 /* Whether the last dim of t is its shard dim with parts or a replicated slice, so that its full
  * index does not advance by 1 along a row. */
-static bool last_dim_mapped(const pz_tensor *t, int tp) {
-  const int last = t->ndim - 1;
-  return t->shard_dim == last && (t->n_parts >= 2 || t->ne[last] * tp > t->full_ne[last]);
-}
 
 /* Rows [lo, hi) of the tensor seen as [numel / ne[last], ne[last]]: the full (unsharded) flat
  * index of a row's first element comes from its coordinates (pz_fill_index: the shard dim
@@ -55,7 +51,7 @@ static void fill_rows(void *va, int64_t lo, int64_t hi) {
   const fill_job *f = va;
   const pz_tensor *t = f->t;
   const int64_t w = t->ne[t->ndim - 1];
-  const bool per_elem = last_dim_mapped(t, f->tp);
+  const bool per_elem = pz_fill_last_dim_mapped(t->ndim, t->ne, t->full_ne, t->shard_dim, f->tp, t->n_parts);
 #define FULL_IDX(j) (per_elem ? pz_fill_index(t->ndim, t->ne, t->full_ne, t->shard_dim, f->rank, f->tp, t->n_parts, \
                                               t->part_ne, t->part_full, row, (j)) : full + (j))
   for (int64_t row = lo; row < hi; row++) {

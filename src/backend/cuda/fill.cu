@@ -101,8 +101,7 @@ extern "C" pz_status pz_fill_tensor_launch(const pz_tensor *t, int rank, int tp,
     a.rank = rank;
     a.n_parts = t->n_parts;
     for (int p = 0; p < PZ_MAX_PARTS; p++) { a.part_ne[p] = t->part_ne[p]; a.part_full[p] = t->part_full[p]; }
-    const int last = t->ndim - 1;
-    a.per_elem = t->shard_dim == last && (t->n_parts >= 2 || t->ne[last] * a.tp > t->full_ne[last]);
+    a.per_elem = pz_fill_last_dim_mapped(t->ndim, t->ne, t->full_ne, t->shard_dim, a.tp, t->n_parts);
     a.scale = t->kind == PZ_T_WEIGHT ? t->init_scale : t->init_scale != 0.0f ? t->init_scale : 1.0f;
     a.offset = t->kind == PZ_T_WEIGHT ? t->init_offset : 0.0f;
   } else { /* MLA KV cache: replicated over ranks, unsharded mapping */
