@@ -209,6 +209,15 @@ static pz_status decode(const char *sub, int tp, int32_t *toks, float *logits) {
   return st;
 }
 
+/* Checkpoints sub_a and sub_b decode to the same tokens and logits at TP 1. */
+static void same_decode(const char *sub_a, const char *sub_b) {
+  int32_t ta[STEPS * M], tb[STEPS * M];
+  float la[M * V], lb[M * V];
+  CHECK_OK(decode(sub_a, 1, ta, la));
+  CHECK_OK(decode(sub_b, 1, tb, lb));
+  CHECK(!memcmp(ta, tb, sizeof ta) && !memcmp(la, lb, sizeof la));
+}
+
 /* A copy of q with entry `name` changed by f (shape / dtype) or dropped (f NULL), written to sub;
  * loading it must fail with `want` and one line naming `needle`. */
 static void bad(ents *q, const char *sub, const char *name, void (*f)(ent *), pz_status want, const char *needle) {
@@ -323,11 +332,7 @@ int main(void) {
     const float vb[4] = {1, 2, 3, 4}; /* a vision tower's bias beside the text model: not the text model's to refuse */
     add(&s, "model.vision_tower.proj.bias", PZ_ST_F32, 1, (int64_t[]){4}, vb);
     write_ck("int4_lm_inner", cfg_int4, &s);
-    int32_t ta[STEPS * M], tb2[STEPS * M];
-    float la[M * V], lb2[M * V];
-    CHECK_OK(decode("int4_lm_inner", 1, ta, la));
-    CHECK_OK(decode("int4", 1, tb2, lb2));
-    CHECK(!memcmp(ta, tb2, sizeof ta) && !memcmp(la, lb2, sizeof la));
+    same_decode("int4_lm_inner", "int4");
     free_ents(&s);
   }
 
@@ -351,11 +356,7 @@ int main(void) {
     CHECK(a.n == q.n - 1 && b.n == q.n);
     write_ck("int4_tie_outer", cfg_tie, &a);
     write_ck("int4_lm_copy", cfg_int4, &b);
-    int32_t ta[STEPS * M], tb2[STEPS * M];
-    float la[M * V], lb2[M * V];
-    CHECK_OK(decode("int4_tie_outer", 1, ta, la));
-    CHECK_OK(decode("int4_lm_copy", 1, tb2, lb2));
-    CHECK(!memcmp(ta, tb2, sizeof ta) && !memcmp(la, lb2, sizeof la));
+    same_decode("int4_tie_outer", "int4_lm_copy");
     free_ents(&a);
     free_ents(&b);
   }

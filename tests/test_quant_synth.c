@@ -13,6 +13,7 @@
 #include "prezero.h"
 #include "pz_cli_test.h"
 #include "pz_test.h"
+#include "quant_synth_test.h"
 
 enum { SEED = 4242 };
 
@@ -103,28 +104,8 @@ static void check_weights(pz_wquant kind, int tp) {
   pz_graph_free(gq);
 }
 
-static pz_status decode(int quant, int tp, int32_t *tok, float *lg) {
-  pz_engine_config ec = PZ_ENGINE_CONFIG_INIT;
-  ec.tp = tp;
-  ec.max_batch = 2;
-  ec.context = 4;
-  ec.max_steps = 3;
-  ec.layers = 2;
-  ec.seed = SEED;
-  ec.prezero = 0;
-  ec.threads = 2;
-  ec.quant = quant;
-  pz_engine *e = NULL;
-  PZ_CHECK(pz_engine_create(&ec, &e));
-  int32_t in[2] = {3, 99};
-  pz_status st = PZ_OK;
-  for (int s = 0; s < 3 && st == PZ_OK; s++) {
-    st = pz_engine_step(e, 2, in, tok + 2 * s);
-    memcpy(in, tok + 2 * s, sizeof in);
-  }
-  if (st == PZ_OK) st = pz_engine_logits(e, 2, lg);
-  pz_engine_destroy(e);
-  return st;
+static pz_status decode(int quant, int tp, int32_t *tok, float *lg) { /* the tiny preset, 2 layers */
+  return pz_test_decode3(NULL, 2, quant, tp, SEED, tok, lg);
 }
 
 int main(void) {

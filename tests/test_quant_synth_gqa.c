@@ -11,6 +11,7 @@
 #include "model/quant_synth.h"
 #include "prezero.h"
 #include "pz_test.h"
+#include "quant_synth_test.h"
 
 enum { SEED = 4242 };
 
@@ -69,29 +70,9 @@ static int same_weights(pz_wquant kind, int tp) {
   return n_diff;
 }
 
-/* Greedy tokens and last logits of 3 steps at batch 2 (the config written to a file for the engine). */
+/* The config written to a file, all its layers. */
 static pz_status decode(const char *path, int quant, int tp, int32_t *tok, float *lg) {
-  pz_engine_config ec = PZ_ENGINE_CONFIG_INIT;
-  ec.model = path;
-  ec.tp = tp;
-  ec.max_batch = 2;
-  ec.context = 4;
-  ec.max_steps = 3;
-  ec.seed = SEED;
-  ec.prezero = 0;
-  ec.threads = 2;
-  ec.quant = quant;
-  pz_engine *e = NULL;
-  PZ_CHECK(pz_engine_create(&ec, &e));
-  int32_t in[2] = {3, 99};
-  pz_status st = PZ_OK;
-  for (int s = 0; s < 3 && st == PZ_OK; s++) {
-    st = pz_engine_step(e, 2, in, tok + 2 * s);
-    memcpy(in, tok + 2 * s, sizeof in);
-  }
-  if (st == PZ_OK) st = pz_engine_logits(e, 2, lg);
-  pz_engine_destroy(e);
-  return st;
+  return pz_test_decode3(path, 0, quant, tp, SEED, tok, lg);
 }
 
 int main(void) {

@@ -1,0 +1,38 @@
+/* The engine decode the synthetic quantised-weight tests compare (test_quant_synth, test_quant_synth_gqa). */
+#ifndef PZ_TESTS_QUANT_SYNTH_TEST_H
+#define PZ_TESTS_QUANT_SYNTH_TEST_H
+#include <stdint.h>
+#include <string.h>
+#include "prezero.h"
+
+/* Greedy tokens of 3 steps at batch 2 (prompts 3 and 99, then each step's tokens) and the last step's
+ * logits, on the CPU with the prezero pass off: model (NULL: the tiny preset, or a config path), layers
+ * (0: all), quant (PZ_QUANT_*), tp, seed. tok [3 x 2], lg [2 x vocab_size]. Errors: those of
+ * pz_engine_create / pz_engine_step / pz_engine_logits. */
+static pz_status pz_test_decode3(const char *model, int layers, int quant, int tp, uint64_t seed, int32_t *tok,
+                                 float *lg) {
+  pz_engine_config ec = PZ_ENGINE_CONFIG_INIT;
+  ec.model = model;
+  ec.tp = tp;
+  ec.max_batch = 2;
+  ec.context = 4;
+  ec.max_steps = 3;
+  ec.layers = layers;
+  ec.seed = seed;
+  ec.prezero = 0;
+  ec.threads = 2;
+  ec.quant = quant;
+  pz_engine *e = NULL;
+  PZ_CHECK(pz_engine_create(&ec, &e));
+  int32_t in[2] = {3, 99};
+  pz_status st = PZ_OK;
+  for (int s = 0; s < 3 && st == PZ_OK; s++) {
+    st = pz_engine_step(e, 2, in, tok + 2 * s);
+    memcpy(in, tok + 2 * s, sizeof in);
+  }
+  if (st == PZ_OK) st = pz_engine_logits(e, 2, lg);
+  pz_engine_destroy(e);
+  return st;
+}
+
+#endif
