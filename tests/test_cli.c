@@ -147,6 +147,18 @@ int main(void) {
   CHECK(run("--version extra") == 2 && count(err_txt, "\n") == 1 && strstr(err_txt, "prezero: unexpected argument 'extra'") &&
         strstr(err_txt, "; ") && !out_txt[0]);
   CHECK(run("--help extra") == 2 && strstr(err_txt, "unexpected argument 'extra'") && !out_txt[0]);
+  /* An argument that is not printable UTF-8 text is refused before any message could quote it:
+   * an invalid byte (0xff, argument 2 at offset 5), a lone continuation byte, a newline, an escape. */
+  CHECK(run("run --bad\"$(printf '\\377')\"") == 2 && count(err_txt, "\n") == 1 &&
+        strstr(err_txt, "prezero: argument 2 has byte 0xff at offset 5") && strstr(err_txt, "; ") && !out_txt[0]);
+  CHECK(run("graph --config \"$(printf 'a\\200b')\"") == 2 && count(err_txt, "\n") == 1 &&
+        strstr(err_txt, "argument 3 has byte 0x80 at offset 1"));
+  CHECK(run("run --config \"$(printf 'x\\ny')\"") == 2 && count(err_txt, "\n") == 1 &&
+        strstr(err_txt, "argument 3 has byte 0x0a at offset 1"));
+  CHECK(run("\"$(printf '\\033[2J')\"") == 2 && count(err_txt, "\n") == 1 &&
+        strstr(err_txt, "argument 1 has byte 0x1b at offset 0"));
+  /* Non-ASCII UTF-8 passes the check (and is then an unknown option, quoted as given). */
+  bad("run", "--b\303\251", "unknown option '--b\303\251'");
   bad("graph", "--help extra", "unexpected argument 'extra'");
   CHECK(last_rc == 2 && !out_txt[0]);
   bad("run", "--tp 2 -h extra", "unexpected argument 'extra'");

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "core/utf8.h"
 #include "prezero.h"
 
 static void usage(FILE *f) {
@@ -106,7 +107,26 @@ static int finish(const char *cmd, int rc) {
 
 static int dispatch(int argc, char **argv);
 
+/* Every argument must be UTF-8 text without control characters: the CLI quotes its options and
+ * values in its messages, which stay one readable line that way (a path with a newline or an
+ * invalid byte is refused up front rather than echoed). Returns 0 or 2 after one error line. */
+static int check_text(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    long bad = pz_utf8_bad_at(argv[i]);
+    for (long j = 0; argv[i][j] && bad < 0; j++)
+      if ((unsigned char)argv[i][j] < 0x20 || argv[i][j] == 0x7f) bad = j;
+    if (bad >= 0) {
+      fprintf(stderr, "prezero: argument %d has byte 0x%02x at offset %ld, which is not printable UTF-8 text; "
+                      "pass options, values and paths as UTF-8 text without control characters\n",
+              i, (unsigned)(unsigned char)argv[i][bad], bad);
+      return 2;
+    }
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (check_text(argc, argv)) return 2;
   const char *cmd = argc < 2 ? "run" : argv[1];
   char bench_cmd[64];
   if (argc >= 3 && !strcmp(cmd, "bench") && argv[2][0] != '-') {
