@@ -1,6 +1,7 @@
 /* quantization_config: the kimi_k25 preset (text_config-wrapped, compressed-tensors INT4 group 32
  * routed experts), fp8 block configs, the targets / ignore rule, and every unsupported scheme as
  * a one-line PZ_ERR_CONFIG naming the field. */
+#include "model/builder.h"
 #include "model/config.h"
 #include "pz_test.h"
 #include <string.h>
@@ -222,5 +223,44 @@ int main(void) {
     CHECK_OK(parse_with(q, &qc));
   }
   expect_bad("\"int4\"", "quantization_config");
+
+  /* A text_config-wrapped config whose patterns are anchored to transformers' newer layout
+   * ("model.language_model.layers.N"): the builder asks with that layout, so the routed experts of
+   * layer 1 are INT4 and layer 0's are left bf16 by the ignore entry; the published layout's
+   * patterns ("language_model.model.layers.N") keep working the same way. */
+  for (int lay = 0; lay < 2; lay++) {
+    static char text[4096];
+    const char *pre = lay ? "model\\\\.language_model\\\\." : "language_model\\\\.model\\\\.";
+    snprintf(text, sizeof text,
+             "{\"model_type\": \"kimi_k25\", \"text_config\": {\"model_type\": \"kimi_k2\", \"hidden_size\": 64, "
+             "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"q_lora_rank\": 32, \"kv_lora_rank\": 32, "
+             "\"qk_nope_head_dim\": 16, \"qk_rope_head_dim\": 8, \"v_head_dim\": 16, \"n_routed_experts\": 8, "
+             "\"num_experts_per_tok\": 2, \"moe_intermediate_size\": 64, \"intermediate_size\": 128, "
+             "\"first_k_dense_replace\": 0, \"vocab_size\": 256, \"max_position_embeddings\": 512, "
+             "\"quantization_config\": {\"quant_method\": \"compressed-tensors\", \"format\": \"pack-quantized\", "
+             "\"config_groups\": {\"g\": {\"targets\": [\"re:%slayers\\\\.\\\\d+\\\\.mlp\\\\.experts\\\\..*\"], "
+             "\"weights\": " W_OK "}}, \"ignore\": [\"re:%slayers\\\\.0\\\\..*\"]}}}",
+             pre, pre);
+    pz_model_config tc;
+    const pz_status ps = pz_config_parse(text, strlen(text), "tc.json", &tc);
+    CHECK_OK(ps);
+    if (ps != PZ_OK) continue;
+    CHECK(tc.text_config && tc.quant.kind == PZ_WQ_INT4);
+    CHECK(!strcmp(pz_quant_text_prefix(&tc.quant), lay ? "model.language_model." : "language_model.model."));
+    pz_build_opts bo = PZ_BUILD_OPTS_INIT;
+    bo.max_ctx = 64;
+    pz_graph *g = NULL;
+    const pz_status bs = pz_build_decode_graph(&tc, &bo, &g);
+    CHECK_OK(bs);
+    if (bs != PZ_OK) continue;
+    int seen = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+      if (g->nodes[i].op == PZ_OP_MOE) {
+        seen++;
+        CHECK(g->nodes[i].p.moe.wquant == (g->nodes[i].layer == 1 ? (int)PZ_WQ_INT4 : (int)PZ_WQ_NONE));
+      }
+    CHECK(seen == 2);
+    pz_graph_free(g);
+  }
   TEST_DONE();
 }

@@ -257,15 +257,16 @@ static pz_status gqa_mlp(bld *b, int L, int x_norm, int *out) {
 }
 
 /* Whether layer L's routed experts are stored quantised (model/config.h pz_quant_applies on the
- * Hugging Face module names of expert 0, with the checkpoint prefix of a text_config-wrapped
- * config): all three projections alike, else an error. */
+ * Hugging Face module names of expert 0, with the text model's prefix of a text_config-wrapped
+ * config as its patterns spell it, pz_quant_text_prefix): all three projections alike, else an error. */
 static pz_status experts_quant(bld *b, int L, pz_wquant *kind) {
   const pz_model_config *c = b->c;
   static const char *const proj[] = {"gate_proj", "up_proj", "down_proj"};
   int n = 0;
   for (int i = 0; i < 3; i++) {
     char m[PZ_NAME_LEN + 32];
-    snprintf(m, sizeof m, "%smodel.layers.%d.mlp.experts.0.%s", c->text_config ? "language_model." : "", L, proj[i]);
+    snprintf(m, sizeof m, "%slayers.%d.mlp.experts.0.%s", c->text_config ? pz_quant_text_prefix(&c->quant) : "model.",
+             L, proj[i]);
     n += pz_quant_applies(&c->quant, m);
   }
   if (n != 0 && n != 3)

@@ -187,6 +187,14 @@ bool pz_config_layer_is_moe(const pz_model_config *c, int64_t layer);
  * A "re:" pattern that does not compile matches nothing (pz_config_parse refuses such configs). */
 bool pz_quant_applies(const pz_quant_config *q, const char *module);
 
+/* The module-name prefix of the text model of a text_config-wrapped config, as q's patterns spell
+ * it: "model.language_model." (transformers' newer layout, whose layers are "...language_model.layers.N")
+ * when a target or ignore entry names that prefix (literally or regex-escaped), else
+ * "language_model.model." (the published Kimi-K2.5 layout, layers "...model.layers.N"). A pattern
+ * anchored to one layout never matches the other's names, so the builder asks with the layout the
+ * patterns were written for. Never NULL. */
+const char *pz_quant_text_prefix(const pz_quant_config *q);
+
 /* "int4" / "fp8" / "bf16" for a kind (bf16 for PZ_WQ_NONE). */
 const char *pz_wquant_name(pz_wquant k);
 

@@ -190,6 +190,16 @@ bool pz_quant_applies(const pz_quant_config *q, const char *module) {
   return hit;
 }
 
+const char *pz_quant_text_prefix(const pz_quant_config *q) {
+  static const char *const inner[] = {"model.language_model.", "model\\.language_model\\."};
+  for (int i = 0; q && i < q->n_targets + q->n_ignore; i++) {
+    const char *pat = i < q->n_targets ? q->targets[i] : q->ignore[i - q->n_targets];
+    for (int k = 0; k < 2; k++)
+      if (strstr(pat, inner[k])) return "model.language_model.";
+  }
+  return "language_model.model.";
+}
+
 const char *pz_wquant_name(pz_wquant k) { return k == PZ_WQ_INT4 ? "int4" : k == PZ_WQ_FP8 ? "fp8" : "bf16"; }
 
 void pz_quant_config_synthetic(pz_wquant kind, pz_quant_config *q) {
