@@ -40,9 +40,6 @@ typedef struct fill_job {
   float scale, offset;
 } fill_job;
 
-/* Whether the last dim of t is its shard dim with parts or a replicated slice, so that its full
- * index does not advance by 1 along a row. */
-
 /* Rows [lo, hi) of the tensor seen as [numel / ne[last], ne[last]]: the full (unsharded) flat
  * index of a row's first element comes from its coordinates (pz_fill_index: the shard dim
  * shifted by rank * ne[shard_dim], or mapped through its parts / replicated slices); along the
