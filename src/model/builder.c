@@ -258,15 +258,18 @@ static pz_status gqa_mlp(bld *b, int L, int x_norm, int *out) {
 
 /* Whether layer L's routed experts are stored quantised (model/config.h pz_quant_applies on the
  * Hugging Face module names of expert 0, with the text model's prefix of a text_config-wrapped
- * config as its patterns spell it, pz_quant_text_prefix): all three projections alike, else an error. */
+ * config as its patterns spell it, pz_quant_text_prefix; Mixtral's block_sparse_moe.experts.0.{w1,w3,w2}):
+ * all three projections alike, else an error. */
 static pz_status experts_quant(bld *b, int L, pz_wquant *kind) {
   const pz_model_config *c = b->c;
-  static const char *const proj[] = {"gate_proj", "up_proj", "down_proj"};
+  static const char *const proj[] = {"gate_proj", "up_proj", "down_proj"}, *const mixtral[] = {"w1", "w3", "w2"};
+  const bool mx = !strcmp(c->model_type, "mixtral");
   int n = 0;
   for (int i = 0; i < 3; i++) {
     char m[PZ_NAME_LEN + 32];
-    snprintf(m, sizeof m, "%slayers.%d.mlp.experts.0.%s", c->text_config ? pz_quant_text_prefix(&c->quant) : "model.",
-             L, proj[i]);
+    const char *pre = c->text_config ? pz_quant_text_prefix(&c->quant) : "model.";
+    if (mx) snprintf(m, sizeof m, "%slayers.%d.block_sparse_moe.experts.0.%s", pre, L, mixtral[i]);
+    else snprintf(m, sizeof m, "%slayers.%d.mlp.experts.0.%s", pre, L, proj[i]);
     n += pz_quant_applies(&c->quant, m);
   }
   if (n != 0 && n != 3)

@@ -555,22 +555,35 @@ static pz_status plan_gqa(pz_checkpoint *ck, const pz_model_config *c, const pz_
     PZ_CHECK(alloc_src(p, 1));
     return get_src(ck, hf, t->name, t->ndim, t->full_ne, t->dtype, &p->s[0]);
   }
-  static const char *const ours[] = {"gate_proj.weight", "up_proj.weight", "down_proj.weight"};
+  /* The routed experts' graph tensors are "mlp.experts.{gate,up,down}_proj.<what>": <what> "weight"
+   * (bf16, or FP8 e4m3 bytes), "weight_scale_inv" (FP8), "weight_packed" / "weight_scale" (INT4), each
+   * read from "block_sparse_moe.experts.E.{w1,w3,w2}.<what>". */
+  static const char *const ours[] = {"gate_proj.", "up_proj.", "down_proj."};
   static const char *const theirs[] = {"w1", "w3", "w2"};
-  snprintf(hf, sizeof hf, "model.layers.%d.block_sparse_moe.experts.0.w1.weight", L);
-  snprintf(hf2, sizeof hf2, "model.layers.%d.mlp.experts.0.gate_proj.weight", L);
   char f3[600], hf3[512];
+  bool legacy = false, mlp_names = false;
+  for (int i = 0; i < 2; i++) { /* bf16 / FP8 names, then INT4 ones */
+    snprintf(hf, sizeof hf, "model.layers.%d.block_sparse_moe.experts.0.w1.weight%s", L, i ? "_packed" : "");
+    snprintf(hf2, sizeof hf2, "model.layers.%d.mlp.experts.0.gate_proj.weight%s", L, i ? "_packed" : "");
+    legacy |= ck_find(ck, hf, f1, sizeof f1) != NULL;
+    mlp_names |= ck_find(ck, hf2, f2, sizeof f2) != NULL;
+  }
   snprintf(hf3, sizeof hf3, "model.layers.%d.mlp.experts.gate_up_proj", L);
-  const bool legacy = ck_find(ck, hf, f1, sizeof f1) || (!ck_find(ck, hf2, f2, sizeof f2) && !ck_find(ck, hf3, f3, sizeof f3));
+  legacy = legacy || (!mlp_names && !ck_find(ck, hf3, f3, sizeof f3));
   if (!strncmp(rest, "mlp.experts.", 12) && t->ndim == 3 && legacy) {
     int k = -1;
     for (int i = 0; i < 3; i++)
-      if (!strcmp(rest + 12, ours[i])) k = i;
-    if (k < 0) { *done = false; return PZ_OK; }
+      if (!strncmp(rest + 12, ours[i], strlen(ours[i]))) k = i;
+    const char *what = k < 0 ? NULL : rest + 12 + strlen(ours[k]);
+    if (!what || (strcmp(what, "weight") && strcmp(what, "weight_scale_inv") && strcmp(what, "weight_packed") &&
+                  strcmp(what, "weight_scale"))) {
+      *done = false;
+      return PZ_OK;
+    }
     p->kind = PLAN_EXPERTS;
     PZ_CHECK(alloc_src(p, (int)t->full_ne[0]));
     for (int64_t e = 0; e < t->full_ne[0]; e++) {
-      snprintf(hf, sizeof hf, "model.layers.%d.block_sparse_moe.experts.%lld.%s.weight", L, (long long)e, theirs[k]);
+      snprintf(hf, sizeof hf, "model.layers.%d.block_sparse_moe.experts.%lld.%s.%s", L, (long long)e, theirs[k], what);
       PZ_CHECK(get_src(ck, hf, t->name, 2, (int64_t[]){t->full_ne[1], t->full_ne[2]}, t->dtype, &p->s[e]));
     }
     return PZ_OK;
