@@ -188,6 +188,19 @@ int main(void) {
              "weights.type");
   expect_bad(ct(W_OK, ", \"kv_cache_scheme\": {\"num_bits\": 8}"), "kv_cache_scheme");
   expect_bad("{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\"}", "format");
+  /* compressed-tensors' transforms (rotated weights) and sparse storage: refused on one line (were read as plain
+   * pack-quantized weights); an empty transform_config and a "dense" sparsity_config read. */
+  expect_bad(ct(W_OK, ", \"transform_config\": {\"config_groups\": {\"u\": {\"type\": \"hadamard\"}}}"),
+             "transform_config");
+  expect_bad(ct(W_OK, ", \"sparsity_config\": {\"format\": \"sparse-24-bitmask\", \"sparsity_structure\": \"2:4\"}"),
+             "sparsity_config.format is \"sparse-24-bitmask\"");
+  expect_bad(ct(W_OK, ", \"sparsity_config\": {\"format\": 3}"), "sparsity_config.format");
+  expect_bad(ct(W_OK, ", \"sparsity_config\": [1]"), "sparsity_config");
+  CHECK_OK(parse_with(ct(W_OK, ", \"transform_config\": null, \"sparsity_config\": {\"format\": \"dense\", "
+                             "\"global_sparsity\": 0.0, \"sparsity_structure\": \"unstructured\", \"targets\": []}"), &c));
+  CHECK(c.quant.kind == PZ_WQ_INT4);
+  CHECK_OK(parse_with(ct(W_OK, ", \"transform_config\": {}, \"sparsity_config\": {}"), &c));
+  CHECK(c.quant.kind == PZ_WQ_INT4);
   expect_bad("{\"quant_method\": \"gptq\", \"bits\": 4}", "quant_method");
   expect_bad("{\"quant_method\": \"awq\"}", "\"awq\"");
   expect_bad("{\"bits\": 4}", "quant_method");

@@ -348,6 +348,22 @@ pz_status pz_cfg_parse_quant(const reader *r, const cJSON *outer, pz_quant_confi
       return q_unsupported(r, "format", cJSON_IsString(fmt) ? fmt->valuestring : "not a string", Q_SUPPORTED);
     const cJSON *kv = cJSON_GetObjectItemCaseSensitive(q, "kv_cache_scheme");
     if (kv && !cJSON_IsNull(kv)) return q_unsupported(r, "kv_cache_scheme", "set", "a bf16 KV cache");
+    /* compressed-tensors' other compressions: rotations (QuIP / SpinQuant transforms) the weights were
+     * multiplied by, to be undone at run time, and sparse storage (bitmask, 2:4) of the weights. Read
+     * as plain pack-quantized weights they would give wrong tokens or missing tensors. */
+    const cJSON *tf = cJSON_GetObjectItemCaseSensitive(q, "transform_config");
+    if (tf && !cJSON_IsNull(tf) && !(cJSON_IsObject(tf) && !tf->child))
+      return q_unsupported(r, "transform_config", "set (rotated weights)", "weights without transforms");
+    const cJSON *sp = cJSON_GetObjectItemCaseSensitive(q, "sparsity_config");
+    if (sp && !cJSON_IsNull(sp)) {
+      if (!cJSON_IsObject(sp)) return pz_cfg_type_err(r, "quantization_config.sparsity_config", "an object", sp);
+      const cJSON *sf = cJSON_GetObjectItemCaseSensitive(sp, "format");
+      if (sf && !cJSON_IsNull(sf) && !(cJSON_IsString(sf) && !strcmp(sf->valuestring, "dense"))) {
+        char got[96];
+        snprintf(got, sizeof got, cJSON_IsString(sf) ? "\"%.80s\"" : "not a string", cJSON_IsString(sf) ? sf->valuestring : "");
+        return q_unsupported(r, "sparsity_config.format", got, "sparsity_config format \"dense\" or none");
+      }
+    }
     return parse_int4_group(r, q, cJSON_IsString(fmt), out);
   }
   if (!strcmp(m->valuestring, "fp8")) {
