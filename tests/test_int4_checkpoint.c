@@ -410,6 +410,28 @@ int main(void) {
   int32_t t[STEPS * M];
   CHECK_ST(decode("e_bf16_experts", 1, t, NULL), PZ_ERR_DTYPE);
   CHECK(strstr(pz_last_error(), "unquantised") && !strchr(pz_last_error(), '\n'));
+  /* config.json and the checkpoint disagree on the scheme: INT4 config over FP8 experts, fp8 config over
+   * pack-quantized experts; one line naming what the checkpoint holds (was: "unquantised" for FP8 experts,
+   * a "missing" tensor for the INT4 ones). */
+  {
+    ents s = {.n = 0};
+    for (int i = 0; i < bf.n; i++) {
+      const ent *e = &bf.e[i];
+      const bool routed = strstr(e->name, ".mlp.experts.") && strstr(e->name, "_proj.weight");
+      add(&s, e->name, routed ? PZ_ST_F8_E4M3 : e->dtype, e->ndim, e->shape, routed ? NULL : e->data);
+    }
+    write_ck("e_fp8_experts", cfg_int4, &s);
+    CHECK_ST(decode("e_fp8_experts", 1, t, NULL), PZ_ERR_DTYPE);
+    CHECK(strstr(pz_last_error(), "INT4 but the checkpoint stores") && strstr(pz_last_error(), "as FP8 (F8_E4M3)") &&
+          !strchr(pz_last_error(), '\n'));
+    free_ents(&s);
+    static const char *cfg_fp8 = "{" TEXT ",\"quantization_config\":{\"quant_method\":\"fp8\",\"fmt\":\"e4m3\","
+                                 "\"weight_block_size\":[128,128]}}";
+    write_ck("e_fp8_cfg_int4_ck", cfg_fp8, &q);
+    CHECK_ST(decode("e_fp8_cfg_int4_ck", 1, t, NULL), PZ_ERR_DTYPE);
+    CHECK(strstr(pz_last_error(), "quantization_config is fp8") && strstr(pz_last_error(), ".weight_packed\", compressed-tensors INT4") &&
+          !strchr(pz_last_error(), '\n'));
+  }
   free_ents(&bf);
   free_ents(&q);
   TEST_DONE();

@@ -400,10 +400,18 @@ static pz_status get_src(pz_checkpoint *ck, const char *name, const char *for_t,
   if (!w) {
     if (nl > 14 && !strcmp(name + nl - 14, ".weight_packed")) {
       snprintf(alt, sizeof alt, "%.*s", (int)(nl - 7), name); /* X.weight */
-      if (ck_find(ck, alt, altf, sizeof altf))
+      const pz_st_tensor *a = ck_find(ck, alt, altf, sizeof altf);
+      if (a)
         return pz_error(PZ_ERR_DTYPE, "checkpoint %s: config.json's quantization_config makes %s INT4 but the checkpoint "
-                        "stores \"%s\" unquantised; fix quantization_config (its ignore list) or the checkpoint", ck->dir,
-                        for_t, altf);
+                        "stores \"%s\" %s; fix quantization_config (its ignore list) or the checkpoint", ck->dir,
+                        for_t, altf, a->dtype == PZ_ST_F8_E4M3 ? "as FP8 (F8_E4M3)" : "unquantised");
+    }
+    if (dst_dtype == PZ_U8 && nl > 7 && !strcmp(name + nl - 7, ".weight")) {
+      snprintf(alt, sizeof alt, "%s_packed", name); /* X.weight_packed */
+      if (ck_find(ck, alt, altf, sizeof altf))
+        return pz_error(PZ_ERR_DTYPE, "checkpoint %s: config.json's quantization_config is fp8 (e4m3 weights for %s) but "
+                        "the checkpoint stores \"%s\", compressed-tensors INT4; fix quantization_config or the checkpoint",
+                        ck->dir, for_t, altf);
     }
     return pz_error(PZ_ERR_NOT_FOUND, "checkpoint %s: tensor \"%s\" (for %s) is missing; the checkpoint does not match its "
                     "config.json", ck->dir, full, for_t);
