@@ -184,6 +184,18 @@ int main(void) {
   expect_bad(ct("{\"num_bits\": 4, \"group_size\": 32, \"strategy\": \"group\", \"symmetric\": false}", NULL), "symmetric");
   expect_bad(ct("{\"num_bits\": 4, \"group_size\": 32, \"strategy\": \"group\", \"symmetric\": true, \"actorder\": \"group\"}", NULL),
              "actorder");
+  expect_bad(ct("{\"num_bits\": 4, \"group_size\": 32, \"strategy\": \"group\", \"symmetric\": true, \"actorder\": \"dynamic\"}", NULL),
+             "actorder");
+  expect_bad(ct("{\"num_bits\": 4, \"group_size\": 32, \"strategy\": \"group\", \"symmetric\": true, \"actorder\": true}", NULL),
+             "actorder");
+  /* actorder "weight" / "static": columns and groups stored in their natural order (no g_idx); read. */
+  for (int i = 0; i < 2; i++) {
+    char w[256];
+    snprintf(w, sizeof w, "{\"num_bits\": 4, \"group_size\": 32, \"strategy\": \"group\", \"symmetric\": true, "
+             "\"actorder\": \"%s\"}", i ? "static" : "weight");
+    CHECK_OK(parse_with(ct(w, NULL), &c));
+    CHECK(c.quant.kind == PZ_WQ_INT4 && c.quant.group_size == 32);
+  }
   expect_bad(ct("{\"num_bits\": 4, \"group_size\": 32, \"strategy\": \"group\", \"symmetric\": true, \"type\": \"float\"}", NULL),
              "weights.type");
   expect_bad(ct(W_OK, ", \"kv_cache_scheme\": {\"num_bits\": 8}"), "kv_cache_scheme");

@@ -311,10 +311,13 @@ static pz_status parse_int4_group(const reader *r, const cJSON *q, bool top_form
   const cJSON *sym = cJSON_GetObjectItemCaseSensitive(w, "symmetric");
   if (sym && !cJSON_IsTrue(sym)) /* absent: compressed-tensors' default, symmetric */
     return q_unsupported(r, "weights.symmetric", "not true", "symmetric INT4 (no zero points)");
+  /* actorder "weight" (alias "static") reorders the columns only while quantising: the stored columns and
+   * their groups are in the natural order, no g_idx. "group" (alias "dynamic") permutes the groups (g_idx). */
   const cJSON *ao = cJSON_GetObjectItemCaseSensitive(w, "actorder");
-  if (ao && !cJSON_IsNull(ao) && !cJSON_IsFalse(ao))
+  if (ao && !cJSON_IsNull(ao) && !cJSON_IsFalse(ao) &&
+      !(cJSON_IsString(ao) && (!strcmp(ao->valuestring, "weight") || !strcmp(ao->valuestring, "static"))))
     return q_unsupported(r, "weights.actorder", cJSON_IsString(ao) ? ao->valuestring : "set",
-                         "actorder null: columns in their natural order");
+                         "actorder null, \"weight\" or \"static\": columns and groups in their natural order");
   const cJSON *dyn = cJSON_GetObjectItemCaseSensitive(w, "dynamic");
   if (dyn && !cJSON_IsFalse(dyn) && !cJSON_IsNull(dyn))
     return q_unsupported(r, "weights.dynamic", "set", "static weight scales");
