@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include "backend/cpu/cpu_backend.h"
 #include "core/dtype.h"
+#include "hf_export_test.h"
 #include "model/builder.h"
 #include "model/checkpoint.h"
 #include "model/safetensors.h"
@@ -65,90 +66,12 @@ static void write_config(const char *sub, const char *tmpl, const char *extra) {
   write_text(sub, "config.json", buf);
 }
 
-/* One checkpoint tensor: owned copy of its bytes. */
-typedef struct { char name[200]; pz_st_dtype dtype; int ndim; int64_t shape[3]; void *data; size_t nbytes; } ent;
-typedef struct { ent e[512]; int n; } ents;
-
-static ent *add(ents *s, const char *name, pz_st_dtype dt, int ndim, const int64_t *shape, const void *src) {
-  ent *e = &s->e[s->n++];
-  snprintf(e->name, sizeof e->name, "%s", name);
-  e->dtype = dt;
-  e->ndim = ndim;
-  size_t n = 1;
-  for (int d = 0; d < ndim; d++) { e->shape[d] = shape[d]; n *= (size_t)shape[d]; }
-  e->nbytes = n * pz_st_dtype_size(dt);
-  e->data = malloc(e->nbytes);
-  if (src) memcpy(e->data, src, e->nbytes);
-  return e;
-}
-
-static void free_ents(ents *s) {
-  for (int i = 0; i < s->n; i++) free(s->e[i].data);
-  s->n = 0;
-}
-
-static const pz_tensor *find_t(const pz_graph *g, const char *name) {
-  for (int i = 0; i < g->n_tensors; i++)
-    if (!strcmp(g->tensors[i].name, name)) return &g->tensors[i];
-  return NULL;
-}
-
 /* The hash-filled weights of a TP-1 graph of config file `cfg_path` (seed SEED), exported in
  * the published layout. */
 static void export_hf(const char *cfg_path, ents *out) {
   pz_model_config mc;
   CHECK_OK(pz_config_load(cfg_path, &mc));
-  pz_build_opts bo = {.tp = 1, .m = 1, .max_ctx = 8, .layers = 0};
-  pz_graph *g = NULL;
-  CHECK_OK(pz_build_decode_graph(&mc, &bo, &g));
-  pz_cpu_exec_opts xo = PZ_CPU_EXEC_OPTS_INIT;
-  xo.seed = SEED;
-  xo.threads = 1;
-  pz_cpu_exec *x = NULL;
-  CHECK_OK(pz_cpu_exec_create(g, &xo, &x));
-  if (!x) exit(1);
-  const int64_t nope = mc.qk_nope_head_dim, v = mc.v_head_dim, kvl = mc.kv_lora_rank;
-  char nm[200];
-  for (int i = 0; i < g->n_tensors; i++) {
-    const pz_tensor *t = &g->tensors[i];
-    if (t->kind != PZ_T_WEIGHT) continue;
-    const void *d = pz_cpu_exec_data(x, 0, t->id);
-    const pz_st_dtype dt = t->dtype == PZ_F32 ? PZ_ST_F32 : PZ_ST_BF16;
-    int L = -1, used = 0;
-    const char *rest = sscanf(t->name, "layers.%d.%n", &L, &used) == 1 && used ? t->name + used : NULL;
-    if (rest && !strcmp(rest, "self_attn.fused_qkv_a_proj.weight")) {
-      const int64_t H = t->ne[1], q = mc.q_lora_rank;
-      snprintf(nm, sizeof nm, "model.layers.%d.self_attn.q_a_proj.weight", L);
-      add(out, nm, dt, 2, (int64_t[]){q, H}, d);
-      snprintf(nm, sizeof nm, "model.layers.%d.self_attn.kv_a_proj_with_mqa.weight", L);
-      add(out, nm, dt, 2, (int64_t[]){t->ne[0] - q, H}, (const pz_bf16 *)d + q * H);
-    } else if (rest && !strcmp(rest, "self_attn.kv_b_proj.w_uk")) {
-      char uvn[200];
-      snprintf(uvn, sizeof uvn, "layers.%d.self_attn.kv_b_proj.w_uv", L);
-      const pz_bf16 *uk = d, *uv = pz_cpu_exec_data(x, 0, find_t(g, uvn)->id);
-      const int64_t heads = t->ne[0];
-      snprintf(nm, sizeof nm, "model.layers.%d.self_attn.kv_b_proj.weight", L);
-      ent *e = add(out, nm, PZ_ST_BF16, 2, (int64_t[]){heads * (nope + v), kvl}, NULL);
-      pz_bf16 *o = e->data;
-      for (int64_t h = 0; h < heads; h++) {
-        memcpy(o + h * (nope + v) * kvl, uk + h * nope * kvl, sizeof(pz_bf16) * (size_t)(nope * kvl));
-        memcpy(o + (h * (nope + v) + nope) * kvl, uv + h * v * kvl, sizeof(pz_bf16) * (size_t)(v * kvl));
-      }
-    } else if (rest && !strcmp(rest, "self_attn.kv_b_proj.w_uv")) {
-      continue;
-    } else if (rest && !strncmp(rest, "mlp.experts.", 12) && t->ndim == 3) {
-      for (int64_t e = 0; e < t->ne[0]; e++) {
-        snprintf(nm, sizeof nm, "model.layers.%d.mlp.experts.%lld.%s", L, (long long)e, rest + 12);
-        add(out, nm, dt, 2, (int64_t[]){t->ne[1], t->ne[2]}, (const pz_bf16 *)d + e * t->ne[1] * t->ne[2]);
-      }
-    } else {
-      if (!strcmp(t->name, "lm_head.weight")) snprintf(nm, sizeof nm, "%s", t->name);
-      else snprintf(nm, sizeof nm, "model.%s", t->name);
-      add(out, nm, dt, t->ndim, t->ne, d);
-    }
-  }
-  pz_cpu_exec_free(x);
-  pz_graph_free(g);
+  pz_test_export_hf(&mc, SEED, out);
 }
 
 static const ent *find_e(const ents *s, const char *name) {
@@ -206,7 +129,7 @@ static void prepend_pad(ents *s) {
 
 /* Writes entries [lo, hi) of s to sub/file. */
 static void write_st(const char *sub, const char *file, const ents *s, int lo, int hi) {
-  pz_st_write_entry w[512];
+  pz_st_write_entry w[600]; /* an ents' capacity (hf_export_test.h) */
   for (int i = lo; i < hi; i++) {
     const ent *e = &s->e[i];
     w[i - lo] = (pz_st_write_entry){.name = e->name, .dtype = e->dtype, .ndim = e->ndim, .data = e->data};

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include "backend/cpu/cpu_backend.h"
 #include "core/quant.h"
+#include "hf_export_test.h"
 #include "model/builder.h"
 #include "model/checkpoint.h"
 #include "model/safetensors.h"
@@ -36,31 +37,10 @@ enum { SEED = 91, M = 2, STEPS = 5, V = 256 };
 static const char *cfg_int4 = "{\"model_type\":\"kimi_k25\",\"text_config\":{" TEXT "," QCFG "}}";
 static const char *cfg_bf16 = "{" TEXT "}";
 
-typedef struct { char name[300]; pz_st_dtype dtype; int ndim; int64_t shape[3]; void *data; size_t nbytes; } ent;
-typedef struct { ent e[600]; int n; } ents;
-
-static ent *add(ents *s, const char *name, pz_st_dtype dt, int ndim, const int64_t *shape, const void *src) {
-  ent *e = &s->e[s->n++];
-  snprintf(e->name, sizeof e->name, "%s", name);
-  e->dtype = dt;
-  e->ndim = ndim;
-  size_t n = 1;
-  for (int d = 0; d < ndim; d++) { e->shape[d] = shape[d]; n *= (size_t)shape[d]; }
-  e->nbytes = n * pz_st_dtype_size(dt);
-  e->data = calloc(1, e->nbytes ? e->nbytes : 1);
-  if (src) memcpy(e->data, src, e->nbytes);
-  return e;
-}
-static void free_ents(ents *s) { for (int i = 0; i < s->n; i++) free(s->e[i].data); s->n = 0; }
 static ent *find_e(ents *s, const char *name) {
   for (int i = 0; i < s->n; i++) if (!strcmp(s->e[i].name, name)) return &s->e[i];
   return NULL;
 }
-static const pz_tensor *find_t(const pz_graph *g, const char *name) {
-  for (int i = 0; i < g->n_tensors; i++) if (!strcmp(g->tensors[i].name, name)) return &g->tensors[i];
-  return NULL;
-}
-
 static void write_file(const char *sub, const char *name, const char *text) {
   char p[300];
   snprintf(p, sizeof p, "%s/%s", dir, sub);
@@ -88,56 +68,7 @@ static void write_ck(const char *sub, const char *cfg, const ents *s) {
 static void export_bf16(ents *out) {
   pz_model_config mc;
   CHECK_OK(pz_config_parse(cfg_bf16, strlen(cfg_bf16), "bf16", &mc));
-  pz_build_opts bo = {.tp = 1, .m = 1, .max_ctx = 8, .layers = 0};
-  pz_graph *g = NULL;
-  CHECK_OK(pz_build_decode_graph(&mc, &bo, &g));
-  pz_cpu_exec_opts xo = PZ_CPU_EXEC_OPTS_INIT;
-  xo.seed = SEED;
-  xo.threads = 1;
-  pz_cpu_exec *x = NULL;
-  CHECK_OK(pz_cpu_exec_create(g, &xo, &x));
-  if (!x) exit(1);
-  const int64_t nope = mc.qk_nope_head_dim, v = mc.v_head_dim, kvl = mc.kv_lora_rank;
-  char nm[200];
-  for (int i = 0; i < g->n_tensors; i++) {
-    const pz_tensor *t = &g->tensors[i];
-    if (t->kind != PZ_T_WEIGHT) continue;
-    const void *d = pz_cpu_exec_data(x, 0, t->id);
-    const pz_st_dtype dt = t->dtype == PZ_F32 ? PZ_ST_F32 : PZ_ST_BF16;
-    int L = -1, used = 0;
-    const char *rest = sscanf(t->name, "layers.%d.%n", &L, &used) == 1 && used ? t->name + used : NULL;
-    if (rest && !strcmp(rest, "self_attn.fused_qkv_a_proj.weight")) {
-      const int64_t H = t->ne[1], q = mc.q_lora_rank;
-      snprintf(nm, sizeof nm, "model.layers.%d.self_attn.q_a_proj.weight", L);
-      add(out, nm, dt, 2, (int64_t[]){q, H}, d);
-      snprintf(nm, sizeof nm, "model.layers.%d.self_attn.kv_a_proj_with_mqa.weight", L);
-      add(out, nm, dt, 2, (int64_t[]){t->ne[0] - q, H}, (const pz_bf16 *)d + q * H);
-    } else if (rest && !strcmp(rest, "self_attn.kv_b_proj.w_uk")) {
-      char uvn[200];
-      snprintf(uvn, sizeof uvn, "layers.%d.self_attn.kv_b_proj.w_uv", L);
-      const pz_bf16 *uk = d, *uv = pz_cpu_exec_data(x, 0, find_t(g, uvn)->id);
-      const int64_t heads = t->ne[0];
-      snprintf(nm, sizeof nm, "model.layers.%d.self_attn.kv_b_proj.weight", L);
-      ent *e = add(out, nm, PZ_ST_BF16, 2, (int64_t[]){heads * (nope + v), kvl}, NULL);
-      pz_bf16 *o = e->data;
-      for (int64_t h = 0; h < heads; h++) {
-        memcpy(o + h * (nope + v) * kvl, uk + h * nope * kvl, sizeof(pz_bf16) * (size_t)(nope * kvl));
-        memcpy(o + (h * (nope + v) + nope) * kvl, uv + h * v * kvl, sizeof(pz_bf16) * (size_t)(v * kvl));
-      }
-    } else if (rest && !strcmp(rest, "self_attn.kv_b_proj.w_uv")) {
-      continue;
-    } else if (rest && !strncmp(rest, "mlp.experts.", 12) && t->ndim == 3) {
-      for (int64_t e = 0; e < t->ne[0]; e++) {
-        snprintf(nm, sizeof nm, "model.layers.%d.mlp.experts.%lld.%s", L, (long long)e, rest + 12);
-        add(out, nm, dt, 2, (int64_t[]){t->ne[1], t->ne[2]}, (const pz_bf16 *)d + e * t->ne[1] * t->ne[2]);
-      }
-    } else {
-      snprintf(nm, sizeof nm, "%s%s", strcmp(t->name, "lm_head.weight") ? "model." : "", t->name);
-      add(out, nm, dt, t->ndim, t->ne, d);
-    }
-  }
-  pz_cpu_exec_free(x);
-  pz_graph_free(g);
+  pz_test_export_hf(&mc, SEED, out);
 }
 
 /* Every expert weight (routed and shared) of `bf` becomes INT4 with power-of-two scales in `q`
