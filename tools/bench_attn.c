@@ -55,24 +55,6 @@ static int layout_of(int argc, char **argv) {
 #include "backend/cuda/mla.h"
 #include "core/status.h"
 
-typedef pz_status (*launch_fn)(void *ctx, int j, cudaStream_t s);
-
-/* Median µs per launch (pz_bench_graph_us) of a graph of `iters` launches (launch j rotates its
- * buffers). */
-static pz_status time_graph(launch_fn f, void *ctx, int iters, int reps, cudaStream_t s, double *us) {
-  cudaGraph_t g = NULL;
-  cudaGraphExec_t ge = NULL;
-  pz_status st = PZ_OK;
-  PZ_CUDA_CHECK_MSG(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "bench attn: cannot begin capture");
-  for (int j = 0; j < iters && st == PZ_OK; j++) st = f(ctx, j, s);
-  PZ_CUDA_KEEP_MSG(cudaStreamEndCapture(s, &g), st, "bench attn: capture/instantiate failed"); /* always ended */
-  if (st == PZ_OK) st = PZ_CUDA_STATUS_MSG(cudaGraphInstantiate(&ge, g, 0), "bench attn: capture/instantiate failed");
-  if (st == PZ_OK) st = pz_bench_graph_us(ge, s, iters, reps, us); /* its message names the replay call that failed */
-  if (ge) PZ_CUDA_IGNORE(cudaGraphExecDestroy(ge)); /* cleanup: st is what counts */
-  if (g) PZ_CUDA_IGNORE(cudaGraphDestroy(g));
-  return st;
-}
-
 /* One TP shape's buffers. */
 typedef struct bench {
   pz_mla_params p;
@@ -284,9 +266,9 @@ static int bench_mla(int argc, char **argv) {
       if (iters < 4) iters = 4;
       if (iters > 64) iters = 64;
       double us_attn = 0, us_op = 0, us_read = 0;
-      st = time_graph(run_attn, &b, iters, reps, s, &us_attn);
-      if (st == PZ_OK) st = time_graph(run_read, &b, iters, reps, s, &us_read);
-      if (st == PZ_OK) st = time_graph(run_op, &b, iters, reps, s, &us_op);
+      st = pz_bench_capture_us(run_attn, &b, iters, reps, s, &us_attn);
+      if (st == PZ_OK) st = pz_bench_capture_us(run_read, &b, iters, reps, s, &us_read);
+      if (st == PZ_OK) st = pz_bench_capture_us(run_op, &b, iters, reps, s, &us_op);
       if (st != PZ_OK) break;
       const double tbps = kv_bytes / us_attn / 1e6;
       const int splits = pz_mla_cuda_splits(b.op, b.m);

@@ -50,23 +50,6 @@ static const gqa_model models[] = {
     {"Qwen3-30B-A3B", 1, 32, 4, 1, 2048, 1000000.0f, 0},
 };
 
-typedef pz_status (*launch_fn)(void *ctx, int j, cudaStream_t s);
-
-/* Median µs per launch (pz_bench_graph_us) of a graph of `iters` launches. */
-static pz_status time_graph(launch_fn f, void *ctx, int iters, int reps, cudaStream_t s, double *us) {
-  cudaGraph_t g = NULL;
-  cudaGraphExec_t ge = NULL;
-  pz_status st = PZ_OK;
-  PZ_CUDA_CHECK_MSG(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "bench attn: cannot begin capture");
-  for (int j = 0; j < iters && st == PZ_OK; j++) st = f(ctx, j, s);
-  PZ_CUDA_KEEP_MSG(cudaStreamEndCapture(s, &g), st, "bench attn: capture/instantiate failed"); /* always ended */
-  if (st == PZ_OK) st = PZ_CUDA_STATUS_MSG(cudaGraphInstantiate(&ge, g, 0), "bench attn: capture/instantiate failed");
-  if (st == PZ_OK) st = pz_bench_graph_us(ge, s, iters, reps, us);
-  if (ge) PZ_CUDA_IGNORE(cudaGraphExecDestroy(ge)); /* cleanup: st is what counts */
-  if (g) PZ_CUDA_IGNORE(cudaGraphDestroy(g));
-  return st;
-}
-
 /* One shape's buffers. */
 typedef struct bench {
   pz_gqa_params p;
@@ -258,9 +241,9 @@ int pz_bench_attn_gqa(int argc, char **argv) {
         st = pz_gqa_cuda_decode(b.op, b.m, &io, s);
         if (st == PZ_OK) st = PZ_CUDA_STATUS(cudaStreamSynchronize(s));
       }
-      if (st == PZ_OK) st = time_graph(run_attn, &b, iters, reps, s, &us_attn);
-      if (st == PZ_OK) st = time_graph(run_read, &b, iters, reps, s, &us_read);
-      if (st == PZ_OK) st = time_graph(run_op, &b, iters, reps, s, &us_op);
+      if (st == PZ_OK) st = pz_bench_capture_us(run_attn, &b, iters, reps, s, &us_attn);
+      if (st == PZ_OK) st = pz_bench_capture_us(run_read, &b, iters, reps, s, &us_read);
+      if (st == PZ_OK) st = pz_bench_capture_us(run_op, &b, iters, reps, s, &us_op);
       if (st != PZ_OK) break;
       const double tbps = kv_bytes / us_attn / 1e6;
       const int splits = pz_gqa_cuda_splits(b.op, b.m);

@@ -161,4 +161,18 @@ pz_status pz_bench_graph_us(cudaGraphExec_t ge, cudaStream_t s, int launches, in
   if (e1) PZ_CUDA_IGNORE(cudaEventDestroy(e1));
   return st;
 }
+
+pz_status pz_bench_capture_us(pz_bench_launch_fn f, void *ctx, int iters, int reps, cudaStream_t s, double *us) {
+  cudaGraph_t g = NULL;
+  cudaGraphExec_t ge = NULL;
+  pz_status st = PZ_OK;
+  PZ_CUDA_CHECK_MSG(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "bench attn: cannot begin capture");
+  for (int j = 0; j < iters && st == PZ_OK; j++) st = f(ctx, j, s);
+  PZ_CUDA_KEEP_MSG(cudaStreamEndCapture(s, &g), st, "bench attn: capture/instantiate failed"); /* always ended */
+  if (st == PZ_OK) st = PZ_CUDA_STATUS_MSG(cudaGraphInstantiate(&ge, g, 0), "bench attn: capture/instantiate failed");
+  if (st == PZ_OK) st = pz_bench_graph_us(ge, s, iters, reps, us); /* its message names the replay call that failed */
+  if (ge) PZ_CUDA_IGNORE(cudaGraphExecDestroy(ge)); /* cleanup: st is what counts */
+  if (g) PZ_CUDA_IGNORE(cudaGraphDestroy(g));
+  return st;
+}
 #endif

@@ -66,6 +66,13 @@ int pz_bench_need_gpus(const char *name, const char *what, int need, int tp_flag
  * Returns PZ_OK, or the status of the first CUDA error met (PZ_CUDA_KEEP: every call still runs,
  * the message names it); *us is set either way. */
 pz_status pz_bench_graph_us(cudaGraphExec_t ge, cudaStream_t s, int launches, int reps, double *us);
+/* One launch of a `prezero bench attn` table: launch j (0, 1, ...) of a captured graph, on stream s. */
+typedef pz_status (*pz_bench_launch_fn)(void *ctx, int j, cudaStream_t s);
+/* Captures f(ctx, j, s) for j in 0..iters on stream s into one CUDA graph (thread-local capture;
+ * launch j may rotate its buffers) and times it with pz_bench_graph_us (reps replays): *us, µs per
+ * launch. Returns PZ_OK, the first failing launch's status (the capture still ended), or the
+ * status of a failed capture / instantiate / replay ("bench attn: ..." messages). */
+pz_status pz_bench_capture_us(pz_bench_launch_fn f, void *ctx, int iters, int reps, cudaStream_t s, double *us);
 /* Chained set-up: when *st is PZ_OK, cudaMalloc of `bytes` (PZ_ERR_OOM with "bench attn: cannot
  * allocate N bytes" into *st on failure); NULL when *st is or becomes an error. */
 void *pz_bench_dalloc(size_t bytes, pz_status *st);
