@@ -2,6 +2,7 @@
  * in prezero_ops.c): unpack tensors and params from the node, call the ref_ops.h functions. */
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/ref_ops.h"
+#include "backend/node_args.h"
 #include "core/kv_pages.h"
 #include "passes/prezero.h"
 #include <stdlib.h>
@@ -10,30 +11,16 @@
 #define TT(id) (&c->g->tensors[(id)])
 #define DATA(id) (c->data[(id)])
 
-/* Row stride of a 1-D or 2-D tensor whose columns must be unit-stride. */
-static pz_status row_major(const pz_cpu_ctx *c, const pz_node *n, int id, int64_t *ld) {
-  const pz_tensor *t = TT(id);
-  if (t->ndim == 1) { *ld = t->ne[0]; return PZ_OK; }
-  if (t->stride[t->ndim - 1] != 1)
-    return pz_error(PZ_ERR_SHAPE, "%s: tensor %s has non-unit column stride", n->name, t->name);
-  *ld = t->stride[t->ndim - 2];
-  return PZ_OK;
-}
-#define LD(id, var) int64_t var = 0; PZ_CHECK(row_major(c, n, (id), &var))
-
-static pz_status need_src(const pz_node *n, int slot) {
-  if (slot >= n->n_src || n->src[slot] < 0)
-    return pz_error(PZ_ERR_INVALID_ARG, "%s: missing input %d", n->name, slot);
-  return PZ_OK;
-}
+/* Row stride of a 1-D or 2-D tensor whose columns must be unit-stride (backend/node_args.h). */
+#define LD(id, var) int64_t var = 0; PZ_CHECK(pz_node_row_ld(c->g, n, (id), &var))
+static pz_status need_src(const pz_node *n, int slot) { return pz_node_need_src(n, slot); }
 
 pz_status pz_cpu_op_EMBEDDING(pz_cpu_ctx *c, const pz_node *n) {
   PZ_CHECK(need_src(n, 0)); PZ_CHECK(need_src(n, 1));
   const pz_tensor *W = TT(n->src[1]), *o = TT(n->dst[0]);
   int64_t H = W->ne[1];
   int64_t vpr = n->p.vocab.vocab_per_rank > 0 ? n->p.vocab.vocab_per_rank : W->ne[0];
-  int64_t vocab = n->p.vocab.vocab_size > 0 ? n->p.vocab.vocab_size
-                  : c->g->info.vocab_size > 0 ? c->g->info.vocab_size : vpr * c->tp;
+  int64_t vocab = pz_node_vocab_size(c->g, n, vpr, c->tp);
   if (o->dtype != PZ_F32 || o->ne[1] != H) return pz_error(PZ_ERR_SHAPE, "%s: output must be f32 [m,%lld]", n->name, (long long)H);
   LD(n->dst[0], ldo);
   return pz_ref_embedding(c->m, DATA(n->src[0]), DATA(n->src[1]), H, vocab, vpr, c->rank, DATA(n->dst[0]), ldo);
@@ -104,8 +91,7 @@ pz_status pz_cpu_op_ARGMAX(pz_cpu_ctx *c, const pz_node *n) {
     return pz_error(PZ_ERR_DTYPE, "%s: argmax needs f32 logits and i32 ids", n->name);
   LD(n->src[0], ld);
   int64_t vpr = L->ne[1];
-  int64_t vocab = n->p.vocab.vocab_size > 0 ? n->p.vocab.vocab_size
-                  : c->g->info.vocab_size > 0 ? c->g->info.vocab_size : vpr * c->tp;
+  int64_t vocab = pz_node_vocab_size(c->g, n, vpr, c->tp);
   const float *logits[64];
   if (c->tp > 64) return pz_error(PZ_ERR_UNSUPPORTED, "%s: tp %d > 64", n->name, c->tp);
   for (int r = 0; r < c->tp; r++) logits[r] = c->rank_data[r][n->src[0]];
@@ -118,11 +104,7 @@ pz_status pz_cpu_op_ARGMAX(pz_cpu_ctx *c, const pz_node *n) {
 static const void *opt_data(pz_cpu_ctx *c, const pz_node *n, int slot) {
   return (slot < n->n_src && n->src[slot] >= 0) ? DATA(n->src[slot]) : NULL;
 }
-static int64_t opt_ld(pz_cpu_ctx *c, const pz_node *n, int slot) {
-  if (slot >= n->n_src || n->src[slot] < 0) return 0;
-  const pz_tensor *t = TT(n->src[slot]);
-  return t->ndim >= 2 ? t->stride[t->ndim - 2] : t->ne[0];
-}
+static int64_t opt_ld(pz_cpu_ctx *c, const pz_node *n, int slot) { return pz_node_opt_ld(c->g, n, slot); }
 
 /* Where an attention op's o_proj writes (the MLA and GQA ops' one rule): into the pre-zeroed
  * o_proj slot `slot` when the node has one, accumulating when the donor zeroed it this step

@@ -10,6 +10,7 @@
 #include "backend/cuda/moe.h"
 #include "backend/cuda/mlp_gemm.h"
 #include "backend/cuda/moe_q.h"
+#include "backend/node_args.h"
 #include "core/kv_pages.h"
 #include "core/options.h"
 #include "passes/prezero.h"
@@ -18,20 +19,9 @@
 #define TT(id) (&c->g->tensors[(id)])
 #define DATA(id) (c->data[(id)])
 
-static pz_status need_src(const pz_node *n, int slot) {
-  if (slot >= n->n_src || n->src[slot] < 0) return pz_error(PZ_ERR_INVALID_ARG, "%s: missing input %d", n->name, slot);
-  return PZ_OK;
-}
-
-/* Row stride (elements) of a 1-D or 2-D tensor with unit column stride. */
-static pz_status row_ld(const pz_cuda_ctx *c, const pz_node *n, int id, int64_t *ld) {
-  const pz_tensor *t = TT(id);
-  if (t->ndim == 1) { *ld = t->ne[0]; return PZ_OK; }
-  if (t->stride[t->ndim - 1] != 1) return pz_error(PZ_ERR_SHAPE, "%s: tensor %s has non-unit column stride", n->name, t->name);
-  *ld = t->stride[t->ndim - 2];
-  return PZ_OK;
-}
-#define LD(id, var) int64_t var = 0; PZ_CHECK(row_ld(c, n, (id), &var))
+/* Row stride (elements) of a 1-D or 2-D tensor with unit column stride (backend/node_args.h). */
+#define LD(id, var) int64_t var = 0; PZ_CHECK(pz_node_row_ld(c->g, n, (id), &var))
+static pz_status need_src(const pz_node *n, int slot) { return pz_node_need_src(n, slot); }
 
 /* ---------------------------------------------------------------- dense ops (dense_ops.h) */
 
@@ -41,8 +31,7 @@ static pz_status op_embedding(pz_cuda_ctx *c, const pz_node *n) {
   if (o->dtype != PZ_F32) return pz_error(PZ_ERR_DTYPE, "%s: output must be f32", n->name);
   LD(n->dst[0], ldo);
   int64_t vpr = n->p.vocab.vocab_per_rank > 0 ? n->p.vocab.vocab_per_rank : W->ne[0];
-  int64_t vocab = n->p.vocab.vocab_size > 0 ? n->p.vocab.vocab_size
-                  : c->g->info.vocab_size > 0 ? c->g->info.vocab_size : vpr * c->tp;
+  int64_t vocab = pz_node_vocab_size(c->g, n, vpr, c->tp);
   pz_embedding_params p = {.ids = DATA(n->src[0]), .W = DATA(n->src[1]), .out = DATA(n->dst[0]), .m = c->m,
                            .H = W->ne[1], .ld_out = ldo, .vocab_size = vocab, .vocab_per_rank = vpr, .rank = c->rank};
   return pz_cuda_embedding(&p, c->stream);
@@ -199,8 +188,7 @@ static pz_status op_argmax(pz_cuda_ctx *c, const pz_node *n) {
   if (L->dtype != PZ_F32) return pz_error(PZ_ERR_DTYPE, "%s: argmax needs f32 logits", n->name);
   LD(n->src[0], ld);
   int64_t vpr = L->ne[1];
-  int64_t vocab = n->p.vocab.vocab_size > 0 ? n->p.vocab.vocab_size
-                  : c->g->info.vocab_size > 0 ? c->g->info.vocab_size : vpr * c->tp;
+  int64_t vocab = pz_node_vocab_size(c->g, n, vpr, c->tp);
   for (int r = c->lo; r < c->hi; r++) {
     pz_cuda_rank *R = &c->ranks[r];
     PZ_CUDA_CHECK(cudaSetDevice(R->device));
@@ -219,11 +207,7 @@ static pz_status op_argmax(pz_cuda_ctx *c, const pz_node *n) {
 static const void *opt_data(pz_cuda_ctx *c, const pz_node *n, int slot) {
   return (slot < n->n_src && n->src[slot] >= 0) ? DATA(n->src[slot]) : NULL;
 }
-static int64_t opt_ld(pz_cuda_ctx *c, const pz_node *n, int slot) {
-  if (slot >= n->n_src || n->src[slot] < 0) return 0;
-  const pz_tensor *t = TT(n->src[slot]);
-  return t->ndim >= 2 ? t->stride[t->ndim - 2] : t->ne[0];
-}
+static int64_t opt_ld(pz_cuda_ctx *c, const pz_node *n, int slot) { return pz_node_opt_ld(c->g, n, slot); }
 
 /* The MLA op with its prezero slots, by the CPU op's rule (pz_cpu_op_MLA_ATTN): a set slot is
  * written with zero_init = false exactly when the donor zeroed it for this m. */
