@@ -60,6 +60,7 @@ typedef enum pz_cmp_base {
   PZ_CMP_BASE_CUBLAS,    /* cuBLAS (beta = 0) */
   PZ_CMP_N_BASE
 } pz_cmp_base;
+/* The baseline's name as `--baseline` spells it ("tuned", "inkernel", ...); "?" outside 0..PZ_CMP_N_BASE-1. */
 static inline const char *pz_cmp_base_name(int b) {
   static const char *const names[PZ_CMP_N_BASE] = {"tuned", "inkernel", "memset", "serial", "fullk", "cublas"};
   return b >= 0 && b < PZ_CMP_N_BASE ? names[b] : "?";

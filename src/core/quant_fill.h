@@ -37,6 +37,8 @@ typedef struct pz_qfill {
   float fp8_s;                                   /* FP8: init_scale / 448 (bytes: the byte tensor's, scales: their own) */
 } pz_qfill;
 
+/* Bit helpers the host and device fills share: the f32 of bits u; a / b rounded to nearest (the
+ * device's __fdiv_rn, IEEE division on the host); v rounded to bf16 as pz_fill_bf16_bits rounds it. */
 PZ_FILL_HD static inline float pz_qfill_f32(uint32_t u) {
 #ifdef __CUDA_ARCH__
   return __uint_as_float(u);

@@ -35,7 +35,10 @@ typedef struct pz_quant_synth_ctx {
   pz_quant_synth q;
   const pz_graph *g;              /* the graph the executor was created from (its tensor names and shapes) */
 } pz_quant_synth_ctx;
+/* Fills all rows of t (rank `rank`'s shard, t's dtype) into dst: pz_quant_synth_fill_rows over
+ * numel / ne[ndim-1] rows. Errors: PZ_ERR_INVALID_ARG (t or user NULL), those of pz_quant_synth_fill_rows. */
 pz_status pz_quant_synth_fill(void *user, const pz_tensor *t, int rank, void *dst);
-/* The row-wise hook (the CUDA executor's load_weight signature). */
+/* The row-wise hook (the CUDA executor's load_weight signature): rows [row0, row0 + n_rows) of t.
+ * Errors: PZ_ERR_INVALID_ARG (user NULL), those of pz_quant_synth_fill_rows. */
 pz_status pz_quant_synth_fill_rows_hook(void *user, const pz_tensor *t, int rank, int64_t row0, int64_t n_rows, void *dst);
 #endif

@@ -328,7 +328,10 @@ pz_status pz_ref_moe_experts_q(int64_t m, int64_t H, const pz_bf16 *x, int64_t l
                                const pz_ref_qexperts *q, const pz_bf16 *sh_gate, const pz_bf16 *sh_up,
                                const pz_bf16 *sh_down, float *out, int64_t ld_out);
 
-/* pz_ref_moe (routing, then the experts) with quantised routed experts (pz_ref_moe_experts_q). */
+/* pz_ref_moe (routing, then the experts) with quantised routed experts (pz_ref_moe_experts_q); shapes
+ * and dtypes as pz_ref_moe's, the routed weights as q describes them. Errors: PZ_ERR_INVALID_ARG (q
+ * NULL, or a wquant / group / block that is neither INT4 with a group a multiple of 8 nor FP8 with a
+ * positive block), PZ_ERR_OOM. */
 pz_status pz_ref_moe_q(int64_t m, int64_t H, const pz_bf16 *x, int64_t ldx,
                        const float *logits, int64_t ld_logits, const float *bias,
                        const pz_moe_params *p, const pz_ref_qexperts *q, const pz_bf16 *sh_gate,

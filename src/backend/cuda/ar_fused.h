@@ -73,7 +73,9 @@ pz_status pz_ar_rmsnorm_launch(const pz_comm *c, int rank, const pz_ar_rmsnorm_a
 pz_status pz_ar_rmsnorm_launch_view(const pz_comm_rank_view *v, const pz_ar_rmsnorm_args *a,
                                     const pz_device_desc *dev, cudaStream_t s);
 
-/* The same for every rank: args[r] and streams[r] for r = 0..tp-1. */
+/* The same for every rank: args[r] and streams[r] for r = 0..tp-1, each after cudaSetDevice of rank
+ * r's device (left current). Stops at the first failure: PZ_ERR_CUDA (cudaSetDevice) or that rank's
+ * pz_ar_rmsnorm_launch error; earlier ranks are already enqueued. */
 pz_status pz_ar_rmsnorm_launch_all(const pz_comm *c, const pz_ar_rmsnorm_args *args,
                                    const pz_device_desc *dev, const cudaStream_t *streams);
 

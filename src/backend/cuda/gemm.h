@@ -116,7 +116,9 @@ void pz_gemm_ctx_target(const pz_gemm_ctx *ctx, pz_gemm_target *t);
  * on AUTO launches only (an explicit args.config is obeyed as given). *is_split_k tells prezero
  * whether zero_init = false has any effect (false for FULLK, CUBLAS, SERIAL: they never need a
  * zeroed C, so prezero is a no-op for them). zero_init = false resolves to the zero_init = true
- * choice with its zeroing dropped (same splits and tile), unless PREZERO_GEMM_MATCH_BASELINE=0. */
+ * choice with its zeroing dropped (same splits and tile), unless PREZERO_GEMM_MATCH_BASELINE=0.
+ * m tokens, n and k elements. Errors: PZ_ERR_INVALID_ARG (ctx or out NULL), and those of
+ * pz_gemm_resolve (PZ_ERR_SHAPE, PZ_ERR_INVALID_ARG). */
 pz_status pz_gemm_choose(pz_gemm_ctx *ctx, int m, int n, int k, bool zero_init,
                          pz_gemm_config *out, bool *is_split_k);  /* = pz_gemm_resolve(target(ctx), AUTO) */
 

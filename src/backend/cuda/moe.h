@@ -44,12 +44,6 @@ extern "C" {
 pz_status pz_moe_route_launch(int m, const float *logits, int64_t ld_logits, const float *bias,
                               const pz_moe_params *p, int32_t *ids, float *weights,
                               cudaStream_t stream);
-/* The same with the executor's real-row word (NULL: every row real): when 0 < *rows < m, rows
- * *rows .. m-1 are the padding of a captured batch size and route to no expert (ids -1, weights 0
- * in every slot), so they add no expert weights to the step (exec.c pad_rows; the word is 0 under
- * PREZERO_PAD_ATTN=0, which routes them as real rows). topk_mode: one of the PZ_MOE_TOPK_* below,
- * all with the same ids and weights. Errors as pz_moe_route_launch, and PZ_ERR_INVALID_ARG for
- * another topk_mode. */
 /* The router's top-k: each of the CTA's four warps takes its k best, then the finalists are ranked
  * (two stages), comparing one 64-bit rank key per candidate (route_key.h; the default) ... */
 #define PZ_MOE_TOPK_KEYS 0
@@ -62,6 +56,13 @@ pz_status pz_moe_route_launch(int m, const float *logits, int64_t ld_logits, con
 static inline int pz_moe_topk_mode(bool serial, bool keys_off) {
   return serial ? PZ_MOE_TOPK_SERIAL : keys_off ? PZ_MOE_TOPK_COMPARE : PZ_MOE_TOPK_KEYS;
 }
+
+/* pz_moe_route_launch with the executor's real-row word (NULL: every row real): when 0 < *rows < m, rows
+ * *rows .. m-1 are the padding of a captured batch size and route to no expert (ids -1, weights 0
+ * in every slot), so they add no expert weights to the step (exec.c pad_rows; the word is 0 under
+ * PREZERO_PAD_ATTN=0, which routes them as real rows). topk_mode: one of the PZ_MOE_TOPK_* above,
+ * all with the same ids and weights. Errors as pz_moe_route_launch, and PZ_ERR_INVALID_ARG for
+ * another topk_mode. */
 pz_status pz_moe_route_launch_rows(int m, const float *logits, int64_t ld_logits, const float *bias,
                                    const pz_moe_params *p, int32_t *ids, float *weights,
                                    const int32_t *rows, int topk_mode, cudaStream_t stream);
@@ -118,6 +119,7 @@ typedef struct pz_moe_args {
  * 0 when p is NULL or max_m < 1. */
 size_t pz_moe_workspace_bytes(int max_m, int64_t H, const pz_moe_params *p);
 
+/* Enqueues the experts of a (pz_moe_args above: shapes, workspace, kernels, errors) on `stream`. */
 pz_status pz_moe_experts_launch(const pz_moe_args *a, cudaStream_t stream);
 
 /* Router + experts in one call: pz_moe_route_launch(logits, bias) into the workspace, then

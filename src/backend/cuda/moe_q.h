@@ -139,6 +139,8 @@ typedef struct pz_moe_q_args {
   int sh_gu_zeroed;
 } pz_moe_q_args;
 
+/* W4A16 (p.wquant 1): workspace bytes for up to max_m tokens of hidden size H (0 when p is NULL or
+ * max_m < 1), and the launch of a (pz_moe_q_args above: shapes, workspace, errors) on `stream`. */
 size_t pz_moe_w4a16_workspace_bytes(int max_m, int64_t H, const pz_moe_params *p);
 pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t stream);
 /* Rearranges E INT4 matrices [N, K] in place, words i32 [E, N, K/8] and scales bf16 [E, N, K/32]
@@ -156,6 +158,7 @@ pz_status pz_moe_w4a16_tile(void *words, void *scales, int64_t E, int64_t N, int
  * array). Errors: PZ_ERR_SHAPE, PZ_ERR_OOM. */
 pz_status pz_moe_w4a16_untile_host(int32_t *words, pz_bf16 *scales, int64_t E, int64_t N, int64_t K);
 
+/* W8A16 (p.wquant 2): the same pair for FP8 e4m3 experts with f32 block scales. */
 size_t pz_moe_w8a16_workspace_bytes(int max_m, int64_t H, const pz_moe_params *p);
 pz_status pz_moe_w8a16_launch(const pz_moe_q_args *a, cudaStream_t stream);
 
