@@ -348,8 +348,6 @@ pz_status pz_graph_add_node(pz_graph *g, pz_op op, const char *name, int layer, 
                             const int *src, int n_src, const int *dst, int n_dst,
                             const pz_op_params *p, int *id);
 
-/* Tensor `id` of g, or NULL for id < 0 (absent optional input); id is not range-checked. */
-static inline pz_tensor *pz_T(pz_graph *g, int id) { return id >= 0 ? &g->tensors[id] : NULL; }
 /* Tensor that owns storage for id (follows view_of); -1 for id < 0. */
 int pz_storage_of(const pz_graph *g, int id);
 /* Elements of the tensor's shape: Π ne[d]. */

@@ -90,8 +90,6 @@ void pz_cpu_pool_free(pz_cpu_pool *p) {
   free(p);
 }
 
-int pz_cpu_pool_threads(const pz_cpu_pool *p) { return p ? p->threads : 1; }
-
 void pz_cpu_pool_bind(pz_cpu_pool *p) { tls_pool = p; }
 pz_cpu_pool *pz_cpu_pool_current(void) { return tls_pool; }
 

@@ -14,8 +14,6 @@ typedef void (*pz_par_fn)(void *arg, int64_t lo, int64_t hi);
 pz_status pz_cpu_pool_create(int threads, pz_cpu_pool **out);
 /* Stops and joins the workers, frees p; NULL is ignored. Not while a pz_par_for runs on p. */
 void pz_cpu_pool_free(pz_cpu_pool *p);
-/* Threads of p, the caller included (1 for NULL). */
-int pz_cpu_pool_threads(const pz_cpu_pool *p);
 
 /* Makes p the calling thread's current pool (NULL: none). The executor binds its pool for the
  * duration of a step, so reference functions called from op kernels use it. */

@@ -141,7 +141,6 @@ pz_status pz_gemm_ctx_set_force(pz_gemm_ctx *c, pz_gemm_flavour f) {
   c->force = f;
   return PZ_OK;
 }
-pz_gemm_flavour pz_gemm_ctx_force(const pz_gemm_ctx *c) { return c ? c->force : PZ_GEMM_AUTO; }
 const pz_runtime_opts *pz_gemm_ctx_opts(const pz_gemm_ctx *c) { return c ? &c->ro : NULL; }
 int pz_gemm_ctx_sm_count(const pz_gemm_ctx *c) { return c->sm_count; }
 bool pz_gemm_ctx_has_wgmma(const pz_gemm_ctx *c) { return c->wgmma; }

@@ -64,7 +64,6 @@ pz_status pz_gemm_ctx_create_model(const char *device, int sm_count, bool hopper
  * has one, else the heuristic's tile with f's split rule), before PREZERO_GEMM_FORCE is read; AUTO
  * restores the normal choice. For baselines (prezero compare --baseline). Errors: PZ_ERR_INVALID_ARG. */
 pz_status pz_gemm_ctx_set_force(pz_gemm_ctx *c, pz_gemm_flavour f);
-pz_gemm_flavour pz_gemm_ctx_force(const pz_gemm_ctx *c);
 /* One line naming a resolved config: "cublas", or "<wgmma|mma.sync> <flavour> splits=S wt=T". */
 void pz_gemm_config_describe(const pz_gemm_config *c, char *buf, size_t len);
 /* Frees the semaphores, the cuBLAS handle and workspace, and the table; NULL is ignored. */
