@@ -16,7 +16,7 @@ static const char *const base[][2] = {
     {"n_group", "8"}, {"topk_group", "4"}, {"topk_method", "\"noaux_tc\""},
     {"scoring_func", "\"sigmoid\""}, {"norm_topk_prob", "true"}, {"routed_scaling_factor", "2.5"},
     {"vocab_size", "1024"}, {"max_position_embeddings", "4096"}, {"rms_norm_eps", "1e-6"},
-    {"rope_theta", "10000"},
+    {"rope_theta", "10000"}, {"hidden_act", "\"silu\""},
     {"rope_scaling", "{\"type\": \"yarn\", \"factor\": 40, \"original_max_position_embeddings\": 4096, "
                      "\"beta_fast\": 32, \"beta_slow\": 1, \"mscale\": 0.707, \"mscale_all_dim\": 0.707}"},
 };
@@ -407,6 +407,14 @@ int main(void) {
   expect_bad("scoring.json", text, PZ_ERR_CONFIG, "scoring_func");
   make(text, sizeof text, "rope_scaling", "{\"type\": \"linear\", \"factor\": 2}");
   expect_bad("rope_type.json", text, PZ_ERR_CONFIG, "rope_scaling.type");
+  /* DeepseekV2/V3 MLPs take ACT2FN[hidden_act]; prezero's are SiLU only, so another activation is
+   * refused as in the GQA families (it ran as SiLU, a different model); absent means "silu". */
+  make(text, sizeof text, "hidden_act", "\"gelu\"");
+  expect_bad("act_gelu.json", text, PZ_ERR_CONFIG, "field \"hidden_act\" is \"gelu\", supported: silu");
+  make(text, sizeof text, "hidden_act", "1");
+  expect_bad("act_type.json", text, PZ_ERR_CONFIG, "hidden_act");
+  make(text, sizeof text, "hidden_act", NULL);
+  CHECK_OK(pz_config_load(write_file("act_absent.json", text), &c));
   make(text, sizeof text, "hidden_size", "0");
   expect_bad("zero.json", text, PZ_ERR_CONFIG, "hidden_size");
   make(text, sizeof text, "num_experts_per_tok", "65");

@@ -316,6 +316,10 @@ static pz_status parse_mla(const reader *r, pz_model_config *c) {
   PZ_CHECK(get_int(r, "max_position_embeddings", req, false, 1, &c->max_position_embeddings));
   c->rms_norm_eps = 1e-6f;
   PZ_CHECK(get_float(r, r->root, "rms_norm_eps", false, &c->rms_norm_eps));
+  /* DeepseekV2/V3 MLPs and experts apply ACT2FN[hidden_act] (default "silu"); prezero's are SiLU. */
+  static const char *const acts[] = {"silu"};
+  int act = 0;
+  PZ_CHECK(get_enum(r, "hidden_act", acts, 1, &act));
   c->rope.theta = 10000.f;
   PZ_CHECK(get_float(r, r->root, "rope_theta", false, &c->rope.theta));
   c->rope.factor = 1.f;
