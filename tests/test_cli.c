@@ -229,6 +229,26 @@ int main(void) {
   bad("bench step", "--seed 1e3", "--seed");
   bad("bench step", "--rows 0", "--rows");                          /* real rows: at least 1 */
   bad("bench step", "--batch 8,32 --rows 17", "--rows 17 exceeds batch 8"); /* and at most every batch */
+  /* bench ar / bench attn read numbers like every other subcommand: trailing junk, an empty value
+   * and overflow are refused before any GPU is looked for (atoi took "2x" as 2, and
+   * 99999999999999999999 as -1, reported as "got -1"); --reps of bench attn is 3..1000 as in bench
+   * gemm (it raised 1 to 3 silently). */
+  bad("bench ar", "--tp 2x", "--tp needs an integer, got '2x'");
+  CHECK(last_rc == 2);
+  bad("bench ar", "--iters 99999999999999999999", "--iters 99999999999999999999 is beyond a 64-bit integer");
+  bad("bench ar", "--reps ''", "--reps needs an integer, got ''");
+  bad("bench ar", "--tp 9", "--tp 9 is out of range; use --tp 1..8");
+  bad("bench ar", "--tp", "--tp needs a value"); /* it said "unknown option '--tp'" */
+  CHECK(last_rc == 2);
+  /* --one-gpu alone: what it goes with, not "unknown option" (--help lists it) */
+  bad("bench ar", "--one-gpu", "--one-gpu places the ranks of one process per rank; add --procs N");
+  CHECK(last_rc == 2);
+  bad("bench attn", "--ctx 64x", "--ctx needs an integer, got '64x'");
+  bad("bench attn", "--ctx-min abc", "--ctx-min needs an integer, got 'abc'");
+  bad("bench attn", "--reps -3", "--reps -3 is out of range; use --reps 3..1000");
+  bad("bench attn", "--layout gqa --reps 5x", "--reps needs an integer, got '5x'");
+  bad("bench attn", "--layout gqa --ctx 99999999999999999999", "--ctx 99999999999999999999 is beyond a 64-bit integer");
+  CHECK(last_rc == 2);
   if (pz_gpu_count() == 0) /* 08 is accepted (base 0 read it as 0): the refusal is for the GPU */
     CHECK(run("bench step --config tiny --context 16 --seed 08") == 1 && !strstr(err_txt, "--seed") && strstr(err_txt, "GPU"));
 #endif
@@ -432,7 +452,7 @@ int main(void) {
   CHECK(last_rc == 2);
   bad("bench ar", "--procs 0", "--procs '0' is not an integer in 2..8; use --procs 2..8");
   CHECK(last_rc == 2);
-  bad("bench attn", "--ctx 0", "--ctx 0 outside 1..32768; use --ctx 1..32768");
+  bad("bench attn", "--ctx 0", "--ctx 0 is out of range; use --ctx 1..32768");
   CHECK(last_rc == 2);
   bad("bench attn", "--tp 3", "TP 3 does not divide Kimi-K2's 64 heads; use --tp 1, 2, 4");
   CHECK(last_rc == 2);

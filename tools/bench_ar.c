@@ -1,10 +1,12 @@
 /* prezero bench ar: the fused AR + residual + RMSNorm donor vs NCCL + RMSNorm + memset, with
  * and without the Kimi-K2 zero_fill, and the gate's answer; CUDA-graph replay medians. */
 #define _POSIX_C_SOURCE 200809L
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "cli_args.h"
 #include "bench_common.h"
 #include "core/options.h"
 
@@ -235,20 +237,35 @@ int pz_cmd_bench_ar(int argc, char **argv) {
   memset(&b, 0, sizeof b);
   b.tp = 1; b.iters = 50; b.reps = 15;
   const char *json = NULL, *md = NULL;
+  /* Numbers as every other subcommand reads them (pz_cli_parse_int): "2x", "", overflow refused
+   * (atoi read "2x" as 2 and 99999999999999999999 as -1); the ranges of the --procs form. */
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
-    else if (!strcmp(argv[i], "--tp") && i + 1 < argc) b.tp = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
-    else if (!strcmp(argv[i], "--md") && i + 1 < argc) md = argv[++i];
-    else if (!strcmp(argv[i], "--iters") && i + 1 < argc) b.iters = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--reps") && i + 1 < argc) b.reps = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--sweep")) b.sweep = 1;
-    else { fprintf(stderr, "prezero bench ar: unknown option '%s'; see --help\n", argv[i]); return 2; }
-  }
-  if (b.tp < 1 || b.tp > MAXR || b.iters < 1 || b.reps < 1) {
-    fprintf(stderr, "prezero bench ar: --tp must be 1..%d and --iters, --reps at least 1 (got %d, %d, %d); see --help\n",
-            MAXR, b.tp, b.iters, b.reps);
-    return 2;
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+    if (!strcmp(a, "--sweep")) { b.sweep = 1; continue; }
+    if (!strcmp(a, "--one-gpu")) {
+      fprintf(stderr, "prezero bench ar: --one-gpu places the ranks of one process per rank; add --procs N (or "
+                      "--rank/--world/--id-file), or drop --one-gpu\n");
+      return 2;
+    }
+    const bool takes = !strcmp(a, "--tp") || !strcmp(a, "--json") || !strcmp(a, "--md") || !strcmp(a, "--iters") ||
+                       !strcmp(a, "--reps");
+    if (!takes) { fprintf(stderr, "prezero bench ar: unknown option '%s'; see --help\n", a); return 2; }
+    if (!v) { fprintf(stderr, "prezero bench ar: %s needs a value; see 'prezero bench ar --help'\n", a); return 2; }
+    i++;
+    long long x = 0;
+    if (!strcmp(a, "--json")) json = v;
+    else if (!strcmp(a, "--md")) md = v;
+    else if (!strcmp(a, "--tp")) {
+      if (pz_cli_parse_int("bench ar", a, v, 1, MAXR, &x)) return 2;
+      b.tp = (int)x;
+    } else if (!strcmp(a, "--iters")) {
+      if (pz_cli_parse_int("bench ar", a, v, 1, 1000, &x)) return 2;
+      b.iters = (int)x;
+    } else {
+      if (pz_cli_parse_int("bench ar", a, v, 1, 64, &x)) return 2;
+      b.reps = (int)x;
+    }
   }
   setenv("NCCL_NVLS_ENABLE", "0", 1);
   if (setup(&b) != 0) return 1;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "cli_args.h"
 #include "bench_common.h"
 
 #define POOL_SEQS 256     /* sequences in the rotated cache pool (2.4 GB at context 8192) */
@@ -130,14 +131,20 @@ static int bench_mla(int argc, char **argv) {
     i++;
     if (!strcmp(a, "--json")) json_path = v;
     else if (!strcmp(a, "--md")) md_path = v;
-    else if (!strcmp(a, "--reps")) reps = atoi(v);
+    else if (!strcmp(a, "--reps")) {
+      long long x = 0;
+      if (pz_cli_parse_int("bench attn", a, v, 3, 1000, &x)) return 2; /* as bench gemm: 3..1000 */
+      reps = (int)x;
+    }
     else if (!strcmp(a, "--layout")) continue; /* mla: checked by layout_of */
     else if (!strcmp(a, "--ctx-min")) {
-      ctx_min = atoi(v);
-      if (ctx_min < 1 || ctx_min > 32768) { fprintf(stderr, "prezero bench attn: --ctx-min %s outside 1..32768; use --ctx-min 1..32768\n", v); return 2; }
+      long long x = 0;
+      if (pz_cli_parse_int("bench attn", a, v, 1, 32768, &x)) return 2;
+      ctx_min = (int)x;
     } else if (!strcmp(a, "--ctx")) {
-      ctx = atoi(v);
-      if (ctx < 1 || ctx > 32768) { fprintf(stderr, "prezero bench attn: --ctx %s outside 1..32768; use --ctx 1..32768\n", v); return 2; }
+      long long x = 0;
+      if (pz_cli_parse_int("bench attn", a, v, 1, 32768, &x)) return 2;
+      ctx = (int)x;
     } else if (!strcmp(a, "--m")) {
       if ((nm = pz_bench_parse_list(v, ms, 16, 1, 128)) <= 0) { fprintf(stderr, "prezero bench attn: --m '%s' is not a list of batch sizes 1..128; use --m 4,8\n", v); return 2; }
     } else if (!strcmp(a, "--tp")) {
@@ -146,7 +153,6 @@ static int bench_mla(int argc, char **argv) {
         if (64 % tps[k]) { fprintf(stderr, "prezero bench attn: TP %d does not divide Kimi-K2's 64 heads; use --tp 1, 2, 4, 8, 16, 32 or 64\n", tps[k]); return 2; }
     } else { fprintf(stderr, "prezero bench attn: unknown option '%s'; see --help\n", a); return 2; }
   }
-  if (reps < 3) reps = 3;
   if (ctx_min > ctx) { fprintf(stderr, "prezero bench attn: --ctx-min %d exceeds --ctx %d; use --ctx-min 1..%d\n", ctx_min, ctx, ctx); return 2; }
   if (paged && ctx % 64) { fprintf(stderr, "prezero bench attn: --paged needs --ctx a multiple of 64 (got %d); use --ctx %d\n", ctx, (ctx + 63) / 64 * 64); return 2; }
   if (pz_bench_need_gpus("bench attn", "this benchmark", 1, 0)) return 1;

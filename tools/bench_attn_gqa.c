@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "cli_args.h"
 #include "bench_common.h"
 
 #define GQA_POOL_SEQS 256 /* sequences in the rotated cache pool (8.6 GB of K + V for Llama-3.1-70B TP 1 at 8192) */
@@ -124,12 +125,17 @@ int pz_bench_attn_gqa(int argc, char **argv) {
     i++;
     if (!strcmp(a, "--json")) json_path = v;
     else if (!strcmp(a, "--md")) md_path = v;
-    else if (!strcmp(a, "--reps")) reps = atoi(v);
+    else if (!strcmp(a, "--reps")) {
+      long long x = 0;
+      if (pz_cli_parse_int("bench attn", a, v, 3, 1000, &x)) return 2; /* as bench gemm: 3..1000 */
+      reps = (int)x;
+    }
     else if (!strcmp(a, "--layout")) {
       if (strcmp(v, "gqa")) { fprintf(stderr, "prezero bench attn: --layout %s is not gqa here; use --layout gqa\n", v); return 2; }
     } else if (!strcmp(a, "--ctx")) {
-      ctx = atoi(v);
-      if (ctx < 1 || ctx > 32768) { fprintf(stderr, "prezero bench attn: --ctx %s outside 1..32768; use --ctx 1..32768\n", v); return 2; }
+      long long x = 0;
+      if (pz_cli_parse_int("bench attn", a, v, 1, 32768, &x)) return 2;
+      ctx = (int)x;
     } else if (!strcmp(a, "--m")) {
       if ((nm = pz_bench_parse_list(v, ms, 16, 1, 128)) <= 0) { fprintf(stderr, "prezero bench attn: --m '%s' is not a list of batch sizes 1..128; use --m 1,4\n", v); return 2; }
     } else if (!strcmp(a, "--tp")) {
@@ -137,7 +143,6 @@ int pz_bench_attn_gqa(int argc, char **argv) {
       return 2;
     } else { fprintf(stderr, "prezero bench attn: unknown option '%s'; see --help\n", a); return 2; }
   }
-  if (reps < 3) reps = 3;
   if (pz_bench_need_gpus("bench attn", "this benchmark", 1, 0)) return 1;
   struct cudaDeviceProp prop;
   PZ_BENCH_CUDA("bench attn", cudaGetDeviceProperties(&prop, 0), return 1);
