@@ -249,6 +249,12 @@ int main(void) {
   bad("bench attn", "--layout gqa --reps 5x", "--reps needs an integer, got '5x'");
   bad("bench attn", "--layout gqa --ctx 99999999999999999999", "--ctx 99999999999999999999 is beyond a 64-bit integer");
   CHECK(last_rc == 2);
+  /* Without a GPU, one process per rank is refused with the fix, not the runtime's "CUDA driver
+   * version is insufficient for CUDA runtime version". */
+  if (pz_gpu_count() == 0) {
+    bad("bench ar", "--procs 2", "no CUDA GPU is visible; run it on a machine with a CUDA GPU");
+    CHECK(last_rc == 1);
+  }
   if (pz_gpu_count() == 0) /* 08 is accepted (base 0 read it as 0): the refusal is for the GPU */
     CHECK(run("bench step --config tiny --context 16 --seed 08") == 1 && !strstr(err_txt, "--seed") && strstr(err_txt, "GPU"));
 #endif

@@ -82,7 +82,12 @@ static int cmp_d(const void *a, const void *b) {
 /* One rank (a forked child): returns its exit code; results and errors go to sh. */
 static int rank_main(shared *sh, int r, int world, int one_gpu, int iters, int reps, pz_ar_unique_id id, int timeout_ms) {
   int ngpu = 0;
-  RCU(cudaGetDeviceCount(&ngpu));
+  /* No driver or no GPU: say so with the fix, not the runtime's "driver version is insufficient". */
+  if (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu < 1) {
+    (void)cudaGetLastError();
+    snprintf(sh->err[r], sizeof sh->err[r], "no CUDA GPU is visible; run it on a machine with a CUDA GPU");
+    return 1;
+  }
   const int dev = one_gpu ? 0 : r % ngpu;
   sh->device[r] = dev;
   sh->ngpu[r] = ngpu;
