@@ -143,6 +143,23 @@ int main(void) {
   bad("run", "--prompt-ids 1,2 --batch 0", "--batch 0 is out of range");
   CHECK(last_rc == 2);
   bad("run", "--prompt-ids 1,2 --context -1", "--context -1 is negative");
+  /* An empty --config or --model is refused in every subcommand, exit 2 as in run and graph (plan,
+   * compare, soak and bench step ran tiny; run and compare --model "" exited 1 with "checkpoint :"). */
+  bad("plan", "--config ''", "--config is empty; use a preset (");
+  CHECK(last_rc == 2 && !out_txt[0]);
+  bad("plan", "--config=", "--config is empty");
+  bad("compare", "--config ''", "--config is empty; use a preset (");
+  CHECK(last_rc == 2);
+  bad("soak", "--config ''", "--config is empty; use a preset (");
+  CHECK(last_rc == 2);
+  bad("run", "--model ''", "--model is empty; give it the path of a Hugging Face checkpoint directory");
+  CHECK(last_rc == 2);
+  bad("compare", "--model=", "--model is empty");
+  CHECK(last_rc == 2);
+#ifdef PZ_HAVE_CUDA
+  bad("bench step", "--config ''", "--config is empty");
+  CHECK(last_rc == 2);
+#endif
   /* Extra words after --version / --help are refused (they were ignored). */
   CHECK(run("--version extra") == 2 && count(err_txt, "\n") == 1 && strstr(err_txt, "prezero: unexpected argument 'extra'") &&
         strstr(err_txt, "; ") && !out_txt[0]);

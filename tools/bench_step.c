@@ -124,7 +124,10 @@ int pz_cmd_bench_step(int argc, char **argv) {
     if (!v) { fprintf(stderr, "prezero bench step: %s needs a value (or is unknown); see 'prezero bench step --help'\n", a); return 2; }
     i++;
     int one[1], n;
-    if (!strcmp(a, "--config")) config = v;
+    if (!strcmp(a, "--config")) {
+      if (pz_cli_empty_model_flag("bench step", a, v, pz_config_preset_names())) return PZ_CLI_EXIT_USAGE;
+      config = v;
+    }
     else if (!strcmp(a, "--json")) json_path = v;
     else if (!strcmp(a, "--md")) md_path = v;
     else if (!strcmp(a, "--tp")) { if ((ntp = pz_bench_parse_list(v, tps, MAX_TP, 1, 8)) < 1) goto bad; }

@@ -90,6 +90,18 @@ static inline int pz_cli_parse_int(const char *cmd, const char *flag, const char
   return 0;
 }
 
+/* An empty --config or --model value ("--config ''", "--config="): prints one line naming what to
+ * give (presets: the preset list, for --config) and returns PZ_CLI_EXIT_USAGE; returns 0 when v is
+ * not empty. Without it plan, compare, soak and bench step ran the embedded tiny model. */
+static inline int pz_cli_empty_model_flag(const char *cmd, const char *flag, const char *v, const char *presets) {
+  if (!v || v[0]) return 0;
+  if (!strcmp(flag, "--model"))
+    fprintf(stderr, "prezero %s: --model is empty; give it the path of a Hugging Face checkpoint directory\n", cmd);
+  else
+    fprintf(stderr, "prezero %s: %s is empty; use a preset (%s) or a config.json path\n", cmd, flag, presets);
+  return PZ_CLI_EXIT_USAGE;
+}
+
 /* A --config value that is a directory: prints one line saying so and what to pass instead
  * (--model DIR when the command has --model and DIR holds a config.json, else DIR/config.json)
  * and returns PZ_CLI_EXIT_ERROR; returns 0 when `path` is not a directory. */

@@ -930,6 +930,9 @@ int pz_cmd_compare(int argc, char **argv) {
       return fail_line(msg, "see 'prezero compare --help'");
     }
     i++;
+    if ((!strcmp(a, "--config") || !strcmp(a, "--model")) &&
+        pz_cli_empty_model_flag("compare", a, val, pz_config_preset_names()))
+      return PZ_CLI_EXIT_USAGE;
     if (!strcmp(a, "--config")) { o.model = val; config_given = true; }
     else if (!strcmp(a, "--model")) o.model_dir = val;
     else if (!strcmp(a, "--out")) out = val;

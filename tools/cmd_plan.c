@@ -127,7 +127,10 @@ int pz_cmd_plan(int argc, char **argv) {
     if (!v) { fprintf(stderr, "prezero plan: %s needs a value; see 'prezero plan --help'\n", a); return 2; }
     i++;
     int one[1];
-    if (!strcmp(a, "--config")) config = v;
+    if (!strcmp(a, "--config")) {
+      if (pz_cli_empty_model_flag("plan", a, v, pz_config_preset_names())) return PZ_CLI_EXIT_USAGE;
+      config = v;
+    }
     else if (!strcmp(a, "--batch")) {
       nb = pz_bench_parse_list(v, bs, MAX_B, 1, PZ_MAX_BATCH);
       bool asc = nb >= 1;

@@ -252,7 +252,10 @@ int pz_cmd_run(int argc, char **argv) {
     i++;
     long long x = 0;
     if (!strcmp(a, "--config")) { config = v; config_given = true; }
-    else if (!strcmp(a, "--model")) model_dir = v;
+    else if (!strcmp(a, "--model")) {
+      if (pz_cli_empty_model_flag("run", a, v, NULL)) return PZ_CLI_EXIT_USAGE;
+      model_dir = v;
+    }
     else if (!strcmp(a, "--prompt-ids")) prompt_arg = v;
     else if (!strcmp(a, "--logits")) logits_path = v;
     else if (!strcmp(a, "--id-file")) id_file = v;

@@ -93,8 +93,10 @@ static int parse(int argc, char **argv, pz_soak_opts *o) {
     }
     const char *v = argv[++i];
     double x = 0;
-    if (!strcmp(a, "--config")) o->config = v;
-    else if (!strcmp(a, "--json")) o->json_path = v;
+    if (!strcmp(a, "--config")) {
+      if (pz_cli_empty_model_flag("soak", a, v, pz_config_preset_names())) return PZ_CLI_EXIT_USAGE;
+      o->config = v;
+    } else if (!strcmp(a, "--json")) o->json_path = v;
     else if (!strcmp(a, "--md")) o->md_path = v;
     else if (!strcmp(a, "--seed")) {
       if (pz_cli_parse_seed(v, &o->seed)) return bad_value(a, v, "a non-negative integer (decimal, or hex with 0x)");
