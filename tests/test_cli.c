@@ -143,6 +143,9 @@ int main(void) {
   bad("run", "--prompt-ids 1,2 --batch 0", "--batch 0 is out of range");
   CHECK(last_rc == 2);
   bad("run", "--prompt-ids 1,2 --context -1", "--context -1 is negative");
+  bad("run", "--prompt-ids 1,2 --context 99999999999", "--context 99999999999 is out of range for tiny");
+  CHECK(last_rc == 2);
+  CHECK(run("run --prompt-ids 1,2 --context 5 --steps 2 --device cpu") == 0 && strstr(out_txt, "seq 0:"));
   /* An empty --config or --model is refused in every subcommand, exit 2 as in run and graph (plan,
    * compare, soak and bench step ran tiny; run and compare --model "" exited 1 with "checkpoint :"). */
   bad("plan", "--config ''", "--config is empty; use a preset (");

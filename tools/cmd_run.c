@@ -343,6 +343,7 @@ int pz_cmd_run(int argc, char **argv) {
     fprintf(stderr, "prezero run: --context %lld is negative; use --context 0 or more\n", context);
     return PZ_CLI_EXIT_USAGE;
   }
+  const long long context_arg = context; /* range-checked below against the model even with --prompt-ids */
   if (prompt_arg) {
     if (parse_prompts(prompt_arg, &pr)) return 2;
     batch = pr.n;
@@ -404,6 +405,13 @@ int pz_cmd_run(int argc, char **argv) {
   if (mc.num_attention_heads % tp) {
     fprintf(stderr, "prezero run: --tp %lld does not divide num_attention_heads (%lld) of %s; use a TP degree that divides it\n",
             tp, (long long)mc.num_attention_heads, mc.name);
+    free_prompts(&pr);
+    return PZ_CLI_EXIT_USAGE;
+  }
+  if (prompt_arg && context_given && context_arg >= mc.max_position_embeddings) {
+    fprintf(stderr, "prezero run: --context %lld is out of range for %s (max_position_embeddings %lld); use --context "
+            "0..%lld, or drop it (--prompt-ids starts each sequence from an empty KV cache)\n",
+            context_arg, mc.name, (long long)mc.max_position_embeddings, (long long)mc.max_position_embeddings - 1);
     free_prompts(&pr);
     return PZ_CLI_EXIT_USAGE;
   }
