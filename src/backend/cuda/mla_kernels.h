@@ -98,21 +98,18 @@ pz_status pz_mla_k_setup(const pz_mla_kparams *k);
 
 /* Attention kernel configuration for `version` (1 to 4): 16-head tiles per CTA for `heads`
  * (v1: 1 for <= 16 heads, 2 for <= 32, else 4; v2: 1 for <= 16, else 2; v3 / v4: 4, i.e. 64 heads,
- * fewer are padded; more heads go to more CTAs), dynamic shared memory in bytes, and resident CTAs
+ * fewer are padded; more heads go to more CTAs) and resident CTAs
  * per SM (occupancy, after raising the smem limit on the current device). Errors of
  * pz_mla_k_attn_setup: PZ_ERR_UNSUPPORTED (no kernel for kv_lora / kv_lora + rope, see the message;
  * v3 on a device that is not sm_90; or the smem does not fit an SM), PZ_ERR_CUDA. */
 int pz_mla_k_attn_mt(int heads, int version);
-size_t pz_mla_k_attn_smem(int version, int mt, int kvw);
 pz_status pz_mla_k_attn_setup(int version, int mt, int L, int kvw, int *ctas_per_sm);
-/* Version 3 (kernels/mla_attn_wgmma.cu): its shared memory (bytes), setup (kv_lora_rank L = 512 and
+/* Version 3 (kernels/mla_attn_wgmma.cu): setup (kv_lora_rank L = 512 and
  * kvw = 576 only, sm_90 only; errors as above) and launch (PZ_ERR_CUDA when the tensor-map encoder or
  * the launch fails). pz_mla_k_attn and pz_mla_k_attn_setup forward to them for version 3. */
-size_t pz_mla_k_attn3_smem(void);
 pz_status pz_mla_k_attn3_setup(int L, int kvw, int *ctas_per_sm);
 pz_status pz_mla_k_attn3(const pz_mla_kparams *k, cudaStream_t s);
 /* Version 4 (kernels/mla_attn_pp.cu, the ping-pong warpgroups): the same contract as version 3. */
-size_t pz_mla_k_attn4_smem(void);
 pz_status pz_mla_k_attn4_setup(int L, int kvw, int *ctas_per_sm);
 pz_status pz_mla_k_attn4(const pz_mla_kparams *k, cudaStream_t s);
 #ifdef __cplusplus

@@ -381,8 +381,6 @@ __global__ void __launch_bounds__(PP_THREADS, 1)
 
 } // namespace
 
-extern "C" size_t pz_mla_k_attn4_smem(void) { return PP_SMEM; }
-
 extern "C" pz_status pz_mla_k_attn4_setup(int L, int kvw, int *ctas_per_sm) {
   if (L != LV || kvw != KB * 64)
     return pz_error(PZ_ERR_UNSUPPORTED, "mla cuda: attention v4 needs kv_lora_rank 512 and qk_rope_head_dim 64 (got %d, %d)",

@@ -227,8 +227,6 @@ __global__ void __launch_bounds__(THREADS, 1)
 
 } // namespace
 
-extern "C" size_t pz_mla_k_attn3_smem(void) { return SMEM; }
-
 extern "C" pz_status pz_mla_k_attn3_setup(int L, int kvw, int *ctas_per_sm) {
   if (L != LV || kvw != KB * 64)
     return pz_error(PZ_ERR_UNSUPPORTED, "mla cuda: attention v3 needs kv_lora_rank 512 and qk_rope_head_dim 64 (got %d, %d)",

@@ -674,9 +674,6 @@ extern "C" int pz_mla_k_attn_mt(int heads, int version) {
   if (version == 2) return heads <= 16 ? 1 : 2;
   return heads <= 16 ? 1 : heads <= 32 ? 2 : 4;
 }
-extern "C" size_t pz_mla_k_attn_smem(int version, int mt, int kvw) {
-  return version == 4 ? pz_mla_k_attn4_smem() : version == 3 ? pz_mla_k_attn3_smem() : smem_for(version, mt, kvw);
-}
 
 extern "C" pz_status pz_mla_k_attn_setup(int version, int mt, int L, int kvw, int *ctas_per_sm) {
   if (version == 4) return pz_mla_k_attn4_setup(L, kvw, ctas_per_sm);
