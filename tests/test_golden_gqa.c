@@ -1,5 +1,5 @@
 /* Golden test of the GQA layouts against an independent implementation: the checkpoints
- * tests/data/golden/{llama, qwen2, qwen2_tied, qwen3, qwen3_moe, mixtral, qwen3_yarn} (written by
+ * tests/data/golden/{llama, qwen2, qwen2_tied, qwen3, qwen3_moe, mixtral, qwen3_yarn, mistral_nemo, llama32_tied} (written by
  * tools/make_golden_gqa.py with Hugging Face transformers, float32, eager attention, in the
  * published tensor layout) must give HF's greedy tokens and last-step logits within the file's
  * logits_atol at TP 1, 2 and 4 (TP 4 replicates every model's kv heads, TP 2 qwen2_tied's),
@@ -431,7 +431,10 @@ int main(void) {
   check_rows("qwen3", 4);
   test_bad_checkpoints();
 
-  static const char *models[] = {"llama", "qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "mixtral", "qwen3_yarn"};
+  /* mistral_nemo: model_type mistral with head_dim given != hidden_size / heads (Mistral-Nemo);
+   * llama32_tied: Llama 3.2's tied embeddings with llama3 RoPE scaling. */
+  static const char *models[] = {"llama", "qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "mixtral", "qwen3_yarn",
+                                 "mistral_nemo", "llama32_tied"};
   static golden g;
   for (int i = 0; i < (int)(sizeof models / sizeof models[0]); i++) {
     char d[700];

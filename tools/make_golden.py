@@ -7,7 +7,11 @@ attention) gives for fixed prompts. tests/test_golden.c compares prezero against
 no torch, only this script does:
 
     python3 -m venv /tmp/venv && /tmp/venv/bin/pip install -r tools/requirements-golden.txt
-    /tmp/venv/bin/python tools/make_golden.py [--out tests/data/golden]
+    /tmp/venv/bin/python tools/make_golden.py [--out tests/data/golden] [--only NAME ...]
+
+Models: deepseek_v3 (q LoRA, noaux_tc, YaRN; index + 2 shards), deepseek_v2_lite (q_proj, greedy),
+deepseek_v3_fp8 (as deepseek_v3, FP8 16x16 blocks), moonlight (deepseek_v3 without q LoRA, Moonlight-16B-A3B)
+and deepseek_v2 (q LoRA, group_limited_greedy, routed_scaling_factor 16, YaRN mscale 0.707: DeepSeek-V2 / V2.5).
 
 Why the comparison is meaningful and what tolerance it allows:
 - Every weight is rounded to bf16 before it is put into the float32 HF model and saved as BF16
@@ -62,6 +66,22 @@ V2_LITE = dict(
     moe_layer_freq=1, first_k_dense_replace=1, norm_topk_prob=False, hidden_act="silu",
     max_position_embeddings=128, rms_norm_eps=1e-6, rope_theta=10000.0, rope_scaling=None,
     tie_word_embeddings=False, attention_bias=False, torch_dtype="bfloat16",
+)
+# Moonlight-16B-A3B's layout: model_type deepseek_v3 without q LoRA (q_proj, as V2-Lite) with V3's
+# routing (noaux_tc over sigmoid scores, one group), 2 shared experts, routed_scaling_factor 2.446,
+# rms_norm_eps 1e-5, rope_theta 5e4 and no rope_scaling.
+MOONLIGHT = dict(
+    V3, q_lora_rank=None, n_shared_experts=2, n_group=1, topk_group=1, routed_scaling_factor=2.446,
+    num_experts_per_tok=3, rms_norm_eps=1e-5, rope_theta=50000.0, rope_scaling=None,
+)
+# DeepSeek-V2 / V2.5 (236B)'s layout: model_type deepseek_v2 with q LoRA, group_limited_greedy over
+# softmax scores (groups ranked by their max score), norm_topk_prob false with routed_scaling_factor
+# (16 in the published file), YaRN with mscale = mscale_all_dim = 0.707.
+V2 = dict(
+    V2_LITE, q_lora_rank=32, n_group=4, topk_group=2, num_experts_per_tok=3, topk_method="group_limited_greedy",
+    routed_scaling_factor=16.0, num_hidden_layers=3,
+    rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32, "beta_fast": 32,
+                  "beta_slow": 1, "mscale": 0.707, "mscale_all_dim": 0.707},
 )
 
 
@@ -285,10 +305,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
                                                   "golden"))
+    ap.add_argument("--only", nargs="*", help="model names to regenerate (default: all)")
     a = ap.parse_args()
-    make("deepseek_v3", V3, a.out, seed=1, shards=2)
-    make("deepseek_v2_lite", V2_LITE, a.out, seed=2)
-    make("deepseek_v3_fp8", V3, a.out, seed=3, fp8_block=16)
+    models = [("deepseek_v3", V3, dict(seed=1, shards=2)), ("deepseek_v2_lite", V2_LITE, dict(seed=2)),
+              ("deepseek_v3_fp8", V3, dict(seed=3, fp8_block=16)), ("moonlight", MOONLIGHT, dict(seed=4)),
+              ("deepseek_v2", V2, dict(seed=5))]
+    for name, cfg, kw in models:
+        if not a.only or name in a.only:
+            make(name, cfg, a.out, **kw)
     return 0
 
 

@@ -29,6 +29,9 @@ the CUDA GEMMs' shape limits hold too):
 - qwen3_yarn: qwen3 with rope_scaling yarn (factor 4, original_max_position_embeddings 32, as Qwen documents
   for long context): inverse frequencies interpolated outside the correction range and cos/sin scaled by
   0.1 ln 4 + 1.
+- mistral_nemo: model_type mistral (Mistral-Nemo's layout) with head_dim 32 given explicitly, != hidden_size /
+  num_attention_heads = 16, sliding_window null.
+- llama32_tied: llama with tie_word_embeddings true and rope_scaling llama3 factor 32 (Llama 3.2 1B / 3B).
 
 Why the comparison is meaningful and what tolerance it allows (as make_golden.py):
 - Every weight is rounded to bf16 before it goes into the float32 HF model and is saved as BF16,
@@ -97,8 +100,18 @@ MIXTRAL = dict(COMMON, architectures=["MixtralForCausalLM"], model_type="mixtral
                num_hidden_layers=2, head_dim=16, num_local_experts=4, num_experts_per_tok=2,
                max_position_embeddings=128, rms_norm_eps=1e-5, rope_theta=1000000.0, rope_scaling=None,
                sliding_window=None, router_jitter_noise=0.0, output_router_logits=False)
+# Mistral-Nemo's layout: model_type mistral (Llama's tensors, no biases) with head_dim 32 given
+# explicitly, != hidden_size / num_attention_heads = 16, and sliding_window null.
+MISTRAL_NEMO = dict(COMMON, architectures=["MistralForCausalLM"], model_type="mistral", intermediate_size=128,
+                    num_hidden_layers=2, head_dim=32, max_position_embeddings=128, rms_norm_eps=1e-5,
+                    rope_theta=1000000.0, rope_scaling=None, sliding_window=None)
+# Llama 3.2 1B / 3B: tied embeddings (no lm_head.weight) with rope_scaling llama3 (factor 32).
+LLAMA32_TIED = dict(LLAMA, tie_word_embeddings=True,
+                    rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+                                  "high_freq_factor": 4.0, "original_max_position_embeddings": 64})
 
 CLASSES = {
+    "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM),
     "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
     "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
     "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM),
@@ -223,7 +236,7 @@ def ablated(cfg, model, what):
     return m
 
 
-SENSITIVITY = {"llama": "rope_scaling", "qwen2": "bias", "qwen3": "qk_norm", "qwen3_moe": "qk_norm",
+SENSITIVITY = {"llama": "rope_scaling", "llama32": "rope_scaling", "qwen2": "bias", "qwen3": "qk_norm", "qwen3_moe": "qk_norm",
                "qwen3_yarn": "rope_scaling"}
 
 
@@ -280,7 +293,8 @@ def make(name, cfg, out_root, seed):
 
 
 MODELS = [("llama", LLAMA, 11), ("qwen2", QWEN2, 12), ("qwen2_tied", QWEN2_TIED, 13), ("qwen3", QWEN3, 14),
-          ("qwen3_moe", QWEN3_MOE, 15), ("mixtral", MIXTRAL, 16), ("qwen3_yarn", QWEN3_YARN, 17)]
+          ("qwen3_moe", QWEN3_MOE, 15), ("mixtral", MIXTRAL, 16), ("qwen3_yarn", QWEN3_YARN, 17),
+          ("mistral_nemo", MISTRAL_NEMO, 18), ("llama32_tied", LLAMA32_TIED, 19)]
 
 
 def main():
