@@ -2,7 +2,9 @@
  * changing the math: refused with one line naming the field, never run as the plain family.
  * DeepSeek-V3.2 (index_*) and Kimi-Linear (linear_attn_config) are refused by model_type and by
  * their fields; neutral values (partial_rotary_factor 1, use_qk_norm false on llama, true on qwen3,
- * query_pre_attn_scalar equal to head_dim, no_rope_layers all 1) still parse. */
+ * query_pre_attn_scalar equal to head_dim, no_rope_layers all 1) still parse. Other DeepSeek layouts
+ * without MLA fields are refused by model_type; Qwen2.5-1M's dual chunk attention limits the positions
+ * to its first chunk. */
 #include "model/config.h"
 #include "pz_test.h"
 #include <string.h>
@@ -100,7 +102,58 @@ static void test_mla_variants(void) {
   EXPECT_OK("{\"model_type\": \"deepseek_v3\", " MLA_BASE ", \"index_topk\": null}");
 }
 
+#define MSG_OTHER(mt)                                                                                                  \
+  "config f.json: model_type \"" mt "\" is not supported; prezero runs the DeepSeek-V2 family (deepseek_v2, "         \
+  "deepseek_v3, kimi_k2: MLA) and llama, mistral, qwen2, qwen3, qwen3_moe, mixtral (GQA)"
+
+/* Other DeepSeek layouts without the MLA fields are named as unsupported, not as an MLA config with
+ * its ranks missing: DeepSeek-MoE 16B ("deepseek", multi-head attention) and DeepSeek-VL2
+ * ("deepseek_vl_v2", the text model under "language_config"). */
+static void test_other_deepseek(void) {
+  EXPECT("{\"model_type\": \"deepseek\", \"hidden_size\": 2048, \"num_hidden_layers\": 28, \"num_attention_heads\": 16, "
+         "\"num_key_value_heads\": 16, \"n_routed_experts\": 64, \"n_shared_experts\": 2, \"num_experts_per_tok\": 6, "
+         "\"moe_intermediate_size\": 1408, \"intermediate_size\": 10944, \"first_k_dense_replace\": 1, "
+         "\"vocab_size\": 102400, \"max_position_embeddings\": 4096}",
+         MSG_OTHER("deepseek"));
+  EXPECT("{\"model_type\": \"deepseek_vl_v2\", \"language_config\": {\"model_type\": \"deepseek_v2\", " MLA_BASE "}}",
+         MSG_OTHER("deepseek_vl_v2"));
+  /* the MLA fields still make it a DeepSeek config whatever the model_type */
+  EXPECT_OK("{\"model_type\": \"deepseek_vl_v2\", " MLA_BASE "}");
+}
+
+/* Qwen2.5-1M's dual_chunk_attention_config: full attention equals dual chunk attention within the
+ * first chunk (chunk_size - local_size tokens), so max_position_embeddings is cut to it. */
+static void test_dual_chunk(void) {
+#define QWEN2_1M(dca)                                                                                                  \
+  "{\"model_type\": \"qwen2\", \"hidden_size\": 256, \"num_hidden_layers\": 2, \"num_attention_heads\": 8, "         \
+  "\"num_key_value_heads\": 2, \"intermediate_size\": 512, \"vocab_size\": 1024, \"max_position_embeddings\": 1010000, " \
+  "\"rope_theta\": 10000000.0, \"sliding_window\": 32768, \"use_sliding_window\": false" dca "}"
+  pz_model_config c;
+  const char *j = QWEN2_1M(", \"dual_chunk_attention_config\": {\"chunk_size\": 262144, \"local_size\": 8192, "
+                           "\"original_max_position_embeddings\": 262144}");
+  CHECK_OK(pz_config_parse(j, strlen(j), "f.json", &c));
+  CHECK(c.max_position_embeddings == 262144 - 8192);
+  j = QWEN2_1M("");
+  CHECK_OK(pz_config_parse(j, strlen(j), "f.json", &c));
+  CHECK(c.max_position_embeddings == 1010000);
+  j = QWEN2_1M(", \"dual_chunk_attention_config\": null");
+  CHECK_OK(pz_config_parse(j, strlen(j), "f.json", &c));
+  CHECK(c.max_position_embeddings == 1010000);
+  j = QWEN2_1M(", \"dual_chunk_attention_config\": {\"chunk_size\": 4000000, \"local_size\": 8192}");
+  CHECK_OK(pz_config_parse(j, strlen(j), "f.json", &c)); /* a first chunk past the table: unchanged */
+  CHECK(c.max_position_embeddings == 1010000);
+  EXPECT(QWEN2_1M(", \"dual_chunk_attention_config\": {\"chunk_size\": 8192, \"local_size\": 8192}"),
+         "config f.json: field \"dual_chunk_attention_config.local_size\" (8192) must be below chunk_size (8192)");
+  EXPECT(QWEN2_1M(", \"dual_chunk_attention_config\": {\"local_size\": 8192}"),
+         "config f.json: required field \"dual_chunk_attention_config.chunk_size\" is missing");
+  EXPECT(QWEN2_1M(", \"dual_chunk_attention_config\": 1"),
+         "config f.json: field \"dual_chunk_attention_config\" must be an object or null, got a number");
+#undef QWEN2_1M
+}
+
 int main(void) {
+  test_other_deepseek();
+  test_dual_chunk();
   test_gqa();
   test_mla_variants();
   TEST_DONE();

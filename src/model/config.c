@@ -615,6 +615,27 @@ static pz_status check_foreign_fields(const reader *r, gqa_family fam, const pz_
   return PZ_OK;
 }
 
+/* Dual chunk attention (Qwen2.5-1M's "dual_chunk_attention_config": chunk_size, local_size): serving
+ * engines that read it split a sequence into chunks of chunk_size - local_size tokens and give
+ * queries past the first chunk remapped positions; within the first chunk it is plain full attention,
+ * which is what prezero (and transformers, which ignores the field) runs. So the positions are limited
+ * to that first chunk: max_position_embeddings becomes min(max_position_embeddings,
+ * chunk_size - local_size), and a longer --context is refused rather than run as another model. */
+static pz_status parse_dual_chunk(const reader *r, pz_model_config *c) {
+  const cJSON *d = cJSON_GetObjectItemCaseSensitive(r->root, "dual_chunk_attention_config");
+  if (!d || cJSON_IsNull(d)) return PZ_OK;
+  if (!cJSON_IsObject(d)) return pz_cfg_type_err(r, "dual_chunk_attention_config", "an object or null", d);
+  PZ_CHECK(pz_cfg_check_duplicates(r, d, "dual_chunk_attention_config."));
+  int64_t chunk = 0, local = 0;
+  PZ_CHECK(get_int_in(r, d, "chunk_size", "dual_chunk_attention_config.chunk_size", true, false, 1, &chunk));
+  PZ_CHECK(get_int_in(r, d, "local_size", "dual_chunk_attention_config.local_size", true, false, 0, &local));
+  if (local >= chunk)
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"dual_chunk_attention_config.local_size\" (%lld) must be below "
+                    "chunk_size (%lld)", r->src, (long long)local, (long long)chunk);
+  if (chunk - local < c->max_position_embeddings) c->max_position_embeddings = chunk - local;
+  return PZ_OK;
+}
+
 /* Llama, Qwen2, Qwen3, Qwen3-MoE and Mixtral (GQA). */
 static pz_status parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) {
   c->attn = PZ_ATTN_GQA;
@@ -651,6 +672,7 @@ static pz_status parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) 
   if (!(c->rms_norm_eps > 0.f)) return pz_error(PZ_ERR_CONFIG, "config %s: field \"rms_norm_eps\" must be > 0", r->src);
   PZ_CHECK(parse_gqa_rope(r, fam, c));
   if (!(c->rope.theta > 0.f)) return pz_error(PZ_ERR_CONFIG, "config %s: field \"rope_theta\" must be > 0", r->src);
+  PZ_CHECK(parse_dual_chunk(r, c));
   static const char *const acts[] = {"silu"};
   int act = 0;
   PZ_CHECK(get_enum(r, "hidden_act", acts, 1, &act));
@@ -728,9 +750,11 @@ static pz_status parse_root(const reader *r, const cJSON *outer, pz_model_config
   int fam = mt ? gqa_family_of(mt) : -1;
   if (fam >= 0) return parse_gqa(r, (gqa_family)fam, c);
   /* No MLA field and a model_type outside the families: another family (Gemma, Phi, ...), not a
-   * broken DeepSeek config. A deepseek_* / kimi_* model_type, no model_type, or any MLA field
-   * means a DeepSeek config with a field missing: the field reader names it. */
-  bool mla = !mt || !strncmp(mt, "deepseek", 8) || !strncmp(mt, "kimi", 4);
+   * broken DeepSeek config. deepseek_v2 / deepseek_v3 / a kimi_* model_type, no model_type, or any
+   * MLA field means a DeepSeek config with a field missing: the field reader names it. Other deepseek
+   * model_types without MLA fields are other layouts (DeepSeek-MoE / LLM v1 "deepseek": multi-head
+   * attention; DeepSeek-VL2 "deepseek_vl_v2": the text model under "language_config"): refused as such. */
+  bool mla = !mt || !strcmp(mt, "deepseek_v2") || !strcmp(mt, "deepseek_v3") || !strncmp(mt, "kimi", 4);
   static const char *const mla_fields[] = {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim"};
   for (size_t i = 0; i < sizeof mla_fields / sizeof mla_fields[0]; i++)
     mla |= cJSON_GetObjectItemCaseSensitive(r->root, mla_fields[i]) != NULL;

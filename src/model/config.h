@@ -100,7 +100,8 @@ typedef struct pz_model_config {
  * model_type (text_config's, else the outer one's) picks the family:
  *
  * DeepSeek-V2 family (attn PZ_ATTN_MLA): model_type deepseek_v2, deepseek_v3, kimi_* or absent,
- * or any other model_type with an MLA field (Hugging Face DeepseekV2Config / DeepseekV3Config).
+ * or any other model_type with an MLA field (other deepseek* model_types without one, such as
+ * DeepSeek-MoE v1's "deepseek", are refused as unsupported) (Hugging Face DeepseekV2Config / DeepseekV3Config).
  * Required fields: hidden_size, num_hidden_layers, num_attention_heads, q_lora_rank (may be
  * null), kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim, n_routed_experts,
  * num_experts_per_tok, moe_intermediate_size, intermediate_size, vocab_size,
@@ -140,6 +141,9 @@ typedef struct pz_model_config {
  * 0.1 ln(factor) + 1), as transformers 5 reads them; attention_factor and truncate false are refused;
  * any other type is refused. transformers' newer
  * "rope_parameters" object (rope_theta inside it) is read the same way.
+ * dual_chunk_attention_config (Qwen2.5-1M; null or an object with chunk_size and local_size < chunk_size):
+ * max_position_embeddings becomes min(max_position_embeddings, chunk_size - local_size), the first chunk,
+ * where dual chunk attention is full attention.
  * Sliding-window attention is refused: use_sliding_window true (qwen2, qwen3, qwen3_moe), a
  * sliding_window below max_position_embeddings (llama, mixtral, mistral), a layer_types entry
  * other than "full_attention".
