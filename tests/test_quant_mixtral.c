@@ -265,5 +265,40 @@ int main(void) {
     CHECK(expert_dtype("int4_ignored") == PZ_BF16);
     same_decode("int4_ignored", "int4_twin", 1);
   }
+  /* FP8's skip lists (transformers' modules_to_not_convert, vLLM's ignored_layers: substrings of module
+   * names): the twin's unquantised experts under an fp8 config that names them load as bf16 and decode
+   * the twin's tokens and logits; the same config without the list wants FP8 experts and is refused. */
+  static const char *const lists[] = {"\"modules_to_not_convert\":[\"lm_head\",\"block_sparse_moe.experts\"]",
+                                      "\"ignored_layers\":[\"block_sparse_moe.experts\"]", NULL};
+  for (int i = 0; i < 3; i++) {
+    char src[400], dst[400], sub[64];
+    snprintf(sub, sizeof sub, "fp8_skip%d", i);
+    snprintf(dst, sizeof dst, "%s/%s", dir, sub);
+    mkdir(dst, 0755);
+    snprintf(src, sizeof src, "%s/fp8_twin/model.safetensors", dir);
+    snprintf(dst, sizeof dst, "%s/%s/model.safetensors", dir, sub);
+    CHECK(link(src, dst) == 0);
+    PZ_TEST_PATH(src, "data/golden/mixtral/config.json");
+    char *txt = pz_test_slurp(src, NULL);
+    CHECK(txt != NULL);
+    if (!txt) continue;
+    *strrchr(txt, '}') = 0;
+    snprintf(dst, sizeof dst, "%s/%s/config.json", dir, sub);
+    FILE *f = fopen(dst, "w");
+    if (f) {
+      fprintf(f, "%s,\"quantization_config\":{\"quant_method\":\"fp8\",\"fmt\":\"e4m3\",\"activation_scheme\":"
+              "\"dynamic\",\"weight_block_size\":[128,128]%s%s}}\n", txt, lists[i] ? "," : "", lists[i] ? lists[i] : "");
+      fclose(f);
+    }
+    free(txt);
+    if (lists[i]) {
+      CHECK(expert_dtype(sub) == PZ_BF16);
+      same_decode(sub, "fp8_twin", 1);
+    } else {
+      int32_t toks[STEPS * M];
+      CHECK(expert_dtype(sub) == PZ_U8);
+      CHECK(decode(sub, 1, toks, NULL) != PZ_OK);
+    }
+  }
   TEST_DONE();
 }

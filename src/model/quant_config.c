@@ -182,7 +182,11 @@ static bool pattern_matches(const char *pat, const char *module) {
 
 bool pz_quant_applies(const pz_quant_config *q, const char *module) {
   if (!q || !module || q->kind == PZ_WQ_NONE) return false;
-  if (q->kind == PZ_WQ_FP8) return true;
+  if (q->kind == PZ_WQ_FP8) { /* every Linear module but those a skip-list fragment names (substring, transformers' rule) */
+    for (int i = 0; i < q->n_ignore; i++)
+      if (q->ignore[i][0] && strstr(module, q->ignore[i])) return false;
+    return true;
+  }
   bool hit = false;
   for (int i = 0; i < q->n_targets && !hit; i++) hit = pattern_matches(q->targets[i], module);
   for (int i = 0; i < q->n_ignore && hit; i++)
@@ -384,6 +388,19 @@ pz_status pz_cfg_parse_quant(const reader *r, const cJSON *outer, pz_quant_confi
     out->kind = PZ_WQ_FP8;
     out->block_rows = (int64_t)a->valuedouble;
     out->block_cols = (int64_t)b->valuedouble;
+    /* The modules left unquantised: transformers' FineGrainedFP8Config "modules_to_not_convert" and vLLM's
+     * fp8 "ignored_layers", both lists of module-name fragments (a module is skipped when one of them is a
+     * substring of its name); kept in out->ignore for pz_quant_applies. */
+    static const char *const skip[] = {"modules_to_not_convert", "ignored_layers"};
+    out->n_ignore = 0;
+    for (int i = 0; i < 2; i++) {
+      char field[64];
+      snprintf(field, sizeof field, "quantization_config.%s", skip[i]);
+      int n = 0;
+      PZ_CHECK(q_patterns(r, cJSON_GetObjectItemCaseSensitive(q, skip[i]), field, out->ignore + out->n_ignore,
+                          PZ_QUANT_MAX_IGNORE - out->n_ignore, &n));
+      out->n_ignore += n;
+    }
     return PZ_OK;
   }
   char got[96];
