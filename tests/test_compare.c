@@ -9,6 +9,8 @@
 #include "prezero.h"
 /* White-box: the report's JSON writer and reader (static functions of the CLI). */
 #include "../tools/cmd_compare.c"
+#include "../tools/compare_report.c"
+#include "../tools/compare_plots.c"
 #include "../tools/cli_ranks.c" /* cmd_compare.c's rank launcher */
 #ifdef PZ_HAVE_CUDA
 #include "backend/cuda/runtime.h"
@@ -52,12 +54,12 @@ static void write_file(const char *name, const char *text) {
 }
 
 /* Two concurrencies. Hand-computed expectations are next to each value in main(). */
-/* compare.md of r as a malloc'ed string (*len its bytes), as write_markdown writes it. */
+/* compare.md of r as a malloc'ed string (*len its bytes), as pz_cmpout_write_markdown writes it. */
 static char *markdown_of(const pz_cmp_result *r, size_t *len) {
   char *m = NULL;
   FILE *f = open_memstream(&m, len);
   if (!f) return NULL;
-  write_markdown(f, r);
+  pz_cmpout_write_markdown(f, r);
   fclose(f);
   return m;
 }
