@@ -7,10 +7,12 @@
 #include "pz_test.h"
 #include "pz_cli_test.h"
 #include "prezero.h"
-/* White-box: the report's JSON writer and reader (static functions of the CLI). */
+/* White-box: the CLI's argument parsers (static functions), its report and its JSON writer and reader. */
 #include "../tools/cmd_compare.c"
 #include "../tools/compare_report.c"
 #include "../tools/compare_plots.c"
+#include "../tools/compare_json.c"
+#include "../tools/compare_out.c"
 #include "../tools/cli_ranks.c" /* cmd_compare.c's rank launcher */
 #ifdef PZ_HAVE_CUDA
 #include "backend/cuda/runtime.h"
@@ -285,10 +287,10 @@ int main(void) {
       CHECK(strstr(out_txt, "ISL 1024:16384 (per request, seeded uniform), OSL 100") != NULL);
       CHECK(strstr(out_txt, "Unequal prompts: request i's ISL is drawn uniformly from [1024, 16384]") != NULL);
       static pz_cmp_result r1, r2;
-      CHECK(from_json(j2, &r1) == NULL && r1.isl == 1024 && r1.isl_max == 16384);
-      cJSON *jj = to_json(&r1);
+      CHECK(pz_cmpout_from_json(j2, &r1) == NULL && r1.isl == 1024 && r1.isl_max == 16384);
+      cJSON *jj = pz_cmpout_to_json(&r1);
       char *text = cJSON_Print(jj);
-      CHECK(text && from_json(text, &r2) == NULL && memcmp(&r1, &r2, sizeof r1) == 0);
+      CHECK(text && pz_cmpout_from_json(text, &r2) == NULL && memcmp(&r1, &r2, sizeof r1) == 0);
       free(text);
       cJSON_Delete(jj);
     }
@@ -297,11 +299,11 @@ int main(void) {
   /* JSON round trip: read -> write -> read gives the same result, field for field. */
   {
     static pz_cmp_result r1, r2;
-    CHECK(from_json(json, &r1) == NULL);
+    CHECK(pz_cmpout_from_json(json, &r1) == NULL);
     CHECK(r1.n_points == 2 && r1.points[1].first_token_mismatch == 19 && r1.points[0].fired[PZ_CMP_O_PROJ] == PZ_CMP_NOT_FIRED);
-    cJSON *j = to_json(&r1);
+    cJSON *j = pz_cmpout_to_json(&r1);
     char *text = cJSON_Print(j);
-    CHECK(text && from_json(text, &r2) == NULL);
+    CHECK(text && pz_cmpout_from_json(text, &r2) == NULL);
     CHECK(memcmp(&r1, &r2, sizeof r1) == 0);
     free(text);
     cJSON_Delete(j);
@@ -311,7 +313,7 @@ int main(void) {
    * of a result equals the report of its compare.json read back (values round-trip exactly). */
   {
     static pz_cmp_result r1, r2;
-    CHECK(from_json(json, &r1) == NULL);
+    CHECK(pz_cmpout_from_json(json, &r1) == NULL);
     r1.baselines = (1u << PZ_CMP_BASE_MEMSET) | (1u << PZ_CMP_BASE_CUBLAS);
     r1.dense_total = 1;
     r1.moe_total = 60;
@@ -336,9 +338,9 @@ int main(void) {
     }
     size_t l1 = 0, l2 = 0;
     char *m1 = markdown_of(&r1, &l1);
-    cJSON *j = to_json(&r1);
+    cJSON *j = pz_cmpout_to_json(&r1);
     char *text = cJSON_Print(j);
-    CHECK(text && from_json(text, &r2) == NULL);
+    CHECK(text && pz_cmpout_from_json(text, &r2) == NULL);
     char *m2 = markdown_of(&r2, &l2);
     CHECK(l1 == l2 && memcmp(m1, m2, l1) == 0);
     /* baselines, conc 4: ON 12.5 + 5.0 + 7.0 + 10.1 + donors 16.3 = 50.90; tuned (OFF) 14 + 6.25 +

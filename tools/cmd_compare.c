@@ -1,16 +1,14 @@
 /* prezero compare: prezero OFF vs ON end to end on the GPU (throughput, TPOT, E2E, per-layer
  * kernel components from CUPTI, bit-identity), written as JSON, markdown and gnuplot plots.
- * --render JSON re-writes the report of a saved run (works without CUDA). */
+ * --render JSON re-writes the report of a saved run (works without CUDA). This file reads the
+ * command line and runs the comparison; the outputs are written by tools/compare_*.c (compare_out.h). */
 #include <errno.h>
-#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <cjson/cJSON.h>
 #include "compare/compare.h"
 #include "cli.h"
 #include "cli_args.h"
@@ -122,259 +120,6 @@ static int parse_conc(const char *v, int *conc, int *n) {
   return 0;
 }
 
-/* ---------------------------------------------------------------- JSON */
-
-/* A number written with 17 significant digits, so reading it back gives the same double and
- * --render reproduces the report byte for byte (cJSON's own printer may keep 15 digits). */
-static cJSON *num17(double v) {
-  char b[40];
-  if (v != v || v > 1e308 || v < -1e308) return cJSON_CreateNull();
-  snprintf(b, sizeof b, "%.17g", v);
-  return cJSON_CreateRaw(b);
-}
-static void add_num(cJSON *o, const char *k, double v) { cJSON_AddItemToObject(o, k, num17(v)); }
-static cJSON *pair_arr(const double *v, int n) {
-  cJSON *a = cJSON_CreateArray();
-  for (int i = 0; a && i < n; i++) cJSON_AddItemToArray(a, num17(v[i]));
-  return a;
-}
-
-static cJSON *to_json(const pz_cmp_result *r) {
-  cJSON *j = cJSON_CreateObject();
-  cJSON_AddStringToObject(j, "model", r->model);
-  cJSON_AddStringToObject(j, "device", r->device);
-  add_num(j, "tp", r->tp);
-  add_num(j, "layers", r->layers);
-  add_num(j, "layers_total", r->layers_total);
-  add_num(j, "dense_total", r->dense_total);
-  add_num(j, "moe_total", r->moe_total);
-  cJSON_AddStringToObject(j, "experts", r->experts);
-  add_num(j, "moe_layer_bytes", r->moe_layer_bytes);
-  add_num(j, "fixed_bytes", r->fixed_bytes);
-  add_num(j, "budget_bytes", r->budget_bytes);
-  if (r->baselines) {
-    cJSON *bl = cJSON_AddArrayToObject(j, "baselines");
-    for (int b = 1; b < PZ_CMP_N_BASE; b++)
-      if (r->baselines & (1u << b)) cJSON_AddItemToArray(bl, cJSON_CreateString(pz_cmp_base_name(b)));
-  }
-  cJSON_AddBoolToObject(j, "layers_auto", r->layers_auto);
-  add_num(j, "isl", r->isl);
-  if (r->isl_max > r->isl) add_num(j, "isl_max", r->isl_max);
-  add_num(j, "osl", r->osl);
-  add_num(j, "rounds", r->rounds);
-  add_num(j, "seed", (double)r->seed);
-  cJSON_AddStringToObject(j, "determinism", r->determinism);
-  cJSON_AddStringToObject(j, "notes", r->notes);
-  cJSON_AddStringToObject(j, "command", r->command);
-  cJSON_AddStringToObject(j, "date", r->date);
-  cJSON_AddStringToObject(j, "units", "tput: output tokens/s per GPU; tpot: ms; e2e: s per request (osl decode "
-                                      "steps, no prefill); components: µs per layer (CUPTI, rank 0)");
-  cJSON *pts = cJSON_AddArrayToObject(j, "points");
-  for (int i = 0; i < r->n_points; i++) {
-    const pz_cmp_point *p = &r->points[i];
-    cJSON *o = cJSON_CreateObject();
-    add_num(o, "conc", p->conc);
-    add_num(o, "batch", p->batch);
-    {
-      double sv, sr, sa; /* derived (the report's "share of the step" table); not read back */
-      pz_cmpout_step_share(r, p, &sv, &sr, &sa);
-      add_num(o, "saving_per_layer_us", sv);
-      add_num(o, "share_of_step_run", sr);
-      add_num(o, "share_of_step_all_layers", sa);
-    }
-    add_num(o, "tput_on", p->tput_on);
-    add_num(o, "tput_off", p->tput_off);
-    add_num(o, "tpot_on_ms", p->tpot_on_ms);
-    add_num(o, "tpot_off_ms", p->tpot_off_ms);
-    add_num(o, "e2e_on_s", p->e2e_on_s);
-    add_num(o, "e2e_off_s", p->e2e_off_s);
-    cJSON_AddItemToObject(o, "tpot_on_rounds_ms", pair_arr(p->tpot_on_rounds_ms, p->rounds));
-    cJSON_AddItemToObject(o, "tpot_off_rounds_ms", pair_arr(p->tpot_off_rounds_ms, p->rounds));
-    cJSON_AddBoolToObject(o, "profiled", p->profiled);
-    cJSON *comp = cJSON_AddObjectToObject(o, "components_us_per_layer");
-    for (int c = 0; c < PZ_CMP_N_COMP; c++) {
-      cJSON *x = cJSON_AddObjectToObject(comp, pz_cmp_comp_name((pz_cmp_comp)c));
-      add_num(x, "on", p->comp_on_us[c]);
-      add_num(x, "off", p->comp_off_us[c]);
-      if (c <= PZ_CMP_LAST_CONSUMER)
-        cJSON_AddStringToObject(x, "fired", p->fired[c] == PZ_CMP_FIRED ? "yes" : p->fired[c] == PZ_CMP_NOT_FIRED ? "n/f" : "n/a");
-      cJSON_AddBoolToObject(x, "kernels_changed", p->kernels_changed[c]);
-    }
-    cJSON_AddItemToObject(o, "dense_layer_us", pair_arr(p->dense_layer_us, 2));
-    cJSON_AddItemToObject(o, "moe_layer_us", pair_arr(p->moe_layer_us, 2));
-    add_num(o, "n_dense_run", p->n_dense_run);
-    add_num(o, "n_moe_run", p->n_moe_run);
-    if (r->baselines) {
-      cJSON *bj = cJSON_AddObjectToObject(o, "baselines_us_per_layer");
-      for (int b = 0; b < PZ_CMP_N_BASE; b++) {
-        if (b != PZ_CMP_BASE_TUNED && !(r->baselines & (1u << b))) continue;
-        cJSON *x = cJSON_AddObjectToObject(bj, pz_cmp_base_name(b));
-        for (int c = 0; c < PZ_CMP_N_COMP; c++) add_num(x, pz_cmp_comp_name((pz_cmp_comp)c), p->base_us[b][c]);
-      }
-    }
-    cJSON_AddBoolToObject(o, "tokens_identical", p->tokens_identical);
-    add_num(o, "first_token_mismatch", (double)p->first_token_mismatch);
-    cJSON_AddBoolToObject(o, "logits_identical", p->logits_identical);
-    add_num(o, "logits_max_abs_diff", p->logits_max_abs_diff);
-    add_num(o, "logits_off_spread", p->logits_off_spread);
-    cJSON_AddItemToArray(pts, o);
-  }
-  return j;
-}
-
-static double num(const cJSON *o, const char *k, double dflt) {
-  const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
-  return cJSON_IsNumber(x) ? x->valuedouble : dflt;
-}
-static bool boolean(const cJSON *o, const char *k) { return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, k)); }
-static void str(const cJSON *o, const char *k, char *dst, size_t cap) {
-  const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
-  snprintf(dst, cap, "%s", cJSON_IsString(x) ? x->valuestring : "");
-}
-
-/* Reads a compare.json; returns a one-line reason on failure (NULL when fine). */
-static const char *from_json(const char *text, pz_cmp_result *r) {
-  memset(r, 0, sizeof *r);
-  cJSON *j = cJSON_Parse(text);
-  if (!j || !cJSON_IsObject(j)) { cJSON_Delete(j); return "is not a JSON object"; }
-  const cJSON *pts = cJSON_GetObjectItemCaseSensitive(j, "points");
-  if (!cJSON_IsArray(pts) || !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(j, "tp"))) {
-    cJSON_Delete(j);
-    return "has no 'tp' number or 'points' array (not a compare.json)";
-  }
-  str(j, "model", r->model, sizeof r->model);
-  str(j, "device", r->device, sizeof r->device);
-  str(j, "determinism", r->determinism, sizeof r->determinism);
-  str(j, "notes", r->notes, sizeof r->notes);
-  str(j, "command", r->command, sizeof r->command);
-  str(j, "date", r->date, sizeof r->date);
-  r->tp = (int)num(j, "tp", 1);
-  r->layers = (int)num(j, "layers", 0);
-  r->layers_total = (int)num(j, "layers_total", 0);
-  r->dense_total = (int)num(j, "dense_total", 0);
-  r->moe_total = (int)num(j, "moe_total", 0);
-  str(j, "experts", r->experts, sizeof r->experts);
-  r->moe_layer_bytes = num(j, "moe_layer_bytes", 0);
-  r->fixed_bytes = num(j, "fixed_bytes", 0);
-  r->budget_bytes = num(j, "budget_bytes", 0);
-  {
-    const cJSON *bl = cJSON_GetObjectItemCaseSensitive(j, "baselines"), *x;
-    cJSON_ArrayForEach(x, bl)
-      for (int b = 1; b < PZ_CMP_N_BASE; b++)
-        if (cJSON_IsString(x) && !strcmp(x->valuestring, pz_cmp_base_name(b))) r->baselines |= 1u << b;
-  }
-  r->layers_auto = boolean(j, "layers_auto");
-  r->isl = (int)num(j, "isl", 0);
-  r->isl_max = (int)num(j, "isl_max", 0);
-  r->osl = (int)num(j, "osl", 0);
-  r->rounds = (int)num(j, "rounds", 1);
-  r->seed = (uint64_t)num(j, "seed", 0);
-  const cJSON *o;
-  cJSON_ArrayForEach(o, pts) {
-    if (r->n_points == PZ_CMP_MAX_CONC) break;
-    pz_cmp_point *p = &r->points[r->n_points++];
-    p->conc = (int)num(o, "conc", 0);
-    p->batch = (int)num(o, "batch", p->conc);
-    if (p->conc < 1) { cJSON_Delete(j); return "has a point without a positive 'conc'"; }
-    p->tput_on = num(o, "tput_on", 0);
-    p->tput_off = num(o, "tput_off", 0);
-    p->tpot_on_ms = num(o, "tpot_on_ms", 0);
-    p->tpot_off_ms = num(o, "tpot_off_ms", 0);
-    p->e2e_on_s = num(o, "e2e_on_s", 0);
-    p->e2e_off_s = num(o, "e2e_off_s", 0);
-    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "tpot_off_rounds_ms"), *b = cJSON_GetObjectItemCaseSensitive(o, "tpot_on_rounds_ms");
-    p->rounds = 0;
-    for (int i = 0; i < PZ_CMP_MAX_ROUNDS && i < cJSON_GetArraySize(a); i++) {
-      p->tpot_off_rounds_ms[i] = cJSON_GetArrayItem(a, i)->valuedouble;
-      const cJSON *bi = cJSON_GetArrayItem(b, i);
-      p->tpot_on_rounds_ms[i] = bi ? bi->valuedouble : 0;
-      p->rounds = i + 1;
-    }
-    p->profiled = boolean(o, "profiled");
-    const cJSON *comp = cJSON_GetObjectItemCaseSensitive(o, "components_us_per_layer");
-    for (int c = 0; c < PZ_CMP_N_COMP; c++) {
-      const cJSON *x = cJSON_GetObjectItemCaseSensitive(comp, pz_cmp_comp_name((pz_cmp_comp)c));
-      p->comp_on_us[c] = num(x, "on", -1);
-      p->comp_off_us[c] = num(x, "off", -1);
-      p->kernels_changed[c] = boolean(x, "kernels_changed");
-      char fired[8];
-      str(x, "fired", fired, sizeof fired);
-      p->fired[c] = !strcmp(fired, "yes") ? PZ_CMP_FIRED : !strcmp(fired, "n/f") ? PZ_CMP_NOT_FIRED : PZ_CMP_NA;
-    }
-    {
-      const cJSON *bj = cJSON_GetObjectItemCaseSensitive(o, "baselines_us_per_layer");
-      for (int b = 0; b < PZ_CMP_N_BASE; b++) {
-        const cJSON *x = cJSON_GetObjectItemCaseSensitive(bj, pz_cmp_base_name(b));
-        for (int c = 0; c < PZ_CMP_N_COMP; c++) p->base_us[b][c] = num(x, pz_cmp_comp_name((pz_cmp_comp)c), -1);
-      }
-    }
-    {
-      const cJSON *d = cJSON_GetObjectItemCaseSensitive(o, "dense_layer_us"), *mo = cJSON_GetObjectItemCaseSensitive(o, "moe_layer_us");
-      for (int k = 0; k < 2; k++) {
-        const cJSON *x = cJSON_GetArrayItem(d, k), *y = cJSON_GetArrayItem(mo, k);
-        p->dense_layer_us[k] = cJSON_IsNumber(x) ? x->valuedouble : -1;
-        p->moe_layer_us[k] = cJSON_IsNumber(y) ? y->valuedouble : -1;
-      }
-      p->n_dense_run = (int)num(o, "n_dense_run", 0);
-      p->n_moe_run = (int)num(o, "n_moe_run", 0);
-    }
-    p->tokens_identical = boolean(o, "tokens_identical");
-    p->first_token_mismatch = (int64_t)num(o, "first_token_mismatch", -1);
-    p->logits_identical = boolean(o, "logits_identical");
-    p->logits_max_abs_diff = num(o, "logits_max_abs_diff", 0);
-    p->logits_off_spread = num(o, "logits_off_spread", -1);
-  }
-  cJSON_Delete(j);
-  return NULL;
-}
-
-/* Writes compare.json (unless from a render), compare.md and the plots into dir; prints the
- * markdown on stdout. */
-static int write_outputs(const char *dir, const pz_cmp_result *r, bool json, const char *json_src) {
-  char p[1200];
-  if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-    fprintf(stderr, "prezero compare: cannot create --out folder '%s': %s; give a writable folder\n", dir, strerror(errno));
-    return 1;
-  }
-  if (json) {
-    cJSON *j = to_json(r);
-    char *text = j ? cJSON_Print(j) : NULL;
-    snprintf(p, sizeof p, "%s/compare.json", dir);
-    FILE *f = text ? fopen(p, "w") : NULL;
-    if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
-      fprintf(stderr, "prezero compare: cannot write '%s'; give a writable --out folder\n", p);
-      free(text);
-      cJSON_Delete(j);
-      return 1;
-    }
-    free(text);
-    cJSON_Delete(j);
-  }
-  snprintf(p, sizeof p, "%s/compare.md", dir);
-  FILE *f = fopen(p, "w");
-  if (!f) {
-    fprintf(stderr, "prezero compare: cannot write '%s'; give a writable --out folder\n", p);
-    return 1;
-  }
-  pz_cmpout_write_markdown(f, r);
-  fclose(f);
-  pz_cmpout_write_markdown(stdout, r);
-  bool rendered = false;
-  char src[1200];
-  if (json) snprintf(src, sizeof src, "%s/compare.json", dir);
-  else snprintf(src, sizeof src, "%s", json_src);
-  if (pz_cmpout_write_plots(dir, r, src, &rendered) != 0) {
-    fprintf(stderr, "prezero compare: cannot write the plot files in '%s'; give a writable --out folder\n", dir);
-    return 1;
-  }
-  const char *js = json ? "compare.json," : "";
-  if (rendered) fprintf(stderr, "prezero compare: wrote %s/{%scompare.md,throughput.png,components.png}\n", dir, js);
-  else fprintf(stderr, "prezero compare: wrote %s/{%scompare.md,*.dat,plots.gp}; neither gnuplot nor python3 with "
-               "matplotlib rendered the PNGs: install gnuplot, or matplotlib and 'python3 %s %s %s'\n", dir, js,
-               pz_cmpout_plot_script(), src, dir);
-  return 0;
-}
-
 /* --baseline LIST: names of pz_cmp_base, comma-separated, into a bit set. */
 static int parse_baselines(const char *v, unsigned *out) {
   unsigned m = 0;
@@ -399,46 +144,6 @@ static int parse_baselines(const char *v, unsigned *out) {
   if (!m) return fail_line("--baseline is empty", "e.g. --baseline inkernel,memset,serial,cublas");
   *out = m;
   return 0;
-}
-
-static int render(const char *json_path, const char *dir) {
-  struct stat sb; /* a directory opens, then reads as "out of memory": say what it is */
-  if (stat(json_path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-    char cj[4096];
-    snprintf(cj, sizeof cj, "%s/compare.json", json_path);
-    int has = stat(cj, &sb) == 0 && S_ISREG(sb.st_mode);
-    fprintf(stderr, "prezero compare: --render %s is a directory; give the path of a compare.json%s%s\n", json_path,
-            has ? ", e.g. --render " : "", has ? cj : "");
-    return PZ_CLI_EXIT_ERROR;
-  }
-  if (stat(json_path, &sb) == 0 && !S_ISREG(sb.st_mode)) { /* a FIFO would block the open below */
-    fprintf(stderr, "prezero compare: --render %s is not a regular file; give the path of a compare.json\n", json_path);
-    return PZ_CLI_EXIT_ERROR;
-  }
-  FILE *f = fopen(json_path, "rb");
-  if (!f) {
-    fprintf(stderr, "prezero compare: cannot read '%s': %s; give the path of a compare.json\n", json_path, strerror(errno));
-    return PZ_CLI_EXIT_ERROR;
-  }
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *text = malloc((size_t)(n > 0 ? n : 0) + 1);
-  size_t got = text ? fread(text, 1, (size_t)(n > 0 ? n : 0), f) : 0;
-  fclose(f);
-  if (!text) { fail_line("out of memory reading the JSON", "free some memory"); return PZ_CLI_EXIT_ERROR; }
-  text[got] = 0;
-  pz_cmp_result *r = malloc(sizeof *r);
-  const char *why = r ? from_json(text, r) : "could not be read (out of memory)";
-  free(text);
-  if (why) {
-    fprintf(stderr, "prezero compare: '%s' %s; give a compare.json written by 'prezero compare'\n", json_path, why);
-    free(r);
-    return 1;
-  }
-  int rc = write_outputs(dir, r, false, json_path);
-  free(r);
-  return rc;
 }
 
 #ifdef PZ_HAVE_CUDA
@@ -520,7 +225,7 @@ int pz_cmd_compare(int argc, char **argv) {
       o.seed = s;
     }
   }
-  if (render_path) return render(render_path, out);
+  if (render_path) return pz_cmpout_render(render_path, out);
   /* One process per rank: --procs N, or --rank/--world/--id-file together. */
   const bool sep = rank >= 0 || world || id_file;
   if (pz_cli_ranks_form("compare", procs != 0, sep, rank, world, id_file)) return 2;
@@ -622,11 +327,11 @@ int pz_cmd_compare(int argc, char **argv) {
     const char *msg = pz_last_error();
     if (strstr(msg, "; ")) fprintf(stderr, "prezero compare: %s\n", msg);
     else fprintf(stderr, "prezero compare: %s; see 'prezero compare --help'\n", msg);
-    if (r->n_points > 0 && reports) write_outputs(out, r, true, NULL); /* the concurrencies that completed */
+    if (r->n_points > 0 && reports) pz_cmpout_write_outputs(out, r, true, NULL); /* the concurrencies that completed */
     free(r);
     return 1;
   }
-  int rc = reports ? write_outputs(out, r, true, NULL) : 0;
+  int rc = reports ? pz_cmpout_write_outputs(out, r, true, NULL) : 0;
   free(r);
   return rc;
 #endif

@@ -1,6 +1,8 @@
 /* The outputs of `prezero compare` (tools/cmd_compare.c), from a pz_cmp_result (compare/compare.h):
  *   compare_report.c  the markdown report (compare.md, and the same text on stdout)
  *   compare_plots.c   the gnuplot data and script, and the PNGs rendered from them
+ *   compare_json.c    compare.json: writing it and reading a saved one back
+ *   compare_out.c     the --out folder that holds all of them, and --render of a saved compare.json
  * Units, as in the JSON's "units" field: throughput in output tokens/s per GPU, TPOT in ms, E2E in s
  * per request (the osl decode steps, no prefill), kernel components in µs per layer (CUPTI, rank 0). */
 #ifndef PZ_TOOLS_COMPARE_OUT_H
@@ -40,5 +42,31 @@ const char *pz_cmpout_plot_script(void);
  * Returns 0, or 1 when a .dat or .gp file cannot be opened (prints nothing; a failed rendering is
  * not an error). */
 int pz_cmpout_write_plots(const char *dir, const pz_cmp_result *r, const char *json_src, bool *rendered);
+
+struct cJSON;
+/* compare.json of r as a cJSON tree (free it with cJSON_Delete; NULL when its root cannot be
+ * allocated). Numbers
+ * carry 17 significant digits, so pz_cmpout_from_json reads back the same doubles and the report of
+ * the read-back result is byte for byte the same; NAN and infinities become null. Also holds derived
+ * per-point fields (saving_per_layer_us, share_of_step_*: pz_cmpout_step_share) not read back. */
+struct cJSON *pz_cmpout_to_json(const pz_cmp_result *r);
+
+/* Parses the text of a compare.json into *r (zeroed first; missing fields take their defaults, at
+ * most PZ_CMP_MAX_CONC points and PZ_CMP_MAX_ROUNDS rounds are read). Returns NULL on success, else a
+ * static one-line reason to follow the file's name ("is not a JSON object", ...); prints nothing. */
+const char *pz_cmpout_from_json(const char *text, pz_cmp_result *r);
+
+/* Writes into dir (created if missing, its parent must exist): compare.json when json is true,
+ * compare.md, and the plot files (pz_cmpout_write_plots: PNGs from dir/compare.json, else from
+ * json_src). Prints the markdown on stdout and one line on stderr naming what was written (or how to
+ * render the PNGs). Returns 0, or 1 after one line "prezero compare: ...; ..." on stderr when dir
+ * cannot be created or a file cannot be written. */
+int pz_cmpout_write_outputs(const char *dir, const pz_cmp_result *r, bool json, const char *json_src);
+
+/* --render: reads the compare.json at json_path and writes its report and plots into dir as
+ * pz_cmpout_write_outputs(dir, r, false, json_path) does (no compare.json). Returns 0, or 1
+ * (PZ_CLI_EXIT_ERROR) after one line on stderr when json_path is a directory, not a regular file,
+ * unreadable or not a compare.json, or when the outputs cannot be written. */
+int pz_cmpout_render(const char *json_path, const char *dir);
 
 #endif
