@@ -13,6 +13,7 @@
 #include "../tools/compare_plots.c"
 #include "../tools/compare_json.c"
 #include "../tools/compare_out.c"
+#include "../tools/bench_common.c" /* pz_bench_md_rule */
 #include "../tools/cli_ranks.c" /* cmd_compare.c's rank launcher */
 #ifdef PZ_HAVE_CUDA
 #include "backend/cuda/runtime.h"

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include "bench_common.h"
 #include "compare_out.h"
 
 static double pct(double on, double off) { return off != 0 ? 100.0 * (on - off) / off : 0.0; }
@@ -217,7 +218,7 @@ static void write_layer_summary(FILE *f, const pz_cmp_result *r) {
   fprintf(f, "| conc | MoE layer OFF / ON µs | dense layer OFF / ON µs | saving per layer µs | share of a MoE layer | "
              "TPOT OFF ms (%d layers run) | share of the step, layers run | share of a %d-layer step |\n",
           r->layers, all);
-  fprintf(f, "|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  pz_bench_md_rule(f, 8, 1);
   for (int i = 0; i < r->n_points; i++) {
     const pz_cmp_point *p = &r->points[i];
     double sv, sr, sa;
@@ -257,7 +258,7 @@ void pz_cmpout_write_markdown(FILE *f, const pz_cmp_result *r) {
              "steps of one request (no prefill); tokens/s per GPU = conc x OSL / decode time / TP. Medians over the\n"
              "rounds; 'OFF spread' = (max - min) / median of OFF's rounds, the run's own noise.\n\n");
   fprintf(f, "| conc | tok/s/GPU ON | OFF | Δ%% | TPOT ON ms | OFF | Δ%% | E2E ON s | OFF | Δ%% | OFF spread %% |\n");
-  fprintf(f, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  pz_bench_md_rule(f, 11, 1);
   for (int i = 0; i < r->n_points; i++) {
     const pz_cmp_point *p = &r->points[i];
     const char *nz = is_noise(p) ? " (noise)" : "";
