@@ -23,7 +23,9 @@ int pz_cmpout_write_outputs(const char *dir, const pz_cmp_result *r, bool json, 
     char *text = j ? cJSON_Print(j) : NULL;
     snprintf(p, sizeof p, "%s/compare.json", dir);
     FILE *f = text ? fopen(p, "w") : NULL;
-    if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
+    bool ok = f && fputs(text, f) >= 0;
+    if (f && fclose(f) != 0) ok = false; /* closed on every path, a failed write included */
+    if (!ok) {
       fprintf(stderr, "prezero compare: cannot write '%s'; give a writable --out folder\n", p);
       free(text);
       cJSON_Delete(j);
@@ -39,7 +41,11 @@ int pz_cmpout_write_outputs(const char *dir, const pz_cmp_result *r, bool json, 
     return 1;
   }
   pz_cmpout_write_markdown(f, r);
-  fclose(f);
+  const bool md_ok = !ferror(f);
+  if (fclose(f) != 0 || !md_ok) {
+    fprintf(stderr, "prezero compare: cannot write '%s' (disk full?); give a writable --out folder\n", p);
+    return 1;
+  }
   pz_cmpout_write_markdown(stdout, r);
   bool rendered = false;
   char src[1200];
