@@ -1,5 +1,5 @@
 /* Golden test against an independent implementation: the checkpoints under tests/data/golden/
- * {deepseek_v3, deepseek_v2_lite, deepseek_v3_fp8, moonlight, deepseek_v2} (written by tools/make_golden.py with Hugging Face transformers, float32, eager attention)
+ * {deepseek_v3, deepseek_v2_lite, deepseek_v3_fp8, moonlight, deepseek_v2, deepseek_v3_int4} (written by tools/make_golden.py with Hugging Face transformers, float32, eager attention)
  * must give the same greedy tokens and last-step logits within the file's logits_atol, at TP 1,
  * 2 and 4, batched (prompts of different lengths side by side) and one prompt at a time, with the
  * prezero pass off and on, through the library and the CLI. A negative control shows the tolerance catches a RoPE detail. */
@@ -117,8 +117,11 @@ int main(void) {
   if (env) snprintf(root, sizeof root, "%s", env);
   else PZ_TEST_PATH(root, "data/golden");
   /* moonlight: deepseek_v3 without q LoRA (Moonlight-16B-A3B); deepseek_v2: q LoRA with
-   * group_limited_greedy routing, routed_scaling_factor and YaRN mscale 0.707 (DeepSeek-V2 / V2.5). */
-  static const char *models[] = {"deepseek_v3", "deepseek_v2_lite", "deepseek_v3_fp8", "moonlight", "deepseek_v2"};
+   * group_limited_greedy routing, routed_scaling_factor and YaRN mscale 0.707 (DeepSeek-V2 / V2.5);
+   * deepseek_v3_int4: routed experts pack-quantized INT4 by the compressed-tensors package (Kimi-K2's
+   * targets / ignore), against transformers on the weights compressed-tensors decompresses. */
+  static const char *models[] = {"deepseek_v3", "deepseek_v2_lite", "deepseek_v3_fp8", "moonlight", "deepseek_v2",
+                                 "deepseek_v3_int4"};
   static golden g;
   for (int i = 0; i < (int)(sizeof models / sizeof models[0]); i++) {
     char d[700];

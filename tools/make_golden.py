@@ -10,7 +10,8 @@ no torch, only this script does:
     /tmp/venv/bin/python tools/make_golden.py [--out tests/data/golden] [--only NAME ...]
 
 Models: deepseek_v3 (q LoRA, noaux_tc, YaRN; index + 2 shards), deepseek_v2_lite (q_proj, greedy),
-deepseek_v3_fp8 (as deepseek_v3, FP8 16x16 blocks), moonlight (deepseek_v3 without q LoRA, Moonlight-16B-A3B)
+deepseek_v3_fp8 (as deepseek_v3, FP8 16x16 blocks), deepseek_v3_int4 (2 layers, routed experts
+compressed-tensors pack-quantized INT4 made by the compressed-tensors package), moonlight (deepseek_v3 without q LoRA, Moonlight-16B-A3B)
 and deepseek_v2 (q LoRA, group_limited_greedy, routed_scaling_factor 16, YaRN mscale 0.707: DeepSeek-V2 / V2.5).
 
 Why the comparison is meaningful and what tolerance it allows:
@@ -83,6 +84,10 @@ V2 = dict(
     rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32, "beta_fast": 32,
                   "beta_slow": 1, "mscale": 0.707, "mscale_all_dim": 0.707},
 )
+
+# DeepSeek-V3 / Kimi-K2 with INT4 routed experts: two layers (dense, MoE) to keep the files small;
+# moe_intermediate_size 128 so that TP 4 keeps whole groups of 32.
+V3_INT4 = dict(V3, num_hidden_layers=2, moe_intermediate_size=128)
 
 
 def hf_model(cfg):
@@ -175,6 +180,65 @@ def fp8_quantise(w, block):
     return q, scale
 
 
+def to_int4(tensors, model):
+    """Routed experts as compressed-tensors pack-quantized INT4 (symmetric, group 32), written by the
+    compressed-tensors package itself: the published tensors become a module tree (every *_proj and
+    lm_head a Linear), its QuantizationConfig is applied with Kimi-K2's targets / ignore (only the routed
+    experts' Linear modules), each group's scale comes from its calculate_qparams, and ModelCompressor
+    compresses and writes the quantization_config. The HF model gets the values compressed-tensors
+    decompresses, so both sides hold the same weights. Returns (tensors, compressor)."""
+    import torch.nn as nn
+    from compressed_tensors.compressors import ModelCompressor
+    from compressed_tensors.quantization import (QuantizationArgs, QuantizationConfig, QuantizationScheme,
+                                                 apply_quantization_config)
+    from compressed_tensors.quantization.utils import calculate_qparams
+    root = nn.Module()
+    for k, v in tensors.items():
+        parts = k.split(".")
+        lin = v.dim() == 2 and (k.endswith("_proj.weight") or k == "lm_head.weight")
+        m = root
+        for p in parts[:-2] if lin else parts[:-1]:
+            if not hasattr(m, p):
+                m.add_module(p, nn.Module())
+            m = getattr(m, p)
+        if lin:
+            mod = nn.Linear(v.shape[1], v.shape[0], bias=False, dtype=v.dtype)
+            mod.weight.data.copy_(v)
+            m.add_module(parts[-2], mod)
+        else:
+            m.register_parameter(parts[-1], nn.Parameter(v.clone(), requires_grad=False))
+    args = QuantizationArgs(num_bits=4, type="int", symmetric=True, strategy="group", group_size=32)
+    qc = QuantizationConfig(config_groups={"group_0": QuantizationScheme(targets=["Linear"], weights=args)},
+                            ignore=["lm_head", "re:.*self_attn.*", "re:.*shared_experts.*",
+                                    "re:.*mlp\\.(gate|up|down)_proj.*"], format="pack-quantized")
+    apply_quantization_config(root, qc)
+    for _, m in root.named_modules():
+        if hasattr(m, "weight_scale"):
+            g = m.weight.data.float().view(m.weight.shape[0], -1, 32)
+            scale, _ = calculate_qparams(g.amin(dim=2), g.amax(dim=2), args)
+            m.weight_scale.data.copy_(scale.to(m.weight_scale.dtype))
+    comp = ModelCompressor.from_pretrained_model(root, quantization_format="pack-quantized")
+    comp.compress_model(root)
+    out = {k: v.contiguous() for k, v in root.state_dict().items()}
+    assert any(k.endswith("experts.0.gate_proj.weight_packed") for k in out)
+    comp.decompress_model(root)
+    deq = root.state_dict()
+    sd = model.state_dict()
+    for k in sd:
+        if k.endswith("mlp.experts.gate_up_proj"):
+            pre = k[: -len("gate_up_proj")]
+            inter = sd[k].shape[1] // 2
+            for e in range(sd[k].shape[0]):
+                sd[k][e, :inter] = deq[f"{pre}{e}.gate_proj.weight"].float()
+                sd[k][e, inter:] = deq[f"{pre}{e}.up_proj.weight"].float()
+        elif k.endswith("mlp.experts.down_proj"):
+            pre = k[: -len("down_proj")]
+            for e in range(sd[k].shape[0]):
+                sd[k][e] = deq[f"{pre}{e}.down_proj.weight"].float()
+    model.load_state_dict(sd, strict=True)
+    return out, comp
+
+
 def dequant(q, scale, block):
     r, c = q.shape
     s = scale.repeat_interleave(block, 0)[:r].repeat_interleave(block, 1)[:, :c]
@@ -258,7 +322,7 @@ def save(out_dir, cfg, tensors, shards, extra_cfg=None):
         json.dump({"metadata": {"total_size": total}, "weight_map": wm}, f, indent=2)
 
 
-def make(name, cfg, out_root, seed, shards=1, fp8_block=0):
+def make(name, cfg, out_root, seed, shards=1, fp8_block=0, int4=False):
     model = hf_model(cfg)
     fill_weights(model, cfg, seed)
     tensors = published_tensors(model, cfg)
@@ -267,6 +331,9 @@ def make(name, cfg, out_root, seed, shards=1, fp8_block=0):
         tensors = to_fp8(tensors, model, fp8_block)
         extra = {"quantization_config": {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
                                          "weight_block_size": [fp8_block, fp8_block]}}
+    comp = None
+    if int4:
+        tensors, comp = to_int4(tensors, model)
     rng = np.random.default_rng(seed)
     prompts, tokens, logits, margins = [], [], [], []
     tries = 0
@@ -283,6 +350,8 @@ def make(name, cfg, out_root, seed, shards=1, fp8_block=0):
         margins.append(mg)
     out_dir = os.path.join(out_root, name)
     save(out_dir, cfg, tensors, shards, extra)
+    if comp is not None:
+        comp.update_config(out_dir)  # the quantization_config, as llm-compressor writes it
     np.concatenate(logits).tofile(os.path.join(out_dir, "logits.f32"))
     # The bf16 activation roundings prezero makes perturb each logit by about 2^-8 relative per
     # rounding point; bound it by the logit scale (measured: see the C test's printout).
@@ -309,7 +378,7 @@ def main():
     a = ap.parse_args()
     models = [("deepseek_v3", V3, dict(seed=1, shards=2)), ("deepseek_v2_lite", V2_LITE, dict(seed=2)),
               ("deepseek_v3_fp8", V3, dict(seed=3, fp8_block=16)), ("moonlight", MOONLIGHT, dict(seed=4)),
-              ("deepseek_v2", V2, dict(seed=5))]
+              ("deepseek_v2", V2, dict(seed=5)), ("deepseek_v3_int4", V3_INT4, dict(seed=6, int4=True))]
     for name, cfg, kw in models:
         if not a.only or name in a.only:
             make(name, cfg, a.out, **kw)
