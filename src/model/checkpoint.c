@@ -1,6 +1,7 @@
 /* Checkpoint directory loader (checkpoint.h): shard table, name mapping of the DeepSeek family
  * and the GQA layouts, fuse / split / shard plans, dtype conversion and the load progress bar. */
 #include "model/checkpoint.h"
+#include "model/checkpoint_impl.h"
 #include "core/json_tail.h"
 #include "core/options.h"
 #include <cjson/cJSON.h>
@@ -18,59 +19,6 @@
 #include "core/dtype.h"
 #include "core/fp8.h"
 #include "core/quant.h"
-
-/* How a graph weight's full (unsharded) rows come from checkpoint tensors. */
-typedef enum {
-  PLAN_NONE = 0, PLAN_PLAIN, PLAN_CONCAT_ROWS, PLAN_EXPERTS, PLAN_EXPERTS_FUSED, PLAN_KVB_UK, PLAN_KVB_UV,
-  PLAN_QKV,      /* GQA qkv_proj weight / bias: this rank's q rows | k rows | v rows of 3 sources */
-  PLAN_GATE_UP   /* GQA dense gate_up_proj: this rank's gate rows | up rows of 2 sources */
-} plan_kind;
-
-/* A 2-D view of one checkpoint tensor (1-D: one row). */
-typedef struct src {
-  const pz_st_tensor *w;
-  const float *scale;          /* F8_E4M3: f32 [ceil(rows/bm), scols], owned (aligned copy) */
-  int64_t rows, cols, scols;
-  const pz_st_tensor *qscale;  /* INT4 weight_packed read as values (dequantised at load): its
-                                  weight_scale bf16 [rows, cols/group]; rows/cols are the values' */
-  int64_t group;
-  bool raw;                    /* copied as stored (packed INT4 words, e4m3 bytes into u8) */
-} src;
-
-typedef struct plan {
-  plan_kind kind;
-  int n_src;
-  src *s;                      /* n_src sources */
-  int64_t split;               /* CONCAT_ROWS: rows of source 0; KVB: nope + v (rows per head);
-                                  EXPERTS_FUSED: rows per expert in the source */
-  int64_t nope;                /* KVB: qk_nope_head_dim; EXPERTS_FUSED: first row of this
-                                  projection inside an expert's rows */
-  /* PLAN_QKV: rows per rank of q (heads*d) and of k / v (kvh*d), and how many ranks share one
-   * kv head (1 when the kv heads are sharded; TP / num_key_value_heads when replicated): rank r's
-   * q rows start at r*q_rows, its k / v rows at (r / kv_ranks) * kv_rows. PLAN_GATE_UP: q_rows =
-   * intermediate rows per rank (I / TP). */
-  int64_t q_rows, kv_rows, kv_ranks;
-} plan;
-
-struct pz_checkpoint {
-  char *dir;
-  pz_st_file **files;
-  int n_files;
-  const pz_st_tensor **table;  /* every tensor of every shard, sorted by name */
-  int n;
-  int64_t bm, bn;              /* FP8 block size */
-  char prefix[32];             /* "" or "language_model." (Kimi-K2.5): put before every Hugging Face name */
-  bool lm_inner;               /* names "model.X" stored as "model.language_model.X" (transformers' newer
-                                * multimodal layout); lm_head.weight stays where it is */
-  bool tie_word_embeddings;
-  plan *plans;                 /* by graph tensor id */
-  int n_plans, tp;
-  /* progress */
-  int64_t total_bytes, done_bytes;
-  double t0, last_print;
-  int progress;                /* -1 unknown, 0 off, 1 on */
-  bool tty, printed;
-};
 
 static double now_s(void) {
   struct timespec ts;
@@ -294,7 +242,7 @@ pz_status pz_checkpoint_open(const char *dir, pz_checkpoint **out) {
   return PZ_OK;
 }
 
-static void free_plans(pz_checkpoint *ck) {
+void pz_ck_free_plans(pz_checkpoint *ck) {
   for (int i = 0; i < ck->n_plans; i++) {
     for (int k = 0; ck->plans[i].s && k < ck->plans[i].n_src; k++) free((void *)ck->plans[i].s[k].scale);
     free(ck->plans[i].s);
@@ -307,7 +255,7 @@ static void free_plans(pz_checkpoint *ck) {
 void pz_checkpoint_close(pz_checkpoint *ck) {
   if (!ck) return;
   if (ck->printed) fputc('\n', stderr);
-  free_plans(ck);
+  pz_ck_free_plans(ck);
   for (int i = 0; i < ck->n_files; i++) pz_st_close(ck->files[i]);
   free(ck->files);
   free(ck->table);
@@ -383,8 +331,6 @@ static pz_status get_int4_values(pz_checkpoint *ck, const char *name, const char
   s->group = want[1] / sc->shape[1];
   return PZ_OK;
 }
-
-static float f16_to_f32(uint16_t h);
 
 /* Finds `name`, checks its shape == want[nd] and its dtype, and fills a source view. dst_dtype
  * i32 (packed INT4 words) and u8 (e4m3 bytes) take the tensor as stored. */
@@ -475,7 +421,7 @@ static pz_status get_src(pz_checkpoint *ck, const char *name, const char *for_t,
       for (int64_t k = 0; k < sr * scn; k++) {
         uint16_t h;
         memcpy(&h, (const char *)sc->data + 2 * k, 2);
-        own[k] = sc->dtype == PZ_ST_BF16 ? pz_bf16_to_f32(h) : f16_to_f32(h);
+        own[k] = sc->dtype == PZ_ST_BF16 ? pz_bf16_to_f32(h) : pz_ck_f16_to_f32(h);
       }
     }
     /* NaN, infinite or huge (448 * scale beyond f32) scales make the dequantised weights non-finite
@@ -677,7 +623,7 @@ static pz_status plan_one(pz_checkpoint *ck, const pz_model_config *c, const pz_
 
 pz_status pz_checkpoint_plan(pz_checkpoint *ck, const pz_model_config *c, const pz_graph *g) {
   if (!ck || !c || !g) return pz_error(PZ_ERR_INVALID_ARG, "pz_checkpoint_plan: NULL argument");
-  free_plans(ck);
+  pz_ck_free_plans(ck);
   ck->plans = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), sizeof *ck->plans);
   if (!ck->plans) return pz_error(PZ_ERR_OOM, "checkpoint: out of memory");
   ck->n_plans = g->n_tensors;
@@ -695,7 +641,7 @@ pz_status pz_checkpoint_plan(pz_checkpoint *ck, const pz_model_config *c, const 
     const pz_tensor *t = &g->tensors[i];
     if (t->kind != PZ_T_WEIGHT || t->view_of >= 0) continue;
     pz_status st = plan_one(ck, c, t, &ck->plans[i]);
-    if (st != PZ_OK) { free_plans(ck); return st; }
+    if (st != PZ_OK) { pz_ck_free_plans(ck); return st; }
     ck->total_bytes += pz_tensor_numel(t) * (int64_t)pz_dtype_size(t->dtype) * ck->tp;
   }
   /* A ".bias" of the layers the graph runs (or outside the layers) that no plan reads would be
@@ -715,7 +661,7 @@ pz_status pz_checkpoint_plan(pz_checkpoint *ck, const pz_model_config *c, const 
                          : l > 13 && !strcmp(nm + l - 13, ".weight_g_idx")    ? "a column order (actorder)"
                                                                               : NULL;
     if (layout) {
-      free_plans(ck);
+      pz_ck_free_plans(ck);
       return pz_error(PZ_ERR_UNSUPPORTED, "checkpoint %s: tensor \"%s\" holds %s, which prezero's INT4 experts do not "
                       "have (symmetric, group 32, columns in order); the weights would be read wrongly, so it is not loaded",
                       ck->dir, nm, layout);
@@ -731,7 +677,7 @@ pz_status pz_checkpoint_plan(pz_checkpoint *ck, const pz_model_config *c, const 
     for (int i = 0; i < ck->n_plans && !used; i++)
       for (int j = 0; j < ck->plans[i].n_src && !used; j++) used = ck->plans[i].s[j].w == ck->table[k];
     if (!used) {
-      free_plans(ck);
+      pz_ck_free_plans(ck);
       return pz_error(PZ_ERR_UNSUPPORTED, "checkpoint %s: tensor \"%s\" is a bias that prezero's %s layers have no place "
                       "for (for example o_proj's when attention_bias is true); the model would run without it, so it is "
                       "not loaded", ck->dir, nm, c->model_type[0] ? c->model_type : "MLA");
@@ -743,7 +689,7 @@ pz_status pz_checkpoint_plan(pz_checkpoint *ck, const pz_model_config *c, const 
 /* ------------------------------------------------------------------ fill */
 
 /* IEEE-754 binary16 bits -> the f32 of the same value (exact: every f16 is an f32). */
-static float f16_to_f32(uint16_t h) {
+float pz_ck_f16_to_f32(uint16_t h) {
   const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu;
   uint32_t m = h & 0x3ffu, u;
   if (e == 0x1f) u = sign | 0x7f800000u | (m << 13);   /* inf, NaN (payload kept) */
@@ -799,8 +745,8 @@ static void read_row(const pz_checkpoint *ck, const src *s, int64_t r, int64_t c
   }
   if (w->dtype == PZ_ST_F16) { /* exact to f32, then bf16 rounds to nearest even as for F32 files */
     const uint16_t *p = (const uint16_t *)row;
-    if (dt == PZ_BF16) for (int64_t j = 0; j < n; j++) ((pz_bf16 *)dst)[j] = pz_f32_to_bf16(f16_to_f32(p[j]));
-    else for (int64_t j = 0; j < n; j++) ((float *)dst)[j] = f16_to_f32(p[j]);
+    if (dt == PZ_BF16) for (int64_t j = 0; j < n; j++) ((pz_bf16 *)dst)[j] = pz_f32_to_bf16(pz_ck_f16_to_f32(p[j]));
+    else for (int64_t j = 0; j < n; j++) ((float *)dst)[j] = pz_ck_f16_to_f32(p[j]);
     return;
   }
   const float *f;

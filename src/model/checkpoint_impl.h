@@ -1,0 +1,68 @@
+/* The checkpoint loader's internals (src/model/checkpoint*.c only): the checkpoint object, its per-tensor
+ * plans and the helpers more than one of those files uses. */
+#ifndef PZ_MODEL_CHECKPOINT_IMPL_H
+#define PZ_MODEL_CHECKPOINT_IMPL_H
+#include <stdbool.h>
+#include <stdint.h>
+#include "model/checkpoint.h"
+#include "model/safetensors.h"
+
+/* How a graph weight's full (unsharded) rows come from checkpoint tensors. */
+typedef enum {
+  PLAN_NONE = 0, PLAN_PLAIN, PLAN_CONCAT_ROWS, PLAN_EXPERTS, PLAN_EXPERTS_FUSED, PLAN_KVB_UK, PLAN_KVB_UV,
+  PLAN_QKV,      /* GQA qkv_proj weight / bias: this rank's q rows | k rows | v rows of 3 sources */
+  PLAN_GATE_UP   /* GQA dense gate_up_proj: this rank's gate rows | up rows of 2 sources */
+} plan_kind;
+
+/* A 2-D view of one checkpoint tensor (1-D: one row). */
+typedef struct src {
+  const pz_st_tensor *w;
+  const float *scale;          /* F8_E4M3: f32 [ceil(rows/bm), scols], owned (aligned copy) */
+  int64_t rows, cols, scols;
+  const pz_st_tensor *qscale;  /* INT4 weight_packed read as values (dequantised at load): its
+                                  weight_scale bf16 [rows, cols/group]; rows/cols are the values' */
+  int64_t group;
+  bool raw;                    /* copied as stored (packed INT4 words, e4m3 bytes into u8) */
+} src;
+
+typedef struct plan {
+  plan_kind kind;
+  int n_src;
+  src *s;                      /* n_src sources */
+  int64_t split;               /* CONCAT_ROWS: rows of source 0; KVB: nope + v (rows per head);
+                                  EXPERTS_FUSED: rows per expert in the source */
+  int64_t nope;                /* KVB: qk_nope_head_dim; EXPERTS_FUSED: first row of this
+                                  projection inside an expert's rows */
+  /* PLAN_QKV: rows per rank of q (heads*d) and of k / v (kvh*d), and how many ranks share one
+   * kv head (1 when the kv heads are sharded; TP / num_key_value_heads when replicated): rank r's
+   * q rows start at r*q_rows, its k / v rows at (r / kv_ranks) * kv_rows. PLAN_GATE_UP: q_rows =
+   * intermediate rows per rank (I / TP). */
+  int64_t q_rows, kv_rows, kv_ranks;
+} plan;
+
+struct pz_checkpoint {
+  char *dir;
+  pz_st_file **files;
+  int n_files;
+  const pz_st_tensor **table;  /* every tensor of every shard, sorted by name */
+  int n;
+  int64_t bm, bn;              /* FP8 block size */
+  char prefix[32];             /* "" or "language_model." (Kimi-K2.5): put before every Hugging Face name */
+  bool lm_inner;               /* names "model.X" stored as "model.language_model.X" (transformers' newer
+                                * multimodal layout); lm_head.weight stays where it is */
+  bool tie_word_embeddings;
+  plan *plans;                 /* by graph tensor id */
+  int n_plans, tp;
+  /* progress */
+  int64_t total_bytes, done_bytes;
+  double t0, last_print;
+  int progress;                /* -1 unknown, 0 off, 1 on */
+  bool tty, printed;
+};
+
+/* Frees every plan (and the FP8 scale copies its sources own); ck->plans is NULL and n_plans 0 after. */
+void pz_ck_free_plans(pz_checkpoint *ck);
+
+/* IEEE-754 binary16 bits -> the f32 of the same value (exact: every f16 is an f32). */
+float pz_ck_f16_to_f32(uint16_t h);
+#endif
