@@ -1,5 +1,6 @@
 /* The checkpoint loader's internals (src/model/checkpoint*.c only): the checkpoint object, its per-tensor
- * plans and the helpers more than one of those files uses. */
+ * plans and the helpers more than one of those files uses. checkpoint_fill.c copies and converts the
+ * planned weights. */
 #ifndef PZ_MODEL_CHECKPOINT_IMPL_H
 #define PZ_MODEL_CHECKPOINT_IMPL_H
 #include <stdbool.h>
