@@ -1,6 +1,7 @@
 /* The checkpoint loader's internals (src/model/checkpoint*.c only): the checkpoint object, its per-tensor
- * plans and the helpers more than one of those files uses. checkpoint_fill.c copies and converts the
- * planned weights. */
+ * plans and the helpers more than one of those files uses. checkpoint.c opens and indexes the shards,
+ * checkpoint_plan.c resolves each graph weight to checkpoint tensors, checkpoint_fill.c copies and
+ * converts the planned weights. */
 #ifndef PZ_MODEL_CHECKPOINT_IMPL_H
 #define PZ_MODEL_CHECKPOINT_IMPL_H
 #include <stdbool.h>
