@@ -40,8 +40,8 @@ pz_status pz_cfg_type_err(const reader *r, const char *field, const char *want, 
 
 /* Integer field `key` of obj, named `field` in messages. required: missing -> error; else *v keeps
  * its default. null_ok: null -> 0. */
-static pz_status get_int_in(const reader *r, const cJSON *obj, const char *key, const char *field, bool required,
-                            bool null_ok, int64_t min, int64_t *v) {
+static pz_status pz_cfg_get_int_in(const reader *r, const cJSON *obj, const char *key, const char *field,
+                                   bool required, bool null_ok, int64_t min, int64_t *v) {
   const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
   if (!it) {
     if (required) return pz_error(PZ_ERR_CONFIG, "config %s: required field \"%s\" is missing", r->src, field);
@@ -63,15 +63,15 @@ static pz_status get_int_in(const reader *r, const cJSON *obj, const char *key, 
   return PZ_OK;
 }
 
-/* Integer field of the config object (get_int_in on r->root). */
-static pz_status get_int(const reader *r, const char *field, bool required, bool null_ok, int64_t min,
-                         int64_t *v) {
-  return get_int_in(r, r->root, field, field, required, null_ok, min, v);
+/* Integer field of the config object (pz_cfg_get_int_in on r->root). */
+static pz_status pz_cfg_get_int(const reader *r, const char *field, bool required, bool null_ok, int64_t min,
+                                int64_t *v) {
+  return pz_cfg_get_int_in(r, r->root, field, field, required, null_ok, min, v);
 }
 
 /* Float field `key` of obj, named `field` in messages. */
-static pz_status get_float_in(const reader *r, const cJSON *obj, const char *key, const char *field, bool required,
-                              float *v) {
+static pz_status pz_cfg_get_float_in(const reader *r, const cJSON *obj, const char *key, const char *field,
+                                     bool required, float *v) {
   const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
   if (!it) {
     if (required) return pz_error(PZ_ERR_CONFIG, "config %s: required field \"%s\" is missing", r->src, field);
@@ -85,11 +85,11 @@ static pz_status get_float_in(const reader *r, const cJSON *obj, const char *key
   return PZ_OK;
 }
 
-static pz_status get_float(const reader *r, const cJSON *obj, const char *field, bool required, float *v) {
-  return get_float_in(r, obj, field, field, required, v);
+static pz_status pz_cfg_get_float(const reader *r, const cJSON *obj, const char *field, bool required, float *v) {
+  return pz_cfg_get_float_in(r, obj, field, field, required, v);
 }
 
-static pz_status get_bool(const reader *r, const char *field, bool *v) {
+static pz_status pz_cfg_get_bool(const reader *r, const char *field, bool *v) {
   const cJSON *it = cJSON_GetObjectItemCaseSensitive(r->root, field);
   if (!it) return PZ_OK;
   if (!cJSON_IsBool(it)) return pz_cfg_type_err(r, field, "a boolean", it);
@@ -98,7 +98,7 @@ static pz_status get_bool(const reader *r, const char *field, bool *v) {
 }
 
 /* String field matched against a list; *idx keeps its default when absent. */
-static pz_status get_enum(const reader *r, const char *field, const char *const *names, int n, int *idx) {
+static pz_status pz_cfg_get_enum(const reader *r, const char *field, const char *const *names, int n, int *idx) {
   const cJSON *it = cJSON_GetObjectItemCaseSensitive(r->root, field);
   if (!it) return PZ_OK;
   if (!cJSON_IsString(it)) return pz_cfg_type_err(r, field, "a string", it);
@@ -118,7 +118,8 @@ static pz_status get_enum(const reader *r, const char *field, const char *const 
  * rope_theta, when given, is read into *theta); not both. *obj is NULL when neither is an object
  * (absent or null), else the object to read, *from the one it came from (rope_parameters or NULL)
  * and *name its field name for messages. */
-static pz_status rope_object(const reader *r, float *theta, const cJSON **obj, const cJSON **from, const char **name) {
+static pz_status pz_cfg_rope_object(const reader *r, float *theta, const cJSON **obj, const cJSON **from,
+                                    const char **name) {
   const cJSON *rs = cJSON_GetObjectItemCaseSensitive(r->root, "rope_scaling");
   const cJSON *rp = cJSON_GetObjectItemCaseSensitive(r->root, "rope_parameters");
   *obj = *from = NULL;
@@ -129,7 +130,7 @@ static pz_status rope_object(const reader *r, float *theta, const cJSON **obj, c
       return pz_error(PZ_ERR_CONFIG, "config %s: fields \"rope_scaling\" and \"rope_parameters\" are both given; "
                       "give one", r->src);
     PZ_CHECK(pz_cfg_check_duplicates(r, rp, "rope_parameters."));
-    PZ_CHECK(get_float_in(r, rp, "rope_theta", "rope_parameters.rope_theta", false, theta));
+    PZ_CHECK(pz_cfg_get_float_in(r, rp, "rope_theta", "rope_parameters.rope_theta", false, theta));
     rs = *from = rp;
     *name = "rope_parameters";
   }
@@ -146,7 +147,7 @@ static pz_status parse_rope_scaling(const reader *r, pz_model_config *c) {
   const cJSON *rs, *rp;
   const char *name;
   c->rope.type = PZ_ROPE_DEFAULT;
-  PZ_CHECK(rope_object(r, &c->rope.theta, &rs, &rp, &name));
+  PZ_CHECK(pz_cfg_rope_object(r, &c->rope.theta, &rs, &rp, &name));
   if (!rs) return PZ_OK;
   char fn[8][64];
   static const char *const keys[8] = {"type", "factor", "original_max_position_embeddings", "beta_fast", "beta_slow",
@@ -167,15 +168,15 @@ static pz_status parse_rope_scaling(const reader *r, pz_model_config *c) {
   p->beta_slow = 1.f;
   p->mscale = 1.f;
   p->mscale_all_dim = 0.f;
-  PZ_CHECK(get_float_in(r, rs, "factor", fn[1], true, &p->factor));
+  PZ_CHECK(pz_cfg_get_float_in(r, rs, "factor", fn[1], true, &p->factor));
   if (!(p->factor >= 1.f)) return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" must be >= 1", r->src, fn[1]);
   int64_t orig = 0;
-  PZ_CHECK(get_int_in(r, rs, "original_max_position_embeddings", fn[2], true, false, 1, &orig));
+  PZ_CHECK(pz_cfg_get_int_in(r, rs, "original_max_position_embeddings", fn[2], true, false, 1, &orig));
   p->original_max_position_embeddings = orig;
-  PZ_CHECK(get_float_in(r, rs, "beta_fast", fn[3], false, &p->beta_fast));
-  PZ_CHECK(get_float_in(r, rs, "beta_slow", fn[4], false, &p->beta_slow));
-  PZ_CHECK(get_float_in(r, rs, "mscale", fn[5], false, &p->mscale));
-  PZ_CHECK(get_float_in(r, rs, "mscale_all_dim", fn[6], false, &p->mscale_all_dim));
+  PZ_CHECK(pz_cfg_get_float_in(r, rs, "beta_fast", fn[3], false, &p->beta_fast));
+  PZ_CHECK(pz_cfg_get_float_in(r, rs, "beta_slow", fn[4], false, &p->beta_slow));
+  PZ_CHECK(pz_cfg_get_float_in(r, rs, "mscale", fn[5], false, &p->mscale));
+  PZ_CHECK(pz_cfg_get_float_in(r, rs, "mscale_all_dim", fn[6], false, &p->mscale_all_dim));
   p->type = PZ_ROPE_YARN;
   /* YaRN's correction range takes log(orig / (2 pi beta)): beta <= 0 gave NaN frequencies (token
    * 0 everywhere); transformers fails on these too. */
@@ -244,7 +245,7 @@ static const mla_defaults mla_v2_defaults = {102400, 4096, 11008, 1407, 32, 32, 
                                              1, 1, 0 /* None: required */, 0, 2048, 1.0f, false, 0, 0};
 
 /* The DeepSeek-V2 family (MLA): deepseek_v2, deepseek_v3, kimi_k2 and configs without model_type. */
-static pz_status parse_mla(const reader *r, pz_model_config *c) {
+static pz_status pz_cfg_parse_mla(const reader *r, pz_model_config *c) {
   c->attn = PZ_ATTN_MLA;
   const mla_defaults *d = !strcmp(c->model_type, "deepseek_v3") || !strcmp(c->model_type, "kimi_k2") ? &mla_v3_defaults
                           : !strcmp(c->model_type, "deepseek_v2")                                    ? &mla_v2_defaults
@@ -262,66 +263,66 @@ static pz_status parse_mla(const reader *r, pz_model_config *c) {
       !cJSON_GetObjectItemCaseSensitive(r->root, "kv_lora_rank"))
     return pz_error(PZ_ERR_CONFIG, "config %s: required fields \"kv_lora_rank\" and \"q_lora_rank\" are missing (the MLA "
                     "ranks, q_lora_rank null for V2-Lite)", r->src);
-  PZ_CHECK(get_int(r, "hidden_size", req, false, 1, &c->hidden_size));
-  PZ_CHECK(get_int(r, "num_hidden_layers", req, false, 1, &c->num_hidden_layers));
+  PZ_CHECK(pz_cfg_get_int(r, "hidden_size", req, false, 1, &c->hidden_size));
+  PZ_CHECK(pz_cfg_get_int(r, "num_hidden_layers", req, false, 1, &c->num_hidden_layers));
   if (c->num_hidden_layers > PZ_CONFIG_MAX_LAYERS)
     return pz_error(PZ_ERR_CONFIG, "config %s: field \"num_hidden_layers\" is %lld, must be <= %d", r->src,
                     (long long)c->num_hidden_layers, PZ_CONFIG_MAX_LAYERS);
-  PZ_CHECK(get_int(r, "num_attention_heads", req, false, 1, &c->num_attention_heads));
+  PZ_CHECK(pz_cfg_get_int(r, "num_attention_heads", req, false, 1, &c->num_attention_heads));
   /* transformers' DeepseekV2/V3 attention: q_lora_rank None means q_proj (no q LoRA), any other
    * value is the width of q_a_proj, so 0 is not "none" but an empty layer: refused. */
   const cJSON *qlr = cJSON_GetObjectItemCaseSensitive(r->root, "q_lora_rank");
   if (cJSON_IsNumber(qlr) && qlr->valuedouble == 0)
     return pz_error(PZ_ERR_CONFIG, "config %s: field \"q_lora_rank\" is 0, must be >= 1; use null for no q LoRA "
                     "(q_proj, as DeepSeek-V2-Lite)", r->src);
-  PZ_CHECK(get_int(r, "q_lora_rank", req, true, 1, &c->q_lora_rank));
-  PZ_CHECK(get_int(r, "kv_lora_rank", req, false, 1, &c->kv_lora_rank));
-  PZ_CHECK(get_int(r, "qk_nope_head_dim", req, false, 1, &c->qk_nope_head_dim));
-  PZ_CHECK(get_int(r, "qk_rope_head_dim", req, false, 2, &c->qk_rope_head_dim));
-  PZ_CHECK(get_int(r, "v_head_dim", req, false, 1, &c->v_head_dim));
-  PZ_CHECK(get_int(r, "n_routed_experts", req, true, 0, &c->n_routed_experts));
+  PZ_CHECK(pz_cfg_get_int(r, "q_lora_rank", req, true, 1, &c->q_lora_rank));
+  PZ_CHECK(pz_cfg_get_int(r, "kv_lora_rank", req, false, 1, &c->kv_lora_rank));
+  PZ_CHECK(pz_cfg_get_int(r, "qk_nope_head_dim", req, false, 1, &c->qk_nope_head_dim));
+  PZ_CHECK(pz_cfg_get_int(r, "qk_rope_head_dim", req, false, 2, &c->qk_rope_head_dim));
+  PZ_CHECK(pz_cfg_get_int(r, "v_head_dim", req, false, 1, &c->v_head_dim));
+  PZ_CHECK(pz_cfg_get_int(r, "n_routed_experts", req, true, 0, &c->n_routed_experts));
   c->n_shared_experts = d ? d->n_shared : 0;
-  PZ_CHECK(get_int(r, "n_shared_experts", false, true, 0, &c->n_shared_experts));
-  PZ_CHECK(get_int(r, "num_experts_per_tok", req || !d->topk, true, 0, &c->num_experts_per_tok));
-  PZ_CHECK(get_int(r, "moe_intermediate_size", req, false, 1, &c->moe_intermediate_size));
-  PZ_CHECK(get_int(r, "intermediate_size", req, false, 1, &c->intermediate_size));
+  PZ_CHECK(pz_cfg_get_int(r, "n_shared_experts", false, true, 0, &c->n_shared_experts));
+  PZ_CHECK(pz_cfg_get_int(r, "num_experts_per_tok", req || !d->topk, true, 0, &c->num_experts_per_tok));
+  PZ_CHECK(pz_cfg_get_int(r, "moe_intermediate_size", req, false, 1, &c->moe_intermediate_size));
+  PZ_CHECK(pz_cfg_get_int(r, "intermediate_size", req, false, 1, &c->intermediate_size));
   c->first_k_dense_replace = d ? d->first_dense : 0;
-  PZ_CHECK(get_int(r, "first_k_dense_replace", false, false, 0, &c->first_k_dense_replace));
+  PZ_CHECK(pz_cfg_get_int(r, "first_k_dense_replace", false, false, 0, &c->first_k_dense_replace));
   c->moe_layer_freq = 1;
-  PZ_CHECK(get_int(r, "moe_layer_freq", false, false, 1, &c->moe_layer_freq));
+  PZ_CHECK(pz_cfg_get_int(r, "moe_layer_freq", false, false, 1, &c->moe_layer_freq));
   /* DeepSeek's remote code (a config with auto_map, or without model_type) puts experts on every
    * moe_layer_freq-th layer from first_k_dense_replace; transformers' own DeepseekV2 / V3 classes
    * ignore the field and put them on every layer from there, so a save_pretrained checkpoint has them
    * there: follow the code that wrote the config. */
   if (d && !cJSON_GetObjectItemCaseSensitive(r->root, "auto_map")) c->moe_layer_freq = 1;
   c->n_group = d ? d->n_group : 1;
-  PZ_CHECK(get_int(r, "n_group", false, true, 1, &c->n_group));
+  PZ_CHECK(pz_cfg_get_int(r, "n_group", false, true, 1, &c->n_group));
   if (c->n_group == 0) c->n_group = 1;
   c->topk_group = d ? d->topk_group : 1;
-  PZ_CHECK(get_int(r, "topk_group", false, true, 1, &c->topk_group));
+  PZ_CHECK(pz_cfg_get_int(r, "topk_group", false, true, 1, &c->topk_group));
   if (c->topk_group == 0) c->topk_group = 1;
   static const char *const methods[] = {"greedy", "group_limited_greedy", "noaux_tc"};
   int m = d ? d->topk_method : 0;
-  PZ_CHECK(get_enum(r, "topk_method", methods, 3, &m));
+  PZ_CHECK(pz_cfg_get_enum(r, "topk_method", methods, 3, &m));
   c->topk_method = (pz_topk_method)m;
   static const char *const scorings[] = {"softmax", "sigmoid"};
   int s = d ? d->scoring : 0;
-  PZ_CHECK(get_enum(r, "scoring_func", scorings, 2, &s));
+  PZ_CHECK(pz_cfg_get_enum(r, "scoring_func", scorings, 2, &s));
   c->scoring_func = (pz_scoring)s;
   c->norm_topk_prob = d ? d->norm_topk : false;
-  PZ_CHECK(get_bool(r, "norm_topk_prob", &c->norm_topk_prob));
+  PZ_CHECK(pz_cfg_get_bool(r, "norm_topk_prob", &c->norm_topk_prob));
   c->routed_scaling_factor = d ? d->rsf : 1.f;
-  PZ_CHECK(get_float(r, r->root, "routed_scaling_factor", false, &c->routed_scaling_factor));
-  PZ_CHECK(get_int(r, "vocab_size", req, false, 1, &c->vocab_size));
-  PZ_CHECK(get_int(r, "max_position_embeddings", req, false, 1, &c->max_position_embeddings));
+  PZ_CHECK(pz_cfg_get_float(r, r->root, "routed_scaling_factor", false, &c->routed_scaling_factor));
+  PZ_CHECK(pz_cfg_get_int(r, "vocab_size", req, false, 1, &c->vocab_size));
+  PZ_CHECK(pz_cfg_get_int(r, "max_position_embeddings", req, false, 1, &c->max_position_embeddings));
   c->rms_norm_eps = 1e-6f;
-  PZ_CHECK(get_float(r, r->root, "rms_norm_eps", false, &c->rms_norm_eps));
+  PZ_CHECK(pz_cfg_get_float(r, r->root, "rms_norm_eps", false, &c->rms_norm_eps));
   /* DeepseekV2/V3 MLPs and experts apply ACT2FN[hidden_act] (default "silu"); prezero's are SiLU. */
   static const char *const acts[] = {"silu"};
   int act = 0;
-  PZ_CHECK(get_enum(r, "hidden_act", acts, 1, &act));
+  PZ_CHECK(pz_cfg_get_enum(r, "hidden_act", acts, 1, &act));
   c->rope.theta = 10000.f;
-  PZ_CHECK(get_float(r, r->root, "rope_theta", false, &c->rope.theta));
+  PZ_CHECK(pz_cfg_get_float(r, r->root, "rope_theta", false, &c->rope.theta));
   c->rope.factor = 1.f;
   c->rope.original_max_position_embeddings = c->max_position_embeddings;
   c->rope.beta_fast = 32.f;
@@ -333,11 +334,11 @@ static pz_status parse_mla(const reader *r, pz_model_config *c) {
    * prezero's kernels and DeepSeek's checkpoints have them) and attention_bias (default false: biases
    * on q_a / q / kv_a / o); prezero has no kernels for the other values. */
   bool interleave = true, abias = false;
-  PZ_CHECK(get_bool(r, "rope_interleave", &interleave));
+  PZ_CHECK(pz_cfg_get_bool(r, "rope_interleave", &interleave));
   if (!interleave)
     return pz_error(PZ_ERR_CONFIG, "config %s: field \"rope_interleave\" is false; prezero's MLA rotates interleaved "
                     "pairs only (rope_interleave true, DeepSeek's layout)", r->src);
-  PZ_CHECK(get_bool(r, "attention_bias", &abias));
+  PZ_CHECK(pz_cfg_get_bool(r, "attention_bias", &abias));
   if (abias)
     return pz_error(PZ_ERR_CONFIG, "config %s: field \"attention_bias\" is true; prezero's MLA projections have no "
                     "biases (attention_bias false, DeepSeek's layout)", r->src);
@@ -399,7 +400,7 @@ static const struct {
     [FAM_MISTRAL] = {"mistral", 8, 0, 10000.f, 1e-6f, false, false, 4096},
 };
 
-static int gqa_family_of(const char *model_type) {
+static int pz_cfg_gqa_family_of(const char *model_type) {
   for (int f = 0; f < FAM_COUNT; f++)
     if (!strcmp(model_type, gqa_fam[f].model_type)) return f;
   return -1;
@@ -409,7 +410,7 @@ static int gqa_family_of(const char *model_type) {
 static pz_status get_float_or_null(const reader *r, const cJSON *obj, const char *key, const char *field, float *v) {
   const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
   if (!it || cJSON_IsNull(it)) return PZ_OK;
-  return get_float_in(r, obj, key, field, false, v);
+  return pz_cfg_get_float_in(r, obj, key, field, false, v);
 }
 
 /* YaRN of a GQA layout (Qwen's long-context setting, rope_scaling {"type" or "rope_type": "yarn", "factor",
@@ -437,14 +438,15 @@ static pz_status parse_gqa_yarn(const reader *r, const cJSON *rs, const char *na
                       "range outwards, transformers' default); remove it", r->src, f[7]);
   }
   int64_t orig = 0;
-  PZ_CHECK(get_int_in(r, r->root, keys[1], keys[1], false, true, 1, &orig)); /* the top level's wins (transformers) */
-  if (orig <= 0) PZ_CHECK(get_int_in(r, rs, keys[1], f[1], false, true, 1, &orig));
+  /* the top level's wins (transformers) */
+  PZ_CHECK(pz_cfg_get_int_in(r, r->root, keys[1], keys[1], false, true, 1, &orig));
+  if (orig <= 0) PZ_CHECK(pz_cfg_get_int_in(r, rs, keys[1], f[1], false, true, 1, &orig));
   if (orig <= 0) orig = c->max_position_embeddings;
   p->original_max_position_embeddings = orig;
   const cJSON *fa = cJSON_GetObjectItemCaseSensitive(rs, keys[0]);
   if (!fa) return pz_error(PZ_ERR_CONFIG, "config %s: required field \"%s\" is missing", r->src, f[0]);
   if (cJSON_IsNull(fa)) p->factor = (float)((double)c->max_position_embeddings / (double)orig);
-  else PZ_CHECK(get_float_in(r, rs, keys[0], f[0], true, &p->factor));
+  else PZ_CHECK(pz_cfg_get_float_in(r, rs, keys[0], f[0], true, &p->factor));
   if (!(p->factor >= 1.f)) return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is %g, must be >= 1", r->src, f[0], p->factor);
   float bf = 0.f, bs = 0.f, ms = 0.f, msa = 0.f;
   PZ_CHECK(get_float_or_null(r, rs, keys[2], f[2], &bf));
@@ -467,7 +469,7 @@ static pz_status parse_gqa_yarn(const reader *r, const cJSON *rs, const char *na
 static pz_status parse_gqa_rope(const reader *r, gqa_family fam, pz_model_config *c) {
   pz_rope_params *p = &c->rope;
   p->theta = gqa_fam[fam].rope_theta;
-  PZ_CHECK(get_float(r, r->root, "rope_theta", false, &p->theta));
+  PZ_CHECK(pz_cfg_get_float(r, r->root, "rope_theta", false, &p->theta));
   p->type = PZ_ROPE_DEFAULT;
   p->factor = 1.f;
   p->original_max_position_embeddings = c->max_position_embeddings;
@@ -478,7 +480,7 @@ static pz_status parse_gqa_rope(const reader *r, gqa_family fam, pz_model_config
   p->low_freq_factor = p->high_freq_factor = 1.f;
   const cJSON *rs, *rp;
   const char *name;
-  PZ_CHECK(rope_object(r, &p->theta, &rs, &rp, &name));
+  PZ_CHECK(pz_cfg_rope_object(r, &p->theta, &rs, &rp, &name));
   if (!rs) return PZ_OK;
   char f_type[48], f[4][64];
   snprintf(f_type, sizeof f_type, "%s.rope_type", name);
@@ -500,14 +502,14 @@ static pz_status parse_gqa_rope(const reader *r, gqa_family fam, pz_model_config
   static const char *const keys[4] = {"factor", "low_freq_factor", "high_freq_factor",
                                       "original_max_position_embeddings"};
   for (int i = 0; i < 4; i++) snprintf(f[i], sizeof f[i], "%s.%s", name, keys[i]);
-  PZ_CHECK(get_float_in(r, rs, keys[0], f[0], true, &p->factor));
-  PZ_CHECK(get_float_in(r, rs, keys[1], f[1], true, &p->low_freq_factor));
-  PZ_CHECK(get_float_in(r, rs, keys[2], f[2], true, &p->high_freq_factor));
+  PZ_CHECK(pz_cfg_get_float_in(r, rs, keys[0], f[0], true, &p->factor));
+  PZ_CHECK(pz_cfg_get_float_in(r, rs, keys[1], f[1], true, &p->low_freq_factor));
+  PZ_CHECK(pz_cfg_get_float_in(r, rs, keys[2], f[2], true, &p->high_freq_factor));
   int64_t orig = 0, top = 0;
-  PZ_CHECK(get_int_in(r, rs, keys[3], f[3], true, false, 1, &orig));
+  PZ_CHECK(pz_cfg_get_int_in(r, rs, keys[3], f[3], true, false, 1, &orig));
   /* transformers 5 (standardize_rope_params) gives a top-level original_max_position_embeddings priority,
    * for llama3 as for yarn */
-  PZ_CHECK(get_int_in(r, r->root, keys[3], keys[3], false, true, 1, &top));
+  PZ_CHECK(pz_cfg_get_int_in(r, r->root, keys[3], keys[3], false, true, 1, &top));
   p->original_max_position_embeddings = top > 0 ? top : orig;
   if (!(p->factor >= 1.f)) return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" must be >= 1", r->src, f[0]);
   /* The smooth band divides by high - low and the wavelength bounds by each factor. */
@@ -540,10 +542,10 @@ static pz_status parse_mlp_only(const reader *r, pz_model_config *c) {
 /* Sliding-window attention is refused: prezero's attention is full causal attention. */
 static pz_status check_full_attention(const reader *r, gqa_family fam, const pz_model_config *c) {
   int64_t sw = gqa_fam[fam].sliding_window;
-  PZ_CHECK(get_int(r, "sliding_window", false, true, 0, &sw));
+  PZ_CHECK(pz_cfg_get_int(r, "sliding_window", false, true, 0, &sw));
   if (gqa_fam[fam].sliding_flag) {
     bool use = false;
-    PZ_CHECK(get_bool(r, "use_sliding_window", &use));
+    PZ_CHECK(pz_cfg_get_bool(r, "use_sliding_window", &use));
     if (use)
       return pz_error(PZ_ERR_CONFIG, "config %s: field \"use_sliding_window\" is true; prezero runs full attention "
                       "only (set it false)", r->src);
@@ -627,8 +629,8 @@ static pz_status parse_dual_chunk(const reader *r, pz_model_config *c) {
   if (!cJSON_IsObject(d)) return pz_cfg_type_err(r, "dual_chunk_attention_config", "an object or null", d);
   PZ_CHECK(pz_cfg_check_duplicates(r, d, "dual_chunk_attention_config."));
   int64_t chunk = 0, local = 0;
-  PZ_CHECK(get_int_in(r, d, "chunk_size", "dual_chunk_attention_config.chunk_size", true, false, 1, &chunk));
-  PZ_CHECK(get_int_in(r, d, "local_size", "dual_chunk_attention_config.local_size", true, false, 0, &local));
+  PZ_CHECK(pz_cfg_get_int_in(r, d, "chunk_size", "dual_chunk_attention_config.chunk_size", true, false, 1, &chunk));
+  PZ_CHECK(pz_cfg_get_int_in(r, d, "local_size", "dual_chunk_attention_config.local_size", true, false, 0, &local));
   if (local >= chunk)
     return pz_error(PZ_ERR_CONFIG, "config %s: field \"dual_chunk_attention_config.local_size\" (%lld) must be below "
                     "chunk_size (%lld)", r->src, (long long)local, (long long)chunk);
@@ -637,23 +639,23 @@ static pz_status parse_dual_chunk(const reader *r, pz_model_config *c) {
 }
 
 /* Llama, Qwen2, Qwen3, Qwen3-MoE and Mixtral (GQA). */
-static pz_status parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) {
+static pz_status pz_cfg_parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) {
   c->attn = PZ_ATTN_GQA;
-  PZ_CHECK(get_int(r, "hidden_size", true, false, 1, &c->hidden_size));
-  PZ_CHECK(get_int(r, "num_hidden_layers", true, false, 1, &c->num_hidden_layers));
+  PZ_CHECK(pz_cfg_get_int(r, "hidden_size", true, false, 1, &c->hidden_size));
+  PZ_CHECK(pz_cfg_get_int(r, "num_hidden_layers", true, false, 1, &c->num_hidden_layers));
   if (c->num_hidden_layers > PZ_CONFIG_MAX_LAYERS)
     return pz_error(PZ_ERR_CONFIG, "config %s: field \"num_hidden_layers\" is %lld, must be <= %d", r->src,
                     (long long)c->num_hidden_layers, PZ_CONFIG_MAX_LAYERS);
-  PZ_CHECK(get_int(r, "num_attention_heads", true, false, 1, &c->num_attention_heads));
+  PZ_CHECK(pz_cfg_get_int(r, "num_attention_heads", true, false, 1, &c->num_attention_heads));
   /* Absent: the class default; null: num_attention_heads (every class's None rule). */
   int64_t kvh = gqa_fam[fam].kv_heads ? gqa_fam[fam].kv_heads : c->num_attention_heads;
-  PZ_CHECK(get_int(r, "num_key_value_heads", false, true, 1, &kvh));
+  PZ_CHECK(pz_cfg_get_int(r, "num_key_value_heads", false, true, 1, &kvh));
   c->num_key_value_heads = kvh ? kvh : c->num_attention_heads;
   if (c->num_attention_heads % c->num_key_value_heads)
     return pz_error(PZ_ERR_CONFIG, "config %s: field \"num_key_value_heads\" (%lld) must divide num_attention_heads "
                     "(%lld)", r->src, (long long)c->num_key_value_heads, (long long)c->num_attention_heads);
   int64_t hd = gqa_fam[fam].head_dim;
-  PZ_CHECK(get_int(r, "head_dim", false, true, 1, &hd));
+  PZ_CHECK(pz_cfg_get_int(r, "head_dim", false, true, 1, &hd));
   if (hd == 0) {
     if (c->hidden_size % c->num_attention_heads)
       return pz_error(PZ_ERR_CONFIG, "config %s: hidden_size (%lld) is not a multiple of num_attention_heads (%lld); "
@@ -664,29 +666,29 @@ static pz_status parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) 
   if (c->head_dim % 2)
     return pz_error(PZ_ERR_CONFIG, "config %s: field \"head_dim\" must be even (rotate-half RoPE pairs j and "
                     "j + head_dim/2), got %lld", r->src, (long long)c->head_dim);
-  PZ_CHECK(get_int(r, "intermediate_size", true, false, 1, &c->intermediate_size));
-  PZ_CHECK(get_int(r, "vocab_size", true, false, 1, &c->vocab_size));
-  PZ_CHECK(get_int(r, "max_position_embeddings", true, false, 1, &c->max_position_embeddings));
+  PZ_CHECK(pz_cfg_get_int(r, "intermediate_size", true, false, 1, &c->intermediate_size));
+  PZ_CHECK(pz_cfg_get_int(r, "vocab_size", true, false, 1, &c->vocab_size));
+  PZ_CHECK(pz_cfg_get_int(r, "max_position_embeddings", true, false, 1, &c->max_position_embeddings));
   c->rms_norm_eps = gqa_fam[fam].rms_norm_eps;
-  PZ_CHECK(get_float(r, r->root, "rms_norm_eps", false, &c->rms_norm_eps));
+  PZ_CHECK(pz_cfg_get_float(r, r->root, "rms_norm_eps", false, &c->rms_norm_eps));
   if (!(c->rms_norm_eps > 0.f)) return pz_error(PZ_ERR_CONFIG, "config %s: field \"rms_norm_eps\" must be > 0", r->src);
   PZ_CHECK(parse_gqa_rope(r, fam, c));
   if (!(c->rope.theta > 0.f)) return pz_error(PZ_ERR_CONFIG, "config %s: field \"rope_theta\" must be > 0", r->src);
   PZ_CHECK(parse_dual_chunk(r, c));
   static const char *const acts[] = {"silu"};
   int act = 0;
-  PZ_CHECK(get_enum(r, "hidden_act", acts, 1, &act));
+  PZ_CHECK(pz_cfg_get_enum(r, "hidden_act", acts, 1, &act));
   c->tie_word_embeddings = false;
-  PZ_CHECK(get_bool(r, "tie_word_embeddings", &c->tie_word_embeddings));
+  PZ_CHECK(pz_cfg_get_bool(r, "tie_word_embeddings", &c->tie_word_embeddings));
   /* q/k/v biases: Qwen2Attention always has them, MixtralAttention and MistralAttention never;
    * Llama and Qwen3 read attention_bias (default false). o_proj has none in all six, and only
    * LlamaMLP reads mlp_bias. */
   c->attention_bias = fam == FAM_QWEN2;
   if (fam == FAM_LLAMA || fam == FAM_QWEN3 || fam == FAM_QWEN3_MOE)
-    PZ_CHECK(get_bool(r, "attention_bias", &c->attention_bias));
+    PZ_CHECK(pz_cfg_get_bool(r, "attention_bias", &c->attention_bias));
   if (fam == FAM_LLAMA) {
     bool mlp_bias = false;
-    PZ_CHECK(get_bool(r, "mlp_bias", &mlp_bias));
+    PZ_CHECK(pz_cfg_get_bool(r, "mlp_bias", &mlp_bias));
     if (mlp_bias)
       return pz_error(PZ_ERR_CONFIG, "config %s: field \"mlp_bias\" is true; prezero runs MLPs without biases", r->src);
   }
@@ -708,20 +710,20 @@ static pz_status parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) 
     const bool has_ne = cJSON_GetObjectItemCaseSensitive(r->root, "num_experts") != NULL;
     const bool has_nle = cJSON_GetObjectItemCaseSensitive(r->root, "num_local_experts") != NULL;
     int64_t nle = -1;
-    if (has_nle) PZ_CHECK(get_int(r, "num_local_experts", true, false, 0, &nle));
-    PZ_CHECK(get_int(r, "num_experts", !has_nle, false, 0, &c->n_routed_experts));
+    if (has_nle) PZ_CHECK(pz_cfg_get_int(r, "num_local_experts", true, false, 0, &nle));
+    PZ_CHECK(pz_cfg_get_int(r, "num_experts", !has_nle, false, 0, &c->n_routed_experts));
     if (!has_ne) c->n_routed_experts = nle;
     else if (has_nle && nle != c->n_routed_experts)
       return pz_error(PZ_ERR_CONFIG, "config %s: fields \"num_experts\" (%lld) and \"num_local_experts\" (%lld) "
                       "disagree; give one", r->src, (long long)c->n_routed_experts, (long long)nle);
-    PZ_CHECK(get_int(r, "num_experts_per_tok", true, false, 1, &c->num_experts_per_tok));
-    PZ_CHECK(get_int(r, "moe_intermediate_size", true, false, 1, &c->moe_intermediate_size));
-    PZ_CHECK(get_bool(r, "norm_topk_prob", &c->norm_topk_prob));
-    PZ_CHECK(get_int(r, "decoder_sparse_step", false, false, 1, &c->decoder_sparse_step));
+    PZ_CHECK(pz_cfg_get_int(r, "num_experts_per_tok", true, false, 1, &c->num_experts_per_tok));
+    PZ_CHECK(pz_cfg_get_int(r, "moe_intermediate_size", true, false, 1, &c->moe_intermediate_size));
+    PZ_CHECK(pz_cfg_get_bool(r, "norm_topk_prob", &c->norm_topk_prob));
+    PZ_CHECK(pz_cfg_get_int(r, "decoder_sparse_step", false, false, 1, &c->decoder_sparse_step));
     PZ_CHECK(parse_mlp_only(r, c));
   } else if (fam == FAM_MIXTRAL) {
-    PZ_CHECK(get_int(r, "num_local_experts", true, false, 1, &c->n_routed_experts));
-    PZ_CHECK(get_int(r, "num_experts_per_tok", true, false, 1, &c->num_experts_per_tok));
+    PZ_CHECK(pz_cfg_get_int(r, "num_local_experts", true, false, 1, &c->n_routed_experts));
+    PZ_CHECK(pz_cfg_get_int(r, "num_experts_per_tok", true, false, 1, &c->num_experts_per_tok));
     c->moe_intermediate_size = c->intermediate_size;
     c->scoring_func = PZ_SCORE_TOPK_SOFTMAX; /* softmax over the k chosen logits: weights sum to 1 */
     c->norm_topk_prob = true;
@@ -747,8 +749,8 @@ static pz_status parse_root(const reader *r, const cJSON *outer, pz_model_config
   if (cJSON_IsObject(rs)) PZ_CHECK(pz_cfg_check_duplicates(r, rs, "rope_scaling."));
   const char *mt = model_type_of(r->root, outer);
   snprintf(c->model_type, sizeof c->model_type, "%s", mt ? mt : "");
-  int fam = mt ? gqa_family_of(mt) : -1;
-  if (fam >= 0) return parse_gqa(r, (gqa_family)fam, c);
+  int fam = mt ? pz_cfg_gqa_family_of(mt) : -1;
+  if (fam >= 0) return pz_cfg_parse_gqa(r, (gqa_family)fam, c);
   /* No MLA field and a model_type outside the families: another family (Gemma, Phi, ...), not a
    * broken DeepSeek config. deepseek_v2 / deepseek_v3 / a kimi_* model_type, no model_type, or any
    * MLA field means a DeepSeek config with a field missing: the field reader names it. Other deepseek
@@ -781,7 +783,7 @@ static pz_status parse_root(const reader *r, const cJSON *outer, pz_model_config
     return pz_error(PZ_ERR_CONFIG, "config %s: model_type \"%.40s\" is not supported; prezero runs the DeepSeek-V2 "
                     "family (deepseek_v2, deepseek_v3, kimi_k2: MLA) and llama, mistral, qwen2, qwen3, qwen3_moe, mixtral (GQA)",
                     r->src, mt);
-  return parse_mla(r, c);
+  return pz_cfg_parse_mla(r, c);
 }
 
 /* Every key and string value under obj (an object or array) must be valid UTF-8, as Python's json
