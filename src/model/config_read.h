@@ -1,4 +1,5 @@
-/* The config.json reader's shared pieces (internal to src/model/: config.c and quant_config.c). */
+/* The config.json reader's shared pieces (internal to src/model/: the config*.c files and quant_config.c;
+ * defined in config_fields.c and quant_config.c). */
 #ifndef PZ_MODEL_CONFIG_READ_H
 #define PZ_MODEL_CONFIG_READ_H
 #include <cjson/cJSON.h>

@@ -1,0 +1,44 @@
+/* The config.json reader's internals (src/model/config*.c only), beyond config_read.h: the typed
+ * field readers (config_fields.c) that the MLA and GQA parsers share. Every reader names the field in
+ * its one-line PZ_ERR_CONFIG message as `config <src>: field "<field>" ...`. */
+#ifndef PZ_MODEL_CONFIG_IMPL_H
+#define PZ_MODEL_CONFIG_IMPL_H
+#include <stdbool.h>
+#include <stdint.h>
+#include <cjson/cJSON.h>
+#include "core/status.h"
+#include "model/config.h"
+#include "model/config_read.h"
+
+/* Integer field `key` of obj, named `field` in messages. required: missing -> error; else *v keeps
+ * its default. null_ok: null -> 0. The value must be a whole number in min..PZ_CONFIG_MAX_INT. */
+pz_status pz_cfg_get_int_in(const reader *r, const cJSON *obj, const char *key, const char *field,
+                            bool required, bool null_ok, int64_t min, int64_t *v);
+
+/* Integer field of the config object (pz_cfg_get_int_in on r->root). */
+pz_status pz_cfg_get_int(const reader *r, const char *field, bool required, bool null_ok, int64_t min,
+                         int64_t *v);
+
+/* Float field `key` of obj, named `field` in messages: a finite number. required: missing -> error;
+ * else *v keeps its default. */
+pz_status pz_cfg_get_float_in(const reader *r, const cJSON *obj, const char *key, const char *field,
+                              bool required, float *v);
+
+/* Float field `field` of obj (pz_cfg_get_float_in with key = field). */
+pz_status pz_cfg_get_float(const reader *r, const cJSON *obj, const char *field, bool required, float *v);
+
+/* Boolean field of the config object; *v keeps its default when absent. */
+pz_status pz_cfg_get_bool(const reader *r, const char *field, bool *v);
+
+/* String field of the config object matched against names[n]; *idx (the index of the match) keeps its
+ * default when absent. Another string: PZ_ERR_CONFIG listing the supported ones. */
+pz_status pz_cfg_get_enum(const reader *r, const char *field, const char *const *names, int n, int *idx);
+
+/* The RoPE object of the config: rope_scaling, or transformers 5's rope_parameters (whose
+ * rope_theta, when given, is read into *theta); not both. *obj is NULL when neither is an object
+ * (absent or null), else the object to read, *from the one it came from (rope_parameters or NULL)
+ * and *name its field name for messages. */
+pz_status pz_cfg_rope_object(const reader *r, float *theta, const cJSON **obj, const cJSON **from,
+                             const char **name);
+
+#endif
