@@ -1,6 +1,7 @@
 /* The config.json reader's internals (src/model/config*.c only), beyond config_read.h: the typed
- * field readers (config_fields.c) that the MLA and GQA parsers share. Every reader names the field in
- * its one-line PZ_ERR_CONFIG message as `config <src>: field "<field>" ...`. */
+ * field readers (config_fields.c) that the MLA and GQA parsers share, and the MLA parser
+ * (config_mla.c) that config.c calls. Every reader names the field in its one-line PZ_ERR_CONFIG
+ * message as `config <src>: field "<field>" ...`. */
 #ifndef PZ_MODEL_CONFIG_IMPL_H
 #define PZ_MODEL_CONFIG_IMPL_H
 #include <stdbool.h>
@@ -40,5 +41,10 @@ pz_status pz_cfg_get_enum(const reader *r, const char *field, const char *const 
  * and *name its field name for messages. */
 pz_status pz_cfg_rope_object(const reader *r, float *theta, const cJSON **obj, const cJSON **from,
                              const char **name);
+
+/* The DeepSeek-V2 family (MLA): deepseek_v2, deepseek_v3 and kimi_k2 (their transformers class defaults
+ * fill absent fields) and configs without model_type (every dimension required). Reads r->root into c
+ * (c->model_type set by the caller) and checks the values together. Errors: PZ_ERR_CONFIG, one line. */
+pz_status pz_cfg_parse_mla(const reader *r, pz_model_config *c);
 
 #endif
