@@ -1,7 +1,7 @@
 /* The config.json reader's internals (src/model/config*.c only), beyond config_read.h: the typed
- * field readers (config_fields.c) that the MLA and GQA parsers share, and the MLA parser
- * (config_mla.c) that config.c calls. Every reader names the field in its one-line PZ_ERR_CONFIG
- * message as `config <src>: field "<field>" ...`. */
+ * field readers (config_fields.c) that the MLA and GQA parsers share, and the MLA (config_mla.c) and
+ * GQA (config_gqa.c) parsers that config.c calls by model_type. Every reader names the field in its
+ * one-line PZ_ERR_CONFIG message as `config <src>: field "<field>" ...`. */
 #ifndef PZ_MODEL_CONFIG_IMPL_H
 #define PZ_MODEL_CONFIG_IMPL_H
 #include <stdbool.h>
@@ -46,5 +46,16 @@ pz_status pz_cfg_rope_object(const reader *r, float *theta, const cJSON **obj, c
  * fill absent fields) and configs without model_type (every dimension required). Reads r->root into c
  * (c->model_type set by the caller) and checks the values together. Errors: PZ_ERR_CONFIG, one line. */
 pz_status pz_cfg_parse_mla(const reader *r, pz_model_config *c);
+
+/* The GQA families by model_type (config_gqa.c holds their class defaults). */
+typedef enum { FAM_LLAMA, FAM_QWEN2, FAM_QWEN3, FAM_QWEN3_MOE, FAM_MIXTRAL, FAM_MISTRAL, FAM_COUNT } gqa_family;
+
+/* The gqa_family of model_type ("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "mistral"), or -1. */
+int pz_cfg_gqa_family_of(const char *model_type);
+
+/* A GQA family's config (Llama, Mistral, Qwen2, Qwen3, Qwen3-MoE, Mixtral): reads r->root into c (c->model_type
+ * set by the caller), absent optional fields taking fam's class defaults; sliding windows and other families'
+ * fields that change a layer's math are refused. Errors: PZ_ERR_CONFIG, one line. */
+pz_status pz_cfg_parse_gqa(const reader *r, gqa_family fam, pz_model_config *c);
 
 #endif

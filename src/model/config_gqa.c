@@ -1,0 +1,365 @@
+/* config.json of the GQA families (llama, mistral, qwen2, qwen3, qwen3_moe, mixtral): their transformers
+ * class defaults, the RoPE variants (default, llama3, yarn), the MoE fields, and the refusal of what prezero
+ * does not run (sliding windows, other families' fields). */
+#include "model/config.h"
+#include "model/config_impl.h"
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The GQA families and the defaults of their Hugging Face config classes (LlamaConfig, Qwen2Config,
+ * Qwen3Config, Qwen3MoeConfig, MixtralConfig, MistralConfig) for the optional fields prezero reads.
+ * Mistral (MistralForCausalLM) is Llama's layout and names without biases; it runs only when its
+ * sliding window covers max_position_embeddings (then the window masks nothing). */
+static const struct {
+  const char *model_type;
+  int64_t kv_heads;       /* num_key_value_heads when absent (0: num_attention_heads) */
+  int64_t head_dim;       /* head_dim when absent or null (0: hidden_size / num_attention_heads) */
+  float rope_theta, rms_norm_eps;
+  bool qk_norm;           /* q_norm / k_norm per head (Qwen3) */
+  bool sliding_flag;      /* use_sliding_window gates sliding_window (Qwen); else sliding_window alone */
+  int64_t sliding_window; /* sliding_window when absent (0: none; MistralConfig: 4096) */
+} gqa_fam[FAM_COUNT] = {
+    [FAM_LLAMA] = {"llama", 0, 0, 10000.f, 1e-6f, false, false, 0},
+    [FAM_QWEN2] = {"qwen2", 32, 0, 10000.f, 1e-6f, false, true, 0},
+    [FAM_QWEN3] = {"qwen3", 32, 128, 10000.f, 1e-6f, true, true, 0},
+    [FAM_QWEN3_MOE] = {"qwen3_moe", 4, 0, 10000.f, 1e-6f, true, true, 0},
+    [FAM_MIXTRAL] = {"mixtral", 8, 0, 1000000.f, 1e-5f, false, false, 0},
+    [FAM_MISTRAL] = {"mistral", 8, 0, 10000.f, 1e-6f, false, false, 4096},
+};
+
+int pz_cfg_gqa_family_of(const char *model_type) {
+  for (int f = 0; f < FAM_COUNT; f++)
+    if (!strcmp(model_type, gqa_fam[f].model_type)) return f;
+  return -1;
+}
+
+/* Float `key` of obj where null reads as absent (*v keeps its default). */
+static pz_status get_float_or_null(const reader *r, const cJSON *obj, const char *key, const char *field, float *v) {
+  const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+  if (!it || cJSON_IsNull(it)) return PZ_OK;
+  return pz_cfg_get_float_in(r, obj, key, field, false, v);
+}
+
+/* YaRN of a GQA layout (Qwen's long-context setting, rope_scaling {"type" or "rope_type": "yarn", "factor",
+ * "original_max_position_embeddings"}), read as transformers' _compute_yarn_parameters (5.x) reads it:
+ * original_max_position_embeddings from the config's top level if there, else rope_scaling's, else
+ * max_position_embeddings; factor null -> max_position_embeddings / original; beta_fast / beta_slow null or 0
+ * -> 32 / 1; the cos/sin attention factor get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim)
+ * where both are given and non-zero, else 0.1 ln(factor) + 1 (core/rope.h); no softmax rescaling (that is
+ * DeepSeek's MLA only). An explicit attention_factor and truncate false are refused. */
+static pz_status parse_gqa_yarn(const reader *r, const cJSON *rs, const char *name, pz_model_config *c) {
+  pz_rope_params *p = &c->rope;
+  static const char *const keys[8] = {"factor", "original_max_position_embeddings", "beta_fast", "beta_slow",
+                                      "mscale", "mscale_all_dim", "attention_factor", "truncate"};
+  char f[8][64];
+  for (int i = 0; i < 8; i++) snprintf(f[i], sizeof f[i], "%s.%s", name, keys[i]);
+  const cJSON *af = cJSON_GetObjectItemCaseSensitive(rs, keys[6]);
+  if (af && !cJSON_IsNull(af))
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is not supported (prezero derives YaRN's attention factor "
+                    "from factor, mscale and mscale_all_dim, as transformers does without it); remove it", r->src, f[6]);
+  const cJSON *tr = cJSON_GetObjectItemCaseSensitive(rs, keys[7]);
+  if (tr && !cJSON_IsNull(tr)) {
+    if (!cJSON_IsBool(tr)) return pz_cfg_type_err(r, f[7], "a boolean", tr);
+    if (!cJSON_IsTrue(tr))
+      return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" false is not supported (prezero rounds YaRN's correction "
+                      "range outwards, transformers' default); remove it", r->src, f[7]);
+  }
+  int64_t orig = 0;
+  /* the top level's wins (transformers) */
+  PZ_CHECK(pz_cfg_get_int_in(r, r->root, keys[1], keys[1], false, true, 1, &orig));
+  if (orig <= 0) PZ_CHECK(pz_cfg_get_int_in(r, rs, keys[1], f[1], false, true, 1, &orig));
+  if (orig <= 0) orig = c->max_position_embeddings;
+  p->original_max_position_embeddings = orig;
+  const cJSON *fa = cJSON_GetObjectItemCaseSensitive(rs, keys[0]);
+  if (!fa) return pz_error(PZ_ERR_CONFIG, "config %s: required field \"%s\" is missing", r->src, f[0]);
+  if (cJSON_IsNull(fa)) p->factor = (float)((double)c->max_position_embeddings / (double)orig);
+  else PZ_CHECK(pz_cfg_get_float_in(r, rs, keys[0], f[0], true, &p->factor));
+  if (!(p->factor >= 1.f)) return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is %g, must be >= 1", r->src, f[0], p->factor);
+  float bf = 0.f, bs = 0.f, ms = 0.f, msa = 0.f;
+  PZ_CHECK(get_float_or_null(r, rs, keys[2], f[2], &bf));
+  PZ_CHECK(get_float_or_null(r, rs, keys[3], f[3], &bs));
+  PZ_CHECK(get_float_or_null(r, rs, keys[4], f[4], &ms));
+  PZ_CHECK(get_float_or_null(r, rs, keys[5], f[5], &msa));
+  p->beta_fast = bf != 0.f ? bf : 32.f; /* transformers: `or 32` */
+  p->beta_slow = bs != 0.f ? bs : 1.f;
+  if (!(p->beta_fast > 0.f) || !(p->beta_slow > 0.f))
+    return pz_error(PZ_ERR_CONFIG, "config %s: fields \"%s\" (%g) and \"%s\" (%g) must be > 0", r->src, f[2],
+                    p->beta_fast, f[3], p->beta_slow);
+  p->mscale = ms != 0.f && msa != 0.f ? ms : 1.f;
+  p->mscale_all_dim = ms != 0.f && msa != 0.f ? msa : 0.f; /* get_mscale(f, 0) = 1: the factor alone */
+  p->type = PZ_ROPE_YARN;
+  return PZ_OK;
+}
+
+/* rope_scaling of a GQA layout (or transformers' newer "rope_parameters", which also carries
+ * rope_theta): null, type "default", "llama3" with all four of its fields, or "yarn" (parse_gqa_yarn). */
+static pz_status parse_gqa_rope(const reader *r, gqa_family fam, pz_model_config *c) {
+  pz_rope_params *p = &c->rope;
+  p->theta = gqa_fam[fam].rope_theta;
+  PZ_CHECK(pz_cfg_get_float(r, r->root, "rope_theta", false, &p->theta));
+  p->type = PZ_ROPE_DEFAULT;
+  p->factor = 1.f;
+  p->original_max_position_embeddings = c->max_position_embeddings;
+  p->beta_fast = 32.f;
+  p->beta_slow = 1.f;
+  p->mscale = 1.f;
+  p->mscale_all_dim = 0.f;
+  p->low_freq_factor = p->high_freq_factor = 1.f;
+  const cJSON *rs, *rp;
+  const char *name;
+  PZ_CHECK(pz_cfg_rope_object(r, &p->theta, &rs, &rp, &name));
+  if (!rs) return PZ_OK;
+  char f_type[48], f[4][64];
+  snprintf(f_type, sizeof f_type, "%s.rope_type", name);
+  /* transformers reads rope_type, then the legacy "type". */
+  const cJSON *ty = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+  const cJSON *legacy = cJSON_GetObjectItemCaseSensitive(rs, "type");
+  if (!ty) ty = legacy;
+  if (!ty) return pz_error(PZ_ERR_CONFIG, "config %s: required field \"%s\" is missing", r->src, f_type);
+  if (ty == legacy) snprintf(f_type, sizeof f_type, "%s.type", name); /* messages name the key the file used */
+  if (!cJSON_IsString(ty)) return pz_cfg_type_err(r, f_type, "a string", ty);
+  if (legacy && ty != legacy && !(cJSON_IsString(legacy) && !strcmp(legacy->valuestring, ty->valuestring)))
+    return pz_error(PZ_ERR_CONFIG, "config %s: fields \"%s\" and \"%s.type\" disagree", r->src, f_type, name);
+  if (!strcmp(ty->valuestring, "default")) return PZ_OK;
+  if (!strcmp(ty->valuestring, "yarn")) return parse_gqa_yarn(r, rs, name, c);
+  if (strcmp(ty->valuestring, "llama3"))
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is \"%.40s\", which prezero does not support for "
+                    "model_type %s (supported: null, \"default\", \"llama3\", \"yarn\")", r->src, f_type,
+                    ty->valuestring, gqa_fam[fam].model_type);
+  static const char *const keys[4] = {"factor", "low_freq_factor", "high_freq_factor",
+                                      "original_max_position_embeddings"};
+  for (int i = 0; i < 4; i++) snprintf(f[i], sizeof f[i], "%s.%s", name, keys[i]);
+  PZ_CHECK(pz_cfg_get_float_in(r, rs, keys[0], f[0], true, &p->factor));
+  PZ_CHECK(pz_cfg_get_float_in(r, rs, keys[1], f[1], true, &p->low_freq_factor));
+  PZ_CHECK(pz_cfg_get_float_in(r, rs, keys[2], f[2], true, &p->high_freq_factor));
+  int64_t orig = 0, top = 0;
+  PZ_CHECK(pz_cfg_get_int_in(r, rs, keys[3], f[3], true, false, 1, &orig));
+  /* transformers 5 (standardize_rope_params) gives a top-level original_max_position_embeddings priority,
+   * for llama3 as for yarn */
+  PZ_CHECK(pz_cfg_get_int_in(r, r->root, keys[3], keys[3], false, true, 1, &top));
+  p->original_max_position_embeddings = top > 0 ? top : orig;
+  if (!(p->factor >= 1.f)) return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" must be >= 1", r->src, f[0]);
+  /* The smooth band divides by high - low and the wavelength bounds by each factor. */
+  if (!(p->low_freq_factor > 0.f) || !(p->high_freq_factor > p->low_freq_factor))
+    return pz_error(PZ_ERR_CONFIG, "config %s: fields \"%s\" (%g) and \"%s\" (%g) must satisfy 0 < low < high",
+                    r->src, f[1], p->low_freq_factor, f[2], p->high_freq_factor);
+  p->type = PZ_ROPE_LLAMA3;
+  return PZ_OK;
+}
+
+static pz_status parse_mlp_only(const reader *r, pz_model_config *c) {
+  const cJSON *a = cJSON_GetObjectItemCaseSensitive(r->root, "mlp_only_layers");
+  c->n_mlp_only = 0;
+  if (!a || cJSON_IsNull(a)) return PZ_OK;
+  if (!cJSON_IsArray(a)) return pz_cfg_type_err(r, "mlp_only_layers", "a list of layer indices", a);
+  for (const cJSON *e = a->child; e; e = e->next) {
+    if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble))
+      return pz_cfg_type_err(r, "mlp_only_layers", "a list of integer layer indices", e);
+    if (c->n_mlp_only >= PZ_CONFIG_MAX_MLP_ONLY)
+      return pz_error(PZ_ERR_CONFIG, "config %s: field \"mlp_only_layers\" has more than %d entries; prezero keeps at "
+                      "most %d", r->src, PZ_CONFIG_MAX_MLP_ONLY, PZ_CONFIG_MAX_MLP_ONLY);
+    if (e->valuedouble < 0 || e->valuedouble >= (double)c->num_hidden_layers)
+      return pz_error(PZ_ERR_CONFIG, "config %s: field \"mlp_only_layers\" has entry %g, outside 0..%lld "
+                      "(num_hidden_layers - 1)", r->src, e->valuedouble, (long long)c->num_hidden_layers - 1);
+    c->mlp_only_layers[c->n_mlp_only++] = (int32_t)e->valuedouble;
+  }
+  return PZ_OK;
+}
+
+/* Sliding-window attention is refused: prezero's attention is full causal attention. */
+static pz_status check_full_attention(const reader *r, gqa_family fam, const pz_model_config *c) {
+  int64_t sw = gqa_fam[fam].sliding_window;
+  PZ_CHECK(pz_cfg_get_int(r, "sliding_window", false, true, 0, &sw));
+  if (gqa_fam[fam].sliding_flag) {
+    bool use = false;
+    PZ_CHECK(pz_cfg_get_bool(r, "use_sliding_window", &use));
+    if (use)
+      return pz_error(PZ_ERR_CONFIG, "config %s: field \"use_sliding_window\" is true; prezero runs full attention "
+                      "only (set it false)", r->src);
+  } else if (sw > 0 && sw < c->max_position_embeddings) {
+    const bool given = cJSON_GetObjectItemCaseSensitive(r->root, "sliding_window") != NULL;
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"sliding_window\" is %lld%s, below max_position_embeddings "
+                    "(%lld); prezero runs full attention only (null or a window >= max_position_embeddings)", r->src,
+                    (long long)sw, given ? "" : " (its default when absent)", (long long)c->max_position_embeddings);
+  }
+  const cJSON *lt = cJSON_GetObjectItemCaseSensitive(r->root, "layer_types");
+  if (lt && !cJSON_IsNull(lt)) {
+    if (!cJSON_IsArray(lt)) return pz_cfg_type_err(r, "layer_types", "a list of strings", lt);
+    for (const cJSON *e = lt->child; e; e = e->next)
+      if (!cJSON_IsString(e) || strcmp(e->valuestring, "full_attention"))
+        return pz_error(PZ_ERR_CONFIG, "config %s: field \"layer_types\" has an entry other than \"full_attention\"; "
+                        "prezero runs full attention only", r->src);
+  }
+  return PZ_OK;
+}
+
+/* Fields of other families that change the math of a layer (RoPE on part of each head, scaled
+ * attention, embeddings, residuals or logits, soft-capping, q/k norms, layers without RoPE,
+ * interleaved RoPE pairs): the six GQA families have none of them and prezero would run the layer
+ * without it, a different model, so a config that sets one to anything but its neutral value is
+ * refused. neutral: 0 any number but null refused, 1 the number 1, 2 the number head_dim, 3 false,
+ * 4 a list of 1s (every layer with RoPE). */
+static const struct { const char *field, *what; int neutral; } foreign_fields[] = {
+    {"partial_rotary_factor", "RoPE on part of each head, as GLM-4 / Phi / Qwen3-Next", 1},
+    {"attention_multiplier", "a scaled attention, as Granite", 0},
+    {"embedding_multiplier", "scaled embeddings, as Granite", 1},
+    {"residual_multiplier", "scaled residuals, as Granite", 1},
+    {"logits_scaling", "scaled logits, as Granite", 1},
+    {"logit_scale", "scaled logits, as Cohere", 1},
+    {"final_logit_softcapping", "soft-capped logits, as Gemma 2", 0},
+    {"attn_logit_softcapping", "soft-capped attention scores, as Gemma 2", 0},
+    {"query_pre_attn_scalar", "a query scale other than 1/sqrt(head_dim), as Gemma", 2},
+    {"use_qk_norm", "q/k norms, as Llama 4 / GLM-4.5 / Cohere", 3},
+    {"no_rope_layers", "layers without RoPE, as Llama 4 / SmolLM3", 4},
+    {"rope_interleave", "RoPE on interleaved pairs (prezero's GQA rotates halves)", 3},
+};
+
+static pz_status check_foreign_fields(const reader *r, gqa_family fam, const pz_model_config *c) {
+  for (size_t i = 0; i < sizeof foreign_fields / sizeof foreign_fields[0]; i++) {
+    const char *f = foreign_fields[i].field;
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(r->root, f);
+    if (!it) { /* transformers 5 keeps partial_rotary_factor in rope_parameters */
+      const cJSON *rp = cJSON_GetObjectItemCaseSensitive(r->root, "rope_parameters");
+      if (i == 0 && cJSON_IsObject(rp)) it = cJSON_GetObjectItemCaseSensitive(rp, f);
+    }
+    if (!it || cJSON_IsNull(it)) continue;
+    const int n = foreign_fields[i].neutral;
+    bool neutral = false;
+    if (n == 1) neutral = cJSON_IsNumber(it) && it->valuedouble == 1.0;
+    else if (n == 2) neutral = cJSON_IsNumber(it) && it->valuedouble == (double)c->head_dim;
+    else if (n == 3) neutral = cJSON_IsFalse(it) || (i == 9 && cJSON_IsTrue(it) && c->qk_norm);
+    else if (n == 4 && cJSON_IsArray(it)) {
+      neutral = true;
+      for (const cJSON *e = it->child; e; e = e->next) neutral &= cJSON_IsNumber(e) && e->valuedouble == 1.0;
+    }
+    if (neutral) continue;
+    char val[32];
+    if (cJSON_IsNumber(it)) snprintf(val, sizeof val, "%g", it->valuedouble);
+    else snprintf(val, sizeof val, "%s", cJSON_IsTrue(it) ? "true" : cJSON_IsFalse(it) ? "false"
+                                         : cJSON_IsArray(it) ? "a list" : "set");
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is %s (%s), which model_type %s does not have and prezero "
+                    "does not run; this model is not supported", r->src, f, val, foreign_fields[i].what,
+                    gqa_fam[fam].model_type);
+  }
+  return PZ_OK;
+}
+
+/* Dual chunk attention (Qwen2.5-1M's "dual_chunk_attention_config": chunk_size, local_size): serving
+ * engines that read it split a sequence into chunks of chunk_size - local_size tokens and give
+ * queries past the first chunk remapped positions; within the first chunk it is plain full attention,
+ * which is what prezero (and transformers, which ignores the field) runs. So the positions are limited
+ * to that first chunk: max_position_embeddings becomes min(max_position_embeddings,
+ * chunk_size - local_size), and a longer --context is refused rather than run as another model. */
+static pz_status parse_dual_chunk(const reader *r, pz_model_config *c) {
+  const cJSON *d = cJSON_GetObjectItemCaseSensitive(r->root, "dual_chunk_attention_config");
+  if (!d || cJSON_IsNull(d)) return PZ_OK;
+  if (!cJSON_IsObject(d)) return pz_cfg_type_err(r, "dual_chunk_attention_config", "an object or null", d);
+  PZ_CHECK(pz_cfg_check_duplicates(r, d, "dual_chunk_attention_config."));
+  int64_t chunk = 0, local = 0;
+  PZ_CHECK(pz_cfg_get_int_in(r, d, "chunk_size", "dual_chunk_attention_config.chunk_size", true, false, 1, &chunk));
+  PZ_CHECK(pz_cfg_get_int_in(r, d, "local_size", "dual_chunk_attention_config.local_size", true, false, 0, &local));
+  if (local >= chunk)
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"dual_chunk_attention_config.local_size\" (%lld) must be below "
+                    "chunk_size (%lld)", r->src, (long long)local, (long long)chunk);
+  if (chunk - local < c->max_position_embeddings) c->max_position_embeddings = chunk - local;
+  return PZ_OK;
+}
+
+/* Llama, Qwen2, Qwen3, Qwen3-MoE and Mixtral (GQA). */
+pz_status pz_cfg_parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) {
+  c->attn = PZ_ATTN_GQA;
+  PZ_CHECK(pz_cfg_get_int(r, "hidden_size", true, false, 1, &c->hidden_size));
+  PZ_CHECK(pz_cfg_get_int(r, "num_hidden_layers", true, false, 1, &c->num_hidden_layers));
+  if (c->num_hidden_layers > PZ_CONFIG_MAX_LAYERS)
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"num_hidden_layers\" is %lld, must be <= %d", r->src,
+                    (long long)c->num_hidden_layers, PZ_CONFIG_MAX_LAYERS);
+  PZ_CHECK(pz_cfg_get_int(r, "num_attention_heads", true, false, 1, &c->num_attention_heads));
+  /* Absent: the class default; null: num_attention_heads (every class's None rule). */
+  int64_t kvh = gqa_fam[fam].kv_heads ? gqa_fam[fam].kv_heads : c->num_attention_heads;
+  PZ_CHECK(pz_cfg_get_int(r, "num_key_value_heads", false, true, 1, &kvh));
+  c->num_key_value_heads = kvh ? kvh : c->num_attention_heads;
+  if (c->num_attention_heads % c->num_key_value_heads)
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"num_key_value_heads\" (%lld) must divide num_attention_heads "
+                    "(%lld)", r->src, (long long)c->num_key_value_heads, (long long)c->num_attention_heads);
+  int64_t hd = gqa_fam[fam].head_dim;
+  PZ_CHECK(pz_cfg_get_int(r, "head_dim", false, true, 1, &hd));
+  if (hd == 0) {
+    if (c->hidden_size % c->num_attention_heads)
+      return pz_error(PZ_ERR_CONFIG, "config %s: hidden_size (%lld) is not a multiple of num_attention_heads (%lld); "
+                      "give field \"head_dim\"", r->src, (long long)c->hidden_size, (long long)c->num_attention_heads);
+    hd = c->hidden_size / c->num_attention_heads;
+  }
+  c->head_dim = hd;
+  if (c->head_dim % 2)
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"head_dim\" must be even (rotate-half RoPE pairs j and "
+                    "j + head_dim/2), got %lld", r->src, (long long)c->head_dim);
+  PZ_CHECK(pz_cfg_get_int(r, "intermediate_size", true, false, 1, &c->intermediate_size));
+  PZ_CHECK(pz_cfg_get_int(r, "vocab_size", true, false, 1, &c->vocab_size));
+  PZ_CHECK(pz_cfg_get_int(r, "max_position_embeddings", true, false, 1, &c->max_position_embeddings));
+  c->rms_norm_eps = gqa_fam[fam].rms_norm_eps;
+  PZ_CHECK(pz_cfg_get_float(r, r->root, "rms_norm_eps", false, &c->rms_norm_eps));
+  if (!(c->rms_norm_eps > 0.f)) return pz_error(PZ_ERR_CONFIG, "config %s: field \"rms_norm_eps\" must be > 0", r->src);
+  PZ_CHECK(parse_gqa_rope(r, fam, c));
+  if (!(c->rope.theta > 0.f)) return pz_error(PZ_ERR_CONFIG, "config %s: field \"rope_theta\" must be > 0", r->src);
+  PZ_CHECK(parse_dual_chunk(r, c));
+  static const char *const acts[] = {"silu"};
+  int act = 0;
+  PZ_CHECK(pz_cfg_get_enum(r, "hidden_act", acts, 1, &act));
+  c->tie_word_embeddings = false;
+  PZ_CHECK(pz_cfg_get_bool(r, "tie_word_embeddings", &c->tie_word_embeddings));
+  /* q/k/v biases: Qwen2Attention always has them, MixtralAttention and MistralAttention never;
+   * Llama and Qwen3 read attention_bias (default false). o_proj has none in all six, and only
+   * LlamaMLP reads mlp_bias. */
+  c->attention_bias = fam == FAM_QWEN2;
+  if (fam == FAM_LLAMA || fam == FAM_QWEN3 || fam == FAM_QWEN3_MOE)
+    PZ_CHECK(pz_cfg_get_bool(r, "attention_bias", &c->attention_bias));
+  if (fam == FAM_LLAMA) {
+    bool mlp_bias = false;
+    PZ_CHECK(pz_cfg_get_bool(r, "mlp_bias", &mlp_bias));
+    if (mlp_bias)
+      return pz_error(PZ_ERR_CONFIG, "config %s: field \"mlp_bias\" is true; prezero runs MLPs without biases", r->src);
+  }
+  c->qk_norm = gqa_fam[fam].qk_norm;
+  PZ_CHECK(check_full_attention(r, fam, c));
+  PZ_CHECK(check_foreign_fields(r, fam, c));
+
+  /* MoE (DeepSeek-only fields stay neutral: one group, greedy, no shared experts, scale 1). */
+  c->decoder_sparse_step = 1;
+  c->moe_layer_freq = 1;
+  c->n_group = c->topk_group = 1;
+  c->topk_method = PZ_TOPK_GREEDY;
+  c->scoring_func = PZ_SCORE_SOFTMAX;
+  c->routed_scaling_factor = 1.f;
+  if (fam == FAM_QWEN3_MOE) {
+    /* transformers >= 5 maps num_experts to num_local_experts (Qwen3MoeConfig.attribute_map) and
+     * save_pretrained writes only the latter; earlier releases and the published files write
+     * num_experts. Either is read; both must agree. */
+    const bool has_ne = cJSON_GetObjectItemCaseSensitive(r->root, "num_experts") != NULL;
+    const bool has_nle = cJSON_GetObjectItemCaseSensitive(r->root, "num_local_experts") != NULL;
+    int64_t nle = -1;
+    if (has_nle) PZ_CHECK(pz_cfg_get_int(r, "num_local_experts", true, false, 0, &nle));
+    PZ_CHECK(pz_cfg_get_int(r, "num_experts", !has_nle, false, 0, &c->n_routed_experts));
+    if (!has_ne) c->n_routed_experts = nle;
+    else if (has_nle && nle != c->n_routed_experts)
+      return pz_error(PZ_ERR_CONFIG, "config %s: fields \"num_experts\" (%lld) and \"num_local_experts\" (%lld) "
+                      "disagree; give one", r->src, (long long)c->n_routed_experts, (long long)nle);
+    PZ_CHECK(pz_cfg_get_int(r, "num_experts_per_tok", true, false, 1, &c->num_experts_per_tok));
+    PZ_CHECK(pz_cfg_get_int(r, "moe_intermediate_size", true, false, 1, &c->moe_intermediate_size));
+    PZ_CHECK(pz_cfg_get_bool(r, "norm_topk_prob", &c->norm_topk_prob));
+    PZ_CHECK(pz_cfg_get_int(r, "decoder_sparse_step", false, false, 1, &c->decoder_sparse_step));
+    PZ_CHECK(parse_mlp_only(r, c));
+  } else if (fam == FAM_MIXTRAL) {
+    PZ_CHECK(pz_cfg_get_int(r, "num_local_experts", true, false, 1, &c->n_routed_experts));
+    PZ_CHECK(pz_cfg_get_int(r, "num_experts_per_tok", true, false, 1, &c->num_experts_per_tok));
+    c->moe_intermediate_size = c->intermediate_size;
+    c->scoring_func = PZ_SCORE_TOPK_SOFTMAX; /* softmax over the k chosen logits: weights sum to 1 */
+    c->norm_topk_prob = true;
+  }
+  if (c->n_routed_experts > 0 && c->num_experts_per_tok > c->n_routed_experts)
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"num_experts_per_tok\" (%lld) must be in 1..%s (%lld)", r->src,
+                    (long long)c->num_experts_per_tok, fam == FAM_MIXTRAL ? "num_local_experts" : "num_experts",
+                    (long long)c->n_routed_experts);
+  return PZ_OK;
+}
