@@ -165,6 +165,25 @@ int main(void) {
                       "\"weight_block_size\": [128, 64]}", &c));
   CHECK(c.quant.kind == PZ_WQ_FP8 && c.quant.block_rows == 128 && c.quant.block_cols == 64);
   CHECK(pz_quant_applies(&c.quant, "model.layers.1.mlp.experts.0.up_proj"));
+  /* Its skip lists, matched as transformers 5's should_convert_module does: a suffix of the module name,
+   * or a regex from the start up to a module boundary. */
+  CHECK_OK(parse_with("{\"quant_method\": \"fp8\", \"weight_block_size\": [128, 128], \"modules_to_not_convert\": "
+                      "[\"lm_head\", \"model.layers.1\", \"mlp.gate\", \"down_proj\", \"model.layers.[4-5].mlp.experts\"], "
+                      "\"ignored_layers\": [\"model.layers.7.mlp.experts.3.up_proj\"]}", &c));
+  CHECK(c.quant.kind == PZ_WQ_FP8 && c.quant.n_ignore == 6);
+  CHECK(!pz_quant_applies(&c.quant, "model.layers.1.mlp.experts.0.up_proj"));  /* "model.layers.1" up to a '.' */
+  CHECK(pz_quant_applies(&c.quant, "model.layers.11.mlp.experts.0.up_proj"));  /* not "model.layers.11" */
+  CHECK(pz_quant_applies(&c.quant, "model.layers.2.mlp.gate_proj"));           /* "mlp.gate": not from the start */
+  CHECK(pz_quant_applies(&c.quant, "model.layers.2.mlp.experts.0.gate_proj"));
+  CHECK(!pz_quant_applies(&c.quant, "model.layers.2.mlp.experts.0.down_proj")); /* a suffix */
+  CHECK(!pz_quant_applies(&c.quant, "model.layers.5.mlp.experts.9.up_proj"));   /* the regex, then a '.' */
+  CHECK(pz_quant_applies(&c.quant, "model.layers.6.mlp.experts.9.up_proj"));
+  CHECK(!pz_quant_applies(&c.quant, "model.layers.7.mlp.experts.3.up_proj"));   /* vLLM's list: the whole name */
+  CHECK(pz_quant_applies(&c.quant, "model.layers.7.mlp.experts.30.up_proj"));
+  expect_bad("{\"quant_method\": \"fp8\", \"weight_block_size\": [128, 128], \"modules_to_not_convert\": [\"model.(\"]}",
+             "modules_to_not_convert");
+  expect_bad("{\"quant_method\": \"fp8\", \"weight_block_size\": [128, 128], \"ignored_layers\": \"lm_head\"}",
+             "ignored_layers");
   CHECK_OK(parse_with("null", &c));
   CHECK(c.quant.kind == PZ_WQ_NONE);
 

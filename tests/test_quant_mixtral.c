@@ -265,11 +265,12 @@ int main(void) {
     CHECK(expert_dtype("int4_ignored") == PZ_BF16);
     same_decode("int4_ignored", "int4_twin", 1);
   }
-  /* FP8's skip lists (transformers' modules_to_not_convert, vLLM's ignored_layers: substrings of module
-   * names): the twin's unquantised experts under an fp8 config that names them load as bf16 and decode
+  /* FP8's skip lists (transformers' modules_to_not_convert, vLLM's ignored_layers: module names or
+   * regexes matched from the start up to a module boundary): the twin's unquantised experts under an fp8 config that names them load as bf16 and decode
    * the twin's tokens and logits; the same config without the list wants FP8 experts and is refused. */
-  static const char *const lists[] = {"\"modules_to_not_convert\":[\"lm_head\",\"block_sparse_moe.experts\"]",
-                                      "\"ignored_layers\":[\"block_sparse_moe.experts\"]", NULL};
+  static const char *const lists[] = {
+      "\"modules_to_not_convert\":[\"lm_head\",\"model.layers.*.block_sparse_moe.experts\"]",
+      "\"ignored_layers\":[\"model.layers.0.block_sparse_moe.experts\",\"model.layers.1.block_sparse_moe.experts\"]", NULL};
   for (int i = 0; i < 3; i++) {
     char src[400], dst[400], sub[64];
     snprintf(sub, sizeof sub, "fp8_skip%d", i);

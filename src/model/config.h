@@ -187,8 +187,9 @@ bool pz_config_layer_is_moe(const pz_model_config *c, int64_t layer);
 /* Whether the Linear module `module` (a Hugging Face module name such as
  * "model.layers.3.mlp.experts.0.gate_proj", with the checkpoint's prefix) is quantised under q:
  * kind != NONE and, for INT4, some target matches it and no ignore entry does (compressed-tensors'
- * rule); FP8: every Linear module but those that an entry of modules_to_not_convert / ignored_layers
- * (kept in q->ignore) is a substring of (transformers' rule; the checkpoint's dtypes decide the rest).
+ * rule); FP8: every Linear module but those an entry of modules_to_not_convert / ignored_layers (kept
+ * in q->ignore) names: a suffix of the name, or a regex match from its start up to a module boundary
+ * (transformers 5's should_convert_module; the checkpoint's dtypes decide the rest).
  * A "re:" pattern that does not compile matches nothing (pz_config_parse refuses such configs). */
 bool pz_quant_applies(const pz_quant_config *q, const char *module);
 

@@ -161,12 +161,33 @@ static bool py_re_to_posix(const char *re, char *out, size_t cap) {
   return true;
 }
 
-static bool compile_pattern(const char *re, regex_t *out) {
+static bool compile_pattern_flags(const char *re, regex_t *out, int flags) {
   char posix[PZ_QUANT_PATTERN_LEN * 8], buf[PZ_QUANT_PATTERN_LEN * 8 + 8];
   if (pattern_cost(re, PZ_QUANT_PATTERN_COST) > PZ_QUANT_PATTERN_COST) return false;
   if (!py_re_to_posix(re, posix, sizeof posix)) return false;
   snprintf(buf, sizeof buf, "^(%s)", posix); /* Python re.match anchors at the start only */
-  return regcomp(out, buf, REG_EXTENDED | REG_NOSUB) == 0;
+  return regcomp(out, buf, REG_EXTENDED | flags) == 0;
+}
+static bool compile_pattern(const char *re, regex_t *out) { return compile_pattern_flags(re, out, REG_NOSUB); }
+
+/* transformers' should_convert_module (quantizers_utils.py, transformers 5): a skip-list key matches
+ * a module when it is a suffix of the name, or matches as a regex from the start of the name up to a
+ * module boundary (the match ends at the end of the name, before a '.', or just after one): "layers.1"
+ * matches "layers.1.mlp" but not "layers.11.mlp"; "mlp.gate" not "mlp.gate_proj". POSIX takes the
+ * longest match where Python takes the first; for the module-name keys of real configs they agree. */
+static bool skip_key_matches(const char *key, const char *module) {
+  const size_t lk = strlen(key), lm = strlen(module);
+  if (lk && lk <= lm && !strcmp(module + lm - lk, key)) return true;
+  regex_t rx;
+  if (!compile_pattern_flags(key, &rx, 0)) return false;
+  regmatch_t mt[1];
+  bool hit = regexec(&rx, module, 1, mt, 0) == 0;
+  if (hit) {
+    const regoff_t e = mt[0].rm_eo;
+    hit = module[e] == 0 || module[e] == '.' || (e > 0 && module[e - 1] == '.');
+  }
+  regfree(&rx);
+  return hit;
 }
 
 static bool pattern_matches(const char *pat, const char *module) {
@@ -182,9 +203,9 @@ static bool pattern_matches(const char *pat, const char *module) {
 
 bool pz_quant_applies(const pz_quant_config *q, const char *module) {
   if (!q || !module || q->kind == PZ_WQ_NONE) return false;
-  if (q->kind == PZ_WQ_FP8) { /* every Linear module but those a skip-list fragment names (substring, transformers' rule) */
+  if (q->kind == PZ_WQ_FP8) { /* every Linear module but those a skip-list key names (transformers' rule) */
     for (int i = 0; i < q->n_ignore; i++)
-      if (q->ignore[i][0] && strstr(module, q->ignore[i])) return false;
+      if (q->ignore[i][0] && skip_key_matches(q->ignore[i], module)) return false;
     return true;
   }
   bool hit = false;
@@ -389,8 +410,9 @@ pz_status pz_cfg_parse_quant(const reader *r, const cJSON *outer, pz_quant_confi
     out->block_rows = (int64_t)a->valuedouble;
     out->block_cols = (int64_t)b->valuedouble;
     /* The modules left unquantised: transformers' FineGrainedFP8Config "modules_to_not_convert" and vLLM's
-     * fp8 "ignored_layers", both lists of module-name fragments (a module is skipped when one of them is a
-     * substring of its name); kept in out->ignore for pz_quant_applies. */
+     * fp8 "ignored_layers", lists of module names or Python regexes (skip_key_matches: a suffix, or a
+     * match from the start up to a module boundary); kept in out->ignore for pz_quant_applies. A key
+     * prezero cannot read as a regex is refused. */
     static const char *const skip[] = {"modules_to_not_convert", "ignored_layers"};
     out->n_ignore = 0;
     for (int i = 0; i < 2; i++) {
@@ -399,6 +421,14 @@ pz_status pz_cfg_parse_quant(const reader *r, const cJSON *outer, pz_quant_confi
       int n = 0;
       PZ_CHECK(q_patterns(r, cJSON_GetObjectItemCaseSensitive(q, skip[i]), field, out->ignore + out->n_ignore,
                           PZ_QUANT_MAX_IGNORE - out->n_ignore, &n));
+      for (int k = 0; k < n; k++) {
+        regex_t rx;
+        const char *key = out->ignore[out->n_ignore + k];
+        if (!compile_pattern(key, &rx))
+          return pz_error(PZ_ERR_CONFIG, "config %s: \"%s\" entry \"%s\" is not a module name or regular expression "
+                          "prezero can read; write the module's name", r->src, field, key);
+        regfree(&rx);
+      }
       out->n_ignore += n;
     }
     return PZ_OK;
