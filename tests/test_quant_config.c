@@ -170,7 +170,7 @@ int main(void) {
   CHECK_OK(parse_with("{\"quant_method\": \"fp8\", \"weight_block_size\": [128, 128], \"modules_to_not_convert\": "
                       "[\"lm_head\", \"model.layers.1\", \"mlp.gate\", \"down_proj\", \"model.layers.[4-5].mlp.experts\"], "
                       "\"ignored_layers\": [\"model.layers.7.mlp.experts.3.up_proj\"]}", &c));
-  CHECK(c.quant.kind == PZ_WQ_FP8 && c.quant.n_ignore == 6);
+  CHECK(c.quant.kind == PZ_WQ_FP8 && c.quant.n_ignore == 4); /* lm_head and mlp.gate cannot name an expert */
   CHECK(!pz_quant_applies(&c.quant, "model.layers.1.mlp.experts.0.up_proj"));  /* "model.layers.1" up to a '.' */
   CHECK(pz_quant_applies(&c.quant, "model.layers.11.mlp.experts.0.up_proj"));  /* not "model.layers.11" */
   CHECK(pz_quant_applies(&c.quant, "model.layers.2.mlp.gate_proj"));           /* "mlp.gate": not from the start */
@@ -186,6 +186,42 @@ int main(void) {
              "ignored_layers");
   CHECK_OK(parse_with("null", &c));
   CHECK(c.quant.kind == PZ_WQ_NONE);
+  /* Qwen3-235B-A22B-FP8's list: lm_head and each layer's input_layernorm, mlp.gate (the router) and
+   * post_attention_layernorm, 283 entries, given twice (both keys): none names a routed expert, so the
+   * config reads (it was refused for holding more than 256 entries) and the experts stay FP8; an entry
+   * that does name them ("model.layers.7.mlp.experts", up to a '.') is kept, a bare "gate" is not (it is
+   * neither a suffix of gate_proj nor a match from the start of the name in transformers 5). */
+  {
+    char path[512];
+    PZ_TEST_PATH(path, "../configs/qwen3_235b_a22b.json");
+    char *txt = pz_test_slurp(path, NULL);
+    size_t cap = 64 << 10;
+    char *q = malloc(cap), *json = malloc(cap + 8192);
+    CHECK(txt && q && json);
+    if (txt && q && json) {
+      for (int extra = 0; extra < 3; extra++) {
+        size_t o = (size_t)snprintf(q, cap, "[\"lm_head\"");
+        for (int l = 0; l < 94; l++)
+          o += (size_t)snprintf(q + o, cap - o, ", \"model.layers.%d.input_layernorm\", \"model.layers.%d.mlp.gate\", "
+                                "\"model.layers.%d.post_attention_layernorm\"", l, l, l);
+        snprintf(q + o, cap - o, "%s]", extra == 1 ? ", \"model.layers.7.mlp.experts\"" : extra == 2 ? ", \"gate\"" : "");
+        *strrchr(txt, '}') = 0;
+        snprintf(json, cap + 8192, "%s, \"quantization_config\": {\"quant_method\": \"fp8\", \"activation_scheme\": "
+                 "\"dynamic\", \"fmt\": \"e4m3\", \"weight_block_size\": [128, 128], \"modules_to_not_convert\": %s, "
+                 "\"ignored_layers\": %s}}", txt, q, q);
+        strcat(txt, "}");
+        pz_model_config f;
+        CHECK_OK(pz_config_parse(json, strlen(json), "qwen3_fp8.json", &f));
+        CHECK(f.quant.kind == PZ_WQ_FP8 && f.quant.n_ignore == (extra == 1 ? 2 : 0));
+        CHECK(pz_quant_applies(&f.quant, "model.layers.3.mlp.experts.0.up_proj"));
+        CHECK(pz_quant_applies(&f.quant, "model.layers.7.mlp.experts.0.gate_proj") == (extra != 1));
+        CHECK(pz_quant_applies(&f.quant, "model.layers.3.mlp.experts.0.gate_proj"));
+      }
+    }
+    free(txt);
+    free(q);
+    free(json);
+  }
 
   /* Synthetic (--quant int4): only routed experts. */
   pz_quant_config s;

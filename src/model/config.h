@@ -189,7 +189,9 @@ bool pz_config_layer_is_moe(const pz_model_config *c, int64_t layer);
  * kind != NONE and, for INT4, some target matches it and no ignore entry does (compressed-tensors'
  * rule); FP8: every Linear module but those an entry of modules_to_not_convert / ignored_layers (kept
  * in q->ignore) names: a suffix of the name, or a regex match from its start up to a module boundary
- * (transformers 5's should_convert_module; the checkpoint's dtypes decide the rest).
+ * (transformers 5's should_convert_module; the checkpoint's dtypes decide the rest). q->ignore holds
+ * only the entries that may name a routed expert's projection (the modules the builder asks about):
+ * norm, router and lm_head entries are dropped at parse time.
  * A "re:" pattern that does not compile matches nothing (pz_config_parse refuses such configs). */
 bool pz_quant_applies(const pz_quant_config *q, const char *module);
 

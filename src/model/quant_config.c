@@ -190,6 +190,39 @@ static bool skip_key_matches(const char *key, const char *module) {
   return hit;
 }
 
+/* Whether the FP8 skip-list key `key` can match (skip_key_matches) a routed expert's projection name as
+ * the builder asks pz_quant_applies about it: "<prefix>layers.L.mlp.experts.E.{gate,up,down}_proj" or
+ * Mixtral's "<prefix>layers.L.block_sparse_moe.experts.E.w{1,2,3}", prefix "model.",
+ * "model.language_model." or "language_model.model.", for some L and E. Keys with regex syntax other
+ * than '.' are kept (not judged); for the others every run of digits, in the key and in those names,
+ * counts as one placeholder, so "model.layers.7.mlp.experts" is kept and a norm, a router
+ * ("model.layers.7.mlp.gate") or lm_head is not. Published exports list every norm and router by name
+ * (Qwen3-235B-A22B-FP8: 283 entries), more than q->ignore holds. */
+static bool fp8_key_may_name_expert(const char *key) {
+  if (strpbrk(key, "*+?[](){}|^$\\")) return true;
+  char k[PZ_QUANT_PATTERN_LEN];
+  size_t o = 0;
+  for (const char *c = key; *c && o + 1 < sizeof k; c++) {
+    const bool dig = *c >= '0' && *c <= '9';
+    if (dig && o && k[o - 1] == '#') continue;
+    k[o++] = dig ? '#' : *c;
+  }
+  k[o] = 0;
+  static const char *const pre[] = {"model.", "model.language_model.", "language_model.model."};
+  static const char *const mid[] = {"mlp.experts.#.", "block_sparse_moe.experts.#."};
+  static const char *const proj[2][3] = {{"gate_proj", "up_proj", "down_proj"}, {"w#", "w#", "w#"}};
+  for (int a = 0; a < 3; a++)
+    for (int b = 0; b < 2; b++)
+      for (int p = 0; p < 3; p++) {
+        char t[160];
+        snprintf(t, sizeof t, "%slayers.#.%s%s", pre[a], mid[b], proj[b][p]);
+        const size_t lt = strlen(t), lk = strlen(k);
+        if (lk <= lt && !strcmp(t + lt - lk, k)) return true; /* a suffix */
+        if (lk <= lt && !strncmp(t, k, lk) && (t[lk] == 0 || t[lk] == '.' || (lk && t[lk - 1] == '.'))) return true;
+      }
+  return false;
+}
+
 static bool pattern_matches(const char *pat, const char *module) {
   if (!strncmp(pat, "re:", 3)) {
     regex_t rx;
@@ -411,25 +444,39 @@ pz_status pz_cfg_parse_quant(const reader *r, const cJSON *outer, pz_quant_confi
     out->block_cols = (int64_t)b->valuedouble;
     /* The modules left unquantised: transformers' FineGrainedFP8Config "modules_to_not_convert" and vLLM's
      * fp8 "ignored_layers", lists of module names or Python regexes (skip_key_matches: a suffix, or a
-     * match from the start up to a module boundary); kept in out->ignore for pz_quant_applies. A key
-     * prezero cannot read as a regex is refused. */
+     * match from the start up to a module boundary); kept in out->ignore for pz_quant_applies when they
+     * may name a routed expert (fp8_key_may_name_expert). A key prezero cannot read as a regex is refused. */
     static const char *const skip[] = {"modules_to_not_convert", "ignored_layers"};
     out->n_ignore = 0;
+    bool inner = false;
     for (int i = 0; i < 2; i++) {
       char field[64];
       snprintf(field, sizeof field, "quantization_config.%s", skip[i]);
-      int n = 0;
-      PZ_CHECK(q_patterns(r, cJSON_GetObjectItemCaseSensitive(q, skip[i]), field, out->ignore + out->n_ignore,
-                          PZ_QUANT_MAX_IGNORE - out->n_ignore, &n));
-      for (int k = 0; k < n; k++) {
+      const cJSON *arr = cJSON_GetObjectItemCaseSensitive(q, skip[i]);
+      if (!arr || cJSON_IsNull(arr)) continue;
+      if (!cJSON_IsArray(arr)) return pz_cfg_type_err(r, field, "a list of strings", arr);
+      for (const cJSON *e = arr->child; e; e = e->next) {
+        if (!cJSON_IsString(e)) return pz_cfg_type_err(r, field, "a list of strings", e);
+        const char *key = e->valuestring;
+        if (strlen(key) >= PZ_QUANT_PATTERN_LEN)
+          return pz_error(PZ_ERR_CONFIG, "config %s: an entry of \"%s\" is longer than %d bytes", r->src, field,
+                          PZ_QUANT_PATTERN_LEN - 1);
         regex_t rx;
-        const char *key = out->ignore[out->n_ignore + k];
         if (!compile_pattern(key, &rx))
           return pz_error(PZ_ERR_CONFIG, "config %s: \"%s\" entry \"%s\" is not a module name or regular expression "
                           "prezero can read; write the module's name", r->src, field, key);
         regfree(&rx);
+        /* kept: the keys that may name a routed expert, and the first naming transformers' newer text
+         * layout (pz_quant_text_prefix reads the layout from it) */
+        const bool names_inner = !inner && strstr(key, "model.language_model.");
+        if (!names_inner && !fp8_key_may_name_expert(key)) continue;
+        inner |= names_inner;
+        if (out->n_ignore >= PZ_QUANT_MAX_IGNORE)
+          return pz_error(PZ_ERR_CONFIG, "config %s: fields \"quantization_config.modules_to_not_convert\" and "
+                          "\"ignored_layers\" name more than %d routed-expert modules; prezero keeps at most %d", r->src,
+                          PZ_QUANT_MAX_IGNORE, PZ_QUANT_MAX_IGNORE);
+        snprintf(out->ignore[out->n_ignore++], PZ_QUANT_PATTERN_LEN, "%s", key);
       }
-      out->n_ignore += n;
     }
     return PZ_OK;
   }
