@@ -143,6 +143,10 @@ int main(void) {
   bad("run", "--prompt-ids 1,2 --batch 0", "--batch 0 is out of range");
   CHECK(last_rc == 2);
   bad("run", "--prompt-ids 1,2 --context -1", "--context -1 is negative");
+  /* Refused after --prompt-ids was parsed: nothing of it is left allocated (tools/asan-tests.sh). */
+  bad("run", "--prompt-ids 1,2 --steps 0", "--steps 0 is out of range");
+  bad("run", "--prompt-ids 1,2 --tp 0", "--tp 0 is out of range");
+  bad("run", "--prompt-ids 1,2 --layers 0", "--layers 0 is out of range");
   bad("run", "--prompt-ids 1,2 --context 99999999999", "--context 99999999999 is out of range for tiny");
   CHECK(last_rc == 2);
   CHECK(run("run --prompt-ids 1,2 --context 5 --steps 2 --device cpu") == 0 && strstr(out_txt, "seq 0:"));

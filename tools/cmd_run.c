@@ -344,11 +344,6 @@ int pz_cmd_run(int argc, char **argv) {
     return PZ_CLI_EXIT_USAGE;
   }
   const long long context_arg = context; /* range-checked below against the model even with --prompt-ids */
-  if (prompt_arg) {
-    if (parse_prompts(prompt_arg, &pr)) return 2;
-    batch = pr.n;
-    context = 0;
-  }
   if (steps < 1 || steps > 1000000) {
     fprintf(stderr, "prezero run: --steps %lld is out of range; use --steps 1..1000000\n", steps);
     return PZ_CLI_EXIT_USAGE;
@@ -370,6 +365,12 @@ int pz_cmd_run(int argc, char **argv) {
     fprintf(stderr, "prezero run: --threads %lld is out of range; use --threads 1..1024 (0 or leave it out: all cores)\n",
             threads);
     return PZ_CLI_EXIT_USAGE;
+  }
+  /* Parsed after the checks above, which return without freeing it. */
+  if (prompt_arg) {
+    if (parse_prompts(prompt_arg, &pr)) return 2;
+    batch = pr.n;
+    context = 0;
   }
   if (logits_path && !logits_path[0]) {
     fprintf(stderr, "prezero run: --logits is empty; give it a file path, e.g. --logits logits.f32\n");
