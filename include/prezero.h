@@ -162,6 +162,21 @@ PZ_API pz_status pz_engine_logits(const pz_engine *e, int m, float *out);
 /* Fills *info. Errors: PZ_ERR_INVALID_ARG for NULL. */
 PZ_API pz_status pz_engine_get_info(const pz_engine *e, pz_engine_info *info);
 
+/* *pos = the position (tokens, 0-based) that sequence `seq`'s next step decodes at: the tokens
+ * in its KV cache (the engine's context, plus one per step that included it, since creation or
+ * its last reset). Its KV cache is full when *pos reaches info.max_ctx. Errors: PZ_ERR_INVALID_ARG
+ * (NULL, or seq outside 0..max_batch-1). */
+PZ_API pz_status pz_engine_position(const pz_engine *e, int seq, int64_t *pos);
+
+/* Starts sequence `seq` (0..max_batch-1) over from an empty KV cache: its next step decodes at
+ * position 0, attending to nothing before it, so a new request can take a finished one's batch
+ * slot (continuous batching). The other sequences are untouched; the cache entries left behind
+ * are overwritten as the new sequence grows and never read before that. Host state only: it is
+ * cheap and may be called between any two steps. One rank per process: every rank calls it
+ * with the same seq, between the same steps. Errors: PZ_ERR_INVALID_ARG (NULL, or seq outside
+ * 0..max_batch-1). */
+PZ_API pz_status pz_engine_reset_sequence(pz_engine *e, int seq);
+
 /* Writes the rank-0 decode graph as run (after the passes): text (dot = 0) or Graphviz DOT
  * (dot = 1). Errors: PZ_ERR_INVALID_ARG for NULL or a dot other than 0 / 1, PZ_ERR_IO when
  * writing fails. */

@@ -398,6 +398,24 @@ pz_status pz_engine_get_info(const pz_engine *e, pz_engine_info *info) {
   return PZ_OK;
 }
 
+pz_status pz_engine_position(const pz_engine *e, int seq, int64_t *pos) {
+  if (!e || !pos) return pz_error(PZ_ERR_INVALID_ARG, "pz_engine_position: NULL argument");
+  if (seq < 0 || seq >= e->ec.max_batch)
+    return pz_error(PZ_ERR_INVALID_ARG, "pz_engine_position: sequence %d is out of range 0..%d (the engine's max_batch - 1)",
+                    seq, e->ec.max_batch - 1);
+  *pos = e->pos[seq];
+  return PZ_OK;
+}
+
+pz_status pz_engine_reset_sequence(pz_engine *e, int seq) {
+  if (!e) return pz_error(PZ_ERR_INVALID_ARG, "pz_engine_reset_sequence: NULL engine");
+  if (seq < 0 || seq >= e->ec.max_batch)
+    return pz_error(PZ_ERR_INVALID_ARG, "pz_engine_reset_sequence: sequence %d is out of range 0..%d (the engine's "
+                    "max_batch - 1)", seq, e->ec.max_batch - 1);
+  e->pos[seq] = 0; /* attention reads positions < pos only; the step writes this sequence's entry at pos */
+  return PZ_OK;
+}
+
 pz_status pz_engine_dump_graph(const pz_engine *e, FILE *f, int dot) {
   if (!e || !f) return pz_error(PZ_ERR_INVALID_ARG, "pz_engine_dump_graph: NULL argument");
   if (dot != 0 && dot != 1)
