@@ -146,8 +146,10 @@ PZ_API pz_status pz_engine_create(const pz_engine_config *cfg, pz_engine **out);
 /* One greedy decode step for sequences 0..m-1 (1 <= m <= max_batch): tokens_in[m] are the new
  * token ids (0..vocab_size-1), tokens_out[m] receives the argmax of the logits (lowest id on
  * ties). Each sequence's position advances by one; sequence i is at position context + the
- * number of steps that included it. Errors: PZ_ERR_INVALID_ARG (m out of range, token id out of
- * range, NULL pointer, or a sequence whose KV cache is full), PZ_ERR_IO (CPU: a logit is NaN or
+ * number of steps that included it, or, after pz_engine_reset_sequence(e, i), the number of
+ * steps that included it since that reset (pz_engine_position). Errors: PZ_ERR_INVALID_ARG (m
+ * out of range, token id out of range, NULL pointer, or a sequence whose KV cache is full: a
+ * later sequence's reset does not free it), PZ_ERR_IO (CPU: a logit is NaN or
  * infinite; CUDA: a row holds a NaN or its max is +infinity, read from the argmax without copying
  * the logits out; i.e. the weights or FP8 scales hold NaN / infinity or overflow; the step has run:
  * positions advanced and pz_engine_logits gives its logits), PZ_ERR_CUDA (a CUDA call of the step

@@ -6,8 +6,9 @@
  * H steps (same tokens) and then both, sequence 1 from its empty cache. Per-row results do not
  * depend on the other rows of a batch (the one-prompt-at-a-time golden tests hold this), so A and
  * B must give the same tokens and logits bit for bit at every later step, for both sequences.
- * Also: positions reported before and after, a context-prefilled engine reset to 0, and the
- * argument errors. */
+ * Also: positions reported before and after, a context-prefilled engine whose caches filled up
+ * decoding, after its slots are reset, what a fresh context-0 engine decodes (full_then_fresh; also
+ * `tiny_qwen3_moe` and TP 4), and the argument errors. */
 #include <string.h>
 #include "prezero.h"
 #include "pz_test.h"
@@ -123,12 +124,92 @@ static void reset_matters(void) {
   pz_engine_destroy(b);
 }
 
+/* A context-prefilled engine whose caches fill up, then every slot reset: the next step is refused
+ * while a stepped sequence is full (a reset of a later one does not help), and after the resets each
+ * sequence decodes, bit for bit, what sequence 0 of a fresh engine with no prefilled context decodes
+ * from the same tokens (position 0 onwards, not the context). Sequence 2 sits out the first steps
+ * (m = 2 < 3): its position stays 0 and it then starts as a fresh one. Tokens are fed as a prompt is
+ * (ids given, outputs ignored) for the first steps, then greedily. */
+#define FC 16 /* prefilled context */
+#define FS 3  /* max_steps: the caches fill after FS steps */
+static void full_then_fresh(const char *model, int tp) {
+  pz_engine_config c = PZ_ENGINE_CONFIG_INIT;
+  c.model = model;
+  c.tp = tp;
+  c.max_batch = 3;
+  c.context = FC;
+  c.max_steps = FS;
+  c.seed = 5;
+  c.prezero = 0;
+  c.threads = 1;
+  c.device = PZ_DEVICE_CPU;
+  pz_engine *a = NULL, *ref[3] = {NULL, NULL, NULL};
+  CHECK_OK(pz_engine_create(&c, &a));
+  c.max_batch = 1;
+  c.context = 0;
+  c.max_steps = FC + FS; /* the same capacity, none of it prefilled */
+  for (int i = 0; i < 3; i++) CHECK_OK(pz_engine_create(&c, &ref[i]));
+  if (!a || !ref[0] || !ref[1] || !ref[2]) goto out;
+  pz_engine_info info;
+  CHECK_OK(pz_engine_get_info(a, &info));
+  const int64_t V = info.vocab_size;
+  float *la = malloc(sizeof(float) * (size_t)(3 * V)), *lr = malloc(sizeof(float) * (size_t)V);
+  CHECK(la && lr);
+  int32_t in[3] = {3, 4, 5}, out[3], rout[1];
+  for (int s = 0; s < FS; s++) CHECK_OK(pz_engine_step(a, 3, in, out));
+  int64_t p = -1;
+  CHECK_OK(pz_engine_position(a, 2, &p));
+  CHECK(p == FC + FS && p == info.max_ctx);
+  CHECK_ST(pz_engine_step(a, 3, in, out), PZ_ERR_INVALID_ARG); /* full */
+  CHECK_OK(pz_engine_reset_sequence(a, 2));
+  CHECK_ST(pz_engine_step(a, 3, in, out), PZ_ERR_INVALID_ARG); /* 0 and 1 are still full */
+  CHECK_OK(pz_engine_reset_sequence(a, 0));
+  CHECK_OK(pz_engine_reset_sequence(a, 1));
+  for (int i = 0; i < 3; i++) {
+    CHECK_OK(pz_engine_position(a, i, &p));
+    CHECK(p == 0);
+  }
+  static const int32_t prompt[3][3] = {{9, 250, 31}, {77, 2, 140}, {61, 61, 8}};
+  int32_t pi[3] = {0, 0, 0}; /* prompt tokens fed so far */
+  int compared = 0;
+  for (int s = 0; s < 8 && la && lr; s++) {
+    const int m = s < 2 ? 2 : 3;
+    for (int i = 0; i < m; i++) in[i] = pi[i] < 3 ? prompt[i][pi[i]++] : in[i];
+    CHECK_OK(pz_engine_step(a, m, in, out));
+    CHECK_OK(pz_engine_logits(a, m, la));
+    for (int i = 0; i < m; i++) {
+      CHECK_OK(pz_engine_step(ref[i], 1, &in[i], rout));
+      CHECK_OK(pz_engine_logits(ref[i], 1, lr));
+      if (rout[0] != out[i] || memcmp(lr, la + (size_t)i * (size_t)V, sizeof(float) * (size_t)V)) {
+        fprintf(stderr, "%s TP %d: step %d, sequence %d after the resets differs from a fresh one (token %d vs %d)\n",
+                model, tp, s, i, out[i], rout[0]);
+        pz_test_failures++;
+      } else {
+        compared++;
+      }
+      in[i] = out[i]; /* greedy once its prompt is fed */
+    }
+    CHECK_OK(pz_engine_position(a, 2, &p));
+    CHECK(p == (s < 2 ? 0 : s - 1));
+  }
+  CHECK(compared == 2 * 8 + 6);
+  free(la);
+  free(lr);
+out:
+  for (int i = 0; i < 3; i++) pz_engine_destroy(ref[i]);
+  pz_engine_destroy(a);
+}
+
 int main(void) {
   reuse_case("tiny", 1);
   reuse_case("tiny", 2);
   reuse_case("tiny_llama", 1);
   reuse_case("tiny_llama", 2);
   reset_matters();
+  full_then_fresh("tiny", 1);
+  full_then_fresh("tiny", 4);
+  full_then_fresh("tiny_llama", 2);
+  full_then_fresh("tiny_qwen3_moe", 4);
 
   /* A context-prefilled engine: positions start at the context; a reset goes to 0, not back to it. */
   pz_engine *e = make("tiny", 1, 16);
