@@ -486,10 +486,13 @@ int main(void) {
   CHECK(last_rc == 2);
   bad("bench attn", "--tp 3", "TP 3 does not divide Kimi-K2's 64 heads; use --tp 1, 2, 4");
   CHECK(last_rc == 2);
-  bad("tune", "--pool-mb 1", "--pool-mb 1 is out of range; use --pool-mb 256..65536 (MB)");
+  bad("tune", "--pool-mb 1", "--pool-mb 1 is out of range; use --pool-mb 256..65536");
   CHECK(last_rc == 2);
-  bad("tune", "--pool-mb 1k", "--pool-mb 1k is not a number");
+  bad("tune", "--pool-mb 1k", "--pool-mb needs an integer, got '1k'");
   CHECK(last_rc == 2);
+  /* a value beyond 64 bits is named as typed, not as the clamped LLONG_MAX */
+  bad("tune", "--pool-mb 99999999999999999999", "99999999999999999999");
+  CHECK(last_rc == 2 && !strstr(err_txt, "9223372036854775807"));
   if (pz_gpu_count() == 0) {
     bad("tune", "", "tuning needs 1 GPU, 0 visible; run it on a machine with a CUDA GPU");
     CHECK(last_rc == 1);

@@ -431,13 +431,8 @@ int pz_cmd_tune(int argc, char **argv) {
     } else if (!v) { fprintf(stderr, "prezero tune: %s needs a value; see --help\n", a); return 2; }
     else if (!strcmp(a, "--only")) { only = v; i++; }
     else if (!strcmp(a, "--pool-mb")) {
-      char *end = NULL;
-      long mb = strtol(v, &end, 10);
-      if (!end || end == v || *end) {
-        fprintf(stderr, "prezero tune: --pool-mb %s is not a number; give the weight pool in MB, e.g. --pool-mb 1024\n", v);
-        return PZ_CLI_EXIT_USAGE;
-      }
-      if (mb < 256 || mb > 65536) return pz_cli_out_of_range("tune", "--pool-mb", mb, 256, 65536, " (MB)");
+      long long mb = 0;
+      if (pz_cli_parse_int("tune", "--pool-mb", v, 256, 65536, &mb)) return PZ_CLI_EXIT_USAGE; /* the weight pool, MB */
       pool_mb = (size_t)mb;
       i++;
     } else if (!strcmp(a, "--m")) {
