@@ -234,7 +234,8 @@ enum {
  * position p = pos[i], for each head h with kv head g = h / (heads / kvh):
  *   q = qkv[i, h*d : +d], k = qkv[i, (heads+g)*d : +d], v = qkv[i, (heads+kvh+g)*d : +d] (f32);
  *   qk_norm: q = RMSNorm(q, eps) * q_norm_w, k = RMSNorm(k, eps) * k_norm_w (per head, over d);
- *   RoPE, rotate-half (GPT-NeoX) pairing (j, j + d/2), inv_freq from pz_rope_inv_freq(rope, d);
+ *   RoPE, rotate-half (GPT-NeoX) pairing (j, j + r/2) over the first r = rotary_dim (0: d) dims,
+ *   inv_freq from pz_rope_inv_freq(rope, r); dims r..d-1 unrotated;
  *   k_cache[i, g, p] = bf16(k), v_cache[i, g, p] = bf16(v);
  *   o[h] = Σ_{t<=p} softmax_t(softmax_scale * q·k_cache[i,g,t]) v_cache[i,g,t], rounded to bf16;
  *   partial[i, :] = o_w · o (f32), written to dst, or accumulated into the pre-zeroed slot.
@@ -249,6 +250,8 @@ typedef struct pz_gqa_params {
   float eps;               /* q_norm / k_norm eps (rms_norm_eps) */
   float softmax_scale;     /* head_dim^-0.5 */
   pz_rope_params rope;
+  int64_t rotary_dim;      /* 0: RoPE on all head_dim dims; else on the first rotary_dim (even, < head_dim:
+                              GLM-4.5's partial_rotary_factor), the rest passed through */
   /* Set by the prezero pass with the o_proj slot (as pz_mla_params'). 0 when unset. */
   int64_t prezero_n_total, prezero_n_base;
   int64_t oproj_col_offset;

@@ -170,6 +170,8 @@ static pz_status check_gqa(const pz_graph *g, const pz_node *n) {
   if (heads < 1 || kvh < 1 || heads % kvh) FAIL(n, "heads %lld must be a positive multiple of kv heads %lld", (long long)heads,
                                                  (long long)kvh);
   if (d < 2 || d % 2) FAIL(n, "head_dim %lld must be even and >= 2", (long long)d);
+  if (a->rotary_dim && (a->rotary_dim < 2 || a->rotary_dim % 2 || a->rotary_dim > d))
+    FAIL(n, "rotary_dim %lld must be 0 (head_dim) or even in 2..head_dim (%lld)", (long long)a->rotary_dim, (long long)d);
   if (a->max_ctx < 1 || a->hidden < 1) FAIL(n, "max_ctx %lld and hidden %lld must be positive", (long long)a->max_ctx,
                                             (long long)a->hidden);
   NEED(PZ_GQA_QKV, PZ_F32, 2, "qkv");

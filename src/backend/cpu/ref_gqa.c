@@ -55,7 +55,7 @@ static void gqa_heads(void *va, int64_t lo, int64_t hi) {
     const int32_t pos = io->pos[i];
     memcpy(q, io->qkv + i * io->ld_qkv + h * d, sizeof(float) * (size_t)d);
     if (io->q_norm_w) head_norm(q, d, io->q_norm_w, p->eps);
-    pz_ref_rope_half(q, d, pos, J->inv_freq, J->ms);
+    pz_ref_rope_half(q, p->rotary_dim ? p->rotary_dim : d, pos, J->inv_freq, J->ms);
     const pz_bf16 *K = io->k_cache + i * io->cache_seq_stride + g * io->cache_head_stride;
     const pz_bf16 *V = io->v_cache + i * io->cache_seq_stride + g * io->cache_head_stride;
     const int64_t np = (int64_t)pos + 1;
@@ -92,6 +92,9 @@ pz_status pz_ref_gqa_attention(int64_t m, const pz_gqa_params *p, const pz_ref_g
   if (d < 2 || d % 2 || kvh < 1 || heads < kvh || heads % kvh)
     return pz_error(PZ_ERR_SHAPE, "gqa: unsupported dims (head_dim %lld, heads %lld, kv heads %lld): head_dim must be even "
                     "and heads a multiple of kv heads", (long long)d, (long long)heads, (long long)kvh);
+  if (p->rotary_dim && (p->rotary_dim < 2 || p->rotary_dim % 2 || p->rotary_dim > d))
+    return pz_error(PZ_ERR_SHAPE, "gqa: rotary_dim %lld must be 0 (head_dim) or even in 2..head_dim (%lld)",
+                    (long long)p->rotary_dim, (long long)d);
   if (!io->qkv || !io->o_w || !io->k_cache || !io->v_cache || !io->pos || !io->out)
     return pz_error(PZ_ERR_INVALID_ARG, "gqa: missing input pointer");
   if (!io->q_norm_w != !io->k_norm_w) return pz_error(PZ_ERR_INVALID_ARG, "gqa: q_norm and k_norm weights go together");
@@ -107,7 +110,8 @@ pz_status pz_ref_gqa_attention(int64_t m, const pz_gqa_params *p, const pz_ref_g
   float *kt = malloc(sizeof(float) * (size_t)d);
   pz_bf16 *o = malloc(sizeof(pz_bf16) * (size_t)(m * heads * d));
   if (!inv_freq || !kt || !o) { st = pz_error(PZ_ERR_OOM, "gqa: scratch allocation"); goto done; }
-  pz_rope_inv_freq(&p->rope, d, inv_freq);
+  const int64_t rd = p->rotary_dim ? p->rotary_dim : d;
+  pz_rope_inv_freq(&p->rope, rd, inv_freq);
   const float ms = pz_ref_gqa_rope_mscale(&p->rope);
   /* KV append: k (normed, roped) and v of every row to the cache at pos[i], bf16. */
   for (int64_t i = 0; i < m; i++) {
@@ -116,7 +120,7 @@ pz_status pz_ref_gqa_attention(int64_t m, const pz_gqa_params *p, const pz_ref_g
     for (int64_t g = 0; g < kvh; g++) {
       memcpy(kt, row + (heads + g) * d, sizeof(float) * (size_t)d);
       if (io->k_norm_w) head_norm(kt, d, io->k_norm_w, p->eps);
-      pz_ref_rope_half(kt, d, io->pos[i], inv_freq, ms);
+      pz_ref_rope_half(kt, rd, io->pos[i], inv_freq, ms);
       pz_bf16 *kc = io->k_cache + i * io->cache_seq_stride + g * io->cache_head_stride + at;
       pz_bf16 *vc = io->v_cache + i * io->cache_seq_stride + g * io->cache_head_stride + at;
       const float *v = row + (heads + kvh + g) * d;

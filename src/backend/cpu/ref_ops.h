@@ -210,8 +210,9 @@ typedef struct pz_ref_gqa_io {
  *  2. qk_norm (q_norm_w set): x = (x_j * inv) * w_j with inv = pz_ref_rms_inv(x, d, eps) (sum of
  *     squares f32 in order), f32, NOT rounded (Hugging Face's Qwen3RMSNorm rounds x*inv to the
  *     model dtype before the weight; this project rounds once, at the cache / o_proj input).
- *  3. RoPE on q_h and k_g: pz_ref_rope_half with inv_freq = pz_rope_inv_freq(&p->rope, d) and
- *     ms = pz_ref_gqa_rope_mscale(&p->rope); q stays f32.
+ *  3. RoPE on the first r = p->rotary_dim (0: d) dims of q_h and k_g: pz_ref_rope_half(x, r, ...) with
+ *     inv_freq = pz_rope_inv_freq(&p->rope, r) and ms = pz_ref_gqa_rope_mscale(&p->rope) (transformers'
+ *     partial rotary: rotate-half within the first r dims, the rest passed through); q stays f32.
  *  4. k_cache[i, g, p] = bf16(k_g), v_cache[i, g, p] = bf16(v_g) (every row's append happens
  *     before any attention, so a row attends to its own new token).
  *  5. Per head h, g = h / (heads / kvh): score_t = (Σ_j q_h[j] * K_t[j]) * softmax_scale for
@@ -221,7 +222,8 @@ typedef struct pz_ref_gqa_io {
  *  6. out (+)= o · o_wᵀ via pz_ref_gemm(split_k 0, zero_init = out_zero_init).
  * Rounding points: the cache contents and the o_proj input o are bf16; q, k before the cache,
  * scores, softmax and the attention sums stay f32. Results do not depend on the thread count.
- * Errors: PZ_ERR_SHAPE (head_dim odd or < 2, heads not a multiple of kvh, heads / kvh < 1),
+ * Errors: PZ_ERR_SHAPE (head_dim odd or < 2, rotary_dim neither 0 nor even in 2..head_dim, heads not a
+ * multiple of kvh, heads / kvh < 1),
  * PZ_ERR_INVALID_ARG (pos outside [0, max_ctx), a missing pointer, only one of the two norm
  * weights), PZ_ERR_OOM. */
 pz_status pz_ref_gqa_attention(int64_t m, const pz_gqa_params *p, const pz_ref_gqa_io *io);

@@ -57,6 +57,10 @@ pz_status pz_gqa_cuda_create(const pz_gqa_params *p, int m_max, pz_gemm_ctx *gem
   if (d != 16 && d != 32 && d != 64 && d != 128)
     return pz_error(PZ_ERR_UNSUPPORTED, "gqa cuda: head_dim %lld unsupported (the attention kernel has 16, 32, 64 and 128)",
                     (long long)d);
+  /* The q/k RoPE kernel rotates all head_dim dims; partial RoPE (GLM-4.5) runs on the CPU backend only. */
+  if (p->rotary_dim && p->rotary_dim != d)
+    return pz_error(PZ_ERR_UNSUPPORTED, "gqa cuda: RoPE on %lld of head_dim %lld dims (partial_rotary_factor, as GLM-4.5) "
+                    "is not implemented by the CUDA GQA kernels; use --device cpu", (long long)p->rotary_dim, (long long)d);
   pz_gqa_cuda_ctx *c = calloc(1, sizeof *c);
   if (!c) return pz_error(PZ_ERR_OOM, "gqa cuda: context");
   c->p = *p;
