@@ -48,8 +48,8 @@ static void expect_ok(int line, const char *json) {
   "not run; this model is not supported"
 #define MSG_VARIANT(by, name, what)                                                                                    \
   "config f.json: " by " \"" name "\" is not supported: prezero has no " what " and would run every layer as plain "  \
-  "MLA; prezero runs deepseek_v2, deepseek_v3, kimi_k2 (MLA) and llama, mistral, qwen2, qwen3, qwen3_moe, mixtral "    \
-  "(GQA)"
+  "MLA; prezero runs deepseek_v2, deepseek_v3, kimi_k2 (MLA) and llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, "   \
+  "glm4_moe (GQA)"
 
 static void test_gqa(void) {
   EXPECT("{" QWEN3_BASE ", \"partial_rotary_factor\": 0.5}",
@@ -82,6 +82,16 @@ static void test_gqa(void) {
          MSG_FOREIGN("rope_interleave", "true", "RoPE on interleaved pairs (prezero's GQA rotates halves)", "llama"));
   /* Neutral values and nulls are the plain family. */
   EXPECT_OK("{" QWEN3_BASE ", \"partial_rotary_factor\": 1.0, \"use_qk_norm\": true}");
+  /* glm4_moe has partial_rotary_factor and use_qk_norm of its own; the other families' fields stay refused */
+#define GLM_BASE                                                                                                       \
+  "\"model_type\": \"glm4_moe\", \"hidden_size\": 256, \"num_hidden_layers\": 2, \"num_attention_heads\": 8, "       \
+  "\"head_dim\": 64, \"intermediate_size\": 512, \"moe_intermediate_size\": 64, \"n_routed_experts\": 8, "              \
+  "\"num_experts_per_tok\": 2, \"vocab_size\": 1024, \"max_position_embeddings\": 4096"
+  EXPECT_OK("{" GLM_BASE ", \"partial_rotary_factor\": 0.5, \"use_qk_norm\": true}");
+  EXPECT("{" GLM_BASE ", \"rope_interleave\": true}",
+         MSG_FOREIGN("rope_interleave", "true", "RoPE on interleaved pairs (prezero's GQA rotates halves)", "glm4_moe"));
+  EXPECT("{" GLM_BASE ", \"final_logit_softcapping\": 30.0}",
+         MSG_FOREIGN("final_logit_softcapping", "30", "soft-capped logits, as Gemma 2", "glm4_moe"));
   EXPECT_OK("{" LLAMA_BASE ", \"use_qk_norm\": false, \"rope_interleave\": false, \"no_rope_layers\": [1, 1], "
             "\"query_pre_attn_scalar\": 32, \"final_logit_softcapping\": null, \"logit_scale\": 1}");
 }
@@ -104,7 +114,7 @@ static void test_mla_variants(void) {
 
 #define MSG_OTHER(mt)                                                                                                  \
   "config f.json: model_type \"" mt "\" is not supported; prezero runs the DeepSeek-V2 family (deepseek_v2, "         \
-  "deepseek_v3, kimi_k2: MLA) and llama, mistral, qwen2, qwen3, qwen3_moe, mixtral (GQA)"
+  "deepseek_v3, kimi_k2: MLA) and llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, glm4_moe (GQA)"
 
 /* Other DeepSeek layouts without the MLA fields are named as unsupported, not as an MLA config with
  * its ranks missing: DeepSeek-MoE 16B ("deepseek", multi-head attention) and DeepSeek-VL2

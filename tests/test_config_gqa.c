@@ -400,6 +400,75 @@ static void test_moe(void) {
   CHECK_OK(PARSE(mixtral, OV({"sliding_window", "32768"}), &c));
 }
 
+/* zai-org/GLM-4.5-Air's config.json (model_type glm4_moe). */
+static const kv glm45_air[] = {
+    {"architectures", "[\"Glm4MoeForCausalLM\"]"}, {"model_type", "\"glm4_moe\""}, {"attention_bias", "true"},
+    {"first_k_dense_replace", "1"}, {"head_dim", "128"}, {"hidden_act", "\"silu\""}, {"hidden_size", "4096"},
+    {"intermediate_size", "10944"}, {"max_position_embeddings", "131072"}, {"moe_intermediate_size", "1408"},
+    {"n_group", "1"}, {"n_routed_experts", "128"}, {"n_shared_experts", "1"}, {"norm_topk_prob", "true"},
+    {"num_attention_heads", "96"}, {"num_experts_per_tok", "8"}, {"num_hidden_layers", "46"},
+    {"num_key_value_heads", "8"}, {"num_nextn_predict_layers", "1"}, {"partial_rotary_factor", "0.5"},
+    {"rms_norm_eps", "1e-05"}, {"rope_scaling", "null"}, {"rope_theta", "1000000"}, {"routed_scaling_factor", "1.0"},
+    {"tie_word_embeddings", "false"}, {"topk_group", "1"}, {"use_qk_norm", "false"}, {"vocab_size", "151552"},
+};
+
+/* glm4_moe: GQA attention with partial RoPE (rotary_dim = int(head_dim * partial_rotary_factor)), q/k/v
+ * biases, optional q/k norms, and DeepSeek-V3's MoE from first_k_dense_replace on; Glm4MoeConfig's
+ * defaults fill what is absent; bad values are refused with one line naming the field. */
+static void test_glm4_moe(void) {
+  pz_model_config c;
+  CHECK_OK(PARSE(glm45_air, NONE, &c));
+  CHECK(!strcmp(c.model_type, "glm4_moe") && c.attn == PZ_ATTN_GQA && c.attention_bias && !c.qk_norm);
+  CHECK(c.hidden_size == 4096 && c.num_hidden_layers == 46 && c.num_attention_heads == 96 && c.num_key_value_heads == 8);
+  CHECK(c.head_dim == 128 && c.rotary_dim == 64 && c.intermediate_size == 10944 && c.moe_intermediate_size == 1408);
+  CHECK(c.n_routed_experts == 128 && c.num_experts_per_tok == 8 && c.n_shared_experts == 1 && c.norm_topk_prob);
+  CHECK(c.n_group == 1 && c.topk_group == 1 && c.routed_scaling_factor == 1.f && c.first_k_dense_replace == 1);
+  CHECK(c.scoring_func == PZ_SCORE_SIGMOID && c.topk_method == PZ_TOPK_NOAUX_TC && c.decoder_sparse_step == 0);
+  CHECK(c.rope.theta == 1e6f && c.rope.type == PZ_ROPE_DEFAULT && c.rms_norm_eps == 1e-5f && c.vocab_size == 151552);
+  CHECK(!pz_config_layer_is_moe(&c, 0));
+  for (int L = 1; L < 46; L++) CHECK(pz_config_layer_is_moe(&c, L));
+  /* Glm4MoeConfig's defaults: partial_rotary_factor 0.5, n_shared_experts 1, first_k_dense_replace 1,
+   * norm_topk_prob true, num_key_value_heads 8, rms_norm_eps 1e-5, attention_bias / use_qk_norm false,
+   * head_dim hidden / heads. */
+  CHECK_OK(PARSE(glm45_air, OV({"partial_rotary_factor", NULL}, {"n_shared_experts", NULL}, {"first_k_dense_replace", NULL},
+                               {"norm_topk_prob", NULL}, {"num_key_value_heads", NULL}, {"rms_norm_eps", NULL},
+                               {"attention_bias", NULL}, {"use_qk_norm", NULL}, {"head_dim", NULL},
+                               {"num_attention_heads", "16"}), &c));
+  CHECK(c.head_dim == 256 && c.rotary_dim == 128 && c.n_shared_experts == 1 && c.first_k_dense_replace == 1);
+  CHECK(c.norm_topk_prob && c.num_key_value_heads == 8 && c.rms_norm_eps == 1e-5f && !c.attention_bias && !c.qk_norm);
+  CHECK_OK(PARSE(glm45_air, OV({"use_qk_norm", "true"}, {"first_k_dense_replace", "3"}, {"n_group", "8"},
+                               {"topk_group", "4"}, {"routed_scaling_factor", "2.5"}, {"norm_topk_prob", "false"}), &c));
+  CHECK(c.qk_norm && c.n_group == 8 && c.topk_group == 4 && c.routed_scaling_factor == 2.5f && !c.norm_topk_prob);
+  for (int L = 0; L < 46; L++) CHECK(pz_config_layer_is_moe(&c, L) == (L >= 3));
+  /* transformers 5 keeps partial_rotary_factor in rope_parameters, which wins over the top level */
+  CHECK_OK(PARSE(glm45_air, OV({"rope_theta", NULL}, {"rope_scaling", NULL},
+                               {"rope_parameters", "{\"rope_type\": \"default\", \"rope_theta\": 500000.0, "
+                                                   "\"partial_rotary_factor\": 0.25}"}), &c));
+  CHECK(c.rotary_dim == 32 && c.rope.theta == 5e5f);
+  CHECK_OK(PARSE(glm45_air, OV({"partial_rotary_factor", "1.0"}), &c));
+  CHECK(c.rotary_dim == 128);
+  /* num_local_experts (Glm4MoeConfig.attribute_map) names the same field */
+  CHECK_OK(PARSE(glm45_air, OV({"n_routed_experts", NULL}, {"num_local_experts", "64"}), &c));
+  CHECK(c.n_routed_experts == 64);
+  BAD2(glm45_air, OV({"num_local_experts", "64"}), "n_routed_experts", "num_local_experts");
+  BAD(glm45_air, OV({"head_dim", NULL}), "head_dim"); /* 4096 / 96 */
+  BAD2(glm45_air, OV({"partial_rotary_factor", "0"}), "\"partial_rotary_factor\" is 0", "(0, 1]");
+  BAD2(glm45_air, OV({"partial_rotary_factor", "1.5"}), "\"partial_rotary_factor\"", "(0, 1]");
+  BAD2(glm45_air, OV({"partial_rotary_factor", "0.01"}), "\"partial_rotary_factor\"", "1 rotary dims");
+  BAD2(glm45_air, OV({"partial_rotary_factor", "0.1171875"}), "\"partial_rotary_factor\"", "15 rotary dims"); /* odd */
+  BAD(glm45_air, OV({"partial_rotary_factor", "\"half\""}), "\"partial_rotary_factor\"");
+  BAD(glm45_air, OV({"rope_scaling", "{\"rope_type\": \"default\", \"partial_rotary_factor\": 2}"}),
+      "\"rope_scaling.partial_rotary_factor\"");
+  BAD(glm45_air, OV({"n_routed_experts", NULL}), "\"n_routed_experts\"");
+  BAD(glm45_air, OV({"moe_intermediate_size", NULL}), "\"moe_intermediate_size\"");
+  BAD2(glm45_air, OV({"n_group", "3"}), "\"n_group\" (3)", "n_routed_experts (128)");
+  BAD2(glm45_air, OV({"n_group", "128"}), "\"n_group\" (128)", "at least 2");
+  BAD2(glm45_air, OV({"topk_group", "2"}), "\"topk_group\" (2)", "n_group (1)");
+  BAD2(glm45_air, OV({"n_group", "32"}, {"topk_group", "1"}), "\"num_experts_per_tok\" (8)", "(4)");
+  BAD(glm45_air, OV({"use_qk_norm", "1"}), "\"use_qk_norm\"");
+  BAD(glm45_air, OV({"sliding_window", "4096"}), "\"sliding_window\"");
+}
+
 /* mistralai/Mistral-7B-Instruct-v0.3's config.json (sliding_window null). */
 static const kv mistral[] = {
     {"architectures", "[\"MistralForCausalLM\"]"}, {"model_type", "\"mistral\""}, {"hidden_size", "4096"},
@@ -691,6 +760,7 @@ int main(void) {
   test_qwen();
   test_moe();
   test_mistral();
+  test_glm4_moe();
   test_refusals();
   test_llama3_rope();
   test_deepseek();

@@ -1,5 +1,5 @@
 /* Per-rank decode-graph builder for the DeepSeek-V2 family (MLA, docs/ARCHITECTURE.md §2) and the
- * GQA layouts (Llama 3, Qwen2, Qwen3, Qwen3-MoE, Mixtral). Shapes only: no weight storage is
+ * GQA layouts (Llama 3, Qwen2, Qwen3, Qwen3-MoE, Mixtral, GLM-4.5: GQA attention with DeepSeek's MoE). Shapes only: no weight storage is
  * allocated here (the executor owns storage), so kimi_k2 builds instantly. */
 #include "model/builder.h"
 #include <math.h>
@@ -225,7 +225,8 @@ static pz_status gqa_attention(bld *b, int L, int x_norm, int pos, int64_t max_c
   }
   src[PZ_GQA_POS] = pos;
   pz_op_params p = {.gqa = {.n_heads = (int)heads, .n_kv_heads = (int)kvh, .head_dim = d, .hidden = H, .max_ctx = max_ctx,
-                            .eps = c->rms_norm_eps, .softmax_scale = (float)(1.0 / sqrt((double)d)), .rope = c->rope}};
+                            .eps = c->rms_norm_eps, .softmax_scale = (float)(1.0 / sqrt((double)d)), .rope = c->rope,
+                            .rotary_dim = c->rotary_dim > 0 && c->rotary_dim < d ? c->rotary_dim : 0}};
   fmt(nn, "layers.%d.self_attn", L);
   char tn[PZ_NAME_LEN];
   fmt(tn, "%s.out", nn);

@@ -39,7 +39,7 @@ typedef struct pz_quant_config {
 /* The attention family of a layout. */
 typedef enum pz_attn_kind {
   PZ_ATTN_MLA = 0,   /* deepseek_v2, deepseek_v3 (Kimi-K2): multi-head latent attention */
-  PZ_ATTN_GQA = 1    /* llama, mistral, qwen2, qwen3, qwen3_moe, mixtral: grouped-query attention */
+  PZ_ATTN_GQA = 1    /* llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, glm4_moe: grouped-query attention */
 } pz_attn_kind;
 
 #define PZ_CONFIG_MAX_MLP_ONLY 64  /* entries of qwen3_moe's mlp_only_layers */
@@ -55,8 +55,10 @@ typedef struct pz_model_config {
   /* GQA layouts only (0 / false for MLA): */
   int64_t num_key_value_heads;     /* kv heads (default num_attention_heads) */
   int64_t head_dim;                /* per-head width (default hidden_size / num_attention_heads) */
+  int64_t rotary_dim;              /* leading dims of each head that RoPE rotates: head_dim, or
+                                      int(head_dim * partial_rotary_factor) (glm4_moe: 0.5 by default) */
   bool attention_bias;             /* q/k/v projections have biases (qwen2: always; llama: "attention_bias") */
-  bool qk_norm;                    /* qwen3, qwen3_moe: per-head RMSNorm of q and k before RoPE */
+  bool qk_norm;                    /* qwen3, qwen3_moe (glm4_moe: use_qk_norm): per-head RMSNorm of q and k before RoPE */
   bool tie_word_embeddings;        /* lm_head shares embed_tokens.weight */
   int64_t decoder_sparse_step;     /* 0: DeepSeek's MoE-layer rule; >= 1 (qwen3_moe, mixtral = 1): layer L is MoE
                                       when (L + 1) % step == 0 and L is not in mlp_only_layers */
@@ -144,6 +146,17 @@ typedef struct pz_model_config {
  * dual_chunk_attention_config (Qwen2.5-1M; null or an object with chunk_size and local_size < chunk_size):
  * max_position_embeddings becomes min(max_position_embeddings, chunk_size - local_size), the first chunk,
  * where dual chunk attention is full attention.
+ * glm4_moe (Glm4MoeConfig: GLM-4.5, GLM-4.5-Air): GQA attention (num_key_value_heads 8, head_dim
+ * hidden_size / num_attention_heads when absent, attention_bias false, use_qk_norm false -> qk_norm,
+ * rms_norm_eps 1e-5) with RoPE on the first rotary_dim = int(head_dim * partial_rotary_factor) dims of
+ * each head (rotate-half pairs within them; partial_rotary_factor from rope_parameters / rope_scaling,
+ * else the top level, else 0.5; 0 < factor <= 1, rotary_dim even and >= 2), and DeepSeek-V3's MoE:
+ * n_routed_experts (or num_local_experts; both given must agree), num_experts_per_tok and
+ * moe_intermediate_size required; n_shared_experts (1), first_k_dense_replace (1), n_group (1),
+ * topk_group (1), norm_topk_prob (true), routed_scaling_factor (1); scoring sigmoid, topk_method
+ * noaux_tc (e_score_correction_bias), decoder_sparse_step 0 and moe_layer_freq 1 (layers from
+ * first_k_dense_replace are MoE). Layers past num_hidden_layers (the next-token-prediction layer) are
+ * not read.
  * Sliding-window attention is refused: use_sliding_window true (qwen2, qwen3, qwen3_moe), a
  * sliding_window below max_position_embeddings (llama, mixtral, mistral), a layer_types entry
  * other than "full_attention".

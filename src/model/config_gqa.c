@@ -1,4 +1,4 @@
-/* config.json of the GQA families (llama, mistral, qwen2, qwen3, qwen3_moe, mixtral): their transformers
+/* config.json of the GQA families (llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, glm4_moe): their transformers
  * class defaults, the RoPE variants (default, llama3, yarn), the MoE fields, and the refusal of what prezero
  * does not run (sliding windows, other families' fields). */
 #include "model/config.h"
@@ -27,6 +27,7 @@ static const struct {
     [FAM_QWEN3_MOE] = {"qwen3_moe", 4, 0, 10000.f, 1e-6f, true, true, 0},
     [FAM_MIXTRAL] = {"mixtral", 8, 0, 1000000.f, 1e-5f, false, false, 0},
     [FAM_MISTRAL] = {"mistral", 8, 0, 10000.f, 1e-6f, false, false, 4096},
+    [FAM_GLM4_MOE] = {"glm4_moe", 8, 0, 10000.f, 1e-5f, false, false, 0}, /* qk_norm: use_qk_norm */
 };
 
 int pz_cfg_gqa_family_of(const char *model_type) {
@@ -197,7 +198,8 @@ static pz_status check_full_attention(const reader *r, gqa_family fam, const pz_
 
 /* Fields of other families that change the math of a layer (RoPE on part of each head, scaled
  * attention, embeddings, residuals or logits, soft-capping, q/k norms, layers without RoPE,
- * interleaved RoPE pairs): the six GQA families have none of them and prezero would run the layer
+ * interleaved RoPE pairs): the other GQA families have none of them (glm4_moe reads its own
+ * partial_rotary_factor and use_qk_norm) and prezero would run the layer
  * without it, a different model, so a config that sets one to anything but its neutral value is
  * refused. neutral: 0 any number but null refused, 1 the number 1, 2 the number head_dim, 3 false,
  * 4 a list of 1s (every layer with RoPE). */
@@ -219,6 +221,7 @@ static const struct { const char *field, *what; int neutral; } foreign_fields[] 
 static pz_status check_foreign_fields(const reader *r, gqa_family fam, const pz_model_config *c) {
   for (size_t i = 0; i < sizeof foreign_fields / sizeof foreign_fields[0]; i++) {
     const char *f = foreign_fields[i].field;
+    if (fam == FAM_GLM4_MOE && (i == 0 || i == 9)) continue; /* its own fields (parse_glm4_moe) */
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(r->root, f);
     if (!it) { /* transformers 5 keeps partial_rotary_factor in rope_parameters */
       const cJSON *rp = cJSON_GetObjectItemCaseSensitive(r->root, "rope_parameters");
@@ -267,7 +270,77 @@ static pz_status parse_dual_chunk(const reader *r, pz_model_config *c) {
   return PZ_OK;
 }
 
-/* Llama, Qwen2, Qwen3, Qwen3-MoE and Mixtral (GQA). */
+/* GLM-4.5's partial RoPE: partial_rotary_factor from the RoPE object (rope_parameters or rope_scaling),
+ * else the top level, else 0.5 (Glm4MoeConfig's default), as transformers 5 standardises it; RoPE then
+ * rotates the first int(head_dim * factor) dims of each head (rotate-half within them). */
+static pz_status parse_partial_rotary(const reader *r, pz_model_config *c) {
+  static const char *const objs[2] = {"rope_parameters", "rope_scaling"};
+  float prf = 0.5f;
+  bool found = false;
+  char f[64] = "partial_rotary_factor";
+  for (int i = 0; i < 2 && !found; i++) {
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(r->root, objs[i]);
+    const cJSON *it = cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, "partial_rotary_factor") : NULL;
+    if (!it || cJSON_IsNull(it)) continue;
+    snprintf(f, sizeof f, "%s.partial_rotary_factor", objs[i]);
+    PZ_CHECK(pz_cfg_get_float_in(r, o, "partial_rotary_factor", f, true, &prf));
+    found = true;
+  }
+  if (!found) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(r->root, "partial_rotary_factor");
+    if (it && !cJSON_IsNull(it)) PZ_CHECK(pz_cfg_get_float(r, r->root, "partial_rotary_factor", true, &prf));
+  }
+  if (!(prf > 0.f && prf <= 1.f))
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is %g, must be in (0, 1]", r->src, f, prf);
+  /* transformers: int(head_dim * partial_rotary_factor), the factor a Python float (double) */
+  const int64_t rd = (int64_t)((double)c->head_dim * (double)prf);
+  if (rd < 2 || rd % 2)
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" (%g) gives %lld rotary dims of head_dim %lld; RoPE needs an "
+                    "even count >= 2", r->src, f, prf, (long long)rd, (long long)c->head_dim);
+  c->rotary_dim = rd;
+  return PZ_OK;
+}
+
+/* Glm4MoeConfig's MoE: DeepSeek-V3's router (sigmoid scores, e_score_correction_bias, noaux_tc group
+ * selection) and shared experts, layers from first_k_dense_replace on. */
+static pz_status parse_glm4_moe(const reader *r, pz_model_config *c) {
+  const bool has_nre = cJSON_GetObjectItemCaseSensitive(r->root, "n_routed_experts") != NULL;
+  const bool has_nle = cJSON_GetObjectItemCaseSensitive(r->root, "num_local_experts") != NULL;
+  int64_t nle = -1;
+  if (has_nle) PZ_CHECK(pz_cfg_get_int(r, "num_local_experts", true, false, 1, &nle));
+  PZ_CHECK(pz_cfg_get_int(r, "n_routed_experts", !has_nle, false, 1, &c->n_routed_experts));
+  if (!has_nre) c->n_routed_experts = nle;
+  else if (has_nle && nle != c->n_routed_experts)
+    return pz_error(PZ_ERR_CONFIG, "config %s: fields \"n_routed_experts\" (%lld) and \"num_local_experts\" (%lld) "
+                    "disagree; give one", r->src, (long long)c->n_routed_experts, (long long)nle);
+  PZ_CHECK(pz_cfg_get_int(r, "num_experts_per_tok", true, false, 1, &c->num_experts_per_tok));
+  PZ_CHECK(pz_cfg_get_int(r, "moe_intermediate_size", true, false, 1, &c->moe_intermediate_size));
+  c->n_shared_experts = 1;
+  PZ_CHECK(pz_cfg_get_int(r, "n_shared_experts", false, true, 0, &c->n_shared_experts));
+  c->first_k_dense_replace = 1;
+  PZ_CHECK(pz_cfg_get_int(r, "first_k_dense_replace", false, false, 0, &c->first_k_dense_replace));
+  PZ_CHECK(pz_cfg_get_int(r, "n_group", false, false, 1, &c->n_group));
+  PZ_CHECK(pz_cfg_get_int(r, "topk_group", false, false, 1, &c->topk_group));
+  c->norm_topk_prob = true;
+  PZ_CHECK(pz_cfg_get_bool(r, "norm_topk_prob", &c->norm_topk_prob));
+  PZ_CHECK(pz_cfg_get_float(r, r->root, "routed_scaling_factor", false, &c->routed_scaling_factor));
+  c->scoring_func = PZ_SCORE_SIGMOID;
+  c->topk_method = PZ_TOPK_NOAUX_TC;
+  c->decoder_sparse_step = 0; /* DeepSeek's rule: MoE from first_k_dense_replace on */
+  const int64_t E = c->n_routed_experts;
+  if (E % c->n_group || E / c->n_group < 2)
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"n_group\" (%lld) must divide n_routed_experts (%lld) into groups "
+                    "of at least 2 (a group scores by its top-2 experts)", r->src, (long long)c->n_group, (long long)E);
+  if (c->topk_group > c->n_group)
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"topk_group\" (%lld) must be <= n_group (%lld)", r->src,
+                    (long long)c->topk_group, (long long)c->n_group);
+  if (c->num_experts_per_tok > c->topk_group * (E / c->n_group))
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"num_experts_per_tok\" (%lld) exceeds the experts in topk_group "
+                    "groups (%lld)", r->src, (long long)c->num_experts_per_tok, (long long)(c->topk_group * (E / c->n_group)));
+  return PZ_OK;
+}
+
+/* Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral and GLM-4.5 (GQA). */
 pz_status pz_cfg_parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) {
   c->attn = PZ_ATTN_GQA;
   PZ_CHECK(pz_cfg_get_int(r, "hidden_size", true, false, 1, &c->hidden_size));
@@ -292,6 +365,7 @@ pz_status pz_cfg_parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) 
     hd = c->hidden_size / c->num_attention_heads;
   }
   c->head_dim = hd;
+  c->rotary_dim = hd;
   if (c->head_dim % 2)
     return pz_error(PZ_ERR_CONFIG, "config %s: field \"head_dim\" must be even (rotate-half RoPE pairs j and "
                     "j + head_dim/2), got %lld", r->src, (long long)c->head_dim);
@@ -313,7 +387,7 @@ pz_status pz_cfg_parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) 
    * Llama and Qwen3 read attention_bias (default false). o_proj has none in all six, and only
    * LlamaMLP reads mlp_bias. */
   c->attention_bias = fam == FAM_QWEN2;
-  if (fam == FAM_LLAMA || fam == FAM_QWEN3 || fam == FAM_QWEN3_MOE)
+  if (fam == FAM_LLAMA || fam == FAM_QWEN3 || fam == FAM_QWEN3_MOE || fam == FAM_GLM4_MOE)
     PZ_CHECK(pz_cfg_get_bool(r, "attention_bias", &c->attention_bias));
   if (fam == FAM_LLAMA) {
     bool mlp_bias = false;
@@ -322,6 +396,10 @@ pz_status pz_cfg_parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) 
       return pz_error(PZ_ERR_CONFIG, "config %s: field \"mlp_bias\" is true; prezero runs MLPs without biases", r->src);
   }
   c->qk_norm = gqa_fam[fam].qk_norm;
+  if (fam == FAM_GLM4_MOE) {
+    PZ_CHECK(pz_cfg_get_bool(r, "use_qk_norm", &c->qk_norm));
+    PZ_CHECK(parse_partial_rotary(r, c));
+  }
   PZ_CHECK(check_full_attention(r, fam, c));
   PZ_CHECK(check_foreign_fields(r, fam, c));
 
@@ -350,6 +428,8 @@ pz_status pz_cfg_parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) 
     PZ_CHECK(pz_cfg_get_bool(r, "norm_topk_prob", &c->norm_topk_prob));
     PZ_CHECK(pz_cfg_get_int(r, "decoder_sparse_step", false, false, 1, &c->decoder_sparse_step));
     PZ_CHECK(parse_mlp_only(r, c));
+  } else if (fam == FAM_GLM4_MOE) {
+    PZ_CHECK(parse_glm4_moe(r, c));
   } else if (fam == FAM_MIXTRAL) {
     PZ_CHECK(pz_cfg_get_int(r, "num_local_experts", true, false, 1, &c->n_routed_experts));
     PZ_CHECK(pz_cfg_get_int(r, "num_experts_per_tok", true, false, 1, &c->num_experts_per_tok));
@@ -359,7 +439,7 @@ pz_status pz_cfg_parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) 
   }
   if (c->n_routed_experts > 0 && c->num_experts_per_tok > c->n_routed_experts)
     return pz_error(PZ_ERR_CONFIG, "config %s: field \"num_experts_per_tok\" (%lld) must be in 1..%s (%lld)", r->src,
-                    (long long)c->num_experts_per_tok, fam == FAM_MIXTRAL ? "num_local_experts" : "num_experts",
+                    (long long)c->num_experts_per_tok, fam == FAM_MIXTRAL ? "num_local_experts" : fam == FAM_GLM4_MOE ? "n_routed_experts" : "num_experts",
                     (long long)c->n_routed_experts);
   return PZ_OK;
 }
