@@ -1,5 +1,6 @@
 /* Golden test of the GQA layouts against an independent implementation: the checkpoints
- * tests/data/golden/{llama, qwen2, qwen2_tied, qwen3, qwen3_moe, mixtral, qwen3_yarn, mistral_nemo, llama32_tied} (written by
+ * tests/data/golden/{llama, qwen2, qwen2_tied, qwen3, qwen3_moe, mixtral, qwen3_yarn, mistral_nemo, llama32_tied,
+ * glm4_moe} (written by
  * tools/make_golden_gqa.py with Hugging Face transformers, float32, eager attention, in the
  * published tensor layout) must give HF's greedy tokens and last-step logits within the file's
  * logits_atol at TP 1, 2 and 4 (TP 4 replicates every model's kv heads, TP 2 qwen2_tied's),
@@ -7,8 +8,9 @@
  * CLI. Loader checks: the fused per-rank qkv_proj / gate_up_proj rows (and the qkv bias) are the
  * file's q / k / v and gate / up rows the contract names; a Mixtral checkpoint in the
  * transformers >= 5 layout (mlp.gate, fused experts) decodes bit for bit as the published one;
- * broken checkpoints fail with one line naming the tensor. A negative control shows the tolerance
- * catches the llama3 RoPE scaling. */
+ * broken checkpoints fail with one line naming the tensor. Negative controls show the tolerance
+ * catches the llama3 RoPE scaling and glm4_moe's partial RoPE (partial_rotary_factor 0.5 run as 1);
+ * glm4_moe's next-token-prediction layer stub (model.layers.3.*, a bias among it) is not read. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <string.h>
@@ -218,6 +220,14 @@ static void test_bad_checkpoints(void) {
   bad("mixtral expert 3 w3 missing", d, PZ_ERR_NOT_FOUND, "\"model.layers.1.block_sparse_moe.experts.3.w3.weight\"");
   d = write_copy("no_router", "mixtral", NULL, NULL, (edit[]){{"model.layers.0.block_sparse_moe.gate.weight", NULL, 1, 0}}, 1);
   bad("mixtral router missing", d, PZ_ERR_NOT_FOUND, "\"model.layers.0.block_sparse_moe.gate.weight\"");
+  d = write_copy("no_score_bias", "glm4_moe", NULL, NULL,
+                 (edit[]){{"model.layers.2.mlp.gate.e_score_correction_bias", NULL, 1, 0}}, 1);
+  bad("glm4_moe e_score_correction_bias missing", d, PZ_ERR_NOT_FOUND, "\"model.layers.2.mlp.gate.e_score_correction_bias\"");
+  d = write_copy("no_shared", "glm4_moe", NULL, NULL,
+                 (edit[]){{"model.layers.1.mlp.shared_experts.up_proj.weight", NULL, 1, 0}}, 1);
+  bad("glm4_moe shared expert up_proj missing", d, PZ_ERR_NOT_FOUND, "\"model.layers.1.mlp.shared_experts.up_proj.weight\"");
+  d = write_copy("glm_no_v_bias", "glm4_moe", NULL, NULL, (edit[]){{"model.layers.0.self_attn.v_proj.bias", NULL, 1, 0}}, 1);
+  bad("glm4_moe v_proj.bias missing", d, PZ_ERR_NOT_FOUND, "\"model.layers.0.self_attn.v_proj.bias\"");
   d = write_copy("untied", "qwen2_tied", "\"tie_word_embeddings\": true", "\"tie_word_embeddings\": false", NULL, 0);
   bad("tie_word_embeddings false without lm_head.weight", d, PZ_ERR_NOT_FOUND, "\"lm_head.weight\"");
 }
@@ -415,6 +425,20 @@ static void negative_control(const golden *g) {
   CHECK(m > g->atol);
 }
 
+/* glm4_moe with partial_rotary_factor 1 (RoPE over all of head_dim) misses HF's logits: the tolerance
+ * resolves the partial RoPE. */
+static void negative_control_glm(const golden *g) {
+  const char *d = write_copy("fullrope", "glm4_moe", "\"partial_rotary_factor\": 0.5", "\"partial_rotary_factor\": 1.0",
+                             NULL, 0);
+  static int32_t tok[MAXP][MAXS];
+  static float lg[MAXP * MAXV];
+  CHECK_OK(golden_run_cpu(d, g, 0, g->n, 1, 0, tok, lg));
+  double m = golden_max_diff(lg, g->logits, g->n * g->vocab);
+  printf("negative control (glm4_moe partial_rotary_factor 0.5 run as 1.0): max |logit - HF| = %.4f, must exceed %.4f\n", m,
+         g->atol);
+  CHECK(m > g->atol);
+}
+
 int main(void) {
   if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 1; }
   setenv("PREZERO_PROGRESS", "0", 1);
@@ -432,9 +456,10 @@ int main(void) {
   test_bad_checkpoints();
 
   /* mistral_nemo: model_type mistral with head_dim given != hidden_size / heads (Mistral-Nemo);
-   * llama32_tied: Llama 3.2's tied embeddings with llama3 RoPE scaling. */
+   * llama32_tied: Llama 3.2's tied embeddings with llama3 RoPE scaling; glm4_moe: GLM-4.5's partial RoPE,
+   * q/k/v biases and q/k norms with DeepSeek-V3's routed + shared experts. */
   static const char *models[] = {"llama", "qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "mixtral", "qwen3_yarn",
-                                 "mistral_nemo", "llama32_tied"};
+                                 "mistral_nemo", "llama32_tied", "glm4_moe"};
   static golden g;
   for (int i = 0; i < (int)(sizeof models / sizeof models[0]); i++) {
     char d[700];
@@ -444,6 +469,7 @@ int main(void) {
     check_cli(&g, models[i]);
     if (!strcmp(models[i], "llama")) negative_control(&g);
     if (!strcmp(models[i], "mixtral")) check_mixtral_fused(&g);
+    if (!strcmp(models[i], "glm4_moe")) negative_control_glm(&g);
   }
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);

@@ -32,6 +32,14 @@ the CUDA GEMMs' shape limits hold too):
 - mistral_nemo: model_type mistral (Mistral-Nemo's layout) with head_dim 32 given explicitly, != hidden_size /
   num_attention_heads = 16, sliding_window null.
 - llama32_tied: llama with tie_word_embeddings true and rope_scaling llama3 factor 32 (Llama 3.2 1B / 3B).
+- glm4_moe: GLM-4.5 / GLM-4.5-Air's layout (Glm4MoeForCausalLM): q/k/v biases, use_qk_norm, head_dim 32 with
+  partial_rotary_factor 0.5 (RoPE on the first 16 dims of each head, rotate-half within them), layer 0 dense
+  (first_k_dense_replace 1), layers 1-2 DeepSeek-V3 MoE: 8 experts in 2 groups (topk_group 1), top-2 over
+  sigmoid scores + e_score_correction_bias (F32, as published), norm_topk_prob, routed_scaling_factor 2.5, one
+  shared expert; moe_intermediate_size 16 and intermediate_size 64 keep the file small. The checkpoint also
+  holds a stub of the next-token-prediction layer past num_hidden_layers (model.layers.3.eh_proj / enorm /
+  hnorm and a q_proj bias), which prezero must not read. Its router margin is taken on the selection scores
+  (sigmoid + bias: the group top-2 sums and the k-th expert), at least GLM_ROUTER_MARGIN.
 
 Why the comparison is meaningful and what tolerance it allows (as make_golden.py):
 - Every weight is rounded to bf16 before it goes into the float32 HF model and is saved as BF16,
@@ -73,6 +81,7 @@ import make_golden as mg  # noqa: E402  (bf16, greedy's conventions, save)
 
 MARGIN = mg.MARGIN        # min top-1 minus top-2 logit over all recorded greedy steps
 ROUTER_MARGIN = 0.05      # min k-th minus (k+1)-th router logit over all tokens (MoE models)
+GLM_ROUTER_MARGIN = 0.01  # glm4_moe: min gap of its selection scores (sigmoid, slope <= 1/4, + bias)
 STEPS = mg.STEPS
 PROMPT_LENS = mg.PROMPT_LENS
 
@@ -110,6 +119,14 @@ LLAMA32_TIED = dict(LLAMA, tie_word_embeddings=True,
                     rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
                                   "high_freq_factor": 4.0, "original_max_position_embeddings": 64})
 
+# GLM-4.5 / GLM-4.5-Air's layout (model_type glm4_moe), small.
+GLM4_MOE = dict(COMMON, architectures=["Glm4MoeForCausalLM"], model_type="glm4_moe", intermediate_size=64,
+                moe_intermediate_size=16, num_hidden_layers=3, head_dim=32, n_routed_experts=8, num_experts_per_tok=2,
+                n_shared_experts=1, n_group=2, topk_group=1, first_k_dense_replace=1, norm_topk_prob=True,
+                routed_scaling_factor=2.5, partial_rotary_factor=0.5, attention_bias=True, use_qk_norm=True,
+                max_position_embeddings=128, rms_norm_eps=1e-5, rope_theta=10000.0, rope_scaling=None,
+                num_nextn_predict_layers=1)
+
 CLASSES = {
     "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM),
     "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
@@ -117,6 +134,7 @@ CLASSES = {
     "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM),
     "qwen3_moe": (transformers.Qwen3MoeConfig, transformers.Qwen3MoeForCausalLM),
     "mixtral": (transformers.MixtralConfig, transformers.MixtralForCausalLM),
+    "glm4_moe": (transformers.Glm4MoeConfig, transformers.Glm4MoeForCausalLM),
 }
 
 
@@ -128,6 +146,8 @@ def hf_model(cfg):
     rs = cfg["rope_scaling"]
     c.rope_parameters = dict(rs, rope_theta=cfg["rope_theta"]) if rs else {"rope_type": "default",
                                                                           "rope_theta": cfg["rope_theta"]}
+    if "partial_rotary_factor" in cfg:  # the rotary embedding reads it from rope_parameters only
+        c.rope_parameters["partial_rotary_factor"] = cfg["partial_rotary_factor"]
     c._attn_implementation = "eager"
     torch.manual_seed(0)
     return model_cls(c).float().eval()
@@ -143,7 +163,9 @@ def fill_weights(model, cfg, seed):
     for k, v in model.state_dict().items():
         if tied and k == "lm_head.weight":
             continue
-        if k.endswith("norm.weight") or k.endswith("layernorm.weight"):
+        if k.endswith("e_score_correction_bias"):  # f32, as make_golden.py's DeepSeek-V3
+            new[k] = torch.rand(v.shape, generator=g) * 0.05
+        elif k.endswith("norm.weight") or k.endswith("layernorm.weight"):
             new[k] = mg.bf16(1.0 + 0.1 * torch.randn(v.shape, generator=g))
         elif k.endswith("embed_tokens.weight"):
             new[k] = mg.bf16(torch.randn(v.shape, generator=g) / (np.sqrt(v.shape[1]) if tied else 1.0))
@@ -193,7 +215,15 @@ def published_tensors(model, cfg):
             out[k.replace(".mlp.", ".block_sparse_moe.")] = v.clone()
         else:
             out[k] = v.clone()
-    return {k: v.to(torch.bfloat16) for k, v in out.items()}
+    if cfg["model_type"] == "glm4_moe":  # a next-token-prediction layer stub past num_hidden_layers
+        g = torch.Generator().manual_seed(99)
+        L, H = cfg["num_hidden_layers"], cfg["hidden_size"]
+        out[f"model.layers.{L}.eh_proj.weight"] = torch.randn((H, 2 * H), generator=g) / np.sqrt(2 * H)
+        out[f"model.layers.{L}.enorm.weight"] = torch.ones(H)
+        out[f"model.layers.{L}.hnorm.weight"] = torch.ones(H)
+        out[f"model.layers.{L}.self_attn.q_proj.bias"] = torch.randn(cfg["num_attention_heads"] * cfg["head_dim"],
+                                                                   generator=g)
+    return {k: v if k.endswith("e_score_correction_bias") else v.to(torch.bfloat16) for k, v in out.items()}
 
 
 class RouterGap:
@@ -210,6 +240,30 @@ class RouterGap:
         self.gap = min(self.gap, float((s[:, self.k - 1] - s[:, self.k]).min()))
 
 
+class GlmRouterGap:
+    """Forward hooks on glm4_moe's routers: the smallest gap of the selection, on the scores it selects by
+    (sigmoid(logit) + e_score_correction_bias): the topk_group-th minus the next group score (sum of a group's
+    top 2) and, within the kept groups, the k-th minus the (k+1)-th expert score."""
+
+    def __init__(self, model):
+        self.gap = float("inf")
+        for m in model.modules():
+            if type(m).__name__ == "Glm4MoeTopkRouter":
+                m.register_forward_hook(self.hook)
+
+    def hook(self, mod, inp, out):
+        s = out[0].to(torch.float32).sigmoid() + mod.e_score_correction_bias
+        ng, kg, k = mod.num_group, mod.topk_group, mod.top_k
+        gs = s.view(-1, ng, s.shape[-1] // ng).topk(2, dim=-1)[0].sum(-1)
+        gsort = torch.sort(gs, dim=-1, descending=True).values
+        self.gap = min(self.gap, float((gsort[:, kg - 1] - gsort[:, kg]).min()) if kg < ng else float("inf"))
+        keep = torch.zeros_like(gs).scatter_(1, gs.topk(kg, dim=-1)[1], 1).bool()
+        masked = s.masked_fill(~keep.repeat_interleave(s.shape[-1] // ng, dim=1), float("-inf"))
+        ms = torch.sort(masked, dim=-1, descending=True).values
+        if k < kg * (s.shape[-1] // ng):
+            self.gap = min(self.gap, float((ms[:, k - 1] - ms[:, k]).min()))
+
+
 @torch.no_grad()
 def last_logits(model, prompts, tokens):
     """Logits at the step of each prompt's last greedy token (the prompt plus all but the last)."""
@@ -218,8 +272,8 @@ def last_logits(model, prompts, tokens):
 
 def ablated(cfg, model, what):
     """A copy of the model without one feature (for the sensitivity figure), or None."""
-    if what == "rope_scaling":
-        c = dict(cfg, rope_scaling=None)
+    if what in ("rope_scaling", "partial_rotary"):
+        c = dict(cfg, rope_scaling=None) if what == "rope_scaling" else dict(cfg, partial_rotary_factor=1.0)
         m = hf_model(c)
         m.load_state_dict(model.state_dict(), strict=True)
         return m
@@ -237,15 +291,16 @@ def ablated(cfg, model, what):
 
 
 SENSITIVITY = {"llama": "rope_scaling", "llama32": "rope_scaling", "qwen2": "bias", "qwen3": "qk_norm", "qwen3_moe": "qk_norm",
-               "qwen3_yarn": "rope_scaling"}
+               "qwen3_yarn": "rope_scaling", "glm4": "partial_rotary"}
 
 
 def make(name, cfg, out_root, seed):
     model = hf_model(cfg)
     fill_weights(model, cfg, seed)
     tensors = published_tensors(model, cfg)
-    moe = "num_experts" in cfg or "num_local_experts" in cfg
-    gap = RouterGap(model, cfg["num_experts_per_tok"]) if moe else None
+    moe = "num_experts" in cfg or "num_local_experts" in cfg or "n_routed_experts" in cfg
+    glm = cfg["model_type"] == "glm4_moe"
+    gap = (GlmRouterGap(model) if glm else RouterGap(model, cfg["num_experts_per_tok"])) if moe else None
     rng = np.random.default_rng(seed)
     prompts, tokens, logits, margins, rgaps = [], [], [], [], []
     tries = 0
@@ -256,7 +311,7 @@ def make(name, cfg, out_root, seed):
             gap.gap = float("inf")
         t, lg, mgn = mg.greedy(model, p, STEPS)
         tries += 1
-        if mgn < MARGIN or (gap and gap.gap < ROUTER_MARGIN):
+        if mgn < MARGIN or (gap and gap.gap < (GLM_ROUTER_MARGIN if glm else ROUTER_MARGIN)):
             continue
         prompts.append(p)
         tokens.append(t)
@@ -276,7 +331,7 @@ def make(name, cfg, out_root, seed):
     }
     if rgaps:
         exp["min_router_margin"] = round(min(rgaps), 4)
-    family = name.split("_tied")[0]
+    family = name.split("_tied")[0].replace("glm4_moe", "glm4")
     if family in SENSITIVITY:
         what = SENSITIVITY[family]
         ab = last_logits(ablated(cfg, model, what), prompts, tokens)
@@ -294,7 +349,7 @@ def make(name, cfg, out_root, seed):
 
 MODELS = [("llama", LLAMA, 11), ("qwen2", QWEN2, 12), ("qwen2_tied", QWEN2_TIED, 13), ("qwen3", QWEN3, 14),
           ("qwen3_moe", QWEN3_MOE, 15), ("mixtral", MIXTRAL, 16), ("qwen3_yarn", QWEN3_YARN, 17),
-          ("mistral_nemo", MISTRAL_NEMO, 18), ("llama32_tied", LLAMA32_TIED, 19)]
+          ("mistral_nemo", MISTRAL_NEMO, 18), ("llama32_tied", LLAMA32_TIED, 19), ("glm4_moe", GLM4_MOE, 20)]
 
 
 def main():
