@@ -447,6 +447,20 @@ static void test_glm4_moe(void) {
   CHECK(c.rotary_dim == 32 && c.rope.theta == 5e5f);
   CHECK_OK(PARSE(glm45_air, OV({"partial_rotary_factor", "1.0"}), &c));
   CHECK(c.rotary_dim == 128);
+  /* int(head_dim * factor) with the factor a double, as Python: 80 * 0.7 gives 56 (0.7 rounded to float
+   * first gives 55.99..., 55); 20 * 0.35 gives 7, refused as odd (6 through a float, a different RoPE) */
+  CHECK_OK(PARSE(glm45_air, OV({"head_dim", "80"}, {"partial_rotary_factor", "0.7"}), &c));
+  CHECK(c.head_dim == 80 && c.rotary_dim == 56);
+  CHECK_OK(PARSE(glm45_air, OV({"head_dim", "80"}, {"partial_rotary_factor", "0.9"}), &c));
+  CHECK(c.rotary_dim == 72);
+  BAD2(glm45_air, OV({"head_dim", "20"}, {"partial_rotary_factor", "0.35"}), "\"partial_rotary_factor\"",
+       "7 rotary dims");
+  /* null: transformers 5 reads a top-level null as 1.0 (full RoPE) and fails on one in rope_parameters;
+   * neither is the default 0.5 */
+  BAD2(glm45_air, OV({"partial_rotary_factor", "null"}), "\"partial_rotary_factor\" is null", "(0, 1]");
+  BAD(glm45_air, OV({"rope_scaling", NULL}, {"rope_parameters", "{\"rope_type\": \"default\", \"rope_theta\": 1e6, "
+                                                                  "\"partial_rotary_factor\": null}"}),
+      "\"rope_parameters.partial_rotary_factor\" is null");
   /* num_local_experts (Glm4MoeConfig.attribute_map) names the same field */
   CHECK_OK(PARSE(glm45_air, OV({"n_routed_experts", NULL}, {"num_local_experts", "64"}), &c));
   CHECK(c.n_routed_experts == 64);

@@ -272,28 +272,36 @@ static pz_status parse_dual_chunk(const reader *r, pz_model_config *c) {
 
 /* GLM-4.5's partial RoPE: partial_rotary_factor from the RoPE object (rope_parameters or rope_scaling),
  * else the top level, else 0.5 (Glm4MoeConfig's default), as transformers 5 standardises it; RoPE then
- * rotates the first int(head_dim * factor) dims of each head (rotate-half within them). */
+ * rotates the first int(head_dim * factor) dims of each head (rotate-half within them). The product is
+ * taken in double, as Python does: the factor rounded to float first can land below an integer product
+ * (80 * 0.7f = 55.99..., transformers 56). A null factor is refused: transformers 5 reads a null top-level
+ * one as 1.0 (full RoPE) and fails on a null one in the RoPE object, 4.x fails on both. */
 static pz_status parse_partial_rotary(const reader *r, pz_model_config *c) {
   static const char *const objs[2] = {"rope_parameters", "rope_scaling"};
-  float prf = 0.5f;
-  bool found = false;
+  double prf = 0.5;
+  const cJSON *at = NULL, *from = r->root;
   char f[64] = "partial_rotary_factor";
-  for (int i = 0; i < 2 && !found; i++) {
+  for (int i = 0; i < 2 && !at; i++) {
     const cJSON *o = cJSON_GetObjectItemCaseSensitive(r->root, objs[i]);
     const cJSON *it = cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, "partial_rotary_factor") : NULL;
-    if (!it || cJSON_IsNull(it)) continue;
+    if (!it) continue;
     snprintf(f, sizeof f, "%s.partial_rotary_factor", objs[i]);
-    PZ_CHECK(pz_cfg_get_float_in(r, o, "partial_rotary_factor", f, true, &prf));
-    found = true;
+    at = it;
+    from = o;
   }
-  if (!found) {
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(r->root, "partial_rotary_factor");
-    if (it && !cJSON_IsNull(it)) PZ_CHECK(pz_cfg_get_float(r, r->root, "partial_rotary_factor", true, &prf));
+  if (!at) at = cJSON_GetObjectItemCaseSensitive(r->root, "partial_rotary_factor");
+  if (at) {
+    if (cJSON_IsNull(at))
+      return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is null; give a number in (0, 1] or leave it out "
+                      "(0.5)", r->src, f);
+    float chk = 0.f;
+    PZ_CHECK(pz_cfg_get_float_in(r, from, "partial_rotary_factor", f, true, &chk));
+    prf = at->valuedouble;
   }
-  if (!(prf > 0.f && prf <= 1.f))
+  if (!(prf > 0. && prf <= 1.))
     return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is %g, must be in (0, 1]", r->src, f, prf);
   /* transformers: int(head_dim * partial_rotary_factor), the factor a Python float (double) */
-  const int64_t rd = (int64_t)((double)c->head_dim * (double)prf);
+  const int64_t rd = (int64_t)((double)c->head_dim * prf);
   if (rd < 2 || rd % 2)
     return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" (%g) gives %lld rotary dims of head_dim %lld; RoPE needs an "
                     "even count >= 2", r->src, f, prf, (long long)rd, (long long)c->head_dim);
