@@ -16,6 +16,7 @@
 #include "model/checkpoint.h"
 #include "model/safetensors.h"
 #include "pz_test.h"
+#include "quant_synth_test.h"
 
 static char dir[] = "/tmp/pz_test_int4_XXXXXX";
 enum { SEED = 91, M = 2, STEPS = 5, V = 256 };
@@ -114,30 +115,11 @@ static void quantise(ents *bf, ents *q) {
   }
 }
 
+/* sub's greedy decode from tokens 5, 200 (quant_synth_test.h). */
 static pz_status decode(const char *sub, int tp, int32_t *toks, float *logits) {
   char p[300];
   snprintf(p, sizeof p, "%s/%s", dir, sub);
-  pz_engine_config ec = PZ_ENGINE_CONFIG_INIT;
-  ec.model_dir = p;
-  ec.tp = tp;
-  ec.max_batch = M;
-  ec.context = 0;
-  ec.max_steps = STEPS;
-  ec.seed = SEED;
-  ec.prezero = 0;
-  ec.threads = 1;
-  pz_engine *e = NULL;
-  PZ_CHECK(pz_engine_create(&ec, &e));
-  int32_t in[M] = {5, 200}, nx[M];
-  pz_status st = PZ_OK;
-  for (int s = 0; s < STEPS && st == PZ_OK; s++) {
-    st = pz_engine_step(e, M, in, nx);
-    memcpy(toks + s * M, nx, sizeof nx);
-    memcpy(in, nx, sizeof nx);
-  }
-  if (st == PZ_OK && logits) st = pz_engine_logits(e, M, logits);
-  pz_engine_destroy(e);
-  return st;
+  return pz_test_decode_dir(p, tp, STEPS, (const int32_t[]){5, 200}, toks, logits);
 }
 
 /* Checkpoints sub_a and sub_b decode to the same tokens and logits at TP 1. */

@@ -17,6 +17,7 @@
 #include "model/safetensors.h"
 #include "prezero.h"
 #include "pz_test.h"
+#include "quant_synth_test.h"
 
 static char dir[] = "/tmp/pz_test_quant_mixtral_XXXXXX";
 enum { M = 2, STEPS = 6, V = 256, MAXE = 128 };
@@ -173,30 +174,11 @@ static void write_pair(const char *sub, const char *sub_twin, int fp8) {
   pz_st_close(sf);
 }
 
+/* sub's greedy decode from tokens 7, 190 (quant_synth_test.h). */
 static pz_status decode(const char *sub, int tp, int32_t *toks, float *logits) {
   char p[400];
   snprintf(p, sizeof p, "%s/%s", dir, sub);
-  pz_engine_config ec = PZ_ENGINE_CONFIG_INIT;
-  ec.model_dir = p;
-  ec.tp = tp;
-  ec.max_batch = M;
-  ec.context = 0;
-  ec.max_steps = STEPS;
-  ec.prezero = 0;
-  ec.threads = 1;
-  ec.device = PZ_DEVICE_CPU;
-  pz_engine *e = NULL;
-  PZ_CHECK(pz_engine_create(&ec, &e));
-  int32_t in[M] = {7, 190}, nx[M];
-  pz_status st = PZ_OK;
-  for (int s = 0; s < STEPS && st == PZ_OK; s++) {
-    st = pz_engine_step(e, M, in, nx);
-    memcpy(toks + s * M, nx, sizeof nx);
-    memcpy(in, nx, sizeof nx);
-  }
-  if (st == PZ_OK && logits) st = pz_engine_logits(e, M, logits);
-  pz_engine_destroy(e);
-  return st;
+  return pz_test_decode_dir(p, tp, STEPS, (const int32_t[]){7, 190}, toks, logits);
 }
 
 static void same_decode(const char *a, const char *b, int tp) {
