@@ -30,7 +30,7 @@ enum { M = 2, STEPS = 6, V = 256, MAXE = 128 };
   "\"dynamic\":false}}},\"ignore\":[\"lm_head\",\"re:.*block_sparse_moe.gate\",\"re:.*self_attn.*\"%s]}"
 #define QCFG_FP8                                                                                                    \
   "\"quantization_config\":{\"quant_method\":\"fp8\",\"fmt\":\"e4m3\",\"activation_scheme\":\"dynamic\","           \
-  "\"weight_block_size\":[128,128]}"
+  "\"weight_block_size\":[128,128]%s}"
 
 typedef struct { char name[200]; pz_st_write_entry w; void *own; } ent;
 static ent ents[MAXE];
@@ -45,18 +45,9 @@ static void put(const char *name, pz_st_dtype dt, int nd, const int64_t *shape, 
   e->own = own;
 }
 
-static void flush(const char *sub, const char *cfg_tail) {
-  char p[400];
-  snprintf(p, sizeof p, "%s/%s", dir, sub);
-  mkdir(p, 0755);
-  pz_st_write_entry w[MAXE];
-  for (int i = 0; i < n_ents; i++) w[i] = ents[i].w;
-  snprintf(p, sizeof p, "%s/%s/model.safetensors", dir, sub);
-  CHECK_OK(pz_st_write(p, n_ents, w));
-  for (int i = 0; i < n_ents; i++) free(ents[i].own);
-  n_ents = 0;
-  /* the golden config.json with cfg_tail added as its last fields */
-  char src[400];
+/* dir/sub/config.json: the golden Mixtral config.json with cfg_tail ("" or fields) added as its last fields. */
+static void write_config(const char *sub, const char *cfg_tail) {
+  char src[400], p[400];
   PZ_TEST_PATH(src, "data/golden/mixtral/config.json");
   char *txt = pz_test_slurp(src, NULL);
   CHECK(txt != NULL);
@@ -70,6 +61,31 @@ static void flush(const char *sub, const char *cfg_tail) {
     fclose(f);
   }
   free(txt);
+}
+
+/* Writes the tensors put so far into dir/sub/model.safetensors (and frees them), then its config. */
+static void flush(const char *sub, const char *cfg_tail) {
+  char p[400];
+  snprintf(p, sizeof p, "%s/%s", dir, sub);
+  mkdir(p, 0755);
+  pz_st_write_entry w[MAXE];
+  for (int i = 0; i < n_ents; i++) w[i] = ents[i].w;
+  snprintf(p, sizeof p, "%s/%s/model.safetensors", dir, sub);
+  CHECK_OK(pz_st_write(p, n_ents, w));
+  for (int i = 0; i < n_ents; i++) free(ents[i].own);
+  n_ents = 0;
+  write_config(sub, cfg_tail);
+}
+
+/* dir/sub holding from's weights (a hard link) under the config cfg_tail makes. */
+static void relink(const char *from, const char *sub, const char *cfg_tail) {
+  char src[400], dst[400];
+  snprintf(dst, sizeof dst, "%s/%s", dir, sub);
+  mkdir(dst, 0755);
+  snprintf(src, sizeof src, "%s/%s/model.safetensors", dir, from);
+  snprintf(dst, sizeof dst, "%s/%s/model.safetensors", dir, sub);
+  CHECK(link(src, dst) == 0);
+  write_config(sub, cfg_tail);
 }
 
 /* Nearest e4m3 byte of x (finite, |x| <= 448). */
@@ -163,12 +179,9 @@ static void write_pair(const char *sub, const char *sub_twin, int fp8) {
     snprintf(base, sizeof base, "%.*s", (int)(strlen(t->name) - strlen(".weight")), t->name);
     quantise(base, copies[i], t->shape[0], t->shape[1], fp8);
   }
-  if (fp8) flush(sub, QCFG_FP8);
-  else {
-    char q[2048];
-    snprintf(q, sizeof q, QCFG_INT4, "");
-    flush(sub, q);
-  }
+  char q[2048];
+  snprintf(q, sizeof q, fp8 ? QCFG_FP8 : QCFG_INT4, "");
+  flush(sub, q);
   for (int i = 0; i < sf->n; i++) put(sf->t[i].name, PZ_ST_F32, sf->t[i].ndim, sf->t[i].shape, copies[i], copies[i]);
   flush(sub_twin, "");
   pz_st_close(sf);
@@ -226,54 +239,26 @@ int main(void) {
   /* An ignore entry on Mixtral's expert names keeps them bf16 in the graph (dequantised at load): the
    * same tokens and logits. */
   {
-    char src[400], dst[400], q[2048];
+    char q[2048];
     snprintf(q, sizeof q, QCFG_INT4, ",\"re:.*block_sparse_moe\\\\.experts.*\"");
-    snprintf(src, sizeof src, "%s/int4/model.safetensors", dir);
-    snprintf(dst, sizeof dst, "%s/int4_ignored", dir);
-    mkdir(dst, 0755);
-    snprintf(dst, sizeof dst, "%s/int4_ignored/model.safetensors", dir);
-    CHECK(link(src, dst) == 0);
-    char *txt = NULL;
-    PZ_TEST_PATH(src, "data/golden/mixtral/config.json");
-    txt = pz_test_slurp(src, NULL);
-    CHECK(txt != NULL);
-    if (txt) {
-      *strrchr(txt, '}') = 0;
-      snprintf(dst, sizeof dst, "%s/int4_ignored/config.json", dir);
-      FILE *f = fopen(dst, "w");
-      if (f) { fprintf(f, "%s,%s}\n", txt, q); fclose(f); }
-      free(txt);
-    }
+    relink("int4", "int4_ignored", q);
     CHECK(expert_dtype("int4_ignored") == PZ_BF16);
     same_decode("int4_ignored", "int4_twin", 1);
   }
   /* FP8's skip lists (transformers' modules_to_not_convert, vLLM's ignored_layers: module names or
-   * regexes matched from the start up to a module boundary): the twin's unquantised experts under an fp8 config that names them load as bf16 and decode
-   * the twin's tokens and logits; the same config without the list wants FP8 experts and is refused. */
+   * regexes matched from the start up to a module boundary): the twin's unquantised experts under an
+   * fp8 config that names them load as bf16 and decode the twin's tokens and logits; the same config
+   * without the list wants FP8 experts and is refused. */
   static const char *const lists[] = {
       "\"modules_to_not_convert\":[\"lm_head\",\"model.layers.*.block_sparse_moe.experts\"]",
       "\"ignored_layers\":[\"model.layers.0.block_sparse_moe.experts\",\"model.layers.1.block_sparse_moe.experts\"]", NULL};
   for (int i = 0; i < 3; i++) {
-    char src[400], dst[400], sub[64];
+    char sub[64], q[1024];
     snprintf(sub, sizeof sub, "fp8_skip%d", i);
-    snprintf(dst, sizeof dst, "%s/%s", dir, sub);
-    mkdir(dst, 0755);
-    snprintf(src, sizeof src, "%s/fp8_twin/model.safetensors", dir);
-    snprintf(dst, sizeof dst, "%s/%s/model.safetensors", dir, sub);
-    CHECK(link(src, dst) == 0);
-    PZ_TEST_PATH(src, "data/golden/mixtral/config.json");
-    char *txt = pz_test_slurp(src, NULL);
-    CHECK(txt != NULL);
-    if (!txt) continue;
-    *strrchr(txt, '}') = 0;
-    snprintf(dst, sizeof dst, "%s/%s/config.json", dir, sub);
-    FILE *f = fopen(dst, "w");
-    if (f) {
-      fprintf(f, "%s,\"quantization_config\":{\"quant_method\":\"fp8\",\"fmt\":\"e4m3\",\"activation_scheme\":"
-              "\"dynamic\",\"weight_block_size\":[128,128]%s%s}}\n", txt, lists[i] ? "," : "", lists[i] ? lists[i] : "");
-      fclose(f);
-    }
-    free(txt);
+    char extra[256];
+    snprintf(extra, sizeof extra, "%s%s", lists[i] ? "," : "", lists[i] ? lists[i] : "");
+    snprintf(q, sizeof q, QCFG_FP8, extra);
+    relink("fp8_twin", sub, q);
     if (lists[i]) {
       CHECK(expert_dtype(sub) == PZ_BF16);
       same_decode(sub, "fp8_twin", 1);
