@@ -150,3 +150,18 @@ pz_status pz_cfg_check_duplicates(const reader *r, const cJSON *obj, const char 
   free(k);
   return st;
 }
+
+pz_status pz_cfg_check_group_routing(const reader *r, const pz_model_config *c, int64_t min_per_group) {
+  const int64_t E = c->n_routed_experts;
+  if (E % c->n_group || E / c->n_group < min_per_group)
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"n_group\" (%lld) must divide n_routed_experts (%lld)%s", r->src,
+                    (long long)c->n_group, (long long)E,
+                    min_per_group > 1 ? " into groups of at least 2 (a group scores by its top-2 experts)" : "");
+  if (c->topk_group > c->n_group)
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"topk_group\" (%lld) must be <= n_group (%lld)", r->src,
+                    (long long)c->topk_group, (long long)c->n_group);
+  if (c->num_experts_per_tok > c->topk_group * (E / c->n_group))
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"num_experts_per_tok\" (%lld) exceeds the experts in topk_group "
+                    "groups (%lld)", r->src, (long long)c->num_experts_per_tok, (long long)(c->topk_group * (E / c->n_group)));
+  return PZ_OK;
+}

@@ -335,17 +335,7 @@ static pz_status parse_glm4_moe(const reader *r, pz_model_config *c) {
   c->scoring_func = PZ_SCORE_SIGMOID;
   c->topk_method = PZ_TOPK_NOAUX_TC;
   c->decoder_sparse_step = 0; /* DeepSeek's rule: MoE from first_k_dense_replace on */
-  const int64_t E = c->n_routed_experts;
-  if (E % c->n_group || E / c->n_group < 2)
-    return pz_error(PZ_ERR_CONFIG, "config %s: field \"n_group\" (%lld) must divide n_routed_experts (%lld) into groups "
-                    "of at least 2 (a group scores by its top-2 experts)", r->src, (long long)c->n_group, (long long)E);
-  if (c->topk_group > c->n_group)
-    return pz_error(PZ_ERR_CONFIG, "config %s: field \"topk_group\" (%lld) must be <= n_group (%lld)", r->src,
-                    (long long)c->topk_group, (long long)c->n_group);
-  if (c->num_experts_per_tok > c->topk_group * (E / c->n_group))
-    return pz_error(PZ_ERR_CONFIG, "config %s: field \"num_experts_per_tok\" (%lld) exceeds the experts in topk_group "
-                    "groups (%lld)", r->src, (long long)c->num_experts_per_tok, (long long)(c->topk_group * (E / c->n_group)));
-  return PZ_OK;
+  return pz_cfg_check_group_routing(r, c, 2);
 }
 
 /* Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral and GLM-4.5 (GQA). */

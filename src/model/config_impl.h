@@ -35,6 +35,12 @@ pz_status pz_cfg_get_bool(const reader *r, const char *field, bool *v);
  * default when absent. Another string: PZ_ERR_CONFIG listing the supported ones. */
 pz_status pz_cfg_get_enum(const reader *r, const char *field, const char *const *names, int n, int *idx);
 
+/* The group routing of c (n_routed_experts > 0, num_experts_per_tok, n_group, topk_group, as read):
+ * n_group divides the experts into groups of at least min_per_group (2 where a group scores by its
+ * top-2 experts), topk_group <= n_group, and the chosen groups hold num_experts_per_tok experts.
+ * Else PZ_ERR_CONFIG naming the field. */
+pz_status pz_cfg_check_group_routing(const reader *r, const pz_model_config *c, int64_t min_per_group);
+
 /* The RoPE object of the config: rope_scaling, or transformers 5's rope_parameters (whose
  * rope_theta, when given, is read into *theta); not both. *obj is NULL when neither is an object
  * (absent or null), else the object to read, *from the one it came from (rope_parameters or NULL)

@@ -194,16 +194,7 @@ pz_status pz_cfg_parse_mla(const reader *r, pz_model_config *c) {
     if (c->num_experts_per_tok < 1 || c->num_experts_per_tok > c->n_routed_experts)
       return pz_error(PZ_ERR_CONFIG, "config %s: field \"num_experts_per_tok\" (%lld) must be in 1..n_routed_experts (%lld)",
                       r->src, (long long)c->num_experts_per_tok, (long long)c->n_routed_experts);
-    if (c->n_routed_experts % c->n_group)
-      return pz_error(PZ_ERR_CONFIG, "config %s: field \"n_group\" (%lld) must divide n_routed_experts (%lld)",
-                      r->src, (long long)c->n_group, (long long)c->n_routed_experts);
-    if (c->topk_group > c->n_group)
-      return pz_error(PZ_ERR_CONFIG, "config %s: field \"topk_group\" (%lld) must be <= n_group (%lld)", r->src,
-                      (long long)c->topk_group, (long long)c->n_group);
-    if (c->num_experts_per_tok > c->topk_group * (c->n_routed_experts / c->n_group))
-      return pz_error(PZ_ERR_CONFIG, "config %s: num_experts_per_tok (%lld) exceeds the experts in topk_group groups (%lld)",
-                      r->src, (long long)c->num_experts_per_tok,
-                      (long long)(c->topk_group * (c->n_routed_experts / c->n_group)));
+    PZ_CHECK(pz_cfg_check_group_routing(r, c, 1));
   }
   return PZ_OK;
 }
