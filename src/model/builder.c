@@ -265,10 +265,10 @@ static pz_status experts_quant(bld *b, int L, pz_wquant *kind) {
   const pz_model_config *c = b->c;
   static const char *const proj[] = {"gate_proj", "up_proj", "down_proj"}, *const mixtral[] = {"w1", "w3", "w2"};
   const bool mx = !strcmp(c->model_type, "mixtral");
+  const char *pre = c->text_config ? pz_quant_text_prefix(&c->quant) : "model.";
   int n = 0;
   for (int i = 0; i < 3; i++) {
     char m[PZ_NAME_LEN + 32];
-    const char *pre = c->text_config ? pz_quant_text_prefix(&c->quant) : "model.";
     if (mx) snprintf(m, sizeof m, "%slayers.%d.block_sparse_moe.experts.0.%s", pre, L, mixtral[i]);
     else snprintf(m, sizeof m, "%slayers.%d.mlp.experts.0.%s", pre, L, proj[i]);
     n += pz_quant_applies(&c->quant, m);

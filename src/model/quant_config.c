@@ -209,17 +209,17 @@ static bool fp8_key_may_name_expert(const char *key) {
   }
   k[o] = 0;
   static const char *const pre[] = {"model.", "model.language_model.", "language_model.model."};
-  static const char *const mid[] = {"mlp.experts.#.", "block_sparse_moe.experts.#."};
-  static const char *const proj[2][3] = {{"gate_proj", "up_proj", "down_proj"}, {"w#", "w#", "w#"}};
+  static const char *const proj[] = {"mlp.experts.#.gate_proj", "mlp.experts.#.up_proj", "mlp.experts.#.down_proj",
+                                     "block_sparse_moe.experts.#.w#"};
+  const size_t lk = strlen(k);
   for (int a = 0; a < 3; a++)
-    for (int b = 0; b < 2; b++)
-      for (int p = 0; p < 3; p++) {
-        char t[160];
-        snprintf(t, sizeof t, "%slayers.#.%s%s", pre[a], mid[b], proj[b][p]);
-        const size_t lt = strlen(t), lk = strlen(k);
-        if (lk <= lt && !strcmp(t + lt - lk, k)) return true; /* a suffix */
-        if (lk <= lt && !strncmp(t, k, lk) && (t[lk] == 0 || t[lk] == '.' || (lk && t[lk - 1] == '.'))) return true;
-      }
+    for (int b = 0; b < 4; b++) {
+      char t[160];
+      snprintf(t, sizeof t, "%slayers.#.%s", pre[a], proj[b]);
+      const size_t lt = strlen(t);
+      if (lk <= lt && !strcmp(t + lt - lk, k)) return true; /* a suffix */
+      if (lk <= lt && !strncmp(t, k, lk) && (t[lk] == 0 || t[lk] == '.' || (lk && t[lk - 1] == '.'))) return true;
+    }
   return false;
 }
 
