@@ -103,6 +103,8 @@ static int cuda_limits_broken(const pz_model_config *c, int tp, char *why, size_
     LIMIT((c->moe_intermediate_size / tp) % 16 == 0, "moe_intermediate_size/TP = %lld not a multiple of 16",
           (long long)(c->moe_intermediate_size / tp));
   }
+  LIMIT(!c->rotary_dim || c->rotary_dim == c->head_dim, "rotary_dim %lld < head_dim %lld (partial RoPE, cuda/gqa.c)",
+        (long long)c->rotary_dim, (long long)c->head_dim);
   LIMIT((c->vocab_size / tp) % 64 == 0, "vocab_size/TP = %lld not a multiple of 64 (LM head GEMM n)", (long long)(c->vocab_size / tp));
 #undef LIMIT
   return n;
@@ -426,7 +428,9 @@ int main(void) {
   if (env) snprintf(root, sizeof root, "%s", env);
   else PZ_TEST_PATH(root, "../data/golden");
   static const char *models[] = {"deepseek_v3", "deepseek_v2_lite", "deepseek_v3_fp8", "llama", "qwen2",
-                                 "qwen2_tied", "qwen3", "qwen3_moe", "mixtral", "qwen3_yarn"};
+                                 "qwen2_tied", "qwen3", "qwen3_moe", "mixtral", "qwen3_yarn",
+                                 "moonlight", "deepseek_v2", "mistral_nemo", "llama32_tied", "deepseek_v3_int4",
+                                 "glm4_moe"};
   static golden g;
   for (int i = 0; i < (int)(sizeof models / sizeof models[0]); i++) {
     char d[700];
