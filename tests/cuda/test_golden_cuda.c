@@ -103,8 +103,6 @@ static int cuda_limits_broken(const pz_model_config *c, int tp, char *why, size_
     LIMIT((c->moe_intermediate_size / tp) % 16 == 0, "moe_intermediate_size/TP = %lld not a multiple of 16",
           (long long)(c->moe_intermediate_size / tp));
   }
-  LIMIT(!c->rotary_dim || c->rotary_dim == c->head_dim, "rotary_dim %lld < head_dim %lld (partial RoPE, cuda/gqa.c)",
-        (long long)c->rotary_dim, (long long)c->head_dim);
   LIMIT((c->vocab_size / tp) % 64 == 0, "vocab_size/TP = %lld not a multiple of 64 (LM head GEMM n)", (long long)(c->vocab_size / tp));
 #undef LIMIT
   return n;

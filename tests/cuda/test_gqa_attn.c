@@ -1,6 +1,6 @@
 /* CUDA GQA decode op (src/backend/cuda/gqa.h) against pz_ref_gqa_attention: GQA ratios 1, 2, 4,
  * 8, 16 and 20 (two head tiles), head_dim 16, 32, 64 and 128, qk-norm on and off, default / llama3 / yarn
- * RoPE, contexts 1, 63, 64, 65, 300 and 8192 with mixed lengths in one batch, forced split counts,
+ * RoPE, partial RoPE (rotary_dim 16 / 24 of 32, 64 of 128: GLM-4.5), contexts 1, 63, 64, 65, 300 and 8192 with mixed lengths in one batch, forced split counts,
  * a CUDA graph replayed as positions advance, the cache append (rows beyond pos are never read
  * or written: NaN sentinels), run-to-run determinism, the oproj_prezero slot set vs unset
  * bit-identical (2 K splits, docs/ARCHITECTURE.md §5), and the argument checks.
@@ -74,26 +74,35 @@ typedef struct shape {
   int64_t d, H;
   int qk_norm;
   pz_rope_params rope;
+  int64_t rotary_dim; /* 0: RoPE on all d dims; else the first rotary_dim (GLM-4.5's partial_rotary_factor) */
 } shape;
 
 #define ROPE_DEFAULT(th) {.theta = th, .factor = 1, .type = PZ_ROPE_DEFAULT}
 static const shape L70_TP1 = {"llama-3.1-70b tp1 (64/8, d128, llama3)", 64, 8, 128, 8192, 0,
                               {.theta = 500000, .factor = 8, .original_max_position_embeddings = 8192,
-                               .type = PZ_ROPE_LLAMA3, .low_freq_factor = 1, .high_freq_factor = 4}};
+                               .type = PZ_ROPE_LLAMA3, .low_freq_factor = 1, .high_freq_factor = 4}, 0};
 static const shape L70_TP8 = {"llama-3.1-70b tp8 (8/1, d128, llama3)", 8, 1, 128, 8192, 0,
                               {.theta = 500000, .factor = 8, .original_max_position_embeddings = 8192,
-                               .type = PZ_ROPE_LLAMA3, .low_freq_factor = 1, .high_freq_factor = 4}};
-static const shape Q3_30B = {"qwen3-30b-a3b (32/4, d128, qk-norm)", 32, 4, 128, 2048, 1, ROPE_DEFAULT(1000000)};
-static const shape MHA64 = {"ratio 1 (4/4, d64)", 4, 4, 64, 512, 0, ROPE_DEFAULT(10000)};
+                               .type = PZ_ROPE_LLAMA3, .low_freq_factor = 1, .high_freq_factor = 4}, 0};
+static const shape Q3_30B = {"qwen3-30b-a3b (32/4, d128, qk-norm)", 32, 4, 128, 2048, 1, ROPE_DEFAULT(1000000), 0};
+static const shape MHA64 = {"ratio 1 (4/4, d64)", 4, 4, 64, 512, 0, ROPE_DEFAULT(10000), 0};
 static const shape R8D64 = {"ratio 8 (16/2, d64, qk-norm, yarn)", 16, 2, 64, 1024, 1,
                             {.theta = 1000000, .factor = 4, .original_max_position_embeddings = 32768, .beta_fast = 32,
-                             .beta_slow = 1, .mscale = 1, .mscale_all_dim = 0, .type = PZ_ROPE_YARN}};
+                             .beta_slow = 1, .mscale = 1, .mscale_all_dim = 0, .type = PZ_ROPE_YARN}, 0};
 static const shape R2D16 = {"ratio 2 (4/2, d16: tiny_llama)", 4, 2, 16, 64, 0,
                             {.theta = 10000, .factor = 4, .original_max_position_embeddings = 128,
-                             .type = PZ_ROPE_LLAMA3, .low_freq_factor = 1, .high_freq_factor = 4}};
-static const shape R4D32 = {"ratio 4 (8/2, d32, qk-norm)", 8, 2, 32, 256, 1, ROPE_DEFAULT(10000)};
-static const shape R16 = {"ratio 16 (32/2, d128, qk-norm)", 32, 2, 128, 1024, 1, ROPE_DEFAULT(1000000)};
-static const shape R20 = {"ratio 20 (20/1, d128: two head tiles)", 20, 1, 128, 1280, 0, ROPE_DEFAULT(10000)};
+                             .type = PZ_ROPE_LLAMA3, .low_freq_factor = 1, .high_freq_factor = 4}, 0};
+static const shape R4D32 = {"ratio 4 (8/2, d32, qk-norm)", 8, 2, 32, 256, 1, ROPE_DEFAULT(10000), 0};
+static const shape R16 = {"ratio 16 (32/2, d128, qk-norm)", 32, 2, 128, 1024, 1, ROPE_DEFAULT(1000000), 0};
+static const shape R20 = {"ratio 20 (20/1, d128: two head tiles)", 20, 1, 128, 1280, 0, ROPE_DEFAULT(10000), 0};
+/* Partial RoPE: GLM-4.5-Air at TP 8 (96/8 heads, d 128, partial_rotary_factor 0.5: 64 rotated dims),
+ * and a qk-norm layout rotating 16 of 32 dims (0.5) and 24 of 32 (0.75). */
+static const shape GLM_AIR_TP8 = {"glm-4.5-air tp8 (12/1, d128, rotary 64)", 12, 1, 128, 4096, 0,
+                                  ROPE_DEFAULT(1000000), 64};
+static const shape R4D32P = {"ratio 4 (8/2, d32, qk-norm, rotary 16)", 8, 2, 32, 256, 1, ROPE_DEFAULT(10000), 16};
+static const shape R2D32P = {"ratio 2 (4/2, d32, rotary 24, llama3)", 4, 2, 32, 128, 0,
+                             {.theta = 10000, .factor = 4, .original_max_position_embeddings = 128,
+                              .type = PZ_ROPE_LLAMA3, .low_freq_factor = 1, .high_freq_factor = 4}, 24};
 
 /* One layer: params (hidden H, and the identity-o_proj twin of hidden heads*d) and weights. */
 typedef struct layer {
@@ -114,6 +123,7 @@ static void layer_make(layer *l, const shape *s, int64_t max_ctx) {
   p->eps = 1e-6f;
   p->softmax_scale = (float)(1.0 / sqrt((double)s->d));
   p->rope = s->rope;
+  p->rotary_dim = s->rotary_dim;
   l->pid = *p;
   l->pid.hidden = l->hd;
   if (s->qk_norm) {
@@ -514,6 +524,11 @@ static void check_args(void) {
   bad.head_dim = 96;
   CHECK_ST(pz_gqa_cuda_create(&bad, 4, G, &c), PZ_ERR_UNSUPPORTED);
   bad = l.p;
+  bad.rotary_dim = 7; /* odd */
+  CHECK_ST(pz_gqa_cuda_create(&bad, 4, G, &c), PZ_ERR_UNSUPPORTED);
+  bad.rotary_dim = 2 * l.p.head_dim; /* beyond the head */
+  CHECK_ST(pz_gqa_cuda_create(&bad, 4, G, &c), PZ_ERR_UNSUPPORTED);
+  bad = l.p;
   bad.n_kv_heads = 5;
   CHECK_ST(pz_gqa_cuda_create(&bad, 4, G, &c), PZ_ERR_UNSUPPORTED);
   bad = l.p;
@@ -573,6 +588,9 @@ int main(void) {
     run_shape(&R20, ms + 1, 1, ctx, quick ? 3 : 5);
     run_shape(&R2D16, ms, 2, ctx, quick ? 4 : 5);
     run_shape(&R4D32, ms + 1, 1, ctx, quick ? 4 : 5);
+    run_shape(&R4D32P, ms, 2, ctx, quick ? 4 : 5);
+    run_shape(&R2D32P, ms + 1, 1, ctx, quick ? 4 : 5);
+    run_shape(&GLM_AIR_TP8, ms + 1, 1, ctx, quick ? 3 : 5);
     if (!quick) {
       run_shape(&R16, ms, 2, ctx, 5);
       run_shape(&L70_TP8, ms, 2, ctx, 5);
@@ -590,6 +608,7 @@ int main(void) {
       run_shape(&L70_TP1, m4, 2, c8k, 1);
       run_shape(&Q3_30B, m4 + 1, 1, c8k, 1);
       run_shape(&R16, m1, 1, c8k, 1);
+      run_shape(&GLM_AIR_TP8, m4 + 1, 1, c8k, 1);
     }
   }
   {

@@ -57,10 +57,10 @@ pz_status pz_gqa_cuda_create(const pz_gqa_params *p, int m_max, pz_gemm_ctx *gem
   if (d != 16 && d != 32 && d != 64 && d != 128)
     return pz_error(PZ_ERR_UNSUPPORTED, "gqa cuda: head_dim %lld unsupported (the attention kernel has 16, 32, 64 and 128)",
                     (long long)d);
-  /* The q/k RoPE kernel rotates all head_dim dims; partial RoPE (GLM-4.5) runs on the CPU backend only. */
-  if (p->rotary_dim && p->rotary_dim != d)
-    return pz_error(PZ_ERR_UNSUPPORTED, "gqa cuda: RoPE on %lld of head_dim %lld dims (partial_rotary_factor, as GLM-4.5) "
-                    "is not implemented by the CUDA GQA kernels; use --device cpu", (long long)p->rotary_dim, (long long)d);
+  const int64_t rd = p->rotary_dim ? p->rotary_dim : d; /* partial RoPE (GLM-4.5): the first rd dims */
+  if (rd < 2 || rd % 2 || rd > d)
+    return pz_error(PZ_ERR_UNSUPPORTED, "gqa cuda: rotary_dim %lld must be 0 (head_dim) or even in 2..head_dim %lld",
+                    (long long)p->rotary_dim, (long long)d);
   pz_gqa_cuda_ctx *c = calloc(1, sizeof *c);
   if (!c) return pz_error(PZ_ERR_OOM, "gqa cuda: context");
   c->p = *p;
@@ -86,12 +86,12 @@ pz_status pz_gqa_cuda_create(const pz_gqa_params *p, int m_max, pz_gemm_ctx *gem
   c->b_opart = align256((size_t)c->ms_cap * (size_t)(heads * d) * 4);
   c->b_ml = align256((size_t)c->ms_cap * (size_t)heads * 2 * 4);
   pz_gqa_kparams *k = &c->k;
-  k->heads = (int)heads; k->kvh = (int)kvh; k->d = (int)d;
+  k->heads = (int)heads; k->kvh = (int)kvh; k->d = (int)d; k->rd = (int)rd;
   k->ratio = ratio; k->htiles = c->htiles;
   k->eps = p->eps;
   k->qscale = (float)((double)p->softmax_scale * 1.4426950408889634); /* log2(e): base-2 scores */
   k->rope_ms = pz_gqa_rope_mscale(&p->rope);
-  pz_rope_inv_freq(&p->rope, d, k->inv_freq);
+  pz_rope_inv_freq(&p->rope, rd, k->inv_freq);
   *out = c;
   return PZ_OK;
 fail:

@@ -67,7 +67,8 @@ int pz_gqa_cuda_splits(const pz_gqa_cuda_ctx *c, int m);
 void pz_gqa_cuda_force_splits(pz_gqa_cuda_ctx *c, int splits);
 
 /* One decode step (pz_ref_gqa_attention's steps, in stream order):
- *   prep kernel: q/k RMSNorm (sequential sum of squares: the reference's bits), rotate-half RoPE,
+ *   prep kernel: q/k RMSNorm (sequential sum of squares: the reference's bits), rotate-half RoPE
+ *   (over the first rotary_dim dims when set: partial RoPE, GLM-4.5),
  *     k, v -> bf16 cache row pos[i], q * softmax_scale * log2(e) -> bf16 hi + lo;
  *   attention kernel: per (split, kv head, 16-head tile, sequence) one CTA, cp.async ring of
  *     64-position K/V tiles, S = q·Kᵀ and O += p·V on mma.sync (bf16 in, f32 accumulate) with q

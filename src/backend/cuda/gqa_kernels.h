@@ -19,13 +19,15 @@ extern "C" {
  * n_heads, kvh = n_kv_heads, d = head_dim, ratio = heads / kvh; bf16 tensors are uint16_t. */
 typedef struct pz_gqa_kparams {
   int m, heads, kvh, d;             /* rows (sequences); query heads; kv heads; head_dim */
+  int rd;                           /* RoPE dims: the first rd (even, 2..d) of each head rotate (GLM-4.5's
+                                       partial_rotary_factor); dims rd..d-1 pass through */
   int ratio, htiles;                /* heads / kvh; ceil(ratio / PZ_GQA_HT) head tiles per kv head */
   int splits;                       /* KV splits per sequence (1: the attention writes o itself) */
   int qk_norm;                      /* 1: q_norm / k_norm (Qwen3) */
   float eps;                        /* q_norm / k_norm eps */
   float qscale;                     /* softmax_scale * log2(e): q is pre-scaled, scores are base-2 */
   float rope_ms;                    /* cos/sin multiplier (1 unless the reference says otherwise) */
-  float inv_freq[PZ_GQA_MAX_D / 2]; /* pz_rope_inv_freq(rope, d) */
+  float inv_freq[PZ_GQA_MAX_D / 2]; /* pz_rope_inv_freq(rope, rd) */
   /* prep: q/k norm, RoPE, cache append */
   const float *__restrict__ qkv;    /* [m, ld_qkv] f32: q (heads*d) | k (kvh*d) | v (kvh*d) */
   int64_t ld_qkv;

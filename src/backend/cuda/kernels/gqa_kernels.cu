@@ -43,8 +43,9 @@ __device__ __forceinline__ uint32_t pack_bf2(uint16_t lo, uint16_t hi) { return 
  * Per vector (pz_ref_gqa_attention steps 2-4, the same operations in the same order):
  *   qk_norm: inv = 1 / sqrtf(Σ_j x_j² / d + eps) with the sum sequential in j (every lane runs
  *   it over the staged row: the reference's order, so inv is bit-identical), y_j = (x_j * inv) * w_j;
- *   RoPE (rotate-half): c = (float)cos((double)ang) * ms, s likewise, ang = (float)pos * inv_freq_j,
- *   y_j' = y_j*c - y_{j+d/2}*s, y_{j+d/2}' = y_{j+d/2}*c + y_j*s (IEEE multiply and add, no FMA);
+ *   RoPE (rotate-half over the first r = k.rd dims): c = (float)cos((double)ang) * ms, s likewise,
+ *   ang = (float)pos * inv_freq_j, y_j' = y_j*c - y_{j+r/2}*s, y_{j+r/2}' = y_{j+r/2}*c + y_j*s (IEEE
+ *   multiply and add, no FMA) for j < r/2; y_j' = y_j for j >= r (partial RoPE);
  *   k: k_cache[pos] = bf16(y'), v_cache[pos] = bf16(v);
  *   q: qs = y' * qscale, qhl = (bf16(qs), bf16(qs - hi)). */
 __global__ void __launch_bounds__(32 * PREP_WARPS) gqa_prep_kernel(Kp k) {
@@ -52,7 +53,7 @@ __global__ void __launch_bounds__(32 * PREP_WARPS) gqa_prep_kernel(Kp k) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int v = blockIdx.y * PREP_WARPS + warp;
   if (v >= k.heads + k.kvh) return;
-  const int i = blockIdx.x, d = k.d, half = d / 2;
+  const int i = blockIdx.x, d = k.d, half = k.rd / 2;
   const bool is_q = v < k.heads;
   const int g = v - k.heads;
   const int pos = k.pos[i];
@@ -105,6 +106,16 @@ __global__ void __launch_bounds__(32 * PREP_WARPS) gqa_prep_kernel(Kp k) {
     } else {
       kc[j] = f2bf(ya);
       kc[j + half] = f2bf(yb);
+    }
+  }
+  for (int j = 2 * half + lane; j < d; j += 32) { /* partial RoPE: the unrotated tail, as y (normed) */
+    if (is_q) {
+      const float qa = __fmul_rn(row[j], k.qscale);
+      const uint16_t ha = f2bf(qa);
+      q[j] = ha;
+      q[d + j] = f2bf(__fsub_rn(qa, bf2f(ha)));
+    } else {
+      kc[j] = f2bf(row[j]);
     }
   }
 }
