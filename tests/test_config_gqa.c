@@ -47,6 +47,10 @@ static const preset_want presets[] = {
     /* mistralai/Mixtral-8x7B-v0.1: experts of width intermediate_size, softmax over the top 2 */
     {"mixtral_8x7b", "mixtral", 4096, 32, 32, 8, 128, 14336, 14336, 8, 2, 32000, 32768, 1e-5, 1000000, PZ_ROPE_DEFAULT,
      1, 1, 1, 32768, false, false, true, PZ_SCORE_TOPK_SOFTMAX},
+    /* zai-org/GLM-4.5-Air: glm4_moe, partial RoPE (0.5 of head_dim 128), q/k/v biases, sigmoid routing,
+     * one dense layer first (intermediate_size), then 128 experts of 1408 with one shared */
+    {"glm4_5_air", "glm4_moe", 4096, 46, 96, 8, 128, 10944, 1408, 128, 8, 151552, 131072, 1e-5, 1000000,
+     PZ_ROPE_DEFAULT, 1, 1, 1, 131072, true, false, true, PZ_SCORE_SIGMOID},
     /* The tiny test layouts. */
     {"tiny_llama", "llama", 64, 2, 4, 2, 16, 96, 0, 0, 0, 256, 512, 1e-5, 10000, PZ_ROPE_LLAMA3, 4, 1, 4, 128, false,
      false, false, PZ_SCORE_SOFTMAX},
@@ -98,14 +102,17 @@ static void check_preset(const preset_want *w) {
   EQ(c.tie_word_embeddings, false); /* all nine publish false */
   EQ(c.norm_topk_prob, w->norm_topk);
   EQ(c.scoring_func, w->scoring);
-  EQ(c.decoder_sparse_step, 1);
+  const bool glm = !strcmp(w->model_type, "glm4_moe");
+  EQ(c.rotary_dim, glm ? w->head_dim / 2 : w->head_dim); /* GLM-4.5: partial_rotary_factor 0.5 */
+  EQ(c.decoder_sparse_step, glm ? 0 : 1);                 /* glm4_moe: first_k_dense_replace instead */
+  EQ(c.first_k_dense_replace, glm ? 1 : 0);
   EQ(c.n_mlp_only, 0);
-  EQ(c.n_shared_experts, 0);
+  EQ(c.n_shared_experts, glm ? 1 : 0);
   EQ(c.routed_scaling_factor, 1);
-  EQ(c.topk_method, PZ_TOPK_GREEDY);
+  EQ(c.topk_method, glm ? PZ_TOPK_NOAUX_TC : PZ_TOPK_GREEDY); /* sigmoid + e_score_correction_bias */
   EQ(c.q_lora_rank + c.kv_lora_rank + c.qk_nope_head_dim + c.qk_rope_head_dim + c.v_head_dim, 0);
   EQ(c.quant.kind, PZ_WQ_NONE);
-  for (int64_t L = 0; L < c.num_hidden_layers; L++) EQ(pz_config_layer_is_moe(&c, L), w->experts > 0);
+  for (int64_t L = 0; L < c.num_hidden_layers; L++) EQ(pz_config_layer_is_moe(&c, L), w->experts > 0 && L >= (glm ? 1 : 0));
 #undef EQ
 }
 

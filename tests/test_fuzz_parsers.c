@@ -180,7 +180,10 @@ static void config_case(const char *text, size_t len) {
                                             c.qk_rope_head_dim % 2 == 0 && c.decoder_sparse_step == 0
               : c.attn == PZ_ATTN_GQA && c.num_key_value_heads >= 1 && c.num_attention_heads >= 1 &&
                     c.num_attention_heads % c.num_key_value_heads == 0 && c.head_dim >= 2 && c.head_dim % 2 == 0 &&
-                    c.decoder_sparse_step >= 1 && c.n_mlp_only >= 0 && c.n_mlp_only <= PZ_CONFIG_MAX_MLP_ONLY;
+                    /* glm4_moe places its MoE layers as DeepSeek does (first_k_dense_replace): step 0 */
+                    (c.decoder_sparse_step >= 1 || (!strcmp(c.model_type, "glm4_moe") && c.decoder_sparse_step == 0 &&
+                                                    c.first_k_dense_replace >= 0)) &&
+                    c.n_mlp_only >= 0 && c.n_mlp_only <= PZ_CONFIG_MAX_MLP_ONLY;
   int sane = c.hidden_size >= 1 && c.hidden_size <= PZ_CONFIG_MAX_INT && c.num_hidden_layers >= 1 &&
              c.num_hidden_layers <= PZ_CONFIG_MAX_LAYERS && c.num_attention_heads >= 1 && attn_ok && c.vocab_size >= 1 &&
              c.n_group >= 1 && c.topk_group >= 1 && c.moe_layer_freq >= 1 && c.rms_norm_eps > 0.f &&
