@@ -1,10 +1,11 @@
-/* config.json reader for the GQA layouts (llama, mistral, qwen2, qwen3, qwen3_moe, mixtral): the embedded
+/* config.json reader for the GQA layouts (llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, glm4_moe, phi3): the embedded
  * presets against the published Hugging Face values (a table written here, independent of
  * configs/ JSON files) and the published parameter counts of the model cards; field mapping and the
  * config classes' defaults on inline JSON; every refusal (PZ_ERR_CONFIG, the message names the
  * field); pz_config_layer_is_moe for qwen3_moe / mixtral; llama3 inverse frequencies against
  * the formula in long double at its three branches; DeepSeek configs still read as MLA. */
 #include "core/rope.h"
+#include "model/builder.h"
 #include "model/config.h"
 #include "pz_test.h"
 #include <math.h>
@@ -490,6 +491,188 @@ static void test_glm4_moe(void) {
   BAD(glm45_air, OV({"sliding_window", "4096"}), "\"sliding_window\"");
 }
 
+/* microsoft/phi-4's config.json (model_type phi3: Phi3ForCausalLM, fused qkv_proj / gate_up_proj). */
+static const kv phi4[] = {
+    {"architectures", "[\"Phi3ForCausalLM\"]"}, {"attention_bias", "false"}, {"attention_dropout", "0.0"},
+    {"bos_token_id", "100257"}, {"embd_pdrop", "0.0"}, {"eos_token_id", "100265"}, {"hidden_act", "\"silu\""},
+    {"hidden_size", "5120"}, {"initializer_range", "0.02"}, {"intermediate_size", "17920"},
+    {"max_position_embeddings", "16384"}, {"model_type", "\"phi3\""}, {"num_attention_heads", "40"},
+    {"num_hidden_layers", "40"}, {"num_key_value_heads", "10"}, {"original_max_position_embeddings", "16384"},
+    {"pad_token_id", "100349"}, {"resid_pdrop", "0.0"}, {"rms_norm_eps", "1e-05"}, {"rope_scaling", "null"},
+    {"rope_theta", "250000"}, {"sliding_window", "null"}, {"tie_word_embeddings", "false"},
+    {"torch_dtype", "\"bfloat16\""}, {"transformers_version", "\"4.47.0\""}, {"use_cache", "true"},
+    {"vocab_size", "100352"},
+};
+/* microsoft/Phi-3-mini-4k-instruct's config.json: MHA (32 kv heads), head_dim 96, a 2047-token window. */
+static const kv phi3_mini[] = {
+    {"_name_or_path", "\"Phi-3-mini-4k-instruct\""}, {"architectures", "[\"Phi3ForCausalLM\"]"},
+    {"attention_dropout", "0.0"},
+    {"auto_map", "{\"AutoConfig\": \"configuration_phi3.Phi3Config\", "
+                 "\"AutoModelForCausalLM\": \"modeling_phi3.Phi3ForCausalLM\"}"},
+    {"bos_token_id", "1"}, {"embd_pdrop", "0.0"}, {"eos_token_id", "32000"}, {"hidden_act", "\"silu\""},
+    {"hidden_size", "3072"}, {"initializer_range", "0.02"}, {"intermediate_size", "8192"},
+    {"max_position_embeddings", "4096"}, {"model_type", "\"phi3\""}, {"num_attention_heads", "32"},
+    {"num_hidden_layers", "32"}, {"num_key_value_heads", "32"}, {"original_max_position_embeddings", "4096"},
+    {"pad_token_id", "32000"}, {"resid_pdrop", "0.0"}, {"rms_norm_eps", "1e-05"}, {"rope_scaling", "null"},
+    {"rope_theta", "10000.0"}, {"sliding_window", "2047"}, {"tie_word_embeddings", "false"},
+    {"torch_dtype", "\"bfloat16\""}, {"transformers_version", "\"4.40.2\""}, {"use_cache", "true"},
+    {"attention_bias", "false"}, {"vocab_size", "32064"},
+};
+/* microsoft/Phi-3-medium-4k-instruct's config.json (its shape fields; Phi-3-mini-4k's others). */
+static const kv phi3_medium_over[] = {
+    {"_name_or_path", "\"Phi-3-medium-4k-instruct\""}, {"hidden_size", "5120"}, {"intermediate_size", "17920"},
+    {"num_attention_heads", "40"}, {"num_hidden_layers", "40"}, {"num_key_value_heads", "10"}, {NULL, NULL},
+};
+/* microsoft/Phi-4-mini-instruct's config.json: partial RoPE 0.75, tied embeddings, LongRoPE. Its rope_scaling
+ * lists 48 short and 48 long factors (the values written here are not the published ones: the type alone is
+ * refused). */
+#define F48 "[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, " \
+            "1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, " \
+            "1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]"
+static const kv phi4_mini[] = {
+    {"architectures", "[\"Phi3ForCausalLM\"]"}, {"attention_bias", "false"}, {"attention_dropout", "0.0"},
+    {"bos_token_id", "199999"}, {"embd_pdrop", "0.0"}, {"eos_token_id", "199999"}, {"full_attn_mod", "1"},
+    {"hidden_act", "\"silu\""}, {"hidden_size", "3072"}, {"initializer_range", "0.02"},
+    {"intermediate_size", "8192"}, {"interpolate_factor", "1"}, {"lm_head_bias", "false"},
+    {"max_position_embeddings", "131072"}, {"mlp_bias", "false"}, {"model_type", "\"phi3\""},
+    {"num_attention_heads", "24"}, {"num_hidden_layers", "32"}, {"num_key_value_heads", "8"},
+    {"original_max_position_embeddings", "4096"}, {"pad_token_id", "199999"}, {"partial_rotary_factor", "0.75"},
+    {"resid_pdrop", "0.0"}, {"rms_norm_eps", "1e-05"},
+    {"rope_scaling", "{\"long_factor\": " F48 ", \"short_factor\": " F48 ", \"type\": \"longrope\"}"},
+    {"rope_theta", "10000.0"}, {"sliding_window", "262144"}, {"tie_word_embeddings", "true"},
+    {"torch_dtype", "\"bfloat16\""}, {"transformers_version", "\"4.45.0\""}, {"use_cache", "true"},
+    {"vocab_size", "200064"},
+};
+
+/* The per-rank weights the decode graph of c gives rank 0 at TP tp (the CUDA kernels take the same): q heads
+ * heads / tp, kv heads nkv / tp (or one replicated past nkv), qkv_proj [(q + 2 kv heads) * head_dim, H],
+ * o_proj [H, q heads * head_dim], gate_up_proj [2 * I / tp, H], down_proj [H, I / tp]; a TP that neither
+ * divides num_key_value_heads nor is a multiple of it is refused naming the field. */
+static void check_phi3_shapes(const pz_model_config *c, int tp) {
+  pz_build_opts o = PZ_BUILD_OPTS_INIT;
+  o.tp = tp;
+  o.max_ctx = 16;
+  o.layers = 1;
+  pz_graph *g = NULL;
+  const int64_t nh = c->num_attention_heads, nkv = c->num_key_value_heads, d = c->head_dim, H = c->hidden_size;
+  const int64_t I = c->intermediate_size;
+  if (nh % tp || (tp <= nkv ? nkv % tp : tp % nkv)) {
+    CHECK_ST(pz_build_decode_graph(c, &o, &g), PZ_ERR_INVALID_ARG);
+    CHECK(g == NULL && strstr(pz_last_error(), "num_") && !strchr(pz_last_error(), '\n'));
+    printf("%s TP %d: refused (%s)\n", c->name, tp, pz_last_error());
+    return;
+  }
+  CHECK_OK(pz_build_decode_graph(c, &o, &g));
+  if (!g) return;
+  const int64_t heads = nh / tp, kvh = tp <= nkv ? nkv / tp : 1;
+  const pz_tensor *qkv = pz_graph_find_tensor(g, "layers.0.self_attn.qkv_proj.weight");
+  const pz_tensor *op = pz_graph_find_tensor(g, "layers.0.self_attn.o_proj.weight");
+  const pz_tensor *gu = pz_graph_find_tensor(g, "layers.0.mlp.gate_up_proj.weight");
+  const pz_tensor *dn = pz_graph_find_tensor(g, "layers.0.mlp.down_proj.weight");
+  CHECK(qkv && qkv->ne[0] == (heads + 2 * kvh) * d && qkv->ne[1] == H);
+  CHECK(op && op->ne[0] == H && op->ne[1] == heads * d);
+  CHECK(gu && gu->ne[0] == 2 * (I / tp) && gu->ne[1] == H && I % tp == 0);
+  CHECK(dn && dn->ne[0] == H && dn->ne[1] == I / tp);
+  CHECK(pz_graph_find_tensor(g, "layers.0.self_attn.qkv_proj.bias") == NULL);
+  printf("%s TP %d: qkv_proj [%lld, %lld] (%lld q + 2 x %lld kv heads of %lld), gate_up_proj [%lld, %lld]\n", c->name,
+         tp, (long long)(qkv ? qkv->ne[0] : -1), (long long)H, (long long)heads, (long long)kvh, (long long)d,
+         (long long)(gu ? gu->ne[0] : -1), (long long)H);
+  pz_graph_free(g);
+}
+
+/* phi3 (Phi3Config): Llama's math (no biases, SiLU MLP, rotate-half RoPE), partial_rotary_factor (default
+ * 1.0), sliding_window limiting max_position_embeddings, LongRoPE refused; the published configs of Phi-4,
+ * Phi-3-mini-4k and Phi-3-medium-4k parse, with the parameter counts of their model cards and the per-rank
+ * shapes of TP 1, 2, 4 and 8. */
+static void test_phi3(void) {
+  pz_model_config c;
+  CHECK_OK(PARSE(phi4, NONE, &c));
+  CHECK(!strcmp(c.model_type, "phi3") && c.attn == PZ_ATTN_GQA && !c.attention_bias && !c.qk_norm);
+  CHECK(c.hidden_size == 5120 && c.num_hidden_layers == 40 && c.num_attention_heads == 40 && c.num_key_value_heads == 10);
+  CHECK(c.head_dim == 128 && c.rotary_dim == 128 && c.intermediate_size == 17920 && c.vocab_size == 100352);
+  CHECK(c.max_position_embeddings == 16384 && c.rope.type == PZ_ROPE_DEFAULT && c.rope.theta == 250000.f);
+  CHECK(c.rms_norm_eps == 1e-5f && !c.tie_word_embeddings && c.n_routed_experts == 0 && c.decoder_sparse_step == 1);
+  for (int L = 0; L < 40; L++) CHECK(!pz_config_layer_is_moe(&c, L));
+  double t, a;
+  param_count(&c, &t, &a);
+  printf("phi-4: %.0f parameters\n", t);
+  CHECK(t == 14659507200.0 && a == t); /* "14B parameters" (model card); 2 x 14,659,507,200 bytes of BF16 */
+  snprintf(c.name, sizeof c.name, "phi-4");
+  for (int tp = 1; tp <= 8; tp *= 2) check_phi3_shapes(&c, tp); /* TP 8: 10 kv heads, refused */
+
+  CHECK_OK(PARSE(phi3_mini, NONE, &c));
+  CHECK(c.hidden_size == 3072 && c.num_hidden_layers == 32 && c.num_attention_heads == 32 && c.num_key_value_heads == 32);
+  CHECK(c.head_dim == 96 && c.rotary_dim == 96 && c.intermediate_size == 8192 && c.vocab_size == 32064);
+  CHECK(c.rope.type == PZ_ROPE_DEFAULT && c.rope.theta == 10000.f && c.rms_norm_eps == 1e-5f && !c.tie_word_embeddings);
+  /* sliding_window 2047: transformers masks key j of query i when j <= i - 2047, so 2047 positions are full
+   * attention: max_position_embeddings 4096 becomes 2047 */
+  CHECK(c.max_position_embeddings == 2047);
+  param_count(&c, &t, &a);
+  CHECK(published_as(t / 1e9, 3.8, 1)); /* "3.8B parameters" */
+  snprintf(c.name, sizeof c.name, "Phi-3-mini-4k");
+  for (int tp = 1; tp <= 8; tp *= 2) check_phi3_shapes(&c, tp);
+
+  CHECK_OK(parse(phi3_mini, (int)(sizeof phi3_mini / sizeof phi3_mini[0]), phi3_medium_over, &c));
+  CHECK(c.hidden_size == 5120 && c.num_hidden_layers == 40 && c.num_key_value_heads == 10 && c.head_dim == 128);
+  CHECK(c.max_position_embeddings == 2047);
+  param_count(&c, &t, &a);
+  CHECK(published_as(t / 1e9, 14, 0)); /* "14B parameters" */
+  snprintf(c.name, sizeof c.name, "Phi-3-medium-4k");
+  for (int tp = 1; tp <= 8; tp *= 2) check_phi3_shapes(&c, tp);
+
+  /* Phi-4-mini: its LongRoPE is refused on one line naming the field; with default RoPE it runs partial
+   * RoPE over int(128 * 0.75) = 96 dims with tied embeddings, and its 262144 window covers 131072 positions */
+  BAD2(phi4_mini, NONE, "\"rope_scaling.type\" is \"longrope\"", "LongRoPE");
+  CHECK_OK(PARSE(phi4_mini, OV({"rope_scaling", "null"}), &c));
+  CHECK(c.head_dim == 128 && c.rotary_dim == 96 && c.tie_word_embeddings && c.num_key_value_heads == 8);
+  CHECK(c.max_position_embeddings == 131072 && c.vocab_size == 200064);
+  snprintf(c.name, sizeof c.name, "Phi-4-mini (default RoPE)");
+  for (int tp = 1; tp <= 8; tp *= 2) check_phi3_shapes(&c, tp);
+  CHECK_OK(PARSE(phi4_mini, OV({"rope_scaling", "null"}, {"partial_rotary_factor", NULL},
+                               {"rope_parameters", "{\"rope_type\": \"default\", \"rope_theta\": 10000.0, "
+                                                   "\"partial_rotary_factor\": 0.5}"}), &c));
+  CHECK(c.rotary_dim == 64);
+
+  /* Phi3Config defaults: num_key_value_heads = num_attention_heads, rms_norm_eps 1e-5, rope_theta 10000,
+   * sliding_window null, partial_rotary_factor 1, tie_word_embeddings false; head_dim when given is read
+   * (Phi3Attention: getattr(config, "head_dim", ...)) */
+  CHECK_OK(PARSE(phi4, OV({"num_key_value_heads", NULL}, {"rms_norm_eps", NULL}, {"rope_theta", NULL},
+                          {"sliding_window", NULL}, {"tie_word_embeddings", NULL}, {"rope_scaling", NULL}), &c));
+  CHECK(c.num_key_value_heads == 40 && c.rms_norm_eps == 1e-5f && c.rope.theta == 10000.f && c.rotary_dim == 128);
+  CHECK(c.max_position_embeddings == 16384 && !c.tie_word_embeddings);
+  CHECK_OK(PARSE(phi4, OV({"head_dim", "64"}), &c));
+  CHECK(c.head_dim == 64 && c.rotary_dim == 64);
+  /* a window at or above max_position_embeddings masks nothing; dropout is training only; attention_bias and
+   * mlp_bias are not Phi3Config fields (Phi3Attention and Phi3MLP have no biases) */
+  CHECK_OK(PARSE(phi4, OV({"sliding_window", "16384"}, {"resid_pdrop", "0.1"}, {"attention_dropout", "0.1"},
+                          {"attention_bias", "true"}), &c));
+  CHECK(c.max_position_embeddings == 16384 && !c.attention_bias);
+  CHECK_OK(PARSE(phi4, OV({"rope_scaling", "{\"rope_type\": \"default\"}"}), &c));
+  CHECK(c.rope.type == PZ_ROPE_DEFAULT);
+
+  /* Refusals, one line each naming the field. */
+  BAD2(phi4, OV({"rope_scaling", "{\"type\": \"su\", \"short_factor\": [1.0], \"long_factor\": [1.0]}"}),
+       "\"rope_scaling.type\" is \"su\"", "longrope");
+  BAD2(phi4, OV({"rope_scaling", "{\"type\": \"yarn\", \"factor\": 4.0}"}), "\"rope_scaling.type\" is \"yarn\"",
+       "longrope"); /* Phi3Config reads yarn as longrope: not Qwen's YaRN */
+  BAD2(phi4, OV({"rope_scaling", NULL}, {"rope_parameters", "{\"rope_type\": \"longrope\", \"rope_theta\": 1e4}"}),
+       "\"rope_parameters.rope_type\" is \"longrope\"", "LongRoPE");
+  BAD2(phi4, OV({"rope_scaling", "{\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, "
+                                 "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}"}),
+       "\"rope_scaling.rope_type\" is \"llama3\"", "\"default\"");
+  BAD(phi4, OV({"sliding_window", "0"}), "\"sliding_window\"");
+  BAD(phi4, OV({"sliding_window", "\"2047\""}), "\"sliding_window\"");
+  BAD(phi4, OV({"layer_types", "[\"sliding_attention\"]"}), "\"layer_types\"");
+  BAD2(phi4, OV({"partial_rotary_factor", "null"}), "\"partial_rotary_factor\" is null", "(1)");
+  BAD2(phi4, OV({"partial_rotary_factor", "1.5"}), "\"partial_rotary_factor\"", "(0, 1]");
+  BAD2(phi4, OV({"partial_rotary_factor", "0.1171875"}), "\"partial_rotary_factor\"", "15 rotary dims"); /* odd */
+  BAD(phi4, OV({"hidden_act", "\"gelu_new\""}), "\"hidden_act\"");
+  BAD(phi4, OV({"num_key_value_heads", "7"}), "\"num_key_value_heads\"");
+  BAD(phi4, OV({"intermediate_size", NULL}), "\"intermediate_size\"");
+  BAD(phi4, OV({"use_qk_norm", "true"}), "\"use_qk_norm\"");
+  BAD(phi4, OV({"rope_interleave", "true"}), "\"rope_interleave\"");
+}
+
 /* mistralai/Mistral-7B-Instruct-v0.3's config.json (sliding_window null). */
 static const kv mistral[] = {
     {"architectures", "[\"MistralForCausalLM\"]"}, {"model_type", "\"mistral\""}, {"hidden_size", "4096"},
@@ -782,6 +965,7 @@ int main(void) {
   test_moe();
   test_mistral();
   test_glm4_moe();
+  test_phi3();
   test_refusals();
   test_llama3_rope();
   test_deepseek();

@@ -50,7 +50,7 @@ static pz_status parse_root(const reader *r, const cJSON *outer, pz_model_config
   snprintf(c->model_type, sizeof c->model_type, "%s", mt ? mt : "");
   int fam = mt ? pz_cfg_gqa_family_of(mt) : -1;
   if (fam >= 0) return pz_cfg_parse_gqa(r, (gqa_family)fam, c);
-  /* No MLA field and a model_type outside the families: another family (Gemma, Phi, ...), not a
+  /* No MLA field and a model_type outside the families: another family (Gemma, Phi-2, ...), not a
    * broken DeepSeek config. deepseek_v2 / deepseek_v3 / a kimi_* model_type, no model_type, or any
    * MLA field means a DeepSeek config with a field missing: the field reader names it. Other deepseek
    * model_types without MLA fields are other layouts (DeepSeek-MoE / LLM v1 "deepseek": multi-head
@@ -76,12 +76,12 @@ static pz_status parse_root(const reader *r, const cJSON *outer, pz_model_config
     if (by)
       return pz_error(PZ_ERR_CONFIG, "config %s: %s \"%s\" is not supported: prezero has no %s and would run every "
                       "layer as plain MLA; prezero runs deepseek_v2, deepseek_v3, kimi_k2 (MLA) and llama, mistral, "
-                      "qwen2, qwen3, qwen3_moe, mixtral, glm4_moe (GQA)", r->src, by, name, variants[v].what);
+                      "qwen2, qwen3, qwen3_moe, mixtral, glm4_moe, phi3 (GQA)", r->src, by, name, variants[v].what);
   }
   if (!mla)
     return pz_error(PZ_ERR_CONFIG, "config %s: model_type \"%.40s\" is not supported; prezero runs the DeepSeek-V2 "
                     "family (deepseek_v2, deepseek_v3, kimi_k2: MLA) and llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, "
-                    "glm4_moe (GQA)",
+                    "glm4_moe, phi3 (GQA)",
                     r->src, mt);
   return pz_cfg_parse_mla(r, c);
 }

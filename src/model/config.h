@@ -1,5 +1,5 @@
 /* Model configuration of the DeepSeek-V2 family (V2, V2-Lite, V3, Kimi-K2; MLA) and of the Llama 3,
- * Qwen2 / 2.5, Qwen3, Qwen3-MoE and Mixtral families (GQA), read from a Hugging Face config.json
+ * Qwen2 / 2.5, Qwen3, Qwen3-MoE, Mixtral, Mistral, GLM-4.5 and Phi-3 / Phi-4 families (GQA), read from a Hugging Face config.json
  * (cJSON), or from a preset compiled into the binary. */
 #ifndef PZ_MODEL_CONFIG_H
 #define PZ_MODEL_CONFIG_H
@@ -39,7 +39,7 @@ typedef struct pz_quant_config {
 /* The attention family of a layout. */
 typedef enum pz_attn_kind {
   PZ_ATTN_MLA = 0,   /* deepseek_v2, deepseek_v3 (Kimi-K2): multi-head latent attention */
-  PZ_ATTN_GQA = 1    /* llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, glm4_moe: grouped-query attention */
+  PZ_ATTN_GQA = 1    /* llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, glm4_moe, phi3: grouped-query attention */
 } pz_attn_kind;
 
 #define PZ_CONFIG_MAX_MLP_ONLY 64  /* entries of qwen3_moe's mlp_only_layers */
@@ -56,7 +56,8 @@ typedef struct pz_model_config {
   int64_t num_key_value_heads;     /* kv heads (default num_attention_heads) */
   int64_t head_dim;                /* per-head width (default hidden_size / num_attention_heads) */
   int64_t rotary_dim;              /* leading dims of each head that RoPE rotates: head_dim, or
-                                      int(head_dim * partial_rotary_factor) (glm4_moe: 0.5 by default) */
+                                      int(head_dim * partial_rotary_factor) (glm4_moe: 0.5 by default,
+                                      phi3: 1.0) */
   bool attention_bias;             /* q/k/v projections have biases (qwen2: always; llama: "attention_bias") */
   bool qk_norm;                    /* qwen3, qwen3_moe (glm4_moe: use_qk_norm): per-head RMSNorm of q and k before RoPE */
   bool tie_word_embeddings;        /* lm_head shares embed_tokens.weight */
@@ -157,6 +158,15 @@ typedef struct pz_model_config {
  * noaux_tc (e_score_correction_bias), decoder_sparse_step 0 and moe_layer_freq 1 (layers from
  * first_k_dense_replace are MoE). Layers past num_hidden_layers (the next-token-prediction layer) are
  * not read.
+ * phi3 (Phi3Config: Phi-4, Phi-3-mini-4k, Phi-3-medium-4k; Phi3ForCausalLM stores fused qkv_proj and
+ * gate_up_proj tensors, which the checkpoint loader splits): Llama's math without biases (attention_bias and
+ * mlp_bias are not read: Phi3Attention and Phi3MLP have none), num_key_value_heads num_attention_heads,
+ * rms_norm_eps 1e-5, partial_rotary_factor as glm4_moe's with default 1.0; rope_scaling null or "default"
+ * only ("longrope", and "su" / "yarn", which Phi3Config reads as longrope, are refused); sliding_window (null;
+ * >= 1) below max_position_embeddings lowers max_position_embeddings to it (transformers masks key j of query i
+ * when j <= i - sliding_window, nothing in a sequence of at most sliding_window tokens); resid_pdrop,
+ * embd_pdrop, attention_dropout and original_max_position_embeddings do not change inference under default
+ * RoPE and are not read.
  * Sliding-window attention is refused: use_sliding_window true (qwen2, qwen3, qwen3_moe), a
  * sliding_window below max_position_embeddings (llama, mixtral, mistral), a layer_types entry
  * other than "full_attention".

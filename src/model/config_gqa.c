@@ -1,6 +1,6 @@
-/* config.json of the GQA families (llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, glm4_moe): their transformers
- * class defaults, the RoPE variants (default, llama3, yarn), the MoE fields, and the refusal of what prezero
- * does not run (sliding windows, other families' fields). */
+/* config.json of the GQA families (llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, glm4_moe, phi3): their
+ * transformers class defaults, the RoPE variants (default, llama3, yarn), the MoE fields, and the refusal of what
+ * prezero does not run (sliding windows, other families' fields, Phi-3's LongRoPE). */
 #include "model/config.h"
 #include "model/config_impl.h"
 #include <cjson/cJSON.h>
@@ -9,9 +9,11 @@
 #include <string.h>
 
 /* The GQA families and the defaults of their Hugging Face config classes (LlamaConfig, Qwen2Config,
- * Qwen3Config, Qwen3MoeConfig, MixtralConfig, MistralConfig) for the optional fields prezero reads.
- * Mistral (MistralForCausalLM) is Llama's layout and names without biases; it runs only when its
- * sliding window covers max_position_embeddings (then the window masks nothing). */
+ * Qwen3Config, Qwen3MoeConfig, MixtralConfig, MistralConfig, Glm4MoeConfig, Phi3Config) for the optional
+ * fields prezero reads. Mistral (MistralForCausalLM) is Llama's layout and names without biases; it runs
+ * only when its sliding window covers max_position_embeddings (then the window masks nothing). Phi-3
+ * (Phi3ForCausalLM) is Llama's math with fused qkv_proj / gate_up_proj tensors; its sliding window limits
+ * max_position_embeddings instead (parse_phi3_window). */
 static const struct {
   const char *model_type;
   int64_t kv_heads;       /* num_key_value_heads when absent (0: num_attention_heads) */
@@ -28,6 +30,7 @@ static const struct {
     [FAM_MIXTRAL] = {"mixtral", 8, 0, 1000000.f, 1e-5f, false, false, 0},
     [FAM_MISTRAL] = {"mistral", 8, 0, 10000.f, 1e-6f, false, false, 4096},
     [FAM_GLM4_MOE] = {"glm4_moe", 8, 0, 10000.f, 1e-5f, false, false, 0}, /* qk_norm: use_qk_norm */
+    [FAM_PHI3] = {"phi3", 0, 0, 10000.f, 1e-5f, false, false, 0},
 };
 
 int pz_cfg_gqa_family_of(const char *model_type) {
@@ -94,6 +97,20 @@ static pz_status parse_gqa_yarn(const reader *r, const cJSON *rs, const char *na
   return PZ_OK;
 }
 
+/* Phi3Config accepts RoPE types "default" and "longrope" (and reads the legacy "su" and "yarn" as
+ * longrope). LongRoPE rescales each rotary frequency by a per-dimension short_factor or long_factor,
+ * chosen by the length of the sequence transformers is running (past original_max_position_embeddings
+ * the long factors, for the whole forward), and scales cos/sin by sqrt(1 + ln(factor) / ln(original));
+ * prezero's RoPE has neither, so those configs (Phi-3-mini-128k, Phi-3.5, Phi-4-mini) are refused. */
+static pz_status phi3_rope_refusal(const reader *r, const char *f_type, const char *type) {
+  const bool longrope = !strcmp(type, "longrope") || !strcmp(type, "su") || !strcmp(type, "yarn");
+  return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is \"%.40s\"%s, which prezero does not support for model_type "
+                  "phi3 (%s; supported: null, \"default\")", r->src, f_type, type,
+                  longrope && strcmp(type, "longrope") ? " (Phi3Config reads it as \"longrope\")" : "",
+                  longrope ? "LongRoPE's per-dimension short_factor / long_factor frequencies are not implemented"
+                           : "Phi3Config accepts only \"default\" and \"longrope\"");
+}
+
 /* rope_scaling of a GQA layout (or transformers' newer "rope_parameters", which also carries
  * rope_theta): null, type "default", "llama3" with all four of its fields, or "yarn" (parse_gqa_yarn). */
 static pz_status parse_gqa_rope(const reader *r, gqa_family fam, pz_model_config *c) {
@@ -124,6 +141,7 @@ static pz_status parse_gqa_rope(const reader *r, gqa_family fam, pz_model_config
   if (legacy && ty != legacy && !(cJSON_IsString(legacy) && !strcmp(legacy->valuestring, ty->valuestring)))
     return pz_error(PZ_ERR_CONFIG, "config %s: fields \"%s\" and \"%s.type\" disagree", r->src, f_type, name);
   if (!strcmp(ty->valuestring, "default")) return PZ_OK;
+  if (fam == FAM_PHI3) return phi3_rope_refusal(r, f_type, ty->valuestring);
   if (!strcmp(ty->valuestring, "yarn")) return parse_gqa_yarn(r, rs, name, c);
   if (strcmp(ty->valuestring, "llama3"))
     return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is \"%.40s\", which prezero does not support for "
@@ -169,6 +187,19 @@ static pz_status parse_mlp_only(const reader *r, pz_model_config *c) {
   return PZ_OK;
 }
 
+/* layer_types (transformers' per-layer attention kinds): null, or every entry "full_attention". */
+static pz_status check_layer_types(const reader *r) {
+  const cJSON *lt = cJSON_GetObjectItemCaseSensitive(r->root, "layer_types");
+  if (lt && !cJSON_IsNull(lt)) {
+    if (!cJSON_IsArray(lt)) return pz_cfg_type_err(r, "layer_types", "a list of strings", lt);
+    for (const cJSON *e = lt->child; e; e = e->next)
+      if (!cJSON_IsString(e) || strcmp(e->valuestring, "full_attention"))
+        return pz_error(PZ_ERR_CONFIG, "config %s: field \"layer_types\" has an entry other than \"full_attention\"; "
+                        "prezero runs full attention only", r->src);
+  }
+  return PZ_OK;
+}
+
 /* Sliding-window attention is refused: prezero's attention is full causal attention. */
 static pz_status check_full_attention(const reader *r, gqa_family fam, const pz_model_config *c) {
   int64_t sw = gqa_fam[fam].sliding_window;
@@ -185,22 +216,14 @@ static pz_status check_full_attention(const reader *r, gqa_family fam, const pz_
                     "(%lld); prezero runs full attention only (null or a window >= max_position_embeddings)", r->src,
                     (long long)sw, given ? "" : " (its default when absent)", (long long)c->max_position_embeddings);
   }
-  const cJSON *lt = cJSON_GetObjectItemCaseSensitive(r->root, "layer_types");
-  if (lt && !cJSON_IsNull(lt)) {
-    if (!cJSON_IsArray(lt)) return pz_cfg_type_err(r, "layer_types", "a list of strings", lt);
-    for (const cJSON *e = lt->child; e; e = e->next)
-      if (!cJSON_IsString(e) || strcmp(e->valuestring, "full_attention"))
-        return pz_error(PZ_ERR_CONFIG, "config %s: field \"layer_types\" has an entry other than \"full_attention\"; "
-                        "prezero runs full attention only", r->src);
-  }
-  return PZ_OK;
+  return check_layer_types(r);
 }
 
 /* Fields of other families that change the math of a layer (RoPE on part of each head, scaled
  * attention, embeddings, residuals or logits, soft-capping, q/k norms, layers without RoPE,
  * interleaved RoPE pairs): the other GQA families have none of them (glm4_moe reads its own
- * partial_rotary_factor and use_qk_norm) and prezero would run the layer
- * without it, a different model, so a config that sets one to anything but its neutral value is
+ * partial_rotary_factor and use_qk_norm, phi3 its own partial_rotary_factor) and prezero would run the
+ * layer without it, a different model, so a config that sets one to anything but its neutral value is
  * refused. neutral: 0 any number but null refused, 1 the number 1, 2 the number head_dim, 3 false,
  * 4 a list of 1s (every layer with RoPE). */
 static const struct { const char *field, *what; int neutral; } foreign_fields[] = {
@@ -222,6 +245,7 @@ static pz_status check_foreign_fields(const reader *r, gqa_family fam, const pz_
   for (size_t i = 0; i < sizeof foreign_fields / sizeof foreign_fields[0]; i++) {
     const char *f = foreign_fields[i].field;
     if (fam == FAM_GLM4_MOE && (i == 0 || i == 9)) continue; /* its own fields (parse_glm4_moe) */
+    if (fam == FAM_PHI3 && i == 0) continue;                    /* its own (parse_partial_rotary) */
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(r->root, f);
     if (!it) { /* transformers 5 keeps partial_rotary_factor in rope_parameters */
       const cJSON *rp = cJSON_GetObjectItemCaseSensitive(r->root, "rope_parameters");
@@ -270,15 +294,16 @@ static pz_status parse_dual_chunk(const reader *r, pz_model_config *c) {
   return PZ_OK;
 }
 
-/* GLM-4.5's partial RoPE: partial_rotary_factor from the RoPE object (rope_parameters or rope_scaling),
- * else the top level, else 0.5 (Glm4MoeConfig's default), as transformers 5 standardises it; RoPE then
- * rotates the first int(head_dim * factor) dims of each head (rotate-half within them). The product is
+/* Partial RoPE (GLM-4.5, Phi-4-mini): partial_rotary_factor from the RoPE object (rope_parameters or
+ * rope_scaling), else the top level, else `dflt` (Glm4MoeConfig 0.5, Phi3Config 1.0), as transformers 5
+ * standardises it; RoPE then rotates the first int(head_dim * factor) dims of each head (rotate-half within
+ * them). The product is
  * taken in double, as Python does: the factor rounded to float first can land below an integer product
  * (80 * 0.7f = 55.99..., transformers 56). A null factor is refused: transformers 5 reads a null top-level
  * one as 1.0 (full RoPE) and fails on a null one in the RoPE object, 4.x fails on both. */
-static pz_status parse_partial_rotary(const reader *r, pz_model_config *c) {
+static pz_status parse_partial_rotary(const reader *r, double dflt, pz_model_config *c) {
   static const char *const objs[2] = {"rope_parameters", "rope_scaling"};
-  double prf = 0.5;
+  double prf = dflt;
   const cJSON *at = NULL, *from = r->root;
   char f[64] = "partial_rotary_factor";
   for (int i = 0; i < 2 && !at; i++) {
@@ -293,7 +318,7 @@ static pz_status parse_partial_rotary(const reader *r, pz_model_config *c) {
   if (at) {
     if (cJSON_IsNull(at))
       return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is null; give a number in (0, 1] or leave it out "
-                      "(0.5)", r->src, f);
+                      "(%g)", r->src, f, dflt);
     float chk = 0.f;
     PZ_CHECK(pz_cfg_get_float_in(r, from, "partial_rotary_factor", f, true, &chk));
     prf = at->valuedouble;
@@ -307,6 +332,19 @@ static pz_status parse_partial_rotary(const reader *r, pz_model_config *c) {
                     "even count >= 2", r->src, f, prf, (long long)rd, (long long)c->head_dim);
   c->rotary_dim = rd;
   return PZ_OK;
+}
+
+/* Phi-3's sliding window (Phi3Config sliding_window, default null; Phi-3-mini-4k and Phi-3-medium-4k publish
+ * 2047 with max_position_embeddings 4096). transformers masks key j for query i when j <= i - sliding_window
+ * (masking_utils.sliding_window_overlay), so a sequence of at most sliding_window tokens sees every earlier
+ * token: full causal attention, which is what prezero runs. max_position_embeddings becomes
+ * min(max_position_embeddings, sliding_window), and a longer --context is refused rather than run as another
+ * model. 0 masks every key (NaN in transformers) and is refused; layer_types must be all full attention. */
+static pz_status parse_phi3_window(const reader *r, pz_model_config *c) {
+  int64_t sw = 0;
+  PZ_CHECK(pz_cfg_get_int(r, "sliding_window", false, true, 1, &sw)); /* null: 0, none */
+  if (sw > 0 && sw < c->max_position_embeddings) c->max_position_embeddings = sw;
+  return check_layer_types(r);
 }
 
 /* Glm4MoeConfig's MoE: DeepSeek-V3's router (sigmoid scores, e_score_correction_bias, noaux_tc group
@@ -338,7 +376,7 @@ static pz_status parse_glm4_moe(const reader *r, pz_model_config *c) {
   return pz_cfg_check_group_routing(r, c, 2);
 }
 
-/* Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral and GLM-4.5 (GQA). */
+/* Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, GLM-4.5 and Phi-3 (GQA). */
 pz_status pz_cfg_parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) {
   c->attn = PZ_ATTN_GQA;
   PZ_CHECK(pz_cfg_get_int(r, "hidden_size", true, false, 1, &c->hidden_size));
@@ -396,9 +434,13 @@ pz_status pz_cfg_parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) 
   c->qk_norm = gqa_fam[fam].qk_norm;
   if (fam == FAM_GLM4_MOE) {
     PZ_CHECK(pz_cfg_get_bool(r, "use_qk_norm", &c->qk_norm));
-    PZ_CHECK(parse_partial_rotary(r, c));
+    PZ_CHECK(parse_partial_rotary(r, 0.5, c));
   }
-  PZ_CHECK(check_full_attention(r, fam, c));
+  if (fam == FAM_PHI3) {
+    PZ_CHECK(parse_partial_rotary(r, 1.0, c));
+    PZ_CHECK(parse_phi3_window(r, c));
+  }
+  if (fam != FAM_PHI3) PZ_CHECK(check_full_attention(r, fam, c));
   PZ_CHECK(check_foreign_fields(r, fam, c));
 
   /* MoE (DeepSeek-only fields stay neutral: one group, greedy, no shared experts, scale 1). */
