@@ -38,8 +38,8 @@ pz_status pz_checkpoint_open(const char *dir, pz_checkpoint **out);
  *                                 mlp.experts.gate_up_proj [E, 2I, H] (gate rows, then up rows)
  *                                 and mlp.experts.down_proj [E, H, I]
  *   every other layers.L.* <- model.layers.L.* with the same suffix.
- * GQA layouts (c->attn == PZ_ATTN_GQA: llama, mistral, qwen2, qwen3, qwen3_moe, mixtral; Hugging
- * Face Llama (= Mistral) / Qwen2 / Qwen3 / Qwen3Moe / Mixtral modeling names), per TP rank r, heads =
+ * GQA layouts (c->attn == PZ_ATTN_GQA: llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, glm4_moe, phi3;
+ * Hugging Face Llama (= Mistral) / Qwen2 / Qwen3 / Qwen3Moe / Mixtral / Phi3 modeling names), per TP rank r, heads =
  * num_attention_heads / TP, kvh = num_key_value_heads / TP (1 when TP > num_key_value_heads, TP
  * a multiple of it), d = head_dim, I = intermediate_size:
  *   layers.L.self_attn.qkv_proj.weight [(heads + 2*kvh)*d, H] <- rows [r*heads*d, +heads*d) of
@@ -53,6 +53,11 @@ pz_status pz_checkpoint_open(const char *dir, pz_checkpoint **out);
  *                                 (qwen3, qwen3_moe; replicated); o_proj, down_proj by shard_dim
  *   layers.L.mlp.gate_up_proj.weight [2*I/TP, H] <- rows [r*I/TP, +I/TP) of mlp.gate_proj.weight
  *                                 [I, H], then the same rows of mlp.up_proj.weight
+ *   phi3 (Phi3ForCausalLM publishes them fused; no biases): q_proj / k_proj / v_proj above are rows
+ *                                 [0, num_attention_heads*d), the next num_key_value_heads*d and the last
+ *                                 num_key_value_heads*d of model.layers.L.self_attn.qkv_proj.weight
+ *                                 [(num_attention_heads + 2*num_key_value_heads)*d, H]; gate_proj / up_proj
+ *                                 the first and second I rows of mlp.gate_up_proj.weight [2*I, H]
  *   qwen3_moe experts and router: the DeepSeek names above (mlp.gate.weight, mlp.experts.e.*)
  *   mixtral: layers.L.mlp.gate.weight <- model.layers.L.block_sparse_moe.gate.weight [E, H];
  *                                 layers.L.mlp.experts.{gate,up,down}_proj.weight <-

@@ -37,10 +37,12 @@ float pz_ck_f16_to_f32(uint16_t h) {
   return f;
 }
 
-/* Columns [c0, c0+n) of row r of s, converted to dst's dtype (bf16: round to nearest even). */
+/* Columns [c0, c0+n) of row r of s (row s->row0 + r of its tensor), converted to dst's dtype (bf16: round
+ * to nearest even). */
 static void read_row(const pz_checkpoint *ck, const src *s, int64_t r, int64_t c0, int64_t n, pz_dtype dt, void *dst,
                      float *tmp) {
   const pz_st_tensor *w = s->w;
+  r += s->row0;
   if (s->raw) { /* packed INT4 words or e4m3 bytes, as stored */
     const size_t e = pz_st_dtype_size(w->dtype);
     memcpy(dst, (const char *)w->data + (size_t)(r * s->cols + c0) * e, e * (size_t)n);

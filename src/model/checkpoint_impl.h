@@ -12,13 +12,17 @@
 /* How a graph weight's full (unsharded) rows come from checkpoint tensors. */
 typedef enum {
   PLAN_NONE = 0, PLAN_PLAIN, PLAN_CONCAT_ROWS, PLAN_EXPERTS, PLAN_EXPERTS_FUSED, PLAN_KVB_UK, PLAN_KVB_UV,
-  PLAN_QKV,      /* GQA qkv_proj weight / bias: this rank's q rows | k rows | v rows of 3 sources */
-  PLAN_GATE_UP   /* GQA dense gate_up_proj: this rank's gate rows | up rows of 2 sources */
+  PLAN_QKV,      /* GQA qkv_proj weight / bias: this rank's q rows | k rows | v rows of 3 sources (phi3:
+                    3 row ranges of the checkpoint's fused qkv_proj) */
+  PLAN_GATE_UP   /* GQA dense gate_up_proj: this rank's gate rows | up rows of 2 sources (phi3: the 2
+                    halves of the checkpoint's fused gate_up_proj) */
 } plan_kind;
 
-/* A 2-D view of one checkpoint tensor (1-D: one row). */
+/* A 2-D view of one checkpoint tensor (1-D: one row), or of rows [row0, row0 + rows) of a 2-D one
+ * (a part of a fused tensor: Phi-3's qkv_proj / gate_up_proj). */
 typedef struct src {
   const pz_st_tensor *w;
+  int64_t row0;                /* first row of the view in w (0 but for a part of a fused tensor) */
   const float *scale;          /* F8_E4M3: f32 [ceil(rows/bm), scols], owned (aligned copy) */
   int64_t rows, cols, scols;
   const pz_st_tensor *qscale;  /* INT4 weight_packed read as values (dequantised at load): its

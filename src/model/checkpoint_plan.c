@@ -212,8 +212,41 @@ static pz_status alloc_src(plan *p, int n) {
   return PZ_OK;
 }
 
+/* Phi-3 (Phi3ForCausalLM) stores q/k/v as one qkv_proj and gate/up as one gate_up_proj. */
+static bool fused_names(const pz_model_config *c) { return !strcmp(c->model_type, "phi3"); }
+
+/* p->s[0, n) as the row ranges [start, start + rows[k]) of the 2-D checkpoint tensor `name` (Phi-3's fused
+ * qkv_proj / gate_up_proj, checked as [sum of rows, cols]), one after the other from row 0. An FP8 tensor's
+ * block scales are copied for each part, so that each source owns its own (pz_ck_free_plans). */
+static pz_status fused_parts(pz_checkpoint *ck, const char *name, const char *for_t, int n, const int64_t *rows,
+                             int64_t cols, pz_dtype dtype, plan *p) {
+  int64_t total = 0;
+  for (int k = 0; k < n; k++) total += rows[k];
+  src whole;
+  PZ_CHECK(get_src(ck, name, for_t, 2, (int64_t[]){total, cols}, dtype, &whole));
+  p->n_src = n;
+  if (!(p->s = calloc((size_t)n, sizeof *p->s))) {
+    free((void *)whole.scale);
+    return pz_error(PZ_ERR_OOM, "checkpoint: out of memory");
+  }
+  const size_t sbytes = whole.scale ? sizeof(float) * (size_t)(((whole.rows + ck->bm - 1) / ck->bm) * whole.scols) : 0;
+  int64_t at = 0;
+  for (int k = 0; k < n; k++) {
+    p->s[k] = whole;
+    p->s[k].row0 = at;
+    p->s[k].rows = rows[k];
+    at += rows[k];
+    if (k == 0 || !whole.scale) continue;
+    float *own = malloc(sbytes);
+    if (!own) { p->s[k].scale = NULL; return pz_error(PZ_ERR_OOM, "checkpoint: out of memory"); }
+    memcpy(own, whole.scale, sbytes);
+    p->s[k].scale = own;
+  }
+  return PZ_OK;
+}
+
 /* qkv_proj weight [(heads + 2*kvh)*d, H] bf16 or bias [(heads + 2*kvh)*d] f32 of a GQA layer
- * from q_proj / k_proj / v_proj (checkpoint.h). */
+ * from q_proj / k_proj / v_proj, or from the rows of Phi-3's fused qkv_proj (checkpoint.h). */
 static pz_status plan_qkv(pz_checkpoint *ck, const pz_model_config *c, const pz_tensor *t, int L, bool bias,
                           plan *p) {
   const int tp = ck->tp;
@@ -229,6 +262,12 @@ static pz_status plan_qkv(pz_checkpoint *ck, const pz_model_config *c, const pz_
   p->q_rows = heads * d;
   p->kv_rows = kvh * d;
   p->kv_ranks = tp <= nkv ? 1 : tp / nkv;
+  if (fused_names(c)) { /* q rows, then k rows, then v rows (Phi3Attention.forward); no biases */
+    if (bias) return pz_error(PZ_ERR_UNSUPPORTED, "checkpoint: graph tensor %s: model_type phi3 has no qkv_proj bias", t->name);
+    char hf[512];
+    snprintf(hf, sizeof hf, "model.layers.%d.self_attn.qkv_proj.weight", L);
+    return fused_parts(ck, hf, t->name, 3, (int64_t[]){nh * d, nkv * d, nkv * d}, c->hidden_size, t->dtype, p);
+  }
   PZ_CHECK(alloc_src(p, 3));
   static const char *const proj[] = {"q_proj", "k_proj", "v_proj"};
   for (int i = 0; i < 3; i++) {
@@ -254,6 +293,10 @@ static pz_status plan_gqa(pz_checkpoint *ck, const pz_model_config *c, const pz_
                       t->name, (long long)(2 * (I / ck->tp)));
     p->kind = PLAN_GATE_UP;
     p->q_rows = I / ck->tp;
+    if (fused_names(c)) { /* gate rows, then up rows (Phi3MLP: chunk(2) of gate_up_proj's output) */
+      snprintf(hf, sizeof hf, "model.layers.%d.mlp.gate_up_proj.weight", L);
+      return fused_parts(ck, hf, t->name, 2, (int64_t[]){I, I}, c->hidden_size, t->dtype, p);
+    }
     PZ_CHECK(alloc_src(p, 2));
     snprintf(hf, sizeof hf, "model.layers.%d.mlp.gate_proj.weight", L);
     snprintf(hf2, sizeof hf2, "model.layers.%d.mlp.up_proj.weight", L);
