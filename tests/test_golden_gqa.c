@@ -1,15 +1,17 @@
 /* Golden test of the GQA layouts against an independent implementation: the checkpoints
  * tests/data/golden/{llama, qwen2, qwen2_tied, qwen3, qwen3_moe, mixtral, qwen3_yarn, mistral_nemo, llama32_tied,
- * glm4_moe} (written by
+ * glm4_moe, phi3, phi3_partial} (written by
  * tools/make_golden_gqa.py with Hugging Face transformers, float32, eager attention, in the
  * published tensor layout) must give HF's greedy tokens and last-step logits within the file's
  * logits_atol at TP 1, 2 and 4 (TP 4 replicates every model's kv heads, TP 2 qwen2_tied's),
  * batched and one prompt at a time, with the prezero pass off and on, through the library and the
  * CLI. Loader checks: the fused per-rank qkv_proj / gate_up_proj rows (and the qkv bias) are the
- * file's q / k / v and gate / up rows the contract names; a Mixtral checkpoint in the
+ * file's q / k / v and gate / up rows the contract names (phi3: the row ranges of its fused qkv_proj and
+ * gate_up_proj); a Mixtral checkpoint in the
  * transformers >= 5 layout (mlp.gate, fused experts) decodes bit for bit as the published one;
  * broken checkpoints fail with one line naming the tensor. Negative controls show the tolerance
- * catches the llama3 RoPE scaling and glm4_moe's partial RoPE (partial_rotary_factor 0.5 run as 1);
+ * catches the llama3 RoPE scaling, glm4_moe's and phi3_partial's partial RoPE (run as full RoPE) and the
+ * order of phi3's fused rows (gate and up halves, or k and v rows, exchanged in the file);
  * glm4_moe's next-token-prediction layer stub (model.layers.3.*, a bias among it) is not read. */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -119,10 +121,16 @@ typedef struct edit {
   int64_t shape0;
 } edit;
 
+/* Rows [a, a + n) and [b, b + n) of tensor `name` of a copy exchanged. */
+typedef struct row_swap {
+  const char *name;
+  int64_t a, b, n;
+} row_swap;
+
 /* tmpdir/sub: `model`'s config.json (edited as config_text) and its model.safetensors with the
- * edits applied. Returns the directory (static buffer). */
-static const char *write_copy(const char *sub, const char *model, const char *from, const char *to, const edit *ed,
-                              int n_ed) {
+ * edits and row swaps applied. Returns the directory (static buffer). */
+static const char *write_copy_sw(const char *sub, const char *model, const char *from, const char *to, const edit *ed,
+                                 int n_ed, const row_swap *sw, int n_sw) {
   static char dst[1200];
   char p[1300], src[1200];
   snprintf(dst, sizeof dst, "%s/%s", tmpdir, sub);
@@ -158,6 +166,15 @@ static const char *write_copy(const char *sub, const char *model, const char *fr
         w.data = own[i];
       }
     }
+    for (int k = 0; k < n_sw; k++) {
+      if (strcmp(sw[k].name, t->name) || own[i]) continue;
+      const size_t rb = t->nbytes / (size_t)t->shape[0], nb = rb * (size_t)sw[k].n;
+      char *c = own[i] = malloc(t->nbytes);
+      memcpy(c, t->data, t->nbytes);
+      memcpy(c + rb * (size_t)sw[k].a, (const char *)t->data + rb * (size_t)sw[k].b, nb);
+      memcpy(c + rb * (size_t)sw[k].b, (const char *)t->data + rb * (size_t)sw[k].a, nb);
+      w.data = c;
+    }
     if (keep) e[n++] = w;
   }
   snprintf(p, sizeof p, "%s/model.safetensors", dst);
@@ -167,6 +184,11 @@ static const char *write_copy(const char *sub, const char *model, const char *fr
   free(e);
   pz_st_close(sf);
   return dst;
+}
+
+static const char *write_copy(const char *sub, const char *model, const char *from, const char *to, const edit *ed,
+                              int n_ed) {
+  return write_copy_sw(sub, model, from, to, ed, n_ed, NULL, 0);
 }
 
 /* Opening a copy's checkpoint against its own graph (TP 2) fails with `want`, in one line
@@ -228,6 +250,21 @@ static void test_bad_checkpoints(void) {
   bad("glm4_moe shared expert up_proj missing", d, PZ_ERR_NOT_FOUND, "\"model.layers.1.mlp.shared_experts.up_proj.weight\"");
   d = write_copy("glm_no_v_bias", "glm4_moe", NULL, NULL, (edit[]){{"model.layers.0.self_attn.v_proj.bias", NULL, 1, 0}}, 1);
   bad("glm4_moe v_proj.bias missing", d, PZ_ERR_NOT_FOUND, "\"model.layers.0.self_attn.v_proj.bias\"");
+  /* phi3: the fused tensors, named as stored */
+  d = write_copy("phi3_no_qkv", "phi3", NULL, NULL, (edit[]){{"model.layers.1.self_attn.qkv_proj.weight", NULL, 1, 0}}, 1);
+  bad("phi3 qkv_proj missing", d, PZ_ERR_NOT_FOUND, "\"model.layers.1.self_attn.qkv_proj.weight\" (for layers.1.");
+  d = write_copy("phi3_qkv_shape", "phi3", NULL, NULL, (edit[]){{"model.layers.0.self_attn.qkv_proj.weight", NULL, 0, 96}}, 1);
+  bad("phi3 qkv_proj [96, 64] instead of [128, 64]", d, PZ_ERR_SHAPE,
+      "\"model.layers.0.self_attn.qkv_proj.weight\" has shape [96, 64], config.json implies [128, 64]");
+  d = write_copy("phi3_no_gate_up", "phi3", NULL, NULL, (edit[]){{"model.layers.0.mlp.gate_up_proj.weight", NULL, 1, 0}}, 1);
+  bad("phi3 gate_up_proj missing", d, PZ_ERR_NOT_FOUND, "\"model.layers.0.mlp.gate_up_proj.weight\"");
+  d = write_copy("phi3_gate_up_shape", "phi3_partial", NULL, NULL,
+                 (edit[]){{"model.layers.1.mlp.gate_up_proj.weight", NULL, 0, 128}}, 1);
+  bad("phi3 gate_up_proj [128, 64] instead of [256, 64]", d, PZ_ERR_SHAPE,
+      "\"model.layers.1.mlp.gate_up_proj.weight\" has shape [128, 64], config.json implies [256, 64]");
+  /* a checkpoint with separate q/k/v (Mistral-Nemo's) under model_type phi3: the fused name is asked for */
+  d = write_copy("phi3_as_mistral", "mistral_nemo", "\"model_type\": \"mistral\"", "\"model_type\": \"phi3\"", NULL, 0);
+  bad("phi3 config over separate q/k/v", d, PZ_ERR_NOT_FOUND, "\"model.layers.0.self_attn.qkv_proj.weight\"");
   d = write_copy("untied", "qwen2_tied", "\"tie_word_embeddings\": true", "\"tie_word_embeddings\": false", NULL, 0);
   bad("tie_word_embeddings false without lm_head.weight", d, PZ_ERR_NOT_FOUND, "\"lm_head.weight\"");
 }
@@ -276,6 +313,8 @@ static void check_rows(const char *model, int tp) {
   int64_t n = (heads + 2 * kvh) * d, bad_rows = 0, checked = 0;
   pz_bf16 *got = malloc(sizeof(pz_bf16) * (size_t)(n > 2 * c.intermediate_size ? n : 2 * c.intermediate_size) * (size_t)H);
   float *gb = malloc(sizeof(float) * (size_t)n), *want = malloc(sizeof(float) * (size_t)H);
+  const bool fused = !strcmp(c.model_type, "phi3"); /* qkv_proj: q | k | v rows; gate_up_proj: gate | up */
+  const int64_t nq = c.num_attention_heads * d, I_full = c.intermediate_size;
   for (int r = 0; r < tp && w; r++) {
     const int64_t kv0 = nkv >= tp ? r * kvh : r / (tp / nkv); /* first kv head of rank r */
     CHECK_OK(pz_checkpoint_fill(ck, w, r, got));
@@ -283,9 +322,11 @@ static void check_rows(const char *model, int tp) {
     for (int64_t i = 0; i < n; i++) {
       const char *proj = i < heads * d ? "q_proj" : i < (heads + kvh) * d ? "k_proj" : "v_proj";
       const int64_t src = i < heads * d ? r * heads * d + i : kv0 * d + (i - heads * d) % (kvh * d);
+      const int part = i < heads * d ? 0 : i < (heads + kvh) * d ? 1 : 2;
+      const int64_t frow = src + (part ? nq : 0) + (part == 2 ? nkv * d : 0); /* its row of the fused tensor */
       char name[200];
-      snprintf(name, sizeof name, "model.layers.1.self_attn.%s.weight", proj);
-      int ok = file_row(f, name, src, H, want);
+      snprintf(name, sizeof name, "model.layers.1.self_attn.%s.weight", fused ? "qkv_proj" : proj);
+      int ok = file_row(f, name, fused ? frow : src, H, want);
       for (int64_t j = 0; ok && j < H; j++) ok = pz_bf16_to_f32(got[i * H + j]) == want[j];
       if (b) { /* element src of the 1-D bias = its row src of one value */
         float bv = NAN;
@@ -300,8 +341,10 @@ static void check_rows(const char *model, int tp) {
       CHECK(gu->ne[0] == 2 * I && gu->ne[1] == H);
       CHECK_OK(pz_checkpoint_fill(ck, gu, r, got));
       for (int64_t i = 0; i < 2 * I; i++) {
-        int ok = file_row(f, i < I ? "model.layers.1.mlp.gate_proj.weight" : "model.layers.1.mlp.up_proj.weight",
-                          r * I + i % I, H, want);
+        const int64_t sr = r * I + i % I;
+        int ok = fused ? file_row(f, "model.layers.1.mlp.gate_up_proj.weight", sr + (i < I ? 0 : I_full), H, want)
+                       : file_row(f, i < I ? "model.layers.1.mlp.gate_proj.weight" : "model.layers.1.mlp.up_proj.weight",
+                                  sr, H, want);
         for (int64_t j = 0; ok && j < H; j++) ok = pz_bf16_to_f32(got[i * H + j]) == want[j];
         bad_rows += !ok;
         checked++;
@@ -439,6 +482,42 @@ static void negative_control_glm(const golden *g) {
   CHECK(m > g->atol);
 }
 
+/* phi3_partial with partial_rotary_factor 1 (RoPE over all 16 dims instead of the first 12) misses HF's
+ * logits; so do the phi3 golden's files with the gate and up halves of every gate_up_proj, or the k and v
+ * rows of every qkv_proj, exchanged: the loader's split of the fused tensors is resolved, not just their
+ * presence. */
+static void negative_controls_phi3(const golden *g, const char *model) {
+  static int32_t tok[MAXP][MAXS];
+  static float lg[MAXP * MAXV];
+  if (!strcmp(model, "phi3_partial")) {
+    const char *d = write_copy("phi3_fullrope", model, "\"partial_rotary_factor\": 0.75",
+                               "\"partial_rotary_factor\": 1.0", NULL, 0);
+    CHECK_OK(golden_run_cpu(d, g, 0, g->n, 1, 0, tok, lg));
+    double m = golden_max_diff(lg, g->logits, g->n * g->vocab);
+    printf("negative control (phi3_partial partial_rotary_factor 0.75 run as 1.0): max |logit - HF| = %.4f, must exceed "
+           "%.4f\n", m, g->atol);
+    CHECK(m > g->atol);
+    return;
+  }
+  pz_model_config c;
+  CHECK_OK(pz_checkpoint_load_config(g->dir, &c));
+  const int64_t I = c.intermediate_size, q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
+  static const char *const what[2] = {"gate and up halves of gate_up_proj", "k and v rows of qkv_proj"};
+  for (int k = 0; k < 2; k++) {
+    char names[2][96];
+    row_swap sw[2];
+    for (int L = 0; L < 2; L++) {
+      snprintf(names[L], sizeof names[L], "model.layers.%d.%s", L, k ? "self_attn.qkv_proj.weight" : "mlp.gate_up_proj.weight");
+      sw[L] = (row_swap){names[L], k ? q : 0, k ? q + kv : I, k ? kv : I};
+    }
+    const char *d = write_copy_sw(k ? "phi3_kv_swapped" : "phi3_gate_up_swapped", model, NULL, NULL, NULL, 0, sw, 2);
+    CHECK_OK(golden_run_cpu(d, g, 0, g->n, 2, 0, tok, lg));
+    double m = golden_max_diff(lg, g->logits, g->n * g->vocab);
+    printf("negative control (phi3 %s exchanged): max |logit - HF| = %.4f, must exceed %.4f\n", what[k], m, g->atol);
+    CHECK(m > g->atol);
+  }
+}
+
 int main(void) {
   if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 1; }
   setenv("PREZERO_PROGRESS", "0", 1);
@@ -453,13 +532,18 @@ int main(void) {
   check_rows("qwen2_tied", 2);
   check_rows("qwen2_tied", 4);
   check_rows("qwen3", 4);
+  check_rows("phi3", 1);
+  check_rows("phi3", 2);
+  check_rows("phi3", 4);
   test_bad_checkpoints();
 
   /* mistral_nemo: model_type mistral with head_dim given != hidden_size / heads (Mistral-Nemo);
    * llama32_tied: Llama 3.2's tied embeddings with llama3 RoPE scaling; glm4_moe: GLM-4.5's partial RoPE,
-   * q/k/v biases and q/k norms with DeepSeek-V3's routed + shared experts. */
+   * q/k/v biases and q/k norms with DeepSeek-V3's routed + shared experts; phi3: Phi-3 / Phi-4's fused
+   * qkv_proj and gate_up_proj; phi3_partial: with Phi-4-mini's partial RoPE (0.75), tied embeddings and a
+   * sliding window below max_position_embeddings. */
   static const char *models[] = {"llama", "qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "mixtral", "qwen3_yarn",
-                                 "mistral_nemo", "llama32_tied", "glm4_moe"};
+                                 "mistral_nemo", "llama32_tied", "glm4_moe", "phi3", "phi3_partial"};
   static golden g;
   for (int i = 0; i < (int)(sizeof models / sizeof models[0]); i++) {
     char d[700];
@@ -470,6 +554,7 @@ int main(void) {
     if (!strcmp(models[i], "llama")) negative_control(&g);
     if (!strcmp(models[i], "mixtral")) check_mixtral_fused(&g);
     if (!strcmp(models[i], "glm4_moe")) negative_control_glm(&g);
+    if (!strncmp(models[i], "phi3", 4)) negative_controls_phi3(&g, models[i]);
   }
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);

@@ -40,6 +40,14 @@ the CUDA GEMMs' shape limits hold too):
   holds a stub of the next-token-prediction layer past num_hidden_layers (model.layers.3.eh_proj / enorm /
   hnorm and a q_proj bias), which prezero must not read. Its router margin is taken on the selection scores
   (sigmoid + bias: the group top-2 sums and the k-th expert), at least GLM_ROUTER_MARGIN.
+- phi3: Phi-3 / Phi-4's layout (Phi3ForCausalLM, model_type phi3): Llama's math with the published fused
+  tensors self_attn.qkv_proj.weight [(heads + 2*kv_heads)*head_dim, hidden] (q rows, then k, then v) and
+  mlp.gate_up_proj.weight [2*intermediate_size, hidden] (gate rows, then up), default RoPE, sliding_window null
+  (microsoft/phi-4's settings, small). Its sensitivity swaps the gate and up halves of every gate_up_proj.
+- phi3_partial: phi3 with Phi-4-mini's partial_rotary_factor 0.75 (RoPE on the first 12 of 16 dims) and tied
+  embeddings, with default RoPE (Phi-4-mini's longrope is refused by prezero), and sliding_window 64 below
+  max_position_embeddings 128 (Phi-3-mini-4k's 2047 under 4096): transformers masks nothing in sequences of at
+  most 64 tokens, and prezero limits max_position_embeddings to the window.
 
 Why the comparison is meaningful and what tolerance it allows (as make_golden.py):
 - Every weight is rounded to bf16 before it goes into the float32 HF model and is saved as BF16,
@@ -119,6 +127,16 @@ LLAMA32_TIED = dict(LLAMA, tie_word_embeddings=True,
                     rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
                                   "high_freq_factor": 4.0, "original_max_position_embeddings": 64})
 
+# Phi-3 / Phi-4's layout (model_type phi3: fused qkv_proj and gate_up_proj), small; pad_token_id None
+# (Phi3Config's 32000 is past this vocabulary).
+PHI3 = dict(COMMON, architectures=["Phi3ForCausalLM"], model_type="phi3", intermediate_size=128, num_hidden_layers=2,
+            max_position_embeddings=128, original_max_position_embeddings=128, rms_norm_eps=1e-5, rope_theta=10000.0,
+            rope_scaling=None, sliding_window=None, resid_pdrop=0.0, embd_pdrop=0.0, attention_dropout=0.0,
+            pad_token_id=None, bos_token_id=1, eos_token_id=2)
+# Phi-4-mini's partial RoPE and tied embeddings (default RoPE), with a sliding window below
+# max_position_embeddings as Phi-3-mini-4k publishes one.
+PHI3_PARTIAL = dict(PHI3, tie_word_embeddings=True, partial_rotary_factor=0.75, sliding_window=64)
+
 # GLM-4.5 / GLM-4.5-Air's layout (model_type glm4_moe), small.
 GLM4_MOE = dict(COMMON, architectures=["Glm4MoeForCausalLM"], model_type="glm4_moe", intermediate_size=64,
                 moe_intermediate_size=16, num_hidden_layers=3, head_dim=32, n_routed_experts=8, num_experts_per_tok=2,
@@ -135,6 +153,7 @@ CLASSES = {
     "qwen3_moe": (transformers.Qwen3MoeConfig, transformers.Qwen3MoeForCausalLM),
     "mixtral": (transformers.MixtralConfig, transformers.MixtralForCausalLM),
     "glm4_moe": (transformers.Glm4MoeConfig, transformers.Glm4MoeForCausalLM),
+    "phi3": (transformers.Phi3Config, transformers.Phi3ForCausalLM),
 }
 
 
@@ -278,6 +297,12 @@ def ablated(cfg, model, what):
         m.load_state_dict(model.state_dict(), strict=True)
         return m
     m = copy.deepcopy(model)
+    if what == "gate_up_swap":  # phi3: gate rows and up rows of every fused gate_up_proj exchanged
+        for mod in m.modules():
+            if hasattr(mod, "gate_up_proj"):
+                w = mod.gate_up_proj.weight.data
+                w.copy_(torch.cat(w.chunk(2, dim=0)[::-1], dim=0))
+        return m
     for mod in m.modules():
         a = getattr(mod, "self_attn", None)
         if a is None:
@@ -291,7 +316,8 @@ def ablated(cfg, model, what):
 
 
 SENSITIVITY = {"llama": "rope_scaling", "llama32": "rope_scaling", "qwen2": "bias", "qwen3": "qk_norm", "qwen3_moe": "qk_norm",
-               "qwen3_yarn": "rope_scaling", "glm4": "partial_rotary"}
+               "qwen3_yarn": "rope_scaling", "glm4": "partial_rotary", "phi3": "gate_up_swap",
+               "phi3_partial": "partial_rotary"}
 
 
 def make(name, cfg, out_root, seed):
@@ -349,7 +375,8 @@ def make(name, cfg, out_root, seed):
 
 MODELS = [("llama", LLAMA, 11), ("qwen2", QWEN2, 12), ("qwen2_tied", QWEN2_TIED, 13), ("qwen3", QWEN3, 14),
           ("qwen3_moe", QWEN3_MOE, 15), ("mixtral", MIXTRAL, 16), ("qwen3_yarn", QWEN3_YARN, 17),
-          ("mistral_nemo", MISTRAL_NEMO, 18), ("llama32_tied", LLAMA32_TIED, 19), ("glm4_moe", GLM4_MOE, 20)]
+          ("mistral_nemo", MISTRAL_NEMO, 18), ("llama32_tied", LLAMA32_TIED, 19), ("glm4_moe", GLM4_MOE, 20),
+          ("phi3", PHI3, 21), ("phi3_partial", PHI3_PARTIAL, 22)]
 
 
 def main():
