@@ -49,7 +49,7 @@ static void expect_ok(int line, const char *json) {
 #define MSG_VARIANT(by, name, what)                                                                                    \
   "config f.json: " by " \"" name "\" is not supported: prezero has no " what " and would run every layer as plain "  \
   "MLA; prezero runs deepseek_v2, deepseek_v3, kimi_k2 (MLA) and llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, "   \
-  "glm4_moe, phi3 (GQA)"
+  "glm4_moe, phi3, dots1 (GQA)"
 
 static void test_gqa(void) {
   EXPECT("{" QWEN3_BASE ", \"partial_rotary_factor\": 0.5}",
@@ -114,7 +114,7 @@ static void test_mla_variants(void) {
 
 #define MSG_OTHER(mt)                                                                                                  \
   "config f.json: model_type \"" mt "\" is not supported; prezero runs the DeepSeek-V2 family (deepseek_v2, "         \
-  "deepseek_v3, kimi_k2: MLA) and llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, glm4_moe, phi3 (GQA)"
+  "deepseek_v3, kimi_k2: MLA) and llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, glm4_moe, phi3, dots1 (GQA)"
 
 /* Other DeepSeek layouts without the MLA fields are named as unsupported, not as an MLA config with
  * its ranks missing: DeepSeek-MoE 16B ("deepseek", multi-head attention) and DeepSeek-VL2

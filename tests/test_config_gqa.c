@@ -1,4 +1,4 @@
-/* config.json reader for the GQA layouts (llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, glm4_moe, phi3): the embedded
+/* config.json reader for the GQA layouts (llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, glm4_moe, phi3, dots1): the embedded
  * presets against the published Hugging Face values (a table written here, independent of
  * configs/ JSON files) and the published parameter counts of the model cards; field mapping and the
  * config classes' defaults on inline JSON; every refusal (PZ_ERR_CONFIG, the message names the
@@ -673,6 +673,174 @@ static void test_phi3(void) {
   BAD(phi4, OV({"rope_interleave", "true"}), "\"rope_interleave\"");
 }
 
+/* rednote-hilab/dots.llm1.inst's config.json (model_type dots1, Dots1ForCausalLM), written from memory, not
+ * copied from the published file: the dimensions are dots.llm1's (its report: 142B parameters, 62 layers, 128
+ * routed experts of which 6 are chosen, 2 shared); fields that may differ in the published file (n_group /
+ * topk_group 1 or null, scoring_func, sliding_window null or 4096 under max_window_layers 62) are also parsed
+ * in both forms below. */
+static const kv dots_inst[] = {
+    {"architectures", "[\"Dots1ForCausalLM\"]"}, {"attention_bias", "false"}, {"attention_dropout", "0.0"},
+    {"bos_token_id", "null"}, {"eos_token_id", "151649"}, {"first_k_dense_replace", "1"}, {"hidden_act", "\"silu\""},
+    {"hidden_size", "4096"}, {"initializer_range", "0.02"}, {"intermediate_size", "10944"},
+    {"max_position_embeddings", "32768"}, {"max_window_layers", "62"}, {"model_type", "\"dots1\""},
+    {"moe_intermediate_size", "1408"}, {"moe_layer_freq", "1"}, {"n_group", "1"}, {"n_routed_experts", "128"},
+    {"n_shared_experts", "2"}, {"norm_topk_prob", "true"}, {"num_attention_heads", "32"},
+    {"num_experts_per_tok", "6"}, {"num_hidden_layers", "62"}, {"num_key_value_heads", "32"},
+    {"rms_norm_eps", "1e-05"}, {"rope_scaling", "null"}, {"rope_theta", "10000000"},
+    {"routed_scaling_factor", "2.5"}, {"scoring_func", "\"sigmoid\""}, {"sliding_window", "null"},
+    {"tie_word_embeddings", "false"}, {"topk_group", "1"}, {"topk_method", "\"noaux_tc\""},
+    {"torch_dtype", "\"bfloat16\""}, {"transformers_version", "\"4.46.3\""}, {"use_cache", "true"},
+    {"use_sliding_window", "false"}, {"vocab_size", "152064"},
+};
+
+/* The per-rank weights the decode graph of a dots1 config gives rank 0 at TP tp, against shapes derived here:
+ * qkv_proj [(32 / tp + 2 * 32 / tp) * 128, H], o_proj [H, 32 / tp * 128], q_norm / k_norm [128] (per head,
+ * replicated), layer 0's dense gate_up_proj [2 * 10944 / tp, H] and down_proj [H, 10944 / tp], layer 1's router
+ * [128, H] and e_score_correction_bias [128] (replicated), routed experts [128, 1408 / tp, H] / [128, H, 1408 / tp]
+ * and the shared experts' MLP of 2 * 1408 / tp rows. */
+static void check_dots1_shapes(const pz_model_config *c, int tp) {
+  pz_build_opts o = PZ_BUILD_OPTS_INIT;
+  o.tp = tp;
+  o.max_ctx = 16;
+  o.layers = 2;
+  pz_graph *g = NULL;
+  CHECK_OK(pz_build_decode_graph(c, &o, &g));
+  if (!g) return;
+  const int64_t H = 4096, d = 128, heads = 32 / tp, kvh = 32 / tp, I = 10944 / tp, MI = 1408 / tp, SI = 2 * 1408 / tp;
+  static const struct { const char *name; int nd; } t[] = {
+      {"layers.0.self_attn.qkv_proj.weight", 2}, {"layers.0.self_attn.o_proj.weight", 2},
+      {"layers.0.self_attn.q_norm.weight", 1},   {"layers.0.self_attn.k_norm.weight", 1},
+      {"layers.0.mlp.gate_up_proj.weight", 2},   {"layers.0.mlp.down_proj.weight", 2},
+      {"layers.1.mlp.gate.weight", 2},           {"layers.1.mlp.gate.e_score_correction_bias", 1},
+      {"layers.1.mlp.experts.gate_proj.weight", 3}, {"layers.1.mlp.experts.down_proj.weight", 3},
+      {"layers.1.mlp.shared_experts.gate_proj.weight", 2}, {"layers.1.mlp.shared_experts.down_proj.weight", 2},
+  };
+  const int64_t want[][3] = {{(heads + 2 * kvh) * d, H}, {H, heads * d}, {d}, {d}, {2 * I, H}, {H, I}, {128, H},
+                             {128}, {128, MI, H}, {128, H, MI}, {SI, H}, {H, SI}};
+  for (int i = 0; i < (int)(sizeof t / sizeof t[0]); i++) {
+    const pz_tensor *x = pz_graph_find_tensor(g, t[i].name);
+    int ok = x && x->ndim == t[i].nd;
+    for (int k = 0; ok && k < t[i].nd; k++) ok = x->ne[k] == want[i][k];
+    if (!ok) {
+      fprintf(stderr, "dots.llm1 TP %d: %s is not [%lld, %lld, %lld]\n", tp, t[i].name, (long long)want[i][0],
+              (long long)want[i][1], (long long)want[i][2]);
+      pz_test_failures++;
+    }
+  }
+  CHECK(pz_graph_find_tensor(g, "layers.0.self_attn.qkv_proj.bias") == NULL);
+  printf("dots.llm1 TP %d: qkv_proj [%lld, 4096], experts [128, %lld, 4096], shared [%lld, 4096], dense [%lld, 4096]\n",
+         tp, (long long)((heads + 2 * kvh) * d), (long long)MI, (long long)SI, (long long)(2 * I));
+  pz_graph_free(g);
+}
+
+/* Parameters of a dots1 config (each figure derived here): embeddings and lm_head, per layer q/k/v/o, the per-head
+ * q/k norms and two norms, layer 0's dense MLP, the MoE layers' router (+ correction bias), routed and shared
+ * experts; activated: top-k of the routed experts. */
+static void dots1_params(const pz_model_config *c, double *total, double *active) {
+  const double H = (double)c->hidden_size, d = (double)c->head_dim, V = (double)c->vocab_size;
+  const double attn = H * d * (double)(2 * c->num_attention_heads + 2 * c->num_key_value_heads) + 2 * d + 2 * H;
+  const double expert = 3 * H * (double)c->moe_intermediate_size, E = (double)c->n_routed_experts;
+  const double moe_fixed = attn + E * H + E + expert * (double)c->n_shared_experts;
+  const double dense = attn + 3 * H * (double)c->intermediate_size, n_moe = (double)(c->num_hidden_layers - 1);
+  *total = 2 * V * H + H + dense + n_moe * (moe_fixed + E * expert);
+  *active = 2 * V * H + H + dense + n_moe * (moe_fixed + (double)c->num_experts_per_tok * expert);
+}
+
+/* dots1 (Dots1Config): Qwen3's attention (q/k norms per head, no biases, full RoPE) with DeepSeek-V3's MoE
+ * (sigmoid + e_score_correction_bias, noaux_tc groups, norm_topk_prob, routed_scaling_factor, shared experts,
+ * layers from first_k_dense_replace on); sliding layers limit max_position_embeddings to the window; Dots1Config's
+ * defaults fill what is absent; bad values are refused with one line naming the field. */
+static void test_dots1(void) {
+  pz_model_config c;
+  CHECK_OK(PARSE(dots_inst, NONE, &c));
+  CHECK(!strcmp(c.model_type, "dots1") && c.attn == PZ_ATTN_GQA && !c.attention_bias && c.qk_norm);
+  CHECK(c.hidden_size == 4096 && c.num_hidden_layers == 62 && c.num_attention_heads == 32 && c.num_key_value_heads == 32);
+  CHECK(c.head_dim == 128 && c.rotary_dim == 128 && c.intermediate_size == 10944 && c.moe_intermediate_size == 1408);
+  CHECK(c.n_routed_experts == 128 && c.num_experts_per_tok == 6 && c.n_shared_experts == 2 && c.norm_topk_prob);
+  CHECK(c.n_group == 1 && c.topk_group == 1 && c.routed_scaling_factor == 2.5f && c.first_k_dense_replace == 1);
+  CHECK(c.scoring_func == PZ_SCORE_SIGMOID && c.topk_method == PZ_TOPK_NOAUX_TC && c.decoder_sparse_step == 0);
+  CHECK(c.rope.theta == 1e7f && c.rope.type == PZ_ROPE_DEFAULT && c.rms_norm_eps == 1e-5f && c.vocab_size == 152064);
+  CHECK(c.max_position_embeddings == 32768 && !c.tie_word_embeddings);
+  CHECK(!pz_config_layer_is_moe(&c, 0));
+  for (int L = 1; L < 62; L++) CHECK(pz_config_layer_is_moe(&c, L));
+  double t, a;
+  dots1_params(&c, &t, &a);
+  printf("dots.llm1: %.4f B parameters, %.4f B activated\n", t / 1e9, a / 1e9);
+  CHECK(published_as(t / 1e9, 142, 0) && published_as(a / 1e9, 14, 0)); /* "142B total, 14B activated" */
+  for (int tp = 1; tp <= 8; tp *= 2) check_dots1_shapes(&c, tp);
+
+  /* The forms the published file may have instead: n_group / topk_group null (one group), sliding_window 4096
+   * under max_window_layers 62 = num_hidden_layers (no sliding layer), scoring_func "noaux_tc" */
+  CHECK_OK(PARSE(dots_inst, OV({"n_group", "null"}, {"topk_group", "null"}, {"sliding_window", "4096"},
+                               {"scoring_func", "\"noaux_tc\""}), &c));
+  CHECK(c.n_group == 1 && c.topk_group == 1 && c.max_position_embeddings == 32768);
+  /* Dots1Config's defaults: num_key_value_heads 32, rms_norm_eps 1e-6, rope_theta 1e4, first_k_dense_replace 0,
+   * norm_topk_prob false, routed_scaling_factor 1, n_group / topk_group 1, attention_bias false, head_dim
+   * hidden / heads, sliding_window 4096 with max_window_layers 62 (no sliding layer of 62) */
+  CHECK_OK(PARSE(dots_inst, OV({"num_key_value_heads", NULL}, {"rms_norm_eps", NULL}, {"rope_theta", NULL},
+                               {"first_k_dense_replace", NULL}, {"norm_topk_prob", NULL}, {"routed_scaling_factor", NULL},
+                               {"n_group", NULL}, {"topk_group", NULL}, {"attention_bias", NULL},
+                               {"sliding_window", NULL}, {"max_window_layers", NULL}, {"num_attention_heads", "64"}), &c));
+  CHECK(c.num_key_value_heads == 32 && c.num_attention_heads == 64 && c.head_dim == 64 && c.rms_norm_eps == 1e-6f);
+  CHECK(c.rope.theta == 1e4f && c.first_k_dense_replace == 0 && !c.norm_topk_prob && c.routed_scaling_factor == 1.f);
+  CHECK(c.n_group == 1 && c.topk_group == 1 && !c.attention_bias && c.max_position_embeddings == 32768);
+  for (int L = 0; L < 62; L++) CHECK(pz_config_layer_is_moe(&c, L));
+  /* more layers than the default max_window_layers 62 under the default window 4096: layers 62.. slide */
+  CHECK_OK(PARSE(dots_inst, OV({"sliding_window", NULL}, {"max_window_layers", NULL}, {"num_hidden_layers", "64"}), &c));
+  CHECK(c.max_position_embeddings == 4096);
+  /* sliding layers (from max_window_layers, or listed in layer_types) limit the positions to the window */
+  CHECK_OK(PARSE(dots_inst, OV({"sliding_window", "8192"}, {"max_window_layers", "60"}), &c));
+  CHECK(c.max_position_embeddings == 8192);
+  CHECK_OK(PARSE(dots_inst, OV({"sliding_window", "65536"}, {"max_window_layers", "0"}), &c));
+  CHECK(c.max_position_embeddings == 32768); /* a window above max_position_embeddings masks nothing */
+  CHECK_OK(PARSE(dots_inst, OV({"sliding_window", "null"}, {"max_window_layers", "0"}, {"use_sliding_window", "true"}), &c));
+  CHECK(c.max_position_embeddings == 32768); /* no window: no sliding layer; use_sliding_window is not read */
+  char lt[62 * 22 + 8];
+  size_t o = (size_t)snprintf(lt, sizeof lt, "[");
+  for (int L = 0; L < 62; L++)
+    o += (size_t)snprintf(lt + o, sizeof lt - o, "%s\"%s_attention\"", L ? ", " : "", L == 61 ? "sliding" : "full");
+  snprintf(lt + o, sizeof lt - o, "]");
+  CHECK_OK(PARSE(dots_inst, OV({"sliding_window", "2048"}, {"max_window_layers", "62"}, {"layer_types", lt}), &c));
+  CHECK(c.max_position_embeddings == 2048);
+  BAD2(dots_inst, OV({"layer_types", lt}), "\"layer_types\"", "sliding_window is null");
+  BAD2(dots_inst, OV({"layer_types", "[\"full_attention\"]"}), "\"layer_types\" has 1 entries", "(62)");
+  BAD(dots_inst, OV({"layer_types", "\"full_attention\""}), "\"layer_types\"");
+  BAD2(dots_inst, OV({"sliding_window", "4096"}, {"max_window_layers", "null"}), "\"max_window_layers\" is null",
+       "4096");
+  BAD(dots_inst, OV({"sliding_window", "0"}), "\"sliding_window\"");
+  /* head_dim, when given, is read (Dots1Attention: getattr(config, "head_dim", ...)); num_local_experts names
+   * n_routed_experts (Dots1Config.attribute_map) */
+  CHECK_OK(PARSE(dots_inst, OV({"head_dim", "64"}, {"n_routed_experts", NULL}, {"num_local_experts", "64"},
+                               {"n_group", "8"}, {"topk_group", "4"}), &c));
+  CHECK(c.head_dim == 64 && c.rotary_dim == 64 && c.n_routed_experts == 64 && c.n_group == 8 && c.topk_group == 4);
+  CHECK_OK(PARSE(dots_inst, OV({"n_shared_experts", "0"}), &c));
+  CHECK(c.n_shared_experts == 0); /* a shared MLP of width 0 adds nothing */
+
+  /* Refusals, one line each naming the field. */
+  BAD2(dots_inst, OV({"attention_bias", "true"}), "\"attention_bias\"", "o_proj");
+  BAD2(dots_inst, OV({"head_dim", "null"}), "\"head_dim\" is null", "Dots1Attention");
+  BAD(dots_inst, OV({"n_shared_experts", NULL}), "\"n_shared_experts\"");
+  BAD(dots_inst, OV({"n_shared_experts", "null"}), "\"n_shared_experts\"");
+  BAD(dots_inst, OV({"n_routed_experts", NULL}), "\"n_routed_experts\"");
+  BAD(dots_inst, OV({"num_experts_per_tok", NULL}), "\"num_experts_per_tok\"");
+  BAD2(dots_inst, OV({"num_experts_per_tok", "1"}), "\"norm_topk_prob\"", "num_experts_per_tok 1");
+  CHECK_OK(PARSE(dots_inst, OV({"num_experts_per_tok", "1"}, {"norm_topk_prob", "false"}), &c));
+  BAD2(dots_inst, OV({"n_group", "4"}, {"topk_group", "null"}), "\"topk_group\" is null", "n_group 4");
+  BAD2(dots_inst, OV({"n_group", "3"}), "\"n_group\" (3)", "n_routed_experts (128)");
+  BAD2(dots_inst, OV({"n_group", "8"}, {"topk_group", "9"}), "\"topk_group\" (9)", "n_group (8)");
+  BAD2(dots_inst, OV({"n_group", "64"}, {"topk_group", "2"}), "\"num_experts_per_tok\" (6)", "(4)");
+  BAD(dots_inst, OV({"first_k_dense_replace", "null"}), "\"first_k_dense_replace\"");
+  BAD2(dots_inst, OV({"moe_layer_freq", "2"}), "\"moe_layer_freq\" is 2", "first_k_dense_replace");
+  BAD(dots_inst, OV({"moe_layer_freq", "0"}), "\"moe_layer_freq\"");
+  BAD(dots_inst, OV({"scoring_func", "\"softmax\""}), "\"scoring_func\"");
+  BAD(dots_inst, OV({"topk_method", "\"greedy\""}), "\"topk_method\"");
+  BAD(dots_inst, OV({"hidden_act", "\"gelu\""}), "\"hidden_act\"");
+  BAD(dots_inst, OV({"partial_rotary_factor", "0.5"}), "\"partial_rotary_factor\"");
+  BAD(dots_inst, OV({"rope_scaling", "{\"rope_type\": \"dynamic\", \"factor\": 2.0}"}), "\"rope_scaling.rope_type\"");
+  BAD(dots_inst, OV({"num_key_value_heads", "5"}), "\"num_key_value_heads\"");
+  BAD(dots_inst, OV({"rope_interleave", "true"}), "\"rope_interleave\"");
+}
+
 /* mistralai/Mistral-7B-Instruct-v0.3's config.json (sliding_window null). */
 static const kv mistral[] = {
     {"architectures", "[\"MistralForCausalLM\"]"}, {"model_type", "\"mistral\""}, {"hidden_size", "4096"},
@@ -966,6 +1134,7 @@ int main(void) {
   test_mistral();
   test_glm4_moe();
   test_phi3();
+  test_dots1();
   test_refusals();
   test_llama3_rope();
   test_deepseek();

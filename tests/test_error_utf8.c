@@ -26,7 +26,7 @@ int main(void) {
   /* model_type cut at 40 bytes, inside the two bytes of U+00E9 */
   expect_msg(__LINE__, "{\"model_type\": \"" X39 "\xc3\xa9\"}",
              "config f.json: model_type \"" X39 "?\" is not supported; prezero runs the DeepSeek-V2 family "
-             "(deepseek_v2, deepseek_v3, kimi_k2: MLA) and llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, glm4_moe, phi3 (GQA)");
+             "(deepseek_v2, deepseek_v3, kimi_k2: MLA) and llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, glm4_moe, phi3, dots1 (GQA)");
   /* rope_scaling.rope_type cut the same way */
   expect_msg(__LINE__, "{\"model_type\": \"llama\", " LLAMA_BASE ", \"rope_scaling\": {\"rope_type\": \"" X39
              "\xc3\xa9\", \"factor\": 2.0}}",

@@ -180,8 +180,9 @@ static void config_case(const char *text, size_t len) {
                                             c.qk_rope_head_dim % 2 == 0 && c.decoder_sparse_step == 0
               : c.attn == PZ_ATTN_GQA && c.num_key_value_heads >= 1 && c.num_attention_heads >= 1 &&
                     c.num_attention_heads % c.num_key_value_heads == 0 && c.head_dim >= 2 && c.head_dim % 2 == 0 &&
-                    /* glm4_moe places its MoE layers as DeepSeek does (first_k_dense_replace): step 0 */
-                    (c.decoder_sparse_step >= 1 || (!strcmp(c.model_type, "glm4_moe") && c.decoder_sparse_step == 0 &&
+                    /* glm4_moe and dots1 place their MoE layers as DeepSeek does (first_k_dense_replace): step 0 */
+                    (c.decoder_sparse_step >= 1 || ((!strcmp(c.model_type, "glm4_moe") || !strcmp(c.model_type, "dots1")) &&
+                                                    c.decoder_sparse_step == 0 &&
                                                     c.first_k_dense_replace >= 0)) &&
                     c.n_mlp_only >= 0 && c.n_mlp_only <= PZ_CONFIG_MAX_MLP_ONLY;
   int sane = c.hidden_size >= 1 && c.hidden_size <= PZ_CONFIG_MAX_INT && c.num_hidden_layers >= 1 &&
@@ -215,6 +216,12 @@ static const char *const extra_config_seeds[] = {
   "\"format\":\"pack-quantized\",\"input_activations\":null,\"targets\":[\"Linear\"],\"weights\":{\"type\":\"int\","
   "\"num_bits\":4,\"group_size\":32,\"strategy\":\"group\",\"symmetric\":true,\"actorder\":null,\"dynamic\":false}}},"
   "\"ignore\":[\"lm_head\",\"re:.*self_attn.*\",\"re:.*mlp\\\\.(gate|up|down)_proj.*\"]}}",
+  /* dots1: q/k norms, DeepSeek-V3 routing in groups, shared experts, a sliding layer under max_window_layers. */
+  "{\"model_type\":\"dots1\",\"hidden_size\":64,\"num_hidden_layers\":3,\"num_attention_heads\":4,"
+  "\"num_key_value_heads\":2,\"intermediate_size\":64,\"moe_intermediate_size\":16,\"n_routed_experts\":8,"
+  "\"num_experts_per_tok\":2,\"n_shared_experts\":2,\"n_group\":4,\"topk_group\":2,\"first_k_dense_replace\":1,"
+  "\"norm_topk_prob\":true,\"routed_scaling_factor\":2.5,\"vocab_size\":256,\"max_position_embeddings\":128,"
+  "\"rope_theta\":10000000,\"sliding_window\":64,\"max_window_layers\":2}",
   /* FP8 with weight_block_size. */
   "{\"model_type\":\"deepseek_v3\",\"hidden_size\":64,\"num_hidden_layers\":1,\"num_attention_heads\":2,\"q_lora_rank\":16,"
   "\"kv_lora_rank\":16,\"qk_nope_head_dim\":8,\"qk_rope_head_dim\":4,\"v_head_dim\":8,\"n_routed_experts\":null,"

@@ -38,8 +38,8 @@ pz_status pz_checkpoint_open(const char *dir, pz_checkpoint **out);
  *                                 mlp.experts.gate_up_proj [E, 2I, H] (gate rows, then up rows)
  *                                 and mlp.experts.down_proj [E, H, I]
  *   every other layers.L.* <- model.layers.L.* with the same suffix.
- * GQA layouts (c->attn == PZ_ATTN_GQA: llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, glm4_moe, phi3;
- * Hugging Face Llama (= Mistral) / Qwen2 / Qwen3 / Qwen3Moe / Mixtral / Phi3 modeling names), per TP rank r, heads =
+ * GQA layouts (c->attn == PZ_ATTN_GQA: llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, glm4_moe, phi3, dots1;
+ * Hugging Face Llama (= Mistral) / Qwen2 / Qwen3 / Qwen3Moe / Mixtral / Phi3 / Dots1 modeling names), per TP rank r, heads =
  * num_attention_heads / TP, kvh = num_key_value_heads / TP (1 when TP > num_key_value_heads, TP
  * a multiple of it), d = head_dim, I = intermediate_size:
  *   layers.L.self_attn.qkv_proj.weight [(heads + 2*kvh)*d, H] <- rows [r*heads*d, +heads*d) of

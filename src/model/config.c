@@ -76,12 +76,12 @@ static pz_status parse_root(const reader *r, const cJSON *outer, pz_model_config
     if (by)
       return pz_error(PZ_ERR_CONFIG, "config %s: %s \"%s\" is not supported: prezero has no %s and would run every "
                       "layer as plain MLA; prezero runs deepseek_v2, deepseek_v3, kimi_k2 (MLA) and llama, mistral, "
-                      "qwen2, qwen3, qwen3_moe, mixtral, glm4_moe, phi3 (GQA)", r->src, by, name, variants[v].what);
+                      "qwen2, qwen3, qwen3_moe, mixtral, glm4_moe, phi3, dots1 (GQA)", r->src, by, name, variants[v].what);
   }
   if (!mla)
     return pz_error(PZ_ERR_CONFIG, "config %s: model_type \"%.40s\" is not supported; prezero runs the DeepSeek-V2 "
                     "family (deepseek_v2, deepseek_v3, kimi_k2: MLA) and llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, "
-                    "glm4_moe, phi3 (GQA)",
+                    "glm4_moe, phi3, dots1 (GQA)",
                     r->src, mt);
   return pz_cfg_parse_mla(r, c);
 }

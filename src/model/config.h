@@ -1,5 +1,5 @@
 /* Model configuration of the DeepSeek-V2 family (V2, V2-Lite, V3, Kimi-K2; MLA) and of the Llama 3,
- * Qwen2 / 2.5, Qwen3, Qwen3-MoE, Mixtral, Mistral, GLM-4.5 and Phi-3 / Phi-4 families (GQA), read from a Hugging Face config.json
+ * Qwen2 / 2.5, Qwen3, Qwen3-MoE, Mixtral, Mistral, GLM-4.5, Phi-3 / Phi-4 and dots.llm1 families (GQA), read from a Hugging Face config.json
  * (cJSON), or from a preset compiled into the binary. */
 #ifndef PZ_MODEL_CONFIG_H
 #define PZ_MODEL_CONFIG_H
@@ -39,7 +39,7 @@ typedef struct pz_quant_config {
 /* The attention family of a layout. */
 typedef enum pz_attn_kind {
   PZ_ATTN_MLA = 0,   /* deepseek_v2, deepseek_v3 (Kimi-K2): multi-head latent attention */
-  PZ_ATTN_GQA = 1    /* llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, glm4_moe, phi3: grouped-query attention */
+  PZ_ATTN_GQA = 1    /* llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, glm4_moe, phi3, dots1: grouped-query attention */
 } pz_attn_kind;
 
 #define PZ_CONFIG_MAX_MLP_ONLY 64  /* entries of qwen3_moe's mlp_only_layers */
@@ -59,7 +59,7 @@ typedef struct pz_model_config {
                                       int(head_dim * partial_rotary_factor) (glm4_moe: 0.5 by default,
                                       phi3: 1.0) */
   bool attention_bias;             /* q/k/v projections have biases (qwen2: always; llama: "attention_bias") */
-  bool qk_norm;                    /* qwen3, qwen3_moe (glm4_moe: use_qk_norm): per-head RMSNorm of q and k before RoPE */
+  bool qk_norm;                    /* qwen3, qwen3_moe (glm4_moe: use_qk_norm; dots1 always): per-head RMSNorm of q and k before RoPE */
   bool tie_word_embeddings;        /* lm_head shares embed_tokens.weight */
   int64_t decoder_sparse_step;     /* 0: DeepSeek's MoE-layer rule; >= 1 (qwen3_moe, mixtral = 1): layer L is MoE
                                       when (L + 1) % step == 0 and L is not in mlp_only_layers */
@@ -167,9 +167,21 @@ typedef struct pz_model_config {
  * when j <= i - sliding_window, nothing in a sequence of at most sliding_window tokens); resid_pdrop,
  * embd_pdrop, attention_dropout and original_max_position_embeddings do not change inference under default
  * RoPE and are not read.
+ * dots1 (Dots1Config: dots.llm1.base, dots.llm1.inst): Qwen3's attention (q/k norms per head, qk_norm always; no
+ * biases: attention_bias true, which would give o_proj a bias too, is refused; full RoPE; num_key_value_heads 32,
+ * rms_norm_eps 1e-6, head_dim hidden_size / num_attention_heads when absent, null refused) and DeepSeek-V3's MoE
+ * read as glm4_moe's with Dots1Config's defaults: n_shared_experts required (0 or more), first_k_dense_replace 0,
+ * norm_topk_prob false (true with num_experts_per_tok 1 refused: transformers then gives the expert weight 1),
+ * routed_scaling_factor 1, n_group / topk_group 1 (a null n_group is one group; a null topk_group under several
+ * groups is refused); moe_layer_freq above 1, scoring_func other than "sigmoid" / "noaux_tc" and topk_method other
+ * than "noaux_tc" (fields transformers does not read) are refused. Sliding layers (layer_types, one
+ * "full_attention" / "sliding_attention" per layer, else the layers from max_window_layers (62) on when
+ * sliding_window (4096; null: none) is set) lower max_position_embeddings to sliding_window, as phi3's window;
+ * a sliding layer without a window, and a null max_window_layers under one, are refused; use_sliding_window is
+ * not read (nor does transformers read it).
  * Sliding-window attention is refused: use_sliding_window true (qwen2, qwen3, qwen3_moe), a
  * sliding_window below max_position_embeddings (llama, mixtral, mistral), a layer_types entry
- * other than "full_attention".
+ * other than "full_attention" (phi3 and dots1 limit the positions to their window instead, above).
  *
  * quantization_config (inside text_config, or at the top level): quant_method "compressed-tensors"
  * with format "pack-quantized" and one config group whose weights are type "int", num_bits 4,

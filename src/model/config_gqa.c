@@ -1,4 +1,4 @@
-/* config.json of the GQA families (llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, glm4_moe, phi3): their
+/* config.json of the GQA families (llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, glm4_moe, phi3, dots1): their
  * transformers class defaults, the RoPE variants (default, llama3, yarn), the MoE fields, and the refusal of what
  * prezero does not run (sliding windows, other families' fields, Phi-3's LongRoPE). */
 #include "model/config.h"
@@ -9,11 +9,13 @@
 #include <string.h>
 
 /* The GQA families and the defaults of their Hugging Face config classes (LlamaConfig, Qwen2Config,
- * Qwen3Config, Qwen3MoeConfig, MixtralConfig, MistralConfig, Glm4MoeConfig, Phi3Config) for the optional
+ * Qwen3Config, Qwen3MoeConfig, MixtralConfig, MistralConfig, Glm4MoeConfig, Phi3Config, Dots1Config) for the optional
  * fields prezero reads. Mistral (MistralForCausalLM) is Llama's layout and names without biases; it runs
  * only when its sliding window covers max_position_embeddings (then the window masks nothing). Phi-3
  * (Phi3ForCausalLM) is Llama's math with fused qkv_proj / gate_up_proj tensors; its sliding window limits
- * max_position_embeddings instead (parse_phi3_window). */
+ * max_position_embeddings instead (parse_phi3_window). dots.llm1 (Dots1ForCausalLM) is Qwen3's attention
+ * with DeepSeek-V3's MoE; its sliding layers limit max_position_embeddings as Phi-3's window does
+ * (parse_dots1_window). */
 static const struct {
   const char *model_type;
   int64_t kv_heads;       /* num_key_value_heads when absent (0: num_attention_heads) */
@@ -31,6 +33,7 @@ static const struct {
     [FAM_MISTRAL] = {"mistral", 8, 0, 10000.f, 1e-6f, false, false, 4096},
     [FAM_GLM4_MOE] = {"glm4_moe", 8, 0, 10000.f, 1e-5f, false, false, 0}, /* qk_norm: use_qk_norm */
     [FAM_PHI3] = {"phi3", 0, 0, 10000.f, 1e-5f, false, false, 0},
+    [FAM_DOTS1] = {"dots1", 32, 0, 10000.f, 1e-6f, true, false, 4096},
 };
 
 int pz_cfg_gqa_family_of(const char *model_type) {
@@ -347,9 +350,88 @@ static pz_status parse_phi3_window(const reader *r, pz_model_config *c) {
   return check_layer_types(r);
 }
 
-/* Glm4MoeConfig's MoE: DeepSeek-V3's router (sigmoid scores, e_score_correction_bias, noaux_tc group
- * selection) and shared experts, layers from first_k_dense_replace on. */
-static pz_status parse_glm4_moe(const reader *r, pz_model_config *c) {
+/* dots.llm1's attention kinds (Dots1Config.__post_init__): layer_types as given (one "full_attention" or
+ * "sliding_attention" per layer, as transformers validates it), else "sliding_attention" for the layers
+ * i >= max_window_layers (default 62) when sliding_window (default 4096) is not null. A sliding layer masks key j
+ * of query i when j <= i - sliding_window (masking_utils.sliding_window_overlay), nothing in a sequence of at most
+ * sliding_window tokens, so when any layer slides max_position_embeddings becomes min(max_position_embeddings,
+ * sliding_window), exact as phi3's window (parse_phi3_window), and a longer --context is refused. A sliding layer
+ * without a window and a null max_window_layers under a window (transformers fails on both) are refused.
+ * use_sliding_window is not a Dots1Config field (transformers does not read it) and is not read. */
+static pz_status parse_dots1_window(const reader *r, pz_model_config *c) {
+  int64_t sw = gqa_fam[FAM_DOTS1].sliding_window, mwl = 62;
+  PZ_CHECK(pz_cfg_get_int(r, "sliding_window", false, true, 1, &sw)); /* null: 0, none */
+  bool sliding = false;
+  const cJSON *lt = cJSON_GetObjectItemCaseSensitive(r->root, "layer_types");
+  if (lt && !cJSON_IsNull(lt)) {
+    if (!cJSON_IsArray(lt)) return pz_cfg_type_err(r, "layer_types", "a list of strings", lt);
+    if ((int64_t)cJSON_GetArraySize(lt) != c->num_hidden_layers)
+      return pz_error(PZ_ERR_CONFIG, "config %s: field \"layer_types\" has %d entries, must have num_hidden_layers "
+                      "(%lld)", r->src, cJSON_GetArraySize(lt), (long long)c->num_hidden_layers);
+    for (const cJSON *e = lt->child; e; e = e->next) {
+      const bool full = cJSON_IsString(e) && !strcmp(e->valuestring, "full_attention");
+      const bool slide = cJSON_IsString(e) && !strcmp(e->valuestring, "sliding_attention");
+      if (!full && !slide)
+        return pz_error(PZ_ERR_CONFIG, "config %s: field \"layer_types\" has an entry other than \"full_attention\" "
+                        "and \"sliding_attention\"", r->src);
+      sliding |= slide;
+    }
+  } else if (sw > 0) {
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(r->root, "max_window_layers");
+    if (m && cJSON_IsNull(m))
+      return pz_error(PZ_ERR_CONFIG, "config %s: field \"max_window_layers\" is null under sliding_window %lld "
+                      "(transformers cannot place the sliding layers); give a number or sliding_window null", r->src,
+                      (long long)sw);
+    PZ_CHECK(pz_cfg_get_int(r, "max_window_layers", false, false, 0, &mwl));
+    sliding = mwl < c->num_hidden_layers;
+  }
+  if (!sliding) return PZ_OK;
+  if (sw <= 0)
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"layer_types\" has \"sliding_attention\" layers but "
+                    "sliding_window is null; give the window", r->src);
+  if (sw < c->max_position_embeddings) c->max_position_embeddings = sw;
+  return PZ_OK;
+}
+
+/* DeepSeek-V3's fields that Dots1Config does not have (transformers ignores them; the router is always sigmoid
+ * + noaux_tc, every layer from first_k_dense_replace on MoE) but that other readers of the same file act on:
+ * a value that says otherwise is refused rather than run as transformers runs it. */
+static pz_status check_dots1_v3_fields(const reader *r) {
+  int64_t freq = 1;
+  PZ_CHECK(pz_cfg_get_int(r, "moe_layer_freq", false, true, 1, &freq)); /* null: 0, as absent */
+  if (freq > 1)
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"moe_layer_freq\" is %lld; model_type dots1 makes every layer "
+                    "from first_k_dense_replace on MoE (1, or leave it out)", r->src, (long long)freq);
+  static const char *const scoring[] = {"sigmoid", "noaux_tc"}, *const method[] = {"noaux_tc"};
+  const cJSON *sf = cJSON_GetObjectItemCaseSensitive(r->root, "scoring_func");
+  const cJSON *tm = cJSON_GetObjectItemCaseSensitive(r->root, "topk_method");
+  int i = 0;
+  if (sf && !cJSON_IsNull(sf)) PZ_CHECK(pz_cfg_get_enum(r, "scoring_func", scoring, 2, &i));
+  if (tm && !cJSON_IsNull(tm)) PZ_CHECK(pz_cfg_get_enum(r, "topk_method", method, 1, &i));
+  return PZ_OK;
+}
+
+/* n_group / topk_group of DeepSeek-V3's router. dots1: a null n_group is read as one group, no group limit
+ * (topk_group then has nothing to choose; dots.llm1 files may write nulls there); Dots1Config keeps the null
+ * and transformers' router fails on it. A null topk_group under several groups says nothing and is refused. */
+static pz_status parse_v3_groups(const reader *r, bool dots, pz_model_config *c) {
+  PZ_CHECK(pz_cfg_get_int(r, "n_group", false, dots, 1, &c->n_group));
+  PZ_CHECK(pz_cfg_get_int(r, "topk_group", false, dots, 1, &c->topk_group));
+  if (c->n_group == 0) c->n_group = c->topk_group = 1;
+  if (c->topk_group == 0 && c->n_group > 1)
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"topk_group\" is null under n_group %lld; give the number of "
+                    "groups each token chooses from", r->src, (long long)c->n_group);
+  if (c->topk_group == 0) c->topk_group = 1;
+  return PZ_OK;
+}
+
+/* DeepSeek-V3's MoE as Glm4MoeConfig and Dots1Config read it: the router (sigmoid scores,
+ * e_score_correction_bias, noaux_tc group selection) and shared experts, layers from first_k_dense_replace
+ * on. Glm4MoeConfig's defaults: n_shared_experts 1, first_k_dense_replace 1, norm_topk_prob true;
+ * Dots1Config's: n_shared_experts none (Dots1MoE multiplies by it: required), first_k_dense_replace 0,
+ * norm_topk_prob false. */
+static pz_status parse_v3_moe(const reader *r, gqa_family fam, pz_model_config *c) {
+  const bool dots = fam == FAM_DOTS1;
   const bool has_nre = cJSON_GetObjectItemCaseSensitive(r->root, "n_routed_experts") != NULL;
   const bool has_nle = cJSON_GetObjectItemCaseSensitive(r->root, "num_local_experts") != NULL;
   int64_t nle = -1;
@@ -362,21 +444,25 @@ static pz_status parse_glm4_moe(const reader *r, pz_model_config *c) {
   PZ_CHECK(pz_cfg_get_int(r, "num_experts_per_tok", true, false, 1, &c->num_experts_per_tok));
   PZ_CHECK(pz_cfg_get_int(r, "moe_intermediate_size", true, false, 1, &c->moe_intermediate_size));
   c->n_shared_experts = 1;
-  PZ_CHECK(pz_cfg_get_int(r, "n_shared_experts", false, true, 0, &c->n_shared_experts));
-  c->first_k_dense_replace = 1;
+  PZ_CHECK(pz_cfg_get_int(r, "n_shared_experts", dots, !dots, 0, &c->n_shared_experts));
+  c->first_k_dense_replace = dots ? 0 : 1;
   PZ_CHECK(pz_cfg_get_int(r, "first_k_dense_replace", false, false, 0, &c->first_k_dense_replace));
-  PZ_CHECK(pz_cfg_get_int(r, "n_group", false, false, 1, &c->n_group));
-  PZ_CHECK(pz_cfg_get_int(r, "topk_group", false, false, 1, &c->topk_group));
-  c->norm_topk_prob = true;
+  PZ_CHECK(parse_v3_groups(r, dots, c));
+  c->norm_topk_prob = !dots;
   PZ_CHECK(pz_cfg_get_bool(r, "norm_topk_prob", &c->norm_topk_prob));
   PZ_CHECK(pz_cfg_get_float(r, r->root, "routed_scaling_factor", false, &c->routed_scaling_factor));
   c->scoring_func = PZ_SCORE_SIGMOID;
   c->topk_method = PZ_TOPK_NOAUX_TC;
   c->decoder_sparse_step = 0; /* DeepSeek's rule: MoE from first_k_dense_replace on */
+  /* Dots1TopkRouter divides by the top-k sum for any k (one expert: weight 1); the MoE op normalises from two. */
+  if (dots && c->norm_topk_prob && c->num_experts_per_tok == 1)
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"norm_topk_prob\" true with num_experts_per_tok 1 is not "
+                    "supported (transformers gives the one expert weight 1, prezero normalises from 2 experts)", r->src);
+  if (dots) PZ_CHECK(check_dots1_v3_fields(r));
   return pz_cfg_check_group_routing(r, c, 2);
 }
 
-/* Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, GLM-4.5 and Phi-3 (GQA). */
+/* Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, GLM-4.5, Phi-3 and dots.llm1 (GQA). */
 pz_status pz_cfg_parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) {
   c->attn = PZ_ATTN_GQA;
   PZ_CHECK(pz_cfg_get_int(r, "hidden_size", true, false, 1, &c->hidden_size));
@@ -393,6 +479,10 @@ pz_status pz_cfg_parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) 
     return pz_error(PZ_ERR_CONFIG, "config %s: field \"num_key_value_heads\" (%lld) must divide num_attention_heads "
                     "(%lld)", r->src, (long long)c->num_key_value_heads, (long long)c->num_attention_heads);
   int64_t hd = gqa_fam[fam].head_dim;
+  const cJSON *hdj = cJSON_GetObjectItemCaseSensitive(r->root, "head_dim");
+  if (fam == FAM_DOTS1 && hdj && cJSON_IsNull(hdj)) /* Dots1Attention: getattr(config, "head_dim", ...) */
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"head_dim\" is null (transformers' Dots1Attention fails on it); "
+                    "give a number or leave it out", r->src);
   PZ_CHECK(pz_cfg_get_int(r, "head_dim", false, true, 1, &hd));
   if (hd == 0) {
     if (c->hidden_size % c->num_attention_heads)
@@ -423,8 +513,11 @@ pz_status pz_cfg_parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) 
    * Llama and Qwen3 read attention_bias (default false). o_proj has none in all six, and only
    * LlamaMLP reads mlp_bias. */
   c->attention_bias = fam == FAM_QWEN2;
-  if (fam == FAM_LLAMA || fam == FAM_QWEN3 || fam == FAM_QWEN3_MOE || fam == FAM_GLM4_MOE)
+  if (fam == FAM_LLAMA || fam == FAM_QWEN3 || fam == FAM_QWEN3_MOE || fam == FAM_GLM4_MOE || fam == FAM_DOTS1)
     PZ_CHECK(pz_cfg_get_bool(r, "attention_bias", &c->attention_bias));
+  if (fam == FAM_DOTS1 && c->attention_bias) /* Dots1Attention gives o_proj a bias too */
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"attention_bias\" is true; model_type dots1 then has an o_proj "
+                    "bias, which prezero does not run", r->src);
   if (fam == FAM_LLAMA) {
     bool mlp_bias = false;
     PZ_CHECK(pz_cfg_get_bool(r, "mlp_bias", &mlp_bias));
@@ -440,7 +533,8 @@ pz_status pz_cfg_parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) 
     PZ_CHECK(parse_partial_rotary(r, 1.0, c));
     PZ_CHECK(parse_phi3_window(r, c));
   }
-  if (fam != FAM_PHI3) PZ_CHECK(check_full_attention(r, fam, c));
+  if (fam == FAM_DOTS1) PZ_CHECK(parse_dots1_window(r, c));
+  if (fam != FAM_PHI3 && fam != FAM_DOTS1) PZ_CHECK(check_full_attention(r, fam, c));
   PZ_CHECK(check_foreign_fields(r, fam, c));
 
   /* MoE (DeepSeek-only fields stay neutral: one group, greedy, no shared experts, scale 1). */
@@ -468,8 +562,8 @@ pz_status pz_cfg_parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) 
     PZ_CHECK(pz_cfg_get_bool(r, "norm_topk_prob", &c->norm_topk_prob));
     PZ_CHECK(pz_cfg_get_int(r, "decoder_sparse_step", false, false, 1, &c->decoder_sparse_step));
     PZ_CHECK(parse_mlp_only(r, c));
-  } else if (fam == FAM_GLM4_MOE) {
-    PZ_CHECK(parse_glm4_moe(r, c));
+  } else if (fam == FAM_GLM4_MOE || fam == FAM_DOTS1) {
+    PZ_CHECK(parse_v3_moe(r, fam, c));
   } else if (fam == FAM_MIXTRAL) {
     PZ_CHECK(pz_cfg_get_int(r, "num_local_experts", true, false, 1, &c->n_routed_experts));
     PZ_CHECK(pz_cfg_get_int(r, "num_experts_per_tok", true, false, 1, &c->num_experts_per_tok));
@@ -479,7 +573,8 @@ pz_status pz_cfg_parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) 
   }
   if (c->n_routed_experts > 0 && c->num_experts_per_tok > c->n_routed_experts)
     return pz_error(PZ_ERR_CONFIG, "config %s: field \"num_experts_per_tok\" (%lld) must be in 1..%s (%lld)", r->src,
-                    (long long)c->num_experts_per_tok, fam == FAM_MIXTRAL ? "num_local_experts" : fam == FAM_GLM4_MOE ? "n_routed_experts" : "num_experts",
+                    (long long)c->num_experts_per_tok, fam == FAM_MIXTRAL ? "num_local_experts"
+                    : fam == FAM_GLM4_MOE || fam == FAM_DOTS1 ? "n_routed_experts" : "num_experts",
                     (long long)c->n_routed_experts);
   return PZ_OK;
 }

@@ -54,12 +54,12 @@ pz_status pz_cfg_rope_object(const reader *r, float *theta, const cJSON **obj, c
 pz_status pz_cfg_parse_mla(const reader *r, pz_model_config *c);
 
 /* The GQA families by model_type (config_gqa.c holds their class defaults). */
-typedef enum { FAM_LLAMA, FAM_QWEN2, FAM_QWEN3, FAM_QWEN3_MOE, FAM_MIXTRAL, FAM_MISTRAL, FAM_GLM4_MOE, FAM_PHI3, FAM_COUNT } gqa_family;
+typedef enum { FAM_LLAMA, FAM_QWEN2, FAM_QWEN3, FAM_QWEN3_MOE, FAM_MIXTRAL, FAM_MISTRAL, FAM_GLM4_MOE, FAM_PHI3, FAM_DOTS1, FAM_COUNT } gqa_family;
 
-/* The gqa_family of model_type ("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "mistral", "glm4_moe", "phi3"), or -1. */
+/* The gqa_family of model_type ("llama", "qwen2", "qwen3", "qwen3_moe", "mixtral", "mistral", "glm4_moe", "phi3", "dots1"), or -1. */
 int pz_cfg_gqa_family_of(const char *model_type);
 
-/* A GQA family's config (Llama, Mistral, Qwen2, Qwen3, Qwen3-MoE, Mixtral): reads r->root into c (c->model_type
+/* A GQA family's config (Llama, Mistral, Qwen2, Qwen3, Qwen3-MoE, Mixtral, GLM-4.5, Phi-3, dots.llm1): reads r->root into c (c->model_type
  * set by the caller), absent optional fields taking fam's class defaults; sliding windows and other families'
  * fields that change a layer's math are refused. Errors: PZ_ERR_CONFIG, one line. */
 pz_status pz_cfg_parse_gqa(const reader *r, gqa_family fam, pz_model_config *c);
