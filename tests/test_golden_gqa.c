@@ -1,6 +1,6 @@
 /* Golden test of the GQA layouts against an independent implementation: the checkpoints
  * tests/data/golden/{llama, qwen2, qwen2_tied, qwen3, qwen3_moe, mixtral, qwen3_yarn, mistral_nemo, llama32_tied,
- * glm4_moe, phi3, phi3_partial} (written by
+ * glm4_moe, phi3, phi3_partial, dots1} (written by
  * tools/make_golden_gqa.py with Hugging Face transformers, float32, eager attention, in the
  * published tensor layout) must give HF's greedy tokens and last-step logits within the file's
  * logits_atol at TP 1, 2 and 4 (TP 4 replicates every model's kv heads, TP 2 qwen2_tied's),
@@ -11,8 +11,10 @@
  * transformers >= 5 layout (mlp.gate, fused experts) decodes bit for bit as the published one;
  * broken checkpoints fail with one line naming the tensor. Negative controls show the tolerance
  * catches the llama3 RoPE scaling, glm4_moe's and phi3_partial's partial RoPE (run as full RoPE) and the
- * order of phi3's fused rows (gate and up halves, or k and v rows, exchanged in the file);
- * glm4_moe's next-token-prediction layer stub (model.layers.3.*, a bias among it) is not read. */
+ * order of phi3's fused rows (gate and up halves, or k and v rows, exchanged in the file), and dots1's router
+ * (e_score_correction_bias zeroed in the file, routed_scaling_factor run as 1, every expert group allowed);
+ * glm4_moe's next-token-prediction layer stub (model.layers.3.*, a bias among it) is not read; dots1's
+ * sliding layer limits max_position_embeddings to its window. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <string.h>
@@ -113,8 +115,9 @@ static char *config_text(const char *model, const char *from, const char *to) {
   return out;
 }
 
-/* A change to one tensor of a copy: drop it (new_name NULL, shape0 0), rename it, or give it a
- * different first dim (its data then comes from the start of the original, or zeros). */
+/* A change to one tensor of a copy: drop it (new_name NULL, shape0 0), rename it, give it a
+ * different first dim (its data then comes from the start of the original, or zeros), or, shape0 -1,
+ * zero it (same shape). */
 typedef struct edit {
   const char *name, *new_name;
   int drop;
@@ -158,13 +161,14 @@ static const char *write_copy_sw(const char *sub, const char *model, const char 
       if (strcmp(ed[k].name, t->name)) continue;
       if (ed[k].drop) keep = 0;
       if (ed[k].new_name) w.name = ed[k].new_name;
-      if (ed[k].shape0) {
+      if (ed[k].shape0 > 0) {
         w.shape[0] = ed[k].shape0;
         size_t bytes = t->nbytes / (size_t)t->shape[0] * (size_t)ed[k].shape0;
         own[i] = calloc(1, bytes);
         memcpy(own[i], t->data, bytes < t->nbytes ? bytes : t->nbytes);
         w.data = own[i];
       }
+      if (ed[k].shape0 < 0 && !own[i]) w.data = own[i] = calloc(1, t->nbytes);
     }
     for (int k = 0; k < n_sw; k++) {
       if (strcmp(sw[k].name, t->name) || own[i]) continue;
@@ -265,6 +269,12 @@ static void test_bad_checkpoints(void) {
   /* a checkpoint with separate q/k/v (Mistral-Nemo's) under model_type phi3: the fused name is asked for */
   d = write_copy("phi3_as_mistral", "mistral_nemo", "\"model_type\": \"mistral\"", "\"model_type\": \"phi3\"", NULL, 0);
   bad("phi3 config over separate q/k/v", d, PZ_ERR_NOT_FOUND, "\"model.layers.0.self_attn.qkv_proj.weight\"");
+  d = write_copy("dots1_no_q_norm", "dots1", NULL, NULL, (edit[]){{"model.layers.2.self_attn.q_norm.weight", NULL, 1, 0}}, 1);
+  bad("dots1 q_norm missing", d, PZ_ERR_NOT_FOUND, "\"model.layers.2.self_attn.q_norm.weight\"");
+  d = write_copy("dots1_shared_shape", "dots1", NULL, NULL,
+                 (edit[]){{"model.layers.1.mlp.shared_experts.gate_proj.weight", NULL, 0, 16}}, 1);
+  bad("dots1 shared expert gate_proj of one expert's width", d, PZ_ERR_SHAPE,
+      "\"model.layers.1.mlp.shared_experts.gate_proj.weight\" has shape [16, 64]");
   d = write_copy("untied", "qwen2_tied", "\"tie_word_embeddings\": true", "\"tie_word_embeddings\": false", NULL, 0);
   bad("tie_word_embeddings false without lm_head.weight", d, PZ_ERR_NOT_FOUND, "\"lm_head.weight\"");
 }
@@ -518,6 +528,33 @@ static void negative_controls_phi3(const golden *g, const char *model) {
   }
 }
 
+/* dots1: its sliding layer (layer 2, max_window_layers 2) limits max_position_embeddings 128 to the window 64;
+ * the file with e_score_correction_bias zeroed, and the config with routed_scaling_factor 1 or with every
+ * expert group allowed (topk_group = n_group = 4), miss HF's logits: the tolerance resolves each part of the
+ * DeepSeek-V3 router (the q/k norms' share is expected.json's sensitivity). */
+static void negative_controls_dots1(const golden *g) {
+  pz_model_config c;
+  CHECK_OK(pz_checkpoint_load_config(g->dir, &c));
+  CHECK(c.max_position_embeddings == 64 && c.qk_norm && c.n_group == 4 && c.topk_group == 2 && c.n_shared_experts == 2);
+  static int32_t tok[MAXP][MAXS];
+  static float lg[MAXP * MAXV];
+  static const edit zero_bias[] = {{"model.layers.1.mlp.gate.e_score_correction_bias", NULL, 0, -1},
+                                   {"model.layers.2.mlp.gate.e_score_correction_bias", NULL, 0, -1}};
+  const struct { const char *sub, *what, *from, *to; const edit *ed; int n_ed; } ctl[] = {
+      {"dots1_no_bias", "e_score_correction_bias zeroed", NULL, NULL, zero_bias, 2},
+      {"dots1_scale_1", "routed_scaling_factor 2.5 run as 1", "\"routed_scaling_factor\": 2.5",
+       "\"routed_scaling_factor\": 1.0", NULL, 0},
+      {"dots1_all_groups", "topk_group 2 run as 4 (no group limit)", "\"topk_group\": 2", "\"topk_group\": 4", NULL, 0},
+  };
+  for (int k = 0; k < 3; k++) {
+    const char *d = write_copy(ctl[k].sub, "dots1", ctl[k].from, ctl[k].to, ctl[k].ed, ctl[k].n_ed);
+    CHECK_OK(golden_run_cpu(d, g, 0, g->n, 2, 0, tok, lg));
+    double m = golden_max_diff(lg, g->logits, g->n * g->vocab);
+    printf("negative control (dots1 %s): max |logit - HF| = %.4f, must exceed %.4f\n", ctl[k].what, m, g->atol);
+    CHECK(m > g->atol);
+  }
+}
+
 int main(void) {
   if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 1; }
   setenv("PREZERO_PROGRESS", "0", 1);
@@ -535,15 +572,17 @@ int main(void) {
   check_rows("phi3", 1);
   check_rows("phi3", 2);
   check_rows("phi3", 4);
+  check_rows("dots1", 4);
   test_bad_checkpoints();
 
   /* mistral_nemo: model_type mistral with head_dim given != hidden_size / heads (Mistral-Nemo);
    * llama32_tied: Llama 3.2's tied embeddings with llama3 RoPE scaling; glm4_moe: GLM-4.5's partial RoPE,
    * q/k/v biases and q/k norms with DeepSeek-V3's routed + shared experts; phi3: Phi-3 / Phi-4's fused
    * qkv_proj and gate_up_proj; phi3_partial: with Phi-4-mini's partial RoPE (0.75), tied embeddings and a
-   * sliding window below max_position_embeddings. */
+   * sliding window below max_position_embeddings; dots1: dots.llm1's q/k norms with DeepSeek-V3's grouped routing
+   * (4 groups, 2 chosen), two shared experts' width and a sliding layer whose window covers the sequences. */
   static const char *models[] = {"llama", "qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "mixtral", "qwen3_yarn",
-                                 "mistral_nemo", "llama32_tied", "glm4_moe", "phi3", "phi3_partial"};
+                                 "mistral_nemo", "llama32_tied", "glm4_moe", "phi3", "phi3_partial", "dots1"};
   static golden g;
   for (int i = 0; i < (int)(sizeof models / sizeof models[0]); i++) {
     char d[700];
@@ -555,6 +594,7 @@ int main(void) {
     if (!strcmp(models[i], "mixtral")) check_mixtral_fused(&g);
     if (!strcmp(models[i], "glm4_moe")) negative_control_glm(&g);
     if (!strncmp(models[i], "phi3", 4)) negative_controls_phi3(&g, models[i]);
+    if (!strcmp(models[i], "dots1")) negative_controls_dots1(&g);
   }
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);

@@ -48,6 +48,16 @@ the CUDA GEMMs' shape limits hold too):
   embeddings, with default RoPE (Phi-4-mini's longrope is refused by prezero), and sliding_window 64 below
   max_position_embeddings 128 (Phi-3-mini-4k's 2047 under 4096): transformers masks nothing in sequences of at
   most 64 tokens, and prezero limits max_position_embeddings to the window.
+- dots1: dots.llm1's layout (Dots1ForCausalLM, model_type dots1): Qwen3's attention (per-head q_norm / k_norm, no
+  biases, full RoPE, head_dim hidden_size / num_attention_heads = 16 as the published config leaves it out) with
+  DeepSeek-V3's MoE: layer 0 dense (first_k_dense_replace 1), layers 1-2 with 8 experts in 4 groups of 2, top-2
+  within the best topk_group 2 groups over sigmoid scores + e_score_correction_bias (F32, drawn U(0, 0.3) so that
+  the bias moves selections), norm_topk_prob, routed_scaling_factor 2.5 and n_shared_experts 2 (one shared MLP
+  of 2 * moe_intermediate_size); sliding_window 64 with max_window_layers 2 (layer 2 a sliding layer) under
+  max_position_embeddings 128: transformers masks nothing in sequences of at most 64 tokens, and prezero limits
+  max_position_embeddings to the window. Router margin as glm4_moe's. Besides the stored sensitivity (q/k norms
+  removed) it prints, and stores under "controls", the HF logits' change with the correction bias zeroed, with
+  routed_scaling_factor 1 and with every group allowed (topk_group = n_group).
 
 Why the comparison is meaningful and what tolerance it allows (as make_golden.py):
 - Every weight is rounded to bf16 before it goes into the float32 HF model and is saved as BF16,
@@ -145,6 +155,15 @@ GLM4_MOE = dict(COMMON, architectures=["Glm4MoeForCausalLM"], model_type="glm4_m
                 max_position_embeddings=128, rms_norm_eps=1e-5, rope_theta=10000.0, rope_scaling=None,
                 num_nextn_predict_layers=1)
 
+# dots.llm1's layout (model_type dots1), small: grouped routing (4 groups, 2 chosen), two shared experts' width,
+# one dense layer first, routed_scaling_factor 2.5, and a sliding layer whose window covers every test sequence.
+DOTS1 = dict(COMMON, architectures=["Dots1ForCausalLM"], model_type="dots1", intermediate_size=64,
+             moe_intermediate_size=16, num_hidden_layers=3, n_routed_experts=8, num_experts_per_tok=2,
+             n_shared_experts=2, n_group=4, topk_group=2, first_k_dense_replace=1, norm_topk_prob=True,
+             routed_scaling_factor=2.5, attention_bias=False, max_position_embeddings=128, rms_norm_eps=1e-5,
+             rope_theta=10000000.0, rope_scaling=None, sliding_window=64, max_window_layers=2)
+BIAS_SCALE = {"dots1": 0.3}  # e_score_correction_bias ~ U(0, scale); 0.05 otherwise
+
 CLASSES = {
     "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM),
     "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
@@ -154,12 +173,15 @@ CLASSES = {
     "mixtral": (transformers.MixtralConfig, transformers.MixtralForCausalLM),
     "glm4_moe": (transformers.Glm4MoeConfig, transformers.Glm4MoeForCausalLM),
     "phi3": (transformers.Phi3Config, transformers.Phi3ForCausalLM),
+    "dots1": (transformers.Dots1Config, transformers.Dots1ForCausalLM),
 }
 
 
 def hf_model(cfg):
-    kw = {k: v for k, v in cfg.items() if k not in ("architectures", "model_type", "torch_dtype", "rope_theta",
-                                                    "rope_scaling", "max_window_layers")}
+    drop = ("architectures", "model_type", "torch_dtype", "rope_theta", "rope_scaling")
+    if cfg["model_type"] != "dots1":  # Dots1Config places its sliding layers by it
+        drop += ("max_window_layers",)
+    kw = {k: v for k, v in cfg.items() if k not in drop}
     conf_cls, model_cls = CLASSES[cfg["model_type"]]
     c = conf_cls(**kw)
     rs = cfg["rope_scaling"]
@@ -183,7 +205,7 @@ def fill_weights(model, cfg, seed):
         if tied and k == "lm_head.weight":
             continue
         if k.endswith("e_score_correction_bias"):  # f32, as make_golden.py's DeepSeek-V3
-            new[k] = torch.rand(v.shape, generator=g) * 0.05
+            new[k] = torch.rand(v.shape, generator=g) * BIAS_SCALE.get(cfg["model_type"], 0.05)
         elif k.endswith("norm.weight") or k.endswith("layernorm.weight"):
             new[k] = mg.bf16(1.0 + 0.1 * torch.randn(v.shape, generator=g))
         elif k.endswith("embed_tokens.weight"):
@@ -260,14 +282,14 @@ class RouterGap:
 
 
 class GlmRouterGap:
-    """Forward hooks on glm4_moe's routers: the smallest gap of the selection, on the scores it selects by
+    """Forward hooks on glm4_moe's and dots1's routers: the smallest gap of the selection, on the scores it selects by
     (sigmoid(logit) + e_score_correction_bias): the topk_group-th minus the next group score (sum of a group's
     top 2) and, within the kept groups, the k-th minus the (k+1)-th expert score."""
 
     def __init__(self, model):
         self.gap = float("inf")
         for m in model.modules():
-            if type(m).__name__ == "Glm4MoeTopkRouter":
+            if type(m).__name__ in ("Glm4MoeTopkRouter", "Dots1TopkRouter"):
                 m.register_forward_hook(self.hook)
 
     def hook(self, mod, inp, out):
@@ -297,6 +319,16 @@ def ablated(cfg, model, what):
         m.load_state_dict(model.state_dict(), strict=True)
         return m
     m = copy.deepcopy(model)
+    if what in ("score_bias", "scaling_1", "all_groups"):  # dots1's router: one of its settings undone
+        for mod in m.modules():
+            if type(mod).__name__.endswith("TopkRouter"):
+                if what == "score_bias":
+                    mod.e_score_correction_bias.zero_()
+                elif what == "scaling_1":
+                    mod.routed_scaling_factor = 1.0
+                else:
+                    mod.topk_group = mod.num_group
+        return m
     if what == "gate_up_swap":  # phi3: gate rows and up rows of every fused gate_up_proj exchanged
         for mod in m.modules():
             if hasattr(mod, "gate_up_proj"):
@@ -317,7 +349,13 @@ def ablated(cfg, model, what):
 
 SENSITIVITY = {"llama": "rope_scaling", "llama32": "rope_scaling", "qwen2": "bias", "qwen3": "qk_norm", "qwen3_moe": "qk_norm",
                "qwen3_yarn": "rope_scaling", "glm4": "partial_rotary", "phi3": "gate_up_swap",
-               "phi3_partial": "partial_rotary"}
+               "phi3_partial": "partial_rotary", "dots1": "qk_norm"}
+CONTROLS = {"dots1": ("score_bias", "scaling_1", "all_groups")}  # further ablations, stored under "controls"
+
+
+def max_change(cfg, model, what, prompts, tokens, logits):
+    ab = last_logits(ablated(cfg, model, what), prompts, tokens)
+    return round(max(float((a - torch.from_numpy(b)).abs().max()) for a, b in zip(ab, logits)), 4)
 
 
 def make(name, cfg, out_root, seed):
@@ -325,7 +363,7 @@ def make(name, cfg, out_root, seed):
     fill_weights(model, cfg, seed)
     tensors = published_tensors(model, cfg)
     moe = "num_experts" in cfg or "num_local_experts" in cfg or "n_routed_experts" in cfg
-    glm = cfg["model_type"] == "glm4_moe"
+    glm = cfg["model_type"] in ("glm4_moe", "dots1")  # DeepSeek-V3's router
     gap = (GlmRouterGap(model) if glm else RouterGap(model, cfg["num_experts_per_tok"])) if moe else None
     rng = np.random.default_rng(seed)
     prompts, tokens, logits, margins, rgaps = [], [], [], [], []
@@ -360,15 +398,17 @@ def make(name, cfg, out_root, seed):
     family = name.split("_tied")[0].replace("glm4_moe", "glm4")
     if family in SENSITIVITY:
         what = SENSITIVITY[family]
-        ab = last_logits(ablated(cfg, model, what), prompts, tokens)
-        d = max(float((a - torch.from_numpy(b)).abs().max()) for a, b in zip(ab, logits))
-        exp["sensitivity"] = {"removed": what, "max_abs_logit_change": round(d, 4)}
+        exp["sensitivity"] = {"removed": what, "max_abs_logit_change": max_change(cfg, model, what, prompts, tokens,
+                                                                                logits)}
+    if family in CONTROLS:
+        exp["controls"] = {w: max_change(cfg, model, w, prompts, tokens, logits) for w in CONTROLS[family]}
     exp["generator"] = {"transformers": transformers.__version__, "torch": torch.__version__, "dtype": "float32",
                         "attention": "eager", "seed": seed, "prompt_draws": tries}
     with open(os.path.join(out_dir, "expected.json"), "w") as f:
         json.dump(exp, f, indent=1)
     extra = f" router margin {min(rgaps):.3f}" if rgaps else ""
     sens = f" sensitivity {exp['sensitivity']}" if "sensitivity" in exp else ""
+    sens += f" controls {exp['controls']}" if "controls" in exp else ""
     print(f"{name}: prompts {prompts} tokens {tokens} min margin {min(margins):.3f}{extra} |logit| max {scale:.2f} "
           f"atol {atol} ({tries} prompt draws){sens}")
 
@@ -376,7 +416,7 @@ def make(name, cfg, out_root, seed):
 MODELS = [("llama", LLAMA, 11), ("qwen2", QWEN2, 12), ("qwen2_tied", QWEN2_TIED, 13), ("qwen3", QWEN3, 14),
           ("qwen3_moe", QWEN3_MOE, 15), ("mixtral", MIXTRAL, 16), ("qwen3_yarn", QWEN3_YARN, 17),
           ("mistral_nemo", MISTRAL_NEMO, 18), ("llama32_tied", LLAMA32_TIED, 19), ("glm4_moe", GLM4_MOE, 20),
-          ("phi3", PHI3, 21), ("phi3_partial", PHI3_PARTIAL, 22)]
+          ("phi3", PHI3, 21), ("phi3_partial", PHI3_PARTIAL, 22), ("dots1", DOTS1, 23)]
 
 
 def main():
