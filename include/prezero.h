@@ -14,7 +14,7 @@ extern "C" {
 
 /* ------------------------------------------------------------------ decode engine
  * An engine holds one model's per-rank decode graph (MLA + MoE layouts: DeepSeek-V2, V2-Lite, V3,
- * Kimi-K2 / K2.5; GQA layouts: Llama, Mistral, Qwen2 / Qwen3 (dense and MoE), Mixtral) after the graph passes, plus the storage of every TP rank: seeded random weights
+ * Kimi-K2 / K2.5; GQA layouts: Llama, Mistral, Qwen2 / Qwen3 (dense and MoE), Mixtral, Phi-3 / Phi-4, dots.llm1, GLM-4.5) after the graph passes, plus the storage of every TP rank: seeded random weights
  * and a KV cache pre-filled with seeded random content up to `context` tokens per sequence.
  * pz_engine_step() runs one greedy decode step for a batch. */
 typedef struct pz_engine pz_engine;

@@ -10,7 +10,7 @@
 static void usage(FILE *f) {
   fprintf(f,
           "prezero: decodes LLMs (DeepSeek-V2 / V3 / Kimi-K2 MLA + MoE; Llama, Mistral, Qwen2 / 3, Qwen3-MoE, Mixtral,\n"
-          "Phi-3 / Phi-4, dots.llm1 GQA; GLM-4.5 on the CPU) with the zeroing of\n"
+          "Phi-3 / Phi-4, dots.llm1, GLM-4.5 GQA) with the zeroing of\n"
           "split-K GEMM outputs moved into the fused all-reduce + RMSNorm kernel before them (CPU or CUDA)\n"
           "usage: prezero <command> [options]\n"
           "  run      decode steps of a model preset or config.json (default: tiny, CPU)\n"
