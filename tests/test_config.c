@@ -286,10 +286,37 @@ static void test_size_bound(void) {
   }
 }
 
+/* norm_topk_prob with one expert per token: refused under deepseek_v3 / kimi_k2 (transformers' router
+ * gives the expert weight 1, the MoE op its score), accepted under deepseek_v2 and without model_type
+ * (DeepSeek's code normalises from two experts, as the op does), and with norm_topk_prob false. */
+static void test_top1_norm(void) {
+  static const char *const mts[] = {"deepseek_v3", "kimi_k2", "deepseek_v2", NULL};
+  static const int refused[] = {1, 1, 0, 0};
+  char t[8192], u[8400];
+  pz_model_config c;
+  make(t, sizeof t, "num_experts_per_tok", "1");
+  for (int i = 0; i < 4; i++) {
+    if (mts[i]) snprintf(u, sizeof u, "{\"model_type\": \"%s\",%s", mts[i], t + 1);
+    else snprintf(u, sizeof u, "%s", t);
+    pz_status st = pz_config_parse(u, strlen(u), "top1", &c);
+    if (refused[i]) {
+      CHECK(st == PZ_ERR_CONFIG && strstr(pz_last_error(), "\"norm_topk_prob\" true with num_experts_per_tok 1") &&
+            !strchr(pz_last_error(), '\n'));
+    } else {
+      CHECK_OK(st);
+      CHECK(c.num_experts_per_tok == 1 && c.norm_topk_prob);
+    }
+  }
+  make(t, sizeof t, "norm_topk_prob", "false");
+  snprintf(u, sizeof u, "{\"model_type\": \"deepseek_v3\",%s", t + 1);
+  CHECK_OK(pz_config_parse(u, strlen(u), "top1", &c)); /* top-6 without normalising: accepted as before */
+}
+
 int main(void) {
   if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
   test_hf_saved();
   test_size_bound();
+  test_top1_norm();
   pz_model_config c;
   char text[8192], wrapped[8400];
 

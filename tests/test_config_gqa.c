@@ -825,6 +825,11 @@ static void test_dots1(void) {
   BAD(dots_inst, OV({"num_experts_per_tok", NULL}), "\"num_experts_per_tok\"");
   BAD2(dots_inst, OV({"num_experts_per_tok", "1"}), "\"norm_topk_prob\"", "num_experts_per_tok 1");
   CHECK_OK(PARSE(dots_inst, OV({"num_experts_per_tok", "1"}, {"norm_topk_prob", "false"}), &c));
+  /* The same rule for every family whose transformers router divides by the top-1 sum (weight 1), where
+   * the MoE op gives the expert its score: Qwen3-MoE and GLM-4.5 too; Mixtral's top-k softmax is 1 anyway. */
+  BAD2(qwen3_moe, OV({"num_experts_per_tok", "1"}), "\"norm_topk_prob\"", "num_experts_per_tok 1");
+  CHECK_OK(PARSE(qwen3_moe, OV({"num_experts_per_tok", "1"}, {"norm_topk_prob", "false"}), &c));
+  BAD2(glm45_air, OV({"num_experts_per_tok", "1"}), "\"norm_topk_prob\"", "num_experts_per_tok 1");
   BAD2(dots_inst, OV({"n_group", "4"}, {"topk_group", "null"}), "\"topk_group\" is null", "n_group 4");
   BAD2(dots_inst, OV({"n_group", "3"}), "\"n_group\" (3)", "n_routed_experts (128)");
   BAD2(dots_inst, OV({"n_group", "8"}, {"topk_group", "9"}), "\"topk_group\" (9)", "n_group (8)");

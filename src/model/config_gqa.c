@@ -454,10 +454,6 @@ static pz_status parse_v3_moe(const reader *r, gqa_family fam, pz_model_config *
   c->scoring_func = PZ_SCORE_SIGMOID;
   c->topk_method = PZ_TOPK_NOAUX_TC;
   c->decoder_sparse_step = 0; /* DeepSeek's rule: MoE from first_k_dense_replace on */
-  /* Dots1TopkRouter divides by the top-k sum for any k (one expert: weight 1); the MoE op normalises from two. */
-  if (dots && c->norm_topk_prob && c->num_experts_per_tok == 1)
-    return pz_error(PZ_ERR_CONFIG, "config %s: field \"norm_topk_prob\" true with num_experts_per_tok 1 is not "
-                    "supported (transformers gives the one expert weight 1, prezero normalises from 2 experts)", r->src);
   if (dots) PZ_CHECK(check_dots1_v3_fields(r));
   return pz_cfg_check_group_routing(r, c, 2);
 }
