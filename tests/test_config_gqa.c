@@ -666,6 +666,7 @@ static void test_phi3(void) {
   BAD2(phi4, OV({"partial_rotary_factor", "null"}), "\"partial_rotary_factor\" is null", "(1)");
   BAD2(phi4, OV({"partial_rotary_factor", "1.5"}), "\"partial_rotary_factor\"", "(0, 1]");
   BAD2(phi4, OV({"partial_rotary_factor", "0.1171875"}), "\"partial_rotary_factor\"", "15 rotary dims"); /* odd */
+  BAD2(phi4, OV({"head_dim", "null"}), "\"head_dim\" is null", "Phi3Attention"); /* None ** -0.5 in transformers */
   BAD(phi4, OV({"hidden_act", "\"gelu_new\""}), "\"hidden_act\"");
   BAD(phi4, OV({"num_key_value_heads", "7"}), "\"num_key_value_heads\"");
   BAD(phi4, OV({"intermediate_size", NULL}), "\"intermediate_size\"");

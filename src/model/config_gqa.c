@@ -476,9 +476,11 @@ pz_status pz_cfg_parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) 
                     "(%lld)", r->src, (long long)c->num_key_value_heads, (long long)c->num_attention_heads);
   int64_t hd = gqa_fam[fam].head_dim;
   const cJSON *hdj = cJSON_GetObjectItemCaseSensitive(r->root, "head_dim");
-  if (fam == FAM_DOTS1 && hdj && cJSON_IsNull(hdj)) /* Dots1Attention: getattr(config, "head_dim", ...) */
-    return pz_error(PZ_ERR_CONFIG, "config %s: field \"head_dim\" is null (transformers' Dots1Attention fails on it); "
-                    "give a number or leave it out", r->src);
+  /* Dots1Attention and Phi3Attention: head_dim = getattr(config, "head_dim", hidden_size // heads), None for a
+   * null one, and the attention scale head_dim**-0.5 fails on it (the other families read null as absent) */
+  if ((fam == FAM_DOTS1 || fam == FAM_PHI3) && hdj && cJSON_IsNull(hdj))
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"head_dim\" is null (transformers' %s fails on it); "
+                    "give a number or leave it out", r->src, fam == FAM_DOTS1 ? "Dots1Attention" : "Phi3Attention");
   PZ_CHECK(pz_cfg_get_int(r, "head_dim", false, true, 1, &hd));
   if (hd == 0) {
     if (c->hidden_size % c->num_attention_heads)
