@@ -122,6 +122,7 @@ typedef struct edit {
   const char *name, *new_name;
   int drop;
   int64_t shape0;
+  const char *copy_from; /* non-NULL: the data of this tensor of the file (the same byte count) */
 } edit;
 
 /* Rows [a, a + n) and [b, b + n) of tensor `name` of a copy exchanged. */
@@ -169,6 +170,8 @@ static const char *write_copy_sw(const char *sub, const char *model, const char 
         w.data = own[i];
       }
       if (ed[k].shape0 < 0 && !own[i]) w.data = own[i] = calloc(1, t->nbytes);
+      for (int j = 0; ed[k].copy_from && j < sf->n; j++)
+        if (!strcmp(sf->t[j].name, ed[k].copy_from) && sf->t[j].nbytes == t->nbytes) w.data = sf->t[j].data;
     }
     for (int k = 0; k < n_sw; k++) {
       if (strcmp(sw[k].name, t->name) || own[i]) continue;
@@ -228,51 +231,69 @@ static void bad(const char *what, const char *dir, pz_status want, const char *n
 
 static void test_bad_checkpoints(void) {
   const char *d;
-  d = write_copy("no_k_proj", "llama", NULL, NULL, (edit[]){{"model.layers.1.self_attn.k_proj.weight", NULL, 1, 0}}, 1);
+  /* tie_word_embeddings true over a stored lm_head.weight: refused where the two differ (transformers 4
+   * and 5 read such a file differently); run when they are the same bytes (the tied model as saved
+   * with both tensors), with the logits of the untied original, whose head it then is. */
+  d = write_copy("tied_head_differs", "llama", "\"tie_word_embeddings\": false", "\"tie_word_embeddings\": true", NULL, 0);
+  bad("tied config, a different lm_head.weight", d, PZ_ERR_CONFIG, "\"lm_head.weight\" differs from \"model.embed_tokens.weight\"");
+  d = write_copy("tied_head_same", "llama", "\"tie_word_embeddings\": false", "\"tie_word_embeddings\": true",
+                 (edit[]){{"lm_head.weight", NULL, 0, 0, "model.embed_tokens.weight"}}, 1);
+  {
+    pz_engine_config ec = PZ_ENGINE_CONFIG_INIT;
+    ec.model_dir = d;
+    ec.tp = 2;
+    ec.context = 0;
+    ec.max_steps = 4;
+    ec.device = PZ_DEVICE_CPU;
+    pz_engine *e = NULL;
+    CHECK_OK(pz_engine_create(&ec, &e));
+    pz_engine_destroy(e);
+  }
+  d = write_copy("no_k_proj", "llama", NULL, NULL, (edit[]){{"model.layers.1.self_attn.k_proj.weight", NULL, 1, 0, NULL}}, 1);
   bad("k_proj missing", d, PZ_ERR_NOT_FOUND, "\"model.layers.1.self_attn.k_proj.weight\"");
-  d = write_copy("v_proj_shape", "llama", NULL, NULL, (edit[]){{"model.layers.0.self_attn.v_proj.weight", NULL, 0, 16}}, 1);
+  d = write_copy("v_proj_shape", "llama", NULL, NULL, (edit[]){{"model.layers.0.self_attn.v_proj.weight", NULL, 0, 16, NULL}}, 1);
   bad("v_proj [16, 64] instead of [32, 64]", d, PZ_ERR_SHAPE, "\"model.layers.0.self_attn.v_proj.weight\" has shape [16, 64]");
-  d = write_copy("no_q_bias", "qwen2", NULL, NULL, (edit[]){{"model.layers.0.self_attn.q_proj.bias", NULL, 1, 0}}, 1);
+  d = write_copy("no_q_bias", "qwen2", NULL, NULL, (edit[]){{"model.layers.0.self_attn.q_proj.bias", NULL, 1, 0, NULL}}, 1);
   bad("q_proj.bias missing", d, PZ_ERR_NOT_FOUND, "\"model.layers.0.self_attn.q_proj.bias\"");
-  d = write_copy("k_bias_shape", "qwen2", NULL, NULL, (edit[]){{"model.layers.1.self_attn.k_proj.bias", NULL, 0, 64}}, 1);
+  d = write_copy("k_bias_shape", "qwen2", NULL, NULL, (edit[]){{"model.layers.1.self_attn.k_proj.bias", NULL, 0, 64, NULL}}, 1);
   bad("k_proj.bias [64]", d, PZ_ERR_SHAPE, "\"model.layers.1.self_attn.k_proj.bias\" has shape [64]");
-  d = write_copy("no_up_proj", "qwen3", NULL, NULL, (edit[]){{"model.layers.1.mlp.up_proj.weight", NULL, 1, 0}}, 1);
+  d = write_copy("no_up_proj", "qwen3", NULL, NULL, (edit[]){{"model.layers.1.mlp.up_proj.weight", NULL, 1, 0, NULL}}, 1);
   bad("up_proj missing", d, PZ_ERR_NOT_FOUND, "\"model.layers.1.mlp.up_proj.weight\"");
-  d = write_copy("no_k_norm", "qwen3", NULL, NULL, (edit[]){{"model.layers.0.self_attn.k_norm.weight", NULL, 1, 0}}, 1);
+  d = write_copy("no_k_norm", "qwen3", NULL, NULL, (edit[]){{"model.layers.0.self_attn.k_norm.weight", NULL, 1, 0, NULL}}, 1);
   bad("k_norm missing", d, PZ_ERR_NOT_FOUND, "\"model.layers.0.self_attn.k_norm.weight\"");
-  d = write_copy("no_expert", "qwen3_moe", NULL, NULL, (edit[]){{"model.layers.2.mlp.experts.5.down_proj.weight", NULL, 1, 0}}, 1);
+  d = write_copy("no_expert", "qwen3_moe", NULL, NULL, (edit[]){{"model.layers.2.mlp.experts.5.down_proj.weight", NULL, 1, 0, NULL}}, 1);
   bad("qwen3_moe expert 5 down_proj missing", d, PZ_ERR_NOT_FOUND, "\"model.layers.2.mlp.experts.5.down_proj.weight\"");
-  d = write_copy("no_w3", "mixtral", NULL, NULL, (edit[]){{"model.layers.1.block_sparse_moe.experts.3.w3.weight", NULL, 1, 0}}, 1);
+  d = write_copy("no_w3", "mixtral", NULL, NULL, (edit[]){{"model.layers.1.block_sparse_moe.experts.3.w3.weight", NULL, 1, 0, NULL}}, 1);
   bad("mixtral expert 3 w3 missing", d, PZ_ERR_NOT_FOUND, "\"model.layers.1.block_sparse_moe.experts.3.w3.weight\"");
-  d = write_copy("no_router", "mixtral", NULL, NULL, (edit[]){{"model.layers.0.block_sparse_moe.gate.weight", NULL, 1, 0}}, 1);
+  d = write_copy("no_router", "mixtral", NULL, NULL, (edit[]){{"model.layers.0.block_sparse_moe.gate.weight", NULL, 1, 0, NULL}}, 1);
   bad("mixtral router missing", d, PZ_ERR_NOT_FOUND, "\"model.layers.0.block_sparse_moe.gate.weight\"");
   d = write_copy("no_score_bias", "glm4_moe", NULL, NULL,
-                 (edit[]){{"model.layers.2.mlp.gate.e_score_correction_bias", NULL, 1, 0}}, 1);
+                 (edit[]){{"model.layers.2.mlp.gate.e_score_correction_bias", NULL, 1, 0, NULL}}, 1);
   bad("glm4_moe e_score_correction_bias missing", d, PZ_ERR_NOT_FOUND, "\"model.layers.2.mlp.gate.e_score_correction_bias\"");
   d = write_copy("no_shared", "glm4_moe", NULL, NULL,
-                 (edit[]){{"model.layers.1.mlp.shared_experts.up_proj.weight", NULL, 1, 0}}, 1);
+                 (edit[]){{"model.layers.1.mlp.shared_experts.up_proj.weight", NULL, 1, 0, NULL}}, 1);
   bad("glm4_moe shared expert up_proj missing", d, PZ_ERR_NOT_FOUND, "\"model.layers.1.mlp.shared_experts.up_proj.weight\"");
-  d = write_copy("glm_no_v_bias", "glm4_moe", NULL, NULL, (edit[]){{"model.layers.0.self_attn.v_proj.bias", NULL, 1, 0}}, 1);
+  d = write_copy("glm_no_v_bias", "glm4_moe", NULL, NULL, (edit[]){{"model.layers.0.self_attn.v_proj.bias", NULL, 1, 0, NULL}}, 1);
   bad("glm4_moe v_proj.bias missing", d, PZ_ERR_NOT_FOUND, "\"model.layers.0.self_attn.v_proj.bias\"");
   /* phi3: the fused tensors, named as stored */
-  d = write_copy("phi3_no_qkv", "phi3", NULL, NULL, (edit[]){{"model.layers.1.self_attn.qkv_proj.weight", NULL, 1, 0}}, 1);
+  d = write_copy("phi3_no_qkv", "phi3", NULL, NULL, (edit[]){{"model.layers.1.self_attn.qkv_proj.weight", NULL, 1, 0, NULL}}, 1);
   bad("phi3 qkv_proj missing", d, PZ_ERR_NOT_FOUND, "\"model.layers.1.self_attn.qkv_proj.weight\" (for layers.1.");
-  d = write_copy("phi3_qkv_shape", "phi3", NULL, NULL, (edit[]){{"model.layers.0.self_attn.qkv_proj.weight", NULL, 0, 96}}, 1);
+  d = write_copy("phi3_qkv_shape", "phi3", NULL, NULL, (edit[]){{"model.layers.0.self_attn.qkv_proj.weight", NULL, 0, 96, NULL}}, 1);
   bad("phi3 qkv_proj [96, 64] instead of [128, 64]", d, PZ_ERR_SHAPE,
       "\"model.layers.0.self_attn.qkv_proj.weight\" has shape [96, 64], config.json implies [128, 64]");
-  d = write_copy("phi3_no_gate_up", "phi3", NULL, NULL, (edit[]){{"model.layers.0.mlp.gate_up_proj.weight", NULL, 1, 0}}, 1);
+  d = write_copy("phi3_no_gate_up", "phi3", NULL, NULL, (edit[]){{"model.layers.0.mlp.gate_up_proj.weight", NULL, 1, 0, NULL}}, 1);
   bad("phi3 gate_up_proj missing", d, PZ_ERR_NOT_FOUND, "\"model.layers.0.mlp.gate_up_proj.weight\"");
   d = write_copy("phi3_gate_up_shape", "phi3_partial", NULL, NULL,
-                 (edit[]){{"model.layers.1.mlp.gate_up_proj.weight", NULL, 0, 128}}, 1);
+                 (edit[]){{"model.layers.1.mlp.gate_up_proj.weight", NULL, 0, 128, NULL}}, 1);
   bad("phi3 gate_up_proj [128, 64] instead of [256, 64]", d, PZ_ERR_SHAPE,
       "\"model.layers.1.mlp.gate_up_proj.weight\" has shape [128, 64], config.json implies [256, 64]");
   /* a checkpoint with separate q/k/v (Mistral-Nemo's) under model_type phi3: the fused name is asked for */
   d = write_copy("phi3_as_mistral", "mistral_nemo", "\"model_type\": \"mistral\"", "\"model_type\": \"phi3\"", NULL, 0);
   bad("phi3 config over separate q/k/v", d, PZ_ERR_NOT_FOUND, "\"model.layers.0.self_attn.qkv_proj.weight\"");
-  d = write_copy("dots1_no_q_norm", "dots1", NULL, NULL, (edit[]){{"model.layers.2.self_attn.q_norm.weight", NULL, 1, 0}}, 1);
+  d = write_copy("dots1_no_q_norm", "dots1", NULL, NULL, (edit[]){{"model.layers.2.self_attn.q_norm.weight", NULL, 1, 0, NULL}}, 1);
   bad("dots1 q_norm missing", d, PZ_ERR_NOT_FOUND, "\"model.layers.2.self_attn.q_norm.weight\"");
   d = write_copy("dots1_shared_shape", "dots1", NULL, NULL,
-                 (edit[]){{"model.layers.1.mlp.shared_experts.gate_proj.weight", NULL, 0, 16}}, 1);
+                 (edit[]){{"model.layers.1.mlp.shared_experts.gate_proj.weight", NULL, 0, 16, NULL}}, 1);
   bad("dots1 shared expert gate_proj of one expert's width", d, PZ_ERR_SHAPE,
       "\"model.layers.1.mlp.shared_experts.gate_proj.weight\" has shape [16, 64]");
   d = write_copy("untied", "qwen2_tied", "\"tie_word_embeddings\": true", "\"tie_word_embeddings\": false", NULL, 0);
@@ -538,8 +559,8 @@ static void negative_controls_dots1(const golden *g) {
   CHECK(c.max_position_embeddings == 64 && c.qk_norm && c.n_group == 4 && c.topk_group == 2 && c.n_shared_experts == 2);
   static int32_t tok[MAXP][MAXS];
   static float lg[MAXP * MAXV];
-  static const edit zero_bias[] = {{"model.layers.1.mlp.gate.e_score_correction_bias", NULL, 0, -1},
-                                   {"model.layers.2.mlp.gate.e_score_correction_bias", NULL, 0, -1}};
+  static const edit zero_bias[] = {{"model.layers.1.mlp.gate.e_score_correction_bias", NULL, 0, -1, NULL},
+                                   {"model.layers.2.mlp.gate.e_score_correction_bias", NULL, 0, -1, NULL}};
   const struct { const char *sub, *what, *from, *to; const edit *ed; int n_ed; } ctl[] = {
       {"dots1_no_bias", "e_score_correction_bias zeroed", NULL, NULL, zero_bias, 2},
       {"dots1_scale_1", "routed_scaling_factor 2.5 run as 1", "\"routed_scaling_factor\": 2.5",

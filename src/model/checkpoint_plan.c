@@ -427,6 +427,23 @@ static pz_status plan_one(pz_checkpoint *ck, const pz_model_config *c, const pz_
   return get_src(ck, hf, nm, nd, full, t->dtype, &p->s[0]);
 }
 
+/* tie_word_embeddings true while the checkpoint also holds an lm_head.weight: the graph reads the
+ * embedding for the LM head. Hugging Face transformers' versions disagree on such a file (4.x ties the
+ * head to the embedding, 5.x keeps the stored lm_head.weight), so unless the two tensors are the same
+ * bytes it is refused rather than run as one of them. */
+static pz_status check_tied_head(const pz_checkpoint *ck) {
+  char fe[600], fl[600];
+  const pz_st_tensor *e = ck_find(ck, "model.embed_tokens.weight", fe, sizeof fe);
+  const pz_st_tensor *l = ck_find(ck, "lm_head.weight", fl, sizeof fl);
+  if (!e || !l) return PZ_OK;
+  bool same = e->dtype == l->dtype && e->ndim == l->ndim && e->nbytes == l->nbytes;
+  for (int k = 0; same && k < e->ndim; k++) same = e->shape[k] == l->shape[k];
+  if (same && (!e->nbytes || !memcmp(e->data, l->data, e->nbytes))) return PZ_OK;
+  return pz_error(PZ_ERR_CONFIG, "checkpoint %s: config.json sets tie_word_embeddings true but \"%s\" differs from \"%s\" "
+                  "(transformers 4 uses the embedding, 5 the stored head); set tie_word_embeddings false to use %s, or "
+                  "remove it from the checkpoint to use the embedding", ck->dir, fl, fe, fl);
+}
+
 pz_status pz_checkpoint_plan(pz_checkpoint *ck, const pz_model_config *c, const pz_graph *g) {
   if (!ck || !c || !g) return pz_error(PZ_ERR_INVALID_ARG, "pz_checkpoint_plan: NULL argument");
   pz_ck_free_plans(ck);
@@ -442,6 +459,10 @@ pz_status pz_checkpoint_plan(pz_checkpoint *ck, const pz_model_config *c, const 
   else if (!pz_checkpoint_find(ck, "model.embed_tokens.weight") &&
            pz_checkpoint_find(ck, "model.language_model.embed_tokens.weight"))
     ck->lm_inner = true; /* and lm_head.weight (or the tied embedding) as it is */
+  if (ck->tie_word_embeddings || c->tie_word_embeddings) {
+    pz_status st = check_tied_head(ck);
+    if (st != PZ_OK) { pz_ck_free_plans(ck); return st; }
+  }
   ck->total_bytes = ck->done_bytes = 0;
   for (int i = 0; i < g->n_tensors; i++) {
     const pz_tensor *t = &g->tensors[i];
