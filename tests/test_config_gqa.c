@@ -52,6 +52,9 @@ static const preset_want presets[] = {
      * one dense layer first (intermediate_size), then 128 experts of 1408 with one shared */
     {"glm4_5_air", "glm4_moe", 4096, 46, 96, 8, 128, 10944, 1408, 128, 8, 151552, 131072, 1e-5, 1000000,
      PZ_ROPE_DEFAULT, 1, 1, 1, 131072, true, false, true, PZ_SCORE_SIGMOID},
+    /* microsoft/phi-4: phi3 (fused qkv_proj / gate_up_proj in the checkpoint), 40 heads over 10 kv heads */
+    {"phi_4", "phi3", 5120, 40, 40, 10, 128, 17920, 0, 0, 0, 100352, 16384, 1e-5, 250000, PZ_ROPE_DEFAULT, 1, 1, 1,
+     16384, false, false, false, PZ_SCORE_SOFTMAX},
     /* The tiny test layouts. */
     {"tiny_llama", "llama", 64, 2, 4, 2, 16, 96, 0, 0, 0, 256, 512, 1e-5, 10000, PZ_ROPE_LLAMA3, 4, 1, 4, 128, false,
      false, false, PZ_SCORE_SOFTMAX},
@@ -180,7 +183,8 @@ static void test_presets(void) {
   check_params("qwen3_32b", 32.8, 32.8, 1);          /* "Number of Parameters: 32.8B" */
   check_params("qwen3_30b_a3b", 30.5, 3.3, 1);       /* "30.5B in total and 3.3B activated" */
   check_params("qwen3_235b_a22b", 235, 22, 0);       /* "235B in total and 22B activated" */
-  check_params("mixtral_8x7b", 46.7, 12.9, 1);       /* "46.7B total parameters but only uses 12.9B per token" */
+  check_params("mixtral_8x7b", 46.7, 12.9, 1);
+  check_params("phi_4", 14, 14, 0);                  /* "14B parameters, dense decoder-only Transformer" */       /* "46.7B total parameters but only uses 12.9B per token" */
 }
 
 /* ------------------------------------------------------------------ inline JSON */
