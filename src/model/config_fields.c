@@ -151,6 +151,15 @@ pz_status pz_cfg_check_duplicates(const reader *r, const cJSON *obj, const char 
   return st;
 }
 
+pz_status pz_cfg_get_trunk(const reader *r, bool required, pz_model_config *c) {
+  PZ_CHECK(pz_cfg_get_int(r, "hidden_size", required, false, 1, &c->hidden_size));
+  PZ_CHECK(pz_cfg_get_int(r, "num_hidden_layers", required, false, 1, &c->num_hidden_layers));
+  if (c->num_hidden_layers > PZ_CONFIG_MAX_LAYERS)
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"num_hidden_layers\" is %lld, must be <= %d", r->src,
+                    (long long)c->num_hidden_layers, PZ_CONFIG_MAX_LAYERS);
+  return pz_cfg_get_int(r, "num_attention_heads", required, false, 1, &c->num_attention_heads);
+}
+
 pz_status pz_cfg_check_group_routing(const reader *r, const pz_model_config *c, int64_t min_per_group) {
   const int64_t E = c->n_routed_experts;
   if (E % c->n_group || E / c->n_group < min_per_group)

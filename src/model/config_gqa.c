@@ -425,6 +425,22 @@ static pz_status parse_v3_groups(const reader *r, bool dots, pz_model_config *c)
   return PZ_OK;
 }
 
+/* c->n_routed_experts from the config's own field `name` or from num_local_experts, which transformers
+ * >= 5 maps it to (the config's attribute_map) and which save_pretrained then writes alone: either is
+ * read (>= min), and both must agree. */
+static pz_status read_experts(const reader *r, const char *name, int64_t min, pz_model_config *c) {
+  const bool has_own = cJSON_GetObjectItemCaseSensitive(r->root, name) != NULL;
+  const bool has_nle = cJSON_GetObjectItemCaseSensitive(r->root, "num_local_experts") != NULL;
+  int64_t nle = -1;
+  if (has_nle) PZ_CHECK(pz_cfg_get_int(r, "num_local_experts", true, false, min, &nle));
+  PZ_CHECK(pz_cfg_get_int(r, name, !has_nle, false, min, &c->n_routed_experts));
+  if (!has_own) c->n_routed_experts = nle;
+  else if (has_nle && nle != c->n_routed_experts)
+    return pz_error(PZ_ERR_CONFIG, "config %s: fields \"%s\" (%lld) and \"num_local_experts\" (%lld) disagree; give one",
+                    r->src, name, (long long)c->n_routed_experts, (long long)nle);
+  return PZ_OK;
+}
+
 /* DeepSeek-V3's MoE as Glm4MoeConfig and Dots1Config read it: the router (sigmoid scores,
  * e_score_correction_bias, noaux_tc group selection) and shared experts, layers from first_k_dense_replace
  * on. Glm4MoeConfig's defaults: n_shared_experts 1, first_k_dense_replace 1, norm_topk_prob true;
@@ -432,15 +448,7 @@ static pz_status parse_v3_groups(const reader *r, bool dots, pz_model_config *c)
  * norm_topk_prob false. */
 static pz_status parse_v3_moe(const reader *r, gqa_family fam, pz_model_config *c) {
   const bool dots = fam == FAM_DOTS1;
-  const bool has_nre = cJSON_GetObjectItemCaseSensitive(r->root, "n_routed_experts") != NULL;
-  const bool has_nle = cJSON_GetObjectItemCaseSensitive(r->root, "num_local_experts") != NULL;
-  int64_t nle = -1;
-  if (has_nle) PZ_CHECK(pz_cfg_get_int(r, "num_local_experts", true, false, 1, &nle));
-  PZ_CHECK(pz_cfg_get_int(r, "n_routed_experts", !has_nle, false, 1, &c->n_routed_experts));
-  if (!has_nre) c->n_routed_experts = nle;
-  else if (has_nle && nle != c->n_routed_experts)
-    return pz_error(PZ_ERR_CONFIG, "config %s: fields \"n_routed_experts\" (%lld) and \"num_local_experts\" (%lld) "
-                    "disagree; give one", r->src, (long long)c->n_routed_experts, (long long)nle);
+  PZ_CHECK(read_experts(r, "n_routed_experts", 1, c));
   PZ_CHECK(pz_cfg_get_int(r, "num_experts_per_tok", true, false, 1, &c->num_experts_per_tok));
   PZ_CHECK(pz_cfg_get_int(r, "moe_intermediate_size", true, false, 1, &c->moe_intermediate_size));
   c->n_shared_experts = 1;
@@ -461,12 +469,7 @@ static pz_status parse_v3_moe(const reader *r, gqa_family fam, pz_model_config *
 /* Llama, Qwen2, Qwen3, Qwen3-MoE, Mixtral, GLM-4.5, Phi-3 and dots.llm1 (GQA). */
 pz_status pz_cfg_parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) {
   c->attn = PZ_ATTN_GQA;
-  PZ_CHECK(pz_cfg_get_int(r, "hidden_size", true, false, 1, &c->hidden_size));
-  PZ_CHECK(pz_cfg_get_int(r, "num_hidden_layers", true, false, 1, &c->num_hidden_layers));
-  if (c->num_hidden_layers > PZ_CONFIG_MAX_LAYERS)
-    return pz_error(PZ_ERR_CONFIG, "config %s: field \"num_hidden_layers\" is %lld, must be <= %d", r->src,
-                    (long long)c->num_hidden_layers, PZ_CONFIG_MAX_LAYERS);
-  PZ_CHECK(pz_cfg_get_int(r, "num_attention_heads", true, false, 1, &c->num_attention_heads));
+  PZ_CHECK(pz_cfg_get_trunk(r, true, c));
   /* Absent: the class default; null: num_attention_heads (every class's None rule). */
   int64_t kvh = gqa_fam[fam].kv_heads ? gqa_fam[fam].kv_heads : c->num_attention_heads;
   PZ_CHECK(pz_cfg_get_int(r, "num_key_value_heads", false, true, 1, &kvh));
@@ -543,18 +546,8 @@ pz_status pz_cfg_parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) 
   c->scoring_func = PZ_SCORE_SOFTMAX;
   c->routed_scaling_factor = 1.f;
   if (fam == FAM_QWEN3_MOE) {
-    /* transformers >= 5 maps num_experts to num_local_experts (Qwen3MoeConfig.attribute_map) and
-     * save_pretrained writes only the latter; earlier releases and the published files write
-     * num_experts. Either is read; both must agree. */
-    const bool has_ne = cJSON_GetObjectItemCaseSensitive(r->root, "num_experts") != NULL;
-    const bool has_nle = cJSON_GetObjectItemCaseSensitive(r->root, "num_local_experts") != NULL;
-    int64_t nle = -1;
-    if (has_nle) PZ_CHECK(pz_cfg_get_int(r, "num_local_experts", true, false, 0, &nle));
-    PZ_CHECK(pz_cfg_get_int(r, "num_experts", !has_nle, false, 0, &c->n_routed_experts));
-    if (!has_ne) c->n_routed_experts = nle;
-    else if (has_nle && nle != c->n_routed_experts)
-      return pz_error(PZ_ERR_CONFIG, "config %s: fields \"num_experts\" (%lld) and \"num_local_experts\" (%lld) "
-                      "disagree; give one", r->src, (long long)c->n_routed_experts, (long long)nle);
+    /* num_experts (earlier releases, the published files) or num_local_experts (transformers >= 5) */
+    PZ_CHECK(read_experts(r, "num_experts", 0, c));
     PZ_CHECK(pz_cfg_get_int(r, "num_experts_per_tok", true, false, 1, &c->num_experts_per_tok));
     PZ_CHECK(pz_cfg_get_int(r, "moe_intermediate_size", true, false, 1, &c->moe_intermediate_size));
     PZ_CHECK(pz_cfg_get_bool(r, "norm_topk_prob", &c->norm_topk_prob));

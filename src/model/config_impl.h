@@ -35,6 +35,10 @@ pz_status pz_cfg_get_bool(const reader *r, const char *field, bool *v);
  * default when absent. Another string: PZ_ERR_CONFIG listing the supported ones. */
 pz_status pz_cfg_get_enum(const reader *r, const char *field, const char *const *names, int n, int *idx);
 
+/* The fields every layout has: hidden_size, num_hidden_layers (at most PZ_CONFIG_MAX_LAYERS) and
+ * num_attention_heads, each >= 1 (required: absent is PZ_ERR_CONFIG, else they keep their values). */
+pz_status pz_cfg_get_trunk(const reader *r, bool required, pz_model_config *c);
+
 /* The group routing of c (n_routed_experts > 0, num_experts_per_tok, n_group, topk_group, as read):
  * n_group divides the experts into groups of at least min_per_group (2 where a group scores by its
  * top-2 experts), topk_group <= n_group, and the chosen groups hold num_experts_per_tok experts.

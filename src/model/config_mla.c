@@ -95,12 +95,7 @@ pz_status pz_cfg_parse_mla(const reader *r, pz_model_config *c) {
       !cJSON_GetObjectItemCaseSensitive(r->root, "kv_lora_rank"))
     return pz_error(PZ_ERR_CONFIG, "config %s: required fields \"kv_lora_rank\" and \"q_lora_rank\" are missing (the MLA "
                     "ranks, q_lora_rank null for V2-Lite)", r->src);
-  PZ_CHECK(pz_cfg_get_int(r, "hidden_size", req, false, 1, &c->hidden_size));
-  PZ_CHECK(pz_cfg_get_int(r, "num_hidden_layers", req, false, 1, &c->num_hidden_layers));
-  if (c->num_hidden_layers > PZ_CONFIG_MAX_LAYERS)
-    return pz_error(PZ_ERR_CONFIG, "config %s: field \"num_hidden_layers\" is %lld, must be <= %d", r->src,
-                    (long long)c->num_hidden_layers, PZ_CONFIG_MAX_LAYERS);
-  PZ_CHECK(pz_cfg_get_int(r, "num_attention_heads", req, false, 1, &c->num_attention_heads));
+  PZ_CHECK(pz_cfg_get_trunk(r, req, c));
   /* transformers' DeepseekV2/V3 attention: q_lora_rank None means q_proj (no q LoRA), any other
    * value is the width of q_a_proj, so 0 is not "none" but an empty layer: refused. */
   const cJSON *qlr = cJSON_GetObjectItemCaseSensitive(r->root, "q_lora_rank");
