@@ -6,6 +6,24 @@
 #include <string.h>
 #include "prezero.h"
 
+/* An engine made from ec decodes `steps` greedy steps at batch 2 from first[2] (then each step's
+ * tokens), then is destroyed. toks [steps x 2]; logits (NULL: not read) the last step's [2 x vocab_size].
+ * Errors: those of pz_engine_create / pz_engine_step / pz_engine_logits. */
+static inline pz_status pz_test_greedy2(const pz_engine_config *ec, int steps, const int32_t first[2], int32_t *toks,
+                                        float *logits) {
+  pz_engine *e = NULL;
+  PZ_CHECK(pz_engine_create(ec, &e));
+  int32_t in[2] = {first[0], first[1]};
+  pz_status st = PZ_OK;
+  for (int s = 0; s < steps && st == PZ_OK; s++) {
+    st = pz_engine_step(e, 2, in, toks + 2 * s);
+    memcpy(in, toks + 2 * s, sizeof in);
+  }
+  if (st == PZ_OK && logits) st = pz_engine_logits(e, 2, logits);
+  pz_engine_destroy(e);
+  return st;
+}
+
 /* Greedy tokens of 3 steps at batch 2 (prompts 3 and 99, then each step's tokens) and the last step's
  * logits, on the CPU with the prezero pass off: model (NULL: the tiny preset, or a config path), layers
  * (0: all), quant (PZ_QUANT_*), tp, seed. tok [3 x 2], lg [2 x vocab_size]. Errors: those of
@@ -23,17 +41,8 @@ static inline pz_status pz_test_decode3(const char *model, int layers, int quant
   ec.prezero = 0;
   ec.threads = 2;
   ec.quant = quant;
-  pz_engine *e = NULL;
-  PZ_CHECK(pz_engine_create(&ec, &e));
-  int32_t in[2] = {3, 99};
-  pz_status st = PZ_OK;
-  for (int s = 0; s < 3 && st == PZ_OK; s++) {
-    st = pz_engine_step(e, 2, in, tok + 2 * s);
-    memcpy(in, tok + 2 * s, sizeof in);
-  }
-  if (st == PZ_OK) st = pz_engine_logits(e, 2, lg);
-  pz_engine_destroy(e);
-  return st;
+  static const int32_t first[2] = {3, 99};
+  return pz_test_greedy2(&ec, 3, first, tok, lg);
 }
 
 /* Greedy decode of the checkpoint in directory `model_dir` on the CPU, prezero off, one thread, from
@@ -51,17 +60,7 @@ static inline pz_status pz_test_decode_dir(const char *model_dir, int tp, int st
   ec.prezero = 0;
   ec.threads = 1;
   ec.device = PZ_DEVICE_CPU;
-  pz_engine *e = NULL;
-  PZ_CHECK(pz_engine_create(&ec, &e));
-  int32_t in[2] = {first[0], first[1]};
-  pz_status st = PZ_OK;
-  for (int s = 0; s < steps && st == PZ_OK; s++) {
-    st = pz_engine_step(e, 2, in, toks + 2 * s);
-    memcpy(in, toks + 2 * s, sizeof in);
-  }
-  if (st == PZ_OK && logits) st = pz_engine_logits(e, 2, logits);
-  pz_engine_destroy(e);
-  return st;
+  return pz_test_greedy2(&ec, steps, first, toks, logits);
 }
 
 #endif
