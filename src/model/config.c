@@ -46,11 +46,11 @@ static const char *model_type_of(const cJSON *root, const cJSON *outer) {
  * own modeling code, which transformers' DeepseekV2 follows by not normalising at all) normalises from
  * two experts up, giving it its score. The two disagree, so such a config is refused rather than run as
  * one of them. deepseek_v2 (and a config without model_type, read as that family) agrees with the op;
- * Mixtral's softmax over the top k is weight 1 either way. st: the family parser's status. */
-static pz_status check_top1_norm(const reader *r, const pz_model_config *c, pz_status st) {
-  if (st != PZ_OK || !c->norm_topk_prob || c->num_experts_per_tok != 1 || c->n_routed_experts <= 0 ||
+ * Mixtral's softmax over the top k is weight 1 either way. */
+static pz_status check_top1_norm(const reader *r, const pz_model_config *c) {
+  if (!c->norm_topk_prob || c->num_experts_per_tok != 1 || c->n_routed_experts <= 0 ||
       c->scoring_func == PZ_SCORE_TOPK_SOFTMAX || !c->model_type[0] || !strcmp(c->model_type, "deepseek_v2"))
-    return st;
+    return PZ_OK;
   return pz_error(PZ_ERR_CONFIG, "config %s: field \"norm_topk_prob\" true with num_experts_per_tok 1 is not supported "
                   "(transformers gives the one expert weight 1, prezero's MoE op its score); set norm_topk_prob false "
                   "or num_experts_per_tok >= 2", r->src);
@@ -64,7 +64,7 @@ static pz_status parse_root(const reader *r, const cJSON *outer, pz_model_config
   const char *mt = model_type_of(r->root, outer);
   snprintf(c->model_type, sizeof c->model_type, "%s", mt ? mt : "");
   int fam = mt ? pz_cfg_gqa_family_of(mt) : -1;
-  if (fam >= 0) return check_top1_norm(r, c, pz_cfg_parse_gqa(r, (gqa_family)fam, c));
+  if (fam >= 0) return pz_cfg_parse_gqa(r, (gqa_family)fam, c);
   /* No MLA field and a model_type outside the families: another family (Gemma, Phi-2, ...), not a
    * broken DeepSeek config. deepseek_v2 / deepseek_v3 / a kimi_* model_type, no model_type, or any
    * MLA field means a DeepSeek config with a field missing: the field reader names it. Other deepseek
@@ -98,7 +98,7 @@ static pz_status parse_root(const reader *r, const cJSON *outer, pz_model_config
                     "family (deepseek_v2, deepseek_v3, kimi_k2: MLA) and llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, "
                     "glm4_moe, phi3, dots1 (GQA)",
                     r->src, mt);
-  return check_top1_norm(r, c, pz_cfg_parse_mla(r, c));
+  return pz_cfg_parse_mla(r, c);
 }
 
 /* Every key and string value under obj (an object or array) must be valid UTF-8, as Python's json
@@ -209,6 +209,7 @@ pz_status pz_config_parse(const char *json, size_t len, const char *source, pz_m
     r.root = tc;
   }
   pz_status st = parse_root(&r, tc ? root : NULL, out);
+  if (st == PZ_OK) st = check_top1_norm(&r, out);
   if (st == PZ_OK) st = pz_cfg_parse_quant(&r, tc ? root : NULL, &out->quant);
   if (st == PZ_OK) {
     out->text_config = tc != NULL;
