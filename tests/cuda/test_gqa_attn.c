@@ -1,5 +1,5 @@
 /* CUDA GQA decode op (src/backend/cuda/gqa.h) against pz_ref_gqa_attention: GQA ratios 1, 2, 4,
- * 8, 16 and 20 (two head tiles), head_dim 16, 32, 64 and 128, qk-norm on and off, default / llama3 / yarn
+ * 8, 16 and 20 (two head tiles), head_dim 16, 32, 64, 96 and 128, qk-norm on and off, default / llama3 / yarn
  * RoPE, partial RoPE (rotary_dim 16 / 24 of 32, 64 of 128: GLM-4.5), contexts 1, 63, 64, 65, 300 and 8192 with mixed lengths in one batch, forced split counts,
  * a CUDA graph replayed as positions advance, the cache append (rows beyond pos are never read
  * or written: NaN sentinels), run-to-run determinism, the oproj_prezero slot set vs unset
@@ -103,6 +103,10 @@ static const shape R4D32P = {"ratio 4 (8/2, d32, qk-norm, rotary 16)", 8, 2, 32,
 static const shape R2D32P = {"ratio 2 (4/2, d32, rotary 24, llama3)", 4, 2, 32, 128, 0,
                              {.theta = 10000, .factor = 4, .original_max_position_embeddings = 128,
                               .type = PZ_ROPE_LLAMA3, .low_freq_factor = 1, .high_freq_factor = 4}, 24};
+/* head_dim 96 (Phi-3-mini / Phi-3.5-mini: 32 heads, 32 kv heads, hidden 3072): TP 4's 8/8, and a
+ * grouped layout with qk-norm and partial RoPE (rotary 64 of 96) over the same kernel instance. */
+static const shape PHI3_MINI_TP4 = {"phi-3-mini tp4 (8/8, d96)", 8, 8, 96, 3072, 0, ROPE_DEFAULT(10000), 0};
+static const shape R4D96 = {"ratio 4 (8/2, d96, qk-norm, rotary 64)", 8, 2, 96, 768, 1, ROPE_DEFAULT(10000), 64};
 
 /* One layer: params (hidden H, and the identity-o_proj twin of hidden heads*d) and weights. */
 typedef struct layer {
@@ -591,6 +595,8 @@ int main(void) {
     run_shape(&R4D32P, ms, 2, ctx, quick ? 4 : 5);
     run_shape(&R2D32P, ms + 1, 1, ctx, quick ? 4 : 5);
     run_shape(&GLM_AIR_TP8, ms + 1, 1, ctx, quick ? 3 : 5);
+    run_shape(&PHI3_MINI_TP4, ms, 2, ctx, quick ? 3 : 5);
+    run_shape(&R4D96, ms + 1, 1, ctx, quick ? 4 : 5);
     if (!quick) {
       run_shape(&R16, ms, 2, ctx, 5);
       run_shape(&L70_TP8, ms, 2, ctx, 5);
@@ -609,6 +615,7 @@ int main(void) {
       run_shape(&Q3_30B, m4 + 1, 1, c8k, 1);
       run_shape(&R16, m1, 1, c8k, 1);
       run_shape(&GLM_AIR_TP8, m4 + 1, 1, c8k, 1);
+      run_shape(&PHI3_MINI_TP4, m4 + 1, 1, c8k, 1);
     }
   }
   {

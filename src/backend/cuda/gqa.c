@@ -54,8 +54,8 @@ pz_status pz_gqa_cuda_create(const pz_gqa_params *p, int m_max, pz_gemm_ctx *gem
   if (heads < 1 || kvh < 1 || heads % kvh || p->hidden < 1 || p->max_ctx < 1 || p->max_ctx > INT32_MAX)
     return pz_error(PZ_ERR_UNSUPPORTED, "gqa cuda: %lld heads over %lld kv heads (a multiple), max_ctx %lld unsupported",
                     (long long)heads, (long long)kvh, (long long)p->max_ctx);
-  if (d != 16 && d != 32 && d != 64 && d != 128)
-    return pz_error(PZ_ERR_UNSUPPORTED, "gqa cuda: head_dim %lld unsupported (the attention kernel has 16, 32, 64 and 128)",
+  if (d != 16 && d != 32 && d != 64 && d != 96 && d != 128)
+    return pz_error(PZ_ERR_UNSUPPORTED, "gqa cuda: head_dim %lld unsupported (the attention kernel has 16, 32, 64, 96 and 128)",
                     (long long)d);
   const int64_t rd = p->rotary_dim ? p->rotary_dim : d; /* partial RoPE (GLM-4.5): the first rd dims */
   if (rd < 2 || rd % 2 || rd > d)

@@ -10,7 +10,7 @@
 extern "C" {
 #endif
 
-#define PZ_GQA_MAX_D 128      /* head_dim limit of the CUDA op (instances: 16, 32, 64, 128) */
+#define PZ_GQA_MAX_D 128      /* head_dim limit of the CUDA op (instances: 16, 32, 64, 96, 128) */
 #define PZ_GQA_BN 64          /* KV positions per attention tile (16 per warp, 4 warps) */
 #define PZ_GQA_HT 16          /* query heads per attention CTA (one m16 tensor-core tile) */
 #define PZ_GQA_MAX_SPLITS 64  /* KV splits per sequence, at most */

@@ -421,6 +421,7 @@ attn_fn pick_attn(int d) {
     case 16: return gqa_attn_kernel<16>;
     case 32: return gqa_attn_kernel<32>;
     case 64: return gqa_attn_kernel<64>;
+    case 96: return gqa_attn_kernel<96>; /* Phi-3-mini / Phi-3.5-mini */
     case 128: return gqa_attn_kernel<128>;
     default: return nullptr;
   }
@@ -433,6 +434,7 @@ extern "C" size_t pz_gqa_k_attn_smem(int d) {
     case 16: return AttnCfg<16>::SMEM;
     case 32: return AttnCfg<32>::SMEM;
     case 64: return AttnCfg<64>::SMEM;
+    case 96: return AttnCfg<96>::SMEM;
     case 128: return AttnCfg<128>::SMEM;
     default: return 0;
   }
@@ -440,7 +442,7 @@ extern "C" size_t pz_gqa_k_attn_smem(int d) {
 
 extern "C" pz_status pz_gqa_k_setup(int d, int *ctas_per_sm) {
   attn_fn f = pick_attn(d);
-  if (!f) return pz_error(PZ_ERR_UNSUPPORTED, "gqa cuda: no attention kernel for head_dim %d (16, 32, 64 and 128 have one)", d);
+  if (!f) return pz_error(PZ_ERR_UNSUPPORTED, "gqa cuda: no attention kernel for head_dim %d (16, 32, 64, 96 and 128 have one)", d);
   const size_t smem = pz_gqa_k_attn_smem(d);
   PZ_CUDA_CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   int n = 0;
