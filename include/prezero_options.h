@@ -200,15 +200,7 @@ typedef struct pz_runtime_opts {
                                        * CTAs free first take them; a CTA that started late runs fewer);
                                        * -1 unset (the default) or 0 item i on CTA i mod grid, as before.
                                        * Bit-identical; no effect with moe_l2pf on the stored INT4 layout.
-                                       * Off by default: on the H200 it gained 1-2.4 % at TP 2 / 4 and lost
-                                       * 1.5-2.5 % at TP 1, m 32-64 (bench/moe/NOTES.md). Added in 0.2.0 */
-  int moe_pdl;                        /* PREZERO_MOE_PDL: -1 unset or 1 (the default) the INT4 / FP8 MoE op
-                                       * launches its gather, expert kernels and combine with programmatic
-                                       * dependent launch (Hopper): each may start while the kernel ahead of
-                                       * it runs and waits for it (griddepcontrol.wait) before it touches
-                                       * memory; the down kernel first hints its first work item's weights
-                                       * into L2 (tiled INT4 layout). 0 (or PREZERO_PDL=0) plain stream
-                                       * order. Bit-identical. Added last */
+                                       * Not yet timed on a GPU, hence off by default. Added last */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. o NULL: nothing happens. */

@@ -279,7 +279,7 @@ int main(void) {
                                           {"PREZERO_MLA_PROJ", "tc"}, {"PREZERO_MOE_W4_UP_REGS", "3"},
                                           {"PREZERO_MLP_GEMM", "2"}, {"PREZERO_MLP_GEMM", "gemm"},
                                           {"PREZERO_MLP_ONE_GU", "2"}, {"PREZERO_MOE_W4_WAVES", "2"},
-                                          {"PREZERO_MOE_ROUTE_KEYS", "keys"}, {"PREZERO_MOE_DYNAMIC", "2"}, {"PREZERO_MOE_PDL", "on"},
+                                          {"PREZERO_MOE_ROUTE_KEYS", "keys"}, {"PREZERO_MOE_DYNAMIC", "2"},
                                           {"PREZERO_CPU_THREADS", " 8"}, {"PREZERO_CPU_THREADS", "+8"},
                                           {"PREZERO_GEMM_SPLITS", "2 "},
                                           {"PREZERO_CUDA_GRAPH_SIZES", "yes"},
@@ -390,8 +390,7 @@ int main(void) {
         {"PREZERO_MLP_GEMM", offsetof(pz_runtime_opts, mlp_gemm)},
         {"PREZERO_MLP_ONE_GU", offsetof(pz_runtime_opts, mlp_one_gu)},
         {"PREZERO_MOE_W4_WAVES", offsetof(pz_runtime_opts, moe_w4_waves)},
-        {"PREZERO_MOE_ROUTE_KEYS", offsetof(pz_runtime_opts, moe_route_keys)},
-        {"PREZERO_MOE_PDL", offsetof(pz_runtime_opts, moe_pdl)}};
+        {"PREZERO_MOE_ROUTE_KEYS", offsetof(pz_runtime_opts, moe_route_keys)}};
     for (size_t i = 0; i < sizeof sw / sizeof sw[0]; i++) {
       const int *field = (const int *)((const char *)&ro + sw[i].off);
       CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && *field == -1);

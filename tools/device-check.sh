@@ -299,7 +299,7 @@ for s in $sections; do
       done ;;
     quant_ab)  # issue 15: bench moe --quant int4 per W4A16 K split; PZ_AB_LIST items like dn4, dn1:up1
       # (dnN --w4-wk-dn N, upN --w4-wk-up N; kN --w4-kernel N, an option of tree b81288b only; PZ_WK_ARGS as in quant_wk)
-      # nodirect: PREZERO_MOE_DIRECT=0, nopdl: PREZERO_MOE_PDL=0, dyn: PREZERO_MOE_DYNAMIC=1 (items claimed from a counter), forkN: PREZERO_MOE_FORK=N, formerup: PREZERO_MOE_W4_UP_REGS=0, mlp0 / mlp1: PREZERO_MLP_GEMM=0 / 1 (the shared
+      # nodirect: PREZERO_MOE_DIRECT=0, dyn: PREZERO_MOE_DYNAMIC=1 (items claimed from a counter), forkN: PREZERO_MOE_FORK=N, formerup: PREZERO_MOE_W4_UP_REGS=0, mlp0 / mlp1: PREZERO_MLP_GEMM=0 / 1 (the shared
       # expert fused / as GEMMs), gu0: PREZERO_MLP_ONE_GU=0 (gate and up as two GEMMs), waves0: PREZERO_MOE_W4_WAVES=0 (gate/up's split by the fill rule), builtin: an empty GEMM cache (the
       # built-in table, not the private cache that a tune section filled), refcache: the GEMM cache in $PZ_REF_CACHE
       # (e.g. a former built-in table saved as a cache file), base: the defaults (other tokens, e.g. r2, only name a repeat)
@@ -307,7 +307,7 @@ for s in $sections; do
         args="" envs=""
         for t in ${item//:/ }; do
           case $t in formerup) envs="$envs PREZERO_MOE_W4_UP_REGS=0" ;; k*) args="$args --w4-kernel ${t#k}" ;; dn*) args="$args --w4-wk-dn ${t#dn}" ;; up*) args="$args --w4-wk-up ${t#up}" ;;
-            nodirect) envs="$envs PREZERO_MOE_DIRECT=0" ;; nopdl) envs="$envs PREZERO_MOE_PDL=0" ;; dyn) envs="$envs PREZERO_MOE_DYNAMIC=1" ;; fork[012]) envs="$envs PREZERO_MOE_FORK=${t#fork}" ;; mlp0|mlp1) envs="$envs PREZERO_MLP_GEMM=${t#mlp}" ;; gu0) envs="$envs PREZERO_MLP_ONE_GU=0" ;; waves0) envs="$envs PREZERO_MOE_W4_WAVES=0" ;;
+            nodirect) envs="$envs PREZERO_MOE_DIRECT=0" ;; dyn) envs="$envs PREZERO_MOE_DYNAMIC=1" ;; fork[012]) envs="$envs PREZERO_MOE_FORK=${t#fork}" ;; mlp0|mlp1) envs="$envs PREZERO_MLP_GEMM=${t#mlp}" ;; gu0) envs="$envs PREZERO_MLP_ONE_GU=0" ;; waves0) envs="$envs PREZERO_MOE_W4_WAVES=0" ;;
             builtin) mkdir -p $W/empty_cache; envs="$envs PREZERO_CACHE_DIR=$W/empty_cache" ;;
             refcache) envs="$envs PREZERO_CACHE_DIR=${PZ_REF_CACHE:?refcache needs PZ_REF_CACHE, a cache directory}" ;; esac
         done

@@ -63,13 +63,9 @@ static int outside_bound(const float *got, const float *ref, int m, int64_t H) {
  * the gather did not reset leaves items unrun. With wk 1 the two counters are read back: each holds the number
  * of items its kernel ran (n_work x row tiles of 128) when the grid had fewer CTAs than items, else 0 (no
  * claims); past 4 CTAs per SM (more than any grid of these kernels) it must be the item count, and such a
- * claim is counted in g_claims. tk: scratch of m x H floats.
- * pdl 1: the same checks for programmatic dependent launch (moe_q.h pdl: the gather, expert kernels and
- * combine each scheduled while the kernel ahead runs, waiting for it before they touch memory; the down kernel
- * hints its first item into L2 before that wait) against plain stream order, with the static schedule and
- * with the dynamic one (both schedules under pdl; the counters as above). */
+ * claim is counted in g_claims. tk: scratch of m x H floats. */
 static int g_claims; /* launches in which the kernels had to claim items (checked at the end of main) */
-static void schedule_case(const pz_moe_q_args *a, float *tk, int pdl) {
+static void dynamic_case(const pz_moe_q_args *a, float *tk) {
   const int m = a->m;
   const int64_t H = a->H, I = a->p.inter;
   const size_t nout = (size_t)m * H;
@@ -79,29 +75,25 @@ static void schedule_case(const pz_moe_q_args *a, float *tk, int pdl) {
   int dev = 0, sms = 0;
   CHECK(cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess);
   const size_t nw_off = ((size_t)4 * m * a->p.top_k + 255) / 256 * 256; /* moe_q_common.cuh layout_of: pairs, n_work */
-  for (int v = 0; v < (pdl ? 4 : 2) && want; v++) {
-    const int wk1 = v & 1, dyn = pdl ? v >> 1 : 1;
+  for (int wk1 = 0; wk1 < 2 && want; wk1++) {
     pz_moe_q_args c = *a;
     if (wk1) c.w4_wk_up = c.w4_wk_dn = 1;
     c.items_dynamic = 0;
-    c.pdl = 0;
     CHECK_OK(pz_moe_w4a16_launch(&c, s));
     CHECK(cudaStreamSynchronize(s) == cudaSuccess);
     cudaMemcpy(want, (const void *)c.out, 4 * nout, cudaMemcpyDeviceToHost);
-    c.items_dynamic = dyn;
-    c.pdl = pdl;
+    c.items_dynamic = 1;
     CHECK(cudaMemsetAsync(c.out, 0xff, 4 * nout, s) == cudaSuccess);
     CHECK(cudaMemsetAsync(c.workspace, 0xff, c.workspace_bytes, s) == cudaSuccess);
     CHECK_OK(pz_moe_w4a16_launch(&c, s));
     CHECK(cudaStreamSynchronize(s) == cudaSuccess);
     cudaMemcpy(tk, (const void *)c.out, 4 * nout, cudaMemcpyDeviceToHost);
     if (memcmp(tk, want, 4 * nout)) {
-      fprintf(stderr, "m %d, %s splits, %s layout: the %s schedule%s differs from the static one\n", m,
-              wk1 ? "unsplit" : "default", c.w4_tiled ? "tiled" : "stored", dyn ? "dynamic" : "static",
-              pdl ? " with programmatic dependent launch" : "");
+      fprintf(stderr, "m %d, %s splits, %s layout: the dynamic item schedule differs from the static one\n", m,
+              wk1 ? "unsplit" : "default", c.w4_tiled ? "tiled" : "stored");
       pz_test_failures++;
     }
-    if (wk1 && dyn) {
+    if (wk1) {
       int nw[3] = {0, 0, 0};
       cudaMemcpy(nw, (const char *)c.workspace + nw_off, sizeof nw, cudaMemcpyDeviceToHost);
       const int64_t items[2] = {(int64_t)nw[0] * ((I + 127) / 128), (int64_t)nw[0] * ((H + 127) / 128)};
@@ -129,8 +121,8 @@ static void schedule_case(const pz_moe_q_args *a, float *tk, int pdl) {
       CHECK(cudaStreamSynchronize(s) == cudaSuccess);
       cudaMemcpy(tk, (const void *)c.out, 4 * nout, cudaMemcpyDeviceToHost);
       if (memcmp(tk, want, 4 * nout)) {
-        fprintf(stderr, "m %d, %s splits: graph replay %d of the %s schedule%s differs\n", m,
-                wk1 ? "unsplit" : "default", r, dyn ? "dynamic" : "static", pdl ? " with programmatic dependent launch" : "");
+        fprintf(stderr, "m %d, %s splits: graph replay %d of the dynamic schedule differs\n", m,
+                wk1 ? "unsplit" : "default", r);
         pz_test_failures++;
       }
     }
@@ -334,8 +326,7 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
   {
     pz_moe_q_args c = *a;
     c.w4_tiled = 1; /* the weights are tiled now */
-    schedule_case(&c, tk, 0);
-    schedule_case(&c, tk, 1);
+    dynamic_case(&c, tk);
   }
   free(tk);
   for (int d = 0; d < 2; d++) free(t[d]);
@@ -363,9 +354,7 @@ static void CUDART_CB hold_side(void *unused) {
  * launcher routing the same logits itself, with no fork, joined before gate/up (fork_join 1) and
  * before the combine (2), and with the join by batch (0) replayed from a captured CUDA graph, must
  * give the same ids and the same output bits, with the side stream held back (hold_side) so that a
- * missing join shows; each of the four once in plain stream order and once with programmatic dependent launch
- * (pdl: the launches right after a join stay plain). A side stream without its events, and fork_join 3, are
- * refused.
+ * missing join shows. A side stream without its events, and fork_join 3, are refused.
  * All of it three times: the shared experts fused (gemm NULL), then as GEMMs (PREZERO_MLP_GEMM=1, at
  * most 2 split-K splits, so run to run deterministic) with gate and up as one GEMM (g_mlp_gemm: the
  * test's weights are adjacent) and as two (g_mlp_gemm2: PREZERO_MLP_ONE_GU=0), whose plain launches
@@ -408,10 +397,7 @@ static void fork_case(const pz_moe_q_args *a, float *dout) {
   }
   b.logits = dlg;
   b.ld_logits = E;
-  for (int run = 0; run < 8; run++) { /* mode 0 no fork, 1 / 2 the joins, 3 the join by batch from a graph;
-                                         pdl: programmatic dependent launch off / on */
-    const int mode = run & 3, pdl = run >> 2;
-    b.pdl = pdl;
+  for (int mode = 0; mode < 4; mode++) { /* 0 no fork, 1 / 2 the joins, 3 the join by batch from a graph */
     b.side = mode ? side : NULL;
     b.ev_fork = mode ? e0 : NULL;
     b.ev_join = mode ? e1 : NULL;
@@ -441,12 +427,11 @@ static void fork_case(const pz_moe_q_args *a, float *dout) {
     cudaMemcpy(ids_got, ids, 4 * (size_t)m * K, cudaMemcpyDeviceToHost);
     CHECK(!memcmp(ids_got, ids_want, 4 * (size_t)m * K));
     if (memcmp(got, want, 4 * nout)) {
-      fprintf(stderr, "fork mode %d%s (shared experts %s): output differs from the plain launch\n", mode,
-              pdl ? " with pdl" : "", path == 0 ? "fused" : path == 1 ? "as one gate/up GEMM" : "as two gate/up GEMMs");
+      fprintf(stderr, "fork mode %d (shared experts %s): output differs from the plain launch\n", mode,
+              path == 0 ? "fused" : path == 1 ? "as one gate/up GEMM" : "as two gate/up GEMMs");
       pz_test_failures++;
     }
   }
-  b.pdl = 0;
   }
   pz_moe_q_args c = b;
   c.ev_join = NULL; /* a side stream needs both events */
@@ -568,8 +553,7 @@ static void run_case(const char *name, int E, int K, int64_t H, int64_t I, int64
          (long long)I, (long long)SI, m, worst, bad ? "  FAIL" : "");
   if (bad) pz_test_failures++;
   if (SI && route == ROUTE_RANDOM) fork_case(&a, dout);
-  schedule_case(&a, gpu2, 0); /* the stored layout's kernels (W4 policies without the L2 prefetch) */
-  schedule_case(&a, gpu2, 1);
+  dynamic_case(&a, gpu2); /* the stored layout's kernels (W4 policies without the L2 prefetch) */
   tiled_case(&a, wg, sg, H, I, ref, gpu, dout);
   /* Argument errors (once per case is cheap). */
   pz_moe_q_args b = a;

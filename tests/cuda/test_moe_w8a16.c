@@ -225,21 +225,6 @@ static void run_case(const char *name, model *md, int K, int m, int route, int s
     cudaMemcpy(gpu2, dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
     CHECK(!memcmp(gpu, gpu2, 4 * (size_t)m * H));
   }
-  for (int dyn = 0; dyn < 2; dyn++) { /* programmatic dependent launch (pdl, moe_q.h): the same bits, both schedules,
-                                         on a stream of its own */
-    pz_moe_q_args c = a;
-    c.items_dynamic = dyn;
-    c.pdl = 1;
-    cudaStream_t s = NULL;
-    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
-    cudaMemsetAsync(dout, 0xff, 4 * (size_t)m * H, s);
-    cudaMemsetAsync(c.workspace, 0xff, c.workspace_bytes, s);
-    CHECK_OK(pz_moe_w8a16_launch(&c, s));
-    CHECK(cudaStreamSynchronize(s) == cudaSuccess);
-    cudaMemcpy(gpu2, dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
-    CHECK(!memcmp(gpu, gpu2, 4 * (size_t)m * H));
-    cudaStreamDestroy(s);
-  }
   double worst = 0;
   int bad = 0;
   for (int i = 0; i < m; i++) {

@@ -92,16 +92,8 @@ typedef struct pz_moe_q_args {
                       * expensive items runs fewer (PREZERO_MOE_DYNAMIC=1); no effect on the stored-layout W4A16
                       * kernel with l2pf (its prefetch follows the static order); 0, the default, = item i runs
                       * on CTA i mod grid, as before. Bit-identical (an item's outputs and operations do not
-                      * depend on its CTA). On the H200 it gained 1-2.4 % at TP 2 / 4 and lost 1.5-2.5 % at
-                      * TP 1 m 32-64 (bench/results/moe_h200_int4_ab/dyn_r138/), so the executor's default is 0 */
-  int pdl; /* both: 1 = the gather, the gate/up and down kernels and the combine are launched with programmatic
-            * dependent launch (pdl.cuh; Hopper): each grid may be scheduled while the one ahead of it in the
-            * stream still runs, and waits for it (griddepcontrol.wait) before it touches memory; the router
-            * and each of those kernels release their dependents as they start. The down kernel of tiled INT4
-            * experts hints its first work item's weights and scales into L2 before it waits, so the gate/up
-            * kernel's tail overlaps those reads. A launch right after the join of the shared experts' stream
-            * stays plain. 0 = plain stream order (PREZERO_MOE_PDL=0 or PREZERO_PDL=0 in the executor, whose
-            * default is 1). Bit-identical */
+                      * depend on its CTA). Not yet timed on a GPU: the default stays 0 until an A/B says
+                      * otherwise */
   int direct_off; /* both: 1 = work items whose K is not split reduce through shared memory with CTA barriers
                    * (PREZERO_MOE_DIRECT=0); 0, the default, = each warp writes its rows from its registers.
                    * Bit-identical */

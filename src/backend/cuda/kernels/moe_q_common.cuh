@@ -22,7 +22,6 @@ extern "C" { /* core/status.h has no C++ guards of its own */
 #include "backend/cuda/moe_q.h"
 #include "backend/cuda/moe_w4_split.h" /* pz_moe_wk_by_k */
 #include "backend/cuda/kernels/moe_item_common.cuh"
-#include "backend/cuda/kernels/pdl.cuh"
 
 namespace {
 namespace moeq {
@@ -47,11 +46,8 @@ struct gather_params {
 // from global memory, one dependent L2 round trip each: the MoE op took 16-20 us longer at m <= 4 and
 // 50-100 us longer at m = 64-128 on the H200, bench/results/moe_h200_int4_ab/README.md round 77.)
 // It also sets the two expert kernels' item counters (n_work[1], n_work[2]: mm_params.claim) to zero, so
-// that a captured op needs no memset of its own. Under programmatic dependent launch (moe_q.h pdl) it waits
-// for the router before it touches memory, then releases the gate/up kernel (whose CTAs wait in turn).
+// that a captured op needs no memset of its own.
 __global__ void __launch_bounds__(1024) gather_kernel(gather_params p) {
-  pz_pdl_wait();
-  pz_pdl_trigger();
   if (threadIdx.x == 0) p.n_work[1] = p.n_work[2] = 0;
   pz_moe_item::gather<1024, kTok, PZ_MOE_MAX_M * PZ_MOE_MAX_TOPK>(p.n_pairs, p.E, p.ids, nullptr, p.pairs, p.work,
                                                                 p.n_work);
@@ -81,9 +77,6 @@ struct mm_params {
   const int *pairs;
   const int4 *work;
   const int *n_work;  // [3]: the work count (the gather's), then the two claim counters below
-  int n_experts;      // E, and the work array's capacity: bounds of the down kernel's L2 hint (pdl_hint_first)
-  int max_work;
-  int pdl;            // launched with programmatic dependent launch: the down kernel's L2 hint runs (else none)
   int *claim;  // item counter (zero on entry: the gather sets it) of the dynamic schedule (PREZERO_MOE_DYNAMIC=1),
                // or nullptr: the static one (item i to CTA i mod grid, the default)
 };
@@ -191,38 +184,6 @@ __device__ __forceinline__ void run_work(const mm_params &p, int it, int tiles, 
   }
 }
 
-// Optional hook of a policy Q for programmatic dependent launch: `static constexpr bool kPdlHint = true;` and
-//   template <bool DUAL> static __device__ void hint(const seg &s, int e, int row0, int cb, int ce);
-// (one warp: request into L2 the weights and scales tile<DUAL, *>(s, e, row0, cb, ce, ..) will read; a hint,
-// no results change). W4T has it; the others compile to the kernel they had.
-template <class Q>
-__host__ __device__ constexpr auto pdl_hint_of(int) -> decltype(Q::kPdlHint, bool()) {
-  return Q::kPdlHint;
-}
-template <class Q>
-__host__ __device__ constexpr bool pdl_hint_of(long) {
-  return false;
-}
-
-// The down kernel's first item (blockIdx.x, under both schedules) into L2, before pz_pdl_wait: it reads the
-// gather's work list, complete by then (the gate/up kernel releases its dependents only after its own wait
-// for the gather, and a plain launch follows the gather in stream order); ids outside the list's bounds
-// (never written ones) are skipped. This warp hints its own share, so the CTA's first tile finds its weights in
-// L2 while the gate/up kernel's last items still run.
-template <class Q, bool DUAL>
-__device__ __forceinline__ void pdl_hint_first(const mm_params &p) {
-  if constexpr (pdl_hint_of<Q>(0)) {
-    if (!p.pdl) return; /* plain stream order: the first item's loads start at once anyway */
-    const int nw = *(volatile const int *)p.n_work, tiles = tiles_of(p.s);
-    if (nw < 1 || nw > p.max_work || (int64_t)blockIdx.x >= (int64_t)nw * tiles) return;
-    const int w = (int)blockIdx.x / tiles;
-    const int e = ((volatile const int4 *)p.work)[w].x;
-    if (e < 0 || e >= p.n_experts) return;
-    const pz_moe_item::item_pos ip = pz_moe_item::item_at<kWarps>(p.s, (int)blockIdx.x % tiles, p.s.K / Q::kChunk);
-    if (ip.row0 < p.s.N) Q::template hint<DUAL>(p.s, e, ip.row0, ip.cb, ip.ce);
-  }
-}
-
 // MB: the CTAs per SM the registers are sized for (__launch_bounds__'s minimum blocks). DYN: the dynamic
 // schedule (p.claim; PREZERO_MOE_DYNAMIC=1), its own instance so that the static one (the default) carries
 // none of its code (sm_90a SASS against the kernels before it: the same inner loops, instruction for
@@ -230,9 +191,6 @@ __device__ __forceinline__ void pdl_hint_first(const mm_params &p) {
 template <class Q, bool DUAL, int MB, bool DYN = false>
 __global__ void __launch_bounds__(kThreads, MB) mm_kernel(mm_params p) {
   extern __shared__ float red[]; /* kRedBytes, or none when no item reduces (red_bytes) */
-  if constexpr (!DUAL) pdl_hint_first<Q, DUAL>(p); /* down: its first item's weights while gate/up ends */
-  pz_pdl_wait();    /* programmatic dependent launch (moe_q.h pdl): the kernel ahead has ended; no-op otherwise */
-  pz_pdl_trigger(); /* the next kernel may be scheduled; it waits for this one before it touches memory */
   const int tiles = tiles_of(p.s), total = *p.n_work * tiles;
   constexpr bool PF = l2pf_of<Q>(0);
   static_assert(!(DYN && PF), "the dynamic schedule is for policies without the L2 prefetch (its hints follow the static order)");
@@ -290,7 +248,6 @@ struct combine_params {
 };
 
 __global__ void combine_kernel(combine_params p) {
-  pz_pdl_wait(); /* under programmatic dependent launch: the down kernel has ended */
   const int i = blockIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= p.H) return;
   float y = 0.0f;
@@ -351,8 +308,7 @@ auto mm_kernel_of(bool up_former, bool dyn) -> decltype(&mm_kernel<Q, DUAL, min_
 }
 // The grid: every CTA slot of that kernel on the device (persistent items), at most max_items.
 template <class Q, bool DUAL>
-pz_status launch_mm(const mm_params &mp, int64_t max_items, const char *name, cudaStream_t stream, bool up_former,
-                    bool pdl) {
+pz_status launch_mm(const mm_params &mp, int64_t max_items, const char *name, cudaStream_t stream, bool up_former) {
   const auto kernel = mm_kernel_of<Q, DUAL>(up_former, mp.claim != nullptr);
   int dev = 0, sms = 0, per_sm = 0;
   PZ_CUDA_CHECK_MSG(cudaGetDevice(&dev), "%s: cannot read the current device", name);
@@ -363,8 +319,8 @@ pz_status launch_mm(const mm_params &mp, int64_t max_items, const char *name, cu
   int64_t grid = (int64_t)sms * (per_sm < 1 ? 1 : per_sm);
   if (grid > max_items) grid = max_items;
   if (grid < 1) grid = 1;
-  PZ_CUDA_CHECK_MSG(pz_launch_k(kernel, dim3((unsigned)grid), dim3(kThreads), smem, stream, pdl, mp), "%s: expert kernel launch",
-                    name);
+  kernel<<<(unsigned)grid, kThreads, smem, stream>>>(mp);
+  PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }
 
@@ -420,12 +376,10 @@ pz_status run_all(const pz_moe_q_args *a, const ws_layout &l, seg up_s, seg dn_s
   const bool fork = SI && a->side;
   const int join_at = a->fork_join ? a->fork_join : a->m <= kForkLateMaxM ? 2 : 1; /* moe_q.h fork_join */
   bool joined = !fork;
-  bool just_joined = false; /* the stream waited on the side stream's event right before this launch: plain launch */
   pz_status st = PZ_OK;
   auto join = [&]() -> pz_status { /* stream waits for the shared experts on side (once) */
-    just_joined = false;
     if (joined) return PZ_OK;
-    joined = just_joined = true;
+    joined = true;
     PZ_CUDA_CHECK_MSG(cudaStreamWaitEvent(stream, a->ev_join, 0), "%s: join of the shared experts' stream", name);
     return PZ_OK;
   };
@@ -449,8 +403,8 @@ pz_status run_all(const pz_moe_q_args *a, const ws_layout &l, seg up_s, seg dn_s
                                   pz_moe_topk_mode(a->route_serial_topk != 0, a->route_keys_off != 0), stream);
   if (st == PZ_OK) {
     gather_params gp = {a->m * K, K, E, a->ids, pairs, work, n_work};
-    st = PZ_CUDA_STATUS_MSG(pz_launch_k(gather_kernel, dim3(1), dim3(1024), 0, stream, a->pdl != 0, gp), "%s: gather launch",
-                            name);
+    gather_kernel<<<1, 1024, 0, stream>>>(gp);
+    st = PZ_CUDA_STATUS_MSG(cudaGetLastError(), "%s: gather launch", name);
   }
   if (st == PZ_OK && join_at == 1) st = join();
 
@@ -460,9 +414,6 @@ pz_status run_all(const pz_moe_q_args *a, const ws_layout &l, seg up_s, seg dn_s
   up.pairs = pairs;
   up.work = work;
   up.n_work = n_work;
-  up.n_experts = E;
-  up.max_work = (int)max_work;
-  up.pdl = a->pdl && !just_joined;
   up.claim = a->items_dynamic ? n_work + 1 : nullptr; /* zeroed by the gather (PREZERO_MOE_DYNAMIC=1) */
   up.s = up_s;
   up.s.in = (const __nv_bfloat16 *)a->x;
@@ -471,8 +422,7 @@ pz_status run_all(const pz_moe_q_args *a, const ws_layout &l, seg up_s, seg dn_s
   up.s.out = h;
   up.s.ld_out = I;
   up.s.out_mode = 0;
-  if (st == PZ_OK)
-    st = launch_mm<Q, true>(up, max_work * tiles_of(up.s), name, stream, a->w4_up_ctas == 4, up.pdl != 0);
+  if (st == PZ_OK) st = launch_mm<Q, true>(up, max_work * tiles_of(up.s), name, stream, a->w4_up_ctas == 4);
 
   mm_params dn = up;
   dn.claim = a->items_dynamic ? n_work + 2 : nullptr;
@@ -483,16 +433,14 @@ pz_status run_all(const pz_moe_q_args *a, const ws_layout &l, seg up_s, seg dn_s
   dn.s.out = d;
   dn.s.ld_out = H;
   dn.s.out_mode = 1;
-  dn.pdl = a->pdl != 0;
-  if (st == PZ_OK) st = launch_mm<Q, false>(dn, max_work * tiles_of(dn.s), name, stream, false, dn.pdl != 0);
+  if (st == PZ_OK) st = launch_mm<Q, false>(dn, max_work * tiles_of(dn.s), name, stream, false);
 
   const pz_status sj = join(); /* also after an error: never an unjoined fork */
   if (st == PZ_OK) st = sj;
   if (st != PZ_OK) return st;
   combine_params cp = {a->m, K, (int)H, a->ids, a->weights, d, a->out, a->ld_out, SI ? 1 : 0};
-  PZ_CUDA_CHECK_MSG(pz_launch_k(combine_kernel, dim3((unsigned)((H + 127) / 128), (unsigned)a->m), dim3(128), 0, stream,
-                                a->pdl && !just_joined, cp),
-                    "%s: combine launch", name);
+  combine_kernel<<<dim3((unsigned)((H + 127) / 128), (unsigned)a->m), 128, 0, stream>>>(cp);
+  PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }
 

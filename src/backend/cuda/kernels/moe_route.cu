@@ -12,7 +12,6 @@ extern "C" { /* core/status.h has no C++ guards of its own */
 #include "backend/cuda/route_key.h"
 #include "expf_glibc.cuh"
 #include "backend/cuda/kernels/pad_rows.cuh"
-#include "backend/cuda/kernels/pdl.cuh"
 
 namespace {
 
@@ -202,7 +201,6 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(route_params p
   __shared__ unsigned long long s_ck[kRouteWarps * PZ_MOE_MAX_TOPK];
   __shared__ int s_sel[PZ_MOE_MAX_TOPK];
   __shared__ float s_sum;
-  pz_pdl_trigger(); /* the quantised MoE op's gather may be scheduled now; it waits for this grid (moe_q.h pdl) */
   const int i = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int E = p.E;
   // This thread's logits and bias (experts tid + 128 j) into registers first, all loads at once and

@@ -322,17 +322,6 @@ __device__ __forceinline__ void warp_tile_v(const int32_t *w0, const int32_t *w1
   if (ch < ce) warp_tile<DUAL, NT>(w0, w1, s0, s1, K, ch, ce, xr, acc);
 }
 
-// L2 hints (no results depend on them): one 32-byte sector, or a bulk range (16-byte aligned, sm_90).
-__device__ __forceinline__ void pf_l2(const void *q) { asm volatile("prefetch.global.L2 [%0];" ::"l"(q)); }
-
-__device__ __forceinline__ void pf_bulk(const void *q, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(q), "r"(bytes) : "memory");
-#else
-  for (uint32_t o = 0; o < bytes; o += 32) pf_l2((const char *)q + o);
-#endif
-}
-
 // ---------------------------------------------------------------- tiled layout (W4T)
 // The layout of pz_moe_w4a16_tile (moe_q.h; our own, after the idea of pre-permuting quantised
 // weights offline so that each thread's load is its mma fragment, as the Marlin kernel does):
@@ -438,21 +427,6 @@ struct W4T {
      spilled 7 registers per step at 64 (cuobjdump; ncu round 112: 2.8 GB of L2 writes in one Kimi-K2.5
      TP 1 m 64 gate/up launch, which moved 4.7 GB of weights); none at 80 */
   static constexpr int kMinBlocksUp = 3;
-  /* moe_q_common.cuh pdl_hint_first: a warp's tile over super-chunks [cb, ce) of its 16-row block reads one
-     contiguous range of words ((ce - cb) KB) and one of scales ((ce - cb) x 128 bytes) per matrix: lanes 0-1
-     (matrix 0) and 2-3 (matrix 1, DUAL) request them into L2 with one bulk prefetch each */
-  static constexpr bool kPdlHint = true;
-  template <bool DUAL>
-  static __device__ __forceinline__ void hint(const seg &s, int e, int row0, int cb, int ce) {
-    const int lane = threadIdx.x & 31;
-    if (lane >= (DUAL ? 4 : 2) || ce <= cb) return;
-    const int64_t blk = (int64_t)(s.K / 128) * (row0 / 16) + cb; /* super-chunks before (row0, cb) */
-    const int mat = lane >> 1;
-    if (lane & 1)
-      pf_bulk((const char *)(mat ? s.s1 : s.s0) + 2 * (int64_t)e * s.sstride + blk * 128, 128u * (uint32_t)(ce - cb));
-    else
-      pf_bulk((const char *)(mat ? s.w1 : s.w0) + 4 * (int64_t)e * s.wstride + blk * 1024, 1024u * (uint32_t)(ce - cb));
-  }
   template <bool DUAL, int NT>
   static __device__ __forceinline__ void tile(const seg &s, int e, int row0, int cb, int ce,
                                               const __nv_bfloat16 *const (&xr)[NT], float (&acc)[2][NT][4]) {
@@ -472,6 +446,16 @@ struct W4T {
 // weights (BULK: cp.async.bulk.prefetch, 16-byte aligned, else one prefetch per 32-byte sector)
 // and scales, 8 groups (128 weight bytes) per step in k order across the lanes, so the bytes
 // arrive roughly in the order the tile consumes them. No results depend on it.
+
+__device__ __forceinline__ void pf_l2(const void *q) { asm volatile("prefetch.global.L2 [%0];" ::"l"(q)); }
+
+__device__ __forceinline__ void pf_bulk(const void *q, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(q), "r"(bytes) : "memory");
+#else
+  for (uint32_t o = 0; o < bytes; o += 32) pf_l2((const char *)q + o);
+#endif
+}
 
 template <bool DUAL, bool BULK>
 __device__ __forceinline__ void prefetch_rows(const seg &s, int e, int row0, int cb, int ce) {
