@@ -92,8 +92,8 @@ typedef struct pz_moe_q_args {
                       * expensive items runs fewer (PREZERO_MOE_DYNAMIC=1); no effect on the stored-layout W4A16
                       * kernel with l2pf (its prefetch follows the static order); 0, the default, = item i runs
                       * on CTA i mod grid, as before. Bit-identical (an item's outputs and operations do not
-                      * depend on its CTA). Not yet timed on a GPU: the default stays 0 until an A/B says
-                      * otherwise */
+                      * depend on its CTA). On the H200 it gained 1-2.4 % at TP 2 / 4 and lost 1.5-2.5 % at
+                      * TP 1 m 32-64 (bench/results/moe_h200_int4_ab/dyn_r138/), so the executor's default is 0 */
   int direct_off; /* both: 1 = work items whose K is not split reduce through shared memory with CTA barriers
                    * (PREZERO_MOE_DIRECT=0); 0, the default, = each warp writes its rows from its registers.
                    * Bit-identical */
