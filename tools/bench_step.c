@@ -24,7 +24,11 @@ static void usage(FILE *f) {
           "  --rows N times a step of N sequences in each batch size's graph (N <= every --batch): the\n"
           "  other rows are the padding a serving batch of N gets there (PREZERO_PAD_ATTN=0: they\n"
           "  attend their whole context instead of one position). Default: every row real.\n"
-          "  Weights are seeded random (streamed from HBM: they exceed L2 many times over).\n");
+          "  Weights are seeded random (streamed from HBM: they exceed L2 many times over).\n"
+          "  The table gives ON - OFF of each round's pair, and whether one step's logits after the\n"
+          "  first round are equal ON and OFF: where they differ (split-K sums in another order),\n"
+          "  some tokens may go to other experts, and the MoE layers' time follows the experts touched;\n"
+          "  PREZERO_GEMM_SPLITS=2 (as compare --deterministic) makes them equal.\n");
 }
 
 #ifdef PZ_HAVE_CUDA
@@ -46,7 +50,21 @@ typedef struct cell {
   int n;
   int donors, donors_full; /* AR_RMSNORM_MAYBE_PREZERO nodes, and those whose gate said "fill all" */
   int rewritten;           /* MM_MAYBE_PREZERO nodes */
+  int same;                /* ON cells: 1 = the step's logits equal OFF's bit for bit, 0 = they differ, -1 = not read */
 } cell;
+
+/* The step's logits at batch m (pz_backend_step at the timing's tokens and position, then pz_backend_logits) into
+ * out[rows, vocab]: whether ON and OFF computed the same numbers, so the same MoE routing (a step whose numbers differ
+ * may route some tokens to other experts, and the expert kernels' time follows the experts touched). */
+static pz_status step_logits(pz_backend *e, int64_t m, int64_t rows, int32_t pos, int64_t vocab, int32_t *tk, float *out) {
+  int32_t *ps = tk + m, *nx = ps + m;
+  for (int64_t i = 0; i < rows; i++) {
+    tk[i] = (int32_t)((i * 7919) % vocab); /* pz_cuda_exec_time_step's tokens */
+    ps[i] = pos;
+  }
+  PZ_CHECK(pz_backend_step(e, rows, tk, ps, nx));
+  return pz_backend_logits(e, rows, out);
+}
 
 static int fail(const char *what) {
   fprintf(stderr, "prezero bench step: %s: %s; see 'prezero bench step --help'\n", what, pz_last_error());
@@ -74,11 +92,16 @@ static int run_one(const pz_model_config *mc, int tp, int layers, int context, c
   pz_backend *e = NULL;
   if (pz_backend_create(PZ_BACKEND_CUDA, g, &xo, &e) != PZ_OK) { pz_graph_free(g); return fail("creating the CUDA executor"); }
   snprintf(device, device_len, "%s", pz_backend_device_desc(e)->name);
+  const int64_t vocab = mc->vocab_size > 0 ? mc->vocab_size : 1;
+  const int64_t max_rows = real_rows > 0 ? real_rows : max_b;
+  float *lg[2] = {malloc(sizeof(float) * (size_t)(max_rows * vocab)), malloc(sizeof(float) * (size_t)(max_rows * vocab))};
+  int32_t *tk = malloc(sizeof(int32_t) * 3 * (size_t)max_b);
   int rc = 0;
   for (int b = 0; b < nb && rc == 0; b++) {
     for (int p = 0; p < npz && rc == 0; p++) {
       cell *c = &cells[p][b];
       c->donors = c->donors_full = c->rewritten = 0;
+      c->same = -1;
       if (!pzs[p]) continue;
       const pz_graph *gb = g;
       pz_prezero_report rep;
@@ -93,6 +116,7 @@ static int run_one(const pz_model_config *mc, int tp, int layers, int context, c
                                                pz_backend_device_desc(e)) == n->p.norm.n_total;
       }
     }
+    int read_ok[2] = {0, 0}; /* this batch's logits read after the first round (step_logits) */
     for (int r = 0; r < rounds && rc == 0; r++)
       for (int p = 0; p < npz && rc == 0; p++) {
         double us = 0;
@@ -106,8 +130,17 @@ static int run_one(const pz_model_config *mc, int tp, int layers, int context, c
         c->us[c->n++] = us;
         fprintf(stderr, "  tp %d prezero %-3s batch %4d round %d/%d: %9.1f us/step\n", tp, pzs[p] ? "on" : "off", bs[b],
                 r + 1, rounds, us);
+        /* after the first round's timings of both: ON's logits against OFF's (no timing depends on it) */
+        if (r == 0 && npz == 2 && lg[0] && lg[1] && tk) {
+          read_ok[pzs[p]] = step_logits(e, bs[b], rows, context, vocab, tk, lg[pzs[p]]) == PZ_OK;
+          if (p == npz - 1 && read_ok[0] && read_ok[1])
+            cells[pzs[0] ? 0 : 1][b].same = !memcmp(lg[0], lg[1], sizeof(float) * (size_t)(rows * vocab));
+        }
       }
   }
+  free(lg[0]);
+  free(lg[1]);
+  free(tk);
   pz_backend_destroy(e);
   pz_graph_free(g);
   return rc;
@@ -245,8 +278,9 @@ int pz_cmd_bench_step(int argc, char **argv) {
     if (!ran[t]) continue;
     for (int o = 0; o < 2; o++) {
       if (!outs[o]) continue;
-      fprintf(outs[o], "TP %d\n\n| batch | OFF µs | ON µs | Δ µs | Δ %% | donors with full fill (ON) |\n", tps[t]);
-      pz_bench_md_rule(outs[o], 6, 1);
+      fprintf(outs[o], "TP %d\n\n| batch | OFF µs | ON µs | Δ µs | Δ %% | Δ µs by round (ON − OFF) | ON = OFF logits | donors with "
+                       "full fill (ON) |\n", tps[t]);
+      pz_bench_md_rule(outs[o], 8, 1);
     }
     for (int b = 0; b < nb; b++) {
       double us[2] = {0, 0};
@@ -268,11 +302,15 @@ int pz_cmd_bench_step(int argc, char **argv) {
         cJSON_AddNumberToObject(row, "prezero_donors", c->donors);
         cJSON_AddNumberToObject(row, "prezero_donors_full_fill", c->donors_full);
         cJSON_AddNumberToObject(row, "mm_maybe_prezero_nodes", c->rewritten);
+        if (pzs[p] && c->same >= 0) cJSON_AddBoolToObject(row, "logits_equal_off", c->same == 1);
         cJSON_AddItemToArray(rows, row);
       }
-      int full = 0, donors = 0;
-      for (int p = 0; p < npz; p++)
-        if (pzs[p]) { full = cells[t][p][b].donors_full; donors = cells[t][p][b].donors; }
+      int full = 0, donors = 0, same = -1;
+      const cell *con = NULL, *coff = NULL;
+      for (int p = 0; p < npz; p++) {
+        if (pzs[p]) { full = cells[t][p][b].donors_full; donors = cells[t][p][b].donors; same = cells[t][p][b].same; con = &cells[t][p][b]; }
+        else coff = &cells[t][p][b];
+      }
       for (int o = 0; o < 2; o++) {
         if (!outs[o]) continue;
         fprintf(outs[o], "| %d |", bs[b]);
@@ -281,6 +319,12 @@ int pz_cmd_bench_step(int argc, char **argv) {
           fprintf(outs[o], " %+.1f | %+.2f%% |", us[1] - us[0], 100.0 * (us[1] - us[0]) / us[0]);
         else
           fprintf(outs[o], " — | — |");
+        if (con && coff && con->n == coff->n && con->n > 0) { /* the rounds alternate OFF, ON: round k's pair */
+          for (int k = 0; k < con->n; k++) fprintf(outs[o], "%s%+.1f", k ? " / " : " ", con->us[k] - coff->us[k]);
+          fprintf(outs[o], " |");
+        } else
+          fprintf(outs[o], " — |");
+        fprintf(outs[o], " %s |", same < 0 ? "—" : same ? "yes" : "no");
         have[1] ? fprintf(outs[o], " %d/%d |\n", full, donors) : fprintf(outs[o], " — |\n");
       }
     }
