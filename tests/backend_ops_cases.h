@@ -81,6 +81,7 @@ static const bo_gqa_shape bo_gqa_shapes[] = {
     {"ratio 4 d128 qk-norm llama3", 8, 2, 128, 256, 70, 1, PZ_ROPE_LLAMA3},
     {"ratio 1 d64 qk-norm yarn", 2, 2, 64, 64, 16, 1, PZ_ROPE_YARN},
     {"odd ratio 3 d24", 3, 1, 24, 40, 9, 0, PZ_ROPE_DEFAULT},
+    {"ratio 2 d32 qk-norm longrope", 4, 2, 32, 64, 40, 1, PZ_ROPE_LONGROPE},
 };
 
 #define BO_AR8 "H must be a multiple of 8 (ar_fused.h)"
@@ -145,6 +146,8 @@ static const bo_case bo_cases[] = {
     {PZ_OP_GQA_ATTN, 1, 6, 2, 0, 0, 0, NULL},
     {PZ_OP_GQA_ATTN, 2, 5, 0, 0, 0, 0, NULL},
     {PZ_OP_GQA_ATTN, 2, 3, 1, 0, 0, 0, NULL},
+    {PZ_OP_GQA_ATTN, 1, 5, 4, 0, 0, 0, NULL},
+    {PZ_OP_GQA_ATTN, 2, 4, 4, 0, 0, 0, NULL},
     /* SILU_MUL: a = inter (gu [m, 2a] f32 -> act [m, a] bf16) */
     {PZ_OP_SILU_MUL, 1, 1, 64, 0, 0, 0, NULL},
     {PZ_OP_SILU_MUL, 1, 5, 37, 0, 0, 0, NULL},
@@ -477,6 +480,14 @@ static void bo_build_gqa(bo_graph *bg) {
     p.gqa.rope = (pz_rope_params){.theta = 10000.f, .factor = 4.f, .original_max_position_embeddings = 16,
                                   .beta_fast = 32.f, .beta_slow = 1.f, .mscale = 1.f, .mscale_all_dim = 0.f,
                                   .type = PZ_ROPE_YARN};
+  else if (s->rope == PZ_ROPE_LONGROPE) { /* long factors from position max_ctx / 2 on: rows on both sides */
+    p.gqa.rope = (pz_rope_params){.theta = 10000.f, .factor = 8.f, .original_max_position_embeddings = s->max_ctx / 2,
+                                  .type = PZ_ROPE_LONGROPE, .n_factors = (int32_t)(d / 2), .attention_factor = 1.25f};
+    for (int64_t j = 0; j < d / 2; j++) {
+      p.gqa.rope.short_factor[j] = 1.0f + 0.125f * (float)j;
+      p.gqa.rope.long_factor[j] = 2.0f + 1.5f * (float)j;
+    }
+  }
   bo_node(bg, PZ_OP_GQA_ATTN, "attn", src, PZ_GQA_NSRC, (int[]){out}, 1, &p);
   memcpy(bg->in, src, sizeof src);
   bg->in[PZ_GQA_NSRC] = out;

@@ -2,8 +2,8 @@
  * presets against the published Hugging Face values (a table written here, independent of
  * configs/ JSON files) and the published parameter counts of the model cards; field mapping and the
  * config classes' defaults on inline JSON; every refusal (PZ_ERR_CONFIG, the message names the
- * field); pz_config_layer_is_moe for qwen3_moe / mixtral; llama3 inverse frequencies against
- * the formula in long double at its three branches; DeepSeek configs still read as MLA. */
+ * field); pz_config_layer_is_moe for qwen3_moe / mixtral; llama3 and phi3's LongRoPE inverse frequencies
+ * against the formulas in long double; DeepSeek configs still read as MLA. */
 #include "core/rope.h"
 #include "model/builder.h"
 #include "model/config.h"
@@ -528,8 +528,8 @@ static const kv phi3_medium_over[] = {
     {"num_attention_heads", "40"}, {"num_hidden_layers", "40"}, {"num_key_value_heads", "10"}, {NULL, NULL},
 };
 /* microsoft/Phi-4-mini-instruct's config.json: partial RoPE 0.75, tied embeddings, LongRoPE. Its rope_scaling
- * lists 48 short and 48 long factors (the values written here are not the published ones: the type alone is
- * refused). */
+ * lists 48 short and 48 long factors (the values written here are not the published ones; test_phi3_longrope
+ * checks distinct values on Phi-3-mini-128k's layout). */
 #define F48 "[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, " \
             "1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, " \
             "1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]"
@@ -585,7 +585,7 @@ static void check_phi3_shapes(const pz_model_config *c, int tp) {
 }
 
 /* phi3 (Phi3Config): Llama's math (no biases, SiLU MLP, rotate-half RoPE), partial_rotary_factor (default
- * 1.0), sliding_window limiting max_position_embeddings, LongRoPE refused; the published configs of Phi-4,
+ * 1.0), sliding_window limiting max_position_embeddings (LongRoPE: test_phi3_longrope); the published configs of Phi-4,
  * Phi-3-mini-4k and Phi-3-medium-4k parse, with the parameter counts of their model cards and the per-rank
  * shapes of TP 1, 2, 4 and 8. */
 static void test_phi3(void) {
@@ -624,12 +624,16 @@ static void test_phi3(void) {
   snprintf(c.name, sizeof c.name, "Phi-3-medium-4k");
   for (int tp = 1; tp <= 8; tp *= 2) check_phi3_shapes(&c, tp);
 
-  /* Phi-4-mini: its LongRoPE is refused on one line naming the field; with default RoPE it runs partial
-   * RoPE over int(128 * 0.75) = 96 dims with tied embeddings, and its 262144 window covers 131072 positions */
-  BAD2(phi4_mini, NONE, "\"rope_scaling.type\" is \"longrope\"", "LongRoPE");
-  CHECK_OK(PARSE(phi4_mini, OV({"rope_scaling", "null"}), &c));
+  /* Phi-4-mini: LongRoPE over int(128 * 0.75) = 96 rotated dims (48 factors of each kind) with tied embeddings,
+   * and its 262144 window covers 131072 positions; with default RoPE the same partial RoPE */
+  CHECK_OK(PARSE(phi4_mini, NONE, &c));
+  CHECK(c.rope.type == PZ_ROPE_LONGROPE && c.rope.n_factors == 48 && c.rope.original_max_position_embeddings == 4096);
   CHECK(c.head_dim == 128 && c.rotary_dim == 96 && c.tie_word_embeddings && c.num_key_value_heads == 8);
   CHECK(c.max_position_embeddings == 131072 && c.vocab_size == 200064);
+  snprintf(c.name, sizeof c.name, "Phi-4-mini");
+  for (int tp = 1; tp <= 8; tp *= 2) check_phi3_shapes(&c, tp);
+  CHECK_OK(PARSE(phi4_mini, OV({"rope_scaling", "null"}), &c));
+  CHECK(c.rope.type == PZ_ROPE_DEFAULT && c.rotary_dim == 96);
   snprintf(c.name, sizeof c.name, "Phi-4-mini (default RoPE)");
   for (int tp = 1; tp <= 8; tp *= 2) check_phi3_shapes(&c, tp);
   CHECK_OK(PARSE(phi4_mini, OV({"rope_scaling", "null"}, {"partial_rotary_factor", NULL},
@@ -654,16 +658,14 @@ static void test_phi3(void) {
   CHECK_OK(PARSE(phi4, OV({"rope_scaling", "{\"rope_type\": \"default\"}"}), &c));
   CHECK(c.rope.type == PZ_ROPE_DEFAULT);
 
-  /* Refusals, one line each naming the field. */
-  BAD2(phi4, OV({"rope_scaling", "{\"type\": \"su\", \"short_factor\": [1.0], \"long_factor\": [1.0]}"}),
-       "\"rope_scaling.type\" is \"su\"", "longrope");
-  BAD2(phi4, OV({"rope_scaling", "{\"type\": \"yarn\", \"factor\": 4.0}"}), "\"rope_scaling.type\" is \"yarn\"",
-       "longrope"); /* Phi3Config reads yarn as longrope: not Qwen's YaRN */
-  BAD2(phi4, OV({"rope_scaling", NULL}, {"rope_parameters", "{\"rope_type\": \"longrope\", \"rope_theta\": 1e4}"}),
-       "\"rope_parameters.rope_type\" is \"longrope\"", "LongRoPE");
+  /* Refusals, one line each naming the field (LongRoPE's: test_phi3_longrope). */
   BAD2(phi4, OV({"rope_scaling", "{\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, "
                                  "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}"}),
        "\"rope_scaling.rope_type\" is \"llama3\"", "\"default\"");
+  BAD2(phi4, OV({"rope_scaling", "{\"type\": \"linear\", \"factor\": 2.0}"}), "\"rope_scaling.type\" is \"linear\"",
+       "\"longrope\"");
+  BAD2(phi4, OV({"rope_scaling", "{\"type\": \"yarn\", \"factor\": 4.0}"}), "\"rope_scaling.short_factor\" is missing",
+       "LongRoPE"); /* Phi3Config reads yarn as longrope: not Qwen's YaRN */
   BAD(phi4, OV({"sliding_window", "0"}), "\"sliding_window\"");
   BAD(phi4, OV({"sliding_window", "\"2047\""}), "\"sliding_window\"");
   BAD(phi4, OV({"layer_types", "[\"sliding_attention\"]"}), "\"layer_types\"");
@@ -749,6 +751,155 @@ static void dots1_params(const pz_model_config *c, double *total, double *active
   const double dense = attn + 3 * H * (double)c->intermediate_size, n_moe = (double)(c->num_hidden_layers - 1);
   *total = 2 * V * H + H + dense + n_moe * (moe_fixed + E * expert);
   *active = 2 * V * H + H + dense + n_moe * (moe_fixed + (double)c->num_experts_per_tok * expert);
+}
+
+/* "[v_0, v_1, ...]": n entries a + b * i, exact in f32 and printed exactly. */
+static const char *factor_list(char *buf, size_t cap, int n, double a, double b) {
+  size_t o = (size_t)snprintf(buf, cap, "[");
+  for (int i = 0; i < n; i++) o += (size_t)snprintf(buf + o, cap - o, "%s%.9g", i ? ", " : "", a + b * i);
+  snprintf(buf + o, cap - o, "]");
+  return buf;
+}
+
+/* 1 / (f * theta^s) in long double with transformers' exponent s = 2i / dim as its float32 tensor holds it
+ * (_compute_longrope_parameters: arange(0, dim, 2).float() / dim); that rounding moves theta^s by up to
+ * s ln(theta) 2^-24 relative, ten f32 ulps at theta 1e4, so it is taken here, and the rest (pow, product and
+ * quotient, each rounded to f32 there) is left to the tolerance. */
+static long double longrope_ref(long double theta, int dim, int i, long double f) {
+  const float s = (float)(2 * i) / (float)dim;
+  return 1.0L / (f * powl(theta, (long double)s));
+}
+
+/* phi3's LongRoPE (Phi-3-mini-128k / Phi-3.5-mini's layout: head_dim 96, 48 factors of each kind, a top-level
+ * original_max_position_embeddings 4096 under max_position_embeddings 131072): the factors exactly, the
+ * inverse frequencies of both tables against the formula in long double, the long table from position 4096
+ * on, the attention factor sqrt(1 + ln 32 / ln 4096) = sqrt(17 / 12) on cos / sin; the legacy "su" / "yarn"
+ * types and transformers 5's rope_parameters read the same; factor / attention_factor; every refusal. */
+static void test_phi3_longrope(void) {
+  char sf[1024], lf[1024], rs[2300], bad[4096];
+  factor_list(sf, sizeof sf, 48, 1.0, 1.0 / 64);
+  factor_list(lf, sizeof lf, 48, 1.0, 0.75);
+  snprintf(rs, sizeof rs, "{\"long_factor\": %s, \"short_factor\": %s, \"type\": \"longrope\"}", lf, sf);
+#define LR(...) OV({"max_position_embeddings", "131072"}, {"sliding_window", "262144"}, {"rope_scaling", rs}, __VA_ARGS__)
+  pz_model_config c, c2;
+  CHECK_OK(PARSE(phi3_mini, LR({"_name_or_path", "\"Phi-3-mini-128k-instruct\""}), &c));
+  CHECK(c.rope.type == PZ_ROPE_LONGROPE && c.head_dim == 96 && c.rotary_dim == 96 && c.rope.n_factors == 48);
+  CHECK(c.max_position_embeddings == 131072 && c.rope.original_max_position_embeddings == 4096 && c.rope.theta == 1e4f);
+  for (int i = 0; i < 48; i++) CHECK(c.rope.short_factor[i] == (float)(1.0 + i / 64.0) && c.rope.long_factor[i] == (float)(1.0 + 0.75 * i));
+  CHECK(pz_rope_long_from(&c.rope) == 4096);
+  CHECK_NEAR(c.rope.attention_factor, (double)sqrtl(17.0L / 12.0L), 1.2e-7); /* ln 32 / ln 4096 = 5 / 12 */
+  CHECK(pz_rope_cos_sin_mscale(&c.rope) == c.rope.attention_factor);
+  float fs[48], fl[48];
+  pz_rope_inv_freq(&c.rope, 96, fs);
+  pz_rope_inv_freq_long(&c.rope, 96, fl);
+  for (int i = 0; i < 48; i++) {
+    const long double ws = longrope_ref(1e4L, 96, i, 1.0L + i / 64.0L), wl = longrope_ref(1e4L, 96, i, 1.0L + 0.75L * i);
+    if (!(fabsl((long double)fs[i] - ws) <= ws * 0x1p-22L) || !(fabsl((long double)fl[i] - wl) <= wl * 0x1p-22L)) {
+      fprintf(stderr, "longrope inv_freq i=%d: short %.9g (want %.12Lg), long %.9g (want %.12Lg)\n", i, fs[i], ws, fl[i], wl);
+      pz_test_failures++;
+    }
+  }
+  CHECK(fs[0] == 1.0f && fl[0] == 1.0f && fl[1] < fs[1]);
+  /* the legacy "su" / "yarn" (Phi3Config reads both as longrope), the key "rope_type", and transformers 5's
+   * rope_parameters (rope_theta and partial_rotary_factor inside) read the same */
+  static const char *const types[3] = {"\"type\": \"su\"", "\"type\": \"yarn\"", "\"rope_type\": \"longrope\""};
+  for (int k = 0; k < 4; k++) {
+    char alt[4096];
+    if (k < 3) {
+      snprintf(alt, sizeof alt, "{\"long_factor\": %s, \"short_factor\": %s, %s}", lf, sf, types[k]);
+      CHECK_OK(PARSE(phi3_mini, LR({"rope_scaling", alt}), &c2));
+    } else {
+      snprintf(alt, sizeof alt, "{\"rope_type\": \"longrope\", \"rope_theta\": 10000.0, \"partial_rotary_factor\": 1.0, "
+               "\"long_factor\": %s, \"short_factor\": %s, \"original_max_position_embeddings\": 4096}", lf, sf);
+      CHECK_OK(PARSE(phi3_mini, LR({"rope_scaling", NULL}, {"rope_theta", NULL}, {"rope_parameters", alt}), &c2));
+    }
+    CHECK(!memcmp(&c2.rope, &c.rope, sizeof c.rope));
+  }
+  /* the top level's original_max_position_embeddings wins over the RoPE object's own (standardize_rope_params) */
+  snprintf(bad, sizeof bad, "{\"long_factor\": %s, \"short_factor\": %s, \"type\": \"longrope\", "
+           "\"original_max_position_embeddings\": 2048}", lf, sf);
+  CHECK_OK(PARSE(phi3_mini, LR({"rope_scaling", bad}), &c2));
+  CHECK(!memcmp(&c2.rope, &c.rope, sizeof c.rope));
+  /* attention factor: given factor 4 -> sqrt(1 + ln 4 / ln 4096) = sqrt(7 / 6); attention_factor as given;
+   * max_position_embeddings at the original length -> 1; factor null -> the ratio */
+  static const struct { const char *extra, *max_pos; long double want; } af[] = {
+      {", \"factor\": 4.0", "131072", 0}, {", \"attention_factor\": 1.25", "131072", 1.25L},
+      {", \"factor\": 4.0, \"attention_factor\": 1.5", "131072", 1.5L}, {"", "4096", 1.0L},
+      {", \"factor\": null, \"attention_factor\": null", "131072", 0},
+  };
+  for (int k = 0; k < 5; k++) {
+    snprintf(bad, sizeof bad, "{\"long_factor\": %s, \"short_factor\": %s, \"type\": \"longrope\"%s}", lf, sf, af[k].extra);
+    CHECK_OK(PARSE(phi3_mini, LR({"rope_scaling", bad}, {"max_position_embeddings", af[k].max_pos}), &c2));
+    const long double want = k == 0 ? sqrtl(7.0L / 6.0L) : k == 4 ? sqrtl(17.0L / 12.0L) : af[k].want;
+    CHECK_NEAR(c2.rope.attention_factor, (double)want, 1.2e-7);
+  }
+  /* partial RoPE: Phi-4-mini's 0.75 of 128 -> 48 factors; 64 (a list for all of head_dim) is refused */
+  char f64[1200], rs64[2600];
+  snprintf(rs64, sizeof rs64, "{\"long_factor\": %s, \"short_factor\": %s, \"type\": \"longrope\"}",
+           factor_list(f64, sizeof f64, 64, 1.0, 0.5), sf);
+  BAD2(phi4_mini, OV({"rope_scaling", rs64}), "\"rope_scaling.long_factor\" has 64 entries", "rotary dims / 2 = 48");
+
+  /* refusals, one line each naming the field */
+  static const struct { const char *key, *val, *n1, *n2; } lists[] = {
+      {"short_factor", "[1.0, 2.0]", "\"rope_scaling.short_factor\" has 2 entries", "= 48"},
+      {"short_factor", "1.0", "\"rope_scaling.short_factor\" must be a list of numbers", NULL},
+      {"short_factor", NULL, "\"rope_scaling.short_factor\" is missing", NULL},
+      {"long_factor", NULL, "\"rope_scaling.long_factor\" is missing", NULL},
+  };
+  for (int k = 0; k < 4; k++) {
+    const bool sh = !strcmp(lists[k].key, "short_factor");
+    if (lists[k].val)
+      snprintf(bad, sizeof bad, "{\"%s\": %s, \"%s\": %s, \"type\": \"longrope\"}", lists[k].key, lists[k].val,
+               sh ? "long_factor" : "short_factor", sh ? lf : sf);
+    else
+      snprintf(bad, sizeof bad, "{\"%s\": %s, \"type\": \"longrope\"}", sh ? "long_factor" : "short_factor", sh ? lf : sf);
+    BAD2(phi3_mini, LR({"rope_scaling", bad}), lists[k].n1, lists[k].n2);
+  }
+  /* one entry of a right-length list replaced: a string, null, a boolean (Python counts True as 1), 0, < 0 */
+  static const char *const entries[5] = {"\"1.0\"", "null", "true", "0", "-1.5"};
+  for (int k = 0; k < 5; k++) {
+    char l[1100];
+    factor_list(l, sizeof l, 48, 1.0, 0.75);
+    char *at = strstr(l, ", 3.25"); /* entry 3 */
+    CHECK(at != NULL);
+    if (!at) continue;
+    char edited[1200];
+    snprintf(edited, sizeof edited, "%.*s, %s%s", (int)(at - l), l, entries[k], at + strlen(", 3.25"));
+    snprintf(bad, sizeof bad, "{\"long_factor\": %s, \"short_factor\": %s, \"type\": \"longrope\"}", edited, sf);
+    BAD2(phi3_mini, LR({"rope_scaling", bad}), "\"rope_scaling.long_factor\" has entry 3", k < 3 ? "not a number" : "> 0");
+  }
+  /* the top-level original_max_position_embeddings: required (Phi3Config would read 4096 over the RoPE
+   * object's own), an integer >= 1 */
+  BAD2(phi3_mini, LR({"original_max_position_embeddings", NULL}), "\"original_max_position_embeddings\" is missing", "4096");
+  snprintf(bad, sizeof bad, "{\"long_factor\": %s, \"short_factor\": %s, \"type\": \"longrope\", "
+           "\"original_max_position_embeddings\": 4096}", lf, sf);
+  BAD2(phi3_mini, LR({"rope_scaling", bad}, {"original_max_position_embeddings", NULL}),
+       "\"original_max_position_embeddings\" is missing", "not the RoPE object's own");
+  BAD(phi3_mini, LR({"original_max_position_embeddings", "null"}), "\"original_max_position_embeddings\"");
+  BAD(phi3_mini, LR({"original_max_position_embeddings", "\"4096\""}), "\"original_max_position_embeddings\"");
+  BAD(phi3_mini, LR({"original_max_position_embeddings", "0"}), "\"original_max_position_embeddings\" is 0");
+  /* factor, attention_factor, short_mscale / long_mscale, head_dim */
+  static const struct { const char *extra, *n1, *n2; } fields[] = {
+      {", \"factor\": 0.5", "\"rope_scaling.factor\" is 0.5", ">= 1"},
+      {", \"factor\": \"32\"", "\"rope_scaling.factor\" must be a number", NULL},
+      {", \"attention_factor\": 0", "\"rope_scaling.attention_factor\" is 0", "> 0"},
+      {", \"attention_factor\": [1.2]", "\"rope_scaling.attention_factor\" must be a number", NULL},
+      {", \"short_mscale\": 1.0", "\"rope_scaling.short_mscale\" is not supported", "attention_factor"},
+      {", \"long_mscale\": 1.19", "\"rope_scaling.long_mscale\" is not supported", NULL},
+  };
+  for (int k = 0; k < 6; k++) {
+    snprintf(bad, sizeof bad, "{\"long_factor\": %s, \"short_factor\": %s, \"type\": \"longrope\"%s}", lf, sf,
+             fields[k].extra);
+    BAD2(phi3_mini, LR({"rope_scaling", bad}), fields[k].n1, fields[k].n2);
+  }
+  BAD2(phi3_mini, LR({"hidden_size", "5120"}), "LongRoPE over 160 rotary dims", "at most 64 factors"); /* head_dim 160 */
+  BAD2(phi3_mini, LR({"head_dim", "64"}), "\"head_dim\" (64) differs from hidden_size / num_attention_heads (96)",
+       "transformers cannot run it");
+  BAD2(phi3_mini, LR({"original_max_position_embeddings", "1"}), "\"original_max_position_embeddings\" is 1",
+       "attention_factor");
+  snprintf(bad, sizeof bad, "{\"long_factor\": %s, \"short_factor\": %s, \"type\": \"dynamic\"}", lf, sf);
+  BAD2(phi3_mini, LR({"rope_scaling", bad}), "\"rope_scaling.type\" is \"dynamic\"", "\"longrope\"");
+#undef LR
 }
 
 /* dots1 (Dots1Config): Qwen3's attention (q/k norms per head, no biases, full RoPE) with DeepSeek-V3's MoE
@@ -1144,6 +1295,7 @@ int main(void) {
   test_mistral();
   test_glm4_moe();
   test_phi3();
+  test_phi3_longrope();
   test_dots1();
   test_refusals();
   test_llama3_rope();

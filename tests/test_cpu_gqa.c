@@ -1,8 +1,10 @@
 /* GQA references (backend/cpu/ref_ops.h) against independent computations written here:
  *  - pz_ref_gqa_attention behind a qkv GEMM (with and without bias) vs a naive double-precision
  *    model (explicit per-head loops, full softmax, RoPE rotate-half from inverse frequencies
- *    computed here, llama3 scaling by transformers' formula) at contexts 1, 2, 63, 64, 65, 300,
- *    heads / kv heads 1, 2, 4, 8, with and without qk-norm, plain and llama3 RoPE;
+ *    computed here, llama3 scaling by transformers' formula, LongRoPE's short / long factors chosen per
+ *    position and its attention factor on cos / sin) at contexts 1, 2, 63, 64, 65, 300, heads / kv heads
+ *    1, 2, 4, 8, with and without qk-norm, plain, llama3 and LongRoPE RoPE (one batch's rows on both
+ *    sides of original_max_position_embeddings);
  *  - the KV append (v exact, k exact where no rotation happens, else within one bf16 ulp of the
  *    double model; nothing else of the cache touched); RoPE at position 0 is the identity;
  *  - o_proj over the bf16 attention output; the accumulate mode = plain + previous contents;
@@ -37,11 +39,14 @@ static int ulps(pz_bf16 a, pz_bf16 b) {
 
 /* Inverse frequencies in double: theta^(-2i/d); llama3 (transformers' _compute_llama3_parameters):
  * wavelen = 2π/f; wavelen < orig/high: f; wavelen > orig/low: f/factor; else
- * (1 - s) f/factor + s f with s = (orig/wavelen - low) / (high - low). */
-static void naive_inv_freq(const pz_rope_params *rp, int d, double *f) {
+ * (1 - s) f/factor + s f with s = (orig/wavelen - low) / (high - low); longrope
+ * (_compute_longrope_parameters): theta^(-2i/d) / factor_i, the long factors when use_long. */
+static void naive_inv_freq(const pz_rope_params *rp, int d, double *f, bool use_long) {
   for (int i = 0; i < d / 2; i++) {
     double base = pow(rp->theta, -(2.0 * i) / d);
-    if (rp->type == PZ_ROPE_LLAMA3) {
+    if (rp->type == PZ_ROPE_LONGROPE) {
+      f[i] = base / (use_long ? rp->long_factor[i] : rp->short_factor[i]);
+    } else if (rp->type == PZ_ROPE_LLAMA3) {
       double wl = 2 * M_PI / base, orig = (double)rp->original_max_position_embeddings;
       double lo = rp->low_freq_factor, hi = rp->high_freq_factor;
       if (wl < orig / hi) f[i] = base;
@@ -56,12 +61,12 @@ static void naive_inv_freq(const pz_rope_params *rp, int d, double *f) {
   }
 }
 
-/* y = x rotated by rotate-half RoPE at position pos (double). */
-static void naive_rope(double *x, int d, int pos, const double *f) {
+/* y = x rotated by rotate-half RoPE at position pos (double), cos and sin scaled by ms. */
+static void naive_rope(double *x, int d, int pos, const double *f, double ms) {
   double t[128];
   for (int j = 0; j < d; j++) t[j] = x[j];
   for (int j = 0; j < d / 2; j++) {
-    double c = cos(pos * f[j]), s = sin(pos * f[j]);
+    double c = cos(pos * f[j]) * ms, s = sin(pos * f[j]) * ms;
     x[j] = t[j] * c - t[j + d / 2] * s;
     x[j + d / 2] = t[j + d / 2] * c + t[j] * s;
   }
@@ -79,7 +84,11 @@ static void naive_norm(double *x, int d, const pz_bf16 *w, double eps) {
 #define MAXCTX 320
 #define HSTRIDE ((MAXCTX + 3) * 64) /* kv-head stride of the caches, padded on purpose */
 
-typedef struct gqa_case { int heads, kvh, d, ctx; bool qk_norm, bias, llama3; } gqa_case;
+typedef struct gqa_case { int heads, kvh, d, ctx; bool qk_norm, bias, llama3, longrope; } gqa_case;
+
+/* LongRoPE of the cases: long factors from position 40 on (contexts 63-65 put one row on each side),
+ * distinct short and long factors, cos / sin scaled by 1.3. */
+#define LR_ORIG 40
 
 static int n_k_ulp1 = 0, n_k_total = 0;
 
@@ -92,6 +101,14 @@ static void run_case(const gqa_case *C) {
   if (C->llama3)
     p.rope = (pz_rope_params){.theta = 10000.f, .factor = 8.f, .original_max_position_embeddings = 64,
                               .type = PZ_ROPE_LLAMA3, .low_freq_factor = 1.f, .high_freq_factor = 4.f};
+  if (C->longrope) {
+    p.rope = (pz_rope_params){.theta = 10000.f, .factor = 4.f, .original_max_position_embeddings = LR_ORIG,
+                              .type = PZ_ROPE_LONGROPE, .n_factors = d / 2, .attention_factor = 1.3f};
+    for (int j = 0; j < d / 2; j++) {
+      p.rope.short_factor[j] = 1.0f + 0.25f * (float)j;
+      p.rope.long_factor[j] = 1.5f + 2.0f * (float)j;
+    }
+  }
   /* inputs: x bf16 [M, HIN], qkv_proj W bf16 [nq, HIN] (+ bias f32 [nq]), norms, caches */
   pz_bf16 *x = malloc(sizeof(pz_bf16) * M * HIN), *W = malloc(sizeof(pz_bf16) * (size_t)nq * HIN);
   float *bias = malloc(sizeof(float) * (size_t)nq), *qkv = malloc(sizeof(float) * (size_t)M * nq);
@@ -121,8 +138,11 @@ static void run_case(const gqa_case *C) {
                       .pos = pos, .out = out1, .ld_out = Hid, .out_zero_init = true};
   CHECK_OK(pz_ref_gqa_attention(M, &p, &io));
 
-  double f[64];
-  naive_inv_freq(&p.rope, d, f);
+  double f[64], fl[64];
+  naive_inv_freq(&p.rope, d, f, false);
+  naive_inv_freq(&p.rope, d, fl, true);
+  const double ms = C->longrope ? 1.3 : 1.0;
+  const int long_from = C->longrope ? LR_ORIG : MAXCTX;
   double maxerr = 0;
   int bad_o = 0;
   for (int i = 0; i < M; i++) {
@@ -140,10 +160,10 @@ static void run_case(const gqa_case *C) {
       double k[128];
       for (int j = 0; j < d; j++) k[j] = y[(heads + g) * d + j];
       if (C->qk_norm) naive_norm(k, d, kn, p.eps);
-      naive_rope(k, d, pos[i], f);
+      naive_rope(k, d, pos[i], pos[i] >= long_from ? fl : f, ms);
       for (int j = 0; j < d; j++) {
         CHECK(vr[j] == B(qkv[i * nq + (heads + kvh + g) * d + j])); /* v: bf16 of the f32 input, exactly */
-        if (!C->qk_norm && pos[i] == 0) CHECK(kr[j] == B(qkv[i * nq + (heads + g) * d + j]));
+        if (!C->qk_norm && pos[i] == 0 && ms == 1.0) CHECK(kr[j] == B(qkv[i * nq + (heads + g) * d + j]));
         int u = ulps(kr[j], B((float)k[j]));
         CHECK(u <= 1);
         n_k_ulp1 += u == 1;
@@ -156,7 +176,7 @@ static void run_case(const gqa_case *C) {
       double q[128];
       for (int j = 0; j < d; j++) q[j] = y[h * d + j];
       if (C->qk_norm) naive_norm(q, d, qn, p.eps);
-      naive_rope(q, d, pos[i], f);
+      naive_rope(q, d, pos[i], pos[i] >= long_from ? fl : f, ms);
       const pz_bf16 *K = kc + i * sstride + g * HSTRIDE, *V = vc + i * sstride + g * HSTRIDE;
       double sc[MAXCTX], mx = -1e300, sum = 0;
       for (int t = 0; t <= pos[i]; t++) {
@@ -178,8 +198,8 @@ static void run_case(const gqa_case *C) {
     }
     free(y);
   }
-  if (bad_o) fprintf(stderr, "case heads %d kvh %d d %d ctx %d norm %d bias %d llama3 %d: %d outputs off, max err %.3g\n",
-                     heads, kvh, d, C->ctx, C->qk_norm, C->bias, C->llama3, bad_o, maxerr);
+  if (bad_o) fprintf(stderr, "case heads %d kvh %d d %d ctx %d norm %d bias %d llama3 %d longrope %d: %d outputs off, max err "
+                     "%.3g\n", heads, kvh, d, C->ctx, C->qk_norm, C->bias, C->llama3, C->longrope, bad_o, maxerr);
   CHECK(bad_o == 0);
   /* every cache entry other than the appended ones is untouched */
   int untouched = 1;
@@ -238,6 +258,13 @@ static void test_attention(void) {
                       .qk_norm = t & 1, .bias = (t >> 1) & 1, .llama3 = (t >> 2) & 1};
         run_case(&C);
       }
+  for (int c = 0; c < 6; c++) /* LongRoPE */
+    for (int r = 0; r < 4; r++)
+      for (int t = 0; t < 4; t++, n++) {
+        gqa_case C = {.heads = hk[r][0], .kvh = hk[r][1], .d = dims[(t + r) % 3], .ctx = ctxs[c], .qk_norm = t & 1,
+                      .bias = (t >> 1) & 1, .longrope = true};
+        run_case(&C);
+      }
   printf("attention: %d cases; appended k within 1 bf16 ulp of the double model, %d of %d one ulp off\n", n, n_k_ulp1,
          n_k_total);
   CHECK(n_k_ulp1 * 20 < n_k_total); /* rounding-boundary cases only */
@@ -252,13 +279,13 @@ static void test_rope(void) {
   pz_ref_rope_half(x, 64, 0, inv, 1.f);
   CHECK(memcmp(x, x0, sizeof x) == 0); /* position 0: the identity, bit for bit */
   double f[32], y[64];
-  naive_inv_freq(&rp, 64, f);
+  naive_inv_freq(&rp, 64, f, false);
   for (int j = 0; j < 32; j++) CHECK_NEAR(inv[j], f[j], 1e-7 * f[j]);
   for (int pos = 1; pos < 5000; pos += 1237) {
     memcpy(x, x0, sizeof x);
     for (int j = 0; j < 64; j++) y[j] = x0[j];
     pz_ref_rope_half(x, 64, pos, inv, 1.f);
-    naive_rope(y, 64, pos, f);
+    naive_rope(y, 64, pos, f, 1.0);
     for (int j = 0; j < 64; j++) CHECK_NEAR(x[j], y[j], 3e-3); /* f32 angle of up to 5000 rad: ~5e-4 rad */
   }
   /* norm preserved (a rotation) in every pair */
@@ -268,6 +295,11 @@ static void test_rope(void) {
     CHECK_NEAR((double)x[j] * x[j] + (double)x[j + 32] * x[j + 32], (double)x0[j] * x0[j] + (double)x0[j + 32] * x0[j + 32], 1e-4);
   rp.type = PZ_ROPE_DEFAULT;
   CHECK(pz_ref_gqa_rope_mscale(&rp) == 1.f);
+  CHECK(pz_rope_long_from(&rp) == INT32_MAX);
+  /* LongRoPE: the multiplier is attention_factor; the long table starts at original_max_position_embeddings */
+  rp.type = PZ_ROPE_LONGROPE;
+  rp.attention_factor = 1.19f;
+  CHECK(pz_ref_gqa_rope_mscale(&rp) == 1.19f && pz_rope_long_from(&rp) == 8192);
 }
 
 static void test_errors(void) {
@@ -291,6 +323,14 @@ static void test_errors(void) {
   p.n_kv_heads = 2;
   CHECK_ST(pz_ref_gqa_attention(2, &p, &io), PZ_ERR_SHAPE);
   p.n_heads = 1;
+  p.n_kv_heads = 1;
+  p.rope = (pz_rope_params){.theta = 10000.f, .original_max_position_embeddings = 4, .type = PZ_ROPE_LONGROPE,
+                            .n_factors = 7, .attention_factor = 1.f}; /* 8 pairs of head_dim 16 */
+  for (int j = 0; j < 8; j++) p.rope.short_factor[j] = p.rope.long_factor[j] = 1.f;
+  CHECK_ST(pz_ref_gqa_attention(2, &p, &io), PZ_ERR_SHAPE);
+  p.rope.n_factors = 8;
+  CHECK_OK(pz_ref_gqa_attention(2, &p, &io)); /* factors 1, attention factor 1: plain RoPE */
+  p.rope = (pz_rope_params){.theta = 10000.f};
   p.n_kv_heads = 1;
   io.k_cache = NULL;
   CHECK_ST(pz_ref_gqa_attention(2, &p, &io), PZ_ERR_INVALID_ARG);

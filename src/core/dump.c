@@ -57,7 +57,8 @@ static void params(const pz_node *n, FILE *f) {
     case PZ_OP_GQA_ATTN:
       fprintf(f, " heads=%d kv_heads=%d head_dim=%lld%s rope=%s o_proj=%lld->%lld", n->p.gqa.n_heads, n->p.gqa.n_kv_heads,
               (long long)n->p.gqa.head_dim, n->src[PZ_GQA_Q_NORM_W] >= 0 ? " qk_norm" : "",
-              n->p.gqa.rope.type == PZ_ROPE_LLAMA3 ? "llama3" : n->p.gqa.rope.type == PZ_ROPE_YARN ? "yarn" : "default",
+              n->p.gqa.rope.type == PZ_ROPE_LLAMA3 ? "llama3" : n->p.gqa.rope.type == PZ_ROPE_YARN ? "yarn"
+              : n->p.gqa.rope.type == PZ_ROPE_LONGROPE ? "longrope" : "default",
               (long long)(n->p.gqa.n_heads * n->p.gqa.head_dim), (long long)n->p.gqa.hidden);
       if (n->p.gqa.rotary_dim) fprintf(f, " rotary_dim=%lld", (long long)n->p.gqa.rotary_dim);
       if (n->p.gqa.prezero_n_total > 0) {

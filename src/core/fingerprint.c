@@ -20,6 +20,10 @@ uint64_t pz_fnv1a64(uint64_t h, const void *data, size_t n) {
 static void rope_exact(const pz_rope_params *r, FILE *f) {
   fprintf(f, " rope(%a %a %lld %a %a %a %a %d %a %a)", r->theta, r->factor, (long long)r->original_max_position_embeddings,
           r->beta_fast, r->beta_slow, r->mscale, r->mscale_all_dim, (int)r->type, r->low_freq_factor, r->high_freq_factor);
+  if (r->type != PZ_ROPE_LONGROPE) return; /* the other types print as before */
+  fprintf(f, " longrope(%a %d", r->attention_factor, (int)r->n_factors);
+  for (int i = 0; i < r->n_factors && i < PZ_ROPE_MAX_FACTORS; i++) fprintf(f, " %a %a", r->short_factor[i], r->long_factor[i]);
+  fprintf(f, ")");
 }
 
 /* Every field of a node's parameters, exactly, after the dump: what the dump leaves out (rope,

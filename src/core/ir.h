@@ -98,8 +98,15 @@ typedef struct pz_norm_params {
 typedef enum pz_rope_type {
   PZ_ROPE_DEFAULT = 0,  /* rope_scaling null (or type "default"): inv_freq_i = theta^(-2i/dim) */
   PZ_ROPE_YARN = 1,     /* DeepSeek-V2 YaRN (pz_ref_yarn_inv_freq, core/rope.h) */
-  PZ_ROPE_LLAMA3 = 2    /* Llama 3.1 "llama3" (pz_ref_llama3_inv_freq, core/rope.h) */
+  PZ_ROPE_LLAMA3 = 2,   /* Llama 3.1 "llama3" (pz_ref_llama3_inv_freq, core/rope.h) */
+  PZ_ROPE_LONGROPE = 3  /* Phi-3 "longrope": per-dimension short / long factors chosen by position
+                           (pz_rope_longrope_inv_freq, core/rope.h) */
 } pz_rope_type;
+
+/* LongRoPE factors of each kind per rope params: rotary dims up to 2 * PZ_ROPE_MAX_FACTORS (every phi3
+ * model rotates at most 128; the CUDA attention kernel's head_dim is at most 128 too). Every graph node
+ * carries them (pz_op_params), so the bound is kept to what runs. */
+#define PZ_ROPE_MAX_FACTORS 64
 
 /* RoPE parameters. YaRN (DeepSeek-V2 "rope_scaling", type yarn; the formulas are those of
  * DeepseekV2YarnRotaryEmbedding in DeepSeek-V2's modeling_deepseek.py, see
@@ -113,6 +120,12 @@ typedef struct pz_rope_params {
   float mscale, mscale_all_dim; /* attention-scale coefficients of yarn_get_mscale */
   pz_rope_type type;           /* PZ_ROPE_DEFAULT unless rope_scaling names a type */
   float low_freq_factor, high_freq_factor; /* llama3: 1 and 4 in Llama 3.1 */
+  /* longrope: positions < original_max_position_embeddings rotate by short_factor, the others by
+   * long_factor (inv_freq_j = 1 / (factor_j * theta^(2j/dim)), n_factors = dim / 2 each); cos and sin
+   * are scaled by attention_factor. Zero (unused) for the other types. */
+  int32_t n_factors;
+  float attention_factor;
+  float short_factor[PZ_ROPE_MAX_FACTORS], long_factor[PZ_ROPE_MAX_FACTORS];
 } pz_rope_params;
 
 /* Source slots of MLA_ATTN (index into node->src; -1 when absent). */

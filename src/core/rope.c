@@ -1,7 +1,9 @@
-/* RoPE / YaRN constants of the DeepSeek-V2 family: inverse frequencies, the cos/sin and softmax
- * mscale. Model math shared by every backend (formulas and sources in core/rope.h). */
+/* RoPE constants of the DeepSeek-V2 family (YaRN) and of the GQA layouts (llama3, yarn, longrope):
+ * inverse frequencies, the cos/sin and softmax mscale. Model math shared by every backend (formulas
+ * and sources in core/rope.h). */
 #include "core/rope.h"
 #include <math.h>
+#include <stdint.h>
 
 #ifndef M_PI
 #define M_PI 3.14159265358979323846
@@ -76,7 +78,34 @@ void pz_ref_llama3_inv_freq(const pz_rope_params *rp, int64_t dim, float *inv_fr
   }
 }
 
+void pz_rope_longrope_inv_freq(const pz_rope_params *rp, int64_t dim, bool use_long, float *inv_freq) {
+  const double base = rp->theta > 0 ? rp->theta : 10000.0;
+  const float *f = use_long ? rp->long_factor : rp->short_factor;
+  for (int64_t i = 0; i < dim / 2; i++) { /* transformers' float32 steps, each rounded to f32 */
+    const float s = (float)(2 * i) / (float)dim;
+    const float p = (float)pow(base, (double)s);
+    const float fp = f[i] * p;
+    inv_freq[i] = 1.0f / fp;
+  }
+}
+
+void pz_rope_inv_freq_long(const pz_rope_params *rp, int64_t dim, float *inv_freq) {
+  if (rp->type == PZ_ROPE_LONGROPE) pz_rope_longrope_inv_freq(rp, dim, true, inv_freq);
+  else pz_rope_inv_freq(rp, dim, inv_freq);
+}
+
+int32_t pz_rope_long_from(const pz_rope_params *rp) {
+  if (rp->type != PZ_ROPE_LONGROPE) return INT32_MAX;
+  return rp->original_max_position_embeddings < INT32_MAX ? (int32_t)rp->original_max_position_embeddings : INT32_MAX;
+}
+
+float pz_rope_cos_sin_mscale(const pz_rope_params *rp) {
+  if (rp->type == PZ_ROPE_YARN) return pz_ref_yarn_cos_sin_mscale(rp);
+  return rp->type == PZ_ROPE_LONGROPE ? rp->attention_factor : 1.0f;
+}
+
 void pz_rope_inv_freq(const pz_rope_params *rp, int64_t dim, float *inv_freq) {
+  if (rp->type == PZ_ROPE_LONGROPE) { pz_rope_longrope_inv_freq(rp, dim, false, inv_freq); return; }
   if (rp->type == PZ_ROPE_LLAMA3) { pz_ref_llama3_inv_freq(rp, dim, inv_freq); return; }
   if (rp->type == PZ_ROPE_YARN) { pz_ref_yarn_inv_freq(rp, dim, inv_freq); return; }
   double base = rp->theta > 0 ? rp->theta : 10000.0;

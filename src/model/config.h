@@ -161,12 +161,14 @@ typedef struct pz_model_config {
  * phi3 (Phi3Config: Phi-4, Phi-3-mini-4k, Phi-3-medium-4k; Phi3ForCausalLM stores fused qkv_proj and
  * gate_up_proj tensors, which the checkpoint loader splits): Llama's math without biases (attention_bias and
  * mlp_bias are not read: Phi3Attention and Phi3MLP have none), num_key_value_heads num_attention_heads,
- * rms_norm_eps 1e-5, partial_rotary_factor as glm4_moe's with default 1.0; rope_scaling null or "default"
- * only ("longrope", and "su" / "yarn", which Phi3Config reads as longrope, are refused); sliding_window (null;
+ * rms_norm_eps 1e-5, partial_rotary_factor as glm4_moe's with default 1.0; rope_scaling null, "default" or
+ * LongRoPE ("longrope", and "su" / "yarn", which Phi3Config reads as longrope; rope.type PZ_ROPE_LONGROPE,
+ * pz_cfg_parse_longrope in config_impl.h: short / long factors, the required top-level
+ * original_max_position_embeddings, the attention factor); sliding_window (null;
  * >= 1) below max_position_embeddings lowers max_position_embeddings to it (transformers masks key j of query i
  * when j <= i - sliding_window, nothing in a sequence of at most sliding_window tokens); resid_pdrop,
- * embd_pdrop, attention_dropout and original_max_position_embeddings do not change inference under default
- * RoPE and are not read.
+ * embd_pdrop and attention_dropout do not change inference and are not read; original_max_position_embeddings
+ * is read under LongRoPE only.
  * dots1 (Dots1Config: dots.llm1.base, dots.llm1.inst): Qwen3's attention (q/k norms per head, qk_norm always; no
  * biases: attention_bias true, which would give o_proj a bias too, is refused; full RoPE; num_key_value_heads 32,
  * rms_norm_eps 1e-6, head_dim hidden_size / num_attention_heads when absent, null refused) and DeepSeek-V3's MoE

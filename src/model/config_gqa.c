@@ -1,6 +1,6 @@
 /* config.json of the GQA families (llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, glm4_moe, phi3, dots1): their
- * transformers class defaults, the RoPE variants (default, llama3, yarn), the MoE fields, and the refusal of what
- * prezero does not run (sliding windows, other families' fields, Phi-3's LongRoPE). */
+ * transformers class defaults, the RoPE variants (default, llama3, yarn; phi3's LongRoPE in config_longrope.c), the
+ * MoE fields, and the refusal of what prezero does not run (sliding windows, other families' fields). */
 #include "model/config.h"
 #include "model/config_impl.h"
 #include <cjson/cJSON.h>
@@ -101,21 +101,19 @@ static pz_status parse_gqa_yarn(const reader *r, const cJSON *rs, const char *na
 }
 
 /* Phi3Config accepts RoPE types "default" and "longrope" (and reads the legacy "su" and "yarn" as
- * longrope). LongRoPE rescales each rotary frequency by a per-dimension short_factor or long_factor,
- * chosen by the length of the sequence transformers is running (past original_max_position_embeddings
- * the long factors, for the whole forward), and scales cos/sin by sqrt(1 + ln(factor) / ln(original));
- * prezero's RoPE has neither, so those configs (Phi-3-mini-128k, Phi-3.5, Phi-4-mini) are refused. */
-static pz_status phi3_rope_refusal(const reader *r, const char *f_type, const char *type) {
-  const bool longrope = !strcmp(type, "longrope") || !strcmp(type, "su") || !strcmp(type, "yarn");
-  return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is \"%.40s\"%s, which prezero does not support for model_type "
-                  "phi3 (%s; supported: null, \"default\")", r->src, f_type, type,
-                  longrope && strcmp(type, "longrope") ? " (Phi3Config reads it as \"longrope\")" : "",
-                  longrope ? "LongRoPE's per-dimension short_factor / long_factor frequencies are not implemented"
-                           : "Phi3Config accepts only \"default\" and \"longrope\"");
+ * longrope: pz_cfg_parse_longrope, config_longrope.c); any other type is refused. */
+static pz_status parse_phi3_rope(const reader *r, const cJSON *rs, const char *name, const char *f_type,
+                                 const char *type, pz_model_config *c) {
+  if (!strcmp(type, "longrope") || !strcmp(type, "su") || !strcmp(type, "yarn"))
+    return pz_cfg_parse_longrope(r, rs, name, c);
+  return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is \"%.40s\", which prezero does not support for model_type "
+                  "phi3 (Phi3Config accepts only \"default\" and \"longrope\", or the legacy \"su\" and \"yarn\" it "
+                  "reads as \"longrope\")", r->src, f_type, type);
 }
 
 /* rope_scaling of a GQA layout (or transformers' newer "rope_parameters", which also carries
- * rope_theta): null, type "default", "llama3" with all four of its fields, or "yarn" (parse_gqa_yarn). */
+ * rope_theta): null, type "default", "llama3" with all four of its fields, or "yarn" (parse_gqa_yarn);
+ * phi3: null, "default" or LongRoPE (parse_phi3_rope; c->rotary_dim read before). */
 static pz_status parse_gqa_rope(const reader *r, gqa_family fam, pz_model_config *c) {
   pz_rope_params *p = &c->rope;
   p->theta = gqa_fam[fam].rope_theta;
@@ -144,7 +142,7 @@ static pz_status parse_gqa_rope(const reader *r, gqa_family fam, pz_model_config
   if (legacy && ty != legacy && !(cJSON_IsString(legacy) && !strcmp(legacy->valuestring, ty->valuestring)))
     return pz_error(PZ_ERR_CONFIG, "config %s: fields \"%s\" and \"%s.type\" disagree", r->src, f_type, name);
   if (!strcmp(ty->valuestring, "default")) return PZ_OK;
-  if (fam == FAM_PHI3) return phi3_rope_refusal(r, f_type, ty->valuestring);
+  if (fam == FAM_PHI3) return parse_phi3_rope(r, rs, name, f_type, ty->valuestring, c);
   if (!strcmp(ty->valuestring, "yarn")) return parse_gqa_yarn(r, rs, name, c);
   if (strcmp(ty->valuestring, "llama3"))
     return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is \"%.40s\", which prezero does not support for "
@@ -502,6 +500,8 @@ pz_status pz_cfg_parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) 
   c->rms_norm_eps = gqa_fam[fam].rms_norm_eps;
   PZ_CHECK(pz_cfg_get_float(r, r->root, "rms_norm_eps", false, &c->rms_norm_eps));
   if (!(c->rms_norm_eps > 0.f)) return pz_error(PZ_ERR_CONFIG, "config %s: field \"rms_norm_eps\" must be > 0", r->src);
+  /* phi3's partial RoPE first: LongRoPE's factor lists have one entry per rotated pair */
+  if (fam == FAM_PHI3) PZ_CHECK(parse_partial_rotary(r, 1.0, c));
   PZ_CHECK(parse_gqa_rope(r, fam, c));
   if (!(c->rope.theta > 0.f)) return pz_error(PZ_ERR_CONFIG, "config %s: field \"rope_theta\" must be > 0", r->src);
   PZ_CHECK(parse_dual_chunk(r, c));
@@ -530,10 +530,7 @@ pz_status pz_cfg_parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) 
     PZ_CHECK(pz_cfg_get_bool(r, "use_qk_norm", &c->qk_norm));
     PZ_CHECK(parse_partial_rotary(r, 0.5, c));
   }
-  if (fam == FAM_PHI3) {
-    PZ_CHECK(parse_partial_rotary(r, 1.0, c));
-    PZ_CHECK(parse_phi3_window(r, c));
-  }
+  if (fam == FAM_PHI3) PZ_CHECK(parse_phi3_window(r, c));
   if (fam == FAM_DOTS1) PZ_CHECK(parse_dots1_window(r, c));
   if (fam != FAM_PHI3 && fam != FAM_DOTS1) PZ_CHECK(check_full_attention(r, fam, c));
   PZ_CHECK(check_foreign_fields(r, fam, c));

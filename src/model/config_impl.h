@@ -57,6 +57,18 @@ pz_status pz_cfg_rope_object(const reader *r, float *theta, const cJSON **obj, c
  * (c->model_type set by the caller) and checks the values together. Errors: PZ_ERR_CONFIG, one line. */
 pz_status pz_cfg_parse_mla(const reader *r, pz_model_config *c);
 
+/* Phi-3's LongRoPE (config_longrope.c): the RoPE object rs (named `name` in messages) of a phi3 config whose
+ * type is "longrope" (or the legacy "su" / "yarn"), read as transformers 5's Phi3Config and
+ * _compute_longrope_parameters read it, into c->rope (type PZ_ROPE_LONGROPE): short_factor and long_factor,
+ * lists of rotary_dim / 2 numbers > 0 each (c->rotary_dim, c->head_dim and c->max_position_embeddings read
+ * before; head_dim must be hidden_size / num_attention_heads, as Phi3Config checks the lists against it); the
+ * top-level original_max_position_embeddings (required: Phi3Config would read its default 4096 over the RoPE
+ * object's own); attention_factor (> 0) when given, else from factor (>= 1; null or absent:
+ * max_position_embeddings / original_max_position_embeddings): 1 for factor <= 1, else
+ * sqrt(1 + ln(factor) / ln(original_max_position_embeddings)), in double, stored as f32. short_mscale /
+ * long_mscale (which transformers ignores) are refused. Errors: PZ_ERR_CONFIG, one line naming the field. */
+pz_status pz_cfg_parse_longrope(const reader *r, const cJSON *rs, const char *name, pz_model_config *c);
+
 /* The GQA families by model_type (config_gqa.c holds their class defaults). */
 typedef enum { FAM_LLAMA, FAM_QWEN2, FAM_QWEN3, FAM_QWEN3_MOE, FAM_MIXTRAL, FAM_MISTRAL, FAM_GLM4_MOE, FAM_PHI3, FAM_DOTS1, FAM_COUNT } gqa_family;
 

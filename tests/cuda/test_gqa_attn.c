@@ -1,7 +1,9 @@
 /* CUDA GQA decode op (src/backend/cuda/gqa.h) against pz_ref_gqa_attention: GQA ratios 1, 2, 4,
  * 8, 16 and 20 (two head tiles), head_dim 16, 32, 64, 96 and 128, qk-norm on and off, default / llama3 / yarn
- * RoPE, partial RoPE (rotary_dim 16 / 24 of 32, 64 of 128: GLM-4.5), contexts 1, 63, 64, 65, 300 and 8192 with mixed lengths in one batch, forced split counts,
- * a CUDA graph replayed as positions advance, the cache append (rows beyond pos are never read
+ * RoPE, partial RoPE (rotary_dim 16 / 24 of 32, 64 of 128: GLM-4.5), LongRoPE (Phi-3-mini-128k's and Phi-4-mini's
+ * shapes: short and long factors chosen per row by position, attention factor on cos / sin), contexts 1, 63, 64,
+ * 65, 300 and 8192 with mixed lengths in one batch, forced split counts, a CUDA graph replayed as positions
+ * advance (LongRoPE: a row crossing original_max_position_embeddings between replays), the cache append (rows beyond pos are never read
  * or written: NaN sentinels), run-to-run determinism, the oproj_prezero slot set vs unset
  * bit-identical (2 K splits, docs/ARCHITECTURE.md §5), and the argument checks.
  * PZ_TEST_QUICK=1: fewer shapes and batches (for compute-sanitizer). */
@@ -107,6 +109,23 @@ static const shape R2D32P = {"ratio 2 (4/2, d32, rotary 24, llama3)", 4, 2, 32, 
  * grouped layout with qk-norm and partial RoPE (rotary 64 of 96) over the same kernel instance. */
 static const shape PHI3_MINI_TP4 = {"phi-3-mini tp4 (8/8, d96)", 8, 8, 96, 3072, 0, ROPE_DEFAULT(10000), 0};
 static const shape R4D96 = {"ratio 4 (8/2, d96, qk-norm, rotary 64)", 8, 2, 96, 768, 1, ROPE_DEFAULT(10000), 64};
+
+/* LongRoPE with 48 factors of each kind (the factors written here are distinct, not the published ones): phi4
+ * Phi-4-mini's shape (24 / 8 heads, d 128, partial_rotary_factor 0.75: 96 rotated dims), else Phi-3-mini-128k's
+ * at TP 4 (8 / 8 heads, d 96, all rotated), with original_max_position_embeddings `orig`: 240 puts the rows of
+ * run_shape's context-300 batch (positions 299, 262, 225) on both sides, 150 makes check_graph's row 0 cross
+ * between its replays (100, then 170). */
+static shape longrope_shape(bool phi4, int64_t orig) {
+  shape s = {phi4 ? "phi-4-mini tp1 (24/8, d128, rotary 96, longrope)" : "phi-3-mini-128k tp4 (8/8, d96, longrope)",
+             phi4 ? 24 : 8, 8, phi4 ? 128 : 96, 3072, 0,
+             {.theta = 10000, .factor = 32, .original_max_position_embeddings = orig, .type = PZ_ROPE_LONGROPE,
+              .n_factors = 48, .attention_factor = 1.19f}, phi4 ? 96 : 0};
+  for (int j = 0; j < 48; j++) {
+    s.rope.short_factor[j] = 1.0f + 0.05f * (float)j;
+    s.rope.long_factor[j] = 1.0f + 1.5f * (float)j;
+  }
+  return s;
+}
 
 /* One layer: params (hidden H, and the identity-o_proj twin of hidden heads*d) and weights. */
 typedef struct layer {
@@ -597,6 +616,9 @@ int main(void) {
     run_shape(&GLM_AIR_TP8, ms + 1, 1, ctx, quick ? 3 : 5);
     run_shape(&PHI3_MINI_TP4, ms, 2, ctx, quick ? 3 : 5);
     run_shape(&R4D96, ms + 1, 1, ctx, quick ? 4 : 5);
+    const shape lr4 = longrope_shape(true, 240), lr3 = longrope_shape(false, 240);
+    run_shape(&lr4, ms, 2, ctx, quick ? 4 : 5);
+    run_shape(&lr3, ms, 2, ctx, quick ? 3 : 5);
     if (!quick) {
       run_shape(&R16, ms, 2, ctx, 5);
       run_shape(&L70_TP8, ms, 2, ctx, 5);
@@ -634,6 +656,8 @@ int main(void) {
     layer_free(&l);
   }
   check_graph(&Q3_30B);
+  const shape lr_graph = longrope_shape(true, 150);
+  check_graph(&lr_graph);
   check_slots(&Q3_30B);
   if (!quick) check_slots(&MHA64);
   check_args();

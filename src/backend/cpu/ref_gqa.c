@@ -20,9 +20,7 @@ void pz_ref_rope_half(float *x, int64_t dim, int32_t pos, const float *inv_freq,
   }
 }
 
-float pz_ref_gqa_rope_mscale(const pz_rope_params *rp) {
-  return rp->type == PZ_ROPE_YARN ? pz_ref_yarn_cos_sin_mscale(rp) : 1.0f;
-}
+float pz_ref_gqa_rope_mscale(const pz_rope_params *rp) { return pz_rope_cos_sin_mscale(rp); }
 
 /* x[d] = (x_j * inv) * w_j, inv = pz_ref_rms_inv(x, d, eps): f32, no rounding. */
 static void head_norm(float *x, int64_t d, const pz_bf16 *w, float eps) {
@@ -33,7 +31,8 @@ static void head_norm(float *x, int64_t d, const pz_bf16 *w, float eps) {
 typedef struct gqa_job {
   const pz_gqa_params *p;
   const pz_ref_gqa_io *io;
-  const float *inv_freq;
+  const float *inv_freq, *inv_freq_long; /* positions below / from long_from */
+  int32_t long_from;
   float ms;
   pz_bf16 *o;        /* [m, heads*d] bf16 */
   int64_t max_pos;   /* largest pos + 1 over the rows (scratch size) */
@@ -55,7 +54,8 @@ static void gqa_heads(void *va, int64_t lo, int64_t hi) {
     const int32_t pos = io->pos[i];
     memcpy(q, io->qkv + i * io->ld_qkv + h * d, sizeof(float) * (size_t)d);
     if (io->q_norm_w) head_norm(q, d, io->q_norm_w, p->eps);
-    pz_ref_rope_half(q, p->rotary_dim ? p->rotary_dim : d, pos, J->inv_freq, J->ms);
+    pz_ref_rope_half(q, p->rotary_dim ? p->rotary_dim : d, pos, pos < J->long_from ? J->inv_freq : J->inv_freq_long,
+                     J->ms);
     const pz_bf16 *K = io->k_cache + i * io->cache_seq_stride + g * io->cache_head_stride;
     const pz_bf16 *V = io->v_cache + i * io->cache_seq_stride + g * io->cache_head_stride;
     const int64_t np = (int64_t)pos + 1;
@@ -95,6 +95,11 @@ pz_status pz_ref_gqa_attention(int64_t m, const pz_gqa_params *p, const pz_ref_g
   if (p->rotary_dim && (p->rotary_dim < 2 || p->rotary_dim % 2 || p->rotary_dim > d))
     return pz_error(PZ_ERR_SHAPE, "gqa: rotary_dim %lld must be 0 (head_dim) or even in 2..head_dim (%lld)",
                     (long long)p->rotary_dim, (long long)d);
+  if (p->rope.type == PZ_ROPE_LONGROPE &&
+      (p->rope.n_factors != (p->rotary_dim ? p->rotary_dim : d) / 2 || p->rope.n_factors > PZ_ROPE_MAX_FACTORS))
+    return pz_error(PZ_ERR_SHAPE, "gqa: LongRoPE with %d factors of each kind for %lld rotary dims (needs one per pair, "
+                    "at most %d)",
+                    (int)p->rope.n_factors, (long long)(p->rotary_dim ? p->rotary_dim : d), PZ_ROPE_MAX_FACTORS);
   if (!io->qkv || !io->o_w || !io->k_cache || !io->v_cache || !io->pos || !io->out)
     return pz_error(PZ_ERR_INVALID_ARG, "gqa: missing input pointer");
   if (!io->q_norm_w != !io->k_norm_w) return pz_error(PZ_ERR_INVALID_ARG, "gqa: q_norm and k_norm weights go together");
@@ -106,12 +111,15 @@ pz_status pz_ref_gqa_attention(int64_t m, const pz_gqa_params *p, const pz_ref_g
     if (io->pos[i] + 1 > max_pos) max_pos = io->pos[i] + 1;
   }
   pz_status st = PZ_OK;
-  float *inv_freq = malloc(sizeof(float) * (size_t)(d / 2));
+  float *inv_freq = malloc(sizeof(float) * (size_t)d); /* [d/2] below long_from | [d/2] from it */
   float *kt = malloc(sizeof(float) * (size_t)d);
   pz_bf16 *o = malloc(sizeof(pz_bf16) * (size_t)(m * heads * d));
   if (!inv_freq || !kt || !o) { st = pz_error(PZ_ERR_OOM, "gqa: scratch allocation"); goto done; }
   const int64_t rd = p->rotary_dim ? p->rotary_dim : d;
+  float *inv_long = inv_freq + d / 2;
   pz_rope_inv_freq(&p->rope, rd, inv_freq);
+  pz_rope_inv_freq_long(&p->rope, rd, inv_long);
+  const int32_t long_from = pz_rope_long_from(&p->rope);
   const float ms = pz_ref_gqa_rope_mscale(&p->rope);
   /* KV append: k (normed, roped) and v of every row to the cache at pos[i], bf16. */
   for (int64_t i = 0; i < m; i++) {
@@ -120,7 +128,7 @@ pz_status pz_ref_gqa_attention(int64_t m, const pz_gqa_params *p, const pz_ref_g
     for (int64_t g = 0; g < kvh; g++) {
       memcpy(kt, row + (heads + g) * d, sizeof(float) * (size_t)d);
       if (io->k_norm_w) head_norm(kt, d, io->k_norm_w, p->eps);
-      pz_ref_rope_half(kt, rd, io->pos[i], inv_freq, ms);
+      pz_ref_rope_half(kt, rd, io->pos[i], io->pos[i] < long_from ? inv_freq : inv_long, ms);
       pz_bf16 *kc = io->k_cache + i * io->cache_seq_stride + g * io->cache_head_stride + at;
       pz_bf16 *vc = io->v_cache + i * io->cache_seq_stride + g * io->cache_head_stride + at;
       const float *v = row + (heads + kvh + g) * d;
@@ -130,7 +138,8 @@ pz_status pz_ref_gqa_attention(int64_t m, const pz_gqa_params *p, const pz_ref_g
       }
     }
   }
-  gqa_job J = {.p = p, .io = io, .inv_freq = inv_freq, .ms = ms, .o = o, .max_pos = max_pos};
+  gqa_job J = {.p = p, .io = io, .inv_freq = inv_freq, .inv_freq_long = inv_long, .long_from = long_from, .ms = ms,
+               .o = o, .max_pos = max_pos};
   pz_par_for(m * heads, 1, gqa_heads, &J);
   if (J.failed) { st = pz_error(PZ_ERR_OOM, "gqa: head scratch allocation"); goto done; }
   pz_ref_gemm(m, p->hidden, heads * d, o, heads * d, io->o_w, heads * d, NULL, io->out, io->ld_out, 0, io->out_zero_init);

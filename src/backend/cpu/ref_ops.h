@@ -186,8 +186,9 @@ pz_status pz_ref_mla_decode(int64_t m, const pz_mla_params *p, const pz_ref_mla_
  * left unchanged). */
 void pz_ref_rope_half(float *x, int64_t dim, int32_t pos, const float *inv_freq, float ms);
 
-/* The cos/sin multiplier of a GQA layout's RoPE: pz_ref_yarn_cos_sin_mscale (core/rope.h) for
- * rope.type PZ_ROPE_YARN (Hugging Face's yarn attention_factor), 1 for DEFAULT and LLAMA3. */
+/* The cos/sin multiplier of a GQA layout's RoPE: pz_rope_cos_sin_mscale (core/rope.h):
+ * pz_ref_yarn_cos_sin_mscale for rope.type PZ_ROPE_YARN (Hugging Face's yarn attention_factor),
+ * rope.attention_factor for LONGROPE, 1 for DEFAULT and LLAMA3. */
 float pz_ref_gqa_rope_mscale(const pz_rope_params *rp);
 
 /* Pointers of one GQA decode call. Per-rank shapes (heads = p->n_heads, kvh = p->n_kv_heads,
@@ -211,8 +212,20 @@ typedef struct pz_ref_gqa_io {
  *     squares f32 in order), f32, NOT rounded (Hugging Face's Qwen3RMSNorm rounds x*inv to the
  *     model dtype before the weight; this project rounds once, at the cache / o_proj input).
  *  3. RoPE on the first r = p->rotary_dim (0: d) dims of q_h and k_g: pz_ref_rope_half(x, r, ...) with
- *     inv_freq = pz_rope_inv_freq(&p->rope, r) and ms = pz_ref_gqa_rope_mscale(&p->rope) (transformers'
- *     partial rotary: rotate-half within the first r dims, the rest passed through); q stays f32.
+ *     inv_freq = pz_rope_inv_freq(&p->rope, r) for p < pz_rope_long_from(&p->rope), else
+ *     pz_rope_inv_freq_long(&p->rope, r) (LongRoPE's long factors; the same table for the other types),
+ *     and ms = pz_ref_gqa_rope_mscale(&p->rope) (transformers' partial rotary: rotate-half within the
+ *     first r dims, the rest passed through); q stays f32.
+ *     LongRoPE per position: the token at position p rotates by the long factors when p >=
+ *     original_max_position_embeddings, and its key keeps that rotation in the cache, which is what
+ *     transformers computes when it decodes one token at a time with a KV cache (its longrope update
+ *     picks the long factors once max(position_ids) + 1 > original_max_position_embeddings). prezero
+ *     has no prefill pass: a prompt is fed through this op one token per step, so its positions follow
+ *     the same rule. transformers differs when it runs many positions in one forward (a prompt prefilled
+ *     at once, or greedy by full recomputation): once that sequence is longer than
+ *     original_max_position_embeddings, every position of it, the earlier ones included, rotates by the
+ *     long factors. (Recent vLLM rotates every position by the long factors whenever its max_model_len
+ *     exceeds original_max_position_embeddings.)
  *  4. k_cache[i, g, p] = bf16(k_g), v_cache[i, g, p] = bf16(v_g) (every row's append happens
  *     before any attention, so a row attends to its own new token).
  *  5. Per head h, g = h / (heads / kvh): score_t = (Σ_j q_h[j] * K_t[j]) * softmax_scale for
@@ -223,7 +236,7 @@ typedef struct pz_ref_gqa_io {
  * Rounding points: the cache contents and the o_proj input o are bf16; q, k before the cache,
  * scores, softmax and the attention sums stay f32. Results do not depend on the thread count.
  * Errors: PZ_ERR_SHAPE (head_dim odd or < 2, rotary_dim neither 0 nor even in 2..head_dim, heads not a
- * multiple of kvh, heads / kvh < 1),
+ * multiple of kvh, heads / kvh < 1, LongRoPE whose n_factors is not rotary dims / 2),
  * PZ_ERR_INVALID_ARG (pos outside [0, max_ctx), a missing pointer, only one of the two norm
  * weights), PZ_ERR_OOM. */
 pz_status pz_ref_gqa_attention(int64_t m, const pz_gqa_params *p, const pz_ref_gqa_io *io);

@@ -22,9 +22,7 @@ struct pz_gqa_cuda_ctx {
 
 static size_t align256(size_t b) { return (b + 255) / 256 * 256; }
 
-float pz_gqa_rope_mscale(const pz_rope_params *rp) {
-  return rp && rp->type == PZ_ROPE_YARN ? pz_ref_yarn_cos_sin_mscale(rp) : 1.0f;
-}
+float pz_gqa_rope_mscale(const pz_rope_params *rp) { return rp ? pz_rope_cos_sin_mscale(rp) : 1.0f; }
 
 int pz_gqa_cuda_splits(const pz_gqa_cuda_ctx *c, int m) {
   if (!c || m < 1) return 1;
@@ -61,6 +59,10 @@ pz_status pz_gqa_cuda_create(const pz_gqa_params *p, int m_max, pz_gemm_ctx *gem
   if (rd < 2 || rd % 2 || rd > d)
     return pz_error(PZ_ERR_UNSUPPORTED, "gqa cuda: rotary_dim %lld must be 0 (head_dim) or even in 2..head_dim %lld",
                     (long long)p->rotary_dim, (long long)d);
+  _Static_assert(PZ_GQA_MAX_D / 2 <= PZ_ROPE_MAX_FACTORS, "LongRoPE factors for every rotary width of the kernel");
+  if (p->rope.type == PZ_ROPE_LONGROPE && p->rope.n_factors != rd / 2)
+    return pz_error(PZ_ERR_UNSUPPORTED, "gqa cuda: LongRoPE with %d factors of each kind for %lld rotary dims (needs one "
+                    "per pair)", (int)p->rope.n_factors, (long long)rd);
   pz_gqa_cuda_ctx *c = calloc(1, sizeof *c);
   if (!c) return pz_error(PZ_ERR_OOM, "gqa cuda: context");
   c->p = *p;
@@ -92,6 +94,8 @@ pz_status pz_gqa_cuda_create(const pz_gqa_params *p, int m_max, pz_gemm_ctx *gem
   k->qscale = (float)((double)p->softmax_scale * 1.4426950408889634); /* log2(e): base-2 scores */
   k->rope_ms = pz_gqa_rope_mscale(&p->rope);
   pz_rope_inv_freq(&p->rope, rd, k->inv_freq);
+  pz_rope_inv_freq_long(&p->rope, rd, k->inv_freq_long); /* LongRoPE: from position rope_long_from on */
+  k->rope_long_from = pz_rope_long_from(&p->rope);
   *out = c;
   return PZ_OK;
 fail:

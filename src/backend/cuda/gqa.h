@@ -45,7 +45,8 @@ typedef struct pz_gqa_cuda_ctx pz_gqa_cuda_ctx;
  * time). Supported: head_dim 16, 32, 64 or 128, n_heads a multiple of n_kv_heads (any ratio),
  * m_max 1..256 (o_proj shapes outside the split-K family's multiples of 64 run
  * pz_cuda_gemm_any's plain kernel, dense_ops.h).
- * Errors: PZ_ERR_INVALID_ARG (NULL, m_max), PZ_ERR_UNSUPPORTED (shape), PZ_ERR_CUDA, PZ_ERR_OOM. */
+ * Errors: PZ_ERR_INVALID_ARG (NULL, m_max), PZ_ERR_UNSUPPORTED (shape; LongRoPE whose n_factors is not
+ * rotary dims / 2), PZ_ERR_CUDA, PZ_ERR_OOM. */
 pz_status pz_gqa_cuda_create(const pz_gqa_params *p, int m_max, pz_gemm_ctx *gemm, pz_gqa_cuda_ctx **out);
 /* Frees the context (not the borrowed GEMM handle); NULL is ignored. */
 void pz_gqa_cuda_destroy(pz_gqa_cuda_ctx *c);
@@ -68,7 +69,8 @@ void pz_gqa_cuda_force_splits(pz_gqa_cuda_ctx *c, int splits);
 
 /* One decode step (pz_ref_gqa_attention's steps, in stream order):
  *   prep kernel: q/k RMSNorm (sequential sum of squares: the reference's bits), rotate-half RoPE
- *   (over the first rotary_dim dims when set: partial RoPE, GLM-4.5),
+ *   (over the first rotary_dim dims when set: partial RoPE, GLM-4.5; LongRoPE's long-factor table
+ *   from position pz_rope_long_from on, read from pos on the device),
  *     k, v -> bf16 cache row pos[i], q * softmax_scale * log2(e) -> bf16 hi + lo;
  *   attention kernel: per (split, kv head, 16-head tile, sequence) one CTA, cp.async ring of
  *     64-position K/V tiles, S = q·Kᵀ and O += p·V on mma.sync (bf16 in, f32 accumulate) with q
@@ -99,8 +101,9 @@ pz_status pz_gqa_cuda_attention_only(pz_gqa_cuda_ctx *c, int m, const pz_gqa_cud
  * tp, dev) holds (the rule every op of the donor's group evaluates). */
 bool pz_gqa_cuda_oproj_zeroed(const pz_gqa_params *p, int64_t m, int tp, const pz_device_desc *dev);
 
-/* The cos/sin multiplier of the GQA layouts' RoPE: pz_ref_yarn_cos_sin_mscale for rope type
- * YARN, else 1 (the rule of pz_ref_gqa_rope_mscale, backend/cpu/ref_ops.h). */
+/* The cos/sin multiplier of the GQA layouts' RoPE: pz_rope_cos_sin_mscale (core/rope.h; YARN's
+ * mscale, LONGROPE's attention_factor, else 1), 1 for NULL (the rule of pz_ref_gqa_rope_mscale,
+ * backend/cpu/ref_ops.h). */
 float pz_gqa_rope_mscale(const pz_rope_params *rp);
 #ifdef __cplusplus
 }

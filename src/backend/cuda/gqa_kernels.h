@@ -27,7 +27,9 @@ typedef struct pz_gqa_kparams {
   float eps;                        /* q_norm / k_norm eps */
   float qscale;                     /* softmax_scale * log2(e): q is pre-scaled, scores are base-2 */
   float rope_ms;                    /* cos/sin multiplier (1 unless the reference says otherwise) */
-  float inv_freq[PZ_GQA_MAX_D / 2]; /* pz_rope_inv_freq(rope, rd) */
+  float inv_freq[PZ_GQA_MAX_D / 2]; /* pz_rope_inv_freq(rope, rd): positions below rope_long_from */
+  int rope_long_from;               /* pz_rope_long_from(rope): INT32_MAX except for LongRoPE */
+  float inv_freq_long[PZ_GQA_MAX_D / 2]; /* pz_rope_inv_freq_long(rope, rd): positions from rope_long_from */
   /* prep: q/k norm, RoPE, cache append */
   const float *__restrict__ qkv;    /* [m, ld_qkv] f32: q (heads*d) | k (kvh*d) | v (kvh*d) */
   int64_t ld_qkv;

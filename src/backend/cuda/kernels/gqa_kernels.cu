@@ -44,8 +44,9 @@ __device__ __forceinline__ uint32_t pack_bf2(uint16_t lo, uint16_t hi) { return 
  *   qk_norm: inv = 1 / sqrtf(Σ_j x_j² / d + eps) with the sum sequential in j (every lane runs
  *   it over the staged row: the reference's order, so inv is bit-identical), y_j = (x_j * inv) * w_j;
  *   RoPE (rotate-half over the first r = k.rd dims): c = (float)cos((double)ang) * ms, s likewise,
- *   ang = (float)pos * inv_freq_j, y_j' = y_j*c - y_{j+r/2}*s, y_{j+r/2}' = y_{j+r/2}*c + y_j*s (IEEE
- *   multiply and add, no FMA) for j < r/2; y_j' = y_j for j >= r (partial RoPE);
+ *   ang = (float)pos * inv_freq_j (inv_freq_long_j when pos >= rope_long_from: LongRoPE),
+ *   y_j' = y_j*c - y_{j+r/2}*s, y_{j+r/2}' = y_{j+r/2}*c + y_j*s (IEEE multiply and add, no FMA)
+ *   for j < r/2; y_j' = y_j for j >= r (partial RoPE);
  *   k: k_cache[pos] = bf16(y'), v_cache[pos] = bf16(v);
  *   q: qs = y' * qscale, qhl = (bf16(qs), bf16(qs - hi)). */
 __global__ void __launch_bounds__(32 * PREP_WARPS) gqa_prep_kernel(Kp k) {
@@ -91,7 +92,7 @@ __global__ void __launch_bounds__(32 * PREP_WARPS) gqa_prep_kernel(Kp k) {
   uint16_t *q = is_q ? k.qhl + ((int64_t)i * k.heads + v) * 2 * d : nullptr;
   for (int j = lane; j < half; j += 32) {
     const float a = row[j], b = row[j + half];
-    const float ang = __fmul_rn((float)pos, k.inv_freq[j]);
+    const float ang = __fmul_rn((float)pos, pos < k.rope_long_from ? k.inv_freq[j] : k.inv_freq_long[j]);
     const float c = __fmul_rn((float)cos((double)ang), k.rope_ms);
     const float s = __fmul_rn((float)sin((double)ang), k.rope_ms);
     const float ya = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
