@@ -1,6 +1,6 @@
 /* Golden test of the GQA layouts against an independent implementation: the checkpoints
  * tests/data/golden/{llama, qwen2, qwen2_tied, qwen3, qwen3_moe, mixtral, qwen3_yarn, mistral_nemo, llama32_tied,
- * glm4_moe, phi3, phi3_partial, dots1} (written by
+ * glm4_moe, phi3, phi3_partial, dots1, phi3_longrope} (written by
  * tools/make_golden_gqa.py with Hugging Face transformers, float32, eager attention, in the
  * published tensor layout) must give HF's greedy tokens and last-step logits within the file's
  * logits_atol at TP 1, 2 and 4 (TP 4 replicates every model's kv heads, TP 2 qwen2_tied's),
@@ -14,13 +14,16 @@
  * order of phi3's fused rows (gate and up halves, or k and v rows, exchanged in the file), and dots1's router
  * (e_score_correction_bias zeroed in the file, routed_scaling_factor run as 1, every expert group allowed);
  * glm4_moe's next-token-prediction layer stub (model.layers.3.*, a bias among it) is not read; dots1's
- * sliding layer limits max_position_embeddings to its window. */
+ * sliding layer limits max_position_embeddings to its window. phi3_longrope (LongRoPE, whose reference
+ * transformers decoded one token at a time with a KV cache) is missed with its short factors, or its long
+ * factors, at every position, and without its attention factor. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "core/dtype.h"
+#include "core/rope.h"
 #include "model/builder.h"
 #include "model/checkpoint.h"
 #include "model/safetensors.h"
@@ -575,6 +578,93 @@ static void negative_controls_dots1(const golden *g) {
   }
 }
 
+/* A copy of phi3_longrope whose rope_scaling is changed: what 0 the long factors replaced by the short ones
+ * (short factors at every position), 1 the short ones by the long ones (long factors at every position, as
+ * transformers rotates a sequence it runs in one forward once it is longer than original_max_position_embeddings),
+ * 2 attention_factor 1 (cos and sin unscaled). Returns the directory (static buffer). */
+static const char *longrope_copy(int what) {
+  static const char *const sub[3] = {"lr_short_everywhere", "lr_long_everywhere", "lr_attention_factor_1"};
+  const char *d = write_copy(sub[what], "phi3_longrope", NULL, NULL, NULL, 0);
+  char p[1300];
+  snprintf(p, sizeof p, "%s/config.json", d);
+  char *txt = pz_test_slurp(p, NULL);
+  cJSON *r = txt ? cJSON_Parse(txt) : NULL;
+  free(txt);
+  cJSON *rs = r ? cJSON_GetObjectItem(r, "rope_scaling") : NULL;
+  CHECK(cJSON_IsObject(rs));
+  if (!cJSON_IsObject(rs)) { cJSON_Delete(r); return d; }
+  if (what == 2) {
+    cJSON_AddNumberToObject(rs, "attention_factor", 1.0);
+  } else {
+    const char *from = what ? "long_factor" : "short_factor", *to = what ? "short_factor" : "long_factor";
+    cJSON_ReplaceItemInObject(rs, to, cJSON_Duplicate(cJSON_GetObjectItem(rs, from), 1));
+  }
+  char *s = cJSON_Print(r);
+  cJSON_Delete(r);
+  FILE *f = fopen(p, "w");
+  if (f) { fputs(s, f); fclose(f); }
+  free(s);
+  return d;
+}
+
+/* Distance in f32 ulps of two finite floats of the same sign. */
+static int64_t f32_ulps(float a, float b) {
+  int32_t x, y;
+  memcpy(&x, &a, 4);
+  memcpy(&y, &b, 4);
+  return x > y ? (int64_t)x - y : (int64_t)y - x;
+}
+
+/* phi3_longrope: the config reads as LongRoPE (long factors from position 6 on, attention factor from
+ * max_position_embeddings 128, not from the sliding window's 64 that limits the positions); its inverse-frequency
+ * tables are transformers' (expected.json "longrope": within one f32 ulp, torch's f32 pow may be one off; the
+ * committed file: bit for bit) and so is its cos / sin factor (as f32, the value transformers multiplies by);
+ * and each of its three parts is resolved: the changed copies of longrope_copy miss HF's logits. */
+static void negative_controls_longrope(const golden *g) {
+  pz_model_config c;
+  CHECK_OK(pz_checkpoint_load_config(g->dir, &c));
+  CHECK(c.rope.type == PZ_ROPE_LONGROPE && c.rotary_dim == 12 && c.rope.n_factors == 6 && c.max_position_embeddings == 64);
+  CHECK(pz_rope_long_from(&c.rope) == 6 && c.rope.short_factor[1] == 1.2f && c.rope.long_factor[5] == 32.f);
+  CHECK(fabs(c.rope.attention_factor - sqrt(1.0 + log(128.0 / 6.0) / log(6.0))) < 1e-6);
+  char p[1100];
+  snprintf(p, sizeof p, "%s/expected.json", g->dir);
+  char *txt = pz_test_slurp(p, NULL);
+  cJSON *e = txt ? cJSON_Parse(txt) : NULL;
+  free(txt);
+  const cJSON *lr = cJSON_GetObjectItem(e, "longrope");
+  CHECK(cJSON_IsObject(lr));
+  float tab[2][6];
+  pz_rope_inv_freq(&c.rope, 12, tab[0]);
+  pz_rope_inv_freq_long(&c.rope, 12, tab[1]);
+  int equal = 0, n = 0;
+  for (int k = 0; k < 2 && lr; k++) {
+    const cJSON *a = cJSON_GetObjectItem(lr, k ? "inv_freq_long" : "inv_freq_short");
+    CHECK(cJSON_GetArraySize(a) == 6);
+    int j = 0;
+    for (const cJSON *x = a ? a->child : NULL; x && j < 6; x = x->next, j++, n++) {
+      const float want = (float)x->valuedouble;
+      CHECK(f32_ulps(tab[k][j], want) <= 1);
+      equal += tab[k][j] == want;
+    }
+  }
+  const cJSON *as = lr ? cJSON_GetObjectItem(lr, "attention_scaling") : NULL;
+  CHECK(cJSON_IsNumber(as) && c.rope.attention_factor == (float)as->valuedouble);
+  printf("phi3_longrope: %d of %d inverse frequencies bit-identical to transformers' (the rest within 1 ulp), attention "
+         "factor %.9g %s\n", equal, n, (double)c.rope.attention_factor,
+         as && c.rope.attention_factor == (float)as->valuedouble ? "equal" : "DIFFERS");
+  cJSON_Delete(e);
+  static const char *const what[3] = {"short factors at every position", "long factors at every position",
+                                      "attention_factor 1"};
+  static int32_t tok[MAXP][MAXS];
+  static float lg[MAXP * MAXV];
+  for (int k = 0; k < 3; k++) {
+    CHECK_OK(golden_run_cpu(longrope_copy(k), g, 0, g->n, 2, 0, tok, lg));
+    double m = golden_max_diff(lg, g->logits, g->n * g->vocab);
+    printf("negative control (phi3_longrope, %s): max |logit - HF| = %.4f, must exceed %.4f\n", what[k], m, g->atol);
+    CHECK(m > g->atol);
+  }
+}
+
 int main(void) {
   if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 1; }
   setenv("PREZERO_PROGRESS", "0", 1);
@@ -600,9 +690,12 @@ int main(void) {
    * q/k/v biases and q/k norms with DeepSeek-V3's routed + shared experts; phi3: Phi-3 / Phi-4's fused
    * qkv_proj and gate_up_proj; phi3_partial: with Phi-4-mini's partial RoPE (0.75), tied embeddings and a
    * sliding window below max_position_embeddings; dots1: dots.llm1's q/k norms with DeepSeek-V3's grouped routing
-   * (4 groups, 2 chosen), two shared experts' width and a sliding layer whose window covers the sequences. */
+   * (4 groups, 2 chosen), two shared experts' width and a sliding layer whose window covers the sequences;
+   * phi3_longrope: Phi-3's LongRoPE (partial RoPE, short factors below position 6 and long ones from it,
+   * attention factor on cos / sin), every prompt crossing position 6. */
   static const char *models[] = {"llama", "qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "mixtral", "qwen3_yarn",
-                                 "mistral_nemo", "llama32_tied", "glm4_moe", "phi3", "phi3_partial", "dots1"};
+                                 "mistral_nemo", "llama32_tied", "glm4_moe", "phi3", "phi3_partial", "dots1",
+                                 "phi3_longrope"};
   static golden g;
   for (int i = 0; i < (int)(sizeof models / sizeof models[0]); i++) {
     char d[700];
@@ -613,7 +706,8 @@ int main(void) {
     if (!strcmp(models[i], "llama")) negative_control(&g);
     if (!strcmp(models[i], "mixtral")) check_mixtral_fused(&g);
     if (!strcmp(models[i], "glm4_moe")) negative_control_glm(&g);
-    if (!strncmp(models[i], "phi3", 4)) negative_controls_phi3(&g, models[i]);
+    if (!strcmp(models[i], "phi3") || !strcmp(models[i], "phi3_partial")) negative_controls_phi3(&g, models[i]);
+    if (!strcmp(models[i], "phi3_longrope")) negative_controls_longrope(&g);
     if (!strcmp(models[i], "dots1")) negative_controls_dots1(&g);
   }
   char cmd[300];

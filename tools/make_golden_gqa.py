@@ -45,9 +45,24 @@ the CUDA GEMMs' shape limits hold too):
   mlp.gate_up_proj.weight [2*intermediate_size, hidden] (gate rows, then up), default RoPE, sliding_window null
   (microsoft/phi-4's settings, small). Its sensitivity swaps the gate and up halves of every gate_up_proj.
 - phi3_partial: phi3 with Phi-4-mini's partial_rotary_factor 0.75 (RoPE on the first 12 of 16 dims) and tied
-  embeddings, with default RoPE (Phi-4-mini's longrope is refused by prezero), and sliding_window 64 below
+  embeddings, with default RoPE (LongRoPE: phi3_longrope), and sliding_window 64 below
   max_position_embeddings 128 (Phi-3-mini-4k's 2047 under 4096): transformers masks nothing in sequences of at
   most 64 tokens, and prezero limits max_position_embeddings to the window.
+- phi3_longrope: phi3 with LongRoPE as Phi-3-mini-128k / Phi-3.5-mini / Phi-4-mini publish it (rope_scaling
+  {"type": "longrope", "short_factor", "long_factor"}, a top-level original_max_position_embeddings), made small:
+  partial_rotary_factor 0.75 (6 factors of each kind for the 12 rotated dims), distinct short and long factors,
+  original_max_position_embeddings 6 under max_position_embeddings 128 (attention factor
+  sqrt(1 + ln(128 / 6) / ln 6) = 1.6456 on cos and sin) and sliding_window 64 (prezero limits the positions to
+  it; the attention factor keeps reading 128). Its reference is decoded one token at a time with a KV cache,
+  the prompt included (greedy_cached): transformers' longrope update then rotates the token at position p by
+  the long factors exactly when p >= 6, and its cached keys keep their rotation, which is prezero's
+  per-position rule; the generator checks that rule on every call of the rotary embedding. Every prompt
+  crosses position 6 (the 7-token prompt inside itself, the others in the generated tokens). Controls (stored
+  under "controls", HF logits' change): the short factors or the long factors at every position, attention
+  factor 1, and greedy by full recomputation (one forward over the whole sequence, which rotates every
+  position by the long factors once the sequence is longer than 6: transformers' prefill rule).
+  expected.json also stores transformers' short and long inverse-frequency tables and its attention factor
+  ("longrope"), which the test compares with prezero's.
 - dots1: dots.llm1's layout (Dots1ForCausalLM, model_type dots1): Qwen3's attention (per-head q_norm / k_norm, no
   biases, full RoPE, head_dim hidden_size / num_attention_heads = 16 as the published config leaves it out) with
   DeepSeek-V3's MoE: layer 0 dense (first_k_dense_replace 1), layers 1-2 with 8 experts in 4 groups of 2, top-2
@@ -147,6 +162,12 @@ PHI3 = dict(COMMON, architectures=["Phi3ForCausalLM"], model_type="phi3", interm
 # max_position_embeddings as Phi-3-mini-4k publishes one.
 PHI3_PARTIAL = dict(PHI3, tie_word_embeddings=True, partial_rotary_factor=0.75, sliding_window=64)
 
+# Phi-3-mini-128k / Phi-3.5-mini / Phi-4-mini's LongRoPE, small: 12 of 16 dims rotated (6 factors each), a short
+# original context (6) so that every prompt crosses it, and a sliding window below max_position_embeddings.
+PHI3_LONGROPE = dict(PHI3, partial_rotary_factor=0.75, original_max_position_embeddings=6, sliding_window=64,
+                     rope_scaling={"type": "longrope", "short_factor": [1.0, 1.2, 1.5, 2.0, 3.0, 4.0],
+                                   "long_factor": [1.7, 2.5, 4.0, 8.0, 16.0, 32.0]})
+
 # GLM-4.5 / GLM-4.5-Air's layout (model_type glm4_moe), small.
 GLM4_MOE = dict(COMMON, architectures=["Glm4MoeForCausalLM"], model_type="glm4_moe", intermediate_size=64,
                 moe_intermediate_size=16, num_hidden_layers=3, head_dim=32, n_routed_experts=8, num_experts_per_tok=2,
@@ -177,7 +198,20 @@ CLASSES = {
 }
 
 
+def is_longrope(cfg):
+    return (cfg.get("rope_scaling") or {}).get("type") == "longrope"
+
+
 def hf_model(cfg):
+    if is_longrope(cfg):  # the config.json keys as from_pretrained passes them (Phi3Config reads rope_scaling)
+        kw = {k: v for k, v in cfg.items() if k not in ("architectures", "model_type", "torch_dtype")}
+        c = CLASSES[cfg["model_type"]][0](**copy.deepcopy(kw))
+        rp = c.rope_parameters
+        assert rp["rope_type"] == "longrope" and rp["original_max_position_embeddings"] == \
+            cfg["original_max_position_embeddings"] and rp["partial_rotary_factor"] == cfg["partial_rotary_factor"], rp
+        c._attn_implementation = "eager"
+        torch.manual_seed(0)
+        return CLASSES[cfg["model_type"]][1](c).float().eval()
     drop = ("architectures", "model_type", "torch_dtype", "rope_theta", "rope_scaling")
     if cfg["model_type"] != "dots1":  # Dots1Config places its sliding layers by it
         drop += ("max_window_layers",)
@@ -311,8 +345,56 @@ def last_logits(model, prompts, tokens):
     return [model(input_ids=torch.tensor([p + t[:-1]])).logits[0, -1].to(torch.float32) for p, t in zip(prompts, tokens)]
 
 
+class LongRopeRule:
+    """Forward hook on a longrope rotary embedding: every call must have rotated by the long inverse
+    frequencies exactly when its largest position is >= original_max_position_embeddings (one position per
+    call when decoding one token at a time: prezero's per-position rule). Counts the calls of each kind."""
+
+    def __init__(self, model, orig):
+        self.orig, self.n = orig, [0, 0]
+        model.model.rotary_emb.register_forward_hook(self.hook, with_kwargs=True)
+
+    def hook(self, mod, args, kwargs, out):
+        pos = int(kwargs["position_ids"].max())
+        long = torch.equal(mod.inv_freq, mod.long_inv_freq)
+        assert long != torch.equal(mod.inv_freq, mod.original_inv_freq) and long == (pos >= self.orig), (pos, long)
+        self.n[long] += 1
+
+
+@torch.no_grad()
+def cached_logits(model, ids):
+    """Logits after each of ids, fed one token per forward with a KV cache (positions 0, 1, ...)."""
+    cache = transformers.DynamicCache(config=model.config)
+    return [model(input_ids=torch.tensor([[t]]), position_ids=torch.tensor([[i]]), cache=cache,
+                  use_cache=True).logits[0, -1].to(torch.float32) for i, t in enumerate(ids)]
+
+
+def greedy_cached(model, prompt, steps):
+    """mg.greedy's tokens, last logits and margin, decoded one token at a time with a KV cache, the prompt
+    included (prezero's order of positions)."""
+    lg = cached_logits(model, prompt)
+    toks, margin, last = [], float("inf"), lg[-1]
+    for k in range(steps):
+        top2 = torch.topk(last, 2).values
+        margin = min(margin, (top2[0] - top2[1]).item())
+        toks.append(int(torch.argmax(last)))
+        if k + 1 < steps:
+            last = cached_logits(model, prompt + toks)[-1]
+    return toks, last, margin
+
+
 def ablated(cfg, model, what):
     """A copy of the model without one feature (for the sensitivity figure), or None."""
+    if what in ("short_everywhere", "long_everywhere", "attention_factor_1"):  # longrope's parts
+        rs = dict(cfg["rope_scaling"])
+        if what == "attention_factor_1":
+            rs["attention_factor"] = 1.0
+        else:
+            rs["short_factor" if what == "long_everywhere" else "long_factor"] = rs[
+                "long_factor" if what == "long_everywhere" else "short_factor"]
+        m = hf_model(dict(cfg, rope_scaling=rs))
+        m.load_state_dict(model.state_dict(), strict=True)
+        return m
     if what in ("rope_scaling", "partial_rotary"):
         c = dict(cfg, rope_scaling=None) if what == "rope_scaling" else dict(cfg, partial_rotary_factor=1.0)
         m = hf_model(c)
@@ -349,11 +431,17 @@ def ablated(cfg, model, what):
 
 SENSITIVITY = {"llama": "rope_scaling", "llama32": "rope_scaling", "qwen2": "bias", "qwen3": "qk_norm", "qwen3_moe": "qk_norm",
                "qwen3_yarn": "rope_scaling", "glm4": "partial_rotary", "phi3": "gate_up_swap",
-               "phi3_partial": "partial_rotary", "dots1": "qk_norm"}
-CONTROLS = {"dots1": ("score_bias", "scaling_1", "all_groups")}  # further ablations, stored under "controls"
+               "phi3_partial": "partial_rotary", "phi3_longrope": "rope_scaling", "dots1": "qk_norm"}
+CONTROLS = {"dots1": ("score_bias", "scaling_1", "all_groups"),  # further ablations, stored under "controls"
+            "phi3_longrope": ("short_everywhere", "long_everywhere", "attention_factor_1", "full_recompute")}
 
 
 def max_change(cfg, model, what, prompts, tokens, logits):
+    if is_longrope(cfg):  # the reference's own decode order; full_recompute: the same model, one forward
+        m = model if what == "full_recompute" else ablated(cfg, model, what)
+        ab = (last_logits(m, prompts, tokens) if what == "full_recompute"
+              else [cached_logits(m, p + t[:-1])[-1] for p, t in zip(prompts, tokens)])
+        return round(max(float((a - torch.from_numpy(b)).abs().max()) for a, b in zip(ab, logits)), 4)
     ab = last_logits(ablated(cfg, model, what), prompts, tokens)
     return round(max(float((a - torch.from_numpy(b)).abs().max()) for a, b in zip(ab, logits)), 4)
 
@@ -365,6 +453,7 @@ def make(name, cfg, out_root, seed):
     moe = "num_experts" in cfg or "num_local_experts" in cfg or "n_routed_experts" in cfg
     glm = cfg["model_type"] in ("glm4_moe", "dots1")  # DeepSeek-V3's router
     gap = (GlmRouterGap(model) if glm else RouterGap(model, cfg["num_experts_per_tok"])) if moe else None
+    rule = LongRopeRule(model, cfg["original_max_position_embeddings"]) if is_longrope(cfg) else None
     rng = np.random.default_rng(seed)
     prompts, tokens, logits, margins, rgaps = [], [], [], [], []
     tries = 0
@@ -373,7 +462,7 @@ def make(name, cfg, out_root, seed):
         p = [int(x) for x in rng.integers(0, cfg["vocab_size"], n)]
         if gap:
             gap.gap = float("inf")
-        t, lg, mgn = mg.greedy(model, p, STEPS)
+        t, lg, mgn = (greedy_cached if rule else mg.greedy)(model, p, STEPS)
         tries += 1
         if mgn < MARGIN or (gap and gap.gap < (GLM_ROUTER_MARGIN if glm else ROUTER_MARGIN)):
             continue
@@ -383,6 +472,7 @@ def make(name, cfg, out_root, seed):
         margins.append(mgn)
         if gap:
             rgaps.append(gap.gap)
+    calls = list(rule.n) if rule else None  # rotary calls of the reference decodes (every prompt draw)
     out_dir = os.path.join(out_root, name)
     mg.save(out_dir, cfg, tensors, 1)
     np.concatenate(logits).tofile(os.path.join(out_dir, "logits.f32"))
@@ -404,6 +494,19 @@ def make(name, cfg, out_root, seed):
         exp["controls"] = {w: max_change(cfg, model, w, prompts, tokens, logits) for w in CONTROLS[family]}
     exp["generator"] = {"transformers": transformers.__version__, "torch": torch.__version__, "dtype": "float32",
                         "attention": "eager", "seed": seed, "prompt_draws": tries}
+    if rule:
+        # the saved config.json reads back as the model's RoPE; the rule held on every call, both kinds seen
+        back = transformers.AutoConfig.from_pretrained(out_dir).rope_parameters
+        assert all(back[k] == model.config.rope_parameters[k] for k in
+                   ("rope_type", "short_factor", "long_factor", "original_max_position_embeddings",
+                    "partial_rotary_factor", "rope_theta")), back
+        assert calls[0] > 0 and calls[1] > 0, calls
+        exp["generator"]["decode"] = "one token per forward with a KV cache, the prompt included"
+        exp["generator"]["rotary_calls_short_long"] = calls
+        re = model.model.rotary_emb  # transformers' own tables (f32 values, exact in JSON) and cos/sin factor
+        exp["longrope"] = {"inv_freq_short": [float(x) for x in re.original_inv_freq],
+                           "inv_freq_long": [float(x) for x in re.long_inv_freq],
+                           "attention_scaling": re.attention_scaling}
     with open(os.path.join(out_dir, "expected.json"), "w") as f:
         json.dump(exp, f, indent=1)
     extra = f" router margin {min(rgaps):.3f}" if rgaps else ""
@@ -416,7 +519,8 @@ def make(name, cfg, out_root, seed):
 MODELS = [("llama", LLAMA, 11), ("qwen2", QWEN2, 12), ("qwen2_tied", QWEN2_TIED, 13), ("qwen3", QWEN3, 14),
           ("qwen3_moe", QWEN3_MOE, 15), ("mixtral", MIXTRAL, 16), ("qwen3_yarn", QWEN3_YARN, 17),
           ("mistral_nemo", MISTRAL_NEMO, 18), ("llama32_tied", LLAMA32_TIED, 19), ("glm4_moe", GLM4_MOE, 20),
-          ("phi3", PHI3, 21), ("phi3_partial", PHI3_PARTIAL, 22), ("dots1", DOTS1, 23)]
+          ("phi3", PHI3, 21), ("phi3_partial", PHI3_PARTIAL, 22), ("dots1", DOTS1, 23),
+          ("phi3_longrope", PHI3_LONGROPE, 24)]
 
 
 def main():
