@@ -4,7 +4,9 @@
  *    computed here, llama3 scaling by transformers' formula, LongRoPE's short / long factors chosen per
  *    position and its attention factor on cos / sin) at contexts 1, 2, 63, 64, 65, 300, heads / kv heads
  *    1, 2, 4, 8, with and without qk-norm, plain, llama3 and LongRoPE RoPE (one batch's rows on both
- *    sides of original_max_position_embeddings);
+ *    sides of original_max_position_embeddings), and sliding windows 1, 8, 64, 100 (key t attended when
+ *    pos - t < window; the cache rows before the window NaN, so reading one shows); a window the sequence
+ *    fits gives full attention's bits;
  *  - the KV append (v exact, k exact where no rotation happens, else within one bf16 ulp of the
  *    double model; nothing else of the cache touched); RoPE at position 0 is the identity;
  *  - o_proj over the bf16 attention output; the accumulate mode = plain + previous contents;
@@ -84,7 +86,7 @@ static void naive_norm(double *x, int d, const pz_bf16 *w, double eps) {
 #define MAXCTX 320
 #define HSTRIDE ((MAXCTX + 3) * 64) /* kv-head stride of the caches, padded on purpose */
 
-typedef struct gqa_case { int heads, kvh, d, ctx; bool qk_norm, bias, llama3, longrope; } gqa_case;
+typedef struct gqa_case { int heads, kvh, d, ctx; bool qk_norm, bias, llama3, longrope; int window; } gqa_case;
 
 /* LongRoPE of the cases: long factors from position 40 on (contexts 63-65 put one row on each side),
  * distinct short and long factors, cos / sin scaled by 1.3. */
@@ -97,7 +99,7 @@ static void run_case(const gqa_case *C) {
   const int64_t sstride = (int64_t)kvh * HSTRIDE;
   pz_gqa_params p = {.n_heads = heads, .n_kv_heads = kvh, .head_dim = d, .hidden = Hid, .max_ctx = MAXCTX, .eps = 1e-6f,
                      .softmax_scale = (float)(1.0 / sqrt((double)d)),
-                     .rope = {.theta = 10000.f, .factor = 1.f, .type = PZ_ROPE_DEFAULT}};
+                     .rope = {.theta = 10000.f, .factor = 1.f, .type = PZ_ROPE_DEFAULT}, .window = C->window};
   if (C->llama3)
     p.rope = (pz_rope_params){.theta = 10000.f, .factor = 8.f, .original_max_position_embeddings = 64,
                               .type = PZ_ROPE_LLAMA3, .low_freq_factor = 1.f, .high_freq_factor = 4.f};
@@ -125,11 +127,16 @@ static void run_case(const gqa_case *C) {
   for (int r = 0; r < nq; r++) bias[r] = 0.5f * rnd();
   for (int j = 0; j < d; j++) { qn[j] = B(1.f + 0.3f * rnd()); kn[j] = B(1.f + 0.3f * rnd()); }
   for (size_t e = 0; e < csz; e++) { kc[e] = B(rnd()); vc[e] = B(rnd()); }
+  int32_t pos[M] = {C->ctx - 1, (C->ctx - 1) / 2};
+  /* a sliding window: key t of row i is attended when pos[i] - t < window; the rows before are NaN */
+  for (int i = 0; i < M && C->window; i++)
+    for (int g = 0; g < kvh; g++)
+      for (int t = 0; pos[i] - t >= C->window; t++)
+        for (int j = 0; j < d; j++) kc[i * sstride + g * HSTRIDE + t * d + j] = vc[i * sstride + g * HSTRIDE + t * d + j] = 0x7fc0;
   memcpy(kc0, kc, sizeof(pz_bf16) * csz);
   memcpy(vc0, vc, sizeof(pz_bf16) * csz);
   for (int j = 0; j < Hid; j++) eye[j * Hid + j] = B(1.f);
   for (int e = 0; e < H2 * Hid; e++) ow[e] = B(0.2f * rnd());
-  int32_t pos[M] = {C->ctx - 1, (C->ctx - 1) / 2};
 
   /* the qkv GEMM (the tested op's input), then attention with o_proj = identity: out1 = bf16(o) */
   pz_ref_gemm(M, nq, HIN, x, HIN, W, HIN, C->bias ? bias : NULL, qkv, nq, 0, true);
@@ -179,16 +186,18 @@ static void run_case(const gqa_case *C) {
       naive_rope(q, d, pos[i], pos[i] >= long_from ? fl : f, ms);
       const pz_bf16 *K = kc + i * sstride + g * HSTRIDE, *V = vc + i * sstride + g * HSTRIDE;
       double sc[MAXCTX], mx = -1e300, sum = 0;
-      for (int t = 0; t <= pos[i]; t++) {
+      int t0 = 0; /* the first attended key: pos - t0 < window */
+      while (C->window && pos[i] - t0 >= C->window) t0++;
+      for (int t = t0; t <= pos[i]; t++) {
         double s = 0;
         for (int j = 0; j < d; j++) s += q[j] * F(K[t * d + j]);
         sc[t] = s / sqrt((double)d);
         if (sc[t] > mx) mx = sc[t];
       }
-      for (int t = 0; t <= pos[i]; t++) sum += exp(sc[t] - mx);
+      for (int t = t0; t <= pos[i]; t++) sum += exp(sc[t] - mx);
       for (int j = 0; j < d; j++) {
         double o = 0;
-        for (int t = 0; t <= pos[i]; t++) o += exp(sc[t] - mx) / sum * F(V[t * d + j]);
+        for (int t = t0; t <= pos[i]; t++) o += exp(sc[t] - mx) / sum * F(V[t * d + j]);
         /* f32 scores / softmax / sums (error ~1e-5 here), then one bf16 rounding (2^-9 relative) */
         double got = out1[i * Hid + h * d + j], err = fabs(got - o);
         if (!(err <= fabs(o) * (1.0 / 256) + 2e-4)) bad_o++;
@@ -198,8 +207,9 @@ static void run_case(const gqa_case *C) {
     }
     free(y);
   }
-  if (bad_o) fprintf(stderr, "case heads %d kvh %d d %d ctx %d norm %d bias %d llama3 %d longrope %d: %d outputs off, max err "
-                     "%.3g\n", heads, kvh, d, C->ctx, C->qk_norm, C->bias, C->llama3, C->longrope, bad_o, maxerr);
+  if (bad_o) fprintf(stderr, "case heads %d kvh %d d %d ctx %d norm %d bias %d llama3 %d longrope %d window %d: %d outputs "
+                     "off, max err %.3g\n", heads, kvh, d, C->ctx, C->qk_norm, C->bias, C->llama3, C->longrope, C->window,
+                     bad_o, maxerr);
   CHECK(bad_o == 0);
   /* every cache entry other than the appended ones is untouched */
   int untouched = 1;
@@ -265,9 +275,47 @@ static void test_attention(void) {
                       .bias = (t >> 1) & 1, .longrope = true};
         run_case(&C);
       }
+  /* sliding windows: 1 (the token alone), 8, 64 (a tile), 100; rows inside, at and past each */
+  static const int wins[] = {1, 8, 64, 100};
+  for (int c = 0; c < 6; c++)
+    for (int w = 0; w < 4; w++, n++) {
+      gqa_case C = {.heads = hk[(c + w) % 4][0], .kvh = hk[(c + w) % 4][1], .d = dims[n % 3], .ctx = ctxs[c],
+                    .qk_norm = w & 1, .bias = c & 1, .llama3 = (w >> 1) & 1, .window = wins[w]};
+      run_case(&C);
+    }
   printf("attention: %d cases; appended k within 1 bf16 ulp of the double model, %d of %d one ulp off\n", n, n_k_ulp1,
          n_k_total);
   CHECK(n_k_ulp1 * 20 < n_k_total); /* rounding-boundary cases only */
+}
+
+/* A window the row fits (pos + 1 <= window: nothing cut) gives full attention's output bit for bit; one position
+ * less (window = pos) gives another output. */
+static void test_window_identity(void) {
+  enum { D = 32, HQ = 4, KV = 2, CTX = 80, NQ = (HQ + 2 * KV) * D, HD = HQ * D };
+  const int64_t ss = (int64_t)KV * CTX * D;
+  static float out[4][M * HD];
+  float *qkv = malloc(sizeof(float) * M * NQ);
+  pz_bf16 *c0 = malloc(sizeof(pz_bf16) * (size_t)(M * ss) * 2), *kc = malloc(sizeof(pz_bf16) * (size_t)(M * ss) * 2);
+  pz_bf16 *eye = calloc(HD * HD, sizeof(pz_bf16));
+  for (int j = 0; j < HD; j++) eye[j * HD + j] = B(1.f);
+  for (int e = 0; e < M * NQ; e++) qkv[e] = rnd();
+  for (int64_t e = 0; e < 2 * M * ss; e++) c0[e] = B(rnd());
+  int32_t pos[M] = {CTX - 1, 40};
+  static const int64_t wins[4] = {0, CTX, CTX + 1000, CTX - 1}; /* full, fits row 0 exactly, larger, cuts row 0 */
+  for (int k = 0; k < 4; k++) {
+    pz_gqa_params p = {.n_heads = HQ, .n_kv_heads = KV, .head_dim = D, .hidden = HD, .max_ctx = CTX, .eps = 1e-6f,
+                       .softmax_scale = (float)(1.0 / sqrt((double)D)), .rope = {.theta = 10000.f, .factor = 1.f},
+                       .window = wins[k]};
+    memcpy(kc, c0, sizeof(pz_bf16) * (size_t)(M * ss) * 2);
+    pz_ref_gqa_io io = {.qkv = qkv, .ld_qkv = NQ, .o_w = eye, .k_cache = kc, .v_cache = kc + M * ss,
+                        .cache_seq_stride = ss, .cache_head_stride = CTX * D, .pos = pos, .out = out[k], .ld_out = HD,
+                        .out_zero_init = true};
+    CHECK_OK(pz_ref_gqa_attention(M, &p, &io));
+  }
+  CHECK(!memcmp(out[1], out[0], sizeof out[0]) && !memcmp(out[2], out[0], sizeof out[0]));
+  CHECK(memcmp(out[3], out[0], sizeof(float) * HD) != 0);             /* row 0 (pos 79) loses position 0 */
+  CHECK(!memcmp(out[3] + HD, out[0] + HD, sizeof(float) * HD));      /* row 1 (pos 40) fits window 79 */
+  free(qkv); free(c0); free(kc); free(eye);
 }
 
 static void test_rope(void) {
@@ -332,6 +380,9 @@ static void test_errors(void) {
   CHECK_OK(pz_ref_gqa_attention(2, &p, &io)); /* factors 1, attention factor 1: plain RoPE */
   p.rope = (pz_rope_params){.theta = 10000.f};
   p.n_kv_heads = 1;
+  p.window = -1;
+  CHECK_ST(pz_ref_gqa_attention(2, &p, &io), PZ_ERR_INVALID_ARG);
+  p.window = 0;
   io.k_cache = NULL;
   CHECK_ST(pz_ref_gqa_attention(2, &p, &io), PZ_ERR_INVALID_ARG);
   CHECK_OK(pz_ref_gqa_attention(0, &p, &io)); /* no rows: nothing to do */
@@ -471,6 +522,7 @@ static void test_moe_no_shared(void) {
 int main(void) {
   test_rope();
   test_attention();
+  test_window_identity();
   test_errors();
   test_silu_mul();
   test_topk_softmax();

@@ -61,6 +61,7 @@ static void params(const pz_node *n, FILE *f) {
               : n->p.gqa.rope.type == PZ_ROPE_LONGROPE ? "longrope" : "default",
               (long long)(n->p.gqa.n_heads * n->p.gqa.head_dim), (long long)n->p.gqa.hidden);
       if (n->p.gqa.rotary_dim) fprintf(f, " rotary_dim=%lld", (long long)n->p.gqa.rotary_dim);
+      if (n->p.gqa.window) fprintf(f, " window=%lld", (long long)n->p.gqa.window);
       if (n->p.gqa.prezero_n_total > 0) {
         fprintf(f, " prezero(n_total=%lld n_base=%lld", (long long)n->p.gqa.prezero_n_total, (long long)n->p.gqa.prezero_n_base);
         if (n->src[PZ_GQA_OPROJ_PREZERO] >= 0) fprintf(f, " oproj_prezero@%lld", (long long)n->p.gqa.oproj_col_offset);

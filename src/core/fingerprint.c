@@ -57,6 +57,7 @@ static void params_exact(const pz_node *n, FILE *f) {
               (long long)q->prezero_n_base, (long long)q->oproj_col_offset);
       rope_exact(&q->rope, f);
       if (q->rotary_dim) fprintf(f, " rd %lld", (long long)q->rotary_dim); /* partial RoPE only: others print as before */
+      if (q->window) fprintf(f, " sw %lld", (long long)q->window); /* sliding layers only: others print as before */
       break;
     }
     case PZ_OP_MOE: {

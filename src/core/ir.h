@@ -250,7 +250,9 @@ enum {
  *   RoPE, rotate-half (GPT-NeoX) pairing (j, j + r/2) over the first r = rotary_dim (0: d) dims,
  *   inv_freq from pz_rope_inv_freq(rope, r); dims r..d-1 unrotated;
  *   k_cache[i, g, p] = bf16(k), v_cache[i, g, p] = bf16(v);
- *   o[h] = Σ_{t<=p} softmax_t(softmax_scale * q·k_cache[i,g,t]) v_cache[i,g,t], rounded to bf16;
+ *   o[h] = Σ_{t0<=t<=p} softmax_t(softmax_scale * q·k_cache[i,g,t]) v_cache[i,g,t], rounded to bf16, where
+ *   t0 = 0 (window 0: full causal attention) or max(0, p - window + 1) (a sliding layer: the last `window`
+ *   positions, its own included);
  *   partial[i, :] = o_w · o (f32), written to dst, or accumulated into the pre-zeroed slot.
  * The exact rounding points are pz_ref_gqa_attention's (backend/cpu/ref_ops.h). */
 typedef struct pz_gqa_params {
@@ -260,6 +262,9 @@ typedef struct pz_gqa_params {
   int64_t head_dim;        /* d */
   int64_t hidden;          /* H */
   int64_t max_ctx;         /* KV-cache capacity in tokens */
+  int64_t window;          /* sliding window W in tokens (0: full attention): a query at position p attends key
+                              positions j with p - j < W (transformers' sliding_window_overlay, masking_utils.py);
+                              the cache stays max_ctx long. The builder sets 0 where W >= max_ctx (no effect) */
   float eps;               /* q_norm / k_norm eps (rms_norm_eps) */
   float softmax_scale;     /* head_dim^-0.5 */
   pz_rope_params rope;

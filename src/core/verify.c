@@ -174,6 +174,7 @@ static pz_status check_gqa(const pz_graph *g, const pz_node *n) {
     FAIL(n, "rotary_dim %lld must be 0 (head_dim) or even in 2..head_dim (%lld)", (long long)a->rotary_dim, (long long)d);
   if (a->max_ctx < 1 || a->hidden < 1) FAIL(n, "max_ctx %lld and hidden %lld must be positive", (long long)a->max_ctx,
                                             (long long)a->hidden);
+  if (a->window < 0) FAIL(n, "window %lld must be >= 0 (0: full attention)", (long long)a->window);
   NEED(PZ_GQA_QKV, PZ_F32, 2, "qkv");
   const pz_tensor *qkv = T(g, n->src[PZ_GQA_QKV]);
   EQ(qkv->ne[1], (heads + 2 * kvh) * d, "qkv width");

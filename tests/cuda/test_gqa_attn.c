@@ -2,7 +2,8 @@
  * 8, 16 and 20 (two head tiles), head_dim 16, 32, 64, 96 and 128, qk-norm on and off, default / llama3 / yarn
  * RoPE, partial RoPE (rotary_dim 16 / 24 of 32, 64 of 128: GLM-4.5), LongRoPE (Phi-3-mini-128k's and Phi-4-mini's
  * shapes: short and long factors chosen per row by position, attention factor on cos / sin), contexts 1, 63, 64,
- * 65, 300 and 8192 with mixed lengths in one batch, forced split counts, a CUDA graph replayed as positions
+ * 65, 300 and 8192 with mixed lengths in one batch, forced split counts, sliding windows (64, 100, Phi-3-mini's
+ * 2047, and windows the context fits, which give full attention's bits), a CUDA graph replayed as positions
  * advance (LongRoPE: a row crossing original_max_position_embeddings between replays), the cache append (rows beyond pos are never read
  * or written: NaN sentinels), run-to-run determinism, the oproj_prezero slot set vs unset
  * bit-identical (2 K splits, docs/ARCHITECTURE.md §5), and the argument checks.
@@ -174,7 +175,8 @@ static void layer_free(layer *l) {
 
 /* One step's inputs: qkv, positions, and caches [m, kvh, max_ctx, d] whose rows below `fill`
  * (pos[i] unless given) hold data and whose other rows hold NaN (0xffff), so a read or write
- * beyond what the step may touch shows up. */
+ * beyond what the step may touch shows up; a sliding layer's rows before its window
+ * (pz_ref_gqa_first_pos) hold NaN too. */
 typedef struct step {
   int m;
   int64_t ctx, seq, head, n;  /* max_ctx; strides (elements); cache elements */
@@ -202,13 +204,13 @@ static void step_make(step *st, const layer *l, int m, int64_t ctx, const int32_
   st->kc = malloc(sizeof(pz_bf16) * (size_t)st->n);
   st->vc = malloc(sizeof(pz_bf16) * (size_t)st->n);
   for (int i = 0; i < m; i++) {
-    const int64_t f = fill_to > 0 ? fill_to : st->pos[i];
+    const int64_t f = fill_to > 0 ? fill_to : st->pos[i], t0 = pz_ref_gqa_first_pos(st->pos[i], l->p.window);
     for (int64_t g = 0; g < kvh; g++)
       for (int64_t t = 0; t < ctx; t++)
         for (int64_t j = 0; j < d; j++) {
           const int64_t e = i * st->seq + g * st->head + t * d + j;
-          st->kc[e] = t < f ? pz_f32_to_bf16(1.7f * uniform()) : 0xffff;
-          st->vc[e] = t < f ? pz_f32_to_bf16(1.7f * uniform()) : 0xffff;
+          st->kc[e] = t < f && t >= t0 ? pz_f32_to_bf16(1.7f * uniform()) : 0xffff;
+          st->vc[e] = t < f && t >= t0 ? pz_f32_to_bf16(1.7f * uniform()) : 0xffff;
         }
   }
   st->d_qkv = dev_copy(st->qkv, sizeof(float) * (size_t)(m * l->w));
@@ -538,6 +540,99 @@ static void check_slots(const shape *s) {
   remake_G();
 }
 
+/* A sliding layer (window W) of shape s at m rows, context ctx, positions pos (NULL: the default spread), splits
+ * forced (0: automatic): check_step against the reference, whose cache rows before each row's window hold NaN. */
+static void check_window_step(const shape *s, int64_t W, int m, int64_t ctx, const int32_t *pos, int splits) {
+  layer l;
+  layer_make(&l, s, ctx);
+  l.p.window = l.pid.window = W;
+  printf("window %-5lld ", (long long)W);
+  check_step(&l, m, ctx, pos, splits);
+  layer_free(&l);
+}
+
+/* The same step with window 0 and with window W (identity o_proj, automatic splits, which do not depend on W): the
+ * rows W does not cut (pos + 1 <= W) give full attention's o bit for bit, and the rows it cuts differ from it
+ * (the window is applied). W >= ctx: every row bit for bit (the op drops such a window). */
+static void check_window_identity(const shape *s, int64_t W, int m, int64_t ctx, const int32_t *pos) {
+  layer l;
+  layer_make(&l, s, ctx);
+  pz_gqa_params pw = l.pid;
+  pw.window = W;
+  pz_gqa_cuda_ctx *c0 = NULL, *cw = NULL;
+  CHECK_OK(pz_gqa_cuda_create(&l.pid, m, G, &c0));
+  CHECK_OK(pz_gqa_cuda_create(&pw, m, G, &cw));
+  if (!c0 || !cw) { pz_gqa_cuda_destroy(c0); pz_gqa_cuda_destroy(cw); layer_free(&l); return; }
+  CHECK(pz_gqa_cuda_splits(c0, m) == pz_gqa_cuda_splits(cw, m));
+  step st;
+  step_make(&st, &l, m, ctx, pos, 0); /* l's window is 0: every row below pos holds data */
+  const size_t ws_b = pz_gqa_cuda_workspace_bytes(c0);
+  const int64_t hd = l.hd;
+  void *ws = NULL;
+  float *d_o = NULL;
+  cudaMalloc(&ws, ws_b);
+  cudaMalloc((void **)&d_o, sizeof(float) * (size_t)(m * hd));
+  float *o0 = malloc(sizeof(float) * (size_t)(m * hd)), *ow = malloc(sizeof(float) * (size_t)(m * hd));
+  pz_gqa_cuda_io io = gpu_io(&l, &st, l.d_oid, d_o, hd, ws, ws_b);
+  CHECK_OK(pz_gqa_cuda_decode(c0, m, &io, 0)); /* a repeat rewrites the appended rows with the same bits */
+  cudaMemcpy(o0, d_o, sizeof(float) * (size_t)(m * hd), cudaMemcpyDeviceToHost);
+  CHECK_OK(pz_gqa_cuda_decode(cw, m, &io, 0));
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
+  cudaMemcpy(ow, d_o, sizeof(float) * (size_t)(m * hd), cudaMemcpyDeviceToHost);
+  int same = 0, cut = 0, cut_differ = 0;
+  for (int i = 0; i < m; i++) {
+    const int eq = !memcmp(o0 + i * hd, ow + i * hd, sizeof(float) * (size_t)hd);
+    if (st.pos[i] + 1 <= W) { CHECK(eq); same += eq; }
+    else { cut++; cut_differ += !eq; }
+  }
+  CHECK(cut_differ == cut);
+  printf("window %-5lld %-42s ctx=%-5lld splits=%-2d: %d rows inside the window bit-identical to full attention, %d of %d "
+         "cut rows differ from it\n", (long long)W, s->name, (long long)ctx, pz_gqa_cuda_splits(cw, m), same, cut_differ, cut);
+  free(o0); free(ow);
+  cudaFree(ws); cudaFree(d_o);
+  step_free(&st);
+  pz_gqa_cuda_destroy(c0);
+  pz_gqa_cuda_destroy(cw);
+  layer_free(&l);
+}
+
+/* Sliding windows (Mistral, Phi-3, Qwen2's sliding layers): W 64 (one tile) and 100 (slices starting off a tile
+ * boundary) at contexts 1, 63, 64, 65 and 300 (W >= ctx among them: the window larger than the context), one batch
+ * at 8192 with every boundary (rows inside, at and past W), forced split counts 1, 3 and 64, Phi-3-mini's 2047 at
+ * d 96, and the rows a window does not cut against full attention bit for bit. */
+static void check_windows(int quick) {
+  const int64_t ctx[] = {1, 63, 64, 65, 300};
+  const int64_t W[] = {64, 100};
+  for (int w = 0; w < 2; w++)
+    for (int b = 0; b < (quick ? 4 : 5); b++) {
+      check_window_step(&Q3_30B, W[w], 3, ctx[b], NULL, 0);
+      if (!quick) check_window_step(&R2D16, W[w], 1, ctx[b], NULL, 0);
+    }
+  /* mixed lengths at 300: inside, at and past both windows */
+  const int32_t p300[8] = {299, 0, 62, 63, 64, 99, 100, 163};
+  check_window_step(&MHA64, 64, 8, 300, p300, 0);
+  check_window_step(&MHA64, 100, 8, 300, p300, 0);
+  check_window_step(&R4D32P, 100, 8, 300, p300, 3);
+  /* 8192: lengths 8192, 1, 64, 65, 100, 101, 164, 4096 */
+  const int32_t p8k[8] = {8191, 0, 63, 64, 99, 100, 163, 4095};
+  check_window_step(&L70_TP8, 64, 8, 8192, p8k, 0);
+  check_window_step(&L70_TP8, 100, 8, 8192, p8k, 0);
+  check_window_step(&L70_TP8, 100, 8, 8192, p8k, 1);
+  if (!quick) {
+    check_window_step(&L70_TP8, 100, 8, 8192, p8k, 3);
+    check_window_step(&L70_TP8, 64, 8, 8192, p8k, 64);
+    check_window_step(&Q3_30B, 64, 8, 8192, p8k, 0);
+  }
+  /* Phi-3-mini (d 96): its 2047-token window at 8192 */
+  const int32_t pphi[4] = {8191, 2045, 2046, 2047};
+  check_window_step(&PHI3_MINI_TP4, 2047, 4, 8192, pphi, 0);
+  /* windows a row fits: full attention's bits; W >= ctx: every row */
+  check_window_identity(&L70_TP8, 100, 8, 8192, p8k);
+  check_window_identity(&MHA64, 64, 8, 300, p300);
+  check_window_identity(&Q3_30B, 300, 8, 300, p300);
+  check_window_identity(&Q3_30B, 100000, 8, 300, p300);
+}
+
 /* The split counts follow the documented rule; the argument checks refuse what they say. */
 static void check_args(void) {
   layer l;
@@ -556,6 +651,9 @@ static void check_args(void) {
   CHECK_ST(pz_gqa_cuda_create(&bad, 4, G, &c), PZ_ERR_UNSUPPORTED);
   bad = l.p;
   bad.hidden = 0;
+  CHECK_ST(pz_gqa_cuda_create(&bad, 4, G, &c), PZ_ERR_UNSUPPORTED);
+  bad = l.p;
+  bad.window = -1;
   CHECK_ST(pz_gqa_cuda_create(&bad, 4, G, &c), PZ_ERR_UNSUPPORTED);
   CHECK_ST(pz_gqa_cuda_create(&l.p, 0, G, &c), PZ_ERR_INVALID_ARG);
   CHECK_OK(pz_gqa_cuda_create(&l.p, 4, G, &c));
@@ -655,6 +753,7 @@ int main(void) {
     check_step(&l, 2, 300, NULL, 64);
     layer_free(&l);
   }
+  check_windows(quick);
   check_graph(&Q3_30B);
   const shape lr_graph = longrope_shape(true, 150);
   check_graph(&lr_graph);

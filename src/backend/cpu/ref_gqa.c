@@ -20,6 +20,10 @@ void pz_ref_rope_half(float *x, int64_t dim, int32_t pos, const float *inv_freq,
   }
 }
 
+int64_t pz_ref_gqa_first_pos(int32_t pos, int64_t window) {
+  return window > 0 && (int64_t)pos + 1 > window ? (int64_t)pos + 1 - window : 0;
+}
+
 float pz_ref_gqa_rope_mscale(const pz_rope_params *rp) { return pz_rope_cos_sin_mscale(rp); }
 
 /* x[d] = (x_j * inv) * w_j, inv = pz_ref_rms_inv(x, d, eps): f32, no rounding. */
@@ -40,7 +44,8 @@ typedef struct gqa_job {
 } gqa_job;
 
 /* (row, head) pairs [lo, hi), index = i * heads + h: q prepared (norm, RoPE), attention over the
- * row's cache positions 0..pos, o written. Every sum runs in the order ref_ops.h documents. */
+ * row's cache positions t0..pos (t0 = pz_ref_gqa_first_pos), o written. Every sum runs in the order
+ * ref_ops.h documents. */
 static void gqa_heads(void *va, int64_t lo, int64_t hi) {
   gqa_job *J = va;
   const pz_gqa_params *p = J->p;
@@ -58,7 +63,10 @@ static void gqa_heads(void *va, int64_t lo, int64_t hi) {
                      J->ms);
     const pz_bf16 *K = io->k_cache + i * io->cache_seq_stride + g * io->cache_head_stride;
     const pz_bf16 *V = io->v_cache + i * io->cache_seq_stride + g * io->cache_head_stride;
-    const int64_t np = (int64_t)pos + 1;
+    /* positions t0..pos: np of them, scores sc[0..np) */
+    const int64_t t0 = pz_ref_gqa_first_pos(pos, p->window), np = (int64_t)pos + 1 - t0;
+    K += t0 * d;
+    V += t0 * d;
     for (int64_t t = 0; t < np; t++) {
       const pz_bf16 *kt = K + t * d;
       float dot = 0.0f;
@@ -103,6 +111,7 @@ pz_status pz_ref_gqa_attention(int64_t m, const pz_gqa_params *p, const pz_ref_g
   if (!io->qkv || !io->o_w || !io->k_cache || !io->v_cache || !io->pos || !io->out)
     return pz_error(PZ_ERR_INVALID_ARG, "gqa: missing input pointer");
   if (!io->q_norm_w != !io->k_norm_w) return pz_error(PZ_ERR_INVALID_ARG, "gqa: q_norm and k_norm weights go together");
+  if (p->window < 0) return pz_error(PZ_ERR_INVALID_ARG, "gqa: window %lld must be >= 0 (0: full attention)", (long long)p->window);
   int64_t max_pos = 0;
   for (int64_t i = 0; i < m; i++) {
     if (io->pos[i] < 0 || io->pos[i] >= p->max_ctx)

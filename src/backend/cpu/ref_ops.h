@@ -186,6 +186,14 @@ pz_status pz_ref_mla_decode(int64_t m, const pz_mla_params *p, const pz_ref_mla_
  * left unchanged). */
 void pz_ref_rope_half(float *x, int64_t dim, int32_t pos, const float *inv_freq, float ms);
 
+/* The first cache position a query at position pos attends under sliding window `window` (tokens; 0 = full
+ * attention): max(0, pos - window + 1), so that key j is attended when j <= pos and pos - j < window, the
+ * last `window` positions with pos itself (transformers 5 masking_utils.sliding_window_overlay keeps
+ * kv_idx > q_idx - sliding_window; MistralModel, Qwen2Model and the others put that mask on their sliding
+ * layers, and DynamicSlidingWindowLayer keeps the window - 1 keys before the new one); 0 when window is 0 or
+ * pos < window. */
+int64_t pz_ref_gqa_first_pos(int32_t pos, int64_t window);
+
 /* The cos/sin multiplier of a GQA layout's RoPE: pz_rope_cos_sin_mscale (core/rope.h):
  * pz_ref_yarn_cos_sin_mscale for rope.type PZ_ROPE_YARN (Hugging Face's yarn attention_factor),
  * rope.attention_factor for LONGROPE, 1 for DEFAULT and LLAMA3. */
@@ -229,7 +237,9 @@ typedef struct pz_ref_gqa_io {
  *  4. k_cache[i, g, p] = bf16(k_g), v_cache[i, g, p] = bf16(v_g) (every row's append happens
  *     before any attention, so a row attends to its own new token).
  *  5. Per head h, g = h / (heads / kvh): score_t = (Σ_j q_h[j] * K_t[j]) * softmax_scale for
- *     t = 0..p (dot f32 in j order, K_t = k_cache[i, g, t] widened exactly); two-pass softmax:
+ *     t = t0..p, t0 = pz_ref_gqa_first_pos(p, p->window) (0 for full attention; a sliding layer's window
+ *     W > 0 attends the last W positions), dot f32 in j order, K_t = k_cache[i, g, t] widened exactly;
+ *     the cache keeps every position (max_ctx long; positions before t0 are kept but not read); two-pass softmax:
  *     mx = max score, e_t = expf(score_t - mx), sum = Σ e_t (f32, t order), w_t = e_t / sum;
  *     o[h*d + j] = bf16(Σ_t w_t * V_t[j]) (f32, t order).
  *  6. out (+)= o · o_wᵀ via pz_ref_gemm(split_k 0, zero_init = out_zero_init).
@@ -238,7 +248,7 @@ typedef struct pz_ref_gqa_io {
  * Errors: PZ_ERR_SHAPE (head_dim odd or < 2, rotary_dim neither 0 nor even in 2..head_dim, heads not a
  * multiple of kvh, heads / kvh < 1, LongRoPE whose n_factors is not rotary dims / 2),
  * PZ_ERR_INVALID_ARG (pos outside [0, max_ctx), a missing pointer, only one of the two norm
- * weights), PZ_ERR_OOM. */
+ * weights, window < 0), PZ_ERR_OOM. */
 pz_status pz_ref_gqa_attention(int64_t m, const pz_gqa_params *p, const pz_ref_gqa_io *io);
 
 /* SiLU-and-multiply of a fused gate_up_proj output (Hugging Face LlamaMLP: down(act(gate(x)) *

@@ -33,6 +33,7 @@ int pz_gqa_cuda_splits(const pz_gqa_cuda_ctx *c, int m) {
     const int64_t per = (int64_t)m * c->p.n_kv_heads * c->htiles;
     s = (int64_t)c->sm_count * c->ctas_per_sm / per;
   }
+  /* not capped by a sliding layer's window: a row the window does not cut keeps full attention's bits */
   const int64_t tiles = (c->p.max_ctx + PZ_GQA_BN - 1) / PZ_GQA_BN;
   if (s > PZ_GQA_MAX_SPLITS) s = PZ_GQA_MAX_SPLITS;
   if (s > tiles) s = tiles;
@@ -55,6 +56,8 @@ pz_status pz_gqa_cuda_create(const pz_gqa_params *p, int m_max, pz_gemm_ctx *gem
   if (d != 16 && d != 32 && d != 64 && d != 96 && d != 128)
     return pz_error(PZ_ERR_UNSUPPORTED, "gqa cuda: head_dim %lld unsupported (the attention kernel has 16, 32, 64, 96 and 128)",
                     (long long)d);
+  if (p->window < 0)
+    return pz_error(PZ_ERR_UNSUPPORTED, "gqa cuda: window %lld must be >= 0 (0: full attention)", (long long)p->window);
   const int64_t rd = p->rotary_dim ? p->rotary_dim : d; /* partial RoPE (GLM-4.5): the first rd dims */
   if (rd < 2 || rd % 2 || rd > d)
     return pz_error(PZ_ERR_UNSUPPORTED, "gqa cuda: rotary_dim %lld must be 0 (head_dim) or even in 2..head_dim %lld",
@@ -90,6 +93,7 @@ pz_status pz_gqa_cuda_create(const pz_gqa_params *p, int m_max, pz_gemm_ctx *gem
   pz_gqa_kparams *k = &c->k;
   k->heads = (int)heads; k->kvh = (int)kvh; k->d = (int)d; k->rd = (int)rd;
   k->ratio = ratio; k->htiles = c->htiles;
+  k->window = p->window < p->max_ctx ? (int)p->window : 0; /* a window of the whole cache changes nothing */
   k->eps = p->eps;
   k->qscale = (float)((double)p->softmax_scale * 1.4426950408889634); /* log2(e): base-2 scores */
   k->rope_ms = pz_gqa_rope_mscale(&p->rope);

@@ -42,10 +42,10 @@ typedef struct pz_gqa_cuda_ctx pz_gqa_cuda_ctx;
  * kernel's shared-memory limit, reads the SM count and occupancy. No device memory of its own:
  * the caller passes the workspace per call (the executor shares one among its nodes).
  * gemm: the split-K GEMM handle used for o_proj (borrowed; must outlive the op; one stream at a
- * time). Supported: head_dim 16, 32, 64 or 128, n_heads a multiple of n_kv_heads (any ratio),
+ * time). Supported: head_dim 16, 32, 64, 96 or 128, n_heads a multiple of n_kv_heads (any ratio), any window >= 0,
  * m_max 1..256 (o_proj shapes outside the split-K family's multiples of 64 run
  * pz_cuda_gemm_any's plain kernel, dense_ops.h).
- * Errors: PZ_ERR_INVALID_ARG (NULL, m_max), PZ_ERR_UNSUPPORTED (shape; LongRoPE whose n_factors is not
+ * Errors: PZ_ERR_INVALID_ARG (NULL, m_max), PZ_ERR_UNSUPPORTED (shape, window < 0; LongRoPE whose n_factors is not
  * rotary dims / 2), PZ_ERR_CUDA, PZ_ERR_OOM. */
 pz_status pz_gqa_cuda_create(const pz_gqa_params *p, int m_max, pz_gemm_ctx *gemm, pz_gqa_cuda_ctx **out);
 /* Frees the context (not the borrowed GEMM handle); NULL is ignored. */
@@ -59,9 +59,12 @@ size_t pz_gqa_cuda_workspace_bytes(const pz_gqa_cuda_ctx *c);
 
 /* KV splits per sequence for m rows: the forced count (pz_gqa_cuda_force_splits) when set, else
  * max(1, floor(resident attention CTAs / (m * kvh * head tiles))): about one wave of CTAs; at most
- * PZ_GQA_MAX_SPLITS (64), ceil(max_ctx / 64) and ms_cap / m. A CTA's slice is ceil((pos+1)/splits)
- * rounded up to 64 positions, computed on the device from pos, so a captured graph stays right
- * as positions advance. One split writes o directly (no combine kernel). */
+ * PZ_GQA_MAX_SPLITS (64), ceil(max_ctx / 64) and ms_cap / m. A CTA's slice is ceil(n / splits)
+ * rounded up to 64 positions of the n positions the row attends (pos + 1; a sliding layer's window W:
+ * min(pos + 1, W), from max(0, pos - W + 1)), computed on the device from pos, so a captured graph stays
+ * right as positions advance. The count does not depend on W, so a row the window does not cut (pos < W)
+ * gets full attention's bits; a small window leaves the splits past its tiles empty (they exit at once).
+ * One split writes o directly (no combine kernel). */
 int pz_gqa_cuda_splits(const pz_gqa_cuda_ctx *c, int m);
 /* Forces the split count (clamped as above); 0 restores the automatic choice. For tests and the
  * benchmark. */

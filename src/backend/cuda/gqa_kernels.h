@@ -23,6 +23,8 @@ typedef struct pz_gqa_kparams {
                                        partial_rotary_factor); dims rd..d-1 pass through */
   int ratio, htiles;                /* heads / kvh; ceil(ratio / PZ_GQA_HT) head tiles per kv head */
   int splits;                       /* KV splits per sequence (1: the attention writes o itself) */
+  int window;                       /* sliding window W (0: full attention): row i attends positions
+                                       max(0, pos[i] - W + 1) .. pos[i] (pz_gqa_params.window) */
   int qk_norm;                      /* 1: q_norm / k_norm (Qwen3) */
   float eps;                        /* q_norm / k_norm eps */
   float qscale;                     /* softmax_scale * log2(e): q is pre-scaled, scores are base-2 */

@@ -142,12 +142,14 @@ struct AttnCfg {
                 "the merge buffer fits the KV ring");
 };
 
-/* Slice of the KV sequence split `split` owns (the combine kernel's rule too): n = pos + 1
- * tokens cut into k.splits chunks of whole BN tiles; [start, end) may be empty. */
-__device__ __forceinline__ int2 split_range(int n, int splits, int split) {
-  int chunk = (n + splits - 1) / splits;
+/* Slice of the attended KV positions [first, n) that split `split` owns (the combine kernel's rule too): the
+ * n - first positions (n = pos + 1; first = kv_first) cut into k.splits chunks of whole BN tiles counted from
+ * first; [start, end) may be empty. first 0 (full attention, or a window the sequence fits) is the plain
+ * causal split. */
+__device__ __forceinline__ int2 split_range(int first, int n, int splits, int split) {
+  int chunk = (n - first + splits - 1) / splits;
   chunk = (chunk + PZ_GQA_BN - 1) / PZ_GQA_BN * PZ_GQA_BN;
-  const int start = split * chunk;
+  const int start = first + split * chunk;
   return make_int2(start, min(n, start + chunk));
 }
 
@@ -175,10 +177,18 @@ __device__ __forceinline__ int kv_len(const Kp &k, int i) {
   return i >= pz_real_rows(k.rows, k.m) ? 1 : k.pos[i] + 1;
 }
 
+/* First KV position row i attends: n - W under a sliding window W that n = kv_len positions exceed (the last W
+ * positions, its own included: pz_ref_gqa_first_pos), else 0. */
+__device__ __forceinline__ int kv_first(const Kp &k, int i) {
+  const int n = kv_len(k, i);
+  return k.window > 0 && n > k.window ? n - k.window : 0;
+}
+
 /* grid (splits, kvh * htiles, m), 128 threads. CTA (split, g * htiles + t, i): query heads
  * h0 = g*ratio + 16t .. (nr of them, the rest of the 16 rows zero) of sequence i against the
- * slice's K/V of kv head g. Writes o (bf16, normalised) when splits == 1, else its unnormalised
- * partial output and (max, sum) per head; an empty slice writes (-inf, 0). */
+ * slice's K/V of kv head g (its share of the positions kv_first .. pos). Writes o (bf16, normalised)
+ * when splits == 1, else its unnormalised partial output and (max, sum) per head; an empty slice
+ * writes (-inf, 0). */
 template <int D>
 __global__ void __launch_bounds__(128, 2) gqa_attn_kernel(Kp k) {
   using C = AttnCfg<D>;
@@ -192,7 +202,7 @@ __global__ void __launch_bounds__(128, 2) gqa_attn_kernel(Kp k) {
   const int h0 = g * k.ratio + ht * PZ_GQA_HT;
   const int nr = min(PZ_GQA_HT, k.ratio - ht * PZ_GQA_HT);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, gr = lane >> 2, t4 = lane & 3;
-  const int2 se = split_range(kv_len(k, i), k.splits, split);
+  const int2 se = split_range(kv_first(k, i), kv_len(k, i), k.splits, split);
   const int start = se.x, end = se.y;
   if (start >= end) {
     if (tid < nr) {
@@ -378,15 +388,15 @@ __global__ void __launch_bounds__(128, 2) gqa_attn_kernel(Kp k) {
 #define COMB_WARPS 4
 /* grid (m, ceil(heads / 4)), 128 threads, one warp per (sequence i, head h):
  * o[i, h] = bf16(Σ_s w_s O_s / Σ_s w_s l_s), w_s = exp2(max_s - max), over the non-empty splits
- * (the first ceil(n / chunk), split_range's rule), s in order; 4 columns per lane (float4). */
+ * (the first ceil((n - first) / chunk), split_range's rule), s in order; 4 columns per lane (float4). */
 __global__ void __launch_bounds__(32 * COMB_WARPS) gqa_combine_kernel(Kp k) {
   __shared__ float sw[COMB_WARPS][PZ_GQA_MAX_SPLITS];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int i = blockIdx.x, h = blockIdx.y * COMB_WARPS + warp;
   if (h >= k.heads) return;
-  const int n = kv_len(k, i);
+  const int n = kv_len(k, i), first = kv_first(k, i);
   int nv = 0;
-  while (nv < k.splits && split_range(n, k.splits, nv).x < n) nv++;
+  while (nv < k.splits && split_range(first, n, k.splits, nv).x < n) nv++;
   const int64_t sstride = (int64_t)k.heads; /* rows between splits */
   const int64_t row0 = (int64_t)i * k.splits * k.heads + h;
   float mx = -INFINITY;
