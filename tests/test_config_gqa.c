@@ -239,6 +239,29 @@ static void bad_at(int line, const kv *base, int n, const kv *over, const char *
 #define NONE {{NULL, NULL}}
 #define OV(...) {__VA_ARGS__, {NULL, NULL}}
 
+/* pz_config_layer_window of every layer of c: w where pat (one letter per layer) has 'S', else 0 (full
+ * attention); 0 outside the layers. */
+static void windows_at(int line, const pz_model_config *c, int64_t w, const char *pat) {
+  int ok = (int64_t)strlen(pat) == c->num_hidden_layers;
+  for (int64_t L = 0; ok && L < c->num_hidden_layers; L++) ok = pz_config_layer_window(c, L) == (pat[L] == 'S' ? w : 0);
+  ok = ok && pz_config_layer_window(c, -1) == 0 && pz_config_layer_window(c, c->num_hidden_layers) == 0;
+  if (!ok) {
+    fprintf(stderr, "line %d: layer windows of %s (window %lld):", line, c->model_type, (long long)c->sliding_window);
+    for (int64_t L = 0; L < c->num_hidden_layers; L++) fprintf(stderr, " %lld", (long long)pz_config_layer_window(c, L));
+    fprintf(stderr, ", want %lld on '%s'\n", (long long)w, pat);
+    pz_test_failures++;
+  }
+}
+#define WINDOWS(c, w, pat) windows_at(__LINE__, c, w, pat)
+
+/* n letters k (a static buffer, n < 128). */
+static const char *all(char k, int n) {
+  static char b[128];
+  memset(b, k, (size_t)n);
+  b[n] = 0;
+  return b;
+}
+
 /* Every value distinct, so a field read into the wrong member shows. */
 static const kv llama[] = {
     {"model_type", "\"llama\""}, {"hidden_size", "384"}, {"num_hidden_layers", "3"}, {"num_attention_heads", "12"},
@@ -354,7 +377,9 @@ static void test_qwen(void) {
   CHECK_OK(PARSE(qwen3, OV({"head_dim", NULL}, {"num_key_value_heads", NULL}, {"num_attention_heads", "32"},
                            {"attention_bias", "true"}), &c));
   CHECK(c.head_dim == 128 && c.num_key_value_heads == 32 && c.attention_bias && c.qk_norm);
-  CHECK_OK(PARSE(qwen3, OV({"layer_types", "[\"full_attention\", \"full_attention\"]"}), &c));
+  CHECK_OK(PARSE(qwen3, OV({"layer_types", "[\"full_attention\", \"full_attention\", \"full_attention\", "
+                                          "\"full_attention\"]"}), &c));
+  WINDOWS(&c, 0, "FFFF");
 }
 
 static void test_moe(void) {
@@ -585,7 +610,7 @@ static void check_phi3_shapes(const pz_model_config *c, int tp) {
 }
 
 /* phi3 (Phi3Config): Llama's math (no biases, SiLU MLP, rotate-half RoPE), partial_rotary_factor (default
- * 1.0), sliding_window limiting max_position_embeddings (LongRoPE: test_phi3_longrope); the published configs of Phi-4,
+ * 1.0), sliding_window on every layer (LongRoPE: test_phi3_longrope); the published configs of Phi-4,
  * Phi-3-mini-4k and Phi-3-medium-4k parse, with the parameter counts of their model cards and the per-rank
  * shapes of TP 1, 2, 4 and 8. */
 static void test_phi3(void) {
@@ -608,9 +633,10 @@ static void test_phi3(void) {
   CHECK(c.hidden_size == 3072 && c.num_hidden_layers == 32 && c.num_attention_heads == 32 && c.num_key_value_heads == 32);
   CHECK(c.head_dim == 96 && c.rotary_dim == 96 && c.intermediate_size == 8192 && c.vocab_size == 32064);
   CHECK(c.rope.type == PZ_ROPE_DEFAULT && c.rope.theta == 10000.f && c.rms_norm_eps == 1e-5f && !c.tie_word_embeddings);
-  /* sliding_window 2047: transformers masks key j of query i when j <= i - 2047, so 2047 positions are full
-   * attention: max_position_embeddings 4096 becomes 2047 */
-  CHECK(c.max_position_embeddings == 2047);
+  /* sliding_window 2047 on every layer (Phi3Model's sliding mask keeps key j of query i when i - j < 2047); the
+   * positions stay max_position_embeddings 4096 */
+  CHECK(c.max_position_embeddings == 4096 && c.sliding_window == 2047);
+  WINDOWS(&c, 2047, all('S', 32));
   param_count(&c, &t, &a);
   CHECK(published_as(t / 1e9, 3.8, 1)); /* "3.8B parameters" */
   snprintf(c.name, sizeof c.name, "Phi-3-mini-4k");
@@ -618,7 +644,8 @@ static void test_phi3(void) {
 
   CHECK_OK(parse(phi3_mini, (int)(sizeof phi3_mini / sizeof phi3_mini[0]), phi3_medium_over, &c));
   CHECK(c.hidden_size == 5120 && c.num_hidden_layers == 40 && c.num_key_value_heads == 10 && c.head_dim == 128);
-  CHECK(c.max_position_embeddings == 2047);
+  CHECK(c.max_position_embeddings == 4096);
+  WINDOWS(&c, 2047, all('S', 40));
   param_count(&c, &t, &a);
   CHECK(published_as(t / 1e9, 14, 0)); /* "14B parameters" */
   snprintf(c.name, sizeof c.name, "Phi-3-medium-4k");
@@ -630,6 +657,7 @@ static void test_phi3(void) {
   CHECK(c.rope.type == PZ_ROPE_LONGROPE && c.rope.n_factors == 48 && c.rope.original_max_position_embeddings == 4096);
   CHECK(c.head_dim == 128 && c.rotary_dim == 96 && c.tie_word_embeddings && c.num_key_value_heads == 8);
   CHECK(c.max_position_embeddings == 131072 && c.vocab_size == 200064);
+  WINDOWS(&c, 262144, all('S', 32)); /* the decode graph drops a window of the whole cache or more */
   snprintf(c.name, sizeof c.name, "Phi-4-mini");
   for (int tp = 1; tp <= 8; tp *= 2) check_phi3_shapes(&c, tp);
   CHECK_OK(PARSE(phi4_mini, OV({"rope_scaling", "null"}), &c));
@@ -648,6 +676,7 @@ static void test_phi3(void) {
                           {"sliding_window", NULL}, {"tie_word_embeddings", NULL}, {"rope_scaling", NULL}), &c));
   CHECK(c.num_key_value_heads == 40 && c.rms_norm_eps == 1e-5f && c.rope.theta == 10000.f && c.rotary_dim == 128);
   CHECK(c.max_position_embeddings == 16384 && !c.tie_word_embeddings);
+  WINDOWS(&c, 0, all('F', 40));
   CHECK_OK(PARSE(phi4, OV({"head_dim", "64"}), &c));
   CHECK(c.head_dim == 64 && c.rotary_dim == 64);
   /* a window at or above max_position_embeddings masks nothing; dropout is training only; attention_bias and
@@ -668,7 +697,9 @@ static void test_phi3(void) {
        "LongRoPE"); /* Phi3Config reads yarn as longrope: not Qwen's YaRN */
   BAD(phi4, OV({"sliding_window", "0"}), "\"sliding_window\"");
   BAD(phi4, OV({"sliding_window", "\"2047\""}), "\"sliding_window\"");
-  BAD(phi4, OV({"layer_types", "[\"sliding_attention\"]"}), "\"layer_types\"");
+  BAD2(phi4, OV({"layer_types", "[\"sliding_attention\"]"}), "\"layer_types\"", "sliding_window is null");
+  BAD2(phi3_mini, OV({"layer_types", "[\"sliding_attention\", \"full_attention\"]"}), "\"layer_types\" mixes",
+       "every layer");
   BAD2(phi4, OV({"partial_rotary_factor", "null"}), "\"partial_rotary_factor\" is null", "(1)");
   BAD2(phi4, OV({"partial_rotary_factor", "1.5"}), "\"partial_rotary_factor\"", "(0, 1]");
   BAD2(phi4, OV({"partial_rotary_factor", "0.1171875"}), "\"partial_rotary_factor\"", "15 rotary dims"); /* odd */
@@ -904,7 +935,7 @@ static void test_phi3_longrope(void) {
 
 /* dots1 (Dots1Config): Qwen3's attention (q/k norms per head, no biases, full RoPE) with DeepSeek-V3's MoE
  * (sigmoid + e_score_correction_bias, noaux_tc groups, norm_topk_prob, routed_scaling_factor, shared experts,
- * layers from first_k_dense_replace on); sliding layers limit max_position_embeddings to the window; Dots1Config's
+ * layers from first_k_dense_replace on); sliding layers from layer_types or max_window_layers; Dots1Config's
  * defaults fill what is absent; bad values are refused with one line naming the field. */
 static void test_dots1(void) {
   pz_model_config c;
@@ -930,6 +961,7 @@ static void test_dots1(void) {
   CHECK_OK(PARSE(dots_inst, OV({"n_group", "null"}, {"topk_group", "null"}, {"sliding_window", "4096"},
                                {"scoring_func", "\"noaux_tc\""}), &c));
   CHECK(c.n_group == 1 && c.topk_group == 1 && c.max_position_embeddings == 32768);
+  WINDOWS(&c, 0, all('F', 62));
   /* Dots1Config's defaults: num_key_value_heads 32, rms_norm_eps 1e-6, rope_theta 1e4, first_k_dense_replace 0,
    * norm_topk_prob false, routed_scaling_factor 1, n_group / topk_group 1, attention_bias false, head_dim
    * hidden / heads, sliding_window 4096 with max_window_layers 62 (no sliding layer of 62) */
@@ -943,21 +975,29 @@ static void test_dots1(void) {
   for (int L = 0; L < 62; L++) CHECK(pz_config_layer_is_moe(&c, L));
   /* more layers than the default max_window_layers 62 under the default window 4096: layers 62.. slide */
   CHECK_OK(PARSE(dots_inst, OV({"sliding_window", NULL}, {"max_window_layers", NULL}, {"num_hidden_layers", "64"}), &c));
-  CHECK(c.max_position_embeddings == 4096);
-  /* sliding layers (from max_window_layers, or listed in layer_types) limit the positions to the window */
+  char pat[136];
+  snprintf(pat, sizeof pat, "%sSS", all('F', 62));
+  CHECK(c.max_position_embeddings == 32768); /* the positions are not limited by the window */
+  WINDOWS(&c, 4096, pat);
+  /* sliding layers from max_window_layers on, or listed in layer_types */
   CHECK_OK(PARSE(dots_inst, OV({"sliding_window", "8192"}, {"max_window_layers", "60"}), &c));
-  CHECK(c.max_position_embeddings == 8192);
+  snprintf(pat, sizeof pat, "%sSS", all('F', 60));
+  WINDOWS(&c, 8192, pat);
   CHECK_OK(PARSE(dots_inst, OV({"sliding_window", "65536"}, {"max_window_layers", "0"}), &c));
-  CHECK(c.max_position_embeddings == 32768); /* a window above max_position_embeddings masks nothing */
+  WINDOWS(&c, 65536, all('S', 62)); /* above max_position_embeddings: the decode graph drops it */
   CHECK_OK(PARSE(dots_inst, OV({"sliding_window", "null"}, {"max_window_layers", "0"}, {"use_sliding_window", "true"}), &c));
-  CHECK(c.max_position_embeddings == 32768); /* no window: no sliding layer; use_sliding_window is not read */
+  WINDOWS(&c, 0, all('F', 62)); /* no window: no sliding layer; use_sliding_window is not read */
   char lt[62 * 22 + 8];
   size_t o = (size_t)snprintf(lt, sizeof lt, "[");
   for (int L = 0; L < 62; L++)
     o += (size_t)snprintf(lt + o, sizeof lt - o, "%s\"%s_attention\"", L ? ", " : "", L == 61 ? "sliding" : "full");
   snprintf(lt + o, sizeof lt - o, "]");
   CHECK_OK(PARSE(dots_inst, OV({"sliding_window", "2048"}, {"max_window_layers", "62"}, {"layer_types", lt}), &c));
-  CHECK(c.max_position_embeddings == 2048);
+  snprintf(pat, sizeof pat, "%sS", all('F', 61));
+  CHECK(c.max_position_embeddings == 32768);
+  WINDOWS(&c, 2048, pat);
+  CHECK_OK(PARSE(dots_inst, OV({"sliding_window", "2048"}, {"max_window_layers", "0"}, {"layer_types", lt}), &c));
+  WINDOWS(&c, 2048, pat); /* layer_types wins over max_window_layers */
   BAD2(dots_inst, OV({"layer_types", lt}), "\"layer_types\"", "sliding_window is null");
   BAD2(dots_inst, OV({"layer_types", "[\"full_attention\"]"}), "\"layer_types\" has 1 entries", "(62)");
   BAD(dots_inst, OV({"layer_types", "\"full_attention\""}), "\"layer_types\"");
@@ -1012,7 +1052,7 @@ static const kv mistral[] = {
 };
 
 /* MistralForCausalLM runs as Llama's layout (MistralAttention: q/k/v/o without biases, the Llama
- * MLP) when its window masks nothing. */
+ * MLP), every layer sliding by sliding_window when it is set. */
 static void test_mistral(void) {
   pz_model_config c;
   CHECK_OK(PARSE(mistral, NONE, &c));
@@ -1022,6 +1062,7 @@ static void test_mistral(void) {
   CHECK(c.rms_norm_eps == 1e-5f && c.rope.theta == 1e6f && c.rope.type == PZ_ROPE_DEFAULT && c.rope.factor == 1.f);
   CHECK(!c.attention_bias && !c.qk_norm && !c.tie_word_embeddings && c.n_routed_experts == 0);
   for (int L = 0; L < 32; L++) CHECK(!pz_config_layer_is_moe(&c, L));
+  WINDOWS(&c, 0, all('F', 32)); /* sliding_window null */
   /* MistralConfig defaults: num_key_value_heads 8, rms_norm_eps 1e-6, rope_theta 10000, head_dim
    * hidden / heads; attention_bias and mlp_bias are not fields of MistralConfig (never biases). */
   CHECK_OK(PARSE(mistral, OV({"num_key_value_heads", NULL}, {"rms_norm_eps", NULL}, {"rope_theta", NULL},
@@ -1032,19 +1073,111 @@ static void test_mistral(void) {
   /* Mistral-Nemo: head_dim 128 with hidden 5120 / 32 heads. */
   CHECK_OK(PARSE(mistral, OV({"hidden_size", "5120"}, {"head_dim", "128"}, {"vocab_size", "131072"}), &c));
   CHECK(c.head_dim == 128 && c.hidden_size == 5120);
-  /* A window covering max_position_embeddings masks nothing. */
-  CHECK_OK(PARSE(mistral, OV({"sliding_window", "32768"}), &c));
+  /* MistralModel puts its one sliding mask on every layer: Mistral-7B-v0.1's 4096 window under 32768 positions
+   * (which stay 32768), MistralConfig's 4096 when the field is absent; a window of the whole context or more is
+   * kept here and dropped by the decode graph. */
+  CHECK_OK(PARSE(mistral, OV({"sliding_window", "4096"}), &c));
+  CHECK(c.max_position_embeddings == 32768 && c.sliding_window == 4096);
+  WINDOWS(&c, 4096, all('S', 32));
+  CHECK_OK(PARSE(mistral, OV({"sliding_window", NULL}), &c));
+  WINDOWS(&c, 4096, all('S', 32));
   CHECK_OK(PARSE(mistral, OV({"sliding_window", "131072"}), &c));
-  /* Absent sliding_window is MistralConfig's 4096: full attention only up to 4096 positions. */
-  CHECK_OK(PARSE(mistral, OV({"sliding_window", NULL}, {"max_position_embeddings", "4096"}), &c));
-  BAD2(mistral, OV({"sliding_window", NULL}), "sliding_window", "default");
-  /* Mistral-7B-v0.1: a 4096 window under 32768 positions. */
-  BAD2(mistral, OV({"sliding_window", "4096"}), "sliding_window", "32768");
+  WINDOWS(&c, 131072, all('S', 32));
+  /* layer_types is not a MistralConfig field: one kind throughout runs (the mask slides every layer either way),
+   * a mix (transformers' cache and mask disagree), sliding layers without a window, and a window of 0 are refused */
+  CHECK_OK(PARSE(mistral, OV({"sliding_window", "16"}, {"num_hidden_layers", "2"},
+                             {"layer_types", "[\"full_attention\", \"full_attention\"]"}), &c));
+  WINDOWS(&c, 16, "SS");
+  CHECK_OK(PARSE(mistral, OV({"sliding_window", "16"}, {"num_hidden_layers", "2"},
+                             {"layer_types", "[\"sliding_attention\", \"sliding_attention\"]"}), &c));
+  WINDOWS(&c, 16, "SS");
+  BAD2(mistral, OV({"sliding_window", "16"}, {"num_hidden_layers", "2"},
+                   {"layer_types", "[\"full_attention\", \"sliding_attention\"]"}), "\"layer_types\" mixes", "mistral");
+  BAD2(mistral, OV({"num_hidden_layers", "2"}, {"layer_types", "[\"sliding_attention\", \"sliding_attention\"]"}),
+       "\"layer_types\"", "sliding_window is null");
+  BAD2(mistral, OV({"sliding_window", "0"}), "\"sliding_window\" is 0", "every key");
   BAD(mistral, OV({"hidden_act", "\"gelu\""}), "hidden_act");
   BAD(mistral, OV({"num_key_value_heads", "5"}), "num_key_value_heads");
   /* YaRN without original_max_position_embeddings: max_position_embeddings (32768) is the original. */
   CHECK_OK(PARSE(mistral, OV({"rope_scaling", "{\"type\": \"yarn\", \"factor\": 4.0}"}), &c));
   CHECK(c.rope.type == PZ_ROPE_YARN && c.rope.factor == 4.f && c.rope.original_max_position_embeddings == 32768);
+}
+
+/* Which layers slide, as transformers 5.25 places them: Qwen2 / Qwen3 by use_sliding_window with layer_types or
+ * else max_window_layers (Qwen2Config / Qwen3Config __post_init__), Qwen3-MoE and Mixtral every layer (their models'
+ * one sliding mask), Llama none (LlamaConfig has no window); the refusals name the field. Mistral, Phi-3 and
+ * dots.llm1: test_mistral, test_phi3, test_dots1. */
+static void test_sliding_windows(void) {
+  pz_model_config c;
+  CHECK_OK(PARSE(qwen2, NONE, &c)); /* use_sliding_window false */
+  WINDOWS(&c, 0, "FFFFF");
+  CHECK_OK(PARSE(qwen2, OV({"use_sliding_window", "true"}), &c)); /* max_window_layers 70 of 5 layers: none */
+  WINDOWS(&c, 0, "FFFFF");
+  CHECK_OK(PARSE(qwen2, OV({"use_sliding_window", "true"}, {"max_window_layers", "3"}), &c));
+  WINDOWS(&c, 131072, "FFFSS");
+  CHECK(c.max_position_embeddings == 4096);
+  CHECK_OK(PARSE(qwen2, OV({"use_sliding_window", "true"}, {"max_window_layers", "3"}, {"sliding_window", "1024"}), &c));
+  WINDOWS(&c, 1024, "FFFSS");
+  /* Qwen2Config's defaults: sliding_window 4096, max_window_layers 28 */
+  CHECK_OK(PARSE(qwen2, OV({"use_sliding_window", "true"}, {"max_window_layers", NULL}, {"sliding_window", NULL}), &c));
+  WINDOWS(&c, 0, "FFFFF");
+  CHECK_OK(PARSE(qwen2, OV({"use_sliding_window", "true"}, {"max_window_layers", NULL}, {"sliding_window", NULL},
+                           {"num_hidden_layers", "30"}), &c));
+  char pat[136];
+  snprintf(pat, sizeof pat, "%sSS", all('F', 28));
+  WINDOWS(&c, 4096, pat);
+  CHECK_OK(PARSE(qwen2, OV({"use_sliding_window", "true"}, {"sliding_window", "null"}, {"max_window_layers", "0"}), &c));
+  WINDOWS(&c, 0, "FFFFF");
+  /* layer_types places the layers (max_window_layers is then not read) */
+  static const char *const lt5 = "[\"sliding_attention\", \"full_attention\", \"sliding_attention\", "
+                                 "\"full_attention\", \"full_attention\"]";
+  CHECK_OK(PARSE(qwen2, OV({"use_sliding_window", "true"}, {"sliding_window", "64"}, {"layer_types", lt5}), &c));
+  WINDOWS(&c, 64, "SFSFF");
+  CHECK_OK(PARSE(qwen2, OV({"use_sliding_window", "true"}, {"sliding_window", "64"}, {"layer_types", lt5},
+                           {"max_window_layers", "null"}), &c));
+  WINDOWS(&c, 64, "SFSFF");
+  /* use_sliding_window false: sliding_window is not a window (also 0); sliding layers then have none */
+  CHECK_OK(PARSE(qwen2, OV({"sliding_window", "0"}), &c));
+  WINDOWS(&c, 0, "FFFFF");
+  BAD2(qwen2, OV({"layer_types", lt5}), "\"layer_types\" has \"sliding_attention\" layers", "use_sliding_window is false");
+  BAD2(qwen2, OV({"use_sliding_window", "true"}, {"sliding_window", "null"}, {"layer_types", lt5}), "\"layer_types\"",
+       "sliding_window is null");
+  BAD2(qwen2, OV({"use_sliding_window", "true"}, {"max_window_layers", "null"}), "\"max_window_layers\" is null",
+       "131072");
+  BAD2(qwen2, OV({"use_sliding_window", "true"}, {"sliding_window", "0"}), "\"sliding_window\" is 0", "every key");
+  BAD2(qwen2, OV({"use_sliding_window", "true"}, {"layer_types", "[\"sliding_attention\", \"full_attention\"]"}),
+       "\"layer_types\" has 2 entries", "(5)");
+  BAD2(qwen2, OV({"use_sliding_window", "true"},
+                 {"layer_types", "[\"chunked_attention\", \"full_attention\", \"full_attention\", \"full_attention\", "
+                                 "\"full_attention\"]"}), "\"layer_types\"", "\"sliding_attention\"");
+  BAD(qwen2, OV({"use_sliding_window", "true"}, {"layer_types", "\"sliding_attention\""}), "\"layer_types\"");
+  /* Qwen3: Qwen2's rule */
+  CHECK_OK(PARSE(qwen3, OV({"use_sliding_window", "true"}, {"sliding_window", "512"}, {"max_window_layers", "2"}), &c));
+  WINDOWS(&c, 512, "FFSS");
+  CHECK_OK(PARSE(qwen3, OV({"use_sliding_window", "true"}), &c)); /* sliding_window null */
+  WINDOWS(&c, 0, "FFFF");
+  /* Qwen3-MoE: every layer under use_sliding_window (Qwen3MoeConfig has no max_window_layers or layer_types) */
+  CHECK_OK(PARSE(qwen3_moe, OV({"use_sliding_window", "true"}), &c));
+  WINDOWS(&c, 4096, "SSSSSS");
+  CHECK_OK(PARSE(qwen3_moe, OV({"use_sliding_window", "true"}, {"sliding_window", "256"}, {"max_window_layers", "3"}), &c));
+  WINDOWS(&c, 256, "SSSSSS");
+  CHECK_OK(PARSE(qwen3_moe, OV({"sliding_window", "256"}), &c));
+  WINDOWS(&c, 0, "FFFFFF");
+  BAD2(qwen3_moe, OV({"use_sliding_window", "true"},
+                     {"layer_types", "[\"sliding_attention\", \"full_attention\", \"full_attention\", "
+                                     "\"full_attention\", \"full_attention\", \"full_attention\"]"}),
+       "\"layer_types\" mixes", "qwen3_moe");
+  /* Mixtral: every layer, MixtralConfig's default null */
+  CHECK_OK(PARSE(mixtral, OV({"sliding_window", "4096"}), &c));
+  WINDOWS(&c, 4096, "SSSS");
+  CHECK(c.max_position_embeddings == 32768);
+  CHECK_OK(PARSE(mixtral, OV({"sliding_window", NULL}), &c));
+  WINDOWS(&c, 0, "FFFF");
+  /* Llama: none; a window the context covers says nothing */
+  CHECK_OK(PARSE(llama, OV({"sliding_window", "4096"}), &c));
+  WINDOWS(&c, 0, "FFF");
+  BAD2(llama, OV({"layer_types", "[\"sliding_attention\", \"full_attention\", \"full_attention\"]"}),
+       "\"layer_types\"", "no sliding layers");
 }
 
 static void test_refusals(void) {
@@ -1055,12 +1188,8 @@ static void test_refusals(void) {
   BAD(qwen3, OV({"head_dim", "63"}), "head_dim");
   BAD(llama, OV({"hidden_size", "390"}), "head_dim"); /* 390 / 12 heads: no even split, no head_dim */
   BAD(llama, OV({"head_dim", "0"}), "head_dim");
-  /* Sliding windows. */
-  BAD(qwen2, OV({"use_sliding_window", "true"}), "use_sliding_window");
-  BAD(qwen3, OV({"use_sliding_window", "true"}), "use_sliding_window");
-  BAD(qwen3_moe, OV({"use_sliding_window", "true"}), "use_sliding_window");
-  BAD(mixtral, OV({"sliding_window", "4096"}), "sliding_window");
-  BAD(llama, OV({"sliding_window", "2047"}), "sliding_window");
+  /* Sliding windows (the ones that run: test_sliding_windows). */
+  BAD2(llama, OV({"sliding_window", "2047"}), "\"sliding_window\" is 2047", "no sliding window in transformers");
   BAD(qwen3, OV({"layer_types", "[\"full_attention\", \"sliding_attention\"]"}), "layer_types");
   /* Activation, biases. */
   BAD(llama, OV({"hidden_act", "\"gelu\""}), "hidden_act");
@@ -1297,6 +1426,7 @@ int main(void) {
   test_phi3();
   test_phi3_longrope();
   test_dots1();
+  test_sliding_windows();
   test_refusals();
   test_llama3_rope();
   test_deepseek();

@@ -14,7 +14,7 @@
  * order of phi3's fused rows (gate and up halves, or k and v rows, exchanged in the file), and dots1's router
  * (e_score_correction_bias zeroed in the file, routed_scaling_factor run as 1, every expert group allowed);
  * glm4_moe's next-token-prediction layer stub (model.layers.3.*, a bias among it) is not read; dots1's
- * sliding layer limits max_position_embeddings to its window. phi3_longrope (LongRoPE, whose reference
+ * sliding layer keeps max_position_embeddings. phi3_longrope (LongRoPE, whose reference
  * transformers decoded one token at a time with a KV cache) is missed with its short factors, or its long
  * factors, at every position, and without its attention factor. */
 #include <cjson/cJSON.h>
@@ -551,14 +551,15 @@ static void negative_controls_phi3(const golden *g, const char *model) {
   }
 }
 
-/* dots1: its sliding layer (layer 2, max_window_layers 2) limits max_position_embeddings 128 to the window 64;
+/* dots1: its sliding layer (layer 2, max_window_layers 2, window 64) keeps max_position_embeddings 128;
  * the file with e_score_correction_bias zeroed, and the config with routed_scaling_factor 1 or with every
  * expert group allowed (topk_group = n_group = 4), miss HF's logits: the tolerance resolves each part of the
  * DeepSeek-V3 router (the q/k norms' share is expected.json's sensitivity). */
 static void negative_controls_dots1(const golden *g) {
   pz_model_config c;
   CHECK_OK(pz_checkpoint_load_config(g->dir, &c));
-  CHECK(c.max_position_embeddings == 64 && c.qk_norm && c.n_group == 4 && c.topk_group == 2 && c.n_shared_experts == 2);
+  CHECK(c.max_position_embeddings == 128 && c.qk_norm && c.n_group == 4 && c.topk_group == 2 && c.n_shared_experts == 2);
+  CHECK(pz_config_layer_window(&c, 0) == 0 && pz_config_layer_window(&c, 1) == 0 && pz_config_layer_window(&c, 2) == 64);
   static int32_t tok[MAXP][MAXS];
   static float lg[MAXP * MAXV];
   static const edit zero_bias[] = {{"model.layers.1.mlp.gate.e_score_correction_bias", NULL, 0, -1, NULL},
@@ -616,14 +617,15 @@ static int64_t f32_ulps(float a, float b) {
 }
 
 /* phi3_longrope: the config reads as LongRoPE (long factors from position 6 on, attention factor from
- * max_position_embeddings 128, not from the sliding window's 64 that limits the positions); its inverse-frequency
+ * max_position_embeddings 128) with its window of 64 on every layer; its inverse-frequency
  * tables are transformers' (expected.json "longrope": within one f32 ulp, torch's f32 pow may be one off; the
  * committed file: bit for bit) and so is its cos / sin factor (as f32, the value transformers multiplies by);
  * and each of its three parts is resolved: the changed copies of longrope_copy miss HF's logits. */
 static void negative_controls_longrope(const golden *g) {
   pz_model_config c;
   CHECK_OK(pz_checkpoint_load_config(g->dir, &c));
-  CHECK(c.rope.type == PZ_ROPE_LONGROPE && c.rotary_dim == 12 && c.rope.n_factors == 6 && c.max_position_embeddings == 64);
+  CHECK(c.rope.type == PZ_ROPE_LONGROPE && c.rotary_dim == 12 && c.rope.n_factors == 6 && c.max_position_embeddings == 128);
+  CHECK(pz_config_layer_window(&c, 0) == 64 && pz_config_layer_window(&c, 1) == 64);
   CHECK(pz_rope_long_from(&c.rope) == 6 && c.rope.short_factor[1] == 1.2f && c.rope.long_factor[5] == 32.f);
   CHECK(fabs(c.rope.attention_factor - sqrt(1.0 + log(128.0 / 6.0) / log(6.0))) < 1e-6);
   char p[1100];

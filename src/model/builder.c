@@ -180,7 +180,7 @@ static pz_status gemm_with(bld *b, const char *node, int layer, pz_role role, in
 }
 
 /* qkv_proj GEMM (q | k | v rows of this rank, bias when attention_bias) -> GQA_ATTN (q/k norm when
- * qk_norm, RoPE, KV append, attention, o_proj) -> partial [m, H] f32. */
+ * qk_norm, RoPE, KV append, attention over the layer's window when it slides, o_proj) -> partial [m, H] f32. */
 static pz_status gqa_attention(bld *b, int L, int x_norm, int pos, int64_t max_ctx, int *out) {
   const pz_model_config *c = b->c;
   char nn[PZ_NAME_LEN], wn[PZ_NAME_LEN];
@@ -224,7 +224,9 @@ static pz_status gqa_attention(bld *b, int L, int x_norm, int pos, int64_t max_c
     t->full_ne[1] = nkv;
   }
   src[PZ_GQA_POS] = pos;
+  const int64_t win = pz_config_layer_window(c, L); /* 0 where the window covers the whole cache: no effect */
   pz_op_params p = {.gqa = {.n_heads = (int)heads, .n_kv_heads = (int)kvh, .head_dim = d, .hidden = H, .max_ctx = max_ctx,
+                            .window = win < max_ctx ? win : 0,
                             .eps = c->rms_norm_eps, .softmax_scale = (float)(1.0 / sqrt((double)d)), .rope = c->rope,
                             .rotary_dim = c->rotary_dim > 0 && c->rotary_dim < d ? c->rotary_dim : 0}};
   fmt(nn, "layers.%d.self_attn", L);

@@ -291,6 +291,14 @@ bool pz_config_layer_is_moe(const pz_model_config *c, int64_t layer) {
          layer % c->moe_layer_freq == 0;
 }
 
+_Static_assert(PZ_CONFIG_WINDOW_WORDS * 64 >= PZ_CONFIG_MAX_LAYERS, "a bit per layer");
+
+int64_t pz_config_layer_window(const pz_model_config *c, int64_t layer) {
+  if (!c || c->sliding_window <= 0 || layer < 0 || layer >= c->num_hidden_layers || layer >= PZ_CONFIG_MAX_LAYERS)
+    return 0;
+  return c->sliding_layers[layer / 64] >> (layer % 64) & 1 ? c->sliding_window : 0;
+}
+
 float pz_yarn_get_mscale(float scale, float mscale) {
   if (scale <= 1.f) return 1.f;
   return 0.1f * mscale * logf(scale) + 1.f;

@@ -43,6 +43,7 @@ typedef enum pz_attn_kind {
 } pz_attn_kind;
 
 #define PZ_CONFIG_MAX_MLP_ONLY 64  /* entries of qwen3_moe's mlp_only_layers */
+#define PZ_CONFIG_WINDOW_WORDS 157 /* 64-bit words of the sliding-layer set: ceil(PZ_CONFIG_MAX_LAYERS / 64) */
 
 /* Field names and meanings follow the Hugging Face DeepseekV2Config / DeepseekV3Config; the GQA
  * layouts' fields follow LlamaConfig, Qwen2Config, Qwen3Config, Qwen3MoeConfig and MixtralConfig and
@@ -85,6 +86,10 @@ typedef struct pz_model_config {
   float routed_scaling_factor;
   int64_t vocab_size;
   int64_t max_position_embeddings;
+  /* GQA sliding-window attention (0 / empty otherwise): sliding_window is the window W in tokens of the
+     layers in sliding_layers (bit L % 64 of word L / 64; read with pz_config_layer_window) */
+  int64_t sliding_window;
+  uint64_t sliding_layers[PZ_CONFIG_WINDOW_WORDS];
   float rms_norm_eps;
   pz_rope_params rope;             /* theta = rope_theta; factor 1 when rope_scaling is null */
   pz_quant_config quant;           /* kind PZ_WQ_NONE without quantization_config */
@@ -118,7 +123,7 @@ typedef struct pz_model_config {
  * GQA families (attn PZ_ATTN_GQA; transformers' LlamaConfig, Qwen2Config, Qwen3Config,
  * Qwen3MoeConfig, MixtralConfig, MistralConfig): model_type "llama", "qwen2", "qwen3", "qwen3_moe",
  * "mixtral", and "mistral" (Llama's layout without biases: num_key_value_heads 8, sliding_window
- * 4096 when absent, so it must be given null or >= max_position_embeddings).
+ * 4096 when absent; see sliding windows below).
  * Required: hidden_size, num_hidden_layers, num_attention_heads, intermediate_size, vocab_size,
  * max_position_embeddings; qwen3_moe also num_experts (-> n_routed_experts; or num_local_experts,
  * as transformers >= 5 writes it; both given must agree), num_experts_per_tok,
@@ -165,8 +170,7 @@ typedef struct pz_model_config {
  * LongRoPE ("longrope", and "su" / "yarn", which Phi3Config reads as longrope; rope.type PZ_ROPE_LONGROPE,
  * pz_cfg_parse_longrope in config_impl.h: short / long factors, the required top-level
  * original_max_position_embeddings, the attention factor); sliding_window (null;
- * >= 1) below max_position_embeddings lowers max_position_embeddings to it (transformers masks key j of query i
- * when j <= i - sliding_window, nothing in a sequence of at most sliding_window tokens); resid_pdrop,
+ * >= 1) on every layer (sliding windows below); resid_pdrop,
  * embd_pdrop and attention_dropout do not change inference and are not read; original_max_position_embeddings
  * is read under LongRoPE only.
  * dots1 (Dots1Config: dots.llm1.base, dots.llm1.inst): Qwen3's attention (q/k norms per head, qk_norm always; no
@@ -176,14 +180,21 @@ typedef struct pz_model_config {
  * norm_topk_prob false (true with num_experts_per_tok 1 refused: transformers then gives the expert weight 1),
  * routed_scaling_factor 1, n_group / topk_group 1 (a null n_group is one group; a null topk_group under several
  * groups is refused); moe_layer_freq above 1, scoring_func other than "sigmoid" / "noaux_tc" and topk_method other
- * than "noaux_tc" (fields transformers does not read) are refused. Sliding layers (layer_types, one
- * "full_attention" / "sliding_attention" per layer, else the layers from max_window_layers (62) on when
- * sliding_window (4096; null: none) is set) lower max_position_embeddings to sliding_window, as phi3's window;
- * a sliding layer without a window, and a null max_window_layers under one, are refused; use_sliding_window is
- * not read (nor does transformers read it).
- * Sliding-window attention is refused: use_sliding_window true (qwen2, qwen3, qwen3_moe), a
- * sliding_window below max_position_embeddings (llama, mixtral, mistral), a layer_types entry
- * other than "full_attention" (phi3 and dots1 limit the positions to their window instead, above).
+ * than "noaux_tc" (fields transformers does not read) are refused. Sliding layers as qwen2's, with
+ * max_window_layers 62 and sliding_window 4096 by default; use_sliding_window is not read (nor does transformers
+ * read it).
+ * Sliding windows (sliding_window, sliding_layers; pz_config_layer_window), placed as transformers 5.25 places
+ * them (pz_cfg_parse_gqa_window): mistral (4096 when absent), mixtral and phi3 (null when absent) slide every
+ * layer by sliding_window; qwen3_moe every layer when use_sliding_window is true (sliding_window 4096 when
+ * absent); qwen2 and qwen3 under use_sliding_window the layers whose layer_types entry is "sliding_attention",
+ * else (no layer_types) those from max_window_layers (28) on; dots1 likewise without use_sliding_window. A query
+ * at position p of a sliding layer attends key positions j with p - j < sliding_window; max_position_embeddings
+ * is kept (the KV cache stays full length). Refused: llama's and glm4_moe's sliding_window below
+ * max_position_embeddings (their transformers classes have none), a layer_types entry other than
+ * "full_attention" / "sliding_attention" (llama, glm4_moe: other than "full_attention"), sliding layers
+ * without a window, both kinds mixed in layer_types where every layer slides, a layer_types length other than
+ * num_hidden_layers (qwen2, qwen3, dots1), a null max_window_layers under a window, and an explicit
+ * sliding_window 0 where it applies (it masks every key).
  *
  * quantization_config (inside text_config, or at the top level): quant_method "compressed-tensors"
  * with format "pack-quantized" and one config group whose weights are type "int", num_bits 4,
@@ -210,6 +221,12 @@ pz_status pz_config_parse(const char *json, size_t len, const char *source, pz_m
  * Errors: PZ_ERR_NOT_FOUND for an unknown preset (the message lists the presets), PZ_ERR_IO
  * for an unreadable file, and pz_config_parse's errors. */
 pz_status pz_config_load(const char *name_or_path, pz_model_config *out);
+
+/* The sliding window of layer L (0-based), in tokens: c->sliding_window when L is one of c's sliding layers, else
+ * 0 (full causal attention; every MLA layer, every layer of a config without a window, L outside
+ * 0..num_hidden_layers-1). A query at position p of a sliding layer attends key positions j with p - j < W
+ * (pz_gqa_params.window). */
+int64_t pz_config_layer_window(const pz_model_config *c, int64_t layer);
 
 /* Comma-separated names of the embedded presets, e.g. "deepseek_v2_lite, deepseek_v3, ...". */
 const char *pz_config_preset_names(void);

@@ -1,6 +1,7 @@
 /* config.json of the GQA families (llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, glm4_moe, phi3, dots1): their
  * transformers class defaults, the RoPE variants (default, llama3, yarn; phi3's LongRoPE in config_longrope.c), the
- * MoE fields, and the refusal of what prezero does not run (sliding windows, other families' fields). */
+ * MoE fields, and the refusal of what prezero does not run (other families' fields; the sliding windows:
+ * config_window.c). */
 #include "model/config.h"
 #include "model/config_impl.h"
 #include <cjson/cJSON.h>
@@ -10,12 +11,10 @@
 
 /* The GQA families and the defaults of their Hugging Face config classes (LlamaConfig, Qwen2Config,
  * Qwen3Config, Qwen3MoeConfig, MixtralConfig, MistralConfig, Glm4MoeConfig, Phi3Config, Dots1Config) for the optional
- * fields prezero reads. Mistral (MistralForCausalLM) is Llama's layout and names without biases; it runs
- * only when its sliding window covers max_position_embeddings (then the window masks nothing). Phi-3
- * (Phi3ForCausalLM) is Llama's math with fused qkv_proj / gate_up_proj tensors; its sliding window limits
- * max_position_embeddings instead (parse_phi3_window). dots.llm1 (Dots1ForCausalLM) is Qwen3's attention
- * with DeepSeek-V3's MoE; its sliding layers limit max_position_embeddings as Phi-3's window does
- * (parse_dots1_window). */
+ * fields prezero reads. Mistral (MistralForCausalLM) is Llama's layout and names without biases, every layer
+ * sliding by its window. Phi-3 (Phi3ForCausalLM) is Llama's math with fused qkv_proj / gate_up_proj tensors.
+ * dots.llm1 (Dots1ForCausalLM) is Qwen3's attention with DeepSeek-V3's MoE. Which layers slide:
+ * pz_cfg_parse_gqa_window (config_window.c). */
 static const struct {
   const char *model_type;
   int64_t kv_heads;       /* num_key_value_heads when absent (0: num_attention_heads) */
@@ -23,12 +22,12 @@ static const struct {
   float rope_theta, rms_norm_eps;
   bool qk_norm;           /* q_norm / k_norm per head (Qwen3) */
   bool sliding_flag;      /* use_sliding_window gates sliding_window (Qwen); else sliding_window alone */
-  int64_t sliding_window; /* sliding_window when absent (0: none; MistralConfig: 4096) */
+  int64_t sliding_window; /* sliding_window when absent (0: none; MistralConfig, the Qwen classes: 4096) */
 } gqa_fam[FAM_COUNT] = {
     [FAM_LLAMA] = {"llama", 0, 0, 10000.f, 1e-6f, false, false, 0},
-    [FAM_QWEN2] = {"qwen2", 32, 0, 10000.f, 1e-6f, false, true, 0},
-    [FAM_QWEN3] = {"qwen3", 32, 128, 10000.f, 1e-6f, true, true, 0},
-    [FAM_QWEN3_MOE] = {"qwen3_moe", 4, 0, 10000.f, 1e-6f, true, true, 0},
+    [FAM_QWEN2] = {"qwen2", 32, 0, 10000.f, 1e-6f, false, true, 4096},
+    [FAM_QWEN3] = {"qwen3", 32, 128, 10000.f, 1e-6f, true, true, 4096},
+    [FAM_QWEN3_MOE] = {"qwen3_moe", 4, 0, 10000.f, 1e-6f, true, true, 4096},
     [FAM_MIXTRAL] = {"mixtral", 8, 0, 1000000.f, 1e-5f, false, false, 0},
     [FAM_MISTRAL] = {"mistral", 8, 0, 10000.f, 1e-6f, false, false, 4096},
     [FAM_GLM4_MOE] = {"glm4_moe", 8, 0, 10000.f, 1e-5f, false, false, 0}, /* qk_norm: use_qk_norm */
@@ -188,38 +187,6 @@ static pz_status parse_mlp_only(const reader *r, pz_model_config *c) {
   return PZ_OK;
 }
 
-/* layer_types (transformers' per-layer attention kinds): null, or every entry "full_attention". */
-static pz_status check_layer_types(const reader *r) {
-  const cJSON *lt = cJSON_GetObjectItemCaseSensitive(r->root, "layer_types");
-  if (lt && !cJSON_IsNull(lt)) {
-    if (!cJSON_IsArray(lt)) return pz_cfg_type_err(r, "layer_types", "a list of strings", lt);
-    for (const cJSON *e = lt->child; e; e = e->next)
-      if (!cJSON_IsString(e) || strcmp(e->valuestring, "full_attention"))
-        return pz_error(PZ_ERR_CONFIG, "config %s: field \"layer_types\" has an entry other than \"full_attention\"; "
-                        "prezero runs full attention only", r->src);
-  }
-  return PZ_OK;
-}
-
-/* Sliding-window attention is refused: prezero's attention is full causal attention. */
-static pz_status check_full_attention(const reader *r, gqa_family fam, const pz_model_config *c) {
-  int64_t sw = gqa_fam[fam].sliding_window;
-  PZ_CHECK(pz_cfg_get_int(r, "sliding_window", false, true, 0, &sw));
-  if (gqa_fam[fam].sliding_flag) {
-    bool use = false;
-    PZ_CHECK(pz_cfg_get_bool(r, "use_sliding_window", &use));
-    if (use)
-      return pz_error(PZ_ERR_CONFIG, "config %s: field \"use_sliding_window\" is true; prezero runs full attention "
-                      "only (set it false)", r->src);
-  } else if (sw > 0 && sw < c->max_position_embeddings) {
-    const bool given = cJSON_GetObjectItemCaseSensitive(r->root, "sliding_window") != NULL;
-    return pz_error(PZ_ERR_CONFIG, "config %s: field \"sliding_window\" is %lld%s, below max_position_embeddings "
-                    "(%lld); prezero runs full attention only (null or a window >= max_position_embeddings)", r->src,
-                    (long long)sw, given ? "" : " (its default when absent)", (long long)c->max_position_embeddings);
-  }
-  return check_layer_types(r);
-}
-
 /* Fields of other families that change the math of a layer (RoPE on part of each head, scaled
  * attention, embeddings, residuals or logits, soft-capping, q/k norms, layers without RoPE,
  * interleaved RoPE pairs): the other GQA families have none of them (glm4_moe reads its own
@@ -332,62 +299,6 @@ static pz_status parse_partial_rotary(const reader *r, double dflt, pz_model_con
     return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" (%g) gives %lld rotary dims of head_dim %lld; RoPE needs an "
                     "even count >= 2", r->src, f, prf, (long long)rd, (long long)c->head_dim);
   c->rotary_dim = rd;
-  return PZ_OK;
-}
-
-/* Phi-3's sliding window (Phi3Config sliding_window, default null; Phi-3-mini-4k and Phi-3-medium-4k publish
- * 2047 with max_position_embeddings 4096). transformers masks key j for query i when j <= i - sliding_window
- * (masking_utils.sliding_window_overlay), so a sequence of at most sliding_window tokens sees every earlier
- * token: full causal attention, which is what prezero runs. max_position_embeddings becomes
- * min(max_position_embeddings, sliding_window), and a longer --context is refused rather than run as another
- * model. 0 masks every key (NaN in transformers) and is refused; layer_types must be all full attention. */
-static pz_status parse_phi3_window(const reader *r, pz_model_config *c) {
-  int64_t sw = 0;
-  PZ_CHECK(pz_cfg_get_int(r, "sliding_window", false, true, 1, &sw)); /* null: 0, none */
-  if (sw > 0 && sw < c->max_position_embeddings) c->max_position_embeddings = sw;
-  return check_layer_types(r);
-}
-
-/* dots.llm1's attention kinds (Dots1Config.__post_init__): layer_types as given (one "full_attention" or
- * "sliding_attention" per layer, as transformers validates it), else "sliding_attention" for the layers
- * i >= max_window_layers (default 62) when sliding_window (default 4096) is not null. A sliding layer masks key j
- * of query i when j <= i - sliding_window (masking_utils.sliding_window_overlay), nothing in a sequence of at most
- * sliding_window tokens, so when any layer slides max_position_embeddings becomes min(max_position_embeddings,
- * sliding_window), exact as phi3's window (parse_phi3_window), and a longer --context is refused. A sliding layer
- * without a window and a null max_window_layers under a window (transformers fails on both) are refused.
- * use_sliding_window is not a Dots1Config field (transformers does not read it) and is not read. */
-static pz_status parse_dots1_window(const reader *r, pz_model_config *c) {
-  int64_t sw = gqa_fam[FAM_DOTS1].sliding_window, mwl = 62;
-  PZ_CHECK(pz_cfg_get_int(r, "sliding_window", false, true, 1, &sw)); /* null: 0, none */
-  bool sliding = false;
-  const cJSON *lt = cJSON_GetObjectItemCaseSensitive(r->root, "layer_types");
-  if (lt && !cJSON_IsNull(lt)) {
-    if (!cJSON_IsArray(lt)) return pz_cfg_type_err(r, "layer_types", "a list of strings", lt);
-    if ((int64_t)cJSON_GetArraySize(lt) != c->num_hidden_layers)
-      return pz_error(PZ_ERR_CONFIG, "config %s: field \"layer_types\" has %d entries, must have num_hidden_layers "
-                      "(%lld)", r->src, cJSON_GetArraySize(lt), (long long)c->num_hidden_layers);
-    for (const cJSON *e = lt->child; e; e = e->next) {
-      const bool full = cJSON_IsString(e) && !strcmp(e->valuestring, "full_attention");
-      const bool slide = cJSON_IsString(e) && !strcmp(e->valuestring, "sliding_attention");
-      if (!full && !slide)
-        return pz_error(PZ_ERR_CONFIG, "config %s: field \"layer_types\" has an entry other than \"full_attention\" "
-                        "and \"sliding_attention\"", r->src);
-      sliding |= slide;
-    }
-  } else if (sw > 0) {
-    const cJSON *m = cJSON_GetObjectItemCaseSensitive(r->root, "max_window_layers");
-    if (m && cJSON_IsNull(m))
-      return pz_error(PZ_ERR_CONFIG, "config %s: field \"max_window_layers\" is null under sliding_window %lld "
-                      "(transformers cannot place the sliding layers); give a number or sliding_window null", r->src,
-                      (long long)sw);
-    PZ_CHECK(pz_cfg_get_int(r, "max_window_layers", false, false, 0, &mwl));
-    sliding = mwl < c->num_hidden_layers;
-  }
-  if (!sliding) return PZ_OK;
-  if (sw <= 0)
-    return pz_error(PZ_ERR_CONFIG, "config %s: field \"layer_types\" has \"sliding_attention\" layers but "
-                    "sliding_window is null; give the window", r->src);
-  if (sw < c->max_position_embeddings) c->max_position_embeddings = sw;
   return PZ_OK;
 }
 
@@ -530,9 +441,7 @@ pz_status pz_cfg_parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) 
     PZ_CHECK(pz_cfg_get_bool(r, "use_qk_norm", &c->qk_norm));
     PZ_CHECK(parse_partial_rotary(r, 0.5, c));
   }
-  if (fam == FAM_PHI3) PZ_CHECK(parse_phi3_window(r, c));
-  if (fam == FAM_DOTS1) PZ_CHECK(parse_dots1_window(r, c));
-  if (fam != FAM_PHI3 && fam != FAM_DOTS1) PZ_CHECK(check_full_attention(r, fam, c));
+  PZ_CHECK(pz_cfg_parse_gqa_window(r, fam, gqa_fam[fam].sliding_flag, gqa_fam[fam].sliding_window, c));
   PZ_CHECK(check_foreign_fields(r, fam, c));
 
   /* MoE (DeepSeek-only fields stay neutral: one group, greedy, no shared experts, scale 1). */

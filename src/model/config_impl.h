@@ -76,8 +76,21 @@ typedef enum { FAM_LLAMA, FAM_QWEN2, FAM_QWEN3, FAM_QWEN3_MOE, FAM_MIXTRAL, FAM_
 int pz_cfg_gqa_family_of(const char *model_type);
 
 /* A GQA family's config (Llama, Mistral, Qwen2, Qwen3, Qwen3-MoE, Mixtral, GLM-4.5, Phi-3, dots.llm1): reads r->root into c (c->model_type
- * set by the caller), absent optional fields taking fam's class defaults; sliding windows and other families'
- * fields that change a layer's math are refused. Errors: PZ_ERR_CONFIG, one line. */
+ * set by the caller), absent optional fields taking fam's class defaults; other families' fields that change a
+ * layer's math are refused. Errors: PZ_ERR_CONFIG, one line. */
 pz_status pz_cfg_parse_gqa(const reader *r, gqa_family fam, pz_model_config *c);
+
+/* The sliding layers of a GQA family (config_window.c), into c->sliding_window and c->sliding_layers, as
+ * transformers 5.25 places them: mistral, mixtral, phi3 and qwen3_moe slide every layer when the window is set;
+ * qwen2, qwen3 and dots1 the layers whose layer_types entry is "sliding_attention", else (no layer_types) those
+ * from max_window_layers (28; dots1 62) on; llama and glm4_moe none. dflt: sliding_window when absent (0: none);
+ * gated: use_sliding_window (default false) decides whether sliding_window is read as a window (qwen2, qwen3,
+ * qwen3_moe). Needs c->num_hidden_layers, c->max_position_embeddings and c->model_type. Refused, naming the field:
+ * an explicit sliding_window 0 where it applies; a layer_types entry other than "full_attention" /
+ * "sliding_attention", sliding entries without a window, a mix of both kinds where every layer slides, a length
+ * other than num_hidden_layers where layer_types places the layers; a null max_window_layers under a window;
+ * llama's and glm4_moe's sliding_window below max_position_embeddings (transformers ignores it) or any non-full
+ * layer_types entry of theirs. Errors: PZ_ERR_CONFIG, one line. */
+pz_status pz_cfg_parse_gqa_window(const reader *r, gqa_family fam, bool gated, int64_t dflt, pz_model_config *c);
 
 #endif
