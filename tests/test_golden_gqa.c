@@ -1,6 +1,6 @@
 /* Golden test of the GQA layouts against an independent implementation: the checkpoints
  * tests/data/golden/{llama, qwen2, qwen2_tied, qwen3, qwen3_moe, mixtral, qwen3_yarn, mistral_nemo, llama32_tied,
- * glm4_moe, phi3, phi3_partial, dots1, phi3_longrope} (written by
+ * glm4_moe, phi3, phi3_partial, dots1, phi3_longrope, mistral_sw, qwen2_sw} (written by
  * tools/make_golden_gqa.py with Hugging Face transformers, float32, eager attention, in the
  * published tensor layout) must give HF's greedy tokens and last-step logits within the file's
  * logits_atol at TP 1, 2 and 4 (TP 4 replicates every model's kv heads, TP 2 qwen2_tied's),
@@ -16,7 +16,10 @@
  * glm4_moe's next-token-prediction layer stub (model.layers.3.*, a bias among it) is not read; dots1's
  * sliding layer keeps max_position_embeddings. phi3_longrope (LongRoPE, whose reference
  * transformers decoded one token at a time with a KV cache) is missed with its short factors, or its long
- * factors, at every position, and without its attention factor. */
+ * factors, at every position, and without its attention factor. Sliding windows (mistral_sw: every layer,
+ * qwen2_sw: layers 1-2 of 3, window 8 under sequences of 25-37 positions): the decode graph's per-layer
+ * windows, and the same checkpoints run with full attention or a window of 7 or 9 miss HF's logits (the
+ * tolerance resolves the rule p - j < 8). */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <string.h>
@@ -667,6 +670,47 @@ static void negative_controls_longrope(const golden *g) {
   }
 }
 
+/* The sliding-window goldens (window 8): the decode graph (TP 2, KV cache of 40 positions) gives the sliding layers'
+ * attention window 8 and the others 0; the checkpoint run with full attention (the window removed from config.json)
+ * or with a window of 7 or 9 misses HF's logits, so the tolerance resolves which positions the window keeps. */
+static void negative_controls_sw(const golden *g, const char *model) {
+  const bool qwen = !strcmp(model, "qwen2_sw");
+  pz_model_config c;
+  CHECK_OK(pz_checkpoint_load_config(g->dir, &c));
+  CHECK(c.sliding_window == 8 && c.max_position_embeddings == 128);
+  pz_build_opts o = PZ_BUILD_OPTS_INIT;
+  o.tp = 2;
+  o.max_ctx = 40;
+  pz_graph *gr = NULL;
+  CHECK_OK(pz_build_decode_graph(&c, &o, &gr));
+  int n_attn = 0;
+  for (int i = 0; gr && i < gr->n_nodes; i++) {
+    const pz_node *n = &gr->nodes[i];
+    if (n->op != PZ_OP_GQA_ATTN) continue;
+    n_attn++;
+    CHECK(n->p.gqa.window == (qwen && n->layer == 0 ? 0 : 8)); /* qwen2_sw: max_window_layers 1 */
+  }
+  CHECK(n_attn == (int)c.num_hidden_layers);
+  pz_graph_free(gr);
+  static int32_t tok[MAXP][MAXS];
+  static float lg[MAXP * MAXV];
+  const struct { const char *sub, *what, *from, *to; } ctl[] = {
+      {"sw_full", "full attention", qwen ? "\"use_sliding_window\": true" : "\"sliding_window\": 8",
+       qwen ? "\"use_sliding_window\": false" : "\"sliding_window\": null"},
+      {"sw_7", "window 7", "\"sliding_window\": 8", "\"sliding_window\": 7"},
+      {"sw_9", "window 9", "\"sliding_window\": 8", "\"sliding_window\": 9"},
+  };
+  for (int k = 0; k < 3; k++) {
+    char sub[64];
+    snprintf(sub, sizeof sub, "%s_%s", model, ctl[k].sub);
+    const char *d = write_copy(sub, model, ctl[k].from, ctl[k].to, NULL, 0);
+    CHECK_OK(golden_run_cpu(d, g, 0, g->n, 2, 0, tok, lg));
+    double m = golden_max_diff(lg, g->logits, g->n * g->vocab);
+    printf("negative control (%s run with %s): max |logit - HF| = %.4f, must exceed %.4f\n", model, ctl[k].what, m, g->atol);
+    CHECK(m > g->atol);
+  }
+}
+
 int main(void) {
   if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 1; }
   setenv("PREZERO_PROGRESS", "0", 1);
@@ -694,10 +738,11 @@ int main(void) {
    * sliding window below max_position_embeddings; dots1: dots.llm1's q/k norms with DeepSeek-V3's grouped routing
    * (4 groups, 2 chosen), two shared experts' width and a sliding layer whose window covers the sequences;
    * phi3_longrope: Phi-3's LongRoPE (partial RoPE, short factors below position 6 and long ones from it,
-   * attention factor on cos / sin), every prompt crossing position 6. */
+   * attention factor on cos / sin), every prompt crossing position 6; mistral_sw / qwen2_sw: sliding windows of 8
+   * that the sequences outgrow (every layer / layers 1-2). */
   static const char *models[] = {"llama", "qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "mixtral", "qwen3_yarn",
                                  "mistral_nemo", "llama32_tied", "glm4_moe", "phi3", "phi3_partial", "dots1",
-                                 "phi3_longrope"};
+                                 "phi3_longrope", "mistral_sw", "qwen2_sw"};
   static golden g;
   for (int i = 0; i < (int)(sizeof models / sizeof models[0]); i++) {
     char d[700];
@@ -711,6 +756,7 @@ int main(void) {
     if (!strcmp(models[i], "phi3") || !strcmp(models[i], "phi3_partial")) negative_controls_phi3(&g, models[i]);
     if (!strcmp(models[i], "phi3_longrope")) negative_controls_longrope(&g);
     if (!strcmp(models[i], "dots1")) negative_controls_dots1(&g);
+    if (strstr(models[i], "_sw")) negative_controls_sw(&g, models[i]);
   }
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);

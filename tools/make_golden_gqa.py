@@ -46,14 +46,14 @@ the CUDA GEMMs' shape limits hold too):
   (microsoft/phi-4's settings, small). Its sensitivity swaps the gate and up halves of every gate_up_proj.
 - phi3_partial: phi3 with Phi-4-mini's partial_rotary_factor 0.75 (RoPE on the first 12 of 16 dims) and tied
   embeddings, with default RoPE (LongRoPE: phi3_longrope), and sliding_window 64 below
-  max_position_embeddings 128 (Phi-3-mini-4k's 2047 under 4096): transformers masks nothing in sequences of at
-  most 64 tokens, and prezero limits max_position_embeddings to the window.
+  max_position_embeddings 128 (Phi-3-mini-4k's 2047 under 4096): the window masks nothing in these sequences of
+  at most 64 tokens.
 - phi3_longrope: phi3 with LongRoPE as Phi-3-mini-128k / Phi-3.5-mini / Phi-4-mini publish it (rope_scaling
   {"type": "longrope", "short_factor", "long_factor"}, a top-level original_max_position_embeddings), made small:
   partial_rotary_factor 0.75 (6 factors of each kind for the 12 rotated dims), distinct short and long factors,
   original_max_position_embeddings 6 under max_position_embeddings 128 (attention factor
-  sqrt(1 + ln(128 / 6) / ln 6) = 1.6456 on cos and sin) and sliding_window 64 (prezero limits the positions to
-  it; the attention factor keeps reading 128). Its reference is decoded one token at a time with a KV cache,
+  sqrt(1 + ln(128 / 6) / ln 6) = 1.6456 on cos and sin) and sliding_window 64 (on every layer; the test sequences
+  fit it). Its reference is decoded one token at a time with a KV cache,
   the prompt included (greedy_cached): transformers' longrope update then rotates the token at position p by
   the long factors exactly when p >= 6, and its cached keys keep their rotation, which is prezero's
   per-position rule; the generator checks that rule on every call of the rotary embedding. Every prompt
@@ -69,10 +69,21 @@ the CUDA GEMMs' shape limits hold too):
   within the best topk_group 2 groups over sigmoid scores + e_score_correction_bias (F32, drawn U(0, 0.3) so that
   the bias moves selections), norm_topk_prob, routed_scaling_factor 2.5 and n_shared_experts 2 (one shared MLP
   of 2 * moe_intermediate_size); sliding_window 64 with max_window_layers 2 (layer 2 a sliding layer) under
-  max_position_embeddings 128: transformers masks nothing in sequences of at most 64 tokens, and prezero limits
-  max_position_embeddings to the window. Router margin as glm4_moe's. Besides the stored sensitivity (q/k norms
+  max_position_embeddings 128: the window masks nothing in these sequences of at most 64 tokens. Router margin as glm4_moe's. Besides the stored sensitivity (q/k norms
   removed) it prints, and stores under "controls", the HF logits' change with the correction bias zeroed, with
   routed_scaling_factor 1 and with every group allowed (topk_group = n_group).
+- mistral_sw: model_type mistral with sliding_window 8 (Mistral-7B-v0.1's window on every layer, MistralModel's
+  one sliding mask), 2 layers, head_dim 16.
+- qwen2_sw: qwen2 with use_sliding_window true, sliding_window 8 and max_window_layers 1 over 3 layers (layer 0 full
+  attention, layers 1-2 sliding: Qwen2Config's layer_types).
+  Both decode prompts of 19, 25 and 31 random tokens for 6 steps (25-37 positions, more than 3 windows; fewer
+  steps than the window, so the last window still holds prompt tokens and does not settle into a repeated token),
+  one token per forward through transformers' DynamicCache (greedy_cached), whose sliding layers
+  (DynamicSlidingWindowLayer) keep only the window's keys: the path a decoder with a KV cache takes. The greedy
+  run by full recomputation (the sliding mask over the whole sequence) must give the same tokens and logits within
+  1e-4, and the gap is stored. The sensitivity is the HF logits' change with the window removed (sliding_window
+  null / use_sliding_window false); "controls" holds it for windows 7 and 9 (one position more or less than the
+  rule p - j < 8 keeps).
 
 Why the comparison is meaningful and what tolerance it allows (as make_golden.py):
 - Every weight is rounded to bf16 before it goes into the float32 HF model and is saved as BF16,
@@ -168,6 +179,15 @@ PHI3_LONGROPE = dict(PHI3, partial_rotary_factor=0.75, original_max_position_emb
                      rope_scaling={"type": "longrope", "short_factor": [1.0, 1.2, 1.5, 2.0, 3.0, 4.0],
                                    "long_factor": [1.7, 2.5, 4.0, 8.0, 16.0, 32.0]})
 
+# Sliding-window attention, a window of 8 that the sequences outgrow: Mistral's on every layer, Qwen2's on the layers
+# from max_window_layers on (layer 0 full, layers 1-2 sliding).
+MISTRAL_SW = dict(COMMON, architectures=["MistralForCausalLM"], model_type="mistral", intermediate_size=128,
+                  num_hidden_layers=2, head_dim=16, max_position_embeddings=128, rms_norm_eps=1e-5,
+                  rope_theta=10000.0, rope_scaling=None, sliding_window=8)
+QWEN2_SW = dict(QWEN2, num_hidden_layers=3, use_sliding_window=True, sliding_window=8, max_window_layers=1)
+SW_DECODE = ([19, 25, 31], 6)  # prompt lengths and steps of the sliding-window models
+LONG = {"mistral_sw": SW_DECODE, "qwen2_sw": SW_DECODE}
+
 # GLM-4.5 / GLM-4.5-Air's layout (model_type glm4_moe), small.
 GLM4_MOE = dict(COMMON, architectures=["Glm4MoeForCausalLM"], model_type="glm4_moe", intermediate_size=64,
                 moe_intermediate_size=16, num_hidden_layers=3, head_dim=32, n_routed_experts=8, num_experts_per_tok=2,
@@ -213,7 +233,7 @@ def hf_model(cfg):
         torch.manual_seed(0)
         return CLASSES[cfg["model_type"]][1](c).float().eval()
     drop = ("architectures", "model_type", "torch_dtype", "rope_theta", "rope_scaling")
-    if cfg["model_type"] != "dots1":  # Dots1Config places its sliding layers by it
+    if cfg["model_type"] not in ("dots1", "qwen2"):  # Dots1Config and Qwen2Config place their sliding layers by it
         drop += ("max_window_layers",)
     kw = {k: v for k, v in cfg.items() if k not in drop}
     conf_cls, model_cls = CLASSES[cfg["model_type"]]
@@ -395,8 +415,13 @@ def ablated(cfg, model, what):
         m = hf_model(dict(cfg, rope_scaling=rs))
         m.load_state_dict(model.state_dict(), strict=True)
         return m
-    if what in ("rope_scaling", "partial_rotary"):
-        c = dict(cfg, rope_scaling=None) if what == "rope_scaling" else dict(cfg, partial_rotary_factor=1.0)
+    if what in ("rope_scaling", "partial_rotary", "sliding_window", "window_minus_1", "window_plus_1"):
+        if what == "sliding_window":  # full attention on every layer
+            c = dict(cfg, use_sliding_window=False) if "use_sliding_window" in cfg else dict(cfg, sliding_window=None)
+        elif what.startswith("window_"):  # one position less / more in every sliding layer's window
+            c = dict(cfg, sliding_window=cfg["sliding_window"] + (1 if what.endswith("plus_1") else -1))
+        else:
+            c = dict(cfg, rope_scaling=None) if what == "rope_scaling" else dict(cfg, partial_rotary_factor=1.0)
         m = hf_model(c)
         m.load_state_dict(model.state_dict(), strict=True)
         return m
@@ -431,9 +456,11 @@ def ablated(cfg, model, what):
 
 SENSITIVITY = {"llama": "rope_scaling", "llama32": "rope_scaling", "qwen2": "bias", "qwen3": "qk_norm", "qwen3_moe": "qk_norm",
                "qwen3_yarn": "rope_scaling", "glm4": "partial_rotary", "phi3": "gate_up_swap",
-               "phi3_partial": "partial_rotary", "phi3_longrope": "rope_scaling", "dots1": "qk_norm"}
+               "phi3_partial": "partial_rotary", "phi3_longrope": "rope_scaling", "dots1": "qk_norm",
+               "mistral_sw": "sliding_window", "qwen2_sw": "sliding_window"}
 CONTROLS = {"dots1": ("score_bias", "scaling_1", "all_groups"),  # further ablations, stored under "controls"
-            "phi3_longrope": ("short_everywhere", "long_everywhere", "attention_factor_1", "full_recompute")}
+            "phi3_longrope": ("short_everywhere", "long_everywhere", "attention_factor_1", "full_recompute"),
+            "mistral_sw": ("window_minus_1", "window_plus_1"), "qwen2_sw": ("window_minus_1", "window_plus_1")}
 
 
 def max_change(cfg, model, what, prompts, tokens, logits):
@@ -456,16 +483,22 @@ def make(name, cfg, out_root, seed):
     rule = LongRopeRule(model, cfg["original_max_position_embeddings"]) if is_longrope(cfg) else None
     rng = np.random.default_rng(seed)
     prompts, tokens, logits, margins, rgaps = [], [], [], [], []
-    tries = 0
-    while len(prompts) < len(PROMPT_LENS):
-        n = PROMPT_LENS[len(prompts)]
+    lens, steps = LONG.get(name, (PROMPT_LENS, STEPS))
+    tries, recompute_gap = 0, 0.0
+    while len(prompts) < len(lens):
+        n = lens[len(prompts)]
         p = [int(x) for x in rng.integers(0, cfg["vocab_size"], n)]
         if gap:
             gap.gap = float("inf")
-        t, lg, mgn = (greedy_cached if rule else mg.greedy)(model, p, STEPS)
+        t, lg, mgn = (greedy_cached if rule or name in LONG else mg.greedy)(model, p, steps)
         tries += 1
         if mgn < MARGIN or (gap and gap.gap < (GLM_ROUTER_MARGIN if glm else ROUTER_MARGIN)):
             continue
+        if name in LONG:  # the cache path against the sliding mask over the whole sequence
+            t2, lg2, _ = mg.greedy(model, p, steps)
+            assert t2 == t, (t, t2)
+            recompute_gap = max(recompute_gap, float((lg2 - lg).abs().max()))
+            assert recompute_gap < 1e-4, recompute_gap
         prompts.append(p)
         tokens.append(t)
         logits.append(lg.numpy().astype("<f4"))
@@ -479,7 +512,7 @@ def make(name, cfg, out_root, seed):
     scale = float(max(np.abs(l).max() for l in logits))
     atol = round(0.02 + 0.03 * scale, 4)
     exp = {
-        "prompts": prompts, "steps": STEPS, "tokens": tokens, "vocab_size": cfg["vocab_size"],
+        "prompts": prompts, "steps": steps, "tokens": tokens, "vocab_size": cfg["vocab_size"],
         "logits_file": "logits.f32", "logits_layout": "f32 little-endian [n_prompts, vocab_size]",
         "logits_atol": atol, "min_margin": round(min(margins), 4), "max_abs_logit": round(scale, 4),
     }
@@ -494,6 +527,9 @@ def make(name, cfg, out_root, seed):
         exp["controls"] = {w: max_change(cfg, model, w, prompts, tokens, logits) for w in CONTROLS[family]}
     exp["generator"] = {"transformers": transformers.__version__, "torch": torch.__version__, "dtype": "float32",
                         "attention": "eager", "seed": seed, "prompt_draws": tries}
+    if name in LONG:
+        exp["generator"]["decode"] = "one token per forward through DynamicCache"
+        exp["generator"]["max_abs_logit_gap_to_full_recompute"] = float(f"{recompute_gap:.3g}")
     if rule:
         # the saved config.json reads back as the model's RoPE; the rule held on every call, both kinds seen
         back = transformers.AutoConfig.from_pretrained(out_dir).rope_parameters
@@ -520,7 +556,8 @@ MODELS = [("llama", LLAMA, 11), ("qwen2", QWEN2, 12), ("qwen2_tied", QWEN2_TIED,
           ("qwen3_moe", QWEN3_MOE, 15), ("mixtral", MIXTRAL, 16), ("qwen3_yarn", QWEN3_YARN, 17),
           ("mistral_nemo", MISTRAL_NEMO, 18), ("llama32_tied", LLAMA32_TIED, 19), ("glm4_moe", GLM4_MOE, 20),
           ("phi3", PHI3, 21), ("phi3_partial", PHI3_PARTIAL, 22), ("dots1", DOTS1, 23),
-          ("phi3_longrope", PHI3_LONGROPE, 24)]
+          ("phi3_longrope", PHI3_LONGROPE, 24), ("mistral_sw", MISTRAL_SW, 24),
+          ("qwen2_sw", QWEN2_SW, 26)]  # qwen2_sw: seed 25's greedy tokens settle into one repeated token
 
 
 def main():
