@@ -1083,16 +1083,23 @@ static void test_mistral(void) {
   WINDOWS(&c, 4096, all('S', 32));
   CHECK_OK(PARSE(mistral, OV({"sliding_window", "131072"}), &c));
   WINDOWS(&c, 131072, all('S', 32));
-  /* layer_types is not a MistralConfig field: one kind throughout runs (the mask slides every layer either way),
-   * a mix (transformers' cache and mask disagree), sliding layers without a window, and a window of 0 are refused */
+  /* With layer_types, transformers' AutoConfig reads a mistral config.json as ministral, whose model slides the
+   * layers listed as "sliding_attention" only (all full: no window at all; a mix alternates, as Ministral-8B);
+   * sliding layers without a window, a wrong length and a window of 0 are refused */
   CHECK_OK(PARSE(mistral, OV({"sliding_window", "16"}, {"num_hidden_layers", "2"},
                              {"layer_types", "[\"full_attention\", \"full_attention\"]"}), &c));
-  WINDOWS(&c, 16, "SS");
+  WINDOWS(&c, 0, "FF");
   CHECK_OK(PARSE(mistral, OV({"sliding_window", "16"}, {"num_hidden_layers", "2"},
                              {"layer_types", "[\"sliding_attention\", \"sliding_attention\"]"}), &c));
   WINDOWS(&c, 16, "SS");
-  BAD2(mistral, OV({"sliding_window", "16"}, {"num_hidden_layers", "2"},
-                   {"layer_types", "[\"full_attention\", \"sliding_attention\"]"}), "\"layer_types\" mixes", "mistral");
+  CHECK_OK(PARSE(mistral, OV({"sliding_window", "16"}, {"num_hidden_layers", "3"},
+                             {"layer_types", "[\"full_attention\", \"sliding_attention\", \"full_attention\"]"}), &c));
+  WINDOWS(&c, 16, "FSF");
+  CHECK_OK(PARSE(mistral, OV({"sliding_window", NULL}, {"num_hidden_layers", "2"},
+                             {"layer_types", "[\"full_attention\", \"sliding_attention\"]"}), &c));
+  WINDOWS(&c, 4096, "FS"); /* MinistralConfig's default window, as MistralConfig's */
+  BAD2(mistral, OV({"sliding_window", "16"}, {"num_hidden_layers", "2"}, {"layer_types", "[\"full_attention\"]"}),
+       "\"layer_types\" has 1 entries", "(2)");
   BAD2(mistral, OV({"num_hidden_layers", "2"}, {"layer_types", "[\"sliding_attention\", \"sliding_attention\"]"}),
        "\"layer_types\"", "sliding_window is null");
   BAD2(mistral, OV({"sliding_window", "0"}), "\"sliding_window\" is 0", "every key");

@@ -1,6 +1,6 @@
 /* Golden test of the GQA layouts against an independent implementation: the checkpoints
  * tests/data/golden/{llama, qwen2, qwen2_tied, qwen3, qwen3_moe, mixtral, qwen3_yarn, mistral_nemo, llama32_tied,
- * glm4_moe, phi3, phi3_partial, dots1, phi3_longrope, mistral_sw, qwen2_sw} (written by
+ * glm4_moe, phi3, phi3_partial, dots1, phi3_longrope, mistral_sw, qwen2_sw, mistral_lt} (written by
  * tools/make_golden_gqa.py with Hugging Face transformers, float32, eager attention, in the
  * published tensor layout) must give HF's greedy tokens and last-step logits within the file's
  * logits_atol at TP 1, 2 and 4 (TP 4 replicates every model's kv heads, TP 2 qwen2_tied's),
@@ -17,9 +17,10 @@
  * sliding layer keeps max_position_embeddings. phi3_longrope (LongRoPE, whose reference
  * transformers decoded one token at a time with a KV cache) is missed with its short factors, or its long
  * factors, at every position, and without its attention factor. Sliding windows (mistral_sw: every layer,
- * qwen2_sw: layers 1-2 of 3, window 8 under sequences of 25-37 positions): the decode graph's per-layer
- * windows, and the same checkpoints run with full attention or a window of 7 or 9 miss HF's logits (the
- * tolerance resolves the rule p - j < 8). */
+ * qwen2_sw: layers 1-2 of 3, mistral_lt: model_type mistral with layer_types, layers 0 and 2 of 3, window 8 under
+ * sequences of 25-37 positions): the decode graph's per-layer windows, and the same checkpoints run with full
+ * attention (mistral_lt: every layer sliding) or a window of 7 or 9 miss HF's logits (the tolerance resolves the
+ * rule p - j < 8). */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <string.h>
@@ -674,7 +675,7 @@ static void negative_controls_longrope(const golden *g) {
  * attention window 8 and the others 0; the checkpoint run with full attention (the window removed from config.json)
  * or with a window of 7 or 9 misses HF's logits, so the tolerance resolves which positions the window keeps. */
 static void negative_controls_sw(const golden *g, const char *model) {
-  const bool qwen = !strcmp(model, "qwen2_sw");
+  const bool qwen = !strcmp(model, "qwen2_sw"), lt = !strcmp(model, "mistral_lt");
   pz_model_config c;
   CHECK_OK(pz_checkpoint_load_config(g->dir, &c));
   CHECK(c.sliding_window == 8 && c.max_position_embeddings == 128);
@@ -688,15 +689,18 @@ static void negative_controls_sw(const golden *g, const char *model) {
     const pz_node *n = &gr->nodes[i];
     if (n->op != PZ_OP_GQA_ATTN) continue;
     n_attn++;
-    CHECK(n->p.gqa.window == (qwen && n->layer == 0 ? 0 : 8)); /* qwen2_sw: max_window_layers 1 */
+    /* qwen2_sw: max_window_layers 1; mistral_lt: layer_types [sliding, full, sliding] */
+    CHECK(n->p.gqa.window == ((qwen && n->layer == 0) || (lt && n->layer == 1) ? 0 : 8));
   }
   CHECK(n_attn == (int)c.num_hidden_layers);
   pz_graph_free(gr);
   static int32_t tok[MAXP][MAXS];
   static float lg[MAXP * MAXV];
   const struct { const char *sub, *what, *from, *to; } ctl[] = {
-      {"sw_full", "full attention", qwen ? "\"use_sliding_window\": true" : "\"sliding_window\": 8",
-       qwen ? "\"use_sliding_window\": false" : "\"sliding_window\": null"},
+      /* mistral_lt: its full layer sliding too (MistralModel's placement, layer_types ignored) */
+      {lt ? "sw_all" : "sw_full", lt ? "every layer sliding" : "full attention",
+       lt ? "\"full_attention\"" : qwen ? "\"use_sliding_window\": true" : "\"sliding_window\": 8",
+       lt ? "\"sliding_attention\"" : qwen ? "\"use_sliding_window\": false" : "\"sliding_window\": null"},
       {"sw_7", "window 7", "\"sliding_window\": 8", "\"sliding_window\": 7"},
       {"sw_9", "window 9", "\"sliding_window\": 8", "\"sliding_window\": 9"},
   };
@@ -739,10 +743,11 @@ int main(void) {
    * (4 groups, 2 chosen), two shared experts' width and a sliding layer whose window covers the sequences;
    * phi3_longrope: Phi-3's LongRoPE (partial RoPE, short factors below position 6 and long ones from it,
    * attention factor on cos / sin), every prompt crossing position 6; mistral_sw / qwen2_sw: sliding windows of 8
-   * that the sequences outgrow (every layer / layers 1-2). */
+   * that the sequences outgrow (every layer / layers 1-2); mistral_lt: model_type mistral with layer_types, which
+   * transformers reads as ministral (layers 0 and 2 sliding, layer 1 full). */
   static const char *models[] = {"llama", "qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "mixtral", "qwen3_yarn",
                                  "mistral_nemo", "llama32_tied", "glm4_moe", "phi3", "phi3_partial", "dots1",
-                                 "phi3_longrope", "mistral_sw", "qwen2_sw"};
+                                 "phi3_longrope", "mistral_sw", "qwen2_sw", "mistral_lt"};
   static golden g;
   for (int i = 0; i < (int)(sizeof models / sizeof models[0]); i++) {
     char d[700];
@@ -756,7 +761,7 @@ int main(void) {
     if (!strcmp(models[i], "phi3") || !strcmp(models[i], "phi3_partial")) negative_controls_phi3(&g, models[i]);
     if (!strcmp(models[i], "phi3_longrope")) negative_controls_longrope(&g);
     if (!strcmp(models[i], "dots1")) negative_controls_dots1(&g);
-    if (strstr(models[i], "_sw")) negative_controls_sw(&g, models[i]);
+    if (strstr(models[i], "_sw") || !strcmp(models[i], "mistral_lt")) negative_controls_sw(&g, models[i]);
   }
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);

@@ -84,6 +84,11 @@ the CUDA GEMMs' shape limits hold too):
   1e-4, and the gap is stored. The sensitivity is the HF logits' change with the window removed (sliding_window
   null / use_sliding_window false); "controls" holds it for windows 7 and 9 (one position more or less than the
   rule p - j < 8 keeps).
+- mistral_lt: mistral_sw over 3 layers with layer_types [sliding, full, sliding] (Ministral-8B's alternation):
+  transformers' AutoConfig reads a model_type mistral config.json that has layer_types as ministral (the generator
+  builds MinistralForCausalLM and checks that the saved config.json reads back as ministral), whose model slides
+  only the listed layers. Decoded as mistral_sw; its sensitivity is the change with layer_types dropped (every
+  layer sliding, MistralModel's placement), its controls windows 7 and 9.
 
 Why the comparison is meaningful and what tolerance it allows (as make_golden.py):
 - Every weight is rounded to bf16 before it goes into the float32 HF model and is saved as BF16,
@@ -185,8 +190,12 @@ MISTRAL_SW = dict(COMMON, architectures=["MistralForCausalLM"], model_type="mist
                   num_hidden_layers=2, head_dim=16, max_position_embeddings=128, rms_norm_eps=1e-5,
                   rope_theta=10000.0, rope_scaling=None, sliding_window=8)
 QWEN2_SW = dict(QWEN2, num_hidden_layers=3, use_sliding_window=True, sliding_window=8, max_window_layers=1)
+# model_type mistral with layer_types (Ministral-8B's alternation, small): AutoConfig reads such a config.json as
+# ministral, whose model slides only the "sliding_attention" layers (layers 0 and 2 here, layer 1 full).
+MISTRAL_LT = dict(MISTRAL_SW, num_hidden_layers=3,
+                  layer_types=["sliding_attention", "full_attention", "sliding_attention"])
 SW_DECODE = ([19, 25, 31], 6)  # prompt lengths and steps of the sliding-window models
-LONG = {"mistral_sw": SW_DECODE, "qwen2_sw": SW_DECODE}
+LONG = {"mistral_sw": SW_DECODE, "qwen2_sw": SW_DECODE, "mistral_lt": SW_DECODE}
 
 # GLM-4.5 / GLM-4.5-Air's layout (model_type glm4_moe), small.
 GLM4_MOE = dict(COMMON, architectures=["Glm4MoeForCausalLM"], model_type="glm4_moe", intermediate_size=64,
@@ -237,6 +246,8 @@ def hf_model(cfg):
         drop += ("max_window_layers",)
     kw = {k: v for k, v in cfg.items() if k not in drop}
     conf_cls, model_cls = CLASSES[cfg["model_type"]]
+    if cfg["model_type"] == "mistral" and "layer_types" in cfg:  # what AutoConfig makes of this config.json
+        conf_cls, model_cls = transformers.MinistralConfig, transformers.MinistralForCausalLM
     c = conf_cls(**kw)
     rs = cfg["rope_scaling"]
     c.rope_parameters = dict(rs, rope_theta=cfg["rope_theta"]) if rs else {"rope_type": "default",
@@ -415,8 +426,10 @@ def ablated(cfg, model, what):
         m = hf_model(dict(cfg, rope_scaling=rs))
         m.load_state_dict(model.state_dict(), strict=True)
         return m
-    if what in ("rope_scaling", "partial_rotary", "sliding_window", "window_minus_1", "window_plus_1"):
-        if what == "sliding_window":  # full attention on every layer
+    if what in ("rope_scaling", "partial_rotary", "sliding_window", "window_minus_1", "window_plus_1", "all_sliding"):
+        if what == "all_sliding":  # layer_types dropped: MistralModel's window on every layer
+            c = {k: v for k, v in cfg.items() if k != "layer_types"}
+        elif what == "sliding_window":  # full attention on every layer
             c = dict(cfg, use_sliding_window=False) if "use_sliding_window" in cfg else dict(cfg, sliding_window=None)
         elif what.startswith("window_"):  # one position less / more in every sliding layer's window
             c = dict(cfg, sliding_window=cfg["sliding_window"] + (1 if what.endswith("plus_1") else -1))
@@ -457,10 +470,11 @@ def ablated(cfg, model, what):
 SENSITIVITY = {"llama": "rope_scaling", "llama32": "rope_scaling", "qwen2": "bias", "qwen3": "qk_norm", "qwen3_moe": "qk_norm",
                "qwen3_yarn": "rope_scaling", "glm4": "partial_rotary", "phi3": "gate_up_swap",
                "phi3_partial": "partial_rotary", "phi3_longrope": "rope_scaling", "dots1": "qk_norm",
-               "mistral_sw": "sliding_window", "qwen2_sw": "sliding_window"}
+               "mistral_sw": "sliding_window", "qwen2_sw": "sliding_window", "mistral_lt": "all_sliding"}
 CONTROLS = {"dots1": ("score_bias", "scaling_1", "all_groups"),  # further ablations, stored under "controls"
             "phi3_longrope": ("short_everywhere", "long_everywhere", "attention_factor_1", "full_recompute"),
-            "mistral_sw": ("window_minus_1", "window_plus_1"), "qwen2_sw": ("window_minus_1", "window_plus_1")}
+            "mistral_sw": ("window_minus_1", "window_plus_1"), "qwen2_sw": ("window_minus_1", "window_plus_1"),
+            "mistral_lt": ("window_minus_1", "window_plus_1")}
 
 
 def max_change(cfg, model, what, prompts, tokens, logits):
@@ -530,6 +544,8 @@ def make(name, cfg, out_root, seed):
     if name in LONG:
         exp["generator"]["decode"] = "one token per forward through DynamicCache"
         exp["generator"]["max_abs_logit_gap_to_full_recompute"] = float(f"{recompute_gap:.3g}")
+    if "layer_types" in cfg and cfg["model_type"] == "mistral":  # the saved config.json reads back as ministral
+        assert transformers.AutoConfig.from_pretrained(out_dir).model_type == "ministral"
     if rule:
         # the saved config.json reads back as the model's RoPE; the rule held on every call, both kinds seen
         back = transformers.AutoConfig.from_pretrained(out_dir).rope_parameters
@@ -557,7 +573,7 @@ MODELS = [("llama", LLAMA, 11), ("qwen2", QWEN2, 12), ("qwen2_tied", QWEN2_TIED,
           ("mistral_nemo", MISTRAL_NEMO, 18), ("llama32_tied", LLAMA32_TIED, 19), ("glm4_moe", GLM4_MOE, 20),
           ("phi3", PHI3, 21), ("phi3_partial", PHI3_PARTIAL, 22), ("dots1", DOTS1, 23),
           ("phi3_longrope", PHI3_LONGROPE, 24), ("mistral_sw", MISTRAL_SW, 24),
-          ("qwen2_sw", QWEN2_SW, 26)]  # qwen2_sw: seed 25's greedy tokens settle into one repeated token
+          ("qwen2_sw", QWEN2_SW, 26), ("mistral_lt", MISTRAL_LT, 27)]  # qwen2_sw: seed 25's greedy tokens settle into one repeated token
 
 
 def main():

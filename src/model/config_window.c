@@ -8,7 +8,8 @@
 typedef enum {
   PLACE_NONE,  /* none: LlamaConfig and Glm4MoeConfig have no sliding_window, their models ignore the field */
   PLACE_ALL,   /* every layer when the window is set: MistralModel, MixtralModel, Phi3Model and Qwen3MoeModel build
-                  create_sliding_window_causal_mask for all layers when config.sliding_window is not None */
+                  create_sliding_window_causal_mask for all layers when config.sliding_window is not None (a mistral
+                  config.json with layer_types is placed by them instead: AutoConfig reads it as ministral) */
   PLACE_LAYERS /* the layers whose layer_types entry is "sliding_attention"; without layer_types, those from
                   max_window_layers on when the window is set (Qwen2Config, Qwen3Config, Dots1Config __post_init__) */
 } placement;
@@ -56,12 +57,15 @@ pz_status pz_cfg_parse_gqa_window(const reader *r, gqa_family fam, bool gated, i
   c->sliding_window = 0;
   memset(c->sliding_layers, 0, sizeof c->sliding_layers);
   int64_t mwl = 0, sw = dflt;
-  const placement pl = placement_of(fam, &mwl);
   PZ_CHECK(pz_cfg_get_int(r, "sliding_window", false, true, 0, &sw)); /* null: 0, no window */
   const cJSON *swj = cJSON_GetObjectItemCaseSensitive(r->root, "sliding_window");
   const cJSON *lt = cJSON_GetObjectItemCaseSensitive(r->root, "layer_types");
   if (lt && cJSON_IsNull(lt)) lt = NULL;
   if (lt && !cJSON_IsArray(lt)) return pz_cfg_type_err(r, "layer_types", "a list of strings", lt);
+  /* transformers 5.25's AutoConfig loads a model_type mistral config.json that has layer_types as ministral
+   * (MinistralConfig: MistralConfig's fields and defaults plus layer_types), whose model slides only the layers
+   * listed as "sliding_attention"; without layer_types MinistralConfig slides every layer, as MistralModel does */
+  const placement pl = fam == FAM_MISTRAL && lt ? PLACE_LAYERS : placement_of(fam, &mwl);
   if (pl == PLACE_NONE) {
     if (sw > 0 && sw < c->max_position_embeddings)
       return pz_error(PZ_ERR_CONFIG, "config %s: field \"sliding_window\" is %lld, below max_position_embeddings "

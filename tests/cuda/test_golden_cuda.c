@@ -429,7 +429,7 @@ int main(void) {
                                  "qwen2_tied", "qwen3", "qwen3_moe", "mixtral", "qwen3_yarn",
                                  "moonlight", "deepseek_v2", "mistral_nemo", "llama32_tied", "deepseek_v3_int4",
                                  "glm4_moe", "phi3", "phi3_partial", "dots1", "phi3_longrope",
-                                 "mistral_sw", "qwen2_sw"};
+                                 "mistral_sw", "qwen2_sw", "mistral_lt"};
   static golden g;
   for (int i = 0; i < (int)(sizeof models / sizeof models[0]); i++) {
     char d[700];
