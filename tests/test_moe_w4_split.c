@@ -104,11 +104,29 @@ int main(void) {
   CHECK(pz_moe_w4_wk(1, H, 512, 16, TOPK, E, 396, 1, 2) == 4);
   /* TP 4 m 4: 0.313 / 0.627 / 0.627 / 0.835 -> 8 */
   CHECK(pz_moe_w4_wk(1, H, 512, 4, TOPK, E, 396, 1, 2) == 8);
-  /* TP 1 m 4: 0.627, then 992.4 items 0.835 -> 2; TP 1 m 128: 5729 items 0.964 -> 1 */
-  CHECK(pz_moe_w4_wk(1, H, 2048, 4, TOPK, E, 396, 1, 2) == 2);
+  /* TP 1 m 4 is a small batch (32 pairs <= 384 / 8: the small-batch split below); the wave rule alone (the
+     fill test, as at m 8) would take 0.627, then 992.4 items 0.835 -> 2; TP 1 m 128: 5729 items 0.964 -> 1 */
+  CHECK(pz_moe_w4_wk(1, H, 2048, 4, TOPK, E, 396, 1, 2) == 4);
   CHECK(pz_moe_w4_wk(1, H, 2048, 128, TOPK, E, 396, 1, 2) == 1);
-  /* TP 1 m 1 on 528 slots (the 4-per-SM kernel): 128 / 256 / 512 items: 0.242, 0.485, 0.970 -> 4 */
-  CHECK(pz_moe_w4_wk(1, H, 2048, 1, TOPK, E, 528, 1, 2) == 4);
+  /* TP 1 m 1 on 528 slots: a small batch, 8 experts x 128 rows at split 8 = 1024 items <= 6 x 528 -> 8 */
+  CHECK(pz_moe_w4_wk(1, H, 2048, 1, TOPK, E, 528, 1, 2) == 8);
+  /* The small-batch split (pairs <= E / 8): the largest split up to 8 and H / 128 whose expected items are at
+     most 6 waves of the slots. 396 slots (limit 2376 items), Kimi-K2.5 per rank:
+     TP 1 m 4 (31.0 experts, N 2048): 992 / 1985 / 3970 items at 2 / 4 / 8 -> 4 (measured best, round 149);
+     TP 2 m 4 (N 1024): 1985 at 8 -> 8; TP 1 m 2 (15.7 experts): 2008 at 8 -> 8; TP 4 m 4 (N 512): 992 -> 8 */
+  CHECK(pz_moe_w4_up_small_wk(H, 2048, 4, TOPK, E, 396) == 4);
+  CHECK(pz_moe_w4_up_small_wk(H, 1024, 4, TOPK, E, 396) == 8);
+  CHECK(pz_moe_w4_up_small_wk(H, 2048, 2, TOPK, E, 396) == 8);
+  CHECK(pz_moe_w4_up_small_wk(H, 512, 4, TOPK, E, 396) == 8);
+  /* m 8 (64 pairs > 48) is not small: 0, and the wave rule decides (TP 1 m 8 -> 2 above) */
+  CHECK(pz_moe_w4_up_small_wk(H, 2048, 8, TOPK, E, 396) == 0);
+  CHECK(pz_moe_w4_up_small_wk(H, 2048, 6, TOPK, E, 396) == 2); /* 48 pairs = 384 / 8: still small; 45.5 experts x 32 = 1457 items at 2, 2914 at 4 */
+  /* capped by H / 128 (H 256: 2), at least 1 (items of split 1 already beyond the limit), inputs out of range 0 */
+  CHECK(pz_moe_w4_up_small_wk(256, 2048, 1, TOPK, E, 396) == 2);
+  CHECK(pz_moe_w4_up_small_wk(H, 1 << 20, 1, TOPK, E, 10) == 1);
+  CHECK(pz_moe_w4_up_small_wk(H, 2048, 0, TOPK, E, 396) == 0 && pz_moe_w4_up_small_wk(H, 2048, 1, TOPK, E, 0) == 0);
+  /* the fill rule (adaptive 1) and the fixed one never take it */
+  CHECK(pz_moe_w4_wk(1, H, 2048, 4, TOPK, E, 396, 1, 1) == 2 && pz_moe_w4_wk(1, H, 2048, 4, TOPK, E, 396, 1, 0) == 2);
   /* none reaches the threshold: the fullest, the smaller on ties. 8 experts of N 128 (1 item of 128 rows
      each at wk 1) on 1000 slots: 8 / 16 / 32 / 64 items -> 8 (cap by K 7168: 8); K 256 caps it at 2 */
   CHECK(pz_moe_w4_wk(1, H, 128, 1, 8, 8, 1000, 1, 2) == 8);
@@ -119,8 +137,14 @@ int main(void) {
   /* down and the stored layout are not the wave rule's: the fill rule, and the fixed one */
   for (int m = 1; m <= 128; m *= 2) CHECK(pz_moe_w4_wk(0, H, 1024, m, TOPK, E, 396, 1, 2) == pz_moe_w4_wk(0, H, 1024, m, TOPK, E, 396, 1, 1));
   CHECK(pz_moe_w4_wk(1, H, 1024, 16, TOPK, E, 396, 0, 2) == 8); /* stored: by K */
-  /* pz_moe_w4_up_ctas counts with the fill rule whatever the adaptive rule: 2 and 1 agree */
-  for (int m = 1; m <= 128; m *= 2)
+  /* pz_moe_w4_up_ctas counts with the fill rule, except for small batches under the wave rule (adaptive 2),
+     which count the small-batch split's items on 3 x 132 slots: TP 2 (N 1024) m 1: 8 experts x 64 = 512 items,
+     one wave of 528 -> 4 (as the fill rule); m 2 / 4: 16 / 32 x 64 = 1024 / 2048 -> 3 (the fill rule: 4);
+     TP 1 (N 2048) m 1 / 2: 8 x 128 = 1024 / 16 x 128 = 2048 -> 3 (the fill rule: 4); from m 8 the two agree */
+  CHECK(pz_moe_w4_up_ctas(H, 1024, 1, TOPK, E, 132, 0, 2) == 4);
+  CHECK(pz_moe_w4_up_ctas(H, 1024, 2, TOPK, E, 132, 0, 2) == 3 && pz_moe_w4_up_ctas(H, 1024, 4, TOPK, E, 132, 0, 2) == 3);
+  CHECK(pz_moe_w4_up_ctas(H, 2048, 1, TOPK, E, 132, 0, 2) == 3 && pz_moe_w4_up_ctas(H, 2048, 2, TOPK, E, 132, 0, 2) == 3);
+  for (int m = 8; m <= 128; m *= 2)
     CHECK(pz_moe_w4_up_ctas(H, 1024, m, TOPK, E, 132, 0, 2) == pz_moe_w4_up_ctas(H, 1024, m, TOPK, E, 132, 0, 1));
 
   /* the gate/up kernel's CTAs per SM (132 SMs: 528 slots at 4, 396 at 3), Kimi-K2.5 per rank (top 8 of 384):

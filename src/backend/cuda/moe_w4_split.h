@@ -72,6 +72,26 @@ static inline double pz_moe_wave_fill(double items, int slots) {
  * last wave that is mostly empty leaves SMs idle: Kimi-K2.5 TP 2 m 16 has 110 experts x 8 items of 128
  * rows = 878 items on 396 slots, 2.2 waves (0.74), against 4.4 waves (0.89) at wk 2, which measured
  * 4 % faster (the fill rule's upper bound of 128 experts passed its 2-waves test). */
+/* Small batches (the wave rule's, gate/up): a batch of at most n_experts / 8 (token, expert) pairs touches at
+ * most an eighth of the experts, about one token each, and its few items are latency-bound: there a larger
+ * split wins although a smaller one already fills the slots. The split is then the largest (up to 8 and
+ * K / 128) whose expected items, pz_moe_expected_experts x ceil(inter / (128 / wk)), are at most 6 waves of
+ * `slots` CTA slots, at least 1. Measured on the H200 (Kimi-K2.5, 132 SMs, the MoE op,
+ * bench/results/moe_h200_int4_ab/small_m_split_r149/, two alternated pairs): against the wave rule's choice
+ * TP 1 m 2 / 4 -4.6 / -4.8 % (split 4), TP 2 m 2 / 4 -1.5 / -5.9 % (split 8), TP 1 m 1, TP 2 m 1 and TP 4
+ * m 1-4 equal within the pairs' spread (the same or an equal launch); at m 8 (64 pairs > 48) a larger split
+ * than the wave rule's lost 0.5-3.4 %, so it keeps the wave rule. 0 where the batch is not small (the
+ * caller then takes the wave rule) or inputs are out of range. */
+static inline int pz_moe_w4_up_small_wk(int64_t H, int64_t inter, int m, int top_k, int n_experts, int slots) {
+  if (H < 128 || inter < 1 || m < 1 || top_k < 1 || n_experts < 1 || slots < 1) return 0;
+  if ((int64_t)m * top_k * 8 > n_experts) return 0;
+  const int cap = H / 128 >= 8 ? 8 : H / 128 >= 4 ? 4 : H / 128 >= 2 ? 2 : 1;
+  const double experts = pz_moe_expected_experts(m, top_k, n_experts), limit = 6.0 * (double)slots;
+  int wk = 1;
+  while (wk < cap && experts * (double)((inter * 2 * wk + 127) / 128) <= limit) wk *= 2;
+  return wk;
+}
+
 static inline int pz_moe_w4_wk(int up, int64_t H, int64_t inter, int m, int top_k, int n_experts, int slots, int tiled,
                                int adaptive) {
   const int64_t N = up ? inter : H, K = up ? H : inter;
@@ -79,6 +99,8 @@ static inline int pz_moe_w4_wk(int up, int64_t H, int64_t inter, int m, int top_
   if (!tiled || !adaptive || m < 1 || top_k < 1 || n_experts < 1 || slots < 1) return fixed;
   const int cap = K / 128 >= 8 ? 8 : K / 128 >= 4 ? 4 : K / 128 >= 2 ? 2 : 1;
   if (up && adaptive == 2) {
+    const int small = pz_moe_w4_up_small_wk(H, N, m, top_k, n_experts, slots);
+    if (small > 0) return small;
     const double experts = pz_moe_expected_experts(m, top_k, n_experts);
     /* an item holds up to 32 tokens of one expert: more per expert make more items */
     const double per = experts > 0.0 ? (double)m * top_k / experts : 0.0;
@@ -114,13 +136,17 @@ static inline int pz_moe_w4_wk(int up, int64_t H, int64_t inter, int m, int top_
  * MoE op at 3 per SM against 4 per SM, TP 1 m 4 / 16 / 64 / 128 -4.9 / -14.4 / -11.6 / -8.4 %, TP 2 m 16 /
  * 64 / 128 -6.8 / -12.2 / -10.5 %, but TP 2 m 4 +8 % (512 items: one wave of 528 slots, 1.3 waves of 396),
  * which this rule gives back to the 4-per-SM kernel. Where both hold the items in one wave (at most 3 sms),
- * 3 (not measured apart: Kimi-K2.5 TP 4 m 1, 256 items). Inputs out of range: 3. */
+ * 3 (not measured apart: Kimi-K2.5 TP 4 m 1, 256 items). Under the wave rule (adaptive 2) a small batch
+ * (pz_moe_w4_up_small_wk) counts the items of its own split on 3 x sms slots instead, so the larger split runs on
+ * the 3-per-SM kernel, as measured (Kimi-K2.5 TP 2 m 4: split 8 at 3 per SM 141.4 us against split 2 at 4 per
+ * SM 150.2 us, round 149). Inputs out of range: 3. */
 static inline int pz_moe_w4_up_ctas(int64_t H, int64_t inter, int m, int top_k, int n_experts, int sms, int wk_up,
                                     int adaptive) {
   if (H < 1 || inter < 1 || m < 1 || top_k < 1 || n_experts < 1 || sms < 1) return 3;
-  const int wk = wk_up == 1 || wk_up == 2 || wk_up == 4 || wk_up == 8
-                     ? wk_up
-                     : pz_moe_w4_wk(1, H, inter, m, top_k, n_experts, 4 * sms, 1, adaptive ? 1 : 0);
+  const int small = adaptive == 2 ? pz_moe_w4_up_small_wk(H, inter, m, top_k, n_experts, 3 * sms) : 0;
+  const int wk = wk_up == 1 || wk_up == 2 || wk_up == 4 || wk_up == 8 ? wk_up
+                 : small > 0 ? small /* the small-batch split, on the 3-per-SM kernel's slots */
+                             : pz_moe_w4_wk(1, H, inter, m, top_k, n_experts, 4 * sms, 1, adaptive ? 1 : 0);
   const int64_t pairs = (int64_t)m * top_k, experts = pairs < n_experts ? pairs : n_experts;
   const int64_t rows = 128 / wk; /* 16 rows per warp x 8 / wk warps */
   const int64_t items = experts * ((inter + rows - 1) / rows);
