@@ -35,6 +35,23 @@ static pz_status read_factors(const reader *r, const cJSON *rs, const char *key,
   return PZ_OK;
 }
 
+/* rs.key (name.key in messages), an optional number kept in double as transformers' Python floats are: 1 with *v
+ * set when given (finite, as pz_cfg_get_float_in checks; above lo, or at lo too when lo_ok), 0 when absent or null. */
+static pz_status opt_number(const reader *r, const cJSON *rs, const char *key, const char *name, double lo, bool lo_ok,
+                            double *v, int *given) {
+  char f[64];
+  snprintf(f, sizeof f, "%s.%s", name, key);
+  const cJSON *it = cJSON_GetObjectItemCaseSensitive(rs, key);
+  *given = it && !cJSON_IsNull(it);
+  if (!*given) return PZ_OK;
+  float chk = 0.f;
+  PZ_CHECK(pz_cfg_get_float_in(r, rs, key, f, true, &chk));
+  *v = it->valuedouble;
+  if (!(lo_ok ? *v >= lo : *v > lo))
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is %g, must be %s %g", r->src, f, *v, lo_ok ? ">=" : ">", lo);
+  return PZ_OK;
+}
+
 pz_status pz_cfg_parse_longrope(const reader *r, const cJSON *rs, const char *name, pz_model_config *c) {
   pz_rope_params *p = &c->rope;
   char f[64];
@@ -74,26 +91,11 @@ pz_status pz_cfg_parse_longrope(const reader *r, const cJSON *rs, const char *na
   /* The cos/sin attention factor (_compute_longrope_parameters, in Python floats: double): attention_factor
    * when given, else with factor (given, or max_position_embeddings / original_max_position_embeddings)
    * 1 for factor <= 1 and sqrt(1 + ln(factor) / ln(original_max_position_embeddings)) above. */
-  double factor = (double)c->max_position_embeddings / (double)orig;
-  const cJSON *fa = cJSON_GetObjectItemCaseSensitive(rs, "factor");
-  snprintf(f, sizeof f, "%s.factor", name);
-  if (fa && !cJSON_IsNull(fa)) {
-    float chk = 0.f;
-    PZ_CHECK(pz_cfg_get_float_in(r, rs, "factor", f, true, &chk));
-    factor = fa->valuedouble;
-    if (!(factor >= 1.0)) return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is %g, must be >= 1", r->src, f, factor);
-  }
-  double af;
-  const cJSON *aj = cJSON_GetObjectItemCaseSensitive(rs, "attention_factor");
-  snprintf(f, sizeof f, "%s.attention_factor", name);
-  if (aj && !cJSON_IsNull(aj)) {
-    float chk = 0.f;
-    PZ_CHECK(pz_cfg_get_float_in(r, rs, "attention_factor", f, true, &chk));
-    af = aj->valuedouble;
-    if (!(af > 0.0)) return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" is %g, must be > 0", r->src, f, af);
-  } else if (factor <= 1.0) {
-    af = 1.0;
-  } else {
+  double factor = (double)c->max_position_embeddings / (double)orig, af = 1.0;
+  int given = 0;
+  PZ_CHECK(opt_number(r, rs, "factor", name, 1.0, true, &factor, &given));
+  PZ_CHECK(opt_number(r, rs, "attention_factor", name, 0.0, false, &af, &given));
+  if (!given && factor > 1.0) {
     if (orig < 2) /* ln(1) = 0: transformers divides by zero */
       return pz_error(PZ_ERR_CONFIG, "config %s: field \"original_max_position_embeddings\" is 1; LongRoPE's attention "
                       "factor divides by its logarithm (give attention_factor)", r->src);
