@@ -59,7 +59,7 @@ typedef struct cell {
 static pz_status step_logits(pz_backend *e, int64_t m, int64_t rows, int32_t pos, int64_t vocab, int32_t *tk, float *out) {
   int32_t *ps = tk + m, *nx = ps + m;
   for (int64_t i = 0; i < rows; i++) {
-    tk[i] = (int32_t)((i * 7919) % vocab); /* pz_cuda_exec_time_step's tokens */
+    tk[i] = pz_backend_timing_token(i, vocab); /* the timed step's tokens */
     ps[i] = pos;
   }
   PZ_CHECK(pz_backend_step(e, rows, tk, ps, nx));

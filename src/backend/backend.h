@@ -105,6 +105,8 @@ int64_t pz_backend_bad_row(const pz_backend *b, int *is_nan);
  * M not a batch the backend runs as is, pos_all outside the cache, iters < 1, reps outside
  * 1..64), and those of pz_backend_step. */
 pz_status pz_backend_time_step(pz_backend *b, int64_t M, int32_t pos_all, int iters, int reps, double *us_median);
+/* The token row i decodes in pz_backend_time_step(_rows): (i * 7919) % vocab (vocab >= 1). */
+static inline int32_t pz_backend_timing_token(int64_t i, int64_t vocab) { return (int32_t)((i * 7919) % vocab); }
 /* The same with only rows 0..rows-1 real (1 <= rows <= M): rows rows..M-1 are the padding a step of
  * `rows` sequences gets in the graph of M (token 0 at the cache's last position; the attention
  * padding rule of pz_cuda_exec_step). The CPU backend pads nothing: rows must equal M there.

@@ -94,7 +94,7 @@ static pz_status cpu_time_step(void *x, int64_t M, int64_t rows, int32_t pos_all
   if (!in) return pz_error(PZ_ERR_OOM, "CPU backend timing: host allocation");
   int32_t *tok = in, *pos = in + M;
   for (int64_t i = 0; i < M; i++) {
-    tok[i] = (int32_t)((i * 7919) % c->vocab);
+    tok[i] = pz_backend_timing_token(i, c->vocab);
     pos[i] = pos_all;
   }
   double t[64];

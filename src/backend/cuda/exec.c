@@ -2,6 +2,7 @@
  * eager node launches or one CUDA graph per (batch size, prezero flag, gate override) captured on
  * every rank's stream, argmax candidates combined on the host in rank order. */
 #include "backend/cuda/exec.h"
+#include "backend/backend.h" /* pz_backend_timing_token */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1087,7 +1088,7 @@ pz_status pz_cuda_exec_time_step(pz_cuda_exec *e, int64_t M, int64_t rows, int32
   for (int r = e->lo; r < e->hi; r++) {
     int32_t *tk = e->ranks[r].in_host, *ps = tk + e->max_m;
     for (int64_t i = 0; i < rows; i++) {
-      tk[i] = (int32_t)((i * 7919) % vocab);
+      tk[i] = pz_backend_timing_token(i, vocab);
       ps[i] = pos_all;
     }
     pad_rows(e, tk, rows, M); /* as step_once pads a batch of `rows` */
