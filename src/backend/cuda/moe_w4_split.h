@@ -72,6 +72,10 @@ static inline double pz_moe_wave_fill(double items, int slots) {
  * last wave that is mostly empty leaves SMs idle: Kimi-K2.5 TP 2 m 16 has 110 experts x 8 items of 128
  * rows = 878 items on 396 slots, 2.2 waves (0.74), against 4.4 waves (0.89) at wk 2, which measured
  * 4 % faster (the fill rule's upper bound of 128 experts passed its 2-waves test). */
+/* The largest K split a work item may take: 8, and no more than K's 128-column super-chunks (no warp left
+ * without K). */
+static inline int pz_moe_w4_wk_cap(int64_t K) { return K / 128 >= 8 ? 8 : K / 128 >= 4 ? 4 : K / 128 >= 2 ? 2 : 1; }
+
 /* Small batches (the wave rule's, gate/up): a batch of at most n_experts / 8 (token, expert) pairs touches at
  * most an eighth of the experts, about one token each, and its few items are latency-bound: there a larger
  * split wins although a smaller one already fills the slots. The split is then the largest (up to 8 and
@@ -85,7 +89,7 @@ static inline double pz_moe_wave_fill(double items, int slots) {
 static inline int pz_moe_w4_up_small_wk(int64_t H, int64_t inter, int m, int top_k, int n_experts, int slots) {
   if (H < 128 || inter < 1 || m < 1 || top_k < 1 || n_experts < 1 || slots < 1) return 0;
   if ((int64_t)m * top_k * 8 > n_experts) return 0;
-  const int cap = H / 128 >= 8 ? 8 : H / 128 >= 4 ? 4 : H / 128 >= 2 ? 2 : 1;
+  const int cap = pz_moe_w4_wk_cap(H);
   const double experts = pz_moe_expected_experts(m, top_k, n_experts), limit = 6.0 * (double)slots;
   int wk = 1;
   while (wk < cap && experts * (double)((inter * 2 * wk + 127) / 128) <= limit) wk *= 2;
@@ -97,7 +101,7 @@ static inline int pz_moe_w4_wk(int up, int64_t H, int64_t inter, int m, int top_
   const int64_t N = up ? inter : H, K = up ? H : inter;
   const int fixed = up && tiled && inter >= 1024 ? 2 : pz_moe_wk_by_k(K);
   if (!tiled || !adaptive || m < 1 || top_k < 1 || n_experts < 1 || slots < 1) return fixed;
-  const int cap = K / 128 >= 8 ? 8 : K / 128 >= 4 ? 4 : K / 128 >= 2 ? 2 : 1;
+  const int cap = pz_moe_w4_wk_cap(K);
   if (up && adaptive == 2) {
     const int small = pz_moe_w4_up_small_wk(H, N, m, top_k, n_experts, slots);
     if (small > 0) return small;
