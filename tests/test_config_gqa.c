@@ -341,6 +341,9 @@ static void test_llama(void) {
   /* sliding_window at or above max_position_embeddings is full attention. */
   CHECK_OK(PARSE(llama, OV({"sliding_window", "2048"}), &c));
   CHECK_OK(PARSE(llama, OV({"sliding_window", "null"}), &c));
+  /* LlamaConfig has no sliding_window: any value, a negative one too, is ignored as transformers ignores it. */
+  CHECK_OK(PARSE(llama, OV({"sliding_window", "-1"}), &c));
+  CHECK(c.sliding_window == 0);
   /* text_config-wrapped form. */
   make(text, sizeof text, llama, (int)(sizeof llama / sizeof llama[0]), NULL);
   char wrapped[9000];
@@ -367,6 +370,8 @@ static void test_qwen(void) {
   BAD(qwen2, OV({"num_key_value_heads", NULL}), "num_key_value_heads");
   /* use_sliding_window false: sliding_window is not read as a window. */
   CHECK_OK(PARSE(qwen2, OV({"sliding_window", "4096"}), &c));
+  CHECK_OK(PARSE(qwen2, OV({"sliding_window", "-1"}), &c));
+  CHECK(c.sliding_window == 0);
 
   CHECK_OK(PARSE(qwen3, NONE, &c));
   CHECK(!strcmp(c.model_type, "qwen3") && c.attn == PZ_ATTN_GQA && c.qk_norm && !c.attention_bias);
@@ -696,6 +701,7 @@ static void test_phi3(void) {
   BAD2(phi4, OV({"rope_scaling", "{\"type\": \"yarn\", \"factor\": 4.0}"}), "\"rope_scaling.short_factor\" is missing",
        "LongRoPE"); /* Phi3Config reads yarn as longrope: not Qwen's YaRN */
   BAD(phi4, OV({"sliding_window", "0"}), "\"sliding_window\"");
+  BAD2(phi4, OV({"sliding_window", "-1"}), "\"sliding_window\" is -1", ">= 1 tokens, or null");
   BAD(phi4, OV({"sliding_window", "\"2047\""}), "\"sliding_window\"");
   BAD2(phi4, OV({"layer_types", "[\"sliding_attention\"]"}), "\"layer_types\"", "sliding_window is null");
   BAD2(phi3_mini, OV({"layer_types", "[\"sliding_attention\", \"full_attention\"]"}), "\"layer_types\" mixes",

@@ -57,7 +57,7 @@ pz_status pz_cfg_parse_gqa_window(const reader *r, gqa_family fam, bool gated, i
   c->sliding_window = 0;
   memset(c->sliding_layers, 0, sizeof c->sliding_layers);
   int64_t mwl = 0, sw = dflt;
-  PZ_CHECK(pz_cfg_get_int(r, "sliding_window", false, true, 0, &sw)); /* null: 0, no window */
+  PZ_CHECK(pz_cfg_get_int(r, "sliding_window", false, true, INT64_MIN, &sw)); /* null: 0, no window; < 0 below */
   const cJSON *swj = cJSON_GetObjectItemCaseSensitive(r->root, "sliding_window");
   const cJSON *lt = cJSON_GetObjectItemCaseSensitive(r->root, "layer_types");
   if (lt && cJSON_IsNull(lt)) lt = NULL;
@@ -80,6 +80,9 @@ pz_status pz_cfg_parse_gqa_window(const reader *r, gqa_family fam, bool gated, i
     PZ_CHECK(pz_cfg_get_bool(r, "use_sliding_window", &use));
     if (!use) sw = 0;
   }
+  if (use && sw < 0) /* PLACE_NONE and use_sliding_window false ignore the field, as transformers does */
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"sliding_window\" is %lld; a window is >= 1 tokens, or null "
+                    "for none", r->src, (long long)sw);
   if (use && swj && cJSON_IsNumber(swj) && sw == 0)
     return pz_error(PZ_ERR_CONFIG, "config %s: field \"sliding_window\" is 0, which masks every key (transformers "
                     "computes NaN); give a window >= 1 or null", r->src);
