@@ -75,13 +75,16 @@ typedef struct bo_gqa_shape {
   int64_t d, H, max_ctx;
   int qk_norm;
   pz_rope_type rope;
+  int64_t window; /* sliding window in tokens (0: full attention) */
 } bo_gqa_shape;
 static const bo_gqa_shape bo_gqa_shapes[] = {
-    {"ratio 2 d64", 4, 2, 64, 128, 40, 0, PZ_ROPE_DEFAULT},
-    {"ratio 4 d128 qk-norm llama3", 8, 2, 128, 256, 70, 1, PZ_ROPE_LLAMA3},
-    {"ratio 1 d64 qk-norm yarn", 2, 2, 64, 64, 16, 1, PZ_ROPE_YARN},
-    {"odd ratio 3 d24", 3, 1, 24, 40, 9, 0, PZ_ROPE_DEFAULT},
-    {"ratio 2 d32 qk-norm longrope", 4, 2, 32, 64, 40, 1, PZ_ROPE_LONGROPE},
+    {"ratio 2 d64", 4, 2, 64, 128, 40, 0, PZ_ROPE_DEFAULT, 0},
+    {"ratio 4 d128 qk-norm llama3", 8, 2, 128, 256, 70, 1, PZ_ROPE_LLAMA3, 0},
+    {"ratio 1 d64 qk-norm yarn", 2, 2, 64, 64, 16, 1, PZ_ROPE_YARN, 0},
+    {"odd ratio 3 d24", 3, 1, 24, 40, 9, 0, PZ_ROPE_DEFAULT, 0},
+    {"ratio 2 d32 qk-norm longrope", 4, 2, 32, 64, 40, 1, PZ_ROPE_LONGROPE, 0},
+    {"ratio 2 d64 window 5", 4, 2, 64, 128, 40, 0, PZ_ROPE_DEFAULT, 5},
+    {"ratio 4 d128 qk-norm window 33", 8, 2, 128, 256, 70, 1, PZ_ROPE_DEFAULT, 33},
 };
 
 #define BO_AR8 "H must be a multiple of 8 (ar_fused.h)"
@@ -142,12 +145,14 @@ static const bo_case bo_cases[] = {
     /* GQA_ATTN: a = bo_gqa_shapes index */
     {PZ_OP_GQA_ATTN, 1, 1, 0, 0, 0, 0, NULL},
     {PZ_OP_GQA_ATTN, 1, 4, 1, 0, 0, 0, NULL},
-    {PZ_OP_GQA_ATTN, 1, 3, 3, 0, 0, 0, "head_dim must be 16, 32, 64 or 128 (gqa.h)"},
+    {PZ_OP_GQA_ATTN, 1, 3, 3, 0, 0, 0, "head_dim must be 16, 32, 64, 96 or 128 (gqa.h)"},
     {PZ_OP_GQA_ATTN, 1, 6, 2, 0, 0, 0, NULL},
     {PZ_OP_GQA_ATTN, 2, 5, 0, 0, 0, 0, NULL},
     {PZ_OP_GQA_ATTN, 2, 3, 1, 0, 0, 0, NULL},
     {PZ_OP_GQA_ATTN, 1, 5, 4, 0, 0, 0, NULL},
     {PZ_OP_GQA_ATTN, 2, 4, 4, 0, 0, 0, NULL},
+    {PZ_OP_GQA_ATTN, 1, 8, 5, 0, 0, 0, NULL},
+    {PZ_OP_GQA_ATTN, 2, 6, 6, 0, 0, 0, NULL},
     /* SILU_MUL: a = inter (gu [m, 2a] f32 -> act [m, a] bf16) */
     {PZ_OP_SILU_MUL, 1, 1, 64, 0, 0, 0, NULL},
     {PZ_OP_SILU_MUL, 1, 5, 37, 0, 0, 0, NULL},
@@ -472,7 +477,7 @@ static void bo_build_gqa(bo_graph *bg) {
   int out = bo_t(bg, "attn.out", PZ_F32, PZ_T_ACT, 2, BO_M, s->H, 0, 0, 0);
   pz_op_params p = {.gqa = {.n_heads = s->heads, .n_kv_heads = s->kvh, .head_dim = d, .hidden = s->H,
                             .max_ctx = s->max_ctx, .eps = 1e-6f, .softmax_scale = 1.0f / sqrtf((float)d),
-                            .rope = {.theta = 10000.f, .factor = 1.f}}};
+                            .rope = {.theta = 10000.f, .factor = 1.f}, .window = s->window}};
   if (s->rope == PZ_ROPE_LLAMA3)
     p.gqa.rope = (pz_rope_params){.theta = 500000.f, .factor = 8.f, .original_max_position_embeddings = 64,
                                   .type = PZ_ROPE_LLAMA3, .low_freq_factor = 1.f, .high_freq_factor = 4.f};

@@ -4,7 +4,7 @@
  * shapes: short and long factors chosen per row by position, attention factor on cos / sin), contexts 1, 63, 64,
  * 65, 300 and 8192 with mixed lengths in one batch, forced split counts, sliding windows (64, 100, Phi-3-mini's
  * 2047, and windows the context fits, which give full attention's bits), a CUDA graph replayed as positions
- * advance (LongRoPE: a row crossing original_max_position_embeddings between replays), the cache append (rows beyond pos are never read
+ * advance (a sliding layer's window moving between replays; LongRoPE: a row crossing original_max_position_embeddings between replays), the cache append (rows beyond pos are never read
  * or written: NaN sentinels), run-to-run determinism, the oproj_prezero slot set vs unset
  * bit-identical (2 K splits, docs/ARCHITECTURE.md §5), and the argument checks.
  * PZ_TEST_QUICK=1: fewer shapes and batches (for compute-sanitizer). */
@@ -391,13 +391,16 @@ static void run_shape(const shape *s, const int *ms, int nm, const int64_t *ctxs
 
 /* A CUDA graph of one decode step, captured once and replayed at two sets of positions (the
  * second crossing tile and split boundaries): each replay against the reference run on the
- * reference's own caches of the step before. */
-static void check_graph(const shape *s) {
+ * reference's own caches of the step before. W > 0: a sliding layer of window W, whose window moves
+ * between the replays (the cache rows before the first replay's windows hold NaN; every row's position
+ * grows, so they stay outside the second's too). */
+static void check_graph(const shape *s, int64_t W) {
   const int m = 3;
   const int64_t ctx = 1024;
   const int32_t p1[3] = {100, 0, 511}, p2[3] = {170, 64, 1023};
   layer l;
   layer_make(&l, s, ctx);
+  l.p.window = l.pid.window = W;
   pz_gqa_cuda_ctx *c = NULL;
   CHECK_OK(pz_gqa_cuda_create(&l.pid, m, G, &c));
   if (!c) { layer_free(&l); return; }
@@ -438,8 +441,8 @@ static void check_graph(const shape *s) {
     /* the next step's reference starts from the GPU's caches (an appended value may be an ulp off) */
     memcpy(kr, kg, 2 * (size_t)st.n);
     memcpy(vr, vg, 2 * (size_t)st.n);
-    printf("graph replay %d %-29s positions %d/%d/%d: o %lld of %lld differ (worst %.2f), k cache %lld 1 ulp off\n", rep,
-           s->name, p[0], p[1], p[2], (long long)nd, (long long)(m * l.hd), worst, (long long)near);
+    printf("graph replay %d %-29s window %-4lld positions %d/%d/%d: o %lld of %lld differ (worst %.2f), k cache %lld 1 "
+           "ulp off\n", rep, s->name, (long long)W, p[0], p[1], p[2], (long long)nd, (long long)(m * l.hd), worst, (long long)near);
   }
   free(kr); free(vr); free(kg); free(vg); free(o_ref); free(o_gpu);
   if (ge) cudaGraphExecDestroy(ge);
@@ -754,9 +757,10 @@ int main(void) {
     layer_free(&l);
   }
   check_windows(quick);
-  check_graph(&Q3_30B);
+  check_graph(&Q3_30B, 0);
+  check_graph(&Q3_30B, 100); /* p2's rows 170 / 1023 cut by the window, 64 not */
   const shape lr_graph = longrope_shape(true, 150);
-  check_graph(&lr_graph);
+  check_graph(&lr_graph, 0);
   check_slots(&Q3_30B);
   if (!quick) check_slots(&MHA64);
   check_args();
