@@ -13,7 +13,7 @@ static void usage(FILE *f) {
           "Phi-3 / Phi-4, dots.llm1, GLM-4.5 GQA) with the zeroing of\n"
           "split-K GEMM outputs moved into the fused all-reduce + RMSNorm kernel before them (CPU or CUDA)\n"
           "usage: prezero <command> [options]\n"
-          "  run      decode steps of a model preset or config.json (default: tiny, CPU)\n"
+          "  run      decode steps of a model preset or config.json (default: tiny; CUDA when a GPU is visible, else CPU)\n"
           "  graph    print the rank-0 decode graph (text, or --dot FILE)\n"
           "  plan     the per-batch prezero plan: what each donor fills and which consumers fire\n"
           "  compare  prezero ON vs OFF end to end (GPU)\n"
