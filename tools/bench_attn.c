@@ -28,7 +28,7 @@ static void usage(FILE *f) {
           "  KV cache and the weights stream from HBM. Columns: attention part (split attention +\n"
           "  combine) µs and its KV bandwidth, whole op µs, streaming read of the KV bytes µs.\n"
           "  Defaults: m 4,8,16,32,64,128; TP 1,2,4; context 8192. PREZERO_MLA_SPLITS overrides the\n"
-          "  split count; PREZERO_MLA_ATTN=2 or 1 selects the version-2 or version-1 attention kernel.\n"
+          "  split count; PREZERO_MLA_ATTN=1..4 selects an attention kernel version (README).\n"
           "  --paged: the cache pool as 64-token pages in a shuffled order, read through a block table\n"
           "  (core/kv_pages.h; --ctx a multiple of 64). --ctx-min N: unequal contexts in a batch, row i's\n"
           "  drawn uniformly from [N, --ctx] (seeded); KV bytes and the read yardstick are their sum.\n", POOL_SEQS);

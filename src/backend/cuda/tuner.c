@@ -31,11 +31,11 @@ pz_status pz_tuner_pool_create(pz_tuner_pool *p, size_t w_bytes) {
 }
 
 void pz_tuner_pool_destroy(pz_tuner_pool *p) {
-  cudaFree(p->w);
-  cudaFree(p->a);
-  cudaFree(p->c);
-  cudaFree(p->sink);
-  if (p->stream) cudaStreamDestroy(p->stream);
+  PZ_CUDA_IGNORE(cudaFree(p->w));
+  PZ_CUDA_IGNORE(cudaFree(p->a));
+  PZ_CUDA_IGNORE(cudaFree(p->c));
+  PZ_CUDA_IGNORE(cudaFree(p->sink));
+  if (p->stream) PZ_CUDA_IGNORE(cudaStreamDestroy(p->stream));
   memset(p, 0, sizeof *p);
 }
 
