@@ -318,10 +318,13 @@ static void test_llama(void) {
   CHECK(c.rope.type == PZ_ROPE_DEFAULT && c.rope.factor == 1.f && c.rope.original_max_position_embeddings == 2048);
   CHECK_OK(PARSE(llama, OV({"num_key_value_heads", "null"}, {"head_dim", "null"}), &c));
   CHECK(c.num_key_value_heads == 12 && c.head_dim == 32);
-  /* Explicit head_dim (need not be hidden / heads), attention_bias, tie_word_embeddings. */
-  CHECK_OK(PARSE(llama, OV({"head_dim", "64"}, {"attention_bias", "true"}, {"tie_word_embeddings", "true"},
+  /* Explicit head_dim (need not be hidden / heads), tie_word_embeddings. */
+  CHECK_OK(PARSE(llama, OV({"head_dim", "64"}, {"attention_bias", "false"}, {"tie_word_embeddings", "true"},
                            {"mlp_bias", "false"}), &c));
-  CHECK(c.head_dim == 64 && c.attention_bias && c.tie_word_embeddings);
+  CHECK(c.head_dim == 64 && !c.attention_bias && c.tie_word_embeddings);
+  /* attention_bias true: LlamaAttention gives o_proj a bias too (bias=config.attention_bias on q, k, v and o),
+   * which prezero's attention has no place for; refused rather than run with q/k/v biases only. */
+  BAD2(llama, OV({"attention_bias", "true"}), "\"attention_bias\"", "o_proj");
   /* rope_scaling "default" under either key; transformers' newer rope_parameters. */
   CHECK_OK(PARSE(llama, OV({"rope_scaling", "{\"rope_type\": \"default\"}"}), &c));
   CHECK(c.rope.type == PZ_ROPE_DEFAULT && c.rope.factor == 1.f);
@@ -378,10 +381,13 @@ static void test_qwen(void) {
   CHECK(c.hidden_size == 320 && c.num_attention_heads == 8 && c.num_key_value_heads == 2 && c.head_dim == 64);
   CHECK(c.intermediate_size == 800 && c.vocab_size == 1200 && c.max_position_embeddings == 8192 && c.n_routed_experts == 0);
   CHECK(c.rope.type == PZ_ROPE_DEFAULT && c.rope.theta == 1e6f);
-  /* Qwen3Config defaults: head_dim 128, num_key_value_heads 32 (with 32 heads), attention_bias read. */
+  /* Qwen3Config defaults: head_dim 128, num_key_value_heads 32 (with 32 heads); attention_bias true gives o_proj a
+   * bias too in Qwen3Attention and Qwen3MoeAttention: refused. */
   CHECK_OK(PARSE(qwen3, OV({"head_dim", NULL}, {"num_key_value_heads", NULL}, {"num_attention_heads", "32"},
-                           {"attention_bias", "true"}), &c));
-  CHECK(c.head_dim == 128 && c.num_key_value_heads == 32 && c.attention_bias && c.qk_norm);
+                           {"attention_bias", "false"}), &c));
+  CHECK(c.head_dim == 128 && c.num_key_value_heads == 32 && !c.attention_bias && c.qk_norm);
+  BAD2(qwen3, OV({"attention_bias", "true"}), "\"attention_bias\"", "o_proj");
+  BAD2(qwen3_moe, OV({"attention_bias", "true"}), "model_type qwen3_moe", "o_proj");
   CHECK_OK(PARSE(qwen3, OV({"layer_types", "[\"full_attention\", \"full_attention\", \"full_attention\", "
                                           "\"full_attention\"]"}), &c));
   WINDOWS(&c, 0, "FFFF");

@@ -128,7 +128,8 @@ static void test_mistral_graph(void) {
     }
   printf("mistral graphs equal llama's at TP 1/2/4/8, prezero off and on (%d nodes compared)\n", compared);
   /* Negative controls: one number apart (rms_norm_eps absent: MistralConfig's 1e-6 vs 1e-5), or
-   * llama's attention_bias, and the graphs differ. */
+   * llama with head_dim 64, and the graphs differ (llama's attention_bias true is refused: it gives o_proj a
+   * bias too). */
   char mj2[1024];
   mistral_json(mj2, sizeof mj2, "mistral", ", \"sliding_window\": null");
   char *eps = strstr(mj2, "\"rms_norm_eps\": 1e-05, ");
@@ -138,7 +139,9 @@ static void test_mistral_graph(void) {
   CHECK_OK(pz_config_parse(mj2, strlen(mj2), "mistral2", &c2));
   CHECK(c2.rms_norm_eps == 1e-6f);
   mistral_json(lj, sizeof lj, "llama", ", \"attention_bias\": true");
-  CHECK_OK(pz_config_parse(lj, strlen(lj), "llama_bias", &cb));
+  CHECK(pz_config_parse(lj, strlen(lj), "llama_bias", &cb) == PZ_ERR_CONFIG && strstr(pz_last_error(), "o_proj"));
+  mistral_json(lj, sizeof lj, "llama", ", \"head_dim\": 64");
+  CHECK_OK(pz_config_parse(lj, strlen(lj), "llama_hd64", &cb));
   pz_build_opts o = PZ_BUILD_OPTS_INIT;
   o.tp = 2;
   o.m = 4;
@@ -149,7 +152,7 @@ static void test_mistral_graph(void) {
   CHECK_OK(pz_build_decode_graph(&cb, &o, &g3));
   if (g1 && g2 && g3) {
     int d_eps = graph_diff(g1, g2, "control", NULL), d_bias = graph_diff(g1, g3, "control", NULL);
-    printf("negative controls: rms_norm_eps 1e-6 %d differences, attention_bias %d\n", d_eps, d_bias);
+    printf("negative controls: rms_norm_eps 1e-6 %d differences, head_dim 64 %d\n", d_eps, d_bias);
     CHECK(d_eps > 0);
     CHECK(d_bias > 0);
   }

@@ -59,7 +59,7 @@ typedef struct pz_model_config {
   int64_t rotary_dim;              /* leading dims of each head that RoPE rotates: head_dim, or
                                       int(head_dim * partial_rotary_factor) (glm4_moe: 0.5 by default,
                                       phi3: 1.0) */
-  bool attention_bias;             /* q/k/v projections have biases (qwen2: always; llama: "attention_bias") */
+  bool attention_bias;             /* q/k/v projections have biases (qwen2: always; glm4_moe: "attention_bias") */
   bool qk_norm;                    /* qwen3, qwen3_moe (glm4_moe: use_qk_norm; dots1 always): per-head RMSNorm of q and k before RoPE */
   bool tie_word_embeddings;        /* lm_head shares embed_tokens.weight */
   int64_t decoder_sparse_step;     /* 0: DeepSeek's MoE-layer rule; >= 1 (qwen3_moe, mixtral = 1): layer L is MoE
@@ -133,7 +133,8 @@ typedef struct pz_model_config {
  * hidden_size / num_attention_heads, which must then divide evenly; null: the quotient),
  * rms_norm_eps (1e-6; mixtral 1e-5), rope_theta (10000; mixtral 1e6), tie_word_embeddings
  * (false), hidden_act ("silu", the only one accepted), attention_bias (llama, qwen3, qwen3_moe:
- * false; qwen2 always true; mixtral and mistral always false), mlp_bias (llama: must be false);
+ * must be false: their transformers classes then give o_proj a bias too; qwen2 always true; mixtral and
+ * mistral always false), mlp_bias (llama: must be false);
  * qwen3_moe: norm_topk_prob (false), decoder_sparse_step (1, >= 1), mlp_only_layers ([]; at most
  * PZ_CONFIG_MAX_MLP_ONLY indices in 0..num_hidden_layers-1). qk_norm is true for qwen3 and
  * qwen3_moe. qwen3_moe routes by PZ_SCORE_SOFTMAX, mixtral by PZ_SCORE_TOPK_SOFTMAX with

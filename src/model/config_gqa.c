@@ -422,14 +422,17 @@ pz_status pz_cfg_parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) 
   c->tie_word_embeddings = false;
   PZ_CHECK(pz_cfg_get_bool(r, "tie_word_embeddings", &c->tie_word_embeddings));
   /* q/k/v biases: Qwen2Attention always has them, MixtralAttention and MistralAttention never;
-   * Llama and Qwen3 read attention_bias (default false). o_proj has none in all six, and only
-   * LlamaMLP reads mlp_bias. */
+   * Glm4MoeAttention reads attention_bias for q/k/v only. LlamaAttention, Qwen3Attention, Qwen3MoeAttention and
+   * Dots1Attention give o_proj a bias too when attention_bias is true, which prezero's attention op has no place
+   * for: refused (the seeded model would lack it, and every such checkpoint has an o_proj.bias the loader
+   * refuses). Only LlamaMLP reads mlp_bias. */
   c->attention_bias = fam == FAM_QWEN2;
   if (fam == FAM_LLAMA || fam == FAM_QWEN3 || fam == FAM_QWEN3_MOE || fam == FAM_GLM4_MOE || fam == FAM_DOTS1)
     PZ_CHECK(pz_cfg_get_bool(r, "attention_bias", &c->attention_bias));
-  if (fam == FAM_DOTS1 && c->attention_bias) /* Dots1Attention gives o_proj a bias too */
-    return pz_error(PZ_ERR_CONFIG, "config %s: field \"attention_bias\" is true; model_type dots1 then has an o_proj "
-                    "bias, which prezero does not run", r->src);
+  if (fam != FAM_GLM4_MOE && fam != FAM_QWEN2 && c->attention_bias)
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"attention_bias\" is true; model_type %s then has an o_proj "
+                    "bias (besides the q/k/v ones), which prezero does not run; set it false or leave it out", r->src,
+                    gqa_fam[fam].model_type);
   if (fam == FAM_LLAMA) {
     bool mlp_bias = false;
     PZ_CHECK(pz_cfg_get_bool(r, "mlp_bias", &mlp_bias));
