@@ -161,7 +161,68 @@ static void test_dual_chunk(void) {
 #undef QWEN2_1M
 }
 
+/* Llama 4's query scaling ("llama_4_scaling_beta" in the RoPE object: Mistral4Config writes it with beta 0.1 and
+ * original_max_position_embeddings 8192): the queries are scaled by 1 + beta * ln(1 + floor(p / orig)), which is
+ * exactly 1 for p < orig and 1 + 0.1 ln 2 at p = orig, so the positions are cut to orig. mistral4 (Mistral-Small-4:
+ * MLA with Mistral4Config's defaults) runs where prezero's router is its router: one group (or every group chosen),
+ * softmax scores; its RoPE object is required (Mistral4Config fills in YaRN without one). */
+static void test_llama4_scaling(void) {
+#define MISTRAL4(rope, extra)                                                                                          \
+  "{\"architectures\": [\"Mistral4ForCausalLM\"], \"model_type\": \"mistral4\", \"vocab_size\": 131072, "                  \
+  "\"hidden_size\": 4096, \"intermediate_size\": 12288, \"moe_intermediate_size\": 2048, \"num_hidden_layers\": 36, "       \
+  "\"num_attention_heads\": 32, \"num_key_value_heads\": 32, \"n_shared_experts\": 1, \"n_routed_experts\": 128, "         \
+  "\"kv_lora_rank\": 256, \"q_lora_rank\": 1024, \"qk_rope_head_dim\": 64, \"v_head_dim\": 128, \"qk_nope_head_dim\": 64, "  \
+  "\"num_experts_per_tok\": 4, \"max_position_embeddings\": 1048576" rope extra "}"
+#define M4_ROPE(beta)                                                                                                  \
+  ", \"rope_parameters\": {\"type\": \"yarn\", \"rope_theta\": 10000.0, \"factor\": 128.0, "                                \
+  "\"original_max_position_embeddings\": 8192, \"max_position_embeddings\": 1048576, \"beta_fast\": 32.0, "                 \
+  "\"beta_slow\": 1.0, \"mscale_all_dim\": 1.0, \"mscale\": 1.0" beta ", \"partial_rotary_factor\": 0.5}"
+  pz_model_config c;
+  const char *j = MISTRAL4(M4_ROPE(", \"llama_4_scaling_beta\": 0.1"), "");
+  CHECK_OK(pz_config_parse(j, strlen(j), "f.json", &c));
+  CHECK(c.attn == PZ_ATTN_MLA && c.max_position_embeddings == 8192);
+  CHECK(c.rope.type == PZ_ROPE_YARN && c.rope.factor == 128.f && c.rope.original_max_position_embeddings == 8192);
+  CHECK(c.n_routed_experts == 128 && c.num_experts_per_tok == 4 && c.n_shared_experts == 1 && c.norm_topk_prob);
+  CHECK(c.scoring_func == PZ_SCORE_SOFTMAX && c.topk_method == PZ_TOPK_GREEDY && c.first_k_dense_replace == 0);
+  CHECK(c.routed_scaling_factor == 1.f && c.kv_lora_rank == 256 && c.q_lora_rank == 1024 && c.qk_nope_head_dim == 64);
+  j = MISTRAL4(M4_ROPE(""), ""); /* no scaling: every position */
+  CHECK_OK(pz_config_parse(j, strlen(j), "f.json", &c));
+  CHECK(c.max_position_embeddings == 1048576);
+  j = MISTRAL4(M4_ROPE(", \"llama_4_scaling_beta\": 0"), "");
+  CHECK_OK(pz_config_parse(j, strlen(j), "f.json", &c));
+  CHECK(c.max_position_embeddings == 1048576);
+  j = MISTRAL4(M4_ROPE(", \"llama_4_scaling_beta\": 0.1"), ", \"n_group\": 4, \"topk_group\": 4");
+  CHECK_OK(pz_config_parse(j, strlen(j), "f.json", &c)); /* every group chosen: no group limit */
+  EXPECT(MISTRAL4("", ""), "config f.json: model_type mistral4 without \"rope_parameters\": Mistral4Config then fills in "
+         "YaRN (factor 128) and Llama 4's query scaling, which prezero does not assume; give the RoPE object");
+  EXPECT(MISTRAL4(M4_ROPE(""), ", \"n_group\": 8, \"topk_group\": 4"),
+         "config f.json: field \"n_group\" is 8 with topk_group 4; model_type mistral4 chooses groups by the top-2 sum "
+         "of softmax scores, a router prezero does not have (n_group 1 or topk_group = n_group runs)");
+  EXPECT(MISTRAL4(M4_ROPE(""), ", \"scoring_func\": \"sigmoid\""),
+         "config f.json: fields \"topk_method\" / \"scoring_func\" say other than greedy / softmax; model_type mistral4 "
+         "has neither field (transformers routes by softmax scores); remove them");
+  /* DeepSeek-V3's layout with the scaling in rope_scaling (Mistral's exports of it), text_config-wrapped */
+  j = "{\"model_type\": \"mistral3\", \"text_config\": {\"model_type\": \"deepseek_v3\", \"hidden_size\": 64, "
+      "\"num_hidden_layers\": 2, \"num_attention_heads\": 2, \"q_lora_rank\": null, \"kv_lora_rank\": 32, "
+      "\"n_routed_experts\": 16, \"num_experts_per_tok\": 2, \"vocab_size\": 256, \"max_position_embeddings\": 294912, "
+      "\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 64.0, "
+      "\"original_max_position_embeddings\": 4096, \"llama_4_scaling_beta\": 0.1}}}";
+  CHECK_OK(pz_config_parse(j, strlen(j), "f.json", &c));
+  CHECK(c.attn == PZ_ATTN_MLA && c.max_position_embeddings == 4096 && c.rope.factor == 64.f);
+  /* a GQA layout: the lower of the RoPE object's and the top level's original_max_position_embeddings */
+  j = "{" LLAMA_BASE ", \"original_max_position_embeddings\": 2048, \"rope_scaling\": {\"rope_type\": \"yarn\", "
+      "\"factor\": 4.0, \"original_max_position_embeddings\": 4096, \"llama_4_scaling_beta\": 0.1}}";
+  CHECK_OK(pz_config_parse(j, strlen(j), "f.json", &c));
+  CHECK(c.attn == PZ_ATTN_GQA && c.max_position_embeddings == 2048);
+  EXPECT("{" LLAMA_BASE ", \"rope_scaling\": {\"rope_type\": \"default\", \"llama_4_scaling_beta\": 0.1}}",
+         "config f.json: field \"rope_scaling.llama_4_scaling_beta\" is 0.1 without "
+         "\"rope_scaling.original_max_position_embeddings\" (the position from which the queries are scaled); give it");
+#undef M4_ROPE
+#undef MISTRAL4
+}
+
 int main(void) {
+  test_llama4_scaling();
   test_other_deepseek();
   test_dual_chunk();
   test_gqa();

@@ -150,6 +150,11 @@ typedef struct pz_model_config {
  * 0.1 ln(factor) + 1), as transformers 5 reads them; attention_factor and truncate false are refused;
  * any other type is refused. transformers' newer
  * "rope_parameters" object (rope_theta inside it) is read the same way.
+ * llama_4_scaling_beta in the RoPE object (non-zero; MLA and GQA): max_position_embeddings becomes at most the RoPE
+ * object's original_max_position_embeddings (the top-level one where lower; one of them required), below which Llama
+ * 4's query scale 1 + beta ln(1 + floor(p / orig)) is 1. model_type mistral4 (Mistral4Config, MLA): its class defaults,
+ * norm_topk_prob true, softmax, greedy; refused without a RoPE object, with n_group > 1 and topk_group < n_group, or
+ * with topk_method / scoring_func other than greedy / softmax.
  * dual_chunk_attention_config (Qwen2.5-1M; null or an object with chunk_size and local_size < chunk_size):
  * max_position_embeddings becomes min(max_position_embeddings, chunk_size - local_size), the first chunk,
  * where dual chunk attention is full attention.

@@ -118,6 +118,37 @@ pz_status pz_cfg_rope_object(const reader *r, float *theta, const cJSON **obj, c
   return PZ_OK;
 }
 
+/* Llama 4's attention temperature tuning in the RoPE object ("llama_4_scaling_beta": Mistral4Config, Ministral3Config,
+ * and Mistral's DeepSeek-V3-layout exports): the queries are scaled by 1 + beta * ln(1 + floor(p / orig)), orig the
+ * RoPE object's original_max_position_embeddings. That is exactly 1 below orig, where it is the attention prezero
+ * runs; so, as with Qwen2.5-1M's dual chunks, the positions are limited to those: max_position_embeddings becomes
+ * min(max_position_embeddings, orig), the top-level orig when it is lower (transformers 5 may write it over the
+ * object's). beta null or 0 changes nothing. */
+pz_status pz_cfg_llama4_scaling(const reader *r, pz_model_config *c) {
+  const cJSON *rs, *from;
+  const char *name;
+  float theta = 0.f;
+  PZ_CHECK(pz_cfg_rope_object(r, &theta, &rs, &from, &name));
+  const cJSON *b = rs ? cJSON_GetObjectItemCaseSensitive(rs, "llama_4_scaling_beta") : NULL;
+  if (!b || cJSON_IsNull(b)) return PZ_OK;
+  char f[64];
+  snprintf(f, sizeof f, "%s.llama_4_scaling_beta", name);
+  float beta = 0.f;
+  PZ_CHECK(pz_cfg_get_float_in(r, rs, "llama_4_scaling_beta", f, true, &beta));
+  if (beta == 0.f) return PZ_OK;
+  int64_t own = 0, top = 0;
+  snprintf(f, sizeof f, "%s.original_max_position_embeddings", name);
+  PZ_CHECK(pz_cfg_get_int_in(r, rs, "original_max_position_embeddings", f, false, true, 1, &own));
+  PZ_CHECK(pz_cfg_get_int_in(r, r->root, "original_max_position_embeddings", "original_max_position_embeddings", false,
+                             true, 1, &top));
+  if (own <= 0 && top <= 0)
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s.llama_4_scaling_beta\" is %g without \"%s\" (the position from "
+                    "which the queries are scaled); give it", r->src, name, beta, f);
+  const int64_t orig = own > 0 && (top <= 0 || own < top) ? own : top;
+  if (orig < c->max_position_embeddings) c->max_position_embeddings = orig;
+  return PZ_OK;
+}
+
 /* A key given twice: cJSON reads the first, Python's json (transformers) the last; refuse rather
  * than silently disagree with the reference implementation. */
 typedef struct { const char *name; size_t at; } dup_key;

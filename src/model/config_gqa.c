@@ -416,6 +416,7 @@ pz_status pz_cfg_parse_gqa(const reader *r, gqa_family fam, pz_model_config *c) 
   PZ_CHECK(parse_gqa_rope(r, fam, c));
   if (!(c->rope.theta > 0.f)) return pz_error(PZ_ERR_CONFIG, "config %s: field \"rope_theta\" must be > 0", r->src);
   PZ_CHECK(parse_dual_chunk(r, c));
+  PZ_CHECK(pz_cfg_llama4_scaling(r, c));
   static const char *const acts[] = {"silu"};
   int act = 0;
   PZ_CHECK(pz_cfg_get_enum(r, "hidden_act", acts, 1, &act));

@@ -52,6 +52,12 @@ pz_status pz_cfg_check_group_routing(const reader *r, const pz_model_config *c, 
 pz_status pz_cfg_rope_object(const reader *r, float *theta, const cJSON **obj, const cJSON **from,
                              const char **name);
 
+/* Llama 4's query scaling ("llama_4_scaling_beta" in the RoPE object, non-zero): it is 1 below the RoPE object's
+ * original_max_position_embeddings (or the top-level one, the lower of the two), so c->max_position_embeddings is cut
+ * to that (read after every other use of max_position_embeddings). Without an original_max_position_embeddings:
+ * PZ_ERR_CONFIG, one line. */
+pz_status pz_cfg_llama4_scaling(const reader *r, pz_model_config *c);
+
 /* The DeepSeek-V2 family (MLA): deepseek_v2, deepseek_v3 and kimi_k2 (their transformers class defaults
  * fill absent fields) and configs without model_type (every dimension required). Reads r->root into c
  * (c->model_type set by the caller) and checks the values together. Errors: PZ_ERR_CONFIG, one line. */

@@ -75,12 +75,38 @@ static const mla_defaults mla_v3_defaults = {129280, 7168, 18432, 2048, 61, 128,
                                              8, 4, 8, 3, 4096, 2.5f, true, 2, 1};
 static const mla_defaults mla_v2_defaults = {102400, 4096, 11008, 1407, 32, 32, 2, 64, 512, 1536, 64, 128, 128,
                                              1, 1, 0 /* None: required */, 0, 2048, 1.0f, false, 0, 0};
+/* Mistral4Config (transformers 5.25; Mistral-Small-4): DeepSeek's MLA with a router of its own (softmax scores,
+ * groups chosen by their top-2 sums, norm_topk_prob); no topk_method / scoring_func fields. */
+static const mla_defaults mla_mistral4_defaults = {131072, 4096, 12288, 2048, 36, 32, 1, 128, 256, 1024, 64, 128, 64,
+                                                   1, 1, 4, 0, 1048576, 1.0f, true, 0, 0};
+
+/* What of a mistral4 config prezero cannot run as read: Mistral4Config fills in YaRN (factor 128) and Llama 4's query
+ * scaling when the RoPE object is absent, and its router picks groups by the top-2 sum of softmax scores, which none of
+ * prezero's topk_methods does (greedy ignores the groups); it has no topk_method / scoring_func fields, so another
+ * value there would be run by prezero and ignored by transformers. */
+static pz_status check_mistral4(const reader *r, const pz_model_config *c) {
+  const cJSON *rs = cJSON_GetObjectItemCaseSensitive(r->root, "rope_scaling");
+  const cJSON *rp = cJSON_GetObjectItemCaseSensitive(r->root, "rope_parameters");
+  if ((!rs || cJSON_IsNull(rs)) && (!rp || cJSON_IsNull(rp)))
+    return pz_error(PZ_ERR_CONFIG, "config %s: model_type mistral4 without \"rope_parameters\": Mistral4Config then fills "
+                    "in YaRN (factor 128) and Llama 4's query scaling, which prezero does not assume; give the RoPE "
+                    "object", r->src);
+  if (c->n_group > 1 && c->topk_group < c->n_group)
+    return pz_error(PZ_ERR_CONFIG, "config %s: field \"n_group\" is %lld with topk_group %lld; model_type mistral4 "
+                    "chooses groups by the top-2 sum of softmax scores, a router prezero does not have (n_group 1 or "
+                    "topk_group = n_group runs)", r->src, (long long)c->n_group, (long long)c->topk_group);
+  if (c->topk_method != PZ_TOPK_GREEDY || c->scoring_func != PZ_SCORE_SOFTMAX)
+    return pz_error(PZ_ERR_CONFIG, "config %s: fields \"topk_method\" / \"scoring_func\" say other than greedy / softmax; "
+                    "model_type mistral4 has neither field (transformers routes by softmax scores); remove them", r->src);
+  return PZ_OK;
+}
 
 /* The DeepSeek-V2 family (MLA): deepseek_v2, deepseek_v3, kimi_k2 and configs without model_type. */
 pz_status pz_cfg_parse_mla(const reader *r, pz_model_config *c) {
   c->attn = PZ_ATTN_MLA;
   const mla_defaults *d = !strcmp(c->model_type, "deepseek_v3") || !strcmp(c->model_type, "kimi_k2") ? &mla_v3_defaults
                           : !strcmp(c->model_type, "deepseek_v2")                                    ? &mla_v2_defaults
+                          : !strcmp(c->model_type, "mistral4")                                       ? &mla_mistral4_defaults
                                                                                                       : NULL;
   const bool req = d == NULL; /* dimensions are required only without a known model_type */
   if (d) {
@@ -157,6 +183,7 @@ pz_status pz_cfg_parse_mla(const reader *r, pz_model_config *c) {
   c->rope.mscale = 1.f;
   c->rope.mscale_all_dim = 0.f;
   PZ_CHECK(parse_rope_scaling(r, c));
+  PZ_CHECK(pz_cfg_llama4_scaling(r, c));
   /* transformers' DeepseekV3 reads rope_interleave (default true: the rotated pairs are adjacent, as
    * prezero's kernels and DeepSeek's checkpoints have them) and attention_bias (default false: biases
    * on q_a / q / kv_a / o); prezero has no kernels for the other values. */
@@ -169,6 +196,8 @@ pz_status pz_cfg_parse_mla(const reader *r, pz_model_config *c) {
   if (abias)
     return pz_error(PZ_ERR_CONFIG, "config %s: field \"attention_bias\" is true; prezero's MLA projections have no "
                     "biases (attention_bias false, DeepSeek's layout)", r->src);
+
+  if (d == &mla_mistral4_defaults) PZ_CHECK(check_mistral4(r, c));
 
   /* Consistency of the values read. */
   if (c->qk_rope_head_dim % 2)
