@@ -1,7 +1,7 @@
 /* Configs of a supported model_type (or with the MLA fields) that carry a field of another family
  * changing the math: refused with one line naming the field, never run as the plain family.
- * DeepSeek-V3.2 (index_*) and Kimi-Linear (linear_attn_config) are refused by model_type and by
- * their fields; neutral values (partial_rotary_factor 1, use_qk_norm false on llama, true on qwen3,
+ * DeepSeek-V3.2 (index_*), DeepSeek-V4 (o_lora_rank, hc_mult, compress_rates) and Kimi-Linear
+ * (linear_attn_config) are refused by model_type and by their fields; neutral values (partial_rotary_factor 1, use_qk_norm false on llama, true on qwen3,
  * query_pre_attn_scalar equal to head_dim, no_rope_layers all 1) still parse. Other DeepSeek layouts
  * without MLA fields are refused by model_type; Qwen2.5-1M's dual chunk attention limits the positions
  * to its first chunk. */
@@ -110,6 +110,18 @@ static void test_mla_variants(void) {
   EXPECT("{\"model_type\": \"deepseek_v3\", " MLA_BASE ", \"linear_attn_config\": {\"kda_layers\": [1]}}",
          MSG_VARIANT("field", "linear_attn_config", "Kimi Delta Attention (linear attention) layers"));
   EXPECT_OK("{\"model_type\": \"deepseek_v3\", " MLA_BASE ", \"index_topk\": null}");
+  /* DeepSeek-V4 (DeepseekV4Config's fields: q_lora_rank and the V3.2 indexer's, no kv_lora_rank) is named by its
+   * model_type, not as V3.2's indexer or a missing kv_lora_rank */
+  const char *v4 = "DeepSeek-V4 attention (compressed KV, hyper-connections, grouped low-rank o_proj)";
+  snprintf(want, sizeof want, MSG_VARIANT("model_type", "deepseek_v4", "%s"), v4);
+  EXPECT("{\"architectures\": [\"DeepseekV4ForCausalLM\"], \"model_type\": \"deepseek_v4\", \"vocab_size\": 129280, "
+         "\"hidden_size\": 4096, \"moe_intermediate_size\": 2048, \"num_hidden_layers\": 43, \"num_attention_heads\": 64, "
+         "\"num_key_value_heads\": 1, \"head_dim\": 512, \"q_lora_rank\": 1024, \"num_experts_per_tok\": 6, "
+         "\"n_routed_experts\": 256, \"scoring_func\": \"sqrtsoftplus\", \"hc_mult\": 4, \"sliding_window\": 128, "
+         "\"o_groups\": 8, \"o_lora_rank\": 1024, \"index_n_heads\": 64, \"index_head_dim\": 128, \"index_topk\": 512}", want);
+  EXPECT("{\"model_type\": \"deepseek_v4\"}", want); /* the class defaults */
+  snprintf(want, sizeof want, MSG_VARIANT("field", "o_lora_rank", "%s"), v4);
+  EXPECT("{" MLA_BASE ", \"o_lora_rank\": 1024}", want);
 }
 
 #define MSG_OTHER(mt)                                                                                                  \

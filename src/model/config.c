@@ -78,6 +78,9 @@ static pz_status parse_root(const reader *r, const cJSON *outer, pz_model_config
    * different model. Refused by model_type, and by the fields that carry the variant (a config
    * without model_type, or one whose class defaults fill them in). */
   static const struct { const char *mt, *f[3], *what; } variants[] = {
+      /* first: DeepSeek-V4's configs carry the V3.2 indexer fields too, and have no kv_lora_rank */
+      {"deepseek_v4", {"o_lora_rank", "hc_mult", "compress_rates"},
+       "DeepSeek-V4 attention (compressed KV, hyper-connections, grouped low-rank o_proj)"},
       {"deepseek_v32", {"index_topk", "index_n_heads", "index_head_dim"},
        "DeepSeek Sparse Attention (the lightning indexer and its top-k token selection)"},
       {"kimi_linear", {"linear_attn_config", NULL, NULL}, "Kimi Delta Attention (linear attention) layers"},
