@@ -139,8 +139,45 @@ static void test_other_deepseek(void) {
          MSG_OTHER("deepseek"));
   EXPECT("{\"model_type\": \"deepseek_vl_v2\", \"language_config\": {\"model_type\": \"deepseek_v2\", " MLA_BASE "}}",
          MSG_OTHER("deepseek_vl_v2"));
-  /* the MLA fields still make it a DeepSeek config whatever the model_type */
-  EXPECT_OK("{\"model_type\": \"deepseek_vl_v2\", " MLA_BASE "}");
+  /* the MLA fields still make it a DeepSeek config whatever the model_type, where the routing is stated or DeepSeek's
+   * remote code (auto_map) gives its defaults */
+  EXPECT_OK("{\"model_type\": \"deepseek_vl_v2\", " MLA_BASE ", \"scoring_func\": \"softmax\"}");
+  EXPECT_OK("{\"model_type\": \"deepseek_vl_v2\", " MLA_BASE ", \"auto_map\": {\"AutoConfig\": \"c.C\"}}");
+}
+
+/* MLA configs of other families: their own fields that change the math are refused, naming the field and the
+ * model_type, and a model_type without DeepSeek's remote code that states no routing is refused (GLM-4.7-Flash's
+ * glm4_moe_lite routes by sigmoid scores with a correction bias; prezero's default for an unknown model_type is
+ * DeepSeek's remote code's greedy softmax). */
+static void test_other_mla(void) {
+#define GLM_LITE(extra)                                                                                                \
+  "{\"architectures\": [\"Glm4MoeLiteForCausalLM\"], \"model_type\": \"glm4_moe_lite\", \"vocab_size\": 154880, "        \
+  "\"hidden_size\": 2048, \"intermediate_size\": 10240, \"moe_intermediate_size\": 1536, \"num_hidden_layers\": 47, "      \
+  "\"num_attention_heads\": 20, \"num_key_value_heads\": 20, \"n_shared_experts\": 1, \"n_routed_experts\": 64, "          \
+  "\"routed_scaling_factor\": 1.8, \"kv_lora_rank\": 512, \"q_lora_rank\": 768, \"qk_rope_head_dim\": 64, "                \
+  "\"v_head_dim\": 256, \"qk_nope_head_dim\": 192, \"n_group\": 1, \"topk_group\": 1, \"num_experts_per_tok\": 4, "        \
+  "\"norm_topk_prob\": true, \"max_position_embeddings\": 202752, \"rope_parameters\": {\"rope_type\": \"default\", "      \
+  "\"rope_theta\": 1000000}" extra "}"
+  EXPECT(GLM_LITE(", \"mlp_layer_types\": [\"dense\", \"sparse\"]"),
+         "config f.json: field \"mlp_layer_types\" (a per-layer choice of dense MLP or MoE, model_type glm4_moe_lite) is "
+         "not supported: prezero runs the DeepSeek MLA layout without it");
+  EXPECT(GLM_LITE(""), "config f.json: model_type \"glm4_moe_lite\" is not supported: an MLA layout whose transformers "
+         "class routes its experts as it defines, and the config states no scoring_func / topk_method for prezero to "
+         "follow; prezero runs deepseek_v2, deepseek_v3, kimi_k2 (MLA)");
+#undef GLM_LITE
+  /* openbmb/MiniCPM3-4B: MLA with muP scales (embeddings x12, residuals x1.4 / sqrt(layers), logits / (H / 256)) */
+  EXPECT("{\"architectures\": [\"MiniCPM3ForCausalLM\"], \"auto_map\": {\"AutoConfig\": "
+         "\"configuration_minicpm.MiniCPM3Config\"}, \"model_type\": \"minicpm3\", \"hidden_size\": 2560, "
+         "\"num_hidden_layers\": 62, \"num_attention_heads\": 40, \"num_key_value_heads\": 40, \"qk_nope_head_dim\": 64, "
+         "\"qk_rope_head_dim\": 32, \"q_lora_rank\": 768, \"kv_lora_rank\": 256, \"v_head_dim\": 64, "
+         "\"intermediate_size\": 6400, \"vocab_size\": 73448, \"max_position_embeddings\": 32768, \"scale_emb\": 12, "
+         "\"dim_model_base\": 256, \"scale_depth\": 1.4}",
+         "config f.json: field \"scale_emb\" (MiniCPM3's scaled embeddings, model_type minicpm3) is not supported: prezero "
+         "runs the DeepSeek MLA layout without it");
+  EXPECT("{\"model_type\": \"deepseek_v3\", " MLA_BASE ", \"layer_types\": [\"full_attention\", \"linear_attention\"]}",
+         "config f.json: field \"layer_types\" has an entry other than \"full_attention\" (model_type deepseek_v3); "
+         "prezero's MLA layers are all full attention");
+  EXPECT_OK("{\"model_type\": \"deepseek_v3\", " MLA_BASE ", \"layer_types\": [\"full_attention\", \"full_attention\"]}");
 }
 
 /* Qwen2.5-1M's dual_chunk_attention_config: full attention equals dual chunk attention within the
@@ -235,6 +272,7 @@ static void test_llama4_scaling(void) {
 
 int main(void) {
   test_llama4_scaling();
+  test_other_mla();
   test_other_deepseek();
   test_dual_chunk();
   test_gqa();

@@ -101,6 +101,52 @@ static pz_status check_mistral4(const reader *r, const pz_model_config *c) {
   return PZ_OK;
 }
 
+/* An MLA config of another model_type (its MLA fields make it one): fields of other MLA families that change the math
+ * and that the DeepSeek layout has no place for are refused rather than dropped: MiniCPM3's muP scales, LongCat-Flash's
+ * zero-computation experts, a per-layer dense / MoE list (GLM-4.7-Flash's glm4_moe_lite, axk1: mlp_layer_types),
+ * attention kinds per layer (layer_types other than full attention), layers without RoPE and soft-capped logits. And a
+ * model_type prezero has no defaults for, without DeepSeek's remote code (auto_map), that does not state its routing
+ * (scoring_func): its transformers class routes as it defines (glm4_moe_lite: sigmoid with a correction bias), not as
+ * DeepSeek's remote code defaults (greedy over softmax), so it is refused. */
+static pz_status check_other_mla(const reader *r, const pz_model_config *c) {
+  static const struct { const char *field, *what; } fields[] = {
+      {"scale_emb", "MiniCPM3's scaled embeddings"},
+      {"scale_depth", "MiniCPM3's scaled residuals"},
+      {"dim_model_base", "MiniCPM3's scaled logits"},
+      {"zero_expert_num", "LongCat-Flash's zero-computation experts"},
+      {"mlp_layer_types", "a per-layer choice of dense MLP or MoE"},
+      {"no_rope_layers", "layers without RoPE"},
+      {"final_logit_softcapping", "soft-capped logits"},
+      {"kv_source_layers", "layers that share another layer's KV cache"},
+  };
+  const char *mt = c->model_type[0] ? c->model_type : "(none)";
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(r->root, fields[i].field);
+    if (it && !cJSON_IsNull(it))
+      return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" (%s, model_type %s) is not supported: prezero runs the "
+                      "DeepSeek MLA layout without it", r->src, fields[i].field, fields[i].what, mt);
+  }
+  const cJSON *lt = cJSON_GetObjectItemCaseSensitive(r->root, "layer_types");
+  if (lt && !cJSON_IsNull(lt)) {
+    if (!cJSON_IsArray(lt)) return pz_cfg_type_err(r, "layer_types", "a list of strings", lt);
+    for (const cJSON *e = lt->child; e; e = e->next)
+      if (!cJSON_IsString(e) || strcmp(e->valuestring, "full_attention"))
+        return pz_error(PZ_ERR_CONFIG, "config %s: field \"layer_types\" has an entry other than \"full_attention\" "
+                        "(model_type %s); prezero's MLA layers are all full attention", r->src, mt);
+  }
+  return PZ_OK;
+}
+
+/* The routing part of check_other_mla, once the experts are read. */
+static pz_status check_other_routing(const reader *r, const pz_model_config *c, bool known) {
+  if (!known && c->model_type[0] && c->n_routed_experts > 0 && !cJSON_GetObjectItemCaseSensitive(r->root, "auto_map") &&
+      !cJSON_GetObjectItemCaseSensitive(r->root, "scoring_func"))
+    return pz_error(PZ_ERR_CONFIG, "config %s: model_type \"%s\" is not supported: an MLA layout whose transformers class "
+                    "routes its experts as it defines, and the config states no scoring_func / topk_method for prezero "
+                    "to follow; prezero runs deepseek_v2, deepseek_v3, kimi_k2 (MLA)", r->src, c->model_type);
+  return PZ_OK;
+}
+
 /* The DeepSeek-V2 family (MLA): deepseek_v2, deepseek_v3, kimi_k2 and configs without model_type. */
 pz_status pz_cfg_parse_mla(const reader *r, pz_model_config *c) {
   c->attn = PZ_ATTN_MLA;
@@ -109,6 +155,7 @@ pz_status pz_cfg_parse_mla(const reader *r, pz_model_config *c) {
                           : !strcmp(c->model_type, "mistral4")                                       ? &mla_mistral4_defaults
                                                                                                       : NULL;
   const bool req = d == NULL; /* dimensions are required only without a known model_type */
+  PZ_CHECK(check_other_mla(r, c)); /* before the required fields: another family's config may lack them */
   if (d) {
     c->vocab_size = d->vocab; c->hidden_size = d->hidden; c->intermediate_size = d->inter;
     c->moe_intermediate_size = d->moe_inter; c->num_hidden_layers = d->layers; c->num_attention_heads = d->heads;
@@ -198,6 +245,7 @@ pz_status pz_cfg_parse_mla(const reader *r, pz_model_config *c) {
                     "biases (attention_bias false, DeepSeek's layout)", r->src);
 
   if (d == &mla_mistral4_defaults) PZ_CHECK(check_mistral4(r, c));
+  PZ_CHECK(check_other_routing(r, c, d != NULL));
 
   /* Consistency of the values read. */
   if (c->qk_rope_head_dim % 2)
