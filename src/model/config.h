@@ -17,8 +17,9 @@ typedef enum pz_wquant {
 } pz_wquant;
 
 #define PZ_QUANT_MAX_PATTERNS 16   /* entries of targets */
-#define PZ_QUANT_MAX_IGNORE 256    /* entries of ignore (exports list every module they leave out by name: a
-                                    * small model's attention, shared experts, routers, lm_head) */
+#define PZ_QUANT_MAX_IGNORE 256    /* entries of ignore kept: "re:" patterns and the exact names that may name a
+                                    * routed expert (exports list every module they leave out by name: attention,
+                                    * shared experts, routers, lm_head, which are read but not kept) */
 #define PZ_QUANT_PATTERN_LEN 128   /* bytes of one entry, NUL included */
 
 /* quantization_config as far as prezero runs it. targets / ignore are compressed-tensors' module
@@ -207,7 +208,8 @@ typedef struct pz_model_config {
  * group_size 32, strategy "group", symmetric true, actorder null, not dynamic, and no
  * input/output activation quantisation; its targets and the top-level ignore list are kept
  * (at most PZ_QUANT_MAX_PATTERNS targets and PZ_QUANT_MAX_IGNORE ignore entries of PZ_QUANT_PATTERN_LEN - 1
- * bytes each; symmetric absent reads as true; the format may be given in the group; a "re:" pattern must
+ * bytes each, counting only the ignore entries kept: "re:" patterns and exact names of routed-expert
+ * projections, see pz_quant_applies; symmetric absent reads as true; the format may be given in the group; a "re:" pattern must
  * compile). Or quant_method "fp8" with fmt "e4m3" (when given) and weight_block_size
  * [rows, cols] (integers 1..65536). Anything else is PZ_ERR_CONFIG with one line naming the
  * unsupported field and value.
@@ -250,8 +252,10 @@ bool pz_config_layer_is_moe(const pz_model_config *c, int64_t layer);
  * rule); FP8: every Linear module but those an entry of modules_to_not_convert / ignored_layers (kept
  * in q->ignore) names: a suffix of the name, or a regex match from its start up to a module boundary
  * (transformers 5's should_convert_module; the checkpoint's dtypes decide the rest). q->ignore holds
- * only the entries that may name a routed expert's projection (the modules the builder asks about):
- * norm, router and lm_head entries are dropped at parse time.
+ * only the entries that may name a routed expert's projection (the modules the builder asks about; INT4:
+ * every "re:" pattern and the exact names of routed-expert projections): norm, router, attention,
+ * shared-expert and lm_head names are dropped at parse time, so for such a module the answer may differ
+ * from compressed-tensors' (the checkpoint's dtypes decide how it is read).
  * A "re:" pattern that does not compile matches nothing (pz_config_parse refuses such configs). */
 bool pz_quant_applies(const pz_quant_config *q, const char *module);
 

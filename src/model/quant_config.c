@@ -190,16 +190,19 @@ static bool skip_key_matches(const char *key, const char *module) {
   return hit;
 }
 
-/* Whether the FP8 skip-list key `key` can match (skip_key_matches) a routed expert's projection name as
- * the builder asks pz_quant_applies about it: "<prefix>layers.L.mlp.experts.E.{gate,up,down}_proj" or
- * Mixtral's "<prefix>layers.L.block_sparse_moe.experts.E.w{1,2,3}", prefix "model.",
- * "model.language_model." or "language_model.model.", for some L and E. Keys with regex syntax other
- * than '.' are kept (not judged); for the others every run of digits, in the key and in those names,
- * counts as one placeholder, so "model.layers.7.mlp.experts" is kept and a norm, a router
- * ("model.layers.7.mlp.gate") or lm_head is not. Published exports list every norm and router by name
- * (Qwen3-235B-A22B-FP8: 283 entries), more than q->ignore holds. */
-static bool fp8_key_may_name_expert(const char *key) {
-  if (strpbrk(key, "*+?[](){}|^$\\")) return true;
+/* Whether the skip-list key `key` can name a routed expert's projection as the builder asks pz_quant_applies
+ * about it: "<prefix>layers.L.mlp.experts.E.{gate,up,down}_proj" or Mixtral's
+ * "<prefix>layers.L.block_sparse_moe.experts.E.w{1,2,3}", prefix "model.", "model.language_model." or
+ * "language_model.model.", for some L and E. exact: as a compressed-tensors ignore entry that is not a "re:"
+ * pattern (the whole module name); else as an FP8 skip-list key (skip_key_matches: a suffix, or a match from
+ * the start up to a module boundary), where keys with regex syntax other than '.' are kept (not judged). Every
+ * run of digits, in the key and in those names, counts as one placeholder, so "model.layers.7.mlp.experts" is
+ * kept as an FP8 key and a norm, a router ("model.layers.7.mlp.gate"), an attention projection or lm_head is
+ * not. Published exports list every module they leave out by name (Qwen3-235B-A22B-FP8: 283 norms and
+ * routers; compressed-tensors' own ignore list of a DeepSeek-V3-shaped model that keeps attention and the
+ * shared experts in bf16: about 490 entries), more than q->ignore holds. */
+static bool key_may_name_expert(const char *key, bool exact) {
+  if (!exact && strpbrk(key, "*+?[](){}|^$\\")) return true;
   char k[PZ_QUANT_PATTERN_LEN];
   size_t o = 0;
   for (const char *c = key; *c && o + 1 < sizeof k; c++) {
@@ -217,6 +220,10 @@ static bool fp8_key_may_name_expert(const char *key) {
       char t[160];
       snprintf(t, sizeof t, "%slayers.#.%s", pre[a], proj[b]);
       const size_t lt = strlen(t);
+      if (exact) {
+        if (!strcmp(t, k)) return true;
+        continue;
+      }
       if (lk <= lt && !strcmp(t + lt - lk, k)) return true; /* a suffix */
       if (lk <= lt && !strncmp(t, k, lk) && (t[lk] == 0 || t[lk] == '.' || (lk && t[lk - 1] == '.'))) return true;
     }
@@ -282,17 +289,27 @@ static pz_status q_unsupported(const reader *r, const char *field, const char *g
                   field, got, supported);
 }
 
-/* A list of pattern strings into dst[max]. */
+/* A list of pattern strings into dst[max]. ignore_list (compressed-tensors' ignore): an exact module name
+ * that cannot name a routed expert's projection (key_may_name_expert; the only modules the builder asks
+ * pz_quant_applies about) is checked for type only and not kept, except the first naming transformers' newer
+ * text layout "model.language_model." (pz_quant_text_prefix reads the layout from it); "re:" patterns are
+ * all kept. max counts the entries kept. */
 static pz_status q_patterns(const reader *r, const cJSON *arr, const char *field, char (*dst)[PZ_QUANT_PATTERN_LEN],
-                            int max, int *n) {
+                            int max, int *n, bool ignore_list) {
   *n = 0;
+  bool inner = false;
   if (!arr || cJSON_IsNull(arr)) return PZ_OK;
   if (!cJSON_IsArray(arr)) return pz_cfg_type_err(r, field, "a list of strings", arr);
   for (const cJSON *e = arr->child; e; e = e->next) {
     if (!cJSON_IsString(e)) return pz_cfg_type_err(r, field, "a list of strings", e);
+    if (ignore_list && strncmp(e->valuestring, "re:", 3)) {
+      const bool names_inner = !inner && strstr(e->valuestring, "model.language_model.");
+      if (!names_inner && !key_may_name_expert(e->valuestring, true)) continue;
+      inner |= names_inner;
+    }
     if (*n >= max)
-      return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" has more than %d entries; prezero keeps at most %d", r->src,
-                      field, max, max);
+      return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" has more than %d entries%s; prezero keeps at most %d",
+                      r->src, field, max, ignore_list ? " that are \"re:\" patterns or name a routed expert" : "", max);
     if (strlen(e->valuestring) >= PZ_QUANT_PATTERN_LEN)
       return pz_error(PZ_ERR_CONFIG, "config %s: an entry of \"%s\" is longer than %d bytes", r->src, field,
                       PZ_QUANT_PATTERN_LEN - 1);
@@ -383,12 +400,12 @@ static pz_status parse_int4_group(const reader *r, const cJSON *q, bool top_form
   out->num_bits = 4;
   out->group_size = 32;
   PZ_CHECK(q_patterns(r, cJSON_GetObjectItemCaseSensitive(g, "targets"), "quantization_config.config_groups.*.targets",
-                      out->targets, PZ_QUANT_MAX_PATTERNS, &out->n_targets));
+                      out->targets, PZ_QUANT_MAX_PATTERNS, &out->n_targets, false));
   if (out->n_targets == 0)
     return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.config_groups.%s.targets is missing or empty", r->src,
                     g->string);
   return q_patterns(r, cJSON_GetObjectItemCaseSensitive(q, "ignore"), "quantization_config.ignore", out->ignore,
-                    PZ_QUANT_MAX_IGNORE, &out->n_ignore);
+                    PZ_QUANT_MAX_IGNORE, &out->n_ignore, true);
 }
 
 pz_status pz_cfg_parse_quant(const reader *r, const cJSON *outer, pz_quant_config *out) {
@@ -445,7 +462,7 @@ pz_status pz_cfg_parse_quant(const reader *r, const cJSON *outer, pz_quant_confi
     /* The modules left unquantised: transformers' FineGrainedFP8Config "modules_to_not_convert" and vLLM's
      * fp8 "ignored_layers", lists of module names or Python regexes (skip_key_matches: a suffix, or a
      * match from the start up to a module boundary); kept in out->ignore for pz_quant_applies when they
-     * may name a routed expert (fp8_key_may_name_expert). A key prezero cannot read as a regex is refused. */
+     * may name a routed expert (key_may_name_expert). A key prezero cannot read as a regex is refused. */
     static const char *const skip[] = {"modules_to_not_convert", "ignored_layers"};
     out->n_ignore = 0;
     bool inner = false;
@@ -469,7 +486,7 @@ pz_status pz_cfg_parse_quant(const reader *r, const cJSON *outer, pz_quant_confi
         /* kept: the keys that may name a routed expert, and the first naming transformers' newer text
          * layout (pz_quant_text_prefix reads the layout from it) */
         const bool names_inner = !inner && strstr(key, "model.language_model.");
-        if (!names_inner && !fp8_key_may_name_expert(key)) continue;
+        if (!names_inner && !key_may_name_expert(key, false)) continue;
         inner |= names_inner;
         if (out->n_ignore >= PZ_QUANT_MAX_IGNORE)
           return pz_error(PZ_ERR_CONFIG, "config %s: fields \"quantization_config.modules_to_not_convert\" and "
