@@ -155,6 +155,8 @@ static void narrow(ent *e) { e->shape[1] -= 1; e->nbytes = (size_t)(e->shape[0] 
 static void as_u32(ent *e) { e->dtype = PZ_ST_U32; }
 static void as_f16(ent *e) { e->dtype = PZ_ST_F16; }
 static void wrong_shape_value(ent *e) { ((int64_t *)e->data)[1] = 7; }
+static void transposed(ent *e) { const int64_t r = e->shape[0]; e->shape[0] = e->shape[1]; e->shape[1] = r; }
+static void as_f32_2(ent *e) { e->dtype = PZ_ST_F32; e->shape[0] = 2; e->nbytes = 8; } /* the same 16 bytes' first 8 */
 static void nan_scale(ent *e) { ((uint16_t *)e->data)[5] = 0x7fc0; } /* a bf16 NaN in the scales */
 
 int main(void) {
@@ -286,7 +288,14 @@ int main(void) {
   bad(&q, "e_sh_shape", "language_model.model.layers.2.mlp.shared_experts.gate_proj.weight_packed", narrow, PZ_ERR_SHAPE,
       "shared_experts.gate_proj.weight_packed");
   bad(&q, "e_wshape", "language_model.model.layers.1.mlp.shared_experts.up_proj.weight_shape", wrong_shape_value,
-      PZ_ERR_SHAPE, "weight_shape");
+      PZ_ERR_SHAPE, "up_proj.weight_shape\" must be an integer [2] holding [64, 64], but it holds [64, 7]; the checkpoint "
+      "does not match");
+  /* The message says what the checkpoint holds (was: "must be I32 [64, 8] ..., got I32" for a transposed
+   * [8, 64] tensor; and no "; <how to fix>" for weight_shape). */
+  bad(&q, "e_sh_transposed", "language_model.model.layers.2.mlp.shared_experts.gate_proj.weight_packed", transposed,
+      PZ_ERR_SHAPE, "got I32 [8, 64]; the checkpoint does not match");
+  bad(&q, "e_wshape_f32", "language_model.model.layers.1.mlp.shared_experts.up_proj.weight_shape", as_f32_2,
+      PZ_ERR_SHAPE, "but it is F32 [2]; the checkpoint does not match");
   bad(&q, "e_nan_scale", "language_model.model.layers.1.mlp.experts.4.gate_proj.weight_scale", nan_scale, PZ_ERR_IO,
       "non-finite");
   bad(&q, "e_sh_nan_scale", "language_model.model.layers.2.mlp.shared_experts.up_proj.weight_scale", nan_scale, PZ_ERR_IO,
@@ -294,7 +303,7 @@ int main(void) {
   bad(&q, "e_wshape_routed", "language_model.model.layers.1.mlp.experts.6.down_proj.weight_shape", wrong_shape_value,
       PZ_ERR_SHAPE, "experts.6.down_proj.weight_shape");
   bad(&q, "e_noshape_routed", "language_model.model.layers.2.mlp.experts.1.gate_proj.weight_shape", NULL, PZ_ERR_SHAPE,
-      "missing");
+      "experts.1.gate_proj.weight_shape\" must be an integer [2] holding [64, 64], but it is missing; the checkpoint");
   /* Zero points or a column order beside the packed weights (an asymmetric or actorder export): refused on one
    * line, whatever config.json says. */
   static const char *const extra[] = {"language_model.model.layers.1.mlp.experts.0.gate_proj.weight_zero_point",
@@ -309,6 +318,24 @@ int main(void) {
     CHECK_ST(decode(x ? "e_g_idx" : "e_zero_point", 1, tz, NULL), PZ_ERR_UNSUPPORTED);
     CHECK(strstr(pz_last_error(), extra[x]) && strstr(pz_last_error(), x ? "column order" : "zero points") &&
           !strchr(pz_last_error(), '\n'));
+    free_ents(&s);
+  }
+  /* A module stored both as a bf16 X.weight and as pack-quantized X.weight_packed: refused on one line naming both
+   * (was: the shared expert's bf16 copy read and its INT4 one dropped, the routed expert's the other way round,
+   * with no word). */
+  static const char *const twice[] = {"language_model.model.layers.2.mlp.shared_experts.down_proj",
+                                      "language_model.model.layers.1.mlp.experts.5.up_proj"};
+  for (int x = 0; x < 2; x++) {
+    ents s = {.n = 0};
+    for (int i = 0; i < q.n; i++) add(&s, q.e[i].name, q.e[i].dtype, q.e[i].ndim, q.e[i].shape, q.e[i].data);
+    char nm[260], sub[32];
+    snprintf(nm, sizeof nm, "%s.weight", twice[x]);
+    add(&s, nm, PZ_ST_BF16, 2, (int64_t[]){64, 64}, NULL);
+    snprintf(sub, sizeof sub, "e_twice_%d", x);
+    write_ck(sub, cfg_int4, &s);
+    int32_t tz[STEPS * M];
+    CHECK_ST(decode(sub, 1, tz, NULL), PZ_ERR_DTYPE);
+    CHECK(strstr(pz_last_error(), nm) && strstr(pz_last_error(), "is stored twice") && !strchr(pz_last_error(), '\n'));
     free_ents(&s);
   }
   /* INT4 scales in another dtype than BF16 (same bytes, read as F16), on a routed and on a shared expert: refused by

@@ -50,10 +50,18 @@ static pz_status check_weight_shape(const pz_checkpoint *ck, const char *shn, in
       if (sh->dtype == PZ_ST_I64) memcpy(&shape[d], (const char *)sh->data + 8 * d, 8);
       else { int32_t v; memcpy(&v, (const char *)sh->data + 4 * d, 4); shape[d] = v; }
     }
-  if (!sh || shape[0] != rows || shape[1] != cols)
-    return pz_error(PZ_ERR_SHAPE, "checkpoint %s: \"%s\" must be an integer [2] holding [%lld, %lld]%s", ck->dir, full,
-                    (long long)rows, (long long)cols, sh ? "" : " (it is missing)");
-  return PZ_OK;
+  if (sh && shape[0] == rows && shape[1] == cols) return PZ_OK;
+  char got[160];
+  if (!sh) snprintf(got, sizeof got, "it is missing");
+  else if ((sh->dtype == PZ_ST_I64 || sh->dtype == PZ_ST_I32) && sh->numel == 2)
+    snprintf(got, sizeof got, "it holds [%lld, %lld]", (long long)shape[0], (long long)shape[1]);
+  else {
+    char a[128];
+    shape_str(a, sizeof a, sh->ndim, sh->shape);
+    snprintf(got, sizeof got, "it is %s %s", pz_st_dtype_name(sh->dtype), a);
+  }
+  return pz_error(PZ_ERR_SHAPE, "checkpoint %s: \"%s\" must be an integer [2] holding [%lld, %lld], but %s; the checkpoint "
+                  "does not match its config.json", ck->dir, full, (long long)rows, (long long)cols, got);
 }
 
 /* INT4 source read as values: `name` = "X.weight" is absent, "X.weight_packed" int32 [rows, cols/8],
@@ -67,13 +75,16 @@ static pz_status get_int4_values(pz_checkpoint *ck, const char *name, const char
   snprintf(shn, sizeof shn, "%s.weight_shape", base);
   const pz_st_tensor *w = ck_find(ck, pn, full, sizeof full);
   if (nd != 2 || want[1] % 8)
-    return pz_error(PZ_ERR_SHAPE, "checkpoint %s: INT4 tensor \"%s\" (for %s) must be 2-D with columns a multiple of 8",
-                    ck->dir, full, for_t);
-  if (w->dtype != PZ_ST_I32 || w->ndim != 2 || w->shape[0] != want[0] || w->shape[1] != want[1] / 8)
+    return pz_error(PZ_ERR_SHAPE, "checkpoint %s: INT4 tensor \"%s\" (for %s) must be 2-D with columns a multiple of 8; "
+                    "prezero reads pack-quantized weights of 2-D Linear modules only", ck->dir, full, for_t);
+  if (w->dtype != PZ_ST_I32 || w->ndim != 2 || w->shape[0] != want[0] || w->shape[1] != want[1] / 8) {
+    char a[128];
+    shape_str(a, sizeof a, w->ndim, w->shape);
     return pz_error(PZ_ERR_SHAPE, "checkpoint %s: \"%s\" must be I32 [%lld, %lld] (eight 4-bit values per word of the "
-                    "[%lld, %lld] weight), got %s; the checkpoint does not match its config.json", ck->dir, full,
+                    "[%lld, %lld] weight), got %s %s; the checkpoint does not match its config.json", ck->dir, full,
                     (long long)want[0], (long long)(want[1] / 8), (long long)want[0], (long long)want[1],
-                    pz_st_dtype_name(w->dtype));
+                    pz_st_dtype_name(w->dtype), a);
+  }
   char wfull[600];
   snprintf(wfull, sizeof wfull, "%s", full); /* weight_packed's name as stored */
   const pz_st_tensor *sc = ck_find(ck, sn, full, sizeof full);
@@ -475,7 +486,8 @@ pz_status pz_checkpoint_plan(pz_checkpoint *ck, const pz_model_config *c, const 
    * dropped, and the tokens silently wrong: transformers gives o_proj a bias when a Llama / Qwen3
    * config has attention_bias true, for example, and prezero's o_proj has none. Refused. */
   /* The same for the zero points and the column order of an INT4 layout that prezero's does not have
-   * (asymmetric, actorder "group"), whatever the config says: the weights would be read wrongly. */
+   * (asymmetric, actorder "group"), whatever the config says: the weights would be read wrongly; and for a
+   * module stored both unquantised and pack-quantized. */
   /* the text model's names: under ck->prefix, or "model.language_model." (its layers "layers.N.") */
   const char *tp = ck->lm_inner ? "model.language_model." : ck->prefix;
   const char *layers_fmt = ck->lm_inner ? "layers.%d." : "model.layers.%d.";
@@ -492,6 +504,18 @@ pz_status pz_checkpoint_plan(pz_checkpoint *ck, const pz_model_config *c, const 
       return pz_error(PZ_ERR_UNSUPPORTED, "checkpoint %s: tensor \"%s\" holds %s, which prezero's INT4 experts do not "
                       "have (symmetric, group 32, columns in order); the weights would be read wrongly, so it is not loaded",
                       ck->dir, nm, layout);
+    }
+    /* One module stored twice, as X.weight and as pack-quantized X.weight_packed (a tool that kept the source
+     * weight beside the compressed one): which one prezero read would depend on how the config names it. */
+    if (l > 14 && !strcmp(nm + l - 14, ".weight_packed")) {
+      char plain[600];
+      snprintf(plain, sizeof plain, "%.*s", (int)(l - 7), nm);
+      if (pz_checkpoint_find(ck, plain)) {
+        pz_ck_free_plans(ck);
+        return pz_error(PZ_ERR_DTYPE, "checkpoint %s: module \"%.*s\" is stored twice, as \"%s\" (%s) and as "
+                        "pack-quantized \"%s\"; prezero would read one and drop the other, so it is not loaded: remove "
+                        "the stale one", ck->dir, (int)(l - 14), nm, plain, pz_st_dtype_name(pz_checkpoint_find(ck, plain)->dtype), nm);
+      }
     }
   }
   for (int k = 0; k < ck->n; k++) {
