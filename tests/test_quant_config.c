@@ -275,9 +275,24 @@ int main(void) {
   CHECK(!strcmp(pz_wquant_name(PZ_WQ_INT4), "int4") && !strcmp(pz_wquant_name(PZ_WQ_NONE), "bf16"));
 
   /* Unsupported schemes: one line naming the field. */
-  expect_bad(ct("{\"num_bits\": 8, \"group_size\": 32, \"strategy\": \"group\", \"symmetric\": true}", NULL), "num_bits");
-  expect_bad(ct("{\"num_bits\": 4, \"group_size\": 128, \"strategy\": \"group\", \"symmetric\": true}", NULL), "group_size");
-  expect_bad(ct("{\"num_bits\": 4, \"group_size\": null, \"strategy\": \"channel\", \"symmetric\": true}", NULL), "group_size");
+  /* The field named by its path in the group (was "quantization_config.weights.num_bits"). */
+  expect_bad(ct("{\"num_bits\": 8, \"group_size\": 32, \"strategy\": \"group\", \"symmetric\": true}", NULL),
+             "quantization_config.config_groups.group_0.weights.num_bits is 8, which prezero does not support");
+  expect_bad(ct("{\"num_bits\": 4, \"group_size\": 128, \"strategy\": \"group\", \"symmetric\": true}", NULL),
+             "config_groups.group_0.weights.group_size is 128, which prezero does not support (group_size 32");
+  /* A per-channel scheme (group_size null) is refused for its strategy (was: for a "missing or null"
+   * group_size, as though adding one would do). */
+  expect_bad(ct("{\"num_bits\": 4, \"group_size\": null, \"strategy\": \"channel\", \"symmetric\": true}", NULL),
+             "config_groups.group_0.weights.strategy is channel, which prezero does not support");
+  expect_bad(ct("{\"num_bits\": 4, \"strategy\": \"block\", \"block_structure\": [128, 128], \"symmetric\": true}", NULL),
+             "weights.strategy is block");
+  expect_bad(ct("{\"num_bits\": 4, \"symmetric\": true}", NULL), "weights.strategy is missing");
+  /* No strategy but a group_size: compressed-tensors' QuantizationArgs infers "group" (was: refused). */
+  CHECK_OK(parse_with(ct("{\"num_bits\": 4, \"group_size\": 32, \"symmetric\": true}", NULL), &c));
+  CHECK(c.quant.kind == PZ_WQ_INT4 && c.quant.group_size == 32);
+  CHECK_OK(parse_with(ct("{\"num_bits\": 4, \"group_size\": 32, \"strategy\": null}", NULL), &c));
+  CHECK(c.quant.kind == PZ_WQ_INT4);
+  expect_bad(ct("{\"num_bits\": 4, \"group_size\": 128}", NULL), "weights.group_size is 128");
   expect_bad(ct("{\"num_bits\": 4, \"group_size\": 32, \"strategy\": \"channel\", \"symmetric\": true}", NULL), "strategy");
   expect_bad(ct("{\"num_bits\": 4, \"group_size\": 32, \"strategy\": \"group\", \"symmetric\": false}", NULL), "symmetric");
   expect_bad(ct("{\"num_bits\": 4, \"group_size\": 32, \"strategy\": \"group\", \"symmetric\": true, \"actorder\": \"group\"}", NULL),

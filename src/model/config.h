@@ -209,7 +209,8 @@ typedef struct pz_model_config {
  * input/output activation quantisation; its targets and the top-level ignore list are kept
  * (at most PZ_QUANT_MAX_PATTERNS targets and PZ_QUANT_MAX_IGNORE ignore entries of PZ_QUANT_PATTERN_LEN - 1
  * bytes each, counting only the ignore entries kept: "re:" patterns and exact names of routed-expert
- * projections, see pz_quant_applies; symmetric absent reads as true; the format may be given in the group; a "re:" pattern must
+ * projections, see pz_quant_applies; symmetric absent reads as true, strategy absent as "group" when
+ * group_size is given (compressed-tensors infers it so); the format may be given in the group; a "re:" pattern must
  * compile). Or quant_method "fp8" with fmt "e4m3" (when given) and weight_block_size
  * [rows, cols] (integers 1..65536). Anything else is PZ_ERR_CONFIG with one line naming the
  * unsupported field and value.

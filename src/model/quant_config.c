@@ -289,6 +289,13 @@ static pz_status q_unsupported(const reader *r, const char *field, const char *g
                   field, got, supported);
 }
 
+/* q_unsupported for field `f` of config group g's weights ("config_groups.<name>.weights.<f>"). */
+static pz_status w_unsupported(const reader *r, const cJSON *g, const char *f, const char *got, const char *supported) {
+  char field[200];
+  snprintf(field, sizeof field, "config_groups.%.80s.weights.%s", g->string, f);
+  return q_unsupported(r, field, got, supported);
+}
+
 /* A list of pattern strings into dst[max]. ignore_list (compressed-tensors' ignore): an exact module name
  * that cannot name a routed expert's projection (key_may_name_expert; the only modules the builder asks
  * pz_quant_applies about) is checked for type only and not kept, except the first naming transformers' newer
@@ -347,8 +354,11 @@ static pz_status parse_int4_group(const reader *r, const cJSON *q, bool top_form
   snprintf(where, sizeof where, "quantization_config.config_groups.%s.", g->string);
   PZ_CHECK(pz_cfg_check_duplicates(r, g, where));
   const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(g, "format");
-  if (fmt && !cJSON_IsNull(fmt) && (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "pack-quantized")))
-    return q_unsupported(r, "config_groups.format", cJSON_IsString(fmt) ? fmt->valuestring : "not a string", Q_SUPPORTED);
+  if (fmt && !cJSON_IsNull(fmt) && (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "pack-quantized"))) {
+    char field[160];
+    snprintf(field, sizeof field, "config_groups.%.80s.format", g->string);
+    return q_unsupported(r, field, cJSON_IsString(fmt) ? fmt->valuestring : "not a string", Q_SUPPORTED);
+  }
   if (!top_format && !cJSON_IsString(fmt))
     return q_unsupported(r, "format", "missing (neither quantization_config.format nor the group's)", Q_SUPPORTED);
   const char *acts[] = {"input_activations", "output_activations"};
@@ -366,36 +376,41 @@ static pz_status parse_int4_group(const reader *r, const cJSON *q, bool top_form
   PZ_CHECK(pz_cfg_check_duplicates(r, w, where));
   const cJSON *ty = cJSON_GetObjectItemCaseSensitive(w, "type");
   if (ty && !(cJSON_IsString(ty) && !strcmp(ty->valuestring, "int")))
-    return q_unsupported(r, "weights.type", cJSON_IsString(ty) ? ty->valuestring : "not a string", Q_SUPPORTED);
+    return w_unsupported(r, g, "type", cJSON_IsString(ty) ? ty->valuestring : "not a string", Q_SUPPORTED);
   const cJSON *nb = cJSON_GetObjectItemCaseSensitive(w, "num_bits");
   if (!cJSON_IsNumber(nb) || nb->valuedouble != 4) {
     char got[64];
     snprintf(got, sizeof got, cJSON_IsNumber(nb) ? "%g" : nb ? "not a number" : "missing",
              cJSON_IsNumber(nb) ? nb->valuedouble : 0.0);
-    return q_unsupported(r, "weights.num_bits", got, "num_bits 4");
+    return w_unsupported(r, g, "num_bits", got, "num_bits 4");
   }
+  /* The strategy before the group size: a per-channel or block scheme (group_size null) is refused for its
+   * strategy. Absent, compressed-tensors' QuantizationArgs infers "group" from a positive group_size. */
   const cJSON *gs = cJSON_GetObjectItemCaseSensitive(w, "group_size");
+  const cJSON *stg = cJSON_GetObjectItemCaseSensitive(w, "strategy");
+  const bool stg_absent = !stg || cJSON_IsNull(stg);
+  if (!(stg_absent && cJSON_IsNumber(gs) && gs->valuedouble > 0) &&
+      (!cJSON_IsString(stg) || strcmp(stg->valuestring, "group")))
+    return w_unsupported(r, g, "strategy", cJSON_IsString(stg) ? stg->valuestring : stg_absent ? "missing" : "not a string",
+                         "strategy \"group\"");
   if (!cJSON_IsNumber(gs) || gs->valuedouble != 32) {
     char got[64];
     snprintf(got, sizeof got, cJSON_IsNumber(gs) ? "%g" : "missing or null", cJSON_IsNumber(gs) ? gs->valuedouble : 0.0);
-    return q_unsupported(r, "weights.group_size", got, "group_size 32");
+    return w_unsupported(r, g, "group_size", got, "group_size 32: the INT4 kernels' group");
   }
-  const cJSON *stg = cJSON_GetObjectItemCaseSensitive(w, "strategy");
-  if (!cJSON_IsString(stg) || strcmp(stg->valuestring, "group"))
-    return q_unsupported(r, "weights.strategy", cJSON_IsString(stg) ? stg->valuestring : "missing", "strategy \"group\"");
   const cJSON *sym = cJSON_GetObjectItemCaseSensitive(w, "symmetric");
   if (sym && !cJSON_IsTrue(sym)) /* absent: compressed-tensors' default, symmetric */
-    return q_unsupported(r, "weights.symmetric", "not true", "symmetric INT4 (no zero points)");
+    return w_unsupported(r, g, "symmetric", "not true", "symmetric INT4 (no zero points)");
   /* actorder "weight" (alias "static") reorders the columns only while quantising: the stored columns and
    * their groups are in the natural order, no g_idx. "group" (alias "dynamic") permutes the groups (g_idx). */
   const cJSON *ao = cJSON_GetObjectItemCaseSensitive(w, "actorder");
   if (ao && !cJSON_IsNull(ao) && !cJSON_IsFalse(ao) &&
       !(cJSON_IsString(ao) && (!strcmp(ao->valuestring, "weight") || !strcmp(ao->valuestring, "static"))))
-    return q_unsupported(r, "weights.actorder", cJSON_IsString(ao) ? ao->valuestring : "set",
+    return w_unsupported(r, g, "actorder", cJSON_IsString(ao) ? ao->valuestring : "set",
                          "actorder null, \"weight\" or \"static\": columns and groups in their natural order");
   const cJSON *dyn = cJSON_GetObjectItemCaseSensitive(w, "dynamic");
   if (dyn && !cJSON_IsFalse(dyn) && !cJSON_IsNull(dyn))
-    return q_unsupported(r, "weights.dynamic", "set", "static weight scales");
+    return w_unsupported(r, g, "dynamic", "set", "static weight scales");
   out->kind = PZ_WQ_INT4;
   out->num_bits = 4;
   out->group_size = 32;
