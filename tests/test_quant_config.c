@@ -168,6 +168,25 @@ int main(void) {
   CHECK(c.quant.n_ignore == 2 && !strcmp(pz_quant_text_prefix(&c.quant), "model.language_model."));
   CHECK(!pz_quant_applies(&c.quant, "model.language_model.layers.1.mlp.experts.0.down_proj") &&
         pz_quant_applies(&c.quant, "model.language_model.layers.2.mlp.experts.0.down_proj"));
+  /* A text_config-wrapped config with a quantization_config at both levels (a text_config copied from an FP8
+   * base model, the compressed-tensors scheme of the export at the top): the top-level one is read, as
+   * transformers and vLLM read it (was: text_config's, and the INT4 checkpoint refused as not FP8). A null
+   * top-level one leaves text_config's (vLLM's fallback). */
+  {
+    static char wrapped[8192];
+    static const char *const inner_q = "{\"quant_method\": \"fp8\", \"fmt\": \"e4m3\", \"weight_block_size\": [128, 128]}";
+    for (int k = 0; k < 2; k++) {
+      snprintf(wrapped, sizeof wrapped,
+               "{\"model_type\": \"kimi_k25\", \"quantization_config\": %s, \"text_config\": {\"model_type\": \"kimi_k2\", "
+               "\"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"q_lora_rank\": 32,"
+               " \"kv_lora_rank\": 32, \"qk_nope_head_dim\": 16, \"qk_rope_head_dim\": 8, \"v_head_dim\": 16,"
+               " \"n_routed_experts\": 8, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 64,"
+               " \"intermediate_size\": 128, \"vocab_size\": 256, \"max_position_embeddings\": 512, "
+               "\"quantization_config\": %s}}", k ? "null" : ct(W_OK, NULL), inner_q);
+      CHECK_OK(pz_config_parse(wrapped, strlen(wrapped), "w.json", &c));
+      CHECK(c.text_config && c.quant.kind == (k ? PZ_WQ_FP8 : PZ_WQ_INT4));
+    }
+  }
   /* The format only in the group (compressed-tensors takes either place); missing at both: refused. */
   CHECK_OK(parse_with("{\"quant_method\": \"compressed-tensors\", \"config_groups\": {\"g\": {\"format\": "
                       "\"pack-quantized\", \"targets\": [\"Linear\"], \"weights\": " W_OK "}}}", &c));

@@ -203,7 +203,7 @@ typedef struct pz_model_config {
  * num_hidden_layers (qwen2, qwen3, dots1), a null max_window_layers under a window, and an explicit
  * sliding_window 0 where it applies (it masks every key).
  *
- * quantization_config (inside text_config, or at the top level): quant_method "compressed-tensors"
+ * quantization_config (at the top level, else inside text_config, as transformers and vLLM read it): quant_method "compressed-tensors"
  * with format "pack-quantized" and one config group whose weights are type "int", num_bits 4,
  * group_size 32, strategy "group", symmetric true, actorder null, not dynamic, and no
  * input/output activation quantisation; its targets and the top-level ignore list are kept

@@ -19,8 +19,8 @@ pz_status pz_cfg_type_err(const reader *r, const char *field, const char *want, 
  * (PZ_ERR_CONFIG naming where + the key) rather than silently disagreeing with the reference. */
 pz_status pz_cfg_check_duplicates(const reader *r, const cJSON *obj, const char *where);
 
-/* quantization_config of r's root (or of outer, the text_config wrapper's object, when the root has
- * none) into out (zeroed first; kind PZ_WQ_NONE when absent or null). Errors: PZ_ERR_CONFIG, one line
+/* quantization_config of outer (the text_config wrapper's object) when it has one that is not null, else of
+ * r's root (text_config, or the whole config when outer is NULL), as transformers and vLLM choose, into out (zeroed first; kind PZ_WQ_NONE when absent or null). Errors: PZ_ERR_CONFIG, one line
  * naming the unsupported field and what is supported (model/config.h pz_config_parse). */
 pz_status pz_cfg_parse_quant(const reader *r, const cJSON *outer, pz_quant_config *out);
 

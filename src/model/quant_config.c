@@ -425,8 +425,10 @@ static pz_status parse_int4_group(const reader *r, const cJSON *q, bool top_form
 
 pz_status pz_cfg_parse_quant(const reader *r, const cJSON *outer, pz_quant_config *out) {
   memset(out, 0, sizeof *out);
-  const cJSON *q = cJSON_GetObjectItemCaseSensitive(r->root, "quantization_config");
-  if (!q && outer) q = cJSON_GetObjectItemCaseSensitive(outer, "quantization_config");
+  /* The top-level one first, as transformers (the model's config.quantization_config) and vLLM read a wrapped
+   * config; text_config's when the top has none (vLLM's fallback). */
+  const cJSON *top = outer ? cJSON_GetObjectItemCaseSensitive(outer, "quantization_config") : NULL;
+  const cJSON *q = top && !cJSON_IsNull(top) ? top : cJSON_GetObjectItemCaseSensitive(r->root, "quantization_config");
   if (!q || cJSON_IsNull(q)) return PZ_OK;
   if (!cJSON_IsObject(q)) return pz_cfg_type_err(r, "quantization_config", "an object", q);
   PZ_CHECK(pz_cfg_check_duplicates(r, q, "quantization_config."));
