@@ -98,7 +98,8 @@ static inline int pz_cli_empty_model_flag(const char *cmd, const char *flag, con
   if (!strcmp(flag, "--model"))
     fprintf(stderr, "prezero %s: --model is empty; give it the path of a Hugging Face checkpoint directory\n", cmd);
   else
-    fprintf(stderr, "prezero %s: %s is empty; use a preset (%s) or a config.json path\n", cmd, flag, presets);
+    fprintf(stderr, "prezero %s: %s is empty; use a preset (%s) or a config.json path\n", cmd, flag,
+            presets ? presets : "see --help");
   return PZ_CLI_EXIT_USAGE;
 }
 
