@@ -784,6 +784,34 @@ static void test_index_paths(void) {
   const pz_st_tensor *tw = pz_checkpoint_find(ck, "w"), *tt = pz_checkpoint_find(ck, "t");
   CHECK(tw && strstr(tw->file->path, "/ix/s..safetensors") && tt && strstr(tt->file->path, "/ix/./s.safetensors"));
   pz_checkpoint_close(ck);
+  /* One shard named by several spellings ("x", "./x", ".//x") and through a symbolic link: opened once, so
+   * its tensors are not taken for copies in two shards (transformers reads such an index). */
+  pz_st_write_entry two[2] = {{"a", PZ_ST_F32, 1, {1}, v}, {"b", PZ_ST_F32, 1, {1}, v + 1}};
+  path2(p, sizeof p, "ix", "two.safetensors");
+  CHECK_OK(pz_st_write(p, 2, two));
+  path2(p, sizeof p, "ix", "sub/link.safetensors");
+  unlink(p);
+  CHECK(symlink("../two.safetensors", p) == 0);
+  static const char *const aliases[][2] = {{"two.safetensors", "./two.safetensors"},
+                                           {".//two.safetensors", "two.safetensors"},
+                                           {"two.safetensors", "sub/link.safetensors"},
+                                           {"sub/link.safetensors", "./sub//link.safetensors"}};
+  for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++) {
+    snprintf(idx, sizeof idx, "{\"weight_map\":{\"a\":\"%s\",\"b\":\"%s\"}}", aliases[i][0], aliases[i][1]);
+    write_text("ix", "model.safetensors.index.json", idx);
+    snprintf(p, sizeof p, "%s/ix", dir);
+    ck = NULL;
+    pz_status ast = pz_checkpoint_open(p, &ck);
+    const pz_st_tensor *ta = ck ? pz_checkpoint_find(ck, "a") : NULL, *tb = ck ? pz_checkpoint_find(ck, "b") : NULL;
+    float fa = 0, fb = 0;
+    if (ta && tb) { memcpy(&fa, ta->data, 4); memcpy(&fb, tb->data, 4); }
+    if (ast != PZ_OK || pz_checkpoint_count(ck) != 2 || !ta || !tb || ta->file != tb->file || fa != 1 || fb != 2) {
+      fprintf(stderr, "FAIL: index %s -> %s [%s], want one shard holding a = 1, b = 2\n", idx, pz_status_string(ast),
+              ast == PZ_OK ? "" : pz_last_error());
+      pz_test_failures++;
+    }
+    pz_checkpoint_close(ck);
+  }
   /* Text after the index's JSON object is refused; trailing whitespace is not. */
   write_text("ix", "model.safetensors.index.json", "{\"weight_map\":{\"t\":\"s.safetensors\"}} {\"x\":1}");
   snprintf(p, sizeof p, "%s/ix", dir);

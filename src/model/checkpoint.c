@@ -86,21 +86,58 @@ static bool escapes_dir(const char *fname) {
   }
 }
 
+/* True when shard names a and b name the same path below the directory: equal but for "." components and
+ * repeated slashes ("./model-00001-of-00002.safetensors" is "model-00001-of-00002.safetensors"). */
+static bool same_shard_name(const char *a, const char *b) {
+  for (;;) {
+    for (;;) { /* skip empty and "." components */
+      if (a[0] == '/') a++;
+      else if (a[0] == '.' && (a[1] == '/' || !a[1])) a += 1;
+      else break;
+    }
+    for (;;) {
+      if (b[0] == '/') b++;
+      else if (b[0] == '.' && (b[1] == '/' || !b[1])) b += 1;
+      else break;
+    }
+    const size_t na = strcspn(a, "/"), nb = strcspn(b, "/");
+    if (na != nb || memcmp(a, b, na)) return false;
+    if (!na) return true; /* both at their ends */
+    a += na;
+    b += nb;
+  }
+}
+
+/* The shard fname of the index, opened once: an index may name one file by several spellings ("x" and "./x"),
+ * or through a link; transformers then reads the same tensors twice, which are one copy here. */
 static pz_status add_file(pz_checkpoint *ck, const char *fname, pz_st_file **out) {
   for (int i = 0; i < ck->n_files; i++) {
     const char *p = ck->files[i]->path, *base = p + strlen(ck->dir) + 1;
-    if (!strcmp(base, fname)) { *out = ck->files[i]; return PZ_OK; }
+    if (same_shard_name(base, fname)) { *out = ck->files[i]; return PZ_OK; }
   }
   if (escapes_dir(fname))
     return pz_error(PZ_ERR_IO, "checkpoint %s: the index names shard \"%s\", outside the checkpoint directory (an "
                     "absolute path or a \"..\" component); name shards relative to the directory", ck->dir, fname);
   char *path = join(ck->dir, fname);
+  if (!path) return pz_error(PZ_ERR_OOM, "checkpoint %s: out of memory", ck->dir);
+  struct stat sb;
+  const bool have_id = stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+  for (int i = 0; have_id && i < ck->n_files; i++)
+    if (ck->file_ids[i].dev == sb.st_dev && ck->file_ids[i].ino == sb.st_ino) {
+      free(path);
+      *out = ck->files[i];
+      return PZ_OK;
+    }
   pz_st_file **nf = realloc(ck->files, sizeof *nf * (size_t)(ck->n_files + 1));
   if (nf) ck->files = nf; /* before any early return: realloc may have moved (and freed) the old block */
-  if (!path || !nf) { free(path); return pz_error(PZ_ERR_OOM, "checkpoint %s: out of memory", ck->dir); }
+  struct pz_ck_file_id *ni = nf ? realloc(ck->file_ids, sizeof *ni * (size_t)(ck->n_files + 1)) : NULL;
+  if (ni) ck->file_ids = ni;
+  if (!nf || !ni) { free(path); return pz_error(PZ_ERR_OOM, "checkpoint %s: out of memory", ck->dir); }
   pz_status st = pz_st_open(path, &ck->files[ck->n_files]);
   free(path);
   PZ_CHECK(st);
+  ck->file_ids[ck->n_files].dev = have_id ? sb.st_dev : 0;
+  ck->file_ids[ck->n_files].ino = have_id ? sb.st_ino : 0;
   *out = ck->files[ck->n_files++];
   return PZ_OK;
 }
@@ -225,6 +262,7 @@ void pz_checkpoint_close(pz_checkpoint *ck) {
   pz_ck_free_plans(ck);
   for (int i = 0; i < ck->n_files; i++) pz_st_close(ck->files[i]);
   free(ck->files);
+  free(ck->file_ids);
   free(ck->table);
   free(ck->dir);
   free(ck);

@@ -14,7 +14,8 @@ typedef struct pz_checkpoint pz_checkpoint;
 /* Opens DIR: DIR/model.safetensors when it is a regular file, else
  * DIR/model.safetensors.index.json ("weight_map": name -> shard file), the order of transformers'
  * from_pretrained (a directory with both loads the single file). Every shard is memory-mapped (pz_st_open) and its header checked;
- * the tensors of all shards form one table. DIR/config.json is read (when present) for
+ * the tensors of all shards form one table. A shard the index names by several spellings ("x", "./x", "a//x") or
+ * through a link (same device and inode) is opened once. DIR/config.json is read (when present) for
  * quantization_config.weight_block_size (default [128, 128]) and tie_word_embeddings.
  * Errors (one line, naming the file): PZ_ERR_IO (no model.safetensors nor index, unreadable or
  * corrupt file: see pz_st_open, a malformed index or one over 256 MiB, a shard name outside DIR

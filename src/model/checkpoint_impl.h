@@ -6,6 +6,7 @@
 #define PZ_MODEL_CHECKPOINT_IMPL_H
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include "model/checkpoint.h"
 #include "model/safetensors.h"
 
@@ -50,6 +51,8 @@ struct pz_checkpoint {
   char *dir;
   pz_st_file **files;
   int n_files;
+  struct pz_ck_file_id { dev_t dev; ino_t ino; } *file_ids; /* files[i]'s device and inode (one file under two
+                                                              names in an index is opened once) */
   const pz_st_tensor **table;  /* every tensor of every shard, sorted by name */
   int n;
   int64_t bm, bn;              /* FP8 block size */
