@@ -558,6 +558,32 @@ static void run_layout(const char *tag, const char *tmpl, int with_errors) {
     CHECK_OK(decode(NULL, p, 2, t, l));
     same_decode(dt, 2, t, l, V);
     CHECK(memcmp(l, rl[1], sizeof(float) * M * V) != 0);
+    /* Tied, with lm_head.weight stored as F32 holding the embedding's (BF16) values: one model either
+     * way, loaded; one value off by 2^-20 relative (not the embedding any more) is refused. */
+    char df[64];
+    snprintf(df, sizeof df, "%s_tiedf32", tag);
+    mk(df);
+    write_config(df, tmpl, ",\"tie_word_embeddings\":true");
+    static ents hf32;
+    copy_ents(&cp, &hf32);
+    for (int i = 0; i < hf32.n; i++) {
+      ent *e = &hf32.e[i];
+      if (strcmp(e->name, "lm_head.weight")) continue;
+      const size_t n = e->nbytes / 2;
+      float *v = malloc(sizeof(float) * n);
+      for (size_t j = 0; j < n; j++) v[j] = pz_bf16_to_f32(((pz_bf16 *)e->data)[j]);
+      free(e->data);
+      e->data = v;
+      e->dtype = PZ_ST_F32;
+      e->nbytes = n * 4;
+    }
+    write_st(df, "model.safetensors", &hf32, 0, hf32.n);
+    same_decode(df, 2, t, l, V);
+    for (int i = 0; i < hf32.n; i++)
+      if (!strcmp(hf32.e[i].name, "lm_head.weight")) ((float *)hf32.e[i].data)[7] *= 1.0f + 0x1p-20f;
+    write_st(df, "model.safetensors", &hf32, 0, hf32.n);
+    bad(df, PZ_ERR_CONFIG, "\"lm_head.weight\" differs from \"model.embed_tokens.weight\"");
+    free_ents(&hf32);
     free(l);
     free_ents(&tie);
     free_ents(&cp);

@@ -99,7 +99,8 @@ pz_status pz_checkpoint_open(const char *dir, pz_checkpoint **out);
  * missing or not [out, in]), PZ_ERR_DTYPE (a dtype other than the above, FP8 without usable
  * scales, experts stored unquantised where config.json says INT4), PZ_ERR_IO (an FP8 block scale
  * that is NaN, infinite or above FLT_MAX / 448 in magnitude), PZ_ERR_CONFIG (tie_word_embeddings true
- * while the checkpoint's lm_head.weight differs from the embedding), PZ_ERR_OOM. */
+ * while the checkpoint's lm_head.weight differs from the embedding: other bytes, and other values when the
+ * dtypes differ), PZ_ERR_OOM. */
 pz_status pz_checkpoint_plan(pz_checkpoint *ck, const pz_model_config *c, const pz_graph *g);
 
 /* Fills dst (the tensor's per-rank storage: ne[] elements of t->dtype, contiguous) with TP rank

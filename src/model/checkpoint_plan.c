@@ -438,10 +438,36 @@ static pz_status plan_one(pz_checkpoint *ck, const pz_model_config *c, const pz_
   return get_src(ck, hf, nm, nd, full, t->dtype, &p->s[0]);
 }
 
+/* Element i of a BF16, F16 or F32 tensor, widened to f32 (exact). */
+static float float_at(const pz_st_tensor *t, int64_t i) {
+  if (t->dtype == PZ_ST_F32) {
+    float v;
+    memcpy(&v, (const char *)t->data + 4 * i, 4);
+    return v;
+  }
+  uint16_t h;
+  memcpy(&h, (const char *)t->data + 2 * i, 2);
+  return t->dtype == PZ_ST_BF16 ? pz_bf16_to_f32(h) : pz_ck_f16_to_f32(h);
+}
+
+/* True when a and b are BF16 / F16 / F32 tensors of one shape holding the same values, their dtypes
+ * differing (a tied head some exporters store in F32 beside a BF16 embedding). */
+static bool tensor_values_equal(const pz_st_tensor *a, const pz_st_tensor *b) {
+  const pz_st_dtype ok[] = {PZ_ST_BF16, PZ_ST_F16, PZ_ST_F32};
+  bool fa = false, fb = false;
+  for (int k = 0; k < 3; k++) { fa |= a->dtype == ok[k]; fb |= b->dtype == ok[k]; }
+  if (!fa || !fb || a->dtype == b->dtype || a->ndim != b->ndim || a->numel != b->numel) return false;
+  for (int k = 0; k < a->ndim; k++)
+    if (a->shape[k] != b->shape[k]) return false;
+  for (int64_t i = 0; i < a->numel; i++)
+    if (float_at(a, i) != float_at(b, i)) return false; /* a NaN differs from everything */
+  return true;
+}
+
 /* tie_word_embeddings true while the checkpoint also holds an lm_head.weight: the graph reads the
  * embedding for the LM head. Hugging Face transformers' versions disagree on such a file (4.x ties the
  * head to the embedding, 5.x keeps the stored lm_head.weight), so unless the two tensors are the same
- * bytes it is refused rather than run as one of them. */
+ * bytes, or the same values in another dtype (BF16 / F16 / F32), it is refused rather than run as one of them. */
 static pz_status check_tied_head(const pz_checkpoint *ck) {
   char fe[600], fl[600];
   const pz_st_tensor *e = ck_find(ck, "model.embed_tokens.weight", fe, sizeof fe);
@@ -450,6 +476,7 @@ static pz_status check_tied_head(const pz_checkpoint *ck) {
   bool same = e->dtype == l->dtype && e->ndim == l->ndim && e->nbytes == l->nbytes;
   for (int k = 0; same && k < e->ndim; k++) same = e->shape[k] == l->shape[k];
   if (same && (!e->nbytes || !memcmp(e->data, l->data, e->nbytes))) return PZ_OK;
+  if (tensor_values_equal(e, l)) return PZ_OK;
   return pz_error(PZ_ERR_CONFIG, "checkpoint %s: config.json sets tie_word_embeddings true but \"%s\" differs from \"%s\" "
                   "(transformers 4 uses the embedding, 5 the stored head); set tie_word_embeddings false to use %s, or "
                   "remove it from the checkpoint to use the embedding", ck->dir, fl, fe, fl);
