@@ -530,6 +530,25 @@ static void run_layout(const char *tag, const char *tmpl, int with_errors) {
   CHECK(fz.n < hf.n);
   write_st(sub, "model.safetensors", &fz, 0, fz.n);
   for (int k = 0; k < 2; k++) same_decode(sub, k + 1, rt[k], rl[k], V);
+  /* One of a layer's two fused tensors missing: the message names it, and the other one the checkpoint holds
+   * (not the per-expert name of the other layout). */
+  for (int w = 0; w < 2; w++) {
+    int L = 0;
+    while (L < 64 && !find_e(&fz, (snprintf(sub, sizeof sub, "model.layers.%d.mlp.experts.down_proj", L), sub))) L++;
+    char gone[120], held[120], want[400];
+    snprintf(gone, sizeof gone, "model.layers.%d.mlp.experts.%s", L, w ? "gate_up_proj" : "down_proj");
+    snprintf(held, sizeof held, "model.layers.%d.mlp.experts.%s", L, w ? "down_proj" : "gate_up_proj");
+    snprintf(want, sizeof want, "it holds \"%s\" (fused experts, as transformers >= 5 saves them) but neither \"%s\" "
+             "nor per-expert \"model.layers.%d.mlp.experts.0.%s.weight\"", held, gone, L, w ? "gate_proj" : "down_proj");
+    static ents part;
+    copy_without(&fz, &part, gone);
+    snprintf(sub, sizeof sub, "%s_fused_no%d", tag, w);
+    mk(sub);
+    write_config(sub, tmpl, NULL);
+    write_st(sub, "model.safetensors", &part, 0, part.n);
+    bad(sub, PZ_ERR_NOT_FOUND, want);
+    free_ents(&part);
+  }
   free_ents(&fz);
 
   /* tie_word_embeddings: no lm_head.weight, the embedding serves as the LM head; equals a

@@ -415,6 +415,14 @@ static pz_status plan_one(pz_checkpoint *ck, const pz_model_config *c, const pz_
       if (!(p->s = calloc(1, sizeof *p->s))) return pz_error(PZ_ERR_OOM, "checkpoint: out of memory");
       return get_src(ck, hf2, nm, 3, (int64_t[]){full[0], p->split, full[2]}, t->dtype, &p->s[0]);
     }
+    char hf3[512], f3[600];
+    snprintf(hf3, sizeof hf3, "model.layers.%d.mlp.experts.%s", L, down ? "gate_up_proj" : "down_proj");
+    if ((up || down || !strcmp(proj, "gate_proj.weight")) && !ck_find(ck, hf, f1, sizeof f1) &&
+        ck_find(ck, hf3, f3, sizeof f3))
+      /* The other projection is fused (transformers >= 5): name the fused tensor that is missing. */
+      return pz_error(PZ_ERR_NOT_FOUND, "checkpoint %s: it holds \"%s\" (fused experts, as transformers >= 5 saves "
+                      "them) but neither \"%s\" nor per-expert \"%s\" (for %s); the checkpoint is incomplete", ck->dir,
+                      f3, f2, f1, nm);
     p->kind = PLAN_EXPERTS;
     p->n_src = (int)full[0];
     if (!(p->s = calloc((size_t)full[0], sizeof *p->s))) return pz_error(PZ_ERR_OOM, "checkpoint: out of memory");
