@@ -603,6 +603,21 @@ static void run_layout(const char *tag, const char *tmpl, int with_errors) {
     write_st(df, "model.safetensors", &hf32, 0, hf32.n);
     bad(df, PZ_ERR_CONFIG, "\"lm_head.weight\" differs from \"model.embed_tokens.weight\"");
     free_ents(&hf32);
+    /* Tied, with lm_head.weight stored and the embedding not (safetensors.torch.save_model keeps "lm_head.weight",
+     * the first of the two names sharing memory; transformers 5 then ties the embedding to it): the same model.
+     * Untied, the embedding is missing. */
+    char dh[64];
+    snprintf(dh, sizeof dh, "%s_tiedhead", tag);
+    mk(dh);
+    write_config(dh, tmpl, ",\"tie_word_embeddings\":true");
+    static ents headonly;
+    copy_without(&cp, &headonly, "model.embed_tokens.weight");
+    CHECK(headonly.n == cp.n - 1);
+    write_st(dh, "model.safetensors", &headonly, 0, headonly.n);
+    same_decode(dh, 2, t, l, V);
+    write_config(dh, tmpl, NULL);
+    bad(dh, PZ_ERR_NOT_FOUND, "tensor \"model.embed_tokens.weight\" (for embed_tokens.weight) is missing");
+    free_ents(&headonly);
     free(l);
     free_ents(&tie);
     free_ents(&cp);

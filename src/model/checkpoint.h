@@ -25,7 +25,9 @@ pz_status pz_checkpoint_open(const char *dir, pz_checkpoint **out);
 
 /* Resolves every WEIGHT tensor of the per-rank graph g (built from config c with TP = g->info.tp)
  * to checkpoint tensors and checks them, before any storage is filled:
- *   embed_tokens.weight        <- model.embed_tokens.weight [vocab, H] (rows sharded by rank)
+ *   embed_tokens.weight        <- model.embed_tokens.weight [vocab, H] (rows sharded by rank), or lm_head.weight
+ *                                 when tie_word_embeddings is true and the embedding is absent (safetensors'
+ *                                 save_model keeps only the first name, sorted, of tensors sharing memory)
  *   norm.weight                <- model.norm.weight;  lm_head.weight <- lm_head.weight (or
  *                                 model.embed_tokens.weight when tie_word_embeddings is true)
  *   layers.L.self_attn.fused_qkv_a_proj.weight <- rows of model.layers.L.self_attn.q_a_proj.weight

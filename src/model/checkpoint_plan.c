@@ -442,6 +442,12 @@ static pz_status plan_one(pz_checkpoint *ck, const pz_model_config *c, const pz_
       snprintf(hf, sizeof hf, "model.embed_tokens.weight");
   } else {
     snprintf(hf, sizeof hf, "model.%s", nm);
+    /* Tied, with only lm_head.weight stored: safetensors' save_model keeps the first name (sorted) of tensors
+     * that share memory, and transformers ties the embedding to that head. */
+    char f1[600];
+    if (!strcmp(nm, "embed_tokens.weight") && (ck->tie_word_embeddings || c->tie_word_embeddings) &&
+        !ck_find(ck, hf, f1, sizeof f1) && ck_find(ck, "lm_head.weight", f1, sizeof f1))
+      snprintf(hf, sizeof hf, "lm_head.weight");
   }
   return get_src(ck, hf, nm, nd, full, t->dtype, &p->s[0]);
 }
