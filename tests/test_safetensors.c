@@ -148,6 +148,14 @@ static void test_bad_files(void) {
   /* Header length beyond the file. */
   write_raw("hlen.safetensors", 100000, good, 8);
   bad_file("hlen.safetensors", "runs beyond the file");
+  /* A Git LFS pointer (a clone without git lfs) in place of the weights: said so, not "truncated". */
+  path_of(p, sizeof p, "lfs.safetensors");
+  f = fopen(p, "wb");
+  fputs("version https://git-lfs.github.com/spec/v1\noid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d"
+        "17e2393\nsize 213760\n", f);
+  fclose(f);
+  bad_file("lfs.safetensors", "lfs.safetensors: a Git LFS pointer file (131 bytes), not the weights; fetch them (git lfs "
+           "pull, or download the file)");
   /* A header length within the file but JSON cut short (truncated header). */
   const char *cut = "{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_of";
   write_raw("trunc.safetensors", strlen(cut), cut, 0);

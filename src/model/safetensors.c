@@ -159,6 +159,10 @@ static pz_status parse_header(pz_st_file *f) {
   const unsigned char *p = f->map;
   uint64_t hlen = 0;
   for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | p[i];
+  static const char lfs[] = "version https://git-lfs.github.com/spec/"; /* a pointer left by a clone without git lfs */
+  if (f->size >= sizeof lfs - 1 && !memcmp(p, lfs, sizeof lfs - 1))
+    return pz_error(PZ_ERR_IO, "safetensors %s: a Git LFS pointer file (%zu bytes), not the weights; fetch them (git lfs "
+                    "pull, or download the file)", f->path, f->size);
   if (hlen > f->size - 8)
     return pz_error(PZ_ERR_IO, "safetensors %s: header length %llu runs beyond the file (%zu bytes); the file is truncated "
                     "or not safetensors", f->path, (unsigned long long)hlen, f->size);

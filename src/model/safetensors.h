@@ -60,7 +60,7 @@ typedef struct pz_st_file {
  * bytes of JSON {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}},
  * then the data (offsets relative to byte 8 + N).
  * Errors (each one line naming the file): PZ_ERR_IO for a file that cannot be opened or mapped,
- * is shorter than 8 bytes, whose header length runs beyond the file or exceeds 256 MiB (taken
+ * is shorter than 8 bytes, is a Git LFS pointer (the text "version https://git-lfs.github.com/spec/..."), whose header length runs beyond the file or exceeds 256 MiB (taken
  * as corrupt), whose header is not valid
  * JSON (truncated or malformed), a tensor entry with a missing/ill-typed field, an unknown dtype,
  * data_offsets outside the data area or not matching shape x dtype size, two tensors whose data
