@@ -39,7 +39,8 @@ static int n_ents;
 static void put(const char *name, pz_st_dtype dt, int nd, const int64_t *shape, const void *data, void *own) {
   if (n_ents >= MAXE) { fprintf(stderr, "too many tensors\n"); exit(1); }
   ent *e = &ents[n_ents++];
-  snprintf(e->name, sizeof e->name, "%s", name);
+  if (strlen(name) >= sizeof e->name) { fprintf(stderr, "tensor name too long: %s\n", name); exit(1); }
+  memcpy(e->name, name, strlen(name) + 1);
   e->w = (pz_st_write_entry){.name = e->name, .dtype = dt, .ndim = nd, .data = data};
   for (int d = 0; d < nd; d++) e->w.shape[d] = shape[d];
   e->own = own;
