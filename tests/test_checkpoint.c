@@ -295,6 +295,17 @@ static void copy_ents(const ents *a, ents *b) {
   for (int i = 0; i < a->n; i++) add(b, a->e[i].name, a->e[i].dtype, a->e[i].ndim, a->e[i].shape, a->e[i].data);
 }
 
+/* A BF16 entry stored as F32 with the same values (exact: every bf16 is an f32). */
+static void ent_to_f32(ent *e) {
+  const size_t n = e->nbytes / 2;
+  float *v = malloc(sizeof(float) * n);
+  for (size_t j = 0; j < n; j++) v[j] = pz_bf16_to_f32(((pz_bf16 *)e->data)[j]);
+  free(e->data);
+  e->data = v;
+  e->dtype = PZ_ST_F32;
+  e->nbytes = n * 4;
+}
+
 /* ------------------------------------------------------------------ errors */
 
 static int count_nl(const char *s) {
@@ -585,17 +596,8 @@ static void run_layout(const char *tag, const char *tmpl, int with_errors) {
     write_config(df, tmpl, ",\"tie_word_embeddings\":true");
     static ents hf32;
     copy_ents(&cp, &hf32);
-    for (int i = 0; i < hf32.n; i++) {
-      ent *e = &hf32.e[i];
-      if (strcmp(e->name, "lm_head.weight")) continue;
-      const size_t n = e->nbytes / 2;
-      float *v = malloc(sizeof(float) * n);
-      for (size_t j = 0; j < n; j++) v[j] = pz_bf16_to_f32(((pz_bf16 *)e->data)[j]);
-      free(e->data);
-      e->data = v;
-      e->dtype = PZ_ST_F32;
-      e->nbytes = n * 4;
-    }
+    for (int i = 0; i < hf32.n; i++)
+      if (!strcmp(hf32.e[i].name, "lm_head.weight")) ent_to_f32(&hf32.e[i]);
     write_st(df, "model.safetensors", &hf32, 0, hf32.n);
     same_decode(df, 2, t, l, V);
     for (int i = 0; i < hf32.n; i++)
@@ -629,17 +631,8 @@ static void run_layout(const char *tag, const char *tmpl, int with_errors) {
   write_config(sub, tmpl, NULL);
   static ents f32;
   copy_ents(&hf, &f32);
-  for (int i = 0; i < f32.n; i++) {
-    ent *e = &f32.e[i];
-    if (e->dtype != PZ_ST_BF16) continue;
-    size_t n = e->nbytes / 2;
-    float *v = malloc(sizeof(float) * n);
-    for (size_t j = 0; j < n; j++) v[j] = pz_bf16_to_f32(((pz_bf16 *)e->data)[j]);
-    free(e->data);
-    e->data = v;
-    e->dtype = PZ_ST_F32;
-    e->nbytes = n * 4;
-  }
+  for (int i = 0; i < f32.n; i++)
+    if (f32.e[i].dtype == PZ_ST_BF16) ent_to_f32(&f32.e[i]);
   prepend_pad(&f32);
   write_st(sub, "model.safetensors", &f32, 0, f32.n);
   same_decode(sub, 2, rt[1], rl[1], V);
