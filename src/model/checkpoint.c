@@ -88,18 +88,18 @@ static bool escapes_dir(const char *fname) {
 
 /* True when shard names a and b name the same path below the directory: equal but for "." components and
  * repeated slashes ("./model-00001-of-00002.safetensors" is "model-00001-of-00002.safetensors"). */
+static const char *skip_dot_components(const char *p) { /* past empty and "." components */
+  for (;;) {
+    if (p[0] == '/') p++;
+    else if (p[0] == '.' && (p[1] == '/' || !p[1])) p += 1;
+    else return p;
+  }
+}
+
 static bool same_shard_name(const char *a, const char *b) {
   for (;;) {
-    for (;;) { /* skip empty and "." components */
-      if (a[0] == '/') a++;
-      else if (a[0] == '.' && (a[1] == '/' || !a[1])) a += 1;
-      else break;
-    }
-    for (;;) {
-      if (b[0] == '/') b++;
-      else if (b[0] == '.' && (b[1] == '/' || !b[1])) b += 1;
-      else break;
-    }
+    a = skip_dot_components(a);
+    b = skip_dot_components(b);
     const size_t na = strcspn(a, "/"), nb = strcspn(b, "/");
     if (na != nb || memcmp(a, b, na)) return false;
     if (!na) return true; /* both at their ends */

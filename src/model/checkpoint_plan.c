@@ -551,11 +551,12 @@ pz_status pz_checkpoint_plan(pz_checkpoint *ck, const pz_model_config *c, const 
     if (l > 14 && !strcmp(nm + l - 14, ".weight_packed")) {
       char plain[600];
       snprintf(plain, sizeof plain, "%.*s", (int)(l - 7), nm);
-      if (pz_checkpoint_find(ck, plain)) {
+      const pz_st_tensor *twin = pz_checkpoint_find(ck, plain);
+      if (twin) {
         pz_ck_free_plans(ck);
         return pz_error(PZ_ERR_DTYPE, "checkpoint %s: module \"%.*s\" is stored twice, as \"%s\" (%s) and as "
                         "pack-quantized \"%s\"; prezero would read one and drop the other, so it is not loaded: remove "
-                        "the stale one", ck->dir, (int)(l - 14), nm, plain, pz_st_dtype_name(pz_checkpoint_find(ck, plain)->dtype), nm);
+                        "the stale one", ck->dir, (int)(l - 14), nm, plain, pz_st_dtype_name(twin->dtype), nm);
       }
     }
   }
