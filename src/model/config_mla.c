@@ -85,9 +85,11 @@ static const mla_defaults mla_mistral4_defaults = {131072, 4096, 12288, 2048, 36
  * prezero's topk_methods does (greedy ignores the groups); it has no topk_method / scoring_func fields, so another
  * value there would be run by prezero and ignored by transformers. */
 static pz_status check_mistral4(const reader *r, const pz_model_config *c) {
-  const cJSON *rs = cJSON_GetObjectItemCaseSensitive(r->root, "rope_scaling");
-  const cJSON *rp = cJSON_GetObjectItemCaseSensitive(r->root, "rope_parameters");
-  if ((!rs || cJSON_IsNull(rs)) && (!rp || cJSON_IsNull(rp)))
+  const cJSON *rope, *from;
+  const char *name;
+  float theta = 0.f;
+  PZ_CHECK(pz_cfg_rope_object(r, &theta, &rope, &from, &name));
+  if (!rope)
     return pz_error(PZ_ERR_CONFIG, "config %s: model_type mistral4 without \"rope_parameters\": Mistral4Config then fills "
                     "in YaRN (factor 128) and Llama 4's query scaling, which prezero does not assume; give the RoPE "
                     "object", r->src);
