@@ -296,6 +296,16 @@ static pz_status w_unsupported(const reader *r, const cJSON *g, const char *f, c
   return q_unsupported(r, field, got, supported);
 }
 
+/* Whether an ignore / skip-list entry `key` is kept for pz_quant_applies: it may name a routed expert's
+ * projection (key_may_name_expert, exact as there), or it is the first (*inner not yet set) naming transformers'
+ * newer text layout "model.language_model." (pz_quant_text_prefix reads the layout from it), which sets *inner. */
+static bool keep_skip_key(const char *key, bool exact, bool *inner) {
+  const bool names_inner = !*inner && strstr(key, "model.language_model.");
+  if (!names_inner && !key_may_name_expert(key, exact)) return false;
+  *inner |= names_inner;
+  return true;
+}
+
 /* A list of pattern strings into dst[max]. ignore_list (compressed-tensors' ignore): an exact module name
  * that cannot name a routed expert's projection (key_may_name_expert; the only modules the builder asks
  * pz_quant_applies about) is checked for type only and not kept, except the first naming transformers' newer
@@ -309,11 +319,7 @@ static pz_status q_patterns(const reader *r, const cJSON *arr, const char *field
   if (!cJSON_IsArray(arr)) return pz_cfg_type_err(r, field, "a list of strings", arr);
   for (const cJSON *e = arr->child; e; e = e->next) {
     if (!cJSON_IsString(e)) return pz_cfg_type_err(r, field, "a list of strings", e);
-    if (ignore_list && strncmp(e->valuestring, "re:", 3)) {
-      const bool names_inner = !inner && strstr(e->valuestring, "model.language_model.");
-      if (!names_inner && !key_may_name_expert(e->valuestring, true)) continue;
-      inner |= names_inner;
-    }
+    if (ignore_list && strncmp(e->valuestring, "re:", 3) && !keep_skip_key(e->valuestring, true, &inner)) continue;
     if (*n >= max)
       return pz_error(PZ_ERR_CONFIG, "config %s: field \"%s\" has more than %d entries%s; prezero keeps at most %d",
                       r->src, field, max, ignore_list ? " that are \"re:\" patterns or name a routed expert" : "", max);
@@ -500,11 +506,7 @@ pz_status pz_cfg_parse_quant(const reader *r, const cJSON *outer, pz_quant_confi
           return pz_error(PZ_ERR_CONFIG, "config %s: \"%s\" entry \"%s\" is not a module name or regular expression "
                           "prezero can read; write the module's name", r->src, field, key);
         regfree(&rx);
-        /* kept: the keys that may name a routed expert, and the first naming transformers' newer text
-         * layout (pz_quant_text_prefix reads the layout from it) */
-        const bool names_inner = !inner && strstr(key, "model.language_model.");
-        if (!names_inner && !key_may_name_expert(key, false)) continue;
-        inner |= names_inner;
+        if (!keep_skip_key(key, false, &inner)) continue;
         if (out->n_ignore >= PZ_QUANT_MAX_IGNORE)
           return pz_error(PZ_ERR_CONFIG, "config %s: fields \"quantization_config.modules_to_not_convert\" and "
                           "\"ignored_layers\" name more than %d routed-expert modules; prezero keeps at most %d", r->src,
