@@ -21,20 +21,22 @@
 static char dir[] = "/tmp/pz_test_int4_XXXXXX";
 enum { SEED = 91, M = 2, STEPS = 5, V = 256 };
 
-#define TEXT                                                                                                         \
-  "\"model_type\":\"kimi_k2\",\"hidden_size\":64,\"num_hidden_layers\":3,\"num_attention_heads\":4,"                    \
+#define TEXT_HI(H, I)                                                                                                \
+  "\"model_type\":\"kimi_k2\",\"hidden_size\":" #H ",\"num_hidden_layers\":3,\"num_attention_heads\":4,"           \
   "\"q_lora_rank\":32,\"kv_lora_rank\":32,\"qk_nope_head_dim\":16,\"qk_rope_head_dim\":8,\"v_head_dim\":16,"            \
-  "\"n_routed_experts\":8,\"n_shared_experts\":1,\"num_experts_per_tok\":2,\"moe_intermediate_size\":64,"              \
+  "\"n_routed_experts\":8,\"n_shared_experts\":1,\"num_experts_per_tok\":2,\"moe_intermediate_size\":" #I ","        \
   "\"intermediate_size\":96,\"first_k_dense_replace\":1,\"n_group\":2,\"topk_group\":1,\"topk_method\":\"noaux_tc\","  \
   "\"scoring_func\":\"sigmoid\",\"norm_topk_prob\":true,\"routed_scaling_factor\":2.5,\"vocab_size\":256,"             \
   "\"max_position_embeddings\":128,\"rms_norm_eps\":1e-6,\"rope_theta\":10000"
+#define TEXT TEXT_HI(64, 64)
 /* Routed and shared experts INT4; attention, the dense MLP and lm_head bf16. */
-#define QCFG                                                                                                          \
+#define QCFG_W(WEIGHTS)                                                                                               \
   "\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\","                   \
   "\"quantization_status\":\"compressed\",\"config_groups\":{\"group_0\":{\"targets\":[\"Linear\"],"                   \
-  "\"input_activations\":null,\"output_activations\":null,\"weights\":{\"num_bits\":4,\"group_size\":32,"             \
-  "\"strategy\":\"group\",\"symmetric\":true,\"type\":\"int\",\"actorder\":null,\"dynamic\":false}}},"                \
+  "\"input_activations\":null,\"output_activations\":null,\"weights\":{\"num_bits\":4," WEIGHTS ","                      \
+  "\"symmetric\":true,\"type\":\"int\",\"actorder\":null,\"dynamic\":false}}},"                                       \
   "\"ignore\":[\"re:.*self_attn.*\",\"re:.*mlp\\\\.(gate|up|gate_up|down)_proj.*\",\"re:.*lm_head.*\"]}"
+#define QCFG QCFG_W("\"group_size\":32,\"strategy\":\"group\"")
 static const char *cfg_int4 = "{\"model_type\":\"kimi_k25\",\"text_config\":{" TEXT "," QCFG "}}";
 static const char *cfg_bf16 = "{" TEXT "}";
 
@@ -65,17 +67,21 @@ static void write_ck(const char *sub, const char *cfg, const ents *s) {
   CHECK_OK(pz_st_write(p, s->n, w));
 }
 
-/* Hash-filled bf16 weights of the plain config in the published layout (prefix "model."). */
-static void export_bf16(ents *out) {
+/* Hash-filled bf16 weights of the plain config `cfg` in the published layout (prefix "model."). */
+static void export_cfg(const char *cfg, ents *out) {
   pz_model_config mc;
-  CHECK_OK(pz_config_parse(cfg_bf16, strlen(cfg_bf16), "bf16", &mc));
+  CHECK_OK(pz_config_parse(cfg, strlen(cfg), "bf16", &mc));
   pz_test_export_hf(&mc, SEED, out);
 }
+static void export_bf16(ents *out) { export_cfg(cfg_bf16, out); }
 
 /* Every expert weight (routed and shared) of `bf` becomes INT4 with power-of-two scales in `q`
  * (weight_packed / weight_scale / weight_shape, names prefixed "language_model."), and its value in
  * `bf` the exact dequantised q * s (exact in bf16). Other tensors are copied with the prefix. */
-static void quantise(ents *bf, ents *q) {
+static void quantise_g(ents *bf, ents *q, int64_t G);
+static void quantise(ents *bf, ents *q) { quantise_g(bf, q, 32); }
+/* quantise with one scale per G columns (G 0: one per row, compressed-tensors' strategy "channel"). */
+static void quantise_g(ents *bf, ents *q, int64_t G0) {
   char nm[260];
   for (int i = 0; i < bf->n; i++) {
     ent *e = &bf->e[i];
@@ -85,16 +91,16 @@ static void quantise(ents *bf, ents *q) {
       add(q, nm, e->dtype, e->ndim, e->shape, e->data);
       continue;
     }
-    const int64_t R = e->shape[0], C = e->shape[1];
+    const int64_t R = e->shape[0], C = e->shape[1], G = G0 ? G0 : C;
     int32_t *pk = calloc((size_t)(R * C / 8), 4);
-    pz_bf16 *sc = calloc((size_t)(R * C / 32), 2), *w = e->data;
+    pz_bf16 *sc = calloc((size_t)(R * C / G), 2), *w = e->data;
     for (int64_t r = 0; r < R; r++)
-      for (int64_t g0 = 0; g0 < C; g0 += 32) {
+      for (int64_t g0 = 0; g0 < C; g0 += G) {
         float amax = 0;
-        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(pz_bf16_to_f32(w[r * C + g0 + j])));
+        for (int j = 0; j < G; j++) amax = fmaxf(amax, fabsf(pz_bf16_to_f32(w[r * C + g0 + j])));
         const float s = amax > 0 ? ldexpf(1.0f, (int)ceilf(log2f(amax / 7.0f))) : 1.0f; /* |q| <= 7 */
-        sc[r * (C / 32) + g0 / 32] = pz_f32_to_bf16(s);
-        for (int j = 0; j < 32; j++) {
+        sc[r * (C / G) + g0 / G] = pz_f32_to_bf16(s);
+        for (int j = 0; j < G; j++) {
           int v = (int)rintf(pz_bf16_to_f32(w[r * C + g0 + j]) / s);
           v = v < -8 ? -8 : v > 7 ? 7 : v;
           const int64_t c = g0 + j;
@@ -107,7 +113,7 @@ static void quantise(ents *bf, ents *q) {
     snprintf(nm, sizeof nm, "%s.weight_packed", base);
     add(q, nm, PZ_ST_I32, 2, (int64_t[]){R, C / 8}, pk);
     snprintf(nm, sizeof nm, "%s.weight_scale", base);
-    add(q, nm, PZ_ST_BF16, 2, (int64_t[]){R, C / 32}, sc);
+    add(q, nm, PZ_ST_BF16, 2, (int64_t[]){R, C / G}, sc);
     snprintf(nm, sizeof nm, "%s.weight_shape", base);
     add(q, nm, PZ_ST_I64, 1, (int64_t[]){2}, (int64_t[]){R, C});
     free(pk);
@@ -159,6 +165,107 @@ static void transposed(ent *e) { const int64_t r = e->shape[0]; e->shape[0] = e-
 static void as_f32_2(ent *e) { e->dtype = PZ_ST_F32; e->shape[0] = 2; e->nbytes = 8; } /* the same 16 bytes' first 8 */
 static void nan_scale(ent *e) { ((uint16_t *)e->data)[5] = 0x7fc0; } /* a bf16 NaN in the scales */
 
+/* Every expert weight's element (r, c) of `bf` times 2^((r + c / 128) % 4 - (c / 32) % 2), exact in bf16: the hash-filled
+ * weights have about one magnitude everywhere, which would give every group the same power-of-two scale and
+ * hide a scale read from the wrong group. */
+static void vary(ents *bf) {
+  for (int i = 0; i < bf->n; i++) {
+    ent *e = &bf->e[i];
+    if (!(strstr(e->name, "experts.") && strstr(e->name, "_proj.weight"))) continue;
+    pz_bf16 *w = e->data;
+    for (int64_t r = 0; r < e->shape[0]; r++)
+      for (int64_t c = 0; c < e->shape[1]; c++)
+        w[r * e->shape[1] + c] =
+            pz_f32_to_bf16(ldexpf(pz_bf16_to_f32(w[r * e->shape[1] + c]), (int)((r + c / 128) % 4 - (c / 32) % 2)));
+  }
+}
+
+/* A checkpoint quantised with one scale per G columns (G 0: per row, strategy "channel") under the config cfg_q,
+ * beside its dequantised bf16 twin under cfg_b (hidden H, moe_intermediate_size I): each rank's down_proj scales
+ * are the stored ones repeated over the kernels' 32-column groups (TP 2 may cut a stored group), and the INT4 model decodes the twin's tokens and logits at TP 1 and 2 (the shared experts, dequantised at
+ * load, read the coarse scales too). This checkpoint under a group-32 config, and the same weights quantised per
+ * 32 columns under cfg_q, are refused on one line naming the scales. */
+static void coarse_case(const char *tag, const char *cfg_q, const char *cfg_b, int64_t H, int64_t I, int64_t G) {
+  ents bf = {.n = 0}, q = {.n = 0};
+  char sub_q[64], sub_b[64], sub_x[64], p[300];
+  snprintf(sub_q, sizeof sub_q, "int4_%s", tag);
+  snprintf(sub_b, sizeof sub_b, "twin_%s", tag);
+  export_cfg(cfg_b, &bf);
+  vary(&bf);
+  quantise_g(&bf, &q, G);
+  write_ck(sub_b, cfg_b, &bf);
+  write_ck(sub_q, cfg_q, &q);
+  pz_model_config mc;
+  snprintf(p, sizeof p, "%s/%s", dir, sub_q);
+  CHECK_OK(pz_checkpoint_load_config(p, &mc));
+  CHECK(mc.quant.kind == PZ_WQ_INT4 && mc.quant.group_size == 32 && mc.quant.stored_group == G);
+  const int64_t GC = G ? G : I; /* down_proj's stored group */
+  for (int tp = 1; tp <= 2; tp++) {
+    pz_build_opts bo = {.tp = tp, .m = M, .max_ctx = 8, .layers = 0};
+    pz_graph *g = NULL;
+    CHECK_OK(pz_build_decode_graph(&mc, &bo, &g));
+    if (!g) return;
+    const pz_tensor *ds = find_t(g, "layers.1.mlp.experts.down_proj.weight_scale");
+    pz_checkpoint *ck = NULL;
+    CHECK_OK(pz_checkpoint_open_planned(p, &mc, g, &ck));
+    CHECK(ds && ds->ne[1] == H && ds->ne[2] == I / tp / 32);
+    for (int r = 0; ck && ds && r < tp; r++) {
+      pz_bf16 *gs = malloc(sizeof(pz_bf16) * (size_t)pz_tensor_numel(ds));
+      CHECK_OK(pz_checkpoint_fill(ck, ds, r, gs));
+      int bad_scales = 0;
+      for (int e = 0; e < 8; e++) {
+        char nm[200];
+        snprintf(nm, sizeof nm, "language_model.model.layers.1.mlp.experts.%d.down_proj.weight_scale", e);
+        const pz_bf16 *ssrc = find_e(&q, nm)->data;
+        for (int64_t row = 0; row < H; row++)
+          for (int64_t w = 0; w < ds->ne[2]; w++) /* graph group (r * ne2 + w) covers columns from 32 * that */
+            bad_scales += gs[(e * H + row) * ds->ne[2] + w] != ssrc[row * (I / GC) + (r * ds->ne[2] + w) * 32 / GC];
+      }
+      CHECK(bad_scales == 0);
+      free(gs);
+    }
+    pz_checkpoint_close(ck);
+    pz_graph_free(g);
+    int32_t t4[STEPS * M], tb[STEPS * M];
+    float l4[M * V], lb[M * V];
+    CHECK_OK(decode(sub_q, tp, t4, l4));
+    CHECK_OK(decode(sub_b, tp, tb, lb));
+    CHECK(!memcmp(t4, tb, sizeof t4) && !memcmp(l4, lb, sizeof l4));
+    int nonzero = 0;
+    for (int i = 0; i < M * V; i++) nonzero += l4[i] != 0.0f;
+    CHECK(nonzero > V);
+  }
+  /* This checkpoint under its shape's group-32 config, and a group-32 one of its shape under cfg_q. */
+  char cfg32[4096];
+  snprintf(cfg32, sizeof cfg32, "%s", cfg_q);
+  char *at = strstr(cfg32, "\"group_size\":");
+  char *end = at ? strstr(at, ",\"symmetric\"") : NULL;
+  if (!at) at = strstr(cfg32, "\"strategy\":\"channel\""), end = at ? strstr(at, ",\"symmetric\"") : NULL;
+  CHECK(at && end);
+  if (!at || !end) return;
+  char tail[4096];
+  snprintf(tail, sizeof tail, "%s", end);
+  snprintf(at, sizeof cfg32 - (size_t)(at - cfg32), "\"group_size\":32,\"strategy\":\"group\"%s", tail);
+  snprintf(sub_x, sizeof sub_x, "e_%s_as32", tag);
+  write_ck(sub_x, cfg32, &q);
+  int32_t t[STEPS * M];
+  CHECK_ST(decode(sub_x, 1, t, NULL), PZ_ERR_SHAPE);
+  CHECK(strstr(pz_last_error(), ".weight_scale\" have shape") && strstr(pz_last_error(), "group_size 32 implies") &&
+        !strchr(pz_last_error(), '\n'));
+  ents bf32 = {.n = 0}, q32 = {.n = 0};
+  export_cfg(cfg_b, &bf32);
+  quantise_g(&bf32, &q32, 32);
+  snprintf(sub_x, sizeof sub_x, "e_32_as_%s", tag);
+  write_ck(sub_x, cfg_q, &q32);
+  CHECK_ST(decode(sub_x, 1, t, NULL), PZ_ERR_SHAPE);
+  CHECK(strstr(pz_last_error(), ".weight_scale\" have shape") && strstr(pz_last_error(), G ? "group_size 128 implies" :
+        "strategy \"channel\" implies") && !strchr(pz_last_error(), '\n'));
+  free_ents(&bf32);
+  free_ents(&q32);
+  free_ents(&bf);
+  free_ents(&q);
+}
+
 int main(void) {
   if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
   static ents bf, q;
@@ -166,6 +273,20 @@ int main(void) {
   quantise(&bf, &q);
   write_ck("twin", cfg_bf16, &bf);
   write_ck("int4", cfg_int4, &q);
+
+  /* Coarser INT4 groups than the kernels' 32, read by repeating each scale: group 128 (llm-compressor's W4A16
+   * default) at H 256, I 384, whose down_proj rows of 3 groups TP 2 cuts at 1.5 groups; and one scale per row
+   * (strategy "channel") at H 128, I 256. */
+  {
+    static const char *cq128 = "{\"model_type\":\"kimi_k25\",\"text_config\":{" TEXT_HI(256, 384) ","
+                               QCFG_W("\"group_size\":128,\"strategy\":\"group\"") "}}";
+    static const char *cb128 = "{" TEXT_HI(256, 384) "}";
+    static const char *cqch = "{\"model_type\":\"kimi_k25\",\"text_config\":{" TEXT_HI(128, 256) ","
+                              QCFG_W("\"group_size\":null,\"strategy\":\"channel\"") "}}";
+    static const char *cbch = "{" TEXT_HI(128, 256) "}";
+    coarse_case("g128", cq128, cb128, 256, 384, 128);
+    coarse_case("channel", cqch, cbch, 128, 256, 0);
+  }
 
   /* The INT4 checkpoint's graph: routed experts packed, shared experts bf16. */
   pz_model_config mc;

@@ -297,22 +297,40 @@ int main(void) {
   /* The field named by its path in the group (was "quantization_config.weights.num_bits"). */
   expect_bad(ct("{\"num_bits\": 8, \"group_size\": 32, \"strategy\": \"group\", \"symmetric\": true}", NULL),
              "quantization_config.config_groups.group_0.weights.num_bits is 8, which prezero does not support");
-  expect_bad(ct("{\"num_bits\": 4, \"group_size\": 128, \"strategy\": \"group\", \"symmetric\": true}", NULL),
-             "config_groups.group_0.weights.group_size is 128, which prezero does not support (group_size 32");
-  /* A per-channel scheme (group_size null) is refused for its strategy (was: for a "missing or null"
-   * group_size, as though adding one would do). */
-  expect_bad(ct("{\"num_bits\": 4, \"group_size\": null, \"strategy\": \"channel\", \"symmetric\": true}", NULL),
-             "config_groups.group_0.weights.strategy is channel, which prezero does not support");
+  /* Coarser groups (a multiple of 32) and one scale per output row are read (the loader repeats each scale
+   * over the kernels' 32-column groups); the kernels' group stays 32. Inferred strategies as compressed-tensors'
+   * QuantizationArgs: a positive group_size "group", -1 "channel", none "tensor" (refused). */
+  static const struct { const char *w; int stored; } coarse[] = {
+      {"{\"num_bits\": 4, \"group_size\": 128, \"strategy\": \"group\", \"symmetric\": true}", 128},
+      {"{\"num_bits\": 4, \"group_size\": 64}", 64},
+      {"{\"num_bits\": 4, \"group_size\": 32, \"strategy\": \"group\"}", 32},
+      {"{\"num_bits\": 4, \"group_size\": null, \"strategy\": \"channel\", \"symmetric\": true}", 0},
+      {"{\"num_bits\": 4, \"strategy\": \"channel\"}", 0},
+      {"{\"num_bits\": 4, \"group_size\": -1, \"strategy\": \"channel\"}", 0},
+      {"{\"num_bits\": 4, \"group_size\": -1}", 0},
+  };
+  for (size_t i = 0; i < sizeof coarse / sizeof coarse[0]; i++) {
+    CHECK_OK(parse_with(ct(coarse[i].w, NULL), &c));
+    CHECK(c.quant.kind == PZ_WQ_INT4 && c.quant.group_size == 32 && c.quant.stored_group == coarse[i].stored);
+  }
+  expect_bad(ct("{\"num_bits\": 4, \"group_size\": 16, \"strategy\": \"group\", \"symmetric\": true}", NULL),
+             "config_groups.group_0.weights.group_size is 16, which prezero does not support (a group_size that is a "
+             "multiple of 32");
+  expect_bad(ct("{\"num_bits\": 4, \"group_size\": 96.5}", NULL), "weights.group_size is 96.5");
+  expect_bad(ct("{\"num_bits\": 4, \"group_size\": 0, \"strategy\": \"group\"}", NULL), "weights.group_size is 0");
+  expect_bad(ct("{\"num_bits\": 4, \"strategy\": \"group\"}", NULL), "weights.group_size is missing or null");
+  expect_bad(ct("{\"num_bits\": 4, \"strategy\": \"tensor\"}", NULL), "weights.strategy is tensor");
   expect_bad(ct("{\"num_bits\": 4, \"strategy\": \"block\", \"block_structure\": [128, 128], \"symmetric\": true}", NULL),
              "weights.strategy is block");
-  expect_bad(ct("{\"num_bits\": 4, \"symmetric\": true}", NULL), "weights.strategy is missing");
+  expect_bad(ct("{\"num_bits\": 4, \"symmetric\": true}", NULL), "weights.strategy is missing with group_size null");
   /* No strategy but a group_size: compressed-tensors' QuantizationArgs infers "group" (was: refused). */
   CHECK_OK(parse_with(ct("{\"num_bits\": 4, \"group_size\": 32, \"symmetric\": true}", NULL), &c));
   CHECK(c.quant.kind == PZ_WQ_INT4 && c.quant.group_size == 32);
   CHECK_OK(parse_with(ct("{\"num_bits\": 4, \"group_size\": 32, \"strategy\": null}", NULL), &c));
   CHECK(c.quant.kind == PZ_WQ_INT4);
-  expect_bad(ct("{\"num_bits\": 4, \"group_size\": 128}", NULL), "weights.group_size is 128");
-  expect_bad(ct("{\"num_bits\": 4, \"group_size\": 32, \"strategy\": \"channel\", \"symmetric\": true}", NULL), "strategy");
+  /* compressed-tensors: a group_size needs strategy "group" */
+  expect_bad(ct("{\"num_bits\": 4, \"group_size\": 32, \"strategy\": \"channel\", \"symmetric\": true}", NULL),
+             "weights.group_size is set with strategy \"channel\"");
   expect_bad(ct("{\"num_bits\": 4, \"group_size\": 32, \"strategy\": \"group\", \"symmetric\": false}", NULL), "symmetric");
   expect_bad(ct("{\"num_bits\": 4, \"group_size\": 32, \"strategy\": \"group\", \"symmetric\": true, \"actorder\": \"group\"}", NULL),
              "actorder");

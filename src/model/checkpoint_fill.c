@@ -48,6 +48,15 @@ static void read_row(const pz_checkpoint *ck, const src *s, int64_t r, int64_t c
     memcpy(dst, (const char *)w->data + (size_t)(r * s->cols + c0) * e, e * (size_t)n);
     return;
   }
+  if (s->rep > 1) { /* INT4 scales of a coarser group (or one per row), each repeated over its 32-column groups */
+    for (int64_t j = 0; j < n; j++) {
+      pz_bf16 h;
+      memcpy(&h, (const char *)w->data + (size_t)(r * s->scols + (c0 + j) / s->rep) * 2, 2);
+      if (dt == PZ_BF16) ((pz_bf16 *)dst)[j] = h;
+      else ((float *)dst)[j] = pz_bf16_to_f32(h);
+    }
+    return;
+  }
   if (s->qscale) { /* INT4 values: row r's words and scales copied aligned, then q * scale (core/quant.h) */
     const int64_t words = s->cols / 8, groups = s->cols / s->group;
     void *buf = malloc(4 * (size_t)words + 2 * (size_t)groups + sizeof(float) * (size_t)(n ? n : 1));

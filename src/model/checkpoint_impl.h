@@ -29,6 +29,8 @@ typedef struct src {
   const pz_st_tensor *qscale;  /* INT4 weight_packed read as values (dequantised at load): its
                                   weight_scale bf16 [rows, cols/group]; rows/cols are the values' */
   int64_t group;
+  int64_t rep;                 /* > 1: an INT4 weight_scale stored per coarser group (or per row) than the graph's
+                                  32 columns: graph column c reads stored column c / rep of scols (checkpoint_plan.c) */
   bool raw;                    /* copied as stored (packed INT4 words, e4m3 bytes into u8) */
 } src;
 
@@ -56,6 +58,8 @@ struct pz_checkpoint {
   const pz_st_tensor **table;  /* every tensor of every shard, sorted by name */
   int n;
   int64_t bm, bn;              /* FP8 block size */
+  int int4_group;              /* INT4 quantization_config's group as stored (pz_quant_config.stored_group, 0:
+                                  per channel); 32 when the config has no INT4 scheme */
   char prefix[32];             /* "" or "language_model." (Kimi-K2.5): put before every Hugging Face name */
   bool lm_inner;               /* names "model.X" stored as "model.language_model.X" (transformers' newer
                                 * multimodal layout); lm_head.weight stays where it is */

@@ -106,6 +106,33 @@ static pz_status get_int4_values(pz_checkpoint *ck, const char *name, const char
   return PZ_OK;
 }
 
+/* An INT4 expert's weight_scale `w` (BF16) under a quantization_config whose stored group is not 32: group
+ * G (a multiple of 32) stores [rows, in / G], strategy "channel" [rows, 1], where the graph's scales are
+ * [rows, in / 32] (want). The source repeats each stored scale over the 32-column groups it covers (s->rep),
+ * which gives every weight element the scale it has in the file: the values are unchanged. */
+static pz_status int4_coarse_scale(pz_checkpoint *ck, const char *full, const pz_st_tensor *w, const int64_t *want,
+                                   src *s) {
+  const int64_t in = want[1] * 32, G = ck->int4_group ? ck->int4_group : in;
+  char a[128], grp[64];
+  shape_str(a, sizeof a, w->ndim, w->shape);
+  if (ck->int4_group) snprintf(grp, sizeof grp, "group_size %lld", (long long)G);
+  else snprintf(grp, sizeof grp, "strategy \"channel\"");
+  if (in % G)
+    return pz_error(PZ_ERR_SHAPE, "checkpoint %s: \"%s\" scales a weight of %lld columns, not a multiple of "
+                    "quantization_config's %s", ck->dir, full, (long long)in, grp);
+  if (w->ndim != 2 || w->shape[0] != want[0] || w->shape[1] != in / G)
+    return pz_error(PZ_ERR_SHAPE, "checkpoint %s: INT4 scales \"%s\" have shape %s, but quantization_config's %s implies "
+                    "[%lld, %lld]; the checkpoint does not match its config.json", ck->dir, full, a, grp,
+                    (long long)want[0], (long long)(in / G));
+  memset(s, 0, sizeof *s);
+  s->w = w;
+  s->rows = want[0];
+  s->cols = want[1];
+  s->scols = in / G;
+  s->rep = G / 32;
+  return PZ_OK;
+}
+
 /* Finds `name`, checks its shape == want[nd] and its dtype, and fills a source view. dst_dtype
  * i32 (packed INT4 words) and u8 (e4m3 bytes) take the tensor as stored. */
 static pz_status get_src(pz_checkpoint *ck, const char *name, const char *for_t, int nd, const int64_t *want,
@@ -136,8 +163,19 @@ static pz_status get_src(pz_checkpoint *ck, const char *name, const char *for_t,
     return pz_error(PZ_ERR_NOT_FOUND, "checkpoint %s: tensor \"%s\" (for %s) is missing; the checkpoint does not match its "
                     "config.json", ck->dir, full, for_t);
   }
+  const bool int4_scale = nl > 13 && !strcmp(name + nl - 13, ".weight_scale");
+  if (int4_scale && w->dtype != PZ_ST_BF16) return int4_scale_dtype_err(ck, full, w); /* as get_int4_values */
+  if (int4_scale && nd == 2 && ck->int4_group != 32)
+    return int4_coarse_scale(ck, full, w, want, s);
   bool same = w->ndim == nd;
   for (int d = 0; same && d < nd; d++) same = w->shape[d] == want[d];
+  if (!same && int4_scale) {
+    char a[128];
+    shape_str(a, sizeof a, w->ndim, w->shape);
+    return pz_error(PZ_ERR_SHAPE, "checkpoint %s: INT4 scales \"%s\" have shape %s, but quantization_config's group_size "
+                    "32 implies [%lld, %lld]; the checkpoint does not match its config.json", ck->dir, full, a,
+                    (long long)want[0], (long long)want[1]);
+  }
   if (!same) {
     char a[128], b[128];
     shape_str(a, sizeof a, w->ndim, w->shape);
@@ -145,8 +183,6 @@ static pz_status get_src(pz_checkpoint *ck, const char *name, const char *for_t,
     return pz_error(PZ_ERR_SHAPE, "checkpoint %s: tensor \"%s\" has shape %s, config.json implies %s; the checkpoint does "
                     "not match its config.json", ck->dir, full, a, b);
   }
-  if (nl > 13 && !strcmp(name + nl - 13, ".weight_scale") && w->dtype != PZ_ST_BF16) /* as get_int4_values */
-    return int4_scale_dtype_err(ck, full, w);
   memset(s, 0, sizeof *s);
   s->w = w;
   s->cols = nd ? want[nd - 1] : 1;
@@ -503,6 +539,7 @@ pz_status pz_checkpoint_plan(pz_checkpoint *ck, const pz_model_config *c, const 
   if (!ck->plans) return pz_error(PZ_ERR_OOM, "checkpoint: out of memory");
   ck->n_plans = g->n_tensors;
   ck->tp = g->info.tp;
+  ck->int4_group = c->quant.kind == PZ_WQ_INT4 ? c->quant.stored_group : 32;
   /* Kimi-K2.5 keeps the text model under "language_model." (its config wraps it in text_config). */
   ck->prefix[0] = 0;
   ck->lm_inner = false;

@@ -30,7 +30,10 @@ typedef enum pz_wquant {
 typedef struct pz_quant_config {
   pz_wquant kind;
   int num_bits;                    /* INT4: 4 */
-  int group_size;                  /* INT4: 32 */
+  int group_size;                  /* INT4: 32, the group of the kernels and of the graph's weight_scale tensors */
+  int stored_group;                /* INT4: the checkpoint's group of input columns: its group_size (a multiple of
+                                    * 32), or 0 for strategy "channel" (one scale per output row). The loader
+                                    * repeats each stored scale over the 32-column groups it covers (exact) */
   int64_t block_rows, block_cols;  /* FP8: weight_block_size, [128, 128] in DeepSeek-V3 */
   int n_targets, n_ignore;
   char targets[PZ_QUANT_MAX_PATTERNS][PZ_QUANT_PATTERN_LEN];
@@ -205,7 +208,7 @@ typedef struct pz_model_config {
  *
  * quantization_config (at the top level, else inside text_config, as transformers and vLLM read it): quant_method "compressed-tensors"
  * with format "pack-quantized" and one config group whose weights are type "int", num_bits 4,
- * group_size 32, strategy "group", symmetric true, actorder null, not dynamic, and no
+ * strategy "group" with a group_size that is a multiple of 32 (or strategy "channel", group_size null), symmetric true, actorder null, not dynamic, and no
  * input/output activation quantisation; its targets and the top-level ignore list are kept
  * (at most PZ_QUANT_MAX_PATTERNS targets and PZ_QUANT_MAX_IGNORE ignore entries of PZ_QUANT_PATTERN_LEN - 1
  * bytes each, counting only the ignore entries kept: "re:" patterns and exact names of routed-expert

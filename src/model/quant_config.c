@@ -272,7 +272,7 @@ void pz_quant_config_synthetic(pz_wquant kind, pz_quant_config *q) {
   q->kind = kind;
   if (kind == PZ_WQ_INT4) {
     q->num_bits = 4;
-    q->group_size = 32;
+    q->group_size = q->stored_group = 32;
     q->n_targets = 1;
     snprintf(q->targets[0], PZ_QUANT_PATTERN_LEN, "Linear");
     static const char *const ig[] = {"re:.*lm_head.*", "re:.*self_attn.*", "re:.*shared_experts.*",
@@ -342,7 +342,9 @@ static pz_status q_patterns(const reader *r, const cJSON *arr, const char *field
   return PZ_OK;
 }
 
-#define Q_SUPPORTED "compressed-tensors pack-quantized INT4 (num_bits 4, group_size 32, symmetric, strategy \"group\") " \
+#define Q_STRATEGIES "strategy \"group\" (group_size a multiple of 32) or \"channel\""
+#define Q_SUPPORTED "compressed-tensors pack-quantized INT4 (num_bits 4, symmetric, strategy \"group\" with a group_size " \
+                    "that is a multiple of 32, or \"channel\") " \
                     "or fp8 with weight_block_size"
 
 static pz_status parse_int4_group(const reader *r, const cJSON *q, bool top_format, pz_quant_config *out) {
@@ -390,19 +392,34 @@ static pz_status parse_int4_group(const reader *r, const cJSON *q, bool top_form
              cJSON_IsNumber(nb) ? nb->valuedouble : 0.0);
     return w_unsupported(r, g, "num_bits", got, "num_bits 4");
   }
-  /* The strategy before the group size: a per-channel or block scheme (group_size null) is refused for its
-   * strategy. Absent, compressed-tensors' QuantizationArgs infers "group" from a positive group_size. */
+  /* The strategy before the group size. Absent, compressed-tensors' QuantizationArgs infers it: "group" from
+   * a positive group_size, "channel" from -1, "tensor" from none. The kernels' group is 32; a checkpoint's
+   * coarser group (a multiple of 32) or one scale per output row ("channel") is read by repeating each
+   * scale over the 32-column groups it covers (exact). */
   const cJSON *gs = cJSON_GetObjectItemCaseSensitive(w, "group_size");
   const cJSON *stg = cJSON_GetObjectItemCaseSensitive(w, "strategy");
-  const bool stg_absent = !stg || cJSON_IsNull(stg);
-  if (!(stg_absent && cJSON_IsNumber(gs) && gs->valuedouble > 0) &&
-      (!cJSON_IsString(stg) || strcmp(stg->valuestring, "group")))
-    return w_unsupported(r, g, "strategy", cJSON_IsString(stg) ? stg->valuestring : stg_absent ? "missing" : "not a string",
-                         "strategy \"group\"");
-  if (!cJSON_IsNumber(gs) || gs->valuedouble != 32) {
-    char got[64];
-    snprintf(got, sizeof got, cJSON_IsNumber(gs) ? "%g" : "missing or null", cJSON_IsNumber(gs) ? gs->valuedouble : 0.0);
-    return w_unsupported(r, g, "group_size", got, "group_size 32: the INT4 kernels' group");
+  const bool stg_absent = !stg || cJSON_IsNull(stg), gs_absent = !gs || cJSON_IsNull(gs);
+  const bool gs_minus1 = cJSON_IsNumber(gs) && gs->valuedouble == -1;
+  if (!stg_absent && !cJSON_IsString(stg)) return w_unsupported(r, g, "strategy", "not a string", Q_STRATEGIES);
+  if (stg_absent && gs_absent)
+    return w_unsupported(r, g, "strategy", "missing with group_size null (per-tensor, as compressed-tensors infers)",
+                         Q_STRATEGIES);
+  const bool channel = stg_absent ? gs_minus1 : !strcmp(stg->valuestring, "channel");
+  if (!stg_absent && !channel && strcmp(stg->valuestring, "group"))
+    return w_unsupported(r, g, "strategy", stg->valuestring, Q_STRATEGIES);
+  if (channel) {
+    if (!gs_absent && !gs_minus1) /* compressed-tensors: a group_size needs strategy "group" */
+      return w_unsupported(r, g, "group_size", "set with strategy \"channel\"", "group_size null or -1 with strategy "
+                           "\"channel\"");
+    out->stored_group = 0;
+  } else {
+    if (!cJSON_IsNumber(gs) || gs->valuedouble < 32 || gs->valuedouble > 1048576 || fmod(gs->valuedouble, 32) != 0) {
+      char got[64];
+      snprintf(got, sizeof got, cJSON_IsNumber(gs) ? "%g" : "missing or null", cJSON_IsNumber(gs) ? gs->valuedouble : 0.0);
+      return w_unsupported(r, g, "group_size", got,
+                           "a group_size that is a multiple of 32 (32, 64, 128, ...): the INT4 kernels' group is 32");
+    }
+    out->stored_group = (int)gs->valuedouble;
   }
   const cJSON *sym = cJSON_GetObjectItemCaseSensitive(w, "symmetric");
   if (sym && !cJSON_IsTrue(sym)) /* absent: compressed-tensors' default, symmetric */
