@@ -158,7 +158,19 @@ static void bad(ents *q, const char *sub, const char *name, void (*f)(ent *), pz
   free_ents(&s);
 }
 static void narrow(ent *e) { e->shape[1] -= 1; e->nbytes = (size_t)(e->shape[0] * e->shape[1]) * pz_st_dtype_size(e->dtype); }
-static void as_u32(ent *e) { e->dtype = PZ_ST_U32; }
+static void as_u8_2x(ent *e) { e->dtype = PZ_ST_U8; e->shape[1] *= 2; } /* the same bytes, one per element */
+static bool pz_test_ends(const char *s, const char *suffix) {
+  const size_t a = strlen(s), b = strlen(suffix);
+  return a >= b && !strcmp(s + a - b, suffix);
+}
+/* The binary16 bits of v, which must be a normal f16 with at most 10 fraction bits (the test's power-of-two scales). */
+static uint16_t f16_exact(float v) {
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  const int e = (int)((u >> 23) & 0xff) - 127 + 15;
+  CHECK(e >= 1 && e <= 30 && (u & 0x1fffu) == 0);
+  return (uint16_t)(((u >> 16) & 0x8000u) | ((uint32_t)e << 10) | ((u & 0x7fffffu) >> 13));
+}
 static void as_f16(ent *e) { e->dtype = PZ_ST_F16; }
 static void wrong_shape_value(ent *e) { ((int64_t *)e->data)[1] = 7; }
 static void transposed(ent *e) { const int64_t r = e->shape[0]; e->shape[0] = e->shape[1]; e->shape[1] = r; }
@@ -402,7 +414,7 @@ int main(void) {
       "experts.3.up_proj.weight_packed");
   bad(&q, "e_noscale", "language_model.model.layers.2.mlp.experts.5.gate_proj.weight_scale", NULL, PZ_ERR_NOT_FOUND,
       "experts.5.gate_proj.weight_scale");
-  bad(&q, "e_dtype", "language_model.model.layers.1.mlp.experts.0.down_proj.weight_packed", as_u32, PZ_ERR_DTYPE,
+  bad(&q, "e_dtype", "language_model.model.layers.1.mlp.experts.0.down_proj.weight_packed", as_f16, PZ_ERR_DTYPE,
       "experts.0.down_proj.weight_packed");
   bad(&q, "e_sh_noscale", "language_model.model.layers.1.mlp.shared_experts.down_proj.weight_scale", NULL,
       PZ_ERR_NOT_FOUND, "shared_experts.down_proj.weight_scale");
@@ -459,13 +471,77 @@ int main(void) {
     CHECK(strstr(pz_last_error(), nm) && strstr(pz_last_error(), "is stored twice") && !strchr(pz_last_error(), '\n'));
     free_ents(&s);
   }
-  /* INT4 scales in another dtype than BF16 (same bytes, read as F16), on a routed and on a shared expert: refused by
-   * dtype, on one line naming the tensor. */
-  bad(&q, "e_f16_scale", "language_model.model.layers.1.mlp.experts.2.up_proj.weight_scale", as_f16, PZ_ERR_DTYPE,
-      "language_model.model.layers.1.mlp.experts.2.up_proj.weight_scale\" is F16; prezero reads INT4 scales in BF16");
-  bad(&q, "e_sh_f16_scale", "language_model.model.layers.2.mlp.shared_experts.down_proj.weight_scale", as_f16,
+  /* INT4 scales in a dtype other than BF16, F16 or F32 (the same bytes read as U8), on a routed and on a shared
+   * expert: refused by dtype, on one line naming the tensor. */
+  bad(&q, "e_u8_scale", "language_model.model.layers.1.mlp.experts.2.up_proj.weight_scale", as_u8_2x, PZ_ERR_DTYPE,
+      "language_model.model.layers.1.mlp.experts.2.up_proj.weight_scale\" is U8; INT4 scales must be BF16, F16 or F32");
+  bad(&q, "e_sh_u8_scale", "language_model.model.layers.2.mlp.shared_experts.down_proj.weight_scale", as_u8_2x,
       PZ_ERR_DTYPE,
-      "language_model.model.layers.2.mlp.shared_experts.down_proj.weight_scale\" is F16; prezero reads INT4 scales in BF16");
+      "language_model.model.layers.2.mlp.shared_experts.down_proj.weight_scale\" is U8; INT4 scales must be BF16, F16 or F32");
+  /* Packed words stored as U32 (the same bits), and INT4 scales stored as F16 or F32 (compressed-tensors writes them
+   * in the dtype of the model it quantised; these power-of-two scales are exact in each): the same tokens and logits
+   * as the I32 / BF16 checkpoint, routed and shared experts alike (were refused by dtype). */
+  static const struct { const char *tag; pz_st_dtype words, scales; } conv[] = {
+      {"int4_u32_words", PZ_ST_U32, PZ_ST_BF16}, {"int4_f16_scales", PZ_ST_I32, PZ_ST_F16},
+      {"int4_f32_scales", PZ_ST_I32, PZ_ST_F32}};
+  for (size_t k = 0; k < sizeof conv / sizeof conv[0]; k++) {
+    ents s = {.n = 0};
+    for (int i = 0; i < q.n; i++) {
+      const ent *e = &q.e[i];
+      if (pz_test_ends(e->name, ".weight_packed")) {
+        add(&s, e->name, conv[k].words, e->ndim, e->shape, e->data);
+      } else if (pz_test_ends(e->name, ".weight_scale") && conv[k].scales != PZ_ST_BF16) {
+        ent *d = add(&s, e->name, conv[k].scales, e->ndim, e->shape, NULL);
+        const size_t n = e->nbytes / 2;
+        for (size_t j = 0; j < n; j++) {
+          const float v = pz_bf16_to_f32(((const pz_bf16 *)e->data)[j]);
+          if (conv[k].scales == PZ_ST_F32) ((float *)d->data)[j] = v;
+          else ((uint16_t *)d->data)[j] = f16_exact(v);
+        }
+      } else {
+        add(&s, e->name, e->dtype, e->ndim, e->shape, e->data);
+      }
+    }
+    write_ck(conv[k].tag, cfg_int4, &s);
+    same_decode(conv[k].tag, "int4");
+    free_ents(&s);
+  }
+  /* An F32 scale that bf16 cannot hold is rounded to nearest even, as F32 weights are: s (1 + 2^-8 + 2^-12) reads
+   * as s (1 + 2^-7) (truncation would give s). */
+  {
+    ents s = {.n = 0};
+    const char *nm = "language_model.model.layers.1.mlp.experts.2.up_proj.weight_scale";
+    float s0 = 0, s1 = 0;
+    for (int i = 0; i < q.n; i++) {
+      const ent *e = &q.e[i];
+      if (strcmp(e->name, nm)) { add(&s, e->name, e->dtype, e->ndim, e->shape, e->data); continue; }
+      ent *d = add(&s, e->name, PZ_ST_F32, e->ndim, e->shape, NULL);
+      for (size_t j = 0; j < e->nbytes / 2; j++) ((float *)d->data)[j] = pz_bf16_to_f32(((const pz_bf16 *)e->data)[j]);
+      s0 = ((float *)d->data)[0];
+      s1 = ((float *)d->data)[1];
+      ((float *)d->data)[0] = s0 * (1.0f + 0x1p-8f + 0x1p-12f);
+    }
+    write_ck("int4_f32_round", cfg_int4, &s);
+    pz_model_config mr;
+    snprintf(p, sizeof p, "%s/int4_f32_round", dir);
+    CHECK_OK(pz_checkpoint_load_config(p, &mr));
+    pz_build_opts bo = {.tp = 1, .m = M, .max_ctx = 8, .layers = 0};
+    pz_graph *g = NULL;
+    CHECK_OK(pz_build_decode_graph(&mr, &bo, &g));
+    const pz_tensor *us = g ? find_t(g, "layers.1.mlp.experts.up_proj.weight_scale") : NULL;
+    pz_checkpoint *ck = NULL;
+    CHECK_OK(pz_checkpoint_open_planned(p, &mr, g, &ck));
+    CHECK(us && us->ne[1] == 64 && us->ne[2] == 2 && s0 != 0);
+    if (us && ck) {
+      pz_bf16 *got = malloc(sizeof(pz_bf16) * (size_t)pz_tensor_numel(us));
+      CHECK_OK(pz_checkpoint_fill(ck, us, 0, got));
+      CHECK(got[2 * 64 * 2] == pz_f32_to_bf16(s0 * (1.0f + 0x1p-7f)) && got[2 * 64 * 2 + 1] == pz_f32_to_bf16(s1));
+      free(got);
+    }
+    pz_checkpoint_close(ck);
+    pz_graph_free(g);
+    free_ents(&s);
+  }
   /* config.json says INT4 but the experts are stored in bf16. */
   write_ck("e_bf16_experts", cfg_int4, &bf);
   int32_t t[STEPS * M];

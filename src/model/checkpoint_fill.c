@@ -37,6 +37,19 @@ float pz_ck_f16_to_f32(uint16_t h) {
   return f;
 }
 
+/* Element k of an INT4 scale tensor as bf16: BF16 as stored, F16 / F32 rounded to nearest even (as F16 / F32
+ * weights are read; checkpoint_plan.c admits only these three). */
+static pz_bf16 scale_bf16_at(const pz_st_tensor *t, int64_t k) {
+  if (t->dtype == PZ_ST_F32) {
+    float f;
+    memcpy(&f, (const char *)t->data + 4 * k, 4);
+    return pz_f32_to_bf16(f);
+  }
+  uint16_t h;
+  memcpy(&h, (const char *)t->data + 2 * k, 2);
+  return t->dtype == PZ_ST_F16 ? pz_f32_to_bf16(pz_ck_f16_to_f32(h)) : h;
+}
+
 /* Columns [c0, c0+n) of row r of s (row s->row0 + r of its tensor), converted to dst's dtype (bf16: round
  * to nearest even). */
 static void read_row(const pz_checkpoint *ck, const src *s, int64_t r, int64_t c0, int64_t n, pz_dtype dt, void *dst,
@@ -50,8 +63,7 @@ static void read_row(const pz_checkpoint *ck, const src *s, int64_t r, int64_t c
   }
   if (s->rep > 1) { /* INT4 scales of a coarser group (or one per row), each repeated over its 32-column groups */
     for (int64_t j = 0; j < n; j++) {
-      pz_bf16 h;
-      memcpy(&h, (const char *)w->data + (size_t)(r * s->scols + (c0 + j) / s->rep) * 2, 2);
+      const pz_bf16 h = scale_bf16_at(w, r * s->scols + (c0 + j) / s->rep);
       if (dt == PZ_BF16) ((pz_bf16 *)dst)[j] = h;
       else ((float *)dst)[j] = pz_bf16_to_f32(h);
     }
@@ -65,7 +77,7 @@ static void read_row(const pz_checkpoint *ck, const src *s, int64_t r, int64_t c
     float *vals = (float *)(pw + words);
     pz_bf16 *sc = (pz_bf16 *)(vals + n);
     memcpy(pw, (const char *)w->data + (size_t)(r * words) * 4, 4 * (size_t)words);
-    memcpy(sc, (const char *)s->qscale->data + (size_t)(r * groups) * 2, 2 * (size_t)groups);
+    for (int64_t k = 0; k < groups; k++) sc[k] = scale_bf16_at(s->qscale, r * groups + k);
     pz_int4_dequant_row(pw, sc, s->group, c0, n, vals);
     if (dt == PZ_BF16) for (int64_t j = 0; j < n; j++) ((pz_bf16 *)dst)[j] = pz_f32_to_bf16(vals[j]);
     else memcpy(dst, vals, sizeof(float) * (size_t)n);

@@ -34,11 +34,18 @@ static void shape_str(char *buf, size_t cap, int nd, const int64_t *ne) {
   if (o < cap) snprintf(buf + o, cap - o, "]");
 }
 
-/* INT4 scales must be BF16: another dtype would be rounded on the way in. */
-static pz_status int4_scale_dtype_err(const pz_checkpoint *ck, const char *full, const pz_st_tensor *sc) {
-  return pz_error(PZ_ERR_DTYPE, "checkpoint %s: \"%s\" is %s; prezero reads INT4 scales in BF16 (the dtype of the "
-                  "published Kimi checkpoints), converting them would round them", ck->dir, full, pz_st_dtype_name(sc->dtype));
+/* INT4 scales are BF16 (the published Kimi checkpoints), or F16 / F32 (compressed-tensors writes the scales in the
+ * dtype of the model it quantised), which checkpoint_fill.c rounds to bf16 as it reads F16 / F32 weights. */
+static bool int4_scale_dtype_ok(const pz_st_tensor *sc) {
+  return sc->dtype == PZ_ST_BF16 || sc->dtype == PZ_ST_F16 || sc->dtype == PZ_ST_F32;
 }
+static pz_status int4_scale_dtype_err(const pz_checkpoint *ck, const char *full, const pz_st_tensor *sc) {
+  return pz_error(PZ_ERR_DTYPE, "checkpoint %s: \"%s\" is %s; INT4 scales must be BF16, F16 or F32", ck->dir, full,
+                  pz_st_dtype_name(sc->dtype));
+}
+
+/* pack-quantized words: I32 as compressed-tensors writes them, or the same bits as U32. */
+static bool int4_words_dtype_ok(const pz_st_tensor *w) { return w->dtype == PZ_ST_I32 || w->dtype == PZ_ST_U32; }
 
 /* "X.weight_shape" (shn) of a pack-quantized tensor: present, an I64 or I32 [2] holding [rows, cols]. */
 static pz_status check_weight_shape(const pz_checkpoint *ck, const char *shn, int64_t rows, int64_t cols) {
@@ -77,7 +84,7 @@ static pz_status get_int4_values(pz_checkpoint *ck, const char *name, const char
   if (nd != 2 || want[1] % 8)
     return pz_error(PZ_ERR_SHAPE, "checkpoint %s: INT4 tensor \"%s\" (for %s) must be 2-D with columns a multiple of 8; "
                     "prezero reads pack-quantized weights of 2-D Linear modules only", ck->dir, full, for_t);
-  if (w->dtype != PZ_ST_I32 || w->ndim != 2 || w->shape[0] != want[0] || w->shape[1] != want[1] / 8) {
+  if (!int4_words_dtype_ok(w) || w->ndim != 2 || w->shape[0] != want[0] || w->shape[1] != want[1] / 8) {
     char a[128];
     shape_str(a, sizeof a, w->ndim, w->shape);
     return pz_error(PZ_ERR_SHAPE, "checkpoint %s: \"%s\" must be I32 [%lld, %lld] (eight 4-bit values per word of the "
@@ -91,7 +98,7 @@ static pz_status get_int4_values(pz_checkpoint *ck, const char *name, const char
   if (!sc)
     return pz_error(PZ_ERR_NOT_FOUND, "checkpoint %s: INT4 tensor \"%s\" has no scales \"%s\"; pack-quantized weights need "
                     "their weight_scale", ck->dir, wfull, full);
-  if (sc->dtype != PZ_ST_BF16) return int4_scale_dtype_err(ck, full, sc);
+  if (!int4_scale_dtype_ok(sc)) return int4_scale_dtype_err(ck, full, sc);
   if (sc->ndim != 2 || sc->shape[0] != want[0] || sc->shape[1] < 1 || want[1] % sc->shape[1] ||
       (want[1] / sc->shape[1]) % 8)
     return pz_error(PZ_ERR_SHAPE, "checkpoint %s: \"%s\" must be BF16 [%lld, %lld / group] with a group a multiple of 8; "
@@ -164,7 +171,7 @@ static pz_status get_src(pz_checkpoint *ck, const char *name, const char *for_t,
                     "config.json", ck->dir, full, for_t);
   }
   const bool int4_scale = nl > 13 && !strcmp(name + nl - 13, ".weight_scale");
-  if (int4_scale && w->dtype != PZ_ST_BF16) return int4_scale_dtype_err(ck, full, w); /* as get_int4_values */
+  if (int4_scale && !int4_scale_dtype_ok(w)) return int4_scale_dtype_err(ck, full, w); /* as get_int4_values */
   if (int4_scale && nd == 2 && ck->int4_group != 32)
     return int4_coarse_scale(ck, full, w, want, s);
   bool same = w->ndim == nd;
@@ -189,7 +196,7 @@ static pz_status get_src(pz_checkpoint *ck, const char *name, const char *for_t,
   s->rows = s->cols ? w->numel / s->cols : 0;
   if (dst_dtype == PZ_I32 || dst_dtype == PZ_U8) {
     const pz_st_dtype need = dst_dtype == PZ_I32 ? PZ_ST_I32 : PZ_ST_F8_E4M3;
-    if (w->dtype != need)
+    if (w->dtype != need && !(dst_dtype == PZ_I32 && int4_words_dtype_ok(w)))
       return pz_error(PZ_ERR_DTYPE, "checkpoint %s: tensor \"%s\" has dtype %s; %s needs %s (%s)", ck->dir, full,
                       pz_st_dtype_name(w->dtype), for_t, pz_st_dtype_name(need),
                       dst_dtype == PZ_I32 ? "compressed-tensors pack-quantized words" : "FP8 e4m3 experts kept as FP8");
