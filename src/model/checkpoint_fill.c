@@ -38,7 +38,7 @@ float pz_ck_f16_to_f32(uint16_t h) {
 }
 
 /* Element k of an INT4 scale tensor as bf16: BF16 as stored, F16 / F32 rounded to nearest even (as F16 / F32
- * weights are read; checkpoint_plan.c admits only these three). */
+ * weights are read; checkpoint_quant.c admits only these three). */
 static pz_bf16 scale_bf16_at(const pz_st_tensor *t, int64_t k) {
   if (t->dtype == PZ_ST_F32) {
     float f;

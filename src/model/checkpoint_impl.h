@@ -1,7 +1,7 @@
 /* The checkpoint loader's internals (src/model/checkpoint*.c only): the checkpoint object, its per-tensor
  * plans and the helpers more than one of those files uses. checkpoint.c opens and indexes the shards,
- * checkpoint_plan.c resolves each graph weight to checkpoint tensors, checkpoint_fill.c copies and
- * converts the planned weights. */
+ * checkpoint_plan.c resolves each graph weight to checkpoint tensors (checkpoint_quant.c its quantised ones:
+ * INT4 pack-quantized, FP8 block scales), checkpoint_fill.c copies and converts the planned weights. */
 #ifndef PZ_MODEL_CHECKPOINT_IMPL_H
 #define PZ_MODEL_CHECKPOINT_IMPL_H
 #include <stdbool.h>
@@ -30,7 +30,7 @@ typedef struct src {
                                   weight_scale bf16 [rows, cols/group]; rows/cols are the values' */
   int64_t group;
   int64_t rep;                 /* > 1: an INT4 weight_scale stored per coarser group (or per row) than the graph's
-                                  32 columns: graph column c reads stored column c / rep of scols (checkpoint_plan.c) */
+                                  32 columns: graph column c reads stored column c / rep of scols (checkpoint_quant.c) */
   bool raw;                    /* copied as stored (packed INT4 words, e4m3 bytes into u8) */
 } src;
 
@@ -78,4 +78,31 @@ void pz_ck_free_plans(pz_checkpoint *ck);
 
 /* IEEE-754 binary16 bits -> the f32 of the same value (exact: every f16 is an f32). */
 float pz_ck_f16_to_f32(uint16_t h);
+
+/* checkpoint_plan.c: the tensor `name` (a Hugging Face name without the checkpoint's prefix; full[cap] gets
+ * the name as stored, for messages), or NULL; and "[a, b, ...]" of a shape into buf[cap]. */
+const pz_st_tensor *pz_ck_find(const pz_checkpoint *ck, const char *name, char *full, size_t cap);
+void pz_ck_shape_str(char *buf, size_t cap, int nd, const int64_t *ne);
+
+/* checkpoint_quant.c: quantised sources. */
+/* Whether an INT4 weight_scale's dtype is read (BF16, or F16 / F32 rounded to bf16 when filled), and the
+ * PZ_ERR_DTYPE naming tensor `full` when not; whether packed words' dtype is read (I32, or U32: the same bits). */
+bool pz_ck_int4_scale_dtype_ok(const pz_st_tensor *sc);
+pz_status pz_ck_int4_scale_dtype_err(const pz_checkpoint *ck, const char *full, const pz_st_tensor *sc);
+bool pz_ck_int4_words_dtype_ok(const pz_st_tensor *w);
+/* "X.weight_shape" (shn) present, an I64 or I32 [2] holding [rows, cols]; else PZ_ERR_SHAPE saying what it is. */
+pz_status pz_ck_check_weight_shape(const pz_checkpoint *ck, const char *shn, int64_t rows, int64_t cols);
+/* A graph weight "X.weight" [want] (2-D) read as values from pack-quantized "X.weight_packed" / "X.weight_scale" /
+ * "X.weight_shape" (dequantised at fill). Errors: PZ_ERR_SHAPE, PZ_ERR_NOT_FOUND (no scales), PZ_ERR_DTYPE. */
+pz_status pz_ck_int4_values(pz_checkpoint *ck, const char *name, const char *for_t, int nd, const int64_t *want, src *s);
+/* An INT4 expert's weight_scale w (BF16 / F16 / F32; `full` its stored name) as the graph's [want0, want1]
+ * (32-column groups) when ck->int4_group is not 32: stored [rows, in / group] or [rows, 1] per channel, each scale
+ * repeated (s->rep). Errors: PZ_ERR_SHAPE naming the group the config gives. */
+pz_status pz_ck_int4_coarse_scale(pz_checkpoint *ck, const char *full, const pz_st_tensor *w, const int64_t *want,
+                                  src *s);
+/* The block scales of the FP8 e4m3 weight s->w named `name` (`full` as stored; s->rows / s->cols set), dequantised
+ * to bf16 at fill: "<name>_scale_inv" (F32, BF16 or F16, [ceil(rows / bm), ceil(cols / bn)]) copied into
+ * s->scale as f32. Errors: PZ_ERR_DTYPE (missing, dtype or shape), PZ_ERR_IO (a non-finite or huge scale),
+ * PZ_ERR_OOM. */
+pz_status pz_ck_fp8_block_scales(pz_checkpoint *ck, const char *name, const char *full, src *s);
 #endif

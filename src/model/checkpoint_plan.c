@@ -1,10 +1,9 @@
 /* Checkpoint plans (checkpoint.h pz_checkpoint_plan): which checkpoint tensors feed each graph weight
  * under the DeepSeek family's and the GQA layouts' names, how they are fused, split and sharded per
- * TP rank, and the checks of their shapes, dtypes and FP8 / INT4 scales before anything is filled. */
+ * TP rank, and the checks of their shapes and dtypes before anything is filled (INT4 and FP8 sources:
+ * checkpoint_quant.c). */
 #include "model/checkpoint.h"
 #include "model/checkpoint_impl.h"
-#include <float.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +11,7 @@
 
 /* The tensor `name` (a Hugging Face name without the checkpoint's prefix); full[] gets the name
  * as stored, for messages. */
-static const pz_st_tensor *ck_find(const pz_checkpoint *ck, const char *name, char *full, size_t cap) {
+const pz_st_tensor *pz_ck_find(const pz_checkpoint *ck, const char *name, char *full, size_t cap) {
   if (ck->lm_inner && !strncmp(name, "model.", 6)) snprintf(full, cap, "model.language_model.%s", name + 6);
   else snprintf(full, cap, "%s%s", ck->prefix, name);
   return pz_checkpoint_find(ck, full);
@@ -28,116 +27,10 @@ void pz_ck_free_plans(pz_checkpoint *ck) {
   ck->n_plans = 0;
 }
 
-static void shape_str(char *buf, size_t cap, int nd, const int64_t *ne) {
+void pz_ck_shape_str(char *buf, size_t cap, int nd, const int64_t *ne) {
   size_t o = (size_t)snprintf(buf, cap, "[");
   for (int d = 0; d < nd && o < cap; d++) o += (size_t)snprintf(buf + o, cap - o, "%s%lld", d ? ", " : "", (long long)ne[d]);
   if (o < cap) snprintf(buf + o, cap - o, "]");
-}
-
-/* INT4 scales are BF16 (the published Kimi checkpoints), or F16 / F32 (compressed-tensors writes the scales in the
- * dtype of the model it quantised), which checkpoint_fill.c rounds to bf16 as it reads F16 / F32 weights. */
-static bool int4_scale_dtype_ok(const pz_st_tensor *sc) {
-  return sc->dtype == PZ_ST_BF16 || sc->dtype == PZ_ST_F16 || sc->dtype == PZ_ST_F32;
-}
-static pz_status int4_scale_dtype_err(const pz_checkpoint *ck, const char *full, const pz_st_tensor *sc) {
-  return pz_error(PZ_ERR_DTYPE, "checkpoint %s: \"%s\" is %s; INT4 scales must be BF16, F16 or F32", ck->dir, full,
-                  pz_st_dtype_name(sc->dtype));
-}
-
-/* pack-quantized words: I32 as compressed-tensors writes them, or the same bits as U32. */
-static bool int4_words_dtype_ok(const pz_st_tensor *w) { return w->dtype == PZ_ST_I32 || w->dtype == PZ_ST_U32; }
-
-/* "X.weight_shape" (shn) of a pack-quantized tensor: present, an I64 or I32 [2] holding [rows, cols]. */
-static pz_status check_weight_shape(const pz_checkpoint *ck, const char *shn, int64_t rows, int64_t cols) {
-  char full[600];
-  const pz_st_tensor *sh = ck_find(ck, shn, full, sizeof full);
-  int64_t shape[2] = {0, 0};
-  if (sh && (sh->dtype == PZ_ST_I64 || sh->dtype == PZ_ST_I32) && sh->numel == 2)
-    for (int d = 0; d < 2; d++) {
-      if (sh->dtype == PZ_ST_I64) memcpy(&shape[d], (const char *)sh->data + 8 * d, 8);
-      else { int32_t v; memcpy(&v, (const char *)sh->data + 4 * d, 4); shape[d] = v; }
-    }
-  if (sh && shape[0] == rows && shape[1] == cols) return PZ_OK;
-  char got[160];
-  if (!sh) snprintf(got, sizeof got, "it is missing");
-  else if ((sh->dtype == PZ_ST_I64 || sh->dtype == PZ_ST_I32) && sh->numel == 2)
-    snprintf(got, sizeof got, "it holds [%lld, %lld]", (long long)shape[0], (long long)shape[1]);
-  else {
-    char a[128];
-    shape_str(a, sizeof a, sh->ndim, sh->shape);
-    snprintf(got, sizeof got, "it is %s %s", pz_st_dtype_name(sh->dtype), a);
-  }
-  return pz_error(PZ_ERR_SHAPE, "checkpoint %s: \"%s\" must be an integer [2] holding [%lld, %lld], but %s; the checkpoint "
-                  "does not match its config.json", ck->dir, full, (long long)rows, (long long)cols, got);
-}
-
-/* INT4 source read as values: `name` = "X.weight" is absent, "X.weight_packed" int32 [rows, cols/8],
- * "X.weight_scale" bf16 [rows, cols/group] and "X.weight_shape" [rows, cols] are there (compressed-tensors
- * pack-quantized; the group follows from the scale's shape). */
-static pz_status get_int4_values(pz_checkpoint *ck, const char *name, const char *for_t, int nd, const int64_t *want, src *s) {
-  char base[512], pn[560], sn[560], shn[560], full[600];
-  snprintf(base, sizeof base, "%.*s", (int)(strlen(name) - strlen(".weight")), name);
-  snprintf(pn, sizeof pn, "%s.weight_packed", base);
-  snprintf(sn, sizeof sn, "%s.weight_scale", base);
-  snprintf(shn, sizeof shn, "%s.weight_shape", base);
-  const pz_st_tensor *w = ck_find(ck, pn, full, sizeof full);
-  if (nd != 2 || want[1] % 8)
-    return pz_error(PZ_ERR_SHAPE, "checkpoint %s: INT4 tensor \"%s\" (for %s) must be 2-D with columns a multiple of 8; "
-                    "prezero reads pack-quantized weights of 2-D Linear modules only", ck->dir, full, for_t);
-  if (!int4_words_dtype_ok(w) || w->ndim != 2 || w->shape[0] != want[0] || w->shape[1] != want[1] / 8) {
-    char a[128];
-    shape_str(a, sizeof a, w->ndim, w->shape);
-    return pz_error(PZ_ERR_SHAPE, "checkpoint %s: \"%s\" must be I32 [%lld, %lld] (eight 4-bit values per word of the "
-                    "[%lld, %lld] weight), got %s %s; the checkpoint does not match its config.json", ck->dir, full,
-                    (long long)want[0], (long long)(want[1] / 8), (long long)want[0], (long long)want[1],
-                    pz_st_dtype_name(w->dtype), a);
-  }
-  char wfull[600];
-  snprintf(wfull, sizeof wfull, "%s", full); /* weight_packed's name as stored */
-  const pz_st_tensor *sc = ck_find(ck, sn, full, sizeof full);
-  if (!sc)
-    return pz_error(PZ_ERR_NOT_FOUND, "checkpoint %s: INT4 tensor \"%s\" has no scales \"%s\"; pack-quantized weights need "
-                    "their weight_scale", ck->dir, wfull, full);
-  if (!int4_scale_dtype_ok(sc)) return int4_scale_dtype_err(ck, full, sc);
-  if (sc->ndim != 2 || sc->shape[0] != want[0] || sc->shape[1] < 1 || want[1] % sc->shape[1] ||
-      (want[1] / sc->shape[1]) % 8)
-    return pz_error(PZ_ERR_SHAPE, "checkpoint %s: \"%s\" must be BF16 [%lld, %lld / group] with a group a multiple of 8; "
-                    "check quantization_config.group_size", ck->dir, full, (long long)want[0], (long long)want[1]);
-  PZ_CHECK(check_weight_shape(ck, shn, want[0], want[1]));
-  memset(s, 0, sizeof *s);
-  s->w = w;
-  s->rows = want[0];
-  s->cols = want[1];
-  s->qscale = sc;
-  s->group = want[1] / sc->shape[1];
-  return PZ_OK;
-}
-
-/* An INT4 expert's weight_scale `w` (BF16) under a quantization_config whose stored group is not 32: group
- * G (a multiple of 32) stores [rows, in / G], strategy "channel" [rows, 1], where the graph's scales are
- * [rows, in / 32] (want). The source repeats each stored scale over the 32-column groups it covers (s->rep),
- * which gives every weight element the scale it has in the file: the values are unchanged. */
-static pz_status int4_coarse_scale(pz_checkpoint *ck, const char *full, const pz_st_tensor *w, const int64_t *want,
-                                   src *s) {
-  const int64_t in = want[1] * 32, G = ck->int4_group ? ck->int4_group : in;
-  char a[128], grp[64];
-  shape_str(a, sizeof a, w->ndim, w->shape);
-  if (ck->int4_group) snprintf(grp, sizeof grp, "group_size %lld", (long long)G);
-  else snprintf(grp, sizeof grp, "strategy \"channel\"");
-  if (in % G)
-    return pz_error(PZ_ERR_SHAPE, "checkpoint %s: \"%s\" scales a weight of %lld columns, not a multiple of "
-                    "quantization_config's %s", ck->dir, full, (long long)in, grp);
-  if (w->ndim != 2 || w->shape[0] != want[0] || w->shape[1] != in / G)
-    return pz_error(PZ_ERR_SHAPE, "checkpoint %s: INT4 scales \"%s\" have shape %s, but quantization_config's %s implies "
-                    "[%lld, %lld]; the checkpoint does not match its config.json", ck->dir, full, a, grp,
-                    (long long)want[0], (long long)(in / G));
-  memset(s, 0, sizeof *s);
-  s->w = w;
-  s->rows = want[0];
-  s->cols = want[1];
-  s->scols = in / G;
-  s->rep = G / 32;
-  return PZ_OK;
 }
 
 /* Finds `name`, checks its shape == want[nd] and its dtype, and fills a source view. dst_dtype
@@ -145,16 +38,16 @@ static pz_status int4_coarse_scale(pz_checkpoint *ck, const char *full, const pz
 static pz_status get_src(pz_checkpoint *ck, const char *name, const char *for_t, int nd, const int64_t *want,
                          pz_dtype dst_dtype, src *s) {
   char full[600], alt[600], altf[640];
-  const pz_st_tensor *w = ck_find(ck, name, full, sizeof full);
+  const pz_st_tensor *w = pz_ck_find(ck, name, full, sizeof full);
   const size_t nl = strlen(name);
   if (!w && nl > 7 && !strcmp(name + nl - 7, ".weight") && (dst_dtype == PZ_BF16 || dst_dtype == PZ_F32)) {
     snprintf(alt, sizeof alt, "%s_packed", name);
-    if (ck_find(ck, alt, altf, sizeof altf)) return get_int4_values(ck, name, for_t, nd, want, s);
+    if (pz_ck_find(ck, alt, altf, sizeof altf)) return pz_ck_int4_values(ck, name, for_t, nd, want, s);
   }
   if (!w) {
     if (nl > 14 && !strcmp(name + nl - 14, ".weight_packed")) {
       snprintf(alt, sizeof alt, "%.*s", (int)(nl - 7), name); /* X.weight */
-      const pz_st_tensor *a = ck_find(ck, alt, altf, sizeof altf);
+      const pz_st_tensor *a = pz_ck_find(ck, alt, altf, sizeof altf);
       if (a)
         return pz_error(PZ_ERR_DTYPE, "checkpoint %s: config.json's quantization_config makes %s INT4 but the checkpoint "
                         "stores \"%s\" %s; fix quantization_config (its ignore list) or the checkpoint", ck->dir,
@@ -162,7 +55,7 @@ static pz_status get_src(pz_checkpoint *ck, const char *name, const char *for_t,
     }
     if (dst_dtype == PZ_U8 && nl > 7 && !strcmp(name + nl - 7, ".weight")) {
       snprintf(alt, sizeof alt, "%s_packed", name); /* X.weight_packed */
-      if (ck_find(ck, alt, altf, sizeof altf))
+      if (pz_ck_find(ck, alt, altf, sizeof altf))
         return pz_error(PZ_ERR_DTYPE, "checkpoint %s: config.json's quantization_config is fp8 (e4m3 weights for %s) but "
                         "the checkpoint stores \"%s\", compressed-tensors INT4; fix quantization_config or the checkpoint",
                         ck->dir, for_t, altf);
@@ -171,22 +64,22 @@ static pz_status get_src(pz_checkpoint *ck, const char *name, const char *for_t,
                     "config.json", ck->dir, full, for_t);
   }
   const bool int4_scale = nl > 13 && !strcmp(name + nl - 13, ".weight_scale");
-  if (int4_scale && !int4_scale_dtype_ok(w)) return int4_scale_dtype_err(ck, full, w); /* as get_int4_values */
+  if (int4_scale && !pz_ck_int4_scale_dtype_ok(w)) return pz_ck_int4_scale_dtype_err(ck, full, w); /* as get_int4_values */
   if (int4_scale && nd == 2 && ck->int4_group != 32)
-    return int4_coarse_scale(ck, full, w, want, s);
+    return pz_ck_int4_coarse_scale(ck, full, w, want, s);
   bool same = w->ndim == nd;
   for (int d = 0; same && d < nd; d++) same = w->shape[d] == want[d];
   if (!same && int4_scale) {
     char a[128];
-    shape_str(a, sizeof a, w->ndim, w->shape);
+    pz_ck_shape_str(a, sizeof a, w->ndim, w->shape);
     return pz_error(PZ_ERR_SHAPE, "checkpoint %s: INT4 scales \"%s\" have shape %s, but quantization_config's group_size "
                     "32 implies [%lld, %lld]; the checkpoint does not match its config.json", ck->dir, full, a,
                     (long long)want[0], (long long)want[1]);
   }
   if (!same) {
     char a[128], b[128];
-    shape_str(a, sizeof a, w->ndim, w->shape);
-    shape_str(b, sizeof b, nd, want);
+    pz_ck_shape_str(a, sizeof a, w->ndim, w->shape);
+    pz_ck_shape_str(b, sizeof b, nd, want);
     return pz_error(PZ_ERR_SHAPE, "checkpoint %s: tensor \"%s\" has shape %s, config.json implies %s; the checkpoint does "
                     "not match its config.json", ck->dir, full, a, b);
   }
@@ -196,65 +89,20 @@ static pz_status get_src(pz_checkpoint *ck, const char *name, const char *for_t,
   s->rows = s->cols ? w->numel / s->cols : 0;
   if (dst_dtype == PZ_I32 || dst_dtype == PZ_U8) {
     const pz_st_dtype need = dst_dtype == PZ_I32 ? PZ_ST_I32 : PZ_ST_F8_E4M3;
-    if (w->dtype != need && !(dst_dtype == PZ_I32 && int4_words_dtype_ok(w)))
+    if (w->dtype != need && !(dst_dtype == PZ_I32 && pz_ck_int4_words_dtype_ok(w)))
       return pz_error(PZ_ERR_DTYPE, "checkpoint %s: tensor \"%s\" has dtype %s; %s needs %s (%s)", ck->dir, full,
                       pz_st_dtype_name(w->dtype), for_t, pz_st_dtype_name(need),
                       dst_dtype == PZ_I32 ? "compressed-tensors pack-quantized words" : "FP8 e4m3 experts kept as FP8");
     if (dst_dtype == PZ_I32 && nd == 2 && nl > 14 && !strcmp(name + nl - 14, ".weight_packed")) {
       char shn[600]; /* its weight_shape, as for the experts dequantised at load */
       snprintf(shn, sizeof shn, "%.*s.weight_shape", (int)(nl - 14), name);
-      PZ_CHECK(check_weight_shape(ck, shn, want[0], want[1] * 8));
+      PZ_CHECK(pz_ck_check_weight_shape(ck, shn, want[0], want[1] * 8));
     }
     s->raw = true;
     return PZ_OK;
   }
   if (w->dtype == PZ_ST_BF16 || w->dtype == PZ_ST_F32 || w->dtype == PZ_ST_F16) return PZ_OK;
-  if (w->dtype == PZ_ST_F8_E4M3 && dst_dtype == PZ_BF16 && nd == 2) {
-    char sn[512], sfull[600];
-    snprintf(sn, sizeof sn, "%s_scale_inv", name);
-    const pz_st_tensor *sc = ck_find(ck, sn, sfull, sizeof sfull);
-    int64_t sr = (s->rows + ck->bm - 1) / ck->bm, scn = (s->cols + ck->bn - 1) / ck->bn;
-    if (!sc)
-      return pz_error(PZ_ERR_DTYPE, "checkpoint %s: FP8 tensor \"%s\" has no \"%s\" block scales; only block-scaled FP8 "
-                      "is supported", ck->dir, full, sfull);
-    /* F32 as DeepSeek publishes them; BF16 / F16 scales widen to f32 exactly (the routed experts kept as
-     * FP8 read them so too), so they are taken as well. */
-    if (sc->dtype != PZ_ST_F32 && sc->dtype != PZ_ST_BF16 && sc->dtype != PZ_ST_F16)
-      return pz_error(PZ_ERR_DTYPE, "checkpoint %s: \"%s\" has dtype %s; FP8 block scales must be F32, BF16 or F16",
-                      ck->dir, sfull, pz_st_dtype_name(sc->dtype));
-    if (sc->ndim != 2 || sc->shape[0] != sr || sc->shape[1] != scn) {
-      char a[128];
-      shape_str(a, sizeof a, sc->ndim, sc->shape);
-      return pz_error(PZ_ERR_DTYPE, "checkpoint %s: \"%s\" has shape %s, must be [%lld, %lld] (%lldx%lld blocks of %s); "
-                      "check quantization_config.weight_block_size", ck->dir, sfull, a, (long long)sr, (long long)scn,
-                      (long long)ck->bm, (long long)ck->bn, full);
-    }
-    /* An aligned private f32 copy (the scales are 1/16384 of the weight's elements). */
-    float *own = malloc(sizeof(float) * (size_t)(sr * scn > 0 ? sr * scn : 1));
-    if (!own) return pz_error(PZ_ERR_OOM, "checkpoint: out of memory");
-    if (sc->dtype == PZ_ST_F32) {
-      memcpy(own, sc->data, sc->nbytes);
-    } else {
-      for (int64_t k = 0; k < sr * scn; k++) {
-        uint16_t h;
-        memcpy(&h, (const char *)sc->data + 2 * k, 2);
-        own[k] = sc->dtype == PZ_ST_BF16 ? pz_bf16_to_f32(h) : pz_ck_f16_to_f32(h);
-      }
-    }
-    /* NaN, infinite or huge (448 * scale beyond f32) scales make the dequantised weights non-finite
-     * and every token id the same: refuse them here, at load. */
-    for (int64_t k = 0; k < sr * scn; k++)
-      if (!isfinite(own[k]) || fabsf(own[k]) > FLT_MAX / 448.0f) {
-        float v = own[k];
-        free(own);
-        return pz_error(PZ_ERR_IO, "checkpoint %s: \"%s\" block scale [%lld, %lld] is %g, not a finite scale of "
-                        "magnitude at most %g; the file is corrupt: re-download or re-quantize it", ck->dir, sfull,
-                        (long long)(k / scn), (long long)(k % scn), (double)v, (double)(FLT_MAX / 448.0f));
-      }
-    s->scale = own;
-    s->scols = scn;
-    return PZ_OK;
-  }
+  if (w->dtype == PZ_ST_F8_E4M3 && dst_dtype == PZ_BF16 && nd == 2) return pz_ck_fp8_block_scales(ck, name, full, s);
   return pz_error(PZ_ERR_DTYPE, "checkpoint %s: tensor \"%s\" has dtype %s; supported: BF16, F16, F32, F8_E4M3 with "
                   "weight_scale_inv block scales for 2-D bf16 weights, I32 pack-quantized INT4 (weight_packed + "
                   "weight_scale)", ck->dir, full, pz_st_dtype_name(w->dtype));
@@ -363,7 +211,7 @@ static pz_status plan_gqa(pz_checkpoint *ck, const pz_model_config *c, const pz_
   if (strcmp(c->model_type, "mixtral") != 0) { *done = false; return PZ_OK; }
   snprintf(hf, sizeof hf, "model.layers.%d.block_sparse_moe.gate.weight", L);
   snprintf(hf2, sizeof hf2, "model.layers.%d.mlp.gate.weight", L);
-  const bool legacy_gate = ck_find(ck, hf, f1, sizeof f1) || !ck_find(ck, hf2, f2, sizeof f2);
+  const bool legacy_gate = pz_ck_find(ck, hf, f1, sizeof f1) || !pz_ck_find(ck, hf2, f2, sizeof f2);
   if (!strcmp(rest, "mlp.gate.weight") && legacy_gate) {
     p->kind = PLAN_PLAIN;
     PZ_CHECK(alloc_src(p, 1));
@@ -379,11 +227,11 @@ static pz_status plan_gqa(pz_checkpoint *ck, const pz_model_config *c, const pz_
   for (int i = 0; i < 2; i++) { /* bf16 / FP8 names, then INT4 ones */
     snprintf(hf, sizeof hf, "model.layers.%d.block_sparse_moe.experts.0.w1.weight%s", L, i ? "_packed" : "");
     snprintf(hf2, sizeof hf2, "model.layers.%d.mlp.experts.0.gate_proj.weight%s", L, i ? "_packed" : "");
-    legacy |= ck_find(ck, hf, f1, sizeof f1) != NULL;
-    mlp_names |= ck_find(ck, hf2, f2, sizeof f2) != NULL;
+    legacy |= pz_ck_find(ck, hf, f1, sizeof f1) != NULL;
+    mlp_names |= pz_ck_find(ck, hf2, f2, sizeof f2) != NULL;
   }
   snprintf(hf3, sizeof hf3, "model.layers.%d.mlp.experts.gate_up_proj", L);
-  legacy = legacy || (!mlp_names && !ck_find(ck, hf3, f3, sizeof f3));
+  legacy = legacy || (!mlp_names && !pz_ck_find(ck, hf3, f3, sizeof f3));
   if (!strncmp(rest, "mlp.experts.", 12) && t->ndim == 3 && legacy) {
     int k = -1;
     for (int i = 0; i < 3; i++)
@@ -449,7 +297,7 @@ static pz_status plan_one(pz_checkpoint *ck, const pz_model_config *c, const pz_
     const bool up = !strcmp(proj, "up_proj.weight"), down = !strcmp(proj, "down_proj.weight");
     snprintf(hf2, sizeof hf2, "model.layers.%d.mlp.experts.%s", L, down ? "down_proj" : "gate_up_proj");
     char f1[600], f2[600];
-    if (!ck_find(ck, hf, f1, sizeof f1) && ck_find(ck, hf2, f2, sizeof f2)) {
+    if (!pz_ck_find(ck, hf, f1, sizeof f1) && pz_ck_find(ck, hf2, f2, sizeof f2)) {
       /* transformers >= 5 layout: gate_up_proj [E, 2I, H] (gate rows first), down_proj [E, H, I]. */
       p->kind = PLAN_EXPERTS_FUSED;
       p->n_src = 1;
@@ -460,8 +308,8 @@ static pz_status plan_one(pz_checkpoint *ck, const pz_model_config *c, const pz_
     }
     char hf3[512], f3[600];
     snprintf(hf3, sizeof hf3, "model.layers.%d.mlp.experts.%s", L, down ? "gate_up_proj" : "down_proj");
-    if ((up || down || !strcmp(proj, "gate_proj.weight")) && !ck_find(ck, hf, f1, sizeof f1) &&
-        ck_find(ck, hf3, f3, sizeof f3))
+    if ((up || down || !strcmp(proj, "gate_proj.weight")) && !pz_ck_find(ck, hf, f1, sizeof f1) &&
+        pz_ck_find(ck, hf3, f3, sizeof f3))
       /* The other projection is fused (transformers >= 5): name the fused tensor that is missing. */
       return pz_error(PZ_ERR_NOT_FOUND, "checkpoint %s: it holds \"%s\" (fused experts, as transformers >= 5 saves "
                       "them) but neither \"%s\" nor per-expert \"%s\" (for %s); the checkpoint is incomplete", ck->dir,
@@ -481,7 +329,7 @@ static pz_status plan_one(pz_checkpoint *ck, const pz_model_config *c, const pz_
   if (!strcmp(nm, "lm_head.weight")) {
     snprintf(hf, sizeof hf, "%s", nm);
     char f1[600];
-    if (!ck_find(ck, hf, f1, sizeof f1) && (ck->tie_word_embeddings || c->tie_word_embeddings))
+    if (!pz_ck_find(ck, hf, f1, sizeof f1) && (ck->tie_word_embeddings || c->tie_word_embeddings))
       snprintf(hf, sizeof hf, "model.embed_tokens.weight");
   } else {
     snprintf(hf, sizeof hf, "model.%s", nm);
@@ -489,7 +337,7 @@ static pz_status plan_one(pz_checkpoint *ck, const pz_model_config *c, const pz_
      * that share memory, and transformers ties the embedding to that head. */
     char f1[600];
     if (!strcmp(nm, "embed_tokens.weight") && (ck->tie_word_embeddings || c->tie_word_embeddings) &&
-        !ck_find(ck, hf, f1, sizeof f1) && ck_find(ck, "lm_head.weight", f1, sizeof f1))
+        !pz_ck_find(ck, hf, f1, sizeof f1) && pz_ck_find(ck, "lm_head.weight", f1, sizeof f1))
       snprintf(hf, sizeof hf, "lm_head.weight");
   }
   return get_src(ck, hf, nm, nd, full, t->dtype, &p->s[0]);
@@ -527,8 +375,8 @@ static bool tensor_values_equal(const pz_st_tensor *a, const pz_st_tensor *b) {
  * bytes, or the same values in another dtype (BF16 / F16 / F32), it is refused rather than run as one of them. */
 static pz_status check_tied_head(const pz_checkpoint *ck) {
   char fe[600], fl[600];
-  const pz_st_tensor *e = ck_find(ck, "model.embed_tokens.weight", fe, sizeof fe);
-  const pz_st_tensor *l = ck_find(ck, "lm_head.weight", fl, sizeof fl);
+  const pz_st_tensor *e = pz_ck_find(ck, "model.embed_tokens.weight", fe, sizeof fe);
+  const pz_st_tensor *l = pz_ck_find(ck, "lm_head.weight", fl, sizeof fl);
   if (!e || !l) return PZ_OK;
   bool same = e->dtype == l->dtype && e->ndim == l->ndim && e->nbytes == l->nbytes;
   for (int k = 0; same && k < e->ndim; k++) same = e->shape[k] == l->shape[k];
