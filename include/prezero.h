@@ -54,7 +54,9 @@ typedef struct pz_engine_config {
                             number of cores capped at 64 */
   const char *model_dir; /* NULL, or a Hugging Face checkpoint directory: config.json plus
                             model.safetensors or model.safetensors.index.json with its shards
-                            (BF16, F16, F32 or block-scaled F8_E4M3). The config then comes from it
+                            (BF16, F16, F32, block-scaled F8_E4M3, or compressed-tensors
+                            pack-quantized INT4 as its quantization_config says; the README's
+                            checkpoint section lists what is read). The config then comes from it
                             (`model` is ignored) and the weights are loaded from it instead of the
                             seed; "" is PZ_ERR_INVALID_ARG; errors as pz_checkpoint_open / pz_checkpoint_plan describe:
                             PZ_ERR_IO (also a NaN, infinite or huge FP8 weight_scale_inv, or a
