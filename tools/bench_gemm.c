@@ -37,6 +37,7 @@ static void tune_usage(FILE *f) {
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/tuner.h"
 #include "core/status.h"
+#include "core/options.h"
 
 /* Per-rank shapes (docs/ARCHITECTURE.md §2) of every prezero consumer (with a quantised MoE's shared experts'
  * gate | up, the op's sh_gu slot, for Kimi-K2.5). Kimi-K2 / DeepSeek-V3: H = 7168,
@@ -213,7 +214,10 @@ int pz_cmd_bench_gemm(int argc, char **argv) {
                           "CUDA graph of >= 40 launches (>= 200 MB of distinct weight copies), median of "
                           "per-replay time / launches over reps replays after one warm-up; C f32, no bias");
   cJSON_AddNumberToObject(root, "reps", reps);
-  cJSON_AddStringToObject(root, "PREZERO_GEMM_L2PF", getenv("PREZERO_GEMM_L2PF") ? getenv("PREZERO_GEMM_L2PF") : "(unset)");
+  { /* the context's own switches (read once, when it was created) */
+    const pz_runtime_opts *ro = pz_gemm_ctx_opts(ctx);
+    cJSON_AddStringToObject(root, "PREZERO_GEMM_L2PF", !ro || ro->gemm_l2pf ? "1 (on)" : "0 (off)");
+  }
   cJSON *rows = cJSON_AddArrayToObject(root, "rows");
   cJSON *skipped = cJSON_AddArrayToObject(root, "skipped"); /* shapes our GEMMs refuse, with the reason */
   FILE *md = md_path ? fopen(md_path, "w") : NULL;

@@ -36,6 +36,7 @@ static void usage(FILE *f) {
 #include "backend/backend.h"
 #include "backend/cuda/runtime.h"
 #include "core/status.h"
+#include "core/options.h"
 #include "model/builder.h"
 #include "model/config.h"
 #include "passes/passes.h"
@@ -74,8 +75,9 @@ static int fail(const char *what) {
 /* One CUDA backend per TP degree, both graph sets over the same weights (per-batch prezero mode,
  * backend/backend.h, cuda/exec.h): at every batch size, `rounds` times each of pzs[] in turn
  * (OFF, ON, OFF, ON ...), into cells[p][b]. */
-static int run_one(const pz_model_config *mc, int tp, int layers, int context, const int *bs, int nb, const int *pzs,
-                   int npz, int rounds, uint64_t seed, int iters, int reps, int real_rows, cell cells[2][MAX_B],
+static int run_one(const pz_model_config *mc, const pz_runtime_opts *ro, int tp, int layers, int context, const int *bs,
+                   int nb, const int *pzs, int npz, int rounds, uint64_t seed, int iters, int reps, int real_rows,
+                   cell cells[2][MAX_B],
                    char *device, size_t device_len) {
   int max_b = bs[nb - 1];
   pz_build_opts bo = {.tp = tp, .m = max_b, .max_ctx = (int64_t)context + 8, .layers = layers};
@@ -85,6 +87,7 @@ static int run_one(const pz_model_config *mc, int tp, int layers, int context, c
   for (int p = 0; p < npz; p++) any_on |= pzs[p];
   pz_backend_opts xo = PZ_BACKEND_OPTS_INIT;
   xo.seed = seed;
+  xo.runtime = ro;
   xo.graphs = 1;
   xo.prezero = any_on; /* on the OFF graph: the ON set is the per-batch plan */
   xo.n_capture = nb;
@@ -198,6 +201,15 @@ int pz_cmd_bench_step(int argc, char **argv) {
               bs[b], real_rows);
       return 2;
     }
+  /* The switches, read once: every executor takes them (run_one) and the labels below print them. */
+  pz_runtime_opts ro;
+  {
+    char bad[300];
+    if (pz_runtime_opts_from_env(&ro, bad, sizeof bad) != 0) {
+      fprintf(stderr, "prezero bench step: %s\n", bad);
+      return 2;
+    }
+  }
   pz_model_config mc;
   if (pz_config_load(config, &mc) != PZ_OK) return fail("loading the config");
   if (layers > mc.num_hidden_layers) layers = (int)mc.num_hidden_layers;
@@ -226,7 +238,7 @@ int pz_cmd_bench_step(int argc, char **argv) {
     }
     fprintf(stderr, "%s, %d layers, TP %d: one executor, %d round(s) of OFF / ON per batch size\n", mc.name, layers,
             tps[t], rounds);
-    if (run_one(&mc, tps[t], layers, context, bs, nb, pzs, npz, rounds, seed, iters, reps, real_rows, cells[t], device,
+    if (run_one(&mc, &ro, tps[t], layers, context, bs, nb, pzs, npz, rounds, seed, iters, reps, real_rows, cells[t], device,
                 sizeof device))
       return 1;
     ran[t] = 1;
@@ -244,11 +256,10 @@ int pz_cmd_bench_step(int argc, char **argv) {
   cJSON_AddNumberToObject(root, "rounds", rounds);
   if (real_rows > 0) { /* padded steps: real_rows sequences in each batch size's graph */
     cJSON_AddNumberToObject(root, "real_rows", real_rows);
-    const char *pa = getenv("PREZERO_PAD_ATTN");
-    cJSON_AddStringToObject(root, "padding_rows_attend", pa && !strcmp(pa, "0") ? "whole context" : "one position");
+    cJSON_AddStringToObject(root, "padding_rows_attend", ro.pad_attn == 0 ? "whole context" : "one position");
   }
-  const char *algo = getenv("PREZERO_AR_ALGO");
-  cJSON_AddStringToObject(root, "ar_algo", algo && *algo ? algo : "fused");
+  const char *algo = ro.ar_algo;
+  cJSON_AddStringToObject(root, "ar_algo", algo);
   {
     char cmd[1024];
     pz_bench_command_line(cmd, sizeof cmd, "prezero bench step", argc - 1, argv + 1);
@@ -265,13 +276,12 @@ int pz_cmd_bench_step(int argc, char **argv) {
   for (int o = 0; o < 2; o++) {
     if (!outs[o]) continue;
     fprintf(outs[o], "# prezero bench step: %s, first %d layers, context %d, %s, AR+RMSNorm donors: %s\n\n", mc.name,
-            layers, context, device, algo && *algo ? algo : "fused");
+            layers, context, device, algo);
     fprintf(outs[o], "Decode-step time (µs, CUDA-graph replay, median of %d sets of %d steps%s).\n\n", reps, iters,
             rounds > 1 ? ", median over rounds" : "");
     if (real_rows > 0) {
-      const char *pa = getenv("PREZERO_PAD_ATTN");
       fprintf(outs[o], "Padded steps: %d real sequences in each batch size's graph; the other rows attend %s.\n\n",
-              real_rows, pa && !strcmp(pa, "0") ? "their whole context (PREZERO_PAD_ATTN=0)" : "one position");
+              real_rows, ro.pad_attn == 0 ? "their whole context (PREZERO_PAD_ATTN=0)" : "one position");
     }
   }
   for (int t = 0; t < ntp; t++) {
