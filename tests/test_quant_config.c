@@ -349,7 +349,34 @@ int main(void) {
   expect_bad(ct("{\"num_bits\": 4, \"group_size\": 32, \"strategy\": \"group\", \"symmetric\": true, \"type\": \"float\"}", NULL),
              "weights.type");
   expect_bad(ct(W_OK, ", \"kv_cache_scheme\": {\"num_bits\": 8}"), "kv_cache_scheme");
-  expect_bad("{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\"}", "format");
+  expect_bad("{\"quant_method\": \"compressed-tensors\", \"format\": \"int-quantized\"}", "format");
+  expect_bad("{\"quant_method\": \"compressed-tensors\", \"format\": \"naive-quantized\"}", "format");
+  /* compressed-tensors float-quantized FP8 with block scales (FP8_BLOCK): read as block-scaled FP8 experts whose
+   * scales are "X.weight_scale", patterns as compressed-tensors'; the format may be given in the group only. */
+  {
+    static const char *const fp8_ct[] = {
+        "{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", \"config_groups\": {\"g\": {"
+        "\"targets\": [\"Linear\"], \"weights\": {\"num_bits\": 8, \"type\": \"float\", \"strategy\": \"block\", "
+        "\"block_structure\": [128, 64], \"symmetric\": true, \"dynamic\": false}, \"input_activations\": {\"num_bits\": 8, "
+        "\"type\": \"float\", \"strategy\": \"group\", \"group_size\": 128, \"dynamic\": true}}}, \"ignore\": [\"lm_head\", \"re:.*layers\\\\.2\\\\.mlp.*\"]}",
+        "{\"quant_method\": \"compressed-tensors\", \"config_groups\": {\"g\": {\"format\": \"float-quantized\", "
+        "\"targets\": [\"Linear\"], \"weights\": {\"num_bits\": 8, \"type\": \"float\", \"strategy\": \"block\", "
+        "\"block_structure\": [128, 64]}}}}"};
+    for (int i = 0; i < 2; i++) {
+      CHECK_OK(parse_with(fp8_ct[i], &c));
+      CHECK(c.quant.kind == PZ_WQ_FP8 && c.quant.ct_fp8 == 1 && c.quant.block_rows == 128 && c.quant.block_cols == 64);
+      CHECK(pz_quant_applies(&c.quant, "model.layers.1.mlp.experts.3.up_proj"));
+      /* the first's ignore list names layer 2's experts */
+      CHECK(pz_quant_applies(&c.quant, "model.layers.2.mlp.experts.0.up_proj") == (i == 1));
+    }
+    expect_bad("{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", \"config_groups\": {\"g\": {"
+               "\"targets\": [\"Linear\"], \"weights\": {\"num_bits\": 8, \"type\": \"float\", \"strategy\": \"channel\"}}}}",
+               "config_groups.g.weights.strategy is channel, which prezero does not support (FP8 strategy \"block\"");
+    expect_bad("{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", \"config_groups\": {\"g\": {"
+               "\"targets\": [\"Linear\"], \"weights\": {\"num_bits\": 8, \"type\": \"float\", \"strategy\": \"block\", "
+               "\"block_structure\": [128, 128]}, \"output_activations\": {\"num_bits\": 8}}}}",
+               "config_groups.g.output_activations is set");
+  }
   /* compressed-tensors' transforms (rotated weights) and sparse storage: refused on one line (were read as plain
    * pack-quantized weights); an empty transform_config and a "dense" sparsity_config read. */
   expect_bad(ct(W_OK, ", \"transform_config\": {\"config_groups\": {\"u\": {\"type\": \"hadamard\"}}}"),

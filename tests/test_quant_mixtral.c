@@ -32,6 +32,20 @@ enum { M = 2, STEPS = 6, V = 256, MAXE = 128 };
   "\"quantization_config\":{\"quant_method\":\"fp8\",\"fmt\":\"e4m3\",\"activation_scheme\":\"dynamic\","           \
   "\"weight_block_size\":[128,128]%s}"
 
+/* compressed-tensors float-quantized FP8 (llm-compressor's FP8_BLOCK scheme, as the tool writes it): block scales
+ * stored as "X.weight_scale", dynamic FP8 input activations (which prezero leaves in bf16) */
+#define QCFG_FP8_CT(WEIGHTS, INPUT, EXTRA)                                                                          \
+  "\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"float-quantized\","             \
+  "\"quantization_status\":\"compressed\",\"kv_cache_scheme\":null,\"config_groups\":{\"group_0\":{"                \
+  "\"targets\":[\"Linear\"],\"input_activations\":" INPUT ",\"output_activations\":null,\"weights\":" WEIGHTS      \
+  "}},\"ignore\":[\"lm_head\",\"re:.*block_sparse_moe.gate\",\"re:.*self_attn.*\"" EXTRA "]}"
+#define CT_W_BLOCK                                                                                                  \
+  "{\"num_bits\":8,\"type\":\"float\",\"symmetric\":true,\"group_size\":null,\"strategy\":\"block\","             \
+  "\"block_structure\":[128,128],\"dynamic\":false,\"actorder\":null,\"observer\":\"minmax\"}"
+#define CT_IN_DYN                                                                                                   \
+  "{\"num_bits\":8,\"type\":\"float\",\"symmetric\":true,\"group_size\":128,\"strategy\":\"group\","              \
+  "\"dynamic\":true,\"observer\":null}"
+
 typedef struct { char name[200]; pz_st_write_entry w; void *own; } ent;
 static ent ents[MAXE];
 static int n_ents;
@@ -104,7 +118,7 @@ static uint8_t to_e4m3(float x) {
 /* An expert weight [R, C] f32 as INT4 (power-of-two group scales) or FP8 (one power-of-two scale per
  * 128x128 block; R, C <= 128 here): the quantised tensors under `base`, and the exact dequantised
  * values (f32) written back into w, the twin's `base`.weight. */
-static void quantise(const char *base, float *w, int64_t R, int64_t C, int fp8) {
+static void quantise(const char *base, float *w, int64_t R, int64_t C, int fp8) { /* fp8 2: compressed-tensors names */
   char nm[240];
   float *deq = malloc(sizeof(float) * (size_t)(R * C));
   if (!fp8) {
@@ -145,7 +159,7 @@ static void quantise(const char *base, float *w, int64_t R, int64_t C, int fp8) 
     }
     snprintf(nm, sizeof nm, "%s.weight", base);
     put(nm, PZ_ST_F8_E4M3, 2, (int64_t[]){R, C}, q, q);
-    snprintf(nm, sizeof nm, "%s.weight_scale_inv", base);
+    snprintf(nm, sizeof nm, "%s.weight_scale%s", base, fp8 == 2 ? "" : "_inv");
     put(nm, PZ_ST_F32, 2, (int64_t[]){1, 1}, s, s);
   }
   memcpy(w, deq, sizeof(float) * (size_t)(R * C)); /* w (the caller's copy) becomes the twin's values */
@@ -181,7 +195,8 @@ static void write_pair(const char *sub, const char *sub_twin, int fp8) {
     quantise(base, copies[i], t->shape[0], t->shape[1], fp8);
   }
   char q[2048];
-  snprintf(q, sizeof q, fp8 ? QCFG_FP8 : QCFG_INT4, "");
+  if (fp8 == 2) snprintf(q, sizeof q, "%s", QCFG_FP8_CT(CT_W_BLOCK, CT_IN_DYN, ""));
+  else snprintf(q, sizeof q, fp8 ? QCFG_FP8 : QCFG_INT4, "");
   flush(sub, q);
   for (int i = 0; i < sf->n; i++) put(sf->t[i].name, PZ_ST_F32, sf->t[i].ndim, sf->t[i].shape, copies[i], copies[i]);
   flush(sub_twin, "");
@@ -231,11 +246,52 @@ int main(void) {
   if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
   write_pair("int4", "int4_twin", 0);
   write_pair("fp8", "fp8_twin", 1);
+  write_pair("fp8_ct", "fp8_ct_twin", 2);
   CHECK(expert_dtype("int4") == PZ_I32);
   CHECK(expert_dtype("fp8") == PZ_U8);
+  CHECK(expert_dtype("fp8_ct") == PZ_U8);
   for (int tp = 1; tp <= 2; tp++) {
     same_decode("int4", "int4_twin", tp);
     same_decode("fp8", "fp8_twin", tp);
+    same_decode("fp8_ct", "fp8_twin", tp); /* compressed-tensors' FP8 block format: DeepSeek's format's bits */
+  }
+  /* compressed-tensors FP8: its ignore list keeps Mixtral's experts bf16 (the twin's, dequantised); the FP8 schemes
+   * that are not block-scaled, static or non-FP8 activations, and a malformed block each refused on one line naming
+   * the field. */
+  {
+    relink("fp8_twin", "fp8_ct_ignored", QCFG_FP8_CT(CT_W_BLOCK, "null", ",\"re:.*block_sparse_moe\\\\.experts.*\""));
+    CHECK(expert_dtype("fp8_ct_ignored") == PZ_BF16);
+    same_decode("fp8_ct_ignored", "fp8_twin", 1);
+    static const struct { const char *q, *needle; } bad_ct[] = {
+        {QCFG_FP8_CT("{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"channel\",\"dynamic\":false}", CT_IN_DYN, ""),
+         "config_groups.group_0.weights.strategy is channel"},
+        {QCFG_FP8_CT("{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"tensor\"}", "null", ""),
+         "weights.strategy is tensor"},
+        {QCFG_FP8_CT(CT_W_BLOCK, "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"tensor\",\"dynamic\":false}", ""),
+         "config_groups.group_0.input_activations is not dynamic FP8"},
+        {QCFG_FP8_CT(CT_W_BLOCK, "{\"num_bits\":8,\"type\":\"int\",\"dynamic\":true}", ""), "input_activations"},
+        {QCFG_FP8_CT("{\"num_bits\":4,\"type\":\"float\",\"strategy\":\"block\",\"block_structure\":[128,128]}", "null",
+                     ""), "weights.num_bits is 4"},
+        {QCFG_FP8_CT("{\"num_bits\":8,\"type\":\"int\",\"strategy\":\"block\",\"block_structure\":[128,128]}", "null",
+                     ""), "weights.type is int"},
+        {QCFG_FP8_CT("{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"block\",\"block_structure\":[128]}", "null",
+                     ""), "weights.block_structure must be [rows, cols]"},
+    };
+    for (size_t i = 0; i < sizeof bad_ct / sizeof bad_ct[0]; i++) {
+      char sub[32], p[400];
+      snprintf(sub, sizeof sub, "fp8_ct_bad%zu", i);
+      relink("fp8_ct", sub, bad_ct[i].q);
+      snprintf(p, sizeof p, "%s/%s", dir, sub);
+      pz_model_config mc;
+      CHECK_ST(pz_checkpoint_load_config(p, &mc), PZ_ERR_CONFIG);
+      CHECK(strstr(pz_last_error(), bad_ct[i].needle) && !strchr(pz_last_error(), '\n'));
+      if (!strstr(pz_last_error(), bad_ct[i].needle)) fprintf(stderr, "case %zu: %s\n", i, pz_last_error());
+    }
+    /* The compressed-tensors config over DeepSeek's names (weight_scale_inv) names the scales it looks for. */
+    relink("fp8", "fp8_ct_over_inv", QCFG_FP8_CT(CT_W_BLOCK, CT_IN_DYN, ""));
+    int32_t toks[STEPS * M];
+    CHECK(decode("fp8_ct_over_inv", 1, toks, NULL) != PZ_OK);
+    CHECK(strstr(pz_last_error(), ".weight_scale\"") && !strchr(pz_last_error(), '\n'));
   }
   /* An ignore entry on Mixtral's expert names keeps them bf16 in the graph (dequantised at load): the
    * same tokens and logits. */

@@ -60,6 +60,9 @@ struct pz_checkpoint {
   int64_t bm, bn;              /* FP8 block size */
   int int4_group;              /* INT4 quantization_config's group as stored (pz_quant_config.stored_group, 0:
                                   per channel); 32 when the config has no INT4 scheme */
+  int quant_kind;              /* the config's pz_wquant (set by pz_checkpoint_plan) */
+  bool fp8_ct;                 /* compressed-tensors FP8: a weight's block scales are "X.weight_scale", which the
+                                  graph's "X.weight_scale_inv" tensors and dequantised FP8 weights read */
   char prefix[32];             /* "" or "language_model." (Kimi-K2.5): put before every Hugging Face name */
   bool lm_inner;               /* names "model.X" stored as "model.language_model.X" (transformers' newer
                                 * multimodal layout); lm_head.weight stays where it is */
@@ -101,8 +104,8 @@ pz_status pz_ck_int4_values(pz_checkpoint *ck, const char *name, const char *for
 pz_status pz_ck_int4_coarse_scale(pz_checkpoint *ck, const char *full, const pz_st_tensor *w, const int64_t *want,
                                   src *s);
 /* The block scales of the FP8 e4m3 weight s->w named `name` (`full` as stored; s->rows / s->cols set), dequantised
- * to bf16 at fill: "<name>_scale_inv" (F32, BF16 or F16, [ceil(rows / bm), ceil(cols / bn)]) copied into
- * s->scale as f32. Errors: PZ_ERR_DTYPE (missing, dtype or shape), PZ_ERR_IO (a non-finite or huge scale),
+ * to bf16 at fill: "<name>_scale_inv" ("<name>_scale" when ck->fp8_ct; F32, BF16 or F16, [ceil(rows / bm),
+ * ceil(cols / bn)]) copied into s->scale as f32. Errors: PZ_ERR_DTYPE (missing, dtype or shape), PZ_ERR_IO (a non-finite or huge scale),
  * PZ_ERR_OOM. */
 pz_status pz_ck_fp8_block_scales(pz_checkpoint *ck, const char *name, const char *full, src *s);
 #endif

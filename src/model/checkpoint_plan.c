@@ -37,9 +37,14 @@ void pz_ck_shape_str(char *buf, size_t cap, int nd, const int64_t *ne) {
  * i32 (packed INT4 words) and u8 (e4m3 bytes) take the tensor as stored. */
 static pz_status get_src(pz_checkpoint *ck, const char *name, const char *for_t, int nd, const int64_t *want,
                          pz_dtype dst_dtype, src *s) {
-  char full[600], alt[600], altf[640];
+  char full[600], alt[600], altf[640], ctname[512];
+  size_t nl = strlen(name);
+  if (ck->fp8_ct && nl > 17 && !strcmp(name + nl - 17, ".weight_scale_inv")) { /* compressed-tensors' name for them */
+    snprintf(ctname, sizeof ctname, "%.*s", (int)(nl - 4), name);
+    name = ctname;
+    nl -= 4;
+  }
   const pz_st_tensor *w = pz_ck_find(ck, name, full, sizeof full);
-  const size_t nl = strlen(name);
   if (!w && nl > 7 && !strcmp(name + nl - 7, ".weight") && (dst_dtype == PZ_BF16 || dst_dtype == PZ_F32)) {
     snprintf(alt, sizeof alt, "%s_packed", name);
     if (pz_ck_find(ck, alt, altf, sizeof altf)) return pz_ck_int4_values(ck, name, for_t, nd, want, s);
@@ -63,7 +68,7 @@ static pz_status get_src(pz_checkpoint *ck, const char *name, const char *for_t,
     return pz_error(PZ_ERR_NOT_FOUND, "checkpoint %s: tensor \"%s\" (for %s) is missing; the checkpoint does not match its "
                     "config.json", ck->dir, full, for_t);
   }
-  const bool int4_scale = nl > 13 && !strcmp(name + nl - 13, ".weight_scale");
+  const bool int4_scale = ck->quant_kind == PZ_WQ_INT4 && nl > 13 && !strcmp(name + nl - 13, ".weight_scale");
   if (int4_scale && !pz_ck_int4_scale_dtype_ok(w)) return pz_ck_int4_scale_dtype_err(ck, full, w); /* as get_int4_values */
   if (int4_scale && nd == 2 && ck->int4_group != 32)
     return pz_ck_int4_coarse_scale(ck, full, w, want, s);
@@ -395,6 +400,12 @@ pz_status pz_checkpoint_plan(pz_checkpoint *ck, const pz_model_config *c, const 
   ck->n_plans = g->n_tensors;
   ck->tp = g->info.tp;
   ck->int4_group = c->quant.kind == PZ_WQ_INT4 ? c->quant.stored_group : 32;
+  ck->quant_kind = (int)c->quant.kind;
+  ck->fp8_ct = c->quant.kind == PZ_WQ_FP8 && c->quant.ct_fp8;
+  if (c->quant.kind == PZ_WQ_FP8) { /* the parsed config's block (checkpoint.c's early read is the fallback) */
+    ck->bm = c->quant.block_rows;
+    ck->bn = c->quant.block_cols;
+  }
   /* Kimi-K2.5 keeps the text model under "language_model." (its config wraps it in text_config). */
   ck->prefix[0] = 0;
   ck->lm_inner = false;

@@ -117,10 +117,11 @@ pz_status pz_ck_int4_coarse_scale(pz_checkpoint *ck, const char *full, const pz_
 }
 
 /* The FP8 e4m3 weight s->w (2-D, s->rows x s->cols set) named `name` ("full" as stored), dequantised to bf16 at
- * load: its "<name>_scale_inv" block scales, one per ck->bm x ck->bn block, copied into s->scale as f32. */
+ * load: its "<name>_scale_inv" block scales ("<name>_scale" in compressed-tensors' format, ck->fp8_ct), one per
+ * ck->bm x ck->bn block, copied into s->scale as f32. */
 pz_status pz_ck_fp8_block_scales(pz_checkpoint *ck, const char *name, const char *full, src *s) {
   char sn[512], sfull[600];
-  snprintf(sn, sizeof sn, "%s_scale_inv", name);
+  snprintf(sn, sizeof sn, "%s%s", name, ck->fp8_ct ? "_scale" : "_scale_inv");
   const pz_st_tensor *sc = pz_ck_find(ck, sn, sfull, sizeof sfull);
   int64_t sr = (s->rows + ck->bm - 1) / ck->bm, scn = (s->cols + ck->bn - 1) / ck->bn;
   if (!sc)

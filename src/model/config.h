@@ -35,6 +35,9 @@ typedef struct pz_quant_config {
                                     * 32), or 0 for strategy "channel" (one scale per output row). The loader
                                     * repeats each stored scale over the 32-column groups it covers (exact) */
   int64_t block_rows, block_cols;  /* FP8: weight_block_size, [128, 128] in DeepSeek-V3 */
+  int ct_fp8;                      /* FP8 from compressed-tensors "float-quantized" (strategy "block"): targets /
+                                    * ignore are compressed-tensors patterns, and the block scales are stored as
+                                    * "X.weight_scale" (DeepSeek's format: "X.weight_scale_inv"; both multiply) */
   int n_targets, n_ignore;
   char targets[PZ_QUANT_MAX_PATTERNS][PZ_QUANT_PATTERN_LEN];
   char ignore[PZ_QUANT_MAX_IGNORE][PZ_QUANT_PATTERN_LEN];
@@ -214,7 +217,9 @@ typedef struct pz_model_config {
  * bytes each, counting only the ignore entries kept: "re:" patterns and exact names of routed-expert
  * projections, see pz_quant_applies; symmetric absent reads as true, strategy absent as "group" when
  * group_size is given (compressed-tensors infers it so); the format may be given in the group; a "re:" pattern must
- * compile). Or quant_method "fp8" with fmt "e4m3" (when given) and weight_block_size
+ * compile); or format "float-quantized" with weights type "float", num_bits 8, strategy "block" and a
+ * block_structure [rows, cols] (integers 1..65536), symmetric, static, input activations null or dynamic FP8 (left
+ * in bf16), no output activations (ct_fp8 set; targets / ignore as for INT4). Or quant_method "fp8" with fmt "e4m3" (when given) and weight_block_size
  * [rows, cols] (integers 1..65536). Anything else is PZ_ERR_CONFIG with one line naming the
  * unsupported field and value.
  * Errors: PZ_ERR_CONFIG for malformed/truncated JSON, a key or string value anywhere that is not

@@ -243,7 +243,7 @@ static bool pattern_matches(const char *pat, const char *module) {
 
 bool pz_quant_applies(const pz_quant_config *q, const char *module) {
   if (!q || !module || q->kind == PZ_WQ_NONE) return false;
-  if (q->kind == PZ_WQ_FP8) { /* every Linear module but those a skip-list key names (transformers' rule) */
+  if (q->kind == PZ_WQ_FP8 && !q->ct_fp8) { /* every Linear module but those a skip-list key names (transformers' rule) */
     for (int i = 0; i < q->n_ignore; i++)
       if (q->ignore[i][0] && skip_key_matches(q->ignore[i], module)) return false;
     return true;
@@ -344,10 +344,83 @@ static pz_status q_patterns(const reader *r, const cJSON *arr, const char *field
 
 #define Q_STRATEGIES "strategy \"group\" (group_size a multiple of 32) or \"channel\""
 #define Q_SUPPORTED "compressed-tensors pack-quantized INT4 (num_bits 4, symmetric, strategy \"group\" with a group_size " \
-                    "that is a multiple of 32, or \"channel\") " \
-                    "or fp8 with weight_block_size"
+                    "that is a multiple of 32, or \"channel\"), compressed-tensors float-quantized FP8 with strategy " \
+                    "\"block\", or fp8 with weight_block_size"
 
-static pz_status parse_int4_group(const reader *r, const cJSON *q, bool top_format, pz_quant_config *out) {
+/* compressed-tensors "float-quantized" FP8 weights with block scales (llm-compressor's FP8_BLOCK scheme): weights
+ * type "float", num_bits 8, strategy "block" with a block_structure [rows, cols], symmetric, static. Dynamic FP8
+ * input activations (that scheme's per-token groups) are not quantised: prezero runs the weights as W8A16 with bf16
+ * activations, as it runs DeepSeek's fp8 "activation_scheme": "dynamic". Per-channel or per-tensor weight scales
+ * (FP8_DYNAMIC, FP8) and static activation scales are refused on one line. */
+static pz_status parse_fp8_group(const reader *r, const cJSON *q, const cJSON *g, pz_quant_config *out) {
+  char where[200];
+  const cJSON *oa = cJSON_GetObjectItemCaseSensitive(g, "output_activations");
+  if (oa && !cJSON_IsNull(oa)) {
+    snprintf(where, sizeof where, "config_groups.%.80s.output_activations", g->string);
+    return q_unsupported(r, where, "set", "FP8 weights with bf16 activations (W8A16)");
+  }
+  const cJSON *ia = cJSON_GetObjectItemCaseSensitive(g, "input_activations");
+  if (ia && !cJSON_IsNull(ia)) {
+    snprintf(where, sizeof where, "config_groups.%.80s.input_activations", g->string);
+    if (!cJSON_IsObject(ia)) return pz_cfg_type_err(r, where, "an object", ia);
+    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(ia, "type"), *nb = cJSON_GetObjectItemCaseSensitive(ia, "num_bits");
+    const cJSON *dy = cJSON_GetObjectItemCaseSensitive(ia, "dynamic");
+    const bool ok = (!ty || (cJSON_IsString(ty) && !strcmp(ty->valuestring, "float"))) && cJSON_IsNumber(nb) &&
+                    nb->valuedouble == 8 && cJSON_IsTrue(dy);
+    if (!ok)
+      return q_unsupported(r, where, "not dynamic FP8 (num_bits 8, type \"float\", dynamic true)",
+                           "dynamic FP8 input activations, which prezero leaves in bf16 (W8A16), or none");
+  }
+  const cJSON *w = cJSON_GetObjectItemCaseSensitive(g, "weights");
+  if (!cJSON_IsObject(w))
+    return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.config_groups.%s.weights is missing", r->src, g->string);
+  snprintf(where, sizeof where, "quantization_config.config_groups.%s.weights.", g->string);
+  PZ_CHECK(pz_cfg_check_duplicates(r, w, where));
+  const cJSON *ty = cJSON_GetObjectItemCaseSensitive(w, "type");
+  if (!(cJSON_IsString(ty) && !strcmp(ty->valuestring, "float")))
+    return w_unsupported(r, g, "type", cJSON_IsString(ty) ? ty->valuestring : ty ? "not a string" : "missing",
+                         "type \"float\" for format float-quantized");
+  const cJSON *nb = cJSON_GetObjectItemCaseSensitive(w, "num_bits");
+  if (!cJSON_IsNumber(nb) || nb->valuedouble != 8) {
+    char got[64];
+    snprintf(got, sizeof got, cJSON_IsNumber(nb) ? "%g" : nb ? "not a number" : "missing",
+             cJSON_IsNumber(nb) ? nb->valuedouble : 0.0);
+    return w_unsupported(r, g, "num_bits", got, "num_bits 8 (FP8 e4m3)");
+  }
+  const cJSON *stg = cJSON_GetObjectItemCaseSensitive(w, "strategy");
+  if (!(cJSON_IsString(stg) && !strcmp(stg->valuestring, "block")))
+    return w_unsupported(r, g, "strategy", cJSON_IsString(stg) ? stg->valuestring : stg && !cJSON_IsNull(stg) ?
+                         "not a string" : "missing", "FP8 strategy \"block\" with a block_structure (block scales)");
+  const cJSON *bs = cJSON_GetObjectItemCaseSensitive(w, "block_structure");
+  const cJSON *a = cJSON_IsArray(bs) && cJSON_GetArraySize(bs) == 2 ? cJSON_GetArrayItem(bs, 0) : NULL;
+  const cJSON *b = a ? cJSON_GetArrayItem(bs, 1) : NULL;
+  if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b) || a->valuedouble < 1 || b->valuedouble < 1 || a->valuedouble > 65536 ||
+      b->valuedouble > 65536 || a->valuedouble != floor(a->valuedouble) || b->valuedouble != floor(b->valuedouble))
+    return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.config_groups.%s.weights.block_structure must be "
+                    "[rows, cols], integers 1..65536", r->src, g->string);
+  const cJSON *gs = cJSON_GetObjectItemCaseSensitive(w, "group_size");
+  if (gs && !cJSON_IsNull(gs)) return w_unsupported(r, g, "group_size", "set", "group_size null with strategy \"block\"");
+  const cJSON *sym = cJSON_GetObjectItemCaseSensitive(w, "symmetric");
+  if (sym && !cJSON_IsTrue(sym)) return w_unsupported(r, g, "symmetric", "not true", "symmetric FP8 (no zero points)");
+  const cJSON *dyn = cJSON_GetObjectItemCaseSensitive(w, "dynamic");
+  if (dyn && !cJSON_IsFalse(dyn) && !cJSON_IsNull(dyn))
+    return w_unsupported(r, g, "dynamic", "set", "static weight scales");
+  out->kind = PZ_WQ_FP8;
+  out->ct_fp8 = 1;
+  out->block_rows = (int64_t)a->valuedouble;
+  out->block_cols = (int64_t)b->valuedouble;
+  PZ_CHECK(q_patterns(r, cJSON_GetObjectItemCaseSensitive(g, "targets"), "quantization_config.config_groups.*.targets",
+                      out->targets, PZ_QUANT_MAX_PATTERNS, &out->n_targets, false));
+  if (out->n_targets == 0)
+    return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.config_groups.%s.targets is missing or empty", r->src,
+                    g->string);
+  return q_patterns(r, cJSON_GetObjectItemCaseSensitive(q, "ignore"), "quantization_config.ignore", out->ignore,
+                    PZ_QUANT_MAX_IGNORE, &out->n_ignore, true);
+}
+
+/* The one config group of a compressed-tensors quantization_config, by its format (the group's, else top_fmt):
+ * "pack-quantized" INT4 here, "float-quantized" FP8 in parse_fp8_group. */
+static pz_status parse_int4_group(const reader *r, const cJSON *q, const char *top_fmt, pz_quant_config *out) {
   const cJSON *groups = cJSON_GetObjectItemCaseSensitive(q, "config_groups");
   if (!cJSON_IsObject(groups) || !groups->child)
     return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.config_groups is missing or empty; %s needs one group",
@@ -362,13 +435,15 @@ static pz_status parse_int4_group(const reader *r, const cJSON *q, bool top_form
   snprintf(where, sizeof where, "quantization_config.config_groups.%s.", g->string);
   PZ_CHECK(pz_cfg_check_duplicates(r, g, where));
   const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(g, "format");
-  if (fmt && !cJSON_IsNull(fmt) && (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "pack-quantized"))) {
+  if (fmt && !cJSON_IsNull(fmt) && (!cJSON_IsString(fmt) || (strcmp(fmt->valuestring, "pack-quantized") &&
+                                                             strcmp(fmt->valuestring, "float-quantized")))) {
     char field[160];
     snprintf(field, sizeof field, "config_groups.%.80s.format", g->string);
     return q_unsupported(r, field, cJSON_IsString(fmt) ? fmt->valuestring : "not a string", Q_SUPPORTED);
   }
-  if (!top_format && !cJSON_IsString(fmt))
+  if (!top_fmt && !cJSON_IsString(fmt))
     return q_unsupported(r, "format", "missing (neither quantization_config.format nor the group's)", Q_SUPPORTED);
+  if (!strcmp(cJSON_IsString(fmt) ? fmt->valuestring : top_fmt, "float-quantized")) return parse_fp8_group(r, q, g, out);
   const char *acts[] = {"input_activations", "output_activations"};
   for (int i = 0; i < 2; i++) {
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(g, acts[i]);
@@ -462,7 +537,8 @@ pz_status pz_cfg_parse_quant(const reader *r, const cJSON *outer, pz_quant_confi
   if (!strcmp(m->valuestring, "compressed-tensors")) {
     /* the format at the top, or (compressed-tensors allows either) only in the group */
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(q, "format");
-    if (fmt && !cJSON_IsNull(fmt) && (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "pack-quantized")))
+    if (fmt && !cJSON_IsNull(fmt) && (!cJSON_IsString(fmt) || (strcmp(fmt->valuestring, "pack-quantized") &&
+                                                               strcmp(fmt->valuestring, "float-quantized"))))
       return q_unsupported(r, "format", cJSON_IsString(fmt) ? fmt->valuestring : "not a string", Q_SUPPORTED);
     const cJSON *kv = cJSON_GetObjectItemCaseSensitive(q, "kv_cache_scheme");
     if (kv && !cJSON_IsNull(kv)) return q_unsupported(r, "kv_cache_scheme", "set", "a bf16 KV cache");
@@ -482,7 +558,7 @@ pz_status pz_cfg_parse_quant(const reader *r, const cJSON *outer, pz_quant_confi
         return q_unsupported(r, "sparsity_config.format", got, "sparsity_config format \"dense\" or none");
       }
     }
-    return parse_int4_group(r, q, cJSON_IsString(fmt), out);
+    return parse_int4_group(r, q, cJSON_IsString(fmt) ? fmt->valuestring : NULL, out);
   }
   if (!strcmp(m->valuestring, "fp8")) {
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(q, "fmt");
