@@ -370,8 +370,14 @@ int main(void) {
       CHECK(pz_quant_applies(&c.quant, "model.layers.2.mlp.experts.0.up_proj") == (i == 1));
     }
     expect_bad("{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", \"config_groups\": {\"g\": {"
-               "\"targets\": [\"Linear\"], \"weights\": {\"num_bits\": 8, \"type\": \"float\", \"strategy\": \"channel\"}}}}",
-               "config_groups.g.weights.strategy is channel, which prezero does not support (FP8 strategy \"block\"");
+               "\"targets\": [\"Linear\"], \"weights\": {\"num_bits\": 8, \"type\": \"float\", \"strategy\": \"tensor\"}}}}",
+               "config_groups.g.weights.strategy is tensor, which prezero does not support (FP8 strategy \"block\"");
+    /* per channel (FP8_DYNAMIC): blocks of one row by a whole row */
+    CHECK_OK(parse_with("{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", \"config_groups\": {"
+                        "\"g\": {\"targets\": [\"Linear\"], \"weights\": {\"num_bits\": 8, \"type\": \"float\", "
+                        "\"strategy\": \"channel\", \"group_size\": null}, \"input_activations\": {\"num_bits\": 8, \"type\": "
+                        "\"float\", \"strategy\": \"token\", \"dynamic\": true}}}}", &c));
+    CHECK(c.quant.kind == PZ_WQ_FP8 && c.quant.block_rows == 1 && c.quant.block_cols == PZ_FP8_CHANNEL_COLS);
     expect_bad("{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", \"config_groups\": {\"g\": {"
                "\"targets\": [\"Linear\"], \"weights\": {\"num_bits\": 8, \"type\": \"float\", \"strategy\": \"block\", "
                "\"block_structure\": [128, 128]}, \"output_activations\": {\"num_bits\": 8}}}}",

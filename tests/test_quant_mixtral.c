@@ -42,6 +42,12 @@ enum { M = 2, STEPS = 6, V = 256, MAXE = 128 };
 #define CT_W_BLOCK                                                                                                  \
   "{\"num_bits\":8,\"type\":\"float\",\"symmetric\":true,\"group_size\":null,\"strategy\":\"block\","             \
   "\"block_structure\":[128,128],\"dynamic\":false,\"actorder\":null,\"observer\":\"minmax\"}"
+#define CT_W_CHANNEL                                                                                                \
+  "{\"num_bits\":8,\"type\":\"float\",\"symmetric\":true,\"group_size\":null,\"strategy\":\"channel\","           \
+  "\"block_structure\":null,\"dynamic\":false,\"actorder\":null,\"observer\":\"minmax\"}"
+#define CT_IN_TOKEN                                                                                                 \
+  "{\"num_bits\":8,\"type\":\"float\",\"symmetric\":true,\"group_size\":null,\"strategy\":\"token\","              \
+  "\"dynamic\":true,\"observer\":null}"
 #define CT_IN_DYN                                                                                                   \
   "{\"num_bits\":8,\"type\":\"float\",\"symmetric\":true,\"group_size\":128,\"strategy\":\"group\","              \
   "\"dynamic\":true,\"observer\":null}"
@@ -147,6 +153,24 @@ static void quantise(const char *base, float *w, int64_t R, int64_t C, int fp8) 
     put(nm, PZ_ST_BF16, 2, (int64_t[]){R, C / 32}, sc, sc);
     snprintf(nm, sizeof nm, "%s.weight_shape", base);
     put(nm, PZ_ST_I64, 1, (int64_t[]){2}, shp, shp);
+  } else if (fp8 == 3) { /* one power-of-two scale per row, compressed-tensors' FP8 channel strategy */
+    uint8_t *q = malloc((size_t)(R * C));
+    pz_bf16 *s = malloc(sizeof(pz_bf16) * (size_t)R);
+    for (int64_t r = 0; r < R; r++) {
+      float amax = 0;
+      for (int64_t c = 0; c < C; c++) amax = fmaxf(amax, fabsf(w[r * C + c]));
+      const float sr = amax > 0 ? ldexpf(1.0f, (int)ceilf(log2f(amax / 448.0f)) - (int)(r % 3)) : 1.0f;
+      s[r] = pz_f32_to_bf16(sr); /* BF16 scales, as the tool writes them for a bf16 model */
+      for (int64_t c = 0; c < C; c++) {
+        const float x = fminf(fmaxf(w[r * C + c] / sr, -448.0f), 448.0f);
+        q[r * C + c] = to_e4m3(x);
+        deq[r * C + c] = pz_fp8_e4m3_to_f32(q[r * C + c]) * sr;
+      }
+    }
+    snprintf(nm, sizeof nm, "%s.weight", base);
+    put(nm, PZ_ST_F8_E4M3, 2, (int64_t[]){R, C}, q, q);
+    snprintf(nm, sizeof nm, "%s.weight_scale", base);
+    put(nm, PZ_ST_BF16, 2, (int64_t[]){R, 1}, s, s);
   } else {
     uint8_t *q = malloc((size_t)(R * C));
     float *s = malloc(sizeof(float));
@@ -196,6 +220,7 @@ static void write_pair(const char *sub, const char *sub_twin, int fp8) {
   }
   char q[2048];
   if (fp8 == 2) snprintf(q, sizeof q, "%s", QCFG_FP8_CT(CT_W_BLOCK, CT_IN_DYN, ""));
+  else if (fp8 == 3) snprintf(q, sizeof q, "%s", QCFG_FP8_CT(CT_W_CHANNEL, CT_IN_TOKEN, ""));
   else snprintf(q, sizeof q, fp8 ? QCFG_FP8 : QCFG_INT4, "");
   flush(sub, q);
   for (int i = 0; i < sf->n; i++) put(sf->t[i].name, PZ_ST_F32, sf->t[i].ndim, sf->t[i].shape, copies[i], copies[i]);
@@ -247,6 +272,7 @@ int main(void) {
   write_pair("int4", "int4_twin", 0);
   write_pair("fp8", "fp8_twin", 1);
   write_pair("fp8_ct", "fp8_ct_twin", 2);
+  write_pair("fp8_channel", "fp8_channel_twin", 3);
   CHECK(expert_dtype("int4") == PZ_I32);
   CHECK(expert_dtype("fp8") == PZ_U8);
   CHECK(expert_dtype("fp8_ct") == PZ_U8);
@@ -254,7 +280,11 @@ int main(void) {
     same_decode("int4", "int4_twin", tp);
     same_decode("fp8", "fp8_twin", tp);
     same_decode("fp8_ct", "fp8_twin", tp); /* compressed-tensors' FP8 block format: DeepSeek's format's bits */
+    /* one scale per row (FP8_DYNAMIC): FP8 experts at TP 1, bf16 (dequantised at load) where TP cuts the rows' scale
+     * blocks (TP 2), the twin's tokens and logits either way */
+    same_decode("fp8_channel", "fp8_channel_twin", tp);
   }
+  CHECK(expert_dtype("fp8_channel") == PZ_U8);
   /* compressed-tensors FP8: its ignore list keeps Mixtral's experts bf16 (the twin's, dequantised); the FP8 schemes
    * that are not block-scaled, static or non-FP8 activations, and a malformed block each refused on one line naming
    * the field. */
@@ -263,8 +293,8 @@ int main(void) {
     CHECK(expert_dtype("fp8_ct_ignored") == PZ_BF16);
     same_decode("fp8_ct_ignored", "fp8_twin", 1);
     static const struct { const char *q, *needle; } bad_ct[] = {
-        {QCFG_FP8_CT("{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"channel\",\"dynamic\":false}", CT_IN_DYN, ""),
-         "config_groups.group_0.weights.strategy is channel"},
+        {QCFG_FP8_CT("{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"channel\",\"block_structure\":[128,128]}",
+                     CT_IN_DYN, ""), "config_groups.group_0.weights.block_structure is set"},
         {QCFG_FP8_CT("{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"tensor\"}", "null", ""),
          "weights.strategy is tensor"},
         {QCFG_FP8_CT(CT_W_BLOCK, "{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"tensor\",\"dynamic\":false}", ""),

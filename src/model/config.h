@@ -21,6 +21,8 @@ typedef enum pz_wquant {
                                     * routed expert (exports list every module they leave out by name: attention,
                                     * shared experts, routers, lm_head, which are read but not kept) */
 #define PZ_QUANT_PATTERN_LEN 128   /* bytes of one entry, NUL included */
+#define PZ_FP8_CHANNEL_COLS (1 << 20) /* block_cols of per-channel FP8 scales: one block spans a whole row (rows of
+                                       * up to 2^20 columns; the W8A16 kernel's and the loader's limit) */
 
 /* quantization_config as far as prezero runs it. targets / ignore are compressed-tensors' module
  * patterns: "Linear" (every Linear module), "re:REGEX" (Python re.match: anchored at the start
@@ -35,7 +37,7 @@ typedef struct pz_quant_config {
                                     * 32), or 0 for strategy "channel" (one scale per output row). The loader
                                     * repeats each stored scale over the 32-column groups it covers (exact) */
   int64_t block_rows, block_cols;  /* FP8: weight_block_size, [128, 128] in DeepSeek-V3 */
-  int ct_fp8;                      /* FP8 from compressed-tensors "float-quantized" (strategy "block"): targets /
+  int ct_fp8;                      /* FP8 from compressed-tensors "float-quantized" (strategy "block" or "channel"): targets /
                                     * ignore are compressed-tensors patterns, and the block scales are stored as
                                     * "X.weight_scale" (DeepSeek's format: "X.weight_scale_inv"; both multiply) */
   int n_targets, n_ignore;
@@ -218,7 +220,8 @@ typedef struct pz_model_config {
  * projections, see pz_quant_applies; symmetric absent reads as true, strategy absent as "group" when
  * group_size is given (compressed-tensors infers it so); the format may be given in the group; a "re:" pattern must
  * compile); or format "float-quantized" with weights type "float", num_bits 8, strategy "block" and a
- * block_structure [rows, cols] (integers 1..65536), symmetric, static, input activations null or dynamic FP8 (left
+ * block_structure [rows, cols] (integers 1..65536) or strategy "channel" (block 1 x PZ_FP8_CHANNEL_COLS), symmetric,
+ * static, input activations null or dynamic FP8 (left
  * in bf16), no output activations (ct_fp8 set; targets / ignore as for INT4). Or quant_method "fp8" with fmt "e4m3" (when given) and weight_block_size
  * [rows, cols] (integers 1..65536). Anything else is PZ_ERR_CONFIG with one line naming the
  * unsupported field and value.

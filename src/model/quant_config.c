@@ -345,13 +345,14 @@ static pz_status q_patterns(const reader *r, const cJSON *arr, const char *field
 #define Q_STRATEGIES "strategy \"group\" (group_size a multiple of 32) or \"channel\""
 #define Q_SUPPORTED "compressed-tensors pack-quantized INT4 (num_bits 4, symmetric, strategy \"group\" with a group_size " \
                     "that is a multiple of 32, or \"channel\"), compressed-tensors float-quantized FP8 with strategy " \
-                    "\"block\", or fp8 with weight_block_size"
+                    "\"block\" or \"channel\", or fp8 with weight_block_size"
 
-/* compressed-tensors "float-quantized" FP8 weights with block scales (llm-compressor's FP8_BLOCK scheme): weights
- * type "float", num_bits 8, strategy "block" with a block_structure [rows, cols], symmetric, static. Dynamic FP8
- * input activations (that scheme's per-token groups) are not quantised: prezero runs the weights as W8A16 with bf16
- * activations, as it runs DeepSeek's fp8 "activation_scheme": "dynamic". Per-channel or per-tensor weight scales
- * (FP8_DYNAMIC, FP8) and static activation scales are refused on one line. */
+/* compressed-tensors "float-quantized" FP8 weights with block scales (llm-compressor's FP8_BLOCK scheme) or one
+ * scale per output row (FP8_DYNAMIC): weights type "float", num_bits 8, strategy "block" with a block_structure
+ * [rows, cols] or "channel", symmetric, static. Dynamic FP8 input activations (those schemes' per-token groups or
+ * tokens) are not quantised: prezero runs the weights as W8A16 with bf16 activations, as it runs DeepSeek's fp8
+ * "activation_scheme": "dynamic". Per-tensor weight scales (the FP8 scheme) and static activation scales are
+ * refused on one line. */
 static pz_status parse_fp8_group(const reader *r, const cJSON *q, const cJSON *g, pz_quant_config *out) {
   char where[200];
   const cJSON *oa = cJSON_GetObjectItemCaseSensitive(g, "output_activations");
@@ -387,19 +388,27 @@ static pz_status parse_fp8_group(const reader *r, const cJSON *q, const cJSON *g
              cJSON_IsNumber(nb) ? nb->valuedouble : 0.0);
     return w_unsupported(r, g, "num_bits", got, "num_bits 8 (FP8 e4m3)");
   }
+  /* "block": one scale per block_structure block; "channel" (FP8_DYNAMIC): one per output row, read as blocks of
+   * 1 row x PZ_FP8_CHANNEL_COLS columns (a whole row: the kernels and the loader take any block). */
   const cJSON *stg = cJSON_GetObjectItemCaseSensitive(w, "strategy");
-  if (!(cJSON_IsString(stg) && !strcmp(stg->valuestring, "block")))
+  const bool channel = cJSON_IsString(stg) && !strcmp(stg->valuestring, "channel");
+  if (!(cJSON_IsString(stg) && (channel || !strcmp(stg->valuestring, "block"))))
     return w_unsupported(r, g, "strategy", cJSON_IsString(stg) ? stg->valuestring : stg && !cJSON_IsNull(stg) ?
-                         "not a string" : "missing", "FP8 strategy \"block\" with a block_structure (block scales)");
+                         "not a string" : "missing", "FP8 strategy \"block\" with a block_structure, or \"channel\"");
   const cJSON *bs = cJSON_GetObjectItemCaseSensitive(w, "block_structure");
   const cJSON *a = cJSON_IsArray(bs) && cJSON_GetArraySize(bs) == 2 ? cJSON_GetArrayItem(bs, 0) : NULL;
   const cJSON *b = a ? cJSON_GetArrayItem(bs, 1) : NULL;
-  if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b) || a->valuedouble < 1 || b->valuedouble < 1 || a->valuedouble > 65536 ||
-      b->valuedouble > 65536 || a->valuedouble != floor(a->valuedouble) || b->valuedouble != floor(b->valuedouble))
+  if (channel && bs && !cJSON_IsNull(bs))
+    return w_unsupported(r, g, "block_structure", "set", "block_structure null with strategy \"channel\"");
+  if (!channel && (!cJSON_IsNumber(a) || !cJSON_IsNumber(b) || a->valuedouble < 1 || b->valuedouble < 1 ||
+                   a->valuedouble > 65536 || b->valuedouble > 65536 || a->valuedouble != floor(a->valuedouble) ||
+                   b->valuedouble != floor(b->valuedouble)))
     return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.config_groups.%s.weights.block_structure must be "
                     "[rows, cols], integers 1..65536", r->src, g->string);
   const cJSON *gs = cJSON_GetObjectItemCaseSensitive(w, "group_size");
-  if (gs && !cJSON_IsNull(gs)) return w_unsupported(r, g, "group_size", "set", "group_size null with strategy \"block\"");
+  if (gs && !cJSON_IsNull(gs) && !(channel && cJSON_IsNumber(gs) && gs->valuedouble == -1))
+    return w_unsupported(r, g, "group_size", "set", channel ? "group_size null or -1 with strategy \"channel\"" :
+                         "group_size null with strategy \"block\"");
   const cJSON *sym = cJSON_GetObjectItemCaseSensitive(w, "symmetric");
   if (sym && !cJSON_IsTrue(sym)) return w_unsupported(r, g, "symmetric", "not true", "symmetric FP8 (no zero points)");
   const cJSON *dyn = cJSON_GetObjectItemCaseSensitive(w, "dynamic");
@@ -407,8 +416,8 @@ static pz_status parse_fp8_group(const reader *r, const cJSON *q, const cJSON *g
     return w_unsupported(r, g, "dynamic", "set", "static weight scales");
   out->kind = PZ_WQ_FP8;
   out->ct_fp8 = 1;
-  out->block_rows = (int64_t)a->valuedouble;
-  out->block_cols = (int64_t)b->valuedouble;
+  out->block_rows = channel ? 1 : (int64_t)a->valuedouble;
+  out->block_cols = channel ? PZ_FP8_CHANNEL_COLS : (int64_t)b->valuedouble;
   PZ_CHECK(q_patterns(r, cJSON_GetObjectItemCaseSensitive(g, "targets"), "quantization_config.config_groups.*.targets",
                       out->targets, PZ_QUANT_MAX_PATTERNS, &out->n_targets, false));
   if (out->n_targets == 0)

@@ -3,7 +3,8 @@
  * the bf16 MoE math) at the FP8 checkpoints' per-rank shapes: DeepSeek-V3 (256 experts, H 7168,
  * moe_intermediate 2048) at TP 1 (I 2048) and TP 2 (I 1024), Kimi-K2 (384 experts) at TP 4 (I 512),
  * 128x128 block scales, the bf16 shared expert, m = 1..128; tied routing (every token the same
- * experts), every expert chosen, empty slots; small shapes with partial and non-square scale blocks;
+ * experts), every expert chosen, empty slots; small shapes with partial and non-square scale blocks; per-channel
+ * scales (blocks of 1 row x PZ_FP8_CHANNEL_COLS) at Qwen3-30B-A3B expert shapes;
  * determinism (two launches bit-identical); argument errors; and the engine on CUDA with synthetic
  * FP8 experts (`--quant fp8`, tiny, TP 1) against the CPU engine's logits. Exits 77 (skipped)
  * without a GPU.
@@ -310,6 +311,12 @@ int main(void) {
   model_init(&md, 16, 384, 192, 192, 24, 48);
   run_case("small blocks 24x48", &md, 4, 5, ROUTE_RANDOM, 1);
   run_case("small blocks 24x48 empty", &md, 4, 33, ROUTE_EMPTY, 1);
+  model_free(&md);
+  /* Per-channel scales (compressed-tensors' FP8 channel strategy): blocks of 1 row by a whole row
+   * (PZ_FP8_CHANNEL_COLS columns), Qwen3-30B-A3B's expert shapes at TP 1 (H 2048, I 768, 128 experts, top 8). */
+  model_init(&md, 128, 2048, 768, 0, 1, 1 << 20);
+  run_case("channel scales", &md, 8, 4, ROUTE_RANDOM, 1);
+  run_case("channel scales all experts", &md, 8, 64, ROUTE_ALL, 0);
   model_free(&md);
   engine_quant_case(PZ_QUANT_FP8, "fp8");
   TEST_DONE();
