@@ -192,6 +192,65 @@ static void vary(ents *bf) {
   }
 }
 
+/* GPTQ's tensors (AutoGPTQ / GPTQModel layout) of the compressed-tensors checkpoint q (group G; 0: per row) into
+ * out, names without the "language_model." prefix: X.qweight I32 [in/8, out] (the packed words transposed: the same
+ * nibbles), X.scales F16 [in/G, out] (transposed; these power-of-two scales are exact in f16), X.qzeros I32
+ * [in/G, out/8] with every nibble `zero` (7: checkpoint_format "gptq", 8: "gptq_v2") and X.g_idx I32 [in] = k / G
+ * (perm: two columns of different groups swapped in each g_idx). Other tensors copied. */
+static void to_gptq(const ents *q, ents *out, int64_t G0, int zero, bool perm) {
+  char nm[300];
+  for (int i = 0; i < q->n; i++) {
+    const ent *e = &q->e[i];
+    const char *n0 = !strncmp(e->name, "language_model.", 15) ? e->name + 15 : e->name;
+    if (pz_test_ends(n0, ".weight_shape") || pz_test_ends(n0, ".weight_scale")) continue;
+    if (!pz_test_ends(n0, ".weight_packed")) { add(out, n0, e->dtype, e->ndim, e->shape, e->data); continue; }
+    const int64_t R = e->shape[0], W = e->shape[1], C = 8 * W, G = G0 ? G0 : C;
+    char base[260], sname[300];
+    snprintf(base, sizeof base, "%.*s", (int)(strlen(n0) - 14), n0);
+    snprintf(sname, sizeof sname, "%.*s.weight_scale", (int)(strlen(e->name) - 14), e->name);
+    const ent *se = NULL;
+    for (int k = 0; k < q->n && !se; k++) if (!strcmp(q->e[k].name, sname)) se = &q->e[k];
+    CHECK(se && se->shape[1] == C / G);
+    if (!se) return;
+    snprintf(nm, sizeof nm, "%s.qweight", base);
+    ent *qw = add(out, nm, PZ_ST_I32, 2, (int64_t[]){W, R}, NULL);
+    for (int64_t r = 0; r < R; r++)
+      for (int64_t w = 0; w < W; w++) ((int32_t *)qw->data)[w * R + r] = ((const int32_t *)e->data)[r * W + w];
+    snprintf(nm, sizeof nm, "%s.scales", base);
+    ent *sc = add(out, nm, PZ_ST_F16, 2, (int64_t[]){C / G, R}, NULL);
+    for (int64_t r = 0; r < R; r++)
+      for (int64_t g = 0; g < C / G; g++)
+        ((uint16_t *)sc->data)[g * R + r] = f16_exact(pz_bf16_to_f32(((const pz_bf16 *)se->data)[r * (C / G) + g]));
+    snprintf(nm, sizeof nm, "%s.qzeros", base);
+    ent *z = add(out, nm, PZ_ST_I32, 2, (int64_t[]){C / G, R / 8}, NULL);
+    for (int64_t k = 0; k < C / G * (R / 8); k++) ((uint32_t *)z->data)[k] = 0x11111111u * (uint32_t)zero;
+    snprintf(nm, sizeof nm, "%s.g_idx", base);
+    ent *gi = add(out, nm, PZ_ST_I32, 1, (int64_t[]){C}, NULL);
+    for (int64_t k = 0; k < C; k++) ((int32_t *)gi->data)[k] = (int32_t)(k / G);
+    if (perm && C > G) { ((int32_t *)gi->data)[0] = 1; ((int32_t *)gi->data)[G] = 0; }
+  }
+}
+
+/* cfg (a plain config, ending in "}") with a GPTQ quantization_config as AutoGPTQ writes it (bits 4, group_size gs
+ * (-1 per row), desc_act false, sym true; `change`, when set, is "key":value replacing the one of that key) and
+ * `extra` fields (", ..." or "") into buf. */
+static void gptq_cfg(char *buf, size_t cap, const char *cfg, int gs, const char *extra) {
+  char gsf[32];
+  snprintf(gsf, sizeof gsf, "\"group_size\":%d", gs);
+  const char *fields[] = {"\"bits\":4", gsf, "\"desc_act\":false", "\"sym\":true"};
+  char body[1024] = "";
+  size_t o = 0;
+  for (int i = 0; i < 4; i++) { /* an extra "key": replaces the default of that key */
+    char key[32];
+    snprintf(key, sizeof key, "%.*s", (int)(strchr(fields[i], ':') - fields[i]), fields[i]);
+    if (strstr(extra, key)) continue;
+    o += (size_t)snprintf(body + o, sizeof body - o, "%s,", fields[i]);
+  }
+  snprintf(buf, cap, "%.*s,\"quantization_config\":{\"quant_method\":\"gptq\",%s\"damp_percent\":0.01,"
+           "\"static_groups\":false,\"true_sequential\":true,\"model_name_or_path\":null,"
+           "\"model_file_base_name\":\"model\"%s}}", (int)(strrchr(cfg, '}') - cfg), cfg, body, extra);
+}
+
 /* A checkpoint quantised with one scale per G columns (G 0: per row, strategy "channel") under the config cfg_q,
  * beside its dequantised bf16 twin under cfg_b (hidden H, moe_intermediate_size I): each rank's down_proj scales
  * are the stored ones repeated over the kernels' 32-column groups (TP 2 may cut a stored group), and the INT4 model decodes the twin's tokens and logits at TP 1 and 2 (the shared experts, dequantised at
@@ -247,6 +306,24 @@ static void coarse_case(const char *tag, const char *cfg_q, const char *cfg_b, i
     for (int i = 0; i < M * V; i++) nonzero += l4[i] != 0.0f;
     CHECK(nonzero > V);
   }
+  /* The same weights as GPTQ writes them (group G, or -1 per row), under a plain config: the twin's tokens and
+   * logits (the GPTQ scales and words, transposed, are these). */
+  {
+    ents gq = {.n = 0};
+    to_gptq(&q, &gq, G, 7, false);
+    char cfg[4096], sub[64];
+    gptq_cfg(cfg, sizeof cfg, cfg_b, G ? (int)G : -1, "");
+    snprintf(sub, sizeof sub, "gptq_%s", tag);
+    write_ck(sub, cfg, &gq);
+    for (int tp = 1; tp <= 2; tp++) {
+      int32_t t4[STEPS * M], tb[STEPS * M];
+      float l4[M * V], lb[M * V];
+      CHECK_OK(decode(sub, tp, t4, l4));
+      CHECK_OK(decode(sub_b, tp, tb, lb));
+      CHECK(!memcmp(t4, tb, sizeof t4) && !memcmp(l4, lb, sizeof l4));
+    }
+    free_ents(&gq);
+  }
   /* This checkpoint under its shape's group-32 config, and a group-32 one of its shape under cfg_q. */
   char cfg32[4096];
   snprintf(cfg32, sizeof cfg32, "%s", cfg_q);
@@ -298,6 +375,63 @@ int main(void) {
     static const char *cbch = "{" TEXT_HI(128, 256) "}";
     coarse_case("g128", cq128, cb128, 256, 384, 128);
     coarse_case("channel", cqch, cbch, 128, 256, 0);
+  }
+
+  /* GPTQ (AutoGPTQ / GPTQModel) checkpoints of the same INT4 weights, group 32: checkpoint_format "gptq" (zero point
+   * stored as 7) and "gptq_v2" (8) decode the twin's tokens and logits at TP 1 and 2; refused on one line: a zero
+   * point that is not the format's, a permuted g_idx (act order), and configs of other GPTQ schemes. */
+  {
+    static const char *const fmts[] = {"", ",\"checkpoint_format\":\"gptq_v2\""};
+    for (int v = 0; v < 2; v++) {
+      ents gq = {.n = 0};
+      to_gptq(&q, &gq, 32, v ? 8 : 7, false);
+      char cfg[4096], sub[32];
+      gptq_cfg(cfg, sizeof cfg, cfg_bf16, 32, fmts[v]);
+      snprintf(sub, sizeof sub, "gptq32_v%d", v + 1);
+      write_ck(sub, cfg, &gq);
+      for (int tp = 1; tp <= 2; tp++) {
+        int32_t t4[STEPS * M], tb[STEPS * M];
+        float l4[M * V], lb[M * V];
+        CHECK_OK(decode(sub, tp, t4, l4));
+        CHECK_OK(decode("twin", tp, tb, lb));
+        CHECK(!memcmp(t4, tb, sizeof t4) && !memcmp(l4, lb, sizeof l4));
+      }
+      /* the other format's zero point */
+      gptq_cfg(cfg, sizeof cfg, cfg_bf16, 32, fmts[1 - v]);
+      snprintf(sub, sizeof sub, "e_gptq32_zero_v%d", v + 1);
+      write_ck(sub, cfg, &gq);
+      int32_t tz[STEPS * M];
+      CHECK_ST(decode(sub, 1, tz, NULL), PZ_ERR_UNSUPPORTED);
+      CHECK(strstr(pz_last_error(), ".qzeros\" word [0, 0] is 0x") && strstr(pz_last_error(), "symmetric zero point") &&
+            !strchr(pz_last_error(), '\n'));
+      free_ents(&gq);
+    }
+    ents gp = {.n = 0};
+    to_gptq(&q, &gp, 32, 7, true);
+    char cfg[4096];
+    gptq_cfg(cfg, sizeof cfg, cfg_bf16, 32, "");
+    write_ck("e_gptq_act_order", cfg, &gp);
+    int32_t tz[STEPS * M];
+    CHECK_ST(decode("e_gptq_act_order", 1, tz, NULL), PZ_ERR_UNSUPPORTED);
+    CHECK(strstr(pz_last_error(), ".g_idx\"[0] is 1, not 0") && strstr(pz_last_error(), "act order") &&
+          !strchr(pz_last_error(), '\n'));
+    free_ents(&gp);
+    static const struct { int gs; const char *extra, *needle; } badcfg[] = {
+        {32, ",\"desc_act\":true", "quantization_config.desc_act is true"},
+        {32, ",\"sym\":false", "quantization_config.sym is not true"},
+        {16, "", "quantization_config.group_size is 16"},
+        {32, ",\"checkpoint_format\":\"marlin\"", "quantization_config.checkpoint_format is \"marlin\""},
+        {32, ",\"dynamic\":{\"-:.*mlp.*\":{}}", "quantization_config.dynamic is set"},
+        {32, ",\"bits\":8", "quantization_config.bits is 8"},
+    };
+    for (size_t i = 0; i < sizeof badcfg / sizeof badcfg[0]; i++) {
+      char c2[4096];
+      gptq_cfg(c2, sizeof c2, cfg_bf16, badcfg[i].gs, badcfg[i].extra);
+      pz_model_config mc2;
+      CHECK_ST(pz_config_parse(c2, strlen(c2), "gptq.json", &mc2), PZ_ERR_CONFIG);
+      CHECK(strstr(pz_last_error(), badcfg[i].needle) && !strchr(pz_last_error(), '\n'));
+      if (!strstr(pz_last_error(), badcfg[i].needle)) fprintf(stderr, "gptq case %zu: %s\n", i, pz_last_error());
+    }
   }
 
   /* The INT4 checkpoint's graph: routed experts packed, shared experts bf16. */

@@ -396,7 +396,22 @@ int main(void) {
   CHECK(c.quant.kind == PZ_WQ_INT4);
   CHECK_OK(parse_with(ct(W_OK, ", \"transform_config\": {}, \"sparsity_config\": {}"), &c));
   CHECK(c.quant.kind == PZ_WQ_INT4);
-  expect_bad("{\"quant_method\": \"gptq\", \"bits\": 4}", "quant_method");
+  /* GPTQ: symmetric 4-bit with a group_size a multiple of 32 or -1 read as INT4 (test_int4_checkpoint loads
+   * its tensors); a missing group_size, other bits, act order and asymmetric schemes refused naming the field. */
+  expect_bad("{\"quant_method\": \"gptq\", \"bits\": 4}", "quantization_config.group_size is missing");
+  expect_bad("{\"quant_method\": \"gptq\", \"bits\": 3, \"group_size\": 128}", "quantization_config.bits is 3");
+  expect_bad("{\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 128, \"sym\": false}", "quantization_config.sym");
+  expect_bad("{\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 128, \"desc_act\": true}",
+             "quantization_config.desc_act");
+  CHECK_OK(parse_with("{\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 128, \"desc_act\": false, \"sym\": true, "
+                      "\"checkpoint_format\": \"gptq\", \"modules_in_block_to_quantize\": [[\"self_attn.q_proj\"], "
+                      "[\"mlp.experts.0.up_proj\"]]}", &c));
+  CHECK(c.quant.kind == PZ_WQ_INT4 && c.quant.gptq == 1 && c.quant.gptq_zero == 7 && c.quant.stored_group == 128 &&
+        c.quant.group_size == 32 && pz_quant_applies(&c.quant, "model.layers.1.mlp.experts.3.down_proj"));
+  CHECK_OK(parse_with("{\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": -1, \"checkpoint_format\": "
+                      "\"gptq_v2\", \"modules_in_block_to_quantize\": [[\"self_attn.q_proj\", \"self_attn.o_proj\"]]}", &c));
+  CHECK(c.quant.gptq == 1 && c.quant.gptq_zero == 8 && c.quant.stored_group == 0 &&
+        !pz_quant_applies(&c.quant, "model.layers.1.mlp.experts.3.down_proj")); /* experts not listed: bf16 */
   expect_bad("{\"quant_method\": \"awq\"}", "\"awq\"");
   expect_bad("{\"bits\": 4}", "quant_method");
   expect_bad("{\"quant_method\": \"fp8\"}", "weight_block_size");

@@ -1,6 +1,6 @@
 /* Checkpoint directory (checkpoint.h): opening it (model.safetensors or the index and its shards,
  * config.json's extras), the table of every shard's tensors, lookup and closing. The plans are in
- * checkpoint_plan.c (quantised sources in checkpoint_quant.c), the fill, dtype conversion and load progress bar in
+ * checkpoint_plan.c (quantised sources in checkpoint_quant.c and checkpoint_gptq.c), the fill, dtype conversion and load progress bar in
  * checkpoint_fill.c. */
 #include "model/checkpoint.h"
 #include "model/checkpoint_impl.h"

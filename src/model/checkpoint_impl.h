@@ -1,7 +1,8 @@
 /* The checkpoint loader's internals (src/model/checkpoint*.c only): the checkpoint object, its per-tensor
  * plans and the helpers more than one of those files uses. checkpoint.c opens and indexes the shards,
- * checkpoint_plan.c resolves each graph weight to checkpoint tensors (checkpoint_quant.c its quantised ones:
- * INT4 pack-quantized, FP8 block scales), checkpoint_fill.c copies and converts the planned weights. */
+ * checkpoint_plan.c resolves each graph weight to checkpoint tensors (checkpoint_quant.c its quantised ones: INT4
+ * pack-quantized, FP8 block scales; checkpoint_gptq.c GPTQ's), checkpoint_fill.c copies and converts the planned
+ * weights. */
 #ifndef PZ_MODEL_CHECKPOINT_IMPL_H
 #define PZ_MODEL_CHECKPOINT_IMPL_H
 #include <stdbool.h>
@@ -32,6 +33,8 @@ typedef struct src {
   int64_t rep;                 /* > 1: an INT4 weight_scale stored per coarser group (or per row) than the graph's
                                   32 columns: graph column c reads stored column c / rep of scols (checkpoint_quant.c) */
   bool raw;                    /* copied as stored (packed INT4 words, e4m3 bytes into u8) */
+  bool gptq;                   /* w is a GPTQ tensor stored transposed ([in/8, out] words or [in/group, out]
+                                  scales): row r of the view is column r + row0 of w (checkpoint_gptq.c) */
 } src;
 
 typedef struct plan {
@@ -61,6 +64,8 @@ struct pz_checkpoint {
   int int4_group;              /* INT4 quantization_config's group as stored (pz_quant_config.stored_group, 0:
                                   per channel); 32 when the config has no INT4 scheme */
   int quant_kind;              /* the config's pz_wquant (set by pz_checkpoint_plan) */
+  bool gptq;                   /* GPTQ INT4 (pz_quant_config.gptq): X.qweight / X.scales feed X's graph tensors */
+  int gptq_zero;               /* its qzeros nibble of the zero point 8: 7 ("gptq") or 8 ("gptq_v2") */
   bool fp8_ct;                 /* compressed-tensors FP8: a weight's block scales are "X.weight_scale", which the
                                   graph's "X.weight_scale_inv" tensors and dequantised FP8 weights read */
   char prefix[32];             /* "" or "language_model." (Kimi-K2.5): put before every Hugging Face name */
@@ -108,4 +113,11 @@ pz_status pz_ck_int4_coarse_scale(pz_checkpoint *ck, const char *full, const pz_
  * ceil(cols / bn)]) copied into s->scale as f32. Errors: PZ_ERR_DTYPE (missing, dtype or shape), PZ_ERR_IO (a non-finite or huge scale),
  * PZ_ERR_OOM. */
 pz_status pz_ck_fp8_block_scales(pz_checkpoint *ck, const char *name, const char *full, src *s);
+
+/* checkpoint_gptq.c: the GPTQ source of graph weight `name` [want0, want1] (2-D): what 0 "X.weight" as values
+ * (bf16 / f32 graph weights), 1 "X.weight_packed" as compressed-tensors words [out, in/8], 2 "X.weight_scale" as
+ * bf16 scales per 32 columns [out, in/32]; from X.qweight / X.scales, with X.qzeros and X.g_idx checked.
+ * Errors: PZ_ERR_NOT_FOUND, PZ_ERR_SHAPE, PZ_ERR_DTYPE, PZ_ERR_UNSUPPORTED (asymmetric zero points, act order). */
+pz_status pz_ck_gptq_source(pz_checkpoint *ck, const char *name, const char *for_t, int nd, const int64_t *want, int what,
+                            src *s);
 #endif

@@ -45,6 +45,17 @@ static pz_status get_src(pz_checkpoint *ck, const char *name, const char *for_t,
     nl -= 4;
   }
   const pz_st_tensor *w = pz_ck_find(ck, name, full, sizeof full);
+  if (!w && ck->gptq) { /* GPTQ's X.qweight / X.scales for X.weight (values), X.weight_packed, X.weight_scale */
+    static const char *const suf[] = {".weight", ".weight_packed", ".weight_scale"};
+    for (int k = 0; k < 3; k++) {
+      const size_t sl = strlen(suf[k]);
+      if (nl <= sl || strcmp(name + nl - sl, suf[k])) continue;
+      snprintf(alt, sizeof alt, "%.*s.qweight", (int)(nl - sl), name);
+      const bool want_ok = k == 0 ? (dst_dtype == PZ_BF16 || dst_dtype == PZ_F32) : k == 1 ? dst_dtype == PZ_I32
+                                                                                           : dst_dtype == PZ_BF16;
+      if (want_ok && pz_ck_find(ck, alt, altf, sizeof altf)) return pz_ck_gptq_source(ck, name, for_t, nd, want, k, s);
+    }
+  }
   if (!w && nl > 7 && !strcmp(name + nl - 7, ".weight") && (dst_dtype == PZ_BF16 || dst_dtype == PZ_F32)) {
     snprintf(alt, sizeof alt, "%s_packed", name);
     if (pz_ck_find(ck, alt, altf, sizeof altf)) return pz_ck_int4_values(ck, name, for_t, nd, want, s);
@@ -402,6 +413,8 @@ pz_status pz_checkpoint_plan(pz_checkpoint *ck, const pz_model_config *c, const 
   ck->int4_group = c->quant.kind == PZ_WQ_INT4 ? c->quant.stored_group : 32;
   ck->quant_kind = (int)c->quant.kind;
   ck->fp8_ct = c->quant.kind == PZ_WQ_FP8 && c->quant.ct_fp8;
+  ck->gptq = c->quant.kind == PZ_WQ_INT4 && c->quant.gptq;
+  ck->gptq_zero = c->quant.gptq_zero;
   if (c->quant.kind == PZ_WQ_FP8) { /* the parsed config's block (checkpoint.c's early read is the fallback) */
     ck->bm = c->quant.block_rows;
     ck->bn = c->quant.block_cols;

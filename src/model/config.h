@@ -37,6 +37,13 @@ typedef struct pz_quant_config {
                                     * 32), or 0 for strategy "channel" (one scale per output row). The loader
                                     * repeats each stored scale over the 32-column groups it covers (exact) */
   int64_t block_rows, block_cols;  /* FP8: weight_block_size, [128, 128] in DeepSeek-V3 */
+  int gptq;                        /* INT4 from GPTQ (quant_method "gptq"): tensors X.qweight [in/8, out], X.scales
+                                    * [in/group, out], X.qzeros, X.g_idx, read transposed into the compressed-tensors
+                                    * layout (checkpoint_quant.c); stored_group as for compressed-tensors */
+  int gptq_zero;                   /* GPTQ: the qzeros nibble of the symmetric zero point 8: 7 in checkpoint_format
+                                    * "gptq" (stored as zero - 1), 8 in "gptq_v2" */
+  int gptq_experts;                /* GPTQ: 1 when the routed experts are quantised (modules_in_block_to_quantize
+                                    * null, or naming them) */
   int ct_fp8;                      /* FP8 from compressed-tensors "float-quantized" (strategy "block" or "channel"): targets /
                                     * ignore are compressed-tensors patterns, and the block scales are stored as
                                     * "X.weight_scale" (DeepSeek's format: "X.weight_scale_inv"; both multiply) */
@@ -223,7 +230,9 @@ typedef struct pz_model_config {
  * block_structure [rows, cols] (integers 1..65536) or strategy "channel" (block 1 x PZ_FP8_CHANNEL_COLS), symmetric,
  * static, input activations null or dynamic FP8 (left
  * in bf16), no output activations (ct_fp8 set; targets / ignore as for INT4). Or quant_method "fp8" with fmt "e4m3" (when given) and weight_block_size
- * [rows, cols] (integers 1..65536). Anything else is PZ_ERR_CONFIG with one line naming the
+ * [rows, cols] (integers 1..65536). Or quant_method "gptq" with bits 4, sym true, desc_act false, group_size a
+ * multiple of 32 or -1, checkpoint_format "gptq" / "gptq_v2" and no dynamic overrides (quant_gptq.c). Anything else
+ * is PZ_ERR_CONFIG with one line naming the
  * unsupported field and value.
  * Errors: PZ_ERR_CONFIG for malformed/truncated JSON, a key or string value anywhere that is not
  * valid UTF-8 (the message names the field by its dotted path, e.g. "rope_scaling.type"), a

@@ -23,5 +23,9 @@ pz_status pz_cfg_check_duplicates(const reader *r, const cJSON *obj, const char 
  * r's root (text_config, or the whole config when outer is NULL), as transformers and vLLM choose, into out (zeroed first; kind PZ_WQ_NONE when absent or null). Errors: PZ_ERR_CONFIG, one line
  * naming the unsupported field and what is supported (model/config.h pz_config_parse). */
 pz_status pz_cfg_parse_quant(const reader *r, const cJSON *outer, pz_quant_config *out);
+/* quant_gptq.c: a quantization_config `q` whose quant_method is "gptq" into out (zeroed by the caller): symmetric
+ * 4-bit GPTQ (AutoGPTQ / GPTQModel / optimum checkpoints: qweight, qzeros, scales, g_idx) read as INT4 with
+ * out->gptq set. Errors: PZ_ERR_CONFIG naming the unsupported or malformed field on one line. */
+pz_status pz_cfg_parse_gptq(const reader *r, const cJSON *q, pz_quant_config *out);
 
 #endif

@@ -243,6 +243,7 @@ static bool pattern_matches(const char *pat, const char *module) {
 
 bool pz_quant_applies(const pz_quant_config *q, const char *module) {
   if (!q || !module || q->kind == PZ_WQ_NONE) return false;
+  if (q->gptq) return q->gptq_experts != 0; /* every Linear of the blocks (or those modules_in_block_to_quantize names) */
   if (q->kind == PZ_WQ_FP8 && !q->ct_fp8) { /* every Linear module but those a skip-list key names (transformers' rule) */
     for (int i = 0; i < q->n_ignore; i++)
       if (q->ignore[i][0] && skip_key_matches(q->ignore[i], module)) return false;
@@ -345,7 +346,7 @@ static pz_status q_patterns(const reader *r, const cJSON *arr, const char *field
 #define Q_STRATEGIES "strategy \"group\" (group_size a multiple of 32) or \"channel\""
 #define Q_SUPPORTED "compressed-tensors pack-quantized INT4 (num_bits 4, symmetric, strategy \"group\" with a group_size " \
                     "that is a multiple of 32, or \"channel\"), compressed-tensors float-quantized FP8 with strategy " \
-                    "\"block\" or \"channel\", or fp8 with weight_block_size"
+                    "\"block\" or \"channel\", fp8 with weight_block_size, or symmetric 4-bit gptq"
 
 /* compressed-tensors "float-quantized" FP8 weights with block scales (llm-compressor's FP8_BLOCK scheme) or one
  * scale per output row (FP8_DYNAMIC): weights type "float", num_bits 8, strategy "block" with a block_structure
@@ -569,6 +570,7 @@ pz_status pz_cfg_parse_quant(const reader *r, const cJSON *outer, pz_quant_confi
     }
     return parse_int4_group(r, q, cJSON_IsString(fmt) ? fmt->valuestring : NULL, out);
   }
+  if (!strcmp(m->valuestring, "gptq")) return pz_cfg_parse_gptq(r, q, out);
   if (!strcmp(m->valuestring, "fp8")) {
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(q, "fmt");
     if (fmt && !(cJSON_IsString(fmt) && !strcmp(fmt->valuestring, "e4m3")))
