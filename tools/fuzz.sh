@@ -22,7 +22,8 @@ cmake --build $B -j"${PZ_FUZZ_JOBS:-2}" --target $targets >/dev/null
 # The same seeds (and the regression inputs) run as ctest cases in every build: tests/fuzz/replay.cmake.
 seeds() { # seeds TARGET DIR: copies the target's seed corpus into DIR
   case $1 in
-    fuzz_config) cp configs/*.json "$2"/; for f in tests/data/golden/*/config.json; do [ -f "$f" ] && cp "$f" "$2/$(basename "$(dirname "$f")").json"; done ;;
+    fuzz_config) cp configs/*.json tests/fuzz/seeds/fuzz_config/*.json "$2"/
+      for f in tests/data/golden/*/config.json; do [ -f "$f" ] && cp "$f" "$2/$(basename "$(dirname "$f")").json"; done ;;
     fuzz_safetensors) for f in tests/data/golden/*/model*.safetensors; do [ -f "$f" ] && cp "$f" "$2/$(basename "$(dirname "$f")")_$(basename "$f")"; done
       cp tests/data/int4/*.safetensors "$2"/ ;;
     fuzz_prompt_ids) cp tests/fuzz/seeds/fuzz_prompt_ids/* "$2"/ ;;

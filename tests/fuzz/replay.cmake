@@ -3,7 +3,8 @@
 # cases, in every build and under ASan + UBSan in tools/asan-tests.sh: one test_fuzz_replay_<name>
 # per target, tests/fuzz/replay.c as main (no libFuzzer, any compiler). Included by tests/CMakeLists.txt.
 set(PZ_FZ ${CMAKE_SOURCE_DIR}/tests/fuzz)
-set(PZ_REPLAY_fuzz_config ${CMAKE_SOURCE_DIR}/configs/*.json ${CMAKE_SOURCE_DIR}/tests/data/golden/*/config.json)
+set(PZ_REPLAY_fuzz_config ${CMAKE_SOURCE_DIR}/configs/*.json ${CMAKE_SOURCE_DIR}/tests/data/golden/*/config.json
+    ${PZ_FZ}/seeds/fuzz_config/*)
 set(PZ_REPLAY_fuzz_safetensors ${CMAKE_SOURCE_DIR}/tests/data/golden/*/model*.safetensors
     ${CMAKE_SOURCE_DIR}/tests/data/int4/*.safetensors)
 set(PZ_REPLAY_fuzz_prompt_ids ${PZ_FZ}/seeds/fuzz_prompt_ids/*)
