@@ -79,28 +79,30 @@ static void export_bf16(ents *out) { export_cfg(cfg_bf16, out); }
  * (weight_packed / weight_scale / weight_shape, names prefixed "language_model."), and its value in
  * `bf` the exact dequantised q * s (exact in bf16). Other tensors are copied with the prefix. */
 static void quantise_g(ents *bf, ents *q, int64_t G);
+static const char *quantise_only; /* set: quantise_g quantises only the expert weights whose names contain it */
 static void quantise(ents *bf, ents *q) { quantise_g(bf, q, 32); }
 /* quantise with one scale per G columns (G 0: one per row, compressed-tensors' strategy "channel"). */
 static void quantise_g(ents *bf, ents *q, int64_t G0) {
   char nm[260];
   for (int i = 0; i < bf->n; i++) {
     ent *e = &bf->e[i];
-    const bool expert = strstr(e->name, "experts.") && strstr(e->name, "_proj.weight");
+    const bool expert = strstr(e->name, "experts.") && strstr(e->name, "_proj.weight") &&
+                        (!quantise_only || strstr(e->name, quantise_only));
     if (!expert) {
       snprintf(nm, sizeof nm, "language_model.%s", e->name);
       add(q, nm, e->dtype, e->ndim, e->shape, e->data);
       continue;
     }
-    const int64_t R = e->shape[0], C = e->shape[1], G = G0 ? G0 : C;
+    const int64_t R = e->shape[0], C = e->shape[1], G = G0 ? G0 : C, NG = (C + G - 1) / G; /* the last group may be short */
     int32_t *pk = calloc((size_t)(R * C / 8), 4);
-    pz_bf16 *sc = calloc((size_t)(R * C / G), 2), *w = e->data;
+    pz_bf16 *sc = calloc((size_t)(R * NG), 2), *w = e->data;
     for (int64_t r = 0; r < R; r++)
       for (int64_t g0 = 0; g0 < C; g0 += G) {
         float amax = 0;
-        for (int j = 0; j < G; j++) amax = fmaxf(amax, fabsf(pz_bf16_to_f32(w[r * C + g0 + j])));
+        for (int j = 0; j < G && g0 + j < C; j++) amax = fmaxf(amax, fabsf(pz_bf16_to_f32(w[r * C + g0 + j])));
         const float s = amax > 0 ? ldexpf(1.0f, (int)ceilf(log2f(amax / 7.0f))) : 1.0f; /* |q| <= 7 */
-        sc[r * (C / G) + g0 / G] = pz_f32_to_bf16(s);
-        for (int j = 0; j < G; j++) {
+        sc[r * NG + g0 / G] = pz_f32_to_bf16(s);
+        for (int j = 0; j < G && g0 + j < C; j++) {
           int v = (int)rintf(pz_bf16_to_f32(w[r * C + g0 + j]) / s);
           v = v < -8 ? -8 : v > 7 ? 7 : v;
           const int64_t c = g0 + j;
@@ -113,7 +115,7 @@ static void quantise_g(ents *bf, ents *q, int64_t G0) {
     snprintf(nm, sizeof nm, "%s.weight_packed", base);
     add(q, nm, PZ_ST_I32, 2, (int64_t[]){R, C / 8}, pk);
     snprintf(nm, sizeof nm, "%s.weight_scale", base);
-    add(q, nm, PZ_ST_BF16, 2, (int64_t[]){R, C / G}, sc);
+    add(q, nm, PZ_ST_BF16, 2, (int64_t[]){R, NG}, sc);
     snprintf(nm, sizeof nm, "%s.weight_shape", base);
     add(q, nm, PZ_ST_I64, 1, (int64_t[]){2}, (int64_t[]){R, C});
     free(pk);
@@ -355,6 +357,62 @@ static void coarse_case(const char *tag, const char *cfg_q, const char *cfg_b, i
   free_ents(&q);
 }
 
+/* The weights dequantised at load (the shared experts) take quantization_config's group, as the routed experts'
+ * scales do, rather than one inferred from their scales' shape, on one line naming the tensor: under group_size 128
+ * (cfg_q, H 256, I 384), shared experts quantised per 32 columns (the routed experts per 128); and under group_size
+ * 256 with the routed experts left bf16, shared experts whose 384 columns older compressed-tensors split into
+ * ceil(384 / 256) = 2 groups of 256 and 128 (were: read, silently, as groups of 32, and as 2 groups of 192, which
+ * gives columns 192-255 the second group's scale). */
+static void shared_group_case(const char *cfg_q, const char *cfg_b) {
+  ents bf = {.n = 0}, q = {.n = 0}, bf32 = {.n = 0}, q32 = {.n = 0}, s = {.n = 0};
+  export_cfg(cfg_b, &bf);
+  quantise_g(&bf, &q, 128);
+  export_cfg(cfg_b, &bf32);
+  quantise_g(&bf32, &q32, 32);
+  for (int i = 0; i < q.n; i++) {
+    const ent *e = strstr(q.e[i].name, "shared_experts.") ? find_e(&q32, q.e[i].name) : &q.e[i];
+    CHECK(e != NULL);
+    if (e) add(&s, e->name, e->dtype, e->ndim, e->shape, e->data);
+  }
+  write_ck("e_shared_g32_as_g128", cfg_q, &s);
+  int32_t t[STEPS * M];
+  CHECK_ST(decode("e_shared_g32_as_g128", 1, t, NULL), PZ_ERR_SHAPE);
+  CHECK(strstr(pz_last_error(), "shared_experts.") && strstr(pz_last_error(), ".weight_scale\" have shape [") &&
+        strstr(pz_last_error(), "group_size 128 implies") && !strchr(pz_last_error(), '\n'));
+  free_ents(&s);
+  /* group_size 256, routed experts bf16 (ignored), shared experts INT4 in 2 groups per 384-column row. */
+  char cfg256[4096];
+  snprintf(cfg256, sizeof cfg256, "%s", cfg_q);
+  char *at = strstr(cfg256, "\"group_size\":128");
+  char *ig = strstr(cfg256, "\"ignore\":[");
+  CHECK(at && ig);
+  if (!at || !ig) return;
+  at[13] = '2', at[14] = '5', at[15] = '6';
+  char tail[4096];
+  snprintf(tail, sizeof tail, "%s", ig + 10);
+  snprintf(ig + 10, sizeof cfg256 - (size_t)(ig + 10 - cfg256), "\"re:.*mlp\\\\.experts\\\\.\\\\d+\\\\..*\",%s", tail);
+  ents bs = {.n = 0}, qs = {.n = 0};
+  export_cfg(cfg_b, &bs);
+  vary(&bs);
+  quantise_only = "shared_experts.";
+  quantise_g(&bs, &qs, 256);
+  quantise_only = NULL;
+  int short_groups = 0;
+  for (int i = 0; i < qs.n; i++)
+    short_groups += strstr(qs.e[i].name, "shared_experts.down_proj.weight_scale") && qs.e[i].shape[1] == 2;
+  CHECK(short_groups == 2);
+  write_ck("e_shared_short_group", cfg256, &qs);
+  CHECK_ST(decode("e_shared_short_group", 1, t, NULL), PZ_ERR_SHAPE);
+  CHECK(strstr(pz_last_error(), "shared_experts.down_proj.weight_packed\" has 384 columns, not a multiple of "
+               "quantization_config's group_size 256") && !strchr(pz_last_error(), '\n'));
+  free_ents(&bs);
+  free_ents(&qs);
+  free_ents(&bf);
+  free_ents(&q);
+  free_ents(&bf32);
+  free_ents(&q32);
+}
+
 int main(void) {
   if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
   static ents bf, q;
@@ -375,6 +433,7 @@ int main(void) {
     static const char *cbch = "{" TEXT_HI(128, 256) "}";
     coarse_case("g128", cq128, cb128, 256, 384, 128);
     coarse_case("channel", cqch, cbch, 128, 256, 0);
+    shared_group_case(cq128, cb128);
   }
 
   /* GPTQ (AutoGPTQ / GPTQModel) checkpoints of the same INT4 weights, group 32: checkpoint_format "gptq" (zero point

@@ -47,9 +47,16 @@ pz_status pz_ck_check_weight_shape(const pz_checkpoint *ck, const char *shn, int
                   "does not match its config.json", ck->dir, full, (long long)rows, (long long)cols, got);
 }
 
+/* "group_size G" or "strategy \"channel\"": the INT4 quantization_config's stored group, for messages. */
+static void int4_group_str(const pz_checkpoint *ck, char *buf, size_t cap) {
+  if (ck->int4_group) snprintf(buf, cap, "group_size %d", ck->int4_group);
+  else snprintf(buf, cap, "strategy \"channel\"");
+}
+
 /* INT4 source read as values: `name` = "X.weight" is absent, "X.weight_packed" int32 [rows, cols/8],
- * "X.weight_scale" bf16 [rows, cols/group] and "X.weight_shape" [rows, cols] are there (compressed-tensors
- * pack-quantized; the group follows from the scale's shape). */
+ * "X.weight_scale" [rows, cols/group] and "X.weight_shape" [rows, cols] are there (compressed-tensors
+ * pack-quantized). The group is the INT4 quantization_config's (cols a multiple of it); only without one does it
+ * follow from the scale's shape. */
 pz_status pz_ck_int4_values(pz_checkpoint *ck, const char *name, const char *for_t, int nd, const int64_t *want, src *s) {
   char base[512], pn[560], sn[560], shn[560], full[600];
   snprintf(base, sizeof base, "%.*s", (int)(strlen(name) - strlen(".weight")), name);
@@ -75,10 +82,26 @@ pz_status pz_ck_int4_values(pz_checkpoint *ck, const char *name, const char *for
     return pz_error(PZ_ERR_NOT_FOUND, "checkpoint %s: INT4 tensor \"%s\" has no scales \"%s\"; pack-quantized weights need "
                     "their weight_scale", ck->dir, wfull, full);
   if (!pz_ck_int4_scale_dtype_ok(sc)) return pz_ck_int4_scale_dtype_err(ck, full, sc);
-  if (sc->ndim != 2 || sc->shape[0] != want[0] || sc->shape[1] < 1 || want[1] % sc->shape[1] ||
-      (want[1] / sc->shape[1]) % 8)
-    return pz_error(PZ_ERR_SHAPE, "checkpoint %s: \"%s\" must be BF16 [%lld, %lld / group] with a group a multiple of 8; "
+  if (ck->quant_kind == PZ_WQ_INT4) {
+    /* The config's group, not one inferred from the scales' shape: [rows, 2] over 160 columns under group_size 128
+     * (the ceil(160 / 128) groups older compressed-tensors wrote) would read as groups of 80. */
+    const int64_t G = ck->int4_group ? ck->int4_group : want[1];
+    char grp[64], a[128];
+    int4_group_str(ck, grp, sizeof grp);
+    if (want[1] % G)
+      return pz_error(PZ_ERR_SHAPE, "checkpoint %s: INT4 tensor \"%s\" has %lld columns, not a multiple of "
+                      "quantization_config's %s", ck->dir, wfull, (long long)want[1], grp);
+    if (sc->ndim != 2 || sc->shape[0] != want[0] || sc->shape[1] != want[1] / G) {
+      pz_ck_shape_str(a, sizeof a, sc->ndim, sc->shape);
+      return pz_error(PZ_ERR_SHAPE, "checkpoint %s: INT4 scales \"%s\" have shape %s, but quantization_config's %s "
+                      "implies [%lld, %lld]; the checkpoint does not match its config.json", ck->dir, full, a, grp,
+                      (long long)want[0], (long long)(want[1] / G));
+    }
+  } else if (sc->ndim != 2 || sc->shape[0] != want[0] || sc->shape[1] < 1 || want[1] % sc->shape[1] ||
+             (want[1] / sc->shape[1]) % 8) {
+    return pz_error(PZ_ERR_SHAPE, "checkpoint %s: \"%s\" must be [%lld, %lld / group] with a group a multiple of 8; "
                     "check quantization_config.group_size", ck->dir, full, (long long)want[0], (long long)want[1]);
+  }
   PZ_CHECK(pz_ck_check_weight_shape(ck, shn, want[0], want[1]));
   memset(s, 0, sizeof *s);
   s->w = w;
@@ -98,8 +121,7 @@ pz_status pz_ck_int4_coarse_scale(pz_checkpoint *ck, const char *full, const pz_
   const int64_t in = want[1] * 32, G = ck->int4_group ? ck->int4_group : in;
   char a[128], grp[64];
   pz_ck_shape_str(a, sizeof a, w->ndim, w->shape);
-  if (ck->int4_group) snprintf(grp, sizeof grp, "group_size %lld", (long long)G);
-  else snprintf(grp, sizeof grp, "strategy \"channel\"");
+  int4_group_str(ck, grp, sizeof grp);
   if (in % G)
     return pz_error(PZ_ERR_SHAPE, "checkpoint %s: \"%s\" scales a weight of %lld columns, not a multiple of "
                     "quantization_config's %s", ck->dir, full, (long long)in, grp);
