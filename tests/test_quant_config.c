@@ -319,6 +319,10 @@ int main(void) {
   expect_bad(ct("{\"num_bits\": 4, \"group_size\": 96.5}", NULL), "weights.group_size is 96.5");
   expect_bad(ct("{\"num_bits\": 4, \"group_size\": 0, \"strategy\": \"group\"}", NULL), "weights.group_size is 0");
   expect_bad(ct("{\"num_bits\": 4, \"strategy\": \"group\"}", NULL), "weights.group_size is missing or null");
+  /* A group_size that is there but not a number (was: "is missing or null"). */
+  expect_bad(ct("{\"num_bits\": 4, \"group_size\": \"128\", \"strategy\": \"group\"}", NULL),
+             "weights.group_size is not a number");
+  expect_bad(ct("{\"num_bits\": 4, \"group_size\": true}", NULL), "weights.group_size is not a number");
   expect_bad(ct("{\"num_bits\": 4, \"strategy\": \"tensor\"}", NULL), "weights.strategy is tensor");
   expect_bad(ct("{\"num_bits\": 4, \"strategy\": \"block\", \"block_structure\": [128, 128], \"symmetric\": true}", NULL),
              "weights.strategy is block");

@@ -500,7 +500,8 @@ static pz_status parse_int4_group(const reader *r, const cJSON *q, const char *t
   } else {
     if (!cJSON_IsNumber(gs) || gs->valuedouble < 32 || gs->valuedouble > 1048576 || fmod(gs->valuedouble, 32) != 0) {
       char got[64];
-      snprintf(got, sizeof got, cJSON_IsNumber(gs) ? "%g" : "missing or null", cJSON_IsNumber(gs) ? gs->valuedouble : 0.0);
+      snprintf(got, sizeof got, cJSON_IsNumber(gs) ? "%g" : gs_absent ? "missing or null" : "not a number",
+               cJSON_IsNumber(gs) ? gs->valuedouble : 0.0);
       return w_unsupported(r, g, "group_size", got,
                            "a group_size that is a multiple of 32 (32, 64, 128, ...): the INT4 kernels' group is 32");
     }
