@@ -83,13 +83,13 @@ static const char *quantise_only; /* set: quantise_g quantises only the expert w
 static void quantise(ents *bf, ents *q) { quantise_g(bf, q, 32); }
 /* quantise with one scale per G columns (G 0: one per row, compressed-tensors' strategy "channel"). */
 static void quantise_g(ents *bf, ents *q, int64_t G0) {
-  char nm[260];
+  char nm[300];
   for (int i = 0; i < bf->n; i++) {
     ent *e = &bf->e[i];
     const bool expert = strstr(e->name, "experts.") && strstr(e->name, "_proj.weight") &&
                         (!quantise_only || strstr(e->name, quantise_only));
     if (!expert) {
-      snprintf(nm, sizeof nm, "language_model.%s", e->name);
+      snprintf(nm, sizeof nm, "language_model.%.270s", e->name);
       add(q, nm, e->dtype, e->ndim, e->shape, e->data);
       continue;
     }

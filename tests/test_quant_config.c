@@ -308,6 +308,9 @@ int main(void) {
       {"{\"num_bits\": 4, \"strategy\": \"channel\"}", 0},
       {"{\"num_bits\": 4, \"group_size\": -1, \"strategy\": \"channel\"}", 0},
       {"{\"num_bits\": 4, \"group_size\": -1}", 0},
+      /* compressed-tensors lowercases strategy and type */
+      {"{\"num_bits\": 4, \"group_size\": 64, \"strategy\": \"GROUP\", \"type\": \"Int\"}", 64},
+      {"{\"num_bits\": 4, \"strategy\": \"Channel\"}", 0},
   };
   for (size_t i = 0; i < sizeof coarse / sizeof coarse[0]; i++) {
     CHECK_OK(parse_with(ct(coarse[i].w, NULL), &c));

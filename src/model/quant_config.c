@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* An upper bound of the size glibc's regcomp gives an extended regex: it copies the operand of
  * `+` once and of `{n,m}` max(n, m) times more (regcomp.c duplicate_tree), nested repetitions
@@ -367,7 +368,7 @@ static pz_status parse_fp8_group(const reader *r, const cJSON *q, const cJSON *g
     if (!cJSON_IsObject(ia)) return pz_cfg_type_err(r, where, "an object", ia);
     const cJSON *ty = cJSON_GetObjectItemCaseSensitive(ia, "type"), *nb = cJSON_GetObjectItemCaseSensitive(ia, "num_bits");
     const cJSON *dy = cJSON_GetObjectItemCaseSensitive(ia, "dynamic");
-    const bool ok = (!ty || (cJSON_IsString(ty) && !strcmp(ty->valuestring, "float"))) && cJSON_IsNumber(nb) &&
+    const bool ok = (!ty || (cJSON_IsString(ty) && !strcasecmp(ty->valuestring, "float"))) && cJSON_IsNumber(nb) &&
                     nb->valuedouble == 8 && cJSON_IsTrue(dy);
     if (!ok)
       return q_unsupported(r, where, "not dynamic FP8 (num_bits 8, type \"float\", dynamic true)",
@@ -379,7 +380,7 @@ static pz_status parse_fp8_group(const reader *r, const cJSON *q, const cJSON *g
   snprintf(where, sizeof where, "quantization_config.config_groups.%s.weights.", g->string);
   PZ_CHECK(pz_cfg_check_duplicates(r, w, where));
   const cJSON *ty = cJSON_GetObjectItemCaseSensitive(w, "type");
-  if (!(cJSON_IsString(ty) && !strcmp(ty->valuestring, "float")))
+  if (!(cJSON_IsString(ty) && !strcasecmp(ty->valuestring, "float")))
     return w_unsupported(r, g, "type", cJSON_IsString(ty) ? ty->valuestring : ty ? "not a string" : "missing",
                          "type \"float\" for format float-quantized");
   const cJSON *nb = cJSON_GetObjectItemCaseSensitive(w, "num_bits");
@@ -392,8 +393,8 @@ static pz_status parse_fp8_group(const reader *r, const cJSON *q, const cJSON *g
   /* "block": one scale per block_structure block; "channel" (FP8_DYNAMIC): one per output row, read as blocks of
    * 1 row x PZ_FP8_CHANNEL_COLS columns (a whole row: the kernels and the loader take any block). */
   const cJSON *stg = cJSON_GetObjectItemCaseSensitive(w, "strategy");
-  const bool channel = cJSON_IsString(stg) && !strcmp(stg->valuestring, "channel");
-  if (!(cJSON_IsString(stg) && (channel || !strcmp(stg->valuestring, "block"))))
+  const bool channel = cJSON_IsString(stg) && !strcasecmp(stg->valuestring, "channel");
+  if (!(cJSON_IsString(stg) && (channel || !strcasecmp(stg->valuestring, "block"))))
     return w_unsupported(r, g, "strategy", cJSON_IsString(stg) ? stg->valuestring : stg && !cJSON_IsNull(stg) ?
                          "not a string" : "missing", "FP8 strategy \"block\" with a block_structure, or \"channel\"");
   const cJSON *bs = cJSON_GetObjectItemCaseSensitive(w, "block_structure");
@@ -468,7 +469,7 @@ static pz_status parse_int4_group(const reader *r, const cJSON *q, const char *t
   snprintf(where, sizeof where, "quantization_config.config_groups.%s.weights.", g->string);
   PZ_CHECK(pz_cfg_check_duplicates(r, w, where));
   const cJSON *ty = cJSON_GetObjectItemCaseSensitive(w, "type");
-  if (ty && !(cJSON_IsString(ty) && !strcmp(ty->valuestring, "int")))
+  if (ty && !(cJSON_IsString(ty) && !strcasecmp(ty->valuestring, "int")))
     return w_unsupported(r, g, "type", cJSON_IsString(ty) ? ty->valuestring : "not a string", Q_SUPPORTED);
   const cJSON *nb = cJSON_GetObjectItemCaseSensitive(w, "num_bits");
   if (!cJSON_IsNumber(nb) || nb->valuedouble != 4) {
@@ -489,8 +490,9 @@ static pz_status parse_int4_group(const reader *r, const cJSON *q, const char *t
   if (stg_absent && gs_absent)
     return w_unsupported(r, g, "strategy", "missing with group_size null (per-tensor, as compressed-tensors infers)",
                          Q_STRATEGIES);
-  const bool channel = stg_absent ? gs_minus1 : !strcmp(stg->valuestring, "channel");
-  if (!stg_absent && !channel && strcmp(stg->valuestring, "group"))
+  /* compressed-tensors lowercases the strategy and type names (QuantizationArgs' validators) */
+  const bool channel = stg_absent ? gs_minus1 : !strcasecmp(stg->valuestring, "channel");
+  if (!stg_absent && !channel && strcasecmp(stg->valuestring, "group"))
     return w_unsupported(r, g, "strategy", stg->valuestring, Q_STRATEGIES);
   if (channel) {
     if (!gs_absent && !gs_minus1) /* compressed-tensors: a group_size needs strategy "group" */
