@@ -458,8 +458,9 @@ pz_status pz_checkpoint_plan(pz_checkpoint *ck, const pz_model_config *c, const 
                                                                               : NULL;
     if (layout) {
       pz_ck_free_plans(ck);
-      return pz_error(PZ_ERR_UNSUPPORTED, "checkpoint %s: tensor \"%s\" holds %s, which prezero's INT4 experts do not "
-                      "have (symmetric, group 32, columns in order); the weights would be read wrongly, so it is not loaded",
+      return pz_error(PZ_ERR_UNSUPPORTED, "checkpoint %s: tensor \"%s\" holds %s, which prezero's INT4 layout does not "
+                      "have (symmetric, columns in their stored order); the weights would be read wrongly, so it is not "
+                      "loaded",
                       ck->dir, nm, layout);
     }
     /* One module stored twice, as X.weight and as pack-quantized X.weight_packed (a tool that kept the source
