@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "core/dtype.h"
 #include "model/safetensors.h"
 #include "pz_test.h"
@@ -163,6 +164,43 @@ int main(void) {
       CHECK(nonzero > 256);
       printf("%s gptq tp%d: tokens and logits identical to the dequantised twin\n", models[m], tp);
     }
+  }
+  /* A module stored both as GPTQ and as a plain X.weight: refused on one line naming both (was: the plain one read
+   * for a bf16 graph weight, the GPTQ one for packed experts, with no word). */
+  {
+    char sq[64], st[64], pq[200], lnk[400], src[400];
+    write_pair("qwen2", sq, st, sizeof sq);
+    snprintf(pq, sizeof pq, "%s/qwen2_twice", dir);
+    mkdir(pq, 0755);
+    /* the GPTQ file plus a second shard holding a stale plain copy of one module */
+    static set extra;
+    float *w = calloc(64 * 64, sizeof(float));
+    put(&extra, "model.layers.1.self_attn.o_proj.weight", PZ_ST_F32, 2, (int64_t[]){64, 64}, w);
+    snprintf(src, sizeof src, "%s/%s/model.safetensors", dir, sq);
+    snprintf(lnk, sizeof lnk, "%s/model-00001-of-00002.safetensors", pq);
+    CHECK(link(src, lnk) == 0);
+    snprintf(lnk, sizeof lnk, "%s/model-00002-of-00002.safetensors", pq);
+    CHECK_OK(pz_st_write(lnk, extra.n, extra.w));
+    free(w);
+    pz_st_file *sf = NULL;
+    CHECK_OK(pz_st_open(src, &sf));
+    snprintf(lnk, sizeof lnk, "%s/model.safetensors.index.json", pq);
+    FILE *f = fopen(lnk, "w");
+    CHECK(f != NULL);
+    if (f && sf) {
+      fprintf(f, "{\"metadata\":{},\"weight_map\":{\"model.layers.1.self_attn.o_proj.weight\":\"model-00002-of-00002.safetensors\"");
+      for (int i = 0; i < sf->n; i++) fprintf(f, ",\"%s\":\"model-00001-of-00002.safetensors\"", sf->t[i].name);
+      fprintf(f, "}}\n");
+      fclose(f);
+    }
+    pz_st_close(sf);
+    snprintf(src, sizeof src, "%s/%s/config.json", dir, sq);
+    snprintf(lnk, sizeof lnk, "%s/config.json", pq);
+    CHECK(link(src, lnk) == 0);
+    int32_t tz[STEPS * 2];
+    CHECK_ST(pz_test_decode_dir(pq, 1, STEPS, (const int32_t[]){5, 77}, tz, NULL), PZ_ERR_DTYPE);
+    CHECK(strstr(pz_last_error(), "o_proj.weight\" (F32) and as GPTQ") && strstr(pz_last_error(), "o_proj.qweight") &&
+          !strchr(pz_last_error(), '\n'));
   }
   TEST_DONE();
 }

@@ -463,17 +463,20 @@ pz_status pz_checkpoint_plan(pz_checkpoint *ck, const pz_model_config *c, const 
                       "loaded",
                       ck->dir, nm, layout);
     }
-    /* One module stored twice, as X.weight and as pack-quantized X.weight_packed (a tool that kept the source
-     * weight beside the compressed one): which one prezero read would depend on how the config names it. */
-    if (l > 14 && !strcmp(nm + l - 14, ".weight_packed")) {
+    /* One module stored twice, as X.weight and as pack-quantized X.weight_packed or GPTQ X.qweight (a tool that
+     * kept the source weight beside the compressed one): which one prezero read would depend on how the config
+     * names it. */
+    const size_t qs = l > 14 && !strcmp(nm + l - 14, ".weight_packed") ? 14 : l > 8 && !strcmp(nm + l - 8, ".qweight") ? 8 : 0;
+    if (qs) { /* compressed-tensors' X.weight_packed, GPTQ's X.qweight */
       char plain[600];
-      snprintf(plain, sizeof plain, "%.*s", (int)(l - 7), nm);
+      snprintf(plain, sizeof plain, "%.*s.weight", (int)(l - qs), nm);
       const pz_st_tensor *twin = pz_checkpoint_find(ck, plain);
       if (twin) {
         pz_ck_free_plans(ck);
         return pz_error(PZ_ERR_DTYPE, "checkpoint %s: module \"%.*s\" is stored twice, as \"%s\" (%s) and as "
-                        "pack-quantized \"%s\"; prezero would read one and drop the other, so it is not loaded: remove "
-                        "the stale one", ck->dir, (int)(l - 14), nm, plain, pz_st_dtype_name(twin->dtype), nm);
+                        "%s \"%s\"; prezero would read one and drop the other, so it is not loaded: remove the stale "
+                        "one", ck->dir, (int)(l - qs), nm, plain, pz_st_dtype_name(twin->dtype),
+                        qs == 8 ? "GPTQ" : "pack-quantized", nm);
       }
     }
   }
