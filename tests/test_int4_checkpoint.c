@@ -15,6 +15,7 @@
 #include "model/builder.h"
 #include "model/checkpoint.h"
 #include "model/safetensors.h"
+#include "pz_cli_test.h"
 #include "pz_test.h"
 #include "quant_synth_test.h"
 
@@ -474,6 +475,18 @@ int main(void) {
     CHECK_ST(decode("e_gptq_act_order", 1, tz, NULL), PZ_ERR_UNSUPPORTED);
     CHECK(strstr(pz_last_error(), ".g_idx\"[0] is 1, not 0") && strstr(pz_last_error(), "act order") &&
           !strchr(pz_last_error(), '\n'));
+    /* the CLI prints it on one line, without a generic hint that does not apply (a permuted g_idx is not read on
+     * any device, and this run is on the CPU already) */
+    const char *cli = getenv("PZ_CLI");
+    if (cli && *cli) {
+      char args[600], out[4096], err[4096];
+      snprintf(args, sizeof args, "run --model %s/e_gptq_act_order --device cpu --prompt-ids 5,200 --steps 2", dir);
+      const int rc = pz_cli_run(cli, dir, args, out, sizeof out, err, sizeof err);
+      const char *nl = strchr(err, '\n');
+      CHECK(rc != 0 && !strncmp(err, "prezero run: ", 13) && strstr(err, ".g_idx\"[0] is 1, not 0") &&
+            strstr(err, "act order") && !strstr(err, "--device") && nl && !nl[1]);
+      if (!(strstr(err, "act order") && !strstr(err, "--device"))) fprintf(stderr, "act order CLI: [%s]\n", err);
+    }
     free_ents(&gp);
     static const struct { int gs; const char *extra, *needle; } badcfg[] = {
         {32, ",\"desc_act\":true", "quantization_config.desc_act is true"},

@@ -75,8 +75,9 @@ static pz_status gptq_module(pz_checkpoint *ck, const char *base, const char *fo
       }
       if (v != k / G)
         return pz_error(PZ_ERR_UNSUPPORTED, "checkpoint %s: GPTQ \"%s\"[%lld] is %lld, not %lld: the groups are permuted "
-                        "(act order), which prezero's INT4 layout does not have", ck->dir, full, (long long)k,
-                        (long long)v, (long long)(k / G));
+                        "(act order: desc_act true, which quantization_config does not say), which prezero's INT4 layout "
+                        "does not have; the weights would be read wrongly, so it is not loaded", ck->dir, full,
+                        (long long)k, (long long)v, (long long)(k / G));
     }
   }
   *qw = w;
