@@ -466,6 +466,34 @@ int main(void) {
             !strchr(pz_last_error(), '\n'));
       free_ents(&gq);
     }
+    /* desc_act true with static groups (GPTQModel's meta.static_groups): the groups stay in column order, g_idx
+     * k / 32 (checked per module), read; the same config over a permuted g_idx is refused by the tensor check. A
+     * GPTQ checkpoint whose config.json has no quantization_config (an older AutoGPTQ export with
+     * quantize_config.json) is refused on one line saying so. */
+    {
+      ents gs = {.n = 0};
+      to_gptq(&q, &gs, 32, 7, false);
+      char c3[4096];
+      gptq_cfg(c3, sizeof c3, cfg_bf16, 32, ",\"desc_act\":true,\"meta\":{\"static_groups\":true}");
+      write_ck("gptq32_static", c3, &gs);
+      int32_t t4[STEPS * M], tb[STEPS * M];
+      float l4[M * V], lb[M * V];
+      CHECK_OK(decode("gptq32_static", 1, t4, l4));
+      CHECK_OK(decode("twin", 1, tb, lb));
+      CHECK(!memcmp(t4, tb, sizeof t4) && !memcmp(l4, lb, sizeof l4));
+      write_ck("e_gptq_noconfig", cfg_bf16, &gs);
+      int32_t tz[STEPS * M];
+      CHECK_ST(decode("e_gptq_noconfig", 1, tz, NULL), PZ_ERR_CONFIG);
+      CHECK(strstr(pz_last_error(), "stores GPTQ tensors") && strstr(pz_last_error(), "quantize_config.json") &&
+            !strchr(pz_last_error(), '\n'));
+      free_ents(&gs);
+      ents gp2 = {.n = 0};
+      to_gptq(&q, &gp2, 32, 7, true);
+      write_ck("e_gptq_static_perm", c3, &gp2);
+      CHECK_ST(decode("e_gptq_static_perm", 1, tz, NULL), PZ_ERR_UNSUPPORTED);
+      CHECK(strstr(pz_last_error(), ".g_idx\"[0] is 1, not 0") && !strchr(pz_last_error(), '\n'));
+      free_ents(&gp2);
+    }
     ents gp = {.n = 0};
     to_gptq(&q, &gp, 32, 7, true);
     char cfg[4096];

@@ -410,6 +410,15 @@ int main(void) {
   expect_bad("{\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 128, \"sym\": false}", "quantization_config.sym");
   expect_bad("{\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 128, \"desc_act\": true}",
              "quantization_config.desc_act");
+  expect_bad("{\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 128, \"desc_act\": true, \"static_groups\": false}",
+             "quantization_config.desc_act");
+  /* desc_act with static groups (AutoGPTQ's top-level static_groups, GPTQModel's meta): groups in column order */
+  CHECK_OK(parse_with("{\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 128, \"desc_act\": true, "
+                      "\"static_groups\": true}", &c));
+  CHECK(c.quant.gptq == 1);
+  CHECK_OK(parse_with("{\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 128, \"desc_act\": true, "
+                      "\"meta\": {\"static_groups\": true}}", &c));
+  CHECK(c.quant.gptq == 1);
   CHECK_OK(parse_with("{\"quant_method\": \"gptq\", \"bits\": 4, \"group_size\": 128, \"desc_act\": false, \"sym\": true, "
                       "\"checkpoint_format\": \"gptq\", \"modules_in_block_to_quantize\": [[\"self_attn.q_proj\"], "
                       "[\"mlp.experts.0.up_proj\"]]}", &c));

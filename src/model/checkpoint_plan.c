@@ -76,6 +76,14 @@ static pz_status get_src(pz_checkpoint *ck, const char *name, const char *for_t,
                         "the checkpoint stores \"%s\", compressed-tensors INT4; fix quantization_config or the checkpoint",
                         ck->dir, for_t, altf);
     }
+    if (!ck->gptq && nl > 7 && !strcmp(name + nl - 7, ".weight")) { /* GPTQ tensors under a config that is not GPTQ */
+      snprintf(alt, sizeof alt, "%.*s.qweight", (int)(nl - 7), name);
+      if (pz_ck_find(ck, alt, altf, sizeof altf))
+        return pz_error(PZ_ERR_CONFIG, "checkpoint %s: it stores GPTQ tensors (\"%s\") but config.json has no gptq "
+                        "quantization_config; an older AutoGPTQ export keeps it in quantize_config.json, which prezero "
+                        "does not read: copy it into config.json as \"quantization_config\" with \"quant_method\": "
+                        "\"gptq\"", ck->dir, altf);
+    }
     return pz_error(PZ_ERR_NOT_FOUND, "checkpoint %s: tensor \"%s\" (for %s) is missing; the checkpoint does not match its "
                     "config.json", ck->dir, full, for_t);
   }

@@ -28,10 +28,16 @@ pz_status pz_cfg_parse_gptq(const reader *r, const cJSON *q, pz_quant_config *ou
   const cJSON *sym = cJSON_GetObjectItemCaseSensitive(q, "sym");
   if (sym && !cJSON_IsNull(sym) && !cJSON_IsTrue(sym)) /* absent: GPTQConfig's default, true */
     return gptq_unsupported(r, "sym", "not true", "symmetric GPTQ: its zero point is 8 for every group");
+  /* desc_act true permutes the groups (g_idx) unless static_groups is set (AutoGPTQ's top-level field, GPTQModel's
+   * meta.static_groups): the groups are then fixed on the stored column order, g_idx k / group_size, which the
+   * loader checks for every module. */
   const cJSON *act = cJSON_GetObjectItemCaseSensitive(q, "desc_act");
-  if (act && !cJSON_IsNull(act) && !cJSON_IsFalse(act))
+  const cJSON *meta = cJSON_GetObjectItemCaseSensitive(q, "meta");
+  const bool static_groups = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(q, "static_groups")) ||
+                             (cJSON_IsObject(meta) && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(meta, "static_groups")));
+  if (act && !cJSON_IsNull(act) && !cJSON_IsFalse(act) && !static_groups)
     return gptq_unsupported(r, "desc_act", "true (activation order: g_idx permutes the groups)",
-                            "desc_act false: columns and groups in their natural order");
+                            "desc_act false, or true with static_groups: columns and groups in their natural order");
   const cJSON *gs = cJSON_GetObjectItemCaseSensitive(q, "group_size");
   if (!cJSON_IsNumber(gs) || !(gs->valuedouble == -1 || (gs->valuedouble >= 32 && gs->valuedouble <= 1048576 &&
                                                         fmod(gs->valuedouble, 32) == 0))) {
