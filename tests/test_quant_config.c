@@ -379,6 +379,11 @@ int main(void) {
     expect_bad("{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", \"config_groups\": {\"g\": {"
                "\"targets\": [\"Linear\"], \"weights\": {\"num_bits\": 8, \"type\": \"float\", \"strategy\": \"tensor\"}}}}",
                "config_groups.g.weights.strategy is tensor, which prezero does not support (FP8 strategy \"block\"");
+    /* the FP8 scheme (per-tensor weights, static activations): named by its weights' strategy */
+    expect_bad("{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", \"config_groups\": {\"g\": {"
+               "\"targets\": [\"Linear\"], \"weights\": {\"num_bits\": 8, \"type\": \"float\", \"strategy\": \"tensor\"}, "
+               "\"input_activations\": {\"num_bits\": 8, \"type\": \"float\", \"strategy\": \"tensor\", \"dynamic\": false}}}}",
+               "config_groups.g.weights.strategy is tensor");
     /* per channel (FP8_DYNAMIC): blocks of one row by a whole row */
     CHECK_OK(parse_with("{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", \"config_groups\": {"
                         "\"g\": {\"targets\": [\"Linear\"], \"weights\": {\"num_bits\": 8, \"type\": \"float\", "

@@ -362,18 +362,6 @@ static pz_status parse_fp8_group(const reader *r, const cJSON *q, const cJSON *g
     snprintf(where, sizeof where, "config_groups.%.80s.output_activations", g->string);
     return q_unsupported(r, where, "set", "FP8 weights with bf16 activations (W8A16)");
   }
-  const cJSON *ia = cJSON_GetObjectItemCaseSensitive(g, "input_activations");
-  if (ia && !cJSON_IsNull(ia)) {
-    snprintf(where, sizeof where, "config_groups.%.80s.input_activations", g->string);
-    if (!cJSON_IsObject(ia)) return pz_cfg_type_err(r, where, "an object", ia);
-    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(ia, "type"), *nb = cJSON_GetObjectItemCaseSensitive(ia, "num_bits");
-    const cJSON *dy = cJSON_GetObjectItemCaseSensitive(ia, "dynamic");
-    const bool ok = (!ty || (cJSON_IsString(ty) && !strcasecmp(ty->valuestring, "float"))) && cJSON_IsNumber(nb) &&
-                    nb->valuedouble == 8 && cJSON_IsTrue(dy);
-    if (!ok)
-      return q_unsupported(r, where, "not dynamic FP8 (num_bits 8, type \"float\", dynamic true)",
-                           "dynamic FP8 input activations, which prezero leaves in bf16 (W8A16), or none");
-  }
   const cJSON *w = cJSON_GetObjectItemCaseSensitive(g, "weights");
   if (!cJSON_IsObject(w))
     return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.config_groups.%s.weights is missing", r->src, g->string);
@@ -416,6 +404,19 @@ static pz_status parse_fp8_group(const reader *r, const cJSON *q, const cJSON *g
   const cJSON *dyn = cJSON_GetObjectItemCaseSensitive(w, "dynamic");
   if (dyn && !cJSON_IsFalse(dyn) && !cJSON_IsNull(dyn))
     return w_unsupported(r, g, "dynamic", "set", "static weight scales");
+  /* the activations after the weights, so that a per-tensor scheme is named by its weights */
+  const cJSON *ia = cJSON_GetObjectItemCaseSensitive(g, "input_activations");
+  if (ia && !cJSON_IsNull(ia)) {
+    snprintf(where, sizeof where, "config_groups.%.80s.input_activations", g->string);
+    if (!cJSON_IsObject(ia)) return pz_cfg_type_err(r, where, "an object", ia);
+    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(ia, "type"), *nb = cJSON_GetObjectItemCaseSensitive(ia, "num_bits");
+    const cJSON *dy = cJSON_GetObjectItemCaseSensitive(ia, "dynamic");
+    const bool ok = (!ty || (cJSON_IsString(ty) && !strcasecmp(ty->valuestring, "float"))) && cJSON_IsNumber(nb) &&
+                    nb->valuedouble == 8 && cJSON_IsTrue(dy);
+    if (!ok)
+      return q_unsupported(r, where, "not dynamic FP8 (num_bits 8, type \"float\", dynamic true)",
+                           "dynamic FP8 input activations, which prezero leaves in bf16 (W8A16), or none");
+  }
   out->kind = PZ_WQ_FP8;
   out->ct_fp8 = 1;
   out->block_rows = channel ? 1 : (int64_t)a->valuedouble;
