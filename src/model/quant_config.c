@@ -349,6 +349,58 @@ static pz_status q_patterns(const reader *r, const cJSON *arr, const char *field
                     "that is a multiple of 32, or \"channel\"), compressed-tensors float-quantized FP8 with strategy " \
                     "\"block\" or \"channel\", fp8 with weight_block_size, or symmetric 4-bit gptq"
 
+/* A block shape [rows, cols] of integers 1..65536 (fp8's weight_block_size, compressed-tensors' block_structure)
+ * into *rows / *cols; false for anything else. */
+static bool read_block(const cJSON *bs, int64_t *rows, int64_t *cols) {
+  const cJSON *a = cJSON_IsArray(bs) && cJSON_GetArraySize(bs) == 2 ? cJSON_GetArrayItem(bs, 0) : NULL;
+  const cJSON *b = a ? cJSON_GetArrayItem(bs, 1) : NULL;
+  if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b) || a->valuedouble < 1 || b->valuedouble < 1 || a->valuedouble > 65536 ||
+      b->valuedouble > 65536 || a->valuedouble != floor(a->valuedouble) || b->valuedouble != floor(b->valuedouble))
+    return false;
+  *rows = (int64_t)a->valuedouble;
+  *cols = (int64_t)b->valuedouble;
+  return true;
+}
+
+/* Config group g's "weights" object into *w (present, no key given twice). */
+static pz_status group_weights(const reader *r, const cJSON *g, const cJSON **w) {
+  *w = cJSON_GetObjectItemCaseSensitive(g, "weights");
+  if (!cJSON_IsObject(*w))
+    return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.config_groups.%s.weights is missing", r->src, g->string);
+  char where[200];
+  snprintf(where, sizeof where, "quantization_config.config_groups.%s.weights.", g->string);
+  return pz_cfg_check_duplicates(r, *w, where);
+}
+
+/* The weights' num_bits is `want`, else refused naming what it is and `supported`. */
+static pz_status group_num_bits(const reader *r, const cJSON *g, const cJSON *w, int want, const char *supported) {
+  const cJSON *nb = cJSON_GetObjectItemCaseSensitive(w, "num_bits");
+  if (cJSON_IsNumber(nb) && nb->valuedouble == want) return PZ_OK;
+  char got[64];
+  snprintf(got, sizeof got, cJSON_IsNumber(nb) ? "%g" : nb ? "not a number" : "missing",
+           cJSON_IsNumber(nb) ? nb->valuedouble : 0.0);
+  return w_unsupported(r, g, "num_bits", got, supported);
+}
+
+/* The weights' scales are static: "dynamic" absent, false or null. */
+static pz_status group_static(const reader *r, const cJSON *g, const cJSON *w) {
+  const cJSON *dyn = cJSON_GetObjectItemCaseSensitive(w, "dynamic");
+  if (dyn && !cJSON_IsFalse(dyn) && !cJSON_IsNull(dyn))
+    return w_unsupported(r, g, "dynamic", "set", "static weight scales");
+  return PZ_OK;
+}
+
+/* Group g's targets (at least one) and the top-level ignore list of q into out. */
+static pz_status group_patterns(const reader *r, const cJSON *q, const cJSON *g, pz_quant_config *out) {
+  PZ_CHECK(q_patterns(r, cJSON_GetObjectItemCaseSensitive(g, "targets"), "quantization_config.config_groups.*.targets",
+                      out->targets, PZ_QUANT_MAX_PATTERNS, &out->n_targets, false));
+  if (out->n_targets == 0)
+    return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.config_groups.%s.targets is missing or empty", r->src,
+                    g->string);
+  return q_patterns(r, cJSON_GetObjectItemCaseSensitive(q, "ignore"), "quantization_config.ignore", out->ignore,
+                    PZ_QUANT_MAX_IGNORE, &out->n_ignore, true);
+}
+
 /* compressed-tensors "float-quantized" FP8 weights with block scales (llm-compressor's FP8_BLOCK scheme) or one
  * scale per output row (FP8_DYNAMIC): weights type "float", num_bits 8, strategy "block" with a block_structure
  * [rows, cols] or "channel", symmetric, static. Dynamic FP8 input activations (those schemes' per-token groups or
@@ -362,22 +414,13 @@ static pz_status parse_fp8_group(const reader *r, const cJSON *q, const cJSON *g
     snprintf(where, sizeof where, "config_groups.%.80s.output_activations", g->string);
     return q_unsupported(r, where, "set", "FP8 weights with bf16 activations (W8A16)");
   }
-  const cJSON *w = cJSON_GetObjectItemCaseSensitive(g, "weights");
-  if (!cJSON_IsObject(w))
-    return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.config_groups.%s.weights is missing", r->src, g->string);
-  snprintf(where, sizeof where, "quantization_config.config_groups.%s.weights.", g->string);
-  PZ_CHECK(pz_cfg_check_duplicates(r, w, where));
+  const cJSON *w;
+  PZ_CHECK(group_weights(r, g, &w));
   const cJSON *ty = cJSON_GetObjectItemCaseSensitive(w, "type");
   if (!(cJSON_IsString(ty) && !strcasecmp(ty->valuestring, "float")))
     return w_unsupported(r, g, "type", cJSON_IsString(ty) ? ty->valuestring : ty ? "not a string" : "missing",
                          "type \"float\" for format float-quantized");
-  const cJSON *nb = cJSON_GetObjectItemCaseSensitive(w, "num_bits");
-  if (!cJSON_IsNumber(nb) || nb->valuedouble != 8) {
-    char got[64];
-    snprintf(got, sizeof got, cJSON_IsNumber(nb) ? "%g" : nb ? "not a number" : "missing",
-             cJSON_IsNumber(nb) ? nb->valuedouble : 0.0);
-    return w_unsupported(r, g, "num_bits", got, "num_bits 8 (FP8 e4m3)");
-  }
+  PZ_CHECK(group_num_bits(r, g, w, 8, "num_bits 8 (FP8 e4m3)"));
   /* "block": one scale per block_structure block; "channel" (FP8_DYNAMIC): one per output row, read as blocks of
    * 1 row x PZ_FP8_CHANNEL_COLS columns (a whole row: the kernels and the loader take any block). */
   const cJSON *stg = cJSON_GetObjectItemCaseSensitive(w, "strategy");
@@ -386,13 +429,10 @@ static pz_status parse_fp8_group(const reader *r, const cJSON *q, const cJSON *g
     return w_unsupported(r, g, "strategy", cJSON_IsString(stg) ? stg->valuestring : stg && !cJSON_IsNull(stg) ?
                          "not a string" : "missing", "FP8 strategy \"block\" with a block_structure, or \"channel\"");
   const cJSON *bs = cJSON_GetObjectItemCaseSensitive(w, "block_structure");
-  const cJSON *a = cJSON_IsArray(bs) && cJSON_GetArraySize(bs) == 2 ? cJSON_GetArrayItem(bs, 0) : NULL;
-  const cJSON *b = a ? cJSON_GetArrayItem(bs, 1) : NULL;
+  int64_t brows = 1, bcols = PZ_FP8_CHANNEL_COLS;
   if (channel && bs && !cJSON_IsNull(bs))
     return w_unsupported(r, g, "block_structure", "set", "block_structure null with strategy \"channel\"");
-  if (!channel && (!cJSON_IsNumber(a) || !cJSON_IsNumber(b) || a->valuedouble < 1 || b->valuedouble < 1 ||
-                   a->valuedouble > 65536 || b->valuedouble > 65536 || a->valuedouble != floor(a->valuedouble) ||
-                   b->valuedouble != floor(b->valuedouble)))
+  if (!channel && !read_block(bs, &brows, &bcols))
     return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.config_groups.%s.weights.block_structure must be "
                     "[rows, cols], integers 1..65536", r->src, g->string);
   const cJSON *gs = cJSON_GetObjectItemCaseSensitive(w, "group_size");
@@ -401,9 +441,7 @@ static pz_status parse_fp8_group(const reader *r, const cJSON *q, const cJSON *g
                          "group_size null with strategy \"block\"");
   const cJSON *sym = cJSON_GetObjectItemCaseSensitive(w, "symmetric");
   if (sym && !cJSON_IsTrue(sym)) return w_unsupported(r, g, "symmetric", "not true", "symmetric FP8 (no zero points)");
-  const cJSON *dyn = cJSON_GetObjectItemCaseSensitive(w, "dynamic");
-  if (dyn && !cJSON_IsFalse(dyn) && !cJSON_IsNull(dyn))
-    return w_unsupported(r, g, "dynamic", "set", "static weight scales");
+  PZ_CHECK(group_static(r, g, w));
   /* the activations after the weights, so that a per-tensor scheme is named by its weights */
   const cJSON *ia = cJSON_GetObjectItemCaseSensitive(g, "input_activations");
   if (ia && !cJSON_IsNull(ia)) {
@@ -419,15 +457,9 @@ static pz_status parse_fp8_group(const reader *r, const cJSON *q, const cJSON *g
   }
   out->kind = PZ_WQ_FP8;
   out->ct_fp8 = 1;
-  out->block_rows = channel ? 1 : (int64_t)a->valuedouble;
-  out->block_cols = channel ? PZ_FP8_CHANNEL_COLS : (int64_t)b->valuedouble;
-  PZ_CHECK(q_patterns(r, cJSON_GetObjectItemCaseSensitive(g, "targets"), "quantization_config.config_groups.*.targets",
-                      out->targets, PZ_QUANT_MAX_PATTERNS, &out->n_targets, false));
-  if (out->n_targets == 0)
-    return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.config_groups.%s.targets is missing or empty", r->src,
-                    g->string);
-  return q_patterns(r, cJSON_GetObjectItemCaseSensitive(q, "ignore"), "quantization_config.ignore", out->ignore,
-                    PZ_QUANT_MAX_IGNORE, &out->n_ignore, true);
+  out->block_rows = brows;
+  out->block_cols = bcols;
+  return group_patterns(r, q, g, out);
 }
 
 /* The one config group of a compressed-tensors quantization_config, by its format (the group's, else top_fmt):
@@ -464,21 +496,12 @@ static pz_status parse_int4_group(const reader *r, const cJSON *q, const char *t
       return q_unsupported(r, where, "set", "weight-only quantisation: W4A16, activations stay bf16");
     }
   }
-  const cJSON *w = cJSON_GetObjectItemCaseSensitive(g, "weights");
-  if (!cJSON_IsObject(w))
-    return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.config_groups.%s.weights is missing", r->src, g->string);
-  snprintf(where, sizeof where, "quantization_config.config_groups.%s.weights.", g->string);
-  PZ_CHECK(pz_cfg_check_duplicates(r, w, where));
+  const cJSON *w;
+  PZ_CHECK(group_weights(r, g, &w));
   const cJSON *ty = cJSON_GetObjectItemCaseSensitive(w, "type");
   if (ty && !(cJSON_IsString(ty) && !strcasecmp(ty->valuestring, "int")))
     return w_unsupported(r, g, "type", cJSON_IsString(ty) ? ty->valuestring : "not a string", Q_SUPPORTED);
-  const cJSON *nb = cJSON_GetObjectItemCaseSensitive(w, "num_bits");
-  if (!cJSON_IsNumber(nb) || nb->valuedouble != 4) {
-    char got[64];
-    snprintf(got, sizeof got, cJSON_IsNumber(nb) ? "%g" : nb ? "not a number" : "missing",
-             cJSON_IsNumber(nb) ? nb->valuedouble : 0.0);
-    return w_unsupported(r, g, "num_bits", got, "num_bits 4");
-  }
+  PZ_CHECK(group_num_bits(r, g, w, 4, "num_bits 4"));
   /* The strategy before the group size. Absent, compressed-tensors' QuantizationArgs infers it: "group" from
    * a positive group_size, "channel" from -1, "tensor" from none. The kernels' group is 32; a checkpoint's
    * coarser group (a multiple of 32) or one scale per output row ("channel") is read by repeating each
@@ -520,19 +543,11 @@ static pz_status parse_int4_group(const reader *r, const cJSON *q, const char *t
       !(cJSON_IsString(ao) && (!strcmp(ao->valuestring, "weight") || !strcmp(ao->valuestring, "static"))))
     return w_unsupported(r, g, "actorder", cJSON_IsString(ao) ? ao->valuestring : "set",
                          "actorder null, \"weight\" or \"static\": columns and groups in their natural order");
-  const cJSON *dyn = cJSON_GetObjectItemCaseSensitive(w, "dynamic");
-  if (dyn && !cJSON_IsFalse(dyn) && !cJSON_IsNull(dyn))
-    return w_unsupported(r, g, "dynamic", "set", "static weight scales");
+  PZ_CHECK(group_static(r, g, w));
   out->kind = PZ_WQ_INT4;
   out->num_bits = 4;
   out->group_size = 32;
-  PZ_CHECK(q_patterns(r, cJSON_GetObjectItemCaseSensitive(g, "targets"), "quantization_config.config_groups.*.targets",
-                      out->targets, PZ_QUANT_MAX_PATTERNS, &out->n_targets, false));
-  if (out->n_targets == 0)
-    return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.config_groups.%s.targets is missing or empty", r->src,
-                    g->string);
-  return q_patterns(r, cJSON_GetObjectItemCaseSensitive(q, "ignore"), "quantization_config.ignore", out->ignore,
-                    PZ_QUANT_MAX_IGNORE, &out->n_ignore, true);
+  return group_patterns(r, q, g, out);
 }
 
 pz_status pz_cfg_parse_quant(const reader *r, const cJSON *outer, pz_quant_config *out) {
@@ -581,15 +596,10 @@ pz_status pz_cfg_parse_quant(const reader *r, const cJSON *outer, pz_quant_confi
       return q_unsupported(r, "fmt", cJSON_IsString(fmt) ? fmt->valuestring : "not a string", "fp8 fmt \"e4m3\"");
     const cJSON *bs = cJSON_GetObjectItemCaseSensitive(q, "weight_block_size");
     if (!bs || cJSON_IsNull(bs)) return q_unsupported(r, "weight_block_size", "missing (per-tensor FP8)", Q_SUPPORTED);
-    const cJSON *a = cJSON_IsArray(bs) && cJSON_GetArraySize(bs) == 2 ? cJSON_GetArrayItem(bs, 0) : NULL;
-    const cJSON *b = a ? cJSON_GetArrayItem(bs, 1) : NULL;
-    if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b) || a->valuedouble < 1 || b->valuedouble < 1 || a->valuedouble > 65536 ||
-        b->valuedouble > 65536 || a->valuedouble != floor(a->valuedouble) || b->valuedouble != floor(b->valuedouble))
+    if (!read_block(bs, &out->block_rows, &out->block_cols))
       return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.weight_block_size must be [rows, cols], integers "
                       "1..65536", r->src);
     out->kind = PZ_WQ_FP8;
-    out->block_rows = (int64_t)a->valuedouble;
-    out->block_cols = (int64_t)b->valuedouble;
     /* The modules left unquantised: transformers' FineGrainedFP8Config "modules_to_not_convert" and vLLM's
      * fp8 "ignored_layers", lists of module names or Python regexes (skip_key_matches: a suffix, or a
      * match from the start up to a module boundary); kept in out->ignore for pz_quant_applies when they
