@@ -14,19 +14,11 @@
 #include "core/dtype.h"
 #include "model/safetensors.h"
 #include "pz_test.h"
+#include "quant_ckpt_test.h"
 #include "quant_synth_test.h"
 
 static char dir[] = "/tmp/pz_test_gptq_dense_XXXXXX";
 enum { STEPS = 4, MAXT = 128 };
-
-/* The binary16 bits of v, a normal f16 with at most 10 fraction bits (the power-of-two scales). */
-static uint16_t f16_exact(float v) {
-  uint32_t u;
-  memcpy(&u, &v, 4);
-  const int e = (int)((u >> 23) & 0xff) - 127 + 15;
-  CHECK(e >= 1 && e <= 30 && (u & 0x1fffu) == 0);
-  return (uint16_t)(((u >> 16) & 0x8000u) | ((uint32_t)e << 10) | ((u & 0x7fffffu) >> 13));
-}
 
 typedef struct {
   pz_st_write_entry w[MAXT];
@@ -54,20 +46,8 @@ static void flush(set *s, const char *model, const char *sub, const char *tail) 
   for (int i = 0; i < s->n; i++) free(s->own[i]);
   s->n = 0;
   snprintf(rel, sizeof rel, "data/golden/%s/config.json", model);
-  char path[400];
-  PZ_TEST_PATH(path, rel);
-  char *txt = pz_test_slurp(path, NULL);
-  CHECK(txt != NULL);
-  if (!txt) return;
-  char *end = strrchr(txt, '}');
-  if (end) *end = 0;
   snprintf(p, sizeof p, "%s/%s/config.json", dir, sub);
-  FILE *f = fopen(p, "w");
-  if (f) {
-    fprintf(f, "%s%s%s}\n", txt, tail[0] ? "," : "", tail);
-    fclose(f);
-  }
-  free(txt);
+  pz_test_write_config_tail(rel, p, tail);
 }
 
 /* Golden `model` as GPTQ (sub "<model>_gptq") and its dequantised twin ("<model>_twin"). */
@@ -109,7 +89,7 @@ static void write_pair(const char *model, char *sub_q, char *sub_t, size_t cap) 
         float amax = 0;
         for (int j = 0; j < G; j++) amax = fmaxf(amax, fabsf(v[r * in + g0 + j]));
         const float s = amax > 0 ? ldexpf(1.0f, (int)ceilf(log2f(amax / 7.0f)) - (int)((r + g0 / G) % 2)) : 1.0f;
-        sc[(g0 / G) * out + r] = f16_exact(s);
+        sc[(g0 / G) * out + r] = pz_test_f16_exact(s);
         for (int j = 0; j < G; j++) {
           int u = (int)rintf(v[r * in + g0 + j] / s);
           u = (u < -8 ? -8 : u > 7 ? 7 : u) + 8; /* unsigned, zero point 8 */

@@ -17,6 +17,7 @@
 #include "model/safetensors.h"
 #include "pz_cli_test.h"
 #include "pz_test.h"
+#include "quant_ckpt_test.h"
 #include "quant_synth_test.h"
 
 static char dir[] = "/tmp/pz_test_int4_XXXXXX";
@@ -131,14 +132,15 @@ static pz_status decode(const char *sub, int tp, int32_t *toks, float *logits) {
   return pz_test_decode_dir(p, tp, STEPS, (const int32_t[]){5, 200}, toks, logits);
 }
 
-/* Checkpoints sub_a and sub_b decode to the same tokens and logits at TP 1. */
-static void same_decode(const char *sub_a, const char *sub_b) {
+/* Checkpoints sub_a and sub_b decode to the same tokens and logits at TP tp (same_decode: TP 1). */
+static void same_decode_tp(const char *sub_a, const char *sub_b, int tp) {
   int32_t ta[STEPS * M], tb[STEPS * M];
   float la[M * V], lb[M * V];
-  CHECK_OK(decode(sub_a, 1, ta, la));
-  CHECK_OK(decode(sub_b, 1, tb, lb));
+  CHECK_OK(decode(sub_a, tp, ta, la));
+  CHECK_OK(decode(sub_b, tp, tb, lb));
   CHECK(!memcmp(ta, tb, sizeof ta) && !memcmp(la, lb, sizeof la));
 }
+static void same_decode(const char *sub_a, const char *sub_b) { same_decode_tp(sub_a, sub_b, 1); }
 
 /* A copy of q with entry `name` changed by f (shape / dtype) or dropped (f NULL), written to sub;
  * loading it must fail with `want` and one line naming `needle`. */
@@ -165,14 +167,6 @@ static void as_u8_2x(ent *e) { e->dtype = PZ_ST_U8; e->shape[1] *= 2; } /* the s
 static bool pz_test_ends(const char *s, const char *suffix) {
   const size_t a = strlen(s), b = strlen(suffix);
   return a >= b && !strcmp(s + a - b, suffix);
-}
-/* The binary16 bits of v, which must be a normal f16 with at most 10 fraction bits (the test's power-of-two scales). */
-static uint16_t f16_exact(float v) {
-  uint32_t u;
-  memcpy(&u, &v, 4);
-  const int e = (int)((u >> 23) & 0xff) - 127 + 15;
-  CHECK(e >= 1 && e <= 30 && (u & 0x1fffu) == 0);
-  return (uint16_t)(((u >> 16) & 0x8000u) | ((uint32_t)e << 10) | ((u & 0x7fffffu) >> 13));
 }
 static void as_f16(ent *e) { e->dtype = PZ_ST_F16; }
 static void wrong_shape_value(ent *e) { ((int64_t *)e->data)[1] = 7; }
@@ -223,7 +217,8 @@ static void to_gptq(const ents *q, ents *out, int64_t G0, int zero, bool perm) {
     ent *sc = add(out, nm, PZ_ST_F16, 2, (int64_t[]){C / G, R}, NULL);
     for (int64_t r = 0; r < R; r++)
       for (int64_t g = 0; g < C / G; g++)
-        ((uint16_t *)sc->data)[g * R + r] = f16_exact(pz_bf16_to_f32(((const pz_bf16 *)se->data)[r * (C / G) + g]));
+        ((uint16_t *)sc->data)[g * R + r] =
+            pz_test_f16_exact(pz_bf16_to_f32(((const pz_bf16 *)se->data)[r * (C / G) + g]));
     snprintf(nm, sizeof nm, "%s.qzeros", base);
     ent *z = add(out, nm, PZ_ST_I32, 2, (int64_t[]){C / G, R / 8}, NULL);
     for (int64_t k = 0; k < C / G * (R / 8); k++) ((uint32_t *)z->data)[k] = 0x11111111u * (uint32_t)zero;
@@ -318,13 +313,7 @@ static void coarse_case(const char *tag, const char *cfg_q, const char *cfg_b, i
     gptq_cfg(cfg, sizeof cfg, cfg_b, G ? (int)G : -1, "");
     snprintf(sub, sizeof sub, "gptq_%s", tag);
     write_ck(sub, cfg, &gq);
-    for (int tp = 1; tp <= 2; tp++) {
-      int32_t t4[STEPS * M], tb[STEPS * M];
-      float l4[M * V], lb[M * V];
-      CHECK_OK(decode(sub, tp, t4, l4));
-      CHECK_OK(decode(sub_b, tp, tb, lb));
-      CHECK(!memcmp(t4, tb, sizeof t4) && !memcmp(l4, lb, sizeof l4));
-    }
+    for (int tp = 1; tp <= 2; tp++) same_decode_tp(sub, sub_b, tp);
     free_ents(&gq);
   }
   /* This checkpoint under its shape's group-32 config, and a group-32 one of its shape under cfg_q. */
@@ -449,13 +438,7 @@ int main(void) {
       gptq_cfg(cfg, sizeof cfg, cfg_bf16, 32, fmts[v]);
       snprintf(sub, sizeof sub, "gptq32_v%d", v + 1);
       write_ck(sub, cfg, &gq);
-      for (int tp = 1; tp <= 2; tp++) {
-        int32_t t4[STEPS * M], tb[STEPS * M];
-        float l4[M * V], lb[M * V];
-        CHECK_OK(decode(sub, tp, t4, l4));
-        CHECK_OK(decode("twin", tp, tb, lb));
-        CHECK(!memcmp(t4, tb, sizeof t4) && !memcmp(l4, lb, sizeof l4));
-      }
+      for (int tp = 1; tp <= 2; tp++) same_decode_tp(sub, "twin", tp);
       /* the other format's zero point */
       gptq_cfg(cfg, sizeof cfg, cfg_bf16, 32, fmts[1 - v]);
       snprintf(sub, sizeof sub, "e_gptq32_zero_v%d", v + 1);
@@ -476,11 +459,7 @@ int main(void) {
       char c3[4096];
       gptq_cfg(c3, sizeof c3, cfg_bf16, 32, ",\"desc_act\":true,\"meta\":{\"static_groups\":true}");
       write_ck("gptq32_static", c3, &gs);
-      int32_t t4[STEPS * M], tb[STEPS * M];
-      float l4[M * V], lb[M * V];
-      CHECK_OK(decode("gptq32_static", 1, t4, l4));
-      CHECK_OK(decode("twin", 1, tb, lb));
-      CHECK(!memcmp(t4, tb, sizeof t4) && !memcmp(l4, lb, sizeof l4));
+      same_decode("gptq32_static", "twin");
       write_ck("e_gptq_noconfig", cfg_bf16, &gs);
       int32_t tz[STEPS * M];
       CHECK_ST(decode("e_gptq_noconfig", 1, tz, NULL), PZ_ERR_CONFIG);
@@ -732,7 +711,7 @@ int main(void) {
         for (size_t j = 0; j < n; j++) {
           const float v = pz_bf16_to_f32(((const pz_bf16 *)e->data)[j]);
           if (conv[k].scales == PZ_ST_F32) ((float *)d->data)[j] = v;
-          else ((uint16_t *)d->data)[j] = f16_exact(v);
+          else ((uint16_t *)d->data)[j] = pz_test_f16_exact(v);
         }
       } else {
         add(&s, e->name, e->dtype, e->ndim, e->shape, e->data);

@@ -17,6 +17,7 @@
 #include "model/safetensors.h"
 #include "prezero.h"
 #include "pz_test.h"
+#include "quant_ckpt_test.h"
 #include "quant_synth_test.h"
 
 static char dir[] = "/tmp/pz_test_quant_mixtral_XXXXXX";
@@ -68,20 +69,9 @@ static void put(const char *name, pz_st_dtype dt, int nd, const int64_t *shape, 
 
 /* dir/sub/config.json: the golden Mixtral config.json with cfg_tail ("" or fields) added as its last fields. */
 static void write_config(const char *sub, const char *cfg_tail) {
-  char src[400], p[400];
-  PZ_TEST_PATH(src, "data/golden/mixtral/config.json");
-  char *txt = pz_test_slurp(src, NULL);
-  CHECK(txt != NULL);
-  if (!txt) return;
-  char *end = strrchr(txt, '}');
-  if (end) *end = 0;
+  char p[400];
   snprintf(p, sizeof p, "%s/%s/config.json", dir, sub);
-  FILE *f = fopen(p, "w");
-  if (f) {
-    fprintf(f, "%s%s%s}\n", txt, cfg_tail[0] ? "," : "", cfg_tail);
-    fclose(f);
-  }
-  free(txt);
+  pz_test_write_config_tail("data/golden/mixtral/config.json", p, cfg_tail);
 }
 
 /* Writes the tensors put so far into dir/sub/model.safetensors (and frees them), then its config. */
