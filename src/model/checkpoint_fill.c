@@ -56,26 +56,23 @@ static void read_row(const pz_checkpoint *ck, const src *s, int64_t r, int64_t c
                      float *tmp) {
   const pz_st_tensor *w = s->w;
   r += s->row0;
-  if (s->gptq) { /* GPTQ, stored transposed: row r is column r of w (checkpoint_gptq.c) */
+  if (s->gptq) { /* GPTQ's qweight, stored transposed: row r is column r of w (checkpoint_gptq.c) */
     const int64_t out = w->shape[1];
     if (s->raw) { /* packed words: word c of row r is qweight[c, r] (the same nibbles) */
       for (int64_t j = 0; j < n; j++) memcpy((char *)dst + 4 * j, (const char *)w->data + 4 * ((c0 + j) * out + r), 4);
-    } else if (!s->qscale) { /* scales per 32 columns: group (c0 + j) / rep of row r */
-      for (int64_t j = 0; j < n; j++) {
-        const pz_bf16 h = scale_bf16_at(w, ((c0 + j) / s->rep) * out + r);
-        if (dt == PZ_BF16) ((pz_bf16 *)dst)[j] = h;
-        else ((float *)dst)[j] = pz_bf16_to_f32(h);
-      }
-    } else { /* values: (u - 8) x scale, the scale rounded to bf16 first (as the packed experts' are) */
-      for (int64_t j = 0; j < n; j++) {
-        const int64_t c = c0 + j;
-        int32_t word;
-        memcpy(&word, (const char *)w->data + 4 * ((c / 8) * out + r), 4);
-        const float v = (float)pz_int4_get(word, (int)(c % 8)) *
-                        pz_bf16_to_f32(scale_bf16_at(s->qscale, (c / s->group) * out + r));
-        if (dt == PZ_BF16) ((pz_bf16 *)dst)[j] = pz_f32_to_bf16(v);
-        else ((float *)dst)[j] = v;
-      }
+      return;
+    }
+    /* values: (u - 8) x scale, the scale rounded to bf16 first (as the packed experts' are); each word and
+     * scale read once */
+    int32_t word = 0;
+    float sc = 0.0f;
+    for (int64_t j = 0; j < n; j++) {
+      const int64_t c = c0 + j;
+      if (j == 0 || c % 8 == 0) memcpy(&word, (const char *)w->data + 4 * ((c / 8) * out + r), 4);
+      if (j == 0 || c % s->group == 0) sc = pz_bf16_to_f32(scale_bf16_at(s->qscale, (c / s->group) * out + r));
+      const float v = (float)pz_int4_get(word, (int)(c % 8)) * sc;
+      if (dt == PZ_BF16) ((pz_bf16 *)dst)[j] = pz_f32_to_bf16(v);
+      else ((float *)dst)[j] = v;
     }
     return;
   }
@@ -84,9 +81,9 @@ static void read_row(const pz_checkpoint *ck, const src *s, int64_t r, int64_t c
     memcpy(dst, (const char *)w->data + (size_t)(r * s->cols + c0) * e, e * (size_t)n);
     return;
   }
-  if (s->rep > 1) { /* INT4 scales of a coarser group (or one per row), each repeated over its 32-column groups */
+  if (s->rep > 0) { /* INT4 scales gathered into 32-column groups (checkpoint_impl.h src.rep) */
     for (int64_t j = 0; j < n; j++) {
-      const pz_bf16 h = scale_bf16_at(w, r * s->scols + (c0 + j) / s->rep);
+      const pz_bf16 h = scale_bf16_at(w, r * s->srow + ((c0 + j) / s->rep) * s->sgrp);
       if (dt == PZ_BF16) ((pz_bf16 *)dst)[j] = h;
       else ((float *)dst)[j] = pz_bf16_to_f32(h);
     }

@@ -9,9 +9,10 @@
 #include <stdio.h>
 #include <string.h>
 
-/* X's tensors for a weight of `out` rows and `in` columns, checked: qweight, scales, and when stored qzeros (every
- * nibble the symmetric zero as ck->gptq_zero says) and g_idx (column k in group k / group: no act order). */
-static pz_status gptq_module(pz_checkpoint *ck, const char *base, const char *for_t, int64_t out, int64_t in,
+/* X's tensors for a weight of `out` rows and `in` columns, checked: qweight, scales, and (aux) when stored qzeros
+ * (every nibble the symmetric zero as ck->gptq_zero says) and g_idx (column k in group k / group: no act order).
+ * aux is false for the scales of packed experts: the same module's words (aux true) scan those once. */
+static pz_status gptq_module(pz_checkpoint *ck, const char *base, const char *for_t, int64_t out, int64_t in, bool aux,
                              const pz_st_tensor **qw, const pz_st_tensor **sc) {
   char nm[560], full[600], a[128];
   const int64_t G = ck->int4_group ? ck->int4_group : in;
@@ -38,6 +39,9 @@ static pz_status gptq_module(pz_checkpoint *ck, const char *base, const char *fo
                     "%lld implies [%lld, %lld]; the checkpoint does not match its config.json", ck->dir, full, a,
                     (long long)(ck->int4_group ? G : -1), (long long)(in / G), (long long)out);
   }
+  *qw = w;
+  *sc = s;
+  if (!aux) return PZ_OK;
   snprintf(nm, sizeof nm, "%s.qzeros", base);
   const pz_st_tensor *z = pz_ck_find(ck, nm, full, sizeof full);
   if (z) {
@@ -80,8 +84,6 @@ static pz_status gptq_module(pz_checkpoint *ck, const char *base, const char *fo
                         (long long)k, (long long)v, (long long)(k / G));
     }
   }
-  *qw = w;
-  *sc = s;
   return PZ_OK;
 }
 
@@ -95,7 +97,7 @@ pz_status pz_ck_gptq_source(pz_checkpoint *ck, const char *name, const char *for
   snprintf(base, sizeof base, "%.*s", (int)(nl - sl), name);
   const int64_t out = want[0], in = what == 0 ? want[1] : what == 1 ? want[1] * 8 : want[1] * 32;
   const pz_st_tensor *qw = NULL, *sc = NULL;
-  PZ_CHECK(gptq_module(ck, base, for_t, out, in, &qw, &sc));
+  PZ_CHECK(gptq_module(ck, base, for_t, out, in, what != 2, &qw, &sc));
   const int64_t G = ck->int4_group ? ck->int4_group : in;
   memset(s, 0, sizeof *s);
   s->gptq = true;
@@ -109,8 +111,11 @@ pz_status pz_ck_gptq_source(pz_checkpoint *ck, const char *name, const char *for
     s->w = qw;
     s->raw = true;
   } else { /* scales, transposed, each repeated over the 32-column groups it covers */
+    s->gptq = false; /* a scale gather like compressed-tensors' coarse groups, with GPTQ's strides */
     s->w = sc;
     s->rep = G / 32;
+    s->srow = 1;
+    s->sgrp = out;
   }
   return PZ_OK;
 }

@@ -30,11 +30,13 @@ typedef struct src {
   const pz_st_tensor *qscale;  /* INT4 weight_packed read as values (dequantised at load): its
                                   weight_scale bf16 [rows, cols/group]; rows/cols are the values' */
   int64_t group;
-  int64_t rep;                 /* > 1: an INT4 weight_scale stored per coarser group (or per row) than the graph's
-                                  32 columns: graph column c reads stored column c / rep of scols (checkpoint_quant.c) */
+  int64_t rep;                 /* > 0: an INT4 weight_scale gathered into the graph's 32-column groups: graph group c
+                                  of row r reads stored element r * srow + (c / rep) * sgrp (a coarser group, or one
+                                  per row, repeated: checkpoint_quant.c; GPTQ's transposed scales: checkpoint_gptq.c) */
+  int64_t srow, sgrp;
   bool raw;                    /* copied as stored (packed INT4 words, e4m3 bytes into u8) */
-  bool gptq;                   /* w is a GPTQ tensor stored transposed ([in/8, out] words or [in/group, out]
-                                  scales): row r of the view is column r + row0 of w (checkpoint_gptq.c) */
+  bool gptq;                   /* w is GPTQ's qweight stored transposed ([in/8, out]: row r of the view is column
+                                  r + row0 of w), as packed words or (qscale set) values (checkpoint_gptq.c) */
 } src;
 
 typedef struct plan {

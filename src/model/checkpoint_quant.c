@@ -133,8 +133,9 @@ pz_status pz_ck_int4_coarse_scale(pz_checkpoint *ck, const char *full, const pz_
   s->w = w;
   s->rows = want[0];
   s->cols = want[1];
-  s->scols = in / G;
   s->rep = G / 32;
+  s->srow = in / G;
+  s->sgrp = 1;
   return PZ_OK;
 }
 
