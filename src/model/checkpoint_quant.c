@@ -53,6 +53,26 @@ static void int4_group_str(const pz_checkpoint *ck, char *buf, size_t cap) {
   else snprintf(buf, cap, "strategy \"channel\"");
 }
 
+/* Under an INT4 quantization_config: a weight of `in` columns (the tensor `wname` has them, for the message) is a
+ * whole number of the config's groups, and its scales `sc` (`full` as stored) are [rows, in / group] ([rows, 1]
+ * per channel). *G gets the group. Errors: PZ_ERR_SHAPE naming the tensor and the group the config gives. */
+static pz_status config_scale_shape(const pz_checkpoint *ck, const char *wname, const char *full,
+                                    const pz_st_tensor *sc, int64_t rows, int64_t in, int64_t *G) {
+  *G = ck->int4_group ? ck->int4_group : in;
+  char grp[64], a[128];
+  int4_group_str(ck, grp, sizeof grp);
+  if (in % *G)
+    return pz_error(PZ_ERR_SHAPE, "checkpoint %s: INT4 tensor \"%s\" has %lld columns, not a multiple of "
+                    "quantization_config's %s", ck->dir, wname, (long long)in, grp);
+  if (sc->ndim != 2 || sc->shape[0] != rows || sc->shape[1] != in / *G) {
+    pz_ck_shape_str(a, sizeof a, sc->ndim, sc->shape);
+    return pz_error(PZ_ERR_SHAPE, "checkpoint %s: INT4 scales \"%s\" have shape %s, but quantization_config's %s "
+                    "implies [%lld, %lld]; the checkpoint does not match its config.json", ck->dir, full, a, grp,
+                    (long long)rows, (long long)(in / *G));
+  }
+  return PZ_OK;
+}
+
 /* INT4 source read as values: `name` = "X.weight" is absent, "X.weight_packed" int32 [rows, cols/8],
  * "X.weight_scale" [rows, cols/group] and "X.weight_shape" [rows, cols] are there (compressed-tensors
  * pack-quantized). The group is the INT4 quantization_config's (cols a multiple of it); only without one does it
@@ -85,18 +105,8 @@ pz_status pz_ck_int4_values(pz_checkpoint *ck, const char *name, const char *for
   if (ck->quant_kind == PZ_WQ_INT4) {
     /* The config's group, not one inferred from the scales' shape: [rows, 2] over 160 columns under group_size 128
      * (the ceil(160 / 128) groups older compressed-tensors wrote) would read as groups of 80. */
-    const int64_t G = ck->int4_group ? ck->int4_group : want[1];
-    char grp[64], a[128];
-    int4_group_str(ck, grp, sizeof grp);
-    if (want[1] % G)
-      return pz_error(PZ_ERR_SHAPE, "checkpoint %s: INT4 tensor \"%s\" has %lld columns, not a multiple of "
-                      "quantization_config's %s", ck->dir, wfull, (long long)want[1], grp);
-    if (sc->ndim != 2 || sc->shape[0] != want[0] || sc->shape[1] != want[1] / G) {
-      pz_ck_shape_str(a, sizeof a, sc->ndim, sc->shape);
-      return pz_error(PZ_ERR_SHAPE, "checkpoint %s: INT4 scales \"%s\" have shape %s, but quantization_config's %s "
-                      "implies [%lld, %lld]; the checkpoint does not match its config.json", ck->dir, full, a, grp,
-                      (long long)want[0], (long long)(want[1] / G));
-    }
+    int64_t G;
+    PZ_CHECK(config_scale_shape(ck, wfull, full, sc, want[0], want[1], &G));
   } else if (sc->ndim != 2 || sc->shape[0] != want[0] || sc->shape[1] < 1 || want[1] % sc->shape[1] ||
              (want[1] / sc->shape[1]) % 8) {
     return pz_error(PZ_ERR_SHAPE, "checkpoint %s: \"%s\" must be [%lld, %lld / group] with a group a multiple of 8; "
@@ -118,17 +128,11 @@ pz_status pz_ck_int4_values(pz_checkpoint *ck, const char *name, const char *for
  * which gives every weight element the scale it has in the file: the values are unchanged. */
 pz_status pz_ck_int4_coarse_scale(pz_checkpoint *ck, const char *full, const pz_st_tensor *w, const int64_t *want,
                                    src *s) {
-  const int64_t in = want[1] * 32, G = ck->int4_group ? ck->int4_group : in;
-  char a[128], grp[64];
-  pz_ck_shape_str(a, sizeof a, w->ndim, w->shape);
-  int4_group_str(ck, grp, sizeof grp);
-  if (in % G)
-    return pz_error(PZ_ERR_SHAPE, "checkpoint %s: \"%s\" scales a weight of %lld columns, not a multiple of "
-                    "quantization_config's %s", ck->dir, full, (long long)in, grp);
-  if (w->ndim != 2 || w->shape[0] != want[0] || w->shape[1] != in / G)
-    return pz_error(PZ_ERR_SHAPE, "checkpoint %s: INT4 scales \"%s\" have shape %s, but quantization_config's %s implies "
-                    "[%lld, %lld]; the checkpoint does not match its config.json", ck->dir, full, a, grp,
-                    (long long)want[0], (long long)(in / G));
+  const int64_t in = want[1] * 32;
+  int64_t G;
+  char wname[600]; /* the weight the scales belong to: X.weight_packed beside X.weight_scale */
+  snprintf(wname, sizeof wname, "%.*s_packed", (int)(strlen(full) - strlen("_scale")), full);
+  PZ_CHECK(config_scale_shape(ck, wname, full, w, want[0], in, &G));
   memset(s, 0, sizeof *s);
   s->w = w;
   s->rows = want[0];
