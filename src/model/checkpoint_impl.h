@@ -106,8 +106,8 @@ pz_status pz_ck_check_weight_shape(const pz_checkpoint *ck, const char *shn, int
  * "X.weight_shape" (dequantised at fill). Errors: PZ_ERR_SHAPE, PZ_ERR_NOT_FOUND (no scales), PZ_ERR_DTYPE. */
 pz_status pz_ck_int4_values(pz_checkpoint *ck, const char *name, const char *for_t, int nd, const int64_t *want, src *s);
 /* An INT4 expert's weight_scale w (BF16 / F16 / F32; `full` its stored name) as the graph's [want0, want1]
- * (32-column groups) when ck->int4_group is not 32: stored [rows, in / group] or [rows, 1] per channel, each scale
- * repeated (s->rep). Errors: PZ_ERR_SHAPE naming the group the config gives. */
+ * (32-column groups): stored [rows, in / group] (group ck->int4_group, 32 included) or [rows, 1] per channel, each
+ * scale repeated (s->rep). Errors: PZ_ERR_SHAPE naming the group the config gives. */
 pz_status pz_ck_int4_coarse_scale(pz_checkpoint *ck, const char *full, const pz_st_tensor *w, const int64_t *want,
                                   src *s);
 /* The block scales of the FP8 e4m3 weight s->w named `name` (`full` as stored; s->rows / s->cols set), dequantised

@@ -89,17 +89,9 @@ static pz_status get_src(pz_checkpoint *ck, const char *name, const char *for_t,
   }
   const bool int4_scale = ck->quant_kind == PZ_WQ_INT4 && nl > 13 && !strcmp(name + nl - 13, ".weight_scale");
   if (int4_scale && !pz_ck_int4_scale_dtype_ok(w)) return pz_ck_int4_scale_dtype_err(ck, full, w); /* as get_int4_values */
-  if (int4_scale && nd == 2 && ck->int4_group != 32)
-    return pz_ck_int4_coarse_scale(ck, full, w, want, s);
+  if (int4_scale && nd == 2) return pz_ck_int4_coarse_scale(ck, full, w, want, s); /* any stored group, 32 too */
   bool same = w->ndim == nd;
   for (int d = 0; same && d < nd; d++) same = w->shape[d] == want[d];
-  if (!same && int4_scale) {
-    char a[128];
-    pz_ck_shape_str(a, sizeof a, w->ndim, w->shape);
-    return pz_error(PZ_ERR_SHAPE, "checkpoint %s: INT4 scales \"%s\" have shape %s, but quantization_config's group_size "
-                    "32 implies [%lld, %lld]; the checkpoint does not match its config.json", ck->dir, full, a,
-                    (long long)want[0], (long long)want[1]);
-  }
   if (!same) {
     char a[128], b[128];
     pz_ck_shape_str(a, sizeof a, w->ndim, w->shape);

@@ -122,10 +122,10 @@ pz_status pz_ck_int4_values(pz_checkpoint *ck, const char *name, const char *for
   return PZ_OK;
 }
 
-/* An INT4 expert's weight_scale `w` (BF16) under a quantization_config whose stored group is not 32: group
- * G (a multiple of 32) stores [rows, in / G], strategy "channel" [rows, 1], where the graph's scales are
- * [rows, in / 32] (want). The source repeats each stored scale over the 32-column groups it covers (s->rep),
- * which gives every weight element the scale it has in the file: the values are unchanged. */
+/* An INT4 expert's weight_scale `w` (BF16 / F16 / F32) under the INT4 quantization_config: group G (a multiple of
+ * 32) stores [rows, in / G], strategy "channel" [rows, 1], where the graph's scales are [rows, in / 32] (want). The
+ * source gathers each stored scale into the 32-column groups it covers (s->rep; 1 at group 32), which gives every
+ * weight element the scale it has in the file: the values are unchanged. */
 pz_status pz_ck_int4_coarse_scale(pz_checkpoint *ck, const char *full, const pz_st_tensor *w, const int64_t *want,
                                    src *s) {
   const int64_t in = want[1] * 32;
