@@ -23,6 +23,13 @@ pz_status pz_cfg_check_duplicates(const reader *r, const cJSON *obj, const char 
  * r's root (text_config, or the whole config when outer is NULL), as transformers and vLLM choose, into out (zeroed first; kind PZ_WQ_NONE when absent or null). Errors: PZ_ERR_CONFIG, one line
  * naming the unsupported field and what is supported (model/config.h pz_config_parse). */
 pz_status pz_cfg_parse_quant(const reader *r, const cJSON *outer, pz_quant_config *out);
+/* quant_config.c, shared with quant_gptq.c: PZ_ERR_CONFIG "quantization_config.<field> is <got>, which prezero
+ * does not support (<supported>)"; got[cap] = a number's value ("%g"), else "not a number", or `absent` when the
+ * field is absent or null; and whether a group_size is a multiple of 32 in 32..2^20 (the INT4 kernels' group 32
+ * repeated). */
+pz_status pz_cfg_quant_unsupported(const reader *r, const char *field, const char *got, const char *supported);
+void pz_cfg_number_got(char *got, size_t cap, const cJSON *it, const char *absent);
+bool pz_cfg_group_multiple_of_32(const cJSON *gs);
 /* quant_gptq.c: a quantization_config `q` whose quant_method is "gptq" into out (zeroed by the caller): symmetric
  * 4-bit GPTQ (AutoGPTQ / GPTQModel / optimum checkpoints: qweight, qzeros, scales, g_idx) read as INT4 with
  * out->gptq set. Errors: PZ_ERR_CONFIG naming the unsupported or malformed field on one line. */

@@ -286,9 +286,21 @@ void pz_quant_config_synthetic(pz_wquant kind, pz_quant_config *q) {
   }
 }
 
-static pz_status q_unsupported(const reader *r, const char *field, const char *got, const char *supported) {
+pz_status pz_cfg_quant_unsupported(const reader *r, const char *field, const char *got, const char *supported) {
   return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.%s is %s, which prezero does not support (%s)", r->src,
                   field, got, supported);
+}
+static pz_status q_unsupported(const reader *r, const char *field, const char *got, const char *supported) {
+  return pz_cfg_quant_unsupported(r, field, got, supported);
+}
+
+void pz_cfg_number_got(char *got, size_t cap, const cJSON *it, const char *absent) {
+  if (cJSON_IsNumber(it)) snprintf(got, cap, "%g", it->valuedouble);
+  else snprintf(got, cap, "%s", it && !cJSON_IsNull(it) ? "not a number" : absent);
+}
+
+bool pz_cfg_group_multiple_of_32(const cJSON *gs) {
+  return cJSON_IsNumber(gs) && gs->valuedouble >= 32 && gs->valuedouble <= 1048576 && fmod(gs->valuedouble, 32) == 0;
 }
 
 /* q_unsupported for field `f` of config group g's weights ("config_groups.<name>.weights.<f>"). */
@@ -377,8 +389,7 @@ static pz_status group_num_bits(const reader *r, const cJSON *g, const cJSON *w,
   const cJSON *nb = cJSON_GetObjectItemCaseSensitive(w, "num_bits");
   if (cJSON_IsNumber(nb) && nb->valuedouble == want) return PZ_OK;
   char got[64];
-  snprintf(got, sizeof got, cJSON_IsNumber(nb) ? "%g" : nb ? "not a number" : "missing",
-           cJSON_IsNumber(nb) ? nb->valuedouble : 0.0);
+  pz_cfg_number_got(got, sizeof got, nb, "missing");
   return w_unsupported(r, g, "num_bits", got, supported);
 }
 
@@ -524,10 +535,9 @@ static pz_status parse_int4_group(const reader *r, const cJSON *q, const char *t
                            "\"channel\"");
     out->stored_group = 0;
   } else {
-    if (!cJSON_IsNumber(gs) || gs->valuedouble < 32 || gs->valuedouble > 1048576 || fmod(gs->valuedouble, 32) != 0) {
+    if (!pz_cfg_group_multiple_of_32(gs)) {
       char got[64];
-      snprintf(got, sizeof got, cJSON_IsNumber(gs) ? "%g" : gs_absent ? "missing or null" : "not a number",
-               cJSON_IsNumber(gs) ? gs->valuedouble : 0.0);
+      pz_cfg_number_got(got, sizeof got, gs, "missing or null");
       return w_unsupported(r, g, "group_size", got,
                            "a group_size that is a multiple of 32 (32, 64, 128, ...): the INT4 kernels' group is 32");
     }

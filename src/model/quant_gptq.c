@@ -3,14 +3,12 @@
  * order. The checkpoint's qweight / scales are read transposed into the compressed-tensors layout the INT4 kernels
  * take (checkpoint_quant.c); the symmetric zero point is 8, stored in qzeros as 7 by checkpoint_format "gptq"
  * (AutoGPTQ's zero - 1) and as 8 by "gptq_v2". */
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include "model/config_read.h"
 
 static pz_status gptq_unsupported(const reader *r, const char *field, const char *got, const char *supported) {
-  return pz_error(PZ_ERR_CONFIG, "config %s: quantization_config.%s is %s, which prezero does not support (%s)", r->src,
-                  field, got, supported);
+  return pz_cfg_quant_unsupported(r, field, got, supported);
 }
 
 /* Whether a modules_in_block_to_quantize entry (a module name inside a decoder block, e.g. "mlp.experts.0.up_proj"
@@ -21,8 +19,7 @@ pz_status pz_cfg_parse_gptq(const reader *r, const cJSON *q, pz_quant_config *ou
   const cJSON *bits = cJSON_GetObjectItemCaseSensitive(q, "bits");
   if (!cJSON_IsNumber(bits) || bits->valuedouble != 4) {
     char got[64];
-    snprintf(got, sizeof got, cJSON_IsNumber(bits) ? "%g" : bits ? "not a number" : "missing",
-             cJSON_IsNumber(bits) ? bits->valuedouble : 0.0);
+    pz_cfg_number_got(got, sizeof got, bits, "missing");
     return gptq_unsupported(r, "bits", got, "4-bit GPTQ");
   }
   const cJSON *sym = cJSON_GetObjectItemCaseSensitive(q, "sym");
@@ -39,11 +36,9 @@ pz_status pz_cfg_parse_gptq(const reader *r, const cJSON *q, pz_quant_config *ou
     return gptq_unsupported(r, "desc_act", "true (activation order: g_idx permutes the groups)",
                             "desc_act false, or true with static_groups: columns and groups in their natural order");
   const cJSON *gs = cJSON_GetObjectItemCaseSensitive(q, "group_size");
-  if (!cJSON_IsNumber(gs) || !(gs->valuedouble == -1 || (gs->valuedouble >= 32 && gs->valuedouble <= 1048576 &&
-                                                        fmod(gs->valuedouble, 32) == 0))) {
+  if (!(cJSON_IsNumber(gs) && gs->valuedouble == -1) && !pz_cfg_group_multiple_of_32(gs)) {
     char got[64];
-    snprintf(got, sizeof got, cJSON_IsNumber(gs) ? "%g" : gs ? "not a number" : "missing",
-             cJSON_IsNumber(gs) ? gs->valuedouble : 0.0);
+    pz_cfg_number_got(got, sizeof got, gs, "missing");
     return gptq_unsupported(r, "group_size", got, "a group_size that is a multiple of 32 (the INT4 kernels' group), or -1");
   }
   const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(q, "checkpoint_format");
