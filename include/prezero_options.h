@@ -201,7 +201,14 @@ typedef struct pz_runtime_opts {
                                        * -1 unset (the default) or 0 item i on CTA i mod grid, as before.
                                        * Bit-identical; no effect with moe_l2pf on the stored INT4 layout.
                                        * Off by default: on the H200 it gained 1-2.4 % at TP 2 / 4 and lost
-                                       * 1.5-2.5 % at TP 1, m 32-64 (bench/moe/NOTES.md). Added last */
+                                       * 1.5-2.5 % at TP 1, m 32-64 (bench/moe/NOTES.md). Added in 0.2.0 */
+  int moe_tail;                       /* PREZERO_MOE_TAIL: -1 unset or 1 (the default) the INT4 W4A16 expert
+                                       * kernels split each work item of a batch's last, part-empty wave
+                                       * of CTAs into sub-items of fewer rows with K split over more warps,
+                                       * so that wave takes a fraction of an item's time (moe_q_common.cuh
+                                       * tail_of); 0 runs those items whole, as before. Results agree
+                                       * within rounding (K slices summed in another grouping); the
+                                       * static and dynamic schedules stay bit-identical. Added last */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. o NULL: nothing happens. */

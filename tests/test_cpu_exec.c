@@ -390,7 +390,8 @@ int main(void) {
         {"PREZERO_MLP_GEMM", offsetof(pz_runtime_opts, mlp_gemm)},
         {"PREZERO_MLP_ONE_GU", offsetof(pz_runtime_opts, mlp_one_gu)},
         {"PREZERO_MOE_W4_WAVES", offsetof(pz_runtime_opts, moe_w4_waves)},
-        {"PREZERO_MOE_ROUTE_KEYS", offsetof(pz_runtime_opts, moe_route_keys)}};
+        {"PREZERO_MOE_ROUTE_KEYS", offsetof(pz_runtime_opts, moe_route_keys)},
+        {"PREZERO_MOE_TAIL", offsetof(pz_runtime_opts, moe_tail)}};
     for (size_t i = 0; i < sizeof sw / sizeof sw[0]; i++) {
       const int *field = (const int *)((const char *)&ro + sw[i].off);
       CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && *field == -1);

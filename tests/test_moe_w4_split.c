@@ -173,5 +173,27 @@ int main(void) {
   /* degenerate inputs: 3 */
   CHECK(pz_moe_w4_up_ctas(H, 2048, 0, TOPK, E, 132, 0, 1) == 3);
   CHECK(pz_moe_w4_up_ctas(H, 2048, 4, TOPK, E, 0, 0, 1) == 3);
+
+  /* the tail split (pz_moe_tail_r; the kernels' cap is pz_moe_w4_wk_cap(K): 8 for H 7168, 4 for inter 512):
+     Kimi-K2.5 TP 4 m 16 gate/up, 1756 items at wk 4 on 396 slots: 4 full waves (1584), rest 172; 344 <= 396 and
+     wk 8 <= 8 -> 2 */
+  CHECK(pz_moe_w4_wk_cap(H) == 8 && pz_moe_w4_wk_cap(512) == 4);
+  CHECK(pz_moe_tail_r(1756, 396, 4, 8) == 2);
+  /* 512 items at wk 2 (TP 1 shapes, 16 experts x 32 tiles): rest 116 -> 232 <= 396 (r 2), 464 > 396 -> 2 */
+  CHECK(pz_moe_tail_r(512, 396, 2, 8) == 2);
+  /* 1024 at wk 4: rest 232, 464 > 396 -> 1 (two sub-waves would take as long as one whole wave) */
+  CHECK(pz_moe_tail_r(1024, 396, 4, 8) == 1);
+  /* a nearly empty last wave: 400 items, rest 4 -> r 8 at wk 1 (wk 8 <= 8, 32 <= 396) */
+  CHECK(pz_moe_tail_r(400, 396, 1, 8) == 8);
+  /* ... but at most the cap: wk 2 with cap 4 -> 2; wk 8 at cap 8 -> 1 */
+  CHECK(pz_moe_tail_r(400, 396, 2, 4) == 2);
+  CHECK(pz_moe_tail_r(400, 396, 8, 8) == 1);
+  /* no tail: one wave or less (the K split rules size those), whole waves */
+  CHECK(pz_moe_tail_r(396, 396, 1, 8) == 1 && pz_moe_tail_r(300, 396, 1, 8) == 1);
+  CHECK(pz_moe_tail_r(792, 396, 1, 8) == 1);
+  /* boundary: rest x r == grid is allowed (one full sub-wave): 396 + 198 items at wk 1 -> r 2, not 4 */
+  CHECK(pz_moe_tail_r(594, 396, 1, 8) == 2);
+  /* degenerate inputs: 1 */
+  CHECK(pz_moe_tail_r(1000, 0, 1, 8) == 1 && pz_moe_tail_r(1000, 396, 0, 8) == 1 && pz_moe_tail_r(1000, 396, 1, 0) == 1);
   TEST_DONE();
 }

@@ -146,6 +146,7 @@ static int moe_waves_off(void) { return moe_opts()->moe_w4_waves == 0; } /* PREZ
 static int route_serial(void) { return moe_opts()->moe_route_topk == 0; } /* PREZERO_MOE_ROUTE_TOPK=0 */
 static int route_keys_off(void) { return moe_opts()->moe_route_keys == 0; } /* PREZERO_MOE_ROUTE_KEYS=0 */
 static int items_dynamic(void) { return moe_opts()->moe_dynamic == 1; } /* PREZERO_MOE_DYNAMIC=1 */
+static int tail_off(void) { return moe_opts()->moe_tail == 0; }          /* PREZERO_MOE_TAIL=0 */
 static int moe_fork(void) { return moe_opts()->moe_fork; } /* PREZERO_MOE_FORK: -1 by batch, 0 off, 1 / 2 the join */
 #include "bench/dev/dev_helpers.h" /* pz_moe_fill_bf16, pz_moe_stream_read */
 #include "core/status.h"
@@ -438,6 +439,7 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
           a.w4_wk_fixed = moe_w4_wk_fixed();
           a.direct_off = moe_direct_off();
           a.items_dynamic = items_dynamic();
+          a.tail_off = tail_off();
           a.w4_up_ctas = moe_up_former() ? 4 : 0;
           a.w4_waves_off = moe_waves_off();
           a.logits = logits + (size_t)(r % NSETS) * max_m * E; /* the launcher routes */
@@ -528,6 +530,7 @@ static int run_bench(const bench_args *b, int argc, char **argv) {
       if (q == Q_INT4) cJSON_AddBoolToObject(row, "w4_waves_off", moe_waves_off()); /* PREZERO_MOE_W4_WAVES=0 */
       if (q != Q_BF16) cJSON_AddBoolToObject(row, "direct_off", moe_direct_off());  /* PREZERO_MOE_DIRECT=0 */
       if (q != Q_BF16) cJSON_AddBoolToObject(row, "items_dynamic", items_dynamic()); /* PREZERO_MOE_DYNAMIC=1 */
+      if (q != Q_BF16) cJSON_AddBoolToObject(row, "tail_off", tail_off());           /* PREZERO_MOE_TAIL=0 */
       cJSON_AddBoolToObject(row, "route_serial_topk", route_serial());              /* PREZERO_MOE_ROUTE_TOPK=0 */
       cJSON_AddBoolToObject(row, "route_keys_off", route_keys_off());               /* PREZERO_MOE_ROUTE_KEYS=0 */
       if (q != Q_BF16) cJSON_AddNumberToObject(row, "moe_fork", moe_fork());        /* PREZERO_MOE_FORK, -1 unset */

@@ -73,6 +73,9 @@
 #   tune       `prezero tune` (PZ_TUNE_ARGS) into the private cache; later sections use that table
 #   compare    `prezero compare` at TP 1 and, with 2 GPUs, TP 2 (PZ_COMPARE_ARGS adds options)
 #   determinism  `prezero compare --deterministic` at TP 1 and 2: ON vs OFF bit-identity
+#   model_ckpt  `prezero run --model DIR --prompt-ids` on the CPU and on CUDA (TP 1, and TP 2 with 2 GPUs) for each
+#              checkpoint under PZ_CKPT_DIR (default .deps/ckpt; its prompt_ids.txt holds the prompts), tokens and
+#              max |logit(cuda) - logit(cpu)| into the summary
 #   run_procs  `prezero run --procs 2` (one process per TP rank, issue 16) beside `prezero run --tp 2 --device cpu`
 #   quant      Kimi-K2.5 with INT4 W4A16 routed experts: `prezero bench moe --quant int4` (TP 1/2/4
 #              shapes on one GPU, speed-up over bf16 in the same run) into moe_h200_int4.{json,md}, and
@@ -274,6 +277,20 @@ for s in $sections; do
       [ "$ngpu" -ge 2 ] && run det_tp2 ${PZ_T_COMPARE:-300} $P compare --config kimi_k2 --tp 2 --layers 3 --deterministic \
         --no-profile --osl ${PZ_DET_OSL:-16} --rounds 2 --out $W/compare_det_tp2
       grep -h "^Verdict" $W/det_tp*.txt | cut -c1-160 | tee -a "$S" ;;
+    model_ckpt)  # checkpoints written by other tools (GPTQ, compressed-tensors INT4 / FP8): CUDA vs CPU, same prompts
+      for d in ${PZ_CKPT_DIR:-.deps/ckpt}/*/; do
+        n=$(basename $d); pr=$(cat $d/prompt_ids.txt 2>/dev/null || echo "1,2,3;4,5")
+        for tp in 1 $([ "$ngpu" -ge 2 ] && echo 2); do
+          for dev in cpu cuda; do
+            run ckpt_${n}_tp${tp}_$dev 240 $P run --model $d --tp $tp --device $dev --prompt-ids "$pr" --steps 6 \
+              --logits $W/ckpt_${n}_tp${tp}_$dev.f32
+            grep -h "^seq" $W/ckpt_${n}_tp${tp}_$dev.txt | tr '\n' ' ' | sed "s/^/$n tp$tp $dev: /" | tee -a "$S"; echo | tee -a "$S"
+          done
+          paste <(od -An -v -w4 -f $W/ckpt_${n}_tp${tp}_cpu.f32) <(od -An -v -w4 -f $W/ckpt_${n}_tp${tp}_cuda.f32) 2>/dev/null |
+            awk -v n="$n tp$tp" '{d=$1-$2; if(d<0)d=-d; if(d>m)m=d; a=$1<0?-$1:$1; if(a>x)x=a; c++}
+              END{printf "%s: %d logits, max |cuda - cpu| %.5f, max |logit| %.3f\n", n, c, m, x}' | tee -a "$S"
+        done
+      done ;;
     run_procs)  # prezero run with one process per rank (--procs 2: two GPUs when present, else both on GPU 0),
                 # beside the CPU engine at TP 2 (the same tokens but at near ties)
       run run_procs2 ${PZ_T_RUN_PROCS:-240} $P run --procs 2 --steps 8 --context 64
@@ -298,6 +315,7 @@ for s in $sections; do
         grep -E "^\| [0-9]" $W/moe_h200_int4_wk$a.md | awk -F'|' -v a=$a '{print a, "tp", $2, "m", $3, "us", $6, $8}' | tee -a "$S"
       done ;;
     quant_ab)  # issue 15: bench moe --quant int4 per W4A16 K split; PZ_AB_LIST items like dn4, dn1:up1
+      # tail0: PREZERO_MOE_TAIL=0 (the last wave's items whole)
       # (dnN --w4-wk-dn N, upN --w4-wk-up N; kN --w4-kernel N, an option of tree b81288b only; PZ_WK_ARGS as in quant_wk)
       # nodirect: PREZERO_MOE_DIRECT=0, dyn: PREZERO_MOE_DYNAMIC=1 (items claimed from a counter), forkN: PREZERO_MOE_FORK=N, formerup: PREZERO_MOE_W4_UP_REGS=0, mlp0 / mlp1: PREZERO_MLP_GEMM=0 / 1 (the shared
       # expert fused / as GEMMs), gu0: PREZERO_MLP_ONE_GU=0 (gate and up as two GEMMs), waves0: PREZERO_MOE_W4_WAVES=0 (gate/up's split by the fill rule), builtin: an empty GEMM cache (the
@@ -307,7 +325,7 @@ for s in $sections; do
         args="" envs=""
         for t in ${item//:/ }; do
           case $t in formerup) envs="$envs PREZERO_MOE_W4_UP_REGS=0" ;; k*) args="$args --w4-kernel ${t#k}" ;; dn*) args="$args --w4-wk-dn ${t#dn}" ;; up*) args="$args --w4-wk-up ${t#up}" ;;
-            nodirect) envs="$envs PREZERO_MOE_DIRECT=0" ;; dyn) envs="$envs PREZERO_MOE_DYNAMIC=1" ;; fork[012]) envs="$envs PREZERO_MOE_FORK=${t#fork}" ;; mlp0|mlp1) envs="$envs PREZERO_MLP_GEMM=${t#mlp}" ;; gu0) envs="$envs PREZERO_MLP_ONE_GU=0" ;; waves0) envs="$envs PREZERO_MOE_W4_WAVES=0" ;;
+            tail0) envs="$envs PREZERO_MOE_TAIL=0" ;; nodirect) envs="$envs PREZERO_MOE_DIRECT=0" ;; dyn) envs="$envs PREZERO_MOE_DYNAMIC=1" ;; fork[012]) envs="$envs PREZERO_MOE_FORK=${t#fork}" ;; mlp0|mlp1) envs="$envs PREZERO_MLP_GEMM=${t#mlp}" ;; gu0) envs="$envs PREZERO_MLP_ONE_GU=0" ;; waves0) envs="$envs PREZERO_MOE_W4_WAVES=0" ;;
             builtin) mkdir -p $W/empty_cache; envs="$envs PREZERO_CACHE_DIR=$W/empty_cache" ;;
             refcache) envs="$envs PREZERO_CACHE_DIR=${PZ_REF_CACHE:?refcache needs PZ_REF_CACHE, a cache directory}" ;; esac
         done

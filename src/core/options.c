@@ -40,6 +40,7 @@ void pz_runtime_opts_default(pz_runtime_opts *o) {
   o->moe_w4_waves = -1; /* gate/up's K split by the wave rule (moe_w4_split.h) */
   o->moe_route_keys = -1; /* the router's top-k over 64-bit rank keys (route_key.h) */
   o->moe_dynamic = -1;    /* unset: item i on CTA i mod grid; 1 claims items from a counter (moe_q.h) */
+  o->moe_tail = -1;       /* on: the last wave's W4A16 items split (moe_q_common.cuh tail_of) */
   o->moe_w4_up_regs = -1; /* gate/up at 3 CTAs per SM, no spills (moe_q.h w4_up_ctas) */
   o->moe_fork = -1;       /* the shared experts beside the router; the join by batch (moe_q.h) */
   o->mlp_gemm = -1;       /* the MLPs through the GEMMs by batch (backend/cuda/mlp_gemm.h) */
@@ -202,6 +203,7 @@ static const int_opt int_opts[] = {
     OPT("PREZERO_MOE_W4_WAVES", moe_w4_waves, 0, 1, true),
     OPT("PREZERO_MOE_ROUTE_KEYS", moe_route_keys, 0, 1, true),
     OPT("PREZERO_MOE_DYNAMIC", moe_dynamic, 0, 1, true),
+    OPT("PREZERO_MOE_TAIL", moe_tail, 0, 1, true),
     OPT("PREZERO_MLP_GEMM", mlp_gemm, 0, 1, false),
     OPT("PREZERO_MLP_ONE_GU", mlp_one_gu, 0, 1, true),
     OPT("PREZERO_CPU_THREADS", cpu_threads, 0, 1024, false),  /* 0: the default, as --threads 0 */

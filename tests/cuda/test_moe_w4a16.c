@@ -133,6 +133,66 @@ static void dynamic_case(const pz_moe_q_args *a, float *tk) {
   free(want);
 }
 
+/* The tail split (tail_off 0, the default; PREZERO_MOE_TAIL=0 runs every item whole: kernels/moe_q_common.cuh
+ * tail_of, moe_w4_split.h pz_moe_tail_r) on the launch `a` describes with exact arithmetic: x integers in
+ * [-2, 2], every scale 2^-6 (a constant array reads the same in any layout), the case's random INT4 weights.
+ * Then every gate / up group sum and every partial over K slices is an integer times 2^-6 below 2^24, exact
+ * in f32 in any grouping, so the gate/up outputs are the same bits however items and K slices are cut; down
+ * runs unsplit (wk 1: direct writes, no tail split), so the MoE output must be bit-identical with and
+ * without the split, for gate/up splits 2 and 4. Where pz_moe_tail_r, on the item count read back from the
+ * workspace and a grid of 3 CTAs per SM (w4_up_ctas 3 given), says the last wave was split, g_tails counts
+ * it (main checks that some launch was). dout: the launch's output [m, H] on the device. */
+static int g_tails;
+static void tail_case(const pz_moe_q_args *a, float *dout) {
+  const int m = a->m, E = a->p.n_experts;
+  const int64_t H = a->H, I = a->p.inter;
+  const size_t nout = (size_t)m * H, ns = (size_t)E * I * (H / 32); /* gate / up / down scales: each E x I x H / 32 */
+  pz_bf16 *xi = malloc(2 * nout), *sc = malloc(2 * ns);
+  float *o[2] = {malloc(4 * nout), malloc(4 * nout)};
+  CHECK(xi && sc && o[0] && o[1]);
+  if (!xi || !sc || !o[0] || !o[1]) goto done;
+  for (size_t i = 0; i < nout; i++) xi[i] = pz_f32_to_bf16((float)((int)(rnd32() % 5u) - 2));
+  for (size_t i = 0; i < ns; i++) sc[i] = pz_f32_to_bf16(0.015625f);
+  int dev = 0, sms = 0;
+  CHECK(cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess);
+  void *dx = up(xi, 2 * nout), *ds = up(sc, 2 * ns);
+  const size_t nw_off = ((size_t)4 * m * a->p.top_k + 255) / 256 * 256; /* moe_q_common.cuh layout_of: pairs, n_work */
+  static const int wks[] = {2, 4};
+  for (int w = 0; w < 2; w++) {
+    for (int off = 0; off < 2; off++) {
+      pz_moe_q_args c = *a;
+      c.x = dx;
+      c.s_gate = c.s_up = c.s_down = ds;
+      c.w4_wk_up = wks[w];
+      c.w4_wk_dn = 1;
+      c.w4_up_ctas = 3;
+      c.tail_off = off;
+      CHECK(cudaMemset(dout, 0xff, 4 * nout) == cudaSuccess);
+      CHECK_OK(pz_moe_w4a16_launch(&c, 0));
+      CHECK(cudaDeviceSynchronize() == cudaSuccess);
+      cudaMemcpy(o[off], dout, 4 * nout, cudaMemcpyDeviceToHost);
+      if (!off) {
+        int nw = 0;
+        cudaMemcpy(&nw, (const char *)c.workspace + nw_off, sizeof nw, cudaMemcpyDeviceToHost);
+        const int64_t rows = 16 * (8 / wks[w]), items = (int64_t)nw * ((I + rows - 1) / rows);
+        if (pz_moe_tail_r(items, 3 * (int64_t)sms, wks[w], pz_moe_w4_wk_cap(H)) > 1) g_tails++;
+      }
+    }
+    if (memcmp(o[0], o[1], 4 * nout)) {
+      fprintf(stderr, "m %d, I %lld, gate/up split %d, exact inputs: the tail split changes the output\n", m,
+              (long long)I, wks[w]);
+      pz_test_failures++;
+    }
+  }
+  cudaFree(dx);
+  cudaFree(ds);
+done:
+  free(xi);
+  free(sc);
+  free(o[0]);
+  free(o[1]);
+}
+
 /* The tiled layout (pz_moe_w4a16_tile, w4_tiled.h) on the case's device weights, in place:
  * - the gate words and scales equal the host's map of the stored arrays (wg, sg) bit for bit, and
  *   pz_moe_w4a16_untile_host gives the stored arrays back;
@@ -282,6 +342,7 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
       c.w4_wk_up = up_wks[w];
       c.w4_wk_dn = 1;
       c.w4_up_ctas = four ? 4 : 3;
+      c.tail_off = 1; /* the tail split follows the grid (3 or 4 x SMs): here the same items on both */
       CHECK_OK(pz_moe_w4a16_launch(&c, 0));
       CHECK(cudaDeviceSynchronize() == cudaSuccess);
       cudaMemcpy(four ? t[1] : tk, dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
@@ -307,6 +368,7 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
       c.w4_tiled = 1;
       if (!split) c.w4_wk_up = c.w4_wk_dn = 1;
       c.direct_off = v;
+      c.tail_off = 1; /* direct_off 1 lets unsplit launches take the tail split (they reduce in shared memory) */
       CHECK_OK(pz_moe_w4a16_launch(&c, 0));
       CHECK(cudaDeviceSynchronize() == cudaSuccess);
       cudaMemcpy(v ? tk : tv, dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
@@ -327,6 +389,7 @@ static void tiled_case(pz_moe_q_args *a, const int32_t *wg, const pz_bf16 *sg, i
     pz_moe_q_args c = *a;
     c.w4_tiled = 1; /* the weights are tiled now */
     dynamic_case(&c, tk);
+    tail_case(&c, dout);
   }
   free(tk);
   for (int d = 0; d < 2; d++) free(t[d]);
@@ -606,6 +669,12 @@ int main(void) {
   engine_quant_case(PZ_QUANT_INT4, "int4");
   /* Kimi-K2.5 TP 1 down (56 row tiles per work item) has more items than 4 CTAs per SM: the dynamic
      schedule's claims were exercised, not only its first wave */
+  /* Kimi-K2.5 TP 1 m 16 gate/up at split 2 (16 experts x 32 row tiles = 512 items on 396 slots) splits its
+     last wave */
+  if (g_tails == 0) {
+    fprintf(stderr, "no launch split its last wave: the test did not exercise the tail split\n");
+    pz_test_failures++;
+  }
   if (g_claims == 0) {
     fprintf(stderr, "no dynamic-schedule launch claimed items: the test did not exercise the counter\n");
     pz_test_failures++;

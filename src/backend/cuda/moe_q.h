@@ -97,6 +97,11 @@ typedef struct pz_moe_q_args {
   int direct_off; /* both: 1 = work items whose K is not split reduce through shared memory with CTA barriers
                    * (PREZERO_MOE_DIRECT=0); 0, the default, = each warp writes its rows from its registers.
                    * Bit-identical */
+  int tail_off; /* W4A16: 1 = the items of a batch's last, part-empty wave of CTAs run whole (PREZERO_MOE_TAIL=0);
+                 * 0, the default, = each splits into up to 8 / WK sub-items of fewer rows, K over more warps, as
+                 * many as that wave's CTAs hold (kernels/moe_q_common.cuh tail_of), where the launch reduces
+                 * through shared memory (K split, or direct_off). Results agree within rounding; static and
+                 * dynamic schedules bit-identical. W8A16 runs its items whole */
   /* Routing by the launcher: logits non-NULL (f32 [m, E], row stride ld_logits) makes the launcher run
    * pz_moe_route_launch_rows(m, logits, ld_logits, bias, &p, ids, weights, rows, mode) itself (mode
    * pz_moe_topk_mode(route_serial_topk, route_keys_off)),

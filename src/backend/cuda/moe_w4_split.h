@@ -24,6 +24,12 @@
 #define PZ_BACKEND_CUDA_MOE_W4_SPLIT_H
 #include <stdint.h>
 
+#if defined(__CUDACC__)
+#define PZ_MOE_SPLIT_HD __host__ __device__ /* pz_moe_tail_r runs in the expert kernels too */
+#else
+#define PZ_MOE_SPLIT_HD
+#endif
+
 /* The fixed rule's wk for K (the reduction length) on its own; also the split every grouped expert
  * kernel takes (bf16 moe_experts.cu, W8A16). */
 static inline int pz_moe_wk_by_k(int64_t K) { return K >= 4096 ? 8 : K >= 2048 ? 4 : K >= 1024 ? 2 : 1; }
@@ -94,6 +100,21 @@ static inline int pz_moe_w4_up_small_wk(int64_t H, int64_t inter, int m, int top
   int wk = 1;
   while (wk < cap && experts * (double)((inter * 2 * wk + 127) / 128) <= limit) wk *= 2;
   return wk;
+}
+
+/* The tail split of a persistent item grid (kernels/moe_q_common.cuh tail_of): total work items of K split wk
+ * run in static waves of `grid` CTAs; where total > grid the last wave holds rest = total mod grid items and
+ * leaves grid - rest CTAs idle for an item's time. Each of the rest then splits into r sub-items of 1/r the
+ * rows, K over wk x r warps: r the largest power of 2 with rest x r <= grid and wk x r <= tail_wk, so the
+ * sub-items still fit one wave and take about 1/r an item's time. 1 (no split) where total <= grid (the K
+ * split rules above size one-wave batches), rest = 0, tail_wk <= wk, or inputs out of range. Example:
+ * Kimi-K2.5 TP 4 m 16 gate/up, about 1756 items at wk 4 on 396 slots: rest 172, r 2 (344 sub-items at wk 8). */
+PZ_MOE_SPLIT_HD static inline int pz_moe_tail_r(int64_t total, int64_t grid, int wk, int tail_wk) {
+  if (grid < 1 || wk < 1 || total <= grid || tail_wk <= wk) return 1;
+  const int64_t rest = total % grid;
+  int r = 1;
+  while (rest > 0 && (int64_t)wk * r * 2 <= tail_wk && rest * r * 2 <= grid) r *= 2;
+  return r;
 }
 
 static inline int pz_moe_w4_wk(int up, int64_t H, int64_t inter, int m, int top_k, int n_experts, int slots, int tiled,

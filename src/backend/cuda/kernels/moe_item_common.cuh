@@ -107,15 +107,20 @@ __device__ __forceinline__ float silu_mul(float g, float u) {
 struct item_pos {
   int lane, row0, cb, ce;
 };
-template <int WARPS, class S>
-__device__ __forceinline__ item_pos item_at(const S &s, int tile, int nch) {
-  const int warp = threadIdx.x >> 5, WK = s.WK, wk = warp % WK;
+/* WK: the warps splitting the item's K (s.WK, or a tail item's larger split: moe_q_common.cuh tail_of). */
+template <int WARPS>
+__device__ __forceinline__ item_pos item_at_wk(int WK, int tile, int nch) {
+  const int warp = threadIdx.x >> 5, wk = warp % WK;
   item_pos ip;
   ip.lane = threadIdx.x & 31;
   ip.row0 = (tile * (WARPS / WK) + warp / WK) * 16;
   ip.cb = (int)((int64_t)wk * nch / WK);
   ip.ce = (int)((int64_t)(wk + 1) * nch / WK);
   return ip;
+}
+template <int WARPS, class S>
+__device__ __forceinline__ item_pos item_at(const S &s, int tile, int nch) {
+  return item_at_wk<WARPS>(s.WK, tile, nch);
 }
 
 template <int NT>
@@ -148,10 +153,10 @@ __device__ __forceinline__ void token_rows(const S &s, const P &p, int pos0, int
  * out row (out_mode 1: pairs[pos], 0: pos): bf16 silu(gate) * up when DUAL, else f32. Every
  * thread of the CTA calls it. */
 template <bool DUAL, int NT, int WARPS, int THREADS, class S, class P>
-__device__ __forceinline__ void reduce_write(const S &s, const P &p, const float (&acc)[2][NT][4], int tile, int pos0,
-                                             int cnt, float *red) {
+__device__ __forceinline__ void reduce_write_wk(const S &s, const P &p, const float (&acc)[2][NT][4], int WK, int tile,
+                                                int pos0, int cnt, float *red) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int WK = s.WK, WR = WARPS / WK;
+  const int WR = WARPS / WK;
   constexpr int NM = DUAL ? 2 : 1;
 #pragma unroll
   for (int a = 0; a < NM; a++)
@@ -179,6 +184,12 @@ __device__ __forceinline__ void reduce_write(const S &s, const P &p, const float
       reinterpret_cast<float *>(s.out)[(int64_t)orow * s.ld_out + grow] = v[0];
   }
   __syncthreads();
+}
+/* reduce_write_wk with the launch's split, s.WK. */
+template <bool DUAL, int NT, int WARPS, int THREADS, class S, class P>
+__device__ __forceinline__ void reduce_write(const S &s, const P &p, const float (&acc)[2][NT][4], int tile, int pos0,
+                                             int cnt, float *red) {
+  reduce_write_wk<DUAL, NT, WARPS, THREADS>(s, p, acc, s.WK, tile, pos0, cnt, red);
 }
 
 /* The same write without the shared-memory reduction, for items whose K is not split (WK = 1): each

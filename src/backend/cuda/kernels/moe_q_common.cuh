@@ -69,6 +69,8 @@ struct seg {
   int out_mode;                  // 0: row = pos, 1: row = pairs[pos]
   int direct;                    // 1: items with WK = 1 write from the warps' registers (no reduction, no
                                  // CTA barrier); 0: through shared memory (PREZERO_MOE_DIRECT=0). Same bits
+  int tail_wk;                   // the largest K split a tail item may take (tail_of), <= 8; WK (or 0): no tail
+                                 // split (PREZERO_MOE_TAIL=0, and launches without the reduction memory)
 };
 
 struct mm_params {
@@ -122,15 +124,38 @@ __device__ __forceinline__ void prefetch_item(const mm_params &p, int e, int til
   if (ip.row0 < p.s.N) Q::template prefetch<DUAL>(p.s, e, ip.row0, ip.cb, ip.ce);
 }
 
+// The tail split of the persistent item grid. Items run in static waves of G = gridDim.x CTAs (item i on
+// CTA i mod G); a batch of T > G items leaves its last wave part empty: the rest = T mod G items run while
+// the other CTAs idle for a whole item's time. The first T - rest items ("full waves") run as they are;
+// each of the rest splits into r sub-items of 1/r its rows, r the largest power of 2 with rest x r <= G
+// and WK x r <= s.tail_wk (each sub-item's K split over WK x r warps, the reduction of reduce_write_wk), so
+// the last wave's items take about 1/r the time. Index space: j < full, the item j; full <= j < full +
+// rest x r, sub-item (j - full) mod r of item full + (j - full) / r, row tile tile x r + sub at WK x r.
+// The split depends on T (the routing) and G only: the static and dynamic schedules run the same items
+// and give the same bits. Values agree with r = 1 within rounding (K slices summed in another grouping).
+struct tail_split {
+  int full, r, n;  // items in full waves, sub-items per tail item, the index space's size
+};
+__device__ __forceinline__ tail_split tail_of(const seg &s, int total, int G) {
+  tail_split t{total, 1, total};
+  if (s.direct && s.WK == 1) return t; /* no reduction memory in this launch (red_bytes) */
+  t.r = pz_moe_tail_r(total, G, s.WK, s.tail_wk);
+  if (t.r == 1) return t;
+  t.full = total - total % G;
+  t.n = t.full + (total - t.full) * t.r;
+  return t;
+}
+
 // One item: rows [tile*16*WR, ..) for cnt (<= 32) tokens at sorted positions pos0.., expert e.
 // WR row groups x WK K slices of warps; slices reduced in warp order through shared memory.
 // With a prefetching policy, once this warp's loads of the item are done (before the reduction's
 // barriers) it hints the item *nxt_slot = expert * tiles + row tile into L2 (< 0: none), so HBM
 // stays busy across items. The slot (this thread's, shared memory) keeps no register over the tile.
+// WK: the item's K split (s.WK, or a tail sub-item's WK x r; tile then counts tiles of that split).
 template <class Q, bool DUAL, int NT>
-__device__ void run_item(const mm_params &p, int e, int tile, int pos0, int cnt, float *red) {
+__device__ void run_item(const mm_params &p, int e, int WK, int tile, int pos0, int cnt, float *red) {
   const seg &s = p.s;
-  const pz_moe_item::item_pos ip = pz_moe_item::item_at<kWarps>(s, tile, s.K / Q::kChunk);
+  const pz_moe_item::item_pos ip = pz_moe_item::item_at_wk<kWarps>(WK, tile, s.K / Q::kChunk);
   float acc[2][NT][4];
   pz_moe_item::zero_acc<NT>(acc);
   if (ip.row0 < s.N) {
@@ -145,11 +170,11 @@ __device__ void run_item(const mm_params &p, int e, int tile, int pos0, int cnt,
       prefetch_item<Q, DUAL>(p, nxt / tiles, nxt % tiles);
     }
   }
-  if (s.direct && s.WK == 1) { /* uniform over the launch: no thread reaches reduce_write's barriers */
+  if (s.direct && WK == 1) { /* uniform over the launch (tail_of splits no such launch): no thread reaches reduce_write's barriers */
     if (ip.row0 < s.N) pz_moe_item::direct_write<DUAL, NT>(s, p, acc, ip.row0, pos0, cnt, ip.lane);
     return;
   }
-  pz_moe_item::reduce_write<DUAL, NT, kWarps, kThreads>(s, p, acc, tile, pos0, cnt, red);
+  pz_moe_item::reduce_write_wk<DUAL, NT, kWarps, kThreads>(s, p, acc, WK, tile, pos0, cnt, red);
 }
 
 // Persistent grid over (work entry, row tile) items; the work count is read from the device.
@@ -171,16 +196,27 @@ template <class Q>
 __host__ __device__ constexpr int up_blocks_of(long) {
   return min_blocks_of<Q>(0);
 }
-// One work item `it` of the (work entry, row tile) list, by its tokens' n-tiles.
+// The item of index j of tail_of's space: `it` of the (work entry, row tile) list (a sub-item's parent), and
+// the K split and row tile the item runs with.
+struct item_ref {
+  int it, WK, tile;
+};
+__device__ __forceinline__ item_ref item_of(const seg &s, const tail_split &t, int j, int tiles) {
+  if (j < t.full) return item_ref{j, s.WK, j % tiles};
+  const int it = t.full + (j - t.full) / t.r, sub = (j - t.full) % t.r;
+  return item_ref{it, s.WK * t.r, (it % tiles) * t.r + sub};
+}
+
+// Work item j of tail_of's index space, by its tokens' n-tiles.
 template <class Q, bool DUAL>
-__device__ __forceinline__ void run_work(const mm_params &p, int it, int tiles, float *red) {
-  const int4 w = p.work[it / tiles];
-  const int tile = it % tiles;
+__device__ __forceinline__ void run_work(const mm_params &p, const tail_split &t, int j, int tiles, float *red) {
+  const item_ref ir = item_of(p.s, t, j, tiles);
+  const int4 w = p.work[ir.it / tiles];
   switch ((w.z + 7) / 8) {
-    case 1: run_item<Q, DUAL, 1>(p, w.x, tile, w.y, w.z, red); break;
-    case 2: run_item<Q, DUAL, 2>(p, w.x, tile, w.y, w.z, red); break;
-    case 3: run_item<Q, DUAL, 3>(p, w.x, tile, w.y, w.z, red); break;
-    default: run_item<Q, DUAL, 4>(p, w.x, tile, w.y, w.z, red); break;
+    case 1: run_item<Q, DUAL, 1>(p, w.x, ir.WK, ir.tile, w.y, w.z, red); break;
+    case 2: run_item<Q, DUAL, 2>(p, w.x, ir.WK, ir.tile, w.y, w.z, red); break;
+    case 3: run_item<Q, DUAL, 3>(p, w.x, ir.WK, ir.tile, w.y, w.z, red); break;
+    default: run_item<Q, DUAL, 4>(p, w.x, ir.WK, ir.tile, w.y, w.z, red); break;
   }
 }
 
@@ -191,25 +227,30 @@ __device__ __forceinline__ void run_work(const mm_params &p, int it, int tiles, 
 template <class Q, bool DUAL, int MB, bool DYN = false>
 __global__ void __launch_bounds__(kThreads, MB) mm_kernel(mm_params p) {
   extern __shared__ float red[]; /* kRedBytes, or none when no item reduces (red_bytes) */
-  const int tiles = tiles_of(p.s), total = *p.n_work * tiles;
+  const int tiles = tiles_of(p.s);
+  const tail_split t = tail_of(p.s, *p.n_work * tiles, (int)gridDim.x);
+  const int total = t.n;
   constexpr bool PF = l2pf_of<Q>(0);
   static_assert(!(DYN && PF), "the dynamic schedule is for policies without the L2 prefetch (its hints follow the static order)");
   if constexpr (!DYN) {
     if constexpr (PF) {
       const int pd = prefetch_depth(p.s);
       for (int d = 0; d < pd; d++) {
-        const int it = blockIdx.x + d * (int)gridDim.x;
-        if (it < total) prefetch_item<Q, DUAL>(p, p.work[it / tiles].x, it % tiles);
+        const int it = item_of(p.s, t, blockIdx.x + d * (int)gridDim.x, tiles).it; /* a sub-item: its parent */
+        if (blockIdx.x + d * (int)gridDim.x < total) prefetch_item<Q, DUAL>(p, p.work[it / tiles].x, it % tiles);
       }
     }
-    for (int it = blockIdx.x; it < total; it += gridDim.x) {
+    for (int j = blockIdx.x; j < total; j += gridDim.x) {
       if constexpr (PF) {
         int nxt = -1;
-        const int nx = it + prefetch_depth(p.s) * (int)gridDim.x; /* read now, used after the tile */
-        if (nx < total) nxt = p.work[nx / tiles].x * tiles + nx % tiles;
+        const int nx = j + prefetch_depth(p.s) * (int)gridDim.x; /* read now, used after the tile */
+        if (nx < total) {
+          const int it = item_of(p.s, t, nx, tiles).it;
+          nxt = p.work[it / tiles].x * tiles + it % tiles;
+        }
         *nxt_slot<Q>() = nxt;
       }
-      run_work<Q, DUAL>(p, it, tiles, red);
+      run_work<Q, DUAL>(p, t, j, tiles, red);
     }
   } else {
     // CTA b takes item b first; where the grid has fewer CTAs than items it then claims its next one from
@@ -226,7 +267,7 @@ __global__ void __launch_bounds__(kThreads, MB) mm_kernel(mm_params p) {
     for (int it = blockIdx.x; it < total;) {
       int claimed = 0;
       if (claim && threadIdx.x == 0) claimed = atomicAdd(p.claim, 1);
-      run_work<Q, DUAL>(p, it, tiles, red);
+      run_work<Q, DUAL>(p, t, it, tiles, red);
       if (!claim) break; /* one item per CTA at most */
       if (threadIdx.x == 0) s_next[ph] = (int)gridDim.x + claimed;
       __syncthreads(); /* thread 0's claim is visible; uniform over the CTA (claim and it are) */

@@ -576,6 +576,9 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
   up.WK = a->w4_wk_up ? a->w4_wk_up : pz_moe_w4_wk(1, H, I, a->m, K, E, slots_up, tiled, adaptive);
   dn.WK = a->w4_wk_dn ? a->w4_wk_dn : pz_moe_w4_wk(0, H, I, a->m, K, E, slots, tiled, adaptive);
   up.direct = dn.direct = !a->direct_off;
+  /* the tail split (moe_q_common.cuh tail_of): sub-items up to 8 warps and K's 128-column super-chunks */
+  up.tail_wk = a->tail_off ? 0 : pz_moe_w4_wk_cap(H);
+  dn.tail_wk = a->tail_off ? 0 : pz_moe_w4_wk_cap(I);
   if (a->w4_tiled) { /* pz_moe_w4a16_tile's layout (W4T): 128-column super-chunks, 16-byte units */
     if (H % 128 || I % 128)
       return pz_error(PZ_ERR_SHAPE, "moe w4a16: tiled experts need H %lld and inter %lld multiples of 128",
