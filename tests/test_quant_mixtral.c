@@ -237,14 +237,15 @@ static void same_decode(const char *a, const char *b, int tp) {
   CHECK(nonzero > V);
 }
 
-/* The routed experts' kind in the graph of checkpoint sub. */
-static pz_dtype expert_dtype(const char *sub) {
+/* The routed experts' kind in the graph of checkpoint sub at TP tp. */
+static pz_dtype expert_dtype(const char *sub, int tp) {
   char p[400];
   snprintf(p, sizeof p, "%s/%s", dir, sub);
   pz_model_config mc;
   CHECK_OK(pz_checkpoint_load_config(p, &mc));
   pz_build_opts bo = PZ_BUILD_OPTS_INIT;
   bo.max_ctx = 8;
+  bo.tp = tp;
   pz_graph *g = NULL;
   CHECK_OK(pz_build_decode_graph(&mc, &bo, &g));
   if (!g) return PZ_DTYPE_COUNT;
@@ -263,24 +264,25 @@ int main(void) {
   write_pair("fp8", "fp8_twin", 1);
   write_pair("fp8_ct", "fp8_ct_twin", 2);
   write_pair("fp8_channel", "fp8_channel_twin", 3);
-  CHECK(expert_dtype("int4") == PZ_I32);
-  CHECK(expert_dtype("fp8") == PZ_U8);
-  CHECK(expert_dtype("fp8_ct") == PZ_U8);
+  CHECK(expert_dtype("int4", 1) == PZ_I32);
+  CHECK(expert_dtype("fp8", 1) == PZ_U8);
+  CHECK(expert_dtype("fp8_ct", 1) == PZ_U8);
   for (int tp = 1; tp <= 2; tp++) {
     same_decode("int4", "int4_twin", tp);
     same_decode("fp8", "fp8_twin", tp);
     same_decode("fp8_ct", "fp8_twin", tp); /* compressed-tensors' FP8 block format: DeepSeek's format's bits */
-    /* one scale per row (FP8_DYNAMIC): FP8 experts at TP 1, bf16 (dequantised at load) where TP cuts the rows' scale
-     * blocks (TP 2), the twin's tokens and logits either way */
+    /* one scale per row (FP8_DYNAMIC): FP8 experts at TP 1 and 2 (down's per-row scales replicated on every rank:
+     * a TP shard of its columns cuts no scale block), the twin's tokens and logits */
     same_decode("fp8_channel", "fp8_channel_twin", tp);
   }
-  CHECK(expert_dtype("fp8_channel") == PZ_U8);
+  CHECK(expert_dtype("fp8_channel", 1) == PZ_U8);
+  CHECK(expert_dtype("fp8_channel", 2) == PZ_U8);
   /* compressed-tensors FP8: its ignore list keeps Mixtral's experts bf16 (the twin's, dequantised); the FP8 schemes
    * that are not block-scaled, static or non-FP8 activations, and a malformed block each refused on one line naming
    * the field. */
   {
     relink("fp8_twin", "fp8_ct_ignored", QCFG_FP8_CT(CT_W_BLOCK, "null", ",\"re:.*block_sparse_moe\\\\.experts.*\""));
-    CHECK(expert_dtype("fp8_ct_ignored") == PZ_BF16);
+    CHECK(expert_dtype("fp8_ct_ignored", 1) == PZ_BF16);
     same_decode("fp8_ct_ignored", "fp8_twin", 1);
     static const struct { const char *q, *needle; } bad_ct[] = {
         {QCFG_FP8_CT("{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"channel\",\"block_structure\":[128,128]}",
@@ -319,7 +321,7 @@ int main(void) {
     char q[2048];
     snprintf(q, sizeof q, QCFG_INT4, ",\"re:.*block_sparse_moe\\\\.experts.*\"");
     relink("int4", "int4_ignored", q);
-    CHECK(expert_dtype("int4_ignored") == PZ_BF16);
+    CHECK(expert_dtype("int4_ignored", 1) == PZ_BF16);
     same_decode("int4_ignored", "int4_twin", 1);
   }
   /* FP8's skip lists (transformers' modules_to_not_convert, vLLM's ignored_layers: module names or
@@ -337,11 +339,11 @@ int main(void) {
     snprintf(q, sizeof q, QCFG_FP8, extra);
     relink("fp8_twin", sub, q);
     if (lists[i]) {
-      CHECK(expert_dtype(sub) == PZ_BF16);
+      CHECK(expert_dtype(sub, 1) == PZ_BF16);
       same_decode(sub, "fp8_twin", 1);
     } else {
       int32_t toks[STEPS * M];
-      CHECK(expert_dtype(sub) == PZ_U8);
+      CHECK(expert_dtype(sub, 1) == PZ_U8);
       CHECK(decode(sub, 1, toks, NULL) != PZ_OK);
     }
   }

@@ -307,8 +307,12 @@ static pz_status routed_experts(bld *b, int L, int *src, pz_moe_params *p) {
   if (q == PZ_WQ_FP8) {
     p->q_block_rows = c->quant.block_rows;
     p->q_block_cols = c->quant.block_cols;
-    /* A TP shard that cuts a scale block keeps the loader's bf16 dequantisation (checkpoint.h). */
-    if (b->tp > 1 && (I % p->q_block_rows || I % p->q_block_cols)) {
+    /* A TP shard that cuts a scale block keeps the loader's bf16 dequantisation (checkpoint.h): gate / up are split
+       by rows (I per rank, blocks of q_block_rows), down by columns (I per rank, blocks of q_block_cols). A column
+       block that spans down's whole unsplit row (per-channel scales: 1 x PZ_FP8_CHANNEL_COLS) is not cut: every
+       rank keeps the same scales, replicated below. */
+    const bool dn_whole = p->q_block_cols >= c->moe_intermediate_size;
+    if (b->tp > 1 && (I % p->q_block_rows || (I % p->q_block_cols && !dn_whole))) {
       q = PZ_WQ_NONE;
       p->wquant = 0;
       p->q_block_rows = p->q_block_cols = 0;
@@ -332,7 +336,9 @@ static pz_status routed_experts(bld *b, int L, int *src, pz_moe_params *p) {
       fmt(wn, "layers.%d.mlp.experts.%s.weight", L, proj[i]);
       PZ_CHECK(weight(b, wn, PZ_U8, 3, (int64_t[]){E, rows, cols}, sd, sc, 0.f, &src[slot[i]]));
       fmt(wn, "layers.%d.mlp.experts.%s.weight_scale_inv", L, proj[i]);
-      PZ_CHECK(weight(b, wn, PZ_F32, 3, (int64_t[]){E, (rows + bm - 1) / bm, (cols + bn - 1) / bn}, sd, sc, 0.f,
+      /* down's scales when one column block spans its whole unsplit row: [E, H / bm, 1] on every rank */
+      const int ssd = down && bn >= c->moe_intermediate_size ? -1 : sd;
+      PZ_CHECK(weight(b, wn, PZ_F32, 3, (int64_t[]){E, (rows + bm - 1) / bm, (cols + bn - 1) / bn}, ssd, sc, 0.f,
                       &src[sslot[i]]));
     }
   }
