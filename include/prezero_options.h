@@ -121,8 +121,9 @@ typedef struct pz_runtime_opts {
   int moe_direct;                     /* PREZERO_MOE_DIRECT: -1 unset or 1 (the default) the INT4 / FP8 expert
                                        * kernels' work items whose K is not split across warps write each
                                        * warp's rows straight from its registers (no shared-memory reduction,
-                                       * no CTA barrier); 0 through shared memory as before. Bit-identical.
-                                       * Added in 0.2.0 */
+                                       * no CTA barrier); 0 through shared memory as before. Bit-identical for
+                                       * FP8, and for INT4 with moe_tail 0 (else 0 lets those launches take
+                                       * the tail split: within rounding). Added in 0.2.0 */
   int mla_lazy;                       /* PREZERO_MLA_LAZY: -1 unset or 1 (the default) MLA attention v4 keeps a
                                        * slice's running max until a tile's max exceeds it by more than 8
                                        * (natural-log units; the lazy rescale of FlashAttention-4), so O is
@@ -170,7 +171,8 @@ typedef struct pz_runtime_opts {
                                        * routing) does not spill, except where only one wave of 4 per SM holds
                                        * the batch (moe_w4_split.h); 0 always 4 CTAs per SM and 64 registers as
                                        * before (7 registers stored and reloaded per 128-column step, through
-                                       * L2). Bit-identical for the same K split. Added in 0.2.0 */
+                                       * L2). Bit-identical for the same K split with moe_tail 0 (the tail
+                                       * split follows the grid: within rounding otherwise). Added in 0.2.0 */
   int mlp_gemm;                       /* PREZERO_MLP_GEMM: -1 unset (the default) the bf16 SwiGLU MLPs run as
                                        * two split-K GEMMs, SiLU-and-multiply and a GEMM where H and the
                                        * intermediate size are multiples of 64: a dense layer's MLP at every

@@ -139,9 +139,11 @@ static void dynamic_case(const pz_moe_q_args *a, float *tk) {
  * Then every gate / up group sum and every partial over K slices is an integer times 2^-6 below 2^24, exact
  * in f32 in any grouping, so the gate/up outputs are the same bits however items and K slices are cut; down
  * runs unsplit (wk 1: direct writes, no tail split), so the MoE output must be bit-identical with and
- * without the split, for gate/up splits 2 and 4. Where pz_moe_tail_r, on the item count read back from the
- * workspace and a grid of 3 CTAs per SM (w4_up_ctas 3 given), says the last wave was split, g_tails counts
- * it (main checks that some launch was). dout: the launch's output [m, H] on the device. */
+ * without the split, for gate/up splits 2 and 4. Output and workspace are poisoned (0xff) before every
+ * launch, so a row no sub-item wrote shows. The kernels record tail_of's r in the workspace (n_work[3]:
+ * gate/up, [4]: down): with tail_off it must be 1; without, it must be pz_moe_tail_r's on the item count read
+ * back and a grid of 3 CTAs per SM (w4_up_ctas 3 given; where that is the grid), and g_tails counts the
+ * launches whose r > 1 (main checks that some launch was split). dout: the launch's output [m, H] on the device. */
 static int g_tails;
 static void tail_case(const pz_moe_q_args *a, float *dout) {
   const int m = a->m, E = a->p.n_experts;
@@ -168,15 +170,23 @@ static void tail_case(const pz_moe_q_args *a, float *dout) {
       c.w4_up_ctas = 3;
       c.tail_off = off;
       CHECK(cudaMemset(dout, 0xff, 4 * nout) == cudaSuccess);
+      CHECK(cudaMemset(c.workspace, 0xff, c.workspace_bytes) == cudaSuccess);
       CHECK_OK(pz_moe_w4a16_launch(&c, 0));
       CHECK(cudaDeviceSynchronize() == cudaSuccess);
       cudaMemcpy(o[off], dout, 4 * nout, cudaMemcpyDeviceToHost);
-      if (!off) {
-        int nw = 0;
-        cudaMemcpy(&nw, (const char *)c.workspace + nw_off, sizeof nw, cudaMemcpyDeviceToHost);
-        const int64_t rows = 16 * (8 / wks[w]), items = (int64_t)nw * ((I + rows - 1) / rows);
-        if (pz_moe_tail_r(items, 3 * (int64_t)sms, wks[w], pz_moe_w4_wk_cap(H)) > 1) g_tails++;
+      int nw[5] = {0, 0, 0, 0, 0};
+      cudaMemcpy(nw, (const char *)c.workspace + nw_off, sizeof nw, cudaMemcpyDeviceToHost);
+      const int64_t rows = 16 * (8 / wks[w]), items = (int64_t)nw[0] * ((I + rows - 1) / rows);
+      int64_t grid = 3 * (int64_t)sms; /* launch_mm: every CTA slot, at most the most items the batch can have */
+      const int64_t pairs = (int64_t)m * a->p.top_k, max_items = (pairs / 32 + (pairs < E ? pairs : E) + 1) * ((I + rows - 1) / rows);
+      if (grid > max_items) grid = max_items;
+      const int want = off ? 1 : pz_moe_tail_r(items, grid, wks[w], pz_moe_w4_wk_cap(H));
+      if (nw[3] != want || nw[4] != 1) {
+        fprintf(stderr, "m %d, I %lld, gate/up split %d, tail_off %d: the kernels split their last waves by %d / %d, want %d / 1 "
+                "(%lld items, grid %lld)\n", m, (long long)I, wks[w], off, nw[3], nw[4], want, (long long)items, (long long)grid);
+        pz_test_failures++;
       }
+      if (!off && nw[3] > 1) g_tails++;
     }
     if (memcmp(o[0], o[1], 4 * nout)) {
       fprintf(stderr, "m %d, I %lld, gate/up split %d, exact inputs: the tail split changes the output\n", m,

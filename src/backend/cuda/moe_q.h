@@ -83,8 +83,8 @@ typedef struct pz_moe_q_args {
                    * 4 where only one wave of 4 per SM holds the batch's items); 4 = 64 registers, as before
                    * (PREZERO_MOE_W4_UP_REGS=0; that loop stores and reloads 7 registers per 128-column step,
                    * about 0.6 bytes of L2 writes per weight byte on the H200); 3 = always 3. Other values:
-                   * PZ_ERR_INVALID_ARG. Bit-identical for the same K split; the adaptive K split counts the
-                   * launched kernel's CTA slots */
+                   * PZ_ERR_INVALID_ARG. Bit-identical for the same K split with tail_off (the tail split
+                   * follows the grid); the adaptive K split counts the launched kernel's CTA slots */
   int items_dynamic; /* both: 1 = where the batch has more work items than the grid has CTAs, each CTA takes
                       * item blockIdx.x, then claims its next item from a counter in the workspace as it starts
                       * each one (the gather zeroes the counters), so the items beyond the first wave go to the
@@ -96,7 +96,8 @@ typedef struct pz_moe_q_args {
                       * TP 1 m 32-64 (bench/results/moe_h200_int4_ab/dyn_r138/), so the executor's default is 0 */
   int direct_off; /* both: 1 = work items whose K is not split reduce through shared memory with CTA barriers
                    * (PREZERO_MOE_DIRECT=0); 0, the default, = each warp writes its rows from its registers.
-                   * Bit-identical */
+                   * Bit-identical for W8A16, and for W4A16 with tail_off (direct_off 1 lets launches of
+                   * unsplit K take the tail split: within rounding) */
   int tail_off; /* W4A16: 1 = the items of a batch's last, part-empty wave of CTAs run whole (PREZERO_MOE_TAIL=0);
                  * 0, the default, = each splits into up to 8 / WK sub-items of fewer rows, K over more warps, as
                  * many as that wave's CTAs hold (kernels/moe_q_common.cuh tail_of), where the launch reduces

@@ -69,8 +69,8 @@ struct seg {
   int out_mode;                  // 0: row = pos, 1: row = pairs[pos]
   int direct;                    // 1: items with WK = 1 write from the warps' registers (no reduction, no
                                  // CTA barrier); 0: through shared memory (PREZERO_MOE_DIRECT=0). Same bits
-  int tail_wk;                   // the largest K split a tail item may take (tail_of), <= 8; WK (or 0): no tail
-                                 // split (PREZERO_MOE_TAIL=0, and launches without the reduction memory)
+  int tail_wk;                   // the largest K split a tail item may take (tail_of), <= 8; 0: no tail split
+                                 // (PREZERO_MOE_TAIL=0; launches without reduction memory are excluded by tail_of)
 };
 
 struct mm_params {
@@ -81,6 +81,9 @@ struct mm_params {
   const int *n_work;  // [3]: the work count (the gather's), then the two claim counters below
   int *claim;  // item counter (zero on entry: the gather sets it) of the dynamic schedule (PREZERO_MOE_DYNAMIC=1),
                // or nullptr: the static one (item i to CTA i mod grid, the default)
+  int tail_grid;  // G of tail_of: the static schedule's grid (launch_mm), so that the dynamic one, whose kernel
+                  // instance may hold another number of CTAs per SM, splits the same items
+  int *tail_r;    // where CTA 0 records tail_of's r (the workspace's n_work[3] / [4]: read by the tests), or nullptr
 };
 
 
@@ -136,6 +139,16 @@ __device__ __forceinline__ void prefetch_item(const mm_params &p, int e, int til
 struct tail_split {
   int full, r, n;  // items in full waves, sub-items per tail item, the index space's size
 };
+// A policy opts in with `static constexpr bool kTail = true;` (the W4A16 ones); the others (W8A16) compile without
+// the tail code.
+template <class Q>
+__host__ __device__ constexpr auto tail_on(int) -> decltype(Q::kTail, bool()) {
+  return Q::kTail;
+}
+template <class Q>
+__host__ __device__ constexpr bool tail_on(long) {
+  return false;
+}
 __device__ __forceinline__ tail_split tail_of(const seg &s, int total, int G) {
   tail_split t{total, 1, total};
   if (s.direct && s.WK == 1) return t; /* no reduction memory in this launch (red_bytes) */
@@ -201,8 +214,9 @@ __host__ __device__ constexpr int up_blocks_of(long) {
 struct item_ref {
   int it, WK, tile;
 };
+template <bool TAIL>
 __device__ __forceinline__ item_ref item_of(const seg &s, const tail_split &t, int j, int tiles) {
-  if (j < t.full) return item_ref{j, s.WK, j % tiles};
+  if (!TAIL || j < t.full) return item_ref{j, s.WK, j % tiles};
   const int it = t.full + (j - t.full) / t.r, sub = (j - t.full) % t.r;
   return item_ref{it, s.WK * t.r, (it % tiles) * t.r + sub};
 }
@@ -210,7 +224,7 @@ __device__ __forceinline__ item_ref item_of(const seg &s, const tail_split &t, i
 // Work item j of tail_of's index space, by its tokens' n-tiles.
 template <class Q, bool DUAL>
 __device__ __forceinline__ void run_work(const mm_params &p, const tail_split &t, int j, int tiles, float *red) {
-  const item_ref ir = item_of(p.s, t, j, tiles);
+  const item_ref ir = item_of<tail_on<Q>(0)>(p.s, t, j, tiles);
   const int4 w = p.work[ir.it / tiles];
   switch ((w.z + 7) / 8) {
     case 1: run_item<Q, DUAL, 1>(p, w.x, ir.WK, ir.tile, w.y, w.z, red); break;
@@ -228,7 +242,9 @@ template <class Q, bool DUAL, int MB, bool DYN = false>
 __global__ void __launch_bounds__(kThreads, MB) mm_kernel(mm_params p) {
   extern __shared__ float red[]; /* kRedBytes, or none when no item reduces (red_bytes) */
   const int tiles = tiles_of(p.s);
-  const tail_split t = tail_of(p.s, *p.n_work * tiles, (int)gridDim.x);
+  constexpr bool TAIL = tail_on<Q>(0);
+  const tail_split t = TAIL ? tail_of(p.s, *p.n_work * tiles, p.tail_grid) : tail_split{*p.n_work * tiles, 1, *p.n_work * tiles};
+  if (TAIL && p.tail_r && blockIdx.x == 0 && threadIdx.x == 0) *p.tail_r = t.r;
   const int total = t.n;
   constexpr bool PF = l2pf_of<Q>(0);
   static_assert(!(DYN && PF), "the dynamic schedule is for policies without the L2 prefetch (its hints follow the static order)");
@@ -236,7 +252,7 @@ __global__ void __launch_bounds__(kThreads, MB) mm_kernel(mm_params p) {
     if constexpr (PF) {
       const int pd = prefetch_depth(p.s);
       for (int d = 0; d < pd; d++) {
-        const int it = item_of(p.s, t, blockIdx.x + d * (int)gridDim.x, tiles).it; /* a sub-item: its parent */
+        const int it = item_of<TAIL>(p.s, t, blockIdx.x + d * (int)gridDim.x, tiles).it; /* a sub-item: its parent */
         if (blockIdx.x + d * (int)gridDim.x < total) prefetch_item<Q, DUAL>(p, p.work[it / tiles].x, it % tiles);
       }
     }
@@ -245,7 +261,7 @@ __global__ void __launch_bounds__(kThreads, MB) mm_kernel(mm_params p) {
         int nxt = -1;
         const int nx = j + prefetch_depth(p.s) * (int)gridDim.x; /* read now, used after the tile */
         if (nx < total) {
-          const int it = item_of(p.s, t, nx, tiles).it;
+          const int it = item_of<TAIL>(p.s, t, nx, tiles).it;
           nxt = p.work[it / tiles].x * tiles + it % tiles;
         }
         *nxt_slot<Q>() = nxt;
@@ -349,18 +365,25 @@ auto mm_kernel_of(bool up_former, bool dyn) -> decltype(&mm_kernel<Q, DUAL, min_
 }
 // The grid: every CTA slot of that kernel on the device (persistent items), at most max_items.
 template <class Q, bool DUAL>
-pz_status launch_mm(const mm_params &mp, int64_t max_items, const char *name, cudaStream_t stream, bool up_former) {
-  const auto kernel = mm_kernel_of<Q, DUAL>(up_former, mp.claim != nullptr);
-  int dev = 0, sms = 0, per_sm = 0;
+pz_status launch_mm(const mm_params &mp_in, int64_t max_items, const char *name, cudaStream_t stream, bool up_former) {
+  mm_params mp = mp_in;
+  int dev = 0, sms = 0;
   PZ_CUDA_CHECK_MSG(cudaGetDevice(&dev), "%s: cannot read the current device", name);
   PZ_CUDA_CHECK_MSG(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "%s: SM count", name);
   const size_t smem = red_bytes(mp.s);
-  PZ_CUDA_CHECK_MSG(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem),
-                    "%s: occupancy of the expert kernel", name);
-  int64_t grid = (int64_t)sms * (per_sm < 1 ? 1 : per_sm);
-  if (grid > max_items) grid = max_items;
-  if (grid < 1) grid = 1;
-  kernel<<<(unsigned)grid, kThreads, smem, stream>>>(mp);
+  int64_t grid[2] = {1, 1}; /* the static instance's, then the one launched (the same unless dynamic) */
+  for (int d = 0; d < 2; d++) {
+    const auto kernel = mm_kernel_of<Q, DUAL>(up_former, d == 1 && mp.claim != nullptr);
+    int per_sm = 0;
+    PZ_CUDA_CHECK_MSG(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem),
+                      "%s: occupancy of the expert kernel", name);
+    grid[d] = (int64_t)sms * (per_sm < 1 ? 1 : per_sm);
+    if (grid[d] > max_items) grid[d] = max_items;
+    if (grid[d] < 1) grid[d] = 1;
+  }
+  mp.tail_grid = (int)grid[0];
+  const auto kernel = mm_kernel_of<Q, DUAL>(up_former, mp.claim != nullptr);
+  kernel<<<(unsigned)grid[1], kThreads, smem, stream>>>(mp);
   PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }
@@ -456,6 +479,8 @@ pz_status run_all(const pz_moe_q_args *a, const ws_layout &l, seg up_s, seg dn_s
   up.work = work;
   up.n_work = n_work;
   up.claim = a->items_dynamic ? n_work + 1 : nullptr; /* zeroed by the gather (PREZERO_MOE_DYNAMIC=1) */
+  up.tail_r = n_work + 3; /* tail_of's r, for the tests (the n_work slot has 256 bytes) */
+  up.tail_grid = 1;       /* launch_mm sets it */
   up.s = up_s;
   up.s.in = (const __nv_bfloat16 *)a->x;
   up.s.ld_in = a->ldx;
@@ -467,6 +492,7 @@ pz_status run_all(const pz_moe_q_args *a, const ws_layout &l, seg up_s, seg dn_s
 
   mm_params dn = up;
   dn.claim = a->items_dynamic ? n_work + 2 : nullptr;
+  dn.tail_r = n_work + 4;
   dn.s = dn_s;
   dn.s.in = h;
   dn.s.ld_in = I;

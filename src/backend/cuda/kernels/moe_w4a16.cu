@@ -423,6 +423,7 @@ __device__ __forceinline__ void warp_tile_t(const uint4 *wa, const uint4 *wb, co
 struct W4T {
   static constexpr int kChunk = 128;
   static constexpr int kMinBlocks = 4;
+  static constexpr bool kTail = true; /* the tail split (moe_q_common.cuh tail_of) */
   /* gate/up: 3 CTAs per SM, 80 registers: its 1-n-tile loop holds both matrices' words and scales and
      spilled 7 registers per step at 64 (cuobjdump; ncu round 112: 2.8 GB of L2 writes in one Kimi-K2.5
      TP 1 m 64 gate/up launch, which moved 4.7 GB of weights); none at 80 */
@@ -491,6 +492,7 @@ template <bool PF, bool V16>
 struct W4P {
   static constexpr int kChunk = kGroup;
   static constexpr bool kL2Prefetch = PF;
+  static constexpr bool kTail = true;
   template <bool DUAL>
   static __device__ __forceinline__ void prefetch(const seg &s, int e, int row0, int cb, int ce) {
     prefetch_rows<DUAL, V16>(s, e, row0, cb, ce);
