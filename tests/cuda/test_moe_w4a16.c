@@ -627,6 +627,19 @@ static void run_case(const char *name, int E, int K, int64_t H, int64_t I, int64
   if (bad) pz_test_failures++;
   if (SI && route == ROUTE_RANDOM) fork_case(&a, dout);
   dynamic_case(&a, gpu2); /* the stored layout's kernels (W4 policies without the L2 prefetch) */
+  { /* the stored layout's L2 prefetch (l2pf 1, PREZERO_MOE_L2PF=1: hints only, over the same items, tail split
+       included) gives the default's bits */
+    pz_moe_q_args c = a;
+    c.l2pf = 1;
+    CHECK(cudaMemset(dout, 0xff, 4 * (size_t)m * H) == cudaSuccess);
+    CHECK_OK(pz_moe_w4a16_launch(&c, 0));
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    cudaMemcpy(gpu2, dout, 4 * (size_t)m * H, cudaMemcpyDeviceToHost);
+    if (memcmp(gpu, gpu2, 4 * (size_t)m * H)) {
+      fprintf(stderr, "%s m %d: the stored layout's L2 prefetch changes the output\n", name, m);
+      pz_test_failures++;
+    }
+  }
   tiled_case(&a, wg, sg, H, I, ref, gpu, dout);
   /* Argument errors (once per case is cheap). */
   pz_moe_q_args b = a;
