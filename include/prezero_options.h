@@ -122,7 +122,7 @@ typedef struct pz_runtime_opts {
                                        * kernels' work items whose K is not split across warps write each
                                        * warp's rows straight from its registers (no shared-memory reduction,
                                        * no CTA barrier); 0 through shared memory as before. Bit-identical for
-                                       * FP8, and for INT4 with moe_tail 0 (else 0 lets those launches take
+                                       * FP8, and for INT4 unless moe_tail is 1 (then 0 lets those launches take
                                        * the tail split: within rounding). Added in 0.2.0 */
   int mla_lazy;                       /* PREZERO_MLA_LAZY: -1 unset or 1 (the default) MLA attention v4 keeps a
                                        * slice's running max until a tile's max exceeds it by more than 8
@@ -171,8 +171,8 @@ typedef struct pz_runtime_opts {
                                        * routing) does not spill, except where only one wave of 4 per SM holds
                                        * the batch (moe_w4_split.h); 0 always 4 CTAs per SM and 64 registers as
                                        * before (7 registers stored and reloaded per 128-column step, through
-                                       * L2). Bit-identical for the same K split with moe_tail 0 (the tail
-                                       * split follows the grid: within rounding otherwise). Added in 0.2.0 */
+                                       * L2). Bit-identical for the same K split unless moe_tail is 1 (the tail
+                                       * split follows the grid: within rounding then). Added in 0.2.0 */
   int mlp_gemm;                       /* PREZERO_MLP_GEMM: -1 unset (the default) the bf16 SwiGLU MLPs run as
                                        * two split-K GEMMs, SiLU-and-multiply and a GEMM where H and the
                                        * intermediate size are multiples of 64: a dense layer's MLP at every
@@ -204,13 +204,14 @@ typedef struct pz_runtime_opts {
                                        * Bit-identical; no effect with moe_l2pf on the stored INT4 layout.
                                        * Off by default: on the H200 it gained 1-2.4 % at TP 2 / 4 and lost
                                        * 1.5-2.5 % at TP 1, m 32-64 (bench/moe/NOTES.md). Added in 0.2.0 */
-  int moe_tail;                       /* PREZERO_MOE_TAIL: -1 unset or 1 (the default) the INT4 W4A16 expert
-                                       * kernels split each work item of a batch's last, part-empty wave
-                                       * of CTAs into sub-items of fewer rows with K split over more warps,
-                                       * so that wave takes a fraction of an item's time (moe_q_common.cuh
-                                       * tail_of); 0 runs those items whole, as before. Results agree
-                                       * within rounding (K slices summed in another grouping); the
-                                       * static and dynamic schedules stay bit-identical. Added last */
+  int moe_tail;                       /* PREZERO_MOE_TAIL: 1 the INT4 W4A16 expert kernels split each work
+                                       * item of a batch's last, part-empty wave of CTAs into sub-items of
+                                       * fewer rows with K split over more warps, so that wave takes a
+                                       * fraction of an item's time (moe_q_common.cuh tail_of); -1 unset
+                                       * (the default) or 0 run those items whole, as before. Opt-in: not
+                                       * yet timed on a GPU. Results agree within rounding (K slices summed
+                                       * in another grouping); the static and dynamic schedules stay
+                                       * bit-identical. Added last */
 } pz_runtime_opts;
 
 /* The library's defaults, without reading anything. o NULL: nothing happens. */

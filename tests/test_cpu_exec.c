@@ -373,6 +373,10 @@ int main(void) {
     setenv("PREZERO_MOE_DYNAMIC", "1", 1);
     CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.moe_dynamic == 1);
     unsetenv("PREZERO_MOE_DYNAMIC");
+    CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.moe_tail == -1); /* opt-in: unset is off */
+    setenv("PREZERO_MOE_TAIL", "1", 1);
+    CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && ro.moe_tail == 1);
+    unsetenv("PREZERO_MOE_TAIL");
     /* switches that are on by default: unset reads -1, 0 is read */
     static const struct { const char *var; size_t off; } sw[] = {
         {"PREZERO_MLA_BALANCE", offsetof(pz_runtime_opts, mla_balance)},
@@ -390,8 +394,7 @@ int main(void) {
         {"PREZERO_MLP_GEMM", offsetof(pz_runtime_opts, mlp_gemm)},
         {"PREZERO_MLP_ONE_GU", offsetof(pz_runtime_opts, mlp_one_gu)},
         {"PREZERO_MOE_W4_WAVES", offsetof(pz_runtime_opts, moe_w4_waves)},
-        {"PREZERO_MOE_ROUTE_KEYS", offsetof(pz_runtime_opts, moe_route_keys)},
-        {"PREZERO_MOE_TAIL", offsetof(pz_runtime_opts, moe_tail)}};
+        {"PREZERO_MOE_ROUTE_KEYS", offsetof(pz_runtime_opts, moe_route_keys)}};
     for (size_t i = 0; i < sizeof sw / sizeof sw[0]; i++) {
       const int *field = (const int *)((const char *)&ro + sw[i].off);
       CHECK(pz_runtime_opts_from_env(&ro, bad, sizeof bad) == 0 && *field == -1);

@@ -146,7 +146,7 @@ static int moe_waves_off(void) { return moe_opts()->moe_w4_waves == 0; } /* PREZ
 static int route_serial(void) { return moe_opts()->moe_route_topk == 0; } /* PREZERO_MOE_ROUTE_TOPK=0 */
 static int route_keys_off(void) { return moe_opts()->moe_route_keys == 0; } /* PREZERO_MOE_ROUTE_KEYS=0 */
 static int items_dynamic(void) { return moe_opts()->moe_dynamic == 1; } /* PREZERO_MOE_DYNAMIC=1 */
-static int tail_off(void) { return moe_opts()->moe_tail == 0; }          /* PREZERO_MOE_TAIL=0 */
+static int tail_off(void) { return moe_opts()->moe_tail != 1; }          /* PREZERO_MOE_TAIL=1 opts in */
 static int moe_fork(void) { return moe_opts()->moe_fork; } /* PREZERO_MOE_FORK: -1 by batch, 0 off, 1 / 2 the join */
 #include "bench/dev/dev_helpers.h" /* pz_moe_fill_bf16, pz_moe_stream_read */
 #include "core/status.h"

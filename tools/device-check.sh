@@ -315,7 +315,7 @@ for s in $sections; do
         grep -E "^\| [0-9]" $W/moe_h200_int4_wk$a.md | awk -F'|' -v a=$a '{print a, "tp", $2, "m", $3, "us", $6, $8}' | tee -a "$S"
       done ;;
     quant_ab)  # issue 15: bench moe --quant int4 per W4A16 K split; PZ_AB_LIST items like dn4, dn1:up1
-      # tail0: PREZERO_MOE_TAIL=0 (the last wave's items whole)
+      # tail0 / tail1: PREZERO_MOE_TAIL=0 / 1 (the last wave's items whole / split)
       # (dnN --w4-wk-dn N, upN --w4-wk-up N; kN --w4-kernel N, an option of tree b81288b only; PZ_WK_ARGS as in quant_wk)
       # nodirect: PREZERO_MOE_DIRECT=0, dyn: PREZERO_MOE_DYNAMIC=1 (items claimed from a counter), forkN: PREZERO_MOE_FORK=N, formerup: PREZERO_MOE_W4_UP_REGS=0, mlp0 / mlp1: PREZERO_MLP_GEMM=0 / 1 (the shared
       # expert fused / as GEMMs), gu0: PREZERO_MLP_ONE_GU=0 (gate and up as two GEMMs), waves0: PREZERO_MOE_W4_WAVES=0 (gate/up's split by the fill rule), builtin: an empty GEMM cache (the
@@ -325,7 +325,7 @@ for s in $sections; do
         args="" envs=""
         for t in ${item//:/ }; do
           case $t in formerup) envs="$envs PREZERO_MOE_W4_UP_REGS=0" ;; k*) args="$args --w4-kernel ${t#k}" ;; dn*) args="$args --w4-wk-dn ${t#dn}" ;; up*) args="$args --w4-wk-up ${t#up}" ;;
-            tail0) envs="$envs PREZERO_MOE_TAIL=0" ;; nodirect) envs="$envs PREZERO_MOE_DIRECT=0" ;; dyn) envs="$envs PREZERO_MOE_DYNAMIC=1" ;; fork[012]) envs="$envs PREZERO_MOE_FORK=${t#fork}" ;; mlp0|mlp1) envs="$envs PREZERO_MLP_GEMM=${t#mlp}" ;; gu0) envs="$envs PREZERO_MLP_ONE_GU=0" ;; waves0) envs="$envs PREZERO_MOE_W4_WAVES=0" ;;
+            tail[01]) envs="$envs PREZERO_MOE_TAIL=${t#tail}" ;; nodirect) envs="$envs PREZERO_MOE_DIRECT=0" ;; dyn) envs="$envs PREZERO_MOE_DYNAMIC=1" ;; fork[012]) envs="$envs PREZERO_MOE_FORK=${t#fork}" ;; mlp0|mlp1) envs="$envs PREZERO_MLP_GEMM=${t#mlp}" ;; gu0) envs="$envs PREZERO_MLP_ONE_GU=0" ;; waves0) envs="$envs PREZERO_MOE_W4_WAVES=0" ;;
             builtin) mkdir -p $W/empty_cache; envs="$envs PREZERO_CACHE_DIR=$W/empty_cache" ;;
             refcache) envs="$envs PREZERO_CACHE_DIR=${PZ_REF_CACHE:?refcache needs PZ_REF_CACHE, a cache directory}" ;; esac
         done

@@ -40,7 +40,8 @@ void pz_runtime_opts_default(pz_runtime_opts *o) {
   o->moe_w4_waves = -1; /* gate/up's K split by the wave rule (moe_w4_split.h) */
   o->moe_route_keys = -1; /* the router's top-k over 64-bit rank keys (route_key.h) */
   o->moe_dynamic = -1;    /* unset: item i on CTA i mod grid; 1 claims items from a counter (moe_q.h) */
-  o->moe_tail = -1;       /* on: the last wave's W4A16 items split (moe_q_common.cuh tail_of) */
+  o->moe_tail = -1;       /* unset: off; 1 splits the last wave's W4A16 items (moe_q_common.cuh tail_of): opt-in
+                             until measured on a GPU */
   o->moe_w4_up_regs = -1; /* gate/up at 3 CTAs per SM, no spills (moe_q.h w4_up_ctas) */
   o->moe_fork = -1;       /* the shared experts beside the router; the join by batch (moe_q.h) */
   o->mlp_gemm = -1;       /* the MLPs through the GEMMs by batch (backend/cuda/mlp_gemm.h) */

@@ -386,7 +386,7 @@ static pz_status op_moe_q(pz_cuda_ctx *c, const pz_node *n) {
   a.w4_waves_off = ro && ro->moe_w4_waves == 0; /* PREZERO_MOE_W4_WAVES=0: gate/up's split by the fill rule */
   a.direct_off = ro && ro->moe_direct == 0;   /* PREZERO_MOE_DIRECT=0: the shared-memory reduction */
   a.items_dynamic = ro && ro->moe_dynamic == 1; /* PREZERO_MOE_DYNAMIC=1: items claimed from a counter */
-  a.tail_off = ro && ro->moe_tail == 0;         /* PREZERO_MOE_TAIL=0: the last wave's items whole */
+  a.tail_off = !(ro && ro->moe_tail == 1);      /* PREZERO_MOE_TAIL=1: the last wave's items split (opt-in) */
   a.w4_up_ctas = ro && ro->moe_w4_up_regs == 0 ? 4 : 0; /* PREZERO_MOE_W4_UP_REGS=0: gate/up at 4 CTAs per SM */
   a.logits = DATA(n->src[PZ_MOE_LOGITS]);
   a.ld_logits = ldl;

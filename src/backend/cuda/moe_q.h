@@ -98,9 +98,9 @@ typedef struct pz_moe_q_args {
                    * (PREZERO_MOE_DIRECT=0); 0, the default, = each warp writes its rows from its registers.
                    * Bit-identical for W8A16, and for W4A16 with tail_off (direct_off 1 lets launches of
                    * unsplit K take the tail split: within rounding) */
-  int tail_off; /* W4A16: 1 = the items of a batch's last, part-empty wave of CTAs run whole (PREZERO_MOE_TAIL=0);
-                 * 0, the default, = each splits into up to 8 / WK sub-items of fewer rows, K over more warps, as
-                 * many as that wave's CTAs hold (kernels/moe_q_common.cuh tail_of), where the launch reduces
+  int tail_off; /* W4A16: 1 = the items of a batch's last, part-empty wave of CTAs run whole (the executor's
+                 * default: PREZERO_MOE_TAIL unset or 0); 0 (PREZERO_MOE_TAIL=1) = each splits into up to 8 / WK
+                 * sub-items of fewer rows, K over more warps, as many as that wave's CTAs hold (kernels/moe_q_common.cuh tail_of), where the launch reduces
                  * through shared memory (K split, or direct_off). Results agree within rounding; static and
                  * dynamic schedules bit-identical. W8A16 runs its items whole */
   /* Routing by the launcher: logits non-NULL (f32 [m, E], row stride ld_logits) makes the launcher run
