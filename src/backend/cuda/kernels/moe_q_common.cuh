@@ -37,7 +37,7 @@ struct gather_params {
   const int32_t *ids;  // [m*K]
   int *pairs;          // [m*K] out: pair index by sorted position (expert, then pair order)
   int4 *work;          // out: {expert, first position, count, 0}
-  int *n_work;         // [3] out: the work count, then the two claim counters (zeroed)
+  int *n_work;         // [5] out: the work count, the two claim counters (zeroed), the two tail r (1; mm_params.tail_r)
 };
 
 // One CTA of 1024 threads: pz_moe_item::gather (moe_item_common.cuh: parallel counts and scans, then
@@ -48,7 +48,10 @@ struct gather_params {
 // It also sets the two expert kernels' item counters (n_work[1], n_work[2]: mm_params.claim) to zero, so
 // that a captured op needs no memset of its own.
 __global__ void __launch_bounds__(1024) gather_kernel(gather_params p) {
-  if (threadIdx.x == 0) p.n_work[1] = p.n_work[2] = 0;
+  if (threadIdx.x == 0) {
+    p.n_work[1] = p.n_work[2] = 0;
+    p.n_work[3] = p.n_work[4] = 1; /* tail_of's r of the two expert kernels: 1 unless a tail instance records its own */
+  }
   pz_moe_item::gather<1024, kTok, PZ_MOE_MAX_M * PZ_MOE_MAX_TOPK>(p.n_pairs, p.E, p.ids, nullptr, p.pairs, p.work,
                                                                 p.n_work);
 }
@@ -238,11 +241,13 @@ __device__ __forceinline__ void run_work(const mm_params &p, const tail_split &t
 // schedule (p.claim; PREZERO_MOE_DYNAMIC=1), its own instance so that the static one (the default) carries
 // none of its code (sm_90a SASS against the kernels before it: the same inner loops, instruction for
 // instruction, and the same spills in them).
-template <class Q, bool DUAL, int MB, bool DYN = false>
+// TL: the tail split's instance (tail_of; policies with kTail, launches with s.tail_wk > 0), its own so that the
+// instance that runs with the split off carries none of its code (the registers and spills it had before).
+template <class Q, bool DUAL, int MB, bool DYN = false, bool TL = false>
 __global__ void __launch_bounds__(kThreads, MB) mm_kernel(mm_params p) {
   extern __shared__ float red[]; /* kRedBytes, or none when no item reduces (red_bytes) */
   const int tiles = tiles_of(p.s);
-  constexpr bool TAIL = tail_on<Q>(0);
+  constexpr bool TAIL = TL && tail_on<Q>(0);
   const tail_split t = TAIL ? tail_of(p.s, *p.n_work * tiles, p.tail_grid) : tail_split{*p.n_work * tiles, 1, *p.n_work * tiles};
   if (TAIL && p.tail_r && blockIdx.x == 0 && threadIdx.x == 0) *p.tail_r = t.r;
   const int total = t.n;
@@ -350,18 +355,29 @@ inline size_t red_bytes(const seg &s) { return s.direct && s.WK == 1 ? 0 : kRedB
 // The kernel instance for (Q, DUAL): the gate/up kernel (DUAL) is the policy's kMinBlocksUp instance unless
 // up_former (then the kMinBlocks one, as before); down always the kMinBlocks one.
 // dyn: the dynamic schedule's instance (policies without the L2 prefetch only; else the static one).
-template <class Q, bool DUAL>
-auto mm_kernel_of(bool up_former, bool dyn) -> decltype(&mm_kernel<Q, DUAL, min_blocks_of<Q>(0)>) {
-  if constexpr (!l2pf_of<Q>(0)) {
-    if constexpr (DUAL && up_blocks_of<Q>(0) != min_blocks_of<Q>(0)) {
-      if (dyn && !up_former) return &mm_kernel<Q, DUAL, up_blocks_of<Q>(0), true>;
+// The static / dynamic and tail / no-tail instance at MB CTAs per SM (dyn: policies without the L2 prefetch only;
+// tail: policies with kTail only).
+template <class Q, bool DUAL, int MB>
+auto mm_kernel_pick(bool dyn, bool tail) -> decltype(&mm_kernel<Q, DUAL, MB>) {
+  if constexpr (tail_on<Q>(0)) {
+    if (tail) {
+      if constexpr (!l2pf_of<Q>(0)) {
+        if (dyn) return &mm_kernel<Q, DUAL, MB, true, true>;
+      }
+      return &mm_kernel<Q, DUAL, MB, false, true>;
     }
-    if (dyn) return &mm_kernel<Q, DUAL, min_blocks_of<Q>(0), true>;
   }
+  if constexpr (!l2pf_of<Q>(0)) {
+    if (dyn) return &mm_kernel<Q, DUAL, MB, true>;
+  }
+  return &mm_kernel<Q, DUAL, MB>;
+}
+template <class Q, bool DUAL>
+auto mm_kernel_of(bool up_former, bool dyn, bool tail) -> decltype(&mm_kernel<Q, DUAL, min_blocks_of<Q>(0)>) {
   if constexpr (DUAL && up_blocks_of<Q>(0) != min_blocks_of<Q>(0)) {
-    if (!up_former) return &mm_kernel<Q, DUAL, up_blocks_of<Q>(0)>;
+    if (!up_former) return mm_kernel_pick<Q, DUAL, up_blocks_of<Q>(0)>(dyn, tail);
   }
-  return &mm_kernel<Q, DUAL, min_blocks_of<Q>(0)>;
+  return mm_kernel_pick<Q, DUAL, min_blocks_of<Q>(0)>(dyn, tail);
 }
 // The grid: every CTA slot of that kernel on the device (persistent items), at most max_items.
 template <class Q, bool DUAL>
@@ -373,7 +389,7 @@ pz_status launch_mm(const mm_params &mp_in, int64_t max_items, const char *name,
   const size_t smem = red_bytes(mp.s);
   int64_t grid[2] = {1, 1}; /* the static instance's, then the one launched (the same unless dynamic) */
   for (int d = 0; d < 2; d++) {
-    const auto kernel = mm_kernel_of<Q, DUAL>(up_former, d == 1 && mp.claim != nullptr);
+    const auto kernel = mm_kernel_of<Q, DUAL>(up_former, d == 1 && mp.claim != nullptr, mp.s.tail_wk > 0);
     int per_sm = 0;
     PZ_CUDA_CHECK_MSG(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem),
                       "%s: occupancy of the expert kernel", name);
@@ -382,7 +398,7 @@ pz_status launch_mm(const mm_params &mp_in, int64_t max_items, const char *name,
     if (grid[d] < 1) grid[d] = 1;
   }
   mp.tail_grid = (int)grid[0];
-  const auto kernel = mm_kernel_of<Q, DUAL>(up_former, mp.claim != nullptr);
+  const auto kernel = mm_kernel_of<Q, DUAL>(up_former, mp.claim != nullptr, mp.s.tail_wk > 0);
   kernel<<<(unsigned)grid[1], kThreads, smem, stream>>>(mp);
   PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;

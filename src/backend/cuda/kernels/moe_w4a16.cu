@@ -570,7 +570,7 @@ extern "C" pz_status pz_moe_w4a16_launch(const pz_moe_q_args *a, cudaStream_t st
                                       : pz_moe_w4_up_ctas(H, I, a->m, K, E, sms, a->w4_wk_up, adaptive);
   if (tiled) {
     PZ_CUDA_CHECK_MSG(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                          &up_per_sm, mm_kernel_of<W4T, true>(up_ctas == W4T::kMinBlocks, a->items_dynamic != 0), kThreads, kRedBytes),
+                          &up_per_sm, mm_kernel_of<W4T, true>(up_ctas == W4T::kMinBlocks, a->items_dynamic != 0, !a->tail_off), kThreads, kRedBytes),
                       "moe w4a16: occupancy of the gate/up kernel");
     if (up_per_sm < 1) up_per_sm = 1;
   }
