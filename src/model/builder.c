@@ -296,6 +296,7 @@ static pz_status routed_experts(bld *b, int L, int *src, pz_moe_params *p) {
   p->wquant = (int)q;
   static const char *const proj[] = {"gate_proj", "up_proj", "down_proj"};
   const int slot[] = {PZ_MOE_W_GATE, PZ_MOE_W_UP, PZ_MOE_W_DOWN}, sslot[] = {PZ_MOE_S_GATE, PZ_MOE_S_UP, PZ_MOE_S_DOWN};
+  bool dn_whole = false; /* FP8: one scale column block spans down's whole unsplit row */
   if (q == PZ_WQ_INT4) {
     const int64_t g = c->quant.group_size;
     if (H % g || I % g)
@@ -311,7 +312,7 @@ static pz_status routed_experts(bld *b, int L, int *src, pz_moe_params *p) {
        by rows (I per rank, blocks of q_block_rows), down by columns (I per rank, blocks of q_block_cols). A column
        block that spans down's whole unsplit row (per-channel scales: 1 x PZ_FP8_CHANNEL_COLS) is not cut: every
        rank keeps the same scales, replicated below. */
-    const bool dn_whole = p->q_block_cols >= c->moe_intermediate_size;
+    dn_whole = p->q_block_cols >= c->moe_intermediate_size;
     if (b->tp > 1 && (I % p->q_block_rows || (I % p->q_block_cols && !dn_whole))) {
       q = PZ_WQ_NONE;
       p->wquant = 0;
@@ -337,7 +338,7 @@ static pz_status routed_experts(bld *b, int L, int *src, pz_moe_params *p) {
       PZ_CHECK(weight(b, wn, PZ_U8, 3, (int64_t[]){E, rows, cols}, sd, sc, 0.f, &src[slot[i]]));
       fmt(wn, "layers.%d.mlp.experts.%s.weight_scale_inv", L, proj[i]);
       /* down's scales when one column block spans its whole unsplit row: [E, H / bm, 1] on every rank */
-      const int ssd = down && bn >= c->moe_intermediate_size ? -1 : sd;
+      const int ssd = down && dn_whole ? -1 : sd;
       PZ_CHECK(weight(b, wn, PZ_F32, 3, (int64_t[]){E, (rows + bm - 1) / bm, (cols + bn - 1) / bn}, ssd, sc, 0.f,
                       &src[sslot[i]]));
     }

@@ -152,9 +152,11 @@ template <class Q>
 __host__ __device__ constexpr bool tail_on(long) {
   return false;
 }
+// A launch whose items all write from the registers (direct, K unsplit): it has no reduction memory (red_bytes).
+__host__ __device__ inline bool writes_direct(const seg &s) { return s.direct && s.WK == 1; }
 __device__ __forceinline__ tail_split tail_of(const seg &s, int total, int G) {
   tail_split t{total, 1, total};
-  if (s.direct && s.WK == 1) return t; /* no reduction memory in this launch (red_bytes) */
+  if (writes_direct(s)) return t; /* no reduction memory in this launch */
   t.r = pz_moe_tail_r(total, G, s.WK, s.tail_wk);
   if (t.r == 1) return t;
   t.full = total - total % G;
@@ -257,8 +259,10 @@ __global__ void __launch_bounds__(kThreads, MB) mm_kernel(mm_params p) {
     if constexpr (PF) {
       const int pd = prefetch_depth(p.s);
       for (int d = 0; d < pd; d++) {
-        const int it = item_of<TAIL>(p.s, t, blockIdx.x + d * (int)gridDim.x, tiles).it; /* a sub-item: its parent */
-        if (blockIdx.x + d * (int)gridDim.x < total) prefetch_item<Q, DUAL>(p, p.work[it / tiles].x, it % tiles);
+        const int j = blockIdx.x + d * (int)gridDim.x;
+        if (j >= total) break;
+        const int it = item_of<TAIL>(p.s, t, j, tiles).it; /* a sub-item: its parent */
+        prefetch_item<Q, DUAL>(p, p.work[it / tiles].x, it % tiles);
       }
     }
     for (int j = blockIdx.x; j < total; j += gridDim.x) {
@@ -351,7 +355,7 @@ inline bool aligned(const void *q, unsigned a) { return ((uintptr_t)q & (a - 1))
 constexpr size_t kRedBytes = sizeof(float) * kWarps * 2 * 4 * 4 * 32;
 // None when no item reduces (items write from the registers: direct, WK = 1), so that shared memory is left
 // to the L1 cache, where the activations every warp of an item re-reads stay (same results).
-inline size_t red_bytes(const seg &s) { return s.direct && s.WK == 1 ? 0 : kRedBytes; }
+inline size_t red_bytes(const seg &s) { return writes_direct(s) ? 0 : kRedBytes; }
 // The kernel instance for (Q, DUAL): the gate/up kernel (DUAL) is the policy's kMinBlocksUp instance unless
 // up_former (then the kMinBlocks one, as before); down always the kMinBlocks one.
 // dyn: the dynamic schedule's instance (policies without the L2 prefetch only; else the static one).
@@ -387,19 +391,20 @@ pz_status launch_mm(const mm_params &mp_in, int64_t max_items, const char *name,
   PZ_CUDA_CHECK_MSG(cudaGetDevice(&dev), "%s: cannot read the current device", name);
   PZ_CUDA_CHECK_MSG(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "%s: SM count", name);
   const size_t smem = red_bytes(mp.s);
-  int64_t grid[2] = {1, 1}; /* the static instance's, then the one launched (the same unless dynamic) */
-  for (int d = 0; d < 2; d++) {
-    const auto kernel = mm_kernel_of<Q, DUAL>(up_former, d == 1 && mp.claim != nullptr, mp.s.tail_wk > 0);
+  const bool dyn = mp.claim != nullptr, tail = mp.s.tail_wk > 0;
+  int64_t grid[2] = {1, 1}; /* the static instance's, then the one launched (another only when dynamic) */
+  for (int d = 0; d < (dyn ? 2 : 1); d++) {
     int per_sm = 0;
-    PZ_CUDA_CHECK_MSG(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, smem),
+    PZ_CUDA_CHECK_MSG(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mm_kernel_of<Q, DUAL>(up_former, d == 1, tail),
+                                                                    kThreads, smem),
                       "%s: occupancy of the expert kernel", name);
     grid[d] = (int64_t)sms * (per_sm < 1 ? 1 : per_sm);
     if (grid[d] > max_items) grid[d] = max_items;
     if (grid[d] < 1) grid[d] = 1;
   }
+  if (!dyn) grid[1] = grid[0];
   mp.tail_grid = (int)grid[0];
-  const auto kernel = mm_kernel_of<Q, DUAL>(up_former, mp.claim != nullptr, mp.s.tail_wk > 0);
-  kernel<<<(unsigned)grid[1], kThreads, smem, stream>>>(mp);
+  mm_kernel_of<Q, DUAL>(up_former, dyn, tail)<<<(unsigned)grid[1], kThreads, smem, stream>>>(mp);
   PZ_CUDA_CHECK(cudaGetLastError());
   return PZ_OK;
 }
